@@ -1,0 +1,327 @@
+"""``import_checkpoint``: Hugging Face directories, TF1 checkpoints and saved models.
+
+Every weight of the model must come from the checkpoint: missing, unexpected
+and misshaped variables are collected and reported by name in one error.
+Weights of task heads found in the checkpoint are kept when ``head`` asks for
+them and otherwise reported as skipped (never silently dropped into a model).
+"""
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.checkpoints.safetensors_io import PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle
+from mobilebert_kit.checkpoints.weight_names import reference_name
+
+log = logging.getLogger(__name__)
+
+HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                  "gelu_fast": "gelu_tanh", "relu": "relu", "relu6": "relu6"}
+# Buffers and metadata some checkpoints carry that are not weights.
+IGNORED_KEYS = ("embeddings.position_ids",)
+HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "cls/")
+
+_HF_MOBILEBERT_DEFAULTS = dict(
+    vocab_size=30522, hidden_size=512, num_hidden_layers=24, num_attention_heads=4, intermediate_size=512,
+    hidden_act="relu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, embedding_size=128, trigram_input=True,
+    use_bottleneck=True, intra_bottleneck_size=128, use_bottleneck_attention=False, key_query_shared_bottleneck=True,
+    num_feedforward_networks=4, normalization_type="no_norm", classifier_activation=True,
+)
+_HF_BERT_DEFAULTS = dict(
+    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, position_embedding_type="absolute",
+)
+# The official TF1 BertConfig defaults (google-research/mobilebert/modeling.py).
+_TF1_DEFAULTS = dict(
+    hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
+    hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=16,
+    initializer_range=0.02, embedding_size=None, trigram_input=False, use_bottleneck=False,
+    intra_bottleneck_size=None, use_bottleneck_attention=False, key_query_shared_bottleneck=False,
+    num_feedforward_networks=1, normalization_type="layer_norm", classifier_activation=True,
+)
+
+
+def _common(c, act):
+    return dict(
+        vocab_size=int(c["vocab_size"]),
+        hidden_size=int(c["hidden_size"]),
+        num_layers=int(c["num_hidden_layers"]),
+        num_heads=int(c["num_attention_heads"]),
+        intermediate_size=int(c["intermediate_size"]),
+        hidden_act=act,
+        hidden_dropout=float(c["hidden_dropout_prob"]),
+        attention_dropout=float(c["attention_probs_dropout_prob"]),
+        max_position_embeddings=int(c["max_position_embeddings"]),
+        type_vocab_size=int(c["type_vocab_size"]),
+        initializer_range=float(c["initializer_range"]),
+    )
+
+
+def _mobilebert_fields(c):
+    return dict(
+        embedding_size=int(c["embedding_size"] or c["hidden_size"]),
+        trigram_input=bool(c["trigram_input"]),
+        use_bottleneck=bool(c["use_bottleneck"]),
+        intra_bottleneck_size=int(c["intra_bottleneck_size"] or c["hidden_size"]),
+        use_bottleneck_attention=bool(c["use_bottleneck_attention"]),
+        key_query_shared_bottleneck=bool(c["key_query_shared_bottleneck"]),
+        num_feedforward_networks=int(c["num_feedforward_networks"]),
+        normalization_type=c["normalization_type"],
+        classifier_activation=bool(c["classifier_activation"]),
+    )
+
+
+def config_from_hf(hf):
+    """Converts a Hugging Face ``config.json`` dict (``mobilebert`` or ``bert``) to Encoder arguments."""
+    model_type = hf.get("model_type")
+    if model_type == "mobilebert":
+        c = {**_HF_MOBILEBERT_DEFAULTS, **hf}
+    elif model_type == "bert":
+        c = {**_HF_BERT_DEFAULTS, **hf}
+        if c.get("position_embedding_type", "absolute") != "absolute":
+            raise CheckpointError(f"BERT position_embedding_type {c['position_embedding_type']!r} is not supported; only 'absolute'")
+    else:
+        raise CheckpointError(
+            f"unsupported Hugging Face model_type {model_type!r}; supported: mobilebert, bert "
+            "(convbert and nezha arrive with the architecture variants)"
+        )
+    act = c["hidden_act"]
+    if act not in HF_ACTIVATIONS:
+        raise CheckpointError(f"unsupported hidden_act {act!r} in config.json; supported: {', '.join(HF_ACTIVATIONS)}")
+    config = _common(c, HF_ACTIVATIONS[act])
+    config["layer_norm_epsilon"] = float(c["layer_norm_eps"])
+    if model_type == "mobilebert":
+        config.update(_mobilebert_fields(c))
+        # Hugging Face builds these two LayerNorms without passing layer_norm_eps (torch default 1e-5).
+        config["layer_norm_epsilon_overrides"] = {"embeddings": 1e-5, "final_ffn": 1e-5}
+    else:
+        config.update(classifier_activation=True, normalization_type="layer_norm")
+    return config
+
+
+def config_from_tf1(official):
+    """Converts an official (google-research) BERT/MobileBERT JSON config to Encoder arguments.
+
+    The TF reference code's ``gelu`` is the tanh approximation, so it maps to ``gelu_tanh``.
+    """
+    c = {**_TF1_DEFAULTS, **official}
+    if "vocab_size" not in official:
+        raise CheckpointError("the TF1 config has no vocab_size; pass the model's bert_config.json")
+    act = {"gelu": "gelu_tanh", "relu": "relu", "relu6": "relu6"}.get(c["hidden_act"])
+    if act is None:
+        raise CheckpointError(f"unsupported hidden_act {c['hidden_act']!r} in the TF1 config; supported: gelu, relu, relu6")
+    config = _common(c, act)
+    config.update(_mobilebert_fields(c))
+    config["layer_norm_epsilon"] = 1e-12  # tf.contrib.layers.layer_norm's variance epsilon
+    return config
+
+
+def _strip_prefix(arrays, prefixes):
+    out = {}
+    for key, value in arrays.items():
+        for prefix in prefixes:
+            if key.startswith(prefix):
+                key = key[len(prefix):]
+                break
+        out[key] = value
+    return out
+
+
+def _collect(model, arrays, dialect, source, encoder_prefix=""):
+    """Builds ``{our path: array}`` from reference-named ``arrays``; reports all problems at once."""
+    from mobilebert_kit.models.api import assign_weights, named_weights
+
+    encoder = model if not encoder_prefix else model.encoder
+    config = encoder.config
+    remaining = dict(arrays)
+    ours, missing = {}, []
+    for path, var in named_weights(model).items():
+        rel = path[len(encoder_prefix):] if encoder_prefix and path.startswith(encoder_prefix) else path
+        mapped = reference_name(rel, dialect, config)
+        if mapped is None or mapped[0] not in remaining:
+            ours[path] = None
+            missing.append(f"missing {mapped[0] if mapped else path} (for {path}, expected shape {list(var.shape)})")
+            continue
+        name, transpose = mapped
+        array = remaining.pop(name)
+        ours[path] = array.T if transpose and array.ndim == 2 else array
+    skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES)]
+    unexpected = [k for k in remaining if k not in skipped and k not in IGNORED_KEYS]
+    misshaped = []
+    targets = named_weights(model)
+    for path, array in ours.items():
+        if array is not None and tuple(array.shape) != tuple(targets[path].shape):
+            misshaped.append(f"misshaped {path}: expected shape {list(targets[path].shape)}, got {list(array.shape)}")
+    details = missing + [f"unexpected {k} (shape {list(np.shape(remaining[k]))})" for k in unexpected] + misshaped
+    if details:
+        raise CheckpointError(
+            f"{source} does not fit the model: {len(missing)} missing, {len(unexpected)} unexpected, "
+            f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
+            details,
+        )
+    if skipped:
+        log.info("skipped %d head weight(s) of %s (pass head= to keep them)", len(skipped), source)
+    assign_weights(model, ours, source=source)
+    return skipped
+
+
+def _wrap_head(encoder, head, arrays, dialect):
+    """Returns the task model for ``head`` ("auto" picks one from the checkpoint's keys)."""
+    from mobilebert_kit.models.heads import HEADS
+
+    keys = set(arrays)
+    if head == "auto":
+        if any(k.startswith(("cls.predictions", "cls/predictions")) for k in keys):
+            head = "pretrainer"
+        elif "qa_outputs.weight" in keys:
+            head = "span_question_answerer"
+        else:
+            head = None
+    if head is None:
+        return encoder, ""
+    if head not in HEADS:
+        raise ConfigError(f"unknown head {head!r}; valid heads: auto, {', '.join(HEADS)}")
+    kwargs = {}
+    if head in ("sequence_classifier", "token_classifier"):
+        weight = arrays.get("classifier.weight")
+        if weight is None:
+            raise CheckpointError(f"head {head!r} needs classifier.weight in the checkpoint; it has none")
+        kwargs["num_labels"] = int(weight.shape[0])
+    return HEADS[head](encoder, **kwargs), "encoder/"
+
+
+def import_hf(directory, head=None, **overrides):
+    """Imports a Hugging Face checkpoint directory (``config.json`` + safetensors)."""
+    from mobilebert_kit.models.api import build
+
+    directory = Path(directory)
+    try:
+        hf_config = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"cannot read {directory / 'config.json'} ({err}); a Hugging Face directory needs it") from err
+    config = config_from_hf(hf_config)
+    arrays = read_safetensors_dir(directory)
+    prefix = "mobilebert." if hf_config.get("model_type") == "mobilebert" else "bert."
+    arrays = _strip_prefix(arrays, (prefix,))
+    config.update(overrides)
+    encoder = build(config)
+    model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf")
+    _collect(model, arrays, "hf", f"{directory}", encoder_prefix)
+    return model
+
+
+def _tf1_prefix(path):
+    """Resolves a TF1 checkpoint prefix from a directory or a ``.index``/``.data`` path."""
+    import tensorflow as tf
+
+    path = Path(path)
+    if path.is_dir():
+        latest = tf.train.latest_checkpoint(str(path))
+        if latest:
+            return latest
+        indexes = sorted(path.glob("*.index"))
+        if len(indexes) == 1:
+            return str(indexes[0])[: -len(".index")]
+        return None
+    text = str(path)
+    for suffix in (".index", ".meta"):
+        if text.endswith(suffix):
+            return text[: -len(suffix)]
+    if ".data-" in path.name:
+        return text.split(".data-")[0]
+    if Path(text + ".index").is_file():
+        return text
+    return None
+
+
+def import_tf1(prefix, config_path=None, head=None, **overrides):
+    """Imports an original (google-research) TF1 name-based checkpoint with its JSON config."""
+    from mobilebert_kit.backend import tf
+    from mobilebert_kit.models.api import build
+
+    prefix = str(prefix)
+    if config_path is None:
+        parent = Path(prefix).parent
+        candidates = [parent / n for n in ("bert_config.json", "config.json")] + sorted(parent.glob("*config*.json"))
+        config_path = next((c for c in candidates if c.is_file()), None)
+        if config_path is None:
+            raise CheckpointError(f"no JSON config next to {prefix}; pass it with --config (the bert_config.json it was trained with)")
+    try:
+        official = json.loads(Path(config_path).read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"cannot read the TF1 config {config_path} ({err})") from err
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        shapes = reader.get_variable_to_shape_map()
+        arrays = {name: np.asarray(reader.get_tensor(name)) for name in shapes}
+    except (tf.errors.OpError, ValueError) as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"cannot read TF1 checkpoint {prefix} ({message}); check the files are complete") from err
+    # Optimizer slots and counters are not weights.
+    arrays = {k: v for k, v in arrays.items() if not k.endswith(("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")) and k != "global_step"}
+    config = config_from_tf1(official)
+    config.update(overrides)
+    encoder = build(config)
+    model, encoder_prefix = _wrap_head(encoder, head, arrays, "tf1")
+    _collect(model, arrays, "tf1", prefix, encoder_prefix)
+    return model
+
+
+def import_checkpoint(path, head=None, config=None, **overrides):
+    """Loads an encoder (or task model) from any supported checkpoint.
+
+    Args:
+        path: a Hugging Face directory (``config.json`` + ``model.safetensors``),
+            an original TF1 checkpoint (prefix, ``.index`` file or directory
+            with a ``bert_config.json``), or a directory saved by ``mbk.save``.
+        head: ``None`` (encoder only), ``"auto"`` (the head the checkpoint
+            holds, if any) or a head name.
+        config: path of the JSON config of a TF1 checkpoint (found next to it
+            when omitted).
+        **overrides: Encoder options that do not change weights
+            (``attention_mask_value``, ``output_hidden_states`` ...).
+
+    Returns:
+        The loaded model. Pickle checkpoints (``.bin``, ``.pt``) are refused.
+
+    Example:
+        >>> import mobilebert_kit as mbk
+        >>> encoder = mbk.import_checkpoint("all-MiniLM-L6-v2/")  # doctest: +SKIP
+    """
+    from mobilebert_kit.models.api import is_saved_model, load
+
+    path = Path(path)
+    if path.suffix in PICKLE_SUFFIXES and path.is_file():
+        refuse_pickle(path)
+    if path.is_dir() and is_saved_model(path):
+        model = load(path, **overrides)
+        return model
+    if path.is_dir() and (path / "config.json").is_file() and "model_type" in _read_json(path / "config.json"):
+        return import_hf(path, head=head, **overrides)
+    if path.suffix == ".safetensors" and path.is_file():
+        return import_hf(path.parent, head=head, **overrides)
+    prefix = _tf1_prefix(path) if (path.exists() or Path(str(path) + ".index").exists()) else None
+    if prefix is not None:
+        return import_tf1(prefix, config_path=config, head=head, **overrides)
+    if path.is_dir():
+        pickles = sorted(p for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        if pickles:
+            refuse_pickle(pickles[0])
+        raise CheckpointError(
+            f"{path} is not a checkpoint: expected config.json + model.safetensors (Hugging Face), "
+            "a TF1 checkpoint (*.index + bert_config.json) or a directory saved by mbk"
+        )
+    raise CheckpointError(f"{path} does not exist; pass a checkpoint directory or TF1 checkpoint prefix")
+
+
+def _read_json(path):
+    try:
+        value = json.loads(Path(path).read_text())
+        return value if isinstance(value, dict) else {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}

@@ -1,0 +1,136 @@
+"""Maps our weight paths to the names of Hugging Face and original TF1 checkpoints.
+
+Our paths follow the layer names (``transformer_layer_3/ffn_1/intermediate/kernel``).
+Both reference formats name the same tensors by scope; they differ in
+separators, a few scope names and kernel layout (PyTorch stores ``[out, in]``).
+One table of scope renames serves both dialects (parity-notes.md lists them).
+"""
+
+import re
+
+DIALECTS = ("hf", "tf1")
+
+_LEAF = {
+    # ours: (hf leaf, transpose for hf, tf1 leaf)
+    "kernel": ("weight", True, "kernel"),
+    "bias": ("bias", False, "bias"),
+    "gamma": ("weight", False, "gamma"),
+    "beta": ("bias", False, "beta"),
+}
+
+
+def _norm_scope(dialect, normalization_type):
+    if dialect == "hf":
+        return "LayerNorm"
+    return "FakeLayerNorm" if normalization_type == "no_norm" else "LayerNorm"
+
+
+def _block_scopes(rest, num_ffn, norm):
+    """Reference scope (list of parts) for a path inside one TransformerBlock."""
+    layer, _, leaf = rest.rpartition("/")
+    sub, _, inner = layer.partition("/")
+    renames = {
+        "bottleneck_input/dense": ["bottleneck", "input", "dense"],
+        "bottleneck_input/norm": ["bottleneck", "input", norm],
+        "bottleneck_attention/dense": ["bottleneck", "attention", "dense"],
+        "bottleneck_attention/norm": ["bottleneck", "attention", norm],
+        "attention/query": ["attention", "self", "query"],
+        "attention/key": ["attention", "self", "key"],
+        "attention/value": ["attention", "self", "value"],
+        "attention_output/dense": ["attention", "output", "dense"],
+        "attention_output/norm": ["attention", "output", norm],
+        "output_bottleneck/dense": ["output", "bottleneck", "dense"],
+        "output_bottleneck/norm": ["output", "bottleneck", norm],
+    }
+    if layer in renames:
+        return renames[layer], leaf
+    match = re.fullmatch(r"ffn_(\d+)", sub)
+    if match:
+        index = int(match.group(1))
+        # The last FFN is the block's own "intermediate"/"output"; earlier ones are "ffn_layer_i".
+        prefix = [] if index == num_ffn - 1 else ["ffn_layer", str(index)]
+        parts = {"intermediate": ["intermediate", "dense"], "output": ["output", "dense"], "norm": ["output", norm]}
+        if inner in parts:
+            return prefix + parts[inner], leaf
+    return None, leaf
+
+
+def reference_name(path, dialect, config):
+    """Returns ``(name, transpose)`` of our weight ``path`` in ``dialect``, or None if unmapped.
+
+    Args:
+        path: our weight path, relative to the encoder (``embeddings/norm/gamma``),
+            or a head path (``mlm/...``, ``nsp/...``, ``classifier/...``, ``qa_outputs/...``).
+        dialect: ``"hf"`` (dots, ``ffn.i``, ``[out, in]`` kernels) or ``"tf1"``.
+        config: the encoder config (for the number of FFNs and the norm type).
+    """
+    norm = _norm_scope(dialect, config["normalization_type"])
+    layer, _, leaf = path.rpartition("/")
+    hf_leaf, transpose, tf_leaf = _LEAF.get(leaf, (leaf, False, leaf))
+    scopes = None
+    if path in ("embeddings/word_embeddings", "embeddings/position_embeddings", "embeddings/token_type_embeddings"):
+        scopes, hf_leaf, tf_leaf, transpose = ["embeddings", leaf], "weight", None, False
+    elif layer == "embeddings/embedding_transformation":
+        scopes = ["embeddings", "embedding_transformation"]
+    elif layer == "embeddings/norm":
+        scopes = ["embeddings", norm]
+    elif layer == "pooler":
+        scopes = ["pooler", "dense"]
+    elif path.startswith("transformer_layer_"):
+        index, _, rest = path[len("transformer_layer_"):].partition("/")
+        block, _ = _block_scopes(rest, config["num_feedforward_networks"], norm)
+        if block is not None:
+            scopes = ["encoder", "layer", index, *block]
+    if scopes is None:
+        return _head_name(path, dialect, config)
+    if dialect == "hf":
+        name = ".".join(_hf_join(scopes) + ([hf_leaf] if hf_leaf else []))
+        return name, transpose
+    name = "bert/" + "/".join(_tf1_join(scopes) + ([tf_leaf] if tf_leaf else []))
+    return name, False
+
+
+def _hf_join(scopes):
+    # "ffn_layer", "2" -> "ffn.2"; "layer", "3" stays "layer.3"
+    return ["ffn" if s == "ffn_layer" else s for s in scopes]
+
+
+def _tf1_join(scopes):
+    out, skip = [], False
+    for i, s in enumerate(scopes):
+        if skip:
+            skip = False
+            continue
+        if s in ("layer", "ffn_layer") and i + 1 < len(scopes):
+            out.append(f"{s}_{scopes[i + 1]}")
+            skip = True
+        else:
+            out.append(s)
+    return out
+
+
+def _head_name(path, dialect, config):
+    """Names of the task heads' weights."""
+    sep = "." if dialect == "hf" else "/"
+    layer, _, leaf = path.rpartition("/")
+    hf_leaf, transpose, tf_leaf = _LEAF.get(leaf, (leaf, False, leaf))
+    table = {
+        "mlm/transform": ["cls", "predictions", "transform", "dense"],
+        "mlm/transform_norm": ["cls", "predictions", "transform", "LayerNorm"],
+        "nsp": ["cls", "seq_relationship"],
+        "classifier": ["classifier"],
+        "qa_outputs": ["qa_outputs"],
+    }
+    if path == "mlm/output_bias":
+        return ("cls.predictions.bias", False) if dialect == "hf" else ("cls/predictions/output_bias", False)
+    if path == "mlm/extra_output_weights":
+        # HF keeps it as nn.Linear(vocab -> hidden - embedding): weight [H-E, V]; ours and TF1 are [V, H-E].
+        return ("cls.predictions.dense.weight", True) if dialect == "hf" else ("cls/predictions/extra_output_weights", False)
+    if layer not in table:
+        return None
+    if dialect == "tf1" and layer == "nsp":
+        # TF1 BERT stores the NSP layer as output_weights [2, H] / output_bias.
+        return ("cls/seq_relationship/output_weights", True) if leaf == "kernel" else ("cls/seq_relationship/output_bias", False)
+    if dialect == "hf":
+        return sep.join(table[layer] + [hf_leaf]), transpose
+    return sep.join(table[layer] + [tf_leaf]), False

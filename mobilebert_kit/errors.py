@@ -1,0 +1,46 @@
+"""Error types for user-facing failures.
+
+Every error a user can cause (bad file, bad option, missing device) is an
+``MbkError``; the command line prints its message as one line and exits
+non-zero, without a traceback. Messages name what is wrong and what to do.
+"""
+
+
+class MbkError(Exception):
+    """Base class of errors caused by user input or environment, not by a bug."""
+
+    exit_code = 2
+
+
+class ConfigError(MbkError, ValueError):
+    """An unknown preset, option value or inconsistent configuration."""
+
+
+class CheckpointError(MbkError):
+    """A checkpoint that cannot be read or does not fit the model.
+
+    Args:
+        message: one-line summary.
+        details: optional list of lines (one per variable) appended to the message.
+    """
+
+    def __init__(self, message, details=None):
+        self.details = list(details or [])
+        text = message
+        if self.details:
+            text += "\n" + "\n".join(f"  - {d}" for d in self.details)
+        super().__init__(text)
+
+
+def check_choice(name, value, choices):
+    """Returns ``value`` if it is one of ``choices``, else raises ConfigError listing them.
+
+    Args:
+        name: the option's keyword, used in the message.
+        value: the value given.
+        choices: the fixed set of valid values.
+    """
+    if value not in choices:
+        valid = ", ".join(repr(c) for c in choices)
+        raise ConfigError(f"unknown {name} {value!r}; valid values: {valid}")
+    return value

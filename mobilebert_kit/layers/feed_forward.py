@@ -1,0 +1,84 @@
+"""FeedForward: one position-wise feed-forward network with residual and norm."""
+
+from mobilebert_kit.backend import keras
+from mobilebert_kit.layers.initializers import fresh_initializer
+from mobilebert_kit.layers.activations import get_activation
+from mobilebert_kit.layers.normalization import make_norm
+
+
+@keras.utils.register_keras_serializable(package="mobilebert_kit")
+class FeedForward(keras.layers.Layer):
+    """``norm(dropout(W2 act(W1 x)) + x)``.
+
+    MobileBERT stacks several of these per block to restore the 1:2 balance of
+    attention and feed-forward parameters that the bottleneck breaks (Sun et al.,
+    2020, Sec. 4.2); BERT has one.
+
+    Args:
+        intermediate_size: width of the hidden (activated) layer.
+        hidden_act: one of ``"gelu"``, ``"gelu_tanh"``, ``"relu"``, ``"relu6"``.
+        normalization_type: ``"layer_norm"`` or ``"no_norm"``.
+        layer_norm_epsilon: LayerNorm epsilon.
+        dropout: dropout rate on the output projection.
+        kernel_initializer: initializer of both dense kernels.
+        **kwargs: standard layer arguments.
+
+    Example:
+        >>> ffn = FeedForward(512, "relu", "no_norm", name="ffn_0")
+        >>> ffn(tf.ones([1, 4, 128])).shape
+        TensorShape([1, 4, 128])
+    """
+
+    def __init__(
+        self,
+        intermediate_size,
+        hidden_act="gelu",
+        normalization_type="layer_norm",
+        layer_norm_epsilon=1e-12,
+        dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.normalization_type = normalization_type
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.dropout_rate = dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.intermediate = keras.layers.Dense(
+            intermediate_size,
+            activation=get_activation(hidden_act),
+            kernel_initializer=fresh_initializer(self.kernel_initializer),
+            name="intermediate",
+            dtype=self.dtype_policy,
+        )
+        self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
+        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+        self.output_dense = None  # built lazily: its width is the input width
+
+    def build(self, input_shape):
+        width = int(input_shape[-1])
+        self.output_dense = keras.layers.Dense(
+            width, kernel_initializer=fresh_initializer(self.kernel_initializer), name="output", dtype=self.dtype_policy
+        )
+        super().build(input_shape)
+
+    def call(self, inputs, training=None):
+        x = self.output_dense(self.intermediate(inputs))
+        x = self.dropout(x, training=training)
+        return self.norm(x + inputs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "intermediate_size": self.intermediate_size,
+                "hidden_act": self.hidden_act,
+                "normalization_type": self.normalization_type,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "dropout": self.dropout_rate,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,120 @@
+"""MultiHeadAttention with separate query/key/value inputs and an explicit mask value."""
+
+import math
+
+from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.layers.initializers import fresh_initializer
+from mobilebert_kit.errors import check_choice
+
+MASK_MODES = ("add", "mul_add")
+
+
+@keras.utils.register_keras_serializable(package="mobilebert_kit")
+class MultiHeadAttention(keras.layers.Layer):
+    """Scaled dot-product attention over ``num_heads`` heads (Vaswani et al., 2017).
+
+    Query, key and value come from separate inputs because MobileBERT feeds them
+    different tensors: a shared 128-d bottleneck for query and key, the 512-d
+    block input for value (Sun et al., 2020, Fig. 1c; parity-notes.md). The
+    output is the concatenated context ``[batch, seq, num_heads * head_size]``;
+    the output projection belongs to the block.
+
+    The padding mask is applied with an explicit constant because the constant
+    matters for deployment: a huge negative number wrecks int8 ranges, while the
+    reference implementations use -1e4 (BERT), the dtype minimum (Hugging Face)
+    or ``scores * m - 6 * (1 - m)`` (the official MobileBERT TF1 code). Outputs
+    at real tokens agree whenever the constant drives padded keys to ~0 weight.
+
+    Args:
+        num_heads: number of attention heads.
+        head_size: width of each head.
+        dropout: dropout rate on the attention probabilities.
+        mask_value: score given to padded keys.
+        mask_mode: ``"add"``: ``scores + (1 - m) * mask_value``;
+            ``"mul_add"``: ``scores * m + (1 - m) * mask_value`` (official TF1).
+        kernel_initializer: initializer of the projection kernels.
+        **kwargs: standard layer arguments.
+
+    Example:
+        >>> mha = MultiHeadAttention(num_heads=4, head_size=32, name="attention")
+        >>> x = tf.ones([1, 6, 128])
+        >>> mha(x, x, x, attention_mask=tf.ones([1, 6])).shape
+        TensorShape([1, 6, 128])
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        head_size,
+        dropout=0.0,
+        mask_value=-10000.0,
+        mask_mode="add",
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.dropout_rate = dropout
+        self.mask_value = float(mask_value)
+        self.mask_mode = check_choice("attention_mask_mode", mask_mode, MASK_MODES)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        width = num_heads * head_size
+        self.query, self.key, self.value = (
+            keras.layers.Dense(
+                width, kernel_initializer=fresh_initializer(self.kernel_initializer), name=n, dtype=self.dtype_policy
+            )
+            for n in ("query", "key", "value")
+        )
+        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+
+    def _split_heads(self, x, batch, seq):
+        # (B, S, N*D) -> (B, N, S, D)
+        x = tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def attention_scores(self, query, key):
+        """Raw scaled scores ``(B, N, S, S)``; variants add position terms here."""
+        scores = tf.matmul(query, key, transpose_b=True)
+        return scores * tf.cast(1.0 / math.sqrt(self.head_size), scores.dtype)
+
+    def apply_mask(self, scores, attention_mask):
+        """Applies a ``[batch, seq]`` 1/0 mask to ``(B, N, S, S)`` scores."""
+        if attention_mask is None:
+            return scores
+        mask = tf.cast(attention_mask, scores.dtype)[:, tf.newaxis, tf.newaxis, :]
+        # (1 - m) * value: exact 0 for real tokens, so unpadded inputs are untouched.
+        masked = (1.0 - mask) * tf.cast(self.mask_value, scores.dtype)
+        if self.mask_mode == "mul_add":
+            return scores * mask + masked
+        return scores + masked
+
+    def call(self, query, key, value, attention_mask=None, training=None, return_attention_scores=False):
+        batch = tf.shape(query)[0]
+        seq_q = tf.shape(query)[1]
+        seq_k = tf.shape(key)[1]
+        q = self._split_heads(self.query(query), batch, seq_q)  # (B, N, Sq, D)
+        k = self._split_heads(self.key(key), batch, seq_k)  # (B, N, Sk, D)
+        v = self._split_heads(self.value(value), batch, seq_k)  # (B, N, Sk, D)
+        scores = self.apply_mask(self.attention_scores(q, k), attention_mask)
+        probs = tf.nn.softmax(scores, axis=-1)
+        context = tf.matmul(self.dropout(probs, training=training), v)  # (B, N, Sq, D)
+        context = tf.transpose(context, [0, 2, 1, 3])  # (B, Sq, N, D)
+        context = tf.reshape(context, [batch, seq_q, self.num_heads * self.head_size])
+        if return_attention_scores:
+            return context, probs
+        return context
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "head_size": self.head_size,
+                "dropout": self.dropout_rate,
+                "mask_value": self.mask_value,
+                "mask_mode": self.mask_mode,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

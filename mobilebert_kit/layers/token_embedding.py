@@ -1,0 +1,142 @@
+"""TokenEmbedding: word (optionally trigram), position and token-type embeddings."""
+
+from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.errors import check_choice
+from mobilebert_kit.layers.normalization import make_norm
+
+POSITION_EMBEDDING_TYPES = ("absolute", "none")
+
+
+@keras.utils.register_keras_serializable(package="mobilebert_kit")
+class TokenEmbedding(keras.layers.Layer):
+    """Embeds token ids into ``[batch, seq, hidden_size]``.
+
+    With ``trigram_input`` the ``embedding_size``-wide word vectors of positions
+    t+1, t and t-1 (zero padded at the ends) are concatenated and projected to
+    ``hidden_size`` by ``embedding_transformation``: MobileBERT's "3-convolution"
+    over a 128-d table (Sun et al., 2020, Sec. 4.2; concatenation order as in the
+    official code, parity-notes.md). Without it, a projection is still applied
+    when ``embedding_size != hidden_size`` (factorized embeddings). Position and
+    token-type embeddings are added, then the norm and dropout.
+
+    Args:
+        vocab_size: number of word pieces.
+        embedding_size: width of the word embedding table.
+        hidden_size: output width.
+        max_position_embeddings: rows of the absolute position table.
+        type_vocab_size: number of token types (segments).
+        trigram_input: use the trigram concatenation before the projection.
+        position_embedding_type: ``"absolute"`` (learned table) or ``"none"``
+            (for encoders with relative positions inside attention).
+        normalization_type: ``"layer_norm"`` or ``"no_norm"``.
+        layer_norm_epsilon: LayerNorm epsilon.
+        dropout: dropout rate on the output.
+        initializer_range: stddev of the truncated-normal table initializer.
+        **kwargs: standard layer arguments.
+
+    Example:
+        >>> emb = TokenEmbedding(100, 16, 32, 64, 2, trigram_input=True, name="embeddings")
+        >>> ids = tf.constant([[5, 6, 7]])
+        >>> emb(ids, tf.zeros_like(ids)).shape
+        TensorShape([1, 3, 32])
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embedding_size,
+        hidden_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        trigram_input=False,
+        position_embedding_type="absolute",
+        normalization_type="layer_norm",
+        layer_norm_epsilon=1e-12,
+        dropout=0.0,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.hidden_size = hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.trigram_input = trigram_input
+        self.position_embedding_type = check_choice(
+            "position_embedding_type", position_embedding_type, POSITION_EMBEDDING_TYPES
+        )
+        self.normalization_type = normalization_type
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.dropout_rate = dropout
+        self.initializer_range = initializer_range
+        self.embedding_transformation = None
+        if trigram_input or embedding_size != hidden_size:
+            self.embedding_transformation = keras.layers.Dense(
+                hidden_size,
+                kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+                name="embedding_transformation", dtype=self.dtype_policy
+            )
+        self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
+        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+
+    def build(self, input_shape):
+        def initializer(shape, dtype=None):
+            # A fresh initializer per table: a shared unseeded one repeats its values.
+            return keras.initializers.TruncatedNormal(stddev=self.initializer_range)(shape, dtype=dtype)
+
+        self.word_embeddings = self.add_weight(
+            "word_embeddings", shape=[self.vocab_size, self.embedding_size], initializer=initializer
+        )
+        self.position_embeddings = None
+        if self.position_embedding_type == "absolute":
+            self.position_embeddings = self.add_weight(
+                "position_embeddings", shape=[self.max_position_embeddings, self.hidden_size], initializer=initializer
+            )
+        self.token_type_embeddings = None
+        if self.type_vocab_size > 0:
+            self.token_type_embeddings = self.add_weight(
+                "token_type_embeddings", shape=[self.type_vocab_size, self.hidden_size], initializer=initializer
+            )
+        super().build(input_shape)
+
+    def call(self, input_ids, token_type_ids=None, training=None):
+        x = tf.gather(self.word_embeddings, input_ids)  # (B, S, E)
+        x = tf.cast(x, self.compute_dtype)
+        if self.trigram_input:
+            # [x[t+1], x[t], x[t-1]] with zeros beyond the ends: a width-3 convolution as a concat.
+            x = tf.concat(
+                [
+                    tf.pad(x[:, 1:], [[0, 0], [0, 1], [0, 0]]),
+                    x,
+                    tf.pad(x[:, :-1], [[0, 0], [1, 0], [0, 0]]),
+                ],
+                axis=-1,
+            )  # (B, S, 3E)
+        if self.embedding_transformation is not None:
+            x = self.embedding_transformation(x)  # (B, S, H)
+        if self.position_embeddings is not None:
+            seq = tf.shape(input_ids)[1]
+            x = x + tf.cast(self.position_embeddings[:seq], x.dtype)[tf.newaxis]
+        if self.token_type_embeddings is not None and token_type_ids is not None:
+            x = x + tf.cast(tf.gather(self.token_type_embeddings, token_type_ids), x.dtype)
+        return self.dropout(self.norm(x), training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "embedding_size": self.embedding_size,
+                "hidden_size": self.hidden_size,
+                "max_position_embeddings": self.max_position_embeddings,
+                "type_vocab_size": self.type_vocab_size,
+                "trigram_input": self.trigram_input,
+                "position_embedding_type": self.position_embedding_type,
+                "normalization_type": self.normalization_type,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "dropout": self.dropout_rate,
+                "initializer_range": self.initializer_range,
+            }
+        )
+        return config

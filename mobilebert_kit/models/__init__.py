@@ -1,0 +1,1 @@
+"""Encoders, presets and task heads."""

@@ -1,0 +1,193 @@
+"""The model API: ``build``, ``save``, ``load``, ``count_params`` and named weights.
+
+Saved-model format (a directory):
+
+- ``config.json``: ``{"format": "mobilebert-kit", "format_version": 1,
+  "architecture": "encoder" | head name, "encoder": {...}, "head": {...}}``
+- ``model.safetensors``: every weight, keyed by its stable path
+  (``transformer_layer_3/attention/query/kernel``); no pickles.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.backend import keras
+from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.models.encoder import Encoder
+from mobilebert_kit.models.heads import HEADS
+from mobilebert_kit.models.presets import PRESETS, preset_config
+from mobilebert_kit.utils.atomic import atomic_dir
+
+FORMAT = "mobilebert-kit"
+FORMAT_VERSION = 1
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+def build(preset, **overrides):
+    """Builds an encoder from a preset name (or a dict of Encoder arguments).
+
+    Args:
+        preset: a name from ``mbk presets`` or a dict of Encoder keyword arguments.
+        **overrides: Encoder keyword arguments that replace the preset's.
+
+    Returns:
+        A built :class:`~mobilebert_kit.models.encoder.Encoder`.
+
+    Example:
+        >>> encoder = build("tiny-mobilebert", num_layers=3)
+    """
+    config = dict(preset) if isinstance(preset, dict) else preset_config(preset)
+    from mobilebert_kit.models.encoder import _CONFIG_KEYS
+
+    unknown = sorted(set(overrides) - set(_CONFIG_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid options: {', '.join(_CONFIG_KEYS)}")
+    config.update(overrides)
+    return Encoder(**config)
+
+
+def named_weights(model, prefix=""):
+    """Returns ``{path: variable}`` for every weight, keyed by stable layer names.
+
+    Nested models contribute ``<model name>/<path>``; a weight shared by two
+    layers (the tied MLM embedding) appears once, under its owner.
+    """
+    out, seen = {}, set()
+    for layer in model.layers:
+        if isinstance(layer, keras.Model):
+            for path, var in named_weights(layer, prefix + layer.name + "/").items():
+                if id(var) not in seen:
+                    seen.add(id(var))
+                    out[path] = var
+            continue
+        for var in layer.weights:
+            if id(var) in seen:
+                continue
+            seen.add(id(var))
+            name = var.name.split(":")[0]
+            marker = layer.name + "/"
+            rel = name[name.index(marker):] if marker in name else f"{layer.name}/{name.rsplit('/', 1)[-1]}"
+            path = prefix + rel
+            if path in out:
+                raise RuntimeError(f"two weights share the path {path}; give the layers distinct names")
+            out[path] = var
+    return out
+
+
+def count_params(model):
+    """Number of scalar parameters (each shared weight counted once)."""
+    return int(sum(np.prod(v.shape) for v in named_weights(model).values()))
+
+
+def assign_weights(model, arrays, source="checkpoint", allow_missing=()):
+    """Assigns ``{path: array}`` to ``model`` by name; reports every mismatch in one error.
+
+    Args:
+        model: the model to fill.
+        arrays: mapping of weight path to numpy array.
+        source: what the arrays came from, for the message.
+        allow_missing: paths that may stay at their initial values.
+
+    Raises:
+        CheckpointError: listing missing, unexpected and misshaped weights.
+    """
+    targets = named_weights(model)
+    missing = [p for p in targets if p not in arrays and p not in allow_missing]
+    unexpected = [p for p in arrays if p not in targets]
+    misshaped = [
+        f"{p}: expected shape {list(targets[p].shape)}, got {list(np.shape(arrays[p]))}"
+        for p in targets
+        if p in arrays and tuple(targets[p].shape) != tuple(np.shape(arrays[p]))
+    ]
+    details = [f"missing {p} (expected shape {list(targets[p].shape)})" for p in missing]
+    details += [f"unexpected {p} (shape {list(np.shape(arrays[p]))})" for p in unexpected]
+    details += [f"misshaped {d}" for d in misshaped]
+    if details:
+        raise CheckpointError(
+            f"{source} does not fit the model: {len(missing)} missing, {len(unexpected)} unexpected, "
+            f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
+            details,
+        )
+    for path, var in targets.items():
+        if path in arrays:
+            var.assign(np.asarray(arrays[path], dtype=var.dtype.as_numpy_dtype))
+
+
+def save(model, directory):
+    """Saves an encoder or task model to ``directory`` (config JSON + safetensors).
+
+    The directory appears only when complete: it is written under a temporary
+    name and renamed.
+
+    Example:
+        >>> save(build("tiny-bert"), "runs/tiny")  # doctest: +SKIP
+    """
+    from safetensors.numpy import save_file
+
+    if isinstance(model, Encoder):
+        meta = {"architecture": "encoder", "encoder": model.config, "head": {}}
+    elif getattr(model, "architecture", None) in HEADS:
+        meta = {"architecture": model.architecture, **model.config}
+    else:
+        raise ConfigError(f"cannot save {type(model).__name__}: expected an Encoder or a task model")
+    meta["encoder"] = {k: v for k, v in meta["encoder"].items() if k != "dtype"}
+    arrays = {path: np.ascontiguousarray(var.numpy()) for path, var in named_weights(model).items()}
+    with atomic_dir(directory) as tmp:
+        save_file(arrays, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT})
+        (tmp / CONFIG_FILE).write_text(
+            json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **meta}, indent=2, sort_keys=True) + "\n"
+        )
+    return Path(directory)
+
+
+def is_saved_model(directory):
+    """True if ``directory`` holds a model saved by :func:`save`."""
+    config = Path(directory) / CONFIG_FILE
+    if not config.is_file():
+        return False
+    try:
+        return json.loads(config.read_text()).get("format") == FORMAT
+    except (ValueError, UnicodeDecodeError):
+        return False
+
+
+def load(directory, **overrides):
+    """Loads a model saved by :func:`save`; outputs are identical to the saved model's.
+
+    Args:
+        directory: the saved-model directory.
+        **overrides: Encoder options that change outputs but not weights
+            (``output_hidden_states``, ``attention_mask_value``, ...).
+    """
+    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
+
+    directory = Path(directory)
+    config_path = directory / CONFIG_FILE
+    if not config_path.is_file():
+        raise CheckpointError(f"{directory} is not a saved model: {CONFIG_FILE} is missing; save one with `mbk import`")
+    try:
+        meta = json.loads(config_path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{config_path} is not valid JSON ({err}); re-save the model") from err
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{config_path} is not a mobilebert-kit config; import it with `mbk import` first")
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise CheckpointError(f"{directory} was saved by a newer mobilebert-kit (format {meta['format_version']}); upgrade")
+    encoder = build(dict(meta["encoder"]), **overrides)
+    architecture = meta.get("architecture", "encoder")
+    if architecture == "encoder":
+        model = encoder
+    elif architecture in HEADS:
+        model = HEADS[architecture](encoder, **meta.get("head", {}))
+    else:
+        raise CheckpointError(f"{config_path}: unknown architecture {architecture!r}; valid: encoder, {', '.join(HEADS)}")
+    arrays = read_safetensors(directory / WEIGHTS_FILE)
+    assign_weights(model, arrays, source=str(directory / WEIGHTS_FILE))
+    return model
+
+
+def preset_names():
+    return list(PRESETS)

@@ -1,0 +1,244 @@
+"""Encoder: the one encoder family behind BERT, IB-BERT and MobileBERT."""
+
+import inspect
+
+from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.layers.activations import ACTIVATIONS
+from mobilebert_kit.layers.multi_head_attention import MASK_MODES
+from mobilebert_kit.layers.normalization import NORMALIZATIONS
+from mobilebert_kit.layers.token_embedding import POSITION_EMBEDDING_TYPES, TokenEmbedding
+from mobilebert_kit.layers.transformer_block import TransformerBlock
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+EPSILON_OVERRIDE_KEYS = ("embeddings", "final_ffn")
+
+
+@keras.utils.register_keras_serializable(package="mobilebert_kit")
+class Encoder(keras.Model):
+    """A BERT-family encoder: embeddings, ``num_layers`` TransformerBlocks, pooler.
+
+    Covers every option of the official MobileBERT code (Sun et al., 2020,
+    Table 2 and Sec. 4): plain BERT is the configuration without bottleneck and
+    trigram input; IB-BERT adds the inverted bottleneck; MobileBERT adds the
+    shared query/key bottleneck, stacked FFNs, NoNorm and ReLU.
+
+    Inputs: a dict of int32 ``[batch, seq]`` tensors ``input_ids``,
+    ``attention_mask`` (1 real token, 0 padding) and ``token_type_ids``.
+    Outputs: a dict with ``sequence_output`` ``[batch, seq, hidden_size]`` and
+    ``pooled_output`` ``[batch, hidden_size]``; plus ``hidden_states`` (the
+    embedding output and every block's output) with ``output_hidden_states``
+    and ``attention_probs`` (``[batch, heads, seq, seq]`` per block) with
+    ``output_attentions``. Those flags change outputs only, never weights.
+
+    Sublayers: ``embeddings`` (TokenEmbedding), ``transformer_layer_{i}``
+    (TransformerBlock), ``pooler`` (only with ``classifier_activation``).
+
+    Args:
+        vocab_size: word-piece vocabulary size.
+        hidden_size: inter-block width (feature-map size).
+        num_layers: number of blocks.
+        num_heads: attention heads.
+        intermediate_size: FFN hidden width.
+        intra_bottleneck_size: intra-block width with ``use_bottleneck``.
+        use_bottleneck: (inverted) bottleneck around each block.
+        use_bottleneck_attention: q, k and v read the bottlenecked input.
+        key_query_shared_bottleneck: q and k read a shared bottleneck, v the block input.
+        num_feedforward_networks: stacked FFNs per block.
+        normalization_type: ``"layer_norm"`` or ``"no_norm"``.
+        hidden_act: ``"gelu"`` (exact), ``"gelu_tanh"``, ``"relu"`` or ``"relu6"``.
+        trigram_input: trigram concatenation before the embedding projection.
+        embedding_size: width of the word embedding table (defaults to ``hidden_size``).
+        classifier_activation: pooled output is ``tanh(dense(h[:, 0]))``; else ``h[:, 0]``.
+        layer_norm_epsilon: LayerNorm epsilon (1e-12 in the TF reference code).
+        layer_norm_epsilon_overrides: per-role epsilon, keys ``"embeddings"`` and
+            ``"final_ffn"`` (Hugging Face MobileBERT builds those with 1e-5).
+        max_position_embeddings: rows of the absolute position table.
+        type_vocab_size: token types.
+        hidden_dropout: dropout on projections and embeddings.
+        attention_dropout: dropout on attention probabilities.
+        initializer_range: stddev of the truncated-normal initializers.
+        attention_mask_value: score given to padded keys.
+        attention_mask_mode: ``"add"`` or ``"mul_add"`` (official TF1 masking).
+        position_embedding_type: ``"absolute"`` or ``"none"``.
+        output_hidden_states: also return every block's output.
+        output_attentions: also return every block's attention probabilities.
+        dtype: layer dtype or mixed-precision policy name.
+        name: model name.
+
+    Example:
+        >>> encoder = Encoder(vocab_size=100, hidden_size=32, num_layers=2, num_heads=2,
+        ...                   intermediate_size=64)
+        >>> out = encoder(encoder.dummy_inputs(batch_size=2, seq_len=5))
+        >>> out["sequence_output"].shape, out["pooled_output"].shape
+        (TensorShape([2, 5, 32]), TensorShape([2, 32]))
+    """
+
+    def __init__(
+        self,
+        vocab_size=30522,
+        hidden_size=768,
+        num_layers=12,
+        num_heads=12,
+        intermediate_size=3072,
+        intra_bottleneck_size=None,
+        use_bottleneck=False,
+        use_bottleneck_attention=False,
+        key_query_shared_bottleneck=False,
+        num_feedforward_networks=1,
+        normalization_type="layer_norm",
+        hidden_act="gelu",
+        trigram_input=False,
+        embedding_size=None,
+        classifier_activation=True,
+        layer_norm_epsilon=1e-12,
+        layer_norm_epsilon_overrides=None,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        hidden_dropout=0.1,
+        attention_dropout=0.1,
+        initializer_range=0.02,
+        attention_mask_value=-10000.0,
+        attention_mask_mode="add",
+        position_embedding_type="absolute",
+        output_hidden_states=False,
+        output_attentions=False,
+        dtype=None,
+        name="encoder",
+        **kwargs,
+    ):
+        config = {k: v for k, v in locals().items() if k in _CONFIG_KEYS}
+        config["embedding_size"] = embedding_size or hidden_size
+        config["layer_norm_epsilon_overrides"] = dict(layer_norm_epsilon_overrides or {})
+        _validate(config)
+        eps = config["layer_norm_epsilon_overrides"]
+
+        # === Layers ===
+        embeddings = TokenEmbedding(
+            vocab_size=vocab_size,
+            embedding_size=config["embedding_size"],
+            hidden_size=hidden_size,
+            max_position_embeddings=max_position_embeddings,
+            type_vocab_size=type_vocab_size,
+            trigram_input=trigram_input,
+            position_embedding_type=position_embedding_type,
+            normalization_type=normalization_type,
+            layer_norm_epsilon=eps.get("embeddings", layer_norm_epsilon),
+            dropout=hidden_dropout,
+            initializer_range=initializer_range,
+            name="embeddings",
+            dtype=dtype,
+        )
+        blocks = [
+            TransformerBlock(
+                hidden_size=hidden_size,
+                num_heads=num_heads,
+                intermediate_size=intermediate_size,
+                intra_bottleneck_size=intra_bottleneck_size,
+                use_bottleneck=use_bottleneck,
+                use_bottleneck_attention=use_bottleneck_attention,
+                key_query_shared_bottleneck=key_query_shared_bottleneck,
+                num_feedforward_networks=num_feedforward_networks,
+                normalization_type=normalization_type,
+                hidden_act=hidden_act,
+                layer_norm_epsilon=layer_norm_epsilon,
+                final_ffn_layer_norm_epsilon=eps.get("final_ffn"),
+                hidden_dropout=hidden_dropout,
+                attention_dropout=attention_dropout,
+                attention_mask_value=attention_mask_value,
+                attention_mask_mode=attention_mask_mode,
+                initializer_range=initializer_range,
+                name=f"transformer_layer_{i}",
+                dtype=dtype,
+            )
+            for i in range(num_layers)
+        ]
+        pooler = None
+        if classifier_activation:
+            pooler = keras.layers.Dense(
+                hidden_size,
+                activation="tanh",
+                kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+                name="pooler",
+                dtype=dtype,
+            )
+
+        # === Functional model ===
+        inputs = {n: keras.Input(shape=(None,), dtype="int32", name=n) for n in INPUT_NAMES}
+        x = embeddings(inputs["input_ids"], inputs["token_type_ids"])
+        hidden_states, attention_probs = [x], []
+        for block in blocks:
+            x, probs = block(x, attention_mask=inputs["attention_mask"], return_attention_scores=True)
+            hidden_states.append(x)
+            attention_probs.append(probs)
+        first_token = x[:, 0, :]
+        outputs = {
+            "sequence_output": x,
+            "pooled_output": pooler(first_token) if pooler is not None else first_token,
+        }
+        if output_hidden_states:
+            outputs["hidden_states"] = hidden_states
+        if output_attentions:
+            outputs["attention_probs"] = attention_probs
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+
+        # === Config ===
+        self._encoder_config = config
+
+    @property
+    def config(self):
+        """A copy of the constructor arguments (the model's whole configuration)."""
+        return dict(self._encoder_config, layer_norm_epsilon_overrides=dict(self._encoder_config["layer_norm_epsilon_overrides"]))
+
+    @property
+    def embedding_table(self):
+        """The word embedding variable ``[vocab_size, embedding_size]`` (MLM heads tie to it)."""
+        return self.get_layer("embeddings").word_embeddings
+
+    @property
+    def blocks(self):
+        """The TransformerBlocks in order, found by name."""
+        return [self.get_layer(f"transformer_layer_{i}") for i in range(self._encoder_config["num_layers"])]
+
+    def dummy_inputs(self, batch_size=1, seq_len=8, seed=0):
+        """Realistic int32 inputs: ids within the vocabulary, a full mask, segments 0/1."""
+        rng = tf.random.Generator.from_seed(seed)
+        vocab = self._encoder_config["vocab_size"]
+        ids = rng.uniform([batch_size, seq_len], minval=0, maxval=vocab, dtype=tf.int32)
+        types = tf.cast(tf.range(seq_len) >= seq_len // 2, tf.int32)
+        types = tf.tile(types[tf.newaxis], [batch_size, 1])
+        if self._encoder_config["type_vocab_size"] < 2:
+            types = tf.zeros_like(types)
+        return {
+            "input_ids": ids,
+            "attention_mask": tf.ones([batch_size, seq_len], tf.int32),
+            "token_type_ids": types,
+        }
+
+    def get_config(self):
+        return self.config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**config)
+
+
+_CONFIG_KEYS = tuple(
+    p for p in inspect.signature(Encoder.__init__).parameters if p not in ("self", "kwargs")
+)
+
+
+def _validate(config):
+    check_choice("normalization_type", config["normalization_type"], tuple(NORMALIZATIONS))
+    check_choice("hidden_act", config["hidden_act"], tuple(ACTIVATIONS))
+    check_choice("position_embedding_type", config["position_embedding_type"], POSITION_EMBEDDING_TYPES)
+    check_choice("attention_mask_mode", config["attention_mask_mode"], MASK_MODES)
+    for key in config["layer_norm_epsilon_overrides"]:
+        check_choice("layer_norm_epsilon_overrides key", key, EPSILON_OVERRIDE_KEYS)
+    for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+                "num_feedforward_networks", "max_position_embeddings", "embedding_size"):
+        value = config[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{key} must be a positive integer, got {value!r}")
+    if config["use_bottleneck"] and not config["intra_bottleneck_size"]:
+        raise ConfigError("use_bottleneck=True needs intra_bottleneck_size (the intra-block width)")
