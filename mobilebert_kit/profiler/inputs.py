@@ -1,0 +1,111 @@
+"""Realistic inputs for timing an encoder: what a tokenizer would produce.
+
+Random integers over the whole int32 range are not a benchmark input: an
+embedding lookup with an id outside the vocabulary fails or reads garbage, and
+a random mask is not a mask. The inputs here are a sentence pair:
+
+- ``input_ids``: ids drawn uniformly from ``[1, vocab_size)``, padding with 0;
+- ``attention_mask``: 1 over the real tokens, then 0 (a prefix mask);
+- ``token_type_ids``: 0 for the first sentence, 1 for the second.
+
+By default the pair fills the whole sequence (no padding), so the work is the
+work of a full ``seq_len`` input, as in the paper's latency tables.
+
+Example:
+    >>> feeds = make_feeds(info.inputs, seq_len=128, vocab_size=30522)  # doctest: +SKIP
+"""
+
+import re
+
+import numpy as np
+
+from mobilebert_kit.profiler.errors import ProfilerError
+
+_NUMPY_TYPES = {"int32": np.int32, "int64": np.int64, "float32": np.float32, "float16": np.float16, "int8": np.int8, "uint8": np.uint8}
+
+
+def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
+    """Returns ``{input name: array}`` for the model inputs.
+
+    Args:
+        inputs: ``ModelInfo.inputs`` (dicts with ``name``, ``role``, ``dtype``, ``shape``).
+        seq_len: tokens per sequence.
+        vocab_size: token ids are kept below this.
+        fill: fraction of the sequence that is real tokens (the rest is padding).
+        seed: random seed, so every run and runtime sees the same ids.
+
+    Raises:
+        ProfilerError: an input with an unsupported dtype, or a bad ``fill``.
+    """
+    if not 0.0 < fill <= 1.0:
+        raise ProfilerError(f"fill must be in (0, 1], got {fill}")
+    if vocab_size < 2:
+        raise ProfilerError(f"vocabulary size must be at least 2, got {vocab_size}")
+    rng = np.random.default_rng(seed)
+    length = max(1, int(round(seq_len * fill)))
+    first = max(1, length // 2)
+    feeds = {}
+    for spec in inputs:
+        dtype = _NUMPY_TYPES.get(spec["dtype"])
+        if dtype is None:
+            raise ProfilerError(f"input {spec['name']!r} has dtype {spec['dtype']}; the profiler feeds int32/int64/float inputs only")
+        shape = [1 if d is None or d < 0 else int(d) for d in spec["shape"]] or [1]
+        if len(shape) >= 2:
+            shape[-1] = seq_len
+        values = np.zeros(shape, dtype=np.int64)
+        role = spec.get("role")
+        if role == "input_ids":
+            values[..., :length] = rng.integers(1, vocab_size, size=shape[:-1] + [length])
+        elif role == "attention_mask":
+            values[..., :length] = 1
+        elif role == "token_type_ids":
+            values[..., first:length] = 1
+        feeds[spec["name"]] = values.astype(dtype)
+    return feeds
+
+
+def benchmark_input_flags(inputs, seq_len, vocab_size):
+    """Returns benchmark_model's input flags for the same realistic inputs.
+
+    benchmark_model fills each integer input uniformly from an inclusive range
+    (``--input_layer_value_range``): ids from ``[1, vocab_size - 1]``, segment
+    ids from ``{0, 1}`` and an all-ones mask (a full-length sequence). A float
+    mask has no range flag; it gets a value file of ones instead, returned in
+    ``value_files`` for the caller to push.
+
+    Args:
+        inputs: ``ModelInfo.inputs`` in interpreter order.
+        seq_len: tokens per sequence.
+        vocab_size: token ids are kept below this.
+
+    Returns:
+        ``(flags, value_files)``: a list of ``--name=value`` strings, and
+        ``{flag name: bytes}`` of the value files to create.
+    """
+    names, shapes, ranges, value_files = [], [], [], {}
+    for spec in inputs:
+        # The tool splits these flags on ':' and ','; it matches inputs by
+        # position and only warns when names differ, so a safe name is used.
+        name = spec.get("role") or re.sub(r"[^A-Za-z0-9_]", "_", spec["name"]) or "input"
+        names.append(name)
+        shape = [1 if d is None or d < 0 else int(d) for d in spec["shape"]] or [1]
+        if len(shape) >= 2:
+            shape[-1] = seq_len
+        shapes.append(",".join(str(d) for d in shape))
+        is_int = spec["dtype"] in ("int32", "int64", "int8", "uint8")
+        role = spec.get("role")
+        if role == "input_ids" and is_int:
+            ranges.append(f"{name},1,{vocab_size - 1}")
+        elif role == "attention_mask" and is_int:
+            ranges.append(f"{name},1,1")
+        elif role == "token_type_ids" and is_int:
+            ranges.append(f"{name},0,1")
+        elif role == "attention_mask":
+            count = int(np.prod(shape))
+            value_files[name] = np.ones(count, dtype=_NUMPY_TYPES.get(spec["dtype"], np.float32)).tobytes()
+        elif is_int:
+            ranges.append(f"{name},0,0")
+    flags = [f"--input_layer={','.join(names)}", f"--input_layer_shape={':'.join(shapes)}"]
+    if ranges:
+        flags.append(f"--input_layer_value_range={':'.join(ranges)}")
+    return flags, value_files

@@ -1,0 +1,98 @@
+"""Latency statistics: the figures every profiler report carries.
+
+Definitions (so reports from different runs compare):
+
+- ``median``, ``p90``, ``p99``: percentiles with linear interpolation
+  (``numpy.percentile``'s default), so they are defined for any count >= 1.
+- ``std``: population standard deviation (ddof=0), the same definition
+  benchmark_model prints in its ``std=`` field.
+- ``mad``: median absolute deviation from the median, unscaled (multiply by
+  1.4826 for a normal-consistent estimate).
+- ``cv``: coefficient of variation, ``std / mean``.
+
+Example:
+    >>> summarize([10.0, 11.0, 12.0])["median"]
+    11.0
+"""
+
+import math
+
+import numpy as np
+
+STAT_KEYS = ("count", "mean", "std", "min", "max", "median", "p90", "p99", "mad", "cv")
+
+
+def summarize(samples_ms):
+    """Returns the latency statistics of ``samples_ms`` as a dict (see module docstring).
+
+    Args:
+        samples_ms: latencies of single inferences, in milliseconds.
+
+    Raises:
+        ValueError: if there are no samples or one is not a finite number.
+    """
+    values = np.asarray(list(samples_ms), dtype=np.float64)
+    if values.size == 0:
+        raise ValueError("no latency samples to summarize")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("latency samples must be finite numbers")
+    median = float(np.percentile(values, 50))
+    mean = float(values.mean())
+    std = float(values.std())
+    return {
+        "count": int(values.size),
+        "mean": mean,
+        "std": std,
+        "min": float(values.min()),
+        "max": float(values.max()),
+        "median": median,
+        "p90": float(np.percentile(values, 90)),
+        "p99": float(np.percentile(values, 99)),
+        "mad": float(np.median(np.abs(values - median))),
+        "cv": std / mean if mean > 0 else math.nan,
+    }
+
+
+def combine_trials(trial_stats):
+    """Summarizes several device trials, each given as the tool's own statistics.
+
+    benchmark_model prints aggregates only (count, avg, std, min, max and, in
+    newer builds, p5/median/p95), not single latencies, so the device figures
+    are built from the trials: ``median`` is the median over trials of each
+    trial's median (its average where the build prints no median), ``mean``
+    is the count-weighted mean, ``std`` the pooled standard deviation, and
+    ``min``/``max`` the extremes. Percentiles the tool does not print (p90,
+    p99, MAD) are None rather than guessed.
+
+    Args:
+        trial_stats: list of dicts with keys ``count``, ``avg``, ``std``,
+            ``min``, ``max`` and optionally ``median`` (milliseconds).
+
+    Returns:
+        A dict with the keys of :data:`STAT_KEYS` plus ``trials``.
+    """
+    trials = [t for t in trial_stats if t and t.get("avg") is not None]
+    if not trials:
+        raise ValueError("no finished trials to combine")
+    # Old builds print only an average; such a trial counts as one sample.
+    counts = np.array([t.get("count") or 1 for t in trials], dtype=np.float64)
+    avgs = np.array([t["avg"] for t in trials], dtype=np.float64)
+    stds = np.array([t.get("std") or 0.0 for t in trials], dtype=np.float64)
+    mean = float((counts * avgs).sum() / counts.sum())
+    # Pooled variance: within-trial variance plus the spread of trial means.
+    variance = float((counts * (stds**2 + (avgs - mean) ** 2)).sum() / counts.sum())
+    std = math.sqrt(max(variance, 0.0))
+    medians = [t["median"] if t.get("median") is not None else t["avg"] for t in trials]
+    return {
+        "count": int(counts.sum()),
+        "mean": mean,
+        "std": std,
+        "min": float(min(t["min"] if t.get("min") is not None else t["avg"] for t in trials)),
+        "max": float(max(t["max"] if t.get("max") is not None else t["avg"] for t in trials)),
+        "median": float(np.median(medians)),
+        "p90": None,
+        "p99": None,
+        "mad": None,
+        "cv": std / mean if mean > 0 else math.nan,
+        "trials": len(trials),
+    }
