@@ -1,0 +1,38 @@
+"""``mbk import``: convert a checkpoint into a mobilebert-kit saved model."""
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "import",
+        help="import a Hugging Face or TF1 checkpoint into a saved model",
+        description="Import a Hugging Face directory (config.json + model.safetensors; MobileBERT or BERT) or an "
+        "original TF1 MobileBERT checkpoint (with its bert_config.json) and write a saved model directory. "
+        "Every variable must match; pickle checkpoints (.bin/.pt) are refused.",
+    )
+    parser.add_argument("source", metavar="SRC", help="checkpoint directory, TF1 prefix or .index file")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
+    parser.add_argument("--head", default="auto",
+                        help="task head to keep: auto (whatever the checkpoint holds), none, or a head name")
+    parser.add_argument("--config", default=None, metavar="JSON", help="TF1 config (default: found next to SRC)")
+    parser.set_defaults(func=run)
+
+
+def run(args):
+    from pathlib import Path
+
+    from mobilebert_kit.checkpoints.importer import import_checkpoint
+    from mobilebert_kit.models.api import save
+
+    head = None if args.head == "none" else args.head
+    source = Path(args.source)
+    if not source.exists() and not Path(str(source) + ".index").exists():
+        from mobilebert_kit.errors import CheckpointError
+
+        raise CheckpointError(f"{source} does not exist; pass a checkpoint directory or TF1 checkpoint prefix")
+    model = import_checkpoint(source, head=head, config=args.config)
+    out = save(model, args.out)
+    from mobilebert_kit.models.api import count_params
+
+    kind = getattr(model, "architecture", "encoder") or "encoder"
+    print(f"imported {source} -> {out} ({kind}, {count_params(model) / 1e6:.2f}M parameters)")
+    return 0

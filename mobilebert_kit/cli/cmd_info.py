@@ -1,0 +1,78 @@
+"""``mbk info``: parameters and FLOPs of a preset or saved/imported model."""
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "info",
+        help="print parameters and FLOPs of a preset or model directory",
+        description="Build a preset (or load a saved / Hugging Face / TF1 model) and print its configuration, "
+        "parameters by component and FLOPs (2 x multiply-accumulates of every matrix product) at --seq-len.",
+    )
+    parser.add_argument("source", metavar="PRESET_OR_DIR", help="preset name or model directory")
+    parser.add_argument("--seq-len", type=int, default=128, help="sequence length for FLOPs (default 128)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.set_defaults(func=run)
+
+
+def load_source(source):
+    """A preset name or a checkpoint path -> model (shared by CLI commands)."""
+    from pathlib import Path
+
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.models.presets import PRESETS
+
+    if source in PRESETS:
+        from mobilebert_kit.models.api import build
+
+        return build(source)
+    if not Path(source).exists() and not Path(str(source) + ".index").exists():
+        raise ConfigError(
+            f"{source!r} is neither a preset nor an existing path; presets: {', '.join(PRESETS)}"
+        )
+    from mobilebert_kit.checkpoints.importer import import_checkpoint
+
+    return import_checkpoint(source, head="auto")
+
+
+def print_summary(summary, console=None):
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    config = summary["config"]
+    flops = summary["flops"]
+    flops_text = f"{flops / 1e9:.3f} GFLOPs" if flops >= 1e8 else f"{flops / 1e6:.3f} MFLOPs"
+    console.print(
+        f"[bold]{summary['architecture']}[/]: {summary['params']:,} parameters ({summary['params'] / 1e6:.2f}M), "
+        f"{flops_text} at sequence length {summary['seq_len']} (2 x MACs of matrix products)"
+    )
+    table = Table()
+    table.add_column("component")
+    table.add_column("parameters", justify="right")
+    for name, count in summary["params_by_component"].items():
+        table.add_row(name, f"{count:,}")
+    console.print(table)
+    keys = ("num_layers", "hidden_size", "intra_bottleneck_size", "num_heads", "intermediate_size",
+            "num_feedforward_networks", "normalization_type", "hidden_act", "embedding_size", "trigram_input",
+            "key_query_shared_bottleneck", "use_bottleneck_attention", "vocab_size")
+    console.print("  ".join(f"{k}={config.get(k)}" for k in keys if k in config))
+
+
+def run(args):
+    import json
+
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.models.summary import summarize
+
+    if args.seq_len < 1:
+        raise ConfigError(f"--seq-len must be positive, got {args.seq_len}")
+    model = load_source(args.source)
+    limit = getattr(model, "encoder", model).config["max_position_embeddings"]
+    if args.seq_len > limit and getattr(model, "encoder", model).config.get("position_embedding_type") == "absolute":
+        raise ConfigError(f"--seq-len {args.seq_len} exceeds the model's {limit} positions; use at most {limit}")
+    summary = summarize(model, seq_len=args.seq_len)
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print_summary(summary)
+    return 0

@@ -1,0 +1,91 @@
+"""Shared test helpers: each model test is a few calls at tiny size.
+
+Import with ``from tests.helpers import ...`` (tests/ is a package).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def random_inputs(vocab_size, batch_size=2, seq_len=8, pad_last=0, type_vocab_size=2, seed=0):
+    """Realistic int32 input dict: ids in range, segments 0/1, optional right padding of the last row."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, vocab_size, size=(batch_size, seq_len), dtype=np.int32)
+    mask = np.ones((batch_size, seq_len), np.int32)
+    types = np.zeros((batch_size, seq_len), np.int32)
+    if type_vocab_size > 1:
+        types[:, seq_len // 2 :] = 1
+    if pad_last:
+        mask[-1, seq_len - pad_last :] = 0
+        ids[-1, seq_len - pad_last :] = 0
+        types[-1, seq_len - pad_last :] = 0
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def run_encoder(model, inputs):
+    """Runs a Keras model on numpy inputs and returns numpy outputs."""
+    out = model({k: np.asarray(v) for k, v in inputs.items()}, training=False)
+    return {k: (v.numpy() if hasattr(v, "numpy") else v) for k, v in out.items()}
+
+
+def assert_close_relative(ours, reference, rtol=1e-4, mask=None):
+    """max |ours - ref| <= rtol * max |ref| over real tokens (``mask`` [B, S]) if given."""
+    ours, reference = np.asarray(ours, np.float64), np.asarray(reference, np.float64)
+    assert ours.shape == reference.shape, f"shape {ours.shape} != reference {reference.shape}"
+    if mask is not None:
+        keep = np.asarray(mask).astype(bool)
+        ours, reference = ours[keep], reference[keep]
+    err = np.abs(ours - reference).max()
+    scale = np.abs(reference).max()
+    assert err <= rtol * scale, f"max abs error {err:.3e} > {rtol} * max|ref| {scale:.3e}"
+    return err / scale
+
+
+def run_model_saving_test(model, tmp_path, inputs):
+    """Saves and reloads ``model`` with mbk.save/mbk.load and checks identical outputs."""
+    import mobilebert_kit as mbk
+
+    before = run_encoder(model, inputs)
+    directory = mbk.save(model, tmp_path / "saved")
+    loaded = mbk.load(directory)
+    after = run_encoder(loaded, inputs)
+    assert set(before) == set(after)
+    for key in before:
+        np.testing.assert_array_equal(before[key], after[key], err_msg=key)
+    return loaded
+
+
+def run_mbk(*args, check=False, timeout=600):
+    """Runs the ``mbk`` CLI in a subprocess; returns CompletedProcess with text output."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mobilebert_kit.cli.main", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mbk {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def assert_one_line_error(proc, *fragments):
+    """A CLI failure: non-zero exit, no traceback, a first error line containing ``fragments``."""
+    assert proc.returncode != 0, f"expected failure, got exit 0; stdout: {proc.stdout}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("mbk ")]
+    assert lines, f"no 'mbk ...: error' line in stderr: {proc.stderr!r}"
+    for fragment in fragments:
+        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+def write_json(path, value):
+    Path(path).write_text(json.dumps(value))
+    return Path(path)
