@@ -151,7 +151,11 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
         array = remaining.pop(name)
         ours[path] = array.T if transpose and array.ndim == 2 else array
     skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES)]
-    unexpected = [k for k in remaining if k not in skipped and k not in IGNORED_KEYS]
+    ignored = set(IGNORED_KEYS)
+    if dialect == "hf" and not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]:
+        # Hugging Face MobileBERT creates embedding_transformation even when its forward skips it.
+        ignored |= {"embeddings.embedding_transformation.weight", "embeddings.embedding_transformation.bias"}
+    unexpected = [k for k in remaining if k not in skipped and k not in ignored]
     misshaped = []
     targets = named_weights(model)
     for path, array in ours.items():
