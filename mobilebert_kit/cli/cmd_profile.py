@@ -1,0 +1,234 @@
+"""``mbk profile``: latency of .tflite / .onnx files on this host or an Android phone.
+
+Only the model files, the standard library and the runtimes are needed: this
+command never imports TensorFlow or the Keras model code.
+"""
+
+from mobilebert_kit.errors import MbkError
+
+
+def _seq_lens(text):
+    from mobilebert_kit.errors import ConfigError
+
+    values = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise ConfigError(f"--seq-len takes positive integers (comma-separated for several), got {text!r}")
+        values.append(int(part))
+    return values
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "profile",
+        help="measure latency of .tflite/.onnx files on the host or a phone (adb)",
+        description="Time .tflite/.onnx files with realistic BERT inputs. --target host runs ai-edge-litert / onnxruntime "
+        "in this process, pinned to the chosen cores; --target adb runs LiteRT's benchmark_model on an Android phone "
+        "with taskset, cooldown between trials and throttling checks. Reports: JSON (versioned), CSV, Markdown, HTML.",
+    )
+    parser.add_argument("files", nargs="*", metavar="FILE", help=".tflite or .onnx model files")
+    parser.add_argument("--target", choices=("host", "adb"), default="host", help="where to run (default host)")
+    parser.add_argument("--serial", action="append", default=[], metavar="S",
+                        help="device serial (adb); repeat or comma-separate to run several phones in parallel")
+    parser.add_argument("--cores", default=None, metavar="SET",
+                        help="big, little, prime, all, or a hex mask such as f0 (default: all on the host, big on a phone)")
+    parser.add_argument("--threads", type=int, default=1, help="inference threads (default 1: the paper's single big core)")
+    parser.add_argument("--runs", type=int, default=50, help="minimum timed runs (default 50)")
+    parser.add_argument("--warmup", type=int, default=5, help="warm-up runs (default 5)")
+    parser.add_argument("--min-time", type=float, default=1.0, metavar="S", help="minimum seconds of timed runs (default 1)")
+    parser.add_argument("--max-time", type=float, default=150.0, metavar="S", help="stop starting runs after S seconds (default 150)")
+    parser.add_argument("--seq-len", type=_seq_lens, default=None, metavar="N[,N...]",
+                        help="sequence length(s) (default: the length fixed in the file, else 128)")
+    parser.add_argument("--delegate", choices=("xnnpack", "none", "gpu", "nnapi"), default="xnnpack",
+                        help="TFLite kernels: xnnpack (default), none (builtin kernels), gpu/nnapi (adb only)")
+    parser.add_argument("--inter-op-threads", type=int, default=1, help="ONNX Runtime inter-op threads (default 1)")
+    parser.add_argument("--graph-opt", choices=("all", "extended", "basic", "disabled"), default="all",
+                        help="ONNX Runtime graph optimisation level (default all)")
+    parser.add_argument("--op-profile", action="store_true", help="add a per-op profile (ORT profiler / benchmark_model)")
+    parser.add_argument("--benchmark-binary", default=None, metavar="PATH",
+                        help="LiteRT benchmark_model (adb: for the phone's ABI; host: enables TFLite op profiles)")
+    parser.add_argument("--adb", default=None, metavar="PATH", help="adb client to use (default: adb on PATH)")
+    parser.add_argument("--list-devices", action="store_true", help="list attached phones (model, SoC, Android, ABI) and exit")
+    parser.add_argument("--trials", type=int, default=3, help="benchmark_model invocations per model on a phone (default 3)")
+    parser.add_argument("--cooldown-timeout", type=int, default=120, metavar="S", help="longest wait for the phone to cool (default 120)")
+    parser.add_argument("--cooldown-tolerance", type=float, default=2.0, metavar="C",
+                        help="cool down to within C degrees of the starting temperature (default 2)")
+    parser.add_argument("--poll", type=int, default=2, metavar="S", help="temperature poll interval during cooldown (default 2)")
+    parser.add_argument("--lock-freq", default=None, metavar="max|KHZ", help="pin the cores' frequency (root only)")
+    parser.add_argument("--peak-memory", action="store_true", help="benchmark_model --report_peak_memory_footprint=true")
+    parser.add_argument("--vocab-size", type=int, default=None, help="token ids stay below this (default: read from the model)")
+    parser.add_argument("--flops", type=float, default=None, help="FLOPs per inference (default: counted from the model file)")
+    parser.add_argument("--table6", action="store_true", help="print the paper's Table 6 layout (LayerNorm/GELU vs NoNorm/ReLU)")
+    parser.add_argument("--json", default=None, metavar="OUT", help="write the JSON report")
+    parser.add_argument("--csv", default=None, metavar="OUT", help="write a CSV table")
+    parser.add_argument("--md", default=None, metavar="OUT", help="write a Markdown table")
+    parser.add_argument("--html", default=None, metavar="OUT", help="write an HTML page with plots")
+    parser.set_defaults(func=run)
+
+
+def run(args):
+    import sys
+
+    from mobilebert_kit.profiler.errors import ProfilerError
+
+    if args.list_devices:
+        return _list_devices(args)
+    if not args.files:
+        raise ProfilerError("no model file given; usage: mbk profile FILE [FILE...] --target host|adb")
+    serials = [s.strip() for item in args.serial for s in item.split(",") if s.strip()]
+    results, error = [], None
+    try:
+        if args.target == "host":
+            results = _run_host(args)
+        else:
+            results = _run_adb(args, serials)
+    except MbkError as err:
+        results = list(getattr(err, "partial_results", []) or [])
+        if not results:
+            raise
+        error = err
+    _emit(args, results, error)
+    if error is not None:
+        print(f"mbk profile: wrote the {len(results)} finished result(s) before the error", file=sys.stderr)
+        raise error
+    return 0
+
+
+def _run_host(args):
+    from mobilebert_kit.profiler.host import HostProfiler
+
+    profiler = HostProfiler(
+        threads=args.threads,
+        cores=args.cores or "all",
+        delegate=args.delegate,
+        runs=args.runs,
+        warmup=args.warmup,
+        min_time_s=args.min_time,
+        max_time_s=args.max_time,
+        vocab_size=args.vocab_size,
+        inter_op_threads=args.inter_op_threads,
+        graph_optimization=args.graph_opt,
+        op_profile=args.op_profile,
+        benchmark_binary=args.benchmark_binary,
+        flops=args.flops,
+    )
+    results = []
+    try:
+        for path in args.files:
+            for seq_len in args.seq_len or [None]:
+                results.append(profiler.profile(path, seq_len=seq_len))
+    except MbkError as err:
+        err.partial_results = results
+        raise
+    return results
+
+
+def _run_adb(args, serials):
+    from mobilebert_kit.profiler.adb import AdbClient
+    from mobilebert_kit.profiler.device import profile_devices
+
+    adb = AdbClient(args.adb)
+    serials = adb.ready_serials(serials)
+    return profile_devices(
+        adb,
+        serials,
+        args.files,
+        args.seq_len or [None],
+        cores=args.cores or "big",
+        threads=args.threads,
+        delegate=args.delegate,
+        runs=args.runs,
+        warmup=args.warmup,
+        min_time_s=args.min_time,
+        max_time_s=args.max_time,
+        trials=args.trials,
+        vocab_size=args.vocab_size,
+        op_profile=args.op_profile,
+        peak_memory=args.peak_memory,
+        cooldown_timeout_s=args.cooldown_timeout,
+        cooldown_tolerance_c=args.cooldown_tolerance,
+        poll_s=args.poll,
+        lock_freq=args.lock_freq,
+        benchmark_binary=args.benchmark_binary,
+        flops=args.flops,
+    )
+
+
+def _emit(args, results, error):
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from mobilebert_kit.profiler.report import build_report, flat_rows, write_csv, write_json
+
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "debug", "command")}
+    report = build_report(results, options=options, error=None if error is None else str(error))
+    # Wide tables stay readable when stdout is a pipe or a CI log.
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    title = "mbk profile" + (" [SIMULATED device]" if report["simulated"] else "")
+    table = Table(title=title)
+    for column in ("model", "precision", "variant", "target", "cores", "thr", "seq", "median ms", "p90 ms", "CV", "init ms", "peak MB", "GFLOP/s", "throttled"):
+        table.add_column(column, justify="right" if column not in ("model", "precision", "variant", "target", "cores") else "left")
+
+    def fmt(value, digits=3):
+        return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+    for row in flat_rows(report):
+        table.add_row(
+            row["model"], row["precision"], row["variant"], f"{row['target']} {row['serial']}".strip(), f"{row['cores']} ({row['mask']})",
+            fmt(row["threads"]), fmt(row["seq_len"]), fmt(row["median_ms"]), fmt(row["p90_ms"]), fmt(row["cv"]), fmt(row["init_ms"], 2),
+            fmt(row["peak_rss_mb"], 1), fmt(row["gflops_per_s"], 2), "yes" if row["throttled"] else "no",
+        )
+    console.print(table)
+    if args.table6:
+        from mobilebert_kit.profiler.table6 import table6_markdown
+
+        console.print(table6_markdown(report), markup=False)
+    if args.json:
+        write_json(report, args.json)
+    if args.csv:
+        write_csv(report, args.csv)
+    if args.md:
+        from mobilebert_kit.profiler.report import atomic_write, to_markdown
+        from mobilebert_kit.profiler.table6 import table6_markdown
+
+        text = to_markdown(report)
+        if args.table6:
+            text += "\n" + table6_markdown(report) + "\n"
+        atomic_write(args.md, text)
+    if args.html:
+        from mobilebert_kit.profiler.report_html import write_html
+
+        write_html(report, args.html)
+    for path in (args.json, args.csv, args.md, args.html):
+        if path:
+            console.print(f"wrote {path}", markup=False)
+
+
+def _list_devices(args):
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from mobilebert_kit.profiler.adb import AdbClient
+    from mobilebert_kit.profiler.device import list_devices
+    from mobilebert_kit.profiler.errors import DeviceError
+
+    rows = list_devices(AdbClient(args.adb))
+    if not rows:
+        raise DeviceError(
+            "no Android device found by adb; connect a phone with USB debugging on (Settings > Developer options) and check `adb devices`"
+        )
+    table = Table(title="Android devices")
+    for column in ("serial", "state", "model", "SoC", "Android", "ABI"):
+        table.add_column(column)
+    for row in rows:
+        soc = row.get("soc", "")
+        if row.get("simulated"):
+            soc += " (SIMULATED)"
+        table.add_row(row["serial"], row["state"], row.get("model", ""), soc, row.get("android", ""), row.get("abi", ""))
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    return 0

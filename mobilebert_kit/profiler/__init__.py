@@ -1,0 +1,57 @@
+"""Latency profiler for ``.tflite`` / ``.onnx`` files: this host, or Android phones through adb.
+
+Independent of the Keras model code: it reads model files with the runtimes
+(ai-edge-litert, onnxruntime, onnx) and the standard library, and never
+imports TensorFlow.
+
+Modules:
+    model_info: inputs, precision, variant, vocabulary and FLOPs read from a file.
+    inputs: realistic BERT inputs (and benchmark_model's input flags).
+    host: :class:`HostProfiler`, in-process timing pinned to chosen cores.
+    adb: :class:`AdbClient`, the real adb client with one-line errors.
+    topology: :class:`CpuTopology`, clusters and taskset masks.
+    benchmark_binary: :class:`BenchmarkBinary`, locating benchmark_model and checking its ABI.
+    bench_parser: :func:`parse_benchmark_output` for every benchmark_model output format.
+    thermal: temperatures, frequencies and throttling of device trials.
+    device: :class:`DeviceProfiler`, trials on a phone through android_bench/bench_loop.sh.
+    stats, result, report, report_html, table6: statistics and reports.
+
+Example:
+    >>> from mobilebert_kit.profiler import HostProfiler
+    >>> HostProfiler(threads=1).profile("model.tflite")["latency_ms"]["median"]  # doctest: +SKIP
+"""
+
+from mobilebert_kit.profiler.bench_parser import BenchmarkLog, parse_benchmark_output
+from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
+
+__all__ = [
+    "AdbClient",
+    "BenchmarkLog",
+    "BenchmarkParseError",
+    "CpuTopology",
+    "DeviceDisconnectedError",
+    "DeviceError",
+    "DeviceProfiler",
+    "HostProfiler",
+    "ModelInfo",
+    "ProfilerError",
+    "parse_benchmark_output",
+]
+
+_LAZY = {
+    "AdbClient": "mobilebert_kit.profiler.adb",
+    "CpuTopology": "mobilebert_kit.profiler.topology",
+    "DeviceProfiler": "mobilebert_kit.profiler.device",
+    "HostProfiler": "mobilebert_kit.profiler.host",
+    "ModelInfo": "mobilebert_kit.profiler.model_info",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mobilebert_kit.profiler' has no attribute {name!r}")

@@ -1,0 +1,521 @@
+"""Latency on an Android phone through adb and LiteRT's benchmark_model.
+
+For one device (:class:`DeviceProfiler`): read its properties, check the
+benchmark binary's ABI against the device's, push ``bench_loop.sh``, the
+binary and each model into a fresh ``/data/local/tmp/mbk-XXXX`` directory,
+read the CPU topology and choose the taskset mask, record the thermal
+baseline, then let the script run the trials (cool down, pin, run, snapshot)
+while the output streams back and is parsed. The directory is removed at the
+end, also after errors. A device that vanishes mid-run raises
+:class:`DeviceDisconnectedError` carrying the trials already finished.
+
+Every path that reaches the device shell is quoted with ``shlex.quote``; a
+model called ``a b;rm -rf x.tflite`` is pushed and run under that name and
+executes nothing else.
+
+:func:`profile_devices` runs several serials in parallel, one thread each.
+
+Example:
+    >>> adb = AdbClient()  # doctest: +SKIP
+    >>> results = DeviceProfiler(adb, "8A1X0K9M3", cores="big", threads=1).profile_all(["m.tflite"])  # doctest: +SKIP
+"""
+
+import concurrent.futures
+import glob
+import json
+import os
+import shlex
+import tempfile
+import threading
+import uuid
+
+import numpy as np
+
+from mobilebert_kit.errors import MbkError, check_choice
+from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
+from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
+from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
+from mobilebert_kit.profiler.inputs import benchmark_input_flags
+from mobilebert_kit.profiler.model_info import ModelInfo
+from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len
+from mobilebert_kit.profiler.stats import combine_trials
+from mobilebert_kit.profiler.thermal import trial_thermal
+from mobilebert_kit.profiler.topology import CpuTopology
+
+DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
+_DELEGATE_FLAGS = {
+    "xnnpack": ["--use_xnnpack=true"],
+    "none": ["--use_xnnpack=false"],
+    "gpu": ["--use_gpu=true"],
+    "nnapi": ["--use_nnapi=true"],
+}
+
+
+def android_bench_dir():
+    """Returns the ``android_bench/`` directory (``$MBK_ANDROID_BENCH_DIR`` or the source checkout's)."""
+    override = os.environ.get("MBK_ANDROID_BENCH_DIR")
+    if override:
+        return override
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "android_bench")
+
+
+def bench_script_path(explicit=None):
+    path = explicit or os.path.join(android_bench_dir(), "bench_loop.sh")
+    if not os.path.isfile(path):
+        raise ProfilerError(
+            f"device script {path} not found; the adb target needs android_bench/bench_loop.sh from a source checkout "
+            "of mobilebert-kit (or set MBK_ANDROID_BENCH_DIR)"
+        )
+    return path
+
+
+def device_profiles():
+    """Returns the device profiles of ``android_bench/devices/*.json`` (name -> dict)."""
+    profiles = {}
+    for path in sorted(glob.glob(os.path.join(android_bench_dir(), "devices", "*.json"))):
+        with open(path) as f:
+            profile = json.load(f)
+        profiles[profile["name"]] = profile
+    return profiles
+
+
+def match_profile(props):
+    """Returns the device profile matching the phone's codename or model, or None."""
+    device = (props.get("ro.product.device") or "").lower()
+    model = (props.get("ro.product.model") or "").lower()
+    for profile in device_profiles().values():
+        if device and device in [c.lower() for c in profile.get("codenames", [])]:
+            return profile
+        if model and model in [m.lower() for m in profile.get("model_names", [])]:
+            return profile
+    return None
+
+
+def list_devices(adb):
+    """Returns one row per attached device: serial, state, model, SoC, Android version, ABI."""
+    rows = []
+    for device in adb.devices():
+        row = {"serial": device["serial"], "state": device["state"], "model": device["attributes"].get("model", "").replace("_", " ")}
+        if device["state"] == "device":
+            props = adb.props(device["serial"])
+            row.update(_describe(props))
+        rows.append(row)
+    return rows
+
+
+def _describe(props):
+    abilist = [a for a in (props.get("ro.product.cpu.abilist") or props.get("ro.product.cpu.abi") or "").split(",") if a]
+    return {
+        "manufacturer": props.get("ro.product.manufacturer", ""),
+        "model": props.get("ro.product.model", ""),
+        "codename": props.get("ro.product.device", ""),
+        "soc": props.get("ro.soc.model") or props.get("ro.board.platform") or props.get("ro.hardware", ""),
+        "soc_manufacturer": props.get("ro.soc.manufacturer", ""),
+        "android": props.get("ro.build.version.release", ""),
+        "sdk": props.get("ro.build.version.sdk", ""),
+        "abi": abilist[0] if abilist else props.get("ro.product.cpu.abi", ""),
+        "abilist": abilist,
+        "simulated": props.get("ro.mbk.simulator") == "1",
+    }
+
+
+class DeviceProfiler:
+    """Runs benchmark_model trials on one phone.
+
+    Args:
+        adb: an :class:`~mobilebert_kit.profiler.adb.AdbClient`.
+        serial: the device.
+        cores: ``big``, ``little``, ``prime``, ``all`` or a hex mask.
+        threads: ``--num_threads``.
+        delegate: ``xnnpack``, ``none`` (builtin kernels), ``gpu`` or ``nnapi``.
+        runs, warmup, min_time_s, max_time_s: ``--num_runs``, ``--warmup_runs``,
+            ``--min_secs``, ``--max_secs``.
+        trials: benchmark_model invocations per model, each after a cooldown.
+        seq_len: sequence length; None uses the length fixed in the file, else 128.
+        vocab_size: token ids stay below this; None reads it from the model.
+        op_profile: one extra invocation with ``--enable_op_profiling=true``.
+        peak_memory: add ``--report_peak_memory_footprint=true`` (a monitor
+            thread; it can slow the runs slightly).
+        cooldown_timeout_s, cooldown_tolerance_c, poll_s: wait before each
+            trial until the hottest CPU zone is within the tolerance of the
+            session's baseline, polling every ``poll_s`` seconds, at most
+            ``cooldown_timeout_s``.
+        lock_freq: None, ``"max"`` or a frequency in kHz (root only).
+        benchmark_binary: path of benchmark_model; None uses the cache.
+        bench_script: path of ``bench_loop.sh``; None uses ``android_bench/``.
+        workdir: device directory under which the run directory is made.
+        flops: FLOPs per inference overriding the count from the file.
+    """
+
+    def __init__(
+        self,
+        adb,
+        serial,
+        *,
+        cores="big",
+        threads=1,
+        delegate="xnnpack",
+        runs=50,
+        warmup=5,
+        min_time_s=1.0,
+        max_time_s=150.0,
+        trials=3,
+        seq_len=None,
+        vocab_size=None,
+        op_profile=False,
+        peak_memory=False,
+        cooldown_timeout_s=120,
+        cooldown_tolerance_c=2.0,
+        poll_s=2,
+        lock_freq=None,
+        benchmark_binary=None,
+        bench_script=None,
+        workdir="/data/local/tmp",
+        flops=None,
+    ):
+        self.adb = adb
+        self.serial = serial
+        self.cores = cores
+        self.delegate = check_choice("delegate", delegate, DELEGATES)
+        for name, value in (("threads", threads), ("runs", runs), ("trials", trials)):
+            if int(value) < 1:
+                raise ProfilerError(f"{name} must be at least 1, got {value}")
+        self.threads = int(threads)
+        self.runs = int(runs)
+        self.warmup = max(int(warmup), 0)
+        self.min_time_s = float(min_time_s)
+        self.max_time_s = float(max_time_s)
+        self.trials = int(trials)
+        self.seq_len = seq_len
+        self.vocab_size = vocab_size
+        self.op_profile = bool(op_profile)
+        self.peak_memory = bool(peak_memory)
+        self.cooldown_timeout_s = int(cooldown_timeout_s)
+        self.tolerance_mc = int(round(float(cooldown_tolerance_c) * 1000))
+        self.poll_s = max(int(poll_s), 1)
+        if lock_freq is not None and str(lock_freq) != "max" and not str(lock_freq).isdigit():
+            raise ProfilerError(f"--lock-freq takes 'max' or a frequency in kHz, got {lock_freq!r}")
+        self.lock_freq = None if lock_freq is None else str(lock_freq)
+        self.benchmark_binary = benchmark_binary
+        self.bench_script = bench_script_path(bench_script)
+        self.workdir = workdir
+        self.flops = flops
+        self.remote_dir = None
+        self.info = None
+        self.topology = None
+        self.mask = None
+        self.cpus = None
+
+    # --- device facts -------------------------------------------------------------------
+
+    def device_info(self):
+        if self.info is None:
+            props = self.adb.props(self.serial)
+            info = {"kind": "android", "serial": self.serial}
+            info.update(_describe(props))
+            profile = match_profile(props)
+            info["profile"] = profile["name"] if profile else None
+            self.info = info
+            self._profile = profile
+        return self.info
+
+    def _q(self, *parts):
+        return " ".join(shlex.quote(str(p)) for p in parts)
+
+    def _shell(self, command, timeout_s=120):
+        return self.adb.shell(self.serial, command, timeout_s=timeout_s)
+
+    def _prepare(self):
+        info = self.device_info()
+        binary = BenchmarkBinary.locate(info["abi"] or "arm64-v8a", self.benchmark_binary)
+        binary.check_abi(info["abilist"] or [info["abi"]], f"device {self.serial}")
+        self.binary = binary
+        self.remote_dir = f"{self.workdir.rstrip('/')}/mbk-{uuid.uuid4().hex[:12]}"
+        self._shell(f"mkdir -p {self._q(self.remote_dir)}")
+        self.adb.push(self.serial, self.bench_script, f"{self.remote_dir}/bench_loop.sh")
+        topo_text = self._shell(f"cd {self._q(self.remote_dir)} && sh ./bench_loop.sh topology")
+        try:
+            self.topology = CpuTopology.from_sysfs_lines(topo_text)
+            info["topology_source"] = "sysfs"
+        except ProfilerError:
+            if not self._profile:
+                raise
+            self.topology = CpuTopology.from_profile(self._profile)
+            info["topology_source"] = f"device profile {self._profile['name']} (sysfs unreadable)"
+        info["topology"] = self.topology.summary()
+        self.mask, self.cpus = self.topology.mask(self.cores)
+        self.adb.push(self.serial, binary.path, f"{self.remote_dir}/benchmark_model")
+        self._shell(f"chmod 755 {self._q(self.remote_dir + '/benchmark_model')}")
+        snapshot = self._shell(f"cd {self._q(self.remote_dir)} && sh ./bench_loop.sh snapshot")
+        try:
+            self.baseline = json.loads(snapshot.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            self.baseline = {}
+        info["baseline_c"] = None if self.baseline.get("max_mc") is None else self.baseline["max_mc"] / 1000.0
+
+    def _cleanup(self):
+        if not self.remote_dir:
+            return
+        try:
+            if self.adb.get_state(self.serial) == "device":
+                self._shell(f"rm -rf {self._q(self.remote_dir)}", timeout_s=60)
+        except MbkError:
+            pass  # the device is gone; nothing left to clean from here
+        self.remote_dir = None
+
+    # --- runs ------------------------------------------------------------------------------
+
+    def profile_all(self, paths, seq_lens=(None,)):
+        """Profiles every model at every sequence length; returns result records.
+
+        Raises:
+            MbkError: any failure; ``err.partial_results`` holds the records
+                finished before it (a disconnect keeps the finished trials of
+                the model that was running, marked ``incomplete``).
+        """
+        results = []
+        current = None
+        try:
+            self._prepare()
+            for path in paths:
+                info = ModelInfo(path)
+                for requested in seq_lens:
+                    current = self._new_result(info, requested)
+                    self._run_model(info, current)
+                    results.append(finish_result(current))
+                    current = None
+        except MbkError as err:
+            partial = list(results)
+            if current is not None and current["trials"]:
+                current["incomplete"] = True
+                _summarize_trials(current)
+                partial.append(finish_result(current))
+            err.partial_results = partial
+            raise
+        finally:
+            self._cleanup()
+        return results
+
+    def _new_result(self, info, requested):
+        length = resolve_seq_len(info, requested or self.seq_len)
+        if info.static_seq_len and length != info.static_seq_len:
+            raise ProfilerError(
+                f"{info.path} has a fixed sequence length {info.static_seq_len}, not {length}; "
+                f"use --seq-len {info.static_seq_len} or export the model with a dynamic sequence length"
+            )
+        if info.format != "tflite":
+            raise ProfilerError(f"{info.path}: the adb target runs .tflite files with benchmark_model; profile .onnx files with --target host")
+        result = new_result(info, target="adb", seq_len=length, flops_override=self.flops)
+        result["device"] = dict(self.device_info())
+        result["simulated"] = bool(self.info.get("simulated"))
+        vocab = int(self.vocab_size or info.vocab_size)
+        result["config"] = {
+            "cores": str(self.cores),
+            "mask": self.mask,
+            "cpus": list(self.cpus),
+            "threads": self.threads,
+            "runs": self.runs,
+            "warmup": self.warmup,
+            "min_time_s": self.min_time_s,
+            "max_time_s": self.max_time_s,
+            "trials": self.trials,
+            "vocab_size": vocab,
+            "cooldown_timeout_s": self.cooldown_timeout_s,
+            "cooldown_tolerance_c": self.tolerance_mc / 1000.0,
+            "lock_freq": self.lock_freq,
+            "inputs": "benchmark_model value ranges: ids [1, vocab-1], mask all ones, segment ids {0, 1}",
+        }
+        result["runtime"] = {
+            "name": "benchmark_model",
+            "binary": self.binary.path,
+            "binary_abi": self.binary.abi,
+            "delegate": self.delegate,
+            "threads": self.threads,
+        }
+        if self.threads > len(self.cpus):
+            result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
+        return result
+
+    def _model_args(self, info, result, remote_model, value_files):
+        input_flags, _ = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
+        args = [
+            f"--graph={remote_model}",
+            f"--num_threads={self.threads}",
+            f"--num_runs={self.runs}",
+            f"--warmup_runs={self.warmup}",
+            f"--min_secs={self.min_time_s:g}",
+            f"--max_secs={self.max_time_s:g}",
+            *_DELEGATE_FLAGS[self.delegate],
+            *input_flags,
+        ]
+        if value_files:
+            args.append("--input_layer_value_files=" + ",".join(f"{name}:{path}" for name, path in value_files.items()))
+        if self.peak_memory:
+            args.append("--report_peak_memory_footprint=true")
+        return args
+
+    def _run_model(self, info, result):
+        remote_model = f"{self.remote_dir}/{os.path.basename(info.path)}"
+        self.adb.push(self.serial, info.path, remote_model)
+        _, value_data = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
+        value_files = {}
+        with tempfile.TemporaryDirectory(prefix="mbk-values-") as tmp:
+            for name, data in value_data.items():
+                local = os.path.join(tmp, f"{name}.bin")
+                with open(local, "wb") as f:
+                    f.write(data)
+                value_files[name] = f"{self.remote_dir}/input_{name}.bin"
+                self.adb.push(self.serial, local, value_files[name])
+        args = self._model_args(info, result, remote_model, value_files)
+        result["runtime"]["flags"] = args
+        try:
+            for record, log in self._run_loop(args, self.trials, info):
+                trial = _trial(record, log, self.cpus)
+                result["trials"].append(trial)
+                result["simulated"] = result["simulated"] or log.simulated
+            _summarize_trials(result)
+            if self.op_profile:
+                for record, log in self._run_loop(args + ["--enable_op_profiling=true"], 1, info):
+                    result["op_profile"] = log.op_summary()
+                    result["op_profile_source"] = "benchmark_model --enable_op_profiling=true (separate invocation)"
+        finally:
+            if self.adb.get_state(self.serial) == "device":
+                self._shell(f"rm -f {self._q(remote_model)}", timeout_s=60)
+
+    def _run_loop(self, args, trials, info):
+        """Runs bench_loop.sh and yields ``(record, parsed log)`` per finished trial."""
+        command = (
+            f"cd {self._q(self.remote_dir)} && sh ./bench_loop.sh run --bin ./benchmark_model --mask {self._q(self.mask)} "
+            f"--trials {int(trials)} --tolerance-mc {self.tolerance_mc} --cooldown-timeout {self.cooldown_timeout_s} "
+            f"--poll {self.poll_s}"
+        )
+        if self.baseline.get("max_mc") is not None:
+            command += f" --baseline-mc {int(self.baseline['max_mc'])}"
+        if self.lock_freq:
+            command += f" --lock-freq {self._q(self.lock_freq)}"
+        command += " -- " + self._q(*args)
+        limit = trials * (self.cooldown_timeout_s + 2 * self.max_time_s + 120) + 60
+        process = self.adb.shell_stream(self.serial, command)
+        timer = threading.Timer(limit, process.kill)
+        timer.start()
+        log_lines, in_log, done, tail = [], False, False, []
+        finished = 0
+        try:
+            for raw in process.stdout:
+                line = raw.rstrip("\r\n")
+                if line.startswith("@@MBK_LOG_BEGIN"):
+                    in_log, log_lines = True, []
+                elif line.startswith("@@MBK_LOG_END"):
+                    in_log = False
+                elif in_log:
+                    log_lines.append(line)
+                elif line.startswith("@@MBK_JSON "):
+                    try:
+                        record = json.loads(line[len("@@MBK_JSON "):])
+                    except ValueError as err:
+                        raise DeviceError(f"device script printed malformed trial data ({err}); is android_bench/bench_loop.sh intact?") from None
+                    text = "\n".join(log_lines)
+                    if record.get("exit_code") != 0:
+                        raise ProfilerError(_failure_message(info, text, record.get("exit_code")))
+                    try:
+                        log = parse_benchmark_output(text)
+                    except BenchmarkParseError as err:
+                        raise ProfilerError(f"benchmark_model output for {os.path.basename(info.path)} was not understood: {err}") from err
+                    if log.failed:
+                        raise ProfilerError(_failure_message(info, text, record.get("exit_code")))
+                    finished += 1
+                    yield record, log
+                elif line.startswith("@@MBK_ERROR "):
+                    raise DeviceError(f"device {self.serial}: {line[len('@@MBK_ERROR '):]}")
+                elif line.startswith("@@MBK_DONE"):
+                    done = True
+                else:
+                    tail = (tail + [line])[-5:]
+            process.wait()
+        finally:
+            timer.cancel()
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        if not done:
+            if self.adb.get_state(self.serial) != "device":
+                raise DeviceDisconnectedError(
+                    f"device {self.serial} disconnected during trial {finished + 1} of {trials} for {os.path.basename(info.path)}; "
+                    f"{finished} finished trial(s) are kept in the report; reconnect the phone and re-run"
+                )
+            last = next((t for t in reversed(tail) if t.strip()), f"exit status {process.returncode}")
+            raise DeviceError(f"the benchmark loop on {self.serial} stopped early ({last.strip()[:160]}); re-run, or run bench_loop.sh by hand to see why")
+
+
+def _failure_message(info, text, code):
+    try:
+        log = parse_benchmark_output(text, require_result=False)
+        reason = log.errors[0] if log.errors else None
+    except BenchmarkParseError:
+        reason = None
+    if reason is None:
+        lines = [l.strip() for l in text.splitlines() if l.strip()]
+        reason = lines[-1][:200] if lines else "no output"
+    return f"benchmark_model failed on {os.path.basename(info.path)} (exit {code}): {reason}"
+
+
+def _trial(record, log, cpus):
+    latency = log.latency_ms()
+    trial = {
+        "trial": record.get("trial"),
+        "exit_code": record.get("exit_code"),
+        "count": latency.get("count"),
+        "latency_ms": latency,
+        "init_ms": log.init_ms(),
+        "first_inference_ms": log.first_inference_ms(),
+        "warmup_avg_ms": None if "warmup_avg" not in log.timings_us else log.timings_us["warmup_avg"] / 1000.0,
+        "memory": dict(log.memory),
+        "delegation": list(log.delegation),
+        "output_formats": sorted(log.formats),
+    }
+    trial.update(trial_thermal(record, cpus))
+    return trial
+
+
+def _summarize_trials(result):
+    trials = result["trials"]
+    if not trials:
+        return
+    result["latency_ms"] = combine_trials([t["latency_ms"] for t in trials])
+    for key in ("init_ms", "first_inference_ms"):
+        values = [t[key] for t in trials if t.get(key) is not None]
+        result[key] = float(np.median(values)) if values else None
+    peaks = [t["memory"].get("peak_mb") or t["memory"].get("overall_mb") for t in trials]
+    peaks = [p for p in peaks if p is not None]
+    result["peak_rss_mb"] = max(peaks) if peaks else None
+    result["memory"] = dict(trials[-1]["memory"])
+    result["memory"]["source"] = "benchmark_model memory lines (periodic peak if printed, else RSS delta)"
+    result["throttled"] = any(t.get("throttled") for t in trials)
+
+
+def profile_devices(adb, serials, paths, seq_lens=(None,), **options):
+    """Profiles the models on several devices in parallel; returns all records.
+
+    Raises:
+        MbkError: the first failure (by serial order), with ``partial_results``
+            holding every record finished on any device.
+    """
+    profilers = [DeviceProfiler(adb, serial, **options) for serial in serials]
+    if len(profilers) == 1:
+        return profilers[0].profile_all(paths, seq_lens)
+    results, errors = {}, {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(profilers)) as pool:
+        futures = {pool.submit(p.profile_all, paths, seq_lens): p.serial for p in profilers}
+        for future in concurrent.futures.as_completed(futures):
+            serial = futures[future]
+            try:
+                results[serial] = future.result()
+            except MbkError as err:
+                errors[serial] = err
+                results[serial] = getattr(err, "partial_results", [])
+    ordered = [r for serial in serials for r in results.get(serial, [])]
+    if errors:
+        first = errors[next(s for s in serials if s in errors)]
+        first.partial_results = ordered
+        raise first
+    return ordered

@@ -1,0 +1,499 @@
+"""Latency of ``.tflite`` / ``.onnx`` files on this machine.
+
+``.tflite`` runs with ai-edge-litert's ``Interpreter`` (XNNPACK on, or the
+builtin kernels with ``delegate="none"``), ``.onnx`` with ONNX Runtime's CPU
+provider. The process is pinned to the chosen cores before the runtime
+creates its thread pools, so they inherit the mask. The loop follows
+benchmark_model: warm-up runs (the first one is reported as the first
+inference), then timed runs until both ``runs`` and ``min_time_s`` are
+reached (but no longer than ``max_time_s``). Each timed sample is one
+``invoke()`` / ``run()`` call, with inputs set once beforehand.
+
+Per-op profiles: ONNX Runtime's own profiler (in a separate session after the
+timed runs, so profiling does not slow the measured ones); for ``.tflite``
+the benchmark_model binary, when one for this host is given.
+
+Example:
+    >>> result = HostProfiler(threads=1, cores="big").profile("mobilebert.tflite")  # doctest: +SKIP
+    >>> result["latency_ms"]["median"]  # doctest: +SKIP
+    58.2
+"""
+
+import contextlib
+import json
+import os
+import platform
+import resource
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+
+from mobilebert_kit.errors import check_choice
+from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
+from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
+from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
+from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
+from mobilebert_kit.profiler.model_info import ModelInfo
+from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len
+from mobilebert_kit.profiler.stats import summarize
+from mobilebert_kit.profiler.topology import CpuTopology
+
+DELEGATES = ("xnnpack", "none")
+GRAPH_OPTIMIZATIONS = ("all", "extended", "basic", "disabled")
+_HOST_ABIS = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "arm64-v8a", "arm64": "arm64-v8a", "i686": "x86", "armv7l": "armeabi-v7a"}
+
+
+class HostProfiler:
+    """Times models on this machine.
+
+    Args:
+        threads: intra-op threads (TFLite ``num_threads``, ORT ``intra_op_num_threads``).
+        cores: ``big``, ``little``, ``prime``, ``all`` or a hex mask (see
+            :mod:`~mobilebert_kit.profiler.topology`).
+        delegate: ``"xnnpack"`` (TFLite default delegates) or ``"none"``
+            (builtin kernels, ``BUILTIN_WITHOUT_DEFAULT_DELEGATES``).
+        runs: minimum number of timed runs.
+        warmup: warm-up runs before timing (at least 1).
+        min_time_s: minimum total time of the timed runs.
+        max_time_s: stop starting new runs after this long.
+        seq_len: sequence length; None uses the length fixed in the file, else 128.
+        vocab_size: token ids stay below this; None reads it from the model.
+        inter_op_threads: ONNX Runtime inter-op threads.
+        graph_optimization: ONNX Runtime level: ``all``, ``extended``, ``basic``, ``disabled``.
+        op_profile: collect a per-op profile.
+        profile_runs: runs of the separate profiling session.
+        benchmark_binary: a benchmark_model built for this host, used for the
+            TFLite per-op profile.
+        flops: FLOPs per inference overriding the count from the file.
+        seed: seed of the input token ids.
+    """
+
+    def __init__(
+        self,
+        *,
+        threads=1,
+        cores="all",
+        delegate="xnnpack",
+        runs=50,
+        warmup=5,
+        min_time_s=1.0,
+        max_time_s=150.0,
+        seq_len=None,
+        vocab_size=None,
+        inter_op_threads=1,
+        graph_optimization="all",
+        op_profile=False,
+        profile_runs=10,
+        benchmark_binary=None,
+        flops=None,
+        seed=0,
+    ):
+        if delegate in ("gpu", "nnapi"):
+            raise ProfilerError(f"delegate {delegate!r} runs on a phone only; use --target adb, or --delegate xnnpack|none on the host")
+        self.delegate = check_choice("delegate", delegate, DELEGATES)
+        self.graph_optimization = check_choice("graph optimization level", graph_optimization, GRAPH_OPTIMIZATIONS)
+        for name, value, low in (("threads", threads, 1), ("runs", runs, 1), ("warmup", warmup, 1), ("inter-op threads", inter_op_threads, 1)):
+            if int(value) < low:
+                raise ProfilerError(f"{name} must be at least {low}, got {value}")
+        self.threads = int(threads)
+        self.runs = int(runs)
+        self.warmup = int(warmup)
+        self.min_time_s = float(min_time_s)
+        self.max_time_s = float(max_time_s)
+        self.seq_len = seq_len
+        self.vocab_size = vocab_size
+        self.inter_op_threads = int(inter_op_threads)
+        self.op_profile = bool(op_profile)
+        self.profile_runs = int(profile_runs)
+        self.benchmark_binary = benchmark_binary
+        self.flops = flops
+        self.seed = seed
+        self.topology = CpuTopology.from_host()
+        self.mask, self.cpus = self.topology.mask(cores)
+        self.cores = cores
+
+    def device_info(self):
+        return {
+            "kind": "host",
+            "hostname": platform.node(),
+            "machine": platform.machine(),
+            "os": f"{platform.system()} {platform.release()}",
+            "cpu_model": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "topology": self.topology.summary(),
+            "python": platform.python_version(),
+        }
+
+    def profile(self, path, seq_len=None):
+        """Times one model file; returns its result record.
+
+        Args:
+            path: a ``.tflite`` or ``.onnx`` file.
+            seq_len: overrides the profiler's ``seq_len`` for this call.
+
+        Raises:
+            ProfilerError: the file cannot be read or run.
+        """
+        info = ModelInfo(path)
+        length = resolve_seq_len(info, seq_len or self.seq_len)
+        vocab = int(self.vocab_size or info.vocab_size)
+        result = new_result(info, target="host", seq_len=length, flops_override=self.flops)
+        result["device"] = self.device_info()
+        result["config"] = {
+            "cores": str(self.cores),
+            "mask": self.mask,
+            "cpus": list(self.cpus),
+            "threads": self.threads,
+            "runs": self.runs,
+            "warmup": self.warmup,
+            "min_time_s": self.min_time_s,
+            "max_time_s": self.max_time_s,
+            "vocab_size": vocab,
+            "inputs": "sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1",
+        }
+        if self.threads > len(self.cpus):
+            result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
+        feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
+        _reset_peak_rss()
+        with _pinned(self.cpus):
+            if info.format == "tflite":
+                timing = self._run_tflite(info, feeds, length)
+            else:
+                timing = self._run_onnx(info, feeds)
+        samples = timing.pop("samples_ms")
+        result["runtime"] = timing.pop("runtime")
+        result["samples_ms"] = samples
+        result["latency_ms"] = summarize(samples)
+        result["init_ms"] = timing["init_ms"]
+        result["first_inference_ms"] = timing["first_ms"]
+        result["peak_rss_mb"], result["memory"]["peak_rss_source"] = _peak_rss_mb()
+        result["trials"] = [
+            {
+                "trial": 0,
+                "count": len(samples),
+                "duration_s": timing["timed_s"],
+                "latency_ms": result["latency_ms"],
+                "init_ms": timing["init_ms"],
+                "first_inference_ms": timing["first_ms"],
+                "throttled": False,
+            }
+        ]
+        if self.op_profile:
+            self._add_op_profile(result, info, feeds, length, vocab)
+        return finish_result(result)
+
+    # --- runtimes -----------------------------------------------------------------
+
+    def _run_tflite(self, info, feeds, length):
+        from ai_edge_litert import __version__ as litert_version
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        resolver = OpResolverType.AUTO if self.delegate == "xnnpack" else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        start = time.perf_counter()
+        try:
+            interpreter = Interpreter(model_path=info.path, num_threads=self.threads, experimental_op_resolver_type=resolver)
+            details = interpreter.get_input_details()
+            for detail in details:
+                want = list(feeds[detail["name"]].shape) if detail["name"] in feeds else None
+                if want is not None and list(detail["shape"]) != want:
+                    interpreter.resize_tensor_input(detail["index"], want)
+            interpreter.allocate_tensors()
+        except (RuntimeError, ValueError) as err:
+            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, length)) from err
+        init_ms = (time.perf_counter() - start) * 1000.0
+        for detail in interpreter.get_input_details():
+            if detail["name"] not in feeds:
+                raise ProfilerError(f"{info.path}: input {detail['name']!r} is not among the model inputs read from the file")
+            interpreter.set_tensor(detail["index"], feeds[detail["name"]])
+
+        def call():
+            interpreter.invoke()
+
+        try:
+            timing = self._loop(call)
+        except RuntimeError as err:
+            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, length)) from err
+        timing["init_ms"] = init_ms
+        timing["runtime"] = {
+            "name": "ai-edge-litert",
+            "delegate_nodes": _delegate_nodes(interpreter),
+            "version": litert_version,
+            "delegate": self.delegate,
+            "op_resolver": resolver.name,
+            "threads": self.threads,
+        }
+        return timing
+
+    def _onnx_options(self, profile_prefix=None):
+        import onnxruntime as ort
+
+        levels = {
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        }
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = self.inter_op_threads
+        options.graph_optimization_level = levels[self.graph_optimization]
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        if profile_prefix:
+            options.enable_profiling = True
+            options.profile_file_prefix = profile_prefix
+        return options
+
+    def _run_onnx(self, info, feeds):
+        import onnxruntime as ort
+
+        start = time.perf_counter()
+        try:
+            session = ort.InferenceSession(info.path, self._onnx_options(), providers=["CPUExecutionProvider"])
+        except Exception as err:  # noqa: BLE001  (ORT raises its own Fail/InvalidGraph/... types)
+            raise ProfilerError(_runtime_message(info, "onnxruntime", err, None)) from err
+        init_ms = (time.perf_counter() - start) * 1000.0
+        names = [i.name for i in session.get_inputs()]
+        missing = [n for n in names if n not in feeds]
+        if missing:
+            raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
+        run_feeds = {n: feeds[n] for n in names}
+
+        def call():
+            session.run(None, run_feeds)
+
+        try:
+            timing = self._loop(call)
+        except Exception as err:  # noqa: BLE001
+            raise ProfilerError(_runtime_message(info, "onnxruntime", err, None)) from err
+        timing["init_ms"] = init_ms
+        timing["runtime"] = {
+            "name": "onnxruntime",
+            "version": ort.__version__,
+            "provider": "CPUExecutionProvider",
+            "threads": self.threads,
+            "inter_op_threads": self.inter_op_threads,
+            "graph_optimization": self.graph_optimization,
+        }
+        return timing
+
+    def _loop(self, call):
+        """Warm-up, then timed calls until ``runs`` and ``min_time_s`` are both reached."""
+        clock = time.perf_counter_ns
+        start = clock()
+        call()
+        first_ms = (clock() - start) / 1e6
+        for _ in range(self.warmup - 1):
+            call()
+        samples = []
+        begin = clock()
+        min_ns, max_ns = self.min_time_s * 1e9, self.max_time_s * 1e9
+        while True:
+            t0 = clock()
+            call()
+            t1 = clock()
+            samples.append((t1 - t0) / 1e6)
+            elapsed = t1 - begin
+            if (len(samples) >= self.runs and elapsed >= min_ns) or elapsed >= max_ns:
+                break
+        return {"samples_ms": samples, "first_ms": first_ms, "timed_s": (clock() - begin) / 1e9}
+
+    # --- per-op profiles --------------------------------------------------------------
+
+    def _add_op_profile(self, result, info, feeds, length, vocab):
+        if info.format == "onnx":
+            result["op_profile"] = self._onnx_op_profile(info, feeds)
+            result["op_profile_source"] = f"onnxruntime profiler, {self.profile_runs} runs in a separate session"
+            return
+        if not self.benchmark_binary:
+            result["warnings"].append("TFLite per-op profile needs a benchmark_model built for this host (--benchmark-binary)")
+            return
+        binary = BenchmarkBinary(self.benchmark_binary)
+        host_abi = _HOST_ABIS.get(platform.machine(), platform.machine())
+        binary.check_abi([host_abi], "this host")
+        input_flags, value_files = benchmark_input_flags(info.inputs, length, vocab)
+        with tempfile.TemporaryDirectory(prefix="mbk-profile-") as tmp:
+            files = []
+            for name, data in value_files.items():
+                file_path = os.path.join(tmp, f"{name}.bin")
+                with open(file_path, "wb") as f:
+                    f.write(data)
+                files.append(f"{name}:{file_path}")
+            command = [
+                binary.path,
+                f"--graph={info.path}",
+                f"--num_threads={self.threads}",
+                f"--num_runs={self.profile_runs}",
+                f"--warmup_runs={self.warmup}",
+                f"--use_xnnpack={'true' if self.delegate == 'xnnpack' else 'false'}",
+                "--enable_op_profiling=true",
+                *input_flags,
+            ]
+            if files:
+                command.append(f"--input_layer_value_files={','.join(files)}")
+            cpus = list(self.cpus)
+            try:
+                completed = subprocess.run(
+                    command, capture_output=True, text=True, timeout=self.max_time_s + 60, preexec_fn=lambda: os.sched_setaffinity(0, cpus)
+                )
+            except subprocess.TimeoutExpired:
+                raise ProfilerError(f"{binary.path} did not finish within {self.max_time_s + 60:.0f} s") from None
+        text = completed.stdout + completed.stderr
+        try:
+            log = parse_benchmark_output(text)
+        except BenchmarkParseError as err:
+            raise ProfilerError(f"{binary.path} printed no usable result ({err}); run it by hand with --graph to see why") from err
+        if log.failed or completed.returncode != 0:
+            reason = log.errors[0] if log.errors else f"exit status {completed.returncode}"
+            raise ProfilerError(f"{binary.path} failed on {info.path}: {reason}")
+        result["op_profile"] = log.op_summary()
+        result["op_profile_source"] = f"benchmark_model --enable_op_profiling ({binary.path})"
+        result["runtime"]["benchmark_model_avg_ms"] = log.latency_ms()["avg"]
+
+    def _onnx_op_profile(self, info, feeds):
+        import onnxruntime as ort
+
+        with tempfile.TemporaryDirectory(prefix="mbk-ort-profile-") as tmp:
+            session = ort.InferenceSession(
+                info.path, self._onnx_options(os.path.join(tmp, "ort")), providers=["CPUExecutionProvider"]
+            )
+            run_feeds = {i.name: feeds[i.name] for i in session.get_inputs()}
+            with _pinned(self.cpus):
+                for _ in range(self.warmup + self.profile_runs):
+                    session.run(None, run_feeds)
+            trace_path = session.end_profiling()
+            with open(trace_path) as f:
+                events = json.load(f)
+        return onnx_op_summary(events, self.profile_runs, skip_runs=self.warmup)
+
+
+def onnx_op_summary(events, runs, skip_runs=0):
+    """Aggregates ONNX Runtime profiler events into per-op-type rows.
+
+    Args:
+        events: the Chrome-trace event list ORT writes.
+        runs: how many profiled ``run()`` calls to average over.
+        skip_runs: leading ``run()`` calls (warm-up, with first-run
+            allocations) whose node events are left out.
+
+    Returns:
+        Rows like benchmark_model's "Summary by node type": ``node_type``,
+        ``count`` (nodes of that type), ``avg_ms`` (per inference: the sum
+        over nodes of each node's median duration), ``pct``, ``times_called``
+        (per inference), sorted by time.
+    """
+    model_runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"), key=lambda e: e.get("ts", 0))
+    start_ts = None
+    if skip_runs and len(model_runs) > skip_runs:
+        start_ts = model_runs[skip_runs - 1].get("ts", 0) + model_runs[skip_runs - 1].get("dur", 0)
+    durations, kinds = {}, {}
+    for event in events:
+        if event.get("cat") != "Node" or not str(event.get("name", "")).endswith("_kernel_time"):
+            continue
+        if start_ts is not None and event.get("ts", 0) < start_ts:
+            continue
+        name = event["name"]
+        durations.setdefault(name, []).append(float(event.get("dur", 0)))
+        kinds[name] = (event.get("args") or {}).get("op_name") or "unknown"
+    # The median per node resists the odd preempted run (a 3 ms Add in a 0.4 ms run on a busy host).
+    totals, calls, nodes = {}, {}, {}
+    for name, values in durations.items():
+        op = kinds[name]
+        totals[op] = totals.get(op, 0.0) + float(np.median(values))
+        calls[op] = calls.get(op, 0) + max(1, round(len(values) / max(runs, 1)))
+        nodes[op] = nodes.get(op, 0) + 1
+    grand = sum(totals.values()) or 1.0
+    rows = [
+        {
+            "node_type": op,
+            "count": nodes[op],
+            "avg_ms": totals[op] / 1000.0,
+            "pct": 100.0 * totals[op] / grand,
+            "times_called": calls[op],
+        }
+        for op in totals
+    ]
+    return sorted(rows, key=lambda r: r["avg_ms"], reverse=True)
+
+
+def _delegate_nodes(interpreter):
+    """Number of delegate kernels in the execution plan: > 0 means XNNPACK took part.
+
+    Read through ``_get_ops_details``, a private ai-edge-litert method (present
+    in 2.3.0); None if a later version drops it.
+    """
+    try:
+        return sum(1 for op in interpreter._get_ops_details() if op.get("op_name") == "DELEGATE")
+    except (AttributeError, RuntimeError, TypeError):
+        return None
+
+
+@contextlib.contextmanager
+def _pinned(cpus):
+    """Pins every thread of this process to ``cpus``; restores each thread's mask afterwards.
+
+    Threads the runtimes create inside the block inherit the mask from the
+    creating thread (Linux ``sched_setaffinity`` is per thread).
+    """
+    saved = {}
+    for tid in _thread_ids():
+        try:
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass  # a thread that ended meanwhile
+    try:
+        yield
+    finally:
+        for tid, mask in saved.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, mask)
+
+
+def _thread_ids():
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
+def _reset_peak_rss():
+    # Linux >= 4.0: writing 5 resets the peak RSS (VmHWM) to the current RSS,
+    # so the figure belongs to this model, not to what the process did before.
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_mb():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0, "VmHWM since reset (/proc/self/clear_refs)"
+    except (OSError, ValueError, IndexError):
+        pass
+    # ru_maxrss: kilobytes on Linux, the whole process lifetime.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, "ru_maxrss (process lifetime)"
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _runtime_message(info, runtime, err, length):
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    hint = f"; the model may not accept sequence length {length} (try --seq-len {info.static_seq_len})" if length and info.static_seq_len and length != info.static_seq_len else "; re-export the model"
+    return f"{runtime} cannot run {info.path}: {first[:200]}{hint}"

@@ -1,0 +1,275 @@
+"""Profiler reports: a versioned JSON document, CSV and a Markdown table.
+
+The JSON document (``schema: "mobilebert_kit.profile"``, ``schema_version``)
+holds one record per model file, sequence length and device; CSV and
+Markdown are flat views of the same records. Files are written to a
+temporary name in the destination directory and moved into place with
+``os.replace``, so a failed or interrupted run never leaves a half-written
+report behind. A run cut short by a device disconnect still writes a
+complete document with ``"incomplete": true`` and the error.
+
+Example:
+    >>> report = build_report(results, argv=["mbk", "profile", "m.tflite"])  # doctest: +SKIP
+    >>> write_json(report, "out.json")  # doctest: +SKIP
+"""
+
+import csv
+import datetime
+import io
+import json
+import math
+import os
+import platform
+import tempfile
+
+import mobilebert_kit
+from mobilebert_kit.profiler.errors import ProfilerError
+
+SCHEMA = "mobilebert_kit.profile"
+SCHEMA_VERSION = 1
+
+# Required record fields and their JSON types (None allowed where noted).
+_RECORD_FIELDS = {
+    "target": str,
+    "simulated": bool,
+    "model": dict,
+    "precision": str,
+    "variant": str,
+    "seq_len": int,
+    "device": dict,
+    "runtime": dict,
+    "config": dict,
+    "trials": list,
+    "latency_ms": (dict, type(None)),
+    "init_ms": (float, int, type(None)),
+    "first_inference_ms": (float, int, type(None)),
+    "peak_rss_mb": (float, int, type(None)),
+    "flops": int,
+    "gflops_per_s": (float, int, type(None)),
+    "op_profile": (list, type(None)),
+    "throttled": bool,
+    "incomplete": bool,
+    "warnings": list,
+}
+_LATENCY_KEYS = ("count", "mean", "std", "min", "max", "median", "p90", "p99", "mad", "cv")
+
+CSV_COLUMNS = (
+    "model", "format", "precision", "variant", "target", "device", "serial", "simulated", "cores", "mask", "threads",
+    "runtime", "delegate", "seq_len", "trials", "count", "median_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms", "mad_ms",
+    "cv", "min_ms", "max_ms", "init_ms", "first_inference_ms", "peak_rss_mb", "flops", "gflops_per_s", "throttled",
+    "incomplete",
+)
+
+
+def build_report(results, *, options=None, error=None):
+    """Wraps result records into the versioned report document.
+
+    Args:
+        results: result records from the host or device runners.
+        options: the command's options, recorded for reproduction.
+        error: the one-line error that stopped the run early, if any.
+    """
+    report = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "tool": {"name": "mbk profile", "version": mobilebert_kit.__version__, "python": platform.python_version()},
+        "options": dict(options or {}),
+        "simulated": any(r.get("simulated") for r in results),
+        "incomplete": bool(error) or any(r.get("incomplete") for r in results),
+        "error": error,
+        "results": [_jsonable(r) for r in results],
+    }
+    validate_report(report)
+    return report
+
+
+def validate_report(report):
+    """Checks a report document against schema version 1.
+
+    Raises:
+        ProfilerError: listing every field that is missing or of the wrong type.
+    """
+    problems = []
+    if not isinstance(report, dict):
+        raise ProfilerError("report is not a JSON object")
+    if report.get("schema") != SCHEMA:
+        problems.append(f"schema is {report.get('schema')!r}, expected {SCHEMA!r}")
+    if report.get("schema_version") != SCHEMA_VERSION:
+        problems.append(f"schema_version is {report.get('schema_version')!r}; this mbk reads version {SCHEMA_VERSION}")
+    for key, kind in (("simulated", bool), ("incomplete", bool), ("results", list), ("created", str)):
+        if not isinstance(report.get(key), kind):
+            problems.append(f"{key} must be {kind.__name__}")
+    for index, record in enumerate(report.get("results") or []):
+        if not isinstance(record, dict):
+            problems.append(f"results[{index}] is not an object")
+            continue
+        for key, kind in _RECORD_FIELDS.items():
+            if key not in record:
+                problems.append(f"results[{index}].{key} is missing")
+            elif not isinstance(record[key], kind) or (kind is int and isinstance(record[key], bool)):
+                problems.append(f"results[{index}].{key} has type {type(record[key]).__name__}")
+        latency = record.get("latency_ms")
+        if isinstance(latency, dict):
+            for key in _LATENCY_KEYS:
+                if key not in latency:
+                    problems.append(f"results[{index}].latency_ms.{key} is missing")
+        if record.get("target") not in ("host", "adb"):
+            problems.append(f"results[{index}].target must be 'host' or 'adb'")
+    if problems:
+        raise ProfilerError("invalid profile report: " + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else ""))
+    return report
+
+
+def load_report(path):
+    """Reads and validates a JSON report written by :func:`write_json`."""
+    try:
+        with open(path) as f:
+            report = json.load(f)
+    except (OSError, ValueError) as err:
+        raise ProfilerError(f"cannot read report {path}: {err}") from err
+    return validate_report(report)
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return _jsonable(value.item())  # numpy scalars
+    return value
+
+
+def atomic_write(path, text):
+    """Writes ``text`` to ``path`` through a temporary file and ``os.replace``."""
+    path = os.path.abspath(str(path))
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        raise ProfilerError(f"cannot write {path}: directory {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        # mkstemp creates 0600; give the report the permissions a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json(report, path):
+    validate_report(report)
+    return atomic_write(path, json.dumps(report, indent=2, sort_keys=False, allow_nan=False) + "\n")
+
+
+def flat_rows(report):
+    """One flat dict per record with the :data:`CSV_COLUMNS` keys."""
+    rows = []
+    for r in report["results"]:
+        lat = r.get("latency_ms") or {}
+        device = r.get("device") or {}
+        runtime = r.get("runtime") or {}
+        config = r.get("config") or {}
+        rows.append(
+            {
+                "model": r["model"].get("name"),
+                "format": r["model"].get("format"),
+                "precision": r.get("precision"),
+                "variant": r.get("variant"),
+                "target": r.get("target"),
+                "device": device.get("model") or device.get("cpu_model") or device.get("kind"),
+                "serial": device.get("serial", ""),
+                "simulated": r.get("simulated"),
+                "cores": config.get("cores"),
+                "mask": config.get("mask"),
+                "threads": config.get("threads"),
+                "runtime": runtime.get("name"),
+                "delegate": runtime.get("delegate", runtime.get("graph_optimization", "")),
+                "seq_len": r.get("seq_len"),
+                "trials": len(r.get("trials") or []),
+                "count": lat.get("count"),
+                "median_ms": lat.get("median"),
+                "p90_ms": lat.get("p90"),
+                "p99_ms": lat.get("p99"),
+                "mean_ms": lat.get("mean"),
+                "std_ms": lat.get("std"),
+                "mad_ms": lat.get("mad"),
+                "cv": lat.get("cv"),
+                "min_ms": lat.get("min"),
+                "max_ms": lat.get("max"),
+                "init_ms": r.get("init_ms"),
+                "first_inference_ms": r.get("first_inference_ms"),
+                "peak_rss_mb": r.get("peak_rss_mb"),
+                "flops": r.get("flops"),
+                "gflops_per_s": r.get("gflops_per_s"),
+                "throttled": r.get("throttled"),
+                "incomplete": r.get("incomplete"),
+            }
+        )
+    return rows
+
+
+def to_csv(report):
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in flat_rows(report):
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def write_csv(report, path):
+    return atomic_write(path, to_csv(report))
+
+
+def _fmt(value, digits=2):
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def to_markdown(report):
+    """Returns the report as a Markdown document (summary table, notes)."""
+    lines = ["# mbk profile report", ""]
+    if report.get("simulated"):
+        lines += ["> **SIMULATED**: these figures come from the device simulator (host CPU), not a phone.", ""]
+    if report.get("incomplete"):
+        lines += [f"> **Incomplete run**: {report.get('error') or 'some results are missing'}", ""]
+    header = ("model", "precision", "variant", "target", "device", "cores", "thr", "seq", "median ms", "p90 ms", "p99 ms", "mean ms", "std ms", "CV", "init ms", "first ms", "peak MB", "GFLOP/s", "throttled")
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    for row in flat_rows(report):
+        device = row["device"] + (f" ({row['serial']})" if row["serial"] else "")
+        cells = (
+            row["model"], row["precision"], row["variant"], row["target"], device, f"{row['cores']} ({row['mask']})",
+            _fmt(row["threads"]), _fmt(row["seq_len"]), _fmt(row["median_ms"], 3), _fmt(row["p90_ms"], 3), _fmt(row["p99_ms"], 3),
+            _fmt(row["mean_ms"], 3), _fmt(row["std_ms"], 3), _fmt(row["cv"], 3), _fmt(row["init_ms"]), _fmt(row["first_inference_ms"], 3),
+            _fmt(row["peak_rss_mb"], 1), _fmt(row["gflops_per_s"]), _fmt(row["throttled"]),
+        )
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    lines.append("")
+    notes = []
+    for r in report["results"]:
+        for warning in r.get("warnings") or []:
+            notes.append(f"- {r['model']['name']}: {warning}")
+        if r.get("target") == "adb":
+            notes.append(f"- {r['model']['name']}: p90/p99/MAD are n/a on the device: benchmark_model prints aggregates, not single latencies.")
+    if notes:
+        lines += ["Notes:", ""] + sorted(set(notes)) + [""]
+    return "\n".join(lines)
+
+
+def write_markdown(report, path):
+    return atomic_write(path, to_markdown(report))

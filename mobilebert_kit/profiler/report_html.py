@@ -1,0 +1,209 @@
+"""A self-contained HTML report with matplotlib plots.
+
+Plots (PNG, embedded as base64 so the page is one file):
+
+- latency distribution per model and precision: box plots of single
+  latencies on the host; on a phone, where benchmark_model prints only
+  aggregates, boxes built from each trial's min / p5 / median / p95 / max
+  (or avg when the build prints no percentiles);
+- comparison across files: median latency with the p90 (or max) whisker;
+- latency against sequence length, for models profiled at several lengths.
+
+The summary table, the Table 6 comparison, per-trial thermal data and the
+top operators of each per-op profile follow the plots.
+
+Example:
+    >>> write_html(report, "report.html")  # doctest: +SKIP
+"""
+
+import base64
+import html
+import io
+
+from mobilebert_kit.profiler.report import atomic_write, flat_rows, validate_report
+from mobilebert_kit.profiler.table6 import table6
+
+
+def _label(record):
+    device = record.get("device") or {}
+    where = device.get("serial") or record.get("target")
+    return f"{record['model']['name']} [{record['precision']}] L={record['seq_len']} @{where}"
+
+
+def _figure_png(fig):
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _box_stats(record):
+    samples = record.get("samples_ms")
+    if samples:
+        return None, samples
+    stats = []
+    for trial in record.get("trials") or []:
+        lat = trial.get("latency_ms") or {}
+        if lat.get("avg") is None:
+            continue
+        med = lat.get("median") if lat.get("median") is not None else lat["avg"]
+        stats.append(
+            {
+                "med": med,
+                "q1": lat.get("p5") if lat.get("p5") is not None else lat.get("min", med),
+                "q3": lat.get("p95") if lat.get("p95") is not None else lat.get("max", med),
+                "whislo": lat.get("min", med),
+                "whishi": lat.get("max", med),
+                "fliers": [],
+            }
+        )
+    return stats, None
+
+
+def plots(report):
+    """Returns ``[(title, base64 png)]`` for the report's records."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [r for r in report["results"] if r.get("latency_ms")]
+    images = []
+    if not records:
+        return images
+    suffix = " (SIMULATED)" if report.get("simulated") else ""
+
+    # Latency distributions.
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(records) + 1.8))
+    labels, positions = [], []
+    for i, record in enumerate(records):
+        stats, samples = _box_stats(record)
+        if samples:
+            ax.boxplot([samples], positions=[i], vert=False, widths=0.6, showfliers=True)
+        elif stats:
+            # One box per trial, drawn on the same row (phone trials).
+            for s in stats:
+                ax.bxp([s], positions=[i], vert=False, widths=0.6, showfliers=False)
+        labels.append(_label(record))
+        positions.append(i)
+    ax.set_yticks(positions)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlabel("latency (ms)")
+    ax.set_title("Latency distribution per model and precision" + suffix)
+    images.append(("Latency distributions", _figure_png(fig)))
+
+    # Comparison across files.
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(records) + 1.8))
+    medians = [r["latency_ms"]["median"] for r in records]
+    upper = [(r["latency_ms"].get("p90") or r["latency_ms"].get("max") or r["latency_ms"]["median"]) - r["latency_ms"]["median"] for r in records]
+    ax.barh(range(len(records)), medians, xerr=[[0] * len(records), upper], color="#4C78A8")
+    ax.set_yticks(range(len(records)))
+    ax.set_yticklabels([_label(r) for r in records], fontsize=8)
+    ax.set_xlabel("median latency (ms); whisker to p90 (host) or max (device)")
+    ax.set_title("Comparison across files" + suffix)
+    images.append(("Comparison across files", _figure_png(fig)))
+
+    # Latency against sequence length.
+    series = {}
+    for r in records:
+        key = (r["model"]["name"], r["precision"], (r.get("device") or {}).get("serial") or r["target"])
+        series.setdefault(key, []).append((r["seq_len"], r["latency_ms"]["median"]))
+    multi = {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) > 1}
+    if multi:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for (name, precision, where), points in sorted(multi.items()):
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o", label=f"{name} [{precision}] @{where}")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel("median latency (ms)")
+        ax.set_title("Latency against sequence length" + suffix)
+        ax.legend(fontsize=7)
+        images.append(("Latency against sequence length", _figure_png(fig)))
+    return images
+
+
+def _table(headers, rows):
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape('' if c is None else str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _num(value, digits=3):
+    return "n/a" if value is None else (f"{value:.{digits}f}" if isinstance(value, float) else value)
+
+
+def to_html(report):
+    """Returns the report as one HTML page."""
+    validate_report(report)
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mbk profile report</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}.warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}"
+        "img{max-width:100%}</style></head><body>",
+        "<h1>mbk profile report</h1>",
+        f"<p>Created {html.escape(report['created'])} by mbk {html.escape(report['tool']['version'])}; schema v{report['schema_version']}.</p>",
+    ]
+    if report.get("simulated"):
+        parts.append("<p class='warn'><b>SIMULATED</b>: figures from the device simulator (the host CPU), not from a phone.</p>")
+    if report.get("incomplete"):
+        parts.append(f"<p class='warn'><b>Incomplete run</b>: {html.escape(str(report.get('error') or 'some results are missing'))}</p>")
+    rows = flat_rows(report)
+    parts.append("<h2>Summary</h2>")
+    parts.append(
+        _table(
+            ["model", "precision", "variant", "target", "device", "cores", "threads", "seq", "median ms", "p90 ms", "p99 ms", "mean ms", "std ms", "MAD ms", "CV", "init ms", "first ms", "peak MB", "GFLOP/s", "throttled"],
+            [
+                [r["model"], r["precision"], r["variant"], r["target"], r["device"], f"{r['cores']} ({r['mask']})", r["threads"], r["seq_len"],
+                 _num(r["median_ms"]), _num(r["p90_ms"]), _num(r["p99_ms"]), _num(r["mean_ms"]), _num(r["std_ms"]), _num(r["mad_ms"]),
+                 _num(r["cv"]), _num(r["init_ms"], 2), _num(r["first_inference_ms"]), _num(r["peak_rss_mb"], 1), _num(r["gflops_per_s"], 2),
+                 "yes" if r["throttled"] else "no"]
+                for r in rows
+            ],
+        )
+    )
+    for title, png in plots(report):
+        parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
+    tables = table6(report)
+    if tables:
+        parts.append("<h2>Table 6 layout (LayerNorm/GELU vs NoNorm/ReLU)</h2>")
+        for t in tables:
+            parts.append(f"<h3>{html.escape(t['device'])}, sequence length {t['seq_len']}</h3>")
+            body = []
+            for row in t["rows"]:
+                cells = [row["setting"], "n/a" if row["gflops"] is None else f"{row['gflops']:.3g}G"]
+                for p in t["precisions"]:
+                    c = row["cells"].get(p)
+                    cells.append("-" if c is None else f"{c['median_ms']:.2f}" + ("" if not c["speedup"] else f" ({c['speedup']:.2f}x)"))
+                body.append(cells)
+            parts.append(_table(["Setting", "#FLOPs"] + [f"{p} (ms)" for p in t["precisions"]], body))
+    for record in report["results"]:
+        if record.get("target") == "adb" and record.get("trials"):
+            parts.append(f"<h2>Trials: {html.escape(_label(record))}</h2>")
+            parts.append(
+                _table(
+                    ["trial", "avg ms", "median ms", "min ms", "max ms", "cooldown s", "temp before C", "temp after C", "throttled", "reasons"],
+                    [
+                        [t.get("trial"), _num((t.get("latency_ms") or {}).get("avg")), _num((t.get("latency_ms") or {}).get("median")),
+                         _num((t.get("latency_ms") or {}).get("min")), _num((t.get("latency_ms") or {}).get("max")), t.get("cooldown_s"),
+                         t.get("temp_before_c"), t.get("temp_after_c"), "yes" if t.get("throttled") else "no", "; ".join(t.get("throttle_reasons") or [])]
+                        for t in record["trials"]
+                    ],
+                )
+            )
+        if record.get("op_profile"):
+            parts.append(f"<h2>Top operators: {html.escape(_label(record))}</h2>")
+            parts.append(f"<p>{html.escape(str(record.get('op_profile_source') or ''))}</p>")
+            parts.append(
+                _table(
+                    ["node type", "count", "avg ms", "%", "times called"],
+                    [[o.get("node_type"), o.get("count"), _num(o.get("avg_ms")), _num(o.get("pct"), 2), o.get("times_called")] for o in record["op_profile"][:15]],
+                )
+            )
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_html(report, path):
+    return atomic_write(path, to_html(report))

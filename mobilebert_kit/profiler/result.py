@@ -1,0 +1,77 @@
+"""The per-model result record shared by the host and device runners.
+
+One record per (model file, sequence length, target device). The report
+module validates and serialises these records; the fields are documented in
+``docs/profiler.md`` and checked by :func:`mobilebert_kit.profiler.report.validate_report`.
+"""
+
+import math
+
+from mobilebert_kit.profiler.errors import ProfilerError
+
+
+def new_result(info, *, target, seq_len, flops_override=None):
+    """Returns a result record with the model facts and the work of one inference filled in.
+
+    Args:
+        info: the :class:`~mobilebert_kit.profiler.model_info.ModelInfo`.
+        target: ``"host"`` or ``"adb"``.
+        seq_len: the sequence length the model runs at.
+        flops_override: FLOPs per inference given by the user (``--flops``),
+            which wins over the count read from the file.
+    """
+    if flops_override is not None:
+        if flops_override <= 0:
+            raise ProfilerError(f"--flops must be positive, got {flops_override}")
+        flops, by_type, source = int(flops_override), {}, "override (--flops)"
+    else:
+        flops, by_type = info.flops(seq_len)
+        source = "2 x MACs of matrix ops read from the model file"
+    return {
+        "target": target,
+        "simulated": False,
+        "model": info.summary(),
+        "precision": info.precision,
+        "variant": info.variant,
+        "seq_len": int(seq_len),
+        "device": {},
+        "runtime": {},
+        "config": {},
+        "trials": [],
+        "latency_ms": None,
+        "samples_ms": None,
+        "init_ms": None,
+        "first_inference_ms": None,
+        "peak_rss_mb": None,
+        "memory": {},
+        "flops": flops,
+        "flops_by_op": by_type,
+        "flops_source": source,
+        "gflops_per_s": None,
+        "op_profile": None,
+        "op_profile_source": None,
+        "throttled": False,
+        "incomplete": False,
+        "warnings": [],
+    }
+
+
+def finish_result(result):
+    """Fills the achieved GFLOP/s from the median latency; returns the record."""
+    latency = result.get("latency_ms") or {}
+    median = latency.get("median")
+    if result.get("flops") and median and median > 0 and math.isfinite(median):
+        result["gflops_per_s"] = result["flops"] / (median / 1000.0) / 1e9
+    return result
+
+
+def resolve_seq_len(info, requested):
+    """Returns the sequence length to run ``info`` at.
+
+    A requested length wins (the runner reports a fixed-length model that
+    cannot take it); otherwise the length fixed in the file, else 128, the
+    paper's setting.
+    """
+    if requested:
+        return int(requested)
+    return info.static_seq_len or 128
