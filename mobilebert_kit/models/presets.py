@@ -1,7 +1,9 @@
 """Paper configurations as presets: each a plain dict of Encoder keyword arguments.
 
 Parameter counts in ``paper_params`` are Table 2 / Table 5 of the MobileBERT
-paper (Sun et al., 2020); tests build every preset and compare.
+paper (Sun et al., 2020), Table 3 of ConvBERT (Jiang et al., 2020) and Table 1
+of "Convolutions and Self-Attention" (Chang et al., 2021); tests build every
+preset and compare (docs/architectures.md explains each comparison).
 """
 
 from mobilebert_kit.errors import ConfigError
@@ -36,6 +38,39 @@ _BERT = dict(
     type_vocab_size=2,
     hidden_dropout=0.1,
     attention_dropout=0.1,
+)
+
+# ELECTRA-style encoders (ConvBERT, the composite-attention BERTs): embedding-wide
+# position/type tables and LayerNorm, then ``embeddings_project`` to the hidden size.
+_CONVBERT = dict(
+    _BERT,
+    attention_type="convbert_mixed",
+    head_ratio=2,
+    conv_kernel_size=9,
+    num_groups=1,
+    embedding_projection="after_norm",
+    classifier_activation=False,  # the reference ConvBertModel has no pooler
+)
+
+# NEZHA: BERT without absolute positions, functional relative positions in every attention layer.
+_NEZHA = dict(
+    _BERT,
+    vocab_size=21128,
+    position_embedding_type="relative_functional",
+    max_relative_position=64,  # hard-coded in NEZHA-TensorFlow modeling.py
+    hidden_act="gelu_tanh",  # the TF reference's gelu; Hugging Face's port uses exact gelu
+)
+
+# Composite attention BERTs (Chang et al., 2021, Table 4): SentencePiece vocabulary of 30004,
+# no absolute position embeddings, kernel 17.
+_COMPOSITE = dict(
+    _BERT,
+    vocab_size=30004,
+    attention_type="composite",
+    relative_attention_variant="composite",
+    relative_window=8,
+    position_embedding_type="none",
+    embedding_projection="after_norm",
 )
 
 PRESETS = {
@@ -87,9 +122,50 @@ PRESETS = {
     "bert-small-star": dict(
         config=dict(
             _BERT, hidden_size=384, num_layers=12, num_heads=12, intermediate_size=1536, embedding_size=128,
+            # Trained with the MobileBERT code and settings, so no pooler, like the student:
+            # 25.45M parameters (+0.6% vs Table 2); with a pooler it would be 25.60M (+1.2%).
+            classifier_activation=False,
         ),
         description="BERT-small* baseline of the MobileBERT paper (Table 2): factorized 128-d embeddings",
         paper_params=25.3e6,
+    ),
+    "convbert-small": dict(
+        config=dict(_CONVBERT, hidden_size=256, embedding_size=128, num_layers=12, num_heads=4, intermediate_size=1024),
+        description="ConvBERT-small (Jiang et al., 2020): mixed attention, head ratio 2, kernel 9",
+        paper_params=14e6,
+    ),
+    "convbert-medium-small": dict(
+        config=dict(
+            _CONVBERT, hidden_size=384, embedding_size=128, num_layers=12, num_heads=8, intermediate_size=1536,
+            num_groups=2,
+        ),
+        description="ConvBERT-medium-small: mixed attention, grouped linear FFN with 2 groups",
+        paper_params=17e6,
+    ),
+    "convbert-base": dict(
+        config=dict(_CONVBERT, hidden_size=768, embedding_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+        description="ConvBERT-base: mixed attention, head ratio 2, kernel 9",
+        paper_params=106e6,
+    ),
+    "nezha-base": dict(
+        config=dict(_NEZHA, hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+        description="NEZHA-base (Wei et al., 2019): functional relative positions, K=64",
+        paper_params=None,
+    ),
+    "nezha-large": dict(
+        config=dict(_NEZHA, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
+        description="NEZHA-large: functional relative positions, K=64",
+        paper_params=None,
+    ),
+    "composite-bert-small": dict(
+        config=dict(_COMPOSITE, hidden_size=256, embedding_size=128, num_layers=12, num_heads=4, intermediate_size=1024),
+        description="BERT-small with composite attention (Chang et al., 2021, Eq. 6), no absolute positions",
+        paper_params=13.43e6,  # Table 1, counted with the pre-training MLM head
+    ),
+    "composite-bert-base": dict(
+        config=dict(_COMPOSITE, hidden_size=768, embedding_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+        description="BERT-base with composite attention (Chang et al., 2021, Eq. 6), no absolute positions",
+        paper_params=108.74e6,  # Table 1, counted with the pre-training MLM head
     ),
     # Tiny presets keep every code path of their full-size twin at test speed.
     "tiny-mobilebert": dict(
@@ -131,6 +207,30 @@ PRESETS = {
             max_position_embeddings=64,
         ),
         description="test size: plain BERT",
+        paper_params=None,
+    ),
+    "tiny-convbert": dict(
+        config=dict(
+            _CONVBERT, vocab_size=512, hidden_size=64, embedding_size=32, num_layers=2, num_heads=4,
+            intermediate_size=128, max_position_embeddings=64,
+        ),
+        description="test size: ConvBERT code paths (mixed attention, span convolution, ELECTRA embeddings)",
+        paper_params=None,
+    ),
+    "tiny-nezha": dict(
+        config=dict(
+            _NEZHA, vocab_size=512, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+            max_position_embeddings=64, max_relative_position=4,
+        ),
+        description="test size: NEZHA functional relative positions (K=4, so short inputs are clipped)",
+        paper_params=None,
+    ),
+    "tiny-composite": dict(
+        config=dict(
+            _COMPOSITE, vocab_size=512, hidden_size=64, embedding_size=32, num_layers=2, num_heads=2,
+            intermediate_size=128, max_position_embeddings=64, relative_window=4,
+        ),
+        description="test size: composite attention (window 4, so short inputs reach the clamped edges)",
         paper_params=None,
     ),
 }
