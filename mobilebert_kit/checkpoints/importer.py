@@ -14,7 +14,7 @@ import numpy as np
 
 from mobilebert_kit.errors import CheckpointError, ConfigError
 from mobilebert_kit.checkpoints.safetensors_io import PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle
-from mobilebert_kit.checkpoints.weight_names import reference_name
+from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,9 @@ HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": 
                   "gelu_fast": "gelu_tanh", "relu": "relu", "relu6": "relu6"}
 # Buffers and metadata some checkpoints carry that are not weights.
 IGNORED_KEYS = ("embeddings.position_ids",)
-HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "cls/")
+HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "cls/", "generator_predictions.", "generator_lm_head.")
+# Prefix of the encoder's weights when a task model (``ConvBertForMaskedLM`` ...) was saved.
+HF_ENCODER_PREFIXES = {"mobilebert": "mobilebert.", "bert": "bert.", "convbert": "convbert.", "nezha": "nezha."}
 
 _HF_MOBILEBERT_DEFAULTS = dict(
     vocab_size=30522, hidden_size=512, num_hidden_layers=24, num_attention_heads=4, intermediate_size=512,
@@ -36,6 +38,22 @@ _HF_BERT_DEFAULTS = dict(
     hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
     type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, position_embedding_type="absolute",
 )
+# transformers ConvBertConfig defaults (models/convbert/configuration_convbert.py).
+_HF_CONVBERT_DEFAULTS = dict(
+    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, embedding_size=768, head_ratio=2,
+    conv_kernel_size=9, num_groups=1,
+)
+# transformers NezhaConfig defaults (models/deprecated/nezha/configuration_nezha.py).
+_HF_NEZHA_DEFAULTS = dict(
+    vocab_size=21128, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    max_relative_position=64, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
+)
+# NEZHA-TensorFlow hard-codes the clipping distance in attention_layer (modeling.py: max_relative_position = 64).
+NEZHA_TF_MAX_RELATIVE_POSITION = 64
+
 # The official TF1 BertConfig defaults (google-research/mobilebert/modeling.py).
 _TF1_DEFAULTS = dict(
     hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu",
@@ -77,7 +95,7 @@ def _mobilebert_fields(c):
 
 
 def config_from_hf(hf):
-    """Converts a Hugging Face ``config.json`` dict (``mobilebert`` or ``bert``) to Encoder arguments."""
+    """Converts a Hugging Face ``config.json`` dict (``mobilebert``, ``bert``, ``convbert``, ``nezha``) to Encoder arguments."""
     model_type = hf.get("model_type")
     if model_type == "mobilebert":
         c = {**_HF_MOBILEBERT_DEFAULTS, **hf}
@@ -85,10 +103,13 @@ def config_from_hf(hf):
         c = {**_HF_BERT_DEFAULTS, **hf}
         if c.get("position_embedding_type", "absolute") != "absolute":
             raise CheckpointError(f"BERT position_embedding_type {c['position_embedding_type']!r} is not supported; only 'absolute'")
+    elif model_type == "convbert":
+        c = {**_HF_CONVBERT_DEFAULTS, **hf}
+    elif model_type == "nezha":
+        c = {**_HF_NEZHA_DEFAULTS, **hf}
     else:
         raise CheckpointError(
-            f"unsupported Hugging Face model_type {model_type!r}; supported: mobilebert, bert "
-            "(convbert and nezha arrive with the architecture variants)"
+            f"unsupported Hugging Face model_type {model_type!r}; supported: {', '.join(HF_ENCODER_PREFIXES)}"
         )
     act = c["hidden_act"]
     if act not in HF_ACTIVATIONS:
@@ -99,6 +120,24 @@ def config_from_hf(hf):
         config.update(_mobilebert_fields(c))
         # Hugging Face builds these two LayerNorms without passing layer_norm_eps (torch default 1e-5).
         config["layer_norm_epsilon_overrides"] = {"embeddings": 1e-5, "final_ffn": 1e-5}
+    elif model_type == "convbert":
+        config.update(
+            normalization_type="layer_norm",
+            classifier_activation=False,  # ConvBertModel has no pooler: pooled_output is the first token
+            attention_type="convbert_mixed",
+            head_ratio=int(c["head_ratio"]),
+            conv_kernel_size=int(c["conv_kernel_size"]),
+            num_groups=int(c["num_groups"]),
+            embedding_size=int(c["embedding_size"]),
+            embedding_projection="after_norm",  # ELECTRA's embeddings_project after the embedding LayerNorm
+        )
+    elif model_type == "nezha":
+        config.update(
+            normalization_type="layer_norm",
+            classifier_activation=True,
+            position_embedding_type="relative_functional",
+            max_relative_position=int(c["max_relative_position"]),
+        )
     else:
         config.update(classifier_activation=True, normalization_type="layer_norm")
     return config
@@ -118,6 +157,10 @@ def config_from_tf1(official):
     config = _common(c, act)
     config.update(_mobilebert_fields(c))
     config["layer_norm_epsilon"] = 1e-12  # tf.contrib.layers.layer_norm's variance epsilon
+    if c.get("use_relative_position"):
+        # NEZHA-TensorFlow (huawei-noah): BERT names, no position_embeddings, functional relative positions.
+        config["position_embedding_type"] = "relative_functional"
+        config["max_relative_position"] = int(c.get("max_relative_position", NEZHA_TF_MAX_RELATIVE_POSITION))
     return config
 
 
@@ -149,7 +192,7 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
             continue
         name, transpose = mapped
         array = remaining.pop(name)
-        ours[path] = array.T if transpose and array.ndim == 2 else array
+        ours[path] = to_ours(array, transpose)
     skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES)]
     ignored = set(IGNORED_KEYS)
     if dialect == "hf" and not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]:
@@ -210,8 +253,7 @@ def import_hf(directory, head=None, **overrides):
         raise CheckpointError(f"cannot read {directory / 'config.json'} ({err}); a Hugging Face directory needs it") from err
     config = config_from_hf(hf_config)
     arrays = read_safetensors_dir(directory)
-    prefix = "mobilebert." if hf_config.get("model_type") == "mobilebert" else "bert."
-    arrays = _strip_prefix(arrays, (prefix,))
+    arrays = _strip_prefix(arrays, (HF_ENCODER_PREFIXES[hf_config["model_type"]],))
     config.update(overrides)
     encoder = build(config)
     model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf")

@@ -4,6 +4,14 @@ Our paths follow the layer names (``transformer_layer_3/ffn_1/intermediate/kerne
 Both reference formats name the same tensors by scope; they differ in
 separators, a few scope names and kernel layout (PyTorch stores ``[out, in]``).
 One table of scope renames serves both dialects (parity-notes.md lists them).
+
+The architecture variants reuse the BERT names wherever the reference does
+(NEZHA is BERT without ``position_embeddings``; ConvBERT's query/key/value,
+output and FFN scopes are BERT's). ConvBERT adds the span-convolution scopes
+and ELECTRA's top-level ``embeddings_project``; its convolution weights are
+stored in PyTorch ``Conv1d`` layouts, so the second element of
+:func:`reference_name`'s answer is a *layout* (see :func:`to_ours`), which for
+every dense kernel is simply ``True`` (transpose) or ``False``.
 """
 
 import re
@@ -17,6 +25,43 @@ _LEAF = {
     "gamma": ("weight", False, "gamma"),
     "beta": ("bias", False, "beta"),
 }
+
+
+# Layouts of reference tensors that are not plain [out, in] dense kernels.
+DEPTHWISE_CONV1D = "depthwise_conv1d"  # torch Conv1d(groups=C) weight [C, 1, k] -> Keras depthwise [k, C, 1]
+POINTWISE_CONV1D = "pointwise_conv1d"  # torch Conv1d(k=1) weight [out, in, 1] -> Keras pointwise [1, in, out]
+COLUMN_BIAS = "column_bias"  # Hugging Face SeparableConv1D bias [out, 1] -> [out]
+
+# ConvBERT span-convolution sublayers (Hugging Face ``ConvBertSelfAttention`` attribute names).
+_SPAN_CONV_HF = {
+    "attention/span_conv/key_conv": ["attention", "self", "key_conv_attn_layer"],
+    "attention/span_conv/conv_kernel": ["attention", "self", "conv_kernel_layer"],
+    "attention/span_conv/conv_value": ["attention", "self", "conv_out_layer"],
+}
+_SPAN_CONV_LEAVES = {
+    "depthwise_kernel": ("depthwise.weight", DEPTHWISE_CONV1D),
+    "pointwise_kernel": ("pointwise.weight", POINTWISE_CONV1D),
+    "bias": ("bias", COLUMN_BIAS),
+}
+
+
+def to_ours(array, layout):
+    """Converts a reference tensor to our layout: ``layout`` is from :func:`reference_name`.
+
+    ``True`` transposes 2-D kernels (PyTorch ``[out, in]``); grouped kernels
+    ``[g, in/g, out/g]`` and everything else pass unchanged with ``True`` or
+    ``False``; the convolution layouts permute or reshape. A tensor of the
+    wrong rank passes unchanged, so the caller reports it as misshaped.
+    """
+    if layout is True:
+        return array.T if array.ndim == 2 else array
+    if layout == DEPTHWISE_CONV1D and array.ndim == 3:
+        return array.transpose(2, 0, 1)
+    if layout == POINTWISE_CONV1D and array.ndim == 3:
+        return array.transpose(2, 1, 0)
+    if layout == COLUMN_BIAS:
+        return array.reshape(-1)
+    return array
 
 
 def _norm_scope(dialect, normalization_type):
@@ -56,7 +101,10 @@ def _block_scopes(rest, num_ffn, norm):
 
 
 def reference_name(path, dialect, config):
-    """Returns ``(name, transpose)`` of our weight ``path`` in ``dialect``, or None if unmapped.
+    """Returns ``(name, layout)`` of our weight ``path`` in ``dialect``, or None if unmapped.
+
+    ``layout`` is ``True`` (a PyTorch ``[out, in]`` kernel: transpose), ``False``
+    or one of the convolution layouts; :func:`to_ours` applies it.
 
     Args:
         path: our weight path, relative to the encoder (``embeddings/norm/gamma``),
@@ -68,6 +116,12 @@ def reference_name(path, dialect, config):
     layer, _, leaf = path.rpartition("/")
     hf_leaf, transpose, tf_leaf = _LEAF.get(leaf, (leaf, False, leaf))
     scopes = None
+    after_norm = config.get("embedding_projection", "before_norm") == "after_norm"
+    if path.startswith("transformer_layer_") and "/attention/span_conv/" in path:
+        return _span_conv_name(path, dialect)
+    if layer == "embeddings/embedding_transformation" and after_norm:
+        # ELECTRA/ConvBERT: a top-level ``embeddings_project`` after the embedding norm.
+        return (f"embeddings_project.{hf_leaf}", transpose) if dialect == "hf" else None
     if path in ("embeddings/word_embeddings", "embeddings/position_embeddings", "embeddings/token_type_embeddings"):
         scopes, hf_leaf, tf_leaf, transpose = ["embeddings", leaf], "weight", None, False
     elif layer == "embeddings/embedding_transformation":
@@ -88,6 +142,22 @@ def reference_name(path, dialect, config):
         return name, transpose
     name = "bert/" + "/".join(_tf1_join(scopes) + ([tf_leaf] if tf_leaf else []))
     return name, False
+
+
+def _span_conv_name(path, dialect):
+    """Hugging Face names of a ConvBERT span-convolution weight (no TF1 dialect: none was published)."""
+    index, _, rest = path[len("transformer_layer_"):].partition("/")
+    layer, _, leaf = rest.rpartition("/")
+    if dialect != "hf" or layer not in _SPAN_CONV_HF:
+        return None
+    scopes = ["encoder", "layer", index, *_SPAN_CONV_HF[layer]]
+    if layer.endswith("key_conv"):
+        if leaf not in _SPAN_CONV_LEAVES:
+            return None
+        name, layout = _SPAN_CONV_LEAVES[leaf]
+        return ".".join(scopes + [name]), layout
+    hf_leaf, transpose, _ = _LEAF.get(leaf, (leaf, False, leaf))
+    return ".".join(scopes + [hf_leaf]), transpose
 
 
 def _hf_join(scopes):

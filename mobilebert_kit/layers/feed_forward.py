@@ -3,6 +3,7 @@
 from mobilebert_kit.backend import keras
 from mobilebert_kit.layers.initializers import fresh_initializer
 from mobilebert_kit.layers.activations import get_activation
+from mobilebert_kit.layers.grouped_dense import GroupedDense
 from mobilebert_kit.layers.normalization import make_norm
 
 
@@ -12,7 +13,8 @@ class FeedForward(keras.layers.Layer):
 
     MobileBERT stacks several of these per block to restore the 1:2 balance of
     attention and feed-forward parameters that the bottleneck breaks (Sun et al.,
-    2020, Sec. 4.2); BERT has one.
+    2020, Sec. 4.2); BERT has one. With ``num_groups > 1`` both projections are
+    grouped linear layers (:class:`GroupedDense`, ConvBERT Eq. 7).
 
     Args:
         intermediate_size: width of the hidden (activated) layer.
@@ -21,6 +23,7 @@ class FeedForward(keras.layers.Layer):
         layer_norm_epsilon: LayerNorm epsilon.
         dropout: dropout rate on the output projection.
         kernel_initializer: initializer of both dense kernels.
+        num_groups: groups of the grouped linear projections (1: plain dense).
         **kwargs: standard layer arguments.
 
     Example:
@@ -37,31 +40,45 @@ class FeedForward(keras.layers.Layer):
         layer_norm_epsilon=1e-12,
         dropout=0.0,
         kernel_initializer="glorot_uniform",
+        num_groups=1,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.intermediate_size = intermediate_size
+        self.num_groups = num_groups
         self.hidden_act = hidden_act
         self.normalization_type = normalization_type
         self.layer_norm_epsilon = layer_norm_epsilon
         self.dropout_rate = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.intermediate = keras.layers.Dense(
-            intermediate_size,
-            activation=get_activation(hidden_act),
-            kernel_initializer=fresh_initializer(self.kernel_initializer),
-            name="intermediate",
-            dtype=self.dtype_policy,
-        )
+        if num_groups > 1:
+            self.intermediate = GroupedDense(
+                intermediate_size, num_groups, activation=hidden_act, kernel_initializer=self.kernel_initializer,
+                name="intermediate", dtype=self.dtype_policy,
+            )
+        else:
+            self.intermediate = keras.layers.Dense(
+                intermediate_size,
+                activation=get_activation(hidden_act),
+                kernel_initializer=fresh_initializer(self.kernel_initializer),
+                name="intermediate",
+                dtype=self.dtype_policy,
+            )
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
         self.dropout = keras.layers.Dropout(dropout, name="dropout")
         self.output_dense = None  # built lazily: its width is the input width
 
     def build(self, input_shape):
         width = int(input_shape[-1])
-        self.output_dense = keras.layers.Dense(
-            width, kernel_initializer=fresh_initializer(self.kernel_initializer), name="output", dtype=self.dtype_policy
-        )
+        if self.num_groups > 1:
+            self.output_dense = GroupedDense(
+                width, self.num_groups, kernel_initializer=self.kernel_initializer, name="output", dtype=self.dtype_policy
+            )
+        else:
+            self.output_dense = keras.layers.Dense(
+                width, kernel_initializer=fresh_initializer(self.kernel_initializer), name="output",
+                dtype=self.dtype_policy,
+            )
         super().build(input_shape)
 
     def call(self, inputs, training=None):
@@ -79,6 +96,7 @@ class FeedForward(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "dropout": self.dropout_rate,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "num_groups": self.num_groups,
             }
         )
         return config

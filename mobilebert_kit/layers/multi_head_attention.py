@@ -78,6 +78,10 @@ class MultiHeadAttention(keras.layers.Layer):
         scores = tf.matmul(query, key, transpose_b=True)
         return scores * tf.cast(1.0 / math.sqrt(self.head_size), scores.dtype)
 
+    def attention_context(self, probs, value):
+        """Context ``(B, N, Sq, D)`` from probabilities and values; variants add position terms here."""
+        return tf.matmul(probs, value)
+
     def apply_mask(self, scores, attention_mask):
         """Applies a ``[batch, seq]`` 1/0 mask to ``(B, N, S, S)`` scores."""
         if attention_mask is None:
@@ -98,7 +102,7 @@ class MultiHeadAttention(keras.layers.Layer):
         v = self._split_heads(self.value(value), batch, seq_k)  # (B, N, Sk, D)
         scores = self.apply_mask(self.attention_scores(q, k), attention_mask)
         probs = tf.nn.softmax(scores, axis=-1)
-        context = tf.matmul(self.dropout(probs, training=training), v)  # (B, N, Sq, D)
+        context = self.attention_context(self.dropout(probs, training=training), v)  # (B, N, Sq, D)
         context = tf.transpose(context, [0, 2, 1, 3])  # (B, Sq, N, D)
         context = tf.reshape(context, [batch, seq_q, self.num_heads * self.head_size])
         if return_attention_scores:

@@ -1,10 +1,14 @@
 """TokenEmbedding: word (optionally trigram), position and token-type embeddings."""
 
 from mobilebert_kit.backend import keras, tf
-from mobilebert_kit.errors import check_choice
+from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.normalization import make_norm
 
 POSITION_EMBEDDING_TYPES = ("absolute", "none")
+# Where the embedding_size -> hidden_size projection sits (when the sizes differ):
+#   before_norm: project the word vectors, add hidden-wide position/type tables, norm (MobileBERT, BERT-small*)
+#   after_norm: add embedding-wide tables, norm, dropout, then project (ELECTRA/ConvBERT ``embeddings_project``)
+EMBEDDING_PROJECTIONS = ("before_norm", "after_norm")
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -17,7 +21,11 @@ class TokenEmbedding(keras.layers.Layer):
     over a 128-d table (Sun et al., 2020, Sec. 4.2; concatenation order as in the
     official code, parity-notes.md). Without it, a projection is still applied
     when ``embedding_size != hidden_size`` (factorized embeddings). Position and
-    token-type embeddings are added, then the norm and dropout.
+    token-type embeddings are added, then the norm and dropout. With
+    ``embedding_projection="after_norm"`` the position and token-type tables are
+    ``embedding_size`` wide, the norm runs at that width and the projection
+    comes last: the ELECTRA layout that ConvBERT and the composite-attention
+    models inherit (Hugging Face ``ConvBertModel.embeddings_project``).
 
     Args:
         vocab_size: number of word pieces.
@@ -32,6 +40,7 @@ class TokenEmbedding(keras.layers.Layer):
         layer_norm_epsilon: LayerNorm epsilon.
         dropout: dropout rate on the output.
         initializer_range: stddev of the truncated-normal table initializer.
+        embedding_projection: ``"before_norm"`` (default) or ``"after_norm"``.
         **kwargs: standard layer arguments.
 
     Example:
@@ -54,6 +63,7 @@ class TokenEmbedding(keras.layers.Layer):
         layer_norm_epsilon=1e-12,
         dropout=0.0,
         initializer_range=0.02,
+        embedding_projection="before_norm",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -70,6 +80,11 @@ class TokenEmbedding(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.dropout_rate = dropout
         self.initializer_range = initializer_range
+        self.embedding_projection = check_choice("embedding_projection", embedding_projection, EMBEDDING_PROJECTIONS)
+        if embedding_projection == "after_norm" and trigram_input:
+            raise ConfigError("trigram_input needs embedding_projection='before_norm' (the trigram feeds the projection)")
+        # Width of the position/type tables and of the norm.
+        self._table_width = embedding_size if embedding_projection == "after_norm" else hidden_size
         self.embedding_transformation = None
         if trigram_input or embedding_size != hidden_size:
             self.embedding_transformation = keras.layers.Dense(
@@ -91,12 +106,12 @@ class TokenEmbedding(keras.layers.Layer):
         self.position_embeddings = None
         if self.position_embedding_type == "absolute":
             self.position_embeddings = self.add_weight(
-                "position_embeddings", shape=[self.max_position_embeddings, self.hidden_size], initializer=initializer
+                "position_embeddings", shape=[self.max_position_embeddings, self._table_width], initializer=initializer
             )
         self.token_type_embeddings = None
         if self.type_vocab_size > 0:
             self.token_type_embeddings = self.add_weight(
-                "token_type_embeddings", shape=[self.type_vocab_size, self.hidden_size], initializer=initializer
+                "token_type_embeddings", shape=[self.type_vocab_size, self._table_width], initializer=initializer
             )
         super().build(input_shape)
 
@@ -113,14 +128,18 @@ class TokenEmbedding(keras.layers.Layer):
                 ],
                 axis=-1,
             )  # (B, S, 3E)
-        if self.embedding_transformation is not None:
+        project_first = self.embedding_projection == "before_norm"
+        if self.embedding_transformation is not None and project_first:
             x = self.embedding_transformation(x)  # (B, S, H)
         if self.position_embeddings is not None:
             seq = tf.shape(input_ids)[1]
             x = x + tf.cast(self.position_embeddings[:seq], x.dtype)[tf.newaxis]
         if self.token_type_embeddings is not None and token_type_ids is not None:
             x = x + tf.cast(tf.gather(self.token_type_embeddings, token_type_ids), x.dtype)
-        return self.dropout(self.norm(x), training=training)
+        x = self.dropout(self.norm(x), training=training)
+        if self.embedding_transformation is not None and not project_first:
+            x = self.embedding_transformation(x)  # (B, S, H)
+        return x
 
     def get_config(self):
         config = super().get_config()
@@ -137,6 +156,7 @@ class TokenEmbedding(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "dropout": self.dropout_rate,
                 "initializer_range": self.initializer_range,
+                "embedding_projection": self.embedding_projection,
             }
         )
         return config

@@ -1,10 +1,21 @@
 """TransformerBlock: one encoder layer of BERT, IB-BERT or MobileBERT."""
 
 from mobilebert_kit.backend import keras
-from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.layers.composite_attention import CompositeAttention
 from mobilebert_kit.layers.feed_forward import FeedForward
+from mobilebert_kit.layers.functional_relative_attention import FunctionalRelativeAttention
+from mobilebert_kit.layers.mixed_attention import MixedAttention, mixed_attention_heads
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention
 from mobilebert_kit.layers.projection_norm import ProjectionNorm
+
+# The attention mechanism of a block (one keyword, fixed values):
+#   self_attention: scaled dot-product attention (BERT, MobileBERT; NEZHA with relative positions)
+#   convbert_mixed: self-attention heads + span-based dynamic convolution heads (ConvBERT Eq. 6)
+#   composite: self-attention + lightweight convolutions (Chang et al. 2021 Eq. 6 and variants)
+ATTENTION_TYPES = ("self_attention", "convbert_mixed", "composite")
+# Position encodings applied inside attention rather than in the embeddings.
+RELATIVE_POSITION_EMBEDDING_TYPES = ("relative_functional",)
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -26,6 +37,13 @@ class TransformerBlock(keras.layers.Layer):
     Sublayer names are stable (``bottleneck_input``, ``bottleneck_attention``,
     ``attention``, ``attention_output``, ``ffn_i``, ``output_bottleneck``):
     weight import, distillation and substitution find them by name.
+
+    The ``attention`` sublayer is chosen by ``attention_type`` (and, for
+    ``"self_attention"``, by ``position_embedding_type``):
+    :class:`MultiHeadAttention`, :class:`FunctionalRelativeAttention` (NEZHA),
+    :class:`MixedAttention` (ConvBERT) or :class:`CompositeAttention`. Each takes
+    the same query/key/value inputs, so every attention type combines with the
+    bottlenecks above.
 
     Args:
         hidden_size: inter-block width (the feature-map size).
@@ -49,6 +67,16 @@ class TransformerBlock(keras.layers.Layer):
         attention_mask_value: score of padded keys (see MultiHeadAttention).
         attention_mask_mode: ``"add"`` or ``"mul_add"``.
         initializer_range: stddev of the truncated-normal kernel initializer.
+        attention_type: ``"self_attention"``, ``"convbert_mixed"`` or ``"composite"``.
+        position_embedding_type: ``"relative_functional"`` adds NEZHA's relative
+            encodings to self-attention; other values leave attention alone.
+        head_ratio: ConvBERT: self-attention heads are ``num_heads // head_ratio``.
+        conv_kernel_size: ConvBERT: odd kernel of the span and dynamic convolutions.
+        num_groups: groups of the grouped linear FFN (ConvBERT Eq. 7; 1: dense).
+        max_relative_position: NEZHA clipping distance ``K``.
+        relative_window: composite attention window ``k`` (kernel ``2k + 1``).
+        relative_attention_variant: composite-attention terms (``RELATIVE_ATTENTION_VARIANTS``).
+        max_length: longest sequence; relative index tables are built for it.
         **kwargs: standard layer arguments.
 
     Example:
@@ -78,6 +106,15 @@ class TransformerBlock(keras.layers.Layer):
         attention_mask_value=-10000.0,
         attention_mask_mode="add",
         initializer_range=0.02,
+        attention_type="self_attention",
+        position_embedding_type="absolute",
+        head_ratio=2,
+        conv_kernel_size=9,
+        num_groups=1,
+        max_relative_position=64,
+        relative_window=8,
+        relative_attention_variant="composite",
+        max_length=512,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -98,11 +135,20 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_mask_value = attention_mask_value
         self.attention_mask_mode = attention_mask_mode
         self.initializer_range = initializer_range
+        self.attention_type = check_choice("attention_type", attention_type, ATTENTION_TYPES)
+        self.position_embedding_type = position_embedding_type
+        self.head_ratio = head_ratio
+        self.conv_kernel_size = conv_kernel_size
+        self.num_groups = num_groups
+        self.max_relative_position = max_relative_position
+        self.relative_window = relative_window
+        self.relative_attention_variant = relative_attention_variant
+        self.max_length = max_length
 
         true_hidden = intra_bottleneck_size if use_bottleneck else hidden_size
         if use_bottleneck and not intra_bottleneck_size:
             raise ConfigError("use_bottleneck=True needs intra_bottleneck_size")
-        if true_hidden % num_heads:
+        if true_hidden % num_heads and attention_type != "convbert_mixed":
             raise ConfigError(f"attention width {true_hidden} is not a multiple of num_heads={num_heads}")
         if num_feedforward_networks < 1:
             raise ConfigError(f"num_feedforward_networks must be >= 1, got {num_feedforward_networks}")
@@ -120,16 +166,7 @@ class TransformerBlock(keras.layers.Layer):
                 self.bottleneck_attention = ProjectionNorm(
                     true_hidden, layer_norm_epsilon=layer_norm_epsilon, name="bottleneck_attention", **norm
                 )
-        self.attention = MultiHeadAttention(
-            num_heads=num_heads,
-            head_size=true_hidden // num_heads,
-            dropout=attention_dropout,
-            mask_value=attention_mask_value,
-            mask_mode=attention_mask_mode,
-            kernel_initializer=init,
-            name="attention",
-            dtype=self.dtype_policy,
-        )
+        self.attention = self._make_attention(true_hidden, init)
         self.attention_output = ProjectionNorm(
             true_hidden,
             layer_norm_epsilon=layer_norm_epsilon,
@@ -148,6 +185,7 @@ class TransformerBlock(keras.layers.Layer):
                     hidden_act=hidden_act,
                     layer_norm_epsilon=eps,
                     dropout=hidden_dropout if (last and not use_bottleneck) else 0.0,
+                    num_groups=num_groups,
                     name=f"ffn_{i}",
                     **norm,
                 )
@@ -157,6 +195,31 @@ class TransformerBlock(keras.layers.Layer):
                 hidden_size, layer_norm_epsilon=layer_norm_epsilon, dropout=hidden_dropout,
                 name="output_bottleneck", **norm,
             )
+
+    def _make_attention(self, width, initializer):
+        common = dict(
+            dropout=self.attention_dropout,
+            mask_value=self.attention_mask_value,
+            mask_mode=self.attention_mask_mode,
+            kernel_initializer=initializer,
+            name="attention",
+            dtype=self.dtype_policy,
+        )
+        if self.attention_type == "convbert_mixed":
+            heads, head_size = mixed_attention_heads(self.num_heads, self.head_ratio, width)
+            return MixedAttention(heads, head_size, conv_kernel_size=self.conv_kernel_size, **common)
+        head_size = width // self.num_heads
+        if self.attention_type == "composite":
+            return CompositeAttention(
+                self.num_heads, head_size, relative_window=self.relative_window,
+                relative_attention_variant=self.relative_attention_variant, max_length=self.max_length, **common,
+            )
+        if self.position_embedding_type == "relative_functional":
+            return FunctionalRelativeAttention(
+                self.num_heads, head_size, max_relative_position=self.max_relative_position,
+                max_length=self.max_length, **common,
+            )
+        return MultiHeadAttention(num_heads=self.num_heads, head_size=head_size, **common)
 
     def call(self, inputs, attention_mask=None, training=None, return_attention_scores=False):
         x = inputs
@@ -190,7 +253,9 @@ class TransformerBlock(keras.layers.Layer):
                     "use_bottleneck_attention", "key_query_shared_bottleneck", "num_feedforward_networks",
                     "normalization_type", "hidden_act", "layer_norm_epsilon", "final_ffn_layer_norm_epsilon",
                     "hidden_dropout", "attention_dropout", "attention_mask_value", "attention_mask_mode",
-                    "initializer_range",
+                    "initializer_range", "attention_type", "position_embedding_type", "head_ratio",
+                    "conv_kernel_size", "num_groups", "max_relative_position", "relative_window",
+                    "relative_attention_variant", "max_length",
                 )
             }
         )

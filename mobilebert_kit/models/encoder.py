@@ -5,13 +5,21 @@ import inspect
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.activations import ACTIVATIONS
+from mobilebert_kit.layers.composite_attention import RELATIVE_ATTENTION_VARIANTS
 from mobilebert_kit.layers.multi_head_attention import MASK_MODES
 from mobilebert_kit.layers.normalization import NORMALIZATIONS
-from mobilebert_kit.layers.token_embedding import POSITION_EMBEDDING_TYPES, TokenEmbedding
-from mobilebert_kit.layers.transformer_block import TransformerBlock
+from mobilebert_kit.layers.token_embedding import EMBEDDING_PROJECTIONS, TokenEmbedding
+from mobilebert_kit.layers.token_embedding import POSITION_EMBEDDING_TYPES as EMBEDDING_POSITION_TYPES
+from mobilebert_kit.layers.transformer_block import (
+    ATTENTION_TYPES,
+    RELATIVE_POSITION_EMBEDDING_TYPES,
+    TransformerBlock,
+)
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 EPSILON_OVERRIDE_KEYS = ("embeddings", "final_ffn")
+# "absolute" | "none" live in the embeddings; "relative_functional" (NEZHA) inside every attention layer.
+POSITION_EMBEDDING_TYPES = EMBEDDING_POSITION_TYPES + RELATIVE_POSITION_EMBEDDING_TYPES
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -22,6 +30,16 @@ class Encoder(keras.Model):
     Table 2 and Sec. 4): plain BERT is the configuration without bottleneck and
     trigram input; IB-BERT adds the inverted bottleneck; MobileBERT adds the
     shared query/key bottleneck, stacked FFNs, NoNorm and ReLU.
+
+    The attention and position variants of three later papers are options of
+    the same family and combine with all of the above (docs/architectures.md):
+    ConvBERT (Jiang et al., 2020: ``attention_type="convbert_mixed"``,
+    ``head_ratio``, ``conv_kernel_size``, ``num_groups``,
+    ``embedding_projection="after_norm"``), NEZHA (Wei et al., 2019:
+    ``position_embedding_type="relative_functional"``,
+    ``max_relative_position``) and composite attention (Chang et al., 2021:
+    ``attention_type="composite"``, ``relative_window``,
+    ``relative_attention_variant``).
 
     Inputs: a dict of int32 ``[batch, seq]`` tensors ``input_ids``,
     ``attention_mask`` (1 real token, 0 padding) and ``token_type_ids``.
@@ -60,7 +78,27 @@ class Encoder(keras.Model):
         initializer_range: stddev of the truncated-normal initializers.
         attention_mask_value: score given to padded keys.
         attention_mask_mode: ``"add"`` or ``"mul_add"`` (official TF1 masking).
-        position_embedding_type: ``"absolute"`` or ``"none"``.
+        position_embedding_type: ``"absolute"`` (learned table), ``"none"`` or
+            ``"relative_functional"`` (NEZHA: fixed sinusoids of the clipped
+            relative distance on keys and values in every attention layer, no
+            absolute positions; only with ``attention_type="self_attention"``).
+        attention_type: ``"self_attention"`` (default), ``"convbert_mixed"``
+            (ConvBERT mixed attention, Eq. 6) or ``"composite"`` (self-attention
+            plus lightweight convolutions, Chang et al. Eq. 6).
+        head_ratio: ConvBERT bottleneck attention: ``num_heads // head_ratio``
+            self-attention heads and as many convolution heads (default 2).
+        conv_kernel_size: ConvBERT span/dynamic convolution kernel, odd (default 9).
+        num_groups: grouped linear feed-forward groups (ConvBERT Eq. 7; default 1 = dense).
+        max_relative_position: NEZHA clipping distance ``K`` (default 64, the reference code's).
+        relative_window: composite attention positions each way (default 8: kernel 17).
+        relative_attention_variant: composite-attention terms: ``"composite"``
+            (Eq. 6, default), ``"fixed"`` (T5), ``"dynamic"`` (Shaw),
+            ``"composite_key"``, ``"fixed_depthwise"`` (Eq. 7), ``"composite_depthwise"``.
+        embedding_projection: where the ``embedding_size -> hidden_size`` projection
+            sits: ``"before_norm"`` (default, MobileBERT) or ``"after_norm"``
+            (ELECTRA/ConvBERT: embedding-wide position/type tables and norm).
+            Relative tables (NEZHA, composite) are built for
+            ``max_position_embeddings``, the longest sequence the model accepts.
         output_hidden_states: also return every block's output.
         output_attentions: also return every block's attention probabilities.
         dtype: layer dtype or mixed-precision policy name.
@@ -101,6 +139,14 @@ class Encoder(keras.Model):
         attention_mask_value=-10000.0,
         attention_mask_mode="add",
         position_embedding_type="absolute",
+        attention_type="self_attention",
+        head_ratio=2,
+        conv_kernel_size=9,
+        num_groups=1,
+        max_relative_position=64,
+        relative_window=8,
+        relative_attention_variant="composite",
+        embedding_projection="before_norm",
         output_hidden_states=False,
         output_attentions=False,
         dtype=None,
@@ -121,7 +167,8 @@ class Encoder(keras.Model):
             max_position_embeddings=max_position_embeddings,
             type_vocab_size=type_vocab_size,
             trigram_input=trigram_input,
-            position_embedding_type=position_embedding_type,
+            position_embedding_type="absolute" if position_embedding_type == "absolute" else "none",
+            embedding_projection=embedding_projection,
             normalization_type=normalization_type,
             layer_norm_epsilon=eps.get("embeddings", layer_norm_epsilon),
             dropout=hidden_dropout,
@@ -148,6 +195,15 @@ class Encoder(keras.Model):
                 attention_mask_value=attention_mask_value,
                 attention_mask_mode=attention_mask_mode,
                 initializer_range=initializer_range,
+                attention_type=attention_type,
+                position_embedding_type=position_embedding_type,
+                head_ratio=head_ratio,
+                conv_kernel_size=conv_kernel_size,
+                num_groups=num_groups,
+                max_relative_position=max_relative_position,
+                relative_window=relative_window,
+                relative_attention_variant=relative_attention_variant,
+                max_length=max_position_embeddings,
                 name=f"transformer_layer_{i}",
                 dtype=dtype,
             )
@@ -233,12 +289,30 @@ def _validate(config):
     check_choice("hidden_act", config["hidden_act"], tuple(ACTIVATIONS))
     check_choice("position_embedding_type", config["position_embedding_type"], POSITION_EMBEDDING_TYPES)
     check_choice("attention_mask_mode", config["attention_mask_mode"], MASK_MODES)
+    check_choice("attention_type", config["attention_type"], ATTENTION_TYPES)
+    check_choice("relative_attention_variant", config["relative_attention_variant"], tuple(RELATIVE_ATTENTION_VARIANTS))
+    check_choice("embedding_projection", config["embedding_projection"], EMBEDDING_PROJECTIONS)
     for key in config["layer_norm_epsilon_overrides"]:
         check_choice("layer_norm_epsilon_overrides key", key, EPSILON_OVERRIDE_KEYS)
     for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
-                "num_feedforward_networks", "max_position_embeddings", "embedding_size"):
+                "num_feedforward_networks", "max_position_embeddings", "embedding_size", "head_ratio",
+                "conv_kernel_size", "num_groups", "max_relative_position", "relative_window"):
         value = config[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{key} must be a positive integer, got {value!r}")
     if config["use_bottleneck"] and not config["intra_bottleneck_size"]:
         raise ConfigError("use_bottleneck=True needs intra_bottleneck_size (the intra-block width)")
+    if config["position_embedding_type"] == "relative_functional" and config["attention_type"] != "self_attention":
+        raise ConfigError(
+            f"position_embedding_type='relative_functional' (NEZHA) applies to attention_type='self_attention', "
+            f"not {config['attention_type']!r}; use position_embedding_type='none' or 'absolute' with it"
+        )
+    if config["conv_kernel_size"] % 2 == 0:
+        raise ConfigError(f"conv_kernel_size must be odd (centred kernel), got {config['conv_kernel_size']}")
+    groups = config["num_groups"]
+    widths = {"intermediate_size": config["intermediate_size"],
+              "intra_bottleneck_size" if config["use_bottleneck"] else "hidden_size":
+              config["intra_bottleneck_size"] if config["use_bottleneck"] else config["hidden_size"]}
+    for key, width in widths.items():
+        if width % groups:
+            raise ConfigError(f"num_groups={groups} must divide {key}={width} (grouped linear FFN, ConvBERT Eq. 7)")
