@@ -198,12 +198,21 @@ class AdbClient:
             return "gone"
         return result.stdout.strip() or "gone"
 
-    def props(self, serial):
-        """Returns the :data:`DEVICE_PROPS` of a device as a dict (missing ones are "")."""
+    def props(self, serial, extra_command=None):
+        """Returns the :data:`DEVICE_PROPS` of a device as a dict (missing ones are "").
+
+        Args:
+            serial: the device.
+            extra_command: an already-quoted command to run first in the same
+                adb call; its output is returned under the key ``"__extra__"``.
+        """
         script = "; ".join(f'echo "{p}=$(getprop {p})"' for p in DEVICE_PROPS)
+        if extra_command:
+            script = f"{extra_command}; echo @@MBK_PROPS; {script}"
         out = self.shell(serial, script, timeout_s=30)
-        props = {}
-        for line in out.splitlines():
+        extra, marker, rest = out.partition("@@MBK_PROPS\n") if extra_command else ("", "", out)
+        props = {"__extra__": extra} if extra_command else {}
+        for line in rest.splitlines():
             key, sep, value = line.strip().partition("=")
             if sep and key in DEVICE_PROPS:
                 props[key] = value.strip()

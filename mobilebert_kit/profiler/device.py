@@ -208,9 +208,16 @@ class DeviceProfiler:
 
     # --- device facts -------------------------------------------------------------------
 
-    def device_info(self):
+    def device_info(self, extra_command=None):
+        """Returns the device description (properties, ABI, matching profile).
+
+        Args:
+            extra_command: a shell command run in the same adb call (saves a
+                round trip); its output is returned in ``self._extra_output``.
+        """
         if self.info is None:
-            props = self.adb.props(self.serial)
+            props = self.adb.props(self.serial, extra_command=extra_command)
+            self._extra_output = props.pop("__extra__", "")
             info = {"kind": "android", "serial": self.serial}
             info.update(_describe(props))
             profile = match_profile(props)
@@ -226,14 +233,19 @@ class DeviceProfiler:
         return self.adb.shell(self.serial, command, timeout_s=timeout_s)
 
     def _prepare(self):
-        info = self.device_info()
+        # Four adb round trips: properties (+ mkdir), two pushes, topology (+ chmod + thermal baseline).
+        self.remote_dir = f"{self.workdir.rstrip('/')}/mbk-{uuid.uuid4().hex[:12]}"
+        info = self.device_info(extra_command=f"mkdir -p {self._q(self.remote_dir)}")
         binary = BenchmarkBinary.locate(info["abi"] or "arm64-v8a", self.benchmark_binary)
         binary.check_abi(info["abilist"] or [info["abi"]], f"device {self.serial}")
         self.binary = binary
-        self.remote_dir = f"{self.workdir.rstrip('/')}/mbk-{uuid.uuid4().hex[:12]}"
-        self._shell(f"mkdir -p {self._q(self.remote_dir)}")
         self.adb.push(self.serial, self.bench_script, f"{self.remote_dir}/bench_loop.sh")
-        topo_text = self._shell(f"cd {self._q(self.remote_dir)} && sh ./bench_loop.sh topology")
+        self.adb.push(self.serial, binary.path, f"{self.remote_dir}/benchmark_model")
+        out = self._shell(
+            f"cd {self._q(self.remote_dir)} && chmod 755 ./benchmark_model && sh ./bench_loop.sh topology && "
+            "echo @@MBK_SNAPSHOT && sh ./bench_loop.sh snapshot"
+        )
+        topo_text, _, snapshot = out.partition("@@MBK_SNAPSHOT")
         try:
             self.topology = CpuTopology.from_sysfs_lines(topo_text)
             info["topology_source"] = "sysfs"
@@ -244,9 +256,6 @@ class DeviceProfiler:
             info["topology_source"] = f"device profile {self._profile['name']} (sysfs unreadable)"
         info["topology"] = self.topology.summary()
         self.mask, self.cpus = self.topology.mask(self.cores)
-        self.adb.push(self.serial, binary.path, f"{self.remote_dir}/benchmark_model")
-        self._shell(f"chmod 755 {self._q(self.remote_dir + '/benchmark_model')}")
-        snapshot = self._shell(f"cd {self._q(self.remote_dir)} && sh ./bench_loop.sh snapshot")
         try:
             self.baseline = json.loads(snapshot.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -257,8 +266,7 @@ class DeviceProfiler:
         if not self.remote_dir:
             return
         try:
-            if self.adb.get_state(self.serial) == "device":
-                self._shell(f"rm -rf {self._q(self.remote_dir)}", timeout_s=60)
+            self._shell(f"rm -rf {self._q(self.remote_dir)}", timeout_s=60)
         except MbkError:
             pass  # the device is gone; nothing left to clean from here
         self.remote_dir = None
@@ -368,19 +376,17 @@ class DeviceProfiler:
                 self.adb.push(self.serial, local, value_files[name])
         args = self._model_args(info, result, remote_model, value_files)
         result["runtime"]["flags"] = args
-        try:
-            for record, log in self._run_loop(args, self.trials, info):
-                trial = _trial(record, log, self.cpus)
-                result["trials"].append(trial)
-                result["simulated"] = result["simulated"] or log.simulated
-            _summarize_trials(result)
-            if self.op_profile:
-                for record, log in self._run_loop(args + ["--enable_op_profiling=true"], 1, info):
-                    result["op_profile"] = log.op_summary()
-                    result["op_profile_source"] = "benchmark_model --enable_op_profiling=true (separate invocation)"
-        finally:
-            if self.adb.get_state(self.serial) == "device":
-                self._shell(f"rm -f {self._q(remote_model)}", timeout_s=60)
+        # On an error the model stays until _cleanup removes the whole run directory.
+        for record, log in self._run_loop(args, self.trials, info):
+            result["trials"].append(_trial(record, log, self.cpus))
+            result["simulated"] = result["simulated"] or log.simulated
+        _summarize_trials(result)
+        if self.op_profile:
+            # Op profiling slows every run, so it gets its own invocation, not counted in the latency.
+            for _, log in self._run_loop(args + ["--enable_op_profiling=true"], 1, info):
+                result["op_profile"] = log.op_summary()
+                result["op_profile_source"] = "benchmark_model --enable_op_profiling=true (separate invocation)"
+        self._shell(f"rm -f {self._q(remote_model)}", timeout_s=60)
 
     def _run_loop(self, args, trials, info):
         """Runs bench_loop.sh and yields ``(record, parsed log)`` per finished trial."""

@@ -31,7 +31,10 @@ ROOT = os.environ.get("MBK_SIM_ROOT")
 
 
 def _registry():
-    with open(os.path.join(ROOT, "registry.json")) as f:
+    path = os.path.join(ROOT, "registry.json")
+    if not os.path.exists(path):
+        return {"devices": {}}  # no simulated phone plugged in
+    with open(path) as f:
         return json.load(f)
 
 

@@ -67,9 +67,10 @@ class SimulatedPhone:
         disconnect_after_trials: vanish from adb after this many finished
             trials (``@@MBK_JSON`` lines) of a ``bench_loop.sh run``.
         abilist: the phone's ABIs.
+        rooted: the device shell runs as root (uid 0) instead of "shell" (2000).
     """
 
-    def __init__(self, root, serial, *, profile="pixel3", state="device", thermal=None, disconnect_after_trials=None, abilist=("arm64-v8a", "armeabi-v7a", "armeabi")):
+    def __init__(self, root, serial, *, profile="pixel3", state="device", thermal=None, disconnect_after_trials=None, abilist=("arm64-v8a", "armeabi-v7a", "armeabi"), rooted=False):
         self.root = str(root)
         self.serial = serial
         self.profile = load_profile(profile)
@@ -77,6 +78,7 @@ class SimulatedPhone:
         self.thermal = dict(DEFAULT_THERMAL, **(thermal or {}))
         self.disconnect_after_trials = disconnect_after_trials
         self.abilist = list(abilist)
+        self.rooted = rooted
         self.dir = os.path.join(self.root, serial)
         self.fs = os.path.join(self.dir, "fs")
 
@@ -90,6 +92,7 @@ class SimulatedPhone:
         os.makedirs(os.path.join(self.fs, "data", "local", "tmp"), exist_ok=True)
         bin_dir = os.path.join(self.fs, "system", "bin")
         os.makedirs(bin_dir, exist_ok=True)
+        _write(os.path.join(self.dir, "uid"), 0 if self.rooted else 2000)
         self._install_cpus()
         self._install_thermal()
         self._install_tools(bin_dir)
@@ -168,7 +171,7 @@ class SimulatedPhone:
         python = os.path.join(bin_dir, "python3")
         if not os.path.exists(python):
             os.symlink(sys.executable, python)
-        for name in ("taskset", "getprop"):
+        for name in ("taskset", "getprop", "id"):
             shutil.copy(os.path.join(HERE, "device_tools", name), os.path.join(bin_dir, name))
             os.chmod(os.path.join(bin_dir, name), 0o755)
         with open(os.path.join(bin_dir, "sleep"), "w") as f:
@@ -177,12 +180,20 @@ class SimulatedPhone:
 
     # --- inspection -----------------------------------------------------------------
 
-    def taskset_masks(self):
+    def taskset_log(self):
+        """``[(mask, scaling_min_freq of its first core)]`` for every taskset call."""
         path = os.path.join(self.dir, "taskset.log")
         if not os.path.exists(path):
             return []
         with open(path) as f:
-            return [line.split()[0] for line in f if line.strip()]
+            return [(line.split()[0], int(line.split()[1])) for line in f if line.strip()]
+
+    def taskset_masks(self):
+        return [mask for mask, _ in self.taskset_log()]
+
+    def read_sys(self, relative):
+        with open(os.path.join(self.fs, "sys", relative)) as f:
+            return f.read().strip()
 
     def thermal_state(self):
         with open(os.path.join(self.dir, "thermal.json")) as f:

@@ -1,0 +1,119 @@
+"""Reports: versioned JSON schema, CSV, Markdown, HTML plots, Table 6 layout, atomic writes."""
+
+import csv
+import io
+import json
+import os
+
+import pytest
+
+from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.profiler.host import HostProfiler
+from mobilebert_kit.profiler.report import (
+    SCHEMA_VERSION,
+    build_report,
+    load_report,
+    to_csv,
+    to_markdown,
+    validate_report,
+    write_csv,
+    write_json,
+)
+from mobilebert_kit.profiler.report_html import plots, to_html, write_html
+from mobilebert_kit.profiler.table6 import table6, table6_markdown
+
+QUICK = {"runs": 8, "warmup": 1, "min_time_s": 0.0}
+
+
+@pytest.fixture(scope="module")
+def table6_results(models):
+    profiler = HostProfiler(**QUICK)
+    return [profiler.profile(models[key]) for key in ("ln_gelu", "nn_relu", "ln_gelu_int8", "nn_relu_int8")]
+
+
+def test_report_is_versioned_and_round_trips(table6_results, tmp_path):
+    report = build_report(table6_results, options={"target": "host"})
+    assert report["schema"] == "mobilebert_kit.profile" and report["schema_version"] == SCHEMA_VERSION == 1
+    assert report["simulated"] is False and report["incomplete"] is False
+    path = write_json(report, tmp_path / "r.json")
+    assert load_report(path)["results"][0]["model"]["name"] == "ln_gelu"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_validation_names_every_problem(table6_results):
+    report = build_report(table6_results)
+    broken = json.loads(json.dumps(report))
+    broken["schema_version"] = 99
+    del broken["results"][0]["latency_ms"]["p99"]
+    broken["results"][1]["flops"] = "many"
+    with pytest.raises(ProfilerError) as err:
+        validate_report(broken)
+    message = str(err.value)
+    assert "schema_version is 99" in message and "latency_ms.p99 is missing" in message and "results[1].flops has type str" in message
+
+
+def test_csv_and_markdown(table6_results):
+    report = build_report(table6_results)
+    rows = list(csv.DictReader(io.StringIO(to_csv(report))))
+    assert [r["model"] for r in rows] == ["ln_gelu", "nn_relu", "ln_gelu_int8", "nn_relu_int8"]
+    assert float(rows[0]["median_ms"]) == pytest.approx(table6_results[0]["latency_ms"]["median"])
+    assert rows[2]["precision"] == "dynamic-int8" and rows[1]["variant"] == "NoNorm+ReLU"
+    markdown = to_markdown(report)
+    assert markdown.count("\n| ln_gelu |") == 1 and "| median ms |" in markdown
+
+
+def test_table6_layout(table6_results):
+    report = build_report(table6_results)
+    (table,) = table6(report)
+    assert table["precisions"] == ["float32", "dynamic-int8"]
+    assert [row["setting"] for row in table["rows"]] == ["LayerNorm+GELU", "NoNorm+ReLU"]
+    baseline, nonorm = table["rows"]
+    for precision, a, b in (("float32", 0, 1), ("dynamic-int8", 2, 3)):
+        ln_ms = table6_results[a]["latency_ms"]["median"]
+        nn_ms = table6_results[b]["latency_ms"]["median"]
+        assert baseline["cells"][precision]["median_ms"] == ln_ms
+        assert nonorm["cells"][precision]["speedup"] == pytest.approx(ln_ms / nn_ms)
+    text = table6_markdown(report)
+    assert "| Setting | #FLOPs | float32 latency (ms) | dynamic-int8 latency (ms) |" in text
+    assert text.count("\n| NoNorm+ReLU |") == 1
+
+
+def test_html_has_plots_and_tables(table6_results, models, tmp_path):
+    longer = HostProfiler(**QUICK).profile(models["dynamic"], seq_len=32)
+    shorter = HostProfiler(**QUICK).profile(models["dynamic"], seq_len=8)
+    report = build_report(table6_results + [longer, shorter])
+    titles = [title for title, _ in plots(report)]
+    assert titles == ["Latency distributions", "Comparison across files", "Latency against sequence length"]
+    page = to_html(report)
+    assert page.count("data:image/png;base64,") == 3 and "Table 6 layout" in page and "SIMULATED" not in page
+    write_html(report, tmp_path / "r.html")
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_writes_are_atomic(table6_results, tmp_path, monkeypatch):
+    report = build_report(table6_results)
+    target = tmp_path / "r.csv"
+    target.write_text("old report\n")
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        write_csv(report, target)
+    assert target.read_text() == "old report\n"
+    assert os.listdir(tmp_path) == ["r.csv"]
+
+
+def test_missing_output_directory(table6_results, tmp_path):
+    with pytest.raises(ProfilerError, match="does not exist"):
+        write_json(build_report(table6_results), tmp_path / "no" / "r.json")
+
+
+def test_incomplete_report_keeps_the_error(table6_results):
+    partial = dict(table6_results[0], incomplete=True)
+    report = build_report([partial], error="device X disconnected")
+    assert report["incomplete"] and report["error"] == "device X disconnected"
+    assert "Incomplete run" in to_markdown(report)
