@@ -89,3 +89,29 @@ def assert_one_line_error(proc, *fragments):
 def write_json(path, value):
     Path(path).write_text(json.dumps(value))
     return Path(path)
+
+
+def run_layer_test(layer_cls, init_kwargs, inputs, call_kwargs=None, expected_shape=None):
+    """Builds ``layer_cls(**init_kwargs)``, checks the output shape, then rebuilds it from
+    ``get_config()``, copies the weights by name and checks identical outputs."""
+    from mobilebert_kit.backend import keras
+
+    call_kwargs = call_kwargs or {}
+    layer = layer_cls(**init_kwargs)
+    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    out = layer(*args, **call_kwargs)
+    if expected_shape is not None:
+        assert tuple(out.shape) == tuple(expected_shape), f"{out.shape} != {expected_shape}"
+    config = layer.get_config()
+    for key, value in init_kwargs.items():
+        if isinstance(value, (int, float, str, bool)) or value is None:
+            assert config[key] == value, f"get_config()[{key!r}] = {config[key]!r}, expected {value!r}"
+    clone = layer_cls.from_config(config)
+    clone(*args, **call_kwargs)
+    source = {w.name.split("/", 1)[-1]: w for w in layer.weights}
+    assert len(clone.weights) == len(layer.weights)
+    for weight in clone.weights:
+        weight.assign(source[weight.name.split("/", 1)[-1]])
+    np.testing.assert_array_equal(clone(*args, **call_kwargs).numpy(), out.numpy())
+    assert isinstance(keras.layers.serialize(layer), dict)
+    return layer
