@@ -8,13 +8,13 @@ from mobilebert_kit.errors import MbkError
 
 
 def _seq_lens(text):
-    from mobilebert_kit.errors import ConfigError
+    import argparse
 
     values = []
     for part in str(text).split(","):
         part = part.strip()
         if not part.isdigit() or int(part) < 1:
-            raise ConfigError(f"--seq-len takes positive integers (comma-separated for several), got {text!r}")
+            raise argparse.ArgumentTypeError(f"takes positive integers (comma-separated for several), got {text!r}")
         values.append(int(part))
     return values
 

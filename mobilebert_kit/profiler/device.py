@@ -378,7 +378,7 @@ class DeviceProfiler:
         result["runtime"]["flags"] = args
         # On an error the model stays until _cleanup removes the whole run directory.
         for record, log in self._run_loop(args, self.trials, info):
-            result["trials"].append(_trial(record, log, self.cpus))
+            result["trials"].append(_trial(record, log, self.cpus, log_text=record.get("_log")))
             result["simulated"] = result["simulated"] or log.simulated
         _summarize_trials(result)
         if self.op_profile:
@@ -430,6 +430,7 @@ class DeviceProfiler:
                     if log.failed:
                         raise ProfilerError(_failure_message(info, text, record.get("exit_code")))
                     finished += 1
+                    record["_log"] = text
                     yield record, log
                 elif line.startswith("@@MBK_ERROR "):
                     raise DeviceError(f"device {self.serial}: {line[len('@@MBK_ERROR '):]}")
@@ -465,7 +466,8 @@ def _failure_message(info, text, code):
     return f"benchmark_model failed on {os.path.basename(info.path)} (exit {code}): {reason}"
 
 
-def _trial(record, log, cpus):
+def _trial(record, log, cpus, log_text=None):
+    """One trial's record: the tool's figures, thermal data and its raw output (for later checks)."""
     latency = log.latency_ms()
     trial = {
         "trial": record.get("trial"),
@@ -478,6 +480,7 @@ def _trial(record, log, cpus):
         "memory": dict(log.memory),
         "delegation": list(log.delegation),
         "output_formats": sorted(log.formats),
+        "log": log_text,
     }
     trial.update(trial_thermal(record, cpus))
     return trial

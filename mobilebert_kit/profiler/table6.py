@@ -70,6 +70,10 @@ def table6(report):
     return tables
 
 
+def _ms(value):
+    return f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
 def table6_markdown(report):
     """Returns the comparison tables as Markdown (one per device and sequence length)."""
     parts = []
@@ -86,9 +90,9 @@ def table6_markdown(report):
                 if cell is None:
                     cells.append("-")
                 elif cell["speedup"] is None or row["setting"] == BASELINE:
-                    cells.append(f"{cell['median_ms']:.2f}")
+                    cells.append(_ms(cell["median_ms"]))
                 else:
-                    cells.append(f"{cell['median_ms']:.2f} ({cell['speedup']:.2f}x)")
+                    cells.append(f"{_ms(cell['median_ms'])} ({cell['speedup']:.2f}x)")
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
         lines.append(f"Speed-ups are relative to {BASELINE} at the same precision; cells hold median latencies.")

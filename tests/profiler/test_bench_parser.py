@@ -194,25 +194,25 @@ _FRAGMENTS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_FRAGMENTS, max_size=60).map("".join))
 def test_fuzz_token_soup_never_crashes(text):
     _check_never_crashes(text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, database=None, deadline=None)
 @given(st.text(max_size=400))
 def test_fuzz_arbitrary_text_never_crashes(text):
     _check_never_crashes(text)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, database=None, deadline=None)
 @given(st.binary(max_size=300))
 def test_fuzz_bytes_never_crash(data):
     _check_never_crashes(data)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(ALL_FIXTURES),
     seed=st.integers(0, 2**31 - 1),
