@@ -438,6 +438,9 @@ def _pinned(cpus):
     creating thread (Linux ``sched_setaffinity`` is per thread).
     """
     saved = {}
+    if not hasattr(os, "sched_setaffinity"):
+        yield
+        return
     for tid in _thread_ids():
         try:
             saved[tid] = os.sched_getaffinity(tid)

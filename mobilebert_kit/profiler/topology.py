@@ -104,7 +104,8 @@ class CpuTopology:
     @classmethod
     def from_host(cls, root=SYSFS_CPU):
         """Reads this machine's topology, limited to the cores this process may use."""
-        allowed = os.sched_getaffinity(0)
+        # macOS has no affinity API: every core counts, and pinning is reported as unavailable.
+        allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
         cores = []
         for cpu in sorted(allowed):
             base = os.path.join(root, f"cpu{cpu}")
