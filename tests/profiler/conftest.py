@@ -21,9 +21,6 @@ sys.path.insert(0, os.path.join(HERE, "simulator"))
 from fixture_models import build_onnx_bert, build_tflite_bert  # noqa: E402
 from sim_device import SimulatedPhone  # noqa: E402
 
-SIM_BENCHMARK_MODEL = os.path.join(HERE, "simulator", "fake_benchmark_model.py")
-FIXTURES = os.path.join(HERE, "fixtures", "benchmark_model")
-
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):

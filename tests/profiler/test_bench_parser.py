@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
 from mobilebert_kit.profiler.errors import BenchmarkParseError
 
-from conftest import FIXTURES
+from profiler_testlib import FIXTURES
 
 
 def fixture_text(name):

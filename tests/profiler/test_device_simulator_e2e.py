@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from conftest import SIM_BENCHMARK_MODEL
+from profiler_testlib import SIM_BENCHMARK_MODEL
 
 # 5 warm-up + 40 timed runs per trial; with 600 mC per run a trial warms the
 # simulated SoC by 27 C: from 35 C to 62 C, past the 60 C throttling point.

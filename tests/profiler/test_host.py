@@ -133,7 +133,7 @@ def test_flops_override(models):
 def test_tflite_op_profile_through_a_host_benchmark_binary(models, tmp_path):
     # A stand-in for a host-built benchmark_model that prints a real op-profiling log
     # (fixtures: TF 2.8 on qemuriscv64); it checks the plumbing, not the numbers.
-    from conftest import FIXTURES
+    from profiler_testlib import FIXTURES
 
     script = tmp_path / "benchmark_model"
     script.write_text(f'#!/bin/sh\ncat "{os.path.join(FIXTURES, "tf28_riscv_qemu_op_profiling.txt")}"\n')
