@@ -24,6 +24,7 @@ import concurrent.futures
 import glob
 import json
 import os
+import sys
 import shlex
 import tempfile
 import threading
@@ -56,7 +57,11 @@ def android_bench_dir():
     override = os.environ.get("MBK_ANDROID_BENCH_DIR")
     if override:
         return override
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "android_bench")
+    checkout = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "android_bench")
+    if os.path.isdir(checkout):
+        return checkout
+    # A wheel install puts the scripts under <prefix>/share (pyproject's data-files).
+    return os.path.join(sys.prefix, "share", "mobilebert-kit", "android_bench")
 
 
 def bench_script_path(explicit=None):
