@@ -24,8 +24,8 @@ import concurrent.futures
 import glob
 import json
 import os
-import sys
 import shlex
+import sys
 import tempfile
 import threading
 import uuid
