@@ -1,0 +1,87 @@
+"""Streaming ``tf.data`` input of pre-training examples (never the whole corpus in memory)."""
+
+from mobilebert_kit.data.records import BERT_ALIASES, INT_FEATURES, read_metadata
+from mobilebert_kit.errors import MbkError
+
+
+def _feature_spec(tf, seq_len, max_predictions, names):
+    spec = {}
+    for name in names:
+        length = max_predictions if name.startswith("masked_lm") else seq_len
+        if name == "next_sentence_labels":
+            length = 1
+        dtype = tf.float32 if name == "masked_lm_weights" else tf.int64
+        spec[name] = tf.io.FixedLenFeature([length], dtype)
+    return spec
+
+
+def _record_names(tf, path):
+    """Feature names of the first record of ``path`` (our names or BERT's)."""
+    for raw in tf.data.TFRecordDataset([str(path)]).take(1):
+        example = tf.train.Example.FromString(raw.numpy())
+        return set(example.features.feature)
+    raise MbkError(f"{path} holds no records; re-create the data with `mbk pretraining-data`")
+
+
+def pretraining_dataset(data, batch_size, seed=0, shuffle_buffer=1000, repeat=True, cycle_length=4):
+    """Batches of pre-training examples from a data directory, deterministic given ``seed``.
+
+    Shards are read in a seeded order that changes each epoch, ``cycle_length``
+    of them interleaved, records shuffled in a seeded buffer, batches parsed
+    with ``tf.io.parse_example``. The returned dataset's iterator can be saved
+    in a ``tf.train.Checkpoint`` (shuffle buffer included): a resumed run sees
+    exactly the batches it would have seen.
+
+    Args:
+        data: directory written by :func:`~mobilebert_kit.data.pretraining_examples.write_pretraining_data`
+            (or its ``dataset.json``).
+        batch_size: examples per batch (the global batch; the remainder is dropped).
+        seed: shuffling seed.
+        shuffle_buffer: records in the shuffle buffer (0: no record shuffling).
+        repeat: cycle through the data forever (training) or once (evaluation).
+        cycle_length: shards read concurrently.
+
+    Returns:
+        ``(dataset, metadata)``; elements are dicts of int32 ``[batch, seq_len]``
+        inputs, ``masked_lm_*`` ``[batch, max_predictions]`` and
+        ``next_sentence_labels`` ``[batch]``.
+
+    Example:
+        >>> dataset, meta = pretraining_dataset("data/wiki", batch_size=32)  # doctest: +SKIP
+    """
+    from mobilebert_kit.backend import tf
+
+    directory, meta = read_metadata(data)
+    files = [str(directory / s) for s in meta["shards"]]
+    if not files:
+        raise MbkError(f"{directory} lists no shards; re-create the data with `mbk pretraining-data`")
+    seq_len, max_predictions = int(meta["seq_len"]), int(meta["max_predictions"])
+    present = _record_names(tf, files[0])
+    aliases = {alias: ours for alias, ours in BERT_ALIASES.items() if alias in present and ours not in present}
+    wanted = [n for n in (*INT_FEATURES, "masked_lm_weights", "next_sentence_labels")]
+    stored = [next((a for a, o in aliases.items() if o == n), n) for n in wanted]
+    spec = _feature_spec(tf, seq_len, max_predictions, stored)
+
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        out = {}
+        for name, key in zip(wanted, stored):
+            value = parsed[key]
+            out[name] = value if name == "masked_lm_weights" else tf.cast(value, tf.int32)
+        out["next_sentence_labels"] = tf.reshape(out["next_sentence_labels"], [-1])
+        return out
+
+    shards = tf.data.Dataset.from_tensor_slices(files)
+    if len(files) > 1:
+        shards = shards.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        shards = shards.repeat()
+    records = shards.interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=min(cycle_length, len(files)),
+        block_length=1,
+    )
+    if shuffle_buffer and repeat:
+        records = records.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
+    dataset = records.batch(batch_size, drop_remainder=repeat).map(parse).prefetch(2)
+    return dataset, meta

@@ -1,0 +1,234 @@
+"""The distillation loop: stage schedule, resume after SIGINT/SIGKILL, replicas, precision, errors."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.helpers import REPO
+from tests.training.distill_script import resume_config, run
+
+
+def _weights(directory):
+    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
+
+    return read_safetensors(directory / "model.safetensors")
+
+
+def _script(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "tests.training.distill_script", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def _quiet():
+    import os
+
+    from rich.console import Console
+
+    return Console(file=open(os.devnull, "w"))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_run_inputs, tmp_path_factory):
+    """One uninterrupted run, with a weight snapshot at the end of every stage."""
+    from mobilebert_kit.models.api import named_weights
+    from mobilebert_kit.training.distiller import Distiller
+
+    out = tmp_path_factory.mktemp("uninterrupted") / "run"
+    snapshots = {}
+    distiller = Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"),
+                          str(tiny_run_inputs / "data"), out, resume_config(), console=_quiet())
+
+    def snapshot():
+        return {p: v.numpy().copy() for p, v in named_weights(distiller.student).items()}
+
+    def on_step_end(stage, step, global_step, metrics):
+        if global_step == 1:
+            snapshots["initial"] = initial
+        if step == 3:
+            snapshots[stage] = snapshot()
+
+    original_setup = distiller._setup
+
+    def setup():
+        nonlocal initial
+        original_setup()
+        initial = snapshot()
+
+    initial = None
+    distiller._setup = setup
+    distiller.on_step_end = on_step_end
+    result = distiller.run()
+    return {"out": out, "result": result, "snapshots": snapshots, "copy": distiller.copy_report}
+
+
+def _changed(before, after, prefix):
+    keys = [k for k in before if k.startswith(prefix)]
+    assert keys, prefix
+    return [k for k in keys if not np.array_equal(before[k], after[k])]
+
+
+def test_progressive_stages_train_one_layer_each(uninterrupted):
+    snaps = uninterrupted["snapshots"]
+    init, l0, l1 = snaps["initial"], snaps["layer_0"], snaps["layer_1"]
+    # Copied from the teacher (MLM transform, NSP); norms are not (LayerNorm vs NoNorm).
+    copied = uninterrupted["copy"]["copied"]
+    assert "mlm/transform/kernel" in copied and "nsp/kernel" in copied
+    assert "encoder/embeddings/word_embeddings" in copied
+    assert "encoder/embeddings/norm/gamma" in uninterrupted["copy"]["skipped"]
+    assert not uninterrupted["copy"]["embeddings_complete"]
+    # Stage layer_0: block 0 and the (not fully copied) embeddings train; block 1 and heads do not.
+    assert _changed(init, l0, "encoder/transformer_layer_0/")
+    assert _changed(init, l0, "encoder/embeddings/")
+    assert not _changed(init, l0, "encoder/transformer_layer_1/")
+    assert not _changed(init, l0, "mlm/") and not _changed(init, l0, "nsp/")
+    # Stage layer_1: only block 1; the lower layer and embeddings are frozen (multiplier 0).
+    assert _changed(l0, l1, "encoder/transformer_layer_1/")
+    assert not _changed(l0, l1, "encoder/transformer_layer_0/")
+    assert not _changed(l0, l1, "encoder/embeddings/")
+    history = uninterrupted["result"]["history"]
+    assert [h["stage"] for h in history] == ["layer_0", "layer_1"]
+    assert set(history[0]["final"]) == {"loss", "feature_map", "mean", "variance", "attention"}
+
+
+def test_softened_schedule_tunes_lower_layers():
+    from mobilebert_kit.training.distill_config import DistillConfig
+    from mobilebert_kit.training.stages import plan_stages, stage_variables
+
+    config = DistillConfig(layer_steps=10, pd_steps=5, lower_layer_lr_multiplier=0.1)
+    stages = plan_stages(config, 3, embeddings_from_teacher=True)
+    assert [s.name for s in stages] == ["layer_0", "layer_1", "layer_2", "pretraining_distillation"]
+    assert stages[2].train == ("transformer_layer_2",)
+    assert stages[2].tune == ("embeddings", "transformer_layer_0", "transformer_layer_1")
+    named = {"encoder/embeddings/w": 0, "encoder/transformer_layer_0/k": 1, "encoder/transformer_layer_2/k": 2,
+             "mlm/b": 3}
+    trained, tuned = stage_variables(stages[2], named)
+    assert [p for p, _ in trained] == ["encoder/transformer_layer_2/k"]
+    assert [p for p, _ in tuned] == ["encoder/embeddings/w", "encoder/transformer_layer_0/k"]
+    assert len(stage_variables(stages[3], named)[0]) == 4
+    (e2e,) = plan_stages(DistillConfig(schedule="end_to_end", layer_steps=10), 3, embeddings_from_teacher=False)
+    assert e2e.steps == 30 and e2e.layers == (0, 1, 2) and "embeddings" in e2e.train
+
+
+def test_outputs_and_tensorboard(uninterrupted):
+    import mobilebert_kit as mbk
+    from mobilebert_kit.training.summaries import read_scalars
+
+    out = uninterrupted["out"]
+    student = mbk.load(out / "student")
+    assert student.config["num_layers"] == 2 and not student.config["output_hidden_states"]
+    assert mbk.load(out / "pretrainer").architecture == "pretrainer"
+    scalars = read_scalars(out / "tensorboard")
+    assert [s for s, _ in scalars["layer_0/feature_map"]] == [1, 2, 3]
+    assert [s for s, _ in scalars["layer_1/attention"]] == [4, 5, 6]
+    assert len(scalars["learning_rate"]) == 6
+    assert json.loads((out / "progress.json").read_text())["complete"]
+
+
+def test_resume_after_sigint_and_sigkill_matches_uninterrupted(uninterrupted, tiny_run_inputs, tmp_path):
+    import os
+    import signal
+
+    out = tmp_path / "run"
+
+    def interrupt_at_2(stage, step, global_step, metrics):
+        if global_step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    # SIGINT after global step 2 (inside layer_0): the step is finished, checkpointed, and the run stops.
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny_run_inputs, out, on_step_end=interrupt_at_2)
+    progress = json.loads((out / "progress.json").read_text())
+    assert (progress["stage_name"], progress["stage_step"], progress["global_step"]) == ("layer_0", 2, 2)
+    # Resume in a fresh process, SIGKILL after global step 5 (layer_1; last checkpoint at step 4).
+    killed = _script(tiny_run_inputs, out, "resume", "KILL", 5)
+    assert killed.returncode == -9, killed.stderr
+    progress = json.loads((out / "progress.json").read_text())
+    assert (progress["stage_name"], progress["stage_step"], progress["global_step"]) == ("layer_1", 1, 4)
+    assert not (out / "student").exists()
+    # Resume to the end: the same weights as the run that was never interrupted.
+    run(tiny_run_inputs, out, resume=True)
+    resumed, reference = _weights(out / "pretrainer"), _weights(uninterrupted["out"] / "pretrainer")
+    assert set(resumed) == set(reference)
+    for name in reference:
+        np.testing.assert_allclose(resumed[name], reference[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    history = json.loads((out / "progress.json").read_text())["history"]
+    assert [h["stage"] for h in history] == ["layer_0", "layer_1"]
+
+
+def test_mirrored_strategy_over_two_cpus_matches_one_device(tiny_run_inputs, tmp_path):
+    proc = _script(tiny_run_inputs, tmp_path, "replicas")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["mirrored"]["replicas"] == 2
+    one, two = result["default"]["losses"], result["mirrored"]["losses"]
+    assert len(one) == len(two) == 2
+    for a, b in zip(one, two):
+        assert set(a) == set(b)
+        for key in a:  # global normalisation: the replicas' shares add up to the one-device loss
+            assert b[key] == pytest.approx(a[key], rel=2e-4, abs=1e-6), key
+    w1, w2 = _weights(tmp_path / "default" / "pretrainer"), _weights(tmp_path / "mirrored" / "pretrainer")
+    for name in w1:
+        np.testing.assert_allclose(w2[name], w1[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.slow
+def test_mixed_bfloat16_runs(tiny_run_inputs, tmp_path):
+    from mobilebert_kit.training.distill_config import DistillConfig
+
+    losses = []
+    config = DistillConfig(schedule="end_to_end", layer_steps=1, batch_size=4, log_every=1, precision="mixed_bfloat16")
+    run(tiny_run_inputs, tmp_path / "run", config=config, on_step_end=lambda *a: losses.append(a[3]))
+    assert len(losses) == 2 and all(np.isfinite(v) for m in losses for v in m.values())
+
+
+def test_float16_teacher_without_mlm_head_skips_kd_and_pd_trains_everything(tiny_run_inputs, tmp_path):
+    from mobilebert_kit.backend import keras
+    from mobilebert_kit.training.distill_config import DistillConfig
+    from mobilebert_kit.training.distiller import Distiller
+
+    metrics = []
+    config = DistillConfig(schedule="none", pd_steps=6, batch_size=4, log_every=1, copy_from_teacher=False,
+                           precision="mixed_float16")
+    distiller = Distiller(str(tiny_run_inputs / "teacher_encoder"), str(tiny_run_inputs / "student"),
+                          str(tiny_run_inputs / "data"), tmp_path / "run", config, console=_quiet(),
+                          on_step_end=lambda *a: metrics.append(a[3]))
+    distiller.run()
+    assert distiller.student_encoder.get_layer("embeddings").compute_dtype == "float16"
+    assert set(metrics[0]) == {"loss", "mlm", "nsp", "loss_scale"}
+    assert all(np.isfinite(v) for m in metrics for v in m.values())
+    assert metrics[0]["loss"] == pytest.approx(metrics[0]["mlm"] + metrics[0]["nsp"], rel=1e-5)
+    # Dynamic loss scaling: starts at 2^15 and halves on every overflowing step.
+    scales = [m["loss_scale"] for m in metrics]
+    assert scales[0] <= 2.0**15 and all(np.log2(s) == int(np.log2(s)) for s in scales)
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored after building
+    # Every part of the student trains in pre-training distillation (a few NoNorm gammas of the
+    # q/k bottleneck get updates below float32 resolution at initialisation, hence "most").
+    before, after = _weights(tiny_run_inputs / "student"), _weights(tmp_path / "run" / "student")
+    changed = [k for k in before if not np.array_equal(before[k], after[k])]
+    assert len(changed) > 0.9 * len(before)
+    for scope in ("embeddings/", "transformer_layer_0/", "transformer_layer_1/"):
+        assert any(k.startswith(scope) for k in changed), scope
+    heads_before = _weights(tmp_path / "run" / "pretrainer")
+    assert any(k.startswith("mlm/") for k in heads_before) and any(k.startswith("nsp/") for k in heads_before)
+
+
+def test_errors_name_the_problem(tiny_run_inputs, uninterrupted, tmp_path):
+    from mobilebert_kit.errors import ConfigError, MbkError
+    from mobilebert_kit.training.distill_config import DistillConfig
+
+    with pytest.raises(MbkError, match="already holds a distillation run; pass --resume"):
+        run(tiny_run_inputs, uninterrupted["out"])
+    with pytest.raises(MbkError, match="different layer_steps"):
+        run(tiny_run_inputs, uninterrupted["out"], resume=True, config=DistillConfig(layer_steps=5, pd_steps=3))
+    with pytest.raises(MbkError, match="nothing to resume"):
+        run(tiny_run_inputs, tmp_path / "empty", resume=True)
+    with pytest.raises(ConfigError, match=r"feature-map size \(hidden_size\): teacher 64, student 32"):
+        from mobilebert_kit.training.teacher_student import check_compatible
+        import mobilebert_kit as mbk
+
+        check_compatible(mbk.build("tiny-ib-bert").config, mbk.build("tiny-bert").config)
+    with pytest.raises(ConfigError, match="valid values: 'progressive', 'end_to_end', 'none'"):
+        DistillConfig(schedule="layerwise")
