@@ -83,21 +83,22 @@ def _electra_mlm_head(config):
     return h * e + e + 2 * e + v
 
 
-# (preset, Encoder overrides, Table 1/2 figure in millions)
+# (preset, Encoder overrides, Table 1/2 figure in millions); three small rows run by default.
+SLOW = pytest.mark.slow
 COMPOSITE_ROWS = [
     ("composite-bert-small", dict(attention_type="self_attention"), 13.41),  # no convolution
-    ("composite-bert-small", dict(attention_type="self_attention", position_embedding_type="absolute",
-                                  max_position_embeddings=128), 13.43),  # default BERT-small
-    ("composite-bert-small", dict(relative_attention_variant="fixed"), 13.42),
-    ("composite-bert-small", dict(relative_attention_variant="dynamic"), 13.43),
     ("composite-bert-small", dict(), 13.43),  # composite, Eq. 6
     ("composite-bert-small", dict(relative_attention_variant="fixed_depthwise"), 13.47),
-    ("composite-bert-small", dict(relative_attention_variant="composite_depthwise"), 13.48),
+    pytest.param("composite-bert-small", dict(attention_type="self_attention", position_embedding_type="absolute",
+                                              max_position_embeddings=128), 13.43, marks=SLOW),  # default BERT-small
+    pytest.param("composite-bert-small", dict(relative_attention_variant="fixed"), 13.42, marks=SLOW),
+    pytest.param("composite-bert-small", dict(relative_attention_variant="dynamic"), 13.43, marks=SLOW),
+    pytest.param("composite-bert-small", dict(relative_attention_variant="composite_depthwise"), 13.48, marks=SLOW),
     pytest.param("composite-bert-base", dict(attention_type="self_attention", position_embedding_type="absolute",
-                                             max_position_embeddings=128), 108.82, marks=pytest.mark.slow),
-    pytest.param("composite-bert-base", dict(relative_attention_variant="fixed"), 108.73, marks=pytest.mark.slow),
-    pytest.param("composite-bert-base", dict(relative_attention_variant="dynamic"), 108.74, marks=pytest.mark.slow),
-    pytest.param("composite-bert-base", dict(), 108.74, marks=pytest.mark.slow),
+                                             max_position_embeddings=128), 108.82, marks=SLOW),
+    pytest.param("composite-bert-base", dict(relative_attention_variant="fixed"), 108.73, marks=SLOW),
+    pytest.param("composite-bert-base", dict(relative_attention_variant="dynamic"), 108.74, marks=SLOW),
+    pytest.param("composite-bert-base", dict(), 108.74, marks=SLOW),
 ]
 
 
