@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the issue 7 benchmark peers into the current Python environment.
+#
+# The peers are benchmark-only: nothing in mobilebert_kit imports them, and
+# they are not dependencies of the package.
+#
+# (a) TF Model Garden (PyPI tf-models-official) declares tensorflow~=2.20.0 and
+#     tensorflow-text~=2.20.0 plus ~25 packages the encoder never imports
+#     (opencv, pycocotools, kaggle, pandas, sacrebleu, ...). Installed with its
+#     dependencies it would downgrade TensorFlow 2.21 -- the toolkit's pin -- so
+#     it goes in with --no-deps. Importing official.nlp.modeling (networks,
+#     layers, models) with TF 2.21 + tf_keras 2.21 then needs exactly one more
+#     package, gin-config (also --no-deps: it has none). `pip check` will list
+#     the undeclared extras as missing; that is expected and harmless here.
+# (b) Hugging Face MobileBertModel -> ONNX needs torch (CPU) and transformers,
+#     which are the package's dev extra (test-only references).
+#
+# Usage: bash benchmarks/perf/setup_peers.sh        (PYTHON=... to choose the interpreter)
+set -euo pipefail
+PYTHON="${PYTHON:-python}"
+
+"$PYTHON" -m pip install --no-deps "tf-models-official==2.20.0" "gin-config==0.5.0"
+
+if ! "$PYTHON" -c "import torch, transformers" 2>/dev/null; then
+    # The CPU wheel; an unpinned torch pulls gigabytes of CUDA wheels (pyproject's dev extra pins it too).
+    "$PYTHON" -m pip install "torch==2.13.0" "transformers>=4.57,<4.58"
+fi
+
+# Verify: TensorFlow still the toolkit's version, both peers importable.
+TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" - <<'PY'
+import tensorflow as tf
+
+assert tf.__version__.startswith("2.21"), f"TensorFlow {tf.__version__}: the peers' install changed it; reinstall tensorflow==2.21.*"
+from official.nlp.modeling.networks import MobileBERTEncoder  # noqa: F401
+import transformers
+from transformers import MobileBertModel  # noqa: F401
+
+print(f"peers ready: tf-models-official (TF {tf.__version__}), transformers {transformers.__version__}")
+PY
