@@ -1,0 +1,275 @@
+"""Pre-training examples from plain text: NSP sentence pairs with masked tokens, into sharded TFRecords.
+
+Input text: one sentence per line, a blank line between documents (the
+format of Google's ``create_pretraining_data.py``). The algorithm is Google's:
+segments are packed up to a target length (sometimes shorter,
+``short_seq_prob``), split at a random point into A and B, and half the time
+B is replaced by text from another document (NSP label 1). Unlike Google's
+script, documents are processed in chunks of ``chunk_documents`` (random
+"next sentences" come from the same chunk), so memory stays bounded however
+large the corpus is.
+
+Everything random draws from one ``random.Random(seed)``: the same inputs and
+options give byte-identical shards.
+"""
+
+import dataclasses
+import hashlib
+import json
+import random
+from pathlib import Path
+
+from mobilebert_kit.data.masking import WHOLE_WORD_MODES, mask_tokens, word_starts
+from mobilebert_kit.data.records import FORMAT, FORMAT_VERSION, METADATA_FILE, serialize_example, shard_name
+from mobilebert_kit.errors import ConfigError, MbkError, check_choice
+from mobilebert_kit.utils.atomic import atomic_dir
+
+
+@dataclasses.dataclass
+class PretrainingDataOptions:
+    """Options of :func:`write_pretraining_data` (recorded in ``dataset.json``).
+
+    Args:
+        seq_len: tokens per example, ``[CLS] A [SEP] B [SEP]`` included.
+        max_predictions: masked positions per example (BERT: 20 at 128 tokens).
+        masked_lm_prob: share of tokens to predict (0.15).
+        whole_word: ``"none"``, ``"wordpiece"`` (English WWM) or ``"jieba"`` (Chinese WWM).
+        short_seq_prob: probability of a shorter target length (0.1).
+        dupe_factor: passes over the corpus, each with different masks.
+        num_shards: TFRecord files.
+        chunk_documents: documents held in memory at once.
+        seed: the one random seed.
+    """
+
+    seq_len: int = 128
+    max_predictions: int = 20
+    masked_lm_prob: float = 0.15
+    whole_word: str = "wordpiece"
+    short_seq_prob: float = 0.1
+    dupe_factor: int = 1
+    num_shards: int = 4
+    chunk_documents: int = 2000
+    seed: int = 12345
+
+    def __post_init__(self):
+        check_choice("whole_word", self.whole_word, WHOLE_WORD_MODES)
+        if self.seq_len < 8:
+            raise ConfigError(f"seq_len must be >= 8, got {self.seq_len}")
+        if not 0 < self.masked_lm_prob < 1:
+            raise ConfigError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+        for key in ("max_predictions", "dupe_factor", "num_shards", "chunk_documents"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+
+
+def read_documents(files, on_bytes=None):
+    """Yields documents (lists of sentence strings) from text files, streaming.
+
+    Args:
+        files: paths of UTF-8 text files, one sentence per line, blank lines between documents.
+        on_bytes: optional callable receiving the number of bytes read since the last call.
+    """
+    for path in files:
+        document = []
+        try:
+            handle = open(path, "rb")
+        except OSError as err:
+            raise MbkError(f"cannot read {path} ({err.strerror}); check the --input paths") from err
+        with handle:
+            for raw in handle:
+                if on_bytes is not None:
+                    on_bytes(len(raw))
+                line = raw.decode("utf-8", errors="replace").strip()
+                if line:
+                    document.append(line)
+                elif document:
+                    yield document
+                    document = []
+        if document:
+            yield document
+
+
+def _tokenize_document(tokenizer, sentences, whole_word):
+    """Each sentence as a list of ``(id, starts_word)``; empty sentences dropped."""
+    out = []
+    for text in sentences:
+        tokens, ids, offsets = tokenizer.encode(text)
+        if not ids:
+            continue
+        starts = word_starts(tokens, offsets, text, whole_word)
+        out.append(list(zip(ids, starts)))
+    return out
+
+
+def _truncate_pair(a, b, max_tokens, rng):
+    while len(a) + len(b) > max_tokens:
+        longer = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del longer[0]  # from the front, as Google's truncate_seq_pair: avoids a bias to sentence ends
+        else:
+            longer.pop()
+
+
+def _instances(documents, index, options, rng):
+    """Google's create_instances_from_document: ``[(tokens_a, tokens_b, is_random_next), ...]``."""
+    document = documents[index]
+    max_tokens = options.seq_len - 3
+    target = max_tokens
+    if rng.random() < options.short_seq_prob:
+        target = rng.randint(2, max_tokens)
+    instances, chunk, length, i = [], [], 0, 0
+    while i < len(document):
+        chunk.append(document[i])
+        length += len(document[i])
+        if i == len(document) - 1 or length >= target:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            tokens_a = [t for seg in chunk[:a_end] for t in seg]
+            tokens_b = []
+            random_next = len(chunk) == 1 or rng.random() < 0.5
+            if random_next:
+                target_b = target - len(tokens_a)
+                other = index
+                for _ in range(10):
+                    other = rng.randint(0, len(documents) - 1)
+                    if other != index:
+                        break
+                source = documents[other]
+                for j in range(rng.randint(0, len(source) - 1), len(source)):
+                    tokens_b.extend(source[j])
+                    if len(tokens_b) >= target_b:
+                        break
+                i -= len(chunk) - a_end  # put the unused segments back
+            else:
+                tokens_b = [t for seg in chunk[a_end:] for t in seg]
+            _truncate_pair(tokens_a, tokens_b, max_tokens, rng)
+            if tokens_a and tokens_b:
+                instances.append((tokens_a, tokens_b, random_next))
+            chunk, length = [], 0
+        i += 1
+    return instances
+
+
+def build_example(tokens_a, tokens_b, random_next, tokenizer, options, rng):
+    """Assembles, masks and pads one example; returns the feature dict of ``records.serialize_example``."""
+    ids = [tokenizer.cls_id] + [t for t, _ in tokens_a] + [tokenizer.sep_id] + [t for t, _ in tokens_b] + [tokenizer.sep_id]
+    starts = [True] + [s for _, s in tokens_a] + [True] + [s for _, s in tokens_b] + [True]
+    maskable = [False] + [True] * len(tokens_a) + [False] + [True] * len(tokens_b) + [False]
+    types = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+    corrupted, positions, labels = mask_tokens(
+        ids, starts, maskable, rng, tokenizer.mask_id, tokenizer.regular_ids,
+        masked_lm_prob=options.masked_lm_prob, max_predictions=options.max_predictions,
+    )
+    pad = options.seq_len - len(ids)
+    pad_predictions = options.max_predictions - len(positions)
+    return {
+        "input_ids": corrupted + [tokenizer.pad_id] * pad,
+        "attention_mask": [1] * len(ids) + [0] * pad,
+        "token_type_ids": types + [0] * pad,
+        "masked_lm_positions": positions + [0] * pad_predictions,
+        "masked_lm_ids": labels + [0] * pad_predictions,
+        "masked_lm_weights": [1.0] * len(positions) + [0.0] * pad_predictions,
+        "next_sentence_labels": 1 if random_next else 0,
+    }
+
+
+def _chunks(iterable, size):
+    chunk = []
+    for item in iterable:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=None):
+    """Creates pre-training examples from text files into ``out_dir`` (shards + ``dataset.json``).
+
+    The directory appears only when complete (written under a temporary name).
+
+    Args:
+        files: input text files (one sentence per line, blank line between documents).
+        tokenizer: a :class:`~mobilebert_kit.data.word_piece_tokenizer.WordPieceTokenizer`.
+        out_dir: output directory.
+        options: :class:`PretrainingDataOptions`.
+        on_progress: optional callable ``(bytes_read, total_bytes, examples_written)``.
+
+    Returns:
+        The metadata dict written to ``dataset.json``.
+
+    Example:
+        >>> write_pretraining_data(["corpus.txt"], WordPieceTokenizer("vocab.txt"), "data/")  # doctest: +SKIP
+    """
+    from mobilebert_kit.backend import tf
+
+    options = options or PretrainingDataOptions()
+    files = [Path(f) for f in files]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise MbkError(f"input file {missing[0]} does not exist; check the --input paths")
+    if not files:
+        raise MbkError("no input files; pass --input with one or more text files")
+    total = sum(f.stat().st_size for f in files)
+    rng = random.Random(options.seed)
+    names = [shard_name(i, options.num_shards) for i in range(options.num_shards)]
+    counts = {"examples": 0, "documents": 0, "masked": 0, "tokens": 0, "random_next": 0}
+    read = [0]
+
+    def on_bytes(n):
+        read[0] += n
+
+    with atomic_dir(out_dir) as tmp:
+        writers = [tf.io.TFRecordWriter(str(tmp / n)) for n in names]
+        try:
+            documents = read_documents(files, on_bytes)
+            for chunk in _chunks(documents, options.chunk_documents):
+                tokenized = [_tokenize_document(tokenizer, doc, options.whole_word) for doc in chunk]
+                tokenized = [doc for doc in tokenized if doc]
+                counts["documents"] += len(tokenized)
+                instances = []
+                for _ in range(options.dupe_factor):
+                    for index in range(len(tokenized)):
+                        instances.extend(_instances(tokenized, index, options, rng))
+                rng.shuffle(instances)
+                for tokens_a, tokens_b, random_next in instances:
+                    example = build_example(tokens_a, tokens_b, random_next, tokenizer, options, rng)
+                    writers[counts["examples"] % len(writers)].write(serialize_example(example))
+                    counts["examples"] += 1
+                    counts["masked"] += int(sum(example["masked_lm_weights"]))
+                    counts["tokens"] += int(sum(example["attention_mask"]))
+                    counts["random_next"] += example["next_sentence_labels"]
+                if on_progress is not None:
+                    on_progress(read[0], total, counts["examples"])
+        finally:
+            for writer in writers:
+                writer.close()
+        if counts["examples"] == 0:
+            raise MbkError("the input produced no examples: it needs documents of at least two sentences")
+        meta = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "num_examples": counts["examples"],
+            "num_documents": counts["documents"],
+            "num_masked_tokens": counts["masked"],
+            "num_tokens": counts["tokens"],
+            "num_random_next": counts["random_next"],
+            "shards": names,
+            "vocab_size": tokenizer.vocab_size,
+            "vocab_sha256": tokenizer.fingerprint(),
+            "lowercase": tokenizer.lowercase,
+            "inputs": [str(f) for f in files],
+            "inputs_sha256": _files_digest(files),
+            **dataclasses.asdict(options),
+        }
+        (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return meta
+
+
+def _files_digest(files):
+    digest = hashlib.sha256()
+    for path in files:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,195 @@
+"""WordPieceTokenizer: BERT's tokenization through the ``tokenizers`` library."""
+
+import hashlib
+import json
+from pathlib import Path
+
+from mobilebert_kit.errors import MbkError
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def _is_cjk(char):
+    """The CJK Unified Ideograph blocks BERT splits into single characters (BasicTokenizer._is_chinese_char)."""
+    cp = ord(char)
+    return (
+        0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F
+    )
+
+
+class WordPieceTokenizer:
+    """BERT WordPiece tokenization (uncased or cased), from a ``vocab.txt`` or a ``tokenizer.json``.
+
+    Normalisation is BERT's ``BasicTokenizer``: text cleaning, accents stripped
+    when lower-casing, punctuation split, and every CJK character made a word
+    of its own (``handle_chinese_chars``), then greedy longest-match WordPiece
+    with ``##`` continuations. The ``tokenizers`` library does the work; this
+    class adds the vocabulary bookkeeping the data pipeline needs.
+
+    Args:
+        vocab: path of a ``vocab.txt`` (one token per line).
+        lowercase: uncased (True, also strips accents) or cased (False) model.
+        handle_chinese_chars: split CJK characters (BERT's default).
+
+    Example:
+        >>> tok = WordPieceTokenizer("vocab.txt", lowercase=True)  # doctest: +SKIP
+        >>> tok.tokenize("Unaffable tokenization")  # doctest: +SKIP
+        ['una', '##ffa', '##ble', 'token', '##ization']
+    """
+
+    def __init__(self, vocab, lowercase=True, handle_chinese_chars=True):
+        from tokenizers import BertWordPieceTokenizer
+
+        path = Path(vocab)
+        if not path.is_file():
+            raise MbkError(f"vocabulary {vocab} does not exist; pass a BERT vocab.txt or tokenizer.json")
+        self._check_vocab(path)
+        self.lowercase = bool(lowercase)
+        self.source = str(path)
+        self._tokenizer = BertWordPieceTokenizer(
+            str(path), lowercase=self.lowercase, handle_chinese_chars=handle_chinese_chars,
+            strip_accents=None, clean_text=True,
+        )
+        self._finish()
+
+    @staticmethod
+    def _check_vocab(path):
+        try:
+            tokens = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            raise MbkError(f"cannot read vocabulary {path} ({err}); pass a UTF-8 vocab.txt") from err
+        missing = [t for t in SPECIAL_TOKENS if t not in tokens]
+        if missing:
+            raise MbkError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
+
+    @classmethod
+    def from_file(cls, path, lowercase=None):
+        """Loads from a ``vocab.txt``, a ``tokenizer.json`` or a model directory holding either.
+
+        Args:
+            path: the file or directory.
+            lowercase: for a ``vocab.txt``; default from ``tokenizer_config.json``
+                (``do_lower_case``) next to it, else True. A ``tokenizer.json``
+                carries its own normalisation; a contradicting value is an error.
+        """
+        path = Path(path)
+        if path.is_dir():
+            config = path / "tokenizer_config.json"
+            if lowercase is None and config.is_file():
+                try:
+                    lowercase = json.loads(config.read_text()).get("do_lower_case")
+                except (OSError, ValueError):
+                    lowercase = None
+            if (path / "tokenizer.json").is_file():
+                path = path / "tokenizer.json"
+            elif (path / "vocab.txt").is_file():
+                path = path / "vocab.txt"
+            else:
+                raise MbkError(f"{path} holds neither tokenizer.json nor vocab.txt; pass the vocabulary file")
+        if path.suffix == ".json":
+            return cls._from_json(path, lowercase)
+        return cls(path, lowercase=True if lowercase is None else lowercase)
+
+    @classmethod
+    def _from_json(cls, path, lowercase):
+        from tokenizers import Tokenizer
+
+        try:
+            spec = json.loads(path.read_text(encoding="utf-8"))
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
+            raise MbkError(f"cannot read tokenizer {path} ({str(err).splitlines()[0]}); pass a valid tokenizer.json") from err
+        model = spec.get("model", {})
+        if model.get("type") != "WordPiece":
+            raise MbkError(f"{path} is a {model.get('type')} tokenizer; mobilebert-kit needs a WordPiece (BERT) tokenizer")
+        normalizer = spec.get("normalizer") or {}
+        json_lowercase = bool(normalizer.get("lowercase", False))
+        if lowercase is not None and bool(lowercase) != json_lowercase:
+            raise MbkError(
+                f"{path} is {'uncased' if json_lowercase else 'cased'} but "
+                f"{'--cased' if not lowercase else 'lower-casing'} was asked for; drop the option or use a vocab.txt"
+            )
+        self = cls.__new__(cls)
+        self.lowercase = json_lowercase
+        self.source = str(path)
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self._tokenizer = tokenizer
+        self._finish()
+        missing = [t for t in SPECIAL_TOKENS if t not in self.vocab]
+        if missing:
+            raise MbkError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT tokenizer")
+        return self
+
+    def _finish(self):
+        self.vocab = dict(self._tokenizer.get_vocab())
+        self.inverse_vocab = {i: t for t, i in self.vocab.items()}
+        self.vocab_size = max(self.vocab.values()) + 1
+        self.pad_id = self.vocab.get("[PAD]")
+        self.unk_id = self.vocab.get("[UNK]")
+        self.cls_id = self.vocab.get("[CLS]")
+        self.sep_id = self.vocab.get("[SEP]")
+        self.mask_id = self.vocab.get("[MASK]")
+        self.special_ids = frozenset(self.vocab[t] for t in SPECIAL_TOKENS if t in self.vocab)
+        # Bracketed tokens such as [unused0] are reserved, never random replacements.
+        self.regular_ids = sorted(i for t, i in self.vocab.items() if not (t.startswith("[") and t.endswith("]")))
+
+    def encode(self, text):
+        """Returns ``(tokens, ids, offsets)`` of ``text`` without special tokens; offsets index ``text``."""
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        return list(encoding.tokens), list(encoding.ids), list(encoding.offsets)
+
+    def tokenize(self, text):
+        """The WordPiece tokens of ``text``."""
+        return self.encode(text)[0]
+
+    def encode_words(self, words):
+        """Tokenizes pre-split words; returns ``(ids, word_index per token)``."""
+        encoding = self._tokenizer.encode(list(words), is_pretokenized=True, add_special_tokens=False)
+        return list(encoding.ids), list(encoding.word_ids)
+
+    def convert_tokens_to_ids(self, tokens):
+        return [self.vocab.get(t, self.unk_id) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.inverse_vocab.get(int(i), "[UNK]") for i in ids]
+
+    def decode(self, ids):
+        """Joins word pieces back into text (``##`` continuations glued)."""
+        text = " ".join(self.convert_ids_to_tokens(ids))
+        return text.replace(" ##", "").replace("##", "")
+
+    def fingerprint(self):
+        """sha256 of the vocabulary and casing: data and models must agree on it."""
+        digest = hashlib.sha256()
+        for token, index in sorted(self.vocab.items(), key=lambda kv: kv[1]):
+            digest.update(f"{index}\t{token}\n".encode())
+        digest.update(b"lower" if self.lowercase else b"cased")
+        return digest.hexdigest()
+
+
+def train_wordpiece_vocab(files, out_path, vocab_size, lowercase=True):
+    """Trains a small BERT WordPiece vocabulary on text files and writes ``vocab.txt`` (tests, demos).
+
+    Args:
+        files: text files.
+        out_path: where to write ``vocab.txt``.
+        vocab_size: number of entries, special tokens included.
+        lowercase: uncased vocabulary.
+    """
+    from tokenizers import BertWordPieceTokenizer
+
+    from mobilebert_kit.utils.atomic import atomic_file
+
+    tokenizer = BertWordPieceTokenizer(lowercase=lowercase, handle_chinese_chars=True, strip_accents=None)
+    tokenizer.train([str(f) for f in files], vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
+                    show_progress=False, wordpieces_prefix="##")
+    vocab = tokenizer.get_vocab()
+    with atomic_file(out_path, "w") as handle:
+        for token, _ in sorted(vocab.items(), key=lambda kv: kv[1]):
+            handle.write(token + "\n")
+    return Path(out_path)
+
+
+__all__ = ["WordPieceTokenizer", "train_wordpiece_vocab", "_is_cjk"]

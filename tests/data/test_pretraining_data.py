@@ -1,0 +1,119 @@
+"""Pre-training example creation (NSP pairs, masks, shards), determinism, streaming input and resume."""
+
+import json
+
+import numpy as np
+import pytest
+
+from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
+from mobilebert_kit.data.pretraining_examples import PretrainingDataOptions, write_pretraining_data
+from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.errors import MbkError
+
+OPTIONS = dict(seq_len=48, max_predictions=8, num_shards=3, chunk_documents=10)
+
+
+@pytest.fixture(scope="module")
+def written(email_corpus, tmp_path_factory):
+    tok = WordPieceTokenizer(email_corpus / "vocab.txt")
+    out = tmp_path_factory.mktemp("pretraining") / "data"
+    meta = write_pretraining_data([email_corpus / "train.txt"], tok, out, PretrainingDataOptions(**OPTIONS))
+    return tok, out, meta
+
+
+def _records(directory):
+    dataset, meta = pretraining_dataset(directory, batch_size=1000, repeat=False)
+    batches = list(dataset)
+    return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}, meta
+
+
+def test_examples_are_well_formed(written):
+    tok, out, meta = written
+    assert sorted(p.name for p in out.iterdir()) == sorted(meta["shards"] + ["dataset.json"])
+    data, _ = _records(out)
+    n = meta["num_examples"]
+    assert data["input_ids"].shape == (n, 48) and data["masked_lm_positions"].shape == (n, 8)
+    assert data["input_ids"][:, 0].tolist() == [tok.cls_id] * n
+    lengths = data["attention_mask"].sum(1)
+    assert lengths.max() <= 48
+    for row in range(n):
+        ids, length = data["input_ids"][row], lengths[row]
+        assert (ids[length:] == tok.pad_id).all() and (data["token_type_ids"][row, length:] == 0).all()
+        assert ids[length - 1] == tok.sep_id or data["masked_lm_positions"][row].tolist().count(length - 1) == 0
+        k = int(data["masked_lm_weights"][row].sum())
+        positions = data["masked_lm_positions"][row, :k]
+        assert k >= 1 and (positions > 0).all() and (positions < length).all()
+        # segment B (type 1) ends the real tokens
+        types = data["token_type_ids"][row, :length]
+        assert types[0] == 0 and types[-1] == 1 and (np.diff(types) >= 0).all()
+    # NSP: about half the B segments are random; ~15% of the tokens are predicted, 80% of those are [MASK]
+    assert 0.35 < data["next_sentence_labels"].mean() < 0.65
+    weights = data["masked_lm_weights"] > 0
+    assert meta["num_masked_tokens"] == int(weights.sum())
+    at_positions = np.take_along_axis(data["input_ids"], data["masked_lm_positions"], axis=1)[weights]
+    assert 0.75 < (at_positions == tok.mask_id).mean() < 0.85
+    assert 0.12 < weights.sum() / (lengths - 3).sum() < 0.16
+
+
+def test_creation_is_deterministic_given_the_seed(written, email_corpus, tmp_path):
+    tok, out, meta = written
+    again = write_pretraining_data([email_corpus / "train.txt"], tok, tmp_path / "again", PretrainingDataOptions(**OPTIONS))
+    for shard in meta["shards"]:
+        assert (tmp_path / "again" / shard).read_bytes() == (out / shard).read_bytes()
+    other = write_pretraining_data([email_corpus / "train.txt"], tok, tmp_path / "other",
+                                   PretrainingDataOptions(**dict(OPTIONS, seed=7)))
+    assert (tmp_path / "other" / meta["shards"][0]).read_bytes() != (out / meta["shards"][0]).read_bytes()
+    assert json.loads((out / "dataset.json").read_text())["vocab_sha256"] == tok.fingerprint()
+
+
+def test_whole_word_masking_in_written_examples(email_corpus, tmp_path):
+    tok = WordPieceTokenizer(email_corpus / "vocab.txt")
+    write_pretraining_data([email_corpus / "train.txt"], tok, tmp_path / "wwm",
+                           PretrainingDataOptions(**dict(OPTIONS, whole_word="wordpiece", num_shards=1)))
+    data, _ = _records(tmp_path / "wwm")
+    labels = data["masked_lm_ids"]
+    split_words = 0
+    for row in range(len(labels)):
+        k = int(data["masked_lm_weights"][row].sum())
+        picked = set(data["masked_lm_positions"][row, :k].tolist())
+        for p in picked:
+            # the piece after a predicted one continues the word (##) -> it is predicted too
+            nxt = p + 1
+            if nxt < 48 and data["attention_mask"][row, nxt]:
+                original = data["input_ids"][row, nxt] if nxt not in picked else None
+                if original is not None and tok.convert_ids_to_tokens([original])[0].startswith("##"):
+                    split_words += 1
+    assert split_words == 0
+
+
+def test_stream_resumes_from_a_checkpointed_iterator(written):
+    from mobilebert_kit.backend import tf
+
+    _, out, _ = written
+    dataset, _ = pretraining_dataset(out, batch_size=4, seed=3, shuffle_buffer=50)
+    iterator = iter(dataset)
+    for _ in range(3):
+        next(iterator)
+    checkpoint = tf.train.Checkpoint(data=iterator)
+    path = checkpoint.write(str(out.parent / "ckpt" / "it"))
+    expected = [next(iterator)["input_ids"].numpy() for _ in range(4)]
+    restored = iter(pretraining_dataset(out, batch_size=4, seed=3, shuffle_buffer=50)[0])
+    tf.train.Checkpoint(data=restored).read(path).assert_consumed()
+    for want in expected:
+        np.testing.assert_array_equal(next(restored)["input_ids"].numpy(), want)
+    # Same seed, same order; another seed, another order.
+    first = next(iter(pretraining_dataset(out, batch_size=4, seed=3, shuffle_buffer=50)[0]))["input_ids"].numpy()
+    other = next(iter(pretraining_dataset(out, batch_size=4, seed=4, shuffle_buffer=50)[0]))["input_ids"].numpy()
+    assert not np.array_equal(first, other)
+
+
+def test_bad_inputs_leave_nothing_behind(email_corpus, tmp_path):
+    tok = WordPieceTokenizer(email_corpus / "vocab.txt")
+    (tmp_path / "blank.txt").write_text("\n\n   \n")
+    with pytest.raises(MbkError, match="no examples"):
+        write_pretraining_data([tmp_path / "blank.txt"], tok, tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
+    with pytest.raises(MbkError, match="does not exist"):
+        write_pretraining_data([tmp_path / "missing.txt"], tok, tmp_path / "out")
+    with pytest.raises(MbkError, match="dataset.json is missing"):
+        pretraining_dataset(tmp_path, batch_size=2)
