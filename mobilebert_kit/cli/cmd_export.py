@@ -1,0 +1,96 @@
+"""``mbk export``: a model to a validated ``.tflite`` / ``.onnx`` file, from flags or a recipe.
+
+Contract:
+    mbk export SRC --format tflite|onnx --quantize none|dynamic|int8|float16|int16x8|qat
+               --seq-len N --out FILE [--calibration FILE]
+    mbk export --recipe export/NAME.toml
+"""
+
+QUANTIZE_CHOICES = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "export",
+        help="export to TFLite or ONNX (optionally quantized) and validate against the Keras model",
+        description="Export an encoder or task model to .tflite / .onnx, quantize it, and validate the file "
+        "against its Keras source before writing it (temp file, then rename).",
+    )
+    p.add_argument("src", nargs="?", help="saved-model directory, Hugging Face directory or preset name")
+    p.add_argument("--recipe", help="a TOML recipe (export/NAME.toml) instead of SRC and flags")
+    p.add_argument("--format", choices=("tflite", "onnx"), default="tflite")
+    p.add_argument("--quantize", choices=QUANTIZE_CHOICES, default="none")
+    p.add_argument("--seq-len", type=int, default=128, help="static sequence length (default 128)")
+    p.add_argument("--batch-size", type=int, default=1, help="static batch size (default 1)")
+    p.add_argument("--out", help="output file (.tflite or .onnx)")
+    p.add_argument("--calibration", help="calibration data: .txt (one sentence per line) or .npz input arrays")
+    p.add_argument("--validation-data", help="validation inputs (.txt or .npz); default: calibration rows or sample text")
+    p.add_argument("--io-type", choices=("float32", "int8"), default="float32", help="TFLite int8/qat io type")
+    p.add_argument("--mask-dtype", choices=("float32", "int32"), default="float32",
+                   help="attention_mask input type (float32 avoids a CAST; default)")
+    p.add_argument("--mask-value", type=float, default=-120.0,
+                   help="score of padded keys in the exported graph (default -120: int8 friendly)")
+    p.add_argument("--keep-float", default="",
+                   help="comma-separated layer paths kept in float (e.g. transformer_layer_5,norm,ffn_0/output)")
+    p.add_argument("--keep-float-ops", default="", help="comma-separated op types kept in float (e.g. SOFTMAX)")
+    p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
+    p.add_argument("--dynamic-axes", action="store_true", help="ONNX: dynamic batch and sequence axes")
+    p.add_argument("--qat-steps", type=int, default=100, help="quantization-aware fine-tuning steps (qat)")
+    p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a validation threshold (min_cosine, min_snr_db, min_argmax_agreement, max_abs_error)")
+    p.add_argument("--drift-report", action="store_true", help="per-layer drift report (quantized exports)")
+    p.add_argument("--no-validate", action="store_true", help="write the artifact without validating it")
+    p.add_argument("--no-vocab", action="store_true", help="do not embed the vocabulary in the metadata")
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_thresholds(items):
+    """``["min_cosine=0.99"]`` -> ``{"min_cosine": 0.99}``; one-line errors for bad items."""
+    from mobilebert_kit.convert.validation import THRESHOLD_KEYS
+    from mobilebert_kit.errors import ConfigError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in THRESHOLD_KEYS:
+            raise ConfigError(f"bad --threshold {item!r}; use KEY=VALUE with KEY one of {', '.join(THRESHOLD_KEYS)}")
+        try:
+            out[key] = float(value)
+        except ValueError as err:
+            raise ConfigError(f"bad --threshold {item!r}: {value!r} is not a number") from err
+    return out
+
+
+def _split(text):
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def run(args):
+    from mobilebert_kit.errors import ConfigError
+
+    if args.recipe:
+        if args.src or args.out:
+            raise ConfigError("pass either --recipe or SRC with flags, not both (the recipe names source and outputs)")
+        from mobilebert_kit.convert.recipe import Recipe
+
+        recipe = Recipe.load(args.recipe)
+        results = recipe.run(validate=not args.no_validate)
+        for result in results:
+            print(result.format_text())
+        return 0
+    if not args.src or not args.out:
+        raise ConfigError("mbk export needs SRC and --out FILE (or --recipe export/NAME.toml)")
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    options = ExportOptions(
+        source=args.src, format=args.format, quantize=args.quantize, out=args.out, seq_len=args.seq_len,
+        batch_size=args.batch_size, calibration=args.calibration, validation_data=args.validation_data,
+        validate=not args.no_validate, thresholds=parse_thresholds(args.threshold), drift_report=args.drift_report,
+        io_type=args.io_type, mask_dtype=args.mask_dtype, attention_mask_value=args.mask_value,
+        keep_float_ops=_split(args.keep_float_ops), keep_float_layers=_split(args.keep_float),
+        opset=args.opset, dynamic_axes=args.dynamic_axes, embed_vocab=not args.no_vocab, qat_steps=args.qat_steps,
+    )
+    result = export(options)
+    print(result.format_text())
+    return 0

@@ -1,0 +1,48 @@
+"""``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure."""
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "validate",
+        help="check a .tflite / .onnx file against its Keras source (exit 1 when thresholds fail)",
+        description="Check output names, then shapes, then values of an exported file against the Keras "
+        "model it came from. Exit status 1 when any threshold fails, 2 on bad input.",
+    )
+    p.add_argument("file", help="the .tflite or .onnx artifact")
+    p.add_argument("--reference", required=True, help="saved-model directory, Hugging Face directory or preset name")
+    p.add_argument("--data", help="validation inputs: .txt (one sentence per line) or .npz input arrays")
+    p.add_argument("--count", type=int, default=16, help="rows validated (default 16)")
+    p.add_argument("--precision", choices=("none", "dynamic", "int8", "float16", "int16x8", "qat"),
+                   help="threshold set (default: the quantization recorded in the file's metadata)")
+    p.add_argument("--seq-len", type=int, help="sequence length for dynamic-axis ONNX files (default: metadata or 128)")
+    p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE", help="override a threshold")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args):
+    import json
+
+    from mobilebert_kit.cli.cmd_export import parse_thresholds
+    from mobilebert_kit.convert.artifact_metadata import read_artifact_metadata
+    from mobilebert_kit.convert.exporter import validate_file
+    from mobilebert_kit.convert.input_set import InputSet, default_inputs
+    from mobilebert_kit.convert.model_source import ModelSource
+    from mobilebert_kit.convert.rebuild import encoder_of
+
+    meta = read_artifact_metadata(args.file)
+    precision = args.precision or meta.get("quantization") or "none"
+    source = ModelSource.load(args.reference)
+    from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+
+    seq_len = ArtifactRunner(args.file).seq_len or args.seq_len or meta.get("seq_len") or 128
+    config = encoder_of(source.model).config
+    if args.data:
+        inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"]).take(args.count)
+    else:
+        inputs = default_inputs(config, seq_len, source.tokenizer, count=args.count)
+    report = validate_file(args.file, source.model, inputs, precision, parse_thresholds(args.threshold))
+    print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else report.format_text())
+    report.raise_for_failures()
+    return 0

@@ -1,0 +1,146 @@
+"""ArtifactRunner: runs a ``.tflite`` (ai-edge-litert) or ``.onnx`` (onnxruntime) file on numpy inputs.
+
+Inputs are always given as the Keras model takes them (int32 ``[n, seq]``
+arrays; mask 1/0); the runner casts the mask to the artifact's input type,
+quantizes int8 inputs and dequantizes int8 outputs with the tensors' own scale
+and zero point, and splits ``n`` rows into the artifact's static batch.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.convert.errors import ArtifactError
+
+
+class ArtifactRunner:
+    """Loads an artifact once and runs it on input dicts.
+
+    Args:
+        path: a ``.tflite`` or ``.onnx`` file.
+        num_threads: interpreter / session threads.
+        fmt: ``"tflite"`` or ``"onnx"`` when the suffix does not say (a temporary file).
+
+    Attributes:
+        input_specs: ``[{"name", "shape", "dtype"}]`` in graph order.
+        output_names: output names in graph order.
+
+    Example:
+        >>> runner = ArtifactRunner("model.tflite")  # doctest: +SKIP
+        >>> runner.run(inputs)["sequence_output"].shape  # doctest: +SKIP
+        (16, 128, 512)
+    """
+
+    def __init__(self, path, num_threads=None, fmt=None):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ArtifactError(f"{self.path} does not exist")
+        fmt = fmt or self.path.suffix.lstrip(".")
+        if fmt == "tflite":
+            self._init_tflite(num_threads)
+        elif fmt == "onnx":
+            self._init_onnx(num_threads)
+        else:
+            raise ArtifactError(f"{self.path}: unknown model type {self.path.suffix!r}; expected .tflite or .onnx")
+
+    # === TFLite ===
+    def _init_tflite(self, num_threads, preserve_all_tensors=False):
+        from ai_edge_litert.interpreter import Interpreter
+
+        try:
+            self._interpreter = Interpreter(
+                model_path=str(self.path), num_threads=num_threads,
+                experimental_preserve_all_tensors=preserve_all_tensors,
+            )
+            self._interpreter.allocate_tensors()
+        except (ValueError, RuntimeError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ArtifactError(f"{self.path} cannot be loaded by the TFLite interpreter: {first}") from err
+        self._inputs = self._interpreter.get_input_details()
+        self._outputs = self._interpreter.get_output_details()
+        self.input_specs = [
+            {"name": d["name"], "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name}
+            for d in self._inputs
+        ]
+        self.output_names = [d["name"] for d in self._outputs]
+        self._run_batch = self._run_tflite
+
+    def _run_tflite(self, feeds):
+        it = self._interpreter
+        for detail in self._inputs:
+            value = feeds[detail["name"]]
+            it.set_tensor(detail["index"], _to_input_type(value, detail))
+        it.invoke()
+        out = {}
+        for detail in self._outputs:
+            value = it.get_tensor(detail["index"])
+            scale, zero = detail["quantization"]
+            if np.issubdtype(value.dtype, np.integer) and scale:
+                value = (value.astype(np.float32) - zero) * scale
+            out[detail["name"]] = value
+        return out
+
+    # === ONNX ===
+    def _init_onnx(self, num_threads):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        if num_threads:
+            options.intra_op_num_threads = num_threads
+        try:
+            self._session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # noqa: BLE001  (onnxruntime raises its own exception types)
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ArtifactError(f"{self.path} cannot be loaded by onnxruntime: {first}") from err
+        types = {"tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(float)": "float32",
+                 "tensor(float16)": "float16", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+        self.input_specs = [
+            {"name": i.name, "shape": [d if isinstance(d, int) else None for d in i.shape], "dtype": types.get(i.type, i.type)}
+            for i in self._session.get_inputs()
+        ]
+        self.output_names = [o.name for o in self._session.get_outputs()]
+        self._run_batch = self._run_onnx
+
+    def _run_onnx(self, feeds):
+        values = self._session.run(None, feeds)
+        return dict(zip(self.output_names, values))
+
+    # === Both ===
+    @property
+    def batch_size(self):
+        """The static batch of the first input (None when dynamic)."""
+        shape = self.input_specs[0]["shape"]
+        return shape[0] if shape and shape[0] not in (None, -1) else None
+
+    @property
+    def seq_len(self):
+        shape = self.input_specs[0]["shape"]
+        return shape[1] if len(shape) > 1 and shape[1] not in (None, -1) else None
+
+    def run(self, inputs):
+        """Runs every row of ``inputs`` (``{name: [n, seq]}``) and returns ``{output: [n, ...]}``."""
+        n = len(next(iter(inputs.values())))
+        batch = self.batch_size or n
+        parts = []
+        for start in range(0, n, batch):
+            index = np.arange(start, start + batch) % n  # the last batch is filled with repeated rows
+            feeds = {}
+            for spec in self.input_specs:
+                if spec["name"] not in inputs:
+                    raise ArtifactError(f"{self.path} expects input {spec['name']!r}; inputs given: {sorted(inputs)}")
+                feeds[spec["name"]] = np.asarray(inputs[spec["name"]])[index].astype(
+                    spec["dtype"] if spec["dtype"] in ("int32", "int64", "float32", "float16") else np.float32
+                )
+            result = self._run_batch(feeds)
+            keep = min(batch, n - start)
+            parts.append({k: np.asarray(v)[:keep] for k, v in result.items()})
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _to_input_type(value, detail):
+    dtype = np.dtype(detail["dtype"])
+    scale, zero = detail["quantization"]
+    if np.issubdtype(dtype, np.integer) and scale:
+        info = np.iinfo(dtype)
+        return np.clip(np.round(np.asarray(value, np.float32) / scale + zero), info.min, info.max).astype(dtype)
+    return np.asarray(value).astype(dtype)

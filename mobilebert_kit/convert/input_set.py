@@ -1,0 +1,148 @@
+"""InputSet: the arrays an artifact is calibrated and validated on.
+
+Sources, best first: a text file run through the model's tokenizer (one
+sentence per line; a tab separates a sentence pair), saved input arrays
+(``.npz`` with ``input_ids``, ``attention_mask``, ``token_type_ids``; read
+with ``allow_pickle=False``), the built-in sample sentences, and as a last
+resort realistic random ids (in-vocabulary ids, segments 0/1, some rows right
+padded) when the model has no vocabulary (a preset).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.models.encoder import INPUT_NAMES
+
+TEXT_SUFFIXES = (".txt", ".tsv", ".text")
+
+
+@dataclass
+class InputSet:
+    """Int32 arrays ``[n, seq_len]`` keyed by input name, with where they came from.
+
+    Example:
+        >>> inputs = InputSet.random(vocab_size=512, count=8, seq_len=16)
+        >>> inputs.count, inputs.seq_len
+        (8, 16)
+    """
+
+    arrays: dict
+    description: str
+
+    @property
+    def count(self):
+        return int(self.arrays["input_ids"].shape[0])
+
+    @property
+    def seq_len(self):
+        return int(self.arrays["input_ids"].shape[1])
+
+    def take(self, count):
+        """The first ``count`` rows."""
+        return InputSet({k: v[:count] for k, v in self.arrays.items()}, self.description)
+
+    def rows(self, batch_size=1):
+        """Yields dicts of ``batch_size`` rows (the last batch repeats rows to fill it)."""
+        n = self.count
+        for start in range(0, n, batch_size):
+            index = [(start + i) % n for i in range(batch_size)]
+            yield {k: v[index] for k, v in self.arrays.items()}
+
+    @classmethod
+    def from_text(cls, lines, tokenizer, seq_len, description="text"):
+        lines = [line.rstrip("\n") for line in lines if line.strip()]
+        if not lines:
+            raise ExportError(f"{description} holds no text lines; put one sentence per line")
+        return cls(tokenizer.encode(lines, seq_len), f"{len(lines)} line(s) of {description}")
+
+    @classmethod
+    def from_file(cls, path, seq_len, tokenizer=None, vocab_size=None):
+        """Reads a ``.txt`` (tokenized with ``tokenizer``) or ``.npz`` file.
+
+        Raises:
+            ExportError: missing file, text without a tokenizer, wrong arrays.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ExportError(f"calibration/validation data {path} does not exist; pass a .txt or .npz file")
+        if path.suffix == ".npz":
+            return cls._from_npz(path, seq_len, vocab_size)
+        if path.suffix in TEXT_SUFFIXES:
+            if tokenizer is None:
+                raise ExportError(
+                    f"{path} is text but the model has no vocabulary (vocab.txt) to tokenize it; "
+                    "pass saved input arrays (.npz) instead"
+                )
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as err:
+                raise ExportError(f"{path} is not UTF-8 text ({err}); save it as UTF-8") from err
+            return cls.from_text(text.splitlines(), tokenizer, seq_len, description=str(path))
+        raise ExportError(f"{path}: unknown data file type {path.suffix!r}; use .txt (one sentence per line) or .npz")
+
+    @classmethod
+    def _from_npz(cls, path, seq_len, vocab_size):
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: np.asarray(data[k]) for k in data.files}
+        except (OSError, ValueError) as err:
+            raise ExportError(f"cannot read {path} as .npz input arrays ({err})") from err
+        missing = [n for n in INPUT_NAMES if n not in arrays]
+        if missing:
+            raise ExportError(f"{path} lacks array(s) {', '.join(missing)}; it needs {', '.join(INPUT_NAMES)}")
+        out = {}
+        for name in INPUT_NAMES:
+            a = arrays[name]
+            if a.ndim != 2 or a.shape[1] != seq_len:
+                raise ExportError(f"{path}: {name} has shape {list(a.shape)}, expected [n, {seq_len}] (--seq-len)")
+            if not np.issubdtype(a.dtype, np.integer) and not np.all(a == np.round(a)):
+                raise ExportError(f"{path}: {name} must hold integers, got {a.dtype}")
+            out[name] = a.astype(np.int32)
+        if len({a.shape[0] for a in out.values()}) != 1:
+            raise ExportError(f"{path}: the three arrays have different numbers of rows")
+        if vocab_size and (out["input_ids"].min() < 0 or out["input_ids"].max() >= vocab_size):
+            raise ExportError(f"{path}: input_ids outside the vocabulary [0, {vocab_size})")
+        return cls(out, f"{out['input_ids'].shape[0]} row(s) of {path}")
+
+    @classmethod
+    def random(cls, vocab_size, count, seq_len, type_vocab_size=2, seed=0):
+        """Realistic random inputs: ids in [1, vocab), segments 0/1, every other row right padded."""
+        rng = np.random.default_rng(seed)
+        ids = rng.integers(1, vocab_size, size=(count, seq_len), dtype=np.int32)
+        mask = np.ones((count, seq_len), np.int32)
+        types = np.zeros((count, seq_len), np.int32)
+        for row in range(count):
+            length = seq_len if row % 2 == 0 else int(rng.integers(max(2, seq_len // 4), seq_len))
+            mask[row, length:] = 0
+            ids[row, length:] = 0
+            if type_vocab_size > 1:
+                types[row, length // 2: length] = 1
+        return cls({"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+                   f"{count} random row(s) (seed {seed}; no vocabulary to tokenize real text)")
+
+    @classmethod
+    def sample(cls, tokenizer, seq_len, count=None):
+        """The built-in sample sentences (and a few pairs) through ``tokenizer``."""
+        from mobilebert_kit.convert.sample_text import SENTENCE_PAIRS, SENTENCES
+
+        lines = list(SENTENCES) + list(SENTENCE_PAIRS)
+        if count is not None:
+            lines = lines[:count]
+        return cls.from_text(lines, tokenizer, seq_len, description="built-in sample sentences")
+
+    def save(self, path):
+        """Writes the arrays as ``.npz`` (atomically)."""
+        from mobilebert_kit.utils.atomic import atomic_file
+
+        with atomic_file(path, "wb") as handle:
+            np.savez(handle, **self.arrays)
+
+
+def default_inputs(encoder_config, seq_len, tokenizer=None, count=16, seed=0):
+    """Sample sentences through ``tokenizer`` if there is one, else random realistic ids."""
+    if tokenizer is not None:
+        return InputSet.sample(tokenizer, seq_len).take(count)
+    return InputSet.random(encoder_config["vocab_size"], count, seq_len, encoder_config["type_vocab_size"], seed)

@@ -1,0 +1,123 @@
+"""ModelSource: what ``SRC`` names (saved model, Hugging Face directory, preset) and what comes with it.
+
+Besides the Keras model, an export needs what an app needs to tokenize: the
+vocabulary, lower-casing and labels. Those are read from the source directory
+when present (``vocab.txt``, ``tokenizer_config.json``, ``config.json``'s
+``id2label``) and embedded in the artifact's metadata.
+
+A preset has random weights. They are drawn with a fixed seed so that
+``mbk export tiny-bert`` and ``mbk validate ... --reference tiny-bert`` see
+the same model (tf_keras initializers are deterministic after
+``keras.utils.set_random_seed``); such artifacts are for latency, not accuracy.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mobilebert_kit.errors import CheckpointError, ConfigError
+
+PRESET_SEED = 0
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclass
+class ModelSource:
+    """A loaded model and the deployment facts that travel with it.
+
+    Args:
+        model: the Encoder or task model.
+        kind: ``"saved"``, ``"hf"`` or ``"preset"``.
+        name: what the user passed.
+        directory: the source directory (None for a preset).
+        labels: class names of a classification head, if recorded.
+
+    Example:
+        >>> source = ModelSource.load("tiny-bert")  # doctest: +SKIP
+        >>> source.kind, source.tokenizer  # doctest: +SKIP
+        ('preset', None)
+    """
+
+    model: object
+    kind: str
+    name: str
+    directory: Path = None
+    labels: list = field(default_factory=list)
+
+    @classmethod
+    def load(cls, src, head="auto", **overrides):
+        """Loads ``src``: a directory saved by ``mbk.save``, a Hugging Face directory or a preset name.
+
+        Args:
+            src: the source.
+            head: for Hugging Face directories, the head to load (``"auto"``: the one present).
+            **overrides: Encoder options that do not change weights.
+        """
+        import mobilebert_kit as mbk
+        from mobilebert_kit.models.api import is_saved_model
+        from mobilebert_kit.models.presets import PRESETS
+
+        path = Path(str(src))
+        if path.is_dir():
+            if is_saved_model(path):
+                return cls(mbk.load(path, **overrides), "saved", str(src), path, _labels(path))
+            if (path / "config.json").is_file():
+                model = mbk.import_checkpoint(path, head=head, **overrides)
+                return cls(model, "hf", str(src), path, _labels(path))
+            raise CheckpointError(
+                f"{src} is neither a saved model (mbk save) nor a Hugging Face directory (config.json + model.safetensors)"
+            )
+        if str(src) in PRESETS:
+            from mobilebert_kit.backend import keras
+
+            keras.utils.set_random_seed(PRESET_SEED)
+            return cls(mbk.build(str(src), **overrides), "preset", str(src))
+        if path.exists():
+            raise CheckpointError(f"{src} is a file; pass a saved-model or Hugging Face directory, or a preset name")
+        raise ConfigError(
+            f"{src} is not a directory or a preset; valid presets: {', '.join(PRESETS)}"
+        )
+
+    @property
+    def tokenizer(self):
+        """A WordPieceTokenizer when the source directory has a vocabulary, else None."""
+        from mobilebert_kit.convert.tokenization import WordPieceTokenizer
+
+        if self.directory is not None and (self.directory / "vocab.txt").is_file():
+            return WordPieceTokenizer.from_directory(self.directory)
+        return None
+
+    def describe(self):
+        if self.kind == "preset":
+            return f"preset {self.name} (random weights, seed {PRESET_SEED})"
+        return f"{'saved model' if self.kind == 'saved' else 'Hugging Face checkpoint'} {self.name}"
+
+
+def copy_tokenizer_files(source_dir, target_dir):
+    """Copies the tokenizer files of ``source_dir`` (if any) into ``target_dir``."""
+    import shutil
+
+    if source_dir is None:
+        return []
+    copied = []
+    for name in TOKENIZER_FILES:
+        if (Path(source_dir) / name).is_file():
+            shutil.copyfile(Path(source_dir) / name, Path(target_dir) / name)
+            copied.append(name)
+    return copied
+
+
+def _labels(directory):
+    """Class names from a Hugging Face config's ``id2label`` or a ``labels.txt``, in id order."""
+    labels_file = directory / "labels.txt"
+    if labels_file.is_file():
+        return [line for line in labels_file.read_text(encoding="utf-8").splitlines() if line]
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError):
+        return []
+    id2label = config.get("id2label") or {}
+    try:
+        return [id2label[k] for k in sorted(id2label, key=int)]
+    except (TypeError, ValueError):
+        return []

@@ -1,0 +1,229 @@
+"""ONNX export with tf2onnx, and ONNX Runtime quantization of the result.
+
+``quantize`` maps to ONNX as follows:
+
+- ``none``: float32 graph from tf2onnx (opset 17 by default).
+- ``dynamic``: ``onnxruntime.quantization.quantize_dynamic``: int8 weights
+  (signed), activations quantized at run time to uint8, so ORT uses its fast
+  u8 x s8 MatMulInteger kernel (performance-notes.md: s8 x s8 is ~15x slower).
+- ``int8``: ``quantize_static`` in QDQ format, calibrated (uint8 activations,
+  int8 per-channel weights).
+- ``int16x8``: ``quantize_static`` QDQ with int16 activations and int8 weights
+  (ORT's com.microsoft Q/DQ ops carry the 16-bit types; ORT raises the opset
+  to 21, the first with 16-bit QuantizeLinear).
+- ``float16``: float16 weights stored, cast to float32 at load (the
+  counterpart of TFLite's float16 weights; compute stays float32).
+- ``qat``: the quantization-aware graph's fake-quant nodes become
+  QuantizeLinear/DequantizeLinear pairs in tf2onnx.
+
+Selective quantization: ``keep_float_ops`` are ONNX op types left out of
+``op_types_to_quantize``; ``keep_float_layers`` are layer paths matched
+against node names (tf2onnx keeps TensorFlow's ``<layer>/<sublayer>/<op>``
+names) and passed as ``nodes_to_exclude``.
+"""
+
+import contextlib
+import logging
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.errors import check_choice
+
+QUANTIZATIONS = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
+DEFAULT_OPSET = 17
+# Weights smaller than this stay float32 in float16 mode (biases, norms: no size gain, some accuracy).
+_FLOAT16_MIN_ELEMENTS = 1024
+
+
+def convert(graph, opset=DEFAULT_OPSET):
+    """Converts an export graph to an ONNX ModelProto with named, ordered inputs and outputs.
+
+    Dynamic dimensions (``batch_size`` / ``seq_len`` None in the graph) are
+    named ``batch`` and ``sequence``.
+    """
+    import tf2onnx
+
+    from mobilebert_kit.convert.export_model import serving_function
+
+    serve = serving_function(graph)
+    try:
+        model, _ = tf2onnx.convert.from_function(serve, input_signature=serve.input_signature, opset=int(opset))
+    except Exception as err:  # noqa: BLE001  (tf2onnx raises plain Exceptions and ValueErrors)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ExportError(f"tf2onnx conversion (opset {opset}) failed: {first}") from err
+    outputs = {o.name: o for o in model.graph.output}
+    order = list(graph.output_order)
+    if sorted(outputs) != sorted(order):
+        raise ExportError(f"tf2onnx outputs {sorted(outputs)} differ from the export graph's {sorted(order)}")
+    reordered = [outputs[name] for name in order]
+    del model.graph.output[:]
+    model.graph.output.extend(reordered)
+    _name_dynamic_dims(model)
+    model.producer_name = "mobilebert-kit"
+    return model
+
+
+def _name_dynamic_dims(model):
+    for value in list(model.graph.input) + list(model.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        for index, label in ((0, "batch"), (1, "sequence")):
+            if len(dims) > index and not dims[index].HasField("dim_value"):
+                dims[index].dim_param = label
+
+
+def check(model):
+    """Runs ``onnx.checker`` (full check); raises ExportError with its message."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except onnx.checker.ValidationError as err:
+        first = str(err).strip().splitlines()[0]
+        raise ExportError(f"the ONNX model fails onnx.checker: {first}") from err
+
+
+def add_metadata(model, entries):
+    """Stores ``{key: str}`` in the model's ``metadata_props``."""
+    for key, value in entries.items():
+        prop = model.metadata_props.add()
+        prop.key = key
+        prop.value = value
+    return model
+
+
+def read_metadata(path):
+    """``{key: value}`` of an ``.onnx`` file's ``metadata_props``."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return {p.key: p.value for p in model.metadata_props}
+
+
+class _Reader:
+    """ONNX Runtime calibration data reader over an InputSet."""
+
+    def __init__(self, calibration, mask_dtype, batch_size):
+        self._batches = list(calibration.rows(batch_size))
+        self._mask_dtype = mask_dtype
+        self._next = 0
+
+    def get_next(self):
+        if self._next >= len(self._batches):
+            return None
+        rows = self._batches[self._next]
+        self._next += 1
+        return {
+            "input_ids": rows["input_ids"].astype(np.int32),
+            "attention_mask": rows["attention_mask"].astype(self._mask_dtype),
+            "token_type_ids": rows["token_type_ids"].astype(np.int32),
+        }
+
+    def rewind(self):
+        self._next = 0
+
+
+def nodes_matching(model, layers):
+    """Names of nodes whose name contains one of the layer paths as consecutive segments."""
+    from mobilebert_kit.convert.tflite_export import _contains
+
+    patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
+    return [n.name for n in model.graph.node if any(_contains(n.name.split("/"), p) for p in patterns)]
+
+
+def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", keep_float_ops=(),
+             keep_float_layers=(), per_channel=True):
+    """Quantizes a float ONNX ModelProto with ONNX Runtime; returns the new ModelProto.
+
+    Args:
+        model: the float model from :func:`convert`.
+        quantize: ``dynamic``, ``int8``, ``int16x8`` or ``float16``.
+        calibration: an InputSet (``int8``, ``int16x8``).
+        mask_dtype: the model's attention-mask input type.
+        keep_float_ops: ONNX op types not to quantize (e.g. ``"MatMul"``).
+        keep_float_layers: layer paths whose nodes stay float.
+        per_channel: per-channel weight scales (static modes).
+    """
+    import onnx
+    from onnxruntime import quantization as q
+
+    check_choice("quantize", quantize, ("dynamic", "int8", "int16x8", "float16"))
+    if quantize == "float16":
+        if keep_float_ops or keep_float_layers:
+            raise ExportError("float16 weights cannot be kept float per layer; drop the keep-float options")
+        return float16_weights(model)
+    exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
+    if keep_float_layers and not exclude:
+        raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
+    kept = {op for op in keep_float_ops}
+    with tempfile.TemporaryDirectory(prefix="mbk-onnx-") as tmp, _quiet_root_logger():
+        source, target = Path(tmp) / "float.onnx", Path(tmp) / "quantized.onnx"
+        onnx.save(model, str(source))
+        try:
+            if quantize == "dynamic":
+                ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather") if op not in kept]
+                q.quantize_dynamic(
+                    str(source), str(target), weight_type=q.QuantType.QInt8, op_types_to_quantize=ops,
+                    nodes_to_exclude=exclude, per_channel=False,
+                )
+            else:
+                if calibration is None or calibration.count == 0:
+                    raise ExportError(f"--quantize {quantize} needs calibration data (--calibration FILE.txt or FILE.npz)")
+                batch = model.graph.input[0].type.tensor_type.shape.dim[0]
+                batch = batch.dim_value if batch.HasField("dim_value") else 8
+                ops = None
+                if kept:
+                    ops = [op for op in q.registry.QDQRegistry if op not in kept]
+                sixteen = quantize == "int16x8"
+                q.quantize_static(
+                    str(source), str(target), _Reader(calibration, mask_dtype, batch),
+                    quant_format=q.QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=q.QuantType.QInt16 if sixteen else q.QuantType.QUInt8,
+                    weight_type=q.QuantType.QInt8, op_types_to_quantize=ops, nodes_to_exclude=exclude,
+                    calibrate_method=q.CalibrationMethod.MinMax,
+                    extra_options={"UseQDQContribOps": sixteen, "ActivationSymmetric": sixteen},
+                )
+        except ExportError:
+            raise
+        except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}") from err
+        return onnx.load(str(target))
+
+
+@contextlib.contextmanager
+def _quiet_root_logger():
+    """ONNX Runtime's quantizer logs advice ("consider pre-processing", opset upgrades) on the root logger."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+def float16_weights(model):
+    """Stores large float32 initializers as float16 plus a Cast back to float32."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    new_inits, casts = [], []
+    for init in graph.initializer:
+        array = numpy_helper.to_array(init)
+        if array.dtype == np.float32 and array.size >= _FLOAT16_MIN_ELEMENTS:
+            half = numpy_helper.from_array(array.astype(np.float16), name=f"{init.name}__fp16")
+            new_inits.append(half)
+            casts.append(helper.make_node("Cast", [half.name], [init.name], to=onnx.TensorProto.FLOAT,
+                                          name=f"{init.name}__to_fp32"))
+        else:
+            new_inits.append(init)
+    del graph.initializer[:]
+    graph.initializer.extend(new_inits)
+    nodes = list(graph.node)
+    del graph.node[:]
+    graph.node.extend(casts + nodes)
+    return model

@@ -1,0 +1,67 @@
+"""Rebuild a model with changed encoder options and carry its weights over by name.
+
+The one mechanism behind operator substitution (``normalization_type``,
+``hidden_act``) and export-time options (``attention_mask_value``): build the
+same architecture from ``encoder.config`` with some keys replaced, then assign
+every weight by its stable path (``models.api.named_weights``). A weight the
+new architecture does not have, or has in another shape, is an error listing
+all of them; nothing is copied by position.
+"""
+
+import numpy as np
+
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.models.encoder import Encoder
+
+
+def architecture_of(model):
+    """``"encoder"`` for an Encoder, the head name (``"sequence_classifier"`` ...) for a task model."""
+    if isinstance(model, Encoder):
+        return "encoder"
+    name = getattr(model, "architecture", None)
+    if name is None or not isinstance(getattr(model, "encoder", None), Encoder):
+        raise ConfigError(f"expected an Encoder or a task model from mobilebert_kit, got {type(model).__name__}")
+    return name
+
+
+def encoder_of(model):
+    """The Encoder inside ``model`` (the model itself for an Encoder)."""
+    return model if architecture_of(model) == "encoder" else model.encoder
+
+
+def weight_arrays(model):
+    """``{stable path: numpy array}`` of every weight of ``model``."""
+    from mobilebert_kit.models.api import named_weights
+
+    return {path: np.asarray(var.numpy()) for path, var in named_weights(model).items()}
+
+
+def build_like(model, **encoder_overrides):
+    """An untrained model of ``model``'s architecture with ``encoder_overrides`` applied."""
+    from mobilebert_kit.models.heads import HEADS
+
+    architecture = architecture_of(model)
+    config = dict(encoder_of(model).config, **encoder_overrides)
+    encoder = Encoder(**config)
+    if architecture == "encoder":
+        return encoder
+    return HEADS[architecture](encoder, **model.head_config)
+
+
+def rebuild(model, arrays=None, **encoder_overrides):
+    """Returns a copy of ``model`` with encoder options replaced and the same weights.
+
+    Args:
+        model: an Encoder or a task model.
+        arrays: ``{path: array}`` to assign instead of ``model``'s own weights
+            (a substitution passes the mapped weights here).
+        **encoder_overrides: Encoder keyword arguments to change.
+
+    Example:
+        >>> probe = rebuild(encoder, output_hidden_states=True)  # doctest: +SKIP
+    """
+    from mobilebert_kit.models.api import assign_weights
+
+    new = build_like(model, **encoder_overrides)
+    assign_weights(new, weight_arrays(model) if arrays is None else arrays, source=f"weights of {model.name}")
+    return new

@@ -1,0 +1,264 @@
+"""Validation of an exported artifact against its Keras source.
+
+Order of checks (huggingface/optimum's ``validate_model_outputs`` order):
+input names, output names (the expected set, and the first output), then the
+shape of each output present, then its values. Every problem is collected
+before anything is raised; see :mod:`mobilebert_kit.convert.errors` for the
+types.
+
+Values are compared where they mean something: token-level outputs
+(``sequence_output``, token logits) only at real tokens, because padded
+positions depend on the attention-mask constant (an export option) and are
+discarded by every consumer. Per output: max and mean absolute error, cosine
+(mean and minimum over vectors: token vectors, or one row per example), SNR in
+dB (``10 log10(sum ref^2 / sum err^2)``) and, for logits, argmax agreement.
+
+Thresholds depend on the precision. The defaults below were set from
+measurements (docs/export.md): each is several times looser than what a
+healthy export of a random tiny model and of all-MiniLM-L6-v2 reached, and far
+tighter than what a broken export (a corrupted weight, a wrong mask) gives.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from mobilebert_kit.convert.errors import (
+    InputNameError,
+    OutputNameError,
+    OutputShapeError,
+    OutputValueError,
+    raise_for_failures,
+)
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.models.encoder import INPUT_NAMES
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Pass/fail limits for one precision; ``None`` disables a check.
+
+    Args:
+        min_cosine: lowest allowed mean cosine of an output.
+        min_snr_db: lowest allowed signal-to-noise ratio.
+        min_argmax_agreement: lowest allowed argmax agreement of logits outputs.
+        max_abs_error: highest allowed max absolute error.
+    """
+
+    min_cosine: float = None
+    min_snr_db: float = None
+    min_argmax_agreement: float = None
+    max_abs_error: float = None
+
+    def replace(self, **overrides):
+        unknown = sorted(set(overrides) - set(THRESHOLD_KEYS))
+        if unknown:
+            raise ConfigError(f"unknown threshold(s) {', '.join(unknown)}; valid: {', '.join(THRESHOLD_KEYS)}")
+        return Thresholds(**{**asdict(self), **overrides})
+
+
+THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_error")
+DEFAULT_THRESHOLDS = {
+    "none": Thresholds(min_cosine=0.99999, min_snr_db=60.0, min_argmax_agreement=0.99),
+    "float16": Thresholds(min_cosine=0.9999, min_snr_db=40.0, min_argmax_agreement=0.98),
+    "dynamic": Thresholds(min_cosine=0.99, min_snr_db=15.0, min_argmax_agreement=0.9),
+    "int16x8": Thresholds(min_cosine=0.99, min_snr_db=15.0, min_argmax_agreement=0.9),
+    "int8": Thresholds(min_cosine=0.9, min_snr_db=5.0, min_argmax_agreement=0.7),
+    "qat": Thresholds(min_cosine=0.9, min_snr_db=5.0, min_argmax_agreement=0.7),
+}
+
+
+def thresholds_for(precision, **overrides):
+    """Default thresholds of ``precision`` with ``overrides`` applied."""
+    if precision not in DEFAULT_THRESHOLDS:
+        raise ConfigError(f"unknown precision {precision!r}; valid: {', '.join(DEFAULT_THRESHOLDS)}")
+    return DEFAULT_THRESHOLDS[precision].replace(**{k: v for k, v in overrides.items() if v is not None})
+
+
+@dataclass
+class OutputMetrics:
+    """Agreement of one output with the Keras source."""
+
+    name: str
+    shape: list
+    max_abs_error: float
+    mean_abs_error: float
+    cosine: float
+    cosine_min: float
+    snr_db: float
+    argmax_agreement: float = None
+
+    def row(self):
+        argmax = "" if self.argmax_agreement is None else f"  argmax {self.argmax_agreement:.4f}"
+        return (f"{self.name:<22} max|err| {self.max_abs_error:.3e}  mean|err| {self.mean_abs_error:.3e}  "
+                f"cos {self.cosine:.6f} (min {self.cosine_min:.6f})  SNR {self.snr_db:6.1f} dB{argmax}")
+
+
+@dataclass
+class ValidationReport:
+    """Everything validation measured, and what failed."""
+
+    artifact: str
+    precision: str
+    thresholds: Thresholds
+    inputs: str
+    outputs: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
+    drift: list = field(default_factory=list)
+
+    @property
+    def passed(self):
+        return not self.failures
+
+    def raise_for_failures(self):
+        raise_for_failures(self.artifact, self.failures)
+
+    def to_dict(self):
+        return {
+            "artifact": self.artifact, "precision": self.precision, "passed": self.passed,
+            "thresholds": asdict(self.thresholds), "inputs": self.inputs,
+            "outputs": [asdict(m) for m in self.outputs], "failures": [str(f) for f in self.failures],
+            "drift": self.drift,
+        }
+
+    def format_text(self):
+        lines = [f"validation of {self.artifact} ({self.precision}) on {self.inputs}:"]
+        lines += ["  " + m.row() for m in self.outputs]
+        if self.drift:
+            lines.append("  per-layer drift (hidden state vs Keras, real tokens):")
+            lines += [f"    {d['layer']:<22} cos {d['cosine']:.6f}  SNR {d['snr_db']:6.1f} dB  max|err| {d['max_abs_error']:.3e}"
+                      for d in self.drift]
+        lines.append("  PASSED" if self.passed else "  FAILED: " + "; ".join(str(f) for f in self.failures))
+        return "\n".join(lines)
+
+
+def compare(name, ours, reference, mask=None, logits=False):
+    """Metrics of ``ours`` against ``reference`` (float arrays of one shape).
+
+    Args:
+        mask: ``[batch, seq]`` 1/0; for token outputs only real tokens count.
+        logits: also compute argmax agreement over the last axis (or over the
+            sequence for ``[batch, seq]`` span logits).
+    """
+    ours = np.asarray(ours, np.float64)
+    reference = np.asarray(reference, np.float64)
+    if mask is not None:
+        keep = np.asarray(mask).astype(bool)
+        if ours.ndim == 2:
+            # [batch, seq] logits: padded positions are removed from each row's argmax and cosine.
+            ours = np.where(keep, ours, -np.inf if logits else 0.0)
+            reference = np.where(keep, reference, -np.inf if logits else 0.0)
+            vectors_o, vectors_r = np.where(keep, ours, 0.0), np.where(keep, reference, 0.0)
+            err = (vectors_o - vectors_r)[keep]
+            ref_flat = vectors_r[keep]
+        else:
+            vectors_o, vectors_r = ours[keep], reference[keep]
+            err = (vectors_o - vectors_r).ravel()
+            ref_flat = vectors_r.ravel()
+    else:
+        vectors_o = ours.reshape(ours.shape[0], -1) if ours.ndim > 1 else ours[None]
+        vectors_r = reference.reshape(reference.shape[0], -1) if reference.ndim > 1 else reference[None]
+        err, ref_flat = (ours - reference).ravel(), reference.ravel()
+    cos = _cosine(vectors_o.reshape(-1, vectors_o.shape[-1]), vectors_r.reshape(-1, vectors_r.shape[-1]))
+    noise = float(np.sum(err ** 2))
+    signal = float(np.sum(ref_flat ** 2))
+    snr = float("inf") if noise == 0 else (10.0 * np.log10(signal / noise) if signal > 0 else float("-inf"))
+    agreement = None
+    if logits:
+        agreement = float(np.mean(np.argmax(ours, -1) == np.argmax(reference, -1)))
+    return OutputMetrics(
+        name=name, shape=list(np.shape(reference)),
+        max_abs_error=float(np.max(np.abs(err))) if err.size else 0.0,
+        mean_abs_error=float(np.mean(np.abs(err))) if err.size else 0.0,
+        cosine=float(np.mean(cos)), cosine_min=float(np.min(cos)), snr_db=snr, argmax_agreement=agreement,
+    )
+
+
+def _cosine(a, b):
+    na, nb = np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1)
+    both_zero = (na == 0) & (nb == 0)
+    cos = np.sum(a * b, -1) / np.maximum(na * nb, 1e-30)
+    return np.where(both_zero, 1.0, cos)
+
+
+def check_values(metrics, thresholds):
+    """The OutputValueErrors of ``metrics`` under ``thresholds`` (empty when within)."""
+    t = thresholds
+    problems = []
+    if t.min_cosine is not None and not metrics.cosine >= t.min_cosine:
+        problems.append(f"{metrics.name} cosine {metrics.cosine:.6f} < {t.min_cosine}")
+    if t.min_snr_db is not None and not metrics.snr_db >= t.min_snr_db:
+        problems.append(f"{metrics.name} SNR {metrics.snr_db:.1f} dB < {t.min_snr_db} dB")
+    if t.max_abs_error is not None and not metrics.max_abs_error <= t.max_abs_error:
+        problems.append(f"{metrics.name} max abs error {metrics.max_abs_error:.3e} > {t.max_abs_error}")
+    if (t.min_argmax_agreement is not None and metrics.argmax_agreement is not None
+            and not metrics.argmax_agreement >= t.min_argmax_agreement):
+        problems.append(f"{metrics.name} argmax agreement {metrics.argmax_agreement:.4f} < {t.min_argmax_agreement}")
+    return [OutputValueError(p) for p in problems]
+
+
+def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outputs, token_outputs, logit_outputs,
+                     precision="none", thresholds=None):
+    """Checks names, shapes and values of ``runner``'s outputs against ``reference_outputs``.
+
+    Args:
+        artifact: the file name, for messages.
+        runner: an :class:`~mobilebert_kit.convert.artifact_runner.ArtifactRunner`.
+        reference_outputs: ``{name: array}`` of the Keras source on ``inputs``.
+        inputs: an :class:`~mobilebert_kit.convert.input_set.InputSet`.
+        expected_outputs: output names in export order.
+        token_outputs: names compared at real tokens only.
+        logit_outputs: names whose argmax agreement is checked.
+        precision: key of ``DEFAULT_THRESHOLDS``.
+        thresholds: a :class:`Thresholds` (default: the precision's).
+
+    Returns:
+        A :class:`ValidationReport` (call ``raise_for_failures()`` to raise).
+    """
+    thresholds = thresholds or thresholds_for(precision)
+    report = ValidationReport(str(artifact), precision, thresholds, inputs.description)
+    names = [s["name"] for s in runner.input_specs]
+    if names != list(INPUT_NAMES):
+        report.failures.append(InputNameError(f"inputs are {names}, expected {list(INPUT_NAMES)} in this order"))
+    missing = [n for n in expected_outputs if n not in runner.output_names]
+    extra = [n for n in runner.output_names if n not in expected_outputs]
+    if missing:
+        report.failures.append(OutputNameError(f"missing output(s) {missing} (artifact has {runner.output_names})"))
+    if extra:
+        report.failures.append(OutputNameError(f"unexpected output(s) {extra}"))
+    if runner.output_names and expected_outputs and runner.output_names[0] != expected_outputs[0]:
+        report.failures.append(OutputNameError(f"first output is {runner.output_names[0]!r}, expected {expected_outputs[0]!r}"))
+    seq = runner.seq_len
+    if seq is not None and seq != inputs.seq_len:
+        report.failures.append(OutputShapeError(f"artifact sequence length {seq} != validation inputs' {inputs.seq_len}"))
+        return report
+    if names and set(INPUT_NAMES) - set(names):
+        return report  # cannot feed it
+    outputs = runner.run(inputs.arrays)
+    mask = inputs.arrays["attention_mask"]
+    for name in expected_outputs:
+        if name not in outputs:
+            continue
+        ours, ref = np.asarray(outputs[name]), np.asarray(reference_outputs[name])
+        if ours.shape != ref.shape:
+            report.failures.append(OutputShapeError(f"{name} has shape {list(ours.shape)}, expected {list(ref.shape)}"))
+            continue
+        metrics = compare(name, ours, ref, mask if name in token_outputs else None, logits=name in logit_outputs)
+        report.outputs.append(metrics)
+        report.failures.extend(check_values(metrics, thresholds))
+    return report
+
+
+def drift_report(runner, reference_hidden, inputs, layer_names):
+    """Per-layer agreement of a probe artifact's hidden-state outputs with the Keras hidden states.
+
+    Returns a list of ``{"layer", "cosine", "snr_db", "max_abs_error"}`` in layer order,
+    so the layer where the error grows is visible.
+    """
+    outputs = runner.run(inputs.arrays)
+    mask = inputs.arrays["attention_mask"]
+    rows = []
+    for name, ref in zip(layer_names, reference_hidden):
+        m = compare(name, outputs[name], ref, mask)
+        rows.append({"layer": name, "cosine": m.cosine, "snr_db": m.snr_db, "max_abs_error": m.max_abs_error})
+    return rows

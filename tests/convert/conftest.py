@@ -1,0 +1,94 @@
+"""Fixtures of the converter tests: tiny models built once, calibration arrays, one export helper."""
+
+import numpy as np
+import pytest
+
+SEQ = 16
+
+
+def trained_like(model, seed=0):
+    """Gives ``model`` weights of trained scale: every layer changes its input noticeably.
+
+    Fresh initialisation (stddev 0.02) leaves each block close to the identity
+    (its residual dominates), so a zeroed kernel would barely move the output
+    and a validation test could not tell a broken export from a good one.
+    Kernels get stddev 1/sqrt(fan_in), norms gamma in [0.5, 1.5] and beta ~ N(0, 0.2).
+    """
+    from mobilebert_kit.models.api import named_weights
+
+    rng = np.random.default_rng(seed)
+    for path, var in named_weights(model).items():
+        shape = tuple(var.shape)
+        if path.endswith("gamma"):
+            value = rng.uniform(0.5, 1.5, shape)
+        elif path.endswith("beta") or path.endswith("bias"):
+            value = rng.normal(0.0, 0.2, shape)
+        elif len(shape) == 2 and "embeddings" in path.rsplit("/", 1)[-1]:
+            value = rng.normal(0.0, 1.0, shape)
+        else:
+            value = rng.normal(0.0, 1.0 / np.sqrt(shape[0]), shape)
+        var.assign(value.astype(np.float32))
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_mobilebert():
+    import mobilebert_kit as mbk
+
+    # Built with the export mask constant, so exports need no rebuild (1.5 s each).
+    return trained_like(mbk.build("tiny-mobilebert", attention_mask_value=-120.0))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert():
+    import mobilebert_kit as mbk
+
+    return trained_like(mbk.build("tiny-bert", attention_mask_value=-120.0), seed=1)
+
+
+@pytest.fixture(scope="session")
+def broken_mobilebert(tiny_mobilebert):
+    """tiny_mobilebert with one zeroed kernel (built once)."""
+    return corrupted(tiny_mobilebert)
+
+
+@pytest.fixture(scope="session")
+def float_sizes(tiny_mobilebert, tmp_path_factory):
+    """Sizes of the float exports of tiny_mobilebert, per format."""
+    directory = tmp_path_factory.mktemp("float")
+    return {fmt: export_tiny(tiny_mobilebert, directory / f"m.{fmt}", fmt, validate=False).size_bytes
+            for fmt in ("tflite", "onnx")}
+
+
+@pytest.fixture(scope="session")
+def calibration_npz(tmp_path_factory):
+    from mobilebert_kit.convert.input_set import InputSet
+
+    path = tmp_path_factory.mktemp("calibration") / "calib.npz"
+    InputSet.random(vocab_size=512, count=8, seq_len=SEQ, seed=1).save(path)
+    return path
+
+
+def export_tiny(model, path, fmt="tflite", quantize="none", **options):
+    """Exports ``model`` at sequence length 16 and returns the ExportResult."""
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    options.setdefault("seq_len", SEQ)
+    return export(ExportOptions(model, fmt, quantize, out=str(path), **options), log=None)
+
+
+def corrupted(model, path="transformer_layer_1/attention/value/kernel"):
+    """A copy of ``model`` with one kernel zeroed: what a broken export looks like."""
+    from mobilebert_kit.convert.rebuild import rebuild, weight_arrays
+
+    arrays = weight_arrays(model)
+    key = next(k for k in arrays if k.endswith(path))
+    arrays[key] = np.zeros_like(arrays[key])
+    return rebuild(model, arrays=arrays)
+
+
+def padded_inputs(model, count=6, seed=3):
+    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.rebuild import encoder_of
+
+    return InputSet.random(encoder_of(model).config["vocab_size"], count, SEQ, seed=seed)

@@ -1,0 +1,171 @@
+"""Float export: the contract (names, order, shapes, metadata), validation, and that validation catches breakage."""
+
+import json
+
+import numpy as np
+import pytest
+
+from mobilebert_kit.convert.artifact_metadata import read_artifact_metadata
+from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+from mobilebert_kit.convert.errors import (
+    InputNameError,
+    OutputNameError,
+    OutputShapeError,
+    OutputValueError,
+    ValidationError,
+)
+from mobilebert_kit.convert.exporter import validate_file
+from tests.convert.conftest import SEQ, export_tiny, padded_inputs
+
+INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_float_export_contract(tiny_mobilebert, tmp_path, fmt):
+    out = tmp_path / f"model.{fmt}"
+    result = export_tiny(tiny_mobilebert, out, fmt)
+    runner = ArtifactRunner(out)
+    assert [s["name"] for s in runner.input_specs] == INPUTS
+    assert [s["shape"] for s in runner.input_specs] == [[1, SEQ]] * 3
+    assert [s["dtype"] for s in runner.input_specs] == ["int32", "float32", "int32"]
+    assert runner.output_names == ["sequence_output", "pooled_output"]
+    assert result.validation.passed
+    seq = next(m for m in result.validation.outputs if m.name == "sequence_output")
+    assert seq.cosine > 0.99999 and seq.snr_db > 90  # float32 rounding only
+    meta = read_artifact_metadata(out)
+    assert meta["seq_len"] == SEQ and meta["outputs"] == ["sequence_output", "pooled_output"]
+    assert meta["mask_dtype"] == "float32" and meta["quantization"] == "none"
+    report = json.loads((tmp_path / f"model.{fmt}.report.json").read_text())
+    assert report["validation"]["passed"] and report["size_bytes"] == out.stat().st_size
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_onnx_checker_and_dynamic_axes(tiny_mobilebert, tmp_path):
+    import onnx
+
+    out = tmp_path / "dyn.onnx"
+    export_tiny(tiny_mobilebert, out, "onnx", dynamic_axes=True, opset=15)
+    model = onnx.load(str(out))
+    onnx.checker.check_model(model, full_check=True)
+    assert model.opset_import[0].version == 15
+    dims = [d.dim_param for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", "sequence"]
+    runner = ArtifactRunner(out)
+    for seq in (7, 24):  # any length runs and matches the Keras model
+        inputs = padded_inputs(tiny_mobilebert, count=3)
+        inputs.arrays = {k: v[:, :seq] if seq <= SEQ else np.tile(v, (1, 2))[:, :seq] for k, v in inputs.arrays.items()}
+        ours = runner.run(inputs.arrays)["sequence_output"]
+        ref = tiny_mobilebert(inputs.arrays, training=False)["sequence_output"].numpy()
+        keep = inputs.arrays["attention_mask"].astype(bool)
+        np.testing.assert_allclose(ours[keep], ref[keep], atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_validation_fails_on_a_corrupted_weight(tiny_mobilebert, broken_mobilebert, tmp_path, fmt):
+    out = tmp_path / f"model.{fmt}"
+    export_tiny(tiny_mobilebert, out, fmt)
+    inputs = padded_inputs(tiny_mobilebert)
+    assert validate_file(out, tiny_mobilebert, inputs, "none").passed
+    report = validate_file(out, broken_mobilebert, inputs, "none")
+    assert not report.passed
+    with pytest.raises(OutputValueError) as err:
+        report.raise_for_failures()
+    assert "sequence_output cosine" in str(err.value)
+
+
+def test_validation_fails_when_the_mask_is_ignored(tiny_bert, tmp_path):
+    # A mask constant of 0 lets padded keys into every real token's attention: broken export.
+    out = tmp_path / "nomask.tflite"
+    export_tiny(tiny_bert, out, attention_mask_value=0.0, validate=False)
+    report = validate_file(out, tiny_bert, padded_inputs(tiny_bert), "none")
+    assert not report.passed and all(isinstance(f, OutputValueError) for f in report.failures)
+
+
+def test_padded_positions_do_not_count_but_real_tokens_do(tmp_path):
+    import mobilebert_kit as mbk
+
+    from tests.convert.conftest import trained_like
+
+    # -120 in the export instead of the model's -1e4 changes padded positions only: validation passes.
+    model = trained_like(mbk.build("tiny-bert"), seed=1)
+    assert model.config["attention_mask_value"] == -10000.0
+    out = tmp_path / "m.tflite"
+    result = export_tiny(model, out, attention_mask_value=-120.0)
+    assert result.validation.passed
+    assert validate_file(out, model, padded_inputs(model), "none").passed
+
+
+def test_name_and_shape_problems_are_all_collected(tiny_mobilebert, tiny_bert, tmp_path):
+    from mobilebert_kit.convert import tflite_flatbuffer
+
+    out = tmp_path / "m.tflite"
+    export_tiny(tiny_mobilebert, out)
+    swapped = tmp_path / "swapped.tflite"
+    data = out.read_bytes()
+    swapped.write_bytes(tflite_flatbuffer.finalize(data, list(reversed(INPUTS)), ["pooled_output", "sequence_output"]))
+    report = validate_file(swapped, tiny_mobilebert, padded_inputs(tiny_mobilebert), "none")
+    kinds = {type(f) for f in report.failures}
+    assert kinds == {InputNameError, OutputNameError}
+    with pytest.raises(ValidationError) as err:
+        report.raise_for_failures()
+    assert len(err.value.failures) == 2 and type(err.value) is ValidationError
+    # tiny-bert is 32 wide, tiny-mobilebert 64: both outputs misshaped, both reported.
+    report = validate_file(out, tiny_bert, padded_inputs(tiny_bert), "none")
+    assert [type(f) for f in report.failures] == [OutputShapeError, OutputShapeError]
+
+
+@pytest.mark.parametrize("head", ["pretrainer", "sequence_classifier", "span_question_answerer", "token_classifier"])
+def test_every_head_exports_and_validates(tiny_mobilebert, tmp_path, head):
+    from mobilebert_kit.convert.export_model import OUTPUTS
+    from mobilebert_kit.models.heads import HEADS
+
+    kwargs = {"num_labels": 3} if head in ("sequence_classifier", "token_classifier") else {}
+    model = HEADS[head](tiny_mobilebert, **kwargs)
+    out = tmp_path / f"{head}.tflite"
+    result = export_tiny(model, out, labels=("a", "b", "c") if kwargs else ())
+    assert ArtifactRunner(out).output_names == list(OUTPUTS[head])
+    assert result.validation.passed
+    logits = [m for m in result.validation.outputs if m.argmax_agreement is not None]
+    assert logits and all(m.argmax_agreement == 1.0 for m in logits)
+    if kwargs:
+        assert read_artifact_metadata(out)["labels"] == ["a", "b", "c"]
+
+
+def test_failed_validation_leaves_no_artifact(tiny_mobilebert, tmp_path):
+    out = tmp_path / "m.tflite"
+    with pytest.raises(OutputValueError):
+        export_tiny(tiny_mobilebert, out, thresholds={"min_snr_db": 1e9})
+    assert not out.exists() and not list(tmp_path.glob(".*partial"))
+
+
+def test_interrupted_export_leaves_no_artifact(tiny_mobilebert, tmp_path, monkeypatch):
+    from mobilebert_kit.convert import exporter
+
+    def interrupted(graph, options, calibration, metadata, path):
+        path.write_bytes(b"TFL3 half a model")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(exporter, "_write_tflite", interrupted)
+    out = tmp_path / "m.tflite"
+    with pytest.raises(KeyboardInterrupt):
+        export_tiny(tiny_mobilebert, out)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_metadata_carries_the_vocabulary(tmp_path):
+    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.model_source import ModelSource
+    import mobilebert_kit as mbk
+
+    # A saved model with a vocabulary next to it: the export embeds it for the app's tokenizer.
+    model = ModelSource.load("tiny-bert").model
+    directory = mbk.save(model, tmp_path / "saved")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(507)]
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    for fmt in ("tflite", "onnx"):
+        out = tmp_path / f"m.{fmt}"
+        result = export_tiny(str(directory), out, fmt)
+        meta, lines = read_artifact_metadata(out, with_vocab=True)
+        assert lines == vocab and meta["do_lower_case"] is True and meta["vocab_size"] == 512
+        assert "built-in sample sentences" in result.validation.inputs
+    assert InputSet.sample(ModelSource.load(str(directory)).tokenizer, SEQ).arrays["input_ids"].max() < 512

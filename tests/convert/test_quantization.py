@@ -1,0 +1,76 @@
+"""Every quantization mode in both formats: passes its thresholds, and the thresholds catch a broken model."""
+
+import pytest
+
+from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+from mobilebert_kit.convert.errors import OutputValueError
+from mobilebert_kit.convert.exporter import validate_file
+from mobilebert_kit.convert.inspection import inspect_artifact
+from tests.convert.conftest import export_tiny, padded_inputs
+
+MODES = ["dynamic", "int8", "float16", "int16x8"]
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+@pytest.mark.parametrize("quantize", MODES)
+def test_quantized_export_passes_and_catches_breakage(tiny_mobilebert, broken_mobilebert, float_sizes, calibration_npz,
+                                                      tmp_path, fmt, quantize):
+    out = tmp_path / f"m.{fmt}"
+    result = export_tiny(tiny_mobilebert, out, fmt, quantize, calibration=str(calibration_npz))
+    assert result.validation.passed, result.validation.format_text()
+    info = inspect_artifact(out)
+    if quantize in ("dynamic", "int8", "int16x8"):
+        assert sum(info.quantized_ops.values()) + sum(info.hybrid_ops.values()) > 0
+    if quantize == "float16" and fmt == "tflite":
+        assert info.conversion_ops.get("DEQUANTIZE")  # float16 weights dequantized at load
+    if fmt == "tflite" or quantize in ("dynamic", "float16"):
+        # (ONNX QDQ files of a 64-wide model are dominated by Q/DQ nodes, not weights.)
+        assert result.size_bytes < float_sizes[fmt]
+    # The same file against a model with one zeroed kernel: the default thresholds must fail it.
+    report = validate_file(out, broken_mobilebert, padded_inputs(tiny_mobilebert), quantize)
+    assert not report.passed
+    with pytest.raises(OutputValueError):
+        report.raise_for_failures()
+
+
+def test_full_int8_with_int8_io(tiny_mobilebert, calibration_npz, tmp_path):
+    out = tmp_path / "io.tflite"
+    result = export_tiny(tiny_mobilebert, out, "tflite", "int8", calibration=str(calibration_npz), io_type="int8")
+    runner = ArtifactRunner(out)
+    assert [s["dtype"] for s in runner.input_specs] == ["int32", "int8", "int32"]  # ids stay int32
+    assert result.validation.passed and not result.float_ops
+
+
+def test_selective_quantization_keeps_named_layers_and_ops_float(tiny_mobilebert, calibration_npz, tmp_path):
+    out = tmp_path / "sel.tflite"
+    result = export_tiny(tiny_mobilebert, out, "tflite", "int8", calibration=str(calibration_npz),
+                         keep_float_layers=("transformer_layer_1",), keep_float_ops=("SOFTMAX",))
+    assert result.validation.passed
+    assert result.float_ops.get("SOFTMAX") == 2  # both layers' softmax
+    assert result.float_ops.get("FULLY_CONNECTED", 0) >= 10  # layer 1's dense layers
+    full = inspect_artifact(export_tiny(tiny_mobilebert, tmp_path / "full.tflite", "tflite", "int8",
+                                        calibration=str(calibration_npz), validate=False).path)
+    assert not full.float_ops
+
+
+def test_onnx_selective_quantization(tiny_mobilebert, calibration_npz, tmp_path):
+    out = tmp_path / "sel.onnx"
+    result = export_tiny(tiny_mobilebert, out, "onnx", "dynamic", keep_float_layers=("transformer_layer_1",))
+    assert result.validation.passed
+    info = inspect_artifact(out)
+    assert info.float_ops.get("MatMul", 0) >= 10 and info.quantized_ops.get("MatMulInteger", 0) >= 10
+
+
+def test_drift_report_lists_every_layer(tiny_mobilebert, calibration_npz, tmp_path):
+    result = export_tiny(tiny_mobilebert, tmp_path / "d.onnx", "onnx", "int8", calibration=str(calibration_npz),
+                         drift_report=True)
+    drift = result.validation.drift
+    assert [d["layer"] for d in drift] == ["embeddings", "transformer_layer_0", "transformer_layer_1"]
+    assert all(0.9 < d["cosine"] <= 1.0 and d["snr_db"] > 10 for d in drift)
+
+
+def test_calibrated_modes_need_calibration(tiny_mobilebert, tmp_path):
+    from mobilebert_kit.convert.errors import ExportError
+
+    with pytest.raises(ExportError, match="needs calibration data"):
+        export_tiny(tiny_mobilebert, tmp_path / "m.tflite", "tflite", "int8")
