@@ -1,0 +1,166 @@
+"""Op profile of a ``.tflite`` file: which ops XNNPACK takes, which run on LiteRT's builtin kernels.
+
+LiteRT 2.x has no per-op profiler in Python, so this reads the graph three ways:
+
+1. census: every op by type with its input/output dtypes (from the flatbuffer);
+2. delegation: an interpreter with XNNPACK and delegate node fusion *off*
+   (``experimental_disable_delegate_node_fusion``) turns every delegated op
+   into its own delegate node, whose outputs are that op's outputs; an op is
+   left to the builtin kernels when no delegate node produces its outputs;
+3. partitions: the normal interpreter's "Replacing N out of M node(s) with
+   delegate ... yielding K partitions" line (the C++ log, read from fd 2).
+
+plus the latency with XNNPACK on and off. Findings for the MobileBERT exports
+are in ``benchmarks/perf/NOTES.md``.
+
+Usage:
+    python -m benchmarks.perf.profile_ops FILE.tflite [FILE.tflite ...] [--runs 20]
+"""
+
+import argparse
+import collections
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+_TYPES = {0: "f32", 1: "f16", 2: "i32", 3: "u8", 4: "i64", 6: "bool", 7: "i16", 9: "i8"}
+
+
+def census(path):
+    """List of ops: dicts {index, op, inputs: [dtype], outputs: [dtype], output_tensors: [index]}."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    with open(path, "rb") as f:
+        model = schema.Model.GetRootAs(f.read(), 0)
+    names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
+    graph = model.Subgraphs(0)
+    ops = []
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        ins = [int(t) for t in op.InputsAsNumpy() if t >= 0] if op.InputsLength() else []
+        outs = [int(t) for t in op.OutputsAsNumpy()]
+        ops.append({
+            "index": i,
+            "op": names.get(builtin, str(builtin)),
+            "inputs": [_TYPES.get(graph.Tensors(t).Type(), "?") for t in ins],
+            "outputs": [_TYPES.get(graph.Tensors(t).Type(), "?") for t in outs],
+            "output_tensors": outs,
+            "name": graph.Tensors(outs[0]).Name().decode() if outs else "",
+            "shape": list(graph.Tensors(outs[0]).ShapeAsNumpy()) if outs and graph.Tensors(outs[0]).ShapeLength() else [],
+            "const_inputs": [model.Buffers(graph.Tensors(t).Buffer()).DataLength() > 0 for t in ins],
+        })
+    return ops
+
+
+@contextlib.contextmanager
+def _captured_fd2():
+    """Captures what C++ code writes to file descriptor 2 (stderr) inside the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    box = {"text": ""}
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield box
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            box["text"] = tmp.read().decode(errors="replace")
+
+
+def delegation(path):
+    """Returns (op indices XNNPACK takes, number of delegate partitions, delegate log lines)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    ops = census(path)
+    with _captured_fd2() as log:
+        interpreter = Interpreter(model_path=path, num_threads=1)
+        interpreter.allocate_tensors()
+    # With fusion on, delegate nodes are appended after the model's ops: one per partition.
+    partitions = interpreter._interpreter.NumNodes() - len(ops)  # noqa: SLF001
+    per_op = Interpreter(model_path=path, num_threads=1, experimental_disable_delegate_node_fusion=True)
+    per_op.allocate_tensors()
+    wrapper = per_op._interpreter  # noqa: SLF001  (node names/outputs are only exposed here)
+    delegated_outputs = set()
+    for node in range(len(ops), wrapper.NumNodes()):
+        delegated_outputs.update(int(t) for t in wrapper.NodeOutputs(node))
+    taken = {op["index"] for op in ops if set(op["output_tensors"]) & delegated_outputs}
+    lines = [line.strip() for line in log["text"].splitlines() if "Replacing" in line or "partition" in line]
+    return taken, partitions, lines
+
+
+def latency(path, xnnpack, runs):
+    from benchmarks.perf.runners import TfliteRunner, realistic_inputs
+
+    from ai_edge_litert.interpreter import Interpreter
+
+    seq_len = int(Interpreter(model_path=path).get_input_details()[0]["shape"][-1])
+    # ids 1, 2 and 5 only: inside any vocabulary (the file does not say its size)
+    runner = TfliteRunner(path, realistic_inputs(6, seq_len), xnnpack=xnnpack)
+    runner()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        runner()
+        times.append((time.perf_counter() - start) * 1000)
+    return float(np.median(times))
+
+
+def _signature(op):
+    return f"{op['op']} ({','.join(op['inputs'])} -> {','.join(op['outputs'])})"
+
+
+def profile(path, runs=20, core=None, detail=False):
+    """Markdown report for one file."""
+    ops = census(path)
+    taken, partitions, log_lines = delegation(path)
+    total = collections.Counter(_signature(op) for op in ops)
+    left = collections.Counter(_signature(op) for op in ops if op["index"] not in taken)
+    core = core if core is not None else max(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        on, off = latency(path, True, runs), latency(path, False, runs)
+    finally:
+        os.sched_setaffinity(0, before)
+    logged = next((m.group(0) for line in log_lines for m in [re.search(r"Replacing.*", line)] if m), None)
+    out = [
+        f"#### `{os.path.basename(path)}` ({os.path.getsize(path) / 1e6:.1f} MB)",
+        "",
+        f"- {len(ops)} ops, {len(taken)} taken by XNNPACK, {len(ops) - len(taken)} on builtin kernels",
+        f"- XNNPACK partitions (delegate nodes): {partitions}" + (f"; log: {logged}" if logged else ""),
+        f"- median latency, core {core}, {runs} runs: XNNPACK {on:.2f} ms, builtin kernels only {off:.2f} ms",
+        "",
+        "| op (input dtypes -> output dtypes) | count | left to builtin kernels |",
+        "|---|---|---|",
+    ]
+    for signature, count in sorted(total.items(), key=lambda kv: (-left.get(kv[0], 0), -kv[1])):
+        out.append(f"| {signature} | {count} | {left.get(signature, 0)} |")
+    if detail:
+        out += ["", "Ops on builtin kernels (index, op, output shape, output tensor):", ""]
+        out += [f"- {op['index']} {_signature(op)} {op['shape']} `{op['name'][:110]}`" for op in ops if op["index"] not in taken]
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--core", type=int, default=None)
+    p.add_argument("--detail", action="store_true", help="list every op left to the builtin kernels")
+    args = p.parse_args(argv)
+    for path in args.files:
+        print(profile(path, args.runs, args.core, args.detail))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
