@@ -39,8 +39,8 @@ class ExportOptions:
         batch_size: static batch size (ONNX: ignored with ``dynamic_axes``).
         calibration: ``.txt`` (tokenized) or ``.npz`` file of calibration inputs.
         calibration_count: rows of calibration data used at most.
-        validation_data: ``.txt`` / ``.npz`` validation inputs (default: calibration rows, else
-            built-in sentences, else random ids).
+        validation_data: ``.txt`` / ``.npz`` validation inputs (default: the built-in sample
+            sentences when the model has a vocabulary, else calibration rows, else random ids).
         validation_count: rows validated.
         validate: check the artifact against the Keras source before writing it.
         thresholds: overrides of the precision's default thresholds.
@@ -264,10 +264,12 @@ def _input_sets(source, model, options):
         )
     if options.validation_data:
         validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"])
+    elif tokenizer is not None:
+        validation = InputSet.sample(tokenizer, options.seq_len)  # real text the calibration did not see
     elif calibration is not None:
         validation = calibration
     else:
-        validation = default_inputs(config, options.seq_len, tokenizer, count=options.validation_count)
+        validation = default_inputs(config, options.seq_len, None, count=options.validation_count)
     return calibration, validation.take(options.validation_count)
 
 

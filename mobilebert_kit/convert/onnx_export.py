@@ -4,8 +4,11 @@
 
 - ``none``: float32 graph from tf2onnx (opset 17 by default).
 - ``dynamic``: ``onnxruntime.quantization.quantize_dynamic``: int8 weights
-  (signed), activations quantized at run time to uint8, so ORT uses its fast
-  u8 x s8 MatMulInteger kernel (performance-notes.md: s8 x s8 is ~15x slower).
+  (signed, per output channel), activations quantized at run time to uint8,
+  so ORT uses its fast u8 x s8 MatMulInteger kernel (performance-notes.md:
+  s8 x s8 is ~15x slower). Per-channel scales matter: on all-MiniLM-L6-v2
+  per-tensor weights gave a mean sentence-embedding cosine of 0.965 (worst
+  sentence 0.887), per-channel 0.9935 (worst 0.988).
 - ``int8``: ``quantize_static`` in QDQ format, calibrated (uint8 activations,
   int8 per-channel weights).
 - ``int16x8``: ``quantize_static`` QDQ with int16 activations and int8 weights
@@ -144,7 +147,7 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
         mask_dtype: the model's attention-mask input type.
         keep_float_ops: ONNX op types not to quantize (e.g. ``"MatMul"``).
         keep_float_layers: layer paths whose nodes stay float.
-        per_channel: per-channel weight scales (static modes).
+        per_channel: per-output-channel weight scales.
     """
     import onnx
     from onnxruntime import quantization as q
@@ -166,7 +169,7 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
                 ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather") if op not in kept]
                 q.quantize_dynamic(
                     str(source), str(target), weight_type=q.QuantType.QInt8, op_types_to_quantize=ops,
-                    nodes_to_exclude=exclude, per_channel=False,
+                    nodes_to_exclude=exclude, per_channel=per_channel,
                 )
             else:
                 if calibration is None or calibration.count == 0:

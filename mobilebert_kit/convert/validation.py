@@ -61,8 +61,8 @@ THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_e
 DEFAULT_THRESHOLDS = {
     "none": Thresholds(min_cosine=0.99999, min_snr_db=60.0, min_argmax_agreement=0.99),
     "float16": Thresholds(min_cosine=0.9999, min_snr_db=40.0, min_argmax_agreement=0.98),
-    "dynamic": Thresholds(min_cosine=0.99, min_snr_db=15.0, min_argmax_agreement=0.9),
-    "int16x8": Thresholds(min_cosine=0.99, min_snr_db=15.0, min_argmax_agreement=0.9),
+    "dynamic": Thresholds(min_cosine=0.98, min_snr_db=12.0, min_argmax_agreement=0.9),
+    "int16x8": Thresholds(min_cosine=0.98, min_snr_db=12.0, min_argmax_agreement=0.9),
     "int8": Thresholds(min_cosine=0.9, min_snr_db=5.0, min_argmax_agreement=0.7),
     "qat": Thresholds(min_cosine=0.9, min_snr_db=5.0, min_argmax_agreement=0.7),
 }

@@ -1,0 +1,61 @@
+"""``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``."""
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "substitute",
+        help="replace LayerNorm/GELU with NoNorm/ReLU in a trained model (optional recovery distillation)",
+        description="Rebuild a model with other normalization/activation operators, carry every weight over by "
+        "name, optionally distil it back towards the original, and save it with a fidelity report.",
+    )
+    p.add_argument("src", help="saved-model directory, Hugging Face directory or preset name")
+    p.add_argument("--norm", help="normalization: no_norm or layer_norm")
+    p.add_argument("--act", help="activation: relu, relu6, gelu or gelu_tanh")
+    p.add_argument("--out", required=True, help="output directory (a saved model)")
+    p.add_argument("--recover-steps", type=int, default=0, help="recovery distillation steps (default 0)")
+    p.add_argument("--data", help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
+    p.add_argument("--seq-len", type=int, default=128, help="sequence length of text data (default 128)")
+    p.add_argument("--learning-rate", type=float, default=1e-4, help="recovery learning rate (default 1e-4)")
+    p.add_argument("--no-fit", action="store_true",
+                   help="start NoNorm as LayerNorm's gamma/beta instead of fitting it to the data")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args):
+    import json
+
+    import mobilebert_kit as mbk
+    from mobilebert_kit.convert.input_set import InputSet, default_inputs
+    from mobilebert_kit.convert.model_source import ModelSource, copy_tokenizer_files
+    from mobilebert_kit.convert.rebuild import encoder_of
+    from mobilebert_kit.convert.recovery import recover
+    from mobilebert_kit.convert.substitution import substitute
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.utils.atomic import atomic_dir
+
+    if args.norm is None and args.act is None:
+        raise ConfigError("nothing to substitute; pass --norm no_norm and/or --act relu")
+    if args.recover_steps < 0:
+        raise ConfigError(f"--recover-steps must be >= 0, got {args.recover_steps}")
+    source = ModelSource.load(args.src)
+    config = encoder_of(source.model).config
+    if args.data:
+        data = InputSet.from_file(args.data, args.seq_len, source.tokenizer, config["vocab_size"])
+    else:
+        data = default_inputs(config, args.seq_len, source.tokenizer, count=64)
+    result = substitute(source.model, fit_inputs=None if args.no_fit else data, norm=args.norm, act=args.act)
+    print(result.summary())
+    report = recover(source.model, result.model, data, steps=args.recover_steps, learning_rate=args.learning_rate,
+                     log=print)
+    print(report.format_text())
+    with atomic_dir(args.out) as tmp:
+        mbk.save(result.model, tmp)
+        copy_tokenizer_files(source.directory, tmp)
+        (tmp / "substitution.json").write_text(json.dumps({
+            "source": source.describe(), "changes": {k: list(v) for k, v in result.changes.items()},
+            "rules": result.rules, "fit_to_data": not args.no_fit, "data": data.description,
+            "fidelity": report.to_dict(),
+        }, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,220 @@
+"""Recipe: a declarative export target in TOML (``export/NAME.toml``), run by ``mbk export --recipe``.
+
+A recipe names the source, optional operator substitutions, the quantization,
+the formats, the sequence length, calibration and validation data and the
+validation thresholds; one file per deployment target. Example::
+
+    [source]
+    model = "models/all-MiniLM-L6-v2"   # or: preset = "mobilebert"
+
+    [export]
+    formats = ["tflite", "onnx"]
+    quantize = "dynamic"
+    seq_len = 128
+    out_dir = "out"                     # artifacts: out/<name>.<format>
+    name = "minilm-dynamic"
+
+    [export.onnx]                       # per-format overrides of [export] keys
+    opset = 17
+
+    [calibration]
+    data = "data/calibration.txt"
+
+    [validation]
+    min_cosine = 0.99
+
+Rules: every key is checked (an unknown key is a one-line error listing the
+valid ones); relative paths are resolved against the recipe's directory and
+must stay inside it (``..`` and absolute paths are rejected; place or symlink
+checkpoints and data under the recipe's directory), so a recipe cannot read
+or write files elsewhere.
+"""
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from mobilebert_kit.convert.errors import RecipeError
+from mobilebert_kit.convert.validation import THRESHOLD_KEYS
+
+_SECTIONS = {
+    "source": {"model": str, "preset": str, "head": str},
+    "substitute": {"norm": str, "act": str, "recover_steps": int, "data": str, "fit": bool, "seq_len": int,
+                   "learning_rate": float},
+    "export": {
+        "formats": list, "quantize": str, "seq_len": int, "batch_size": int, "out_dir": str, "name": str,
+        "mask_dtype": str, "mask_value": float, "io_type": str, "opset": int, "dynamic_axes": bool,
+        "embed_vocab": bool, "keep_float_layers": list, "keep_float_ops": list, "qat_steps": int,
+        "qat_learning_rate": float, "labels": list,
+    },
+    "calibration": {"data": str, "count": int},
+    "validation": {"data": str, "count": int, "drift_report": bool, **{k: float for k in THRESHOLD_KEYS}},
+}
+_FORMAT_TABLES = ("tflite", "onnx")
+_PATH_KEYS = {("source", "model"), ("substitute", "data"), ("export", "out_dir"), ("calibration", "data"),
+              ("validation", "data")}
+
+
+@dataclass
+class Recipe:
+    """A parsed, checked recipe.
+
+    Args:
+        path: the recipe file.
+        tables: the checked TOML tables (paths already resolved).
+
+    Example:
+        >>> recipe = Recipe.load("export/minilm-dynamic.toml")  # doctest: +SKIP
+        >>> [o.out for o in recipe.options()]  # doctest: +SKIP
+        ['export/out/minilm-dynamic.tflite', 'export/out/minilm-dynamic.onnx']
+    """
+
+    path: Path
+    tables: dict
+
+    @classmethod
+    def load(cls, path):
+        """Reads and checks a recipe; raises RecipeError (one line) on any problem."""
+        path = Path(path)
+        if not path.is_file():
+            raise RecipeError(f"recipe {path} does not exist")
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise RecipeError(f"{path} is not valid TOML: {err}") from err
+        return cls(path, _check(path, raw))
+
+    def _resolve(self, section, key, value):
+        return _inside(self.path, f"[{section}] {key}", value)
+
+    def source_spec(self):
+        source = self.tables.get("source", {})
+        if ("model" in source) == ("preset" in source):
+            raise RecipeError(f"{self.path}: [source] needs exactly one of model = \"path\" or preset = \"name\"")
+        return source.get("model") or source["preset"]
+
+    def options(self, validate=True):
+        """One :class:`~mobilebert_kit.convert.exporter.ExportOptions` per format."""
+        from mobilebert_kit.convert.exporter import ExportOptions
+
+        export = dict(self.tables.get("export", {}))
+        formats = export.pop("formats", ["tflite"])
+        per_format = {fmt: export.pop(fmt, {}) for fmt in _FORMAT_TABLES}
+        out_dir = export.pop("out_dir", str(self.path.parent / "out"))
+        name = export.pop("name", self.path.stem)
+        calibration = self.tables.get("calibration", {})
+        validation = dict(self.tables.get("validation", {}))
+        substitute = dict(self.tables.get("substitute", {}))
+        options = []
+        for fmt in formats:
+            settings = {**export, **per_format.get(fmt, {})}
+            opts = ExportOptions(
+                source=self.source_spec(), format=fmt, out=str(Path(out_dir) / f"{name}.{fmt}"),
+                quantize=settings.get("quantize", "none"), seq_len=settings.get("seq_len", 128),
+                batch_size=settings.get("batch_size", 1), mask_dtype=settings.get("mask_dtype", "float32"),
+                attention_mask_value=settings.get("mask_value", -120.0), io_type=settings.get("io_type", "float32"),
+                opset=settings.get("opset", 17), dynamic_axes=settings.get("dynamic_axes", False),
+                embed_vocab=settings.get("embed_vocab", True),
+                keep_float_layers=tuple(settings.get("keep_float_layers", ())),
+                keep_float_ops=tuple(settings.get("keep_float_ops", ())), qat_steps=settings.get("qat_steps", 100),
+                qat_learning_rate=settings.get("qat_learning_rate", 1e-5), labels=tuple(settings.get("labels", ())),
+                calibration=calibration.get("data"), calibration_count=calibration.get("count", 200),
+                validation_data=validation.get("data"), validation_count=validation.get("count", 16),
+                drift_report=validation.get("drift_report", False),
+                thresholds={k: validation[k] for k in THRESHOLD_KEYS if k in validation}, validate=validate,
+                head=self.tables.get("source", {}).get("head", "auto"),
+                substitutions={k: substitute[k] for k in ("norm", "act") if k in substitute},
+                recover_steps=substitute.get("recover_steps", 0), recover_data=substitute.get("data"),
+            )
+            try:
+                opts.check()
+            except Exception as err:
+                raise RecipeError(f"{self.path}: {err}") from err
+            options.append(opts)
+        return options
+
+    def run(self, validate=True, log=print):
+        """Exports every format of the recipe (the source is loaded and substituted once)."""
+        from mobilebert_kit.convert.exporter import export
+        from mobilebert_kit.convert.model_source import ModelSource
+
+        all_options = self.options(validate)
+        first = all_options[0]
+        source = ModelSource.load(first.source, head=first.head)
+        if first.substitutions:
+            source = _substituted_source(source, first, self.tables.get("substitute", {}), log)
+            for opts in all_options:
+                opts.substitutions, opts.recover_steps = {}, 0
+        return [export(opts, source=source, log=log) for opts in all_options]
+
+
+def _substituted_source(source, options, table, log):
+    """Applies the recipe's substitution (and recovery) once; returns a ModelSource of the result."""
+    from mobilebert_kit.convert.input_set import InputSet, default_inputs
+    from mobilebert_kit.convert.model_source import ModelSource
+    from mobilebert_kit.convert.rebuild import encoder_of
+    from mobilebert_kit.convert.recovery import recover
+    from mobilebert_kit.convert.substitution import substitute
+
+    config = encoder_of(source.model).config
+    seq = table.get("seq_len", options.seq_len)
+    if options.recover_data:
+        data = InputSet.from_file(options.recover_data, seq, source.tokenizer, config["vocab_size"])
+    else:
+        data = default_inputs(config, seq, source.tokenizer, count=64)
+    result = substitute(source.model, fit_inputs=data if table.get("fit", True) else None, **options.substitutions)
+    log(result.summary())
+    report = recover(source.model, result.model, data, steps=options.recover_steps,
+                     learning_rate=table.get("learning_rate", 1e-4), log=log)
+    log(report.format_text())
+    return ModelSource(result.model, source.kind, source.name, source.directory, source.labels)
+
+
+def _inside(recipe, what, value):
+    """Resolves a path of the recipe against its directory; rejects anything outside it."""
+    if os.path.isabs(value):
+        raise RecipeError(f"{recipe}: {what} = {value!r} is absolute; use a path inside {recipe.parent}")
+    base = os.path.normpath(str(recipe.parent))
+    joined = os.path.normpath(os.path.join(base, value))
+    # Lexical check: ".." cannot climb out; a symlink the user placed inside the directory is allowed.
+    if os.path.commonpath([base, joined]) != base:
+        raise RecipeError(f"{recipe}: {what} = {value!r} escapes the recipe's directory {recipe.parent}")
+    return joined
+
+
+def _check(path, raw):
+    """Type- and key-checks every table; resolves paths."""
+    tables = {}
+    for section, values in raw.items():
+        if section not in _SECTIONS:
+            raise RecipeError(f"{path}: unknown table [{section}]; valid: {', '.join(_SECTIONS)}")
+        if not isinstance(values, dict):
+            raise RecipeError(f"{path}: [{section}] must be a table")
+        tables[section] = _check_table(path, section, values, allow_formats=section == "export")
+    return tables
+
+
+def _check_table(path, section, values, allow_formats=False):
+    schema = _SECTIONS[section]
+    out = {}
+    for key, value in values.items():
+        if allow_formats and key in _FORMAT_TABLES:
+            if not isinstance(value, dict):
+                raise RecipeError(f"{path}: [export.{key}] must be a table")
+            out[key] = _check_table(path, section, value)
+            continue
+        if key not in schema:
+            valid = ", ".join(list(schema) + (list(_FORMAT_TABLES) if allow_formats else []))
+            raise RecipeError(f"{path}: unknown key {key!r} in [{section}]; valid: {valid}")
+        expected = schema[key]
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise RecipeError(f"{path}: [{section}] {key} must be a {expected.__name__}, got {value!r}")
+        if expected is list and not all(isinstance(v, str) for v in value):
+            raise RecipeError(f"{path}: [{section}] {key} must be a list of strings")
+        if (section, key) in _PATH_KEYS:
+            value = _inside(path, f"[{section}] {key}", value)
+        out[key] = value
+    return out

@@ -1,0 +1,143 @@
+"""Recovery after substitution: short feature-map distillation and the fidelity report.
+
+NoNorm initialised from LayerNorm's affine part is not LayerNorm (it skips
+the per-token centring and scaling), so a substituted model drifts from the
+original. A few hundred steps of layer-wise distillation against the original
+bring it back (MobileBERT Sec. 3: feature-map transfer, Eq. 1, plus the mean
+and variance terms, Eq. 2, weights 100 / 5000 / 5 from Appendix D; the losses
+are :mod:`mobilebert_kit.training.losses`). Every hidden state of the
+substituted model (embedding output and each block) is pulled towards the
+original's; heads are not trained.
+
+The fidelity report compares the substituted model with the original on the
+same held-out inputs (every 4th row, not trained on): per-layer hidden-state cosine at real tokens and, for the model's
+outputs, cosine and (for logits) argmax agreement.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
+from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
+from mobilebert_kit.convert.validation import compare
+
+LOSS_WEIGHTS = {"feature_map": 100.0, "mean": 5000.0, "variance": 5.0}
+
+
+@dataclass
+class FidelityReport:
+    """How close a substituted model is to its original, before and after recovery."""
+
+    before: dict
+    after: dict = None
+    steps: int = 0
+    losses: list = field(default_factory=list)
+
+    def format_text(self):
+        lines = ["fidelity to the original (cosine at real tokens; argmax agreement for logits):"]
+        for title, stats in (("before recovery", self.before), (f"after {self.steps} recovery step(s)", self.after)):
+            if stats is None:
+                continue
+            layers = " ".join(f"{c:.4f}" for c in stats["hidden_cosine"])
+            outputs = ", ".join(
+                f"{k} cos {v['cosine']:.4f}" + (f" argmax {v['argmax_agreement']:.3f}" if v["argmax_agreement"] is not None else "")
+                for k, v in stats["outputs"].items()
+            )
+            lines.append(f"  {title}: hidden states [{layers}]; {outputs}")
+        if self.losses:
+            lines.append(f"  recovery loss {self.losses[0]:.4f} -> {self.losses[-1]:.4f}")
+        return "\n".join(lines)
+
+    def to_dict(self):
+        return {"before": self.before, "after": self.after, "steps": self.steps, "losses": self.losses}
+
+
+def fidelity(original, substituted, inputs):
+    """``{"hidden_cosine": [per layer], "outputs": {name: {cosine, argmax_agreement}}}``."""
+    arrays = {k: np.asarray(v) for k, v in inputs.arrays.items()}
+    mask = arrays["attention_mask"]
+    views = [rebuild(encoder_of(m), output_hidden_states=True) for m in (original, substituted)]
+    hidden = [[np.asarray(h) for h in v(arrays, training=False)["hidden_states"]] for v in views]
+    cosines = [compare("h", s, o, mask).cosine for o, s in zip(*hidden)]
+    ref, ours = original(arrays, training=False), substituted(arrays, training=False)
+    outputs = {}
+    for name in output_names(original):
+        m = compare(name, np.asarray(ours[name]), np.asarray(ref[name]), mask if name in token_outputs(original) else None,
+                    logits=name in LOGIT_OUTPUTS)
+        outputs[name] = {"cosine": m.cosine, "argmax_agreement": m.argmax_agreement}
+    return {"hidden_cosine": cosines, "outputs": outputs}
+
+
+def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None):
+    """Distils ``substituted``'s encoder towards ``original``'s layer by layer, in place.
+
+    Args:
+        original: the source model (teacher; not modified).
+        substituted: the substituted model (its encoder weights are updated).
+        inputs: an InputSet of training inputs (real text when possible).
+        steps: optimisation steps (0: report only).
+        learning_rate: Adam learning rate.
+        batch_size: rows per step.
+        seed: row sampling seed.
+        log: optional callable for progress lines.
+
+    Returns:
+        A :class:`FidelityReport` with fidelity before and after.
+
+    Example:
+        >>> report = recover(model, substitute(model, norm="no_norm").model, inputs, steps=100)  # doctest: +SKIP
+    """
+    from mobilebert_kit.training import losses
+
+    train, held_out = _split(inputs)
+    report = FidelityReport(before=fidelity(original, substituted, held_out), steps=int(steps))
+    if not steps:
+        return report
+    teacher = rebuild(encoder_of(original), output_hidden_states=True)
+    student = rebuild(encoder_of(substituted), output_hidden_states=True)
+    optimizer = keras.optimizers.Adam(learning_rate)
+    rng = np.random.default_rng(seed)
+    arrays = {k: np.asarray(v) for k, v in train.arrays.items()}
+
+    @tf.function
+    def step(batch):
+        target = teacher(batch, training=False)["hidden_states"]
+        with tf.GradientTape() as tape:
+            hidden = student(batch, training=False)["hidden_states"]
+            mask = batch["attention_mask"]
+            loss = 0.0
+            for t, s in zip(target, hidden):
+                loss += LOSS_WEIGHTS["feature_map"] * losses.feature_map_loss(t, s, mask)
+                loss += LOSS_WEIGHTS["mean"] * losses.mean_loss(t, s, mask)
+                loss += LOSS_WEIGHTS["variance"] * losses.variance_loss(t, s, mask)
+            loss /= len(target)
+        grads = tape.gradient(loss, student.trainable_variables)
+        optimizer.apply_gradients(zip(grads, student.trainable_variables))
+        return loss
+
+    for i in range(int(steps)):
+        rows = rng.choice(train.count, size=min(batch_size, train.count), replace=False)
+        loss = float(step({k: tf.constant(v[rows]) for k, v in arrays.items()}))
+        report.losses.append(loss)
+        if log and (i == 0 or (i + 1) % max(1, steps // 5) == 0):
+            log(f"recovery step {i + 1}/{steps}: loss {loss:.4f}")
+    from mobilebert_kit.models.api import assign_weights
+
+    assign_weights(encoder_of(substituted), weight_arrays(student), source="recovered encoder")
+    report.after = fidelity(original, substituted, held_out)
+    return report
+
+
+def _split(inputs):
+    """(training rows, held-out rows): every 4th row is held out for the fidelity report."""
+    from mobilebert_kit.convert.input_set import InputSet
+
+    if inputs.count < 4:
+        return inputs, inputs
+    index = np.arange(inputs.count)
+    held = index % 4 == 3
+    pick = lambda rows: {k: v[rows] for k, v in inputs.arrays.items()}  # noqa: E731
+    return (InputSet(pick(~held), inputs.description),
+            InputSet(pick(held), f"{int(held.sum())} held-out row(s) of {inputs.description}"))
