@@ -125,22 +125,23 @@ def markdown(records, meta):
             f"{_label(peer) if peer else '-'} | {_ms(peer)} | {_fmt(row['ratio'])} | "
             f"{_label(same) if same else '-'} | {_fmt(row['ratio_same_format'])} |"
         )
-    lines += ["", "### Targets (issue 7)", "", "| target | measured | met |", "|---|---|---|"]
+    verdict = "met (noisy run: not a verdict)" if meta.get("noisy") else "met"
+    lines += ["", "### Targets (issue 7)", "", f"| target | measured | {verdict} |", "|---|---|---|"]
     for name, value, met in targets(records):
         lines.append(f"| {name} | {_fmt(value, '.3f')} | {'yes' if met else ('no' if value is not None else 'not measured')} |")
     lines += [
         "",
         "### All measurements",
         "",
-        "| set | family | model | format | precision | seq | median ms | p90 ms | runs | size MB | peak MB | GFLOP/s | % of peak | fidelity (mbk validate) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| set | family | model | format | precision | seq | median ms | p90 ms | min ms | runs | size MB | peak MB | GFLOP/s | % of peak | fidelity (mbk validate) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         if r["status"] != "ok":
             continue
         lines.append(
             f"| {r['set']} | {r['family']} | {r.get('model', '')} | {r['format']} | {r['precision']} | {r.get('seq_len', '')} | "
-            f"{_ms(r)} | {_fmt(r.get('p90_ms'))} | {r.get('runs', '')} | {_fmt(r.get('size_mb'), '.1f')} | "
+            f"{_ms(r)} | {_fmt(r.get('p90_ms'))} | {_fmt(r.get('min_ms'))} | {r.get('runs', '')} | {_fmt(r.get('size_mb'), '.1f')} | "
             f"{_fmt(r.get('peak_mb'), '.0f')} | {_fmt(r.get('gflops_per_s'), '.1f')} | "
             f"{_fmt(100 * r['peak_fraction'] if r.get('peak_fraction') is not None else None, '.0f')} | "
             f"{r.get('fidelity') or ''} |"
