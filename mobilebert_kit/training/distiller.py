@@ -11,8 +11,8 @@ Output directory::
     progress.json     stage, step and loss history (rewritten at every checkpoint)
     checkpoints/      tf.train checkpoints: student, optimizer, data iterator, progress
     tensorboard/      scalars per stage
-    student/          the distilled encoder (mbk.save), when the run completes
-    pretrainer/       the student with its MLM/NSP heads, when the run completes
+    student/          the distilled encoder (mbk.save) and the teacher's vocabulary files, when the run completes
+    pretrainer/       the student with its MLM/NSP heads, likewise
 
 Resuming: a checkpoint holds the student, the optimizer (moments, step,
 loss scale) and the data iterator (its position and shuffle buffer), so a
@@ -47,6 +47,7 @@ from mobilebert_kit.utils.atomic import atomic_file
 RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
 CHECKPOINT_DIR = "checkpoints"
+VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json")
 
 
 def _block_outputs(encoder, layers):
@@ -359,7 +360,8 @@ class Distiller:
 
         # autograph=False: the step has no tensor-dependent Python control flow, and
         # converting every Keras call made tracing ~2x slower (measured on tiny models).
-        @tf.function
+        # autograph=False: the step has no tensor-dependent Python control flow to convert.
+        @tf.function(autograph=False)
         def step(batch):
             per_replica = strategy.run(replica_step, args=(batch,))
             # Every replica's value is its share of the global mean: the sum is the global value.
@@ -425,6 +427,24 @@ class Distiller:
         }
         with atomic_file(self.out_dir / PROGRESS_FILE, "w") as f:
             f.write(json.dumps(state, indent=2) + "\n")
+
+    # ------------------------------------------------------ benchmark access
+    def prepare(self):
+        """Builds teacher, student, stage plan and data without training (benchmarks, inspection)."""
+        if not hasattr(self, "stages"):
+            self._setup()
+        return self
+
+    def stage_step(self, stage):
+        """``(step, variables)`` of ``stage`` with a fresh optimizer: ``step(batch)`` trains once, returns metrics."""
+        from mobilebert_kit.models.api import named_weights
+
+        self.prepare()
+        trained, tuned = stage_variables(stage, named_weights(self.student))
+        with self.strategy.scope():
+            optimizer, _, variables = self._make_optimizer(stage, trained, tuned)
+        step = self._make_step(stage, optimizer, variables)
+        return (lambda batch: step(self._distribute(batch))), variables
 
     # -------------------------------------------------------------------- run
     def run(self, resume=False):
@@ -544,6 +564,17 @@ class Distiller:
             raise KeyboardInterrupt
         return history
 
+    def _copy_vocabulary(self, *targets):
+        """Copies the teacher's tokenizer files next to the student: fine-tuning needs the same vocabulary."""
+        if not isinstance(self.teacher_spec, (str, Path)) or not Path(self.teacher_spec).is_dir():
+            return []
+        names = [n for n in VOCAB_FILES if (Path(self.teacher_spec) / n).is_file()]
+        for target in targets:
+            for name in names:
+                with atomic_file(Path(target) / name, "wb") as handle:
+                    handle.write((Path(self.teacher_spec) / name).read_bytes())
+        return names
+
     def _finish(self, history):
         import mobilebert_kit as mbk
 
@@ -551,10 +582,15 @@ class Distiller:
         pretrainer_dir = self.out_dir / "pretrainer"
         mbk.save(self.student_encoder, student_dir)
         mbk.save(self.student, pretrainer_dir)
+        copied = self._copy_vocabulary(student_dir, pretrainer_dir)
         state = {"stage": len(self.stages), "stage_name": "complete", "complete": True,
                  "global_step": int(self.progress.global_step.numpy()), "history": history}
         with atomic_file(self.out_dir / PROGRESS_FILE, "w") as f:
             f.write(json.dumps(state, indent=2) + "\n")
-        self.console.print(f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})", highlight=False, soft_wrap=True)
+        self.console.print(
+            f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
+            + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""),
+            highlight=False, soft_wrap=True,
+        )
         return {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
                 "global_step": state["global_step"]}

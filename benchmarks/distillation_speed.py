@@ -1,0 +1,134 @@
+"""Steps per second of distillation relative to a plain student forward+backward plus a teacher forward.
+
+Same process, same batch, same models (the all-MiniLM-L6-v2 teacher and the
+MobileBERT-style student of ``distillation_ablation.py``). Timed steps:
+
+- ``reference``: teacher forward + student forward and backward with a trivial
+  loss (MSE of the last hidden states); gradients computed, not applied;
+- ``reference + LAMB``: the same, then a LAMB update of all student variables;
+- ``end_to_end``: one distillation step on all 6 layers (Eq. 7 on every layer, LAMB);
+- ``progressive layer_k``: one step of the stage of layer k (blocks above k are
+  not computed; only block k trains, lower layers frozen).
+
+Each is warmed up (tracing), then timed for ``--steps`` steps; rounds alternate
+between them and the median over rounds is reported, with the ratio to the
+reference measured in the same round.
+
+Usage:
+    python benchmarks/distillation_speed.py --rounds 5 --steps 20 --append-results
+"""
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/mbk-bench/distillation_ablation"))
+    parser.add_argument("--append-results", action="store_true")
+    args = parser.parse_args(argv)
+    command = "python benchmarks/distillation_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
+
+    import os
+
+    from distillation_ablation import prepare
+    from rich.console import Console
+
+    from mobilebert_kit.backend import tf
+    from mobilebert_kit.training.distill_config import DistillConfig
+    from mobilebert_kit.training.distiller import Distiller
+    from mobilebert_kit.training.lamb import Lamb
+    from mobilebert_kit.training.stages import plan_stages
+
+    teacher_dir, _ = prepare(args.work, args.seq_len, 10)
+    config = DistillConfig(schedule="end_to_end", layer_steps=10, batch_size=args.batch_size, log_every=10**6)
+    distiller = Distiller(str(teacher_dir), str(args.work / "student_init"), str(args.work / "data_train"),
+                          args.work / "speed_run", config, console=Console(file=open(os.devnull, "w"))).prepare()
+    batch = next(distiller.iterator)
+    teacher, student = distiller.teacher_encoder, distiller.student_encoder
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    variables = student.trainable_variables
+    lamb = Lamb(learning_rate=1e-4)
+    lamb.build(variables)
+
+    def reference_step(apply):
+        @tf.function
+        def step():
+            target = teacher(inputs, training=False)["sequence_output"]
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(student(inputs, training=True)["sequence_output"] - target))
+            grads = tape.gradient(loss, variables)
+            if apply:
+                lamb.apply_gradients(zip(grads, variables))
+                return loss
+            return loss, grads
+
+        return step
+
+    candidates = {"reference": reference_step(False), "reference + LAMB": reference_step(True)}
+    (e2e,) = plan_stages(config, 6, embeddings_from_teacher=True)
+    step, _ = distiller.stage_step(e2e)
+    candidates["end_to_end (6 layers)"] = lambda: step(batch)
+    progressive = plan_stages(DistillConfig(layer_steps=10), 6, embeddings_from_teacher=True)
+    for layer in (0, 5):
+        fn, _ = distiller.stage_step(progressive[layer])
+        candidates[f"progressive layer_{layer}"] = (lambda f: lambda: f(batch))(fn)
+
+    def timed(fn, steps):
+        for value in tf.nest.flatten(fn()):
+            value.numpy()  # finish pending work
+        start = time.perf_counter()
+        for _ in range(steps):
+            out = fn()
+        for value in tf.nest.flatten(out):
+            value.numpy()
+        return steps / (time.perf_counter() - start)
+
+    for name, fn in candidates.items():  # warm-up: tracing and first runs
+        timed(fn, 2)
+        print(f"warmed up {name}", flush=True)
+    rates = {name: [] for name in candidates}
+    ratios = {name: [] for name in candidates}
+    for r in range(args.rounds):
+        this = {name: timed(fn, args.steps) for name, fn in candidates.items()}
+        for name, value in this.items():
+            rates[name].append(value)
+            ratios[name].append(value / this["reference"])
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v:.2f} step/s" for k, v in this.items()), flush=True)
+
+    lines = [
+        "",
+        "## Distillation speed vs plain forward/backward (`benchmarks/distillation_speed.py`)",
+        "",
+        f"Teacher all-MiniLM-L6-v2, MobileBERT-style student of `distillation_ablation.py`; batch {args.batch_size} "
+        f"x {args.seq_len} tokens, float32, one process on {os.cpu_count()} CPU core(s) "
+        f"({platform.machine()}, {platform.node()}, {time.strftime('%Y-%m-%d')}); {args.rounds} rounds x "
+        f"{args.steps} steps, alternating; medians. Command: `{command}`",
+        "",
+        "| step | steps/s (median) | ratio to reference (median of per-round ratios) | min - max ratio |",
+        "|---|---|---|---|",
+    ]
+    for name in candidates:
+        lines.append(f"| {name} | {statistics.median(rates[name]):.2f} | **{statistics.median(ratios[name]):.3f}** | "
+                     f"{min(ratios[name]):.3f} - {max(ratios[name]):.3f} |")
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if args.append_results:
+        with open(REPO / "benchmarks" / "RESULTS.md", "a") as handle:
+            handle.write(section)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""``mbk finetune``: fine-tune an encoder on classification, regression, span QA or token classification."""
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "finetune",
+        help="fine-tune a (distilled) encoder on a GLUE, SQuAD or tagging task",
+        description="Fine-tune an encoder with a task head: classification / regression on GLUE-style .tsv/.csv/.jsonl "
+        "tables, span question answering on SQuAD v1.1/v2.0 JSON, token classification on CoNLL text or .jsonl. "
+        "Writes OUT/model, OUT/task.json and the vocabulary; `mbk evaluate` reads them.",
+    )
+    parser.add_argument("--model", required=True, metavar="PRESET_OR_DIR",
+                        help="encoder to start from: a distilled OUT/student, a saved model, an HF checkpoint or a preset")
+    parser.add_argument("--task", required=True, metavar="TASK",
+                        help="classification, regression, span_qa or token_classification")
+    parser.add_argument("--train", required=True, metavar="FILE", help="training data")
+    parser.add_argument("--eval", metavar="FILE", help="evaluation data (metrics printed and stored in task.json)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
+    parser.add_argument("--vocab", metavar="PATH", help="vocab.txt / tokenizer.json / directory (default: found in --model)")
+    parser.add_argument("--cased", action="store_true", help="cased vocabulary")
+    parser.add_argument("--text-columns", metavar="A[,B]", help="text column(s) of a table (default: GLUE names)")
+    parser.add_argument("--label-column", metavar="NAME", help="label column of a table (default: label/score/...)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--warmup-proportion", type=float, default=0.1)
+    parser.add_argument("--optimizer", default="adamw", help="adamw or lamb (default adamw)")
+    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--doc-stride", type=int, default=128, help="SQuAD window stride (default 128)")
+    parser.add_argument("--max-query-length", type=int, default=64, help="SQuAD question tokens kept (default 64)")
+    parser.add_argument("--dropout", type=float, default=0.1, help="dropout before the classifier (default 0.1)")
+    parser.add_argument("--precision", default="float32", help="float32, mixed_float16 or mixed_bfloat16")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=run)
+
+
+def find_vocab(model):
+    """The vocabulary next to a model: the model directory itself or its parents' (a distill run's teacher is not known)."""
+    from pathlib import Path
+
+    for directory in (Path(model), Path(model).parent):
+        for name in ("tokenizer.json", "vocab.txt"):
+            if (directory / name).is_file():
+                return directory
+    return None
+
+
+def run(args):
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.training.fine_tuner import FinetuneConfig, FineTuner
+
+    vocab = args.vocab or find_vocab(args.model)
+    if vocab is None:
+        raise MbkError(f"no vocabulary found in {args.model}; pass --vocab (the vocab.txt the model was trained with)")
+    tokenizer = WordPieceTokenizer.from_file(vocab, lowercase=False if args.cased else None)
+    config = FinetuneConfig(
+        task=args.task, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+        warmup_proportion=args.warmup_proportion, optimizer=args.optimizer, weight_decay=args.weight_decay,
+        seq_len=args.seq_len, doc_stride=args.doc_stride, max_query_length=args.max_query_length,
+        dropout=args.dropout, precision=args.precision, seed=args.seed,
+    )
+    columns = args.text_columns.split(",") if args.text_columns else None
+    FineTuner(args.model, tokenizer, config, text_columns=columns, label_column=args.label_column).train(
+        args.train, args.out, eval_path=args.eval
+    )
+    return 0

@@ -1,0 +1,300 @@
+"""FineTuner: fine-tune an encoder with a task head (the last step after distillation).
+
+Tasks (one keyword, ``task``): ``classification`` and ``regression`` on
+sequences or pairs (GLUE), ``span_qa`` (SQuAD v1.1/v2.0), and
+``token_classification`` (NER, POS). Heads are those of
+:mod:`mobilebert_kit.models.heads`. The output directory holds the task model
+(``mbk.save``), ``task.json`` (task, labels, columns, sequence length) and the
+vocabulary, so ``mbk evaluate`` needs nothing else.
+"""
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.errors import ConfigError, MbkError, check_choice
+from mobilebert_kit.training import metrics as task_metrics
+from mobilebert_kit.training import task_data
+from mobilebert_kit.utils.atomic import atomic_dir
+
+TASK_FILE = "task.json"
+HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence_classifier",
+                "span_qa": "span_question_answerer", "token_classification": "token_classifier"}
+
+
+@dataclasses.dataclass
+class FinetuneConfig:
+    """Options of :class:`FineTuner` (BERT's GLUE/SQuAD recipe by default).
+
+    Args:
+        task: ``"classification"``, ``"regression"``, ``"span_qa"`` or ``"token_classification"``.
+        epochs: passes over the training data.
+        batch_size: global batch size.
+        learning_rate: peak rate (linear warm-up over ``warmup_proportion``, then linear decay).
+        warmup_proportion: share of the steps warming up.
+        optimizer: ``"adamw"`` or ``"lamb"``.
+        weight_decay: decoupled weight decay (not on norms and biases).
+        seq_len: tokens per example.
+        doc_stride: SQuAD window stride over long contexts.
+        max_query_length: SQuAD question tokens kept.
+        dropout: dropout before the task classifier.
+        precision: ``"float32"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``.
+        seed: weight initialisation and shuffling seed.
+    """
+
+    task: str = "classification"
+    epochs: int = 3
+    batch_size: int = 32
+    learning_rate: float = 5e-5
+    warmup_proportion: float = 0.1
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    seq_len: int = 128
+    doc_stride: int = 128
+    max_query_length: int = 64
+    dropout: float = 0.1
+    precision: str = "float32"
+    seed: int = 0
+
+    def __post_init__(self):
+        from mobilebert_kit.training.distill_config import OPTIMIZERS, PRECISIONS
+
+        check_choice("task", self.task, task_data.TASKS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("precision", self.precision, PRECISIONS)
+        for key in ("epochs", "batch_size", "seq_len"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+
+
+def load_encoder(spec, precision="float32"):
+    """An encoder from a preset name, a saved model (encoder or task model) or a Hugging Face / TF1 checkpoint."""
+    import mobilebert_kit as mbk
+    from mobilebert_kit.models.encoder import Encoder
+    from mobilebert_kit.models.presets import PRESETS
+    from mobilebert_kit.training.teacher_student import precision_policy
+
+    with precision_policy(precision):
+        if isinstance(spec, str) and spec in PRESETS:
+            return mbk.build(spec, dtype=precision)
+        if not Path(spec).exists():
+            raise MbkError(f"model {spec} is neither a preset ({', '.join(PRESETS)}) nor an existing checkpoint")
+        model = mbk.import_checkpoint(spec, dtype=precision)
+    return model if isinstance(model, Encoder) else model.encoder
+
+
+class _Progress:
+    """A Keras callback driving a :class:`StageProgress` bar with the running loss."""
+
+    def __new__(cls, console, total, every):
+        from mobilebert_kit.backend import keras
+        from mobilebert_kit.training.stage_progress import StageProgress
+
+        class Callback(keras.callbacks.Callback):
+            def on_train_begin(self, logs=None):
+                self.bar = StageProgress(console, "fine-tuning", total, plain_every=every).__enter__()
+
+            def on_train_batch_end(self, batch, logs=None):
+                logs = logs or {}
+                self.bar.update(1, {"loss": float(logs["loss"])} if "loss" in logs and (batch + 1) % every == 0 else None)
+
+            def on_train_end(self, logs=None):
+                self.bar.__exit__(None, None, None)
+
+        return Callback()
+
+
+class FineTuner:
+    """Fine-tunes an encoder on a task and saves a self-contained model directory.
+
+    Args:
+        model: preset name, saved model directory or checkpoint (e.g. a distilled ``student/``).
+        tokenizer: a :class:`~mobilebert_kit.data.word_piece_tokenizer.WordPieceTokenizer`.
+        config: a :class:`FinetuneConfig`.
+        text_columns, label_column: table columns (auto-detected for GLUE names).
+        strategy: any ``tf.distribute.Strategy`` (default: the current one).
+        console: ``rich`` console for the plan and the progress bar.
+
+    Example:
+        >>> FineTuner("runs/mb/student", tokenizer, FinetuneConfig(task="classification")).train(
+        ...     "SST-2/train.tsv", "runs/sst2", eval_path="SST-2/dev.tsv")  # doctest: +SKIP
+    """
+
+    def __init__(self, model, tokenizer, config=None, text_columns=None, label_column=None, strategy=None, console=None):
+        self.model_spec = model
+        self.tokenizer = tokenizer
+        self.config = config or FinetuneConfig()
+        self.text_columns = text_columns
+        self.label_column = label_column
+        self.strategy = strategy
+        if console is None:
+            from rich.console import Console
+
+            console = Console()
+        self.console = console
+
+    def _data(self, path, spec, training):
+        cfg = self.config
+        if cfg.task in ("classification", "regression"):
+            features, labels, names, columns = task_data.load_sequence_task(
+                path, self.tokenizer, cfg.seq_len, cfg.task, spec.get("text_columns") or self.text_columns,
+                spec.get("label_column") or self.label_column, spec.get("label_names"), need_label=True,
+            )
+            spec.update(label_names=names, **columns)
+            if cfg.task == "regression":
+                return features, {"logits": labels.reshape(-1, 1)}, None, None
+            return features, {"logits": labels}, None, None
+        if cfg.task == "span_qa":
+            examples = task_data.read_squad(path)
+            features, windows = task_data.squad_features(self.tokenizer, examples, cfg.seq_len, cfg.doc_stride,
+                                                         cfg.max_query_length, training=training)
+            targets = None
+            if training:
+                targets = {"start_logits": features.pop("start_positions"), "end_logits": features.pop("end_positions")}
+            return features, targets, None, (examples, windows)
+        sentences = task_data.read_tagged(path)
+        if spec.get("label_names") is None:
+            spec["label_names"] = sorted({t for _, tags in sentences for t in tags})
+        features, labels, first_piece = task_data.tagging_features(self.tokenizer, sentences, cfg.seq_len,
+                                                                   spec["label_names"])
+        weights = (labels != task_data.IGNORE).astype(np.float32)
+        return features, {"logits": np.maximum(labels, 0)}, {"logits": weights}, (sentences, first_piece)
+
+    def _build(self, num_labels):
+        from mobilebert_kit.backend import keras
+        from mobilebert_kit.models.heads import HEADS
+        from mobilebert_kit.training.lamb import Lamb
+        from mobilebert_kit.training.teacher_student import precision_policy
+        from mobilebert_kit.training.warmup_decay import WarmupDecay
+
+        cfg = self.config
+        encoder = load_encoder(self.model_spec, cfg.precision)
+        head = HEAD_OF_TASK[cfg.task]
+        kwargs = {}
+        if cfg.task in ("classification", "regression", "token_classification"):
+            kwargs = {"num_labels": num_labels, "dropout": cfg.dropout}
+        with precision_policy(cfg.precision):
+            model = HEADS[head](encoder, **kwargs)
+        schedule = WarmupDecay(cfg.learning_rate, total_steps=max(self._steps, 1),
+                               warmup_steps=int(round(cfg.warmup_proportion * self._steps)))
+        optimizer = Lamb(learning_rate=schedule, weight_decay_rate=cfg.weight_decay,
+                         use_trust_ratio=cfg.optimizer == "lamb", global_clipnorm=1.0)
+        if cfg.task == "regression":
+            loss = {"logits": keras.losses.MeanSquaredError()}
+        elif cfg.task == "span_qa":
+            ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            loss = {"start_logits": ce, "end_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+        else:
+            loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+        weights = {"start_logits": 0.5, "end_logits": 0.5} if cfg.task == "span_qa" else None
+        model.compile(optimizer=optimizer, loss=loss, loss_weights=weights)
+        return model
+
+    def train(self, train_path, out_dir, eval_path=None):
+        """Fine-tunes, evaluates on ``eval_path`` if given, and saves everything to ``out_dir``.
+
+        Returns:
+            The evaluation metrics (empty without ``eval_path``).
+        """
+        import mobilebert_kit as mbk
+        from mobilebert_kit.backend import keras, tf
+
+        cfg = self.config
+        keras.utils.set_random_seed(cfg.seed)
+        self.strategy = self.strategy or tf.distribute.get_strategy()
+        spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
+                "max_query_length": cfg.max_query_length, "label_names": None}
+        features, targets, weights, _ = self._data(train_path, spec, training=True)
+        n = len(features["input_ids"])
+        if n < cfg.batch_size:
+            raise MbkError(f"{train_path} yields {n} examples, fewer than --batch-size {cfg.batch_size}")
+        self._steps = (n // cfg.batch_size) * cfg.epochs
+        num_labels = {"classification": len(spec["label_names"] or []), "regression": 1,
+                      "token_classification": len(spec["label_names"] or []), "span_qa": 0}[cfg.task]
+        if cfg.task == "classification" and num_labels < 2:
+            raise MbkError(f"{train_path} has a single label {spec['label_names']}; classification needs two or more")
+        self.console.print(
+            f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
+            f"{cfg.epochs} epoch(s) x {n // cfg.batch_size} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
+            f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}",
+            highlight=False, soft_wrap=True,
+        )
+        parts = (features, targets) if weights is None else (features, targets, weights)
+        dataset = tf.data.Dataset.from_tensor_slices(parts).shuffle(n, seed=cfg.seed, reshuffle_each_iteration=True)
+        dataset = dataset.batch(cfg.batch_size, drop_remainder=True).prefetch(2)
+        with self.strategy.scope():
+            model = self._build(num_labels)
+        model.fit(dataset, epochs=cfg.epochs, verbose=0,
+                  callbacks=[_Progress(self.console, self._steps, max(1, self._steps // 50))])
+        results = {}
+        if eval_path is not None:
+            results = evaluate_model(model, spec, self.tokenizer, eval_path, cfg.batch_size)
+            self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
+        with atomic_dir(out_dir) as tmp:
+            mbk.save(model, tmp / "model")
+            vocab = Path(self.tokenizer.source)
+            shutil.copyfile(vocab, tmp / vocab.name)
+            spec.update(vocab=vocab.name, lowercase=self.tokenizer.lowercase, metrics=results)
+            (tmp / TASK_FILE).write_text(json.dumps(spec, indent=2) + "\n")
+        return results
+
+
+def _predict(model, features, batch_size):
+    from mobilebert_kit.backend import tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
+    return model.predict(dataset, verbose=0)
+
+
+def evaluate_model(model, spec, tokenizer, path, batch_size=32):
+    """Metrics of a task model on a labelled file, following ``spec`` (the content of ``task.json``)."""
+    task = spec["task"]
+    if task in ("classification", "regression"):
+        features, labels, _, _ = task_data.load_sequence_task(
+            path, tokenizer, spec["seq_len"], task, spec.get("text_columns"), spec.get("label_column"),
+            spec.get("label_names"), need_label=True,
+        )
+        logits = np.asarray(_predict(model, features, batch_size)["logits"], np.float32)
+        if task == "regression":
+            return task_metrics.regression_metrics(labels, logits[:, 0])
+        return task_metrics.classification_metrics(labels, logits.argmax(-1), len(spec["label_names"]))
+    if task == "span_qa":
+        examples = task_data.read_squad(path)
+        features, windows = task_data.squad_features(tokenizer, examples, spec["seq_len"], spec["doc_stride"],
+                                                     spec["max_query_length"], training=False)
+        out = _predict(model, features, batch_size)
+        predictions = task_data.squad_predictions(examples, windows, np.asarray(out["start_logits"], np.float32),
+                                                  np.asarray(out["end_logits"], np.float32))
+        answers = {e["id"]: ([] if e["impossible"] else [a["text"] for a in e["answers"]]) for e in examples}
+        return task_metrics.squad_metrics(predictions, answers)
+    sentences = task_data.read_tagged(path)
+    names = spec["label_names"]
+    features, _, first_piece = task_data.tagging_features(tokenizer, sentences, spec["seq_len"], names)
+    guesses = np.asarray(_predict(model, features, batch_size)["logits"], np.float32).argmax(-1)
+    gold, predicted = [], []
+    for row, (_, tags) in enumerate(sentences):
+        kept = [w for w in range(len(tags)) if w in first_piece[row]]  # words cut by truncation are not scored
+        gold.append([tags[w] for w in kept])
+        predicted.append([names[guesses[row, first_piece[row][w]]] for w in kept])
+    return task_metrics.token_classification_metrics(gold, predicted)
+
+
+def evaluate_directory(model_dir, path, batch_size=32):
+    """Loads a directory written by :meth:`FineTuner.train` and evaluates it on ``path``."""
+    import mobilebert_kit as mbk
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+
+    model_dir = Path(model_dir)
+    task_file = model_dir / TASK_FILE
+    if not task_file.is_file():
+        raise MbkError(f"{model_dir} is not a fine-tuned model ({TASK_FILE} is missing); create one with `mbk finetune`")
+    try:
+        spec = json.loads(task_file.read_text())
+    except (OSError, ValueError) as err:
+        raise MbkError(f"cannot read {task_file} ({err}); fine-tune again") from err
+    tokenizer = WordPieceTokenizer.from_file(model_dir / spec["vocab"], lowercase=spec.get("lowercase"))
+    model = mbk.load(model_dir / "model")
+    return evaluate_model(model, spec, tokenizer, path, batch_size)

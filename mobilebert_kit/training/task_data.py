@@ -1,0 +1,306 @@
+"""Fine-tuning data: readers for GLUE-style tables, SQuAD JSON and tagged tokens, and model features.
+
+Formats:
+
+- sequence classification / regression: ``.tsv`` (GLUE; no quoting),
+  ``.csv`` or ``.jsonl``, with a header; one or two text columns and a label column;
+- span question answering: SQuAD v1.1 / v2.0 JSON (``data[].paragraphs[].qas[]``,
+  ``is_impossible`` for v2.0);
+- token classification: CoNLL-style text (``token ... tag`` per line, blank line
+  between sentences) or ``.jsonl`` with ``tokens`` and ``tags`` (or ``ner_tags``).
+
+Features are fixed-length numpy arrays: ``input_ids``, ``attention_mask``,
+``token_type_ids`` of ``[n, seq_len]`` plus the task's labels.
+"""
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.errors import MbkError
+
+TASKS = ("classification", "regression", "span_qa", "token_classification")
+_TEXT_PAIRS = (("sentence1", "sentence2"), ("question1", "question2"), ("premise", "hypothesis"),
+               ("question", "sentence"), ("#1 String", "#2 String"), ("text_a", "text_b"))
+_TEXT_SINGLES = ("sentence", "text", "text_a")
+_LABELS = ("label", "score", "Quality", "gold_label", "labels")
+IGNORE = -100
+
+
+# ------------------------------------------------------------- tables
+def read_table(path):
+    """Rows (dicts) of a ``.tsv``, ``.csv`` or ``.jsonl`` file with a header."""
+    path = Path(path)
+    if not path.is_file():
+        raise MbkError(f"{path} does not exist; pass a .tsv, .csv or .jsonl file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".jsonl":
+            rows = []
+            with open(path, encoding="utf-8") as handle:
+                for number, line in enumerate(handle, 1):
+                    if line.strip():
+                        try:
+                            rows.append(json.loads(line))
+                        except ValueError as err:
+                            raise MbkError(f"{path}:{number} is not valid JSON ({err}); one object per line") from err
+            return rows
+        if suffix not in (".tsv", ".csv"):
+            raise MbkError(f"{path}: unknown table format {suffix!r}; use .tsv, .csv or .jsonl")
+        with open(path, encoding="utf-8", newline="") as handle:
+            if suffix == ".tsv":  # GLUE files contain unbalanced quotes: no quoting at all
+                return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+            return list(csv.DictReader(handle))
+    except UnicodeDecodeError as err:
+        raise MbkError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
+
+
+def resolve_columns(rows, path, text_columns=None, label_column=None, need_label=True):
+    """Picks the text and label columns: given ones are checked, else GLUE's usual names are tried."""
+    if not rows:
+        raise MbkError(f"{path} has no rows")
+    columns = list(rows[0])
+    if text_columns:
+        missing = [c for c in text_columns if c not in columns]
+        if missing:
+            raise MbkError(f"{path} has no column {missing[0]!r}; columns: {', '.join(columns)}")
+    else:
+        pair = next((p for p in _TEXT_PAIRS if all(c in columns for c in p)), None)
+        single = next((c for c in _TEXT_SINGLES if c in columns), None)
+        text_columns = list(pair) if pair else [single] if single else None
+        if not text_columns:
+            raise MbkError(f"{path}: cannot tell the text column(s); pass --text-columns (columns: {', '.join(columns)})")
+    if label_column is None:
+        label_column = next((c for c in _LABELS if c in columns), None)
+    if need_label and (label_column is None or label_column not in columns):
+        raise MbkError(f"{path}: no label column {label_column or ''!r}; pass --label-column (columns: {', '.join(columns)})")
+    return list(text_columns), label_column
+
+
+def sequence_features(tokenizer, texts_a, texts_b, seq_len):
+    """Encodes single texts or pairs as ``[CLS] a [SEP] (b [SEP])``, truncating the longer part first."""
+    n = len(texts_a)
+    ids = np.full((n, seq_len), tokenizer.pad_id, np.int32)
+    types = np.zeros((n, seq_len), np.int32)
+    mask = np.zeros((n, seq_len), np.int32)
+    budget = seq_len - (3 if texts_b is not None else 2)
+    for i in range(n):
+        a = tokenizer.encode(str(texts_a[i]))[1]
+        b = tokenizer.encode(str(texts_b[i]))[1] if texts_b is not None else []
+        while len(a) + len(b) > budget:
+            (a if len(a) >= len(b) else b).pop()
+        row = [tokenizer.cls_id] + a + [tokenizer.sep_id]
+        row_types = [0] * len(row)
+        if texts_b is not None:
+            row += b + [tokenizer.sep_id]
+            row_types += [1] * (len(b) + 1)
+        ids[i, : len(row)] = row
+        types[i, : len(row)] = row_types
+        mask[i, : len(row)] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_column=None, label_names=None,
+                       need_label=True):
+    """Features and labels of a classification/regression table.
+
+    Args:
+        label_names: class names in index order (from training); None builds them
+            from this file (sorted). Unknown labels in evaluation data are an error.
+
+    Returns:
+        ``(features, labels or None, label_names, columns)``.
+    """
+    rows = read_table(path)
+    text_columns, label_column = resolve_columns(rows, path, text_columns, label_column, need_label)
+    texts_a = [r[text_columns[0]] for r in rows]
+    texts_b = [r[text_columns[1]] for r in rows] if len(text_columns) > 1 else None
+    features = sequence_features(tokenizer, texts_a, texts_b, seq_len)
+    labels = None
+    if label_column is not None and label_column in rows[0]:
+        raw = [r[label_column] for r in rows]
+        if task == "regression":
+            try:
+                labels = np.asarray([float(x) for x in raw], np.float32)
+            except (TypeError, ValueError) as err:
+                raise MbkError(f"{path}: regression labels must be numbers ({err})") from err
+        else:
+            raw = [str(x) for x in raw]
+            if label_names is None:
+                label_names = sorted(set(raw))
+            index = {name: i for i, name in enumerate(label_names)}
+            unknown = sorted(set(raw) - set(index))
+            if unknown:
+                raise MbkError(f"{path}: label {unknown[0]!r} was not seen in training; known: {', '.join(label_names)}")
+            labels = np.asarray([index[x] for x in raw], np.int32)
+    return features, labels, label_names, {"text_columns": text_columns, "label_column": label_column}
+
+
+# ------------------------------------------------------------- SQuAD
+def read_squad(path):
+    """SQuAD v1.1/v2.0 examples: dicts with id, question, context, answers (text, start) and impossible."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))["data"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise MbkError(f"{path} is not a SQuAD JSON file ({type(err).__name__}: {err}); expected {{\"data\": [...]}}") from err
+    examples = []
+    for article in data:
+        for paragraph in article.get("paragraphs", []):
+            context = paragraph["context"]
+            for qa in paragraph.get("qas", []):
+                answers = [{"text": a["text"], "start": int(a["answer_start"])} for a in qa.get("answers", [])]
+                examples.append({"id": str(qa["id"]), "question": qa["question"], "context": context,
+                                 "answers": answers, "impossible": bool(qa.get("is_impossible", False))})
+    if not examples:
+        raise MbkError(f"{path} holds no questions")
+    return examples
+
+
+def squad_features(tokenizer, examples, seq_len, doc_stride=128, max_query_length=64, training=True):
+    """Windows of ``[CLS] question [SEP] context [SEP]`` over long contexts (BERT's run_squad).
+
+    Training windows that do not contain the answer (and unanswerable
+    questions) point start and end at ``[CLS]`` (position 0).
+
+    Returns:
+        ``(features, windows)``: arrays (with ``start_positions``/``end_positions``
+        when training) and per window ``(example index, {token position: (char start, char end)})``.
+    """
+    rows = {k: [] for k in ("input_ids", "attention_mask", "token_type_ids", "start_positions", "end_positions")}
+    windows = []
+    for index, example in enumerate(examples):
+        q_ids = tokenizer.encode(example["question"])[1][:max_query_length]
+        _, c_ids, c_offsets = tokenizer.encode(example["context"])
+        room = seq_len - len(q_ids) - 3
+        if room < 8:
+            raise MbkError(f"seq_len {seq_len} leaves no room for the context after a {len(q_ids)}-token question; raise --seq-len")
+        answer = None
+        if training and example["answers"] and not example["impossible"]:
+            first = example["answers"][0]
+            start_char, end_char = first["start"], first["start"] + len(first["text"])
+            tokens_in = [i for i, (s, e) in enumerate(c_offsets) if s < end_char and e > start_char]
+            if tokens_in:
+                answer = (tokens_in[0], tokens_in[-1])
+        start = 0
+        while True:
+            length = min(room, len(c_ids) - start)
+            ids = [tokenizer.cls_id] + q_ids + [tokenizer.sep_id] + c_ids[start : start + length] + [tokenizer.sep_id]
+            offset = len(q_ids) + 2
+            types = [0] * offset + [1] * (length + 1)
+            pad = seq_len - len(ids)
+            rows["input_ids"].append(ids + [tokenizer.pad_id] * pad)
+            rows["token_type_ids"].append(types + [0] * pad)
+            rows["attention_mask"].append([1] * len(ids) + [0] * pad)
+            s_pos = e_pos = 0
+            if answer is not None and start <= answer[0] and answer[1] < start + length:
+                s_pos, e_pos = answer[0] - start + offset, answer[1] - start + offset
+            rows["start_positions"].append(s_pos)
+            rows["end_positions"].append(e_pos)
+            windows.append((index, {offset + j: c_offsets[start + j] for j in range(length)}))
+            if start + length >= len(c_ids):
+                break
+            start += min(length, doc_stride)
+    features = {k: np.asarray(v, np.int32) for k, v in rows.items()}
+    if not training:
+        features.pop("start_positions")
+        features.pop("end_positions")
+    return features, windows
+
+
+def squad_predictions(examples, windows, start_logits, end_logits, n_best=20, max_answer_length=30,
+                      null_threshold=0.0, allow_null=None):
+    """Best answer text per question from window logits; "" when no answer scores better (SQuAD 2.0).
+
+    Args:
+        allow_null: predict "no answer" when ``null score - best span > null_threshold``;
+            default: if any example is marked impossible (v2.0 data).
+    """
+    if allow_null is None:
+        allow_null = any(e["impossible"] for e in examples)
+    best = {}
+    for w, (index, token_chars) in enumerate(windows):
+        s, e = start_logits[w], end_logits[w]
+        null = float(s[0] + e[0])
+        entry = best.setdefault(index, {"null": null, "score": -np.inf, "text": ""})
+        entry["null"] = min(entry["null"], null)
+        starts = [i for i in np.argsort(s)[::-1][:n_best] if i in token_chars]
+        ends = [i for i in np.argsort(e)[::-1][:n_best] if i in token_chars]
+        context = examples[index]["context"]
+        for i in starts:
+            for j in ends:
+                if j < i or j - i + 1 > max_answer_length:
+                    continue
+                score = float(s[i] + e[j])
+                if score > entry["score"]:
+                    entry["score"] = score
+                    entry["text"] = context[token_chars[i][0] : token_chars[j][1]]
+    predictions = {}
+    for index, example in enumerate(examples):
+        entry = best.get(index, {"null": 0.0, "score": -np.inf, "text": ""})
+        no_answer = allow_null and entry["null"] - entry["score"] > null_threshold
+        predictions[example["id"]] = "" if no_answer else entry["text"]
+    return predictions
+
+
+# ------------------------------------------------------------- tagging
+def read_tagged(path):
+    """Sentences as ``(tokens, tags)`` from CoNLL text (last column is the tag) or JSONL."""
+    path = Path(path)
+    if not path.is_file():
+        raise MbkError(f"{path} does not exist; pass a CoNLL text file or a .jsonl file")
+    sentences = []
+    if path.suffix.lower() == ".jsonl":
+        for row in read_table(path):
+            tokens = row.get("tokens")
+            tags = row.get("tags", row.get("ner_tags"))
+            if tokens is None or tags is None or len(tokens) != len(tags):
+                raise MbkError(f"{path}: every line needs equally long 'tokens' and 'tags' lists")
+            sentences.append(([str(t) for t in tokens], [str(t) for t in tags]))
+        return sentences
+    tokens, tags = [], []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        parts = line.split()
+        if not parts or parts[0] == "-DOCSTART-":
+            if tokens:
+                sentences.append((tokens, tags))
+            tokens, tags = [], []
+            continue
+        if len(parts) < 2:
+            raise MbkError(f"{path}:{number}: expected 'token ... tag', got {line.strip()!r}")
+        tokens.append(parts[0])
+        tags.append(parts[-1])
+    if tokens:
+        sentences.append((tokens, tags))
+    if not sentences:
+        raise MbkError(f"{path} holds no tagged sentences")
+    return sentences
+
+
+def tagging_features(tokenizer, sentences, seq_len, tag_names):
+    """Word-piece features with each word's tag on its first piece (others ignored with -100)."""
+    n = len(sentences)
+    ids = np.full((n, seq_len), tokenizer.pad_id, np.int32)
+    mask = np.zeros((n, seq_len), np.int32)
+    labels = np.full((n, seq_len), IGNORE, np.int32)
+    first_piece = []  # per sentence: {word index: token position}
+    index = {t: i for i, t in enumerate(tag_names)}
+    for row, (words, tags) in enumerate(sentences):
+        pieces, word_ids = tokenizer.encode_words(words)
+        pieces, word_ids = pieces[: seq_len - 2], word_ids[: seq_len - 2]
+        seq = [tokenizer.cls_id] + pieces + [tokenizer.sep_id]
+        ids[row, : len(seq)] = seq
+        mask[row, : len(seq)] = 1
+        positions, previous = {}, None
+        for k, w in enumerate(word_ids):
+            if w is not None and w != previous:
+                positions[w] = k + 1
+                if tags[w] not in index:
+                    raise MbkError(f"tag {tags[w]!r} was not seen in training; known: {', '.join(tag_names)}")
+                labels[row, k + 1] = index[tags[w]]
+            previous = w
+        first_piece.append(positions)
+    features = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    return features, labels, first_piece

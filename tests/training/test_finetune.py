@@ -1,0 +1,145 @@
+"""Fine-tuning: metrics against references, task features, and tiny end-to-end runs per task."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.training import metrics, task_data
+from mobilebert_kit.training.fine_tuner import FinetuneConfig, FineTuner, evaluate_directory
+
+WORDS = ["good", "bad", "movie", "film", "plot", "was", "is", "the", "a", "very", "not", "actor", "john", "paris",
+         "lives", "in", "where", "does", "who", "?", ".", "smith", "london", "play", "##s"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    return WordPieceTokenizer(path)
+
+
+def _quiet():
+    import os
+
+    from rich.console import Console
+
+    return Console(file=open(os.devnull, "w"))
+
+
+def test_metrics_match_references():
+    sklearn = pytest.importorskip("sklearn.metrics")
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    y, p = rng.integers(0, 3, 200), rng.integers(0, 3, 200)
+    assert metrics.matthews_corrcoef(y, p) == pytest.approx(sklearn.matthews_corrcoef(y, p))
+    assert metrics.f1_macro(y, p) == pytest.approx(sklearn.f1_score(y, p, average="macro"))
+    yb, pb = y % 2, p % 2
+    assert metrics.f1_binary(yb, pb) == pytest.approx(sklearn.f1_score(yb, pb))
+    x, z = rng.normal(size=50), rng.normal(size=50)
+    z[:10] = x[:10]
+    x[20:25] = 1.0  # ties
+    assert metrics.pearson(x, z) == pytest.approx(stats.pearsonr(x, z)[0])
+    assert metrics.spearman(x, z) == pytest.approx(stats.spearmanr(x, z)[0])
+
+
+def test_squad_and_tagging_metrics_by_hand():
+    assert metrics.normalize_answer("The  Eiffel, Tower!") == "eiffel tower"
+    result = metrics.squad_metrics({"q1": "the Eiffel Tower", "q2": "in Paris France", "q3": ""},
+                                   {"q1": ["Eiffel Tower"], "q2": ["Paris", "Lyon"], "q3": []})
+    # q1 exact; q2 vs "Paris": precision 1/3, recall 1, F1 = 2 (1/3) / (4/3) = 1/2; q3 unanswerable, predicted empty
+    assert result["exact_match"] == pytest.approx(200 / 3)
+    assert result["f1"] == pytest.approx(100 * (1 + 1 / 2 + 1) / 3)
+    assert metrics.bio_spans(["B-PER", "I-PER", "O", "I-LOC", "B-LOC", "B-LOC"]) == [
+        ("PER", 0, 2), ("LOC", 3, 4), ("LOC", 4, 5), ("LOC", 5, 6)]
+    scores = metrics.token_classification_metrics([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])
+    assert scores["f1"] == 0.0 and scores["accuracy"] == pytest.approx(2 / 3)
+
+
+def test_squad_features_find_answers_across_windows(tokenizer):
+    context = "john smith lives in paris . " * 6 + "the actor lives in london ."
+    start = context.index("london")
+    examples = [{"id": "a", "question": "where does the actor play ?", "context": context,
+                 "answers": [{"text": "london", "start": start}], "impossible": False}]
+    features, windows = task_data.squad_features(tokenizer, examples, seq_len=24, doc_stride=8)
+    assert len(windows) > 2  # the context needs several windows
+    hits = [w for w in range(len(windows)) if features["start_positions"][w] > 0]
+    assert hits and all(features["end_positions"][w] == features["start_positions"][w] for w in hits)
+    w = hits[0]
+    token = features["input_ids"][w, features["start_positions"][w]]
+    assert tokenizer.convert_ids_to_tokens([token]) == ["london"]
+    # Postprocessing maps the best span back to context characters; no-answer wins when it scores higher.
+    start_logits = np.full((len(windows), 24), -5.0, np.float32)
+    end_logits = np.full((len(windows), 24), -5.0, np.float32)
+    start_logits[w, features["start_positions"][w]] = 5.0
+    end_logits[w, features["end_positions"][w]] = 5.0
+    assert task_data.squad_predictions(examples, windows, start_logits, end_logits) == {"a": "london"}
+    start_logits[:, 0] = end_logits[:, 0] = 9.0
+    assert task_data.squad_predictions(examples, windows, start_logits, end_logits, allow_null=True) == {"a": ""}
+
+
+def test_tagging_features_label_first_pieces(tokenizer):
+    sentences = [(["John", "plays", "good"], ["B-PER", "O", "O"])]
+    features, labels, first = task_data.tagging_features(tokenizer, sentences, 8, ["B-PER", "O"])
+    # plays -> play ##s: only "play" carries the tag
+    assert tokenizer.convert_ids_to_tokens(features["input_ids"][0, :6]) == ["[CLS]", "john", "play", "##s", "good", "[SEP]"]
+    assert labels[0, :6].tolist() == [-100, 0, 1, -100, 1, -100]
+    assert first == [{0: 1, 1: 2, 2: 4}]
+
+
+def _sentiment(path, n, seed):
+    rng = random.Random(seed)
+    rows = ["sentence\tlabel"]
+    for _ in range(n):
+        good = rng.random() < 0.5
+        filler = rng.sample(["the", "movie", "was", "very", "plot", "is", "a", "film"], 3)
+        rows.append(" ".join(filler + ["good" if good else "bad"]) + f"\t{'pos' if good else 'neg'}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_classification_learns_and_round_trips(tokenizer, tmp_path):
+    train = _sentiment(tmp_path / "train.tsv", 64, 0)
+    dev = _sentiment(tmp_path / "dev.tsv", 32, 1)
+    config = FinetuneConfig(task="classification", epochs=4, batch_size=8, learning_rate=2e-3, seq_len=12, dropout=0.0)
+    results = FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(train, tmp_path / "out", eval_path=dev)
+    assert results["accuracy"] >= 0.9, results
+    assert set(results) == {"accuracy", "f1", "matthews_corrcoef"}
+    spec = json.loads((tmp_path / "out" / "task.json").read_text())
+    assert spec["label_names"] == ["neg", "pos"] and spec["text_columns"] == ["sentence"]
+    again = evaluate_directory(tmp_path / "out", dev)
+    assert again == pytest.approx(results)
+
+
+def test_span_qa_and_token_classification_run(tokenizer, tmp_path):
+    context = "john smith lives in paris . the actor lives in london ."
+    qas = [{"id": str(i), "question": q, "answers": [] if a is None else [{"text": a, "answer_start": context.index(a)}],
+            "is_impossible": a is None}
+           for i, (q, a) in enumerate([("where does john live ?", "paris"), ("who lives in london ?", "the actor"),
+                                       ("where does the film play ?", None)] * 4)]
+    squad = tmp_path / "squad.json"
+    squad.write_text(json.dumps({"version": "v2.0", "data": [{"paragraphs": [{"context": context, "qas": qas}]}]}))
+    config = FinetuneConfig(task="span_qa", epochs=1, batch_size=4, seq_len=24, doc_stride=8, learning_rate=1e-3)
+    results = FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(squad, tmp_path / "qa", eval_path=squad)
+    assert set(results) == {"exact_match", "f1"} and 0.0 <= results["f1"] <= 100.0
+
+    conll = tmp_path / "train.conll"
+    conll.write_text("John B-PER\nlives O\nin O\nParis B-LOC\n\nthe O\nactor O\nplays O\nin O\nLondon B-LOC\n\n" * 4)
+    config = FinetuneConfig(task="token_classification", epochs=1, batch_size=4, seq_len=12, learning_rate=1e-3)
+    results = FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(conll, tmp_path / "ner", eval_path=conll)
+    assert set(results) == {"accuracy", "precision", "recall", "f1"}
+    assert json.loads((tmp_path / "ner" / "task.json").read_text())["label_names"] == ["B-LOC", "B-PER", "O"]
+
+
+def test_bad_task_inputs(tokenizer, tmp_path):
+    from mobilebert_kit.errors import MbkError
+
+    (tmp_path / "x.tsv").write_text("foo\tbar\n1\t2\n")
+    with pytest.raises(MbkError, match="cannot tell the text column"):
+        task_data.load_sequence_task(tmp_path / "x.tsv", tokenizer, 8, "classification")
+    with pytest.raises(MbkError, match="not a SQuAD JSON"):
+        task_data.read_squad(tmp_path / "x.tsv")
+    with pytest.raises(MbkError, match="not a fine-tuned model"):
+        evaluate_directory(tmp_path, tmp_path / "x.tsv")
