@@ -66,7 +66,8 @@ def token_outputs(model):
 def _encoder_forward(encoder, input_ids, attention_mask, token_type_ids):
     """Encoder.call spelled out with the encoder's sublayers, found by name."""
     config = encoder.config
-    x = encoder.get_layer("embeddings")(input_ids, token_type_ids)
+    # token_type_ids by keyword: a keyword tensor survives Keras model cloning (QAT) intact.
+    x = encoder.get_layer("embeddings")(input_ids, token_type_ids=token_type_ids)
     hidden = [x]
     for i in range(config["num_layers"]):
         x = encoder.get_layer(f"transformer_layer_{i}")(x, attention_mask=attention_mask)
@@ -103,6 +104,7 @@ def build_export_model(
     mask_dtype="float32",
     attention_mask_value=DEFAULT_MASK_VALUE,
     hidden_states=False,
+    for_qat=False,
 ):
     """Returns the functional Keras model that is converted to TFLite / ONNX.
 
@@ -118,6 +120,9 @@ def build_export_model(
             real tokens' softmax and so is part of the trained model.
         hidden_states: also output every layer's hidden state (the per-layer
             drift probe), named ``embeddings`` and ``transformer_layer_{i}``.
+        for_qat: pass the int32 inputs through Identity layers, so that
+            tensorflow-model-optimization (which fake-quantizes model inputs
+            feeding quantized layers) leaves the token ids alone.
 
     Returns:
         A ``keras.Model`` with inputs ``input_ids``, ``attention_mask``,
@@ -143,7 +148,11 @@ def build_export_model(
         )
         for name in INPUT_NAMES
     }
-    encoded, hidden = _encoder_forward(encoder, inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"])
+    ids, types = inputs["input_ids"], inputs["token_type_ids"]
+    if for_qat:
+        ids = keras.layers.Identity(name="input_ids_passthrough")(ids)
+        types = keras.layers.Identity(name="token_type_ids_passthrough")(types)
+    encoded, hidden = _encoder_forward(encoder, ids, inputs["attention_mask"], types)
     outputs = _head_forward(model, architecture, encoded)
     outputs = {name: outputs[name] for name in OUTPUTS[architecture]}
     if hidden_states:

@@ -176,7 +176,8 @@ def export(options, source=None, log=print):
 
     batch = None if options.dynamic_axes else options.batch_size
     seq = None if options.dynamic_axes else options.seq_len
-    graph = build_export_model(model, batch, seq, options.mask_dtype, options.attention_mask_value)
+    graph = build_export_model(model, batch, seq, options.mask_dtype, options.attention_mask_value,
+                               for_qat=options.quantize == "qat")
     notes = []
     if options.quantize == "qat":
         from mobilebert_kit.convert.qat import quantization_aware_graph
@@ -334,9 +335,12 @@ def _write_onnx(graph, options, calibration, metadata, path):
     from mobilebert_kit.convert import onnx_export
 
     model = onnx_export.convert(graph, options.opset)
-    if options.quantize not in ("none", "qat"):
+    if options.quantize != "none":
+        # qat: tf2onnx folds the fake-quantized weights into float constants, so the
+        # quantization-aware graph is then quantized statically (QDQ int8) like int8.
+        mode = "int8" if options.quantize == "qat" else options.quantize
         model = onnx_export.quantize(
-            model, options.quantize, calibration, options.mask_dtype, options.keep_float_ops, options.keep_float_layers,
+            model, mode, calibration, options.mask_dtype, options.keep_float_ops, options.keep_float_layers,
         )
     elif options.keep_float_ops or options.keep_float_layers:
         raise ExportError(f"keep-float options need a quantized export, not --quantize {options.quantize}")
@@ -405,7 +409,7 @@ def drift(model, options, calibration, inputs, reference):
     keras_out = probe({k: np.asarray(v) for k, v in inputs.arrays.items()}, training=False)
     hidden = [np.asarray(h) for h in keras_out["hidden_states"]]
     graph = build_export_model(model, options.batch_size, options.seq_len, options.mask_dtype,
-                               options.attention_mask_value, hidden_states=True)
+                               options.attention_mask_value, hidden_states=True, for_qat=options.quantize == "qat")
     if options.quantize == "qat":
         from mobilebert_kit.convert.qat import quantization_aware_graph
 

@@ -16,8 +16,10 @@
   to 21, the first with 16-bit QuantizeLinear).
 - ``float16``: float16 weights stored, cast to float32 at load (the
   counterpart of TFLite's float16 weights; compute stays float32).
-- ``qat``: the quantization-aware graph's fake-quant nodes become
-  QuantizeLinear/DequantizeLinear pairs in tf2onnx.
+- ``qat``: the quantization-aware graph through tf2onnx (its output
+  fake-quants become QuantizeLinear/DequantizeLinear pairs; the fake-quantized
+  weights are folded into float constants), then static QDQ int8 as for
+  ``int8``, calibrated on the same data, so the fine-tuned weights run in int8.
 
 Selective quantization: ``keep_float_ops`` are ONNX op types left out of
 ``op_types_to_quantize``; ``keep_float_layers`` are layer paths matched

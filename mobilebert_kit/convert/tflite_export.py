@@ -96,7 +96,8 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantize == "float16":
         converter.target_spec.supported_types = [tf.float16]
-    if quantize in CALIBRATED:
+    if quantize in CALIBRATED or (quantize == "qat" and calibration is not None):
+        # For qat: tensors without a learned range (inside the blocks) are calibrated on the same data.
         converter.representative_dataset = _representative(graph, calibration)
     if quantize == "int16x8":
         converter.target_spec.supported_ops = [
@@ -110,9 +111,9 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         if selective:
             return _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes), notes
         return converter.convert(), notes
-    except (tf.errors.OpError, ValueError, RuntimeError) as err:
-        if isinstance(err, ExportError):
-            raise
+    except ExportError:
+        raise
+    except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
 

@@ -8,7 +8,7 @@ from mobilebert_kit.convert.exporter import validate_file
 from mobilebert_kit.convert.inspection import inspect_artifact
 from tests.convert.conftest import export_tiny, padded_inputs
 
-MODES = ["dynamic", "int8", "float16", "int16x8"]
+MODES = ["dynamic", "int8", "float16", "int16x8", "qat"]
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
@@ -16,10 +16,10 @@ MODES = ["dynamic", "int8", "float16", "int16x8"]
 def test_quantized_export_passes_and_catches_breakage(tiny_mobilebert, broken_mobilebert, float_sizes, calibration_npz,
                                                       tmp_path, fmt, quantize):
     out = tmp_path / f"m.{fmt}"
-    result = export_tiny(tiny_mobilebert, out, fmt, quantize, calibration=str(calibration_npz))
+    result = export_tiny(tiny_mobilebert, out, fmt, quantize, calibration=str(calibration_npz), qat_steps=3)
     assert result.validation.passed, result.validation.format_text()
     info = inspect_artifact(out)
-    if quantize in ("dynamic", "int8", "int16x8"):
+    if quantize in ("dynamic", "int8", "int16x8", "qat"):
         assert sum(info.quantized_ops.values()) + sum(info.hybrid_ops.values()) > 0
     if quantize == "float16" and fmt == "tflite":
         assert info.conversion_ops.get("DEQUANTIZE")  # float16 weights dequantized at load
@@ -74,3 +74,24 @@ def test_calibrated_modes_need_calibration(tiny_mobilebert, tmp_path):
 
     with pytest.raises(ExportError, match="needs calibration data"):
         export_tiny(tiny_mobilebert, tmp_path / "m.tflite", "tflite", "int8")
+
+
+def test_qat_configs_cover_every_kernel_of_our_layers(tiny_mobilebert):
+    from mobilebert_kit.convert import qat
+    from mobilebert_kit.convert.export_model import build_export_model
+
+    graph = build_export_model(tiny_mobilebert, 1, 16, for_qat=True)
+    block = tiny_mobilebert.get_layer("transformer_layer_0")
+    config = qat._config_for(block)
+    weights = [w for w, _ in config.get_weights_and_quantizers(block)]
+    kernels = [v for v in block.weights if v.name.endswith("kernel:0")]
+    assert len(weights) == len(kernels) == 11  # 2 bottlenecks, q/k/v, attention output, 2 FFNs x 2, output bottleneck
+    assert {id(w) for w in weights} == {id(k) for k in kernels}
+    embedding = tiny_mobilebert.get_layer("embeddings")
+    names = [w.name for w, _ in qat._config_for(embedding).get_weights_and_quantizers(embedding)]
+    assert names[0].endswith("word_embeddings:0") and "embedding_transformation" in names[1]
+    annotated = qat.annotate(graph)
+    wrapped = {layer.layer.name: type(layer.quantize_config).__name__ for layer in annotated.layers
+               if type(layer).__name__ == "QuantizeAnnotate"}
+    assert wrapped["embeddings"] == "TrigramEmbeddingQuantizeConfig"
+    assert wrapped["transformer_layer_0"] == wrapped["transformer_layer_1"] == "TransformerBlockQuantizeConfig"
