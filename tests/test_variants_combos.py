@@ -89,3 +89,17 @@ def test_distillation_view_copies_weights_by_name():
     out = run_encoder(view, inputs)
     np.testing.assert_array_equal(out["sequence_output"], run_encoder(teacher, inputs)["sequence_output"])
     assert len(out["hidden_states"]) == 3 and out["attention_probs"][1].shape == (1, 2, 6, 6)
+
+
+@pytest.mark.parametrize("preset,overrides", [("tiny-convbert", {"num_groups": 2}), ("tiny-nezha", {}),
+                                              ("tiny-composite", {"relative_attention_variant": "composite_depthwise"})])
+def test_variants_run_under_mixed_precision(preset, overrides):
+    """NEZHA was pre-trained in fp16; every variant keeps its tables and kernels in the compute dtype."""
+    reference = mbk.build(preset, **overrides)
+    mixed = mbk.build(preset, dtype="mixed_float16", **overrides)
+    mbk.models.api.assign_weights(mixed, {p: v.numpy() for p, v in named_weights(reference).items()})
+    inputs = random_inputs(512, batch_size=2, seq_len=12, pad_last=2)
+    out = run_encoder(mixed, inputs)["sequence_output"]
+    assert out.dtype == np.float16
+    np.testing.assert_allclose(out.astype(np.float32), run_encoder(reference, inputs)["sequence_output"],
+                               rtol=0.05, atol=0.05)

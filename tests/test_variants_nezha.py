@@ -138,3 +138,17 @@ def test_relative_tables_are_bounded_by_max_position_embeddings():
         encoder(encoder.dummy_inputs(1, 65))
     with pytest.raises(ConfigError, match="relative_functional.*applies to attention_type='self_attention'"):
         mbk.build("tiny-nezha", attention_type="composite")
+
+
+@pytest.mark.parity
+def test_masked_lm_checkpoint_without_pooler_imports_as_encoder(tmp_path):
+    from transformers.models.deprecated.nezha.configuration_nezha import NezhaConfig
+
+    ref = randomize(nezha.NezhaForMaskedLM(NezhaConfig(**TINY_NEZHA)))  # saved without a pooler
+    ref.save_pretrained(tmp_path, safe_serialization=True)
+    ours = mbk.import_checkpoint(tmp_path)
+    assert ours.config["classifier_activation"] is False
+    inputs = random_inputs(99, batch_size=2, seq_len=12)
+    with torch.no_grad():
+        expected = ref.nezha(**{k: torch.tensor(v, dtype=torch.long) for k, v in inputs.items()}).last_hidden_state
+    assert_close_relative(run_encoder(ours, inputs)["sequence_output"], expected.numpy())

@@ -254,6 +254,11 @@ def import_hf(directory, head=None, **overrides):
     config = config_from_hf(hf_config)
     arrays = read_safetensors_dir(directory)
     arrays = _strip_prefix(arrays, (HF_ENCODER_PREFIXES[hf_config["model_type"]],))
+    if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):
+        # *ForMaskedLM models are saved without a pooler (add_pooling_layer=False); rather than invent one,
+        # the encoder is built without it and pooled_output is the first token.
+        log.info("%s has no pooler weights: building the encoder without a pooler", directory)
+        config["classifier_activation"] = False
     config.update(overrides)
     encoder = build(config)
     model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf")

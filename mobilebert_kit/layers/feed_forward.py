@@ -65,7 +65,7 @@ class FeedForward(keras.layers.Layer):
                 dtype=self.dtype_policy,
             )
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
         self.output_dense = None  # built lazily: its width is the input width
 
     def build(self, input_shape):

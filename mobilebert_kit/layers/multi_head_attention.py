@@ -66,7 +66,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )
             for n in ("query", "key", "value")
         )
-        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
 
     def _split_heads(self, x, batch, seq):
         # (B, S, N*D) -> (B, N, S, D)

@@ -48,7 +48,7 @@ class ProjectionNorm(keras.layers.Layer):
             units, kernel_initializer=fresh_initializer(self.kernel_initializer), name="dense", dtype=self.dtype_policy
         )
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
 
     def call(self, inputs, residual=None, training=None):
         x = self.dropout(self.dense(inputs), training=training)

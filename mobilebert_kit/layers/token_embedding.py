@@ -93,7 +93,7 @@ class TokenEmbedding(keras.layers.Layer):
                 name="embedding_transformation", dtype=self.dtype_policy
             )
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape):
         def initializer(shape, dtype=None):
