@@ -169,3 +169,18 @@ def test_appending_keeps_existing_sections(tmp_path):
     report.append_section(str(path), "## again\n")
     assert path.read_text().endswith("## mine\n\n## again\n")
     assert os.path.getsize(path) > 0
+
+
+def test_fidelity_summary_of_mbk_export_output():
+    from benchmarks.perf.ours import fidelity
+
+    output = (
+        "wrote x.tflite: tflite int8, 0.09 MB (17.6 s)\n"
+        "validation of x.tflite (int8) on 8 row(s) of calib.npz:\n"
+        "  sequence_output        max|err| 1.368e-03  mean|err| 2.997e-04  cos 0.999900 (min 0.999856)  SNR   36.9 dB\n"
+        "  pooled_output          max|err| 1.093e-03  mean|err| 3.145e-04  cos 0.999895 (min 0.999884)  SNR   36.7 dB\n"
+        "  PASSED\n"
+    )
+    assert fidelity(output) == "sequence_output min cos 0.999856, SNR 36.9 dB, PASSED"
+    assert fidelity("  FAILED\n") == "FAILED"
+    assert fidelity("no validation lines") is None

@@ -181,14 +181,15 @@ class Harness:
             how, fidelity = ours.export(src, fmt, precision, seq_len, path, self.args.ours_arg,
                                         calibration=self.calibration_file(src_preset, seq_len),
                                         validate=self.args.validate)
-            record.update(path=path, how=how, fidelity=fidelity, export_s=time.perf_counter() - start)
+            record.update(path=path, how=how, fidelity=fidelity, export_s=time.perf_counter() - start,
+                          validated=bool(self.args.validate))
             self.log(f"  ours {tag} {fmt} {precision} s{seq_len}: {record['export_s']:.0f} s ({how})"
                      + (f"; validation: {fidelity}" if fidelity else ""))
         except ours.ExportUnavailable as err:
             self.skip(record, str(err))
         except Exception as err:  # noqa: BLE001  (one failed export must not lose the others' figures)
             self._failed(record, err)
-        cache[path] = {k: record.get(k) for k in ("status", "reason", "path", "how", "export_s", "fidelity")}
+        cache[path] = {k: record.get(k) for k in ("status", "reason", "path", "how", "export_s", "fidelity", "validated")}
         return record
 
     def calibration_file(self, preset, seq_len):
