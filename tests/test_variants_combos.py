@@ -71,7 +71,8 @@ def test_flop_counter_sees_relative_terms():
     # tiny-composite: 2 heads of 32, window 4 (9 offsets); the query term is q @ W_C^T per head.
     plain = _flops("tiny-composite", s, attention_type="self_attention")
     assert _flops("tiny-composite", s) - plain == 2 * layers * 2 * s * 9 * 32
-    assert _flops("tiny-composite", s, relative_attention_variant="composite_key") - plain == 2 * 2 * layers * 2 * s * 9 * 32
+    with_key = _flops("tiny-composite", s, relative_attention_variant="composite_key")
+    assert with_key - plain == 2 * 2 * layers * 2 * s * 9 * 32  # query and key terms
     depthwise = _flops("tiny-composite", s, relative_attention_variant="fixed_depthwise") - plain
     assert depthwise == 2 * layers * s * 64 * 9  # depthwise convolution of the 64 value channels
     # tiny-nezha: 2 heads of 16, K=4: q @ T^T (9 offsets) and the value term over 2S-1 distances.
@@ -91,8 +92,11 @@ def test_distillation_view_copies_weights_by_name():
     assert len(out["hidden_states"]) == 3 and out["attention_probs"][1].shape == (1, 2, 6, 6)
 
 
-@pytest.mark.parametrize("preset,overrides", [("tiny-convbert", {"num_groups": 2}), ("tiny-nezha", {}),
-                                              ("tiny-composite", {"relative_attention_variant": "composite_depthwise"})])
+MIXED_CASES = [("tiny-convbert", {"num_groups": 2}), ("tiny-nezha", {}),
+               ("tiny-composite", {"relative_attention_variant": "composite_depthwise"})]
+
+
+@pytest.mark.parametrize("preset,overrides", MIXED_CASES)
 def test_variants_run_under_mixed_precision(preset, overrides):
     """NEZHA was pre-trained in fp16; every variant keeps its tables and kernels in the compute dtype."""
     reference = mbk.build(preset, **overrides)

@@ -137,7 +137,8 @@ def test_grouped_feed_forward_is_block_diagonal():
 
 
 def test_convbert_options_are_validated():
-    with pytest.raises(ConfigError, match="unknown attention_type 'conv'; valid values: 'self_attention', 'convbert_mixed', 'composite'"):
+    valid = "'self_attention', 'convbert_mixed', 'composite'"
+    with pytest.raises(ConfigError, match=f"unknown attention_type 'conv'; valid values: {valid}"):
         mbk.build("tiny-convbert", attention_type="conv")
     with pytest.raises(ConfigError, match="conv_kernel_size must be odd"):
         mbk.build("tiny-convbert", conv_kernel_size=4)

@@ -95,7 +95,10 @@ def _mobilebert_fields(c):
 
 
 def config_from_hf(hf):
-    """Converts a Hugging Face ``config.json`` dict (``mobilebert``, ``bert``, ``convbert``, ``nezha``) to Encoder arguments."""
+    """Converts a Hugging Face ``config.json`` dict to Encoder arguments.
+
+    Supported ``model_type``: ``mobilebert``, ``bert``, ``convbert``, ``nezha``.
+    """
     model_type = hf.get("model_type")
     if model_type == "mobilebert":
         c = {**_HF_MOBILEBERT_DEFAULTS, **hf}

@@ -72,7 +72,8 @@ class FeedForward(keras.layers.Layer):
         width = int(input_shape[-1])
         if self.num_groups > 1:
             self.output_dense = GroupedDense(
-                width, self.num_groups, kernel_initializer=self.kernel_initializer, name="output", dtype=self.dtype_policy
+                width, self.num_groups, kernel_initializer=self.kernel_initializer, name="output",
+                dtype=self.dtype_policy,
             )
         else:
             self.output_dense = keras.layers.Dense(

@@ -82,7 +82,9 @@ class TokenEmbedding(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.embedding_projection = check_choice("embedding_projection", embedding_projection, EMBEDDING_PROJECTIONS)
         if embedding_projection == "after_norm" and trigram_input:
-            raise ConfigError("trigram_input needs embedding_projection='before_norm' (the trigram feeds the projection)")
+            raise ConfigError(
+                "trigram_input needs embedding_projection='before_norm' (the trigram feeds the projection)"
+            )
         # Width of the position/type tables and of the norm.
         self._table_width = embedding_size if embedding_projection == "after_norm" else hidden_size
         self.embedding_transformation = None
