@@ -278,3 +278,14 @@ def test_unknown_model_type_and_missing_paths(tmp_path):
     empty.mkdir()
     with pytest.raises(CheckpointError, match="is not a checkpoint"):
         mbk.import_checkpoint(empty)
+
+
+def test_auto_head_on_mlm_only_checkpoint_falls_back_to_encoder(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tests.test_parity_hf import TINY_BERT, _randomize
+
+    ref = _randomize(transformers.BertForMaskedLM(transformers.BertConfig(**TINY_BERT)))
+    ref.save_pretrained(tmp_path, safe_serialization=True)
+    model = mbk.import_checkpoint(tmp_path, head="auto")
+    assert isinstance(model, mbk.Encoder)  # no NSP weights: no pre-training head to fill

@@ -226,7 +226,9 @@ def _wrap_head(encoder, head, arrays, dialect):
 
     keys = set(arrays)
     if head == "auto":
-        if any(k.startswith(("cls.predictions", "cls/predictions")) for k in keys):
+        has_mlm = any(k.startswith(("cls.predictions", "cls/predictions")) for k in keys)
+        has_nsp = any(k.startswith(("cls.seq_relationship", "cls/seq_relationship")) for k in keys)
+        if has_mlm and has_nsp:
             head = "pretrainer"
         elif "qa_outputs.weight" in keys:
             head = "span_question_answerer"

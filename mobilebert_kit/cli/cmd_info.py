@@ -52,7 +52,7 @@ def print_summary(summary, console=None):
     for name, count in summary["params_by_component"].items():
         table.add_row(name, f"{count:,}")
     console.print(table)
-    keys = ("num_layers", "hidden_size", "intra_bottleneck_size", "num_heads", "intermediate_size",
+    keys = ("attention_type", "position_embedding_type", "num_layers", "hidden_size", "intra_bottleneck_size", "num_heads", "intermediate_size",
             "num_feedforward_networks", "normalization_type", "hidden_act", "embedding_size", "trigram_input",
             "key_query_shared_bottleneck", "use_bottleneck_attention", "vocab_size")
     console.print("  ".join(f"{k}={config.get(k)}" for k in keys if k in config))
