@@ -25,19 +25,27 @@ def register(subparsers):
 def run(args):
     import json
 
+    from mobilebert_kit.errors import ConfigError
+
+    if args.norm is None and args.act is None:
+        raise ConfigError("nothing to substitute; pass --norm no_norm and/or --act relu")
+    if args.recover_steps < 0:
+        raise ConfigError(f"--recover-steps must be >= 0, got {args.recover_steps}")
+    from mobilebert_kit.errors import check_choice
+
+    # The same value sets as layers.NORMALIZATIONS / layers.ACTIVATIONS, checked before TensorFlow loads.
+    if args.norm is not None:
+        check_choice("--norm", args.norm, ("layer_norm", "no_norm"))
+    if args.act is not None:
+        check_choice("--act", args.act, ("gelu", "gelu_tanh", "relu", "relu6"))
     import mobilebert_kit as mbk
     from mobilebert_kit.convert.input_set import InputSet, default_inputs
     from mobilebert_kit.convert.model_source import ModelSource, copy_tokenizer_files
     from mobilebert_kit.convert.rebuild import encoder_of
     from mobilebert_kit.convert.recovery import recover
     from mobilebert_kit.convert.substitution import substitute
-    from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.utils.atomic import atomic_dir
 
-    if args.norm is None and args.act is None:
-        raise ConfigError("nothing to substitute; pass --norm no_norm and/or --act relu")
-    if args.recover_steps < 0:
-        raise ConfigError(f"--recover-steps must be >= 0, got {args.recover_steps}")
     source = ModelSource.load(args.src)
     config = encoder_of(source.model).config
     if args.data:

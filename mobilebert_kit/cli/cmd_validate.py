@@ -26,12 +26,14 @@ def run(args):
 
     from mobilebert_kit.cli.cmd_export import parse_thresholds
     from mobilebert_kit.convert.artifact_metadata import read_artifact_metadata
+
+    meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads
+    thresholds = parse_thresholds(args.threshold)
     from mobilebert_kit.convert.exporter import validate_file
     from mobilebert_kit.convert.input_set import InputSet, default_inputs
     from mobilebert_kit.convert.model_source import ModelSource
     from mobilebert_kit.convert.rebuild import encoder_of
 
-    meta = read_artifact_metadata(args.file)
     precision = args.precision or meta.get("quantization") or "none"
     source = ModelSource.load(args.reference)
     from mobilebert_kit.convert.artifact_runner import ArtifactRunner
@@ -42,7 +44,7 @@ def run(args):
         inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"]).take(args.count)
     else:
         inputs = default_inputs(config, seq_len, source.tokenizer, count=args.count)
-    report = validate_file(args.file, source.model, inputs, precision, parse_thresholds(args.threshold))
+    report = validate_file(args.file, source.model, inputs, precision, thresholds)
     print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else report.format_text())
     report.raise_for_failures()
     return 0

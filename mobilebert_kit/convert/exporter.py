@@ -105,6 +105,15 @@ class ExportOptions:
             raise ConfigError("int8 inputs/outputs are a TFLite option; ONNX artifacts keep float32/int32 io")
         if self.format == "tflite" and self.dynamic_axes:
             raise ConfigError("TFLite artifacts have static [batch, seq] shapes; dynamic axes are an ONNX option")
+        if self.quantize in ("int8", "int16x8", "qat") and not self.calibration:
+            raise ExportError(
+                f"--quantize {self.quantize} needs calibration data: --calibration FILE (.txt, one sentence "
+                "per line, or .npz input arrays)"
+            )
+        for what, path in (("calibration data", self.calibration), ("validation data", self.validation_data),
+                           ("recovery data", self.recover_data)):
+            if path and not Path(path).is_file():
+                raise ExportError(f"{what} {path} does not exist; pass a .txt or .npz file")
         return self
 
 
@@ -258,11 +267,6 @@ def _input_sets(source, model, options):
     if options.calibration:
         calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"])
         calibration = calibration.take(options.calibration_count)
-    elif options.quantize in ("int8", "int16x8", "qat"):
-        raise ExportError(
-            f"--quantize {options.quantize} needs calibration data: --calibration FILE (.txt, one sentence "
-            "per line, or .npz input arrays)"
-        )
     if options.validation_data:
         validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"])
     elif tokenizer is not None:

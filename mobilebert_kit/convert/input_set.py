@@ -14,7 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.models.encoder import INPUT_NAMES
+
+# models.encoder.INPUT_NAMES, repeated so that reading data files and recipes does not
+# import TensorFlow (tests/convert/test_recipes.py checks that the two agree).
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 TEXT_SUFFIXES = (".txt", ".tsv", ".text")
 

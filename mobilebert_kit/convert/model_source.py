@@ -53,11 +53,16 @@ class ModelSource:
             head: for Hugging Face directories, the head to load (``"auto"``: the one present).
             **overrides: Encoder options that do not change weights.
         """
-        import mobilebert_kit as mbk
-        from mobilebert_kit.models.api import is_saved_model
         from mobilebert_kit.models.presets import PRESETS
 
         path = Path(str(src))
+        if not path.is_dir() and str(src) not in PRESETS:
+            if path.exists():
+                raise CheckpointError(f"{src} is a file; pass a saved-model or Hugging Face directory, or a preset name")
+            raise ConfigError(f"{src} is not a directory or a preset; valid presets: {', '.join(PRESETS)}")
+        import mobilebert_kit as mbk
+        from mobilebert_kit.models.api import is_saved_model
+
         if path.is_dir():
             if is_saved_model(path):
                 return cls(mbk.load(path, **overrides), "saved", str(src), path, _labels(path))
@@ -71,12 +76,7 @@ class ModelSource:
             from mobilebert_kit.backend import keras
 
             keras.utils.set_random_seed(PRESET_SEED)
-            return cls(mbk.build(str(src), **overrides), "preset", str(src))
-        if path.exists():
-            raise CheckpointError(f"{src} is a file; pass a saved-model or Hugging Face directory, or a preset name")
-        raise ConfigError(
-            f"{src} is not a directory or a preset; valid presets: {', '.join(PRESETS)}"
-        )
+        return cls(mbk.build(str(src), **overrides), "preset", str(src))
 
     @property
     def tokenizer(self):

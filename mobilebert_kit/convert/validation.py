@@ -30,8 +30,8 @@ from mobilebert_kit.convert.errors import (
     OutputValueError,
     raise_for_failures,
 )
+from mobilebert_kit.convert.input_set import INPUT_NAMES
 from mobilebert_kit.errors import ConfigError
-from mobilebert_kit.models.encoder import INPUT_NAMES
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,10 @@ def test_name_and_shape_problems_are_all_collected(tiny_mobilebert, tiny_bert, t
     assert [type(f) for f in report.failures] == [OutputShapeError, OutputShapeError]
 
 
-@pytest.mark.parametrize("head", ["pretrainer", "sequence_classifier", "span_question_answerer", "token_classifier"])
+@pytest.mark.parametrize("head", [
+    "sequence_classifier", "span_question_answerer",
+    pytest.param("pretrainer", marks=pytest.mark.slow), pytest.param("token_classifier", marks=pytest.mark.slow),
+])
 def test_every_head_exports_and_validates(tiny_mobilebert, tmp_path, head):
     from mobilebert_kit.convert.export_model import OUTPUTS
     from mobilebert_kit.models.heads import HEADS
@@ -169,3 +172,16 @@ def test_metadata_carries_the_vocabulary(tmp_path):
         assert lines == vocab and meta["do_lower_case"] is True and meta["vocab_size"] == 512
         assert "built-in sample sentences" in result.validation.inputs
     assert InputSet.sample(ModelSource.load(str(directory)).tokenizer, SEQ).arrays["input_ids"].max() < 512
+
+
+@pytest.mark.parametrize("preset, fmt", [("tiny-convbert", "tflite"), ("tiny-nezha", "onnx"), ("tiny-composite", "tflite"),
+                                         pytest.param("tiny-ib-bert", "onnx", marks=pytest.mark.slow)])
+def test_architecture_variants_export_and_validate(tmp_path, preset, fmt):
+    import mobilebert_kit as mbk
+
+    from tests.convert.conftest import trained_like
+
+    model = trained_like(mbk.build(preset, attention_mask_value=-120.0), seed=2)
+    result = export_tiny(model, tmp_path / f"m.{fmt}", fmt, "dynamic", validation_data=None)
+    assert result.validation.passed, result.validation.format_text()
+    assert validate_file(tmp_path / f"m.{fmt}", model, padded_inputs(model), "dynamic").passed

