@@ -212,13 +212,24 @@ def export(options, source=None, log=print):
             )
             if options.drift_report and options.quantize != "none":
                 result.validation.drift = drift(model, options, calibration, validation_inputs, reference)
+            if not result.validation.passed:
+                # The metrics are what the user needs to decide (thresholds, keep-float layers): show and keep them.
+                say(result.validation.format_text())
+                _write_report(out, result, start, note=f"{out} was not written: validation failed")
             result.validation.raise_for_failures()
-    result.seconds = time.perf_counter() - start
+    _write_report(out, result, start)
+    return result
+
+
+def _write_report(out, result, start, note=None):
     from mobilebert_kit.utils.atomic import atomic_file
 
+    result.seconds = time.perf_counter() - start
+    data = result.to_dict()
+    if note:
+        data["notes"] = data["notes"] + [note]
     with atomic_file(f"{out}.report.json", "w") as handle:
-        json.dump(result.to_dict(), handle, indent=2, default=_json_default)
-    return result
+        json.dump(data, handle, indent=2, default=_json_default)
 
 
 def _json_default(value):
@@ -230,16 +241,23 @@ def _json_default(value):
 def _substituted(source, options, say):
     if not options.substitutions:
         return source.model
+    return apply_substitutions(source, options.substitutions, _recover_inputs(source, options),
+                               recover_steps=options.recover_steps, log=say)
+
+
+def apply_substitutions(source, substitutions, data, recover_steps=0, learning_rate=1e-4, fit=True, log=None):
+    """Substitutes operators in ``source.model`` (NoNorm fitted on ``data``), then recovers; returns the model.
+
+    Shared by ``export`` and recipes (which substitute once for all their formats).
+    """
+    from mobilebert_kit.convert.recovery import recover
     from mobilebert_kit.convert.substitution import substitute
 
-    result = substitute(source.model, **options.substitutions)
+    say = log or (lambda *_: None)
+    result = substitute(source.model, fit_inputs=data if fit else None, **substitutions)
     say(result.summary())
-    if options.recover_steps:
-        from mobilebert_kit.convert.recovery import recover
-
-        data = _recover_inputs(source, options)
-        report = recover(source.model, result.model, data, steps=options.recover_steps, log=say)
-        say(report.format_text())
+    report = recover(source.model, result.model, data, steps=recover_steps, learning_rate=learning_rate, log=say)
+    say(report.format_text())
     return result.model
 
 

@@ -151,11 +151,10 @@ class Recipe:
 
 def _substituted_source(source, options, table, log):
     """Applies the recipe's substitution (and recovery) once; returns a ModelSource of the result."""
+    from mobilebert_kit.convert.exporter import apply_substitutions
     from mobilebert_kit.convert.input_set import InputSet, default_inputs
     from mobilebert_kit.convert.model_source import ModelSource
     from mobilebert_kit.convert.rebuild import encoder_of
-    from mobilebert_kit.convert.recovery import recover
-    from mobilebert_kit.convert.substitution import substitute
 
     config = encoder_of(source.model).config
     seq = table.get("seq_len", options.seq_len)
@@ -163,12 +162,9 @@ def _substituted_source(source, options, table, log):
         data = InputSet.from_file(options.recover_data, seq, source.tokenizer, config["vocab_size"])
     else:
         data = default_inputs(config, seq, source.tokenizer, count=64)
-    result = substitute(source.model, fit_inputs=data if table.get("fit", True) else None, **options.substitutions)
-    log(result.summary())
-    report = recover(source.model, result.model, data, steps=options.recover_steps,
-                     learning_rate=table.get("learning_rate", 1e-4), log=log)
-    log(report.format_text())
-    return ModelSource(result.model, source.kind, source.name, source.directory, source.labels)
+    model = apply_substitutions(source, options.substitutions, data, recover_steps=options.recover_steps,
+                                learning_rate=table.get("learning_rate", 1e-4), fit=table.get("fit", True), log=log)
+    return ModelSource(model, source.kind, source.name, source.directory, source.labels)
 
 
 def _inside(recipe, what, value):

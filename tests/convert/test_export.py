@@ -139,6 +139,8 @@ def test_failed_validation_leaves_no_artifact(tiny_mobilebert, tmp_path):
     with pytest.raises(OutputValueError):
         export_tiny(tiny_mobilebert, out, thresholds={"min_snr_db": 1e9})
     assert not out.exists() and not list(tmp_path.glob(".*partial"))
+    report = json.loads((tmp_path / "m.tflite.report.json").read_text())  # the metrics are kept for the user
+    assert report["validation"]["passed"] is False and "was not written" in report["notes"][-1]
 
 
 def test_interrupted_export_leaves_no_artifact(tiny_mobilebert, tmp_path, monkeypatch):

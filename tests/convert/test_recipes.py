@@ -50,14 +50,20 @@ def test_bad_recipes_are_one_line_errors(tmp_path, text, fragment):
     assert fragment in str(err.value) and "\n" not in str(err.value)
 
 
-def test_recipe_runs_every_format_with_thresholds(tmp_path):
+def test_recipe_substitutes_once_and_exports_every_format(tmp_path):
     from mobilebert_kit.convert.input_set import InputSet
 
     (tmp_path / "data").mkdir()
     InputSet.random(512, 8, 16).save(tmp_path / "data" / "calib.npz")
     recipe = Recipe.load(write(tmp_path, """
 [source]
-preset = "tiny-mobilebert"
+preset = "tiny-bert"
+
+[substitute]
+norm = "no_norm"
+act = "relu"
+recover_steps = 1
+seq_len = 16
 
 [export]
 formats = ["tflite", "onnx"]
@@ -81,6 +87,9 @@ min_snr_db = 8
     assert [Path(r.path).name for r in results] == ["tiny.tflite", "tiny.onnx"]
     assert all(r.validation.passed and r.validation.thresholds.min_snr_db == 8 for r in results)
     assert results[0].float_ops.get("FULLY_CONNECTED")  # layer 1 kept float
+    from mobilebert_kit.convert.inspection import inspect_artifact
+
+    assert all(inspect_artifact(r.path).variant_ops() == {"layer_norm": {}, "gelu": {}} for r in results)
     import onnx
 
     assert onnx.load(results[1].path).opset_import[0].version == 15
