@@ -49,7 +49,8 @@ def find_vocab(model):
 def run(args):
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
     from mobilebert_kit.errors import MbkError
-    from mobilebert_kit.training.fine_tuner import FinetuneConfig, FineTuner
+    from mobilebert_kit.training.fine_tuner import FineTuner
+    from mobilebert_kit.training.finetune_config import FinetuneConfig
 
     vocab = args.vocab or find_vocab(args.model)
     if vocab is None:

@@ -176,7 +176,6 @@ class Distiller:
             )
 
     def _setup(self):
-        import mobilebert_kit as mbk  # noqa: F401
         from mobilebert_kit.backend import keras, tf
         from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 
@@ -479,6 +478,12 @@ class Distiller:
 
         from mobilebert_kit.models.api import named_weights
 
+        if latest is not None and start_step == 0:
+            # A stage boundary (or a finished run): the saved optimizer belongs to the previous
+            # stage, so restore everything but it; the next stage starts a fresh optimizer.
+            status = self._checkpoint().restore(latest)
+            status.assert_existing_objects_matched()
+            status.expect_partial()
         named = named_weights(self.student)
         with _InterruptFlag() as interrupt:
             for index in range(start_stage, len(self.stages)):
@@ -491,10 +496,8 @@ class Distiller:
                     checkpoint, str(self.out_dir / CHECKPOINT_DIR), max_to_keep=self.config.keep_checkpoints
                 )
                 first = 0
-                if latest is not None and index == start_stage:
-                    # At a stage's step 0 the saved optimizer belongs to the previous stage: leave it out.
-                    restore = checkpoint if start_step > 0 else self._checkpoint()
-                    status = restore.restore(latest)
+                if latest is not None and index == start_stage and start_step > 0:
+                    status = checkpoint.restore(latest)  # mid-stage: the optimizer too
                     status.assert_existing_objects_matched()
                     status.expect_partial()
                     first = start_step

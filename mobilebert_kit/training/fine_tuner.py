@@ -8,66 +8,21 @@ sequences or pairs (GLUE), ``span_qa`` (SQuAD v1.1/v2.0), and
 vocabulary, so ``mbk evaluate`` needs nothing else.
 """
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.errors import ConfigError, MbkError, check_choice
+from mobilebert_kit.errors import MbkError
 from mobilebert_kit.training import metrics as task_metrics
 from mobilebert_kit.training import task_data
+from mobilebert_kit.training.finetune_config import FinetuneConfig
 from mobilebert_kit.utils.atomic import atomic_dir
 
 TASK_FILE = "task.json"
 HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence_classifier",
                 "span_qa": "span_question_answerer", "token_classification": "token_classifier"}
-
-
-@dataclasses.dataclass
-class FinetuneConfig:
-    """Options of :class:`FineTuner` (BERT's GLUE/SQuAD recipe by default).
-
-    Args:
-        task: ``"classification"``, ``"regression"``, ``"span_qa"`` or ``"token_classification"``.
-        epochs: passes over the training data.
-        batch_size: global batch size.
-        learning_rate: peak rate (linear warm-up over ``warmup_proportion``, then linear decay).
-        warmup_proportion: share of the steps warming up.
-        optimizer: ``"adamw"`` or ``"lamb"``.
-        weight_decay: decoupled weight decay (not on norms and biases).
-        seq_len: tokens per example.
-        doc_stride: SQuAD window stride over long contexts.
-        max_query_length: SQuAD question tokens kept.
-        dropout: dropout before the task classifier.
-        precision: ``"float32"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``.
-        seed: weight initialisation and shuffling seed.
-    """
-
-    task: str = "classification"
-    epochs: int = 3
-    batch_size: int = 32
-    learning_rate: float = 5e-5
-    warmup_proportion: float = 0.1
-    optimizer: str = "adamw"
-    weight_decay: float = 0.01
-    seq_len: int = 128
-    doc_stride: int = 128
-    max_query_length: int = 64
-    dropout: float = 0.1
-    precision: str = "float32"
-    seed: int = 0
-
-    def __post_init__(self):
-        from mobilebert_kit.training.distill_config import OPTIMIZERS, PRECISIONS
-
-        check_choice("task", self.task, task_data.TASKS)
-        check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        check_choice("precision", self.precision, PRECISIONS)
-        for key in ("epochs", "batch_size", "seq_len"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
 
 
 def load_encoder(spec, precision="float32"):

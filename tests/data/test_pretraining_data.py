@@ -10,7 +10,9 @@ from mobilebert_kit.data.pretraining_examples import PretrainingDataOptions, wri
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 from mobilebert_kit.errors import MbkError
 
-OPTIONS = dict(seq_len=48, max_predictions=8, num_shards=3, chunk_documents=10)
+# Long enough that most segments hold several sentences: a lone sentence forces a random next
+# sentence (as in Google's code), which would tilt the NSP balance of short examples.
+OPTIONS = dict(seq_len=96, max_predictions=12, num_shards=3, chunk_documents=10)
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +34,10 @@ def test_examples_are_well_formed(written):
     assert sorted(p.name for p in out.iterdir()) == sorted(meta["shards"] + ["dataset.json"])
     data, _ = _records(out)
     n = meta["num_examples"]
-    assert data["input_ids"].shape == (n, 48) and data["masked_lm_positions"].shape == (n, 8)
+    assert data["input_ids"].shape == (n, 96) and data["masked_lm_positions"].shape == (n, 12)
     assert data["input_ids"][:, 0].tolist() == [tok.cls_id] * n
     lengths = data["attention_mask"].sum(1)
-    assert lengths.max() <= 48
+    assert lengths.max() <= 96
     for row in range(n):
         ids, length = data["input_ids"][row], lengths[row]
         assert (ids[length:] == tok.pad_id).all() and (data["token_type_ids"][row, length:] == 0).all()
@@ -79,7 +81,7 @@ def test_whole_word_masking_in_written_examples(email_corpus, tmp_path):
         for p in picked:
             # the piece after a predicted one continues the word (##) -> it is predicted too
             nxt = p + 1
-            if nxt < 48 and data["attention_mask"][row, nxt]:
+            if nxt < 96 and data["attention_mask"][row, nxt]:
                 original = data["input_ids"][row, nxt] if nxt not in picked else None
                 if original is not None and tok.convert_ids_to_tokens([original])[0].startswith("##"):
                     split_words += 1

@@ -61,7 +61,8 @@ def uninterrupted(tiny_run_inputs, tmp_path_factory):
     distiller._setup = setup
     distiller.on_step_end = on_step_end
     result = distiller.run()
-    return {"out": out, "result": result, "snapshots": snapshots, "copy": distiller.copy_report}
+    return {"out": out, "result": result, "snapshots": snapshots, "copy": distiller.copy_report,
+            "inputs": tiny_run_inputs}
 
 
 def _changed(before, after, prefix):
@@ -120,6 +121,7 @@ def test_outputs_and_tensorboard(uninterrupted):
     student = mbk.load(out / "student")
     assert student.config["num_layers"] == 2 and not student.config["output_hidden_states"]
     assert mbk.load(out / "pretrainer").architecture == "pretrainer"
+    assert (out / "student" / "vocab.txt").read_text() == (uninterrupted["inputs"] / "teacher" / "vocab.txt").read_text()
     scalars = read_scalars(out / "tensorboard")
     assert [s for s, _ in scalars["layer_0/feature_map"]] == [1, 2, 3]
     assert [s for s, _ in scalars["layer_1/attention"]] == [4, 5, 6]

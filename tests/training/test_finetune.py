@@ -8,7 +8,8 @@ import pytest
 
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 from mobilebert_kit.training import metrics, task_data
-from mobilebert_kit.training.fine_tuner import FinetuneConfig, FineTuner, evaluate_directory
+from mobilebert_kit.training.fine_tuner import FineTuner, evaluate_directory
+from mobilebert_kit.training.finetune_config import FinetuneConfig
 
 WORDS = ["good", "bad", "movie", "film", "plot", "was", "is", "the", "a", "very", "not", "actor", "john", "paris",
          "lives", "in", "where", "does", "who", "?", ".", "smith", "london", "play", "##s"]
@@ -113,18 +114,8 @@ def test_classification_learns_and_round_trips(tokenizer, tmp_path):
     assert again == pytest.approx(results)
 
 
-def test_span_qa_and_token_classification_run(tokenizer, tmp_path):
-    context = "john smith lives in paris . the actor lives in london ."
-    qas = [{"id": str(i), "question": q, "answers": [] if a is None else [{"text": a, "answer_start": context.index(a)}],
-            "is_impossible": a is None}
-           for i, (q, a) in enumerate([("where does john live ?", "paris"), ("who lives in london ?", "the actor"),
-                                       ("where does the film play ?", None)] * 4)]
-    squad = tmp_path / "squad.json"
-    squad.write_text(json.dumps({"version": "v2.0", "data": [{"paragraphs": [{"context": context, "qas": qas}]}]}))
-    config = FinetuneConfig(task="span_qa", epochs=1, batch_size=4, seq_len=24, doc_stride=8, learning_rate=1e-3)
-    results = FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(squad, tmp_path / "qa", eval_path=squad)
-    assert set(results) == {"exact_match", "f1"} and 0.0 <= results["f1"] <= 100.0
-
+def test_token_classification_runs(tokenizer, tmp_path):
+    # Span QA runs end to end in test_cli.py; here the tagging path (sample weights on first pieces).
     conll = tmp_path / "train.conll"
     conll.write_text("John B-PER\nlives O\nin O\nParis B-LOC\n\nthe O\nactor O\nplays O\nin O\nLondon B-LOC\n\n" * 4)
     config = FinetuneConfig(task="token_classification", epochs=1, batch_size=4, seq_len=12, learning_rate=1e-3)
