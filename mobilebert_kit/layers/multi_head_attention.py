@@ -75,8 +75,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def attention_scores(self, query, key):
         """Raw scaled scores ``(B, N, S, S)``; variants add position terms here."""
-        scores = tf.matmul(query, key, transpose_b=True)
-        return scores * tf.cast(1.0 / math.sqrt(self.head_size), scores.dtype)
+        # Scale the query, not the scores: the converter folds the constant into the query
+        # projection, which removes a MUL per layer that XNNPACK leaves to the reference
+        # kernels in full-int8 exports (benchmarks/perf/NOTES.md: 24 MULs off the delegate).
+        query = query * tf.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+        return tf.matmul(query, key, transpose_b=True)
 
     def attention_context(self, probs, value):
         """Context ``(B, N, Sq, D)`` from probabilities and values; variants add position terms here."""
