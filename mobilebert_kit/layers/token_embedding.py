@@ -143,6 +143,10 @@ class TokenEmbedding(keras.layers.Layer):
             x = self.embedding_transformation(x)  # (B, S, H)
         return x
 
+    def compute_output_shape(self, input_shape):
+        # ids [B, S] -> [B, S, hidden]; tfmot's quantize wrappers ask for it.
+        return tf.TensorShape(input_shape).concatenate([self.hidden_size])
+
     def get_config(self):
         config = super().get_config()
         config.update(

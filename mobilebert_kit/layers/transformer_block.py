@@ -243,6 +243,10 @@ class TransformerBlock(keras.layers.Layer):
             return h, probs
         return h
 
+    def compute_output_shape(self, input_shape):
+        # A block keeps its input's shape; tfmot's quantize wrappers ask for it.
+        return input_shape
+
     def get_config(self):
         config = super().get_config()
         config.update(
