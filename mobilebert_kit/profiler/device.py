@@ -38,7 +38,7 @@ from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
 from mobilebert_kit.profiler.model_info import ModelInfo
-from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len
+from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len, run_config
 from mobilebert_kit.profiler.stats import combine_trials
 from mobilebert_kit.profiler.thermal import trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
@@ -322,22 +322,15 @@ class DeviceProfiler:
         result["device"] = dict(self.device_info())
         result["simulated"] = bool(self.info.get("simulated"))
         vocab = int(self.vocab_size or info.vocab_size)
-        result["config"] = {
-            "cores": str(self.cores),
-            "mask": self.mask,
-            "cpus": list(self.cpus),
-            "threads": self.threads,
-            "runs": self.runs,
-            "warmup": self.warmup,
-            "min_time_s": self.min_time_s,
-            "max_time_s": self.max_time_s,
-            "trials": self.trials,
-            "vocab_size": vocab,
-            "cooldown_timeout_s": self.cooldown_timeout_s,
-            "cooldown_tolerance_c": self.tolerance_mc / 1000.0,
-            "lock_freq": self.lock_freq,
-            "inputs": "benchmark_model value ranges: ids [1, vocab-1], mask all ones, segment ids {0, 1}",
-        }
+        result["config"] = run_config(
+            self,
+            vocab,
+            trials=self.trials,
+            cooldown_timeout_s=self.cooldown_timeout_s,
+            cooldown_tolerance_c=self.tolerance_mc / 1000.0,
+            lock_freq=self.lock_freq,
+            inputs="benchmark_model value ranges: ids [1, vocab-1], mask all ones, segment ids {0, 1}",
+        )
         result["runtime"] = {
             "name": "benchmark_model",
             "binary": self.binary.path,

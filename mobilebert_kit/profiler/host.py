@@ -36,7 +36,7 @@ from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
 from mobilebert_kit.profiler.model_info import ModelInfo
-from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len
+from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len, run_config
 from mobilebert_kit.profiler.stats import summarize
 from mobilebert_kit.profiler.topology import CpuTopology
 
@@ -141,18 +141,9 @@ class HostProfiler:
         vocab = int(self.vocab_size or info.vocab_size)
         result = new_result(info, target="host", seq_len=length, flops_override=self.flops)
         result["device"] = self.device_info()
-        result["config"] = {
-            "cores": str(self.cores),
-            "mask": self.mask,
-            "cpus": list(self.cpus),
-            "threads": self.threads,
-            "runs": self.runs,
-            "warmup": self.warmup,
-            "min_time_s": self.min_time_s,
-            "max_time_s": self.max_time_s,
-            "vocab_size": vocab,
-            "inputs": "sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1",
-        }
+        result["config"] = run_config(
+            self, vocab, inputs="sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1"
+        )
         if self.threads > len(self.cpus):
             result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)

@@ -56,6 +56,26 @@ def new_result(info, *, target, seq_len, flops_override=None):
     }
 
 
+def run_config(profiler, vocab_size, **extra):
+    """The ``config`` block every result carries: pinning and run-length settings of ``profiler``.
+
+    Host and adb profilers share these attributes; ``extra`` adds target-specific keys.
+    """
+    config = {
+        "cores": str(profiler.cores),
+        "mask": profiler.mask,
+        "cpus": list(profiler.cpus),
+        "threads": profiler.threads,
+        "runs": profiler.runs,
+        "warmup": profiler.warmup,
+        "min_time_s": profiler.min_time_s,
+        "max_time_s": profiler.max_time_s,
+    }
+    config.update(extra)
+    config["vocab_size"] = vocab_size
+    return config
+
+
 def finish_result(result):
     """Fills the achieved GFLOP/s from the median latency; returns the record."""
     latency = result.get("latency_ms") or {}
