@@ -9,30 +9,8 @@ variable silences them; they bury the one-line errors of the CLI. The import
 runs with fd 2 pointed at /dev/null unless ``MBK_VERBOSE_TF=1``.
 """
 
-import contextlib
-import os
-
 import mobilebert_kit  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-
-
-@contextlib.contextmanager
-def _quiet_fd2():
-    if os.environ.get("MBK_VERBOSE_TF") == "1":
-        yield
-        return
-    try:
-        saved = os.dup(2)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        yield
-        return
-    try:
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+from mobilebert_kit.utils.quiet import quiet_fd2 as _quiet_fd2
 
 
 with _quiet_fd2():

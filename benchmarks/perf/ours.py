@@ -46,18 +46,37 @@ def export_command_available():
 
 
 def source_for(preset, overrides, work_dir):
-    """The SRC argument: the preset name, or a saved model for a configuration with overrides."""
-    if not overrides:
-        return preset
+    """The SRC argument: a saved model of ``preset`` (with ``overrides``) and trained-like vectors.
+
+    Why not the preset name: a fresh model has all-zero biases and NoNorm betas
+    and all-one gammas, and converters fold such constants away (tf2onnx drops
+    an Add of zeros), which a trained checkpoint never allows. Every family
+    gets the same treatment (:func:`trained_like_vectors`; peers.py does it to
+    the peers), so no export is timed on a graph a real model would not have.
+    """
     import mobilebert_kit as mbk
     from mobilebert_kit.backend import keras
 
-    tag = "_".join(f"{k}-{v}" for k, v in sorted(overrides.items()))
-    directory = os.path.join(work_dir, f"src_{preset}_{tag}")
+    tag = "_".join(f"{k}-{v}" for k, v in sorted(overrides.items())) or "base"
+    directory = os.path.join(work_dir, f"src_{preset}_{tag}_trained-like")
     if not os.path.isdir(directory):
         keras.utils.set_random_seed(0)
-        mbk.save(mbk.build(preset, **overrides), directory)
+        model = mbk.build(preset, **overrides)
+        for var in model.weights:
+            if len(var.shape) == 1:
+                var.assign(trained_like_vectors(var.numpy(), var.name))
+        mbk.save(model, directory)
     return directory
+
+
+def trained_like_vectors(value, name, seed=0):
+    """``value`` (a 1-D bias, beta or gamma) plus N(0, 0.02) noise: no zero or one constants left."""
+    import zlib
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed + zlib.crc32(name.encode()))
+    return (value + rng.normal(0.0, 0.02, value.shape)).astype(value.dtype)
 
 
 def export(src, fmt, precision, seq_len, out_path, extra_args=(), calibration=None, validate=False):

@@ -32,7 +32,9 @@ def register(subparsers):
                    help="score of padded keys in the exported graph (default -120: int8 friendly)")
     p.add_argument("--keep-float", default="",
                    help="comma-separated layer paths kept in float (e.g. transformer_layer_5,norm,ffn_0/output)")
-    p.add_argument("--keep-float-ops", default="", help="comma-separated op types kept in float (e.g. SOFTMAX)")
+    p.add_argument("--keep-float-ops", default=None,
+                   help="comma-separated op types kept in float (e.g. SOFTMAX); 'none' for none. Default: SOFTMAX "
+                   "for TFLite full int8 (XNNPACK has no int8 softmax), nothing otherwise")
     p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
     p.add_argument("--dynamic-axes", action="store_true", help="ONNX: dynamic batch and sequence axes")
     p.add_argument("--qat-steps", type=int, default=100, help="quantization-aware fine-tuning steps (qat)")
@@ -66,6 +68,12 @@ def _split(text):
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
+def _float_ops(text):
+    if text is None:
+        return None  # the format's default
+    return () if text.strip().lower() == "none" else _split(text)
+
+
 def run(args):
     from mobilebert_kit.errors import ConfigError
 
@@ -88,7 +96,7 @@ def run(args):
         batch_size=args.batch_size, calibration=args.calibration, validation_data=args.validation_data,
         validate=not args.no_validate, thresholds=parse_thresholds(args.threshold), drift_report=args.drift_report,
         io_type=args.io_type, mask_dtype=args.mask_dtype, attention_mask_value=args.mask_value,
-        keep_float_ops=_split(args.keep_float_ops), keep_float_layers=_split(args.keep_float),
+        keep_float_ops=_float_ops(args.keep_float_ops), keep_float_layers=_split(args.keep_float),
         opset=args.opset, dynamic_axes=args.dynamic_axes, embed_vocab=not args.no_vocab, qat_steps=args.qat_steps,
     )
     result = export(options)

@@ -10,6 +10,9 @@ def register(subparsers):
     )
     p.add_argument("file", help="the .tflite or .onnx file")
     p.add_argument("--json", action="store_true", help="print as JSON")
+    p.add_argument("--xnnpack", action="store_true",
+                   help=".tflite: also load the file with XNNPACK and list the ops it leaves to builtin kernels "
+                   "(each one costs a partition on a phone CPU)")
     p.set_defaults(func=run)
     return p
 
@@ -20,5 +23,18 @@ def run(args):
     from mobilebert_kit.convert.inspection import inspect_artifact
 
     info = inspect_artifact(args.file)
-    print(json.dumps(info.to_dict(), indent=2) if args.json else info.format_text())
+    report = info.to_dict()
+    text = info.format_text()
+    if args.xnnpack:
+        from mobilebert_kit.errors import ConfigError
+
+        if info.format != "tflite":
+            raise ConfigError("--xnnpack applies to .tflite files (ONNX Runtime has no XNNPACK delegate here)")
+        from mobilebert_kit.convert.xnnpack_coverage import xnnpack_coverage
+
+        report["xnnpack"] = coverage = xnnpack_coverage(args.file)
+        left = ", ".join(f"{op} x{n}" for op, n in coverage["builtin"].items()) or "none"
+        text += (f"\nXNNPACK: {coverage['delegated']} of {coverage['ops']} ops delegated in "
+                 f"{coverage['partitions']} partition(s); on builtin kernels: {left}")
+    print(json.dumps(report, indent=2) if args.json else text)
     return 0

@@ -47,12 +47,16 @@ class ArtifactRunner:
     def _init_tflite(self, num_threads, preserve_all_tensors=False):
         from ai_edge_litert.interpreter import Interpreter
 
+        from mobilebert_kit.utils.quiet import quiet_fd2
+
         try:
-            self._interpreter = Interpreter(
-                model_path=str(self.path), num_threads=num_threads,
-                experimental_preserve_all_tensors=preserve_all_tensors,
-            )
-            self._interpreter.allocate_tensors()
+            # quiet: LiteRT's C++ "Created TensorFlow Lite XNNPACK delegate" banner would split CLI output.
+            with quiet_fd2():
+                self._interpreter = Interpreter(
+                    model_path=str(self.path), num_threads=num_threads,
+                    experimental_preserve_all_tensors=preserve_all_tensors,
+                )
+                self._interpreter.allocate_tensors()
         except (ValueError, RuntimeError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ArtifactError(f"{self.path} cannot be loaded by the TFLite interpreter: {first}") from err

@@ -48,7 +48,8 @@ class ExportOptions:
         io_type: ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
         mask_dtype: ``"float32"`` (default: no CAST) or ``"int32"`` attention-mask input.
         attention_mask_value: score of padded keys in the exported graph (None keeps the model's).
-        keep_float_ops: op types left in float (TFLite names for tflite, ONNX op types for onnx).
+        keep_float_ops: op types left in float (TFLite names for tflite, ONNX op types for onnx);
+            None: the format's default (TFLite full int8 keeps SOFTMAX float, see tflite_export).
         keep_float_layers: layer paths left in float (``transformer_layer_5``, ``norm``, ``ffn_0/output``).
         opset: ONNX opset.
         dynamic_axes: ONNX with dynamic batch and sequence axes.
@@ -76,7 +77,7 @@ class ExportOptions:
     io_type: str = "float32"
     mask_dtype: str = "float32"
     attention_mask_value: float = -120.0
-    keep_float_ops: tuple = ()
+    keep_float_ops: tuple = None
     keep_float_layers: tuple = ()
     opset: int = 17
     dynamic_axes: bool = False
@@ -362,7 +363,7 @@ def _write_onnx(graph, options, calibration, metadata, path):
         # quantization-aware graph is then quantized statically (QDQ int8) like int8.
         mode = "int8" if options.quantize == "qat" else options.quantize
         model = onnx_export.quantize(
-            model, mode, calibration, options.mask_dtype, options.keep_float_ops, options.keep_float_layers,
+            model, mode, calibration, options.mask_dtype, options.keep_float_ops or (), options.keep_float_layers,
         )
     elif options.keep_float_ops or options.keep_float_layers:
         raise ExportError(f"keep-float options need a quantized export, not --quantize {options.quantize}")

@@ -67,6 +67,9 @@ def convert(graph, opset=DEFAULT_OPSET):
     del model.graph.output[:]
     model.graph.output.extend(reordered)
     _name_dynamic_dims(model)
+    from mobilebert_kit.convert.onnx_graph import simplify
+
+    simplify(model)  # Reshape pairs around every dense MatMul, NoNorm after a dense layer (onnx_graph.py)
     model.producer_name = "mobilebert-kit"
     return model
 

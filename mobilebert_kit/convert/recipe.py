@@ -117,7 +117,9 @@ class Recipe:
                 opset=settings.get("opset", 17), dynamic_axes=settings.get("dynamic_axes", False),
                 embed_vocab=settings.get("embed_vocab", True),
                 keep_float_layers=tuple(settings.get("keep_float_layers", ())),
-                keep_float_ops=tuple(settings.get("keep_float_ops", ())), qat_steps=settings.get("qat_steps", 100),
+                # absent: the format's default (None); [] keeps nothing float
+                keep_float_ops=tuple(settings["keep_float_ops"]) if "keep_float_ops" in settings else None,
+                qat_steps=settings.get("qat_steps", 100),
                 qat_learning_rate=settings.get("qat_learning_rate", 1e-5), labels=tuple(settings.get("labels", ())),
                 calibration=calibration.get("data"), calibration_count=calibration.get("count", 200),
                 validation_data=validation.get("data"), validation_count=validation.get("count", 16),

@@ -18,6 +18,16 @@ Selective quantization (``keep_float_ops`` by TFLite op type such as
 ``"SOFTMAX"``, ``keep_float_layers`` by layer name such as
 ``"transformer_layer_3"``) calibrates first and then quantizes with those ops
 deny-listed, the mechanism of TFLite's quantization debugger.
+
+Full int8 defaults (``keep_float_ops=None``) are chosen for XNNPACK, the CPU
+path of every Android phone (benchmarks/perf/NOTES.md has the op profile):
+``SOFTMAX`` stays float, because XNNPACK has no int8 softmax and each int8 one
+splits the delegated graph (DEQUANTIZE, float SOFTMAX, QUANTIZE all run inside
+XNNPACK); the attention-mask ``ADD`` before it stays float too, so the int8
+scores keep a range of real scores instead of stretching to the mask value; and :mod:`~mobilebert_kit.convert.tflite_int8_graph` gives the second
+operand of every attention ``BATCH_MATMUL`` symmetric parameters so that
+XNNPACK takes it. Pass ``keep_float_ops=()`` for an all-integer softmax (for
+integer-only accelerators).
 """
 
 import numpy as np
@@ -29,6 +39,16 @@ from mobilebert_kit.errors import check_choice
 QUANTIZATIONS = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
 CALIBRATED = ("int8", "int16x8")
 IO_TYPES = ("float32", "int8")
+# Op types kept in float when the caller does not say (keep_float_ops=None).
+DEFAULT_FLOAT_OPS = {"int8": ("SOFTMAX",)}
+# ... and with them the attention-mask ADD in front of each softmax: in int8 its output would span
+# the mask value (-120) as well as the real scores, a quantization step of ~0.5 logits.
+DEFAULT_FLOAT_NODES = {"int8": ("attention/add",)}
+
+
+def default_float_ops(quantize):
+    """The op types a TFLite export keeps in float by default for ``quantize``."""
+    return DEFAULT_FLOAT_OPS.get(quantize, ())
 
 
 def _converter(graph):
@@ -60,7 +80,7 @@ def _representative(graph, calibration):
     return generate
 
 
-def convert(graph, quantize="none", calibration=None, io_type="float32", keep_float_ops=(), keep_float_layers=()):
+def convert(graph, quantize="none", calibration=None, io_type="float32", keep_float_ops=None, keep_float_layers=()):
     """Converts an export graph (:func:`~mobilebert_kit.convert.export_model.build_export_model`) to TFLite bytes.
 
     Args:
@@ -68,7 +88,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         quantize: one of ``QUANTIZATIONS``.
         calibration: an :class:`~mobilebert_kit.convert.input_set.InputSet` (``int8``, ``int16x8``).
         io_type: ``"float32"`` or ``"int8"`` (``int8`` only).
-        keep_float_ops: TFLite op types left in float (``int8`` only).
+        keep_float_ops: TFLite op types left in float (``int8`` only); None: ``default_float_ops``.
         keep_float_layers: layer names whose ops are left in float (``int8`` only).
 
     Returns:
@@ -81,6 +101,11 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     check_choice("quantize", quantize, QUANTIZATIONS)
     check_choice("io_type", io_type, IO_TYPES)
     notes = []
+    default_nodes = ()
+    if keep_float_ops is None:
+        # int8 inputs/outputs ask for an integer-only graph (accelerators): no float default there.
+        keep_float_ops = default_float_ops(quantize) if io_type == "float32" else ()
+        default_nodes = DEFAULT_FLOAT_NODES.get(quantize, ()) if io_type == "float32" else ()
     if io_type == "int8" and quantize not in ("int8", "qat"):
         raise ExportError(f"int8 inputs/outputs need --quantize int8 or qat, not {quantize}")
     selective = bool(keep_float_ops or keep_float_layers)
@@ -109,17 +134,29 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         converter.inference_output_type = tf.int8
     try:
         if selective:
-            return _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes), notes
-        return converter.convert(), notes
+            data = _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes)
+        else:
+            data = converter.convert()
     except ExportError:
         raise
     except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
+    if quantize in ("int8", "qat"):
+        from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
+
+        data, changed = symmetric_matmul_operands(data)
+        if changed:
+            notes.append(f"{changed} attention matmul operand tensor(s) made symmetric int8 (XNNPACK runs them)")
+    return data, notes
 
 
-def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes):
-    """Calibrate, then quantize with ops/nodes deny-listed (TFLite's selective quantization)."""
+def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes=()):
+    """Calibrate, then quantize with ops/nodes deny-listed (TFLite's selective quantization).
+
+    ``default_nodes`` are layer paths kept float by default: unlike ``keep_float_layers``
+    it is no error when a model has none of them (another attention type).
+    """
     from tensorflow.lite.python import convert as lite_convert
 
     converter._experimental_calibrate_only = True  # noqa: SLF001  (the public debugger uses the same switch)
@@ -130,16 +167,25 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
             f"no ops found for layer(s) {', '.join(keep_float_layers)}; use layer names such as "
             "transformer_layer_0, embeddings, transformer_layer_0/attention"
         )
-    notes.append(f"kept in float: op types {sorted(keep_float_ops)}, {len(nodes)} node(s) of {sorted(keep_float_layers)}")
+    kept = [f"op types {', '.join(sorted(keep_float_ops))}"] if keep_float_ops else []
+    kept += [f"{len(nodes)} node(s) of {', '.join(sorted(keep_float_layers))}"] if keep_float_layers else []
+    extra = _nodes_of_layers(calibrated, default_nodes) if default_nodes else []
+    if extra:
+        kept.append(f"{len(extra)} attention-mask ADD node(s)")
+        nodes = nodes + [n for n in extra if n not in nodes]
+    notes.append("kept in float: " + "; ".join(kept))
     dtype = tf.int8 if io_type == "int8" else tf.float32
-    return lite_convert.mlir_quantize(
-        calibrated,
-        fully_quantize=io_type == "int8",
-        input_data_type=dtype,
-        output_data_type=dtype,
-        denylisted_ops=[op.upper() for op in keep_float_ops],
-        denylisted_nodes=nodes,
-    )
+    from mobilebert_kit.utils.quiet import quiet_fd2
+
+    with quiet_fd2():  # the quantizer prints its settings ("fully_quantize: 0, ...") from C++
+        return lite_convert.mlir_quantize(
+            calibrated,
+            fully_quantize=io_type == "int8",
+            input_data_type=dtype,
+            output_data_type=dtype,
+            denylisted_ops=[op.upper() for op in keep_float_ops],
+            denylisted_nodes=nodes,
+        )
 
 
 def _nodes_of_layers(model_bytes, layers):

@@ -49,8 +49,59 @@ def test_selective_quantization_keeps_named_layers_and_ops_float(tiny_mobilebert
     assert result.float_ops.get("SOFTMAX") == 2  # both layers' softmax
     assert result.float_ops.get("FULLY_CONNECTED", 0) >= 10  # layer 1's dense layers
     full = inspect_artifact(export_tiny(tiny_mobilebert, tmp_path / "full.tflite", "tflite", "int8",
-                                        calibration=str(calibration_npz), validate=False).path)
+                                        calibration=str(calibration_npz), validate=False, keep_float_ops=()).path)
     assert not full.float_ops
+
+
+def test_full_int8_default_runs_in_xnnpack(tiny_mobilebert, calibration_npz, tmp_path):
+    """Issue 7: the default full-int8 graph is one XNNPACK graph: float softmax and mask add, symmetric K/V."""
+    from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
+    from mobilebert_kit.convert.xnnpack_coverage import xnnpack_coverage
+
+    result = export_tiny(tiny_mobilebert, tmp_path / "d.tflite", "tflite", "int8", calibration=str(calibration_npz))
+    assert result.validation.passed
+    assert dict(result.float_ops) == {"SOFTMAX": 2, "ADD": 2}  # softmax and the mask ADD before it
+    assert any("made symmetric" in note for note in result.notes)
+    coverage = xnnpack_coverage(result.path)
+    # Only the embedding lookups and the pooled-token slice stay on builtin kernels.
+    assert set(coverage["builtin"]) <= {"GATHER", "STRIDED_SLICE"}, coverage
+    assert all(zero == 0 for zero in _batch_matmul_second_zero_points(result.path))
+    # The all-integer graph (--keep-float-ops none): softmax int8, and still every batch matmul delegated.
+    integer = export_tiny(tiny_mobilebert, tmp_path / "i.tflite", "tflite", "int8", calibration=str(calibration_npz),
+                          keep_float_ops=())
+    assert integer.validation.passed and not integer.float_ops
+    assert "BATCH_MATMUL" not in xnnpack_coverage(integer.path)["builtin"]
+    # The pass is idempotent: a second run finds nothing to change.
+    assert symmetric_matmul_operands(open(result.path, "rb").read())[1] == 0
+
+
+def test_symmetric_pass_is_what_makes_xnnpack_take_the_matmuls(tiny_mobilebert, calibration_npz, tmp_path,
+                                                               monkeypatch):
+    """Without the pass, asymmetric K/V leave BATCH_MATMUL on builtin kernels (the measured XNNPACK rule)."""
+    from mobilebert_kit.convert import tflite_int8_graph
+    from mobilebert_kit.convert.xnnpack_coverage import xnnpack_coverage
+
+    monkeypatch.setattr(tflite_int8_graph, "symmetric_matmul_operands", lambda data: (data, 0))
+    plain = export_tiny(tiny_mobilebert, tmp_path / "p.tflite", "tflite", "int8", calibration=str(calibration_npz),
+                        validate=False)
+    zero_points = _batch_matmul_second_zero_points(plain.path)
+    left = xnnpack_coverage(plain.path)["builtin"].get("BATCH_MATMUL", 0)
+    assert left == sum(1 for zero in zero_points if zero != 0) > 0
+
+
+def _batch_matmul_second_zero_points(path):
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.Model.GetRootAs(open(path, "rb").read(), 0)
+    graph = model.Subgraphs(0)
+    found = []
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == schema.BuiltinOperator.BATCH_MATMUL:
+            q = graph.Tensors(int(op.Inputs(1))).Quantization()
+            found.append(int(q.ZeroPoint(0)))
+    return found
 
 
 def test_onnx_selective_quantization(tiny_mobilebert, calibration_npz, tmp_path):

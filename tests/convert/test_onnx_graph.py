@@ -1,0 +1,75 @@
+"""The ONNX clean-up passes (issue 7): fewer nodes, the same outputs as the unsimplified graph."""
+
+import collections
+
+import numpy as np
+
+from tests.convert.conftest import SEQ, padded_inputs
+
+
+def _run(model, inputs):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    runs = [session.run(None, {n: row[n].astype(np.float32 if n == "attention_mask" else np.int32) for n in names})
+            for row in inputs.rows(1)]  # the export graph has a static batch of 1
+    return [np.concatenate(outs) for outs in zip(*runs)]
+
+
+def test_simplify_removes_reshapes_and_folds_nonorm_exactly(tiny_mobilebert, monkeypatch):
+    from mobilebert_kit.convert import onnx_export, onnx_graph
+    from mobilebert_kit.convert.export_model import build_export_model
+
+    graph = build_export_model(tiny_mobilebert, seq_len=SEQ)
+    simplified = onnx_export.convert(graph)
+    monkeypatch.setattr(onnx_graph, "simplify", lambda model: {})
+    plain = onnx_export.convert(graph)
+    before = collections.Counter(n.op_type for n in plain.graph.node)
+    after = collections.Counter(n.op_type for n in simplified.graph.node)
+    # tiny-mobilebert: 2 layers; every dense lost its Reshape pair except where the 2-D product is read.
+    assert after["Reshape"] < before["Reshape"] / 2, (before, after)
+    # NoNorm after the bottleneck dense layers (no residual between) folded: one Mul + one Add each.
+    assert before["Mul"] - after["Mul"] >= 2 * 2, (before, after)
+    assert after["MatMul"] == before["MatMul"]
+    onnx_export.check(simplified)
+    inputs = padded_inputs(tiny_mobilebert)
+    for got, want in zip(_run(simplified, inputs), _run(plain, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
+def test_affine_fold_leaves_a_residual_read_alone():
+    """Mul/Add after a MatMul whose output is also read elsewhere must not be folded."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mobilebert_kit.convert.onnx_graph import fold_affine_into_matmul
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.normal(size=(4, 3)).astype(np.float32), "w")
+    g = numpy_helper.from_array(rng.normal(size=(3,)).astype(np.float32), "g")
+    b = numpy_helper.from_array(rng.normal(size=(3,)).astype(np.float32), "b")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Mul", ["m", "g"], ["s"]),
+        helper.make_node("Add", ["s", "b"], ["y"]),
+        helper.make_node("Add", ["y", "m"], ["z"]),  # the residual reads the unscaled product
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])], [w, g, b])
+    model = helper.make_model(graph)
+    assert fold_affine_into_matmul(model) == 0
+    # Without the residual read, it folds and computes the same.
+    nodes[3] = helper.make_node("Identity", ["y"], ["z"])
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])], [w, g, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.normal(size=(2, 4)).astype(np.float32)
+    want = (x @ numpy_helper.to_array(w)) * numpy_helper.to_array(g) + numpy_helper.to_array(b)
+    assert fold_affine_into_matmul(model) == 1
+    onnx.checker.check_model(model)
+    assert [n.op_type for n in model.graph.node] == ["MatMul", "Add", "Identity"]
+    import onnxruntime as ort
+
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
