@@ -27,7 +27,7 @@ class ModelSource:
 
     Args:
         model: the Encoder or task model.
-        kind: ``"saved"``, ``"hf"`` or ``"preset"``.
+        kind: ``"saved"``, ``"hf"``, ``"tf1"`` or ``"preset"``.
         name: what the user passed.
         directory: the source directory (None for a preset).
         labels: class names of a classification head, if recorded.
@@ -56,11 +56,16 @@ class ModelSource:
         from mobilebert_kit.models.presets import PRESETS
 
         path = Path(str(src))
+        import mobilebert_kit as mbk
+
+        if _is_tf1_checkpoint(path):
+            # An original (google-research) TF1 checkpoint: directory or prefix with *.index + bert_config.json.
+            model = mbk.import_checkpoint(path, head=head, **overrides)
+            return cls(model, "tf1", str(src), path if path.is_dir() else path.parent)
         if not path.is_dir() and str(src) not in PRESETS:
             if path.exists():
                 raise CheckpointError(f"{src} is a file; pass a saved-model or Hugging Face directory, or a preset name")
             raise ConfigError(f"{src} is not a directory or a preset; valid presets: {', '.join(PRESETS)}")
-        import mobilebert_kit as mbk
         from mobilebert_kit.models.api import is_saved_model
 
         if path.is_dir():
@@ -90,7 +95,19 @@ class ModelSource:
     def describe(self):
         if self.kind == "preset":
             return f"preset {self.name} (random weights, seed {PRESET_SEED})"
-        return f"{'saved model' if self.kind == 'saved' else 'Hugging Face checkpoint'} {self.name}"
+        kinds = {"saved": "saved model", "hf": "Hugging Face checkpoint", "tf1": "TF1 checkpoint"}
+        return f"{kinds.get(self.kind, self.kind)} {self.name}"
+
+
+def _is_tf1_checkpoint(path):
+    """A TF1 checkpoint prefix (``PREFIX.index`` exists) or a directory with ``*.index`` and no config.json/saved model."""
+    if Path(f"{path}.index").is_file():
+        return True
+    if not path.is_dir() or (path / "config.json").is_file():
+        return False
+    from mobilebert_kit.models.api import is_saved_model
+
+    return not is_saved_model(path) and any(path.glob("*.index"))
 
 
 def copy_tokenizer_files(source_dir, target_dir):

@@ -1,0 +1,96 @@
+"""StageManifest: what a pipeline stage consumed, stored next to what it produced.
+
+A stage is skipped on a re-run when its manifest exists, its key (a SHA-256
+over the content hashes of its input files, the recipe table and the options
+that change the output) equals the key computed now, and every output file
+still has the hash recorded when it was written. Anything else (a changed
+checkpoint, recipe, calibration file, option, mbk version, or an output that
+was edited or deleted) re-runs the stage. The manifest is written after the
+outputs, atomically, so an interrupted stage has no manifest and re-runs.
+"""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from mobilebert_kit.utils.atomic import atomic_file
+
+MANIFEST_VERSION = 1
+_CHUNK = 1 << 20
+
+
+def file_hash(path):
+    """SHA-256 of a file's bytes, or of a directory's files (relative names and bytes, sorted)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            # Hidden files (.git*, editor droppings) do not change the model.
+            for name in sorted(f for f in files if not f.startswith(".")):
+                full = Path(root) / name
+                digest.update(str(full.relative_to(path)).encode() + b"\0")
+                digest.update(file_hash(full).encode())
+        return digest.hexdigest()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def stage_key(inputs):
+    """SHA-256 of a JSON-serialisable description of a stage's inputs (key order does not matter)."""
+    text = json.dumps(inputs, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class StageManifest:
+    """The manifest of one stage: ``<first output>.stage.json``.
+
+    Args:
+        stage: the stage name (``export``, ``profile-host``, ...), recorded for people reading it.
+        outputs: the files the stage writes; the manifest lives next to the first one.
+        inputs: a JSON-serialisable description of everything the outputs depend on
+            (file content hashes, recipe table, options).
+
+    Example:
+        >>> manifest = StageManifest("export", ["out/m.tflite"], {"recipe": {...}})  # doctest: +SKIP
+        >>> if not manifest.is_current(): run(); manifest.save()  # doctest: +SKIP
+    """
+
+    def __init__(self, stage, outputs, inputs):
+        self.stage = stage
+        self.outputs = [Path(p) for p in outputs]
+        self.inputs = inputs
+        self.key = stage_key(inputs)
+        self.path = self.outputs[0].with_name(self.outputs[0].name + ".stage.json")
+
+    def recorded(self):
+        """The stored manifest as a dict, or None when absent or unreadable."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def is_current(self):
+        """True when the stored key matches and every output has the recorded hash."""
+        data = self.recorded()
+        if not data or data.get("version") != MANIFEST_VERSION or data.get("key") != self.key:
+            return False
+        hashes = data.get("outputs") or {}
+        for path in self.outputs:
+            if not path.is_file() or hashes.get(path.name) != file_hash(path):
+                return False
+        return True
+
+    def save(self):
+        """Records the key and the hashes of the outputs (call after they are written)."""
+        data = {
+            "version": MANIFEST_VERSION, "stage": self.stage, "key": self.key, "inputs": self.inputs,
+            "outputs": {p.name: file_hash(p) for p in self.outputs},
+        }
+        with atomic_file(self.path, "w") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True, default=str)
+        return self.path

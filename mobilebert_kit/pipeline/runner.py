@@ -1,0 +1,284 @@
+"""Pipeline: one recipe end to end, with stages that are skipped when their inputs did not change.
+
+Stages, in order:
+
+1. ``export`` (one per artifact): load the source once, substitute and recover
+   once (when the recipe has ``[substitute]``), convert, quantize, validate
+   against the Keras source and write ``<out>/<name>.<format>`` with its
+   ``.report.json`` (:func:`mobilebert_kit.convert.exporter.export`). A
+   quantized recipe also gets a float32 baseline per format
+   (``<name>-float32.<format>``): the reference of "speed-up over float".
+2. ``profile-host`` (one per artifact): latency on this machine
+   (:class:`~mobilebert_kit.profiler.host.HostProfiler`), ``<artifact>.host.json``.
+3. ``profile-device`` (one per ``.tflite`` artifact, with ``device``):
+   benchmark_model on the phone over adb, ``<artifact>.device-<serial>.json``.
+4. ``report``: ``<name>.pipeline.json`` and ``<name>.pipeline.html``.
+
+Each stage records a :class:`~mobilebert_kit.pipeline.manifest.StageManifest`
+next to its outputs; a re-run skips a stage whose manifest matches ("unchanged,
+skipped") unless ``force``. Every file is written atomically, so an
+interrupted run resumes at the first unfinished stage.
+"""
+
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import mobilebert_kit
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
+
+DEFAULT_RUNS = 20
+DEFAULT_WARMUP = 3
+_FILE_OPTIONS = ("calibration", "validation_data", "recover_data")
+
+
+class Pipeline:
+    """Runs a recipe: export, validate, profile, report.
+
+    Args:
+        recipe: path of the TOML recipe (``export/NAME.toml``).
+        source: a preset name or model path replacing the recipe's ``[source]`` (None: the recipe's).
+        out_dir: directory of every output (None: the recipe's ``out_dir``).
+        force: re-run every stage even when its manifest matches.
+        runs: timed runs per artifact on the host (and per trial on a phone).
+        threads: inference threads.
+        device: serial of an Android phone to profile the ``.tflite`` artifacts on (None: host only).
+        adb: the adb client to use (None: ``adb`` on PATH).
+        benchmark_binary: LiteRT benchmark_model for the phone (None: the profiler's cache).
+        trials: benchmark_model invocations per artifact on the phone.
+        console: a ``rich`` Console for progress (None: one on stdout).
+
+    Example:
+        >>> report = Pipeline("export/default.toml", source="mobilebert").run()  # doctest: +SKIP
+        >>> report["artifacts"][0]["latency_ms"]["host"]  # doctest: +SKIP
+        12.5
+    """
+
+    def __init__(self, recipe, *, source=None, out_dir=None, force=False, runs=DEFAULT_RUNS, threads=1, device=None,
+                 adb=None, benchmark_binary=None, trials=2, console=None):
+        for name, value in (("runs", runs), ("threads", threads), ("trials", trials)):
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"--{name} must be a positive integer, got {value!r}")
+        self.recipe_path = Path(recipe)
+        self.source = source
+        self.out_dir = Path(out_dir) if out_dir else None
+        self.force = bool(force)
+        self.runs = runs
+        self.threads = threads
+        self.device = device
+        self.adb = adb
+        self.benchmark_binary = benchmark_binary
+        self.trials = trials
+        self.console = console or _console()
+        self._source = None
+        self._timings = []
+
+    # --- planning ----------------------------------------------------------------
+
+    def plan(self):
+        """Loads the recipe; returns ``(recipe, [ExportOptions])`` with float baselines first per format."""
+        from mobilebert_kit.convert.recipe import Recipe
+        from mobilebert_kit.pipeline.source import override_source
+
+        recipe = Recipe.load(self.recipe_path)
+        if self.source:
+            override_source(recipe, self.source)
+        options = recipe.options()
+        if self.out_dir is not None:
+            for opts in options:
+                opts.out = str(self.out_dir / Path(opts.out).name)
+        planned = []
+        for opts in options:
+            if opts.quantize != "none":
+                planned.append(_float_baseline(opts))
+            planned.append(opts)
+        return recipe, planned
+
+    # --- running -----------------------------------------------------------------
+
+    def run(self):
+        """Runs every stage; returns the report dict (also written as JSON and HTML)."""
+        recipe, planned = self.plan()
+        out_dir = Path(planned[0].out).parent
+        name = recipe.tables.get("export", {}).get("name", recipe.path.stem)
+        serial = self._check_device()
+        source_hash = _source_hash(recipe.source_spec())
+        substitute = dict(recipe.tables.get("substitute", {}))
+        if substitute.get("data"):
+            substitute["data"] = file_hash(substitute["data"])
+        stages = len(planned) * (2 + (1 if serial else 0)) + 1
+        self._step = 0
+        self._stages = stages
+        say = self.console.print
+        say(f"[bold]mbk pipeline[/bold] {recipe.path} -> {out_dir} ({stages} stages; source {recipe.source_spec()})",
+            highlight=False)
+        exports = []
+        for opts in planned:
+            inputs = {"mbk": mobilebert_kit.__version__, "source": source_hash, "substitute": substitute,
+                      "options": _option_inputs(opts)}
+            manifest = StageManifest("export", [opts.out, f"{opts.out}.report.json"], inputs)
+            self._stage(f"export {Path(opts.out).name} ({opts.format}, {opts.quantize}, seq {opts.seq_len})",
+                        manifest, lambda o=opts: self._export(recipe, o))
+            exports.append(_read_json(f"{opts.out}.report.json"))
+        host = [self._profile_host(opts) for opts in planned]
+        device = [self._profile_device(opts, serial) for opts in planned if serial and opts.format == "tflite"]
+        from mobilebert_kit.pipeline import report as pipeline_report
+
+        html_path, json_path = out_dir / f"{name}.pipeline.html", out_dir / f"{name}.pipeline.json"
+        profile_files = host + device
+        inputs = {"mbk": mobilebert_kit.__version__, "recipe": str(recipe.path),
+                  "files": {str(p): file_hash(p) for p in [f"{o.out}.report.json" for o in planned] + profile_files}}
+        manifest = StageManifest("report", [json_path, html_path], inputs)
+
+        def write_report():
+            data = pipeline_report.build(recipe, planned, exports, [_read_json(p) for p in profile_files],
+                                         timings=self._timings)
+            pipeline_report.write(data, json_path, html_path)
+
+        self._stage(f"report {html_path.name}", manifest, write_report)
+        data = _read_json(json_path)
+        pipeline_report.print_summary(data, self.console)
+        say(f"report: {html_path}\ndata:   {json_path}", highlight=False)
+        return data
+
+    def _stage(self, title, manifest, work):
+        """Runs ``work`` unless ``manifest`` is current; saves the manifest after it."""
+        self._step += 1
+        prefix = f"[{self._step}/{self._stages}]"
+        if not self.force and manifest.is_current():
+            self.console.print(f"{prefix} {title}: unchanged, skipped", highlight=False)
+            self._timings.append({"stage": title, "skipped": True, "seconds": 0.0})
+            return False
+        self.console.print(f"{prefix} {title} ...", highlight=False)
+        start = time.perf_counter()
+        with self.console.status(title):
+            work()
+        manifest.save()
+        seconds = time.perf_counter() - start
+        self._timings.append({"stage": title, "skipped": False, "seconds": seconds})
+        self.console.print(f"{prefix} {title}: done in {seconds:.1f} s", highlight=False)
+        return True
+
+    def _log(self, line):
+        self.console.print(f"    {line}", markup=False, highlight=False)
+
+    def _loaded_source(self, recipe, opts):
+        """The (substituted) source, loaded once per run and only when an export has to run."""
+        if self._source is None:
+            from mobilebert_kit.convert.model_source import ModelSource
+            from mobilebert_kit.convert.recipe import _substituted_source
+
+            source = ModelSource.load(opts.source, head=opts.head)
+            if opts.substitutions:
+                source = _substituted_source(source, opts, recipe.tables.get("substitute", {}), self._log)
+            self._source = source
+        return self._source
+
+    def _export(self, recipe, opts):
+        from mobilebert_kit.convert.exporter import export
+
+        source = self._loaded_source(recipe, opts)
+        # The source is already substituted (and recovered) once for all artifacts.
+        opts = dataclasses.replace(opts, substitutions={}, recover_steps=0)
+        result = export(opts, source=source, log=self._log)
+        if result.validation is not None:
+            for line in result.validation.format_text().splitlines():
+                self._log(line)
+
+    def _profile_host(self, opts):
+        from mobilebert_kit.profiler.host import HostProfiler
+        from mobilebert_kit.profiler.report import build_report, write_json
+
+        out = Path(f"{opts.out}.host.json")
+        settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all"}
+        inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings}
+
+        def work():
+            profiler = HostProfiler(threads=self.threads, runs=self.runs, warmup=DEFAULT_WARMUP, min_time_s=0.0,
+                                    max_time_s=120.0)
+            result = profiler.profile(opts.out)
+            write_json(build_report([result], options={"pipeline": str(self.recipe_path), **settings}), out)
+
+        self._stage(f"profile {Path(opts.out).name} on the host ({self.runs} runs)", StageManifest("profile-host", [out], inputs), work)
+        return out
+
+    def _profile_device(self, opts, serial):
+        from mobilebert_kit.profiler.adb import AdbClient
+        from mobilebert_kit.profiler.device import DeviceProfiler
+        from mobilebert_kit.profiler.report import build_report, write_json
+
+        out = Path(f"{opts.out}.device-{_safe(serial)}.json")
+        settings = {"serial": serial, "runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads,
+                    "trials": self.trials, "cores": "big"}
+        inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings}
+
+        def work():
+            profiler = DeviceProfiler(AdbClient(self.adb), serial, threads=self.threads, runs=self.runs,
+                                      warmup=DEFAULT_WARMUP, min_time_s=0.0, trials=self.trials,
+                                      benchmark_binary=self.benchmark_binary)
+            results = profiler.profile_all([opts.out], [None])
+            write_json(build_report(results, options={"pipeline": str(self.recipe_path), **settings}), out)
+
+        self._stage(f"profile {Path(opts.out).name} on {serial}", StageManifest("profile-device", [out], inputs), work)
+        return out
+
+    def _check_device(self):
+        """Checks the phone before any work, so a missing device fails in a second, not after the exports."""
+        if not self.device:
+            return None
+        from mobilebert_kit.profiler.adb import AdbClient
+
+        (serial,) = AdbClient(self.adb).ready_serials([self.device])
+        return serial
+
+
+def _float_baseline(opts):
+    """The float32 export of the same source and shape: what "speed-up over float" divides by."""
+    out = Path(opts.out)
+    return dataclasses.replace(
+        opts, quantize="none", out=str(out.with_name(f"{out.stem}-float32{out.suffix}")), calibration=None,
+        drift_report=False, keep_float_ops=(), keep_float_layers=(), io_type="float32", thresholds={},
+    )
+
+
+def _option_inputs(opts):
+    """The export options that change the artifact, with data files replaced by their content hashes."""
+    data = dataclasses.asdict(opts)
+    for key in ("source", "out"):
+        data.pop(key)
+    data["out_name"] = Path(opts.out).name
+    for key in _FILE_OPTIONS:
+        if data.get(key):
+            data[key] = file_hash(data[key])
+    return data
+
+
+def _source_hash(spec):
+    """Content hash of a model directory or TF1 checkpoint; a preset is its name (its weights come from a fixed seed)."""
+    path = Path(spec)
+    if path.exists():
+        return {"path": str(path), "sha256": file_hash(path)}
+    index = Path(f"{spec}.index")
+    if index.exists():
+        files = sorted(p for p in path.parent.glob(f"{path.name}.*") if p.is_file())
+        return {"path": str(path), "sha256": {p.name: file_hash(p) for p in files}}
+    return {"preset": str(spec)}
+
+
+def _read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _safe(text):
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))
+
+
+def _console():
+    from rich.console import Console
+
+    # Wide tables stay readable when stdout is a pipe or a CI log.
+    return Console(width=None if sys.stdout.isatty() else 160)

