@@ -192,9 +192,31 @@ class FineTuner:
             mbk.save(model, tmp / "model")
             vocab = Path(self.tokenizer.source)
             shutil.copyfile(vocab, tmp / vocab.name)
+            _deployment_files(tmp / "model", self.tokenizer, spec.get("label_names"))
             spec.update(vocab=vocab.name, lowercase=self.tokenizer.lowercase, metrics=results)
             (tmp / TASK_FILE).write_text(json.dumps(spec, indent=2) + "\n")
         return results
+
+
+def _deployment_files(model_dir, tokenizer, label_names):
+    """Vocabulary, casing and labels next to the saved task model.
+
+    `mbk export OUT/model` embeds what it finds in the model directory
+    (vocab.txt, tokenizer_config.json, labels.txt); without these an exported
+    classifier would carry neither its vocabulary nor its class names.
+    """
+    from mobilebert_kit.convert.model_source import copy_tokenizer_files
+
+    copy_tokenizer_files(Path(tokenizer.source).parent, model_dir)
+    if not (model_dir / "vocab.txt").is_file():
+        tokens = [tokenizer.inverse_vocab.get(i, "[UNK]") for i in range(tokenizer.vocab_size)]
+        (model_dir / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    config_path = model_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    config["do_lower_case"] = tokenizer.lowercase  # what fine-tuning used (--cased may override the source)
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    if label_names:
+        (model_dir / "labels.txt").write_text("".join(f"{name}\n" for name in label_names), encoding="utf-8")
 
 
 def _predict(model, features, batch_size):

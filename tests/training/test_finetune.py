@@ -112,6 +112,13 @@ def test_classification_learns_and_round_trips(tokenizer, tmp_path):
     assert spec["label_names"] == ["neg", "pos"] and spec["text_columns"] == ["sentence"]
     again = evaluate_directory(tmp_path / "out", dev)
     assert again == pytest.approx(results)
+    # What `mbk export OUT/model` embeds for an app: vocabulary, casing and class names.
+    from mobilebert_kit.convert.model_source import ModelSource
+
+    source = ModelSource.load(tmp_path / "out" / "model")
+    assert source.labels == ["neg", "pos"]
+    assert source.tokenizer is not None and source.tokenizer.do_lower_case is True
+    assert source.tokenizer.vocab_lines() == open(tokenizer.source).read().splitlines()
 
 
 def test_token_classification_runs(tokenizer, tmp_path):
