@@ -165,3 +165,36 @@ def test_missing_device_fails_before_any_export(tmp_path):
     assert_one_line_error(proc)
     assert "device" in proc.stderr.lower()
     assert not out.exists()
+
+
+def test_interrupted_run_leaves_no_partial_files_and_resumes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text(TINY)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "mobilebert_kit.cli.main", "pipeline", str(recipe), "--out", str(out),
+                             "--runs", "5"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:
+            if line.startswith("[2/9] export tiny.tflite") and line.rstrip().endswith("..."):
+                proc.send_signal(signal.SIGINT)  # Ctrl-C during the second export
+                break
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert not (out / "tiny.pipeline.html").exists() and not (out / "tiny.pipeline.json").exists()
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".partial")]
+    assert not (out / "tiny.tflite.stage.json").exists()
+    resumed = run_mbk("pipeline", recipe, "--out", out, "--runs", "5")
+    assert resumed.returncode == 0, resumed.stderr
+    stages = _stage_lines(resumed.stdout)
+    assert stages["export tiny-float32.tflite (tflite, none, seq 16)"] == "skipped"
+    assert stages["export tiny.tflite (tflite, dynamic, seq 16)"] == "done"
+    assert (out / "tiny.pipeline.html").is_file()
