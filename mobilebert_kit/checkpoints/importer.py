@@ -94,11 +94,30 @@ def _mobilebert_fields(c):
     )
 
 
+def _checked_fields(convert, c, source):
+    """Runs ``convert(c)``; a missing or mistyped field of an untrusted config becomes a CheckpointError."""
+    if not isinstance(c, dict):
+        raise CheckpointError(f"{source} must hold a JSON object, not {type(c).__name__}")
+    try:
+        return convert(c)
+    except KeyError as err:
+        raise CheckpointError(f"{source} lacks the field {err.args[0]!r}; pass the config the model was trained with") from err
+    except (TypeError, ValueError, OverflowError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{source} has a field of the wrong type or value ({first})") from err
+
+
 def config_from_hf(hf):
     """Converts a Hugging Face ``config.json`` dict to Encoder arguments.
 
     Supported ``model_type``: ``mobilebert``, ``bert``, ``convbert``, ``nezha``.
+    Raises CheckpointError (one line) for a config that is not a JSON object or
+    has missing or mistyped fields.
     """
+    return _checked_fields(_config_from_hf, hf, "config.json")
+
+
+def _config_from_hf(hf):
     model_type = hf.get("model_type")
     if model_type == "mobilebert":
         c = {**_HF_MOBILEBERT_DEFAULTS, **hf}
@@ -151,6 +170,10 @@ def config_from_tf1(official):
 
     The TF reference code's ``gelu`` is the tanh approximation, so it maps to ``gelu_tanh``.
     """
+    return _checked_fields(_config_from_tf1, official, "the TF1 config")
+
+
+def _config_from_tf1(official):
     c = {**_TF1_DEFAULTS, **official}
     if "vocab_size" not in official:
         raise CheckpointError("the TF1 config has no vocab_size; pass the model's bert_config.json")

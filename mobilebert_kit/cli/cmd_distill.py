@@ -85,13 +85,17 @@ def run(args):
     import json
     from pathlib import Path
 
-    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.errors import ConfigError, MbkError
     from mobilebert_kit.training.distill_config import DistillConfig
     from mobilebert_kit.training.distiller import RUN_FILE, Distiller
 
     given = {dest: getattr(args, dest) for _, dest, _, _ in _OPTIONS if getattr(args, dest) is not None}
     if args.weights:
-        given["weights"] = {k: float(v) for k, v in _parse_pairs(args.weights.split(","), "--weights").items()}
+        weights = _parse_pairs(args.weights.split(","), "--weights")
+        bad = [k for k, v in weights.items() if not isinstance(v, (int, float)) or isinstance(v, bool)]
+        if bad:
+            raise ConfigError(f"--weights {bad[0]}={weights[bad[0]]!r} is not a number; pass e.g. feature_map=100")
+        given["weights"] = {k: float(v) for k, v in weights.items()}
     if args.copy_from_teacher is not None:
         given["copy_from_teacher"] = args.copy_from_teacher
     overrides = _parse_pairs(args.student_override, "--student-override")
@@ -102,8 +106,10 @@ def run(args):
             stored = json.loads(run_file.read_text())
         except (OSError, ValueError) as err:
             raise MbkError(f"cannot read {run_file} ({err}); start a new run in another directory") from err
+        if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+            raise MbkError(f"{run_file} is not a distillation run record (no 'config'); start a new run in another directory")
         given = {**stored["config"], **given}
-        teacher, student, data = teacher or stored["teacher"], student or stored["student"], data or stored["data"]
+        teacher, student, data = teacher or stored.get("teacher"), student or stored.get("student"), data or stored.get("data")
         overrides = overrides or stored.get("student_overrides", {})
     missing = [flag for flag, value in (("--teacher", teacher), ("--student", student), ("--data", data)) if not value]
     if missing:

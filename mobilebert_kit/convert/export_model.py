@@ -19,7 +19,7 @@ difference between this graph and the source shows up there.
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
-from mobilebert_kit.errors import check_choice
+from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.models.encoder import INPUT_NAMES
 
 OUTPUTS = {
@@ -134,6 +134,10 @@ def build_export_model(
     check_choice("mask_dtype", mask_dtype, MASK_DTYPES)
     architecture = architecture_of(model)
     config = encoder_of(model).config
+    limit = config["max_position_embeddings"]
+    if seq_len is not None and config.get("position_embedding_type") == "absolute" and seq_len > limit:
+        # Keras would fail deep inside the embedding's gather with a multi-line message.
+        raise ConfigError(f"--seq-len {seq_len} exceeds the model's {limit} positions; use at most {limit}")
     if (
         attention_mask_value is not None
         and config["attention_mask_mode"] == "add"

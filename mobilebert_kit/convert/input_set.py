@@ -79,6 +79,13 @@ class InputSet:
                     f"{path} is text but the model has no vocabulary (vocab.txt) to tokenize it; "
                     "pass saved input arrays (.npz) instead"
                 )
+            if vocab_size and getattr(tokenizer, "vocab_size", 0) > vocab_size:
+                # Ids past the embedding table would fail deep inside the model (or, on a phone, read garbage).
+                raise ExportError(
+                    f"the vocabulary {getattr(tokenizer, 'vocab_path', '')} has {tokenizer.vocab_size} tokens but the "
+                    f"model embeds only {vocab_size}; it is not this model's vocabulary: use the vocab.txt the model "
+                    "was trained with"
+                )
             try:
                 text = path.read_text(encoding="utf-8")
             except UnicodeDecodeError as err:

@@ -47,8 +47,17 @@ def finalize(model_bytes, input_order, output_order, metadata=None):
     """
     schema, fb = _schema()
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
-    if len(model.signatureDefs or []) != 1:
-        raise ArtifactError(f"expected one serving signature in the converted model, found {len(model.signatureDefs or [])}")
+    if not model.signatureDefs:
+        import tempfile
+
+        # The converter saves a temporary SavedModel first and, when that write fails (a full disk or
+        # temp directory), silently falls back to a path that yields no signature.
+        raise ArtifactError(
+            "the converted model has no serving signature: the TFLite converter could not save its temporary "
+            f"SavedModel in {tempfile.gettempdir()} (disk full?); free space or set TMPDIR elsewhere and run again"
+        )
+    if len(model.signatureDefs) != 1:
+        raise ArtifactError(f"expected one serving signature in the converted model, found {len(model.signatureDefs)}")
     signature = model.signatureDefs[0]
     graph = model.subgraphs[signature.subgraphIndex]
     inputs = {_name(m.name): m for m in signature.inputs}
@@ -90,12 +99,20 @@ def read_metadata(model_bytes):
             out[_name(entry.Name())] = data
         return out
     except Exception as err:  # noqa: BLE001  (any flatbuffer decoding failure means a bad file)
-        raise ArtifactError(f"cannot read the metadata of the .tflite file ({type(err).__name__}: {err})") from err
+        raise ArtifactError(
+            f"the TFLite file is truncated or corrupt: cannot read its metadata ({type(err).__name__}: {err}); "
+            "re-export or copy it again"
+        ) from err
 
 
 def read_mbk_metadata(model_bytes):
     """The ``mbk_metadata`` JSON and vocabulary lines of an exported ``.tflite`` (empty when absent)."""
     entries = read_metadata(model_bytes)
-    meta = json.loads(entries[METADATA_JSON]) if METADATA_JSON in entries else {}
-    vocab = entries[METADATA_VOCAB].decode().splitlines() if METADATA_VOCAB in entries else []
+    try:
+        meta = json.loads(entries[METADATA_JSON]) if METADATA_JSON in entries else {}
+        vocab = entries[METADATA_VOCAB].decode().splitlines() if METADATA_VOCAB in entries else []
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ArtifactError(f"the TFLite file's {METADATA_JSON}/{METADATA_VOCAB} entries are corrupt ({err}); re-export it") from err
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"the TFLite file's {METADATA_JSON} entry is not a JSON object; re-export it")
     return meta, vocab

@@ -76,10 +76,17 @@ def read_documents(files, on_bytes=None):
         except OSError as err:
             raise MbkError(f"cannot read {path} ({err.strerror}); check the --input paths") from err
         with handle:
-            for raw in handle:
+            for number, raw in enumerate(handle, 1):
                 if on_bytes is not None:
                     on_bytes(len(raw))
-                line = raw.decode("utf-8", errors="replace").strip()
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as err:
+                    # Decoding with replacement would train on U+FFFD soup (a Latin-1 file, a binary file).
+                    raise MbkError(
+                        f"{path} line {number} is not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
+                        f"{err.start + 1}); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                    ) from err
                 if line:
                     document.append(line)
                 elif document:

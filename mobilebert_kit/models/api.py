@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.backend import keras
-from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError
 from mobilebert_kit.models.encoder import Encoder
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import PRESETS, preset_config
@@ -149,8 +149,9 @@ def is_saved_model(directory):
     if not config.is_file():
         return False
     try:
-        return json.loads(config.read_text()).get("format") == FORMAT
-    except (ValueError, UnicodeDecodeError):
+        meta = json.loads(config.read_text())
+        return isinstance(meta, dict) and meta.get("format") == FORMAT
+    except (OSError, ValueError, UnicodeDecodeError):
         return False
 
 
@@ -172,18 +173,27 @@ def load(directory, **overrides):
         meta = json.loads(config_path.read_text())
     except (ValueError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{config_path} is not valid JSON ({err}); re-save the model") from err
-    if meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{config_path} is not a mobilebert-kit config; import it with `mbk import` first")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise CheckpointError(f"{directory} was saved by a newer mobilebert-kit (format {meta['format_version']}); upgrade")
-    encoder = build(dict(meta["encoder"]), **overrides)
+    version = meta.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CheckpointError(f"{config_path}: format_version must be an integer, got {version!r}; re-save the model")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(f"{directory} was saved by a newer mobilebert-kit (format {version}); upgrade")
     architecture = meta.get("architecture", "encoder")
-    if architecture == "encoder":
-        model = encoder
-    elif architecture in HEADS:
-        model = HEADS[architecture](encoder, **meta.get("head", {}))
-    else:
+    if not isinstance(architecture, str) or architecture not in ("encoder", *HEADS):
         raise CheckpointError(f"{config_path}: unknown architecture {architecture!r}; valid: encoder, {', '.join(HEADS)}")
+    if not isinstance(meta.get("encoder"), dict) or not isinstance(meta.get("head", {}), dict):
+        raise CheckpointError(f"{config_path}: 'encoder' (and 'head', if present) must be JSON objects; re-save the model")
+    try:
+        encoder = build(dict(meta["encoder"]), **overrides)
+        model = encoder if architecture == "encoder" else HEADS[architecture](encoder, **meta.get("head", {}))
+    except MbkError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
+        # A hand-edited or corrupted config: Keras refuses the values in its own words.
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"{config_path} holds an invalid model config ({first}); re-save the model") from err
     arrays = read_safetensors(directory / WEIGHTS_FILE)
     assign_weights(model, arrays, source=str(directory / WEIGHTS_FILE))
     return model

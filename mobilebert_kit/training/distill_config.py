@@ -108,7 +108,13 @@ class DistillConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(f"unknown distillation option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as err:
+            # Values from a hand-edited run.json: "x" where a step count belongs.
+            raise ConfigError(f"a distillation option has a value of the wrong type ({err})") from err
 
     def differences(self, other):
         """Names of the options (other than logging/checkpoint cadence) that differ from ``other``."""

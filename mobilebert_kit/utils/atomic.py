@@ -2,6 +2,11 @@
 
 Everything is written to a temporary sibling first and moved into place with
 ``os.replace`` (atomic on POSIX within one file system).
+
+A process killed mid-write (SIGKILL, power loss) cannot clean up: its hidden
+``.NAME.PID.*.partial`` sibling stays behind. Its name never looks finished,
+and the next write of the same ``NAME`` removes leftovers whose writer process
+is gone, so they do not pile up across crashed runs.
 """
 
 import contextlib
@@ -15,8 +20,13 @@ from mobilebert_kit.errors import MbkError
 
 
 def _disk_error(path, err):
-    if err.errno == errno.ENOSPC:
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
         return MbkError(f"disk full while writing {path}; free space and run again (nothing was written)")
+    if err.errno == errno.EFBIG:
+        return MbkError(
+            f"file size limit reached while writing {path}; raise the limit (ulimit -f) or free space and run "
+            "again (nothing was written)"
+        )
     return MbkError(f"cannot write {path}: {err.strerror or err}; check the path and permissions")
 
 
@@ -30,7 +40,8 @@ def atomic_file(path, mode="wb"):
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    _sweep_leftovers(path)
+    fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".partial", dir=path.parent)
     try:
         with os.fdopen(fd, mode) as handle:
             yield handle
@@ -53,7 +64,8 @@ def atomic_path(path):
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    _sweep_leftovers(path)
+    fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".partial", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -74,11 +86,12 @@ def atomic_dir(path):
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    _sweep_leftovers(path)
+    tmp = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".partial", dir=path.parent))
     try:
         yield tmp
         if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            old = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".old", dir=path.parent))
             os.replace(path, old / "previous")
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
@@ -90,6 +103,46 @@ def atomic_dir(path):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _prefix(path):
+    # The writer's pid in the name tells a later run whether the writer is still alive.
+    return f".{path.name}.{os.getpid()}."
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def _sweep_leftovers(path):
+    """Removes ``.NAME.PID.*.partial`` / ``.old`` siblings of ``path`` left by writers that no longer run."""
+    prefix = f".{path.name}."
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith((".partial", ".old"))):
+            continue
+        parts = name[len(prefix):].split(".")
+        # Exactly PID.RANDOM.partial: ".a.5.123.x.partial" belongs to the file "a.5", not to "a".
+        if len(parts) != 3 or not parts[0].isdigit():
+            continue
+        pid = int(parts[0])
+        if pid == os.getpid() or _alive(pid):
+            continue  # ours, or a writer still at work
+        leftover = path.parent / name
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(leftover)
 
 
 def _remove(path):

@@ -1,0 +1,104 @@
+"""Real faults: a full disk (a file-size limit in a child process), SIGKILL during export and distillation."""
+
+import errno
+import json
+import os
+
+import pytest
+
+from tests.helpers import assert_one_line_error, run_mbk
+from tests.reliability.faults import kill_when, mbk_with_file_size_limit, start_mbk
+
+
+def _litter(directory):
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_disk_full_while_writing_an_onnx_artifact(tmp_path):
+    out = tmp_path / "m.onnx"
+    proc = mbk_with_file_size_limit(100_000, "export", "tiny-mobilebert", "--format", "onnx", "--seq-len", 16,
+                                    "--out", out)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "file size limit reached while writing", str(out), "nothing was written")
+    assert _litter(tmp_path) == []  # no artifact, no report, no temp file
+
+
+def test_disk_full_while_the_tflite_converter_saves_its_temporary_model(tmp_path):
+    # TensorFlow's converter swallows the failed write of its temporary SavedModel and
+    # returns a model without a signature: the error must still point at the disk.
+    out = tmp_path / "m.tflite"
+    proc = mbk_with_file_size_limit(100_000, "export", "tiny-mobilebert", "--seq-len", 16, "--out", out)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "could not save its temporary SavedModel", "disk full?", "TMPDIR")
+    assert _litter(tmp_path) == []
+
+
+@pytest.mark.parametrize("code, message", [(errno.ENOSPC, "disk full while writing"),
+                                           (errno.EDQUOT, "disk full while writing"),
+                                           (errno.EFBIG, "file size limit reached")])
+def test_write_errors_become_one_line_and_leave_nothing(tmp_path, monkeypatch, code, message):
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.utils import atomic
+
+    def failing_fsync(fd):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(atomic.os, "fsync", failing_fsync)
+    with pytest.raises(MbkError) as err:
+        with atomic.atomic_file(tmp_path / "r.json", "w") as handle:
+            handle.write("{}")
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert _litter(tmp_path) == []
+
+
+def test_sigkill_during_export_leaves_no_artifact_and_the_rerun_succeeds(tmp_path):
+    out = tmp_path / "m.tflite"
+    args = ("export", "tiny-mobilebert", "--seq-len", 16, "--out", out)
+    proc = start_mbk(*args)
+    # The temp file appears when writing starts (conversion and validation follow): kill then.
+    kill_when(proc, lambda: any(n.startswith(".m.tflite.") and n.endswith(".partial") for n in os.listdir(tmp_path)))
+    leftovers = _litter(tmp_path)
+    assert not out.exists() and not (tmp_path / "m.tflite.report.json").exists()
+    # Only a hidden temp file named after the dead writer, which nothing takes for a finished artifact.
+    assert len(leftovers) == 1 and leftovers[0].startswith(f".m.tflite.{proc.pid}.") and leftovers[0].endswith(".partial")
+    assert_one_line_error(run_mbk("inspect", out), "does not exist")
+    rerun = run_mbk(*args, check=True)
+    assert "PASSED" in rerun.stdout
+    # The re-run wrote the artifact and removed the dead writer's leftover.
+    assert _litter(tmp_path) == ["m.tflite", "m.tflite.report.json"]
+    assert json.loads((tmp_path / "m.tflite.report.json").read_text())["validation"]["passed"] is True
+
+
+def test_sigkill_during_distillation_resumes_from_the_last_checkpoint(tiny_run_inputs, tmp_path, capsys):
+    from mobilebert_kit.cli.main import main
+
+    run = tmp_path / "run"
+    args = ["distill", "--teacher", tiny_run_inputs / "teacher", "--student", "tiny-mobilebert", "--data",
+            tiny_run_inputs / "data", "--out", run, "--schedule", "progressive", "--layer-steps", 3,
+            "--checkpoint-every", 1, "--batch-size", 4, "--log-every", 1, "--shuffle-buffer", 16,
+            "--student-override", "attention_dropout=0.0", "--student-override", "hidden_dropout=0.0"]
+
+    def progress():
+        try:
+            return json.loads((run / "progress.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    proc = start_mbk(*args, log=tmp_path / "first.log")
+    kill_when(proc, lambda: progress().get("global_step", 0) >= 2)
+    saved = progress()
+    assert 2 <= saved["global_step"] < 6 and not saved.get("complete")
+    assert not (run / "student").exists()  # the distilled model is only written at the end
+    # The re-run (in this process: one TensorFlow import less) continues from the checkpoint.
+    code = main(["distill", "--out", str(run), "--resume"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"resuming at {saved['stage_name']}, step {saved['stage_step']}" in out, out
+    if saved["stage_step"] > 0:
+        # Steps before the checkpoint are not trained again: the stage's first progress line is the next step.
+        stage_lines = [ln for ln in out.splitlines() if ln.strip().startswith(f"{saved['stage_name']} ")]
+        assert stage_lines and stage_lines[0].strip().startswith(f"{saved['stage_name']} {saved['stage_step'] + 1}/3"), out
+    final = progress()
+    assert final["complete"] and final["global_step"] == 6
+    assert [h["stage"] for h in final["history"]] == ["layer_0", "layer_1"]
+    assert (run / "student" / "model.safetensors").is_file()
