@@ -127,6 +127,13 @@ class FineTuner:
 
         cfg = self.config
         encoder = load_encoder(self.model_spec, cfg.precision)
+        size = getattr(self.tokenizer, "vocab_size", 0)
+        if size > encoder.config["vocab_size"]:
+            # Ids past the embedding table fail inside the first training step with a graph error.
+            raise MbkError(
+                f"the vocabulary {getattr(self.tokenizer, 'source', '')} has {size} tokens but {self.model_spec} "
+                f"embeds only {encoder.config['vocab_size']}; pass --vocab with the vocab.txt the model was trained with"
+            )
         head = HEAD_OF_TASK[cfg.task]
         kwargs = {}
         if cfg.task in ("classification", "regression", "token_classification"):

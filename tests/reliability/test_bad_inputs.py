@@ -102,6 +102,20 @@ def test_export_with_another_models_vocabulary(mbk, tmp_path):
     assert not (tmp_path / "m.tflite").exists() and not list(tmp_path.glob(".m.tflite*"))
 
 
+def test_finetune_with_another_models_vocabulary(mbk, tmp_path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(2000)]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    context = "w1999 w1500 w3 w1800 w7 ."
+    qas = [{"id": str(i), "question": "w1999 w3", "is_impossible": False,
+            "answers": [{"text": "w1800", "answer_start": context.index("w1800")}]} for i in range(4)]
+    (tmp_path / "squad.json").write_text(json.dumps({"version": "v2.0", "data": [{"paragraphs": [
+        {"context": context, "qas": qas}]}]}))
+    proc = mbk("finetune", "--model", "tiny-bert", "--task", "span_qa", "--train", tmp_path / "squad.json", "--vocab",
+               tmp_path / "vocab.txt", "--out", tmp_path / "ft", "--epochs", 1, "--batch-size", 2, "--seq-len", 16)
+    assert_refused(proc, "has 2005 tokens but tiny-bert embeds only 512", "--vocab")
+    assert not (tmp_path / "ft").exists()
+
+
 def test_distill_with_data_tokenized_by_another_vocabulary(mbk, tiny_run_inputs, tmp_path):
     from tests.training.synthetic import write_synthetic_data
 
