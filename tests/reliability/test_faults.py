@@ -102,3 +102,26 @@ def test_sigkill_during_distillation_resumes_from_the_last_checkpoint(tiny_run_i
     assert final["complete"] and final["global_step"] == 6
     assert [h["stage"] for h in final["history"]] == ["layer_0", "layer_1"]
     assert (run / "student" / "model.safetensors").is_file()
+
+
+def test_leftovers_of_dead_writers_are_swept_and_live_ones_kept(tmp_path):
+    """What a SIGKILLed ``mbk import`` or ``mbk distill`` leaves (a temp directory) goes with the next write."""
+    import subprocess
+
+    from mobilebert_kit.utils.atomic import atomic_dir, atomic_file
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = os.getppid()  # pytest's parent: certainly running
+    (tmp_path / f".saved.{dead.pid}.abc123.partial").mkdir()
+    (tmp_path / f".saved.{dead.pid}.abc123.partial" / "model.safetensors").write_bytes(b"half")
+    (tmp_path / f".saved.{live}.def456.partial").mkdir()
+    (tmp_path / f".saved.2.{dead.pid}.ghi789.partial").write_text("belongs to the file 'saved.2'")
+    (tmp_path / f".r.json.{dead.pid}.jkl012.partial").write_text("{")
+    with atomic_dir(tmp_path / "saved") as tmp:
+        (tmp / "config.json").write_text("{}")
+    assert _litter(tmp_path) == sorted([".r.json." + f"{dead.pid}.jkl012.partial", f".saved.2.{dead.pid}.ghi789.partial",
+                                        f".saved.{live}.def456.partial", "saved"])
+    with atomic_file(tmp_path / "r.json", "w") as handle:
+        handle.write("{}")
+    assert f".r.json.{dead.pid}.jkl012.partial" not in _litter(tmp_path) and (tmp_path / "r.json").read_text() == "{}"
