@@ -22,7 +22,10 @@ def read_artifact_metadata(path, with_vocab=False):
     if path.suffix == ".tflite":
         from mobilebert_kit.convert.tflite_flatbuffer import read_mbk_metadata
 
-        meta, vocab = read_mbk_metadata(path.read_bytes())
+        try:
+            meta, vocab = read_mbk_metadata(path.read_bytes())
+        except ArtifactError as err:
+            raise ArtifactError(f"{path}: {err}") from err  # the reader sees bytes only: name the file
     elif path.suffix == ".onnx":
         from mobilebert_kit.convert.onnx_export import read_metadata
 

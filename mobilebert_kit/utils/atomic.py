@@ -30,6 +30,15 @@ def _disk_error(path, err):
     return MbkError(f"cannot write {path}: {err.strerror or err}; check the path and permissions")
 
 
+def _plain_mode(tmp):
+    """mkstemp makes 0600 files; a finished artifact gets what ``open()`` would give (0666 minus umask),
+    so a model written for another user or a web server to read is readable like any other file."""
+    umask = os.umask(0)
+    os.umask(umask)
+    if os.path.isfile(tmp):
+        os.chmod(tmp, 0o666 & ~umask)
+
+
 @contextlib.contextmanager
 def atomic_file(path, mode="wb"):
     """Yields a file object whose content replaces ``path`` only if the block succeeds.
@@ -47,6 +56,7 @@ def atomic_file(path, mode="wb"):
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        _plain_mode(tmp)
         os.replace(tmp, path)
     except OSError as err:
         _remove(tmp)
@@ -69,6 +79,7 @@ def atomic_path(path):
     os.close(fd)
     try:
         yield Path(tmp)
+        _plain_mode(tmp)
         os.replace(tmp, path)
     except OSError as err:
         _remove(tmp)

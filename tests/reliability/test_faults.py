@@ -125,3 +125,17 @@ def test_leftovers_of_dead_writers_are_swept_and_live_ones_kept(tmp_path):
     with atomic_file(tmp_path / "r.json", "w") as handle:
         handle.write("{}")
     assert f".r.json.{dead.pid}.jkl012.partial" not in _litter(tmp_path) and (tmp_path / "r.json").read_text() == "{}"
+
+
+def test_finished_files_get_the_mode_a_plain_open_gives(tmp_path):
+    """mkstemp's 0600 must not leak into artifacts: other users and tools read models like any file."""
+    from mobilebert_kit.utils.atomic import atomic_file, atomic_path
+
+    umask = os.umask(0)
+    os.umask(umask)
+    with atomic_file(tmp_path / "a.json", "w") as handle:
+        handle.write("{}")
+    with atomic_path(tmp_path / "b.tflite") as tmp:
+        tmp.write_bytes(b"x")
+    for name in ("a.json", "b.tflite"):
+        assert os.stat(tmp_path / name).st_mode & 0o777 == 0o666 & ~umask
