@@ -77,24 +77,20 @@ def _captured_fd2():
 
 
 def delegation(path):
-    """Returns (op indices XNNPACK takes, number of delegate partitions, delegate log lines)."""
+    """Returns (op indices XNNPACK takes, number of delegate partitions, delegate log lines).
+
+    The converter's own check (``mobilebert_kit.convert.xnnpack_coverage``, behind
+    ``mbk inspect --xnnpack``) does the reading; this adds the delegate's log lines.
+    """
     from ai_edge_litert.interpreter import Interpreter
 
-    ops = census(path)
-    with _captured_fd2() as log:
-        interpreter = Interpreter(model_path=path, num_threads=1)
-        interpreter.allocate_tensors()
-    # With fusion on, delegate nodes are appended after the model's ops: one per partition.
-    partitions = interpreter._interpreter.NumNodes() - len(ops)  # noqa: SLF001
-    per_op = Interpreter(model_path=path, num_threads=1, experimental_disable_delegate_node_fusion=True)
-    per_op.allocate_tensors()
-    wrapper = per_op._interpreter  # noqa: SLF001  (node names/outputs are only exposed here)
-    delegated_outputs = set()
-    for node in range(len(ops), wrapper.NumNodes()):
-        delegated_outputs.update(int(t) for t in wrapper.NodeOutputs(node))
-    taken = {op["index"] for op in ops if set(op["output_tensors"]) & delegated_outputs}
+    from mobilebert_kit.convert.xnnpack_coverage import xnnpack_coverage
+
+    with _captured_fd2() as log:  # first: LiteRT logs the delegate's "Replacing ..." line once per process
+        Interpreter(model_path=path, num_threads=1).allocate_tensors()
+    coverage = xnnpack_coverage(path)
     lines = [line.strip() for line in log["text"].splitlines() if "Replacing" in line or "partition" in line]
-    return taken, partitions, lines
+    return set(coverage["delegated_indices"]), coverage["partitions"], lines
 
 
 def latency(path, xnnpack, runs):

@@ -25,7 +25,7 @@ from mobilebert_kit.convert.errors import ArtifactError
 
 
 def xnnpack_coverage(path):
-    """Returns ``{"ops", "delegated", "partitions", "builtin": {op type: count}}`` for a ``.tflite`` file.
+    """Returns ``{"ops", "delegated", "partitions", "builtin": {op type: count}, "delegated_indices"}``.
 
     Args:
         path: the ``.tflite`` file.
@@ -62,6 +62,7 @@ def xnnpack_coverage(path):
     delegated_outputs = set()
     for node in range(len(ops), wrapper.NumNodes()):
         delegated_outputs.update(int(t) for t in wrapper.NodeOutputs(node))
-    builtin = Counter(name for name, outs in ops if not outs & delegated_outputs)
-    return {"ops": len(ops), "delegated": len(ops) - sum(builtin.values()), "partitions": partitions,
-            "builtin": dict(sorted(builtin.items()))}
+    taken = [i for i, (_, outs) in enumerate(ops) if outs & delegated_outputs]
+    builtin = Counter(name for i, (name, _) in enumerate(ops) if i not in set(taken))
+    return {"ops": len(ops), "delegated": len(taken), "partitions": partitions,
+            "builtin": dict(sorted(builtin.items())), "delegated_indices": taken}
