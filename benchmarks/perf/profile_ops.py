@@ -33,22 +33,16 @@ _TYPES = {0: "f32", 1: "f16", 2: "i32", 3: "u8", 4: "i64", 6: "bool", 7: "i16", 
 
 def census(path):
     """List of ops: dicts {index, op, inputs: [dtype], outputs: [dtype], output_tensors: [index]}."""
-    from ai_edge_litert import schema_py_generated as schema
+    from mobilebert_kit.convert.xnnpack_coverage import read_operators
 
-    with open(path, "rb") as f:
-        model = schema.Model.GetRootAs(f.read(), 0)
-    names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
-    graph = model.Subgraphs(0)
+    model, graph, operators = read_operators(path)
     ops = []
-    for i in range(graph.OperatorsLength()):
-        op = graph.Operators(i)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    for i, (op_type, op) in enumerate(operators):
         ins = [int(t) for t in op.InputsAsNumpy() if t >= 0] if op.InputsLength() else []
         outs = [int(t) for t in op.OutputsAsNumpy()]
         ops.append({
             "index": i,
-            "op": names.get(builtin, str(builtin)),
+            "op": op_type,
             "inputs": [_TYPES.get(graph.Tensors(t).Type(), "?") for t in ins],
             "outputs": [_TYPES.get(graph.Tensors(t).Type(), "?") for t in outs],
             "output_tensors": outs,

@@ -24,6 +24,27 @@ from collections import Counter
 from mobilebert_kit.convert.errors import ArtifactError
 
 
+def read_operators(path):
+    """``(model, graph, [(op type name, operator)])`` of a ``.tflite`` file's first subgraph.
+
+    The flatbuffer objects are the read-only ones of ai-edge-litert's schema; op
+    types are builtin names such as ``FULLY_CONNECTED``.
+    """
+    from ai_edge_litert import schema_py_generated as schema
+
+    with open(path, "rb") as f:
+        model = schema.Model.GetRootAs(f.read(), 0)
+    names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
+    graph = model.Subgraphs(0)
+    ops = []
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        ops.append((names.get(builtin, str(builtin)), op))
+    return model, graph, ops
+
+
 def xnnpack_coverage(path):
     """Returns ``{"ops", "delegated", "partitions", "builtin": {op type: count}, "delegated_indices"}``.
 
@@ -33,22 +54,13 @@ def xnnpack_coverage(path):
     Raises:
         ArtifactError: the file cannot be loaded by the interpreter.
     """
-    from ai_edge_litert import schema_py_generated as schema
     from ai_edge_litert.interpreter import Interpreter
 
     from mobilebert_kit.utils.quiet import quiet_fd2
 
     try:
-        with open(path, "rb") as f:
-            model = schema.Model.GetRootAs(f.read(), 0)
-        names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
-        graph = model.Subgraphs(0)
-        ops = []
-        for i in range(graph.OperatorsLength()):
-            op = graph.Operators(i)
-            code = model.OperatorCodes(op.OpcodeIndex())
-            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-            ops.append((names.get(builtin, str(builtin)), {int(t) for t in op.OutputsAsNumpy()}))
+        _, _, operators = read_operators(path)
+        ops = [(name, {int(t) for t in op.OutputsAsNumpy()}) for name, op in operators]
         with quiet_fd2():
             fused = Interpreter(model_path=str(path), num_threads=1)
             fused.allocate_tensors()

@@ -90,18 +90,11 @@ def test_symmetric_pass_is_what_makes_xnnpack_take_the_matmuls(tiny_mobilebert, 
 
 
 def _batch_matmul_second_zero_points(path):
-    from ai_edge_litert import schema_py_generated as schema
+    from mobilebert_kit.convert.xnnpack_coverage import read_operators
 
-    model = schema.Model.GetRootAs(open(path, "rb").read(), 0)
-    graph = model.Subgraphs(0)
-    found = []
-    for i in range(graph.OperatorsLength()):
-        op = graph.Operators(i)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == schema.BuiltinOperator.BATCH_MATMUL:
-            q = graph.Tensors(int(op.Inputs(1))).Quantization()
-            found.append(int(q.ZeroPoint(0)))
-    return found
+    _, graph, operators = read_operators(path)
+    return [int(graph.Tensors(int(op.Inputs(1))).Quantization().ZeroPoint(0))
+            for op_type, op in operators if op_type == "BATCH_MATMUL"]
 
 
 def test_onnx_selective_quantization(tiny_mobilebert, calibration_npz, tmp_path):
