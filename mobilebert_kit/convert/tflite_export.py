@@ -24,9 +24,10 @@ path of every Android phone (benchmarks/perf/NOTES.md has the op profile):
 ``SOFTMAX`` stays float, because XNNPACK has no int8 softmax and each int8 one
 splits the delegated graph (DEQUANTIZE, float SOFTMAX, QUANTIZE all run inside
 XNNPACK); the attention-mask ``ADD`` before it stays float too, so the int8
-scores keep a range of real scores instead of stretching to the mask value; and :mod:`~mobilebert_kit.convert.tflite_int8_graph` gives the second
-operand of every attention ``BATCH_MATMUL`` symmetric parameters so that
-XNNPACK takes it. Pass ``keep_float_ops=()`` for an all-integer softmax (for
+scores keep a range of real scores instead of stretching to the mask value;
+and :mod:`~mobilebert_kit.convert.tflite_int8_graph` gives the second operand
+of every attention ``BATCH_MATMUL`` symmetric parameters so that XNNPACK
+takes it. Pass ``keep_float_ops=()`` for an all-integer softmax (for
 integer-only accelerators).
 """
 
@@ -44,11 +45,6 @@ DEFAULT_FLOAT_OPS = {"int8": ("SOFTMAX",)}
 # ... and with them the attention-mask ADD in front of each softmax: in int8 its output would span
 # the mask value (-120) as well as the real scores, a quantization step of ~0.5 logits.
 DEFAULT_FLOAT_NODES = {"int8": ("attention/add",)}
-
-
-def default_float_ops(quantize):
-    """The op types a TFLite export keeps in float by default for ``quantize``."""
-    return DEFAULT_FLOAT_OPS.get(quantize, ())
 
 
 def _converter(graph):
@@ -88,7 +84,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         quantize: one of ``QUANTIZATIONS``.
         calibration: an :class:`~mobilebert_kit.convert.input_set.InputSet` (``int8``, ``int16x8``).
         io_type: ``"float32"`` or ``"int8"`` (``int8`` only).
-        keep_float_ops: TFLite op types left in float (``int8`` only); None: ``default_float_ops``.
+        keep_float_ops: TFLite op types left in float (``int8`` only); None: ``DEFAULT_FLOAT_OPS``.
         keep_float_layers: layer names whose ops are left in float (``int8`` only).
 
     Returns:
@@ -104,8 +100,9 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     default_nodes = ()
     if keep_float_ops is None:
         # int8 inputs/outputs ask for an integer-only graph (accelerators): no float default there.
-        keep_float_ops = default_float_ops(quantize) if io_type == "float32" else ()
-        default_nodes = DEFAULT_FLOAT_NODES.get(quantize, ()) if io_type == "float32" else ()
+        defaults = io_type == "float32"
+        keep_float_ops = DEFAULT_FLOAT_OPS.get(quantize, ()) if defaults else ()
+        default_nodes = DEFAULT_FLOAT_NODES.get(quantize, ()) if defaults else ()
     if io_type == "int8" and quantize not in ("int8", "qat"):
         raise ExportError(f"int8 inputs/outputs need --quantize int8 or qat, not {quantize}")
     selective = bool(keep_float_ops or keep_float_layers)
@@ -136,7 +133,10 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         if selective:
             data = _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes)
         else:
-            data = converter.convert()
+            from mobilebert_kit.utils.quiet import quiet_fd2
+
+            with quiet_fd2():  # calibrated conversions print the quantizer's settings from C++
+                data = converter.convert()
     except ExportError:
         raise
     except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
