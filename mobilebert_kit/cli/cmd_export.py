@@ -33,8 +33,8 @@ def register(subparsers):
     p.add_argument("--keep-float", default="",
                    help="comma-separated layer paths kept in float (e.g. transformer_layer_5,norm,ffn_0/output)")
     p.add_argument("--keep-float-ops", default=None,
-                   help="comma-separated op types kept in float (e.g. SOFTMAX); 'none' for none. Default: SOFTMAX "
-                   "for TFLite full int8 (XNNPACK has no int8 softmax), nothing otherwise")
+                   help="comma-separated op types kept in float (e.g. SOFTMAX); 'none' for none. Default: SOFTMAX and "
+                   "the attention-mask ADD for TFLite full int8 (XNNPACK has no int8 softmax), nothing otherwise")
     p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
     p.add_argument("--dynamic-axes", action="store_true", help="ONNX: dynamic batch and sequence axes")
     p.add_argument("--qat-steps", type=int, default=100, help="quantization-aware fine-tuning steps (qat)")

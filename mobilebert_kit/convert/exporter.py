@@ -49,7 +49,8 @@ class ExportOptions:
         mask_dtype: ``"float32"`` (default: no CAST) or ``"int32"`` attention-mask input.
         attention_mask_value: score of padded keys in the exported graph (None keeps the model's).
         keep_float_ops: op types left in float (TFLite names for tflite, ONNX op types for onnx);
-            None: the format's default (TFLite full int8 keeps SOFTMAX float, see tflite_export).
+            None: the format's default (TFLite full int8 keeps SOFTMAX and the mask ADD float, see
+            tflite_export).
         keep_float_layers: layer paths left in float (``transformer_layer_5``, ``norm``, ``ffn_0/output``).
         opset: ONNX opset.
         dynamic_axes: ONNX with dynamic batch and sequence axes.
