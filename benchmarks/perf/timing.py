@@ -95,20 +95,12 @@ def _status_kb(field):
     return None
 
 
-def reset_peak_rss():
-    """Resets the kernel's peak-RSS mark (VmHWM) of this process; False where not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def peak_memory():
     """Measures the peak resident memory added inside the block, in MB (``box["peak_mb"]``; None if unknown)."""
     box = {"peak_mb": None}
+    from mobilebert_kit.profiler.host import reset_peak_rss
+
     can_reset = reset_peak_rss()
     base = _status_kb("VmRSS")
     try:

@@ -147,7 +147,7 @@ class HostProfiler:
         if self.threads > len(self.cpus):
             result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
-        _reset_peak_rss()
+        reset_peak_rss()
         with _pinned(self.cpus):
             if info.format == "tflite":
                 timing = self._run_tflite(info, feeds, length)
@@ -453,7 +453,8 @@ def _thread_ids():
         return [0]
 
 
-def _reset_peak_rss():
+def reset_peak_rss():
+    """Resets this process's peak-RSS mark (VmHWM); False where the kernel does not allow it."""
     # Linux >= 4.0: writing 5 resets the peak RSS (VmHWM) to the current RSS,
     # so the figure belongs to this model, not to what the process did before.
     try:
