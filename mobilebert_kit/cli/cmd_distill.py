@@ -1,5 +1,7 @@
 """``mbk distill``: progressive knowledge transfer and pre-training distillation of a student."""
 
+from mobilebert_kit.utils.limits import number_option
+
 # Command-line names of DistillConfig fields; None defaults mean "the config default, or the stored run's on --resume".
 _OPTIONS = (
     ("--schedule", "schedule", str, "progressive (one stage per layer), end_to_end (all layers at once) or none"),
@@ -50,7 +52,8 @@ def register(subparsers):
     parser.add_argument("--strategy", default="default", metavar="NAME",
                         help="default (one device) or mirrored (one replica per local GPU)")
     for flag, dest, kind, text in _OPTIONS:
-        parser.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+        parser.add_argument(flag, dest=dest, type=number_option(dest) if kind in (int, float) else kind, default=None,
+                            help=text)
     parser.set_defaults(func=run)
 
 

@@ -1,5 +1,7 @@
 """``mbk evaluate``: metrics of a fine-tuned model on labelled data."""
 
+from mobilebert_kit.utils.limits import number_option
+
 
 def register(subparsers):
     parser = subparsers.add_parser(
@@ -11,7 +13,7 @@ def register(subparsers):
     )
     parser.add_argument("--model", required=True, metavar="DIR", help="output directory of `mbk finetune`")
     parser.add_argument("--data", required=True, metavar="FILE", help="labelled evaluation data")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=number_option("batch_size"), default=32)
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.set_defaults(func=run)
 

@@ -6,6 +6,8 @@ Contract:
     mbk export --recipe export/NAME.toml
 """
 
+from mobilebert_kit.utils.limits import number_option
+
 QUANTIZE_CHOICES = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
 
 
@@ -20,24 +22,24 @@ def register(subparsers):
     p.add_argument("--recipe", help="a TOML recipe (export/NAME.toml) instead of SRC and flags")
     p.add_argument("--format", choices=("tflite", "onnx"), default="tflite")
     p.add_argument("--quantize", choices=QUANTIZE_CHOICES, default="none")
-    p.add_argument("--seq-len", type=int, default=128, help="static sequence length (default 128)")
-    p.add_argument("--batch-size", type=int, default=1, help="static batch size (default 1)")
+    p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="static sequence length (default 128)")
+    p.add_argument("--batch-size", type=number_option("batch_size"), default=1, help="static batch size (default 1)")
     p.add_argument("--out", help="output file (.tflite or .onnx)")
     p.add_argument("--calibration", help="calibration data: .txt (one sentence per line) or .npz input arrays")
     p.add_argument("--validation-data", help="validation inputs (.txt or .npz); default: calibration rows or sample text")
     p.add_argument("--io-type", choices=("float32", "int8"), default="float32", help="TFLite int8/qat io type")
     p.add_argument("--mask-dtype", choices=("float32", "int32"), default="float32",
                    help="attention_mask input type (float32 avoids a CAST; default)")
-    p.add_argument("--mask-value", type=float, default=-120.0,
+    p.add_argument("--mask-value", type=number_option("mask_value"), default=-120.0,
                    help="score of padded keys in the exported graph (default -120: int8 friendly)")
     p.add_argument("--keep-float", default="",
                    help="comma-separated layer paths kept in float (e.g. transformer_layer_5,norm,ffn_0/output)")
     p.add_argument("--keep-float-ops", default=None,
                    help="comma-separated op types kept in float (e.g. SOFTMAX); 'none' for none. Default: SOFTMAX and "
                    "the attention-mask ADD for TFLite full int8 (XNNPACK has no int8 softmax), nothing otherwise")
-    p.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
+    p.add_argument("--opset", type=number_option("opset"), default=17, help="ONNX opset (default 17)")
     p.add_argument("--dynamic-axes", action="store_true", help="ONNX: dynamic batch and sequence axes")
-    p.add_argument("--qat-steps", type=int, default=100, help="quantization-aware fine-tuning steps (qat)")
+    p.add_argument("--qat-steps", type=number_option("qat_steps"), default=100, help="quantization-aware fine-tuning steps (qat)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE",
                    help="override a validation threshold (min_cosine, min_snr_db, min_argmax_agreement, max_abs_error)")
     p.add_argument("--drift-report", action="store_true", help="per-layer drift report (quantized exports)")

@@ -1,5 +1,7 @@
 """``mbk finetune``: fine-tune an encoder on classification, regression, span QA or token classification."""
 
+from mobilebert_kit.utils.limits import number_option
+
 
 def register(subparsers):
     parser = subparsers.add_parser(
@@ -20,18 +22,18 @@ def register(subparsers):
     parser.add_argument("--cased", action="store_true", help="cased vocabulary")
     parser.add_argument("--text-columns", metavar="A[,B]", help="text column(s) of a table (default: GLUE names)")
     parser.add_argument("--label-column", metavar="NAME", help="label column of a table (default: label/score/...)")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=5e-5)
-    parser.add_argument("--warmup-proportion", type=float, default=0.1)
+    parser.add_argument("--epochs", type=number_option("epochs"), default=3)
+    parser.add_argument("--batch-size", type=number_option("batch_size"), default=32)
+    parser.add_argument("--learning-rate", type=number_option("learning_rate"), default=5e-5)
+    parser.add_argument("--warmup-proportion", type=number_option("warmup_proportion"), default=0.1)
     parser.add_argument("--optimizer", default="adamw", help="adamw or lamb (default adamw)")
-    parser.add_argument("--weight-decay", type=float, default=0.01)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--doc-stride", type=int, default=128, help="SQuAD window stride (default 128)")
-    parser.add_argument("--max-query-length", type=int, default=64, help="SQuAD question tokens kept (default 64)")
-    parser.add_argument("--dropout", type=float, default=0.1, help="dropout before the classifier (default 0.1)")
+    parser.add_argument("--weight-decay", type=number_option("weight_decay"), default=0.01)
+    parser.add_argument("--seq-len", type=number_option("seq_len"), default=128)
+    parser.add_argument("--doc-stride", type=number_option("doc_stride"), default=128, help="SQuAD window stride (default 128)")
+    parser.add_argument("--max-query-length", type=number_option("max_query_length"), default=64, help="SQuAD question tokens kept (default 64)")
+    parser.add_argument("--dropout", type=number_option("dropout"), default=0.1, help="dropout before the classifier (default 0.1)")
     parser.add_argument("--precision", default="float32", help="float32, mixed_float16 or mixed_bfloat16")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=number_option("seed"), default=0)
     parser.set_defaults(func=run)
 
 

@@ -5,6 +5,8 @@ Contract:
                  [--device SERIAL [--adb PATH] [--benchmark-binary PATH] [--trials N]]
 """
 
+from mobilebert_kit.utils.limits import number_option
+
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -25,12 +27,12 @@ def register(subparsers):
                    "or TF1 checkpoint")
     p.add_argument("--out", metavar="DIR", help="output directory (default: the recipe's out_dir)")
     p.add_argument("--force", action="store_true", help="re-run every stage, even unchanged ones")
-    p.add_argument("--runs", type=int, default=20, help="timed runs per artifact and target (default 20)")
-    p.add_argument("--threads", type=int, default=1, help="inference threads when profiling (default 1)")
+    p.add_argument("--runs", type=number_option("runs"), default=20, help="timed runs per artifact and target (default 20)")
+    p.add_argument("--threads", type=number_option("threads"), default=1, help="inference threads when profiling (default 1)")
     p.add_argument("--device", metavar="SERIAL", help="also profile the .tflite files on this Android phone (adb)")
     p.add_argument("--adb", metavar="PATH", help="adb client to use with --device (default: adb on PATH)")
     p.add_argument("--benchmark-binary", metavar="PATH", help="LiteRT benchmark_model for the phone's ABI")
-    p.add_argument("--trials", type=int, default=2, help="benchmark_model invocations per file on the phone (default 2)")
+    p.add_argument("--trials", type=number_option("trials"), default=2, help="benchmark_model invocations per file on the phone (default 2)")
     p.set_defaults(func=run)
     return p
 

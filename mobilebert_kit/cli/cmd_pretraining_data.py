@@ -1,5 +1,7 @@
 """``mbk pretraining-data``: plain text -> masked-LM/NSP examples in sharded TFRecords."""
 
+from mobilebert_kit.utils.limits import number_option
+
 
 def register(subparsers):
     parser = subparsers.add_parser(
@@ -18,17 +20,17 @@ def register(subparsers):
                         help="vocab.txt, tokenizer.json, or a model directory holding one (e.g. the teacher's)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
     parser.add_argument("--cased", action="store_true", help="keep case and accents (cased vocabularies)")
-    parser.add_argument("--seq-len", type=int, default=128, help="tokens per example (default 128)")
-    parser.add_argument("--max-predictions", type=int, default=20, help="masked tokens per example (default 20)")
-    parser.add_argument("--masked-lm-prob", type=float, default=0.15, help="share of tokens masked (default 0.15)")
+    parser.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="tokens per example (default 128)")
+    parser.add_argument("--max-predictions", type=number_option("max_predictions"), default=20, help="masked tokens per example (default 20)")
+    parser.add_argument("--masked-lm-prob", type=number_option("masked_lm_prob"), default=0.15, help="share of tokens masked (default 0.15)")
     parser.add_argument("--whole-word", default="wordpiece", metavar="MODE",
                         help="whole word masking: none, wordpiece (## pieces, English) or jieba (Chinese words); default wordpiece")
-    parser.add_argument("--short-seq-prob", type=float, default=0.1, help="share of shorter examples (default 0.1)")
-    parser.add_argument("--dupe-factor", type=int, default=1, help="passes over the text with different masks (default 1)")
-    parser.add_argument("--shards", type=int, default=4, help="TFRecord files (default 4)")
-    parser.add_argument("--chunk-documents", type=int, default=2000,
+    parser.add_argument("--short-seq-prob", type=number_option("short_seq_prob"), default=0.1, help="share of shorter examples (default 0.1)")
+    parser.add_argument("--dupe-factor", type=number_option("dupe_factor"), default=1, help="passes over the text with different masks (default 1)")
+    parser.add_argument("--shards", type=number_option("shards"), default=4, help="TFRecord files (default 4)")
+    parser.add_argument("--chunk-documents", type=number_option("chunk_documents"), default=2000,
                         help="documents in memory at once; random next sentences come from the same chunk (default 2000)")
-    parser.add_argument("--seed", type=int, default=12345, help="random seed (default 12345)")
+    parser.add_argument("--seed", type=number_option("seed"), default=12345, help="random seed (default 12345)")
     parser.set_defaults(func=run)
 
 

@@ -1,5 +1,7 @@
 """``mbk quickstart``: the first thing to run: build MobileBERT, import a real checkpoint."""
 
+from mobilebert_kit.utils.limits import number_option
+
 
 def register(subparsers):
     parser = subparsers.add_parser(
@@ -10,7 +12,7 @@ def register(subparsers):
         "mobilebert-kit's format and embed a few sentences with it.",
     )
     parser.add_argument("--out", default="runs/quickstart", help="where to save the imported model")
-    parser.add_argument("--seq-len", type=int, default=128, help="sequence length for FLOPs (default 128)")
+    parser.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length for FLOPs (default 128)")
     parser.set_defaults(func=run)
 
 

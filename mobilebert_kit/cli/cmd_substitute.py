@@ -1,5 +1,7 @@
 """``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``."""
 
+from mobilebert_kit.utils.limits import number_option
+
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -12,10 +14,10 @@ def register(subparsers):
     p.add_argument("--norm", help="normalization: no_norm or layer_norm")
     p.add_argument("--act", help="activation: relu, relu6, gelu or gelu_tanh")
     p.add_argument("--out", required=True, help="output directory (a saved model)")
-    p.add_argument("--recover-steps", type=int, default=0, help="recovery distillation steps (default 0)")
+    p.add_argument("--recover-steps", type=number_option("recover_steps"), default=0, help="recovery distillation steps (default 0)")
     p.add_argument("--data", help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
-    p.add_argument("--seq-len", type=int, default=128, help="sequence length of text data (default 128)")
-    p.add_argument("--learning-rate", type=float, default=1e-4, help="recovery learning rate (default 1e-4)")
+    p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length of text data (default 128)")
+    p.add_argument("--learning-rate", type=number_option("learning_rate"), default=1e-4, help="recovery learning rate (default 1e-4)")
     p.add_argument("--no-fit", action="store_true",
                    help="start NoNorm as LayerNorm's gamma/beta instead of fitting it to the data")
     p.set_defaults(func=run)

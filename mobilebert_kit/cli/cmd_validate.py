@@ -1,5 +1,7 @@
 """``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure."""
 
+from mobilebert_kit.utils.limits import number_option
+
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -11,10 +13,10 @@ def register(subparsers):
     p.add_argument("file", help="the .tflite or .onnx artifact")
     p.add_argument("--reference", required=True, help="saved-model directory, Hugging Face directory or preset name")
     p.add_argument("--data", help="validation inputs: .txt (one sentence per line) or .npz input arrays")
-    p.add_argument("--count", type=int, default=16, help="rows validated (default 16)")
+    p.add_argument("--count", type=number_option("count"), default=16, help="rows validated (default 16)")
     p.add_argument("--precision", choices=("none", "dynamic", "int8", "float16", "int16x8", "qat"),
                    help="threshold set (default: the quantization recorded in the file's metadata)")
-    p.add_argument("--seq-len", type=int, help="sequence length for dynamic-axis ONNX files (default: metadata or 128)")
+    p.add_argument("--seq-len", type=number_option("seq_len"), help="sequence length for dynamic-axis ONNX files (default: metadata or 128)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE", help="override a threshold")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)

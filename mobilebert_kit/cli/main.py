@@ -5,8 +5,11 @@ module defines ``register(subparsers)`` and sets ``func`` on its parser. Modules
 import TensorFlow inside their functions so that ``mbk --help`` and the profiler
 start quickly.
 
-User errors (:class:`mobilebert_kit.errors.MbkError`) print one line and exit
-non-zero; ``--debug`` shows the traceback of any failure.
+User errors (:class:`mobilebert_kit.errors.MbkError`) and bad arguments print one
+line and exit non-zero; ``--debug`` shows the traceback of any failure. Every
+message is escaped (:func:`mobilebert_kit.utils.terminal.escape`): a file or
+tensor name it quotes cannot break the line, forge another, or send terminal
+escapes.
 """
 
 import argparse
@@ -15,7 +18,23 @@ import pkgutil
 import sys
 
 import mobilebert_kit
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import CheckpointError, MbkError
+from mobilebert_kit.utils.terminal import escape
+
+
+class _UsageError(Exception):
+    """A bad command line, raised by :class:`_Parser` instead of argparse's exit."""
+
+    def __init__(self, prog, message):
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse without the usage block on errors: one ``mbk CMD: error: ...`` line, exit 2 (the CLI contract)."""
+
+    def error(self, message):
+        raise _UsageError(self.prog, message)
 
 
 def _command_modules():
@@ -26,7 +45,7 @@ def _command_modules():
 
 def build_parser():
     """Returns the full argument parser (also used to generate the CLI reference)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mbk",
         description="mobilebert-kit: build, distill, export, quantize and profile BERT-family encoders.",
     )
@@ -38,14 +57,24 @@ def build_parser():
     return parser
 
 
-def _one_line(text):
-    lines = [line for line in str(text).splitlines() if line.strip()]
-    return lines[0] if len(lines) <= 1 else "\n".join(lines)
+def _error_text(err):
+    """The message of ``err`` as one escaped line; a CheckpointError keeps one escaped ``  - `` line per detail."""
+    text = str(err)
+    details = getattr(err, "details", None) if isinstance(err, CheckpointError) else None
+    if not details:
+        return escape(text.strip())
+    suffix = "\n" + "\n".join(f"  - {d}" for d in details)
+    head = text[: -len(suffix)] if text.endswith(suffix) else text
+    return "\n".join([escape(head.strip())] + [f"  - {escape(d)}" for d in details])
 
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as err:
+        print(f"{escape(err.prog)}: error: {escape(err)}; see {escape(err.prog)} --help", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -55,7 +84,7 @@ def main(argv=None):
     except MbkError as err:
         if args.debug:
             raise
-        print(f"mbk {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        print(f"mbk {args.command}: error: {_error_text(err)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print(f"mbk {args.command}: interrupted", file=sys.stderr)
@@ -64,7 +93,7 @@ def main(argv=None):
         if args.debug:
             raise
         kind = type(err).__name__
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        first = escape(str(err).strip().splitlines()[0]) if str(err).strip() else ""
         print(
             f"mbk {args.command}: internal error ({kind}: {first}); "
             "re-run with --debug for the traceback and report it",

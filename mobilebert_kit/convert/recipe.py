@@ -24,10 +24,15 @@ validation thresholds; one file per deployment target. Example::
     min_cosine = 0.99
 
 Rules: every key is checked (an unknown key is a one-line error listing the
-valid ones); relative paths are resolved against the recipe's directory and
-must stay inside it (``..`` and absolute paths are rejected; place or symlink
-checkpoints and data under the recipe's directory), so a recipe cannot read
-or write files elsewhere.
+valid ones; numbers against :data:`mobilebert_kit.utils.limits.LIMITS`, the
+same bounds as the command line's flags); relative paths are resolved against
+the recipe's directory (the recipe path itself resolved first, so
+``cd export && mbk export --recipe default.toml`` works) and must stay inside
+it (``..`` components and absolute paths are rejected). Outputs (``out_dir``
+joined with ``name``) are resolved with symlinks followed, so a symlink cannot
+carry a write outside either; inputs may be symlinks placed inside the
+directory by the user (place or symlink checkpoints and data under the
+recipe's directory), so a recipe alone cannot read or write files elsewhere.
 """
 
 import os
@@ -37,6 +42,10 @@ from pathlib import Path
 
 from mobilebert_kit.convert.errors import RecipeError
 from mobilebert_kit.convert.validation import THRESHOLD_KEYS
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.utils.input_paths import check_input_path, open_regular
+from mobilebert_kit.utils.limits import LIMITS, check_number
+from mobilebert_kit.utils.terminal import escape
 
 _SECTIONS = {
     "source": {"model": str, "preset": str, "head": str},
@@ -54,6 +63,12 @@ _SECTIONS = {
 _FORMAT_TABLES = ("tflite", "onnx")
 _PATH_KEYS = {("source", "model"), ("substitute", "data"), ("export", "out_dir"), ("calibration", "data"),
               ("validation", "data")}
+_OUTPUT_KEYS = {("export", "out_dir")}
+# Keys of [export] that place the artifacts; a per-format table ([export.onnx]) cannot move them.
+_PLACEMENT_KEYS = ("formats", "out_dir", "name")
+_NONEMPTY_LISTS = {("export", "formats")}
+# A recipe is a page of TOML; a larger file is not one (and is not read whole to find out).
+MAX_RECIPE_BYTES = 1 << 20
 
 
 @dataclass
@@ -76,13 +91,25 @@ class Recipe:
     @classmethod
     def load(cls, path):
         """Reads and checks a recipe; raises RecipeError (one line) on any problem."""
-        path = Path(path)
-        if not path.is_file():
-            raise RecipeError(f"recipe {path} does not exist")
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            check_input_path(path, "recipe")
+            # Resolved first: relative to "." the containment check of its paths had no directory to compare with.
+            path = Path(os.path.realpath(os.fsdecode(path)))
+            with open_regular(path, "recipe") as handle:
+                data = handle.read(MAX_RECIPE_BYTES + 1)
+        except ConfigError as err:
+            raise RecipeError(str(err)) from err
+        except OSError as err:
+            raise RecipeError(f"cannot read recipe {escape(path)} ({escape(err.strerror or err)})") from err
+        if len(data) > MAX_RECIPE_BYTES:
+            raise RecipeError(f"{escape(path)} is larger than {MAX_RECIPE_BYTES >> 20} MiB; a recipe is a short TOML file")
+        try:
+            raw = tomllib.loads(data.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-            raise RecipeError(f"{path} is not valid TOML: {err}") from err
+            raise RecipeError(f"{escape(path)} is not valid TOML: {escape(err)}") from err
+        except RecursionError as err:
+            # tomllib recurses per nesting level; TODO(lead): the shared safe loader of utils/ replaces this.
+            raise RecipeError(f"{escape(path)} nests tables or arrays too deeply; a recipe is two levels deep") from err
         return cls(path, _check(path, raw))
 
     def _resolve(self, section, key, value):
@@ -91,7 +118,7 @@ class Recipe:
     def source_spec(self):
         source = self.tables.get("source", {})
         if ("model" in source) == ("preset" in source):
-            raise RecipeError(f"{self.path}: [source] needs exactly one of model = \"path\" or preset = \"name\"")
+            raise RecipeError(f"{escape(self.path)}: [source] needs exactly one of model = \"path\" or preset = \"name\"")
         return source.get("model") or source["preset"]
 
     def options(self, validate=True):
@@ -103,14 +130,18 @@ class Recipe:
         per_format = {fmt: export.pop(fmt, {}) for fmt in _FORMAT_TABLES}
         out_dir = export.pop("out_dir", str(self.path.parent / "out"))
         name = export.pop("name", self.path.stem)
+        _check_name(self.path, name)
         calibration = self.tables.get("calibration", {})
         validation = dict(self.tables.get("validation", {}))
         substitute = dict(self.tables.get("substitute", {}))
         options = []
         for fmt in formats:
             settings = {**export, **per_format.get(fmt, {})}
+            # out_dir is checked already; the artifact itself (a symlink planted at out/NAME.tflite) is checked here.
+            artifact = os.path.relpath(os.path.join(out_dir, f"{name}.{fmt}"), os.path.realpath(self.path.parent))
+            out = _inside(self.path, "[export] name", artifact, output=True)
             opts = ExportOptions(
-                source=self.source_spec(), format=fmt, out=str(Path(out_dir) / f"{name}.{fmt}"),
+                source=self.source_spec(), format=fmt, out=out,
                 quantize=settings.get("quantize", "none"), seq_len=settings.get("seq_len", 128),
                 batch_size=settings.get("batch_size", 1), mask_dtype=settings.get("mask_dtype", "float32"),
                 attention_mask_value=settings.get("mask_value", -120.0), io_type=settings.get("io_type", "float32"),
@@ -132,7 +163,7 @@ class Recipe:
             try:
                 opts.check()
             except Exception as err:
-                raise RecipeError(f"{self.path}: {err}") from err
+                raise RecipeError(f"{escape(self.path)}: {err}") from err
             options.append(opts)
         return options
 
@@ -169,16 +200,34 @@ def _substituted_source(source, options, table, log):
     return ModelSource(model, source.kind, source.name, source.directory, source.labels)
 
 
-def _inside(recipe, what, value):
-    """Resolves a path of the recipe against its directory; rejects anything outside it."""
+def _inside(recipe, what, value, output=False):
+    """Resolves a path of the recipe against its (resolved) directory; rejects anything outside it.
+
+    Inputs are checked lexically, so a symlink the user placed inside the directory may point elsewhere
+    (documented above); outputs are resolved with every symlink followed, so no write leaves the directory.
+    """
+    if "\0" in value or not value.strip():
+        raise RecipeError(f"{escape(recipe)}: {what} = {escape(repr(value))} is not a path")
     if os.path.isabs(value):
-        raise RecipeError(f"{recipe}: {what} = {value!r} is absolute; use a path inside {recipe.parent}")
-    base = os.path.normpath(str(recipe.parent))
+        raise RecipeError(f"{escape(recipe)}: {what} = {escape(repr(value))} is absolute; use a path inside "
+                          f"{escape(recipe.parent)}")
+    base = os.path.realpath(recipe.parent)
     joined = os.path.normpath(os.path.join(base, value))
-    # Lexical check: ".." cannot climb out; a symlink the user placed inside the directory is allowed.
-    if os.path.commonpath([base, joined]) != base:
-        raise RecipeError(f"{recipe}: {what} = {value!r} escapes the recipe's directory {recipe.parent}")
+    # No ".." at all: after a symlinked component the kernel's ".." and normpath's disagree.
+    escapes = ".." in Path(value).parts or os.path.commonpath([base, joined]) != base
+    if output and not escapes:
+        escapes = os.path.commonpath([base, os.path.realpath(joined)]) != base
+    if escapes:
+        raise RecipeError(f"{escape(recipe)}: {what} = {escape(repr(value))} escapes the recipe's directory "
+                          f"{escape(recipe.parent)}; use a path inside it")
     return joined
+
+
+def _check_name(recipe, name):
+    """``[export] name`` is a file name: the artifacts are ``out_dir/name.FORMAT``."""
+    if not name.strip() or name in (".", "..") or "/" in name or "\0" in name or os.sep in name:
+        raise RecipeError(f"{escape(recipe)}: [export] name = {escape(repr(name))} must be a file name without "
+                          "directories; set the directory with out_dir")
 
 
 def _check(path, raw):
@@ -186,9 +235,9 @@ def _check(path, raw):
     tables = {}
     for section, values in raw.items():
         if section not in _SECTIONS:
-            raise RecipeError(f"{path}: unknown table [{section}]; valid: {', '.join(_SECTIONS)}")
+            raise RecipeError(f"{escape(path)}: unknown table [{section}]; valid: {', '.join(_SECTIONS)}")
         if not isinstance(values, dict):
-            raise RecipeError(f"{path}: [{section}] must be a table")
+            raise RecipeError(f"{escape(path)}: [{section}] must be a table")
         tables[section] = _check_table(path, section, values, allow_formats=section == "export")
     return tables
 
@@ -199,20 +248,34 @@ def _check_table(path, section, values, allow_formats=False):
     for key, value in values.items():
         if allow_formats and key in _FORMAT_TABLES:
             if not isinstance(value, dict):
-                raise RecipeError(f"{path}: [export.{key}] must be a table")
+                raise RecipeError(f"{escape(path)}: [export.{key}] must be a table")
             out[key] = _check_table(path, section, value)
+            moved = [k for k in _PLACEMENT_KEYS if k in out[key]]
+            if moved:
+                raise RecipeError(f"{escape(path)}: [export.{key}] cannot set {moved[0]}; set it in [export]")
             continue
         if key not in schema:
             valid = ", ".join(list(schema) + (list(_FORMAT_TABLES) if allow_formats else []))
-            raise RecipeError(f"{path}: unknown key {key!r} in [{section}]; valid: {valid}")
+            raise RecipeError(f"{escape(path)}: unknown key {escape(repr(key))} in [{section}]; valid: {valid}")
         expected = schema[key]
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise RecipeError(f"{path}: [{section}] {key} must be a {expected.__name__}, got {value!r}")
-        if expected is list and not all(isinstance(v, str) for v in value):
-            raise RecipeError(f"{path}: [{section}] {key} must be a list of strings")
+            raise RecipeError(f"{escape(path)}: [{section}] {key} must be a {expected.__name__}, got {escape(repr(value))}")
+        if expected is list and not all(isinstance(v, str) and v.strip() for v in value):
+            raise RecipeError(f"{escape(path)}: [{section}] {key} must be a list of non-empty strings")
+        if (section, key) in _NONEMPTY_LISTS and not value:
+            raise RecipeError(f"{escape(path)}: [{section}] {key} is empty; list at least one, e.g. {key} = [\"tflite\"]")
+        if expected is list and len(set(value)) != len(value):
+            raise RecipeError(f"{escape(path)}: [{section}] {key} lists a value twice; list each once")
+        if expected is str and (not value.strip() or "\0" in value):
+            raise RecipeError(f"{escape(path)}: [{section}] {key} is empty; give a value or remove the key")
+        if expected in (int, float) and key in LIMITS:
+            try:
+                value = check_number(f"[{section}] {key}", value, key)
+            except ConfigError as err:
+                raise RecipeError(f"{escape(path)}: {err}") from err
         if (section, key) in _PATH_KEYS:
-            value = _inside(path, f"[{section}] {key}", value)
+            value = _inside(path, f"[{section}] {key}", value, output=(section, key) in _OUTPUT_KEYS)
         out[key] = value
     return out
