@@ -1,5 +1,6 @@
 """``mbk distill``: progressive knowledge transfer and pre-training distillation of a student."""
 
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
 # Command-line names of DistillConfig fields; None defaults mean "the config default, or the stored run's on --resume".
@@ -37,9 +38,9 @@ def register(subparsers):
         "Checkpoints every --checkpoint-every steps and at every stage boundary; Ctrl-C saves and stops; "
         "--resume continues exactly where the run stopped. The distilled encoder is written to OUT/student.",
     )
-    parser.add_argument("--teacher", metavar="DIR", help="teacher checkpoint (HF directory, TF1 checkpoint or mbk saved model)")
-    parser.add_argument("--student", metavar="PRESET_OR_DIR", help="student preset (see `mbk presets`) or saved model")
-    parser.add_argument("--data", metavar="DIR", help="pre-training data from `mbk pretraining-data`")
+    parser.add_argument("--teacher", type=input_path_option("any", tree=True, or_name=True), metavar="DIR", help="teacher checkpoint (HF directory, TF1 checkpoint or mbk saved model)")
+    parser.add_argument("--student", type=input_path_option("any", tree=True, or_name=True), metavar="PRESET_OR_DIR", help="student preset (see `mbk presets`) or saved model")
+    parser.add_argument("--data", type=input_path_option("dir", tree=True), metavar="DIR", help="pre-training data from `mbk pretraining-data`")
     parser.add_argument("--out", required=True, metavar="DIR", help="run directory (checkpoints, logs, student/)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out (options not given are taken from its run.json)")

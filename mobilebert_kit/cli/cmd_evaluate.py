@@ -1,5 +1,6 @@
 """``mbk evaluate``: metrics of a fine-tuned model on labelled data."""
 
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
 
@@ -11,8 +12,8 @@ def register(subparsers):
         "training data. Classification: accuracy, F1, Matthews correlation; regression: Pearson, Spearman, MSE; "
         "span_qa: SQuAD exact match and F1; token_classification: accuracy and entity-level F1.",
     )
-    parser.add_argument("--model", required=True, metavar="DIR", help="output directory of `mbk finetune`")
-    parser.add_argument("--data", required=True, metavar="FILE", help="labelled evaluation data")
+    parser.add_argument("--model", required=True, type=input_path_option("dir", tree=True), metavar="DIR", help="output directory of `mbk finetune`")
+    parser.add_argument("--data", required=True, type=input_path_option("file"), metavar="FILE", help="labelled evaluation data")
     parser.add_argument("--batch-size", type=number_option("batch_size"), default=32)
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.set_defaults(func=run)

@@ -6,7 +6,9 @@ Contract:
     mbk export --recipe export/NAME.toml
 """
 
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
+
 
 QUANTIZE_CHOICES = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
 
@@ -18,15 +20,15 @@ def register(subparsers):
         description="Export an encoder or task model to .tflite / .onnx, quantize it, and validate the file "
         "against its Keras source before writing it (temp file, then rename).",
     )
-    p.add_argument("src", nargs="?", help="saved-model directory, Hugging Face directory or preset name")
-    p.add_argument("--recipe", help="a TOML recipe (export/NAME.toml) instead of SRC and flags")
+    p.add_argument("src", nargs="?", type=input_path_option("any", tree=True, or_name=True), help="saved-model directory, Hugging Face directory or preset name")
+    p.add_argument("--recipe", type=input_path_option("file"), help="a TOML recipe (export/NAME.toml) instead of SRC and flags")
     p.add_argument("--format", choices=("tflite", "onnx"), default="tflite")
     p.add_argument("--quantize", choices=QUANTIZE_CHOICES, default="none")
     p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="static sequence length (default 128)")
     p.add_argument("--batch-size", type=number_option("batch_size"), default=1, help="static batch size (default 1)")
     p.add_argument("--out", help="output file (.tflite or .onnx)")
-    p.add_argument("--calibration", help="calibration data: .txt (one sentence per line) or .npz input arrays")
-    p.add_argument("--validation-data", help="validation inputs (.txt or .npz); default: calibration rows or sample text")
+    p.add_argument("--calibration", type=input_path_option("file"), help="calibration data: .txt (one sentence per line) or .npz input arrays")
+    p.add_argument("--validation-data", type=input_path_option("file"), help="validation inputs (.txt or .npz); default: calibration rows or sample text")
     p.add_argument("--io-type", choices=("float32", "int8"), default="float32", help="TFLite int8/qat io type")
     p.add_argument("--mask-dtype", choices=("float32", "int32"), default="float32",
                    help="attention_mask input type (float32 avoids a CAST; default)")

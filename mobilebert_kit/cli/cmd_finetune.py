@@ -1,5 +1,6 @@
 """``mbk finetune``: fine-tune an encoder on classification, regression, span QA or token classification."""
 
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
 
@@ -11,14 +12,14 @@ def register(subparsers):
         "tables, span question answering on SQuAD v1.1/v2.0 JSON, token classification on CoNLL text or .jsonl. "
         "Writes OUT/model, OUT/task.json and the vocabulary; `mbk evaluate` reads them.",
     )
-    parser.add_argument("--model", required=True, metavar="PRESET_OR_DIR",
+    parser.add_argument("--model", required=True, type=input_path_option("any", tree=True, or_name=True), metavar="PRESET_OR_DIR",
                         help="encoder to start from: a distilled OUT/student, a saved model, an HF checkpoint or a preset")
     parser.add_argument("--task", required=True, metavar="TASK",
                         help="classification, regression, span_qa or token_classification")
-    parser.add_argument("--train", required=True, metavar="FILE", help="training data")
-    parser.add_argument("--eval", metavar="FILE", help="evaluation data (metrics printed and stored in task.json)")
+    parser.add_argument("--train", required=True, type=input_path_option("file"), metavar="FILE", help="training data")
+    parser.add_argument("--eval", type=input_path_option("file"), metavar="FILE", help="evaluation data (metrics printed and stored in task.json)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
-    parser.add_argument("--vocab", metavar="PATH", help="vocab.txt / tokenizer.json / directory (default: found in --model)")
+    parser.add_argument("--vocab", type=input_path_option("any"), metavar="PATH", help="vocab.txt / tokenizer.json / directory (default: found in --model)")
     parser.add_argument("--cased", action="store_true", help="cased vocabulary")
     parser.add_argument("--text-columns", metavar="A[,B]", help="text column(s) of a table (default: GLUE names)")
     parser.add_argument("--label-column", metavar="NAME", help="label column of a table (default: label/score/...)")

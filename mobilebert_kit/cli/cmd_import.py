@@ -1,5 +1,7 @@
 """``mbk import``: convert a checkpoint into a mobilebert-kit saved model."""
 
+from mobilebert_kit.utils.input_paths import input_path_option
+
 
 def register(subparsers):
     parser = subparsers.add_parser(
@@ -9,11 +11,11 @@ def register(subparsers):
         "original TF1 MobileBERT checkpoint (with its bert_config.json) and write a saved model directory. "
         "Every variable must match; pickle checkpoints (.bin/.pt) are refused.",
     )
-    parser.add_argument("source", metavar="SRC", help="checkpoint directory, TF1 prefix or .index file")
+    parser.add_argument("source", type=input_path_option("any", tree=True, or_name=True), metavar="SRC", help="checkpoint directory, TF1 prefix or .index file")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
     parser.add_argument("--head", default="auto",
                         help="task head to keep: auto (whatever the checkpoint holds), none, or a head name")
-    parser.add_argument("--config", default=None, metavar="JSON", help="TF1 config (default: found next to SRC)")
+    parser.add_argument("--config", default=None, type=input_path_option("file"), metavar="JSON", help="TF1 config (default: found next to SRC)")
     parser.set_defaults(func=run)
 
 

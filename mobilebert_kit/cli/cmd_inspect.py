@@ -1,5 +1,7 @@
 """``mbk inspect FILE``: inputs, outputs, ops by type, quantized vs float ops, size of a .tflite / .onnx file."""
 
+from mobilebert_kit.utils.input_paths import input_path_option
+
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -8,7 +10,7 @@ def register(subparsers):
         description="Read a .tflite or .onnx file and list its inputs, outputs, operators by type (integer, "
         "hybrid, float), size and metadata. Needs no Keras model.",
     )
-    p.add_argument("file", help="the .tflite or .onnx file")
+    p.add_argument("file", type=input_path_option("file"), help="the .tflite or .onnx file")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--xnnpack", action="store_true",
                    help=".tflite: also load the file with XNNPACK and list the ops it leaves to builtin kernels "

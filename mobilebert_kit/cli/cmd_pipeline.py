@@ -5,6 +5,7 @@ Contract:
                  [--device SERIAL [--adb PATH] [--benchmark-binary PATH] [--trials N]]
 """
 
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
 
@@ -20,9 +21,9 @@ def register(subparsers):
         "whose inputs did not change. With no RECIPE: export/default.toml on all-MiniLM-L6-v2 when the examples "
         "extra is installed, else on the mobilebert preset.",
     )
-    p.add_argument("recipe", nargs="?", metavar="RECIPE",
+    p.add_argument("recipe", nargs="?", type=input_path_option("file"), metavar="RECIPE",
                    help="a TOML recipe (default: export/default.toml on the default model)")
-    p.add_argument("--source", metavar="SRC",
+    p.add_argument("--source", type=input_path_option("any", tree=True, or_name=True), metavar="SRC",
                    help="model replacing the recipe's [source]: preset name, saved-model or Hugging Face directory, "
                    "or TF1 checkpoint")
     p.add_argument("--out", metavar="DIR", help="output directory (default: the recipe's out_dir)")
@@ -30,8 +31,8 @@ def register(subparsers):
     p.add_argument("--runs", type=number_option("runs"), default=20, help="timed runs per artifact and target (default 20)")
     p.add_argument("--threads", type=number_option("threads"), default=1, help="inference threads when profiling (default 1)")
     p.add_argument("--device", metavar="SERIAL", help="also profile the .tflite files on this Android phone (adb)")
-    p.add_argument("--adb", metavar="PATH", help="adb client to use with --device (default: adb on PATH)")
-    p.add_argument("--benchmark-binary", metavar="PATH", help="LiteRT benchmark_model for the phone's ABI")
+    p.add_argument("--adb", type=input_path_option("file", or_name=True), metavar="PATH", help="adb client to use with --device (default: adb on PATH)")
+    p.add_argument("--benchmark-binary", type=input_path_option("file"), metavar="PATH", help="LiteRT benchmark_model for the phone's ABI")
     p.add_argument("--trials", type=number_option("trials"), default=2, help="benchmark_model invocations per file on the phone (default 2)")
     p.set_defaults(func=run)
     return p

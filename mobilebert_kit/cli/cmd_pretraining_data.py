@@ -1,5 +1,6 @@
 """``mbk pretraining-data``: plain text -> masked-LM/NSP examples in sharded TFRecords."""
 
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
 
@@ -13,10 +14,10 @@ def register(subparsers):
         "--stdlib-corpus, first builds an English corpus offline from the Python standard library's docstrings.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--input", nargs="+", metavar="FILE", help="input text files")
+    source.add_argument("--input", nargs="+", type=input_path_option("file"), metavar="FILE", help="input text files")
     source.add_argument("--stdlib-corpus", metavar="DIR",
                         help="build the standard-library docstring corpus into DIR (train.txt, heldout.txt) and use train.txt")
-    parser.add_argument("--vocab", required=True, metavar="PATH",
+    parser.add_argument("--vocab", required=True, type=input_path_option("any"), metavar="PATH",
                         help="vocab.txt, tokenizer.json, or a model directory holding one (e.g. the teacher's)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
     parser.add_argument("--cased", action="store_true", help="keep case and accents (cased vocabularies)")

@@ -5,6 +5,7 @@ command never imports TensorFlow or the Keras model code.
 """
 
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
 
@@ -22,7 +23,7 @@ def register(subparsers):
         "in this process, pinned to the chosen cores; --target adb runs LiteRT's benchmark_model on an Android phone "
         "with taskset, cooldown between trials and throttling checks. Reports: JSON (versioned), CSV, Markdown, HTML.",
     )
-    parser.add_argument("files", nargs="*", metavar="FILE", help=".tflite or .onnx model files")
+    parser.add_argument("files", nargs="*", type=input_path_option("file"), metavar="FILE", help=".tflite or .onnx model files")
     parser.add_argument("--target", choices=("host", "adb"), default="host", help="where to run (default host)")
     parser.add_argument("--serial", action="append", default=[], metavar="S",
                         help="device serial (adb); repeat or comma-separate to run several phones in parallel")
@@ -41,9 +42,9 @@ def register(subparsers):
     parser.add_argument("--graph-opt", choices=("all", "extended", "basic", "disabled"), default="all",
                         help="ONNX Runtime graph optimisation level (default all)")
     parser.add_argument("--op-profile", action="store_true", help="add a per-op profile (ORT profiler / benchmark_model)")
-    parser.add_argument("--benchmark-binary", default=None, metavar="PATH",
+    parser.add_argument("--benchmark-binary", default=None, type=input_path_option("file"), metavar="PATH",
                         help="LiteRT benchmark_model (adb: for the phone's ABI; host: enables TFLite op profiles)")
-    parser.add_argument("--adb", default=None, metavar="PATH", help="adb client to use (default: adb on PATH)")
+    parser.add_argument("--adb", default=None, type=input_path_option("file", or_name=True), metavar="PATH", help="adb client to use (default: adb on PATH)")
     parser.add_argument("--list-devices", action="store_true", help="list attached phones (model, SoC, Android, ABI) and exit")
     parser.add_argument("--trials", type=number_option("trials"), default=3, help="benchmark_model invocations per model on a phone (default 3)")
     parser.add_argument("--cooldown-timeout", type=number_option("cooldown_timeout"), default=120, metavar="S", help="longest wait for the phone to cool (default 120)")

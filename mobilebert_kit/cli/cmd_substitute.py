@@ -1,5 +1,6 @@
 """``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``."""
 
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
 
@@ -10,12 +11,12 @@ def register(subparsers):
         description="Rebuild a model with other normalization/activation operators, carry every weight over by "
         "name, optionally distil it back towards the original, and save it with a fidelity report.",
     )
-    p.add_argument("src", help="saved-model directory, Hugging Face directory or preset name")
+    p.add_argument("src", type=input_path_option("any", tree=True, or_name=True), help="saved-model directory, Hugging Face directory or preset name")
     p.add_argument("--norm", help="normalization: no_norm or layer_norm")
     p.add_argument("--act", help="activation: relu, relu6, gelu or gelu_tanh")
     p.add_argument("--out", required=True, help="output directory (a saved model)")
     p.add_argument("--recover-steps", type=number_option("recover_steps"), default=0, help="recovery distillation steps (default 0)")
-    p.add_argument("--data", help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
+    p.add_argument("--data", type=input_path_option("file"), help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
     p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length of text data (default 128)")
     p.add_argument("--learning-rate", type=number_option("learning_rate"), default=1e-4, help="recovery learning rate (default 1e-4)")
     p.add_argument("--no-fit", action="store_true",

@@ -1,5 +1,6 @@
 """``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure."""
 
+from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
 
@@ -10,9 +11,9 @@ def register(subparsers):
         description="Check output names, then shapes, then values of an exported file against the Keras "
         "model it came from. Exit status 1 when any threshold fails, 2 on bad input.",
     )
-    p.add_argument("file", help="the .tflite or .onnx artifact")
-    p.add_argument("--reference", required=True, help="saved-model directory, Hugging Face directory or preset name")
-    p.add_argument("--data", help="validation inputs: .txt (one sentence per line) or .npz input arrays")
+    p.add_argument("file", type=input_path_option("file"), help="the .tflite or .onnx artifact")
+    p.add_argument("--reference", required=True, type=input_path_option("any", tree=True, or_name=True), help="saved-model directory, Hugging Face directory or preset name")
+    p.add_argument("--data", type=input_path_option("file"), help="validation inputs: .txt (one sentence per line) or .npz input arrays")
     p.add_argument("--count", type=number_option("count"), default=16, help="rows validated (default 16)")
     p.add_argument("--precision", choices=("none", "dynamic", "int8", "float16", "int16x8", "qat"),
                    help="threshold set (default: the quantization recorded in the file's metadata)")

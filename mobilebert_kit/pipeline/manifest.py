@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from mobilebert_kit.utils.atomic import atomic_file
+from mobilebert_kit.utils.input_paths import open_regular
 
 MANIFEST_VERSION = 1
 _CHUNK = 1 << 20
@@ -33,7 +34,9 @@ def file_hash(path):
                 digest.update(str(full.relative_to(path)).encode() + b"\0")
                 digest.update(file_hash(full).encode())
         return digest.hexdigest()
-    with open(path, "rb") as handle:
+    # A FIFO in a source directory hung the pipeline here and a dangling symlink was an internal error
+    # (issue 12): open_regular never blocks and refuses anything but a regular file in one line.
+    with open_regular(path, "input") as handle:
         for block in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(block)
     return digest.hexdigest()

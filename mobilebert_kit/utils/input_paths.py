@@ -10,6 +10,7 @@ anything reads it, and the error names the path, escaped.
 Standard library only: the profiler and artifact readers use it without TensorFlow.
 """
 
+import argparse
 import os
 import stat
 
@@ -28,16 +29,20 @@ def _kind(mode):
     return _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
+def _name(what, path):
+    return f"{what} {escape(path)}".strip()
+
+
 def _stat(path, what):
     try:
         return os.stat(path)
     except FileNotFoundError:
         if os.path.islink(path):
-            raise InputPathError(f"{what} {escape(path)} is a dangling symlink (its target "
+            raise InputPathError(f"{_name(what, path)} is a dangling symlink (its target "
                                  f"{escape(os.readlink(path))} does not exist); fix or remove the link") from None
-        raise InputPathError(f"{what} {escape(path)} does not exist; check the path") from None
+        raise InputPathError(f"{_name(what, path)} does not exist; check the path") from None
     except OSError as err:
-        raise InputPathError(f"cannot read {what} {escape(path)} ({escape(err.strerror or err)}); check the path "
+        raise InputPathError(f"cannot read {_name(what, path)} ({escape(err.strerror or err)}); check the path "
                              "and its permissions") from None
 
 
@@ -46,7 +51,7 @@ def check_input_path(path, what, kind="file", tree=False):
 
     Args:
         path: str, bytes or os.PathLike; non-UTF-8 names are kept (``os.fsdecode``'s surrogateescape).
-        what: how the message names it (``--data``, ``model file``, ``[calibration] data``).
+        what: how the message names it (``--data``, ``model file``, ``[calibration] data``; ``""``: the path alone).
         kind: ``"file"`` (a regular file), ``"dir"`` or ``"any"`` (a regular file or a directory).
         tree: for a directory, also check every entry below it (hidden entries included): no FIFO,
             device, socket or dangling symlink, so nothing that reads the tree can block or crash.
@@ -59,14 +64,14 @@ def check_input_path(path, what, kind="file", tree=False):
     mode = _stat(path, what).st_mode
     if stat.S_ISDIR(mode):
         if kind == "file":
-            raise InputPathError(f"{what} {escape(path)} is a directory; pass a file")
+            raise InputPathError(f"{_name(what, path)} is a directory; pass a file")
         if tree:
             _check_tree(path, what)
     elif stat.S_ISREG(mode):
         if kind == "dir":
-            raise InputPathError(f"{what} {escape(path)} is a file; pass a directory")
+            raise InputPathError(f"{_name(what, path)} is a file; pass a directory")
     else:
-        raise InputPathError(f"{what} {escape(path)} is {_kind(mode)}, not a regular file; pass a regular file")
+        raise InputPathError(f"{_name(what, path)} is {_kind(mode)}, not a regular file; pass a regular file")
     return path
 
 
@@ -74,10 +79,10 @@ def _check_tree(root, what):
     for parent, dirs, files in os.walk(root):
         for name in dirs + files:
             full = os.path.join(parent, name)
-            mode = _stat(full, f"{what}: entry").st_mode
+            mode = _stat(full, what).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                raise InputPathError(f"{what}: {escape(full)} is {_kind(mode)}, not a regular file; remove it "
-                                     "from the directory")
+                raise InputPathError(f"{_name(what, full)} is {_kind(mode)}, not a regular file; remove it "
+                                     f"from {escape(root)}")
 
 
 def open_regular(path, what, mode="rb"):
@@ -104,7 +109,7 @@ def open_regular(path, what, mode="rb"):
     try:
         st_mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(st_mode):
-            raise InputPathError(f"{what} {escape(path)} is {_kind(st_mode)}, not a regular file; pass a regular file")
+            raise InputPathError(f"{_name(what, path)} is {_kind(st_mode)}, not a regular file; pass a regular file")
         os.set_blocking(fd, True)
         if mode == "rb":
             return os.fdopen(fd, "rb")
@@ -112,3 +117,28 @@ def open_regular(path, what, mode="rb"):
     except BaseException:
         os.close(fd)
         raise
+
+
+def input_path_option(kind="file", tree=False, or_name=False):
+    """An argparse ``type=`` running :func:`check_input_path` at parse time, before any model work.
+
+    Args:
+        kind: ``"file"``, ``"dir"`` or ``"any"``.
+        tree: check every entry of a directory too (model directories: nothing inside may block a reader).
+        or_name: the value may also name something that is not a path (a preset, a TF1 checkpoint prefix);
+            it is checked only when something exists at that path (a dangling symlink counts).
+
+    Example:
+        >>> parser.add_argument("--data", type=input_path_option("file"))  # doctest: +SKIP
+    """
+
+    def parse(text):
+        if or_name and not os.path.lexists(text):
+            return text
+        try:
+            return check_input_path(text, "", kind, tree)
+        except InputPathError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse.__name__ = "path"
+    return parse
