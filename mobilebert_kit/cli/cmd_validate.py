@@ -44,7 +44,7 @@ def run(args):
     seq_len = ArtifactRunner(args.file).seq_len or args.seq_len or meta.get("seq_len") or 128
     config = encoder_of(source.model).config
     if args.data:
-        inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"]).take(args.count)
+        inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"], count=args.count)
     else:
         inputs = default_inputs(config, seq_len, source.tokenizer, count=args.count)
     report = validate_file(args.file, source.model, inputs, precision, thresholds)

@@ -285,10 +285,11 @@ def _input_sets(source, model, options):
     tokenizer = source.tokenizer
     calibration = None
     if options.calibration:
-        calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"])
-        calibration = calibration.take(options.calibration_count)
+        calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"],
+                                         count=options.calibration_count)
     if options.validation_data:
-        validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"])
+        validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"],
+                                        count=options.validation_count)
     elif tokenizer is not None:
         validation = InputSet.sample(tokenizer, options.seq_len)  # real text the calibration did not see
     elif calibration is not None:

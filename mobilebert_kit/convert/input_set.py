@@ -8,18 +8,30 @@ resort realistic random ids (in-vocabulary ids, segments 0/1, some rows right
 padded) when the model has no vocabulary (a preset).
 """
 
+import io
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.input_paths import open_regular
+from mobilebert_kit.utils.limits import LIMITS
+from mobilebert_kit.utils.terminal import escape
 
 # models.encoder.INPUT_NAMES, repeated so that reading data files and recipes does not
 # import TensorFlow (tests/convert/test_recipes.py checks that the two agree).
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 TEXT_SUFFIXES = (".txt", ".tsv", ".text")
+# Rows read when the caller uses every row (recovery data): the largest --count / [calibration] count.
+MAX_ROWS = int(LIMITS["count"].hi)
+# Characters kept of one text line: the tokenizer keeps at most seq_len (<= 8192) tokens of a line, and
+# WordPiece turns a word of more than 100 characters into one [UNK], so 1 Mi characters is never the limit
+# on a real sentence; a file without newlines is not read whole to find that out.
+MAX_LINE_CHARS = 1 << 20
 
 
 @dataclass
@@ -62,60 +74,74 @@ class InputSet:
         return cls(tokenizer.encode(lines, seq_len), f"{len(lines)} line(s) of {description}")
 
     @classmethod
-    def from_file(cls, path, seq_len, tokenizer=None, vocab_size=None):
-        """Reads a ``.txt`` (tokenized with ``tokenizer``) or ``.npz`` file.
+    def from_file(cls, path, seq_len, tokenizer=None, vocab_size=None, count=None):
+        """Reads the first ``count`` rows of a ``.txt`` (tokenized with ``tokenizer``) or ``.npz`` file.
+
+        Only the rows used are read: a 37 MB calibration file of which 200 rows were used took 4.4 GB
+        (issue 12). Text is read line by line; ``.npz`` arrays row by row from their ``.npy`` headers.
+
+        Args:
+            path: the data file (str, bytes or os.PathLike).
+            seq_len: the static sequence length the rows must have.
+            tokenizer: tokenizes text files (None: only ``.npz`` can be read).
+            vocab_size: ids must stay below it (None: unchecked).
+            count: rows to read (None: up to :data:`MAX_ROWS`).
 
         Raises:
-            ExportError: missing file, text without a tokenizer, wrong arrays.
+            ExportError: missing or special file, text without a tokenizer, wrong arrays, no rows.
+
+        Example:
+            >>> InputSet.from_file("export/data/calibration.txt", 128, tokenizer, count=200)  # doctest: +SKIP
         """
         path = Path(path)
-        if not path.is_file():
-            raise ExportError(f"calibration/validation data {path} does not exist; pass a .txt or .npz file")
+        count = MAX_ROWS if count is None else int(count)
         if path.suffix == ".npz":
-            return cls._from_npz(path, seq_len, vocab_size)
+            return cls._from_npz(path, seq_len, vocab_size, count)
         if path.suffix in TEXT_SUFFIXES:
             if tokenizer is None:
                 raise ExportError(
-                    f"{path} is text but the model has no vocabulary (vocab.txt) to tokenize it; "
+                    f"{escape(path)} is text but the model has no vocabulary (vocab.txt) to tokenize it; "
                     "pass saved input arrays (.npz) instead"
                 )
             if vocab_size and getattr(tokenizer, "vocab_size", 0) > vocab_size:
                 # Ids past the embedding table would fail deep inside the model (or, on a phone, read garbage).
                 raise ExportError(
-                    f"the vocabulary {getattr(tokenizer, 'vocab_path', '')} has {tokenizer.vocab_size} tokens but the "
-                    f"model embeds only {vocab_size}; it is not this model's vocabulary: use the vocab.txt the model "
-                    "was trained with"
+                    f"the vocabulary {escape(getattr(tokenizer, 'vocab_path', ''))} has {tokenizer.vocab_size} "
+                    f"tokens but the model embeds only {vocab_size}; it is not this model's vocabulary: use the "
+                    "vocab.txt the model was trained with"
                 )
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as err:
-                raise ExportError(f"{path} is not UTF-8 text ({err}); save it as UTF-8") from err
-            return cls.from_text(text.splitlines(), tokenizer, seq_len, description=str(path))
-        raise ExportError(f"{path}: unknown data file type {path.suffix!r}; use .txt (one sentence per line) or .npz")
+            return cls.from_text(_text_lines(path, count), tokenizer, seq_len, description=escape(path))
+        raise ExportError(f"{escape(path)}: unknown data file type {escape(repr(path.suffix))}; use .txt (one "
+                          "sentence per line) or .npz")
 
     @classmethod
-    def _from_npz(cls, path, seq_len, vocab_size):
+    def _from_npz(cls, path, seq_len, vocab_size, count):
+        where = escape(path)
         try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {k: np.asarray(data[k]) for k in data.files}
-        except (OSError, ValueError) as err:
-            raise ExportError(f"cannot read {path} as .npz input arrays ({err})") from err
-        missing = [n for n in INPUT_NAMES if n not in arrays]
-        if missing:
-            raise ExportError(f"{path} lacks array(s) {', '.join(missing)}; it needs {', '.join(INPUT_NAMES)}")
+            with _opened(path) as handle, zipfile.ZipFile(handle) as archive:
+                names = {n[:-4] for n in archive.namelist() if n.endswith(".npy")}
+                missing = [n for n in INPUT_NAMES if n not in names]
+                if missing:
+                    raise ExportError(f"{where} lacks array(s) {', '.join(missing)}; it needs {', '.join(INPUT_NAMES)}")
+                arrays = {name: _npy_rows(archive, name, where, seq_len, count) for name in INPUT_NAMES}
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+            raise ExportError(f"cannot read {where} as .npz input arrays ({escape(err)})") from err
         out = {}
         for name in INPUT_NAMES:
             a = arrays[name]
-            if a.ndim != 2 or a.shape[1] != seq_len:
-                raise ExportError(f"{path}: {name} has shape {list(a.shape)}, expected [n, {seq_len}] (--seq-len)")
             if not np.issubdtype(a.dtype, np.integer) and not np.all(a == np.round(a)):
-                raise ExportError(f"{path}: {name} must hold integers, got {a.dtype}")
+                raise ExportError(f"{where}: {name} must hold integers, got {a.dtype}")
+            if not np.issubdtype(a.dtype, np.integer) and not np.all(np.abs(a) < 2**31):
+                raise ExportError(f"{where}: {name} holds values outside int32")
             out[name] = a.astype(np.int32)
-        if len({a.shape[0] for a in out.values()}) != 1:
-            raise ExportError(f"{path}: the three arrays have different numbers of rows")
+        rows = {a.shape[0] for a in out.values()}
+        if len(rows) != 1:
+            raise ExportError(f"{where}: the three arrays have different numbers of rows")
+        if rows == {0}:
+            raise ExportError(f"{where} holds 0 rows; save at least one row per array")
         if vocab_size and (out["input_ids"].min() < 0 or out["input_ids"].max() >= vocab_size):
-            raise ExportError(f"{path}: input_ids outside the vocabulary [0, {vocab_size})")
-        return cls(out, f"{out['input_ids'].shape[0]} row(s) of {path}")
+            raise ExportError(f"{where}: input_ids outside the vocabulary [0, {vocab_size})")
+        return cls(out, f"{out['input_ids'].shape[0]} row(s) of {where}")
 
     @classmethod
     def random(cls, vocab_size, count, seq_len, type_vocab_size=2, seed=0):
@@ -156,3 +182,56 @@ def default_inputs(encoder_config, seq_len, tokenizer=None, count=16, seed=0):
     if tokenizer is not None:
         return InputSet.sample(tokenizer, seq_len).take(count)
     return InputSet.random(encoder_config["vocab_size"], count, seq_len, encoder_config["type_vocab_size"], seed)
+
+
+def _opened(path):
+    """``path`` opened for reading if it is a regular file (a FIFO never blocks), else a one-line ExportError."""
+    try:
+        return open_regular(path, "calibration/validation data")
+    except MbkError as err:
+        raise ExportError(f"{err}; pass a .txt or .npz file") from err
+    except OSError as err:
+        raise ExportError(f"cannot read {escape(path)} ({escape(err.strerror or err)})") from err
+
+
+def _text_lines(path, count):
+    """The first ``count`` non-blank lines of a UTF-8 text file, each cut at :data:`MAX_LINE_CHARS`."""
+    lines = []
+    try:
+        with _opened(path) as raw:
+            handle = io.TextIOWrapper(raw, encoding="utf-8")
+            while len(lines) < count:
+                line = handle.readline(MAX_LINE_CHARS)
+                if not line:
+                    break
+                if not line.endswith("\n"):
+                    while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                        pass  # the rest of an over-long line: read in bounded pieces and dropped
+                if line.strip():
+                    lines.append(line.rstrip("\r\n"))
+    except UnicodeDecodeError as err:
+        raise ExportError(f"{escape(path)} is not UTF-8 text ({err}); save it as UTF-8") from err
+    return lines
+
+
+def _npy_rows(archive, name, where, seq_len, count):
+    """The first ``count`` rows of ``name.npy`` in an open ``.npz``, read from its header, never the whole array."""
+    with archive.open(f"{name}.npy") as member:
+        version = np.lib.format.read_magic(member)
+        readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in readers:
+            raise ExportError(f"{where}: {name}.npy has format version {version}; save it with np.savez")
+        # max_header_size: numpy's own default limit (a header is a short dict literal).
+        shape, fortran, dtype = readers[version](member, max_header_size=10000)
+        if dtype.hasobject:
+            raise ExportError(f"{where}: {name} holds Python objects; save integer arrays (np.int32)")
+        if len(shape) != 2 or shape[1] != seq_len:
+            raise ExportError(f"{where}: {name} has shape {list(shape)}, expected [n, {seq_len}] (--seq-len)")
+        rows = min(int(shape[0]), count)
+        if fortran:
+            # Column-major rows are not contiguous; such files come only from np.asfortranarray by hand.
+            raise ExportError(f"{where}: {name} is saved in Fortran order; save np.ascontiguousarray(...) instead")
+        data = member.read(rows * seq_len * dtype.itemsize)
+        if len(data) != rows * seq_len * dtype.itemsize:
+            raise ExportError(f"{where}: {name} is shorter than its header says (truncated file)")
+        return np.frombuffer(data, dtype=dtype).reshape(rows, seq_len)
