@@ -1,6 +1,7 @@
 """``mbk import``: convert a checkpoint into a mobilebert-kit saved model."""
 
 from mobilebert_kit.utils.input_paths import input_path_option
+from mobilebert_kit.utils.terminal import escape
 
 
 def register(subparsers):
@@ -30,11 +31,11 @@ def run(args):
     if not source.exists() and not Path(str(source) + ".index").exists():
         from mobilebert_kit.errors import CheckpointError
 
-        raise CheckpointError(f"{source} does not exist; pass a checkpoint directory or TF1 checkpoint prefix")
+        raise CheckpointError(f"{escape(source)} does not exist; pass a checkpoint directory or TF1 checkpoint prefix")
     model = import_checkpoint(source, head=head, config=args.config)
     out = save(model, args.out)
     from mobilebert_kit.models.api import count_params
 
     kind = getattr(model, "architecture", "encoder") or "encoder"
-    print(f"imported {source} -> {out} ({kind}, {count_params(model) / 1e6:.2f}M parameters)")
+    print(f"imported {escape(source)} -> {escape(out)} ({kind}, {count_params(model) / 1e6:.2f}M parameters)")
     return 0

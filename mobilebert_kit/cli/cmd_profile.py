@@ -7,6 +7,7 @@ command never imports TensorFlow or the Keras model code.
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.terminal import escape
 
 
 def _seq_lens(text):
@@ -172,8 +173,10 @@ def _emit(args, results, error):
         return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
     for row in flat_rows(report):
+        # Names come from files and the file system: escaped, so they can neither break the table nor be markup.
         table.add_row(
-            row["model"], row["precision"], row["variant"], f"{row['target']} {row['serial']}".strip(), f"{row['cores']} ({row['mask']})",
+            *(escape(text, markup=True) for text in (row["model"], row["precision"], row["variant"],
+                                                      f"{row['target']} {row['serial']}".strip(), f"{row['cores']} ({row['mask']})")),
             fmt(row["threads"]), fmt(row["seq_len"]), fmt(row["median_ms"]), fmt(row["p90_ms"]), fmt(row["cv"]), fmt(row["init_ms"], 2),
             fmt(row["peak_rss_mb"], 1), fmt(row["gflops_per_s"], 2), "yes" if row["throttled"] else "no",
         )
@@ -200,7 +203,7 @@ def _emit(args, results, error):
         write_html(report, args.html)
     for path in (args.json, args.csv, args.md, args.html):
         if path:
-            console.print(f"wrote {path}", markup=False)
+            console.print(f"wrote {escape(path)}", markup=False)
 
 
 def _list_devices(args):

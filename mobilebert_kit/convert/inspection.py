@@ -82,28 +82,31 @@ class ArtifactInfo:
 
     def format_text(self):
         """The human-readable report ``mbk inspect`` prints."""
-        lines = [f"{self.path}: {self.format}, {self.size_bytes / 1e6:.2f} MB"]
+        from mobilebert_kit.utils.terminal import escape
+
+        # Tensor, op and metadata names come from the file: escaped, one line each whatever they hold.
+        lines = [f"{escape(self.path)}: {self.format}, {self.size_bytes / 1e6:.2f} MB"]
         for title, tensors in (("inputs", self.inputs), ("outputs", self.outputs)):
             lines.append(f"{title}:")
-            lines += [f"  {t['name']:<24} {t['dtype']:<8} {t['shape']}" for t in tensors]
+            lines += [f"  {escape(t['name']):<24} {escape(t['dtype']):<8} {escape(t['shape'])}" for t in tensors]
         total = sum(self.op_counts.values())
         lines.append(f"operators: {total} ({len(self.op_counts)} types)")
         for op, n in sorted(self.op_counts.items(), key=lambda kv: (-kv[1], kv[0])):
             parts = [f"{label} {c[op]}" for label, c in (
                 ("int", self.quantized_ops), ("hybrid", self.hybrid_ops), ("float", self.float_ops),
                 ("q/dq", self.conversion_ops), ("other", self.other_ops)) if c.get(op)]
-            lines.append(f"  {op:<28} {n:>5}   {', '.join(parts)}")
+            lines.append(f"  {escape(op):<28} {n:>5}   {', '.join(parts)}")
         lines.append(
             f"integer ops: {sum(self.quantized_ops.values())}, hybrid (int8 weights, float activations): "
             f"{sum(self.hybrid_ops.values())}, float ops: {sum(self.float_ops.values())}, "
             f"quantize/dequantize: {sum(self.conversion_ops.values())}"
         )
         if self.float_ops:
-            lines.append("float ops: " + ", ".join(f"{op} x{n}" for op, n in sorted(self.float_ops.items())))
+            lines.append("float ops: " + ", ".join(f"{escape(op)} x{n}" for op, n in sorted(self.float_ops.items())))
         left = {k: v for k, v in self.variant_ops().items() if v}
         lines.append("layer_norm/gelu ops: " + (str(left) if left else "none"))
         if self.metadata_keys:
-            lines.append("metadata: " + ", ".join(self.metadata_keys))
+            lines.append("metadata: " + ", ".join(escape(k) for k in self.metadata_keys))
         return "\n".join(lines)
 
 

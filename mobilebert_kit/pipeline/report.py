@@ -149,8 +149,10 @@ def print_summary(report, console):
     table = Table(title="mbk pipeline summary")
     for column in SUMMARY_HEADERS:
         table.add_column(column, justify="left" if column == "artifact" else "right")
+    from mobilebert_kit.utils.terminal import escape
+
     for row in summary_rows(report):
-        table.add_row(*row)
+        table.add_row(*(escape(cell, markup=True) for cell in row))  # artifact names come from the recipe
     console.print(table)
 
 

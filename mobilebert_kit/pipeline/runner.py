@@ -29,6 +29,8 @@ from pathlib import Path
 import mobilebert_kit
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
+from mobilebert_kit.utils.limits import check_number
+from mobilebert_kit.utils.terminal import escape
 
 DEFAULT_RUNS = 20
 DEFAULT_WARMUP = 3
@@ -60,8 +62,7 @@ class Pipeline:
     def __init__(self, recipe, *, source=None, out_dir=None, force=False, runs=DEFAULT_RUNS, threads=1, device=None,
                  adb=None, benchmark_binary=None, trials=2, console=None):
         for name, value in (("runs", runs), ("threads", threads), ("trials", trials)):
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"--{name} must be a positive integer, got {value!r}")
+            check_number(f"--{name}", value, name)
         self.recipe_path = Path(recipe)
         self.source = source
         self.out_dir = Path(out_dir) if out_dir else None
@@ -113,8 +114,8 @@ class Pipeline:
         self._step = 0
         self._stages = stages
         say = self.console.print
-        say(f"[bold]mbk pipeline[/bold] {recipe.path} -> {out_dir} ({stages} stages; source {recipe.source_spec()})",
-            highlight=False)
+        say(f"[bold]mbk pipeline[/bold] {escape(recipe.path, markup=True)} -> {escape(out_dir, markup=True)} "
+            f"({stages} stages; source {escape(recipe.source_spec(), markup=True)})", highlight=False)
         exports = []
         for opts in planned:
             inputs = {"mbk": mobilebert_kit.__version__, "source": source_hash, "substitute": substitute,
@@ -141,7 +142,7 @@ class Pipeline:
         self._stage(f"report {html_path.name}", manifest, write_report)
         data = _read_json(json_path)
         pipeline_report.print_summary(data, self.console)
-        say(f"report: {html_path}\ndata:   {json_path}", highlight=False)
+        say(f"report: {escape(html_path, markup=True)}\ndata:   {escape(json_path, markup=True)}", highlight=False)
         return data
 
     def _stage(self, title, manifest, work):
@@ -149,21 +150,21 @@ class Pipeline:
         self._step += 1
         prefix = f"[{self._step}/{self._stages}]"
         if not self.force and manifest.is_current():
-            self.console.print(f"{prefix} {title}: unchanged, skipped", highlight=False)
+            self.console.print(f"{prefix} {escape(title, markup=True)}: unchanged, skipped", highlight=False)
             self._timings.append({"stage": title, "skipped": True, "seconds": 0.0})
             return False
-        self.console.print(f"{prefix} {title} ...", highlight=False)
+        self.console.print(f"{prefix} {escape(title, markup=True)} ...", highlight=False)
         start = time.perf_counter()
-        with self.console.status(title):
+        with self.console.status(escape(title, markup=True)):
             work()
         manifest.save()
         seconds = time.perf_counter() - start
         self._timings.append({"stage": title, "skipped": False, "seconds": seconds})
-        self.console.print(f"{prefix} {title}: done in {seconds:.1f} s", highlight=False)
+        self.console.print(f"{prefix} {escape(title, markup=True)}: done in {seconds:.1f} s", highlight=False)
         return True
 
     def _log(self, line):
-        self.console.print(f"    {line}", markup=False, highlight=False)
+        self.console.print(f"    {escape(line)}", markup=False, highlight=False)
 
     def _loaded_source(self, recipe, opts):
         """The (substituted) source, loaded once per run and only when an export has to run."""

@@ -35,7 +35,7 @@ from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
 from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
-from mobilebert_kit.profiler.model_info import ModelInfo
+from mobilebert_kit.profiler.model_info import ModelInfo, runtime_model, tflite_interpreter
 from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len, run_config
 from mobilebert_kit.profiler.stats import summarize
 from mobilebert_kit.profiler.topology import CpuTopology
@@ -179,12 +179,12 @@ class HostProfiler:
 
     def _run_tflite(self, info, feeds, length):
         from ai_edge_litert import __version__ as litert_version
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+        from ai_edge_litert.interpreter import OpResolverType
 
         resolver = OpResolverType.AUTO if self.delegate == "xnnpack" else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         start = time.perf_counter()
         try:
-            interpreter = Interpreter(model_path=info.path, num_threads=self.threads, experimental_op_resolver_type=resolver)
+            interpreter = tflite_interpreter(info.path, num_threads=self.threads, experimental_op_resolver_type=resolver)
             details = interpreter.get_input_details()
             for detail in details:
                 want = list(feeds[detail["name"]].shape) if detail["name"] in feeds else None
@@ -242,7 +242,7 @@ class HostProfiler:
 
         start = time.perf_counter()
         try:
-            session = ort.InferenceSession(info.path, self._onnx_options(), providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(runtime_model(info.path)[1], self._onnx_options(), providers=["CPUExecutionProvider"])
         except Exception as err:  # noqa: BLE001  (ORT raises its own Fail/InvalidGraph/... types)
             raise ProfilerError(_runtime_message(info, "onnxruntime", err, None)) from err
         init_ms = (time.perf_counter() - start) * 1000.0
@@ -348,7 +348,7 @@ class HostProfiler:
 
         with tempfile.TemporaryDirectory(prefix="mbk-ort-profile-") as tmp:
             session = ort.InferenceSession(
-                info.path, self._onnx_options(os.path.join(tmp, "ort")), providers=["CPUExecutionProvider"]
+                runtime_model(info.path)[1], self._onnx_options(os.path.join(tmp, "ort")), providers=["CPUExecutionProvider"]
             )
             run_feeds = {i.name: feeds[i.name] for i in session.get_inputs()}
             with _pinned(self.cpus):

@@ -26,6 +26,36 @@ import numpy as np
 
 from mobilebert_kit.profiler.errors import ProfilerError
 
+
+def runtime_model(path):
+    """What to hand a runtime for ``path``: the path, or the file's bytes when the name is not UTF-8.
+
+    LiteRT and ONNX Runtime encode a path argument as UTF-8; a valid model whose name holds other bytes
+    (kept by os.fsdecode as surrogates) crashed ``mbk profile`` (issue 12). Both take the model's bytes too.
+
+    Returns:
+        ``("path", path)`` or ``("content", bytes)``.
+
+    Example:
+        >>> kind, model = runtime_model("model.tflite")
+        >>> kind
+        'path'
+    """
+    try:
+        path.encode("utf-8")
+        return "path", path
+    except UnicodeEncodeError:
+        with open(path, "rb") as handle:
+            return "content", handle.read()
+
+
+def tflite_interpreter(path, **options):
+    """A LiteRT Interpreter of ``path`` (by bytes when the name is not UTF-8), ``options`` passed on."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    kind, model = runtime_model(path)
+    return Interpreter(**{("model_path" if kind == "path" else "model_content"): model}, **options)
+
 FORMATS = ("tflite", "onnx")
 
 # Names the three BERT inputs go by in common exports (TF Hub, Hugging Face, Model Garden).
@@ -354,10 +384,10 @@ class _TfliteGraph:
                 f"{self.path} has a fixed sequence length {static_len}, not {seq_len}; "
                 f"use --seq-len {static_len} or export the model with a dynamic sequence length"
             )
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+        from ai_edge_litert.interpreter import OpResolverType
 
-        interpreter = Interpreter(
-            model_path=self.path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        interpreter = tflite_interpreter(
+            self.path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         )
         for detail in interpreter.get_input_details():
             shape = [1 if d < 0 else int(d) for d in detail["shape_signature"]]

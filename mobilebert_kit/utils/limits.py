@@ -65,7 +65,7 @@ LIMITS = {
     "dropout": Limit(float, 0.0, 0.99),
     "seed": Limit(int, 0, 2**32 - 1),  # numpy's legacy seeding and tf.random.set_seed accept 32-bit seeds
     "runs": Limit(int, 1, 1_000_000),
-    "warmup": Limit(int, 0, 1_000_000),
+    "warmup": Limit(int, 1, 1_000_000),  # the profiler needs one untimed run (host.py)
     "threads": Limit(int, 1, 1024),
     "inter_op_threads": Limit(int, 1, 1024),
     "trials": Limit(int, 1, 1000),
