@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
-from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.terminal import escape

@@ -167,4 +167,5 @@ def number_option(key):
         return value
 
     parse.__name__ = "integer" if limit.kind is int else "number"
+    parse.limit_key = key  # lets tests enumerate every numeric flag of every command
     return parse
