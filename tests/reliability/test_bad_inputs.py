@@ -212,7 +212,8 @@ def test_distill_resume_with_a_damaged_run_record(mbk, tmp_path):
 
 
 def test_distill_loss_weight_that_is_not_a_number(mbk, tmp_path):
-    proc = mbk("distill", "--teacher", "t", "--student", "s", "--data", "d", "--out", tmp_path / "run",
+    (tmp_path / "d").mkdir()  # --data is checked as a directory when the command line is parsed
+    proc = mbk("distill", "--teacher", "t", "--student", "s", "--data", tmp_path / "d", "--out", tmp_path / "run",
                "--weights", "feature_map=lots")
     assert_refused(proc, "--weights feature_map='lots' is not a number")
     assert not (tmp_path / "run").exists()
