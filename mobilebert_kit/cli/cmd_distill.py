@@ -1,5 +1,8 @@
 """``mbk distill``: progressive knowledge transfer and pre-training distillation of a student."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+
+
 # Command-line names of DistillConfig fields; None defaults mean "the config default, or the stored run's on --resume".
 _OPTIONS = (
     ("--schedule", "schedule", str, "progressive (one stage per layer), end_to_end (all layers at once) or none"),
@@ -39,6 +42,8 @@ def register(subparsers):
     parser.add_argument("--student", metavar="PRESET_OR_DIR", help="student preset (see `mbk presets`) or saved model")
     parser.add_argument("--data", metavar="DIR", help="pre-training data from `mbk pretraining-data`")
     parser.add_argument("--out", required=True, metavar="DIR", help="run directory (checkpoints, logs, student/)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help=OVERWRITE_HELP + "; an earlier run in --out is discarded and started over")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out (options not given are taken from its run.json)")
     parser.add_argument("--student-override", action="append", default=[], metavar="KEY=VALUE",
@@ -117,5 +122,5 @@ def run(args):
     config = DistillConfig.from_dict(given)
     distiller = Distiller(teacher, student, data, args.out, config, strategy=_strategy(args.strategy),
                           student_overrides=overrides)
-    distiller.run(resume=args.resume)
+    distiller.run(resume=args.resume, overwrite=args.overwrite)
     return 0

@@ -6,6 +6,9 @@ Contract:
     mbk export --recipe export/NAME.toml
 """
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+
+
 QUANTIZE_CHOICES = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
 
 
@@ -23,6 +26,7 @@ def register(subparsers):
     p.add_argument("--seq-len", type=int, default=128, help="static sequence length (default 128)")
     p.add_argument("--batch-size", type=int, default=1, help="static batch size (default 1)")
     p.add_argument("--out", help="output file (.tflite or .onnx)")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     p.add_argument("--calibration", help="calibration data: .txt (one sentence per line) or .npz input arrays")
     p.add_argument("--validation-data", help="validation inputs (.txt or .npz); default: calibration rows or sample text")
     p.add_argument("--io-type", choices=("float32", "int8"), default="float32", help="TFLite int8/qat io type")
@@ -80,6 +84,9 @@ def run(args):
     if args.recipe:
         if args.src or args.out:
             raise ConfigError("pass either --recipe or SRC with flags, not both (the recipe names source and outputs)")
+        if args.overwrite:
+            raise ConfigError("--overwrite goes with SRC --out FILE; a recipe replaces only the files mbk wrote "
+                              "before (move other files away, or export with --out)")
         from mobilebert_kit.convert.recipe import Recipe
 
         recipe = Recipe.load(args.recipe)
@@ -98,6 +105,7 @@ def run(args):
         io_type=args.io_type, mask_dtype=args.mask_dtype, attention_mask_value=args.mask_value,
         keep_float_ops=_float_ops(args.keep_float_ops), keep_float_layers=_split(args.keep_float),
         opset=args.opset, dynamic_axes=args.dynamic_axes, embed_vocab=not args.no_vocab, qat_steps=args.qat_steps,
+        overwrite=args.overwrite,
     )
     result = export(options)
     print(result.format_text())

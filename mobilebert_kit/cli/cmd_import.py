@@ -1,5 +1,7 @@
 """``mbk import``: convert a checkpoint into a mobilebert-kit saved model."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+
 
 def register(subparsers):
     parser = subparsers.add_parser(
@@ -11,6 +13,7 @@ def register(subparsers):
     )
     parser.add_argument("source", metavar="SRC", help="checkpoint directory, TF1 prefix or .index file")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument("--head", default="auto",
                         help="task head to keep: auto (whatever the checkpoint holds), none, or a head name")
     parser.add_argument("--config", default=None, metavar="JSON", help="TF1 config (default: found next to SRC)")
@@ -22,6 +25,7 @@ def run(args):
 
     from mobilebert_kit.checkpoints.importer import import_checkpoint
     from mobilebert_kit.models.api import save
+    from mobilebert_kit.utils.atomic import check_output
 
     head = None if args.head == "none" else args.head
     source = Path(args.source)
@@ -29,8 +33,10 @@ def run(args):
         from mobilebert_kit.errors import CheckpointError
 
         raise CheckpointError(f"{source} does not exist; pass a checkpoint directory or TF1 checkpoint prefix")
+    sources = [source, args.config]
+    check_output(args.out, "model", overwrite=args.overwrite, sources=sources)  # before the import's work
     model = import_checkpoint(source, head=head, config=args.config)
-    out = save(model, args.out)
+    out = save(model, args.out, overwrite=args.overwrite, sources=sources)
     from mobilebert_kit.models.api import count_params
 
     kind = getattr(model, "architecture", "encoder") or "encoder"

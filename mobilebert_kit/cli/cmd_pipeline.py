@@ -5,6 +5,8 @@ Contract:
                  [--device SERIAL [--adb PATH] [--benchmark-binary PATH] [--trials N]]
 """
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -25,6 +27,7 @@ def register(subparsers):
                    "or TF1 checkpoint")
     p.add_argument("--out", metavar="DIR", help="output directory (default: the recipe's out_dir)")
     p.add_argument("--force", action="store_true", help="re-run every stage, even unchanged ones")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     p.add_argument("--runs", type=int, default=20, help="timed runs per artifact and target (default 20)")
     p.add_argument("--threads", type=int, default=1, help="inference threads when profiling (default 1)")
     p.add_argument("--device", metavar="SERIAL", help="also profile the .tflite files on this Android phone (adb)")
@@ -51,5 +54,6 @@ def run(args):
     if (args.adb or args.benchmark_binary) and not args.device:
         raise ConfigError("--adb and --benchmark-binary go with --device SERIAL (the phone to profile on)")
     Pipeline(recipe, source=source, out_dir=args.out, force=args.force, runs=args.runs, threads=args.threads,
-             device=args.device, adb=args.adb, benchmark_binary=args.benchmark_binary, trials=args.trials).run()
+             device=args.device, adb=args.adb, benchmark_binary=args.benchmark_binary, trials=args.trials,
+             overwrite=args.overwrite).run()
     return 0

@@ -1,5 +1,7 @@
 """``mbk quickstart``: the first thing to run: build MobileBERT, import a real checkpoint."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+
 
 def register(subparsers):
     parser = subparsers.add_parser(
@@ -10,6 +12,7 @@ def register(subparsers):
         "mobilebert-kit's format and embed a few sentences with it.",
     )
     parser.add_argument("--out", default="runs/quickstart", help="where to save the imported model")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument("--seq-len", type=int, default=128, help="sequence length for FLOPs (default 128)")
     parser.set_defaults(func=run)
 
@@ -30,7 +33,9 @@ def run(args):
     from mobilebert_kit.cli.cmd_info import print_summary
     from mobilebert_kit.models.api import build, save
     from mobilebert_kit.models.summary import summarize
+    from mobilebert_kit.utils.atomic import check_output
 
+    check_output(args.out, "model", overwrite=args.overwrite)  # before the minutes of step 1
     console = Console()
     console.rule("1. the MobileBERT student (preset `mobilebert`, random weights)")
     print_summary(summarize(build("mobilebert"), seq_len=args.seq_len), console)
@@ -48,7 +53,7 @@ def run(args):
 
     source = Path(get_model_path())
     model = import_checkpoint(source)
-    out = save(model, args.out)
+    out = save(model, args.out, overwrite=args.overwrite, sources=[source])
     console.print(f"imported {source} -> {out}")
     print_summary(summarize(model, seq_len=args.seq_len), console)
 

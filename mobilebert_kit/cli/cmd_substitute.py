@@ -1,5 +1,7 @@
 """``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+
 
 def register(subparsers):
     p = subparsers.add_parser(
@@ -12,6 +14,7 @@ def register(subparsers):
     p.add_argument("--norm", help="normalization: no_norm or layer_norm")
     p.add_argument("--act", help="activation: relu, relu6, gelu or gelu_tanh")
     p.add_argument("--out", required=True, help="output directory (a saved model)")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     p.add_argument("--recover-steps", type=int, default=0, help="recovery distillation steps (default 0)")
     p.add_argument("--data", help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
     p.add_argument("--seq-len", type=int, default=128, help="sequence length of text data (default 128)")
@@ -44,8 +47,10 @@ def run(args):
     from mobilebert_kit.convert.rebuild import encoder_of
     from mobilebert_kit.convert.recovery import recover
     from mobilebert_kit.convert.substitution import substitute
-    from mobilebert_kit.utils.atomic import atomic_dir
+    from mobilebert_kit.utils.atomic import atomic_dir, check_output
 
+    sources = [args.src, args.data]
+    check_output(args.out, "substitute", overwrite=args.overwrite, sources=sources)  # before the fit and recovery
     source = ModelSource.load(args.src)
     config = encoder_of(source.model).config
     if args.data:
@@ -57,7 +62,7 @@ def run(args):
     report = recover(source.model, result.model, data, steps=args.recover_steps, learning_rate=args.learning_rate,
                      log=print)
     print(report.format_text())
-    with atomic_dir(args.out) as tmp:
+    with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         mbk.save(result.model, tmp)
         copy_tokenizer_files(source.directory, tmp)
         (tmp / "substitution.json").write_text(json.dumps({
