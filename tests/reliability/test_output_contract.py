@@ -77,7 +77,8 @@ COMMANDS = [
     Command("finetune", lambda i, out: ["finetune", "--model", "tiny-mobilebert", "--task", "classification",
                                         "--train", i / "train.tsv", "--vocab", i / "vocab.txt", "--out", out],
             lambda i: i / "train.tsv", True, "finetune", False),
-    Command("substitute", lambda i, out: ["substitute", "tiny-mobilebert", "--data", i / "corpus.txt", "--out", out],
+    Command("substitute", lambda i, out: ["substitute", "tiny-mobilebert", "--norm", "no_norm", "--data",
+                                          i / "corpus.txt", "--out", out],
             lambda i: i / "corpus.txt", True, "substitute", False),
     Command("distill", lambda i, out: ["distill", "--teacher", i / "teacher", "--student", "tiny-mobilebert",
                                        "--data", i / "data", "--out", out],
@@ -87,7 +88,7 @@ COMMANDS = [
             lambda i: i / "recipe" / "r.toml", True, "pipeline", False),
     Command("export", lambda i, out: ["export", "tiny-mobilebert", "--format", "onnx", "--seq-len", 8,
                                       "--no-validate", "--out", out], lambda i: None, False, "onnx", True),
-    Command("profile", lambda i, out: ["profile", i / "m.onnx", "--runs", 1, "--warmup", 0, "--min-time", 0,
+    Command("profile", lambda i, out: ["profile", i / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0,
                                        "--json", out], lambda i: i / "m.onnx", False, "profile-json", True),
 ]
 IDS = [c.name for c in COMMANDS]
@@ -185,17 +186,15 @@ STATES = {  # name: (make, applies to, refused even with --overwrite, message fr
     "symlink": (_symlink, lambda c: True, True, "symbolic link"),
     "char-device": (_char_device, lambda c: True, True, "character device"),
     "parent-is-file": (_parent_is_file, lambda c: True, True, "is not a directory"),
-    "source-itself": (_source_itself, lambda c: c.source is not None, True, "input"),
-    "contains-source": (_contains_source, lambda c: c.is_dir, True, "input"),
+    "source-itself": (_source_itself, lambda c: c.source(Path()) is not None, True, "input"),
+    "contains-source": (_contains_source, lambda c: c.is_dir and c.source(Path()) is not None, True, "input"),
 }
-CASES = [pytest.param(c, s, id=f"{c.name}-{s}") for c in COMMANDS for s in STATES]
+CASES = [pytest.param(c, s, id=f"{c.name}-{s}") for c in COMMANDS for s, state in STATES.items() if state[1](c)]
 
 
 @pytest.mark.parametrize("command, state", CASES)
 def test_hostile_output_paths_are_refused_and_left_intact(mbk, inputs, tmp_path, command, state):
-    make, applies, always, fragment = STATES[state]
-    if not applies(command) or (state in ("source-itself", "contains-source") and command.source(inputs) is None):
-        pytest.skip(f"{state} does not apply to {command.name}")
+    make, _, always, fragment = STATES[state]
     out, kept = make(tmp_path, command, inputs)
     before = _snapshot(kept)
     inputs_before = _snapshot(inputs)
@@ -256,21 +255,31 @@ def test_overwrite_replaces_what_is_not_ours(mbk, inputs, tmp_path, command):
     assert _partials(tmp_path) == []
 
 
-def test_an_empty_directory_is_filled(mbk, inputs, tmp_path):
-    out = tmp_path / "empty"
-    out.mkdir()
-    assert mbk("import", inputs / "ckpt", "--out", out).returncode == 0
-    _assert_written(COMMANDS[0], out)
+def test_save_fills_an_empty_directory_and_refuses_a_users(tmp_path):
+    import mobilebert_kit as mbk
+    from mobilebert_kit.utils.atomic import OutputError
+
+    model = mbk.build("tiny-bert")
+    (tmp_path / "empty").mkdir()
+    mbk.save(model, tmp_path / "empty")
+    _assert_written(COMMANDS[0], tmp_path / "empty")
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="pass --overwrite"):
+        mbk.save(model, tmp_path / "user")
+    assert (tmp_path / "user" / "notes.txt").read_text() == "mine"
 
 
-def test_a_model_saved_before_markers_existed_is_replaced(mbk, inputs, tmp_path):
+def test_a_model_saved_before_markers_existed_is_replaced(tmp_path):
     # Older saved models have no .mbk-output.json; their config.json's "format" still says they are ours.
+    import mobilebert_kit as mbk
+
     out = tmp_path / "old"
     out.mkdir()
     (out / "config.json").write_text(json.dumps({"format": "mobilebert-kit", "format_version": 1}))
     (out / "stale.txt").write_text("x")
-    assert mbk("import", inputs / "ckpt", "--out", out).returncode == 0
-    assert not (out / "stale.txt").exists()
+    mbk.save(mbk.build("tiny-bert"), out)
+    assert not (out / "stale.txt").exists() and mbk.load(out) is not None
 
 
 def test_profile_refuses_dev_null_before_profiling(mbk, inputs):
@@ -293,7 +302,7 @@ def test_write_errors_are_one_line_naming_the_path(mbk, inputs, tmp_path, monkey
 
     monkeypatch.setattr(atomic.tempfile, "mkstemp", failing)
     out = tmp_path / "r.json"
-    line = _refused(mbk("profile", inputs / "m.onnx", "--runs", 1, "--warmup", 0, "--min-time", 0, "--json", out),
+    line = _refused(mbk("profile", inputs / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0, "--json", out),
                     fragment)
     assert str(out) in line
     assert list(tmp_path.iterdir()) == []
@@ -307,7 +316,7 @@ def test_a_long_name_is_one_line(mbk, inputs, tmp_path):
 
 def test_file_size_limit_while_writing_the_profile_html(inputs, tmp_path):
     out = tmp_path / "r.html"
-    proc = mbk_with_file_size_limit(2000, "profile", inputs / "m.onnx", "--runs", 1, "--warmup", 0, "--min-time", 0,
+    proc = mbk_with_file_size_limit(2000, "profile", inputs / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0,
                                     "--html", out)
     assert proc.returncode == 2, proc.stderr
     assert_one_line_error(proc, "file size limit reached while writing", str(out))
