@@ -294,8 +294,9 @@ def check_output(path, kind, *, overwrite=False, sources=()):
         raise OutputError(f"{path} is {found}, not {kind.what}; choose another path or pass --overwrite to "
                           "replace it")
     if is_dir:
-        raise OutputError(f"{path} is a directory not written by mbk (no {MARKER_FILE} of {kind.what}; outputs of "
-                          "mbk before 0.2 have none); choose another path or pass --overwrite to replace it")
+        # Older outputs without the marker are recognised by their own format fields (OUTPUT_KINDS' legacy).
+        raise OutputError(f"{path} is a directory not written by mbk as {kind.what} (no {MARKER_FILE}); choose "
+                          "another path, or pass --overwrite to replace it")
     raise OutputError(f"{path} is a file that is not {kind.what}; choose another path or pass --overwrite to "
                       "replace it")
 

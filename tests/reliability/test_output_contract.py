@@ -10,7 +10,6 @@ import errno
 import json
 import os
 import stat
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -19,22 +18,10 @@ import pytest
 
 from tests.helpers import assert_one_line_error
 from tests.reliability.faults import mbk_with_file_size_limit
+from tests.reliability.test_bad_inputs import assert_refused, mbk  # noqa: F401  (mbk: the in-process fixture)
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "a", "mat", "dog", "ran", "."]
 CORPUS = "the cat sat on a mat .\nthe dog ran .\n\na dog sat .\nthe cat ran on a mat .\n"
-
-
-@pytest.fixture
-def mbk(capsys):
-    """Runs ``mbk ARGS`` in this process; returns an object like subprocess.CompletedProcess."""
-    from mobilebert_kit.cli.main import main
-
-    def run(*args):
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -113,13 +100,6 @@ def _partials(*roots):
     return [p for root in roots for p in Path(root).rglob("*") if p.name.endswith((".partial", ".old"))]
 
 
-def _refused(proc, *fragments):
-    line = assert_one_line_error(proc, *fragments)
-    assert proc.returncode == 2 and ": error: " in line, proc.stderr
-    assert proc.stderr.strip().splitlines()[1:] == [], proc.stderr
-    return line
-
-
 # --- hostile states: each returns the output path and the thing that must survive -----------------------------
 
 def _user_dir(tmp, command, inputs):
@@ -132,13 +112,6 @@ def _user_dir(tmp, command, inputs):
 def _other_kind_file(tmp, command, inputs):
     out = tmp / _out_name(command)
     out.write_text('{"a user\'s": "notes"}\n')
-    return out, out
-
-
-def _dir_for_file(tmp, command, inputs):
-    out = tmp / _out_name(command)
-    out.mkdir()
-    (out / "canary.txt").write_text("kept\n")
     return out, out
 
 
@@ -180,7 +153,7 @@ def _contains_source(tmp, command, inputs):
 
 STATES = {  # name: (make, applies to, refused even with --overwrite, message fragment)
     "user-dir": (_user_dir, lambda c: c.is_dir, False, "not written by mbk"),
-    "dir-where-file-expected": (_dir_for_file, lambda c: not c.is_dir, False, "is a directory"),
+    "dir-where-file-expected": (_user_dir, lambda c: not c.is_dir, False, "is a directory"),
     "file-of-another-kind": (_other_kind_file, lambda c: True, False, "--overwrite"),
     "fifo": (_fifo, lambda c: True, True, "FIFO"),
     "symlink": (_symlink, lambda c: True, True, "symbolic link"),
@@ -198,13 +171,13 @@ def test_hostile_output_paths_are_refused_and_left_intact(mbk, inputs, tmp_path,
     out, kept = make(tmp_path, command, inputs)
     before = _snapshot(kept)
     inputs_before = _snapshot(inputs)
-    line = _refused(mbk(*command.argv(inputs, out)), fragment)
+    line = assert_refused(mbk(*command.argv(inputs, out)), fragment)
     assert str(out) in line or str(Path(out).parent) in line
     assert _snapshot(kept) == before
     assert _snapshot(inputs) == inputs_before
     assert _partials(tmp_path, inputs) == []
     if always:  # --overwrite replaces what is not ours, never these
-        _refused(mbk(*command.argv(inputs, out), "--overwrite"), fragment)
+        assert_refused(mbk(*command.argv(inputs, out), "--overwrite"), fragment)
         assert _snapshot(kept) == before and _snapshot(inputs) == inputs_before
 
 
@@ -283,7 +256,7 @@ def test_a_model_saved_before_markers_existed_is_replaced(tmp_path):
 
 
 def test_profile_refuses_dev_null_before_profiling(mbk, inputs):
-    line = _refused(mbk("profile", inputs / "m.onnx", "--html", "/dev/null", "--overwrite"), "character device")
+    line = assert_refused(mbk("profile", inputs / "m.onnx", "--html", "/dev/null", "--overwrite"), "character device")
     assert "/dev/null" in line and stat.S_ISCHR(os.lstat("/dev/null").st_mode)
 
 
@@ -302,7 +275,7 @@ def test_write_errors_are_one_line_naming_the_path(mbk, inputs, tmp_path, monkey
 
     monkeypatch.setattr(atomic.tempfile, "mkstemp", failing)
     out = tmp_path / "r.json"
-    line = _refused(mbk("profile", inputs / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0, "--json", out),
+    line = assert_refused(mbk("profile", inputs / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0, "--json", out),
                     fragment)
     assert str(out) in line
     assert list(tmp_path.iterdir()) == []
@@ -310,7 +283,7 @@ def test_write_errors_are_one_line_naming_the_path(mbk, inputs, tmp_path, monkey
 
 def test_a_long_name_is_one_line(mbk, inputs, tmp_path):
     out = tmp_path / ("x" * 300)
-    _refused(mbk("import", inputs / "ckpt", "--out", out), "too long")
+    assert_refused(mbk("import", inputs / "ckpt", "--out", out), "too long")
     assert list(tmp_path.iterdir()) == []
 
 
