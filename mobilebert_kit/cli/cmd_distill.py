@@ -1,5 +1,6 @@
 """``mbk distill``: progressive knowledge transfer and pre-training distillation of a student."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -42,6 +43,8 @@ def register(subparsers):
     parser.add_argument("--student", type=input_path_option("any", tree=True, or_name=True), metavar="PRESET_OR_DIR", help="student preset (see `mbk presets`) or saved model")
     parser.add_argument("--data", type=input_path_option("dir", tree=True), metavar="DIR", help="pre-training data from `mbk pretraining-data`")
     parser.add_argument("--out", required=True, metavar="DIR", help="run directory (checkpoints, logs, student/)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help=OVERWRITE_HELP + "; an earlier run in --out is discarded and started over")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out (options not given are taken from its run.json)")
     parser.add_argument("--student-override", action="append", default=[], metavar="KEY=VALUE",
@@ -121,5 +124,5 @@ def run(args):
     config = DistillConfig.from_dict(given)
     distiller = Distiller(teacher, student, data, args.out, config, strategy=_strategy(args.strategy),
                           student_overrides=overrides)
-    distiller.run(resume=args.resume)
+    distiller.run(resume=args.resume, overwrite=args.overwrite)
     return 0

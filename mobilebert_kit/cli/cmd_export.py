@@ -6,6 +6,7 @@ Contract:
     mbk export --recipe export/NAME.toml
 """
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -29,6 +30,7 @@ def register(subparsers):
     p.add_argument("--out", help="output file (.tflite or .onnx)")
     p.add_argument("--calibration", type=input_path_option("file"), help="calibration data: .txt (one sentence per line) or .npz input arrays")
     p.add_argument("--validation-data", type=input_path_option("file"), help="validation inputs (.txt or .npz); default: calibration rows or sample text")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     p.add_argument("--io-type", choices=("float32", "int8"), default="float32", help="TFLite int8/qat io type")
     p.add_argument("--mask-dtype", choices=("float32", "int32"), default="float32",
                    help="attention_mask input type (float32 avoids a CAST; default)")
@@ -84,6 +86,9 @@ def run(args):
     if args.recipe:
         if args.src or args.out:
             raise ConfigError("pass either --recipe or SRC with flags, not both (the recipe names source and outputs)")
+        if args.overwrite:
+            raise ConfigError("--overwrite goes with SRC --out FILE; a recipe replaces only the files mbk wrote "
+                              "before (move other files away, or export with --out)")
         from mobilebert_kit.convert.recipe import Recipe
 
         recipe = Recipe.load(args.recipe)
@@ -102,6 +107,7 @@ def run(args):
         io_type=args.io_type, mask_dtype=args.mask_dtype, attention_mask_value=args.mask_value,
         keep_float_ops=_float_ops(args.keep_float_ops), keep_float_layers=_split(args.keep_float),
         opset=args.opset, dynamic_axes=args.dynamic_axes, embed_vocab=not args.no_vocab, qat_steps=args.qat_steps,
+        overwrite=args.overwrite,
     )
     result = export(options)
     print(result.format_text())

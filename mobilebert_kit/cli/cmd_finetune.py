@@ -1,5 +1,6 @@
 """``mbk finetune``: fine-tune an encoder on classification, regression, span QA or token classification."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -20,6 +21,7 @@ def register(subparsers):
     parser.add_argument("--eval", type=input_path_option("file"), metavar="FILE", help="evaluation data (metrics printed and stored in task.json)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
     parser.add_argument("--vocab", type=input_path_option("any"), metavar="PATH", help="vocab.txt / tokenizer.json / directory (default: found in --model)")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument("--cased", action="store_true", help="cased vocabulary")
     parser.add_argument("--text-columns", metavar="A[,B]", help="text column(s) of a table (default: GLUE names)")
     parser.add_argument("--label-column", metavar="NAME", help="label column of a table (default: label/score/...)")
@@ -67,6 +69,6 @@ def run(args):
     )
     columns = args.text_columns.split(",") if args.text_columns else None
     FineTuner(args.model, tokenizer, config, text_columns=columns, label_column=args.label_column).train(
-        args.train, args.out, eval_path=args.eval
+        args.train, args.out, eval_path=args.eval, overwrite=args.overwrite
     )
     return 0

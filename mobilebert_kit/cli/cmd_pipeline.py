@@ -5,6 +5,7 @@ Contract:
                  [--device SERIAL [--adb PATH] [--benchmark-binary PATH] [--trials N]]
 """
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -30,6 +31,7 @@ def register(subparsers):
     p.add_argument("--force", action="store_true", help="re-run every stage, even unchanged ones")
     p.add_argument("--runs", type=number_option("runs"), default=20, help="timed runs per artifact and target (default 20)")
     p.add_argument("--threads", type=number_option("threads"), default=1, help="inference threads when profiling (default 1)")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     p.add_argument("--device", metavar="SERIAL", help="also profile the .tflite files on this Android phone (adb)")
     p.add_argument("--adb", type=input_path_option("file", or_name=True), metavar="PATH", help="adb client to use with --device (default: adb on PATH)")
     p.add_argument("--benchmark-binary", type=input_path_option("file"), metavar="PATH", help="LiteRT benchmark_model for the phone's ABI")
@@ -54,5 +56,6 @@ def run(args):
     if (args.adb or args.benchmark_binary) and not args.device:
         raise ConfigError("--adb and --benchmark-binary go with --device SERIAL (the phone to profile on)")
     Pipeline(recipe, source=source, out_dir=args.out, force=args.force, runs=args.runs, threads=args.threads,
-             device=args.device, adb=args.adb, benchmark_binary=args.benchmark_binary, trials=args.trials).run()
+             device=args.device, adb=args.adb, benchmark_binary=args.benchmark_binary, trials=args.trials,
+             overwrite=args.overwrite).run()
     return 0

@@ -1,5 +1,6 @@
 """``mbk pretraining-data``: plain text -> masked-LM/NSP examples in sharded TFRecords."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -20,6 +21,7 @@ def register(subparsers):
     parser.add_argument("--vocab", required=True, type=input_path_option("any"), metavar="PATH",
                         help="vocab.txt, tokenizer.json, or a model directory holding one (e.g. the teacher's)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument("--cased", action="store_true", help="keep case and accents (cased vocabularies)")
     parser.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="tokens per example (default 128)")
     parser.add_argument("--max-predictions", type=number_option("max_predictions"), default=20, help="masked tokens per example (default 20)")
@@ -77,6 +79,7 @@ def run(args):
         meta = write_pretraining_data(
             files, tokenizer, args.out, options,
             on_progress=lambda done, _total, n: progress.update(task, completed=done, examples=n),
+            overwrite=args.overwrite,
         )
     console.print(
         f"wrote {meta['num_examples']} examples from {meta['num_documents']} documents "

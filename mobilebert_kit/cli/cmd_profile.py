@@ -5,6 +5,7 @@ command never imports TensorFlow or the Keras model code.
 """
 
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 from mobilebert_kit.utils.terminal import escape
@@ -61,7 +62,12 @@ def register(subparsers):
     parser.add_argument("--csv", default=None, metavar="OUT", help="write a CSV table")
     parser.add_argument("--md", default=None, metavar="OUT", help="write a Markdown table")
     parser.add_argument("--html", default=None, metavar="OUT", help="write an HTML page with plots")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.set_defaults(func=run)
+
+
+# Each report option and the output kind (utils.atomic.OUTPUT_KINDS) it writes.
+REPORT_KINDS = {"json": "profile-json", "csv": "profile-csv", "md": "profile-md", "html": "profile-html"}
 
 
 def run(args):
@@ -73,6 +79,12 @@ def run(args):
         return _list_devices(args)
     if not args.files:
         raise ProfilerError("no model file given; usage: mbk profile FILE [FILE...] --target host|adb")
+    from mobilebert_kit.utils.atomic import check_output
+
+    # Checked before profiling: a refused --json /dev/null must not cost a two-minute run first.
+    for flag, kind in REPORT_KINDS.items():
+        if getattr(args, flag):
+            check_output(getattr(args, flag), kind, overwrite=args.overwrite, sources=args.files)
     serials = [s.strip() for item in args.serial for s in item.split(",") if s.strip()]
     results, error = [], None
     try:
@@ -186,21 +198,19 @@ def _emit(args, results, error):
 
         console.print(table6_markdown(report), markup=False)
     if args.json:
-        write_json(report, args.json)
+        write_json(report, args.json, overwrite=args.overwrite)
     if args.csv:
-        write_csv(report, args.csv)
+        write_csv(report, args.csv, overwrite=args.overwrite)
     if args.md:
-        from mobilebert_kit.profiler.report import atomic_write, to_markdown
+        from mobilebert_kit.profiler.report import write_markdown
         from mobilebert_kit.profiler.table6 import table6_markdown
 
-        text = to_markdown(report)
-        if args.table6:
-            text += "\n" + table6_markdown(report) + "\n"
-        atomic_write(args.md, text)
+        extra = "\n" + table6_markdown(report) + "\n" if args.table6 else ""
+        write_markdown(report, args.md, overwrite=args.overwrite, extra=extra)
     if args.html:
         from mobilebert_kit.profiler.report_html import write_html
 
-        write_html(report, args.html)
+        write_html(report, args.html, overwrite=args.overwrite)
     for path in (args.json, args.csv, args.md, args.html):
         if path:
             console.print(f"wrote {escape(path)}", markup=False)

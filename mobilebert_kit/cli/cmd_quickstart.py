@@ -1,5 +1,6 @@
 """``mbk quickstart``: the first thing to run: build MobileBERT, import a real checkpoint."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.limits import number_option
 
 
@@ -13,6 +14,7 @@ def register(subparsers):
     )
     parser.add_argument("--out", default="runs/quickstart", help="where to save the imported model")
     parser.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length for FLOPs (default 128)")
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.set_defaults(func=run)
 
 
@@ -32,7 +34,9 @@ def run(args):
     from mobilebert_kit.cli.cmd_info import print_summary
     from mobilebert_kit.models.api import build, save
     from mobilebert_kit.models.summary import summarize
+    from mobilebert_kit.utils.atomic import check_output
 
+    check_output(args.out, "model", overwrite=args.overwrite)  # before the minutes of step 1
     console = Console()
     console.rule("1. the MobileBERT student (preset `mobilebert`, random weights)")
     print_summary(summarize(build("mobilebert"), seq_len=args.seq_len), console)
@@ -50,7 +54,7 @@ def run(args):
 
     source = Path(get_model_path())
     model = import_checkpoint(source)
-    out = save(model, args.out)
+    out = save(model, args.out, overwrite=args.overwrite, sources=[source])
     console.print(f"imported {source} -> {out}")
     print_summary(summarize(model, seq_len=args.seq_len), console)
 

@@ -1,5 +1,6 @@
 """``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``."""
 
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -19,6 +20,7 @@ def register(subparsers):
     p.add_argument("--data", type=input_path_option("file"), help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
     p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length of text data (default 128)")
     p.add_argument("--learning-rate", type=number_option("learning_rate"), default=1e-4, help="recovery learning rate (default 1e-4)")
+    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     p.add_argument("--no-fit", action="store_true",
                    help="start NoNorm as LayerNorm's gamma/beta instead of fitting it to the data")
     p.set_defaults(func=run)
@@ -47,8 +49,10 @@ def run(args):
     from mobilebert_kit.convert.rebuild import encoder_of
     from mobilebert_kit.convert.recovery import recover
     from mobilebert_kit.convert.substitution import substitute
-    from mobilebert_kit.utils.atomic import atomic_dir
+    from mobilebert_kit.utils.atomic import atomic_dir, check_output
 
+    sources = [args.src, args.data]
+    check_output(args.out, "substitute", overwrite=args.overwrite, sources=sources)  # before the fit and recovery
     source = ModelSource.load(args.src)
     config = encoder_of(source.model).config
     if args.data:
@@ -60,7 +64,7 @@ def run(args):
     report = recover(source.model, result.model, data, steps=args.recover_steps, learning_rate=args.learning_rate,
                      log=print)
     print(report.format_text())
-    with atomic_dir(args.out) as tmp:
+    with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         mbk.save(result.model, tmp)
         copy_tokenizer_files(source.directory, tmp)
         (tmp / "substitution.json").write_text(json.dumps({

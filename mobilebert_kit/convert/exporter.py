@@ -11,6 +11,7 @@ drift) is written next to the artifact as ``<out>.report.json``.
 """
 
 import json
+import os
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -20,10 +21,12 @@ import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.utils.atomic import atomic_file, atomic_path, check_output
 
 FORMATS = ("tflite", "onnx")
 QUANTIZATIONS = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
 FORMAT_VERSION = 1
+REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
 
 
 @dataclass
@@ -60,6 +63,8 @@ class ExportOptions:
         recover_steps / recover_data: recovery distillation after substitution.
         qat_steps / qat_learning_rate: quantization-aware fine-tuning for ``qat``.
         head: head to load from a Hugging Face directory (``"auto"``).
+        overwrite: replace a file at ``out`` (or its ``.report.json``) that mbk did not write; never the
+            source, a special file or a link (``utils.atomic.check_output``).
     """
 
     source: object
@@ -90,6 +95,7 @@ class ExportOptions:
     qat_steps: int = 100
     qat_learning_rate: float = 1e-5
     head: str = "auto"
+    overwrite: bool = False
 
     def check(self):
         check_choice("format", self.format, FORMATS)
@@ -171,6 +177,10 @@ def export(options, source=None, log=print):
     from mobilebert_kit.convert.model_source import ModelSource
 
     options.check()
+    sources = _sources(options, source)
+    # Checked before loading and converting: a refused --out must not cost the whole export first.
+    for path, kind in _outputs(options):
+        check_output(path, kind, overwrite=options.overwrite, sources=sources)
     say = log or (lambda *_: None)
     start = time.perf_counter()
     if source is None:
@@ -199,9 +209,7 @@ def export(options, source=None, log=print):
     metadata = _metadata(source, model, graph, options)
     out = Path(options.out)
     say(f"exporting {source.describe()} to {out} ({options.format}, {options.quantize}, seq {options.seq_len})")
-    from mobilebert_kit.utils.atomic import atomic_path
-
-    with atomic_path(out) as tmp:
+    with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp:
         if options.format == "tflite":
             notes += _write_tflite(graph, options, calibration, metadata, tmp)
         else:
@@ -217,20 +225,32 @@ def export(options, source=None, log=print):
             if not result.validation.passed:
                 # The metrics are what the user needs to decide (thresholds, keep-float layers): show and keep them.
                 say(result.validation.format_text())
-                _write_report(out, result, start, note=f"{out} was not written: validation failed")
+                _write_report(out, result, start, options, sources, note=f"{out} was not written: validation failed")
             result.validation.raise_for_failures()
-    _write_report(out, result, start)
+    _write_report(out, result, start, options, sources)
     return result
 
 
-def _write_report(out, result, start, note=None):
-    from mobilebert_kit.utils.atomic import atomic_file
+def _outputs(options):
+    """The files an export writes, each with its output kind (``utils.atomic.OUTPUT_KINDS``)."""
+    return [(Path(options.out), options.format), (Path(f"{options.out}.report.json"), "export-report")]
 
+
+def _sources(options, source=None):
+    """The export's inputs that are files or directories: no output may be, contain or lie inside one."""
+    paths = [options.source, options.calibration, options.validation_data, options.recover_data,
+             getattr(source, "directory", None), getattr(options.source, "directory", None)]
+    return [p for p in paths if isinstance(p, (str, os.PathLike))]
+
+
+def _write_report(out, result, start, options, sources, note=None):
     result.seconds = time.perf_counter() - start
-    data = result.to_dict()
+    # The schema tag lets a later export recognise the report as its own and replace it (utils.atomic).
+    data = {"schema": REPORT_SCHEMA, **result.to_dict()}
     if note:
         data["notes"] = data["notes"] + [note]
-    with atomic_file(f"{out}.report.json", "w") as handle:
+    with atomic_file(f"{out}.report.json", "w", kind="export-report", overwrite=options.overwrite,
+                     sources=sources) as handle:
         json.dump(data, handle, indent=2, default=_json_default)
 
 

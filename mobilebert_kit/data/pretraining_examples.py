@@ -22,7 +22,7 @@ from pathlib import Path
 from mobilebert_kit.data.masking import WHOLE_WORD_MODES, mask_tokens, word_starts
 from mobilebert_kit.data.records import FORMAT, FORMAT_VERSION, METADATA_FILE, serialize_example, shard_name
 from mobilebert_kit.errors import ConfigError, MbkError, check_choice
-from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.atomic import atomic_dir, check_output
 
 
 @dataclasses.dataclass
@@ -190,7 +190,7 @@ def _chunks(iterable, size):
         yield chunk
 
 
-def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=None):
+def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=None, overwrite=False):
     """Creates pre-training examples from text files into ``out_dir`` (shards + ``dataset.json``).
 
     The directory appears only when complete (written under a temporary name).
@@ -201,6 +201,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
         out_dir: output directory.
         options: :class:`PretrainingDataOptions`.
         on_progress: optional callable ``(bytes_read, total_bytes, examples_written)``.
+        overwrite: replace a directory or file at ``out_dir`` that mbk did not write (``utils.atomic``).
 
     Returns:
         The metadata dict written to ``dataset.json``.
@@ -213,6 +214,8 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     options = options or PretrainingDataOptions()
     files = [Path(f) for f in files]
     missing = [str(f) for f in files if not f.is_file()]
+    # Checked before tokenizing: a refused --out must not cost the whole run first.
+    check_output(out_dir, "pretraining-data", overwrite=overwrite, sources=files)
     if missing:
         raise MbkError(f"input file {missing[0]} does not exist; check the --input paths")
     if not files:
@@ -226,7 +229,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     def on_bytes(n):
         read[0] += n
 
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, "pretraining-data", overwrite=overwrite, sources=files) as tmp:
         writers = [tf.io.TFRecordWriter(str(tmp / n)) for n in names]
         try:
             documents = read_documents(files, on_bytes)

@@ -116,11 +116,18 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=()):
             var.assign(np.asarray(arrays[path], dtype=var.dtype.as_numpy_dtype))
 
 
-def save(model, directory):
+def save(model, directory, *, overwrite=False, sources=()):
     """Saves an encoder or task model to ``directory`` (config JSON + safetensors).
 
     The directory appears only when complete: it is written under a temporary
-    name and renamed.
+    name and renamed. It may replace only a model saved before (or an empty
+    directory); anything else is refused unless ``overwrite`` (``utils.atomic``).
+
+    Args:
+        model: an Encoder or a task model.
+        directory: the output directory.
+        overwrite: replace a directory or file that is not a saved model.
+        sources: paths the model came from; the output may not be, contain or lie inside one.
 
     Example:
         >>> save(build("tiny-bert"), "runs/tiny")  # doctest: +SKIP
@@ -135,7 +142,7 @@ def save(model, directory):
         raise ConfigError(f"cannot save {type(model).__name__}: expected an Encoder or a task model")
     meta["encoder"] = {k: v for k, v in meta["encoder"].items() if k != "dtype"}
     arrays = {path: np.ascontiguousarray(var.numpy()) for path, var in named_weights(model).items()}
-    with atomic_dir(directory) as tmp:
+    with atomic_dir(directory, "model", overwrite=overwrite, sources=sources) as tmp:
         save_file(arrays, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT})
         (tmp / CONFIG_FILE).write_text(
             json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **meta}, indent=2, sort_keys=True) + "\n"

@@ -24,6 +24,7 @@ import json
 import math
 
 import mobilebert_kit
+from mobilebert_kit.utils.atomic import generator_meta, write_text
 
 SCHEMA = "mobilebert_kit.pipeline"
 SCHEMA_VERSION = 1
@@ -161,7 +162,8 @@ def to_html(report):
     from mobilebert_kit.profiler.report_html import _table, plots
 
     parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mbk pipeline report</title>",
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta('pipeline-html')}"
+        "<title>mbk pipeline report</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
         "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}"
         ".warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}img{max-width:100%}</style></head><body>",
@@ -197,10 +199,9 @@ def to_html(report):
     return "\n".join(parts)
 
 
-def write(report, json_path, html_path):
-    """Writes the JSON document and the HTML page (each atomically)."""
-    from mobilebert_kit.profiler.report import atomic_write
-
-    atomic_write(json_path, json.dumps(report, indent=2, allow_nan=False) + "\n")
-    atomic_write(html_path, to_html(report))
+def write(report, json_path, html_path, overwrite=False):
+    """Writes the JSON document and the HTML page (each atomically, through ``utils.atomic``)."""
+    write_text(json_path, json.dumps(report, indent=2, allow_nan=False) + "\n", kind="pipeline-json",
+               overwrite=overwrite)
+    write_text(html_path, to_html(report), kind="pipeline-html", overwrite=overwrite)
     return json_path, html_path

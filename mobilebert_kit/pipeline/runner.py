@@ -22,12 +22,14 @@ interrupted run resumes at the first unfinished stage.
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
+from mobilebert_kit.utils.atomic import prepare_dir
 from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.terminal import escape
 
@@ -51,6 +53,8 @@ class Pipeline:
         benchmark_binary: LiteRT benchmark_model for the phone (None: the profiler's cache).
         trials: benchmark_model invocations per artifact on the phone.
         console: a ``rich`` Console for progress (None: one on stdout).
+        overwrite: use an output directory (and replace files in it) that mbk did not write; never one
+            holding the recipe or the source (``utils.atomic``).
 
     Example:
         >>> report = Pipeline("export/default.toml", source="mobilebert").run()  # doctest: +SKIP
@@ -59,13 +63,14 @@ class Pipeline:
     """
 
     def __init__(self, recipe, *, source=None, out_dir=None, force=False, runs=DEFAULT_RUNS, threads=1, device=None,
-                 adb=None, benchmark_binary=None, trials=2, console=None):
+                 adb=None, benchmark_binary=None, trials=2, console=None, overwrite=False):
         for name, value in (("runs", runs), ("threads", threads), ("trials", trials)):
             check_number(f"--{name}", value, name)
         self.recipe_path = Path(recipe)
         self.source = source
         self.out_dir = Path(out_dir) if out_dir else None
         self.force = bool(force)
+        self.overwrite = bool(overwrite)
         self.runs = runs
         self.threads = threads
         self.device = device
@@ -105,6 +110,11 @@ class Pipeline:
         out_dir = Path(planned[0].out).parent
         name = recipe.tables.get("export", {}).get("name", recipe.path.stem)
         serial = self._check_device()
+        # The output directory is ours (marked), empty or new before any stage writes into it.
+        sources = [recipe.path] + [p for o in planned for p in (o.source, o.calibration, o.validation_data,
+                                                                o.recover_data)]
+        prepare_dir(out_dir, "pipeline", overwrite=self.overwrite,
+                    sources=[p for p in sources if isinstance(p, (str, os.PathLike))])
         source_hash = _source_hash(recipe.source_spec())
         substitute = dict(recipe.tables.get("substitute", {}))
         if substitute.get("data"):
@@ -136,7 +146,7 @@ class Pipeline:
         def write_report():
             data = pipeline_report.build(recipe, planned, exports, [_read_json(p) for p in profile_files],
                                          timings=self._timings)
-            pipeline_report.write(data, json_path, html_path)
+            pipeline_report.write(data, json_path, html_path, overwrite=self.overwrite)
 
         self._stage(f"report {html_path.name}", manifest, write_report)
         data = _read_json(json_path)
@@ -182,7 +192,7 @@ class Pipeline:
 
         source = self._loaded_source(recipe, opts)
         # The source is already substituted (and recovered) once for all artifacts.
-        opts = dataclasses.replace(opts, substitutions={}, recover_steps=0)
+        opts = dataclasses.replace(opts, substitutions={}, recover_steps=0, overwrite=self.overwrite)
         result = export(opts, source=source, log=self._log)
         if result.validation is not None:
             for line in result.validation.format_text().splitlines():
@@ -200,7 +210,7 @@ class Pipeline:
             profiler = HostProfiler(threads=self.threads, runs=self.runs, warmup=DEFAULT_WARMUP, min_time_s=0.0,
                                     max_time_s=120.0)
             result = profiler.profile(opts.out)
-            write_json(build_report([result], options={"pipeline": str(self.recipe_path), **settings}), out)
+            write_json(build_report([result], options={"pipeline": str(self.recipe_path), **settings}), out, overwrite=self.overwrite)
 
         self._stage(f"profile {Path(opts.out).name} on the host ({self.runs} runs)", StageManifest("profile-host", [out], inputs), work)
         return out
@@ -220,7 +230,7 @@ class Pipeline:
                                       warmup=DEFAULT_WARMUP, min_time_s=0.0, trials=self.trials,
                                       benchmark_binary=self.benchmark_binary)
             results = profiler.profile_all([opts.out], [None])
-            write_json(build_report(results, options={"pipeline": str(self.recipe_path), **settings}), out)
+            write_json(build_report(results, options={"pipeline": str(self.recipe_path), **settings}), out, overwrite=self.overwrite)
 
         self._stage(f"profile {Path(opts.out).name} on {serial}", StageManifest("profile-device", [out], inputs), work)
         return out

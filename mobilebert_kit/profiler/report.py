@@ -18,12 +18,11 @@ import datetime
 import io
 import json
 import math
-import os
 import platform
-import tempfile
 
 import mobilebert_kit
 from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.utils.atomic import write_text
 
 SCHEMA = "mobilebert_kit.profile"
 SCHEMA_VERSION = 1
@@ -143,31 +142,12 @@ def _jsonable(value):
     return value
 
 
-def atomic_write(path, text):
-    """Writes ``text`` to ``path`` through a temporary file and ``os.replace``."""
-    path = os.path.abspath(str(path))
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        raise ProfilerError(f"cannot write {path}: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        # mkstemp creates 0600; give the report the permissions a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def write_json(report, path):
+def write_json(report, path, overwrite=False):
+    """Writes the JSON report atomically (``utils.atomic``: never over a file that is not a profile report
+    unless ``overwrite``); returns the path."""
     validate_report(report)
-    return atomic_write(path, json.dumps(report, indent=2, sort_keys=False, allow_nan=False) + "\n")
+    return write_text(path, json.dumps(report, indent=2, sort_keys=False, allow_nan=False) + "\n",
+                      kind="profile-json", overwrite=overwrite)
 
 
 def flat_rows(report):
@@ -226,8 +206,8 @@ def to_csv(report):
     return buffer.getvalue()
 
 
-def write_csv(report, path):
-    return atomic_write(path, to_csv(report))
+def write_csv(report, path, overwrite=False):
+    return write_text(path, to_csv(report), kind="profile-csv", overwrite=overwrite)
 
 
 def _fmt(value, digits=2):
@@ -271,5 +251,6 @@ def to_markdown(report):
     return "\n".join(lines)
 
 
-def write_markdown(report, path):
-    return atomic_write(path, to_markdown(report))
+def write_markdown(report, path, overwrite=False, extra=""):
+    """Writes :func:`to_markdown` (plus ``extra`` text, e.g. Table 6) atomically; returns the path."""
+    return write_text(path, to_markdown(report) + extra, kind="profile-md", overwrite=overwrite)

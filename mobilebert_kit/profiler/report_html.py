@@ -20,8 +20,9 @@ import base64
 import html
 import io
 
-from mobilebert_kit.profiler.report import atomic_write, flat_rows, validate_report
+from mobilebert_kit.profiler.report import flat_rows, validate_report
 from mobilebert_kit.profiler.table6 import table6
+from mobilebert_kit.utils.atomic import generator_meta, write_text
 
 
 def _label(record):
@@ -138,7 +139,7 @@ def to_html(report):
     """Returns the report as one HTML page."""
     validate_report(report)
     parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mbk profile report</title>",
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta('profile-html')}<title>mbk profile report</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}.warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}"
         "img{max-width:100%}</style></head><body>",
@@ -205,5 +206,5 @@ def to_html(report):
     return "\n".join(parts)
 
 
-def write_html(report, path):
-    return atomic_write(path, to_html(report))
+def write_html(report, path, overwrite=False):
+    return write_text(path, to_html(report), kind="profile-html", overwrite=overwrite)

@@ -42,7 +42,7 @@ from mobilebert_kit.training.teacher_student import (
     precision_policy,
     split_teacher,
 )
-from mobilebert_kit.utils.atomic import atomic_file
+from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
 
 RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
@@ -153,7 +153,10 @@ class Distiller:
             "config": self.config.to_dict(),
         }
 
-    def _check_out_dir(self, resume):
+    def _sources(self):
+        return [p for p in (self.teacher_spec, self.data) if isinstance(p, (str, Path))]
+
+    def _check_out_dir(self, resume, overwrite=False):
         run_file = self.out_dir / RUN_FILE
         if resume:
             if not run_file.is_file():
@@ -170,10 +173,14 @@ class Distiller:
                     f"{self.out_dir} was started with different {', '.join(differences)}; "
                     "resume with the same options (see run.json) or use a new --out"
                 )
-        elif run_file.is_file():
+        elif run_file.is_file() and not overwrite:
             raise MbkError(
-                f"{self.out_dir} already holds a distillation run; pass --resume to continue it or choose a new --out"
+                f"{self.out_dir} already holds a distillation run; pass --resume to continue it, --overwrite to "
+                "start it over, or choose a new --out"
             )
+        if not resume:
+            # Before the models are built: a refused --out must not cost the setup first.
+            check_output(self.out_dir, "distill-run", overwrite=overwrite, sources=self._sources())
 
     def _setup(self):
         from mobilebert_kit.backend import keras, tf
@@ -220,7 +227,6 @@ class Distiller:
         self.progress.stage = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.progress.step = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.progress.global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
 
     def _print_plan(self, resume_point):
         cfg = self.config
@@ -446,8 +452,13 @@ class Distiller:
         return (lambda batch: step(self._distribute(batch))), variables
 
     # -------------------------------------------------------------------- run
-    def run(self, resume=False):
+    def run(self, resume=False, overwrite=False):
         """Runs (or resumes) every stage; returns a summary dict.
+
+        Args:
+            resume: continue the run in ``out_dir``.
+            overwrite: start over in an ``out_dir`` that holds another run or anything mbk did not write
+                (``utils.atomic``).
 
         Returns:
             ``{"student": path, "pretrainer": path, "history": [...], "global_step": n}``.
@@ -458,7 +469,7 @@ class Distiller:
         """
         from mobilebert_kit.backend import tf
 
-        self._check_out_dir(resume)
+        self._check_out_dir(resume, overwrite)
         self._setup()
         start_stage, start_step, history = 0, 0, []
         latest = self._latest() if resume else None
@@ -472,7 +483,10 @@ class Distiller:
                 history = []
         self._print_plan((start_stage, start_step) if resume else None)
         if not resume:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
+            prepare_dir(self.out_dir, "distill-run", overwrite=overwrite, fresh=overwrite, sources=self._sources())
+        # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
+        self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
+        if not resume:
             with atomic_file(self.out_dir / RUN_FILE, "w") as f:
                 f.write(json.dumps(self._run_record(), indent=2) + "\n")
 

@@ -18,7 +18,7 @@ from mobilebert_kit.errors import MbkError
 from mobilebert_kit.training import metrics as task_metrics
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
-from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.atomic import atomic_dir, check_output
 
 TASK_FILE = "task.json"
 HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence_classifier",
@@ -155,8 +155,11 @@ class FineTuner:
         model.compile(optimizer=optimizer, loss=loss, loss_weights=weights)
         return model
 
-    def train(self, train_path, out_dir, eval_path=None):
+    def train(self, train_path, out_dir, eval_path=None, overwrite=False):
         """Fine-tunes, evaluates on ``eval_path`` if given, and saves everything to ``out_dir``.
+
+        ``out_dir`` may replace only an earlier fine-tuning output (or an empty directory) unless
+        ``overwrite`` (``utils.atomic``); it is checked before training starts.
 
         Returns:
             The evaluation metrics (empty without ``eval_path``).
@@ -165,6 +168,9 @@ class FineTuner:
         from mobilebert_kit.backend import keras, tf
 
         cfg = self.config
+        sources = [p for p in (train_path, eval_path, self.model_spec, self.tokenizer.source)
+                   if isinstance(p, (str, Path))]
+        check_output(out_dir, "finetune", overwrite=overwrite, sources=sources)
         keras.utils.set_random_seed(cfg.seed)
         self.strategy = self.strategy or tf.distribute.get_strategy()
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
@@ -195,7 +201,7 @@ class FineTuner:
         if eval_path is not None:
             results = evaluate_model(model, spec, self.tokenizer, eval_path, cfg.batch_size)
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
-        with atomic_dir(out_dir) as tmp:
+        with atomic_dir(out_dir, "finetune", overwrite=overwrite, sources=sources) as tmp:
             mbk.save(model, tmp / "model")
             vocab = Path(self.tokenizer.source)
             shutil.copyfile(vocab, tmp / vocab.name)

@@ -1,119 +1,543 @@
-"""Atomic writes: an interrupted run never leaves a file that looks finished.
+"""The output contract and the atomic writers: the one place where mobilebert-kit writes a user-named path.
 
-Everything is written to a temporary sibling first and moved into place with
-``os.replace`` (atomic on POSIX within one file system).
+Every artifact is written to a temporary sibling first and moved into place with
+``os.replace`` (atomic on POSIX within one file system), so an interrupted run
+never leaves a file that looks finished.
+
+Before anything is written, :func:`check_output` decides whether the path may be
+written at all (one rule for every command):
+
+* a path that does not exist is written;
+* an output of the same kind that mobilebert-kit wrote (recognised by its marker:
+  ``.mbk-output.json`` in a directory, the kind's own sniff for a file) is
+  replaced atomically; an empty directory where a directory is expected is fine;
+* anything else (a user's file or directory, a file of another kind, a directory
+  where a file is expected and vice versa) is refused unless ``overwrite``;
+* the command's own source (the path itself, a path inside it or one containing
+  it), a symlink and a special file (device node, FIFO, socket) are refused even
+  with ``overwrite``: writing there destroys the input or follows a link.
+
+The kinds are data: one :class:`OutputKind` record per kind in :data:`OUTPUT_KINDS`.
 
 A process killed mid-write (SIGKILL, power loss) cannot clean up: its hidden
 ``.NAME.PID.*.partial`` sibling stays behind. Its name never looks finished,
 and the next write of the same ``NAME`` removes leftovers whose writer process
 is gone, so they do not pile up across crashed runs.
+
+This module must stay free of TensorFlow: the profiler writes its reports here.
 """
 
 import contextlib
 import errno
+import json
+import mmap
 import os
 import shutil
+import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from mobilebert_kit.errors import MbkError
 
+MARKER_FILE = ".mbk-output.json"
+MARKER_VERSION = 1
+# The "format" of a saved model's config.json (models/api.py FORMAT) and of a
+# pretraining-data dataset.json (data/records.py FORMAT): outputs written before
+# the marker existed carry these, so they are still recognised as ours.
+SAVED_MODEL_FORMAT = "mobilebert-kit"
+PRETRAINING_FORMAT = "mobilebert-kit-pretraining"
+HEAD_BYTES = 65536  # a text sniff reads at most this much
+# The help of every writing command's --overwrite flag.
+OVERWRITE_HELP = ("replace a file or directory at the output path that mbk did not write (never the command's own "
+                  "input, a special file or a symbolic link)")
 
-def _disk_error(path, err):
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return MbkError(f"disk full while writing {path}; free space and run again (nothing was written)")
-    if err.errno == errno.EFBIG:
-        return MbkError(
+
+class OutputError(MbkError):
+    """An output path that must not be written (or cannot be): the message names it and says what to do."""
+
+
+# --- sniffs: is this existing path an output of the kind, written by us? -------------------------------------
+
+def _head(path, size=HEAD_BYTES):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(size)
+    except OSError:
+        return b""
+
+
+def _json_object(path, limit=64 << 20):
+    """The JSON object in ``path`` (None when unreadable, too large or not an object)."""
+    try:
+        if os.path.getsize(path) > limit:
+            return None
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _contains(path, needle):
+    """True if ``needle`` occurs in the file (memory-mapped: a 100 MB model is scanned in milliseconds)."""
+    try:
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(needle) >= 0
+    except (OSError, ValueError):
+        return False  # empty file (mmap refuses length 0) or unreadable
+
+
+def _marker(path):
+    data = _json_object(Path(path) / MARKER_FILE, limit=1 << 20)
+    return data.get("format") if data else None
+
+
+def _json_field(name, key, value):
+    def sniff(path):
+        data = _json_object(Path(path) / name if name else path)
+        return bool(data) and data.get(key) == value
+    return sniff
+
+
+def _any(*sniffs):
+    return lambda path: any(sniff(path) for sniff in sniffs)
+
+
+def _tflite(path):
+    # The flatbuffer's file identifier is "TFL3"; every export embeds mbk_metadata.
+    return _head(path, 8)[4:8] == b"TFL3" and _contains(path, b"mbk_metadata")
+
+
+def _onnx(path):
+    return _head(path, 8)[4:8] != b"TFL3" and _contains(path, b"mbk_metadata")
+
+
+def _text_starts(prefix):
+    return lambda path: _head(path, len(prefix)) == prefix
+
+
+def generator_meta(kind):
+    """The ``<meta name=generator>`` tag an HTML page of ``kind`` carries, so a later run recognises it."""
+    return f"<meta name='generator' content='mobilebert-kit/{kind}'>"
+
+
+def _html(kind, title):
+    # Pages written before the generator tag existed carry only their title.
+    return lambda path: any(tag.encode() in _head(path) for tag in (generator_meta(kind), f"<title>{title}</title>"))
+
+
+def _saved_model(path):
+    return _json_field("config.json", "format", SAVED_MODEL_FORMAT)(path)
+
+
+def _stage_manifests(path):
+    try:
+        return any(name.endswith(".stage.json") for name in os.listdir(path))
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """One kind of artifact the package writes.
+
+    Args:
+        name: the kind's name; a directory's marker holds ``mobilebert-kit/NAME``.
+        is_dir: True for a directory, False for a file.
+        what: how a message names it ("a saved model directory").
+        legacy: recognises an output of this kind written before markers existed (a directory), or the
+            kind's own content (a file: its schema, metadata or header); ``None``: nothing older exists.
+
+    Example:
+        >>> OUTPUT_KINDS["profile-json"].is_dir
+        False
+    """
+
+    name: str
+    is_dir: bool
+    what: str
+    legacy: Callable | None = None
+
+    @property
+    def format(self):
+        return f"mobilebert-kit/{self.name}"
+
+    def recognises(self, path):
+        """True if ``path`` (an existing directory or regular file) is an output of this kind that we wrote."""
+        if self.is_dir and _marker(path) == self.format:
+            return True
+        return bool(self.legacy and self.legacy(path))
+
+
+OUTPUT_KINDS = {kind.name: kind for kind in (
+    OutputKind("model", True, "a saved model directory", _saved_model),
+    OutputKind("pretraining-data", True, "a pretraining-data directory",
+               _json_field("dataset.json", "format", PRETRAINING_FORMAT)),
+    OutputKind("finetune", True, "a fine-tuning output directory",
+               _any(lambda p: os.path.isfile(os.path.join(p, "task.json")) and _saved_model(os.path.join(p, "model")))),
+    OutputKind("substitute", True, "a substituted model directory",
+               lambda p: os.path.isfile(os.path.join(p, "substitution.json")) and _saved_model(p)),
+    OutputKind("distill-run", True, "a distillation run directory",
+               lambda p: "config" in (_json_object(os.path.join(p, "run.json")) or {})),
+    OutputKind("pipeline", True, "a pipeline output directory", _stage_manifests),
+    OutputKind("tflite", False, "a .tflite model exported by mbk", _tflite),
+    OutputKind("onnx", False, "an .onnx model exported by mbk", _onnx),
+    OutputKind("export-report", False, "an export report", _any(
+        _json_field(None, "schema", "mobilebert_kit.export"),
+        lambda p: {"path", "format", "quantize", "validation"} <= set(_json_object(p) or {}))),
+    OutputKind("profile-json", False, "a profile JSON report", _json_field(None, "schema", "mobilebert_kit.profile")),
+    OutputKind("profile-csv", False, "a profile CSV table", _text_starts(b"model,format,precision,")),
+    OutputKind("profile-md", False, "a profile Markdown table", _text_starts(b"# mbk profile report")),
+    OutputKind("profile-html", False, "a profile HTML page", _html("profile-html", "mbk profile report")),
+    OutputKind("pipeline-json", False, "a pipeline JSON report", _json_field(None, "schema", "mobilebert_kit.pipeline")),
+    OutputKind("pipeline-html", False, "a pipeline HTML page", _html("pipeline-html", "mbk pipeline report")),
+)}
+
+
+# --- the decision ----------------------------------------------------------------------------------------------
+
+NEW, REPLACE, EMPTY, OVERWRITE = "new", "replace", "empty", "overwrite"
+_SPECIAL = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
+            stat.S_IFSOCK: "a socket"}
+
+
+def _kind(kind):
+    if isinstance(kind, OutputKind):
+        return kind
+    try:
+        return OUTPUT_KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown output kind {kind!r}; add it to OUTPUT_KINDS") from None
+
+
+def _source_paths(sources):
+    """Existing paths among ``sources`` (a preset name is no path; a TF1 prefix stands for its .index file)."""
+    found = []
+    for source in sources or ():
+        if source is None or not isinstance(source, (str, os.PathLike)):
+            continue
+        for candidate in (os.fspath(source), os.fspath(source) + ".index"):
+            if os.path.lexists(candidate):
+                found.append(Path(os.path.realpath(candidate)))
+                break
+    return found
+
+
+def _check_parent(path):
+    """Refuses a path whose nearest existing ancestor is not a directory (mkdir would fail with ENOTDIR)."""
+    for ancestor in path.parents:
+        try:
+            st = os.stat(ancestor)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise write_error(path, err) from err
+        if not stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"cannot write {path}: {ancestor} is not a directory; choose another path")
+        return
+
+
+def check_output(path, kind, *, overwrite=False, sources=()):
+    """Decides whether ``path`` may be written as an output of ``kind``; the one place of that rule.
+
+    Args:
+        path: the output path the user named.
+        kind: a key of :data:`OUTPUT_KINDS` (or an :class:`OutputKind`).
+        overwrite: the user passed ``--overwrite``: a regular file or directory that is not ours may be replaced.
+        sources: the command's inputs; the output may be none of them, inside one, or contain one.
+
+    Returns:
+        ``"new"`` (nothing there), ``"replace"`` (our own output of this kind), ``"empty"`` (an empty
+        directory where a directory is expected) or ``"overwrite"`` (not ours, allowed by ``overwrite``).
+
+    Raises:
+        OutputError: a one-line refusal naming the path and what to do.
+
+    Example:
+        >>> check_output("/tmp/no-such-dir/model", "model")
+        'new'
+    """
+    kind = _kind(kind)
+    path = Path(os.path.abspath(os.fspath(path)))
+    real = Path(os.path.realpath(path))
+    for source in _source_paths(sources):
+        if real == source or real.is_relative_to(source) or source.is_relative_to(real):
+            relation = "is" if real == source else "is inside" if real.is_relative_to(source) else "contains"
+            raise OutputError(f"{path} {relation} the command's input {source}; writing there would destroy it: "
+                              "choose another output path")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        _check_parent(path)
+        return NEW
+    except OSError as err:
+        raise write_error(path, err) from err
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        raise OutputError(f"{path} is a symbolic link; mbk never writes through links: choose another path "
+                          "(--overwrite does not apply)")
+    if stat.S_IFMT(mode) in _SPECIAL:
+        raise OutputError(f"{path} is {_SPECIAL[stat.S_IFMT(mode)]}; mbk never writes to special files: choose "
+                          "another path (--overwrite does not apply)")
+    is_dir = stat.S_ISDIR(mode)
+    if is_dir == kind.is_dir:
+        if is_dir and not os.listdir(path):
+            return EMPTY
+        if kind.recognises(path):
+            return REPLACE
+    if overwrite:
+        return OVERWRITE
+    if is_dir != kind.is_dir:
+        found = "a directory" if is_dir else "a file"
+        raise OutputError(f"{path} is {found}, not {kind.what}; choose another path or pass --overwrite to "
+                          "replace it")
+    if is_dir:
+        # Older outputs without the marker are recognised by their own format fields (OUTPUT_KINDS' legacy).
+        raise OutputError(f"{path} is a directory not written by mbk as {kind.what} (no {MARKER_FILE}); choose "
+                          "another path, or pass --overwrite to replace it")
+    raise OutputError(f"{path} is a file that is not {kind.what}; choose another path or pass --overwrite to "
+                      "replace it")
+
+
+# --- write errors ---------------------------------------------------------------------------------------------
+
+def write_error(path, err):
+    """The one-line :class:`OutputError` for an ``OSError`` met while writing ``path``.
+
+    Example:
+        >>> str(write_error("/x", OSError(errno.ENOSPC, "No space left on device")))[:30]
+        'disk full while writing /x; f'
+    """
+    code = getattr(err, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return OutputError(f"disk full while writing {path}; free space and run again (nothing was written)")
+    if code == errno.EFBIG:
+        return OutputError(
             f"file size limit reached while writing {path}; raise the limit (ulimit -f) or free space and run "
             "again (nothing was written)"
         )
-    return MbkError(f"cannot write {path}: {err.strerror or err}; check the path and permissions")
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return OutputError(f"cannot write {path}: permission denied or read-only file system; choose a writable "
+                           "path (nothing was written)")
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        return OutputError(f"cannot write {path}: a parent of it is not a directory; choose another path "
+                           "(nothing was written)")
+    if code == errno.ENAMETOOLONG:
+        return OutputError(f"cannot write {path}: the name is too long; choose a shorter path (nothing was written)")
+    reason = " ".join(str(err.strerror or err).split())
+    return OutputError(f"cannot write {path}: {reason}; check the path and permissions (nothing was written)")
 
 
-def _plain_mode(tmp):
-    """mkstemp makes 0600 files; a finished artifact gets what ``open()`` would give (0666 minus umask),
-    so a model written for another user or a web server to read is readable like any other file."""
+def _plain_mode(path):
+    """mkstemp/mkdtemp make 0600 files and 0700 directories; a finished artifact gets what ``open()`` and
+    ``mkdir`` would give (0666 / 0777 minus umask), so a model written for another user or a web server to read
+    is readable like any other file. Applied to every file and directory under ``path``."""
     umask = os.umask(0)
     os.umask(umask)
-    if os.path.isfile(tmp):
-        os.chmod(tmp, 0o666 & ~umask)
+    if os.path.islink(path):
+        return
+    if os.path.isdir(path):
+        os.chmod(path, 0o777 & ~umask)
+        for root, dirs, files in os.walk(path):
+            for name in dirs:
+                if not os.path.islink(os.path.join(root, name)):
+                    os.chmod(os.path.join(root, name), 0o777 & ~umask)
+            for name in files:
+                if not os.path.islink(os.path.join(root, name)):
+                    os.chmod(os.path.join(root, name), 0o666 & ~umask)
+    elif os.path.isfile(path):
+        os.chmod(path, 0o666 & ~umask)
+
+
+# --- the writers ----------------------------------------------------------------------------------------------
+
+def _begin(path, kind, overwrite, sources):
+    path = Path(path)
+    if kind is not None:
+        check_output(path, kind, overwrite=overwrite, sources=sources)
+    else:
+        _check_internal(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise write_error(path, err) from err
+    _sweep_leftovers(path)
+    return path
+
+
+def _check_internal(path):
+    """A file the package keeps inside its own outputs (progress, manifests, caches): never a link or special
+    file, and never a directory."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        _check_parent(path)
+        return
+    except OSError as err:
+        raise write_error(path, err) from err
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(f"{path} is not a regular file; mbk replaces only files it wrote: move it away")
+
+
+def _finish(tmp, path, kind, overwrite, sources):
+    """Moves the finished ``tmp`` onto ``path`` after checking ``path`` again (it may have changed meanwhile)."""
+    decision = check_output(path, kind, overwrite=overwrite, sources=sources) if kind is not None else None
+    if kind is None:
+        _check_internal(path)
+    _plain_mode(tmp)
+    exists = decision in (REPLACE, EMPTY, OVERWRITE) or (decision is None and os.path.lexists(path))
+    if exists and (os.path.isdir(path) or os.path.isdir(tmp)):
+        # rename() cannot put a directory over a non-empty one (or a file over a directory): move the old one
+        # aside first, and delete it only once the new one is in place.
+        old = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".old", dir=path.parent))
+        os.replace(path, old / "previous")
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            os.replace(old / "previous", path)
+            raise
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, path)
+
+
+def _write_marker(directory, kind):
+    with open(Path(directory) / MARKER_FILE, "w") as handle:
+        json.dump({"format": _kind(kind).format, "version": MARKER_VERSION}, handle)
+        handle.write("\n")
 
 
 @contextlib.contextmanager
-def atomic_file(path, mode="wb"):
+def atomic_file(path, mode="wb", *, kind=None, overwrite=False, sources=()):
     """Yields a file object whose content replaces ``path`` only if the block succeeds.
 
+    Args:
+        path: the file to write.
+        mode: ``"wb"`` or ``"w"``.
+        kind: the output kind (a key of :data:`OUTPUT_KINDS`) for a user-named path, checked by
+            :func:`check_output`; ``None`` for a file inside the package's own outputs.
+        overwrite: replace a regular file that is not ours.
+        sources: the command's inputs, never written.
+
     Example:
-        >>> with atomic_file("out.json", "w") as f:
+        >>> with atomic_file("out.json", "w", kind="profile-json") as f:  # doctest: +SKIP
         ...     f.write("{}")
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_leftovers(path)
-    fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".partial", dir=path.parent)
+    path = _begin(path, kind, overwrite, sources)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".partial", dir=path.parent)
+    except OSError as err:
+        raise write_error(path, err) from err
     try:
         with os.fdopen(fd, mode) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        _plain_mode(tmp)
-        os.replace(tmp, path)
+        _finish(tmp, path, kind, overwrite, sources)
     except OSError as err:
         _remove(tmp)
-        raise _disk_error(path, err) from err
+        raise write_error(path, err) from err
     except BaseException:
         _remove(tmp)
         raise
 
 
+def write_text(path, text, *, kind=None, overwrite=False, sources=()):
+    """Writes ``text`` (UTF-8) to ``path`` atomically; returns ``path`` as a string.
+
+    Example:
+        >>> write_text("r.md", "# report\\n", kind="profile-md")  # doctest: +SKIP
+        'r.md'
+    """
+    with atomic_file(path, "w", kind=kind, overwrite=overwrite, sources=sources) as handle:
+        handle.write(text)
+    return str(path)
+
+
 @contextlib.contextmanager
-def atomic_path(path):
+def atomic_path(path, *, kind=None, overwrite=False, sources=()):
     """Yields a temporary path to write; it is renamed to ``path`` if the block succeeds.
 
-    For writers that insist on a file name (TensorFlow, onnx, safetensors).
+    For writers that insist on a file name (TensorFlow, onnx, safetensors). Arguments as :func:`atomic_file`.
+
+    Example:
+        >>> with atomic_path("m.onnx", kind="onnx") as tmp:  # doctest: +SKIP
+        ...     onnx.save(model, str(tmp))
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_leftovers(path)
-    fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".partial", dir=path.parent)
-    os.close(fd)
+    path = _begin(path, kind, overwrite, sources)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".partial", dir=path.parent)
+        os.close(fd)
+    except OSError as err:
+        raise write_error(path, err) from err
     try:
         yield Path(tmp)
-        _plain_mode(tmp)
-        os.replace(tmp, path)
+        _finish(tmp, path, kind, overwrite, sources)
     except OSError as err:
         _remove(tmp)
-        raise _disk_error(path, err) from err
+        raise write_error(path, err) from err
     except BaseException:
         _remove(tmp)
         raise
 
 
 @contextlib.contextmanager
-def atomic_dir(path):
+def atomic_dir(path, kind, *, overwrite=False, sources=()):
     """Yields a temporary directory that replaces directory ``path`` if the block succeeds.
 
-    An existing ``path`` is kept until the new one is complete.
+    The finished directory carries the marker ``.mbk-output.json`` of ``kind``, so a later run may replace it;
+    an existing ``path`` is kept until the new one is complete. Arguments as :func:`atomic_file`.
+
+    Example:
+        >>> with atomic_dir("runs/model", "model") as tmp:  # doctest: +SKIP
+        ...     (tmp / "config.json").write_text("{}")
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_leftovers(path)
-    tmp = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".partial", dir=path.parent))
+    path = _begin(path, kind, overwrite, sources)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".partial", dir=path.parent))
+    except OSError as err:
+        raise write_error(path, err) from err
     try:
         yield tmp
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".old", dir=path.parent))
-            os.replace(path, old / "previous")
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        _write_marker(tmp, kind)
+        _finish(tmp, path, kind, overwrite, sources)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise _disk_error(path, err) from err
+        raise write_error(path, err) from err
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
+    """Makes ``path`` ready as a directory that a command fills in place (a distillation run, a pipeline's
+    outputs): checked by :func:`check_output`, created with its marker; a directory that is not ours is
+    removed first only with ``overwrite``, one of ours only with ``fresh`` (start over). Returns the decision
+    of :func:`check_output`.
+
+    Example:
+        >>> prepare_dir("runs/distill", "distill-run")  # doctest: +SKIP
+        'new'
+    """
+    path = Path(path)
+    decision = check_output(path, kind, overwrite=overwrite, sources=sources)
+    try:
+        if decision == OVERWRITE or (fresh and decision == REPLACE):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if decision != REPLACE or _marker(path) != _kind(kind).format:
+            with atomic_file(path / MARKER_FILE, "w") as handle:
+                json.dump({"format": _kind(kind).format, "version": MARKER_VERSION}, handle)
+                handle.write("\n")
+    except OSError as err:
+        raise write_error(path, err) from err
+    return decision
 
 
 def _prefix(path):

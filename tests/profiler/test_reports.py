@@ -1,12 +1,14 @@
 """Reports: versioned JSON schema, CSV, Markdown, HTML plots, Table 6 layout, atomic writes."""
 
 import csv
+import errno
 import io
 import json
 import os
 
 import pytest
 
+from mobilebert_kit.errors import MbkError
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.profiler.host import HostProfiler
 from mobilebert_kit.profiler.report import (
@@ -95,21 +97,26 @@ def test_html_has_plots_and_tables(table6_results, models, tmp_path):
 def test_writes_are_atomic(table6_results, tmp_path, monkeypatch):
     report = build_report(table6_results)
     target = tmp_path / "r.csv"
-    target.write_text("old report\n")
+    write_csv(report, target)  # an earlier run's report: replaced only when the new one is complete
+    old = target.read_bytes()
 
     def boom(*args, **kwargs):
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(MbkError, match="disk full while writing"):
         write_csv(report, target)
-    assert target.read_text() == "old report\n"
+    assert target.read_bytes() == old
     assert os.listdir(tmp_path) == ["r.csv"]
 
 
-def test_missing_output_directory(table6_results, tmp_path):
-    with pytest.raises(ProfilerError, match="does not exist"):
-        write_json(build_report(table6_results), tmp_path / "no" / "r.json")
+def test_missing_output_directory_is_created(table6_results, tmp_path):
+    # Every writer of the package creates missing parents (utils.atomic); a parent that is a file is refused.
+    write_json(build_report(table6_results), tmp_path / "no" / "r.json")
+    assert json.loads((tmp_path / "no" / "r.json").read_text())["schema"] == "mobilebert_kit.profile"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(MbkError, match="is not a directory"):
+        write_json(build_report(table6_results), tmp_path / "file" / "r.json")
 
 
 def test_incomplete_report_keeps_the_error(table6_results):

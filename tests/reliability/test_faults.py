@@ -118,7 +118,7 @@ def test_leftovers_of_dead_writers_are_swept_and_live_ones_kept(tmp_path):
     (tmp_path / f".saved.{live}.def456.partial").mkdir()
     (tmp_path / f".saved.2.{dead.pid}.ghi789.partial").write_text("belongs to the file 'saved.2'")
     (tmp_path / f".r.json.{dead.pid}.jkl012.partial").write_text("{")
-    with atomic_dir(tmp_path / "saved") as tmp:
+    with atomic_dir(tmp_path / "saved", "model") as tmp:
         (tmp / "config.json").write_text("{}")
     assert _litter(tmp_path) == sorted([".r.json." + f"{dead.pid}.jkl012.partial", f".saved.2.{dead.pid}.ghi789.partial",
                                         f".saved.{live}.def456.partial", "saved"])

@@ -1,0 +1,372 @@
+"""The output contract: every writing command × hostile file-system states at its output path.
+
+A command may write a new path, replace an output of the same kind that mbk wrote (its marker), or fill
+an empty directory; anything else is refused with one line (exit 2) and left byte-identical, unless
+``--overwrite`` (never for the command's own input, a special file or a symbolic link). The rule is
+``utils.atomic.check_output``; these tests drive it through each command's cheapest invocation.
+"""
+
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.helpers import assert_one_line_error
+from tests.reliability.faults import mbk_with_file_size_limit
+from tests.reliability.test_bad_inputs import assert_refused, mbk  # noqa: F401  (mbk: the in-process fixture)
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "a", "mat", "dog", "ran", "."]
+CORPUS = "the cat sat on a mat .\nthe dog ran .\n\na dog sat .\nthe cat ran on a mat .\n"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """The commands' inputs, built once: a TF1 checkpoint, a corpus and vocabulary, a tiny .onnx, a recipe."""
+    from tests.profiler.fixture_models import build_onnx_bert
+    from tests.test_checkpoints import OFFICIAL_TINY, write_tf1_checkpoint
+
+    root = tmp_path_factory.mktemp("contract_inputs")
+    write_tf1_checkpoint(root / "ckpt", OFFICIAL_TINY)
+    (root / "corpus.txt").write_text(CORPUS)
+    (root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    (root / "train.tsv").write_text("sentence\tlabel\nthe cat\t0\nthe dog\t1\n")
+    build_onnx_bert(root / "m.onnx", vocab_size=20, hidden=8, layers=1, seq_len=8)
+    (root / "recipe").mkdir()
+    (root / "recipe" / "r.toml").write_text('[source]\npreset = "tiny-mobilebert"\n\n[export]\nformats = ["onnx"]\n'
+                                            'quantize = "none"\nseq_len = 8\nout_dir = "out"\nname = "r"\n')
+    (root / "teacher").mkdir()
+    (root / "data").mkdir()
+    return root
+
+
+@dataclass(frozen=True)
+class Command:
+    """One writing command: its cheapest invocation writing ``out``, its input, and its output kind."""
+
+    name: str
+    argv: Callable  # (inputs, out) -> argument list
+    source: Callable  # inputs -> the input path that must never be written
+    is_dir: bool
+    kind: str
+    cheap: bool  # a successful run takes seconds: the replace/--overwrite cases run it
+
+
+COMMANDS = [
+    Command("import", lambda i, out: ["import", i / "ckpt", "--out", out], lambda i: i / "ckpt", True, "model", True),
+    Command("pretraining-data", lambda i, out: ["pretraining-data", "--input", i / "corpus.txt", "--vocab",
+                                                i / "vocab.txt", "--out", out, "--seq-len", 16, "--shards", 1],
+            lambda i: i / "corpus.txt", True, "pretraining-data", True),
+    Command("finetune", lambda i, out: ["finetune", "--model", "tiny-mobilebert", "--task", "classification",
+                                        "--train", i / "train.tsv", "--vocab", i / "vocab.txt", "--out", out],
+            lambda i: i / "train.tsv", True, "finetune", False),
+    Command("substitute", lambda i, out: ["substitute", "tiny-mobilebert", "--norm", "no_norm", "--data",
+                                          i / "corpus.txt", "--out", out],
+            lambda i: i / "corpus.txt", True, "substitute", False),
+    Command("distill", lambda i, out: ["distill", "--teacher", i / "teacher", "--student", "tiny-mobilebert",
+                                       "--data", i / "data", "--out", out],
+            lambda i: i / "teacher", True, "distill-run", False),
+    Command("quickstart", lambda i, out: ["quickstart", "--out", out], lambda i: None, True, "model", False),
+    Command("pipeline", lambda i, out: ["pipeline", i / "recipe" / "r.toml", "--out", out],
+            lambda i: i / "recipe" / "r.toml", True, "pipeline", False),
+    Command("export", lambda i, out: ["export", "tiny-mobilebert", "--format", "onnx", "--seq-len", 8,
+                                      "--no-validate", "--out", out], lambda i: None, False, "onnx", True),
+    Command("profile", lambda i, out: ["profile", i / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0,
+                                       "--json", out], lambda i: i / "m.onnx", False, "profile-json", True),
+]
+IDS = [c.name for c in COMMANDS]
+
+
+def _out_name(command):
+    return "out.onnx" if command.kind == "onnx" else "out.json" if not command.is_dir else "out"
+
+
+def _snapshot(path):
+    """Every byte and mode under ``path`` (without following links), to prove it was left alone."""
+    path = Path(path)
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        return {p.relative_to(path).as_posix(): _snapshot(p) for p in path.iterdir()} | {".": st.st_mode}
+    if stat.S_ISREG(st.st_mode):
+        return (st.st_mode, path.read_bytes())
+    return (st.st_mode, os.readlink(path) if stat.S_ISLNK(st.st_mode) else st.st_rdev)
+
+
+def _partials(*roots):
+    return [p for root in roots for p in Path(root).rglob("*") if p.name.endswith((".partial", ".old"))]
+
+
+# --- hostile states: each returns the output path and the thing that must survive -----------------------------
+
+def _user_dir(tmp, command, inputs):
+    out = tmp / _out_name(command)
+    out.mkdir()
+    (out / "canary.txt").write_text("the user's own file\n")
+    return out, out
+
+
+def _other_kind_file(tmp, command, inputs):
+    out = tmp / _out_name(command)
+    out.write_text('{"a user\'s": "notes"}\n')
+    return out, out
+
+
+def _fifo(tmp, command, inputs):
+    out = tmp / _out_name(command)
+    os.mkfifo(out)
+    return out, out
+
+
+def _symlink(tmp, command, inputs):
+    target = tmp / "target"
+    target.write_text("the link's target\n")
+    out = tmp / _out_name(command)
+    out.symlink_to(target)
+    return out, target
+
+
+def _char_device(tmp, command, inputs):
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root (the decision on /dev/null is tested without writing)")
+    out = tmp / _out_name(command)
+    os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    return out, out
+
+
+def _parent_is_file(tmp, command, inputs):
+    parent = tmp / "a-file"
+    parent.write_text("not a directory\n")
+    return parent / _out_name(command), parent
+
+
+def _source_itself(tmp, command, inputs):
+    return command.source(inputs), command.source(inputs)
+
+
+def _contains_source(tmp, command, inputs):
+    return command.source(inputs).parent, command.source(inputs).parent
+
+
+STATES = {  # name: (make, applies to, refused even with --overwrite, message fragment)
+    "user-dir": (_user_dir, lambda c: c.is_dir, False, "not written by mbk"),
+    "dir-where-file-expected": (_user_dir, lambda c: not c.is_dir, False, "is a directory"),
+    "file-of-another-kind": (_other_kind_file, lambda c: True, False, "--overwrite"),
+    "fifo": (_fifo, lambda c: True, True, "FIFO"),
+    "symlink": (_symlink, lambda c: True, True, "symbolic link"),
+    "char-device": (_char_device, lambda c: True, True, "character device"),
+    "parent-is-file": (_parent_is_file, lambda c: True, True, "is not a directory"),
+    "source-itself": (_source_itself, lambda c: c.source(Path()) is not None, True, "input"),
+    "contains-source": (_contains_source, lambda c: c.is_dir and c.source(Path()) is not None, True, "input"),
+}
+CASES = [pytest.param(c, s, id=f"{c.name}-{s}") for c in COMMANDS for s, state in STATES.items() if state[1](c)]
+
+
+@pytest.mark.parametrize("command, state", CASES)
+def test_hostile_output_paths_are_refused_and_left_intact(mbk, inputs, tmp_path, command, state):
+    make, _, always, fragment = STATES[state]
+    out, kept = make(tmp_path, command, inputs)
+    before = _snapshot(kept)
+    inputs_before = _snapshot(inputs)
+    line = assert_refused(mbk(*command.argv(inputs, out)), fragment)
+    assert str(out) in line or str(Path(out).parent) in line
+    assert _snapshot(kept) == before
+    assert _snapshot(inputs) == inputs_before
+    assert _partials(tmp_path, inputs) == []
+    if always:  # --overwrite replaces what is not ours, never these
+        assert_refused(mbk(*command.argv(inputs, out), "--overwrite"), fragment)
+        assert _snapshot(kept) == before and _snapshot(inputs) == inputs_before
+
+
+def _own_previous_output(command, out):
+    """What an earlier run of the command left at ``out`` (its marker or its kind's content) plus a stale file."""
+    from mobilebert_kit.utils.atomic import MARKER_FILE, OUTPUT_KINDS
+
+    if command.is_dir:
+        out.mkdir()
+        (out / MARKER_FILE).write_text(json.dumps({"format": OUTPUT_KINDS[command.kind].format, "version": 1}))
+        (out / "stale.txt").write_text("from the previous run\n")
+    elif command.kind == "onnx":
+        out.write_bytes(b"\x08\x08\x12\x07tf2onnx" + b"mbk_metadata" + b"stale")
+    else:
+        out.write_text(json.dumps({"schema": "mobilebert_kit.profile", "stale": True}))
+
+
+def _assert_written(command, out):
+    from mobilebert_kit.utils.atomic import OUTPUT_KINDS
+
+    assert OUTPUT_KINDS[command.kind].recognises(out), f"{out} is not recognised as {command.kind}"
+    umask = os.umask(0)
+    os.umask(umask)
+    paths = [out, *Path(out).rglob("*")] if command.is_dir else [out]
+    for path in paths:
+        want = (0o777 if path.is_dir() else 0o666) & ~umask
+        assert stat.S_IMODE(os.stat(path).st_mode) == want, f"{path}: {oct(os.stat(path).st_mode)}"
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.cheap], ids=[c.name for c in COMMANDS if c.cheap])
+def test_own_previous_output_is_replaced(mbk, inputs, tmp_path, command):
+    out = tmp_path / _out_name(command)
+    _own_previous_output(command, out)
+    proc = mbk(*command.argv(inputs, out))
+    assert proc.returncode == 0, proc.stderr
+    _assert_written(command, out)
+    assert not (out / "stale.txt").exists() if command.is_dir else b"stale" not in out.read_bytes()
+    assert _partials(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.cheap], ids=[c.name for c in COMMANDS if c.cheap])
+def test_overwrite_replaces_what_is_not_ours(mbk, inputs, tmp_path, command):
+    out, _ = (_user_dir if command.is_dir else _other_kind_file)(tmp_path, command, inputs)
+    proc = mbk(*command.argv(inputs, out), "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    _assert_written(command, out)
+    assert not (out / "canary.txt").exists() if command.is_dir else b"notes" not in out.read_bytes()
+    assert _partials(tmp_path) == []
+
+
+def test_save_fills_an_empty_directory_and_refuses_a_users(tmp_path):
+    import mobilebert_kit as mbk
+    from mobilebert_kit.utils.atomic import OutputError
+
+    model = mbk.build("tiny-bert")
+    (tmp_path / "empty").mkdir()
+    mbk.save(model, tmp_path / "empty")
+    _assert_written(COMMANDS[0], tmp_path / "empty")
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="pass --overwrite"):
+        mbk.save(model, tmp_path / "user")
+    assert (tmp_path / "user" / "notes.txt").read_text() == "mine"
+
+
+def test_a_model_saved_before_markers_existed_is_replaced(tmp_path):
+    # Older saved models have no .mbk-output.json; their config.json's "format" still says they are ours.
+    import mobilebert_kit as mbk
+
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"format": "mobilebert-kit", "format_version": 1}))
+    (out / "stale.txt").write_text("x")
+    mbk.save(mbk.build("tiny-bert"), out)
+    assert not (out / "stale.txt").exists() and mbk.load(out) is not None
+
+
+def test_profile_refuses_dev_null_before_profiling(mbk, inputs):
+    line = assert_refused(mbk("profile", inputs / "m.onnx", "--html", "/dev/null", "--overwrite"), "character device")
+    assert "/dev/null" in line and stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+
+
+# --- write errors ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("code, fragment", [(errno.EACCES, "permission denied"), (errno.EROFS, "read-only"),
+                                            (errno.ENOSPC, "disk full"), (errno.EDQUOT, "disk full"),
+                                            (errno.EFBIG, "file size limit"), (errno.ENAMETOOLONG, "too long")])
+def test_write_errors_are_one_line_naming_the_path(mbk, inputs, tmp_path, monkeypatch, code, fragment):
+    # Tests run as root, where a read-only directory is writable: the errno is injected where the writer
+    # creates its temporary file.
+    from mobilebert_kit.utils import atomic
+
+    def failing(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", failing)
+    out = tmp_path / "r.json"
+    line = assert_refused(mbk("profile", inputs / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0, "--json", out),
+                    fragment)
+    assert str(out) in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_long_name_is_one_line(mbk, inputs, tmp_path):
+    out = tmp_path / ("x" * 300)
+    assert_refused(mbk("import", inputs / "ckpt", "--out", out), "too long")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_size_limit_while_writing_the_profile_html(inputs, tmp_path):
+    out = tmp_path / "r.html"
+    proc = mbk_with_file_size_limit(2000, "profile", inputs / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0,
+                                    "--html", out)
+    assert proc.returncode == 2, proc.stderr
+    assert_one_line_error(proc, "file size limit reached while writing", str(out))
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the decision function -------------------------------------------------------------------------------------
+
+def test_decision_new_replace_empty_overwrite(tmp_path):
+    from mobilebert_kit.utils.atomic import check_output
+
+    assert check_output(tmp_path / "new", "model") == "new"
+    assert check_output(tmp_path / "deep" / "er" / "new.json", "profile-json") == "new"
+    (tmp_path / "empty").mkdir()
+    assert check_output(tmp_path / "empty", "finetune") == "empty"
+    (tmp_path / "r.json").write_text(json.dumps({"schema": "mobilebert_kit.profile"}))
+    assert check_output(tmp_path / "r.json", "profile-json") == "replace"
+    assert check_output(tmp_path / "r.json", "pipeline-json", overwrite=True) == "overwrite"
+
+
+@pytest.mark.parametrize("path", ["/dev/null", "/dev/zero"])
+@pytest.mark.parametrize("kind", ["model", "profile-json", "tflite"])
+def test_decision_never_writes_a_device_node(path, kind):
+    from mobilebert_kit.utils.atomic import OutputError, check_output
+
+    with pytest.raises(OutputError, match="character device"):
+        check_output(path, kind, overwrite=True)
+
+
+def test_decision_refuses_a_kind_marked_as_another(tmp_path):
+    from mobilebert_kit.utils.atomic import MARKER_FILE, OutputError, check_output
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / MARKER_FILE).write_text(json.dumps({"format": "mobilebert-kit/distill-run", "version": 1}))
+    assert check_output(tmp_path / "run", "distill-run") == "replace"
+    with pytest.raises(OutputError, match="not written by mbk"):
+        check_output(tmp_path / "run", "model")
+
+
+def test_decision_refuses_the_source_inside_and_around(tmp_path):
+    from mobilebert_kit.utils.atomic import OutputError, check_output
+
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    (src / "model.index").write_text("x")
+    for out, relation in ((src, "is the"), (src / "sub", "is inside"), (tmp_path, "contains"),
+                          (src / "model", "is inside")):
+        with pytest.raises(OutputError, match=relation):
+            check_output(out, "model", overwrite=True, sources=[src])
+    with pytest.raises(OutputError, match="contains"):  # a TF1 prefix stands for its .index file
+        check_output(tmp_path, "model", overwrite=True, sources=[src / "model"])
+    assert check_output(tmp_path / "other", "model", sources=[src, "tiny-bert"]) == "new"  # a preset is no path
+
+
+def test_sniffs_recognise_what_the_writers_write(tmp_path):
+    from mobilebert_kit.profiler.report import CSV_COLUMNS, SCHEMA
+    from mobilebert_kit.utils.atomic import OUTPUT_KINDS, generator_meta
+
+    (tmp_path / "r.csv").write_text(",".join(CSV_COLUMNS) + "\n")
+    (tmp_path / "r.html").write_text(f"<!DOCTYPE html><html><head>{generator_meta('profile-html')}</head></html>")
+    (tmp_path / "r.json").write_text(json.dumps({"schema": SCHEMA}))
+    assert OUTPUT_KINDS["profile-csv"].recognises(tmp_path / "r.csv")
+    assert OUTPUT_KINDS["profile-html"].recognises(tmp_path / "r.html")
+    assert not OUTPUT_KINDS["pipeline-html"].recognises(tmp_path / "r.html")
+    assert OUTPUT_KINDS["profile-json"].recognises(tmp_path / "r.json")
+    assert not OUTPUT_KINDS["pipeline-json"].recognises(tmp_path / "r.json")
+
+
+def test_saved_model_format_constants_agree():
+    from mobilebert_kit.data.records import FORMAT as PRETRAINING
+    from mobilebert_kit.models.api import FORMAT as SAVED
+    from mobilebert_kit.utils import atomic
+
+    assert (atomic.SAVED_MODEL_FORMAT, atomic.PRETRAINING_FORMAT) == (SAVED, PRETRAINING)
+
+
+def test_the_profiler_has_no_second_writer():
+    import mobilebert_kit.profiler.report as report
+
+    assert not hasattr(report, "atomic_write")
