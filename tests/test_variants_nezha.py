@@ -15,7 +15,7 @@ import pytest
 import mobilebert_kit as mbk
 from mobilebert_kit.errors import ConfigError
 from tests.helpers import assert_close_relative, random_inputs, run_encoder
-from tests.test_variants_convbert import randomize
+from tests.parity_helpers import assert_parity, randomize, reference_forward
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -34,22 +34,8 @@ def make_reference(seed=0, **overrides):
     return randomize(nezha.NezhaModel(NezhaConfig(**{**TINY_NEZHA, **overrides})), seed)
 
 
-def reference(model, inputs):
-    with torch.no_grad():
-        out = model(**{k: torch.tensor(v, dtype=torch.long) for k, v in inputs.items()})
-    return out.last_hidden_state.numpy(), out.pooler_output.numpy()
-
-
-def check_parity(ours, ref, vocab=99, shapes=((1, 3), (2, 9), (2, 40))):
-    for batch, seq in shapes:
-        inputs = random_inputs(vocab, batch_size=batch, seq_len=seq, seed=seq)
-        seq_ref, pooled_ref = reference(ref, inputs)
-        out = run_encoder(ours, inputs)
-        assert_close_relative(out["sequence_output"], seq_ref)
-        assert_close_relative(out["pooled_output"], pooled_ref)
-    padded = random_inputs(vocab, batch_size=3, seq_len=14, pad_last=6)
-    assert_close_relative(run_encoder(ours, padded)["sequence_output"], reference(ref, padded)[0],
-                          mask=padded["attention_mask"])
+def check_parity(ours, ref, shapes=((1, 3), (2, 9), (2, 40))):
+    assert_parity(ours, ref, shapes, padded=(3, 14, 6))
 
 
 @pytest.mark.parity
@@ -149,6 +135,5 @@ def test_masked_lm_checkpoint_without_pooler_imports_as_encoder(tmp_path):
     ours = mbk.import_checkpoint(tmp_path)
     assert ours.config["classifier_activation"] is False
     inputs = random_inputs(99, batch_size=2, seq_len=12)
-    with torch.no_grad():
-        expected = ref.nezha(**{k: torch.tensor(v, dtype=torch.long) for k, v in inputs.items()}).last_hidden_state
+    expected = reference_forward(ref.nezha, inputs).last_hidden_state
     assert_close_relative(run_encoder(ours, inputs)["sequence_output"], expected.numpy())

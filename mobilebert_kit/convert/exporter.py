@@ -221,7 +221,8 @@ def export(options, source=None, log=print):
                 fmt=options.format,
             )
             if options.drift_report and options.quantize != "none":
-                result.validation.drift = drift(model, options, calibration, validation_inputs, reference)
+                result.validation.drift = drift(model, options, calibration, validation_inputs, reference,
+                                                qat_graph=graph if options.quantize == "qat" else None)
             if not result.validation.passed:
                 # The metrics are what the user needs to decide (thresholds, keep-float layers): show and keep them.
                 say(result.validation.format_text())
@@ -441,30 +442,66 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
     )
 
 
-def drift(model, options, calibration, inputs, reference):
-    """Per-layer drift: export a probe with every hidden state as an output, quantized the same way."""
+def drift(model, options, calibration, inputs, reference, qat_graph=None):
+    """Per-layer drift: export a probe with every hidden state as an output, quantized the same way.
+
+    Args:
+        model: the exported Keras model (after substitution).
+        options: the export's :class:`ExportOptions`.
+        calibration: the export's calibration InputSet.
+        inputs: the validation InputSet.
+        reference: the Keras source the hidden states are compared with.
+        qat_graph: for ``qat``, the quantization-aware graph that was converted; the probe is
+            cut from it (:func:`~mobilebert_kit.convert.qat.with_layer_outputs`), so the report
+            describes the written artifact and QAT runs once per export.
+
+    Returns:
+        list[dict]: one row per layer (:func:`~mobilebert_kit.convert.validation.drift_report`).
+
+    Example:
+        >>> drift(model, options, calibration, inputs, model, qat_graph=graph)  # doctest: +SKIP
+    """
     import tempfile
 
     from mobilebert_kit.convert.artifact_runner import ArtifactRunner
-    from mobilebert_kit.convert.export_model import build_export_model, hidden_state_names
+    from mobilebert_kit.convert.export_model import hidden_state_names
     from mobilebert_kit.convert.rebuild import encoder_of, rebuild
     from mobilebert_kit.convert.validation import drift_report
 
     probe = rebuild(encoder_of(reference), output_hidden_states=True)
     keras_out = probe({k: np.asarray(v) for k, v in inputs.arrays.items()}, training=False)
     hidden = [np.asarray(h) for h in keras_out["hidden_states"]]
-    graph = build_export_model(model, options.batch_size, options.seq_len, options.mask_dtype,
-                               options.attention_mask_value, hidden_states=True, for_qat=options.quantize == "qat")
-    if options.quantize == "qat":
-        from mobilebert_kit.convert.qat import quantization_aware_graph
-
-        graph = quantization_aware_graph(graph, calibration, steps=options.qat_steps,
-                                         learning_rate=options.qat_learning_rate)
     with tempfile.TemporaryDirectory(prefix="mbk-drift-") as tmp:
         path = Path(tmp) / f"probe.{options.format}"
-        meta = ({}, None)
-        if options.format == "tflite":
-            _write_tflite(graph, options, calibration, meta, path)
-        else:
-            _write_onnx(graph, options, calibration, meta, path)
+        write_drift_probe(model, options, calibration, path, qat_graph=qat_graph)
         return drift_report(ArtifactRunner(path), hidden, inputs, hidden_state_names(model))
+
+
+def write_drift_probe(model, options, calibration, path, qat_graph=None):
+    """Writes the per-layer probe artifact: the export graph with every hidden state as an output.
+
+    Args:
+        model: the exported Keras model.
+        options: the export's :class:`ExportOptions` (format, quantization, shapes).
+        calibration: the export's calibration InputSet.
+        path: where the probe file goes.
+        qat_graph: for ``qat``, the graph that was converted (required then).
+
+    Example:
+        >>> write_drift_probe(model, options, calibration, "probe.tflite", qat_graph=graph)  # doctest: +SKIP
+    """
+    from mobilebert_kit.convert.export_model import build_export_model, hidden_state_names
+
+    names = hidden_state_names(model)
+    if options.quantize == "qat":
+        from mobilebert_kit.convert.qat import with_layer_outputs
+
+        graph = with_layer_outputs(qat_graph, names)
+    else:
+        graph = build_export_model(model, options.batch_size, options.seq_len, options.mask_dtype,
+                                   options.attention_mask_value, hidden_states=True)
+    meta = ({}, None)
+    if options.format == "tflite":
+        _write_tflite(graph, options, calibration, meta, path)
+    else:
+        _write_onnx(graph, options, calibration, meta, path)

@@ -355,3 +355,37 @@ def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, 
     qat.output_order = names
     qat.mask_dtype = graph.mask_dtype
     return qat
+
+
+def with_layer_outputs(qat, layer_names):
+    """``qat`` with the outputs of the named layers added, sharing its trained weights and ranges.
+
+    The per-layer drift probe of a QAT export is cut from the very graph that
+    was fine-tuned and converted, not fine-tuned again: a second
+    ``quantization_aware_graph`` on a hidden-state graph paid QAT twice and,
+    trained on a loss over every hidden state, described another model than
+    the artifact (issue 13, item 10).
+
+    Args:
+        qat (keras.Model): a graph returned by :func:`quantization_aware_graph`.
+        layer_names (list[str]): names of the source layers (``embeddings``,
+            ``transformer_layer_{i}``); tfmot's wrapper of each is found by the
+            name of the layer it wraps.
+
+    Returns:
+        keras.Model: the same inputs, ``qat``'s outputs followed by one output per name,
+        with ``output_order`` and ``mask_dtype`` set like ``qat``'s.
+
+    Example:
+        >>> probe = with_layer_outputs(qat, hidden_state_names(model))  # doctest: +SKIP
+    """
+    by_name = {getattr(layer, "layer", layer).name: layer for layer in qat.layers}
+    missing = [name for name in layer_names if name not in by_name]
+    if missing:
+        raise ExportError(f"the quantization-aware graph has no layer {missing[0]}; cannot probe its drift")
+    outputs = {name: qat.output[name] for name in qat.output_order}
+    outputs.update((name, by_name[name].output) for name in layer_names)
+    probe = keras.Model(inputs=qat.input, outputs=outputs, name=f"{qat.name}_probe")
+    probe.output_order = list(outputs)
+    probe.mask_dtype = qat.mask_dtype
+    return probe

@@ -5,7 +5,8 @@ each stage minimises the layer-transfer loss (Eq. 7) of its layers or the
 pre-training distillation loss (Eq. 5) with a fresh optimizer and a
 warm-up/decay schedule of its own.
 
-Output directory::
+Output directory (``run.json``, ``progress.json`` and ``checkpoints/`` are
+kept by ``run_directory.RunDirectory``; the step is built by ``distill_step``)::
 
     run.json          teacher, student, data and DistillConfig of the run
     progress.json     stage, step and loss history (rewritten at every checkpoint)
@@ -31,9 +32,16 @@ import signal
 import time
 from pathlib import Path
 
+from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.errors import ConfigError, MbkError
+from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
-from mobilebert_kit.training.stages import LAYER_TRANSFER, plan_stages, stage_variables
+from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas
+from mobilebert_kit.training.run_directory import RUN_FILE, RunDirectory
+from mobilebert_kit.training.stage_progress import StageProgress
+from mobilebert_kit.training.stages import plan_stages, stage_variables
+from mobilebert_kit.training.summaries import write_scalars
 from mobilebert_kit.training.teacher_student import (
     build_student,
     check_compatible,
@@ -42,34 +50,11 @@ from mobilebert_kit.training.teacher_student import (
     precision_policy,
     split_teacher,
 )
-from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
+from mobilebert_kit.utils.atomic import atomic_file
 
-RUN_FILE = "run.json"
-PROGRESS_FILE = "progress.json"
-CHECKPOINT_DIR = "checkpoints"
+__all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
+
 VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json")
-
-
-def _block_outputs(encoder, layers):
-    """KerasTensors ``(hidden_states, attention_probs)`` of the given blocks of ``encoder``'s own graph."""
-    hidden, probs = [], []
-    for i in layers:
-        out, attn = encoder.get_layer(f"transformer_layer_{i}").get_output_at(0)
-        hidden.append(out)
-        probs.append(attn)
-    return hidden, probs
-
-
-def transfer_model(encoder, layers):
-    """A model sharing ``encoder``'s weights that outputs the hidden states and attention of ``layers``.
-
-    It computes only the blocks up to ``max(layers)``: a progressive stage at
-    layer l does not pay for the layers above it.
-    """
-    from mobilebert_kit.backend import keras
-
-    hidden, probs = _block_outputs(encoder, layers)
-    return keras.Model(encoder.inputs, {"hidden_states": hidden, "attention_probs": probs})
 
 
 class _InterruptFlag:
@@ -114,6 +99,9 @@ class Distiller:
         console: ``rich`` console for the plan and the progress bars.
         on_step_end: optional callable ``(stage_name, stage_step, global_step, metrics)``
             called after every step (metrics only on logging steps, else None).
+        on_setup_end: optional callable ``(distiller)`` called by :meth:`run` once teacher,
+            student, stage plan and data are built, before any checkpoint is restored or
+            step taken (tests snapshot the initial weights there).
 
     Example:
         >>> Distiller("teacher/", "mobilebert", "data/", "runs/mb",
@@ -121,15 +109,17 @@ class Distiller:
     """
 
     def __init__(self, teacher, student, data, out_dir, config=None, strategy=None, student_overrides=None,
-                 console=None, on_step_end=None):
+                 console=None, on_step_end=None, on_setup_end=None):
         self.teacher_spec = teacher
         self.student_spec = student
         self.data = data
         self.out_dir = Path(out_dir)
+        self.run_dir = RunDirectory(self.out_dir)
         self.config = config or DistillConfig()
         self.strategy = strategy
         self.student_overrides = dict(student_overrides or {})
         self.on_step_end = on_step_end
+        self.on_setup_end = on_setup_end
         if console is None:
             from rich.console import Console
 
@@ -156,36 +146,7 @@ class Distiller:
     def _sources(self):
         return [p for p in (self.teacher_spec, self.data) if isinstance(p, (str, Path))]
 
-    def _check_out_dir(self, resume, overwrite=False):
-        run_file = self.out_dir / RUN_FILE
-        if resume:
-            if not run_file.is_file():
-                raise MbkError(f"nothing to resume in {self.out_dir}: {RUN_FILE} is missing; start without --resume")
-            try:
-                stored = json.loads(run_file.read_text())
-            except (OSError, ValueError) as err:
-                raise MbkError(f"cannot read {run_file} ({err}); start a new run in another directory") from err
-            differences = DistillConfig.from_dict(stored["config"]).differences(self.config)
-            current = self._run_record()
-            differences += [k for k in ("teacher", "student", "student_overrides", "data") if stored.get(k) != current[k]]
-            if differences:
-                raise MbkError(
-                    f"{self.out_dir} was started with different {', '.join(differences)}; "
-                    "resume with the same options (see run.json) or use a new --out"
-                )
-        elif run_file.is_file() and not overwrite:
-            raise MbkError(
-                f"{self.out_dir} already holds a distillation run; pass --resume to continue it, --overwrite to "
-                "start it over, or choose a new --out"
-            )
-        if not resume:
-            # Before the models are built: a refused --out must not cost the setup first.
-            check_output(self.out_dir, "distill-run", overwrite=overwrite, sources=self._sources())
-
     def _setup(self):
-        from mobilebert_kit.backend import keras, tf
-        from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
-
         cfg = self.config
         keras.utils.set_random_seed(cfg.seed)
         self.strategy = self.strategy or tf.distribute.get_strategy()
@@ -264,174 +225,24 @@ class Distiller:
             where = self.stages[stage].name if stage < len(self.stages) else "the end"
             out(f"  resuming at {where}, step {step}", highlight=False, soft_wrap=True)
 
-    # -------------------------------------------------------------- optimizer
-    def _make_optimizer(self, stage, trained, tuned):
-        from mobilebert_kit.backend import keras
-        from mobilebert_kit.training.lamb import Lamb
-        from mobilebert_kit.training.warmup_decay import WarmupDecay
-
-        cfg = self.config
-        peak = cfg.learning_rate
-        if stage.kind != LAYER_TRANSFER and cfg.pd_learning_rate is not None:
-            peak = cfg.pd_learning_rate
-        schedule = WarmupDecay(
-            peak, total_steps=stage.steps, warmup_steps=int(round(cfg.warmup_proportion * stage.steps)), decay=cfg.decay
-        )
-        multipliers = {}
-        if tuned:
-            scopes = sorted(set(stage.tune))
-            multipliers = {f"(^|/)({'|'.join(scopes)})/": stage.tune_multiplier}
-        optimizer = Lamb(
-            learning_rate=schedule,
-            weight_decay_rate=cfg.weight_decay,
-            use_trust_ratio=cfg.optimizer == "lamb",
-            learning_rate_multipliers=multipliers,
-            global_clipnorm=cfg.clip_norm,
-        )
-        if cfg.precision == "mixed_float16":
-            optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-        variables = [v for _, v in trained] + [v for _, v in tuned]
-        optimizer.build(variables)
-        return optimizer, schedule, variables
-
-    # ------------------------------------------------------------- step maker
-    def _make_step(self, stage, optimizer, variables):
-        from mobilebert_kit.backend import keras, tf
-        from mobilebert_kit.models.encoder import INPUT_NAMES
-        from mobilebert_kit.training import losses
-
-        cfg = self.config
-        strategy = self.strategy
-        scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
-        if stage.kind == LAYER_TRANSFER:
-            student_view = transfer_model(self.student_encoder, stage.layers)
-            teacher_view = transfer_model(self.teacher_encoder, stage.layers)
-        mlm_layer = self.student.get_layer("mlm")
-        nsp_layer = self.student.get_layer("nsp")
-
-        def count(ctx, x):
-            return ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.reduce_sum(tf.cast(x, tf.float32)))
-
-        def transfer_loss(batch, ctx):
-            inputs = {k: batch[k] for k in INPUT_NAMES}
-            mask = inputs["attention_mask"]
-            tokens = count(ctx, mask)
-            target = teacher_view(inputs, training=False)
-            pred = student_view(inputs, training=True)
-            totals, sums = [], {}
-            for i in range(len(stage.layers)):
-                total, terms = losses.layer_transfer_loss(
-                    target["hidden_states"][i], pred["hidden_states"][i],
-                    target["attention_probs"][i], pred["attention_probs"][i],
-                    mask, weights=cfg.weights, normalizer=tokens,
-                )
-                totals.append(total)
-                for k, v in terms.items():
-                    sums[k] = sums.get(k, 0.0) + v
-            n = float(len(stage.layers))
-            return tf.add_n(totals) / n, {k: v / n for k, v in sums.items()}
-
-        def pd_loss(batch, ctx):
-            inputs = {k: batch[k] for k in INPUT_NAMES}
-            positions = batch["masked_lm_positions"]
-            weights = batch["masked_lm_weights"]
-            predictions = count(ctx, weights)
-            examples = count(ctx, tf.ones_like(batch["next_sentence_labels"]))
-            teacher_logits = None
-            if self.teacher_mlm is not None:
-                t_seq = self.teacher_encoder(inputs, training=False)["sequence_output"]
-                teacher_logits = self.teacher_mlm(tf.gather(t_seq, positions, batch_dims=1), training=False)
-            out = self.student_encoder(inputs, training=True)
-            s_logits = mlm_layer(tf.gather(out["sequence_output"], positions, batch_dims=1), training=True)
-            s_nsp = nsp_layer(out["pooled_output"], training=True)
-            return losses.pretraining_distillation_loss(
-                batch["masked_lm_ids"], s_logits, weights, batch["next_sentence_labels"], s_nsp,
-                teacher_mlm_logits=teacher_logits, alpha=cfg.alpha,
-                prediction_normalizer=predictions, example_normalizer=examples,
-            )
-
-        compute = transfer_loss if stage.kind == LAYER_TRANSFER else pd_loss
-
-        def replica_step(batch):
-            ctx = tf.distribute.get_replica_context()
-            with tf.GradientTape() as tape:
-                loss, terms = compute(batch, ctx)
-                objective = optimizer.get_scaled_loss(loss) if scaled else loss
-            grads = tape.gradient(objective, variables)
-            if scaled:
-                grads = optimizer.get_unscaled_gradients(grads)
-            optimizer.apply_gradients(zip(grads, variables))
-            return {"loss": loss, **terms}
-
-        # autograph=False: the step has no tensor-dependent Python control flow, and
-        # converting every Keras call made tracing ~2x slower (measured on tiny models).
-        # autograph=False: the step has no tensor-dependent Python control flow to convert.
-        @tf.function(autograph=False)
-        def step(batch):
-            per_replica = strategy.run(replica_step, args=(batch,))
-            # Every replica's value is its share of the global mean: the sum is the global value.
-            metrics = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in per_replica.items()}
-            if scaled:
-                # Dynamic loss scaling skips steps whose gradients overflow and halves the scale;
-                # the first steps of a float16 run usually do.
-                metrics["loss_scale"] = tf.cast(optimizer.loss_scale, tf.float32)
-            return metrics
-
-        return step
-
-    def _distribute(self, batch):
-        n = self.replicas
-        if n == 1:
-            return batch
-        per = self.config.batch_size // n
-
-        def value_fn(ctx):
-            i = ctx.replica_id_in_sync_group
-            return {k: v[i * per : (i + 1) * per] for k, v in batch.items()}
-
-        return self.strategy.experimental_distribute_values_from_function(value_fn)
-
     # ------------------------------------------------------------ checkpoints
     def _checkpoint(self, optimizer=None):
-        from mobilebert_kit.backend import tf
-
         parts = {"model": self.student, "data": self.iterator, "progress": self.progress}
         if optimizer is not None:
             parts["optimizer"] = optimizer
         return tf.train.Checkpoint(**parts)
 
-    def _latest(self):
-        from mobilebert_kit.backend import tf
-
-        return tf.train.latest_checkpoint(str(self.out_dir / CHECKPOINT_DIR))
-
-    def _read_progress(self, path):
-        from mobilebert_kit.backend import tf
-
-        reader = tf.train.load_checkpoint(path)
-        names = {n for n in reader.get_variable_to_shape_map()}
-
-        def value(field):
-            key = f"progress/{field}/.ATTRIBUTES/VARIABLE_VALUE"
-            if key not in names:
-                raise MbkError(f"checkpoint {path} has no progress record; it was not written by mbk distill")
-            return int(reader.get_tensor(key))
-
-        return value("stage"), value("step"), value("global_step")
-
-    def _save(self, manager, history):
-        manager.save(checkpoint_number=int(self.progress.global_step.numpy()))
-        state = {
-            "stage": int(self.progress.stage.numpy()),
-            "stage_name": self.stages[int(self.progress.stage.numpy())].name
-            if int(self.progress.stage.numpy()) < len(self.stages) else "complete",
+    def _progress_state(self):
+        stage = int(self.progress.stage.numpy())
+        return {
+            "stage": stage,
+            "stage_name": self.stages[stage].name if stage < len(self.stages) else "complete",
             "stage_step": int(self.progress.step.numpy()),
             "global_step": int(self.progress.global_step.numpy()),
-            "checkpoint": manager.latest_checkpoint,
-            "history": history,
         }
-        with atomic_file(self.out_dir / PROGRESS_FILE, "w") as f:
-            f.write(json.dumps(state, indent=2) + "\n")
+
+    def _save(self, manager, history):
+        self.run_dir.save(manager, self._progress_state(), history)
 
     # ------------------------------------------------------ benchmark access
     def prepare(self):
@@ -442,14 +253,19 @@ class Distiller:
 
     def stage_step(self, stage):
         """``(step, variables)`` of ``stage`` with a fresh optimizer: ``step(batch)`` trains once, returns metrics."""
-        from mobilebert_kit.models.api import named_weights
-
         self.prepare()
         trained, tuned = stage_variables(stage, named_weights(self.student))
         with self.strategy.scope():
-            optimizer, _, variables = self._make_optimizer(stage, trained, tuned)
+            optimizer, _, variables = make_optimizer(self.config, stage, trained, tuned)
         step = self._make_step(stage, optimizer, variables)
         return (lambda batch: step(self._distribute(batch))), variables
+
+    def _make_step(self, stage, optimizer, variables):
+        return build_step(self.config, stage, self.strategy, self.teacher_encoder, self.teacher_mlm, self.student,
+                          optimizer, variables)
+
+    def _distribute(self, batch):
+        return split_over_replicas(batch, self.strategy, self.config.batch_size)
 
     # -------------------------------------------------------------------- run
     def run(self, resume=False, overwrite=False):
@@ -467,30 +283,22 @@ class Distiller:
             KeyboardInterrupt: after SIGINT, once the current step is checkpointed.
             MbkError / ConfigError: bad inputs, a mismatched resume.
         """
-        from mobilebert_kit.backend import tf
-
-        self._check_out_dir(resume, overwrite)
+        self.run_dir.check(self._run_record(), self.config, resume, overwrite=overwrite, sources=self._sources())
         self._setup()
+        if self.on_setup_end is not None:
+            self.on_setup_end(self)
         start_stage, start_step, history = 0, 0, []
-        latest = self._latest() if resume else None
+        latest = self.run_dir.latest_checkpoint() if resume else None
         if resume and latest is None:
             start_stage = 0  # run.json but no checkpoint yet: start over
         elif latest is not None:
-            start_stage, start_step, _ = self._read_progress(latest)
-            try:
-                history = json.loads((self.out_dir / PROGRESS_FILE).read_text()).get("history", [])
-            except (OSError, ValueError):
-                history = []
+            start_stage, start_step, _ = self.run_dir.checkpoint_progress(latest)
+            history = self.run_dir.history()
         self._print_plan((start_stage, start_step) if resume else None)
         if not resume:
-            prepare_dir(self.out_dir, "distill-run", overwrite=overwrite, fresh=overwrite, sources=self._sources())
+            self.run_dir.write_record(self._run_record(), overwrite=overwrite, sources=self._sources())
         # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
         self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
-        if not resume:
-            with atomic_file(self.out_dir / RUN_FILE, "w") as f:
-                f.write(json.dumps(self._run_record(), indent=2) + "\n")
-
-        from mobilebert_kit.models.api import named_weights
 
         if latest is not None and start_step == 0:
             # A stage boundary (or a finished run): the saved optimizer belongs to the previous
@@ -504,10 +312,10 @@ class Distiller:
                 stage = self.stages[index]
                 trained, tuned = stage_variables(stage, named)
                 with self.strategy.scope():
-                    optimizer, schedule, variables = self._make_optimizer(stage, trained, tuned)
+                    optimizer, schedule, variables = make_optimizer(self.config, stage, trained, tuned)
                 checkpoint = self._checkpoint(optimizer)
                 manager = tf.train.CheckpointManager(
-                    checkpoint, str(self.out_dir / CHECKPOINT_DIR), max_to_keep=self.config.keep_checkpoints
+                    checkpoint, str(self.run_dir.checkpoint_dir), max_to_keep=self.config.keep_checkpoints
                 )
                 first = 0
                 if latest is not None and index == start_stage and start_step > 0:
@@ -524,9 +332,6 @@ class Distiller:
         return self._finish(history)
 
     def _run_stage(self, stage, index, first, step_fn, schedule, optimizer, manager, interrupt, history):
-        from mobilebert_kit.training.stage_progress import StageProgress
-        from mobilebert_kit.training.summaries import write_scalars
-
         cfg = self.config
         last = {}
         started = time.perf_counter()
@@ -593,17 +398,14 @@ class Distiller:
         return names
 
     def _finish(self, history):
-        import mobilebert_kit as mbk
-
         student_dir = self.out_dir / "student"
         pretrainer_dir = self.out_dir / "pretrainer"
-        mbk.save(self.student_encoder, student_dir)
-        mbk.save(self.student, pretrainer_dir)
+        save(self.student_encoder, student_dir)
+        save(self.student, pretrainer_dir)
         copied = self._copy_vocabulary(student_dir, pretrainer_dir)
         state = {"stage": len(self.stages), "stage_name": "complete", "complete": True,
                  "global_step": int(self.progress.global_step.numpy()), "history": history}
-        with atomic_file(self.out_dir / PROGRESS_FILE, "w") as f:
-            f.write(json.dumps(state, indent=2) + "\n")
+        self.run_dir.write_progress(state)
         self.console.print(
             f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
             + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""),

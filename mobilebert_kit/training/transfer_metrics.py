@@ -52,7 +52,7 @@ def evaluate_transfer(teacher_encoder, student_encoder, dataset, max_batches=Non
     """
     from mobilebert_kit.backend import tf
     from mobilebert_kit.models.encoder import INPUT_NAMES
-    from mobilebert_kit.training.distiller import transfer_model
+    from mobilebert_kit.training.distill_step import transfer_model
 
     layers = list(range(student_encoder.config["num_layers"]))
     teacher_view = transfer_model(teacher_encoder, layers)

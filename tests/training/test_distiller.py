@@ -38,28 +38,20 @@ def uninterrupted(tiny_run_inputs, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("uninterrupted") / "run"
     snapshots = {}
-    distiller = Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"),
-                          str(tiny_run_inputs / "data"), out, resume_config(), console=_quiet())
 
-    def snapshot():
+    def snapshot(distiller):
         return {p: v.numpy().copy() for p, v in named_weights(distiller.student).items()}
 
+    def on_setup_end(distiller):  # the weights before the first step
+        snapshots["initial"] = snapshot(distiller)
+
     def on_step_end(stage, step, global_step, metrics):
-        if global_step == 1:
-            snapshots["initial"] = initial
         if step == 3:
-            snapshots[stage] = snapshot()
+            snapshots[stage] = snapshot(distiller)
 
-    original_setup = distiller._setup
-
-    def setup():
-        nonlocal initial
-        original_setup()
-        initial = snapshot()
-
-    initial = None
-    distiller._setup = setup
-    distiller.on_step_end = on_step_end
+    distiller = Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"),
+                          str(tiny_run_inputs / "data"), out, resume_config(), console=_quiet(),
+                          on_step_end=on_step_end, on_setup_end=on_setup_end)
     result = distiller.run()
     return {"out": out, "result": result, "snapshots": snapshots, "copy": distiller.copy_report,
             "inputs": tiny_run_inputs}

@@ -1,0 +1,209 @@
+"""One distillation step, built from explicit parts: the stage's optimizer and its training step.
+
+Pure builders: everything a step needs (models, stage, config, strategy) is
+an argument, nothing is read from a run, so a benchmark or a test can build
+the step of any stage without a run directory (``Distiller.stage_step``).
+The losses are Eq. 7 (layer transfer, averaged over the stage's layers) and
+Eq. 5 (pre-training distillation) of Sun et al., 2020, from ``losses.py``.
+"""
+
+from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.models.encoder import INPUT_NAMES
+from mobilebert_kit.training import losses
+from mobilebert_kit.training.lamb import Lamb
+from mobilebert_kit.training.stages import LAYER_TRANSFER
+from mobilebert_kit.training.warmup_decay import WarmupDecay
+
+
+def _block_outputs(encoder, layers):
+    """KerasTensors ``(hidden_states, attention_probs)`` of the given blocks of ``encoder``'s own graph."""
+    hidden, probs = [], []
+    for i in layers:
+        out, attn = encoder.get_layer(f"transformer_layer_{i}").get_output_at(0)
+        hidden.append(out)
+        probs.append(attn)
+    return hidden, probs
+
+
+def transfer_model(encoder, layers):
+    """A model sharing ``encoder``'s weights that outputs the hidden states and attention of ``layers``.
+
+    It computes only the blocks up to ``max(layers)``: a progressive stage at
+    layer l does not pay for the layers above it.
+
+    Args:
+        encoder (Encoder): a functional encoder (teacher or student).
+        layers (tuple[int]): block indices.
+
+    Returns:
+        keras.Model: outputs ``{"hidden_states": [...], "attention_probs": [...]}``, one entry per layer.
+
+    Example:
+        >>> view = transfer_model(student.encoder, (0,))  # doctest: +SKIP
+    """
+    hidden, probs = _block_outputs(encoder, layers)
+    return keras.Model(encoder.inputs, {"hidden_states": hidden, "attention_probs": probs})
+
+
+def make_optimizer(config, stage, trained, tuned):
+    """A fresh optimizer for ``stage``: LAMB (or AdamW) on its own warm-up/decay schedule.
+
+    Args:
+        config (DistillConfig): the run's options.
+        stage (Stage): the stage (its steps set the schedule; ``tune`` scopes get ``tune_multiplier``).
+        trained (list[tuple[str, tf.Variable]]): ``(path, variable)`` pairs at the full rate.
+        tuned (list[tuple[str, tf.Variable]]): pairs at the stage's tune multiplier.
+
+    Returns:
+        tuple: ``(optimizer, schedule, variables)``; the optimizer is built on ``variables``
+        (wrapped in a ``LossScaleOptimizer`` for mixed_float16).
+
+    Example:
+        >>> optimizer, schedule, variables = make_optimizer(config, stage, trained, tuned)  # doctest: +SKIP
+    """
+    peak = config.learning_rate
+    if stage.kind != LAYER_TRANSFER and config.pd_learning_rate is not None:
+        peak = config.pd_learning_rate
+    schedule = WarmupDecay(
+        peak, total_steps=stage.steps, warmup_steps=int(round(config.warmup_proportion * stage.steps)),
+        decay=config.decay,
+    )
+    multipliers = {}
+    if tuned:
+        scopes = sorted(set(stage.tune))
+        multipliers = {f"(^|/)({'|'.join(scopes)})/": stage.tune_multiplier}
+    optimizer = Lamb(
+        learning_rate=schedule,
+        weight_decay_rate=config.weight_decay,
+        use_trust_ratio=config.optimizer == "lamb",
+        learning_rate_multipliers=multipliers,
+        global_clipnorm=config.clip_norm,
+    )
+    if config.precision == "mixed_float16":
+        optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+    variables = [v for _, v in trained] + [v for _, v in tuned]
+    optimizer.build(variables)
+    return optimizer, schedule, variables
+
+
+def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, optimizer, variables):
+    """The training step of ``stage``: ``step(batch)`` updates ``variables`` once and returns the metrics.
+
+    Args:
+        config (DistillConfig): loss weights and ``alpha``.
+        stage (Stage): layer transfer (its ``layers``) or pre-training distillation.
+        strategy (tf.distribute.Strategy): the strategy the batch is distributed over.
+        teacher_encoder (Encoder): the teacher's encoder.
+        teacher_mlm (keras.layers.Layer | None): the teacher's MLM head (None: no MLM-KD term).
+        student (BertPretrainer): the student with its ``mlm`` and ``nsp`` heads.
+        optimizer: from :func:`make_optimizer`.
+        variables (list[tf.Variable]): what the step trains.
+
+    Returns:
+        tf.function: ``step(batch) -> {"loss", <loss terms>[, "loss_scale"]}``, each the global value.
+
+    Example:
+        >>> step = build_step(config, stage, strategy, teacher, None, student, optimizer, variables)  # doctest: +SKIP
+    """
+    scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
+    student_encoder = student.encoder
+    if stage.kind == LAYER_TRANSFER:
+        student_view = transfer_model(student_encoder, stage.layers)
+        teacher_view = transfer_model(teacher_encoder, stage.layers)
+    mlm_layer = student.get_layer("mlm")
+    nsp_layer = student.get_layer("nsp")
+
+    def count(ctx, x):
+        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.reduce_sum(tf.cast(x, tf.float32)))
+
+    def transfer_loss(batch, ctx):
+        inputs = {k: batch[k] for k in INPUT_NAMES}
+        mask = inputs["attention_mask"]
+        tokens = count(ctx, mask)
+        target = teacher_view(inputs, training=False)
+        pred = student_view(inputs, training=True)
+        totals, sums = [], {}
+        for i in range(len(stage.layers)):
+            total, terms = losses.layer_transfer_loss(
+                target["hidden_states"][i], pred["hidden_states"][i],
+                target["attention_probs"][i], pred["attention_probs"][i],
+                mask, weights=config.weights, normalizer=tokens,
+            )
+            totals.append(total)
+            for k, v in terms.items():
+                sums[k] = sums.get(k, 0.0) + v
+        n = float(len(stage.layers))
+        return tf.add_n(totals) / n, {k: v / n for k, v in sums.items()}
+
+    def pd_loss(batch, ctx):
+        inputs = {k: batch[k] for k in INPUT_NAMES}
+        positions = batch["masked_lm_positions"]
+        weights = batch["masked_lm_weights"]
+        predictions = count(ctx, weights)
+        examples = count(ctx, tf.ones_like(batch["next_sentence_labels"]))
+        teacher_logits = None
+        if teacher_mlm is not None:
+            t_seq = teacher_encoder(inputs, training=False)["sequence_output"]
+            teacher_logits = teacher_mlm(tf.gather(t_seq, positions, batch_dims=1), training=False)
+        out = student_encoder(inputs, training=True)
+        s_logits = mlm_layer(tf.gather(out["sequence_output"], positions, batch_dims=1), training=True)
+        s_nsp = nsp_layer(out["pooled_output"], training=True)
+        return losses.pretraining_distillation_loss(
+            batch["masked_lm_ids"], s_logits, weights, batch["next_sentence_labels"], s_nsp,
+            teacher_mlm_logits=teacher_logits, alpha=config.alpha,
+            prediction_normalizer=predictions, example_normalizer=examples,
+        )
+
+    compute = transfer_loss if stage.kind == LAYER_TRANSFER else pd_loss
+
+    def replica_step(batch):
+        ctx = tf.distribute.get_replica_context()
+        with tf.GradientTape() as tape:
+            loss, terms = compute(batch, ctx)
+            objective = optimizer.get_scaled_loss(loss) if scaled else loss
+        grads = tape.gradient(objective, variables)
+        if scaled:
+            grads = optimizer.get_unscaled_gradients(grads)
+        optimizer.apply_gradients(zip(grads, variables))
+        return {"loss": loss, **terms}
+
+    # autograph=False: the step has no tensor-dependent Python control flow, and
+    # converting every Keras call made tracing ~2x slower (measured on tiny models).
+    @tf.function(autograph=False)
+    def step(batch):
+        per_replica = strategy.run(replica_step, args=(batch,))
+        # Every replica's value is its share of the global mean: the sum is the global value.
+        metrics = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in per_replica.items()}
+        if scaled:
+            # Dynamic loss scaling skips steps whose gradients overflow and halves the scale;
+            # the first steps of a float16 run usually do.
+            metrics["loss_scale"] = tf.cast(optimizer.loss_scale, tf.float32)
+        return metrics
+
+    return step
+
+
+def split_over_replicas(batch, strategy, batch_size):
+    """``batch`` (the global batch, one dict of arrays) as one slice per replica of ``strategy``.
+
+    Args:
+        batch (dict[str, tf.Tensor]): ``batch_size`` rows.
+        strategy (tf.distribute.Strategy): the run's strategy.
+        batch_size (int): the global batch size (a multiple of the replica count).
+
+    Returns:
+        The batch itself with one replica, else a distributed value of ``batch_size / replicas`` rows each.
+
+    Example:
+        >>> metrics = step(split_over_replicas(batch, strategy, 32))  # doctest: +SKIP
+    """
+    n = strategy.num_replicas_in_sync
+    if n == 1:
+        return batch
+    per = batch_size // n
+
+    def value_fn(ctx):
+        i = ctx.replica_id_in_sync_group
+        return {k: v[i * per : (i + 1) * per] for k, v in batch.items()}
+
+    return strategy.experimental_distribute_values_from_function(value_fn)

@@ -1,0 +1,140 @@
+"""The directory of one distillation run: its record, its progress, its checkpoints, the resume check.
+
+Layout (the loop that fills it is ``distiller.Distiller``)::
+
+    run.json          teacher, student, data and DistillConfig of the run
+    progress.json     stage, step and loss history (rewritten at every checkpoint)
+    checkpoints/      tf.train checkpoints: student, optimizer, data iterator, progress
+
+``run.json`` is what makes ``--resume`` safe: a resume with other options
+would continue a run on a different model or data, so it is refused and
+names what differs.
+"""
+
+import json
+from pathlib import Path
+
+from mobilebert_kit.backend import tf
+from mobilebert_kit.errors import MbkError
+from mobilebert_kit.training.distill_config import DistillConfig
+from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
+
+RUN_FILE = "run.json"
+PROGRESS_FILE = "progress.json"
+CHECKPOINT_DIR = "checkpoints"
+# The run record's keys compared on resume besides the config.
+RECORD_KEYS = ("teacher", "student", "student_overrides", "data")
+
+
+class RunDirectory:
+    """Reads and writes the bookkeeping files of one distillation run.
+
+    Args:
+        path (str | Path): the run directory (``mbk distill --out``).
+
+    Example:
+        >>> run_dir = RunDirectory("runs/mb")
+        >>> run_dir.check(record, config, resume=False)  # doctest: +SKIP
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    @property
+    def checkpoint_dir(self):
+        """Where the ``tf.train`` checkpoints go."""
+        return self.path / CHECKPOINT_DIR
+
+    def check(self, record, config, resume, overwrite=False, sources=()):
+        """Refuses to start over an existing run, or to resume a missing or different one.
+
+        Called before the models are built, so that a refused ``--out`` costs nothing.
+
+        Args:
+            record (dict): this run's record (``teacher``, ``student``, ``student_overrides``, ``data``).
+            config (DistillConfig): this run's options.
+            resume (bool): whether the run continues the one in this directory.
+            overwrite (bool): start over in a directory holding another run or anything mbk did not write.
+            sources (list): the run's inputs, which the directory may never be or contain (``utils.atomic``).
+
+        Raises:
+            MbkError: naming what to do (``--resume``, another ``--out``, the same options).
+        """
+        run_file = self.path / RUN_FILE
+        if resume:
+            if not run_file.is_file():
+                raise MbkError(f"nothing to resume in {self.path}: {RUN_FILE} is missing; start without --resume")
+            try:
+                stored = json.loads(run_file.read_text())
+            except (OSError, ValueError) as err:
+                raise MbkError(f"cannot read {run_file} ({err}); start a new run in another directory") from err
+            differences = DistillConfig.from_dict(stored["config"]).differences(config)
+            differences += [k for k in RECORD_KEYS if stored.get(k) != record[k]]
+            if differences:
+                raise MbkError(
+                    f"{self.path} was started with different {', '.join(differences)}; "
+                    "resume with the same options (see run.json) or use a new --out"
+                )
+        elif run_file.is_file() and not overwrite:
+            raise MbkError(
+                f"{self.path} already holds a distillation run; pass --resume to continue it, --overwrite to "
+                "start it over, or choose a new --out"
+            )
+        if not resume:
+            check_output(self.path, "distill-run", overwrite=overwrite, sources=sources)
+
+    def write_record(self, record, overwrite=False, sources=()):
+        """Makes the directory a fresh run directory and writes ``run.json`` (``record`` with its ``config``).
+
+        Args:
+            record (dict): the run record.
+            overwrite (bool): as in :meth:`check`; an earlier run's files are discarded.
+            sources (list): as in :meth:`check`.
+        """
+        prepare_dir(self.path, "distill-run", overwrite=overwrite, fresh=overwrite, sources=sources)
+        with atomic_file(self.path / RUN_FILE, "w") as f:
+            f.write(json.dumps(record, indent=2) + "\n")
+
+    def latest_checkpoint(self):
+        """The newest checkpoint's path prefix, or None."""
+        return tf.train.latest_checkpoint(str(self.checkpoint_dir))
+
+    def checkpoint_progress(self, path):
+        """``(stage, stage_step, global_step)`` stored in checkpoint ``path``.
+
+        Raises:
+            MbkError: the checkpoint has no progress record (not written by ``mbk distill``).
+        """
+        reader = tf.train.load_checkpoint(path)
+        names = {n for n in reader.get_variable_to_shape_map()}
+
+        def value(field):
+            key = f"progress/{field}/.ATTRIBUTES/VARIABLE_VALUE"
+            if key not in names:
+                raise MbkError(f"checkpoint {path} has no progress record; it was not written by mbk distill")
+            return int(reader.get_tensor(key))
+
+        return value("stage"), value("step"), value("global_step")
+
+    def history(self):
+        """The stage history of ``progress.json`` (empty when it is missing or unreadable)."""
+        try:
+            return json.loads((self.path / PROGRESS_FILE).read_text()).get("history", [])
+        except (OSError, ValueError):
+            return []
+
+    def save(self, manager, state, history):
+        """Saves a checkpoint numbered ``state["global_step"]``, then ``progress.json`` pointing at it.
+
+        Args:
+            manager (tf.train.CheckpointManager): the stage's manager (of :attr:`checkpoint_dir`).
+            state (dict): ``stage``, ``stage_name``, ``stage_step``, ``global_step``.
+            history (list[dict]): the finished stages.
+        """
+        manager.save(checkpoint_number=state["global_step"])
+        self.write_progress({**state, "checkpoint": manager.latest_checkpoint, "history": history})
+
+    def write_progress(self, state):
+        """Replaces ``progress.json`` with ``state`` (atomically)."""
+        with atomic_file(self.path / PROGRESS_FILE, "w") as f:
+            f.write(json.dumps(state, indent=2) + "\n")
