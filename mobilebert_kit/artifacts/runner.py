@@ -4,13 +4,96 @@ Inputs are always given as the Keras model takes them (int32 ``[n, seq]``
 arrays; mask 1/0); the runner casts the mask to the artifact's input type,
 quantizes int8 inputs and dequantizes int8 outputs with the tensors' own scale
 and zero point, and splits ``n`` rows into the artifact's static batch.
+
+:func:`load_tflite` and :func:`load_onnx` are the one place an interpreter or
+session is created, with one-line errors: the runner, the host profiler, the
+profiler's FLOPs count of dynamic models and the XNNPACK coverage check all
+load files through them.
 """
 
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-from mobilebert_kit.convert.errors import ArtifactError
+from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
+from mobilebert_kit.artifacts.reader import artifact_format
+from mobilebert_kit.utils.quiet import quiet_fd2
+
+# ``delegate`` -> LiteRT op resolver: XNNPACK (the default delegate) or the builtin kernels alone.
+TFLITE_RESOLVERS = {"xnnpack": OpResolverType.AUTO, "none": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+# onnxruntime's input type strings -> numpy dtype names.
+_ORT_TYPES = {"tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(float)": "float32",
+              "tensor(float16)": "float16", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+
+
+def _first_line(err):
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None, preserve_all_tensors=False,
+                per_op_delegate_nodes=False):
+    """Creates and allocates a LiteRT interpreter for ``path``.
+
+    Args:
+        path (str | os.PathLike): the ``.tflite`` file.
+        num_threads (int | None): interpreter threads.
+        delegate (str): ``"xnnpack"`` (default delegates) or ``"none"`` (builtin kernels).
+        input_shapes (dict[str, list[int]] | None): inputs to resize before allocation (dynamic models).
+        preserve_all_tensors (bool): keep intermediate tensors readable after ``invoke``.
+        per_op_delegate_nodes (bool): one delegate node per delegated op
+            (``experimental_disable_delegate_node_fusion``), for coverage checks.
+
+    Returns:
+        Interpreter: allocated, ready for ``set_tensor`` / ``invoke``.
+
+    Raises:
+        RuntimeLoadError: LiteRT cannot load, resize or allocate the model.
+
+    Example:
+        >>> load_tflite("model.tflite", num_threads=1).get_input_details()[0]["name"]  # doctest: +SKIP
+        'input_ids'
+    """
+    try:
+        # quiet: LiteRT's C++ "Created TensorFlow Lite XNNPACK delegate" banner would split CLI output.
+        with quiet_fd2():
+            interpreter = Interpreter(
+                model_path=str(path), num_threads=num_threads, experimental_op_resolver_type=TFLITE_RESOLVERS[delegate],
+                experimental_preserve_all_tensors=preserve_all_tensors,
+                experimental_disable_delegate_node_fusion=per_op_delegate_nodes,
+            )
+            for detail in interpreter.get_input_details():
+                want = (input_shapes or {}).get(detail["name"])
+                if want is not None and list(detail["shape"]) != list(want):
+                    interpreter.resize_tensor_input(detail["index"], list(want))
+            interpreter.allocate_tensors()
+    except (ValueError, RuntimeError) as err:
+        raise RuntimeLoadError(f"{path} cannot be loaded by the TFLite interpreter: {_first_line(err)}") from err
+    return interpreter
+
+
+def load_onnx(path, options=None):
+    """Creates an onnxruntime CPU session for ``path``.
+
+    Args:
+        path (str | os.PathLike): the ``.onnx`` file.
+        options (onnxruntime.SessionOptions | None): threads, optimization level, profiling.
+
+    Returns:
+        onnxruntime.InferenceSession: on the CPU execution provider.
+
+    Raises:
+        RuntimeLoadError: onnxruntime cannot load the model.
+
+    Example:
+        >>> load_onnx("model.onnx").get_inputs()[0].name  # doctest: +SKIP
+        'input_ids'
+    """
+    try:
+        return ort.InferenceSession(str(path), options or ort.SessionOptions(), providers=["CPUExecutionProvider"])
+    except Exception as err:  # noqa: BLE001  (onnxruntime raises its own Fail/InvalidGraph/... types)
+        raise RuntimeLoadError(f"{path} cannot be loaded by onnxruntime: {_first_line(err)}") from err
 
 
 class ArtifactRunner:
@@ -35,31 +118,14 @@ class ArtifactRunner:
         self.path = Path(path)
         if not self.path.is_file():
             raise ArtifactError(f"{self.path} does not exist")
-        fmt = fmt or self.path.suffix.lstrip(".")
-        if fmt == "tflite":
+        if artifact_format(self.path, fmt) == "tflite":
             self._init_tflite(num_threads)
-        elif fmt == "onnx":
-            self._init_onnx(num_threads)
         else:
-            raise ArtifactError(f"{self.path}: unknown model type {self.path.suffix!r}; expected .tflite or .onnx")
+            self._init_onnx(num_threads)
 
     # === TFLite ===
     def _init_tflite(self, num_threads, preserve_all_tensors=False):
-        from ai_edge_litert.interpreter import Interpreter
-
-        from mobilebert_kit.utils.quiet import quiet_fd2
-
-        try:
-            # quiet: LiteRT's C++ "Created TensorFlow Lite XNNPACK delegate" banner would split CLI output.
-            with quiet_fd2():
-                self._interpreter = Interpreter(
-                    model_path=str(self.path), num_threads=num_threads,
-                    experimental_preserve_all_tensors=preserve_all_tensors,
-                )
-                self._interpreter.allocate_tensors()
-        except (ValueError, RuntimeError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ArtifactError(f"{self.path} cannot be loaded by the TFLite interpreter: {first}") from err
+        self._interpreter = load_tflite(self.path, num_threads=num_threads, preserve_all_tensors=preserve_all_tensors)
         self._inputs = self._interpreter.get_input_details()
         self._outputs = self._interpreter.get_output_details()
         self.input_specs = [
@@ -86,20 +152,12 @@ class ArtifactRunner:
 
     # === ONNX ===
     def _init_onnx(self, num_threads):
-        import onnxruntime as ort
-
         options = ort.SessionOptions()
         if num_threads:
             options.intra_op_num_threads = num_threads
-        try:
-            self._session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
-        except Exception as err:  # noqa: BLE001  (onnxruntime raises its own exception types)
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ArtifactError(f"{self.path} cannot be loaded by onnxruntime: {first}") from err
-        types = {"tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(float)": "float32",
-                 "tensor(float16)": "float16", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+        self._session = load_onnx(self.path, options)
         self.input_specs = [
-            {"name": i.name, "shape": [d if isinstance(d, int) else None for d in i.shape], "dtype": types.get(i.type, i.type)}
+            {"name": i.name, "shape": [d if isinstance(d, int) else None for d in i.shape], "dtype": _ORT_TYPES.get(i.type, i.type)}
             for i in self._session.get_inputs()
         ]
         self.output_names = [o.name for o in self._session.get_outputs()]
