@@ -28,27 +28,28 @@ import time
 
 import numpy as np
 
-_TYPES = {0: "f32", 1: "f16", 2: "i32", 3: "u8", 4: "i64", 6: "bool", 7: "i16", 9: "i8"}
+_SHORT = {"float32": "f32", "float16": "f16", "int32": "i32", "uint8": "u8", "int64": "i64", "bool": "bool",
+          "int16": "i16", "int8": "i8"}
 
 
 def census(path):
     """List of ops: dicts {index, op, inputs: [dtype], outputs: [dtype], output_tensors: [index]}."""
-    from mobilebert_kit.convert.xnnpack_coverage import read_operators
+    from mobilebert_kit.artifacts.reader import read_artifact
 
-    model, graph, operators = read_operators(path)
+    graph = read_artifact(path, fmt="tflite")
     ops = []
-    for i, (op_type, op) in enumerate(operators):
-        ins = [int(t) for t in op.InputsAsNumpy() if t >= 0] if op.InputsLength() else []
-        outs = [int(t) for t in op.OutputsAsNumpy()]
+    for i, op in enumerate(graph.ops):
+        ins = [t for t in op["inputs"] if t >= 0]
+        outs = op["outputs"]
         ops.append({
             "index": i,
-            "op": op_type,
-            "inputs": [_TYPES.get(graph.Tensors(t).Type(), "?") for t in ins],
-            "outputs": [_TYPES.get(graph.Tensors(t).Type(), "?") for t in outs],
+            "op": op["type"],
+            "inputs": [_SHORT.get(graph.tensors[t]["dtype"], "?") for t in ins],
+            "outputs": [_SHORT.get(graph.tensors[t]["dtype"], "?") for t in outs],
             "output_tensors": outs,
-            "name": graph.Tensors(outs[0]).Name().decode() if outs else "",
-            "shape": list(graph.Tensors(outs[0]).ShapeAsNumpy()) if outs and graph.Tensors(outs[0]).ShapeLength() else [],
-            "const_inputs": [model.Buffers(graph.Tensors(t).Buffer()).DataLength() > 0 for t in ins],
+            "name": graph.tensors[outs[0]]["name"] if outs else "",
+            "shape": list(graph.tensors[outs[0]]["shape"]) if outs else [],
+            "const_inputs": [graph.tensors[t]["constant"] for t in ins],
         })
     return ops
 
@@ -73,12 +74,12 @@ def _captured_fd2():
 def delegation(path):
     """Returns (op indices XNNPACK takes, number of delegate partitions, delegate log lines).
 
-    The converter's own check (``mobilebert_kit.convert.xnnpack_coverage``, behind
+    The converter's own check (``mobilebert_kit.artifacts.xnnpack_coverage``, behind
     ``mbk inspect --xnnpack``) does the reading; this adds the delegate's log lines.
     """
     from ai_edge_litert.interpreter import Interpreter
 
-    from mobilebert_kit.convert.xnnpack_coverage import xnnpack_coverage
+    from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
 
     with _captured_fd2() as log:  # first: LiteRT logs the delegate's "Replacing ..." line once per process
         Interpreter(model_path=path, num_threads=1).allocate_tensors()

@@ -22,7 +22,7 @@ def register(subparsers):
 def run(args):
     import json
 
-    from mobilebert_kit.convert.inspection import inspect_artifact
+    from mobilebert_kit.artifacts.inspection import inspect_artifact
 
     info = inspect_artifact(args.file)
     report = info.to_dict()
@@ -32,7 +32,7 @@ def run(args):
 
         if info.format != "tflite":
             raise ConfigError("--xnnpack applies to .tflite files (ONNX Runtime has no XNNPACK delegate here)")
-        from mobilebert_kit.convert.xnnpack_coverage import xnnpack_coverage
+        from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
 
         report["xnnpack"] = coverage = xnnpack_coverage(args.file)
         left = ", ".join(f"{op} x{n}" for op, n in coverage["builtin"].items()) or "none"

@@ -28,7 +28,7 @@ def run(args):
     import json
 
     from mobilebert_kit.cli.cmd_export import parse_thresholds
-    from mobilebert_kit.convert.artifact_metadata import read_artifact_metadata
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
     meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads
     thresholds = parse_thresholds(args.threshold)
@@ -39,7 +39,7 @@ def run(args):
 
     precision = args.precision or meta.get("quantization") or "none"
     source = ModelSource.load(args.reference)
-    from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
 
     seq_len = ArtifactRunner(args.file).seq_len or args.seq_len or meta.get("seq_len") or 128
     config = encoder_of(source.model).config

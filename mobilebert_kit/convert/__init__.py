@@ -1,6 +1,7 @@
-"""Conversion: operator substitution, TFLite / ONNX export, quantization, validation, inspection.
+"""Conversion: operator substitution, TFLite / ONNX export, quantization, validation.
 
-Depends on ``layers`` and ``models`` (never the other way round). Module map:
+Depends on ``layers``, ``models`` and the TensorFlow-free ``artifacts`` floor, which
+reads, inspects and runs the files it writes (never the other way round). Module map:
 
 - ``rebuild``: rebuild a model with changed encoder options, weights carried by name.
 - ``substitution``: NoNorm / ReLU substitution records and the one function applying them.
@@ -10,7 +11,6 @@ Depends on ``layers`` and ``models`` (never the other way round). Module map:
 - ``onnx_export``: tf2onnx and ONNX Runtime quantization.
 - ``qat``: quantization-aware training with QuantizeConfigs for our layers.
 - ``input_set`` / ``tokenization`` / ``sample_text``: calibration and validation inputs.
-- ``artifact_runner``, ``validation``: run an artifact; compare with the Keras source.
-- ``inspection``, ``artifact_metadata``: read an artifact without Keras.
+- ``validation``: compare an artifact with the Keras source.
 - ``exporter``: the pipeline behind ``mbk export``; ``recipe``: TOML recipes.
 """

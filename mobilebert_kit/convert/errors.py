@@ -7,6 +7,7 @@ type of the problems when they are all of one kind, so ``except
 OutputValueError`` catches "the numbers are off" and nothing else.
 """
 
+from mobilebert_kit.artifacts.errors import ArtifactError  # noqa: F401  (re-exported: converter code catches it here)
 from mobilebert_kit.errors import ConfigError, MbkError
 
 
@@ -16,10 +17,6 @@ class ExportError(MbkError):
 
 class RecipeError(ConfigError):
     """A recipe file that cannot be used: unknown key, bad value, path outside its directory."""
-
-
-class ArtifactError(MbkError):
-    """A ``.tflite`` / ``.onnx`` file that cannot be read or run."""
 
 
 class ValidationError(MbkError):

@@ -401,7 +401,7 @@ def _write_onnx(graph, options, calibration, metadata, path):
 
 
 def _result(tmp, out, options, source, notes, start):
-    from mobilebert_kit.convert.inspection import inspect_artifact
+    from mobilebert_kit.artifacts.inspection import inspect_artifact
 
     info = inspect_artifact(tmp, fmt=options.format)
     return ExportResult(
@@ -429,7 +429,7 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
         artifact_name: the name used in messages (default: ``path``).
         fmt: ``"tflite"`` / ``"onnx"`` when ``path`` has another suffix (a temp file).
     """
-    from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
     from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
     from mobilebert_kit.convert.validation import thresholds_for, validate_outputs
 
@@ -463,7 +463,7 @@ def drift(model, options, calibration, inputs, reference, qat_graph=None):
     """
     import tempfile
 
-    from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
     from mobilebert_kit.convert.export_model import hidden_state_names
     from mobilebert_kit.convert.rebuild import encoder_of, rebuild
     from mobilebert_kit.convert.validation import drift_report

@@ -102,14 +102,6 @@ def add_metadata(model, entries):
     return model
 
 
-def read_metadata(path):
-    """``{key: value}`` of an ``.onnx`` file's ``metadata_props``."""
-    import onnx
-
-    model = onnx.load(str(path), load_external_data=False)
-    return {p.key: p.value for p in model.metadata_props}
-
-
 class _Reader:
     """ONNX Runtime calibration data reader over an InputSet."""
 

@@ -33,6 +33,7 @@ integer-only accelerators).
 
 import numpy as np
 
+from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.errors import check_choice
@@ -195,16 +196,12 @@ def _nodes_of_layers(model_bytes, layers):
     when its segments appear consecutively in a node's name (the converter
     names nodes ``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';').
     """
-    from ai_edge_litert import schema_py_generated as schema
-
-    model = schema.Model.GetRootAs(model_bytes, 0)
-    graph = model.Subgraphs(0)
+    graph = read_tflite_bytes(model_bytes)
     patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
     found = []
-    for i in range(graph.OperatorsLength()):
-        op = graph.Operators(i)
-        for j in op.OutputsAsNumpy():
-            name = graph.Tensors(int(j)).Name().decode()
+    for op in graph.ops:
+        for index in op["outputs"]:
+            name = graph.tensors[index]["name"]
             if any(_contains(part.split("/"), pattern) for part in name.split(";") for pattern in patterns):
                 found.append(name)
     return found

@@ -12,17 +12,14 @@ Metadata is stored as entries of the flatbuffer's ``Model.metadata`` list (a
 name and a buffer), the mechanism TFLite itself uses for
 ``min_runtime_version`` and TFLite Support's ``TFLITE_METADATA``:
 ``mbk_metadata`` holds JSON (sequence length, lower-casing, labels, mask
-encoding, quantization), ``mbk_vocab`` the WordPiece vocabulary text.
+encoding, quantization), ``mbk_vocab`` the WordPiece vocabulary text. Reading
+them back is :mod:`mobilebert_kit.artifacts.metadata`'s.
 """
-
-import json
 
 import numpy as np
 
+from mobilebert_kit.artifacts.metadata import METADATA_JSON, METADATA_VOCAB  # noqa: F401  (the exporter writes them)
 from mobilebert_kit.convert.errors import ArtifactError
-
-METADATA_JSON = "mbk_metadata"
-METADATA_VOCAB = "mbk_vocab"
 
 
 def _schema():
@@ -81,38 +78,3 @@ def finalize(model_bytes, input_order, output_order, metadata=None):
         entry.buffer = len(model.buffers) - 1
         model.metadata = list(model.metadata or []) + [entry]
     return bytes(fb.convert_object_to_bytearray(model))
-
-
-def read_metadata(model_bytes):
-    """Returns ``{name: bytes}`` of every ``Model.metadata`` entry of a ``.tflite`` file's bytes."""
-    schema, _ = _schema()
-    try:
-        model = schema.Model.GetRootAs(bytearray(model_bytes), 0)
-        out = {}
-        for i in range(model.MetadataLength()):
-            entry = model.Metadata(i)
-            buffer = model.Buffers(entry.Buffer())
-            if buffer.Offset():
-                data = bytes(model_bytes[buffer.Offset(): buffer.Offset() + buffer.Size()])
-            else:
-                data = buffer.DataAsNumpy().tobytes() if buffer.DataLength() else b""
-            out[_name(entry.Name())] = data
-        return out
-    except Exception as err:  # noqa: BLE001  (any flatbuffer decoding failure means a bad file)
-        raise ArtifactError(
-            f"the TFLite file is truncated or corrupt: cannot read its metadata ({type(err).__name__}: {err}); "
-            "re-export or copy it again"
-        ) from err
-
-
-def read_mbk_metadata(model_bytes):
-    """The ``mbk_metadata`` JSON and vocabulary lines of an exported ``.tflite`` (empty when absent)."""
-    entries = read_metadata(model_bytes)
-    try:
-        meta = json.loads(entries[METADATA_JSON]) if METADATA_JSON in entries else {}
-        vocab = entries[METADATA_VOCAB].decode().splitlines() if METADATA_VOCAB in entries else []
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ArtifactError(f"the TFLite file's {METADATA_JSON}/{METADATA_VOCAB} entries are corrupt ({err}); re-export it") from err
-    if not isinstance(meta, dict):
-        raise ArtifactError(f"the TFLite file's {METADATA_JSON} entry is not a JSON object; re-export it")
-    return meta, vocab

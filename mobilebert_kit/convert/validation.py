@@ -203,7 +203,7 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
 
     Args:
         artifact: the file name, for messages.
-        runner: an :class:`~mobilebert_kit.convert.artifact_runner.ArtifactRunner`.
+        runner: an :class:`~mobilebert_kit.artifacts.runner.ArtifactRunner`.
         reference_outputs: ``{name: array}`` of the Keras source on ``inputs``.
         inputs: an :class:`~mobilebert_kit.convert.input_set.InputSet`.
         expected_outputs: output names in export order.

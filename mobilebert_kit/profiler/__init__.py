@@ -1,8 +1,10 @@
 """Latency profiler for ``.tflite`` / ``.onnx`` files: this host, or Android phones through adb.
 
-Independent of the Keras model code: it reads model files with the runtimes
-(ai-edge-litert, onnxruntime, onnx) and the standard library, and never
-imports TensorFlow.
+Independent of the Keras model code: it reads and runs model files through
+the artifacts floor (:mod:`mobilebert_kit.artifacts`: one reader, one op
+taxonomy, one runner) and never imports TensorFlow; ``tests/test_artifact_floor.py``
+scans this package's source for such imports. Heavy runtimes still load
+lazily (``_LAZY``) so ``import mobilebert_kit.profiler`` stays fast.
 
 Modules:
     model_info: inputs, precision, variant, vocabulary and FLOPs read from a file.
@@ -20,6 +22,8 @@ Example:
     >>> from mobilebert_kit.profiler import HostProfiler
     >>> HostProfiler(threads=1).profile("model.tflite")["latency_ms"]["median"]  # doctest: +SKIP
 """
+
+import importlib
 
 from mobilebert_kit.profiler.bench_parser import BenchmarkLog, parse_benchmark_output
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
@@ -49,8 +53,6 @@ _LAZY = {
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

@@ -29,18 +29,22 @@ import tempfile
 import time
 
 import numpy as np
+import onnxruntime as ort
+from ai_edge_litert import __version__ as litert_version
 
+from mobilebert_kit.artifacts.errors import RuntimeLoadError
+from mobilebert_kit.artifacts.runner import TFLITE_RESOLVERS, load_onnx, load_tflite
 from mobilebert_kit.errors import check_choice
 from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
 from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
-from mobilebert_kit.profiler.model_info import ModelInfo, runtime_model, tflite_interpreter
+from mobilebert_kit.profiler.model_info import ModelInfo
 from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len, run_config
 from mobilebert_kit.profiler.stats import summarize
 from mobilebert_kit.profiler.topology import CpuTopology
 
-DELEGATES = ("xnnpack", "none")
+DELEGATES = tuple(TFLITE_RESOLVERS)  # "xnnpack", "none"
 GRAPH_OPTIMIZATIONS = ("all", "extended", "basic", "disabled")
 _HOST_ABIS = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "arm64-v8a", "arm64": "arm64-v8a", "i686": "x86", "armv7l": "armeabi-v7a"}
 
@@ -178,21 +182,12 @@ class HostProfiler:
     # --- runtimes -----------------------------------------------------------------
 
     def _run_tflite(self, info, feeds, length):
-        from ai_edge_litert import __version__ as litert_version
-        from ai_edge_litert.interpreter import OpResolverType
-
-        resolver = OpResolverType.AUTO if self.delegate == "xnnpack" else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         start = time.perf_counter()
         try:
-            interpreter = tflite_interpreter(info.path, num_threads=self.threads, experimental_op_resolver_type=resolver)
-            details = interpreter.get_input_details()
-            for detail in details:
-                want = list(feeds[detail["name"]].shape) if detail["name"] in feeds else None
-                if want is not None and list(detail["shape"]) != want:
-                    interpreter.resize_tensor_input(detail["index"], want)
-            interpreter.allocate_tensors()
-        except (RuntimeError, ValueError) as err:
-            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, length)) from err
+            interpreter = load_tflite(info.path, num_threads=self.threads, delegate=self.delegate,
+                                      input_shapes={name: list(value.shape) for name, value in feeds.items()})
+        except RuntimeLoadError as err:
+            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err.__cause__, length)) from err
         init_ms = (time.perf_counter() - start) * 1000.0
         for detail in interpreter.get_input_details():
             if detail["name"] not in feeds:
@@ -212,14 +207,12 @@ class HostProfiler:
             "delegate_nodes": _delegate_nodes(interpreter),
             "version": litert_version,
             "delegate": self.delegate,
-            "op_resolver": resolver.name,
+            "op_resolver": TFLITE_RESOLVERS[self.delegate].name,
             "threads": self.threads,
         }
         return timing
 
     def _onnx_options(self, profile_prefix=None):
-        import onnxruntime as ort
-
         levels = {
             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
             "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -238,13 +231,11 @@ class HostProfiler:
         return options
 
     def _run_onnx(self, info, feeds):
-        import onnxruntime as ort
-
         start = time.perf_counter()
         try:
-            session = ort.InferenceSession(runtime_model(info.path)[1], self._onnx_options(), providers=["CPUExecutionProvider"])
-        except Exception as err:  # noqa: BLE001  (ORT raises its own Fail/InvalidGraph/... types)
-            raise ProfilerError(_runtime_message(info, "onnxruntime", err, None)) from err
+            session = load_onnx(info.path, self._onnx_options())
+        except RuntimeLoadError as err:
+            raise ProfilerError(_runtime_message(info, "onnxruntime", err.__cause__, None)) from err
         init_ms = (time.perf_counter() - start) * 1000.0
         names = [i.name for i in session.get_inputs()]
         missing = [n for n in names if n not in feeds]
@@ -344,12 +335,11 @@ class HostProfiler:
         result["runtime"]["benchmark_model_avg_ms"] = log.latency_ms()["avg"]
 
     def _onnx_op_profile(self, info, feeds):
-        import onnxruntime as ort
-
         with tempfile.TemporaryDirectory(prefix="mbk-ort-profile-") as tmp:
-            session = ort.InferenceSession(
-                runtime_model(info.path)[1], self._onnx_options(os.path.join(tmp, "ort")), providers=["CPUExecutionProvider"]
-            )
+            try:
+                session = load_onnx(info.path, self._onnx_options(os.path.join(tmp, "ort")))
+            except RuntimeLoadError as err:
+                raise ProfilerError(_runtime_message(info, "onnxruntime", err.__cause__, None)) from err
             run_feeds = {i.name: feeds[i.name] for i in session.get_inputs()}
             with _pinned(self.cpus):
                 for _ in range(self.warmup + self.profile_runs):

@@ -23,38 +23,15 @@ import os
 from collections import Counter
 
 import numpy as np
+import onnx
 
+from mobilebert_kit.artifacts import taxonomy
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.profiler.errors import ProfilerError
 
 
-def runtime_model(path):
-    """What to hand a runtime for ``path``: the path, or the file's bytes when the name is not UTF-8.
-
-    LiteRT and ONNX Runtime encode a path argument as UTF-8; a valid model whose name holds other bytes
-    (kept by os.fsdecode as surrogates) crashed ``mbk profile`` (issue 12). Both take the model's bytes too.
-
-    Returns:
-        ``("path", path)`` or ``("content", bytes)``.
-
-    Example:
-        >>> kind, model = runtime_model("model.tflite")
-        >>> kind
-        'path'
-    """
-    try:
-        path.encode("utf-8")
-        return "path", path
-    except UnicodeEncodeError:
-        with open(path, "rb") as handle:
-            return "content", handle.read()
-
-
-def tflite_interpreter(path, **options):
-    """A LiteRT Interpreter of ``path`` (by bytes when the name is not UTF-8), ``options`` passed on."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    kind, model = runtime_model(path)
-    return Interpreter(**{("model_path" if kind == "path" else "model_content"): model}, **options)
 
 FORMATS = ("tflite", "onnx")
 
@@ -69,12 +46,6 @@ _TFLITE_PASS_THROUGH = {"CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY"}
 _ONNX_PASS_THROUGH = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten"}
 # When the vocabulary cannot be read from the graph: BERT's uncased WordPiece vocabulary.
 DEFAULT_VOCAB_SIZE = 30522
-
-_TFLITE_TYPES = {
-    0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string",
-    6: "bool", 7: "int16", 9: "int8", 10: "float64", 16: "uint16", 17: "int4",
-}
-
 
 def input_role(name):
     """Returns ``input_ids``, ``attention_mask``, ``token_type_ids`` or None for an input name.
@@ -133,17 +104,23 @@ class ModelInfo:
             raise ProfilerError(f"{path}: no such model file; check the path")
         self.size_bytes = os.path.getsize(self.path)
         self.sha256 = _sha256(self.path)
+        try:
+            artifact = read_artifact(self.path, self.format)
+        except ArtifactError as err:
+            raise ProfilerError(str(err)) from err
         if self.format == "tflite":
-            self._graph = _TfliteGraph(self.path)
+            self._graph = _TfliteGraph(artifact)
         else:
-            self._graph = _OnnxGraph(self.path)
-        self.inputs = self._graph.inputs
+            if not artifact.ops:
+                raise ProfilerError(f"{path} has an empty ONNX graph; re-export the model")
+            self._graph = _OnnxGraph(artifact)
+        self.inputs = artifact.input_specs()
         for spec in self.inputs:
             spec["role"] = input_role(spec["name"])
-        self.op_counts = Counter(op["type"] for op in self._graph.ops)
-        self.fused_activations = Counter(op["fused"] for op in self._graph.ops if op.get("fused"))
-        self.precision = self._graph.precision()
-        self.variant = _variant(set(self.op_counts) | set(self.fused_activations), self.format)
+        self.op_counts = Counter(op["type"] for op in artifact.ops)
+        self.fused_activations = Counter(op["fused"] for op in artifact.ops if op.get("fused"))
+        self.precision = taxonomy.precision(artifact)
+        self.variant = taxonomy.variant_name(set(self.op_counts) | set(self.fused_activations), self.format)
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
         self.static_seq_len = _static_seq_len(self.inputs)
 
@@ -185,134 +162,19 @@ def _static_seq_len(inputs):
     return lengths.pop() if len(lengths) == 1 else None
 
 
-def _variant(ops, fmt):
-    """Names the normalisation and activation the graph uses (paper Table 6 rows).
-
-    Args:
-        ops: the set of operator types, including fused activations.
-        fmt: ``"tflite"`` or ``"onnx"``.
-    """
-    if fmt == "tflite":
-        layernorm = bool(ops & {"RSQRT", "SQUARED_DIFFERENCE"}) or "MEAN" in ops and "SQRT" in ops
-        # GELU is a builtin since TF 2.4; older exports spell the tanh form with POW and TANH.
-        gelu = "GELU" in ops or {"POW", "TANH"} <= ops
-        relu = bool(ops & {"RELU", "RELU6", "RELU_N1_TO_1"})
-    else:
-        layernorm = "LayerNormalization" in ops or "SkipLayerNormalization" in ops or (
-            "ReduceMean" in ops and bool(ops & {"Sqrt", "Pow"})
-        )
-        gelu = bool(ops & {"Gelu", "FastGelu", "BiasGelu", "Erf"})
-        relu = "Relu" in ops
-    norm = "LayerNorm" if layernorm else "NoNorm"
-    act = "GELU" if gelu else "ReLU" if relu else "none"
-    return f"{norm}+{act}"
-
-
 def _prod(shape):
     return int(np.prod([max(int(d), 0) for d in shape], dtype=np.int64)) if len(shape) else 1
 
 
 class _TfliteGraph:
-    """The main subgraph of a .tflite flatbuffer, read with ai-edge-litert's schema."""
+    """Vocabulary and FLOPs of the main subgraph of a read ``.tflite`` file."""
 
-    def __init__(self, path):
-        try:
-            from ai_edge_litert import schema_py_generated as schema
-        except ImportError as err:  # pragma: no cover  (ai-edge-litert is a dependency)
-            raise ProfilerError(f"reading .tflite files needs ai-edge-litert ({err}); pip install ai-edge-litert") from err
-        with open(path, "rb") as f:
-            self._buf = f.read()
-        if len(self._buf) < 8 or not schema.Model.ModelBufferHasIdentifier(self._buf, 0):
-            raise ProfilerError(
-                f"{path} is not a TFLite flatbuffer (missing the 'TFL3' identifier); "
-                "re-export the model or check that the download finished"
-            )
-        self.path = path
-        try:
-            self._read(schema)
-        except ProfilerError:
-            raise
-        except Exception as err:  # noqa: BLE001  (a truncated flatbuffer fails anywhere inside the reader)
-            raise ProfilerError(f"{path} is a corrupt TFLite file ({type(err).__name__} while reading it); re-export the model") from err
-
-    def _read(self, schema):
-        names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-        model = schema.Model.GetRootAs(self._buf, 0)
-        if model.SubgraphsLength() < 1:
-            raise ProfilerError(f"{self.path} has no subgraph; re-export the model")
-        codes = []
-        for i in range(model.OperatorCodesLength()):
-            code = model.OperatorCodes(i)
-            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-            if builtin == schema.BuiltinOperator.CUSTOM:
-                custom = code.CustomCode()
-                codes.append(custom.decode("utf-8", "replace") if custom else "CUSTOM")
-            else:
-                codes.append(names.get(builtin, f"BUILTIN_{builtin}"))
-        option_classes = {v: k for k, v in vars(schema.BuiltinOptions).items() if not k.startswith("_")}
-        activations = {v: k for k, v in vars(schema.ActivationFunctionType).items() if not k.startswith("_")}
-        graph = model.Subgraphs(0)
-        self.tensors = []
-        for i in range(graph.TensorsLength()):
-            t = graph.Tensors(i)
-            shape = [int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else []
-            signature = [int(d) for d in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape)
-            buffer_index = t.Buffer()
-            constant = False
-            if 0 < buffer_index < model.BuffersLength():
-                buffer = model.Buffers(buffer_index)
-                constant = buffer.DataLength() > 0 or buffer.Size() > 0
-            self.tensors.append(
-                {
-                    "name": (t.Name() or b"").decode("utf-8", "replace"),
-                    "shape": shape,
-                    "signature": signature,
-                    "dtype": _TFLITE_TYPES.get(t.Type(), f"type{t.Type()}"),
-                    "constant": constant,
-                    "buffer": buffer_index,
-                }
-            )
-        self._model = model
-        self.ops = []
-        for i in range(graph.OperatorsLength()):
-            op = graph.Operators(i)
-            index = op.OpcodeIndex()
-            entry = {
-                "type": codes[index] if index < len(codes) else "UNKNOWN",
-                "inputs": [int(x) for x in op.InputsAsNumpy()] if op.InputsLength() else [],
-                "outputs": [int(x) for x in op.OutputsAsNumpy()] if op.OutputsLength() else [],
-                "adj_x": False,
-                "fused": None,
-            }
-            options_class = getattr(schema, option_classes.get(op.BuiltinOptionsType(), ""), None)
-            if options_class is not None and hasattr(options_class, "FusedActivationFunction"):
-                table = op.BuiltinOptions()
-                options = options_class()
-                options.Init(table.Bytes, table.Pos)
-                fused = activations.get(options.FusedActivationFunction(), "NONE")
-                # Converters fold ReLU into the preceding FULLY_CONNECTED / ADD.
-                entry["fused"] = None if fused == "NONE" else fused
-            if entry["type"] == "BATCH_MATMUL" and op.BuiltinOptionsType() == schema.BuiltinOptions.BatchMatMulOptions:
-                table = op.BuiltinOptions()
-                options = schema.BatchMatMulOptions()
-                options.Init(table.Bytes, table.Pos)
-                entry["adj_x"] = bool(options.AdjX())
-            self.ops.append(entry)
-        graph_inputs = [int(x) for x in graph.InputsAsNumpy()] if graph.InputsLength() else []
-        self.input_indices = graph_inputs
-        self.inputs = [
-            {"name": self.tensors[i]["name"], "dtype": self.tensors[i]["dtype"], "shape": list(self.tensors[i]["signature"])}
-            for i in graph_inputs
-        ]
-
-    def _const_values(self, index):
-        tensor = self.tensors[index]
-        buffer = self._model.Buffers(tensor["buffer"])
-        if buffer.DataLength() == 0:
-            return None
-        raw = buffer.DataAsNumpy()
-        dtype = {"int32": np.int32, "int64": np.int64}.get(tensor["dtype"])
-        return None if dtype is None else np.frombuffer(raw.tobytes(), dtype=dtype)
+    def __init__(self, artifact):
+        self.path = artifact.path
+        self.tensors = artifact.tensors
+        self.ops = artifact.ops
+        self.input_indices = artifact.inputs
+        self._const_values = artifact.constant_values
 
     def _consumers(self):
         consumers = {}
@@ -351,30 +213,9 @@ class _TfliteGraph:
             return int(min(tables)), "smallest lookup table"
         return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
 
-    def precision(self):
-        matrix_ops = [op for op in self.ops if op["type"] in ("FULLY_CONNECTED", "BATCH_MATMUL", "CONV_2D", "DEPTHWISE_CONV_2D")]
-        producers = {out: op for op in self.ops for out in op["outputs"]}
-        activation_types, weight_types = set(), set()
-        for op in matrix_ops:
-            if len(op["inputs"]) < 2 or min(op["inputs"][:2]) < 0:
-                continue
-            activation_types.add(self.tensors[op["inputs"][0]]["dtype"])
-            weight = op["inputs"][1]
-            producer = producers.get(weight)
-            if producer is not None and producer["type"] == "DEQUANTIZE" and producer["inputs"]:
-                weight = producer["inputs"][0]  # float16 / int8 weights expanded at load time
-            weight_types.add(self.tensors[weight]["dtype"])
-        if activation_types & {"int8", "uint8", "int16"}:
-            return "int8"
-        if weight_types & {"int8", "uint8", "int4"}:
-            return "dynamic-int8"
-        if "float16" in weight_types:
-            return "float16"
-        return "float32"
-
     def _shapes(self, seq_len, inputs):
         """Tensor shapes at ``seq_len``; dynamic models are resized by the interpreter."""
-        shapes = [t["shape"] for t in self.tensors]
+        shapes = [t["shape"] for t in self.tensors.values()]
         dynamic = any(d < 0 for spec in inputs for d in spec["shape"])
         static_len = _static_seq_len(inputs)
         if not dynamic and static_len in (None, seq_len):
@@ -384,17 +225,16 @@ class _TfliteGraph:
                 f"{self.path} has a fixed sequence length {static_len}, not {seq_len}; "
                 f"use --seq-len {static_len} or export the model with a dynamic sequence length"
             )
-        from ai_edge_litert.interpreter import OpResolverType
-
-        interpreter = tflite_interpreter(
-            self.path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-        )
-        for detail in interpreter.get_input_details():
-            shape = [1 if d < 0 else int(d) for d in detail["shape_signature"]]
+        want = {}
+        for spec in inputs:
+            shape = [1 if d < 0 else int(d) for d in spec["shape"]]
             if len(shape) >= 2:
                 shape[-1] = seq_len
-            interpreter.resize_tensor_input(detail["index"], shape)
-        interpreter.allocate_tensors()
+            want[spec["name"]] = shape
+        try:
+            interpreter = load_tflite(self.path, delegate="none", input_shapes=want)
+        except ArtifactError as err:
+            raise ProfilerError(str(err)) from err
         # Intermediate shapes of a dynamic graph are only known after one invoke;
         # zeros are valid token ids, segment ids and (with ones) mask values.
         for detail in interpreter.get_input_details():
@@ -433,35 +273,14 @@ class _TfliteGraph:
         return int(sum(by_type.values())), dict(by_type)
 
 
-_ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64", 16: "bfloat16"}
-
-
 class _OnnxGraph:
-    """The main graph of an .onnx file (weights are not needed, only their shapes)."""
+    """Vocabulary and FLOPs of the main graph of a read ``.onnx`` file (weights are not needed, only their shapes)."""
 
-    def __init__(self, path):
-        import onnx
-
-        self.path = path
-        try:
-            self.model = onnx.load(path, load_external_data=False)
-        except Exception as err:  # noqa: BLE001  (protobuf raises DecodeError, RuntimeWarning, ValueError...)
-            raise ProfilerError(f"{path} is not a readable ONNX model ({type(err).__name__}); re-export it") from err
-        graph = self.model.graph
-        if not graph.node:
-            raise ProfilerError(f"{path} has an empty ONNX graph; re-export the model")
-        self.initializers = {init.name: init for init in graph.initializer}
-        self.ops = [
-            {"type": node.op_type, "inputs": list(node.input), "outputs": list(node.output), "domain": node.domain, "node": node}
-            for node in graph.node
-        ]
-        self.inputs = []
-        for value in graph.input:
-            if value.name in self.initializers:
-                continue  # old exporters list weights as inputs too
-            tensor_type = value.type.tensor_type
-            shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
-            self.inputs.append({"name": value.name, "dtype": _ONNX_TYPES.get(tensor_type.elem_type, "unknown"), "shape": shape})
+    def __init__(self, artifact):
+        self.path = artifact.path
+        self.model = artifact.proto
+        self.ops = artifact.ops
+        self.initializers = {name: t for name, t in artifact.tensors.items() if t["constant"]}
 
     def vocab_size(self, inputs):
         consumers = {}
@@ -478,37 +297,20 @@ class _OnnxGraph:
             for op in consumers.get(name, []):
                 if op["type"] == "Gather" and len(op["inputs"]) >= 2 and op["inputs"][1] == name:
                     table = self.initializers.get(op["inputs"][0])
-                    if table is not None and table.dims:
-                        return int(table.dims[0]), "embedding table"
+                    if table is not None and table["shape"]:
+                        return int(table["shape"][0]), "embedding table"
                 elif op["type"] in _ONNX_PASS_THROUGH:
                     frontier.extend(op["outputs"][:1])
         tables = [
-            int(self.initializers[op["inputs"][0]].dims[0])
+            int(self.initializers[op["inputs"][0]]["shape"][0])
             for op in self.ops
-            if op["type"] == "Gather" and op["inputs"] and op["inputs"][0] in self.initializers and self.initializers[op["inputs"][0]].dims
+            if op["type"] == "Gather" and op["inputs"] and op["inputs"][0] in self.initializers and self.initializers[op["inputs"][0]]["shape"]
         ]
         if tables:
             return min(tables), "smallest lookup table"
         return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
 
-    def precision(self):
-        kinds = {op["type"] for op in self.ops}
-        if kinds & {"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
-            return "dynamic-int8"
-        if kinds & {"QLinearMatMul", "QLinearConv", "QGemm"} or {"QuantizeLinear", "DequantizeLinear"} <= kinds:
-            return "int8"
-        weight_types = {
-            self.initializers[name].data_type
-            for op in self.ops
-            if op["type"] in ("MatMul", "Gemm", "Conv")
-            for name in op["inputs"][1:2]
-            if name in self.initializers
-        }
-        return "float16" if 10 in weight_types else "float32"
-
     def _shapes(self, seq_len, inputs):
-        import onnx
-
         model = onnx.ModelProto()
         model.CopyFrom(self.model)
         for value in model.graph.input:
@@ -530,7 +332,7 @@ class _OnnxGraph:
             if all(d.HasField("dim_value") for d in dims):
                 shapes[value.name] = [d.dim_value for d in dims]
         for name, init in self.initializers.items():
-            shapes[name] = list(init.dims)
+            shapes[name] = list(init["shape"])
         static = _static_seq_len(inputs)
         if static is not None and static != seq_len:
             raise ProfilerError(

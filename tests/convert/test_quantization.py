@@ -5,10 +5,10 @@ import shutil
 import numpy as np
 import pytest
 
-from mobilebert_kit.convert.artifact_runner import ArtifactRunner
+from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import OutputValueError
 from mobilebert_kit.convert.exporter import validate_file
-from mobilebert_kit.convert.inspection import inspect_artifact
+from mobilebert_kit.artifacts.inspection import inspect_artifact
 from tests.convert.conftest import export_tiny, padded_inputs
 
 MODES = ["dynamic", "int8", "float16", "int16x8", "qat"]
@@ -59,7 +59,7 @@ def test_selective_quantization_keeps_named_layers_and_ops_float(tiny_mobilebert
 def test_full_int8_default_runs_in_xnnpack(tiny_mobilebert, calibration_npz, tmp_path):
     """Issue 7: the default full-int8 graph is one XNNPACK graph: float softmax and mask add, symmetric K/V."""
     from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
-    from mobilebert_kit.convert.xnnpack_coverage import xnnpack_coverage
+    from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
 
     result = export_tiny(tiny_mobilebert, tmp_path / "d.tflite", "tflite", "int8", calibration=str(calibration_npz))
     assert result.validation.passed
@@ -82,7 +82,7 @@ def test_symmetric_pass_is_what_makes_xnnpack_take_the_matmuls(tiny_mobilebert, 
                                                                monkeypatch):
     """Without the pass, asymmetric K/V leave BATCH_MATMUL on builtin kernels (the measured XNNPACK rule)."""
     from mobilebert_kit.convert import tflite_int8_graph
-    from mobilebert_kit.convert.xnnpack_coverage import xnnpack_coverage
+    from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
 
     monkeypatch.setattr(tflite_int8_graph, "symmetric_matmul_operands", lambda data: (data, 0))
     plain = export_tiny(tiny_mobilebert, tmp_path / "p.tflite", "tflite", "int8", calibration=str(calibration_npz),
@@ -93,11 +93,11 @@ def test_symmetric_pass_is_what_makes_xnnpack_take_the_matmuls(tiny_mobilebert, 
 
 
 def _batch_matmul_second_zero_points(path):
-    from mobilebert_kit.convert.xnnpack_coverage import read_operators
+    from mobilebert_kit.artifacts.reader import read_artifact
 
-    _, graph, operators = read_operators(path)
-    return [int(graph.Tensors(int(op.Inputs(1))).Quantization().ZeroPoint(0))
-            for op_type, op in operators if op_type == "BATCH_MATMUL"]
+    graph = read_artifact(path)
+    return [graph.tensors[op["inputs"][1]]["quantization"]["zero_point"][0]
+            for op in graph.ops if op["type"] == "BATCH_MATMUL"]
 
 
 def test_onnx_selective_quantization(tiny_mobilebert, calibration_npz, tmp_path):

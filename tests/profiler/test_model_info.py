@@ -119,3 +119,18 @@ def test_bad_model_files_give_one_clear_error(tmp_path, models, content, suffix,
 def test_missing_file(tmp_path):
     with pytest.raises(ProfilerError, match="no such model file"):
         ModelInfo(tmp_path / "absent.tflite")
+
+
+@pytest.mark.parametrize("key", ["ln_gelu", "nn_relu", "ln_gelu_int8", "nn_relu_int8", "onnx", "onnx16_float_mask"])
+def test_inspect_and_profile_describe_a_file_alike(models, key):
+    """``mbk inspect`` and ``mbk profile`` read the file through one reader and one taxonomy (issue 13 item 4)."""
+    from mobilebert_kit.artifacts.inspection import inspect_artifact
+
+    info, inspected = ModelInfo(models[key]), inspect_artifact(models[key])
+    left = inspected.variant_ops()
+    assert info.variant.startswith("LayerNorm") == bool(left["layer_norm"])
+    assert info.variant.endswith("GELU") == bool(left["gelu"])
+    # inspect names a dynamic ONNX dimension ("seq") where the profiler writes -1.
+    assert [(i["name"], i["dtype"], i["shape"]) for i in info.inputs] == [
+        (i["name"], i["dtype"], [d if isinstance(d, int) else -1 for d in i["shape"]]) for i in inspected.inputs]
+    assert dict(info.op_counts) == dict(inspected.op_counts)

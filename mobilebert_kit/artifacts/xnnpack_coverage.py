@@ -21,28 +21,9 @@ Example:
 
 from collections import Counter
 
-from mobilebert_kit.convert.errors import ArtifactError
-
-
-def read_operators(path):
-    """``(model, graph, [(op type name, operator)])`` of a ``.tflite`` file's first subgraph.
-
-    The flatbuffer objects are the read-only ones of ai-edge-litert's schema; op
-    types are builtin names such as ``FULLY_CONNECTED``.
-    """
-    from ai_edge_litert import schema_py_generated as schema
-
-    with open(path, "rb") as f:
-        model = schema.Model.GetRootAs(f.read(), 0)
-    names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
-    graph = model.Subgraphs(0)
-    ops = []
-    for i in range(graph.OperatorsLength()):
-        op = graph.Operators(i)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-        ops.append((names.get(builtin, str(builtin)), op))
-    return model, graph, ops
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.artifacts.runner import load_tflite
 
 
 def xnnpack_coverage(path):
@@ -54,20 +35,12 @@ def xnnpack_coverage(path):
     Raises:
         ArtifactError: the file cannot be loaded by the interpreter.
     """
-    from ai_edge_litert.interpreter import Interpreter
-
-    from mobilebert_kit.utils.quiet import quiet_fd2
-
     try:
-        _, _, operators = read_operators(path)
-        ops = [(name, {int(t) for t in op.OutputsAsNumpy()}) for name, op in operators]
-        with quiet_fd2():
-            fused = Interpreter(model_path=str(path), num_threads=1)
-            fused.allocate_tensors()
-            per_op = Interpreter(model_path=str(path), num_threads=1, experimental_disable_delegate_node_fusion=True)
-            per_op.allocate_tensors()
-    except Exception as err:  # noqa: BLE001  (flatbuffer or interpreter failure: a bad file)
-        raise ArtifactError(f"cannot load {path} to check XNNPACK delegation ({type(err).__name__}: {err})") from err
+        ops = [(op["type"], set(op["outputs"])) for op in read_artifact(path, fmt="tflite").ops]
+        fused = load_tflite(path, num_threads=1)
+        per_op = load_tflite(path, num_threads=1, per_op_delegate_nodes=True)
+    except ArtifactError as err:  # a bad file, or one the interpreter refuses
+        raise ArtifactError(f"cannot load {path} to check XNNPACK delegation ({err})") from err
     # Private but stable in ai-edge-litert 2.x: node count and node outputs of the execution plan.
     partitions = fused._interpreter.NumNodes() - len(ops)  # noqa: SLF001
     wrapper = per_op._interpreter  # noqa: SLF001

@@ -1,0 +1,274 @@
+"""The one reader of ``.tflite`` and ``.onnx`` files: tensors, graph inputs/outputs, operators, metadata entries.
+
+``.tflite`` files are walked with the flatbuffer schema that ships in
+ai-edge-litert (no interpreter, no TensorFlow); ``.onnx`` files are loaded
+with ``onnx`` without their external weights. Both give the same
+:class:`ArtifactGraph`: tensors by key (the tensor index in TFLite, the value
+name in ONNX), ops as dicts in graph order, the graph's inputs and outputs,
+and the file's metadata entries as bytes (TFLite ``Model.metadata``, ONNX
+``metadata_props``), where exports keep ``mbk_metadata`` and ``mbk_vocab``.
+
+Example:
+    >>> graph = read_artifact("model.tflite")  # doctest: +SKIP
+    >>> [spec["name"] for spec in graph.input_specs()]  # doctest: +SKIP
+    ['input_ids', 'attention_mask', 'token_type_ids']
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from ai_edge_litert import schema_py_generated as schema
+
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.taxonomy import dtype_name
+
+FORMATS = ("tflite", "onnx")
+_BUILTIN_NAMES = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+_OPTION_CLASSES = {v: k for k, v in vars(schema.BuiltinOptions).items() if not k.startswith("_")}
+_ACTIVATIONS = {v: k for k, v in vars(schema.ActivationFunctionType).items() if not k.startswith("_")}
+
+
+@dataclass
+class ArtifactGraph:
+    """The main graph of one artifact, read from the file alone.
+
+    Attributes:
+        path (str): the file (``"<bytes>"`` when read from memory).
+        format (str): ``"tflite"`` or ``"onnx"``.
+        size_bytes (int): the file size.
+        tensors (dict): key -> ``{name, dtype, shape, signature, constant, quantization}``;
+            ``signature`` has -1 for dynamic dimensions, ``shape`` the size the
+            file was written at (TFLite) or the same as ``signature`` (ONNX).
+        inputs, outputs (list): tensor keys of the graph inputs and outputs
+            (ONNX weights listed as inputs by old exporters are left out).
+        ops (list[dict]): ``{type, label, domain, inputs, outputs, fused, adj_x, node}``
+            in graph order; ``label`` is ``domain.type`` for ONNX ops outside the
+            default domain, else ``type``.
+        metadata (dict[str, bytes]): the file's metadata entries.
+        proto: the ``onnx.ModelProto`` (ONNX only; shape inference needs it).
+    """
+
+    path: str
+    format: str
+    size_bytes: int
+    tensors: dict
+    inputs: list
+    outputs: list
+    ops: list
+    metadata: dict = field(default_factory=dict)
+    proto: object = None
+    _constants: dict = field(default_factory=dict, repr=False)
+
+    def input_specs(self):
+        """``[{"name", "dtype", "shape"}]`` of the graph inputs; ``shape`` has -1 for dynamic dimensions."""
+        return [self._spec(key) for key in self.inputs]
+
+    def output_specs(self):
+        """``[{"name", "dtype", "shape"}]`` of the graph outputs."""
+        return [self._spec(key) for key in self.outputs]
+
+    def _spec(self, key):
+        tensor = self.tensors[key]
+        return {"name": tensor["name"], "dtype": tensor["dtype"], "shape": list(tensor["signature"])}
+
+    def constant_values(self, key):
+        """The values of a constant int32/int64 tensor as a flat array, or None."""
+        reader = self._constants.get("reader")
+        return reader(key) if reader else None
+
+
+def artifact_format(path, fmt=None):
+    """``"tflite"`` or ``"onnx"`` from ``fmt`` or the file suffix; raises ArtifactError for anything else.
+
+    Example:
+        >>> artifact_format("m.onnx")
+        'onnx'
+    """
+    fmt = fmt or Path(str(path)).suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise ArtifactError(f"{path}: unknown model type {Path(str(path)).suffix!r}; expected .tflite or .onnx")
+    return fmt
+
+
+def read_artifact(path, fmt=None):
+    """Reads a ``.tflite`` or ``.onnx`` file.
+
+    Args:
+        path (str | os.PathLike): the file.
+        fmt (str | None): ``"tflite"`` or ``"onnx"`` when the suffix does not say (a temporary file).
+
+    Returns:
+        ArtifactGraph: the main graph.
+
+    Raises:
+        ArtifactError: the file is missing, of another type, or not a readable model.
+
+    Example:
+        >>> read_artifact("model.onnx").ops[0]["type"]  # doctest: +SKIP
+        'Gather'
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ArtifactError(f"{path} does not exist")
+    fmt = artifact_format(path, fmt)
+    if fmt == "tflite":
+        return read_tflite_bytes(path.read_bytes(), str(path))
+    return _read_onnx(path)
+
+
+def read_tflite_bytes(data, path="<bytes>"):
+    """Reads a ``.tflite`` flatbuffer held in memory (a converter's output before it is written).
+
+    Args:
+        data (bytes): the flatbuffer.
+        path (str): what to call it in messages.
+
+    Returns:
+        ArtifactGraph: its first subgraph.
+
+    Raises:
+        ArtifactError: no TFL3 identifier, no subgraph, or a truncated/corrupt flatbuffer.
+    """
+    if len(data) < 8 or not schema.Model.ModelBufferHasIdentifier(data, 0):
+        raise ArtifactError(
+            f"{path} is not a TFLite flatbuffer (missing the 'TFL3' identifier); "
+            "re-export the model or check that the download finished"
+        )
+    try:
+        model = schema.Model.GetRootAs(data, 0)
+        if model.SubgraphsLength() < 1:
+            raise ArtifactError(f"{path} has no subgraph; re-export the model")
+        return _read_tflite(model, data, path)
+    except ArtifactError:
+        raise
+    except Exception as err:  # noqa: BLE001  (a truncated flatbuffer fails anywhere inside the reader)
+        raise ArtifactError(f"{path} is a corrupt TFLite file ({type(err).__name__} while reading it); re-export the model") from err
+
+
+def _read_tflite(model, data, path):
+    codes = []
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == schema.BuiltinOperator.CUSTOM:
+            custom = code.CustomCode()
+            codes.append(custom.decode("utf-8", "replace") if custom else "CUSTOM")
+        else:
+            codes.append(_BUILTIN_NAMES.get(builtin, f"BUILTIN_{builtin}"))
+    graph = model.Subgraphs(0)
+    tensors = {}
+    for i in range(graph.TensorsLength()):
+        t = graph.Tensors(i)
+        shape = [int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else []
+        buffer_index = t.Buffer()
+        constant = False
+        if 0 < buffer_index < model.BuffersLength():
+            buffer = model.Buffers(buffer_index)
+            constant = buffer.DataLength() > 0 or buffer.Size() > 0
+        quant = t.Quantization()
+        tensors[i] = {
+            "name": (t.Name() or b"").decode("utf-8", "replace"),
+            "dtype": dtype_name(t.Type(), "tflite"),
+            "shape": shape,
+            "signature": [int(d) for d in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape),
+            "constant": constant,
+            "buffer": buffer_index,
+            "quantization": {
+                "scale": [float(s) for s in quant.ScaleAsNumpy()] if quant is not None and quant.ScaleLength() else [],
+                "zero_point": [int(z) for z in quant.ZeroPointAsNumpy()] if quant is not None and quant.ZeroPointLength() else [],
+            },
+        }
+    ops = []
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        index = op.OpcodeIndex()
+        kind = codes[index] if index < len(codes) else "UNKNOWN"
+        entry = {
+            "type": kind, "label": kind, "domain": "",
+            "inputs": [int(x) for x in op.InputsAsNumpy()] if op.InputsLength() else [],
+            "outputs": [int(x) for x in op.OutputsAsNumpy()] if op.OutputsLength() else [],
+            "adj_x": False, "fused": None, "node": None,
+        }
+        options_class = getattr(schema, _OPTION_CLASSES.get(op.BuiltinOptionsType(), ""), None)
+        if options_class is not None and hasattr(options_class, "FusedActivationFunction"):
+            table = op.BuiltinOptions()
+            options = options_class()
+            options.Init(table.Bytes, table.Pos)
+            fused = _ACTIVATIONS.get(options.FusedActivationFunction(), "NONE")
+            # Converters fold ReLU into the preceding FULLY_CONNECTED / ADD.
+            entry["fused"] = None if fused == "NONE" else fused
+        if kind == "BATCH_MATMUL" and op.BuiltinOptionsType() == schema.BuiltinOptions.BatchMatMulOptions:
+            table = op.BuiltinOptions()
+            options = schema.BatchMatMulOptions()
+            options.Init(table.Bytes, table.Pos)
+            entry["adj_x"] = bool(options.AdjX())
+        ops.append(entry)
+    metadata = {}
+    for i in range(model.MetadataLength()):
+        entry = model.Metadata(i)
+        buffer = model.Buffers(entry.Buffer())
+        if buffer.Offset():  # files over 2 GB keep buffers after the flatbuffer
+            metadata[(entry.Name() or b"").decode("utf-8", "replace")] = bytes(data[buffer.Offset(): buffer.Offset() + buffer.Size()])
+        else:
+            metadata[(entry.Name() or b"").decode("utf-8", "replace")] = buffer.DataAsNumpy().tobytes() if buffer.DataLength() else b""
+
+    def constant_values(key):
+        tensor = tensors[key]
+        buffer = model.Buffers(tensor["buffer"])
+        dtype = {"int32": np.int32, "int64": np.int64}.get(tensor["dtype"])
+        if buffer.DataLength() == 0 or dtype is None:
+            return None
+        return np.frombuffer(buffer.DataAsNumpy().tobytes(), dtype=dtype)
+
+    return ArtifactGraph(
+        path=path, format="tflite", size_bytes=len(data), tensors=tensors,
+        inputs=[int(x) for x in graph.InputsAsNumpy()] if graph.InputsLength() else [],
+        outputs=[int(x) for x in graph.OutputsAsNumpy()] if graph.OutputsLength() else [],
+        ops=ops, metadata=metadata, _constants={"reader": constant_values},
+    )
+
+
+def _read_onnx(path):
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # noqa: BLE001  (protobuf raises DecodeError, RuntimeWarning, ValueError...)
+        raise ArtifactError(f"{path} is not a readable ONNX model ({type(err).__name__}); re-export it") from err
+    graph = model.graph
+    tensors = {}
+    for init in graph.initializer:
+        dims = [int(d) for d in init.dims]
+        tensors[init.name] = {"name": init.name, "dtype": dtype_name(init.data_type, "onnx"), "shape": dims,
+                              "signature": dims, "dim_names": [None] * len(dims), "constant": True, "quantization": {}}
+    for value in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if value.name in tensors:
+            continue  # old exporters list weights as inputs too
+        tensor_type = value.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
+        tensors[value.name] = {
+            "name": value.name, "dtype": dtype_name(tensor_type.elem_type, "onnx"), "shape": dims, "signature": dims,
+            "dim_names": [None if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim],
+            "constant": False, "quantization": {},
+        }
+    initializers = {init.name for init in graph.initializer}
+    ops = [
+        {"type": node.op_type, "label": node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}",
+         "domain": node.domain, "inputs": list(node.input), "outputs": list(node.output), "adj_x": False, "fused": None,
+         "node": node}
+        for node in graph.node
+    ]
+
+    def constant_values(key):
+        init = next((i for i in graph.initializer if i.name == key), None)
+        if init is None or init.data_type not in (6, 7):
+            return None
+        return numpy_helper.to_array(init).reshape(-1)
+
+    return ArtifactGraph(
+        path=str(path), format="onnx", size_bytes=path.stat().st_size, tensors=tensors,
+        inputs=[v.name for v in graph.input if v.name not in initializers], outputs=[v.name for v in graph.output],
+        ops=ops, metadata={p.key: p.value.encode() for p in model.metadata_props}, proto=model,
+        _constants={"reader": constant_values},
+    )

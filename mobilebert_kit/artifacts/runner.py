@@ -1,0 +1,231 @@
+"""ArtifactRunner: runs a ``.tflite`` (ai-edge-litert) or ``.onnx`` (onnxruntime) file on numpy inputs.
+
+Inputs are always given as the Keras model takes them (int32 ``[n, seq]``
+arrays; mask 1/0); the runner casts the mask to the artifact's input type,
+quantizes int8 inputs and dequantizes int8 outputs with the tensors' own scale
+and zero point, and splits ``n`` rows into the artifact's static batch.
+
+:func:`load_tflite` and :func:`load_onnx` are the one place an interpreter or
+session is created, with one-line errors: the runner, the host profiler, the
+profiler's FLOPs count of dynamic models and the XNNPACK coverage check all
+load files through them.
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
+from mobilebert_kit.artifacts.reader import artifact_format
+from mobilebert_kit.utils.quiet import quiet_fd2
+
+# ``delegate`` -> LiteRT op resolver: XNNPACK (the default delegate) or the builtin kernels alone.
+TFLITE_RESOLVERS = {"xnnpack": OpResolverType.AUTO, "none": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+# onnxruntime's input type strings -> numpy dtype names.
+_ORT_TYPES = {"tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(float)": "float32",
+              "tensor(float16)": "float16", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+
+
+def _first_line(err):
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def model_source(path):
+    """What to hand a runtime for ``path``: ``("path", str)``, or ``("content", bytes)`` when the name is not UTF-8.
+
+    LiteRT and onnxruntime encode a path argument as UTF-8; a valid model whose name holds other
+    bytes (kept by ``os.fsdecode`` as surrogates) crashed ``mbk profile`` (issue 12). Both runtimes
+    also take the model's bytes.
+
+    Example:
+        >>> model_source("model.tflite")
+        ('path', 'model.tflite')
+    """
+    path = os.fspath(path)
+    try:
+        path.encode("utf-8")
+        return "path", path
+    except UnicodeEncodeError:
+        with open(path, "rb") as handle:
+            return "content", handle.read()
+
+
+def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None, preserve_all_tensors=False,
+                per_op_delegate_nodes=False):
+    """Creates and allocates a LiteRT interpreter for ``path``.
+
+    Args:
+        path (str | os.PathLike): the ``.tflite`` file.
+        num_threads (int | None): interpreter threads.
+        delegate (str): ``"xnnpack"`` (default delegates) or ``"none"`` (builtin kernels).
+        input_shapes (dict[str, list[int]] | None): inputs to resize before allocation (dynamic models).
+        preserve_all_tensors (bool): keep intermediate tensors readable after ``invoke``.
+        per_op_delegate_nodes (bool): one delegate node per delegated op
+            (``experimental_disable_delegate_node_fusion``), for coverage checks.
+
+    Returns:
+        Interpreter: allocated, ready for ``set_tensor`` / ``invoke``.
+
+    Raises:
+        RuntimeLoadError: LiteRT cannot load, resize or allocate the model.
+
+    Example:
+        >>> load_tflite("model.tflite", num_threads=1).get_input_details()[0]["name"]  # doctest: +SKIP
+        'input_ids'
+    """
+    try:
+        # quiet: LiteRT's C++ "Created TensorFlow Lite XNNPACK delegate" banner would split CLI output.
+        with quiet_fd2():
+            kind, model = model_source(path)
+            interpreter = Interpreter(
+                **{("model_path" if kind == "path" else "model_content"): model}, num_threads=num_threads, experimental_op_resolver_type=TFLITE_RESOLVERS[delegate],
+                experimental_preserve_all_tensors=preserve_all_tensors,
+                experimental_disable_delegate_node_fusion=per_op_delegate_nodes,
+            )
+            for detail in interpreter.get_input_details():
+                want = (input_shapes or {}).get(detail["name"])
+                if want is not None and list(detail["shape"]) != list(want):
+                    interpreter.resize_tensor_input(detail["index"], list(want))
+            interpreter.allocate_tensors()
+    except (ValueError, RuntimeError) as err:
+        raise RuntimeLoadError(f"{path} cannot be loaded by the TFLite interpreter: {_first_line(err)}") from err
+    return interpreter
+
+
+def load_onnx(path, options=None):
+    """Creates an onnxruntime CPU session for ``path``.
+
+    Args:
+        path (str | os.PathLike): the ``.onnx`` file.
+        options (onnxruntime.SessionOptions | None): threads, optimization level, profiling.
+
+    Returns:
+        onnxruntime.InferenceSession: on the CPU execution provider.
+
+    Raises:
+        RuntimeLoadError: onnxruntime cannot load the model.
+
+    Example:
+        >>> load_onnx("model.onnx").get_inputs()[0].name  # doctest: +SKIP
+        'input_ids'
+    """
+    try:
+        return ort.InferenceSession(model_source(path)[1], options or ort.SessionOptions(),
+                                    providers=["CPUExecutionProvider"])
+    except Exception as err:  # noqa: BLE001  (onnxruntime raises its own Fail/InvalidGraph/... types)
+        raise RuntimeLoadError(f"{path} cannot be loaded by onnxruntime: {_first_line(err)}") from err
+
+
+class ArtifactRunner:
+    """Loads an artifact once and runs it on input dicts.
+
+    Args:
+        path: a ``.tflite`` or ``.onnx`` file.
+        num_threads: interpreter / session threads.
+        fmt: ``"tflite"`` or ``"onnx"`` when the suffix does not say (a temporary file).
+
+    Attributes:
+        input_specs: ``[{"name", "shape", "dtype"}]`` in graph order.
+        output_names: output names in graph order.
+
+    Example:
+        >>> runner = ArtifactRunner("model.tflite")  # doctest: +SKIP
+        >>> runner.run(inputs)["sequence_output"].shape  # doctest: +SKIP
+        (16, 128, 512)
+    """
+
+    def __init__(self, path, num_threads=None, fmt=None):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ArtifactError(f"{self.path} does not exist")
+        if artifact_format(self.path, fmt) == "tflite":
+            self._init_tflite(num_threads)
+        else:
+            self._init_onnx(num_threads)
+
+    # === TFLite ===
+    def _init_tflite(self, num_threads, preserve_all_tensors=False):
+        self._interpreter = load_tflite(self.path, num_threads=num_threads, preserve_all_tensors=preserve_all_tensors)
+        self._inputs = self._interpreter.get_input_details()
+        self._outputs = self._interpreter.get_output_details()
+        self.input_specs = [
+            {"name": d["name"], "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name}
+            for d in self._inputs
+        ]
+        self.output_names = [d["name"] for d in self._outputs]
+        self._run_batch = self._run_tflite
+
+    def _run_tflite(self, feeds):
+        it = self._interpreter
+        for detail in self._inputs:
+            value = feeds[detail["name"]]
+            it.set_tensor(detail["index"], _to_input_type(value, detail))
+        it.invoke()
+        out = {}
+        for detail in self._outputs:
+            value = it.get_tensor(detail["index"])
+            scale, zero = detail["quantization"]
+            if np.issubdtype(value.dtype, np.integer) and scale:
+                value = (value.astype(np.float32) - zero) * scale
+            out[detail["name"]] = value
+        return out
+
+    # === ONNX ===
+    def _init_onnx(self, num_threads):
+        options = ort.SessionOptions()
+        if num_threads:
+            options.intra_op_num_threads = num_threads
+        self._session = load_onnx(self.path, options)
+        self.input_specs = [
+            {"name": i.name, "shape": [d if isinstance(d, int) else None for d in i.shape], "dtype": _ORT_TYPES.get(i.type, i.type)}
+            for i in self._session.get_inputs()
+        ]
+        self.output_names = [o.name for o in self._session.get_outputs()]
+        self._run_batch = self._run_onnx
+
+    def _run_onnx(self, feeds):
+        values = self._session.run(None, feeds)
+        return dict(zip(self.output_names, values))
+
+    # === Both ===
+    @property
+    def batch_size(self):
+        """The static batch of the first input (None when dynamic)."""
+        shape = self.input_specs[0]["shape"]
+        return shape[0] if shape and shape[0] not in (None, -1) else None
+
+    @property
+    def seq_len(self):
+        shape = self.input_specs[0]["shape"]
+        return shape[1] if len(shape) > 1 and shape[1] not in (None, -1) else None
+
+    def run(self, inputs):
+        """Runs every row of ``inputs`` (``{name: [n, seq]}``) and returns ``{output: [n, ...]}``."""
+        n = len(next(iter(inputs.values())))
+        batch = self.batch_size or n
+        parts = []
+        for start in range(0, n, batch):
+            index = np.arange(start, start + batch) % n  # the last batch is filled with repeated rows
+            feeds = {}
+            for spec in self.input_specs:
+                if spec["name"] not in inputs:
+                    raise ArtifactError(f"{self.path} expects input {spec['name']!r}; inputs given: {sorted(inputs)}")
+                feeds[spec["name"]] = np.asarray(inputs[spec["name"]])[index].astype(
+                    spec["dtype"] if spec["dtype"] in ("int32", "int64", "float32", "float16") else np.float32
+                )
+            result = self._run_batch(feeds)
+            keep = min(batch, n - start)
+            parts.append({k: np.asarray(v)[:keep] for k, v in result.items()})
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _to_input_type(value, detail):
+    dtype = np.dtype(detail["dtype"])
+    scale, zero = detail["quantization"]
+    if np.issubdtype(dtype, np.integer) and scale:
+        info = np.iinfo(dtype)
+        return np.clip(np.round(np.asarray(value, np.float32) / scale + zero), info.min, info.max).astype(dtype)
+    return np.asarray(value).astype(dtype)

@@ -1,0 +1,214 @@
+"""One op taxonomy for ``.tflite`` and ``.onnx`` graphs: dtypes, LayerNorm/GELU/ReLU evidence, how each op computes.
+
+Everything here works on an :class:`~mobilebert_kit.artifacts.reader.ArtifactGraph`
+or on plain op-type sets, so ``mbk inspect``, ``mbk export``'s float-op census
+and ``mbk profile`` name the same file the same way.
+
+Why evidence *sets* rather than single marker ops (issue 13 item 4): the
+profiler and the inspector used to disagree. A lone ``MEAN`` is mean pooling
+(sentence-transformers) as often as LayerNorm, and a lone ``POW`` is the
+``x**2`` of a torch-exported LayerNorm as often as tanh-GELU's ``x**3``; exact
+GELU lowers to ``ERF``, which the profiler missed, and ONNX Runtime's fused
+``com.microsoft`` ops (``SkipLayerNormalization``, ``FastGelu``) were missed by
+the inspector. A family is present when one of its evidence sets is wholly in
+the graph, and only the ops of such sets are reported as "left".
+
+Example:
+    >>> variant_name({"RSQRT", "MEAN", "GELU"}, "tflite")
+    'LayerNorm+GELU'
+    >>> variant_ops({"MEAN": 1, "RELU": 4}, "tflite")
+    {'layer_norm': {}, 'gelu': {}}
+"""
+
+from collections import Counter
+
+# TFLite schema TensorType -> numpy dtype name.
+TFLITE_TYPES = {
+    0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 5: "string", 6: "bool", 7: "int16",
+    9: "int8", 10: "float64", 16: "uint16", 17: "int4",
+}
+# ONNX TensorProto.DataType -> numpy dtype name (the same names as TFLite's, so reports compare).
+ONNX_TYPES = {
+    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string", 9: "bool",
+    10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16", 21: "uint4", 22: "int4",
+}
+FLOAT_TYPES = {"float32", "float16", "float64", "bfloat16"}
+QUANT_TYPES = {"int8", "uint8", "int16", "int4"}
+
+
+def dtype_name(code, fmt):
+    """The dtype name of a TFLite ``TensorType`` or ONNX ``DataType`` code (``"type<n>"`` when unknown).
+
+    Example:
+        >>> dtype_name(9, "tflite"), dtype_name(1, "onnx")
+        ('int8', 'float32')
+    """
+    return (TFLITE_TYPES if fmt == "tflite" else ONNX_TYPES).get(int(code), f"type{int(code)}")
+
+
+# Each family: the op sets any one of which shows the family is in the graph.
+VARIANT_EVIDENCE = {
+    "tflite": {
+        # LayerNorm lowers to MEAN, SQUARED_DIFFERENCE, RSQRT (TF 2.x) or MEAN ... SQRT.
+        "layer_norm": ({"RSQRT"}, {"SQUARED_DIFFERENCE"}, {"MEAN", "SQRT"}),
+        # GELU is a builtin since TF 2.4; exact GELU otherwise lowers to ERF, the tanh form to POW and TANH.
+        "gelu": ({"GELU"}, {"ERF"}, {"POW", "TANH"}),
+    },
+    "onnx": {
+        # tf2onnx makes GlobalAveragePool of the mean; torch exports ReduceMean, Pow, Sqrt.
+        "layer_norm": ({"LayerNormalization"}, {"SkipLayerNormalization"}, {"SimplifiedLayerNormalization"},
+                       {"ReduceMean", "Sqrt"}, {"ReduceMean", "Pow"}, {"GlobalAveragePool", "Sqrt"}),
+        "gelu": ({"Gelu"}, {"FastGelu"}, {"BiasGelu"}, {"Erf"}, {"Pow", "Tanh"}),
+    },
+}
+# ReLU also arrives fused into FULLY_CONNECTED / ADD (TFLite's fused activation).
+RELU_OPS = {"tflite": {"RELU", "RELU6", "RELU_N1_TO_1"}, "onnx": {"Relu"}}
+
+# Ops that move between integer and float representations.
+CONVERSION_OPS = {"QUANTIZE", "DEQUANTIZE", "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+ONNX_INTEGER_OPS = {
+    "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "QLinearAdd", "QLinearMul", "QAttention",
+    "DynamicQuantizeMatMul", "QGemm", "QLinearSoftmax", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
+    "QEmbedLayerNormalization", "QLinearGlobalAveragePool",
+}
+# ONNX ops that only move or reshape data: neither float nor integer arithmetic.
+ONNX_DATA_MOVEMENT_OPS = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Reshape", "Cast", "Slice",
+                          "Transpose", "Identity", "Constant", "ConstantOfShape", "Range", "Expand"}
+TFLITE_MATRIX_OPS = ("FULLY_CONNECTED", "BATCH_MATMUL", "CONV_2D", "DEPTHWISE_CONV_2D")
+
+
+def variant_ops(op_counts, fmt):
+    """``{"layer_norm": {op: n}, "gelu": {op: n}}``: the ops of every evidence set wholly present.
+
+    Args:
+        op_counts (dict[str, int]): op type or label (``com.microsoft.Gelu``) -> count.
+        fmt (str): ``"tflite"`` or ``"onnx"``.
+
+    Example:
+        >>> variant_ops({"ReduceMean": 2, "Sqrt": 2, "Erf": 1}, "onnx")
+        {'layer_norm': {'ReduceMean': 2, 'Sqrt': 2}, 'gelu': {'Erf': 1}}
+    """
+    # Keys may be domain-qualified labels (``com.microsoft.FastGelu``); evidence names the op type.
+    present = {_op_type(op) for op, n in op_counts.items() if n}
+    out = {}
+    for family, evidence in VARIANT_EVIDENCE[fmt].items():
+        ops = set().union(*(group for group in evidence if group <= present))
+        out[family] = {op: n for op, n in sorted(op_counts.items()) if n and _op_type(op) in ops}
+    return out
+
+
+def _op_type(label):
+    return label.rsplit(".", 1)[-1]
+
+
+def variant_name(op_types, fmt):
+    """Names the normalisation and activation a graph uses (the MobileBERT paper's Table 6 rows).
+
+    Args:
+        op_types (set[str]): op types in the graph, fused activations included.
+        fmt (str): ``"tflite"`` or ``"onnx"``.
+
+    Example:
+        >>> variant_name({"FULLY_CONNECTED", "RELU"}, "tflite")
+        'NoNorm+ReLU'
+    """
+    found = variant_ops(dict.fromkeys(op_types, 1), fmt)
+    norm = "LayerNorm" if found["layer_norm"] else "NoNorm"
+    act = "GELU" if found["gelu"] else "ReLU" if set(op_types) & RELU_OPS[fmt] else "none"
+    return f"{norm}+{act}"
+
+
+def compute_census(graph):
+    """Splits every op by how it computes: ``quantized``, ``hybrid``, ``float``, ``conversion``, ``other``.
+
+    TFLite: by the dtypes of the op's tensors (integer outputs: integer; float
+    outputs from integer inputs: hybrid, i.e. dynamic-range). ONNX: by op type
+    (integer kernels, QDQ neighbours, data movement), since intermediate dtypes
+    are not stored in the file.
+
+    Args:
+        graph (ArtifactGraph): a read artifact.
+
+    Returns:
+        dict[str, Counter]: op label -> count, per class.
+
+    Example:
+        >>> compute_census(read_artifact("m.tflite"))["float"]  # doctest: +SKIP
+        Counter({'SOFTMAX': 2})
+    """
+    census = {kind: Counter() for kind in ("quantized", "hybrid", "float", "conversion", "other")}
+    if graph.format == "tflite":
+        for op in graph.ops:
+            in_types = [graph.tensors[i]["dtype"] for i in op["inputs"] if i >= 0]
+            out_types = [graph.tensors[i]["dtype"] for i in op["outputs"]]
+            if op["type"] in CONVERSION_OPS:
+                kind = "conversion"
+            elif any(t in QUANT_TYPES for t in out_types):
+                kind = "quantized"
+            elif any(t in FLOAT_TYPES for t in out_types) and any(t in QUANT_TYPES for t in in_types):
+                kind = "hybrid"
+            elif any(t in FLOAT_TYPES for t in out_types):
+                kind = "float"
+            else:
+                kind = "other"
+            census[kind][op["label"]] += 1
+        return census
+    produced_by = {out: op["type"] for op in graph.ops for out in op["outputs"]}
+    for op in graph.ops:
+        if op["type"] in CONVERSION_OPS:
+            kind = "conversion"
+        elif op["type"] in ONNX_INTEGER_OPS:
+            kind = "quantized"
+        elif any(produced_by.get(i) == "DequantizeLinear" for i in op["inputs"] if i):
+            # QDQ format: the float op between DequantizeLinear and QuantizeLinear runs in int8 in ORT.
+            kind = "quantized"
+        elif op["type"] in ONNX_DATA_MOVEMENT_OPS:
+            kind = "other"
+        else:
+            kind = "float"
+        census[kind][op["label"]] += 1
+    return census
+
+
+def precision(graph):
+    """``"float32"``, ``"float16"``, ``"dynamic-int8"`` or ``"int8"``: how the matrix products compute.
+
+    Args:
+        graph (ArtifactGraph): a read artifact.
+
+    Example:
+        >>> precision(read_artifact("m.tflite"))  # doctest: +SKIP
+        'dynamic-int8'
+    """
+    if graph.format == "onnx":
+        kinds = {op["type"] for op in graph.ops}
+        if kinds & {"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
+            return "dynamic-int8"
+        if kinds & {"QLinearMatMul", "QLinearConv", "QGemm"} or {"QuantizeLinear", "DequantizeLinear"} <= kinds:
+            return "int8"
+        weight_types = {
+            graph.tensors[name]["dtype"]
+            for op in graph.ops
+            if op["type"] in ("MatMul", "Gemm", "Conv")
+            for name in op["inputs"][1:2]
+            if name in graph.tensors and graph.tensors[name]["constant"]
+        }
+        return "float16" if "float16" in weight_types else "float32"
+    producers = {out: op for op in graph.ops for out in op["outputs"]}
+    activation_types, weight_types = set(), set()
+    for op in graph.ops:
+        if op["type"] not in TFLITE_MATRIX_OPS or len(op["inputs"]) < 2 or min(op["inputs"][:2]) < 0:
+            continue
+        activation_types.add(graph.tensors[op["inputs"][0]]["dtype"])
+        weight = op["inputs"][1]
+        producer = producers.get(weight)
+        if producer is not None and producer["type"] == "DEQUANTIZE" and producer["inputs"]:
+            weight = producer["inputs"][0]  # float16 / int8 weights expanded at load time
+        weight_types.add(graph.tensors[weight]["dtype"])
+    if activation_types & {"int8", "uint8", "int16"}:
+        return "int8"
+    if weight_types & {"int8", "uint8", "int4"}:
+        return "dynamic-int8"
+    if "float16" in weight_types:
+        return "float16"
+    return "float32"
