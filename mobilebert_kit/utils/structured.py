@@ -117,7 +117,8 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
             checkpoint files, ``ArtifactError`` for artifacts ...).
 
     Returns:
-        The parsed value. ``NaN``/``Infinity`` literals are kept: the consumer
+        The parsed value (an object naming a key twice is refused: Python
+        would silently keep the last, other readers the first). ``NaN``/``Infinity`` literals are kept: the consumer
         checks the fields it uses for finiteness, with the field's name.
 
     Raises:
@@ -130,7 +131,9 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
     """
     text, label = _source(path_or_text, what, max_bytes, error)
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_object)
+    except _DuplicateKey as err:
+        raise error(f"{label} names {err.args[0]!r} twice; keep one entry (which one counts is ambiguous)") from err
     except RecursionError as err:
         raise error(f"{label} nests too deeply to parse; it is not a file we write or read") from err
     except ValueError as err:  # JSONDecodeError, and ints over Python's digit limit
@@ -169,6 +172,18 @@ def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, erro
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise error(f"{label} is not valid TOML ({first}); fix it") from err
     _check_depth(value, label, max_depth, error)
+    return value
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_object(pairs):
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
     return value
 
 
