@@ -87,7 +87,8 @@ def read_header(path):
             raw = handle.read(header_len)
     except OSError as err:
         raise CheckpointError(f"cannot read {path} ({err.strerror or err}); check the file and its permissions") from err
-    header = load_json(raw, f"the header of {path}", max_bytes=_MAX_HEADER, expect=dict, error=CheckpointError)
+    header = load_json(raw, f"the header of {path}", max_bytes=_MAX_HEADER, expect=dict, error=CheckpointError,
+                       fix=redo)
     data_start, data_len = 8 + header_len, size - 8 - header_len
     metadata = header.pop("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
@@ -184,7 +185,7 @@ def read_safetensors_dir(directory):
 def _read_sharded(directory, index):
     """Reads the shards a ``model.safetensors.index.json`` names, checking the index against them."""
     bad = f"{index} is not a valid safetensors index"
-    meta = load_json(index, "the safetensors index", expect=dict, error=CheckpointError)
+    meta = load_json(index, "the safetensors index", expect=dict, error=CheckpointError, fix="re-download the checkpoint")
     weight_map = meta.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(f"{bad} (it needs a non-empty weight_map object); re-download the checkpoint")

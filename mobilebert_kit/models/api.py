@@ -19,6 +19,7 @@ from mobilebert_kit.models.encoder import Encoder
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import PRESETS, preset_config
 from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.structured import load_json
 
 FORMAT = "mobilebert-kit"
 FORMAT_VERSION = 1
@@ -149,9 +150,8 @@ def is_saved_model(directory):
     if not config.is_file():
         return False
     try:
-        meta = json.loads(config.read_text())
-        return isinstance(meta, dict) and meta.get("format") == FORMAT
-    except (OSError, ValueError, UnicodeDecodeError):
+        return load_json(config, "the model config", expect=dict, error=CheckpointError).get("format") == FORMAT
+    except CheckpointError:
         return False
 
 
@@ -169,11 +169,8 @@ def load(directory, **overrides):
     config_path = directory / CONFIG_FILE
     if not config_path.is_file():
         raise CheckpointError(f"{directory} is not a saved model: {CONFIG_FILE} is missing; save one with `mbk import`")
-    try:
-        meta = json.loads(config_path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{config_path} is not valid JSON ({err}); re-save the model") from err
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    meta = load_json(config_path, "the model config", expect=dict, error=CheckpointError, fix="re-save the model")
+    if meta.get("format") != FORMAT:
         raise CheckpointError(f"{config_path} is not a mobilebert-kit config; import it with `mbk import` first")
     version = meta.get("format_version", 0)
     if not isinstance(version, int) or isinstance(version, bool):
@@ -188,6 +185,8 @@ def load(directory, **overrides):
     try:
         encoder = build(dict(meta["encoder"]), **overrides)
         model = encoder if architecture == "encoder" else HEADS[architecture](encoder, **meta.get("head", {}))
+    except ConfigError as err:  # Encoder's field table refused a value: say which file holds it
+        raise CheckpointError(f"{config_path}: {err}") from err
     except MbkError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:

@@ -86,7 +86,7 @@ def _source(path_or_text, what, max_bytes, error):
     return data, label
 
 
-def _check_depth(value, label, max_depth, error):
+def _check_depth(value, label, max_depth, error, fix):
     """Refuses nesting deeper than ``max_depth`` (iterative: deep input cannot exhaust the stack here)."""
     stack = [(value, 1)]
     while stack:
@@ -98,11 +98,12 @@ def _check_depth(value, label, max_depth, error):
         else:
             continue
         if depth > max_depth:
-            raise error(f"{label} nests deeper than {max_depth} levels; it is not a file we write or read")
+            raise error(f"{label} nests deeper than {max_depth} levels; {fix}")
         stack.extend((child, depth + 1) for child in children)
 
 
-def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=None, error=ConfigError):
+def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=None, error=ConfigError,
+              fix="fix or regenerate it"):
     """Parses untrusted JSON: a bounded read, UTF-8 (BOM allowed), bounded depth, one-line errors.
 
     Args:
@@ -115,6 +116,7 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
             (``dict`` for every config we read); ``None`` accepts any.
         error (type): the MbkError subclass raised (``CheckpointError`` for
             checkpoint files, ``ArtifactError`` for artifacts ...).
+        fix (str): what the user should do, ending each message.
 
     Returns:
         The parsed value (an object naming a key twice is refused: Python
@@ -133,19 +135,19 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
     try:
         value = json.loads(text, object_pairs_hook=_unique_object)
     except _DuplicateKey as err:
-        raise error(f"{label} names {err.args[0]!r} twice; keep one entry (which one counts is ambiguous)") from err
+        raise error(f"{label} names {err.args[0]!r} twice (which one counts is ambiguous); {fix}") from err
     except RecursionError as err:
-        raise error(f"{label} nests too deeply to parse; it is not a file we write or read") from err
+        raise error(f"{label} nests too deeply to parse; {fix}") from err
     except ValueError as err:  # JSONDecodeError, and ints over Python's digit limit
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise error(f"{label} is not valid JSON ({first}); fix or regenerate it") from err
-    _check_depth(value, label, max_depth, error)
+        raise error(f"{label} is not valid JSON ({first}); {fix}") from err
+    _check_depth(value, label, max_depth, error, fix)
     if expect is not None and not isinstance(value, expect):
-        raise error(f"{label} must hold a JSON {_KIND.get(expect, expect.__name__)}, not {_kind(value)}; fix or regenerate it")
+        raise error(f"{label} must hold a JSON {_KIND.get(expect, expect.__name__)}, not {_kind(value)}; {fix}")
     return value
 
 
-def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, error=ConfigError):
+def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, error=ConfigError, fix="fix it"):
     """Parses untrusted TOML with the same bounds as :func:`load_json`.
 
     Args:
@@ -155,6 +157,7 @@ def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, erro
         max_bytes (int): the largest text accepted.
         max_depth (int): the deepest nesting accepted.
         error (type): the MbkError subclass raised.
+        fix (str): what the user should do, ending each message.
 
     Returns:
         dict: the parsed document.
@@ -167,11 +170,11 @@ def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, erro
     try:
         value = tomllib.loads(text)
     except RecursionError as err:
-        raise error(f"{label} nests too deeply to parse; it is not a file we write or read") from err
+        raise error(f"{label} nests too deeply to parse; {fix}") from err
     except (tomllib.TOMLDecodeError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise error(f"{label} is not valid TOML ({first}); fix it") from err
-    _check_depth(value, label, max_depth, error)
+        raise error(f"{label} is not valid TOML ({first}); {fix}") from err
+    _check_depth(value, label, max_depth, error, fix)
     return value
 
 
