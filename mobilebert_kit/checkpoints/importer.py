@@ -216,12 +216,12 @@ def _strip_prefix(arrays, prefixes):
 
 def _collect(model, arrays, dialect, source, encoder_prefix=""):
     """Builds ``{our path: array}`` from reference-named ``arrays``; reports all problems at once."""
-    from mobilebert_kit.models.api import assign_weights, named_weights
+    from mobilebert_kit.models.api import assign_weights, check_finite_weights, named_weights
 
     encoder = model if not encoder_prefix else model.encoder
     config = encoder.config
     remaining = dict(arrays)
-    ours, missing = {}, []
+    ours, missing, origin = {}, [], {}
     for path, var in named_weights(model).items():
         rel = path[len(encoder_prefix):] if encoder_prefix and path.startswith(encoder_prefix) else path
         mapped = reference_name(rel, dialect, config)
@@ -232,6 +232,7 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
         name, transpose = mapped
         array = remaining.pop(name)
         ours[path] = to_ours(array, transpose)
+        origin[name] = array
     skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES)]
     ignored = set(IGNORED_KEYS)
     if dialect == "hf" and not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]:
@@ -252,7 +253,8 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
         )
     if skipped:
         log.info("skipped %d head weight(s) of %s (pass head= to keep them)", len(skipped), source)
-    assign_weights(model, ours, source=source)
+    check_finite_weights(origin, source, fix="the checkpoint is corrupt or its training diverged; use an earlier one")
+    assign_weights(model, ours, source=source, check_finite=False)
     return skipped
 
 

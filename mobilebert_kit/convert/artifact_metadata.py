@@ -1,9 +1,9 @@
 """Reading back what an export embedded: the ``mbk_metadata`` JSON and the vocabulary."""
 
-import json
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import ArtifactError
+from mobilebert_kit.utils.structured import load_json
 
 
 def read_artifact_metadata(path, with_vocab=False):
@@ -33,7 +33,8 @@ def read_artifact_metadata(path, with_vocab=False):
             props = read_metadata(path)
         except Exception as err:  # noqa: BLE001  (protobuf decode errors have many types)
             raise ArtifactError(f"{path} is not a readable ONNX model ({type(err).__name__}); re-export it") from err
-        meta = json.loads(props["mbk_metadata"]) if "mbk_metadata" in props else {}
+        meta = load_json(props["mbk_metadata"], f"the mbk_metadata of {path}", expect=dict, error=ArtifactError,
+                         fix="re-export it") if "mbk_metadata" in props else {}
         vocab = props.get("mbk_vocab", "").splitlines()
     else:
         raise ArtifactError(f"{path}: unknown model type {path.suffix!r}; expected .tflite or .onnx")

@@ -15,11 +15,11 @@ name and a buffer), the mechanism TFLite itself uses for
 encoding, quantization), ``mbk_vocab`` the WordPiece vocabulary text.
 """
 
-import json
 
 import numpy as np
 
 from mobilebert_kit.convert.errors import ArtifactError
+from mobilebert_kit.utils.structured import load_json
 
 METADATA_JSON = "mbk_metadata"
 METADATA_VOCAB = "mbk_vocab"
@@ -108,11 +108,10 @@ def read_metadata(model_bytes):
 def read_mbk_metadata(model_bytes):
     """The ``mbk_metadata`` JSON and vocabulary lines of an exported ``.tflite`` (empty when absent)."""
     entries = read_metadata(model_bytes)
+    meta = load_json(entries[METADATA_JSON], f"the TFLite file's {METADATA_JSON} entry", expect=dict,
+                     error=ArtifactError, fix="re-export it") if METADATA_JSON in entries else {}
     try:
-        meta = json.loads(entries[METADATA_JSON]) if METADATA_JSON in entries else {}
         vocab = entries[METADATA_VOCAB].decode().splitlines() if METADATA_VOCAB in entries else []
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ArtifactError(f"the TFLite file's {METADATA_JSON}/{METADATA_VOCAB} entries are corrupt ({err}); re-export it") from err
-    if not isinstance(meta, dict):
-        raise ArtifactError(f"the TFLite file's {METADATA_JSON} entry is not a JSON object; re-export it")
+    except UnicodeDecodeError as err:
+        raise ArtifactError(f"the TFLite file's {METADATA_VOCAB} entry is not UTF-8 ({err}); re-export it") from err
     return meta, vocab

@@ -83,7 +83,37 @@ def count_params(model):
     return int(sum(np.prod(v.shape) for v in named_weights(model).values()))
 
 
-def assign_weights(model, arrays, source="checkpoint", allow_missing=()):
+def check_finite_weights(arrays, source, error=CheckpointError, fix="re-export or re-train the checkpoint"):
+    """Refuses NaN or Inf in any floating-point weight, naming the tensors, in one line.
+
+    A single ``inf`` row of an embedding table passes validation on inputs
+    that never use that token and then returns NaN on it in the user's app
+    (issue 12), so every weight is checked, not only what the outputs reach.
+
+    Args:
+        arrays (dict): name -> numpy array or variable (the names are the ones printed).
+        source (str): what holds them, for the message.
+        error (type): the MbkError subclass raised.
+        fix (str): what the user should do.
+
+    Example:
+        >>> check_finite_weights({"bias": np.zeros(3)}, "test")
+    """
+    bad = []
+    for name, value in arrays.items():
+        array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+        if array.dtype.kind != "f":
+            continue
+        finite = np.isfinite(array)
+        if not finite.all():
+            nan = int(np.isnan(array).sum())
+            bad.append(f"{name} ({nan} NaN, {int(array.size - finite.sum()) - nan} Inf)")
+    if bad:
+        shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise error(f"{source} has non-finite weights in {len(bad)} tensor(s): {shown}; {fix}")
+
+
+def assign_weights(model, arrays, source="checkpoint", allow_missing=(), check_finite=True):
     """Assigns ``{path: array}`` to ``model`` by name; reports every mismatch in one error.
 
     Args:
@@ -91,9 +121,12 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=()):
         arrays: mapping of weight path to numpy array.
         source: what the arrays came from, for the message.
         allow_missing: paths that may stay at their initial values.
+        check_finite: refuse NaN/Inf weights (the importer checks them itself,
+            under the checkpoint's own names, and passes False).
 
     Raises:
-        CheckpointError: listing missing, unexpected and misshaped weights.
+        CheckpointError: listing missing, unexpected and misshaped weights, or
+        naming the tensors that hold NaN/Inf.
     """
     targets = named_weights(model)
     missing = [p for p in targets if p not in arrays and p not in allow_missing]
@@ -112,6 +145,8 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=()):
             f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
             details,
         )
+    if check_finite:
+        check_finite_weights(arrays, source)
     for path, var in targets.items():
         if path in arrays:
             var.assign(np.asarray(arrays[path], dtype=var.dtype.as_numpy_dtype))
