@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mobilebert_kit.data.vocab import TOKENIZER_FILES, copy_tokenizer_files  # noqa: F401  (re-exported)
 from mobilebert_kit.errors import CheckpointError, ConfigError
 
 PRESET_SEED = 0
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 @dataclass
@@ -108,20 +108,6 @@ def _is_tf1_checkpoint(path):
     from mobilebert_kit.models.api import is_saved_model
 
     return not is_saved_model(path) and any(path.glob("*.index"))
-
-
-def copy_tokenizer_files(source_dir, target_dir):
-    """Copies the tokenizer files of ``source_dir`` (if any) into ``target_dir``."""
-    import shutil
-
-    if source_dir is None:
-        return []
-    copied = []
-    for name in TOKENIZER_FILES:
-        if (Path(source_dir) / name).is_file():
-            shutil.copyfile(Path(source_dir) / name, Path(target_dir) / name)
-            copied.append(name)
-    return copied
 
 
 def _labels(directory):

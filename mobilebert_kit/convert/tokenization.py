@@ -7,12 +7,13 @@ recorded lower-casing. Lines holding a tab are sentence pairs (segment A, tab,
 segment B); ``token_type_ids`` are 1 on segment B, as in BERT.
 """
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from mobilebert_kit.data.vocab import lower_case_of, read_vocab, vocab_ids
 from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.utils.structured import load_json
 
 
 class WordPieceTokenizer:
@@ -35,12 +36,15 @@ class WordPieceTokenizer:
 
         self.vocab_path = Path(vocab_path)
         self.do_lower_case = bool(do_lower_case)
+        if not self.vocab_path.is_file():
+            raise ConfigError(f"vocabulary {self.vocab_path} not found; pass the model's vocab.txt")
+        # Read and checked even when tokenizer.json does the tokenizing: it is what the artifact embeds.
+        self._vocab = read_vocab(self.vocab_path)
         if tokenizer_json is not None and Path(tokenizer_json).is_file():
+            load_json(Path(tokenizer_json), "tokenizer.json", expect=dict)  # bounded, depth-checked, one-line errors
             self._tokenizer = Tokenizer.from_file(str(tokenizer_json))
         else:
-            if not self.vocab_path.is_file():
-                raise ConfigError(f"vocabulary {self.vocab_path} not found; pass the model's vocab.txt")
-            self._tokenizer = BertWordPieceTokenizer(str(self.vocab_path), lowercase=self.do_lower_case)
+            self._tokenizer = BertWordPieceTokenizer(vocab_ids(self._vocab), lowercase=self.do_lower_case)
         self.vocab_size = self._tokenizer.get_vocab_size()
 
     @classmethod
@@ -50,7 +54,8 @@ class WordPieceTokenizer:
         return cls(directory / "vocab.txt", lower_case_of(directory), directory / "tokenizer.json")
 
     def vocab_lines(self):
-        return self.vocab_path.read_text(encoding="utf-8").splitlines()
+        """The vocabulary's tokens in id order (BOM-free, checked by data.vocab.read_vocab)."""
+        return list(self._vocab)
 
     def encode(self, lines, seq_len):
         """Returns int32 arrays ``[len(lines), seq_len]``: right padded, truncated longest-first."""
@@ -64,25 +69,3 @@ class WordPieceTokenizer:
             "attention_mask": np.array([e.attention_mask for e in encodings], np.int32),
             "token_type_ids": np.array([e.type_ids for e in encodings], np.int32),
         }
-
-
-def lower_case_of(directory):
-    """``do_lower_case`` recorded in a model directory (tokenizer_config.json / tokenizer.json); True if absent."""
-    directory = Path(directory)
-    config = directory / "tokenizer_config.json"
-    if config.is_file():
-        try:
-            value = json.loads(config.read_text()).get("do_lower_case")
-            if value is not None:
-                return bool(value)
-        except ValueError:
-            pass
-    tokenizer = directory / "tokenizer.json"
-    if tokenizer.is_file():
-        try:
-            normalizer = json.loads(tokenizer.read_text()).get("normalizer") or {}
-            if "lowercase" in normalizer:
-                return bool(normalizer["lowercase"])
-        except ValueError:
-            pass
-    return True

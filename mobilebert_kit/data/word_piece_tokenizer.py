@@ -1,10 +1,11 @@
 """WordPieceTokenizer: BERT's tokenization through the ``tokenizers`` library."""
 
 import hashlib
-import json
 from pathlib import Path
 
+from mobilebert_kit.data.vocab import lower_case_of, read_vocab, vocab_ids
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.structured import load_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -44,24 +45,17 @@ class WordPieceTokenizer:
         path = Path(vocab)
         if not path.is_file():
             raise MbkError(f"vocabulary {vocab} does not exist; pass a BERT vocab.txt or tokenizer.json")
-        self._check_vocab(path)
-        self.lowercase = bool(lowercase)
-        self.source = str(path)
-        self._tokenizer = BertWordPieceTokenizer(
-            str(path), lowercase=self.lowercase, handle_chinese_chars=handle_chinese_chars,
-            strip_accents=None, clean_text=True,
-        )
-        self._finish()
-
-    @staticmethod
-    def _check_vocab(path):
-        try:
-            tokens = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            raise MbkError(f"cannot read vocabulary {path} ({err}); pass a UTF-8 vocab.txt") from err
+        tokens = read_vocab(path)
         missing = [t for t in SPECIAL_TOKENS if t not in tokens]
         if missing:
             raise MbkError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
+        self.lowercase = bool(lowercase)
+        self.source = str(path)
+        self._tokenizer = BertWordPieceTokenizer(
+            vocab_ids(tokens), lowercase=self.lowercase, handle_chinese_chars=handle_chinese_chars,
+            strip_accents=None, clean_text=True,
+        )
+        self._finish()
 
     @classmethod
     def from_file(cls, path, lowercase=None):
@@ -75,12 +69,8 @@ class WordPieceTokenizer:
         """
         path = Path(path)
         if path.is_dir():
-            config = path / "tokenizer_config.json"
-            if lowercase is None and config.is_file():
-                try:
-                    lowercase = json.loads(config.read_text()).get("do_lower_case")
-                except (OSError, ValueError):
-                    lowercase = None
+            if lowercase is None:
+                lowercase = lower_case_of(path, default=None)
             if (path / "tokenizer.json").is_file():
                 path = path / "tokenizer.json"
             elif (path / "vocab.txt").is_file():
@@ -95,15 +85,15 @@ class WordPieceTokenizer:
     def _from_json(cls, path, lowercase):
         from tokenizers import Tokenizer
 
+        spec = load_json(path, "the tokenizer", expect=dict)
         try:
-            spec = json.loads(path.read_text(encoding="utf-8"))
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
             raise MbkError(f"cannot read tokenizer {path} ({str(err).splitlines()[0]}); pass a valid tokenizer.json") from err
-        model = spec.get("model", {})
+        model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
         if model.get("type") != "WordPiece":
             raise MbkError(f"{path} is a {model.get('type')} tokenizer; mobilebert-kit needs a WordPiece (BERT) tokenizer")
-        normalizer = spec.get("normalizer") or {}
+        normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
         json_lowercase = bool(normalizer.get("lowercase", False))
         if lowercase is not None and bool(lowercase) != json_lowercase:
             raise MbkError(

@@ -31,6 +31,7 @@ import signal
 import time
 from pathlib import Path
 
+from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import ConfigError, MbkError
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.training.stages import LAYER_TRANSFER, plan_stages, stage_variables
@@ -47,7 +48,6 @@ from mobilebert_kit.utils.atomic import atomic_file
 RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
 CHECKPOINT_DIR = "checkpoints"
-VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json")
 
 
 def _block_outputs(encoder, layers):
@@ -571,11 +571,9 @@ class Distiller:
         """Copies the teacher's tokenizer files next to the student: fine-tuning needs the same vocabulary."""
         if not isinstance(self.teacher_spec, (str, Path)) or not Path(self.teacher_spec).is_dir():
             return []
-        names = [n for n in VOCAB_FILES if (Path(self.teacher_spec) / n).is_file()]
+        names = []
         for target in targets:
-            for name in names:
-                with atomic_file(Path(target) / name, "wb") as handle:
-                    handle.write((Path(self.teacher_spec) / name).read_bytes())
+            names = copy_tokenizer_files(self.teacher_spec, target)
         return names
 
     def _finish(self, history):
