@@ -11,12 +11,12 @@ the same model (tf_keras initializers are deterministic after
 ``keras.utils.set_random_seed``); such artifacts are for latency, not accuracy.
 """
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mobilebert_kit.data.vocab import TOKENIZER_FILES, copy_tokenizer_files  # noqa: F401  (re-exported)
 from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.utils.structured import load_json
 
 PRESET_SEED = 0
 
@@ -116,8 +116,8 @@ def _labels(directory):
     if labels_file.is_file():
         return [line for line in labels_file.read_text(encoding="utf-8").splitlines() if line]
     try:
-        config = json.loads((directory / "config.json").read_text())
-    except (OSError, ValueError):
+        config = load_json(directory / "config.json", "config.json", expect=dict)
+    except ConfigError:
         return []
     id2label = config.get("id2label") or {}
     try:

@@ -44,6 +44,7 @@ from mobilebert_kit.training.teacher_student import (
     split_teacher,
 )
 from mobilebert_kit.utils.atomic import atomic_file
+from mobilebert_kit.utils.structured import load_json
 
 RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
@@ -158,10 +159,10 @@ class Distiller:
         if resume:
             if not run_file.is_file():
                 raise MbkError(f"nothing to resume in {self.out_dir}: {RUN_FILE} is missing; start without --resume")
-            try:
-                stored = json.loads(run_file.read_text())
-            except (OSError, ValueError) as err:
-                raise MbkError(f"cannot read {run_file} ({err}); start a new run in another directory") from err
+            stored = load_json(run_file, "the run record", expect=dict, error=MbkError,
+                               fix="start a new run in another directory")
+            if not isinstance(stored.get("config"), dict):
+                raise MbkError(f"{run_file} has no config object; start a new run in another directory")
             differences = DistillConfig.from_dict(stored["config"]).differences(self.config)
             current = self._run_record()
             differences += [k for k in ("teacher", "student", "student_overrides", "data") if stored.get(k) != current[k]]

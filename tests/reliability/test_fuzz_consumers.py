@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import mobilebert_kit as mbk
 from mobilebert_kit.checkpoints.safetensors_io import read_safetensors, read_safetensors_dir
 from mobilebert_kit.checkpoints.weight_names import reference_name
-from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError
+from mobilebert_kit.errors import ConfigError, MbkError
 from mobilebert_kit.models.api import named_weights
 from mobilebert_kit.models.encoder import CONFIG_FIELDS, MAX_PARAMETERS, check_fields, estimate_parameters
 from mobilebert_kit.models.presets import preset_config
