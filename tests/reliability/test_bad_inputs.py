@@ -207,7 +207,7 @@ def test_distill_resume_with_a_damaged_run_record(mbk, tmp_path):
     (run / "run.json").write_text('{"config": {"layer_steps": "x"}, "teacher": "t", "student": "s", "data": "d"}')
     assert_refused(mbk("distill", "--out", run, "--resume"), "value of the wrong type")
     (run / "run.json").write_text("{truncated")
-    assert_refused(mbk("distill", "--out", run, "--resume"), "cannot read")
+    assert_refused(mbk("distill", "--out", run, "--resume"), "is not valid JSON")
     assert sorted(p.name for p in run.iterdir()) == ["run.json"]
 
 

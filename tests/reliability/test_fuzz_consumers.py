@@ -371,3 +371,26 @@ def test_vocab_bom_is_stripped_for_every_consumer(tmp_path):
     data, export = DataTokenizer.from_file(tmp_path), ExportTokenizer.from_directory(tmp_path)
     assert data.pad_id == 0 and "\ufeff[PAD]" not in data.vocab
     assert export.vocab_lines()[0] == "[PAD]" and export.encode(["hello"], 4)["input_ids"][0, 1] == 5
+
+
+# ------------------------------------------------------------------ caches and run records
+@pytest.mark.parametrize("content", ["null", "[1]", '{"k": "many"}', _deep_json(), "\xff"])
+def test_a_damaged_preset_cache_is_rebuilt_not_a_crash(tmp_path, monkeypatch, content):
+    from mobilebert_kit.models.api import count_params
+    from mobilebert_kit.models.summary import _cache_file, preset_param_counts
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    _cache_file().parent.mkdir(parents=True)
+    _cache_file().write_text(content, encoding="latin-1")
+    assert preset_param_counts(["tiny-bert"]) == {"tiny-bert": count_params(mbk.build("tiny-bert"))}
+    assert json.loads(_cache_file().read_text())  # rewritten as a valid cache
+
+
+@pytest.mark.parametrize("content", [_deep_json(opener='{"config":', closer="}"), '{"config": 1, "config": {}}'])
+def test_distill_resume_with_a_deep_or_ambiguous_run_record(mbk_cli, tmp_path, content):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(content)
+    proc = mbk_cli("distill", "--out", run, "--resume")
+    assert proc.returncode == 2 and "run.json" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["run.json"]
