@@ -6,24 +6,10 @@ TensorFlow); the fault tests in test_faults.py run real child processes.
 
 import json
 import struct
-import types
 
 import pytest
 
 from tests.helpers import assert_one_line_error
-
-
-@pytest.fixture
-def mbk(capsys):
-    """Runs ``mbk ARGS`` in this process; returns an object like subprocess.CompletedProcess."""
-    from mobilebert_kit.cli.main import main
-
-    def run(*args):
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
 
 
 def assert_refused(proc, *fragments, detail_lines=False):

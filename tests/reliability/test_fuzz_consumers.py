@@ -1,7 +1,7 @@
 """Fuzzing that reaches the consumers: deep, large and adversarial structures fed to the code that uses them.
 
 test_fuzz_parsers.py feeds small shallow values to the parsers; here every generated structure goes
-through what *uses* the parsed values (``mbk.build``, ``mbk.import_checkpoint``, ``mbk.load``, the
+through what *uses* the parsed values (``mbk_api.build``, ``mbk_api.import_checkpoint``, ``mbk_api.load``, the
 tokenizers, export), and the generators aim at what broke before (issue 12): nesting 10^5 deep,
 dimensions of 2^62, NaN/inf/bool/string numbers, overlapping and duplicate offsets, BOMs and duplicate
 tokens. Each case must succeed or raise one one-line MbkError: never another exception, a hang or a
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mobilebert_kit as mbk
+import mobilebert_kit as mbk_api
 from mobilebert_kit.checkpoints.safetensors_io import read_safetensors, read_safetensors_dir
 from mobilebert_kit.checkpoints.weight_names import reference_name
 from mobilebert_kit.errors import ConfigError, MbkError
@@ -86,7 +86,7 @@ def write_hf_checkpoint(directory, encoder, poison=None):
 @pytest.fixture(scope="module")
 def tiny_hf(tmp_path_factory):
     """A valid tiny Hugging Face BERT checkpoint directory (the base every config case mutates)."""
-    return write_hf_checkpoint(tmp_path_factory.mktemp("hf") / "tiny", mbk.build("tiny-bert"))
+    return write_hf_checkpoint(tmp_path_factory.mktemp("hf") / "tiny", mbk_api.build("tiny-bert"))
 
 
 # ------------------------------------------------------------------ the one JSON/TOML loader
@@ -192,7 +192,7 @@ def test_sharded_index_is_checked_against_its_shards(tmp_path, index, fragment):
 @given(st.sampled_from(sorted(CONFIG_FIELDS)), _BAD_NUMBERS)
 def test_fuzz_encoder_fields_reach_build(field, value):
     config = dict(preset_config("tiny-bert"), **{field: value})
-    result = parses_or_mbk_error(mbk.build, config)
+    result = parses_or_mbk_error(mbk_api.build, config)
     if not isinstance(result, MbkError):  # built: then the value was a valid one
         check_fields({field: value})
         assert result.config[field] == value
@@ -211,7 +211,7 @@ def test_fuzz_hf_config_reaches_import(tiny_hf, tmp_path, changes):
     case.mkdir(exist_ok=True)
     (case / "model.safetensors").write_bytes((tiny_hf / "model.safetensors").read_bytes())
     (case / "config.json").write_text(json.dumps({**base, **changes}))
-    parses_or_mbk_error(mbk.import_checkpoint, case)
+    parses_or_mbk_error(mbk_api.import_checkpoint, case)
 
 
 @pytest.mark.parametrize("changes, fragment", [
@@ -222,12 +222,12 @@ def test_fuzz_hf_config_reaches_import(tiny_hf, tmp_path, changes):
     ({"hidden_dropout_prob": math.inf}, "hidden_dropout_prob must be a finite number"),
     ({"hidden_size": 16_000, "intermediate_size": 65_536, "num_hidden_layers": 200}, "parameters"),
 ])
-def test_import_refuses_an_unbuildable_config_before_building(mbk_cli, tiny_hf, tmp_path, changes, fragment):
+def test_import_refuses_an_unbuildable_config_before_building(mbk, tiny_hf, tmp_path, changes, fragment):
     case = tmp_path / "case"
     case.mkdir()
     (case / "model.safetensors").write_bytes((tiny_hf / "model.safetensors").read_bytes())
     (case / "config.json").write_text(json.dumps({**json.loads((tiny_hf / "config.json").read_text()), **changes}))
-    proc = mbk_cli("import", case, "--out", tmp_path / "out")
+    proc = mbk("import", case, "--out", tmp_path / "out")
     assert proc.returncode == 2 and fragment in proc.stderr and "config.json" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
@@ -236,7 +236,7 @@ def test_model_size_is_bounded_before_building_and_says_by_how_much():
     config = dict(preset_config("tiny-bert"), hidden_size=8192, intermediate_size=32768, num_layers=256)
     assert estimate_parameters(config) > MAX_PARAMETERS
     with pytest.raises(ConfigError, match=r"about .* parameters .*GB in float32\), [0-9.]+x the"):
-        mbk.build(config)
+        mbk_api.build(config)
 
 
 @FEW
@@ -248,44 +248,29 @@ def test_fuzz_saved_model_config_reaches_load(saved_tiny_bert, field, value):
     meta["encoder"][field] = value
     try:
         config_path.write_text(json.dumps(meta))
-        parses_or_mbk_error(mbk.load, saved_tiny_bert)
+        parses_or_mbk_error(mbk_api.load, saved_tiny_bert)
     finally:
         config_path.write_text(original)
 
 
 @pytest.fixture(scope="module")
 def saved_tiny_bert(tmp_path_factory):
-    return mbk.save(mbk.build("tiny-bert"), tmp_path_factory.mktemp("saved") / "tiny")
-
-
-@pytest.fixture
-def mbk_cli(capsys):
-    """``mbk ARGS`` in this process (as test_bad_inputs.py's fixture)."""
-    import types
-
-    from mobilebert_kit.cli.main import main
-
-    def run(*args):
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
+    return mbk_api.save(mbk_api.build("tiny-bert"), tmp_path_factory.mktemp("saved") / "tiny")
 
 
 # ------------------------------------------------------------------ non-finite weights
 @pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
 def test_import_refuses_a_non_finite_embedding_row_naming_the_tensor(tmp_path, value):
     poisoned = {"embeddings.word_embeddings.weight": (7, value)}
-    directory = write_hf_checkpoint(tmp_path / "hf", mbk.build("tiny-bert"), poison=poisoned)
-    err = _expect_mbk_error(mbk.import_checkpoint, directory, fragment="embeddings.word_embeddings.weight")
+    directory = write_hf_checkpoint(tmp_path / "hf", mbk_api.build("tiny-bert"), poison=poisoned)
+    err = _expect_mbk_error(mbk_api.import_checkpoint, directory, fragment="embeddings.word_embeddings.weight")
     assert "non-finite" in str(err)
 
 
 def test_load_and_export_refuse_a_poisoned_weight_and_write_nothing(tmp_path):
     from mobilebert_kit.convert.exporter import ExportOptions, export
 
-    model = mbk.build("tiny-bert")
+    model = mbk_api.build("tiny-bert")
     table = model.embedding_table
     rows = table.numpy()
     rows[7] = np.inf  # a token the validation sentences never use
@@ -295,8 +280,8 @@ def test_load_and_export_refuse_a_poisoned_weight_and_write_nothing(tmp_path):
     options = ExportOptions(model, "tflite", out=str(out), seq_len=16)
     _expect_mbk_error(lambda o: export(o, log=None), options, fragment="embeddings/word_embeddings")
     assert list(out.parent.iterdir()) == []
-    saved = mbk.save(model, tmp_path / "saved")
-    _expect_mbk_error(mbk.load, saved, fragment="non-finite")
+    saved = mbk_api.save(model, tmp_path / "saved")
+    _expect_mbk_error(mbk_api.load, saved, fragment="non-finite")
 
 
 # ------------------------------------------------------------------ artifact metadata
@@ -382,15 +367,15 @@ def test_a_damaged_preset_cache_is_rebuilt_not_a_crash(tmp_path, monkeypatch, co
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     _cache_file().parent.mkdir(parents=True)
     _cache_file().write_text(content, encoding="latin-1")
-    assert preset_param_counts(["tiny-bert"]) == {"tiny-bert": count_params(mbk.build("tiny-bert"))}
+    assert preset_param_counts(["tiny-bert"]) == {"tiny-bert": count_params(mbk_api.build("tiny-bert"))}
     assert json.loads(_cache_file().read_text())  # rewritten as a valid cache
 
 
 @pytest.mark.parametrize("content", [_deep_json(opener='{"config":', closer="}"), '{"config": 1, "config": {}}'])
-def test_distill_resume_with_a_deep_or_ambiguous_run_record(mbk_cli, tmp_path, content):
+def test_distill_resume_with_a_deep_or_ambiguous_run_record(mbk, tmp_path, content):
     run = tmp_path / "run"
     run.mkdir()
     (run / "run.json").write_text(content)
-    proc = mbk_cli("distill", "--out", run, "--resume")
+    proc = mbk("distill", "--out", run, "--resume")
     assert proc.returncode == 2 and "run.json" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert sorted(p.name for p in run.iterdir()) == ["run.json"]
