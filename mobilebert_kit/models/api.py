@@ -15,7 +15,7 @@ import numpy as np
 
 from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError
-from mobilebert_kit.models.encoder import Encoder
+from mobilebert_kit.models.encoder import Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import PRESETS, preset_config
 from mobilebert_kit.utils.atomic import atomic_dir
@@ -43,7 +43,7 @@ def build(preset, **overrides):
     config = dict(preset) if isinstance(preset, dict) else preset_config(preset)
     from mobilebert_kit.models.encoder import _CONFIG_KEYS
 
-    unknown = sorted(set(overrides) - set(_CONFIG_KEYS))
+    unknown = sorted((set(config) | set(overrides)) - set(_CONFIG_KEYS))  # a dict's keys too, not only overrides
     if unknown:
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid options: {', '.join(_CONFIG_KEYS)}")
     config.update(overrides)
@@ -218,6 +218,7 @@ def load(directory, **overrides):
     if not isinstance(meta.get("encoder"), dict) or not isinstance(meta.get("head", {}), dict):
         raise CheckpointError(f"{config_path}: 'encoder' (and 'head', if present) must be JSON objects; re-save the model")
     try:
+        check_fields(meta.get("head", {}))  # num_labels: 1e9 would allocate a [hidden, 1e9] classifier
         encoder = build(dict(meta["encoder"]), **overrides)
         model = encoder if architecture == "encoder" else HEADS[architecture](encoder, **meta.get("head", {}))
     except ConfigError as err:  # Encoder's field table refused a value: say which file holds it

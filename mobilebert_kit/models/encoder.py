@@ -316,7 +316,7 @@ CONFIG_FIELDS = {
     "attention_dropout": (_FLOAT, 0.0, 0.99),
     "initializer_range": (_FLOAT, 0.0, 10.0),
     # Hugging Face masks with float32's lowest value; anything below it overflows to -inf in float32.
-    "attention_mask_value": (_FLOAT, -3.4028234e38, 0.0),
+    "attention_mask_value": (_FLOAT, -3.4028234663852886e38, 0.0),
     "use_bottleneck": (_BOOL, None, None),
     "use_bottleneck_attention": (_BOOL, None, None),
     "key_query_shared_bottleneck": (_BOOL, None, None),
@@ -324,6 +324,9 @@ CONFIG_FIELDS = {
     "classifier_activation": (_BOOL, None, None),
     "output_hidden_states": (_BOOL, None, None),
     "output_attentions": (_BOOL, None, None),
+    # Task-head options (models/heads.py), stored in a saved model's "head" object.
+    "num_labels": (_INT, 1, 1_000_000),
+    "dropout": (_FLOAT, 0.0, 0.99),
 }
 OPTIONAL_FIELDS = ("intra_bottleneck_size",)
 # 1e9 parameters are 4 GB of float32 weights, plus as much again while Keras initialises them; BERT-large

@@ -379,3 +379,14 @@ def test_distill_resume_with_a_deep_or_ambiguous_run_record(mbk, tmp_path, conte
     proc = mbk("distill", "--out", run, "--resume")
     assert proc.returncode == 2 and "run.json" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert sorted(p.name for p in run.iterdir()) == ["run.json"]
+
+
+@pytest.mark.parametrize("head", [{"num_labels": 10 ** 9}, {"num_labels": 2.5}, {"dropout": math.nan}])
+def test_saved_task_model_head_config_is_checked_before_building(tmp_path, head):
+    from mobilebert_kit.models.heads import HEADS
+
+    saved = mbk_api.save(HEADS["sequence_classifier"](mbk_api.build("tiny-bert"), num_labels=3), tmp_path / "clf")
+    meta = json.loads((saved / "config.json").read_text())
+    meta["head"].update(head)
+    (saved / "config.json").write_text(json.dumps(meta))
+    _expect_mbk_error(mbk_api.load, saved, fragment=next(iter(head)))
