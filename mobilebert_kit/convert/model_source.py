@@ -86,7 +86,7 @@ class ModelSource:
     @property
     def tokenizer(self):
         """A WordPieceTokenizer when the source directory has a vocabulary, else None."""
-        from mobilebert_kit.convert.tokenization import WordPieceTokenizer
+        from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 
         if self.directory is not None and (self.directory / "vocab.txt").is_file():
             return WordPieceTokenizer.from_directory(self.directory)
