@@ -6,11 +6,11 @@ Both formats keep them as metadata entries (TFLite ``Model.metadata``, ONNX
 for ``mbk validate``, the exporter and the profiler alike.
 """
 
-import json
 from pathlib import Path
 
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.utils.structured import load_json
 
 METADATA_JSON = "mbk_metadata"
 METADATA_VOCAB = "mbk_vocab"
@@ -33,13 +33,13 @@ def parse_mbk_metadata(entries, path):
         >>> parse_mbk_metadata({"mbk_metadata": b'{"seq_len": 128}'}, "m.onnx")
         ({'seq_len': 128}, [])
     """
+    # load_json: bounded depth and size, duplicate keys refused, a JSON object required.
+    meta = load_json(entries[METADATA_JSON], f"the {METADATA_JSON} of {path}", expect=dict, error=ArtifactError,
+                     fix="re-export it") if METADATA_JSON in entries else {}
     try:
-        meta = json.loads(entries[METADATA_JSON].decode()) if METADATA_JSON in entries else {}
         vocab = entries[METADATA_VOCAB].decode().splitlines() if METADATA_VOCAB in entries else []
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ArtifactError(f"{path}: the {METADATA_JSON}/{METADATA_VOCAB} entries are corrupt ({err}); re-export it") from err
-    if not isinstance(meta, dict):
-        raise ArtifactError(f"{path}: the {METADATA_JSON} entry is not a JSON object; re-export it")
+    except UnicodeDecodeError as err:
+        raise ArtifactError(f"{path}: the {METADATA_VOCAB} entry is not UTF-8 ({err}); re-export it") from err
     return meta, vocab
 
 

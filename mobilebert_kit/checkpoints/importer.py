@@ -6,7 +6,6 @@ Weights of task heads found in the checkpoint are kept when ``head`` asks for
 them and otherwise reported as skipped (never silently dropped into a model).
 """
 
-import json
 import logging
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 from mobilebert_kit.errors import CheckpointError, ConfigError
 from mobilebert_kit.checkpoints.safetensors_io import PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
+from mobilebert_kit.utils.structured import load_json
 
 log = logging.getLogger(__name__)
 
@@ -64,47 +64,60 @@ _TF1_DEFAULTS = dict(
 )
 
 
+# Encoder option -> the name Hugging Face and TF1 configs give it, where they differ (for messages).
+CONFIG_NAMES = {
+    "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads", "hidden_dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob", "layer_norm_epsilon": "layer_norm_eps",
+}
+
+
 def _common(c, act):
-    return dict(
-        vocab_size=int(c["vocab_size"]),
-        hidden_size=int(c["hidden_size"]),
-        num_layers=int(c["num_hidden_layers"]),
-        num_heads=int(c["num_attention_heads"]),
-        intermediate_size=int(c["intermediate_size"]),
-        hidden_act=act,
-        hidden_dropout=float(c["hidden_dropout_prob"]),
-        attention_dropout=float(c["attention_probs_dropout_prob"]),
-        max_position_embeddings=int(c["max_position_embeddings"]),
-        type_vocab_size=int(c["type_vocab_size"]),
-        initializer_range=float(c["initializer_range"]),
-    )
+    # Values pass through unconverted: int("12") or bool("false") would accept what the file got wrong;
+    # Encoder's CONFIG_FIELDS table checks each one's type, finiteness and range (see _checked_fields).
+    config = {ours: c[CONFIG_NAMES.get(ours, ours)] for ours in (
+        "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "hidden_dropout",
+        "attention_dropout", "max_position_embeddings", "type_vocab_size", "initializer_range")}
+    config["hidden_act"] = act
+    return config
 
 
 def _mobilebert_fields(c):
     return dict(
-        embedding_size=int(c["embedding_size"] or c["hidden_size"]),
-        trigram_input=bool(c["trigram_input"]),
-        use_bottleneck=bool(c["use_bottleneck"]),
-        intra_bottleneck_size=int(c["intra_bottleneck_size"] or c["hidden_size"]),
-        use_bottleneck_attention=bool(c["use_bottleneck_attention"]),
-        key_query_shared_bottleneck=bool(c["key_query_shared_bottleneck"]),
-        num_feedforward_networks=int(c["num_feedforward_networks"]),
+        embedding_size=c["embedding_size"] or c["hidden_size"],
+        trigram_input=c["trigram_input"],
+        use_bottleneck=c["use_bottleneck"],
+        intra_bottleneck_size=c["intra_bottleneck_size"] or c["hidden_size"],
+        use_bottleneck_attention=c["use_bottleneck_attention"],
+        key_query_shared_bottleneck=c["key_query_shared_bottleneck"],
+        num_feedforward_networks=c["num_feedforward_networks"],
         normalization_type=c["normalization_type"],
-        classifier_activation=bool(c["classifier_activation"]),
+        classifier_activation=c["classifier_activation"],
     )
 
 
 def _checked_fields(convert, c, source):
-    """Runs ``convert(c)``; a missing or mistyped field of an untrusted config becomes a CheckpointError."""
+    """Runs ``convert(c)`` and checks the result against Encoder's field table, before anything is built.
+
+    A missing, mistyped, non-finite or out-of-range field of an untrusted
+    config, or a model too large to build, becomes a one-line CheckpointError
+    naming the field as the file spells it.
+    """
+    from mobilebert_kit.models.encoder import check_fields, check_size  # TensorFlow loads only when importing
+
     if not isinstance(c, dict):
         raise CheckpointError(f"{source} must hold a JSON object, not {type(c).__name__}")
     try:
-        return convert(c)
+        config = convert(c)
+        check_fields(config, CONFIG_NAMES)
+        check_size(config)
     except KeyError as err:
         raise CheckpointError(f"{source} lacks the field {err.args[0]!r}; pass the config the model was trained with") from err
+    except ConfigError as err:
+        raise CheckpointError(f"{source}: {err}") from err
     except (TypeError, ValueError, OverflowError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CheckpointError(f"{source} has a field of the wrong type or value ({first})") from err
+    return config
 
 
 def config_from_hf(hf):
@@ -137,7 +150,7 @@ def _config_from_hf(hf):
     if act not in HF_ACTIVATIONS:
         raise CheckpointError(f"unsupported hidden_act {act!r} in config.json; supported: {', '.join(HF_ACTIVATIONS)}")
     config = _common(c, HF_ACTIVATIONS[act])
-    config["layer_norm_epsilon"] = float(c["layer_norm_eps"])
+    config["layer_norm_epsilon"] = c["layer_norm_eps"]
     if model_type == "mobilebert":
         config.update(_mobilebert_fields(c))
         # Hugging Face builds these two LayerNorms without passing layer_norm_eps (torch default 1e-5).
@@ -147,10 +160,10 @@ def _config_from_hf(hf):
             normalization_type="layer_norm",
             classifier_activation=False,  # ConvBertModel has no pooler: pooled_output is the first token
             attention_type="convbert_mixed",
-            head_ratio=int(c["head_ratio"]),
-            conv_kernel_size=int(c["conv_kernel_size"]),
-            num_groups=int(c["num_groups"]),
-            embedding_size=int(c["embedding_size"]),
+            head_ratio=c["head_ratio"],
+            conv_kernel_size=c["conv_kernel_size"],
+            num_groups=c["num_groups"],
+            embedding_size=c["embedding_size"],
             embedding_projection="after_norm",  # ELECTRA's embeddings_project after the embedding LayerNorm
         )
     elif model_type == "nezha":
@@ -158,7 +171,7 @@ def _config_from_hf(hf):
             normalization_type="layer_norm",
             classifier_activation=True,
             position_embedding_type="relative_functional",
-            max_relative_position=int(c["max_relative_position"]),
+            max_relative_position=c["max_relative_position"],
         )
     else:
         config.update(classifier_activation=True, normalization_type="layer_norm")
@@ -186,7 +199,7 @@ def _config_from_tf1(official):
     if c.get("use_relative_position"):
         # NEZHA-TensorFlow (huawei-noah): BERT names, no position_embeddings, functional relative positions.
         config["position_embedding_type"] = "relative_functional"
-        config["max_relative_position"] = int(c.get("max_relative_position", NEZHA_TF_MAX_RELATIVE_POSITION))
+        config["max_relative_position"] = c.get("max_relative_position", NEZHA_TF_MAX_RELATIVE_POSITION)
     return config
 
 
@@ -203,12 +216,12 @@ def _strip_prefix(arrays, prefixes):
 
 def _collect(model, arrays, dialect, source, encoder_prefix=""):
     """Builds ``{our path: array}`` from reference-named ``arrays``; reports all problems at once."""
-    from mobilebert_kit.models.api import assign_weights, named_weights
+    from mobilebert_kit.models.api import assign_weights, check_finite_weights, named_weights
 
     encoder = model if not encoder_prefix else model.encoder
     config = encoder.config
     remaining = dict(arrays)
-    ours, missing = {}, []
+    ours, missing, origin = {}, [], {}
     for path, var in named_weights(model).items():
         rel = path[len(encoder_prefix):] if encoder_prefix and path.startswith(encoder_prefix) else path
         mapped = reference_name(rel, dialect, config)
@@ -219,6 +232,7 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
         name, transpose = mapped
         array = remaining.pop(name)
         ours[path] = to_ours(array, transpose)
+        origin[name] = array
     skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES)]
     ignored = set(IGNORED_KEYS)
     if dialect == "hf" and not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]:
@@ -239,7 +253,8 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
         )
     if skipped:
         log.info("skipped %d head weight(s) of %s (pass head= to keep them)", len(skipped), source)
-    assign_weights(model, ours, source=source)
+    check_finite_weights(origin, source, fix="the checkpoint is corrupt or its training diverged; use an earlier one")
+    assign_weights(model, ours, source=source, check_finite=False)
     return skipped
 
 
@@ -275,10 +290,7 @@ def import_hf(directory, head=None, **overrides):
     from mobilebert_kit.models.api import build
 
     directory = Path(directory)
-    try:
-        hf_config = json.loads((directory / "config.json").read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"cannot read {directory / 'config.json'} ({err}); a Hugging Face directory needs it") from err
+    hf_config = load_json(directory / "config.json", "the Hugging Face config", expect=dict, error=CheckpointError)
     config = config_from_hf(hf_config)
     arrays = read_safetensors_dir(directory)
     arrays = _strip_prefix(arrays, (HF_ENCODER_PREFIXES[hf_config["model_type"]],))
@@ -330,10 +342,7 @@ def import_tf1(prefix, config_path=None, head=None, **overrides):
         config_path = next((c for c in candidates if c.is_file()), None)
         if config_path is None:
             raise CheckpointError(f"no JSON config next to {prefix}; pass it with --config (the bert_config.json it was trained with)")
-    try:
-        official = json.loads(Path(config_path).read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"cannot read the TF1 config {config_path} ({err})") from err
+    official = load_json(Path(config_path), "the TF1 config", expect=dict, error=CheckpointError)
     try:
         reader = tf.train.load_checkpoint(prefix)
         shapes = reader.get_variable_to_shape_map()
@@ -399,8 +408,8 @@ def import_checkpoint(path, head=None, config=None, **overrides):
 
 
 def _read_json(path):
+    """The JSON object in ``path``, or {} when it is not one (the caller then tries other formats)."""
     try:
-        value = json.loads(Path(path).read_text())
-        return value if isinstance(value, dict) else {}
-    except (OSError, ValueError, UnicodeDecodeError):
+        return load_json(Path(path), "config.json", expect=dict, error=CheckpointError)
+    except CheckpointError:
         return {}

@@ -1,25 +1,39 @@
-"""A strict safetensors reader: validates every offset before touching data.
+"""A strict safetensors reader: validates the whole header before touching data.
 
 Written here rather than delegated so that a truncated or corrupt file gives a
 message naming the file and the problem, and so that bfloat16/float16 tensors
 load as float32 without torch. Pickled checkpoints are refused outright.
+
+Order of reading (nothing reads more of a file than it uses): the 8-byte
+header length, checked against the file size; the header, parsed by the one
+bounded JSON reader and validated entry by entry (dtype, shape, offsets, no
+duplicates); the offsets, which must tile the data region exactly, as the
+official ``safetensors`` library requires (it refuses overlaps and gaps with
+``InvalidOffset``); only then the tensors, through a read-only memory map.
+A 3 GB file that never finished downloading fails on its first 8 bytes.
 """
 
-import json
+import mmap
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from mobilebert_kit.errors import CheckpointError
+from mobilebert_kit.utils.structured import load_json
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+# name: (numpy dtype read from the file, bytes per element); BF16 is widened to float32 by hand.
 _DTYPES = {
-    "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": None,
-    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+    "F64": (np.float64, 8), "F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (None, 2),
+    "I64": (np.int64, 8), "I32": (np.int32, 4), "I16": (np.int16, 2), "I8": (np.int8, 1), "U8": (np.uint8, 1),
+    "BOOL": (np.bool_, 1),
 }
-_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
-_MAX_HEADER = 100 * 1024 * 1024
+# The official library's limit (safetensors/src/tensor.rs: MAX_HEADER_SIZE = 100_000_000).
+_MAX_HEADER = 100_000_000
+# No BERT-family tensor has more than 4 dimensions; a header claiming 1,000 is corrupt, not a model.
+_MAX_RANK = 8
 
 
 def refuse_pickle(path):
@@ -32,57 +46,124 @@ def refuse_pickle(path):
     )
 
 
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_header(path):
+    """Reads and validates the header of a ``.safetensors`` file without reading any tensor.
+
+    Args:
+        path (str | os.PathLike): the file.
+
+    Returns:
+        tuple: ``(entries, data_start)``: ``entries`` maps each tensor name to
+        ``(dtype, shape, start, end)`` with offsets relative to the data region
+        that begins at byte ``data_start``; the entries tile that region exactly.
+
+    Raises:
+        CheckpointError: a missing, truncated or corrupt file, named, in one line.
+
+    Example:
+        >>> entries, data_start = read_header("model.safetensors")  # doctest: +SKIP
+        >>> entries["pooler.dense.bias"]  # doctest: +SKIP
+        ('F32', [384], 0, 1536)
+    """
+    path = Path(path)
+    bad = f"{path} is not a valid safetensors file"
+    redo = "re-download or re-convert it"
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                raise CheckpointError(f"{bad} (only {len(prefix)} bytes: truncated); {redo}")
+            (header_len,) = struct.unpack("<Q", prefix)
+            if header_len > min(_MAX_HEADER, size - 8):
+                raise CheckpointError(
+                    f"{bad} (header length {header_len} exceeds the file's {size} bytes or the {_MAX_HEADER}-byte "
+                    f"limit: truncated or corrupt); {redo}"
+                )
+            raw = handle.read(header_len)
+    except OSError as err:
+        raise CheckpointError(f"cannot read {path} ({err.strerror or err}); check the file and its permissions") from err
+    header = load_json(raw, f"the header of {path}", max_bytes=_MAX_HEADER, expect=dict, error=CheckpointError,
+                       fix=redo)
+    data_start, data_len = 8 + header_len, size - 8 - header_len
+    metadata = header.pop("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise CheckpointError(f"{bad} (__metadata__ must map names to strings); {redo}")
+    entries = {}
+    for name, info in header.items():
+        where = f"{bad} (tensor {name!r}"
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise CheckpointError(f"{where} must have exactly dtype, shape and data_offsets); {redo}")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in _DTYPES:
+            raise CheckpointError(f"{where} has dtype {dtype!r}; supported: {', '.join(_DTYPES)}); {redo}")
+        if not isinstance(shape, list) or len(shape) > _MAX_RANK or not all(_is_int(d) and d >= 0 for d in shape):
+            raise CheckpointError(f"{where} has shape {shape!r}: expected at most {_MAX_RANK} non-negative integers); {redo}")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
+            raise CheckpointError(f"{where} has data_offsets {offsets!r}: expected [start, end] integers); {redo}")
+        start, end = offsets
+        count = 1
+        for d in shape:  # Python ints: a product of huge dimensions cannot wrap around as numpy's would
+            count *= d
+        if not 0 <= start <= end <= data_len or end - start != count * _DTYPES[dtype][1]:
+            raise CheckpointError(
+                f"{where} needs bytes {start}..{end} of {data_len} for shape {shape} {dtype}: truncated or corrupt); {redo}"
+            )
+        entries[name] = (dtype, shape, start, end)
+    expected = 0
+    for name, (_, _, start, end) in sorted(entries.items(), key=lambda item: (item[1][2], item[1][3])):
+        if start != expected:
+            problem = "overlaps the tensor before it" if start < expected else f"leaves bytes {expected}..{start} unused"
+            raise CheckpointError(f"{bad} (tensor {name!r} {problem}); {redo}")
+        expected = end
+    if expected != data_len:
+        raise CheckpointError(f"{bad} (the tensors use {expected} of its {data_len} data bytes); {redo}")
+    return entries, data_start
+
+
 def read_safetensors(path):
     """Reads every tensor of a ``.safetensors`` file into float32/int numpy arrays.
 
+    The header is validated whole (:func:`read_header`) before any tensor byte
+    is read; tensors are then copied out of a read-only memory map one by one.
+
+    Args:
+        path (str | os.PathLike): the file.
+
+    Returns:
+        dict: tensor name -> numpy array (float16/bfloat16/float64 as float32).
+
     Raises:
-        CheckpointError: missing, truncated or corrupt file.
+        CheckpointError: missing, pickled, truncated or corrupt file.
+
+    Example:
+        >>> arrays = read_safetensors("all-MiniLM-L6-v2/model.safetensors")  # doctest: +SKIP
     """
     path = Path(path)
     if path.suffix in PICKLE_SUFFIXES:
         refuse_pickle(path)
     if not path.is_file():
         raise CheckpointError(f"{path} does not exist; pass the directory holding model.safetensors")
-    data = path.read_bytes()
-    bad = f"{path} is not a valid safetensors file"
-    if len(data) < 8:
-        raise CheckpointError(f"{bad} (only {len(data)} bytes: truncated); re-download or re-convert it")
-    (header_len,) = struct.unpack("<Q", data[:8])
-    if header_len > min(_MAX_HEADER, len(data) - 8):
-        raise CheckpointError(f"{bad} (header length {header_len} exceeds the file: truncated or corrupt); re-download or re-convert it")
-    try:
-        header = json.loads(data[8 : 8 + header_len])
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{bad} (header is not JSON: {err}); re-download or re-convert it") from err
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{bad} (header is not a JSON object); re-download or re-convert it")
-    body = memoryview(data)[8 + header_len :]
+    entries, data_start = read_header(path)
     arrays = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (start, end) = info["dtype"], [int(d) for d in info["shape"]], info["data_offsets"]
-        except (KeyError, TypeError, ValueError) as err:
-            raise CheckpointError(f"{bad} (entry {name!r} is malformed); re-download or re-convert it") from err
-        if dtype not in _SIZES:
-            raise CheckpointError(f"{path}: tensor {name} has unsupported dtype {dtype}")
-        count = int(np.prod(shape)) if shape else 1
-        if not (0 <= start <= end <= len(body)) or end - start != count * _SIZES[dtype]:
-            raise CheckpointError(
-                f"{bad} (tensor {name} needs bytes {start}..{end} of {len(body)}: truncated or corrupt); "
-                "re-download or re-convert it"
-            )
-        raw = body[start:end]
-        if dtype == "BF16":
-            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-            array = bits.view(np.float32)
-        else:
-            array = np.frombuffer(raw, dtype=np.dtype(_DTYPES[dtype]).newbyteorder("<"))
-        array = array.reshape(shape)
-        if array.dtype in (np.float16, np.float64):
-            array = array.astype(np.float32)
-        arrays[name] = array
+    if not entries:
+        return arrays
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        for name, (dtype, shape, start, end) in entries.items():
+            raw = mapped[data_start + start : data_start + end]  # a bytes copy: the map can close afterwards
+            numpy_dtype, _ = _DTYPES[dtype]
+            if numpy_dtype is None:  # BF16: the high half of a float32
+                array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+            else:
+                array = np.frombuffer(raw, dtype=np.dtype(numpy_dtype).newbyteorder("<"))
+            array = array.reshape(shape)
+            if array.dtype in (np.float16, np.float64):
+                array = array.astype(np.float32)
+            arrays[name] = array
     return arrays
 
 
@@ -94,15 +175,36 @@ def read_safetensors_dir(directory):
     if single.is_file():
         return read_safetensors(single)
     if index.is_file():
-        try:
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (ValueError, KeyError) as err:
-            raise CheckpointError(f"{index} is not a valid safetensors index ({err})") from err
-        arrays = {}
-        for shard in shards:
-            arrays.update(read_safetensors(directory / shard))
-        return arrays
+        return _read_sharded(directory, index)
     pickles = sorted(p.name for p in directory.iterdir() if p.suffix in PICKLE_SUFFIXES) if directory.is_dir() else []
     if pickles:
         refuse_pickle(directory / pickles[0])
     raise CheckpointError(f"{directory} has no model.safetensors; a Hugging Face checkpoint directory needs one")
+
+
+def _read_sharded(directory, index):
+    """Reads the shards a ``model.safetensors.index.json`` names, checking the index against them."""
+    bad = f"{index} is not a valid safetensors index"
+    meta = load_json(index, "the safetensors index", expect=dict, error=CheckpointError, fix="re-download the checkpoint")
+    weight_map = meta.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{bad} (it needs a non-empty weight_map object); re-download the checkpoint")
+    for name, shard in weight_map.items():
+        # A shard is a file next to the index: a path would read files outside the checkpoint.
+        if not isinstance(shard, str) or Path(shard).name != shard or shard in (".", "..") or not shard.endswith(".safetensors"):
+            raise CheckpointError(f"{bad} (tensor {name!r} maps to {shard!r}, not a .safetensors file name in {directory}); "
+                                  "re-download the checkpoint")
+    arrays, owner = {}, {}
+    for shard in sorted(set(weight_map.values())):
+        for name, array in read_safetensors(directory / shard).items():
+            if name in owner:
+                raise CheckpointError(f"{bad} (tensor {name!r} is in both {owner[name]} and {shard}); re-download the checkpoint")
+            owner[name] = shard
+            arrays[name] = array
+    wrong = [name for name, shard in weight_map.items() if owner.get(name) != shard]
+    if wrong:
+        name = wrong[0]
+        found = f"is in {owner[name]}" if name in owner else "is in no shard"
+        raise CheckpointError(f"{bad} ({len(wrong)} tensor(s) not where it says: {name!r} {found}, "
+                              f"the index says {weight_map[name]}); re-download the checkpoint")
+    return arrays

@@ -73,6 +73,8 @@ def _parse_pairs(items, what):
             raise ConfigError(f"{what} {item!r} must look like KEY=VALUE")
         try:
             out[key.strip()] = json.loads(value)
+        except RecursionError as err:
+            raise ConfigError(f"{what} {key.strip()} nests too deeply; pass a plain value") from err
         except ValueError:
             out[key.strip()] = value
     return out
@@ -89,12 +91,12 @@ def _strategy(name):
 
 
 def run(args):
-    import json
     from pathlib import Path
 
     from mobilebert_kit.errors import ConfigError, MbkError
     from mobilebert_kit.training.distill_config import DistillConfig
     from mobilebert_kit.training.distiller import RUN_FILE, Distiller
+    from mobilebert_kit.utils.structured import load_json
 
     given = {dest: getattr(args, dest) for _, dest, _, _ in _OPTIONS if getattr(args, dest) is not None}
     if args.weights:
@@ -109,11 +111,9 @@ def run(args):
     teacher, student, data = args.teacher, args.student, args.data
     run_file = Path(args.out) / RUN_FILE
     if args.resume and run_file.is_file():
-        try:
-            stored = json.loads(run_file.read_text())
-        except (OSError, ValueError) as err:
-            raise MbkError(f"cannot read {run_file} ({err}); start a new run in another directory") from err
-        if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+        stored = load_json(run_file, "the run record", expect=dict, error=MbkError,
+                           fix="start a new run in another directory")
+        if not isinstance(stored.get("config"), dict):
             raise MbkError(f"{run_file} is not a distillation run record (no 'config'); start a new run in another directory")
         given = {**stored["config"], **given}
         teacher, student, data = teacher or stored.get("teacher"), student or stored.get("student"), data or stored.get("data")

@@ -191,6 +191,11 @@ def export(options, source=None, log=print):
         else:
             source = ModelSource.load(options.source, head=options.head)
     model = _substituted(source, options, say)
+    from mobilebert_kit.models.api import check_finite_weights, named_weights
+
+    # Before converting: validation inputs may never reach a poisoned row (an unused token's embedding).
+    check_finite_weights(named_weights(model), f"the model to export ({source.describe()})", error=ExportError,
+                         fix="fix or re-train the source model; an exported copy would answer NaN")
     reference = model  # the artifact's Keras source (after substitution, when there is one)
     calibration, validation_inputs = _input_sets(source, model, options)
     from mobilebert_kit.convert.export_model import build_export_model

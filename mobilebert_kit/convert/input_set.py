@@ -71,7 +71,7 @@ class InputSet:
         lines = [line.rstrip("\n") for line in lines if line.strip()]
         if not lines:
             raise ExportError(f"{description} holds no text lines; put one sentence per line")
-        return cls(tokenizer.encode(lines, seq_len), f"{len(lines)} line(s) of {description}")
+        return cls(tokenizer.encode_inputs(lines, seq_len), f"{len(lines)} line(s) of {description}")
 
     @classmethod
     def from_file(cls, path, seq_len, tokenizer=None, vocab_size=None, count=None):

@@ -11,14 +11,14 @@ the same model (tf_keras initializers are deterministic after
 ``keras.utils.set_random_seed``); such artifacts are for latency, not accuracy.
 """
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mobilebert_kit.data.vocab import TOKENIZER_FILES, copy_tokenizer_files  # noqa: F401  (re-exported)
 from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.utils.structured import load_json
 
 PRESET_SEED = 0
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 @dataclass
@@ -86,7 +86,7 @@ class ModelSource:
     @property
     def tokenizer(self):
         """A WordPieceTokenizer when the source directory has a vocabulary, else None."""
-        from mobilebert_kit.convert.tokenization import WordPieceTokenizer
+        from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 
         if self.directory is not None and (self.directory / "vocab.txt").is_file():
             return WordPieceTokenizer.from_directory(self.directory)
@@ -110,28 +110,14 @@ def _is_tf1_checkpoint(path):
     return not is_saved_model(path) and any(path.glob("*.index"))
 
 
-def copy_tokenizer_files(source_dir, target_dir):
-    """Copies the tokenizer files of ``source_dir`` (if any) into ``target_dir``."""
-    import shutil
-
-    if source_dir is None:
-        return []
-    copied = []
-    for name in TOKENIZER_FILES:
-        if (Path(source_dir) / name).is_file():
-            shutil.copyfile(Path(source_dir) / name, Path(target_dir) / name)
-            copied.append(name)
-    return copied
-
-
 def _labels(directory):
     """Class names from a Hugging Face config's ``id2label`` or a ``labels.txt``, in id order."""
     labels_file = directory / "labels.txt"
     if labels_file.is_file():
         return [line for line in labels_file.read_text(encoding="utf-8").splitlines() if line]
     try:
-        config = json.loads((directory / "config.json").read_text())
-    except (OSError, ValueError):
+        config = load_json(directory / "config.json", "config.json", expect=dict)
+    except ConfigError:
         return []
     id2label = config.get("id2label") or {}
     try:

@@ -1,10 +1,19 @@
-"""WordPieceTokenizer: BERT's tokenization through the ``tokenizers`` library."""
+"""WordPieceTokenizer: BERT's tokenization through the ``tokenizers`` library, the one tokenizer of the package.
+
+The data pipeline (``pretraining-data``, ``finetune``) and the exporter
+(calibration and validation text, the vocabulary embedded in an artifact) use
+this class, so they read a vocabulary and decide its casing the same way
+(``data/vocab.py``).
+"""
 
 import hashlib
-import json
 from pathlib import Path
 
+import numpy as np
+
+from mobilebert_kit.data.vocab import lower_case_of, read_vocab, vocab_ids
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.structured import load_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -44,24 +53,19 @@ class WordPieceTokenizer:
         path = Path(vocab)
         if not path.is_file():
             raise MbkError(f"vocabulary {vocab} does not exist; pass a BERT vocab.txt or tokenizer.json")
-        self._check_vocab(path)
-        self.lowercase = bool(lowercase)
-        self.source = str(path)
-        self._tokenizer = BertWordPieceTokenizer(
-            str(path), lowercase=self.lowercase, handle_chinese_chars=handle_chinese_chars,
-            strip_accents=None, clean_text=True,
-        )
-        self._finish()
-
-    @staticmethod
-    def _check_vocab(path):
-        try:
-            tokens = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            raise MbkError(f"cannot read vocabulary {path} ({err}); pass a UTF-8 vocab.txt") from err
+        tokens = read_vocab(path)
         missing = [t for t in SPECIAL_TOKENS if t not in tokens]
         if missing:
             raise MbkError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
+        self.lowercase = bool(lowercase)
+        self.source = str(path)
+        self.vocab_path = path
+        self._vocab_lines = tokens
+        self._tokenizer = BertWordPieceTokenizer(
+            vocab_ids(tokens), lowercase=self.lowercase, handle_chinese_chars=handle_chinese_chars,
+            strip_accents=None, clean_text=True,
+        )
+        self._finish()
 
     @classmethod
     def from_file(cls, path, lowercase=None):
@@ -75,12 +79,8 @@ class WordPieceTokenizer:
         """
         path = Path(path)
         if path.is_dir():
-            config = path / "tokenizer_config.json"
-            if lowercase is None and config.is_file():
-                try:
-                    lowercase = json.loads(config.read_text()).get("do_lower_case")
-                except (OSError, ValueError):
-                    lowercase = None
+            if lowercase is None:
+                lowercase = lower_case_of(path, default=None)
             if (path / "tokenizer.json").is_file():
                 path = path / "tokenizer.json"
             elif (path / "vocab.txt").is_file():
@@ -92,18 +92,47 @@ class WordPieceTokenizer:
         return cls(path, lowercase=True if lowercase is None else lowercase)
 
     @classmethod
+    def from_directory(cls, directory):
+        """The tokenizer of a model directory for export: :meth:`from_file` of the directory, whose
+        ``vocab.txt`` is the vocabulary an artifact embeds (so the directory needs one).
+
+        Example:
+            >>> tok = WordPieceTokenizer.from_directory("all-MiniLM-L6-v2/")  # doctest: +SKIP
+            >>> tok.encode_inputs(["a short sentence"], seq_len=16)["input_ids"].shape  # doctest: +SKIP
+            (1, 16)
+        """
+        vocab = Path(directory) / "vocab.txt"
+        if not vocab.is_file():
+            raise MbkError(f"vocabulary {vocab} not found; pass the model's vocab.txt")
+        self = cls.from_file(directory)
+        self.vocab_path = vocab
+        self._vocab_lines = read_vocab(vocab)
+        return self
+
+    @property
+    def do_lower_case(self):
+        """The casing as recorded in exported metadata (same as ``lowercase``)."""
+        return self.lowercase
+
+    def vocab_lines(self):
+        """The tokens in id order: the directory's ``vocab.txt`` for :meth:`from_directory`, else the vocabulary."""
+        if self._vocab_lines is not None:
+            return list(self._vocab_lines)
+        return sorted(self.vocab, key=self.vocab.get)
+
+    @classmethod
     def _from_json(cls, path, lowercase):
         from tokenizers import Tokenizer
 
+        spec = load_json(path, "the tokenizer", expect=dict)
         try:
-            spec = json.loads(path.read_text(encoding="utf-8"))
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
             raise MbkError(f"cannot read tokenizer {path} ({str(err).splitlines()[0]}); pass a valid tokenizer.json") from err
-        model = spec.get("model", {})
+        model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
         if model.get("type") != "WordPiece":
             raise MbkError(f"{path} is a {model.get('type')} tokenizer; mobilebert-kit needs a WordPiece (BERT) tokenizer")
-        normalizer = spec.get("normalizer") or {}
+        normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
         json_lowercase = bool(normalizer.get("lowercase", False))
         if lowercase is not None and bool(lowercase) != json_lowercase:
             raise MbkError(
@@ -113,6 +142,8 @@ class WordPieceTokenizer:
         self = cls.__new__(cls)
         self.lowercase = json_lowercase
         self.source = str(path)
+        self.vocab_path = path
+        self._vocab_lines = None  # the JSON's vocabulary, in id order (see vocab_lines)
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self._tokenizer = tokenizer
@@ -139,6 +170,25 @@ class WordPieceTokenizer:
         """Returns ``(tokens, ids, offsets)`` of ``text`` without special tokens; offsets index ``text``."""
         encoding = self._tokenizer.encode(text, add_special_tokens=False)
         return list(encoding.tokens), list(encoding.ids), list(encoding.offsets)
+
+    def encode_inputs(self, lines, seq_len):
+        """Model inputs of text lines: int32 ``input_ids`` / ``attention_mask`` / ``token_type_ids``
+        ``[len(lines), seq_len]``, with [CLS]/[SEP], right padded, truncated longest-first. A line
+        holding a tab is a sentence pair (segment A, tab, segment B); ``token_type_ids`` are 1 on B.
+        """
+        tok = self._tokenizer
+        tok.enable_truncation(max_length=seq_len)
+        tok.enable_padding(length=seq_len, pad_id=self.pad_id or 0, pad_token="[PAD]")
+        try:
+            encodings = tok.encode_batch([tuple(line.split("\t", 1)) if "\t" in line else line for line in lines])
+        finally:  # encode() and encode_words() work on unpadded, untruncated pieces
+            tok.no_padding()
+            tok.no_truncation()
+        return {
+            "input_ids": np.array([e.ids for e in encodings], np.int32),
+            "attention_mask": np.array([e.attention_mask for e in encodings], np.int32),
+            "token_type_ids": np.array([e.type_ids for e in encodings], np.int32),
+        }
 
     def tokenize(self, text):
         """The WordPiece tokens of ``text``."""

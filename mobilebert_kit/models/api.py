@@ -15,10 +15,11 @@ import numpy as np
 
 from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError
-from mobilebert_kit.models.encoder import Encoder
+from mobilebert_kit.models.encoder import Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import PRESETS, preset_config
 from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.structured import load_json
 
 FORMAT = "mobilebert-kit"
 FORMAT_VERSION = 1
@@ -42,7 +43,7 @@ def build(preset, **overrides):
     config = dict(preset) if isinstance(preset, dict) else preset_config(preset)
     from mobilebert_kit.models.encoder import _CONFIG_KEYS
 
-    unknown = sorted(set(overrides) - set(_CONFIG_KEYS))
+    unknown = sorted((set(config) | set(overrides)) - set(_CONFIG_KEYS))  # a dict's keys too, not only overrides
     if unknown:
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid options: {', '.join(_CONFIG_KEYS)}")
     config.update(overrides)
@@ -82,7 +83,37 @@ def count_params(model):
     return int(sum(np.prod(v.shape) for v in named_weights(model).values()))
 
 
-def assign_weights(model, arrays, source="checkpoint", allow_missing=()):
+def check_finite_weights(arrays, source, error=CheckpointError, fix="re-export or re-train the checkpoint"):
+    """Refuses NaN or Inf in any floating-point weight, naming the tensors, in one line.
+
+    A single ``inf`` row of an embedding table passes validation on inputs
+    that never use that token and then returns NaN on it in the user's app
+    (issue 12), so every weight is checked, not only what the outputs reach.
+
+    Args:
+        arrays (dict): name -> numpy array or variable (the names are the ones printed).
+        source (str): what holds them, for the message.
+        error (type): the MbkError subclass raised.
+        fix (str): what the user should do.
+
+    Example:
+        >>> check_finite_weights({"bias": np.zeros(3)}, "test")
+    """
+    bad = []
+    for name, value in arrays.items():
+        array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+        if array.dtype.kind != "f":
+            continue
+        finite = np.isfinite(array)
+        if not finite.all():
+            nan = int(np.isnan(array).sum())
+            bad.append(f"{name} ({nan} NaN, {int(array.size - finite.sum()) - nan} Inf)")
+    if bad:
+        shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise error(f"{source} has non-finite weights in {len(bad)} tensor(s): {shown}; {fix}")
+
+
+def assign_weights(model, arrays, source="checkpoint", allow_missing=(), check_finite=True):
     """Assigns ``{path: array}`` to ``model`` by name; reports every mismatch in one error.
 
     Args:
@@ -90,9 +121,12 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=()):
         arrays: mapping of weight path to numpy array.
         source: what the arrays came from, for the message.
         allow_missing: paths that may stay at their initial values.
+        check_finite: refuse NaN/Inf weights (the importer checks them itself,
+            under the checkpoint's own names, and passes False).
 
     Raises:
-        CheckpointError: listing missing, unexpected and misshaped weights.
+        CheckpointError: listing missing, unexpected and misshaped weights, or
+        naming the tensors that hold NaN/Inf.
     """
     targets = named_weights(model)
     missing = [p for p in targets if p not in arrays and p not in allow_missing]
@@ -111,6 +145,8 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=()):
             f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
             details,
         )
+    if check_finite:
+        check_finite_weights(arrays, source)
     for path, var in targets.items():
         if path in arrays:
             var.assign(np.asarray(arrays[path], dtype=var.dtype.as_numpy_dtype))
@@ -156,9 +192,8 @@ def is_saved_model(directory):
     if not config.is_file():
         return False
     try:
-        meta = json.loads(config.read_text())
-        return isinstance(meta, dict) and meta.get("format") == FORMAT
-    except (OSError, ValueError, UnicodeDecodeError):
+        return load_json(config, "the model config", expect=dict, error=CheckpointError).get("format") == FORMAT
+    except CheckpointError:
         return False
 
 
@@ -176,11 +211,8 @@ def load(directory, **overrides):
     config_path = directory / CONFIG_FILE
     if not config_path.is_file():
         raise CheckpointError(f"{directory} is not a saved model: {CONFIG_FILE} is missing; save one with `mbk import`")
-    try:
-        meta = json.loads(config_path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{config_path} is not valid JSON ({err}); re-save the model") from err
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    meta = load_json(config_path, "the model config", expect=dict, error=CheckpointError, fix="re-save the model")
+    if meta.get("format") != FORMAT:
         raise CheckpointError(f"{config_path} is not a mobilebert-kit config; import it with `mbk import` first")
     version = meta.get("format_version", 0)
     if not isinstance(version, int) or isinstance(version, bool):
@@ -193,8 +225,11 @@ def load(directory, **overrides):
     if not isinstance(meta.get("encoder"), dict) or not isinstance(meta.get("head", {}), dict):
         raise CheckpointError(f"{config_path}: 'encoder' (and 'head', if present) must be JSON objects; re-save the model")
     try:
+        check_fields(meta.get("head", {}))  # num_labels: 1e9 would allocate a [hidden, 1e9] classifier
         encoder = build(dict(meta["encoder"]), **overrides)
         model = encoder if architecture == "encoder" else HEADS[architecture](encoder, **meta.get("head", {}))
+    except ConfigError as err:  # Encoder's field table refused a value: say which file holds it
+        raise CheckpointError(f"{config_path}: {err}") from err
     except MbkError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:

@@ -1,6 +1,7 @@
 """Encoder: the one encoder family behind BERT, IB-BERT and MobileBERT."""
 
 import inspect
+import math
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.errors import ConfigError, check_choice
@@ -282,6 +283,159 @@ class Encoder(keras.Model):
 _CONFIG_KEYS = tuple(
     p for p in inspect.signature(Encoder.__init__).parameters if p not in ("self", "kwargs")
 )
+_DEFAULTS = {
+    name: p.default for name, p in inspect.signature(Encoder.__init__).parameters.items() if name in _CONFIG_KEYS
+}
+
+
+# Every numeric and boolean Encoder option: (kind, lowest, highest), checked for type, finiteness and range
+# once, in Encoder.__init__ (so build, load and import all pass here) and by the importer with the
+# checkpoint's own field names. The upper bounds are far above any published BERT-family model (the largest
+# vocabularies are ~250k, mT5/XLM-R; the widest is 12,288) and far below what makes Keras build for hours or
+# allocate terabytes: `num_hidden_layers: 1e9` and `hidden_size: 1e9` did both (issue 12).
+_INT, _FLOAT, _BOOL = "integer", "number", "boolean"
+CONFIG_FIELDS = {
+    "vocab_size": (_INT, 1, 1_000_000),
+    "hidden_size": (_INT, 1, 16_384),
+    "num_layers": (_INT, 1, 256),
+    "num_heads": (_INT, 1, 1_024),
+    "intermediate_size": (_INT, 1, 65_536),
+    "intra_bottleneck_size": (_INT, 1, 16_384),  # may also be None (no bottleneck)
+    "num_feedforward_networks": (_INT, 1, 64),
+    "embedding_size": (_INT, 1, 16_384),
+    "max_position_embeddings": (_INT, 1, 131_072),
+    "type_vocab_size": (_INT, 0, 1_024),  # 0: no token-type table
+    "head_ratio": (_INT, 1, 1_024),
+    "conv_kernel_size": (_INT, 1, 1_023),
+    "num_groups": (_INT, 1, 1_024),
+    "max_relative_position": (_INT, 1, 131_072),
+    "relative_window": (_INT, 1, 4_096),
+    # > 0: an epsilon of 0 divides by zero on a constant row (NaN); NaN itself made every output NaN.
+    "layer_norm_epsilon": (_FLOAT, 1e-30, 1.0),
+    "hidden_dropout": (_FLOAT, 0.0, 0.99),
+    "attention_dropout": (_FLOAT, 0.0, 0.99),
+    "initializer_range": (_FLOAT, 0.0, 10.0),
+    # Hugging Face masks with float32's lowest value; anything below it overflows to -inf in float32.
+    "attention_mask_value": (_FLOAT, -3.4028234663852886e38, 0.0),
+    "use_bottleneck": (_BOOL, None, None),
+    "use_bottleneck_attention": (_BOOL, None, None),
+    "key_query_shared_bottleneck": (_BOOL, None, None),
+    "trigram_input": (_BOOL, None, None),
+    "classifier_activation": (_BOOL, None, None),
+    "output_hidden_states": (_BOOL, None, None),
+    "output_attentions": (_BOOL, None, None),
+    # Task-head options (models/heads.py), stored in a saved model's "head" object.
+    "num_labels": (_INT, 1, 1_000_000),
+    "dropout": (_FLOAT, 0.0, 0.99),
+}
+OPTIONAL_FIELDS = ("intra_bottleneck_size",)
+# 1e9 parameters are 4 GB of float32 weights, plus as much again while Keras initialises them; BERT-large
+# has 3.4e8. A config above this is refused before building, from the closed-form estimate below.
+MAX_PARAMETERS = 1_000_000_000
+
+
+def check_value(key, value, names=None):
+    """Checks one Encoder option against :data:`CONFIG_FIELDS`; raises a one-line ConfigError.
+
+    Args:
+        key (str): the Encoder option (``"num_layers"``).
+        value: the value given (from a config file, a preset or a keyword).
+        names (dict | None): option -> name the user wrote (``{"num_layers":
+            "num_hidden_layers"}`` for a Hugging Face config.json), for the message.
+
+    Returns:
+        The value, unchanged.
+
+    Example:
+        >>> check_value("num_layers", 12)
+        12
+    """
+    kind, low, high = CONFIG_FIELDS[key]
+    label = (names or {}).get(key, key)
+    if value is None and key in OPTIONAL_FIELDS:
+        return value
+    if kind == _BOOL:
+        ok = isinstance(value, bool)
+    elif kind == _INT:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok:
+        raise ConfigError(f"{label} must be a{'n' if kind == _INT else ''} {kind}, got {value!r}; fix the config")
+    if kind == _BOOL:
+        return value
+    if kind == _FLOAT and not math.isfinite(value):
+        raise ConfigError(f"{label} must be a finite number, got {value!r}; fix the config")
+    if not low <= value <= high:
+        raise ConfigError(f"{label} must be between {low:g} and {high:g}, got {value!r}; fix the config")
+    return value
+
+
+def check_fields(config, names=None):
+    """Checks every option of ``config`` that :data:`CONFIG_FIELDS` lists (and the epsilon overrides).
+
+    Example:
+        >>> check_fields({"hidden_size": 32, "hidden_dropout": 0.1})
+    """
+    for key, value in config.items():
+        if key in CONFIG_FIELDS:
+            check_value(key, value, names)
+    overrides = config.get("layer_norm_epsilon_overrides") or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"layer_norm_epsilon_overrides must be a mapping, got {overrides!r}")
+    for key, value in overrides.items():
+        check_value("layer_norm_epsilon", value, {"layer_norm_epsilon": f"layer_norm_epsilon_overrides[{key!r}]"})
+
+
+def estimate_parameters(config):
+    """Closed-form parameter count of an Encoder config, without building it (biases and norms left out).
+
+    Counts the matrices that dominate every variant: embedding tables and
+    projection, per block the attention projections (with bottlenecks), the
+    stacked FFNs and ConvBERT's convolution kernels, and the pooler. On every
+    preset it is within 15% of :func:`~mobilebert_kit.models.api.count_params`
+    (bert-base: 109.4M estimated, 109M in the paper), close enough for a limit
+    meant to stop configs that are orders of magnitude too large.
+
+    Args:
+        config (dict): Encoder options, already checked by :func:`check_fields`.
+
+    Returns:
+        int: the estimated parameter count.
+
+    Example:
+        >>> estimate_parameters(dict(vocab_size=100, hidden_size=32, num_layers=2, intermediate_size=64))
+        37056
+    """
+    c = {**_DEFAULTS, **{k: v for k, v in config.items() if v is not None}}
+    hidden = c["hidden_size"]
+    emb = c.get("embedding_size") or hidden
+    table_width = emb if c["embedding_projection"] == "after_norm" else hidden
+    embeddings = c["vocab_size"] * emb + (c["max_position_embeddings"] + c["type_vocab_size"]) * table_width
+    if emb != hidden or c["trigram_input"]:
+        embeddings += emb * (3 if c["trigram_input"] else 1) * hidden
+    inner = c["intra_bottleneck_size"] if c["use_bottleneck"] and c.get("intra_bottleneck_size") else hidden
+    attention = 4 * inner * inner + (2 * hidden * inner if c["use_bottleneck"] else 0)
+    if c["attention_type"] == "convbert_mixed":
+        attention += inner * c["conv_kernel_size"] * 2
+    ffn = c["num_feedforward_networks"] * 2 * inner * c["intermediate_size"] // c["num_groups"]
+    pooler = hidden * hidden if c["classifier_activation"] else 0
+    return int(embeddings + c["num_layers"] * (attention + ffn) + pooler)
+
+
+def check_size(config, limit=MAX_PARAMETERS):
+    """Refuses, before building, a config whose estimated parameter count is over ``limit``.
+
+    Example:
+        >>> check_size(dict(vocab_size=100, hidden_size=32, num_layers=2, intermediate_size=64))
+    """
+    estimate = estimate_parameters(config)
+    if estimate > limit:
+        raise ConfigError(
+            f"this config has about {estimate:.2g} parameters ({4 * estimate / 1e9:.3g} GB in float32), "
+            f"{estimate / limit:.3g}x the {limit:.0e} that mbk builds; reduce num_layers, hidden_size, "
+            "intermediate_size or vocab_size"
+        )
 
 
 def _validate(config):
@@ -294,12 +448,8 @@ def _validate(config):
     check_choice("embedding_projection", config["embedding_projection"], EMBEDDING_PROJECTIONS)
     for key in config["layer_norm_epsilon_overrides"]:
         check_choice("layer_norm_epsilon_overrides key", key, EPSILON_OVERRIDE_KEYS)
-    for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
-                "num_feedforward_networks", "max_position_embeddings", "embedding_size", "head_ratio",
-                "conv_kernel_size", "num_groups", "max_relative_position", "relative_window"):
-        value = config[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{key} must be a positive integer, got {value!r}")
+    check_fields(config)
+    check_size(config)
     if config["use_bottleneck"] and not config["intra_bottleneck_size"]:
         raise ConfigError("use_bottleneck=True needs intra_bottleneck_size (the intra-block width)")
     if config["position_embedding_type"] == "relative_functional" and config["attention_type"] != "self_attention":

@@ -9,7 +9,9 @@ import numpy as np
 
 import mobilebert_kit
 from mobilebert_kit.models.api import named_weights
+from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.flops import count_flops
+from mobilebert_kit.utils.structured import load_json
 
 
 def params_by_component(model):
@@ -58,9 +60,11 @@ def preset_param_counts(names, progress=None):
 
     cache_path = _cache_file()
     try:
-        cache = json.loads(cache_path.read_text())
-    except (OSError, ValueError):
+        cache = load_json(cache_path, "the preset cache", expect=dict)
+    except MbkError:  # missing, corrupt or hand-edited (`null` crashed `mbk presets`): rebuilt and rewritten
         cache = {}
+    # Only counts are kept: any other value would reach the table as a count.
+    cache = {k: v for k, v in cache.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
     counts, dirty = {}, False
     for name in names:
         config = preset_config(name)

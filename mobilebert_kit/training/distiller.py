@@ -34,6 +34,7 @@ from pathlib import Path
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
+from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import ConfigError, MbkError
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
@@ -50,11 +51,8 @@ from mobilebert_kit.training.teacher_student import (
     precision_policy,
     split_teacher,
 )
-from mobilebert_kit.utils.atomic import atomic_file
 
 __all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
-
-VOCAB_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json")
 
 
 class _InterruptFlag:
@@ -390,11 +388,9 @@ class Distiller:
         """Copies the teacher's tokenizer files next to the student: fine-tuning needs the same vocabulary."""
         if not isinstance(self.teacher_spec, (str, Path)) or not Path(self.teacher_spec).is_dir():
             return []
-        names = [n for n in VOCAB_FILES if (Path(self.teacher_spec) / n).is_file()]
+        names = []
         for target in targets:
-            for name in names:
-                with atomic_file(Path(target) / name, "wb") as handle:
-                    handle.write((Path(self.teacher_spec) / name).read_bytes())
+            names = copy_tokenizer_files(self.teacher_spec, target)
         return names
 
     def _finish(self, history):

@@ -18,6 +18,7 @@ from mobilebert_kit.backend import tf
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
+from mobilebert_kit.utils.structured import load_json
 
 RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
@@ -64,10 +65,10 @@ class RunDirectory:
         if resume:
             if not run_file.is_file():
                 raise MbkError(f"nothing to resume in {self.path}: {RUN_FILE} is missing; start without --resume")
-            try:
-                stored = json.loads(run_file.read_text())
-            except (OSError, ValueError) as err:
-                raise MbkError(f"cannot read {run_file} ({err}); start a new run in another directory") from err
+            stored = load_json(run_file, "the run record", expect=dict, error=MbkError,
+                               fix="start a new run in another directory")
+            if not isinstance(stored.get("config"), dict):
+                raise MbkError(f"{run_file} has no config object; start a new run in another directory")
             differences = DistillConfig.from_dict(stored["config"]).differences(config)
             differences += [k for k in RECORD_KEYS if stored.get(k) != record[k]]
             if differences:

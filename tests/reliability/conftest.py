@@ -1,3 +1,20 @@
-"""Fixtures of the reliability tests: the tiny distillation inputs of tests/training are reused."""
+"""Fixtures of the reliability tests: ``mbk`` in-process, and the tiny distillation inputs of tests/training."""
+
+import types
+
+import pytest
 
 from tests.training.conftest import tiny_run_inputs  # noqa: F401  (a session fixture: built once)
+
+
+@pytest.fixture
+def mbk(capsys):
+    """Runs ``mbk ARGS`` in this process; returns an object like subprocess.CompletedProcess."""
+    from mobilebert_kit.cli.main import main
+
+    def run(*args):
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run

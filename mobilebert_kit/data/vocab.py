@@ -1,0 +1,167 @@
+"""The one reader of a WordPiece ``vocab.txt``, the one list of tokenizer files, and the one casing rule.
+
+Every consumer (``mbk pretraining-data``, ``mbk finetune``, ``mbk export``'s
+calibration/validation tokenizer and the vocabulary it embeds in the artifact)
+reads a vocabulary through :func:`read_vocab`, so they cannot disagree on it.
+Before this module, ``tokenizers`` read the file itself: a UTF-8 BOM became
+part of the first token (``'\\ufeff[PAD]'``) and a duplicate token silently
+took the later id (issue 12).
+
+Rules, each for a reason:
+
+- line ``n`` (1-based) is the token of id ``n - 1``: ids are positions, so a
+  checkpoint's embedding rows line up with them;
+- a leading UTF-8 BOM is dropped (editors on Windows add one);
+- trailing whitespace (``\\r`` of CRLF files included) is dropped, as the
+  ``tokenizers`` library does (``WordPiece::read_file`` trims line ends);
+- blank lines at the end of the file are ignored (they hold no id); a blank
+  line before a token is refused, because removing it would shift every later
+  id and keeping it makes an id no text can produce;
+- a token listed twice is refused with both line numbers: one of the two ids
+  would be unreachable, and readers differ on which;
+- non-UTF-8 bytes are refused with their line number;
+- at most ``MAX_TOKENS`` tokens and ``MAX_BYTES`` bytes (the largest published
+  vocabularies have ~250,000 tokens, a few MB).
+"""
+
+from pathlib import Path
+
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.utils.atomic import atomic_file
+from mobilebert_kit.utils.structured import load_json, read_bounded
+
+# The files that make up a model's tokenizer, copied next to every model we write from one that has them.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+MAX_TOKENS = 1_000_000  # the same bound as Encoder's vocab_size (models/encoder.py CONFIG_FIELDS)
+MAX_BYTES = 64 * 1024 * 1024
+
+
+class VocabularyError(ConfigError):
+    """A ``vocab.txt`` that cannot be used as is (BOM-free UTF-8, one distinct token per line)."""
+
+
+def parse_vocab(data, label="the vocabulary"):
+    """Parses the bytes (or text) of a ``vocab.txt`` by the rules of this module.
+
+    Args:
+        data (bytes | str): the file's content.
+        label (str): what it is, for messages (the path).
+
+    Returns:
+        list[str]: the tokens; the index of each is its id.
+
+    Raises:
+        VocabularyError: non-UTF-8, a blank line before a token, a duplicate, too many tokens.
+
+    Example:
+        >>> parse_vocab(b"\\xef\\xbb\\xbf[PAD]\\r\\n[UNK]\\nhello\\n\\n")
+        ['[PAD]', '[UNK]', 'hello']
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    raw_lines = data.split(b"\n")
+    tokens = []
+    for number, raw in enumerate(raw_lines, 1):
+        try:
+            tokens.append(raw.decode("utf-8").rstrip())
+        except UnicodeDecodeError as err:
+            raise VocabularyError(f"{label} line {number} is not UTF-8 (byte {err.start}); save the file as UTF-8") from err
+    while tokens and not tokens[-1]:
+        tokens.pop()
+    if not tokens:
+        raise VocabularyError(f"{label} is empty; pass the vocab.txt the model was trained with")
+    if len(tokens) > MAX_TOKENS:
+        raise VocabularyError(f"{label} has {len(tokens):,} tokens, over the {MAX_TOKENS:,} limit; pass a vocab.txt")
+    first_line = {}
+    for number, token in enumerate(tokens, 1):
+        if not token:
+            raise VocabularyError(
+                f"{label} line {number} is blank; every line is one token (its id is the line number): "
+                "remove the line if the model was trained without it, else put a placeholder such as [unused0] there"
+            )
+        if token in first_line:
+            raise VocabularyError(
+                f"{label} lists {token!r} twice (lines {first_line[token]} and {number}); one id would be "
+                "unreachable: remove the duplicate, or use the vocab.txt the model was trained with"
+            )
+        first_line[token] = number
+    return tokens
+
+
+def read_vocab(path):
+    """Reads a ``vocab.txt`` (bounded read) by the rules of this module.
+
+    Args:
+        path (str | os.PathLike): the file.
+
+    Returns:
+        list[str]: the tokens in id order.
+
+    Example:
+        >>> tokens = read_vocab("all-MiniLM-L6-v2/vocab.txt")  # doctest: +SKIP
+        >>> tokens[:2]  # doctest: +SKIP
+        ['[PAD]', '[unused0]']
+    """
+    path = Path(path)
+    return parse_vocab(read_bounded(path, "the vocabulary", MAX_BYTES, VocabularyError), str(path))
+
+
+def vocab_ids(tokens):
+    """``{token: id}`` of :func:`read_vocab`'s list (what ``tokenizers`` takes as ``vocab=``)."""
+    return {token: index for index, token in enumerate(tokens)}
+
+
+def lower_case_of(directory, default=True):
+    """The casing recorded in a model directory: the one rule every tokenizer consumer uses.
+
+    ``tokenizer_config.json``'s ``do_lower_case`` wins; else ``tokenizer.json``'s
+    normalizer ``lowercase``; else ``default`` (uncased, as BERT's original vocabularies).
+    Unreadable or mistyped files are ignored here (the tokenizer reports them when it loads).
+
+    Args:
+        directory (str | os.PathLike): the model or tokenizer directory.
+        default (bool | None): the value when neither file records one.
+
+    Returns:
+        bool | None: True for an uncased model.
+
+    Example:
+        >>> lower_case_of("all-MiniLM-L6-v2/")  # doctest: +SKIP
+        True
+    """
+    directory = Path(directory)
+    for name, read in (("tokenizer_config.json", lambda spec: spec.get("do_lower_case")),
+                       ("tokenizer.json", lambda spec: (spec.get("normalizer") or {}).get("lowercase"))):
+        if (directory / name).is_file():
+            try:
+                value = read(load_json(directory / name, name, expect=dict))
+            except (ConfigError, AttributeError):
+                continue
+            if isinstance(value, bool):
+                return value
+    return default
+
+
+def copy_tokenizer_files(source_dir, target_dir):
+    """Copies the :data:`TOKENIZER_FILES` that ``source_dir`` has into ``target_dir``; returns their names.
+
+    The vocabulary is checked first (:func:`read_vocab`), so a model is never
+    written next to a vocabulary its consumers would refuse.
+
+    Example:
+        >>> copy_tokenizer_files("all-MiniLM-L6-v2/", "out/student")  # doctest: +SKIP
+        ['vocab.txt', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json']
+    """
+    if source_dir is None:
+        return []
+    source_dir, target_dir = Path(source_dir), Path(target_dir)
+    names = [name for name in TOKENIZER_FILES if (source_dir / name).is_file()]
+    if "vocab.txt" in names:
+        read_vocab(source_dir / "vocab.txt")
+    for name in names:
+        # Each file appears whole or not at all: an interrupted copy must not leave half a vocabulary.
+        with atomic_file(target_dir / name, "wb") as handle:
+            handle.write((source_dir / name).read_bytes())
+    return names
