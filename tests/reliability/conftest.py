@@ -1,5 +1,6 @@
 """Fixtures of the reliability tests: ``mbk`` in-process, and the tiny distillation inputs of tests/training."""
 
+import os
 import types
 
 import pytest
@@ -13,7 +14,8 @@ def mbk(capsys):
     from mobilebert_kit.cli.main import main
 
     def run(*args):
-        code = main([str(a) for a in args])
+        # Paths may be bytes (non-UTF-8 names): argv carries them as surrogate-escaped str, as the OS does.
+        code = main([os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args])
         out, err = capsys.readouterr()
         return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
 

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import types
 
 import numpy as np
 import pytest
@@ -20,18 +19,6 @@ from mobilebert_kit.convert.recipe import _SECTIONS, Recipe
 from mobilebert_kit.utils.limits import LIMITS
 from tests.helpers import REPO, run_mbk
 from tests.reliability.test_bad_inputs import assert_refused
-
-
-@pytest.fixture
-def mbk(capsys):
-    from mobilebert_kit.cli.main import main
-
-    def run(*args):
-        code = main([os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args])
-        out, err = capsys.readouterr()
-        return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
 
 
 def _numeric_flags():

@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import assert_one_line_error
 from tests.reliability.faults import mbk_with_file_size_limit
-from tests.reliability.test_bad_inputs import assert_refused, mbk  # noqa: F401  (mbk: the in-process fixture)
+from tests.reliability.test_bad_inputs import assert_refused
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "a", "mat", "dog", "ran", "."]
 CORPUS = "the cat sat on a mat .\nthe dog ran .\n\na dog sat .\nthe cat ran on a mat .\n"
