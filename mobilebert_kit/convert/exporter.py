@@ -178,6 +178,8 @@ def export(options, source=None, log=print):
         elif hasattr(options.source, "get_layer"):
             source = ModelSource(options.source, "model", getattr(options.source, "name", "model"))
         else:
+            # Loading builds the Keras model: up to a minute for a full-size preset, so say it first.
+            say(f"loading {options.source} ...")
             source = ModelSource.load(options.source, head=options.head)
     model = _substituted(source, options, say)
     reference = model  # the artifact's Keras source (after substitution, when there is one)
@@ -207,6 +209,7 @@ def export(options, source=None, log=print):
             notes += _write_onnx(graph, options, calibration, metadata, tmp)
         result = _result(tmp, out, options, source, notes, start)
         if options.validate:
+            say(f"validating {out.name} against the Keras model on {validation_inputs.description} ...")
             result.validation = validate_file(
                 tmp, reference, validation_inputs, options.quantize, options.thresholds, artifact_name=str(out),
                 fmt=options.format,
