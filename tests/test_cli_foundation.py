@@ -28,6 +28,35 @@ def test_preset_param_counts_come_from_built_models(tmp_path, monkeypatch):
     assert (tmp_path / "mobilebert-kit" / "preset-params.json").is_file()
 
 
+@pytest.mark.parametrize("preset", ["tiny-mobilebert", "tiny-convbert", "tiny-composite"])
+def test_config_param_count_is_exact_without_building_every_layer(preset):
+    # mbk presets counts from 1- and 2-layer builds (issue 12: building every full-size preset took
+    # 150 s); the extrapolation must equal the built model's count.
+    from mobilebert_kit.models.presets import preset_config
+    from mobilebert_kit.models.summary import count_config_params
+
+    config = dict(preset_config(preset), num_layers=4)
+    assert count_config_params(config) == mbk.count_params(mbk.build(config))
+
+
+@pytest.mark.parametrize("content", ["null", "[]", "{\"k\": null}", "{\"k\": \"x\"}", "{\"k\": -1}", "{\"k\": true}",
+                                     "{not json", "[" * 100_000, ""])
+def test_a_bad_preset_cache_is_counted_again_and_rewritten(tmp_path, monkeypatch, content):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from mobilebert_kit.models.summary import preset_param_counts
+
+    cache = tmp_path / "mobilebert-kit" / "preset-params.json"
+    cache.parent.mkdir()
+    cache.write_text(content)
+    seen = []
+    counts = preset_param_counts(["tiny-bert"], progress=lambda *a: seen.append(a))
+    assert counts == {"tiny-bert": mbk.count_params(mbk.build("tiny-bert"))}
+    assert seen == [("tiny-bert", 0, 1)]
+    assert list(json.loads(cache.read_text()).values()) == [counts["tiny-bert"]]
+    seen.clear()
+    assert preset_param_counts(["tiny-bert"], progress=lambda *a: seen.append(a)) == counts and seen == []  # cached now
+
+
 def test_info_reports_params_and_flops():
     proc = run_mbk("info", "tiny-mobilebert", "--seq-len", "16", "--json", check=True)
     summary = json.loads(proc.stdout)

@@ -80,6 +80,15 @@ def _float_ops(text):
     return () if text.strip().lower() == "none" else _split(text)
 
 
+def _progress_log():
+    """Progress lines on stderr (stdout keeps the result): loading, converting and validating a
+    full-size model take a minute or more, which must not look like a hang (issue 12)."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def run(args):
     from mobilebert_kit.errors import ConfigError
 
@@ -92,7 +101,7 @@ def run(args):
         from mobilebert_kit.convert.recipe import Recipe
 
         recipe = Recipe.load(args.recipe)
-        results = recipe.run(validate=not args.no_validate)
+        results = recipe.run(validate=not args.no_validate, log=_progress_log())
         for result in results:
             print(result.format_text())
         return 0
@@ -109,6 +118,6 @@ def run(args):
         opset=args.opset, dynamic_axes=args.dynamic_axes, embed_vocab=not args.no_vocab, qat_steps=args.qat_steps,
         overwrite=args.overwrite,
     )
-    result = export(options)
+    result = export(options, log=_progress_log())
     print(result.format_text())
     return 0

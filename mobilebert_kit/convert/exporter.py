@@ -113,11 +113,10 @@ class ExportOptions:
             raise ConfigError("int8 inputs/outputs are a TFLite option; ONNX artifacts keep float32/int32 io")
         if self.format == "tflite" and self.dynamic_axes:
             raise ConfigError("TFLite artifacts have static [batch, seq] shapes; dynamic axes are an ONNX option")
-        if self.quantize in ("int8", "int16x8", "qat") and not self.calibration:
-            raise ExportError(
-                f"--quantize {self.quantize} needs calibration data: --calibration FILE (.txt, one sentence "
-                "per line, or .npz input arrays)"
-            )
+        if self.quantize == "qat" and not self.calibration:
+            # QAT trains on its data: random rows would teach the model noise (int8 and int16x8 only
+            # calibrate, and do that on realistic random rows when the model has no vocabulary).
+            raise ExportError(_needs_calibration(self.quantize))
         for what, path in (("calibration data", self.calibration), ("validation data", self.validation_data),
                            ("recovery data", self.recover_data)):
             if path and not Path(path).is_file():
@@ -189,6 +188,8 @@ def export(options, source=None, log=print):
         elif hasattr(options.source, "get_layer"):
             source = ModelSource(options.source, "model", getattr(options.source, "name", "model"))
         else:
+            # Loading builds the Keras model: up to a minute for a full-size preset, so say it first.
+            say(f"loading {options.source} ...")
             source = ModelSource.load(options.source, head=options.head)
     model = _substituted(source, options, say)
     from mobilebert_kit.models.api import check_finite_weights, named_weights
@@ -197,7 +198,7 @@ def export(options, source=None, log=print):
     check_finite_weights(named_weights(model), f"the model to export ({source.describe()})", error=ExportError,
                          fix="fix or re-train the source model; an exported copy would answer NaN")
     reference = model  # the artifact's Keras source (after substitution, when there is one)
-    calibration, validation_inputs = _input_sets(source, model, options)
+    calibration, validation_inputs = _input_sets(source, model, options, say)
     from mobilebert_kit.convert.export_model import build_export_model
 
     batch = None if options.dynamic_axes else options.batch_size
@@ -221,6 +222,7 @@ def export(options, source=None, log=print):
             notes += _write_onnx(graph, options, calibration, metadata, tmp)
         result = _result(tmp, out, options, source, notes, start)
         if options.validate:
+            say(f"validating {out.name} against the Keras model on {validation_inputs.description} ...")
             result.validation = validate_file(
                 tmp, reference, validation_inputs, options.quantize, options.thresholds, artifact_name=str(out),
                 fmt=options.format,
@@ -303,7 +305,12 @@ def _config(model):
     return encoder_of(model).config
 
 
-def _input_sets(source, model, options):
+def _needs_calibration(quantize):
+    return (f"--quantize {quantize} needs calibration data: --calibration FILE (.txt, one sentence per line, "
+            "or .npz input arrays, see docs/export.md)")
+
+
+def _input_sets(source, model, options, say=None):
     """(calibration, validation) InputSets for this export."""
     from mobilebert_kit.convert.input_set import default_inputs, InputSet
 
@@ -313,12 +320,21 @@ def _input_sets(source, model, options):
     if options.calibration:
         calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"],
                                          count=options.calibration_count)
+    elif options.quantize in ("int8", "int16x8"):
+        if tokenizer is not None:
+            # A model with a vocabulary is calibrated on the user's text: the built-in sample
+            # sentences are kept for validation, which must not see the calibration rows.
+            raise ExportError(_needs_calibration(options.quantize))
+        # A preset has no vocabulary to tokenize text with; rows shaped like tokenized text
+        # calibrate it (issue 12: without this, full int8 of a preset needed an undocumented .npz).
+        calibration = default_inputs(config, options.seq_len, None, count=options.calibration_count, seed=1)
+        (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")
     if options.validation_data:
         validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"],
                                         count=options.validation_count)
     elif tokenizer is not None:
         validation = InputSet.sample(tokenizer, options.seq_len)  # real text the calibration did not see
-    elif calibration is not None:
+    elif options.calibration:
         validation = calibration
     else:
         validation = default_inputs(config, options.seq_len, None, count=options.validation_count)

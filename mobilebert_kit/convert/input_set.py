@@ -4,8 +4,9 @@ Sources, best first: a text file run through the model's tokenizer (one
 sentence per line; a tab separates a sentence pair), saved input arrays
 (``.npz`` with ``input_ids``, ``attention_mask``, ``token_type_ids``; read
 with ``allow_pickle=False``), the built-in sample sentences, and as a last
-resort realistic random ids (in-vocabulary ids, segments 0/1, some rows right
-padded) when the model has no vocabulary (a preset).
+resort realistic random rows (see ``InputSet.random``: framed like tokenized
+text, special ids excluded, padded to a realistic length distribution) when the
+model has no vocabulary (a preset).
 """
 
 import io
@@ -145,19 +146,50 @@ class InputSet:
 
     @classmethod
     def random(cls, vocab_size, count, seq_len, type_vocab_size=2, seed=0):
-        """Realistic random inputs: ids in [1, vocab), segments 0/1, every other row right padded."""
+        """Realistic random rows for a model without a vocabulary (a preset).
+
+        Shaped like tokenized text, so that calibration ranges and validation see what an app
+        sends: ``[CLS] A [SEP]`` or, for every other row, ``[CLS] A [SEP] B [SEP]`` with segment 1
+        on ``B``; word ids drawn from the vocabulary without its special ids (BERT's layout: 0
+        ``[PAD]``, 1-99 unused, 100-103 ``[UNK] [CLS] [SEP] [MASK]``); lengths from a log-normal
+        around a quarter of ``seq_len`` (short sentences are common, a few fill the row and are
+        cut); ``[PAD]`` (0) after the text, with a mask of 1 on the text and 0 on the padding.
+
+        Args:
+            vocab_size (int): the model's vocabulary size.
+            count (int): rows.
+            seq_len (int): row length.
+            type_vocab_size (int): segments the model has (1: no sentence pairs).
+            seed (int): random seed (the same seed gives the same rows).
+
+        Returns:
+            InputSet: int32 ``input_ids``, ``attention_mask``, ``token_type_ids`` ``[count, seq_len]``.
+
+        Example:
+            >>> rows = InputSet.random(vocab_size=30522, count=4, seq_len=32)
+            >>> int(rows.arrays["input_ids"][0, 0])  # [CLS]
+            101
+        """
         rng = np.random.default_rng(seed)
-        ids = rng.integers(1, vocab_size, size=(count, seq_len), dtype=np.int32)
-        mask = np.ones((count, seq_len), np.int32)
+        cls_id, sep_id, first_word = _special_ids(vocab_size)
+        ids = np.zeros((count, seq_len), np.int32)
+        mask = np.zeros((count, seq_len), np.int32)
         types = np.zeros((count, seq_len), np.int32)
         for row in range(count):
-            length = seq_len if row % 2 == 0 else int(rng.integers(max(2, seq_len // 4), seq_len))
-            mask[row, length:] = 0
-            ids[row, length:] = 0
-            if type_vocab_size > 1:
-                types[row, length // 2: length] = 1
+            length = int(np.clip(rng.lognormal(np.log(max(seq_len / 4, 3)), 0.6), 3, seq_len))
+            words = rng.integers(first_word, vocab_size, size=length, dtype=np.int32)
+            words[0] = words[length - 1] = -1  # framing slots, filled below
+            pair = type_vocab_size > 1 and row % 2 == 1 and length >= 5
+            if pair:
+                split = int(rng.integers(2, length - 2))
+                words[split] = -1
+                types[row, split + 1: length] = 1
+            words[0] = cls_id
+            words[words == -1] = sep_id
+            ids[row, :length] = words
+            mask[row, :length] = 1
         return cls({"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
-                   f"{count} random row(s) (seed {seed}; no vocabulary to tokenize real text)")
+                   f"{count} realistic random row(s) (seed {seed}; no vocabulary to tokenize real text)")
 
     @classmethod
     def sample(cls, tokenizer, seq_len, count=None):
@@ -175,6 +207,17 @@ class InputSet:
 
         with atomic_file(path, "wb") as handle:
             np.savez(handle, **self.arrays)
+
+
+def _special_ids(vocab_size):
+    """``(cls_id, sep_id, first word id)``: BERT's layout when the vocabulary has room for it."""
+    # BERT's vocabularies (and so the presets' vocab_size 30522) put [CLS] 101, [SEP] 102, [MASK] 103
+    # and the word pieces from 104 on; a smaller test vocabulary gets the same order at its start.
+    if vocab_size > 104:
+        return 101, 102, 104
+    if vocab_size < 4:
+        raise ExportError(f"vocab_size {vocab_size} is too small for [PAD], [CLS], [SEP] and a word")
+    return 1, 2, 3
 
 
 def default_inputs(encoder_config, seq_len, tokenizer=None, count=16, seed=0):

@@ -97,6 +97,10 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
         return report
     teacher = rebuild(encoder_of(original), output_hidden_states=True)
     student = rebuild(encoder_of(substituted), output_hidden_states=True)
+    # The loss reads the hidden states only: train the sub-model that computes them (the same layers,
+    # so the student's weights move), not the pooler, which has no gradient and made TensorFlow warn
+    # "Gradients do not exist for variables ['pooler/kernel:0', ...]" at every trace (issue 12).
+    states = keras.Model(student.input, student.output["hidden_states"])
     optimizer = keras.optimizers.Adam(learning_rate)
     rng = np.random.default_rng(seed)
     arrays = {k: np.asarray(v) for k, v in train.arrays.items()}
@@ -105,7 +109,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     def step(batch):
         target = teacher(batch, training=False)["hidden_states"]
         with tf.GradientTape() as tape:
-            hidden = student(batch, training=False)["hidden_states"]
+            hidden = states(batch, training=False)
             mask = batch["attention_mask"]
             loss = 0.0
             for t, s in zip(target, hidden):
@@ -113,8 +117,8 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
                 loss += LOSS_WEIGHTS["mean"] * losses.mean_loss(t, s, mask)
                 loss += LOSS_WEIGHTS["variance"] * losses.variance_loss(t, s, mask)
             loss /= len(target)
-        grads = tape.gradient(loss, student.trainable_variables)
-        optimizer.apply_gradients(zip(grads, student.trainable_variables))
+        grads = tape.gradient(loss, states.trainable_variables)
+        optimizer.apply_gradients(zip(grads, states.trainable_variables))
         return loss
 
     for i in range(int(steps)):

@@ -49,7 +49,7 @@ def test_text_calibration_goes_through_the_tokenizer(tmp_path):
 @pytest.mark.parametrize(
     "args, fragments",
     [
-        (["export", "tiny-bert", "--quantize", "int8", "--seq-len", "16", "--out", "{tmp}/m.tflite"],
+        (["export", "tiny-bert", "--quantize", "qat", "--seq-len", "16", "--out", "{tmp}/m.tflite"],
          ["needs calibration data"]),
         (["export", "no-such-model", "--out", "{tmp}/m.tflite"], ["not a directory or a preset", "tiny-bert"]),
         (["export", "tiny-bert", "--format", "onnx", "--out", "{tmp}/m.tflite"], ["should end in .onnx"]),

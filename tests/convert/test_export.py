@@ -187,3 +187,25 @@ def test_architecture_variants_export_and_validate(tmp_path, preset, fmt):
     result = export_tiny(model, tmp_path / f"m.{fmt}", fmt, "dynamic", validation_data=None)
     assert result.validation.passed, result.validation.format_text()
     assert validate_file(tmp_path / f"m.{fmt}", model, padded_inputs(model), "dynamic").passed
+
+
+@pytest.mark.parametrize("vocab_size, cls_id, sep_id, first_word", [(30522, 101, 102, 104), (64, 1, 2, 3)])
+def test_random_rows_look_like_tokenized_text(vocab_size, cls_id, sep_id, first_word):
+    # What a preset is calibrated and validated on when it has no vocabulary (issue 12).
+    from mobilebert_kit.convert.input_set import InputSet
+
+    rows = InputSet.random(vocab_size, count=200, seq_len=128, seed=7)
+    ids, mask, types = (rows.arrays[k] for k in ("input_ids", "attention_mask", "token_type_ids"))
+    assert ids.dtype == mask.dtype == types.dtype == np.int32 and ids.shape == (200, 128)
+    lengths = mask.sum(axis=1)
+    assert np.all(mask == (np.arange(128)[None, :] < lengths[:, None]))  # 1s then 0s
+    assert np.all(ids[mask == 0] == 0) and np.all(types[mask == 0] == 0)  # [PAD], segment 0
+    assert np.all(ids[:, 0] == cls_id) and np.all(ids[np.arange(200), lengths - 1] == sep_id)
+    words = ids[(mask == 1) & (ids != cls_id) & (ids != sep_id)]
+    assert words.min() >= first_word and words.max() < vocab_size
+    seps = (ids == sep_id).sum(axis=1)
+    assert set(seps) == {1, 2} and np.all((types.sum(axis=1) > 0) == (seps == 2))  # single sentences and pairs
+    # Mostly short, some long: a realistic spread, not one length.
+    assert 16 <= np.median(lengths) <= 64 and lengths.max() >= 96 and lengths.min() <= 12
+    again = InputSet.random(vocab_size, count=200, seq_len=128, seed=7)
+    assert all(np.array_equal(again.arrays[k], rows.arrays[k]) for k in rows.arrays)

@@ -7,7 +7,7 @@ import pytest
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import OutputValueError
-from mobilebert_kit.convert.exporter import validate_file
+from mobilebert_kit.convert.exporter import ExportOptions, export, validate_file
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from tests.convert.conftest import export_tiny, padded_inputs
 
@@ -152,10 +152,29 @@ def test_qat_drift_probe_is_the_written_model_and_qat_runs_once(tiny_mobilebert,
 
 
 def test_calibrated_modes_need_calibration(tiny_mobilebert, tmp_path):
+    # QAT trains on its data, and a model with a vocabulary is calibrated on the user's text: both
+    # need a file (a model without a vocabulary calibrates int8 on random rows, the next test).
+    import mobilebert_kit as mbk
     from mobilebert_kit.convert.errors import ExportError
 
     with pytest.raises(ExportError, match="needs calibration data"):
-        export_tiny(tiny_mobilebert, tmp_path / "m.tflite", "tflite", "int8")
+        export_tiny(tiny_mobilebert, tmp_path / "m.tflite", "tflite", "qat")
+    directory = mbk.save(mbk.build("tiny-bert"), tmp_path / "saved")
+    (directory / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(507)]) + "\n")
+    with pytest.raises(ExportError, match="needs calibration data"):
+        export_tiny(str(directory), tmp_path / "v.tflite", "tflite", "int8")
+    assert not (tmp_path / "m.tflite").exists() and not (tmp_path / "v.tflite").exists()
+
+
+def test_full_int8_without_a_vocabulary_calibrates_on_realistic_random_rows(tiny_mobilebert, tmp_path):
+    lines = []
+    result = export(ExportOptions(tiny_mobilebert, "tflite", "int8", out=str(tmp_path / "m.tflite"), seq_len=16),
+                    log=lines.append)
+    assert result.validation.passed
+    said = [line for line in lines if line.startswith("calibrating on ")]
+    assert len(said) == 1 and "realistic random row(s)" in said[0] and "--calibration" in said[0]
+    # Validated on other rows than it was calibrated on.
+    assert "seed 1" in said[0] and "seed 1" not in result.validation.inputs
 
 
 def test_qat_configs_cover_every_kernel_of_our_layers(tiny_mobilebert):

@@ -1,5 +1,7 @@
 """NoNorm/ReLU substitution: records applied by one mechanism, weights by name, no LayerNorm/GELU left."""
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -41,6 +43,30 @@ def test_recovery_reduces_the_loss_and_reports_both_sides(tiny_bert):
     assert report.after is not None and len(report.losses) == 30
     assert np.mean(report.losses[-5:]) < report.losses[0]
     assert "before recovery" in report.format_text() and "after 30 recovery step(s)" in report.format_text()
+
+
+def test_recovery_trains_only_what_its_loss_reads(tiny_bert):
+    # The pooler is not in the hidden-state loss: it must neither move nor make TensorFlow warn
+    # "Gradients do not exist for variables ['pooler/kernel:0', ...]" (issue 12; the log is not filtered).
+    from mobilebert_kit.convert.recovery import recover
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    try:
+        data = InputSet.random(512, 16, SEQ, seed=6)
+        model = substitute(tiny_bert, norm="no_norm").model
+        pooler = weight_arrays(model)["pooler/kernel"]
+        recover(tiny_bert, model, data, steps=2, learning_rate=1e-3)
+    finally:
+        logger.removeHandler(handler)
+    assert not [r for r in records if "Gradients do not exist" in r.getMessage()]
+    after = weight_arrays(model)
+    np.testing.assert_array_equal(after["pooler/kernel"], pooler)
+    assert not np.array_equal(after["transformer_layer_0/attention/query/kernel"],
+                              weight_arrays(tiny_bert)["transformer_layer_0/attention/query/kernel"])
 
 
 def test_unknown_records_and_values_list_the_valid_ones(tiny_bert):

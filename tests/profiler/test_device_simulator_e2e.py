@@ -12,6 +12,8 @@ Latency figures from the simulator are host figures and are marked
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -202,3 +204,14 @@ def test_device_simulator_frequency_lock_on_a_rooted_phone(simulator, models, mb
     assert phone.taskset_log() == [("f0", 2800000)]
     assert phone.read_sys("devices/system/cpu/cpu4/cpufreq/scaling_min_freq") == "300000"
     assert _report(out)["results"][0]["config"]["lock_freq"] == "max"
+
+
+def test_device_simulator_python_keeps_the_tests_environment(simulator):
+    # The phone's python3 must see the same packages as the test run (a venv included): a symlink to a
+    # venv's python loses the venv and ai_edge_litert with it (issue 12).
+    phone = simulator.add("SIMPY")
+    python3 = os.path.join(phone.fs, "system", "bin", "python3")
+    code = "import sys, ai_edge_litert; print(sys.prefix)"
+    done = subprocess.run([python3, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == sys.prefix

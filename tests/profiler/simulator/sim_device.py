@@ -32,6 +32,7 @@ Example:
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
 
@@ -168,15 +169,15 @@ class SimulatedPhone:
         apply_thermal(self.fs, self.dir, state)
 
     def _install_tools(self, bin_dir):
-        python = os.path.join(bin_dir, "python3")
-        if not os.path.exists(python):
-            os.symlink(sys.executable, python)
+        # A wrapper, not a symlink: a venv's python finds its venv through the path it was started by
+        # (pyvenv.cfg next to it), so a symlink elsewhere runs the bare base interpreter without the
+        # venv's packages (ai_edge_litert missing: every simulator test failed in a venv, issue 12).
+        _write_exec_wrapper(os.path.join(bin_dir, "python3"), [sys.executable], "the test's interpreter, venv kept")
         for name in ("taskset", "getprop", "id"):
             shutil.copy(os.path.join(HERE, "device_tools", name), os.path.join(bin_dir, name))
             os.chmod(os.path.join(bin_dir, name), 0o755)
-        with open(os.path.join(bin_dir, "sleep"), "w") as f:
-            f.write(f'#!/bin/sh\n# SIMULATOR: advances the simulated clock, sleeps a fraction of it.\nexec "{sys.executable}" "{os.path.join(HERE, "device_tools", "sim_sleep.py")}" "$@"\n')
-        os.chmod(os.path.join(bin_dir, "sleep"), 0o755)
+        _write_exec_wrapper(os.path.join(bin_dir, "sleep"), [sys.executable, os.path.join(HERE, "device_tools", "sim_sleep.py")],
+                            "advances the simulated clock, sleeps a fraction of it")
 
     # --- inspection -----------------------------------------------------------------
 
@@ -207,6 +208,23 @@ class SimulatedPhone:
 def _write(path, value):
     with open(path, "w") as f:
         f.write(f"{value}\n")
+
+
+def _write_exec_wrapper(path, argv, purpose):
+    """Writes an executable ``/bin/sh`` script at ``path`` that execs ``argv`` plus its own arguments.
+
+    Args:
+        path (str): where the script goes (a simulated phone's ``system/bin``).
+        argv (list[str]): the command it runs, absolute paths.
+        purpose (str): one line for the script's comment.
+
+    Example:
+        >>> _write_exec_wrapper("/tmp/x/python3", [sys.executable], "the test's interpreter")  # doctest: +SKIP
+    """
+    command = " ".join(shlex.quote(part) for part in argv)
+    with open(path, "w") as f:
+        f.write(f'#!/bin/sh\n# SIMULATOR: {purpose}.\nexec {command} "$@"\n')
+    os.chmod(path, 0o755)
 
 
 def apply_thermal(fs, device_dir, state):
