@@ -36,15 +36,15 @@ recipe's directory), so a recipe alone cannot read or write files elsewhere.
 """
 
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import RecipeError
 from mobilebert_kit.convert.validation import THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
-from mobilebert_kit.utils.input_paths import check_input_path, open_regular
+from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import LIMITS, check_number
+from mobilebert_kit.utils.structured import load_toml
 from mobilebert_kit.utils.terminal import escape
 
 _SECTIONS = {
@@ -69,6 +69,8 @@ _PLACEMENT_KEYS = ("formats", "out_dir", "name")
 _NONEMPTY_LISTS = {("export", "formats")}
 # A recipe is a page of TOML; a larger file is not one (and is not read whole to find out).
 MAX_RECIPE_BYTES = 1 << 20
+# Root, [table], [table.sub], a list, its values: deeper is no recipe.
+RECIPE_DEPTH = 8
 
 
 @dataclass
@@ -93,23 +95,13 @@ class Recipe:
         """Reads and checks a recipe; raises RecipeError (one line) on any problem."""
         try:
             check_input_path(path, "recipe")
-            # Resolved first: relative to "." the containment check of its paths had no directory to compare with.
-            path = Path(os.path.realpath(os.fsdecode(path)))
-            with open_regular(path, "recipe") as handle:
-                data = handle.read(MAX_RECIPE_BYTES + 1)
         except ConfigError as err:
             raise RecipeError(str(err)) from err
-        except OSError as err:
-            raise RecipeError(f"cannot read recipe {escape(path)} ({escape(err.strerror or err)})") from err
-        if len(data) > MAX_RECIPE_BYTES:
-            raise RecipeError(f"{escape(path)} is larger than {MAX_RECIPE_BYTES >> 20} MiB; a recipe is a short TOML file")
-        try:
-            raw = tomllib.loads(data.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-            raise RecipeError(f"{escape(path)} is not valid TOML: {escape(err)}") from err
-        except RecursionError as err:
-            # tomllib recurses per nesting level; TODO(lead): the shared safe loader of utils/ replaces this.
-            raise RecipeError(f"{escape(path)} nests tables or arrays too deeply; a recipe is two levels deep") from err
+        # Resolved first: relative to "." the containment check of its paths had no directory to compare with.
+        path = Path(os.path.realpath(os.fsdecode(path)))
+        # The one reader of untrusted TOML: regular files only, bounded size and depth, one-line errors.
+        raw = load_toml(path, "recipe", max_bytes=MAX_RECIPE_BYTES, max_depth=RECIPE_DEPTH, error=RecipeError,
+                        fix="a recipe is a short TOML file of tables of keys (see export/default.toml)")
         return cls(path, _check(path, raw))
 
     def _resolve(self, section, key, value):
