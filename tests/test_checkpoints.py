@@ -283,7 +283,8 @@ def test_unknown_model_type_and_missing_paths(tmp_path):
 def test_auto_head_on_mlm_only_checkpoint_falls_back_to_encoder(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from tests.test_parity_hf import TINY_BERT, _randomize
+    from tests.parity_helpers import randomize as _randomize
+    from tests.test_parity_hf import TINY_BERT
 
     ref = _randomize(transformers.BertForMaskedLM(transformers.BertConfig(**TINY_BERT)))
     ref.save_pretrained(tmp_path, safe_serialization=True)

@@ -68,13 +68,14 @@ def test_info_reports_params_and_flops():
 
 def test_import_writes_saved_model_with_identical_outputs(tmp_path):
     pytest.importorskip("torch")
-    from tests.test_parity_hf import reference_outputs, save_reference
+    from tests.parity_helpers import reference_outputs
+    from tests.test_parity_hf import save_hf_reference
 
-    ref = save_reference(tmp_path / "hf", "mobilebert")
+    ref = save_hf_reference(tmp_path / "hf", "mobilebert")
     run_mbk("import", tmp_path / "hf", "--out", tmp_path / "saved", check=True)
     loaded = mbk.load(tmp_path / "saved")
     inputs = random_inputs(99, batch_size=2, seq_len=9)
-    seq_ref, _ = reference_outputs(ref, inputs)
+    seq_ref = reference_outputs(ref, inputs)["sequence_output"]
     got = run_encoder(loaded, inputs)["sequence_output"]
     assert np.abs(got - seq_ref).max() <= 1e-4 * np.abs(seq_ref).max()
 

@@ -31,7 +31,8 @@ def _records(directory):
 
 def test_examples_are_well_formed(written):
     tok, out, meta = written
-    assert sorted(p.name for p in out.iterdir()) == sorted(meta["shards"] + ["dataset.json"])
+    # .mbk-output.json: the marker that lets a re-run replace this directory (utils.atomic)
+    assert sorted(p.name for p in out.iterdir()) == sorted(meta["shards"] + ["dataset.json", ".mbk-output.json"])
     data, _ = _records(out)
     n = meta["num_examples"]
     assert data["input_ids"].shape == (n, 96) and data["masked_lm_positions"].shape == (n, 12)

@@ -160,7 +160,7 @@ from mobilebert_kit.convert.input_set import InputSet
 
 class Tokenizer:
     vocab_size = 100
-    def encode(self, lines, seq_len):
+    def encode_inputs(self, lines, seq_len):
         n = len(lines)
         return {k: np.ones((n, seq_len), np.int32) for k in ("input_ids", "attention_mask", "token_type_ids")}
 

@@ -290,7 +290,7 @@ def test_onnx_metadata_that_is_not_a_json_object_is_refused(tmp_path, metadata):
     import onnx
     from onnx import TensorProto, helper
 
-    from mobilebert_kit.convert.artifact_metadata import read_artifact_metadata
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
