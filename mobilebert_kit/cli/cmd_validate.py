@@ -18,7 +18,7 @@ def register(subparsers):
     p.add_argument("--data", type=input_path_option("file"), help="validation inputs: .txt (one sentence per line) or .npz input arrays")
     p.add_argument("--count", type=number_option("count"), default=16, help="rows validated (default 16)")
     # --precision is the quantization mode's name (kept for the contract); its record holds the thresholds.
-    p.add_argument("--precision", choices=tuple(MODES),
+    p.add_argument("--precision", choices=MODES,
                    help="threshold set (default: the quantization recorded in the file's metadata)")
     p.add_argument("--seq-len", type=number_option("seq_len"), help="sequence length for dynamic-axis ONNX files (default: metadata or 128)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE", help="override a threshold")

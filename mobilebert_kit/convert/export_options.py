@@ -43,7 +43,8 @@ def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=No
         flag (str): the ``mbk export`` flag (``"src"`` for the positional), or None when only a recipe sets it.
         recipe (tuple): ``(table, key)`` in a recipe, or None when only the command line sets it.
         limit (str): the :data:`~mobilebert_kit.utils.limits.LIMITS` key of a number.
-        choices (tuple): the valid values of a string.
+        choices (tuple | dict): the valid values of a string (a dict: its keys, read when used, so the
+            mode table's records are the choices).
         kind (str): how the flag parses: ``"value"`` (default), ``"switch"`` (store_true),
             ``"negated"`` (``--no-x`` sets False), ``"path"`` / ``"source"`` (checked input paths),
             ``"csv"`` (comma-separated list), ``"csv-or-none"`` (None: the default; ``none``: empty),
@@ -118,7 +119,7 @@ class ExportOptions:
     source: object = option(MISSING, flag="src", kind="source",
                             help="saved-model directory, Hugging Face directory or preset name")
     format: str = option("tflite", flag="--format", choices=FORMATS, help=None)
-    quantize: str = option("none", flag="--quantize", recipe=("export", "quantize"), choices=tuple(MODES), help=None)
+    quantize: str = option("none", flag="--quantize", recipe=("export", "quantize"), choices=MODES, help=None)
     seq_len: int = option(128, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len",
                           help="static sequence length (default %(default)s)")
     batch_size: int = option(1, flag="--batch-size", recipe=("export", "batch_size"), limit="batch_size",
@@ -180,7 +181,7 @@ class ExportOptions:
             >>> ExportOptions("tiny-bert", named_by="recipe").name_of("attention_mask_value")
             '[export] mask_value'
         """
-        meta = _FIELDS[name].metadata
+        meta = self.__dataclass_fields__[name].metadata
         if self.named_by == "flag" and meta["flag"]:
             text = meta["flag"]
             return text if value is MISSING else f"{text} {value}"
@@ -245,15 +246,14 @@ class ExportOptions:
 
     def _choice_label(self, name):
         # Recipes keep the key alone ("unknown quantize 'int4' in [export]"), like an unknown key's message.
-        return self.name_of(name) if self.named_by != "recipe" or not _FIELDS[name].metadata["recipe"] else \
-            _FIELDS[name].metadata["recipe"][1]
+        return self.name_of(name) if self.named_by != "recipe" or not self.__dataclass_fields__[name].metadata["recipe"] else \
+            self.__dataclass_fields__[name].metadata["recipe"][1]
 
     def _where(self, name):
-        recipe = _FIELDS[name].metadata["recipe"]
+        recipe = self.__dataclass_fields__[name].metadata["recipe"]
         return f" in [{recipe[0]}]" if self.named_by == "recipe" and recipe else ""
 
 
-_FIELDS = {f.name: f for f in fields(ExportOptions)}
 _RECIPE_TYPES = {"value": None, "switch": bool, "negated": bool, "csv": list, "csv-or-none": list, "path": str,
                  "source": str}
 _TYPES = {"str": str, "int": int, "float": float, "bool": bool, "tuple": list, "dict": dict}
@@ -268,15 +268,18 @@ class RecipeKey:
     limit: str = None
 
 
-def recipe_keys():
+def recipe_keys(schema=None):
     """``{table: {key: RecipeKey}}`` for every option a recipe may set, generated from :class:`ExportOptions`.
+
+    Args:
+        schema (type): the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
 
     Example:
         >>> recipe_keys()["export"]["mask_value"].field
         'attention_mask_value'
     """
     tables = {}
-    for f in fields(ExportOptions):
+    for f in fields(schema or ExportOptions):
         meta = f.metadata
         if meta.get("recipe"):
             table, key = meta["recipe"]
@@ -317,13 +320,17 @@ _FROM_CLI = {
 }
 
 
-def add_arguments(parser):
+def add_arguments(parser, schema=None):
     """Adds one argument per option with a flag, generated from :class:`ExportOptions` (``mbk export``).
+
+    Args:
+        parser (argparse.ArgumentParser): the ``mbk export`` parser.
+        schema (type): the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
 
     Example:
         >>> add_arguments(subparsers.add_parser("export"))  # doctest: +SKIP
     """
-    for f in fields(ExportOptions):
+    for f in fields(schema or ExportOptions):
         meta = f.metadata
         if not meta.get("flag"):
             continue

@@ -35,11 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.quantization_modes import MODES, quantization_mode
-from mobilebert_kit.errors import check_choice
-
-# The modes with ONNX Runtime settings of their own (qat runs int8's, its record's onnx_as).
-ONNX_MODES = tuple(name for name, mode in MODES.items() if mode.onnx is not None)
+from mobilebert_kit.convert.quantization_modes import quantization_mode
 DEFAULT_OPSET = 17
 # Weights smaller than this stay float32 in float16 mode (biases, norms: no size gain, some accuracy).
 _FLOAT16_MIN_ELEMENTS = 1024
@@ -141,7 +137,7 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
 
     Args:
         model: the float model from :func:`convert`.
-        quantize: one of ``ONNX_MODES`` (a record's ``onnx_as``).
+        quantize: a mode with ONNX Runtime settings (a record's ``onnx_as``).
         calibration: an InputSet (calibrated modes).
         mask_dtype: the model's attention-mask input type.
         keep_float_ops: ONNX op types not to quantize (e.g. ``"MatMul"``).
@@ -151,8 +147,12 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
     import onnx
     from onnxruntime import quantization as q
 
-    mode = quantization_mode(check_choice("quantize", quantize, ONNX_MODES))
+    mode = quantization_mode(quantize)
     settings = mode.onnx
+    if settings is None:
+        # A float mode, or one that runs another's quantizer (qat: its record's onnx_as).
+        raise ExportError(f"quantize {quantize} has no ONNX Runtime quantizer of its own; pass its onnx_as "
+                          f"({mode.onnx_as})")
     # ExportOptions.check refuses this first, naming the options as the user wrote them.
     if (keep_float_ops or keep_float_layers) and not mode.allows("keep_float:onnx"):
         raise ExportError(f"keeping layers/ops in float is refused for quantize {quantize}: "

@@ -57,15 +57,12 @@ class Thresholds:
         return Thresholds(**{**asdict(self), **overrides})
 
 
-# Each mode's defaults live in its record (quantization_modes.MODES), with the measurements behind them.
-DEFAULT_THRESHOLDS = {name: Thresholds(**mode.thresholds) for name, mode in MODES.items()}
-
-
 def thresholds_for(precision, **overrides):
     """Default thresholds of quantization mode ``precision`` (its record's) with ``overrides`` applied."""
-    if precision not in DEFAULT_THRESHOLDS:
-        raise ConfigError(f"unknown quantization {precision!r}; valid: {', '.join(DEFAULT_THRESHOLDS)}")
-    return DEFAULT_THRESHOLDS[precision].replace(**{k: v for k, v in overrides.items() if v is not None})
+    # Each mode's defaults live in its record (quantization_modes.MODES), with the measurements behind them.
+    if precision not in MODES:
+        raise ConfigError(f"unknown quantization {precision!r}; valid: {', '.join(MODES)}")
+    return Thresholds(**MODES[precision].thresholds).replace(**{k: v for k, v in overrides.items() if v is not None})
 
 
 @dataclass
@@ -202,7 +199,7 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
         expected_outputs: output names in export order.
         token_outputs: names compared at real tokens only.
         logit_outputs: names whose argmax agreement is checked.
-        precision: key of ``DEFAULT_THRESHOLDS``.
+        precision: the quantization mode (a key of ``quantization_modes.MODES``).
         thresholds: a :class:`Thresholds` (default: the precision's).
 
     Returns:
