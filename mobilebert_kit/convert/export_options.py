@@ -24,7 +24,7 @@ from mobilebert_kit.convert.quantization_modes import (
     needs_calibration_message,
     quantization_mode,
 )
-from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import check_number, number_option
@@ -196,14 +196,14 @@ class ExportOptions:
         Raises:
             ConfigError / ExportError: one line naming the option as the user wrote it.
         """
+        check_choice("named_by", self.named_by, NAMED_BY)
         for f in fields(self):
             meta = f.metadata
             value = getattr(self, f.name)
             if value is None and meta.get("none_ok"):
                 continue
             if meta.get("choices") and value not in meta["choices"]:
-                raise ConfigError(f"unknown {self._choice_label(f.name)} {value!r}{self._where(f.name)}; "
-                                  f"valid values: {', '.join(repr(c) for c in meta['choices'])}")
+                raise ConfigError(self._unknown(f.name, value, meta["choices"]))
             if meta.get("limit"):
                 check_number(self.name_of(f.name), value, meta["limit"])
         mode = quantization_mode(self.quantize)
@@ -244,14 +244,13 @@ class ExportOptions:
             raise ConfigError(f"{asked} needs {self.name_of('quantize')} {allowed}, not {self.quantize}: "
                               f"{mode.refused[capability]}")
 
-    def _choice_label(self, name):
-        # Recipes keep the key alone ("unknown quantize 'int4' in [export]"), like an unknown key's message.
-        return self.name_of(name) if self.named_by != "recipe" or not self.__dataclass_fields__[name].metadata["recipe"] else \
-            self.__dataclass_fields__[name].metadata["recipe"][1]
-
-    def _where(self, name):
+    def _unknown(self, name, value, choices):
+        """The message for a value outside ``choices``; a recipe keeps its key alone, like an unknown key's
+        message (``unknown quantize 'int4' in [export]``)."""
         recipe = self.__dataclass_fields__[name].metadata["recipe"]
-        return f" in [{recipe[0]}]" if self.named_by == "recipe" and recipe else ""
+        what = f"{recipe[1]} {value!r} in [{recipe[0]}]" if self.named_by == "recipe" and recipe else \
+            f"{self.name_of(name)} {value!r}"
+        return f"unknown {what}; valid values: {', '.join(repr(c) for c in choices)}"
 
 
 _RECIPE_TYPES = {"value": None, "switch": bool, "negated": bool, "csv": list, "csv-or-none": list, "path": str,

@@ -12,7 +12,7 @@ check, both converters, the calibration rule, validation thresholds and the
 export report read it (the model of huggingface/optimum's
 ``QuantizationApproach`` with the reason written beside each refusal).
 
-Standard library only: the CLI registers its choices from here without
+Standard library and error types only: the CLI registers its choices from here without
 loading TensorFlow.
 
 Example:
