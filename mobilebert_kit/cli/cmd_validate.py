@@ -1,5 +1,7 @@
 """``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure."""
 
+from mobilebert_kit.convert.export_options import parse_thresholds
+from mobilebert_kit.convert.quantization_modes import MODES
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -15,7 +17,8 @@ def register(subparsers):
     p.add_argument("--reference", required=True, type=input_path_option("any", tree=True, or_name=True), help="saved-model directory, Hugging Face directory or preset name")
     p.add_argument("--data", type=input_path_option("file"), help="validation inputs: .txt (one sentence per line) or .npz input arrays")
     p.add_argument("--count", type=number_option("count"), default=16, help="rows validated (default 16)")
-    p.add_argument("--precision", choices=("none", "dynamic", "int8", "float16", "int16x8", "qat"),
+    # --precision is the quantization mode's name (kept for the contract); its record holds the thresholds.
+    p.add_argument("--precision", choices=MODES,
                    help="threshold set (default: the quantization recorded in the file's metadata)")
     p.add_argument("--seq-len", type=number_option("seq_len"), help="sequence length for dynamic-axis ONNX files (default: metadata or 128)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE", help="override a threshold")
@@ -27,7 +30,6 @@ def register(subparsers):
 def run(args):
     import json
 
-    from mobilebert_kit.cli.cmd_export import parse_thresholds
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
     meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads

@@ -12,5 +12,6 @@ reads, inspects and runs the files it writes (never the other way round). Module
 - ``qat``: quantization-aware training with QuantizeConfigs for our layers.
 - ``input_set`` / ``tokenization`` / ``sample_text``: calibration and validation inputs.
 - ``validation``: compare an artifact with the Keras source.
+- ``quantization_modes``: one record per quantization mode; ``export_options``: the export options schema.
 - ``exporter``: the pipeline behind ``mbk export``; ``recipe``: TOML recipes.
 """

@@ -20,108 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.convert.export_options import FORMATS, ExportOptions  # noqa: F401  (the public home of both)
+from mobilebert_kit.convert.quantization_modes import MODES, quantization_mode
 from mobilebert_kit.utils.atomic import atomic_file, atomic_path, check_output
 
-FORMATS = ("tflite", "onnx")
-QUANTIZATIONS = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
 FORMAT_VERSION = 1
 REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
-
-
-@dataclass
-class ExportOptions:
-    """Everything one export needs; the CLI flags and a recipe's keys map onto these fields.
-
-    Args:
-        source: saved-model directory, Hugging Face directory, preset name, or a model object.
-        format: ``"tflite"`` or ``"onnx"``.
-        quantize: one of ``QUANTIZATIONS``.
-        out: the artifact path.
-        seq_len: static sequence length.
-        batch_size: static batch size (ONNX: ignored with ``dynamic_axes``).
-        calibration: ``.txt`` (tokenized) or ``.npz`` file of calibration inputs.
-        calibration_count: rows of calibration data used at most.
-        validation_data: ``.txt`` / ``.npz`` validation inputs (default: the built-in sample
-            sentences when the model has a vocabulary, else calibration rows, else random ids).
-        validation_count: rows validated.
-        validate: check the artifact against the Keras source before writing it.
-        thresholds: overrides of the precision's default thresholds.
-        drift_report: also export a per-layer probe and report each layer's drift (quantized only).
-        io_type: ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
-        mask_dtype: ``"float32"`` (default: no CAST) or ``"int32"`` attention-mask input.
-        attention_mask_value: score of padded keys in the exported graph (None keeps the model's).
-        keep_float_ops: op types left in float (TFLite names for tflite, ONNX op types for onnx);
-            None: the format's default (TFLite full int8 keeps SOFTMAX and the mask ADD float, see
-            tflite_export).
-        keep_float_layers: layer paths left in float (``transformer_layer_5``, ``norm``, ``ffn_0/output``).
-        opset: ONNX opset.
-        dynamic_axes: ONNX with dynamic batch and sequence axes.
-        embed_vocab: store the vocabulary in the artifact's metadata.
-        labels: class names to record (default: from the source).
-        substitutions: ``{"norm": ..., "act": ...}`` applied before export (see substitution.py).
-        recover_steps / recover_data: recovery distillation after substitution.
-        qat_steps / qat_learning_rate: quantization-aware fine-tuning for ``qat``.
-        head: head to load from a Hugging Face directory (``"auto"``).
-        overwrite: replace a file at ``out`` (or its ``.report.json``) that mbk did not write; never the
-            source, a special file or a link (``utils.atomic.check_output``).
-    """
-
-    source: object
-    format: str = "tflite"
-    quantize: str = "none"
-    out: str = None
-    seq_len: int = 128
-    batch_size: int = 1
-    calibration: str = None
-    calibration_count: int = 200
-    validation_data: str = None
-    validation_count: int = 16
-    validate: bool = True
-    thresholds: dict = field(default_factory=dict)
-    drift_report: bool = False
-    io_type: str = "float32"
-    mask_dtype: str = "float32"
-    attention_mask_value: float = -120.0
-    keep_float_ops: tuple = None
-    keep_float_layers: tuple = ()
-    opset: int = 17
-    dynamic_axes: bool = False
-    embed_vocab: bool = True
-    labels: tuple = ()
-    substitutions: dict = field(default_factory=dict)
-    recover_steps: int = 0
-    recover_data: str = None
-    qat_steps: int = 100
-    qat_learning_rate: float = 1e-5
-    head: str = "auto"
-    overwrite: bool = False
-
-    def check(self):
-        check_choice("format", self.format, FORMATS)
-        check_choice("quantize", self.quantize, QUANTIZATIONS)
-        if not self.out:
-            raise ConfigError("no output file; pass --out FILE")
-        suffix = Path(self.out).suffix
-        if suffix != f".{self.format}":
-            raise ConfigError(f"--out {self.out} should end in .{self.format} for --format {self.format}")
-        if not isinstance(self.seq_len, int) or self.seq_len < 2:
-            raise ConfigError(f"--seq-len must be an integer >= 2, got {self.seq_len!r}")
-        if self.batch_size is not None and (not isinstance(self.batch_size, int) or self.batch_size < 1):
-            raise ConfigError(f"batch size must be a positive integer, got {self.batch_size!r}")
-        if self.format == "onnx" and self.io_type != "float32":
-            raise ConfigError("int8 inputs/outputs are a TFLite option; ONNX artifacts keep float32/int32 io")
-        if self.format == "tflite" and self.dynamic_axes:
-            raise ConfigError("TFLite artifacts have static [batch, seq] shapes; dynamic axes are an ONNX option")
-        if self.quantize == "qat" and not self.calibration:
-            # QAT trains on its data: random rows would teach the model noise (int8 and int16x8 only
-            # calibrate, and do that on realistic random rows when the model has no vocabulary).
-            raise ExportError(_needs_calibration(self.quantize))
-        for what, path in (("calibration data", self.calibration), ("validation data", self.validation_data),
-                           ("recovery data", self.recover_data)):
-            if path and not Path(path).is_file():
-                raise ExportError(f"{what} {path} does not exist; pass a .txt or .npz file")
-        return self
 
 
 @dataclass
@@ -148,7 +52,7 @@ class ExportResult:
         lines = [f"wrote {self.path}: {self.format} {self.quantize}, {self.size_bytes / 1e6:.2f} MB "
                  f"({self.seconds:.1f} s) from {self.source}"]
         lines += [f"  note: {n}" for n in self.notes]
-        if self.quantize in ("int8", "int16x8", "qat"):
+        if MODES[self.quantize].calibration:  # static activation ranges: list what stayed float
             if self.float_ops:
                 lines.append("  ops left in float: " + ", ".join(f"{op} x{n}" for op, n in sorted(self.float_ops.items())))
             else:
@@ -203,10 +107,11 @@ def export(options, source=None, log=print):
 
     batch = None if options.dynamic_axes else options.batch_size
     seq = None if options.dynamic_axes else options.seq_len
+    mode = quantization_mode(options.quantize)
     graph = build_export_model(model, batch, seq, options.mask_dtype, options.attention_mask_value,
-                               for_qat=options.quantize == "qat")
+                               for_qat=mode.trains)
     notes = []
-    if options.quantize == "qat":
+    if mode.trains:
         from mobilebert_kit.convert.qat import quantization_aware_graph
 
         say(f"quantization-aware fine-tuning: {options.qat_steps} step(s) on {calibration.description}")
@@ -227,9 +132,9 @@ def export(options, source=None, log=print):
                 tmp, reference, validation_inputs, options.quantize, options.thresholds, artifact_name=str(out),
                 fmt=options.format,
             )
-            if options.drift_report and options.quantize != "none":
+            if options.drift_report and mode.quantized:
                 result.validation.drift = drift(model, options, calibration, validation_inputs, reference,
-                                                qat_graph=graph if options.quantize == "qat" else None)
+                                                qat_graph=graph if mode.trains else None)
             if not result.validation.passed:
                 # The metrics are what the user needs to decide (thresholds, keep-float layers): show and keep them.
                 say(result.validation.format_text())
@@ -305,11 +210,6 @@ def _config(model):
     return encoder_of(model).config
 
 
-def _needs_calibration(quantize):
-    return (f"--quantize {quantize} needs calibration data: --calibration FILE (.txt, one sentence per line, "
-            "or .npz input arrays, see docs/export.md)")
-
-
 def _input_sets(source, model, options, say=None):
     """(calibration, validation) InputSets for this export."""
     from mobilebert_kit.convert.input_set import default_inputs, InputSet
@@ -320,13 +220,15 @@ def _input_sets(source, model, options, say=None):
     if options.calibration:
         calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"],
                                          count=options.calibration_count)
-    elif options.quantize in ("int8", "int16x8"):
+    elif quantization_mode(options.quantize).calibration:
+        # ExportOptions.check refused the modes that may not calibrate on random rows (the record's reason).
         if tokenizer is not None:
             # A model with a vocabulary is calibrated on the user's text: the built-in sample
             # sentences are kept for validation, which must not see the calibration rows.
-            raise ExportError(_needs_calibration(options.quantize))
+            raise ExportError(options.needs_calibration(
+                "a model with a vocabulary is calibrated on your text (its sample sentences validate it)"))
         # A preset has no vocabulary to tokenize text with; rows shaped like tokenized text
-        # calibrate it (issue 12: without this, full int8 of a preset needed an undocumented .npz).
+        # calibrate it (the record's random_calibration rule, quantization_modes.py).
         calibration = default_inputs(config, options.seq_len, None, count=options.calibration_count, seed=1)
         (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")
     if options.validation_data:
@@ -384,7 +286,7 @@ def _write_tflite(graph, options, calibration, metadata, path):
         # The converter's calibrator still instantiates tf.lite.Interpreter internally.
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
         data, notes = tflite_export.convert(
-            graph, "qat" if quantize == "qat" else quantize, calibration, options.io_type,
+            graph, quantize, calibration, options.io_type,
             options.keep_float_ops, options.keep_float_layers,
         )
     meta, vocab = metadata
@@ -402,15 +304,11 @@ def _write_onnx(graph, options, calibration, metadata, path):
     from mobilebert_kit.convert import onnx_export
 
     model = onnx_export.convert(graph, options.opset)
-    if options.quantize != "none":
-        # qat: tf2onnx folds the fake-quantized weights into float constants, so the
-        # quantization-aware graph is then quantized statically (QDQ int8) like int8.
-        mode = "int8" if options.quantize == "qat" else options.quantize
+    onnx_as = quantization_mode(options.quantize).onnx_as  # qat -> int8 (the record says why)
+    if onnx_as is not None:
         model = onnx_export.quantize(
-            model, mode, calibration, options.mask_dtype, options.keep_float_ops or (), options.keep_float_layers,
+            model, onnx_as, calibration, options.mask_dtype, options.keep_float_ops or (), options.keep_float_layers,
         )
-    elif options.keep_float_ops or options.keep_float_layers:
-        raise ExportError(f"keep-float options need a quantized export, not --quantize {options.quantize}")
     meta, vocab = metadata
     entries = {"mbk_metadata": json.dumps(meta, sort_keys=True)}
     if vocab:
@@ -514,7 +412,7 @@ def write_drift_probe(model, options, calibration, path, qat_graph=None):
     from mobilebert_kit.convert.export_model import build_export_model, hidden_state_names
 
     names = hidden_state_names(model)
-    if options.quantize == "qat":
+    if quantization_mode(options.quantize).trains:
         from mobilebert_kit.convert.qat import with_layer_outputs
 
         graph = with_layer_outputs(qat_graph, names)

@@ -1,19 +1,19 @@
 """ONNX export with tf2onnx, and ONNX Runtime quantization of the result.
 
-``quantize`` maps to ONNX as follows:
+Each quantization mode's ONNX Runtime settings are its record's
+:class:`~mobilebert_kit.convert.quantization_modes.OnnxQuantizer`
+(``onnx_as`` maps ``qat`` to ``int8``); this module applies them:
 
-- ``none``: float32 graph from tf2onnx (opset 17 by default).
 - ``dynamic``: ``onnxruntime.quantization.quantize_dynamic``: int8 weights
   (signed, per output channel), activations quantized at run time to uint8,
   so ORT uses its fast u8 x s8 MatMulInteger kernel (performance-notes.md:
   s8 x s8 is ~15x slower). Per-channel scales matter: on all-MiniLM-L6-v2
   per-tensor weights gave a mean sentence-embedding cosine of 0.965 (worst
   sentence 0.887), per-channel 0.9935 (worst 0.988).
-- ``int8``: ``quantize_static`` in QDQ format, calibrated (uint8 activations,
-  int8 per-channel weights).
-- ``int16x8``: ``quantize_static`` QDQ with int16 activations and int8 weights
-  (ORT's com.microsoft Q/DQ ops carry the 16-bit types; ORT raises the opset
-  to 21, the first with 16-bit QuantizeLinear).
+- ``static``: ``quantize_static`` in QDQ format, calibrated, int8 per-channel
+  weights and uint8 (``int8``) or int16 (``int16x8``: ORT's com.microsoft Q/DQ
+  ops carry the 16-bit types; ORT raises the opset to 21, the first with
+  16-bit QuantizeLinear) activations.
 - ``float16``: float16 weights stored, cast to float32 at load (the
   counterpart of TFLite's float16 weights; compute stays float32).
 - ``qat``: the quantization-aware graph through tf2onnx (its output
@@ -35,9 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.errors import check_choice
-
-QUANTIZATIONS = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
+from mobilebert_kit.convert.quantization_modes import quantization_mode
 DEFAULT_OPSET = 17
 # Weights smaller than this stay float32 in float16 mode (biases, norms: no size gain, some accuracy).
 _FLOAT16_MIN_ELEMENTS = 1024
@@ -139,8 +137,8 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
 
     Args:
         model: the float model from :func:`convert`.
-        quantize: ``dynamic``, ``int8``, ``int16x8`` or ``float16``.
-        calibration: an InputSet (``int8``, ``int16x8``).
+        quantize: a mode with ONNX Runtime settings (a record's ``onnx_as``).
+        calibration: an InputSet (calibrated modes).
         mask_dtype: the model's attention-mask input type.
         keep_float_ops: ONNX op types not to quantize (e.g. ``"MatMul"``).
         keep_float_layers: layer paths whose nodes stay float.
@@ -149,42 +147,43 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
     import onnx
     from onnxruntime import quantization as q
 
-    check_choice("quantize", quantize, ("dynamic", "int8", "int16x8", "float16"))
-    if quantize == "float16":
-        if keep_float_ops or keep_float_layers:
-            raise ExportError("float16 weights cannot be kept float per layer; drop the keep-float options")
+    mode = quantization_mode(quantize)
+    settings = mode.onnx
+    if settings is None:
+        # A float mode, or one that runs another's quantizer (qat: its record's onnx_as).
+        raise ExportError(f"quantize {quantize} has no ONNX Runtime quantizer of its own; pass its onnx_as "
+                          f"({mode.onnx_as})")
+    # ExportOptions.check refuses this first, naming the options as the user wrote them.
+    if (keep_float_ops or keep_float_layers) and not mode.allows("keep_float:onnx"):
+        raise ExportError(f"keeping layers/ops in float is refused for quantize {quantize}: "
+                          f"{mode.refused['keep_float:onnx']}")
+    if settings.method == "float16":
         return float16_weights(model)
     exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
     kept = {op for op in keep_float_ops}
-    # 7-bit weights wherever activations are uint8: ONNX Runtime's u8 x s8 GEMM on x86 CPUs without VNNI
-    # (AVX2, AVX-512F) sums pairs of products in int16 (vpmaddubsw) and saturates with full-range
-    # weights. Measured on an AVX2 EPYC: tiny-bert dynamic int8 cosine 0.9957 -> 0.99990, tiny-mobilebert
-    # 0.9718 (refused) -> 0.9981. On VNNI and ARM (sdot) the cost is one bit of weight precision.
-    reduce_range = quantize in ("dynamic", "int8")
     with tempfile.TemporaryDirectory(prefix="mbk-onnx-") as tmp, _quiet_root_logger():
         source, target = Path(tmp) / "float.onnx", Path(tmp) / "quantized.onnx"
         onnx.save(model, str(source))
         try:
-            if quantize == "dynamic":
+            if settings.method == "dynamic":
                 ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather") if op not in kept]
                 q.quantize_dynamic(
                     str(source), str(target), weight_type=q.QuantType.QInt8, op_types_to_quantize=ops,
-                    nodes_to_exclude=exclude, per_channel=per_channel, reduce_range=reduce_range,
+                    nodes_to_exclude=exclude, per_channel=per_channel, reduce_range=settings.reduce_range,
                 )
             else:
-                if calibration is None or calibration.count == 0:
-                    raise ExportError(f"--quantize {quantize} needs calibration data (--calibration FILE.txt or FILE.npz)")
+                mode.check_calibration(calibration)
                 batch = model.graph.input[0].type.tensor_type.shape.dim[0]
                 batch = batch.dim_value if batch.HasField("dim_value") else 8
                 ops = None
                 if kept:
                     ops = [op for op in q.registry.QDQRegistry if op not in kept]
-                sixteen = quantize == "int16x8"
+                sixteen = settings.activations == "int16"
                 q.quantize_static(
                     str(source), str(target), _Reader(calibration, mask_dtype, batch),
-                    quant_format=q.QuantFormat.QDQ, per_channel=per_channel, reduce_range=reduce_range,
+                    quant_format=q.QuantFormat.QDQ, per_channel=per_channel, reduce_range=settings.reduce_range,
                     activation_type=q.QuantType.QInt16 if sixteen else q.QuantType.QUInt8,
                     weight_type=q.QuantType.QInt8, op_types_to_quantize=ops, nodes_to_exclude=exclude,
                     calibrate_method=q.CalibrationMethod.MinMax,

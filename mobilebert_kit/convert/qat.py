@@ -33,6 +33,7 @@ import numpy as np
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.quantization_modes import quantization_mode
 
 
 def _tfmot():
@@ -311,8 +312,7 @@ def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, 
     Example:
         >>> qat = quantization_aware_graph(graph, calibration, steps=50)  # doctest: +SKIP
     """
-    if calibration is None or calibration.count == 0:
-        raise ExportError("--quantize qat needs calibration data (--calibration FILE.txt or FILE.npz)")
+    quantization_mode("qat").check_calibration(calibration)
     tfmot = _tfmot()
     annotated = annotate(graph)
     annotated.set_weights(graph.get_weights())

@@ -40,26 +40,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import RecipeError
-from mobilebert_kit.convert.validation import THRESHOLD_KEYS
+from mobilebert_kit.convert.export_options import ExportOptions, recipe_keys
+from mobilebert_kit.convert.quantization_modes import THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import LIMITS, check_number
 from mobilebert_kit.utils.structured import load_toml
 from mobilebert_kit.utils.terminal import escape
 
-_SECTIONS = {
-    "source": {"model": str, "preset": str, "head": str},
-    "substitute": {"norm": str, "act": str, "recover_steps": int, "data": str, "fit": bool, "seq_len": int,
-                   "learning_rate": float},
-    "export": {
-        "formats": list, "quantize": str, "seq_len": int, "batch_size": int, "out_dir": str, "name": str,
-        "mask_dtype": str, "mask_value": float, "io_type": str, "opset": int, "dynamic_axes": bool,
-        "embed_vocab": bool, "keep_float_layers": list, "keep_float_ops": list, "qat_steps": int,
-        "qat_learning_rate": float, "labels": list,
-    },
-    "calibration": {"data": str, "count": int},
-    "validation": {"data": str, "count": int, "drift_report": bool, **{k: float for k in THRESHOLD_KEYS}},
+# Keys that set an ExportOptions field come from its declaration (export_options.recipe_keys);
+# the rest place the artifacts, name the source, tune the substitution or override a threshold.
+_OPTION_KEYS = recipe_keys()
+_OWN_KEYS = {
+    "source": {"model": str, "preset": str},
+    "substitute": {"norm": str, "act": str, "fit": bool, "seq_len": int, "learning_rate": float},
+    "export": {"formats": list, "out_dir": str, "name": str},
+    "calibration": {},
+    "validation": {k: float for k in THRESHOLD_KEYS},
 }
+_SECTIONS = {table: {**own, **{key: option.type for key, option in _OPTION_KEYS.get(table, {}).items()}}
+             for table, own in _OWN_KEYS.items()}
 _FORMAT_TABLES = ("tflite", "onnx")
 _PATH_KEYS = {("source", "model"), ("substitute", "data"), ("export", "out_dir"), ("calibration", "data"),
               ("validation", "data")}
@@ -114,16 +114,13 @@ class Recipe:
         return source.get("model") or source["preset"]
 
     def options(self, validate=True):
-        """One :class:`~mobilebert_kit.convert.exporter.ExportOptions` per format."""
-        from mobilebert_kit.convert.exporter import ExportOptions
-
+        """One :class:`~mobilebert_kit.convert.export_options.ExportOptions` per format."""
         export = dict(self.tables.get("export", {}))
         formats = export.pop("formats", ["tflite"])
         per_format = {fmt: export.pop(fmt, {}) for fmt in _FORMAT_TABLES}
         out_dir = export.pop("out_dir", str(self.path.parent / "out"))
         name = export.pop("name", self.path.stem)
         _check_name(self.path, name)
-        calibration = self.tables.get("calibration", {})
         validation = dict(self.tables.get("validation", {}))
         substitute = dict(self.tables.get("substitute", {}))
         options = []
@@ -132,25 +129,14 @@ class Recipe:
             # out_dir is checked already; the artifact itself (a symlink planted at out/NAME.tflite) is checked here.
             artifact = os.path.relpath(os.path.join(out_dir, f"{name}.{fmt}"), os.path.realpath(self.path.parent))
             out = _inside(self.path, "[export] name", artifact, output=True)
+            tables = {**self.tables, "export": settings}
+            fields = {option.field: _option_value(tables[table][key])
+                      for table, keys in _OPTION_KEYS.items() for key, option in keys.items()
+                      if key in tables.get(table, {})}
             opts = ExportOptions(
-                source=self.source_spec(), format=fmt, out=out,
-                quantize=settings.get("quantize", "none"), seq_len=settings.get("seq_len", 128),
-                batch_size=settings.get("batch_size", 1), mask_dtype=settings.get("mask_dtype", "float32"),
-                attention_mask_value=settings.get("mask_value", -120.0), io_type=settings.get("io_type", "float32"),
-                opset=settings.get("opset", 17), dynamic_axes=settings.get("dynamic_axes", False),
-                embed_vocab=settings.get("embed_vocab", True),
-                keep_float_layers=tuple(settings.get("keep_float_layers", ())),
-                # absent: the format's default (None); [] keeps nothing float
-                keep_float_ops=tuple(settings["keep_float_ops"]) if "keep_float_ops" in settings else None,
-                qat_steps=settings.get("qat_steps", 100),
-                qat_learning_rate=settings.get("qat_learning_rate", 1e-5), labels=tuple(settings.get("labels", ())),
-                calibration=calibration.get("data"), calibration_count=calibration.get("count", 200),
-                validation_data=validation.get("data"), validation_count=validation.get("count", 16),
-                drift_report=validation.get("drift_report", False),
-                thresholds={k: validation[k] for k in THRESHOLD_KEYS if k in validation}, validate=validate,
-                head=self.tables.get("source", {}).get("head", "auto"),
-                substitutions={k: substitute[k] for k in ("norm", "act") if k in substitute},
-                recover_steps=substitute.get("recover_steps", 0), recover_data=substitute.get("data"),
+                source=self.source_spec(), format=fmt, out=out, validate=validate, named_by="recipe",
+                thresholds={k: validation[k] for k in THRESHOLD_KEYS if k in validation},
+                substitutions={k: substitute[k] for k in ("norm", "act") if k in substitute}, **fields,
             )
             try:
                 opts.check()
@@ -172,6 +158,11 @@ class Recipe:
             for opts in all_options:
                 opts.substitutions, opts.recover_steps = {}, 0
         return [export(opts, source=source, log=log) for opts in all_options]
+
+
+def _option_value(value):
+    """A recipe value as its ExportOptions field holds it: TOML lists become tuples (``[]`` keeps nothing float)."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _substituted_source(source, options, table, log):
@@ -222,6 +213,12 @@ def _check_name(recipe, name):
                           "directories; set the directory with out_dir")
 
 
+def _limit_of(section, key):
+    """The LIMITS key of a recipe number: its option's declared ``limit``, else the key itself."""
+    option = _OPTION_KEYS.get(section, {}).get(key)
+    return option.limit if option is not None else (key if key in LIMITS else None)
+
+
 def _check(path, raw):
     """Type- and key-checks every table; resolves paths."""
     tables = {}
@@ -262,9 +259,10 @@ def _check_table(path, section, values, allow_formats=False):
             raise RecipeError(f"{escape(path)}: [{section}] {key} lists a value twice; list each once")
         if expected is str and (not value.strip() or "\0" in value):
             raise RecipeError(f"{escape(path)}: [{section}] {key} is empty; give a value or remove the key")
-        if expected in (int, float) and key in LIMITS:
+        limit = _limit_of(section, key)
+        if expected in (int, float) and limit:
             try:
-                value = check_number(f"[{section}] {key}", value, key)
+                value = check_number(f"[{section}] {key}", value, limit)
             except ConfigError as err:
                 raise RecipeError(f"{escape(path)}: {err}") from err
         if (section, key) in _PATH_KEYS:

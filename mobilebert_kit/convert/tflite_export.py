@@ -1,34 +1,29 @@
-"""TFLite conversion in every precision the toolkit offers.
+"""TFLite conversion in every quantization mode the toolkit offers.
 
-``quantize`` is one keyword with a fixed set of values:
+The modes, what each needs and allows, and the converter settings each one
+uses are records in :mod:`mobilebert_kit.convert.quantization_modes`
+(:class:`~mobilebert_kit.convert.quantization_modes.TfliteSettings`); this
+module applies a record to ``tf.lite.TFLiteConverter``:
 
-- ``none``: float32.
-- ``dynamic``: dynamic-range int8 (int8 weights, activations quantized on the
-  fly inside FULLY_CONNECTED / BATCH_MATMUL); no calibration data.
-- ``int8``: full integer, calibrated on representative inputs. Ops without an
-  int8 kernel stay float and are listed in the export report. ``io_type``
-  ``"int8"`` also quantizes the float inputs/outputs (the mask and the
-  outputs; token ids stay int32).
-- ``float16``: float16 weights, float32 compute.
-- ``int16x8``: int16 activations, int8 weights, calibrated.
-- ``qat``: the graph comes from quantization-aware training
-  (:mod:`mobilebert_kit.convert.qat`); its fake-quant ranges become int8.
+- ``optimize``: ``Optimize.DEFAULT`` (every mode but ``none``).
+- ``float16_weights``: float16 weights, float32 compute.
+- calibrated modes (``int8``, ``int16x8``, ``qat``) get a representative
+  dataset; for ``qat`` the tensors without a learned range are calibrated on
+  the same data. ``io_type="int8"`` also quantizes the float inputs/outputs
+  (the mask and the outputs; token ids stay int32).
+- ``int16_activations``: the int16x8 op set.
+- ``symmetric_matmuls``: :mod:`~mobilebert_kit.convert.tflite_int8_graph`
+  gives the second operand of every attention ``BATCH_MATMUL`` symmetric
+  parameters so that XNNPACK takes it.
 
 Selective quantization (``keep_float_ops`` by TFLite op type such as
 ``"SOFTMAX"``, ``keep_float_layers`` by layer name such as
 ``"transformer_layer_3"``) calibrates first and then quantizes with those ops
-deny-listed, the mechanism of TFLite's quantization debugger.
-
-Full int8 defaults (``keep_float_ops=None``) are chosen for XNNPACK, the CPU
-path of every Android phone (benchmarks/perf/NOTES.md has the op profile):
-``SOFTMAX`` stays float, because XNNPACK has no int8 softmax and each int8 one
-splits the delegated graph (DEQUANTIZE, float SOFTMAX, QUANTIZE all run inside
-XNNPACK); the attention-mask ``ADD`` before it stays float too, so the int8
-scores keep a range of real scores instead of stretching to the mask value;
-and :mod:`~mobilebert_kit.convert.tflite_int8_graph` gives the second operand
-of every attention ``BATCH_MATMUL`` symmetric parameters so that XNNPACK
-takes it. Pass ``keep_float_ops=()`` for an all-integer softmax (for
-integer-only accelerators).
+deny-listed, the mechanism of TFLite's quantization debugger. With
+``keep_float_ops=None`` a mode's ``default_float_ops`` / ``default_float_nodes``
+apply (full int8: SOFTMAX and the mask ADD, the record says why); pass
+``keep_float_ops=()`` for an all-integer softmax (for integer-only
+accelerators).
 """
 
 import numpy as np
@@ -36,16 +31,10 @@ import numpy as np
 from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import check_choice
 
-QUANTIZATIONS = ("none", "dynamic", "int8", "float16", "int16x8", "qat")
-CALIBRATED = ("int8", "int16x8")
 IO_TYPES = ("float32", "int8")
-# Op types kept in float when the caller does not say (keep_float_ops=None).
-DEFAULT_FLOAT_OPS = {"int8": ("SOFTMAX",)}
-# ... and with them the attention-mask ADD in front of each softmax: in int8 its output would span
-# the mask value (-120) as well as the real scores, a quantization step of ~0.5 logits.
-DEFAULT_FLOAT_NODES = {"int8": ("attention/add",)}
 
 
 def _converter(graph):
@@ -82,11 +71,12 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
 
     Args:
         graph: the export graph (or, for ``qat``, the quantization-aware one).
-        quantize: one of ``QUANTIZATIONS``.
-        calibration: an :class:`~mobilebert_kit.convert.input_set.InputSet` (``int8``, ``int16x8``).
-        io_type: ``"float32"`` or ``"int8"`` (``int8`` only).
-        keep_float_ops: TFLite op types left in float (``int8`` only); None: ``DEFAULT_FLOAT_OPS``.
-        keep_float_layers: layer names whose ops are left in float (``int8`` only).
+        quantize: a quantization mode (a key of ``quantization_modes.MODES``).
+        calibration: an :class:`~mobilebert_kit.convert.input_set.InputSet` (calibrated modes).
+        io_type: ``"float32"`` or ``"int8"`` (modes allowing ``int8_io``).
+        keep_float_ops: TFLite op types left in float (modes allowing ``keep_float:tflite``);
+            None: the mode's ``default_float_ops``.
+        keep_float_layers: layer names whose ops are left in float (same modes).
 
     Returns:
         ``(model_bytes, notes)``: the raw converter output (names are fixed
@@ -95,34 +85,33 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     Example:
         >>> data, notes = convert(graph, "dynamic")  # doctest: +SKIP
     """
-    check_choice("quantize", quantize, QUANTIZATIONS)
+    mode = quantization_mode(quantize)
     check_choice("io_type", io_type, IO_TYPES)
+    settings = mode.tflite
     notes = []
     default_nodes = ()
     if keep_float_ops is None:
         # int8 inputs/outputs ask for an integer-only graph (accelerators): no float default there.
         defaults = io_type == "float32"
-        keep_float_ops = DEFAULT_FLOAT_OPS.get(quantize, ()) if defaults else ()
-        default_nodes = DEFAULT_FLOAT_NODES.get(quantize, ()) if defaults else ()
-    if io_type == "int8" and quantize not in ("int8", "qat"):
-        raise ExportError(f"int8 inputs/outputs need --quantize int8 or qat, not {quantize}")
+        keep_float_ops = settings.default_float_ops if defaults else ()
+        default_nodes = settings.default_float_nodes if defaults else ()
+    # ExportOptions.check refuses these first, naming the options as the user wrote them.
+    if io_type == "int8" and not mode.allows("int8_io"):
+        raise ExportError(f"io_type int8 needs quantize int8 or qat, not {quantize}: {mode.refused['int8_io']}")
     selective = bool(keep_float_ops or keep_float_layers)
-    if selective and quantize != "int8":
-        raise ExportError(
-            f"keeping layers/ops in float needs calibrated int8 (--quantize int8), not {quantize}; "
-            "for ONNX use the same options with --format onnx"
-        )
-    if quantize in CALIBRATED and (calibration is None or calibration.count == 0):
-        raise ExportError(f"--quantize {quantize} needs calibration data (--calibration FILE.txt or FILE.npz)")
+    if selective and not mode.allows("keep_float:tflite"):
+        raise ExportError(f"keeping layers/ops in float is refused for quantize {quantize}: "
+                          f"{mode.refused['keep_float:tflite']}")
+    mode.check_calibration(calibration)
     converter = _converter(graph)
-    if quantize != "none":
+    if settings.optimize:
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if quantize == "float16":
+    if settings.float16_weights:
         converter.target_spec.supported_types = [tf.float16]
-    if quantize in CALIBRATED or (quantize == "qat" and calibration is not None):
+    if mode.calibration:
         # For qat: tensors without a learned range (inside the blocks) are calibrated on the same data.
         converter.representative_dataset = _representative(graph, calibration)
-    if quantize == "int16x8":
+    if settings.int16_activations:
         converter.target_spec.supported_ops = [
             tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
             tf.lite.OpsSet.TFLITE_BUILTINS,
@@ -143,7 +132,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
-    if quantize in ("int8", "qat"):
+    if settings.symmetric_matmuls:
         from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
 
         data, changed = symmetric_matmul_operands(data)

@@ -13,10 +13,9 @@ discarded by every consumer. Per output: max and mean absolute error, cosine
 (mean and minimum over vectors: token vectors, or one row per example), SNR in
 dB (``10 log10(sum ref^2 / sum err^2)``) and, for logits, argmax agreement.
 
-Thresholds depend on the precision. The defaults below were set from
-measurements (docs/export.md): each is several times looser than what a
-healthy export of a random tiny model and of all-MiniLM-L6-v2 reached, and far
-tighter than what a broken export (a corrupted weight, a wrong mask) gives.
+Thresholds depend on the quantization mode: each mode's record
+(:data:`mobilebert_kit.convert.quantization_modes.MODES`) holds its defaults and
+the measurements they were set from.
 """
 
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ from mobilebert_kit.convert.errors import (
     raise_for_failures,
 )
 from mobilebert_kit.convert.input_set import INPUT_NAMES
+from mobilebert_kit.convert.quantization_modes import MODES, THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
 
 
@@ -57,22 +57,12 @@ class Thresholds:
         return Thresholds(**{**asdict(self), **overrides})
 
 
-THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_error")
-DEFAULT_THRESHOLDS = {
-    "none": Thresholds(min_cosine=0.99999, min_snr_db=60.0, min_argmax_agreement=0.99),
-    "float16": Thresholds(min_cosine=0.9999, min_snr_db=40.0, min_argmax_agreement=0.98),
-    "dynamic": Thresholds(min_cosine=0.98, min_snr_db=12.0, min_argmax_agreement=0.9),
-    "int16x8": Thresholds(min_cosine=0.98, min_snr_db=12.0, min_argmax_agreement=0.9),
-    "int8": Thresholds(min_cosine=0.9, min_snr_db=5.0, min_argmax_agreement=0.7),
-    "qat": Thresholds(min_cosine=0.9, min_snr_db=5.0, min_argmax_agreement=0.7),
-}
-
-
 def thresholds_for(precision, **overrides):
-    """Default thresholds of ``precision`` with ``overrides`` applied."""
-    if precision not in DEFAULT_THRESHOLDS:
-        raise ConfigError(f"unknown precision {precision!r}; valid: {', '.join(DEFAULT_THRESHOLDS)}")
-    return DEFAULT_THRESHOLDS[precision].replace(**{k: v for k, v in overrides.items() if v is not None})
+    """Default thresholds of quantization mode ``precision`` (its record's) with ``overrides`` applied."""
+    # Each mode's defaults live in its record (quantization_modes.MODES), with the measurements behind them.
+    if precision not in MODES:
+        raise ConfigError(f"unknown quantization {precision!r}; valid: {', '.join(MODES)}")
+    return Thresholds(**MODES[precision].thresholds).replace(**{k: v for k, v in overrides.items() if v is not None})
 
 
 @dataclass
@@ -209,7 +199,7 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
         expected_outputs: output names in export order.
         token_outputs: names compared at real tokens only.
         logit_outputs: names whose argmax agreement is checked.
-        precision: key of ``DEFAULT_THRESHOLDS``.
+        precision: the quantization mode (a key of ``quantization_modes.MODES``).
         thresholds: a :class:`Thresholds` (default: the precision's).
 
     Returns:

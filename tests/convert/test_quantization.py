@@ -8,10 +8,12 @@ import pytest
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import OutputValueError
 from mobilebert_kit.convert.exporter import ExportOptions, export, validate_file
+from mobilebert_kit.convert.quantization_modes import MODES as QUANTIZATION_MODES
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from tests.convert.conftest import export_tiny, padded_inputs
 
-MODES = ["dynamic", "int8", "float16", "int16x8", "qat"]
+# Every quantized mode of the table: a new record is converted and validated in both formats here.
+MODES = [name for name, mode in QUANTIZATION_MODES.items() if mode.quantized]
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])

@@ -1,0 +1,376 @@
+"""The export options, each declared once: field, default, type, ``mbk export`` flag, recipe key, help, bounds.
+
+:class:`ExportOptions` is the one schema. Each field's ``metadata`` (written
+by :func:`option`) names its command-line flag and its recipe key; the
+``mbk export`` parser (:func:`add_arguments`), the recipe reader's key table
+(:func:`recipe_keys`) and the checks (:meth:`ExportOptions.check`) are
+generated from it, and numeric bounds come from
+:data:`mobilebert_kit.utils.limits.LIMITS` under the field's ``limit`` key. An
+error names the option the way the user wrote it (``named_by``): ``--seq-len``
+on the command line, ``[export] seq_len`` in a recipe, ``seq_len`` in Python.
+
+Standard library only (plus the TF-free mode table): ``mbk`` builds its parser
+from here without loading TensorFlow.
+"""
+
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+
+from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.quantization_modes import (
+    MODES,
+    THRESHOLD_KEYS,
+    modes_allowing,
+    needs_calibration_message,
+    quantization_mode,
+)
+from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.input_paths import input_path_option
+from mobilebert_kit.utils.limits import check_number, number_option
+
+FORMATS = ("tflite", "onnx")
+NAMED_BY = ("field", "flag", "recipe")
+
+
+def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=None, kind=None, factory=None,
+           none_ok=False):
+    """One export option's declaration: a dataclass field whose metadata drives the CLI, the recipe and checks.
+
+    Args:
+        default: the default value (``factory`` for a mutable one).
+        help (str): the ``--help`` text.
+        flag (str): the ``mbk export`` flag (``"src"`` for the positional), or None when only a recipe sets it.
+        recipe (tuple): ``(table, key)`` in a recipe, or None when only the command line sets it.
+        limit (str): the :data:`~mobilebert_kit.utils.limits.LIMITS` key of a number.
+        choices (tuple | dict): the valid values of a string (a dict: its keys, read when used, so the
+            mode table's records are the choices).
+        kind (str): how the flag parses: ``"value"`` (default), ``"switch"`` (store_true),
+            ``"negated"`` (``--no-x`` sets False), ``"path"`` / ``"source"`` (checked input paths),
+            ``"csv"`` (comma-separated list), ``"csv-or-none"`` (None: the default; ``none``: empty),
+            ``"thresholds"`` (repeated ``KEY=VALUE``).
+        factory: default factory for dicts and the like.
+        none_ok (bool): None is valid (a dynamic shape, the model's own value).
+
+    Example:
+        >>> seq_len: int = option(128, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len",
+        ...                       help="static sequence length (default %(default)s)")  # doctest: +SKIP
+    """
+    meta = {"help": help, "flag": flag, "recipe": recipe, "limit": limit, "choices": choices,
+            "kind": kind or "value", "none_ok": none_ok}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+_KEEP_FLOAT_OPS_HELP = (
+    "comma-separated op types kept in float (e.g. SOFTMAX); 'none' for none. Default: SOFTMAX and the "
+    "attention-mask ADD for TFLite full int8 (XNNPACK has no int8 softmax), nothing otherwise")
+
+
+@dataclass
+class ExportOptions:
+    """Everything one export needs; the CLI flags and a recipe's keys are generated from these fields.
+
+    Args:
+        source (str | ModelSource | keras.Model): saved-model directory, Hugging Face directory, preset name,
+            or a model object.
+        format (str): ``"tflite"`` or ``"onnx"``.
+        quantize (str): the quantization mode, a key of
+            :data:`~mobilebert_kit.convert.quantization_modes.MODES`.
+        out (str): the artifact path.
+        seq_len (int): static sequence length.
+        batch_size (int): static batch size (ONNX: ignored with ``dynamic_axes``).
+        calibration (str): ``.txt`` (tokenized) or ``.npz`` file of calibration inputs.
+        calibration_count (int): rows of calibration data used at most.
+        validation_data (str): ``.txt`` / ``.npz`` validation inputs (default: the built-in sample
+            sentences when the model has a vocabulary, else calibration rows, else random ids).
+        validation_count (int): rows validated.
+        validate (bool): check the artifact against the Keras source before writing it.
+        thresholds (dict): overrides of the mode's default thresholds.
+        drift_report (bool): also export a per-layer probe and report each layer's drift (quantized only).
+        io_type (str): ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
+        mask_dtype (str): ``"float32"`` (default: no CAST) or ``"int32"`` attention-mask input.
+        attention_mask_value (float): score of padded keys in the exported graph (None keeps the model's).
+        keep_float_ops (tuple): op types left in float (TFLite names for tflite, ONNX op types for onnx);
+            None: the mode's default (TFLite full int8 keeps SOFTMAX and the mask ADD float, see
+            quantization_modes).
+        keep_float_layers (tuple): layer paths left in float (``transformer_layer_5``, ``norm``, ``ffn_0/output``).
+        opset (int): ONNX opset.
+        dynamic_axes (bool): ONNX with dynamic batch and sequence axes.
+        embed_vocab (bool): store the vocabulary in the artifact's metadata.
+        labels (tuple): class names to record (default: from the source).
+        substitutions (dict): ``{"norm": ..., "act": ...}`` applied before export (see substitution.py).
+        recover_steps (int): recovery distillation steps after substitution.
+        recover_data (str): recovery data file.
+        qat_steps (int): quantization-aware fine-tuning steps for ``qat``.
+        qat_learning_rate (float): its learning rate.
+        head (str): head to load from a Hugging Face directory (``"auto"``).
+        overwrite (bool): replace a file at ``out`` (or its ``.report.json``) that mbk did not write; never the
+            source, a special file or a link (``utils.atomic.check_output``).
+        named_by (str): how errors name an option: ``"field"`` (Python), ``"flag"`` (``mbk export``) or
+            ``"recipe"`` (``[table] key``).
+
+    Example:
+        >>> ExportOptions("tiny-bert", "tflite", "dynamic", out="tiny.tflite", seq_len=32).check().seq_len
+        32
+    """
+
+    source: object = option(MISSING, flag="src", kind="source",
+                            help="saved-model directory, Hugging Face directory or preset name")
+    format: str = option("tflite", flag="--format", choices=FORMATS, help=None)
+    quantize: str = option("none", flag="--quantize", recipe=("export", "quantize"), choices=MODES, help=None)
+    seq_len: int = option(128, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len",
+                          help="static sequence length (default %(default)s)")
+    batch_size: int = option(1, flag="--batch-size", recipe=("export", "batch_size"), limit="batch_size",
+                             none_ok=True, help="static batch size (default %(default)s)")
+    out: str = option(None, flag="--out", help="output file (.tflite or .onnx)")
+    calibration: str = option(None, flag="--calibration", recipe=("calibration", "data"), kind="path",
+                              help="calibration data: .txt (one sentence per line) or .npz input arrays")
+    validation_data: str = option(None, flag="--validation-data", recipe=("validation", "data"), kind="path",
+                                  help="validation inputs (.txt or .npz); default: calibration rows or sample text")
+    overwrite: bool = option(False, flag="--overwrite", kind="switch", help=OVERWRITE_HELP)
+    io_type: str = option("float32", flag="--io-type", recipe=("export", "io_type"), choices=("float32", "int8"),
+                          help="TFLite int8/qat io type")
+    mask_dtype: str = option("float32", flag="--mask-dtype", recipe=("export", "mask_dtype"),
+                             choices=("float32", "int32"),
+                             help="attention_mask input type (float32 avoids a CAST; default)")
+    attention_mask_value: float = option(-120.0, flag="--mask-value", recipe=("export", "mask_value"),
+                                         limit="mask_value", none_ok=True,
+                                         help="score of padded keys in the exported graph (default %(default)g: int8 friendly)")
+    keep_float_layers: tuple = option((), flag="--keep-float", recipe=("export", "keep_float_layers"), kind="csv",
+                                      help="comma-separated layer paths kept in float (e.g. "
+                                      "transformer_layer_5,norm,ffn_0/output)")
+    keep_float_ops: tuple = option(None, flag="--keep-float-ops", recipe=("export", "keep_float_ops"),
+                                   kind="csv-or-none", none_ok=True, help=_KEEP_FLOAT_OPS_HELP)
+    opset: int = option(17, flag="--opset", recipe=("export", "opset"), limit="opset",
+                        help="ONNX opset (default %(default)s)")
+    dynamic_axes: bool = option(False, flag="--dynamic-axes", recipe=("export", "dynamic_axes"), kind="switch",
+                                help="ONNX: dynamic batch and sequence axes")
+    qat_steps: int = option(100, flag="--qat-steps", recipe=("export", "qat_steps"), limit="qat_steps",
+                            help="quantization-aware fine-tuning steps (qat)")
+    thresholds: dict = option(factory=dict, flag="--threshold", kind="thresholds",
+                              help="override a validation threshold (" + ", ".join(THRESHOLD_KEYS) + ")")
+    drift_report: bool = option(False, flag="--drift-report", recipe=("validation", "drift_report"), kind="switch",
+                                help="per-layer drift report (quantized exports)")
+    validate: bool = option(True, flag="--no-validate", kind="negated",
+                            help="write the artifact without validating it")
+    embed_vocab: bool = option(True, flag="--no-vocab", recipe=("export", "embed_vocab"), kind="negated",
+                               help="do not embed the vocabulary in the metadata")
+    calibration_count: int = option(200, recipe=("calibration", "count"), limit="count",
+                                    help="rows of calibration data used at most")
+    validation_count: int = option(16, recipe=("validation", "count"), limit="count", help="rows validated")
+    labels: tuple = option((), recipe=("export", "labels"), help="class names to record")
+    substitutions: dict = option(factory=dict, help="operator substitutions ([substitute] norm / act)")
+    recover_steps: int = option(0, recipe=("substitute", "recover_steps"), limit="recover_steps",
+                                help="recovery distillation steps after substitution")
+    recover_data: str = option(None, recipe=("substitute", "data"), help="recovery data file")
+    qat_learning_rate: float = option(1e-5, recipe=("export", "qat_learning_rate"), limit="qat_learning_rate",
+                                      help="quantization-aware fine-tuning learning rate")
+    head: str = option("auto", recipe=("source", "head"), help="head to load from a Hugging Face directory")
+    named_by: str = field(default="field", repr=False, compare=False)
+
+    def name_of(self, name, value=MISSING):
+        """Option ``name`` as the user wrote it (``--seq-len``, ``[export] seq_len``, ``seq_len``), with ``value``.
+
+        Args:
+            name (str): a field name.
+            value: appended the way the user wrote it (``--quantize qat``, ``[export] quantize = 'qat'``).
+
+        Example:
+            >>> ExportOptions("tiny-bert", named_by="recipe").name_of("attention_mask_value")
+            '[export] mask_value'
+        """
+        meta = self.__dataclass_fields__[name].metadata
+        if self.named_by == "flag" and meta["flag"]:
+            text = meta["flag"]
+            return text if value is MISSING else f"{text} {value}"
+        if self.named_by == "recipe" and meta["recipe"]:
+            text = "[{}] {}".format(*meta["recipe"])
+            return text if value is MISSING else f"{text} = {value!r}"
+        return name if value is MISSING else f"{name}={value!r}"
+
+    def check(self):
+        """Checks every option against its declaration and the mode's record; returns self.
+
+        Raises:
+            ConfigError / ExportError: one line naming the option as the user wrote it.
+        """
+        check_choice("named_by", self.named_by, NAMED_BY)
+        for f in fields(self):
+            meta = f.metadata
+            value = getattr(self, f.name)
+            if value is None and meta.get("none_ok"):
+                continue
+            if meta.get("choices") and value not in meta["choices"]:
+                raise ConfigError(self._unknown(f.name, value, meta["choices"]))
+            if meta.get("limit"):
+                check_number(self.name_of(f.name), value, meta["limit"])
+        mode = quantization_mode(self.quantize)
+        if not self.out:
+            raise ConfigError(f"no output file; pass {self.name_of('out')} FILE")
+        if Path(self.out).suffix != f".{self.format}":
+            raise ConfigError(f"{self.name_of('out', self.out)} should end in .{self.format} for "
+                              f"{self.name_of('format', self.format)}")
+        if self.format == "onnx" and self.io_type != "float32":
+            raise ConfigError(f"{self.name_of('io_type', self.io_type)}: int8 inputs/outputs are a TFLite option; "
+                              "ONNX artifacts keep float32/int32 io")
+        if self.format == "tflite" and self.dynamic_axes:
+            raise ConfigError(f"{self.name_of('dynamic_axes')}: TFLite artifacts have static [batch, seq] shapes; "
+                              "dynamic axes are an ONNX option")
+        if self.io_type == "int8":
+            self._refuse_unless(mode, "int8_io", self.name_of("io_type", "int8"))
+        if self.keep_float_ops or self.keep_float_layers:
+            which = self.name_of("keep_float_ops" if self.keep_float_ops else "keep_float_layers")
+            self._refuse_unless(mode, f"keep_float:{self.format}", f"{which} ({self.format})")
+        if mode.calibration and not self.calibration and not mode.allows("random_calibration"):
+            raise ExportError(self.needs_calibration(mode.refused["random_calibration"]))
+        for name, what in (("calibration", "calibration data"), ("validation_data", "validation data"),
+                           ("recover_data", "recovery data")):
+            path = getattr(self, name)
+            if path and not Path(path).is_file():
+                raise ExportError(f"{what} {path} does not exist; pass a .txt or .npz file ({self.name_of(name)})")
+        return self
+
+    def needs_calibration(self, why):
+        """The one-line error for a calibrated mode without data, in the user's spelling, with ``why``."""
+        return needs_calibration_message(self.name_of("quantize", self.quantize), self.name_of("calibration", "FILE"),
+                                         why)
+
+    def _refuse_unless(self, mode, capability, asked):
+        """Raises ConfigError with the record's reason when ``mode`` refuses ``capability``."""
+        if not mode.allows(capability):
+            allowed = " or ".join(modes_allowing(capability))
+            raise ConfigError(f"{asked} needs {self.name_of('quantize')} {allowed}, not {self.quantize}: "
+                              f"{mode.refused[capability]}")
+
+    def _unknown(self, name, value, choices):
+        """The message for a value outside ``choices``; a recipe keeps its key alone, like an unknown key's
+        message (``unknown quantize 'int4' in [export]``)."""
+        recipe = self.__dataclass_fields__[name].metadata["recipe"]
+        what = f"{recipe[1]} {value!r} in [{recipe[0]}]" if self.named_by == "recipe" and recipe else \
+            f"{self.name_of(name)} {value!r}"
+        return f"unknown {what}; valid values: {', '.join(repr(c) for c in choices)}"
+
+
+_RECIPE_TYPES = {"value": None, "switch": bool, "negated": bool, "csv": list, "csv-or-none": list, "path": str,
+                 "source": str}
+_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "tuple": list, "dict": dict}
+
+
+@dataclass(frozen=True)
+class RecipeKey:
+    """What a recipe key sets: the ExportOptions ``field``, the TOML ``type`` it must have, its ``limit`` key."""
+
+    field: str
+    type: type
+    limit: str = None
+
+
+def recipe_keys(schema=None):
+    """``{table: {key: RecipeKey}}`` for every option a recipe may set, generated from :class:`ExportOptions`.
+
+    Args:
+        schema (type): the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
+
+    Example:
+        >>> recipe_keys()["export"]["mask_value"].field
+        'attention_mask_value'
+    """
+    tables = {}
+    for f in fields(schema or ExportOptions):
+        meta = f.metadata
+        if meta.get("recipe"):
+            table, key = meta["recipe"]
+            expected = _RECIPE_TYPES.get(meta["kind"]) or _TYPES[f.type.__name__]
+            tables.setdefault(table, {})[key] = RecipeKey(f.name, expected, meta["limit"])
+    return tables
+
+
+def _split(text):
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def parse_thresholds(items):
+    """``["min_cosine=0.99"]`` -> ``{"min_cosine": 0.99}``; one-line errors for bad items.
+
+    Example:
+        >>> parse_thresholds(["min_cosine=0.99"])
+        {'min_cosine': 0.99}
+    """
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in THRESHOLD_KEYS:
+            raise ConfigError(f"bad --threshold {item!r}; use KEY=VALUE with KEY one of {', '.join(THRESHOLD_KEYS)}")
+        try:
+            out[key] = float(value)
+        except ValueError as err:
+            raise ConfigError(f"bad --threshold {item!r}: {value!r} is not a number") from err
+    return out
+
+
+# Command-line text -> field value, per kind (argparse has already applied type= and choices=).
+_FROM_CLI = {
+    "negated": lambda value: not value,
+    "csv": _split,
+    "csv-or-none": lambda text: None if text is None else (() if text.strip().lower() == "none" else _split(text)),
+    "thresholds": parse_thresholds,
+}
+
+
+def add_arguments(parser, schema=None):
+    """Adds one argument per option with a flag, generated from :class:`ExportOptions` (``mbk export``).
+
+    Args:
+        parser (argparse.ArgumentParser): the ``mbk export`` parser.
+        schema (type): the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
+
+    Example:
+        >>> add_arguments(subparsers.add_parser("export"))  # doctest: +SKIP
+    """
+    for f in fields(schema or ExportOptions):
+        meta = f.metadata
+        if not meta.get("flag"):
+            continue
+        kind, kwargs = meta["kind"], {}
+        if meta["help"]:
+            kwargs["help"] = meta["help"]
+        if kind in ("switch", "negated"):
+            kwargs["action"] = "store_true"
+        elif kind == "thresholds":
+            kwargs.update(action="append", default=[], metavar="KEY=VALUE")
+        elif kind == "source":
+            kwargs.update(nargs="?", type=input_path_option("any", tree=True, or_name=True))
+        elif kind == "path":
+            kwargs["type"] = input_path_option("file")
+        elif kind == "csv":
+            kwargs["default"] = ""
+        else:
+            kwargs["default"] = f.default
+            if meta["choices"]:
+                kwargs["choices"] = meta["choices"]
+            if meta["limit"]:
+                kwargs["type"] = number_option(meta["limit"])
+        if not meta["flag"].startswith("-"):
+            parser.add_argument(f.name, metavar=meta["flag"], **kwargs)  # the positional SRC keeps its name
+            continue
+        if kind not in ("switch", "negated", "thresholds") and not meta["choices"]:
+            # argparse would name the value after the field (--mask-value ATTENTION_MASK_VALUE); keep the flag's
+            kwargs["metavar"] = meta["flag"].lstrip("-").replace("-", "_").upper()
+        parser.add_argument(meta["flag"], dest=f.name, **kwargs)
+    return parser
+
+
+def from_arguments(args):
+    """The :class:`ExportOptions` of parsed ``mbk export`` arguments (errors name the flags).
+
+    Example:
+        >>> options = from_arguments(parser.parse_args(["tiny-bert", "--out", "m.tflite"]))  # doctest: +SKIP
+    """
+    values = {}
+    for f in fields(ExportOptions):
+        if f.metadata.get("flag"):
+            value = getattr(args, f.name)
+            values[f.name] = _FROM_CLI.get(f.metadata["kind"], lambda v: v)(value)
+    return ExportOptions(**values, named_by="flag").check()
