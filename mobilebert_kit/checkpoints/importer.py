@@ -130,7 +130,20 @@ def config_from_hf(hf):
     return _checked_fields(_config_from_hf, hf, "config.json")
 
 
+# Fields looked up in tables by their value: a list or an object there was a TypeError
+# ("unhashable type") before any range check could name the field.
+_STRING_FIELDS = ("model_type", "hidden_act", "position_embedding_type", "normalization_type")
+
+
+def _check_string_fields(config, what):
+    for key in _STRING_FIELDS:
+        if key in config and not isinstance(config[key], str):
+            raise CheckpointError(f"{what}: {key} must be a string, got {type(config[key]).__name__} "
+                                  f"{str(config[key])[:40]}; fix the config")
+
+
 def _config_from_hf(hf):
+    _check_string_fields(hf, "config.json")
     model_type = hf.get("model_type")
     if model_type == "mobilebert":
         c = {**_HF_MOBILEBERT_DEFAULTS, **hf}
@@ -187,6 +200,7 @@ def config_from_tf1(official):
 
 
 def _config_from_tf1(official):
+    _check_string_fields(official, "the TF1 config")
     c = {**_TF1_DEFAULTS, **official}
     if "vocab_size" not in official:
         raise CheckpointError("the TF1 config has no vocab_size; pass the model's bert_config.json")

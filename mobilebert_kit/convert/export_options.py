@@ -206,6 +206,11 @@ class ExportOptions:
                 raise ConfigError(self._unknown(f.name, value, meta["choices"]))
             if meta.get("limit"):
                 check_number(self.name_of(f.name), value, meta["limit"])
+        if not isinstance(self.thresholds, dict):
+            raise ConfigError(f"{self.name_of('thresholds')} must map threshold names to numbers")
+        for key, value in self.thresholds.items():
+            check_choice("validation threshold", key, THRESHOLD_KEYS)
+            check_number(f"{self.name_of('thresholds')} {key}", value, key)
         mode = quantization_mode(self.quantize)
         if not self.out:
             raise ConfigError(f"no output file; pass {self.name_of('out')} FILE")
@@ -304,9 +309,12 @@ def parse_thresholds(items):
         if not sep or key not in THRESHOLD_KEYS:
             raise ConfigError(f"bad --threshold {item!r}; use KEY=VALUE with KEY one of {', '.join(THRESHOLD_KEYS)}")
         try:
-            out[key] = float(value)
+            number = float(value)
         except ValueError as err:
             raise ConfigError(f"bad --threshold {item!r}: {value!r} is not a number") from err
+        # The same bounds as a recipe's [validation] keys: a NaN or a cosine of 5 failed every export
+        # with "cosine 1.000000 < nan" instead of naming the option.
+        out[key] = check_number(f"--threshold {key}", number, key)
     return out
 
 

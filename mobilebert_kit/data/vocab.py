@@ -24,6 +24,7 @@ Rules, each for a reason:
   vocabularies have ~250,000 tokens, a few MB).
 """
 
+import unicodedata
 from pathlib import Path
 
 from mobilebert_kit.errors import ConfigError
@@ -80,6 +81,14 @@ def parse_vocab(data, label="the vocabulary"):
             raise VocabularyError(
                 f"{label} line {number} is blank; every line is one token (its id is the line number): "
                 "remove the line if the model was trained without it, else put a placeholder such as [unused0] there"
+            )
+        control = next((ch for ch in token if unicodedata.category(ch) == "Cc"), None)
+        if control is not None:
+            # A NUL or escape byte is no WordPiece token: the file is binary or damaged, and the
+            # tokenizer would silently never produce that id.
+            raise VocabularyError(
+                f"{label} line {number} holds the control character {control!r}; pass the vocab.txt the model "
+                "was trained with (a text file, one token per line)"
             )
         if token in first_line:
             raise VocabularyError(

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.structured import load_json
 
 TASKS = ("classification", "regression", "span_qa", "token_classification")
 _TEXT_PAIRS = (("sentence1", "sentence2"), ("question1", "question2"), ("premise", "hypothesis"),
@@ -42,17 +43,23 @@ def read_table(path):
             with open(path, encoding="utf-8") as handle:
                 for number, line in enumerate(handle, 1):
                     if line.strip():
-                        try:
-                            rows.append(json.loads(line))
-                        except ValueError as err:
-                            raise MbkError(f"{path}:{number} is not valid JSON ({err}); one object per line") from err
+                        # The shared reader: bounded depth, duplicate keys refused, an object required.
+                        rows.append(load_json(line, f"{path}:{number}", expect=dict, error=MbkError,
+                                              fix="one JSON object per line"))
             return rows
         if suffix not in (".tsv", ".csv"):
             raise MbkError(f"{path}: unknown table format {suffix!r}; use .tsv, .csv or .jsonl")
         with open(path, encoding="utf-8", newline="") as handle:
             if suffix == ".tsv":  # GLUE files contain unbalanced quotes: no quoting at all
-                return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-            return list(csv.DictReader(handle))
+                reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+            else:
+                reader = csv.DictReader(handle)
+            try:
+                return list(reader)
+            except csv.Error as err:  # a field over csv's 128 Ki-character limit, a NUL byte, a bad quote
+                # line_num counts the lines read before the one that failed.
+                raise MbkError(f"{path} line {reader.line_num + 1} cannot be read as a table ({err}); "
+                               "fix that line (one example per line, text under 128 Ki characters)") from err
     except UnicodeDecodeError as err:
         raise MbkError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
 

@@ -1,0 +1,76 @@
+"""Cases an outside probe of the merged issue-12 work still got wrong, each fixed at its cause.
+
+The probe (hostile inputs through the real CLI, run by the lead after the merge) found four
+consumers that took a parsed value before checking it: validation thresholds (NaN, a cosine of 5),
+a table row over csv's field limit, a config field that is looked up in a table while holding a
+list, and a vocabulary line holding a control character.
+"""
+
+import json
+
+import pytest
+
+from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError
+from tests.reliability.test_bad_inputs import assert_refused
+
+
+@pytest.mark.parametrize("value", ["nan", "5", "-2", "inf"])
+def test_threshold_out_of_range_is_refused_naming_it(mbk, tmp_path, value):
+    # Checked while parsing the options, before the model is built: it used to fail every export with
+    # "cosine 1.000000 < nan" after the whole conversion.
+    proc = mbk("export", "tiny-bert", "--out", tmp_path / "m.tflite", "--seq-len", "16",
+               "--threshold", f"min_cosine={value}")
+    assert_refused(proc, "--threshold min_cosine")
+    assert not list(tmp_path.iterdir())
+
+
+def test_thresholds_from_python_and_recipes_are_checked_too():
+    from mobilebert_kit.convert.exporter import ExportOptions
+
+    with pytest.raises(ConfigError, match="min_snr_db"):
+        ExportOptions("tiny-bert", out="m.tflite", thresholds={"min_snr_db": float("nan")}).check()
+    with pytest.raises(ConfigError, match="validation threshold"):
+        ExportOptions("tiny-bert", out="m.tflite", thresholds={"min_cosinus": 0.9}).check()
+
+
+@pytest.mark.parametrize("suffix", [".tsv", ".csv"])
+def test_table_field_over_the_csv_limit_is_one_error_naming_the_line(tmp_path, suffix):
+    from mobilebert_kit.training.task_data import read_table
+
+    sep = "\t" if suffix == ".tsv" else ","
+    path = tmp_path / f"train{suffix}"
+    path.write_text(f"sentence{sep}label\nfine{sep}pos\n" + "x" * 200_000 + f"{sep}neg\n")
+    with pytest.raises(MbkError, match="line 3 cannot be read as a table") as caught:
+        read_table(path)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("line", ["[1, 2]", "[" * 100_000 + "]" * 100_000, '{"a": 1, "a": 2}'])
+def test_jsonl_rows_that_are_not_flat_objects_are_refused(tmp_path, line):
+    from mobilebert_kit.training.task_data import read_table
+
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"sentence": "fine", "label": "pos"}\n' + line + "\n")
+    with pytest.raises(MbkError, match="train.jsonl:2"):
+        read_table(path)
+
+
+@pytest.mark.parametrize("field, value", [("hidden_act", ["gelu"]), ("model_type", {"bert": 1}),
+                                          ("position_embedding_type", 3)])
+def test_string_config_fields_of_another_type_name_the_field(tmp_path, field, value):
+    import mobilebert_kit as mbk
+
+    config = {"model_type": "bert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 37, field: value}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    with pytest.raises(CheckpointError, match=f"{field} must be a string"):
+        mbk.import_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("token", ["[UNK]\x00", "a\x1b[2J", "b\x07"])
+def test_vocabulary_line_with_a_control_character_is_refused(token):
+    from mobilebert_kit.data.vocab import parse_vocab
+
+    with pytest.raises(ConfigError, match="line 2 holds the control character"):
+        parse_vocab("[PAD]\n" + token + "\n[CLS]\n", "vocab.txt")
