@@ -89,8 +89,7 @@ def classify(spec, accept=tuple(KINDS), what="model"):
             f"valid presets: {', '.join(PRESETS)} (mbk presets lists them)"
         )
     if found.kind not in accept:
-        raise ConfigError(
-            f"{what} {found.name} is a {KINDS[found.kind]}; the {what} must be a "
-            + " or a ".join(KINDS[k] for k in accept)
-        )
+        names = [KINDS[k] for k in accept]
+        choices = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+        raise ConfigError(f"{what} {found.name} is a {KINDS[found.kind]}; pass a {choices}")
     return found
