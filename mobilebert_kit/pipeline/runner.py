@@ -29,7 +29,7 @@ from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
-from mobilebert_kit.sources.spec import classify
+from mobilebert_kit.sources.spec import locate
 from mobilebert_kit.utils.atomic import prepare_dir
 from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.terminal import escape
@@ -261,7 +261,7 @@ def _option_inputs(opts):
 
 def _source_hash(spec):
     """Content hash of a model directory or TF1 checkpoint; a preset is its name (its weights come from a fixed seed)."""
-    if classify(spec, what="source").kind == "preset":
+    if locate(spec, what="source") == "preset":
         return {"preset": str(spec)}
     path = Path(spec)
     if path.exists():

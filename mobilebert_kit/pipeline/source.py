@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from mobilebert_kit.errors import ConfigError
-from mobilebert_kit.sources.spec import classify
+from mobilebert_kit.sources.spec import locate
 
 FALLBACK_PRESET = "mobilebert"
 DEFAULT_RECIPE_NAME = "default.toml"
@@ -66,10 +66,11 @@ def override_source(recipe, spec):
         spec: a preset name, a saved-model / Hugging Face directory or a TF1 checkpoint.
     """
     table = {k: v for k, v in recipe.tables.get("source", {}).items() if k == "head"}
-    found = classify(os.path.expanduser(spec), what="--source")
-    if found.kind == "preset":
+    # What the path holds is checked when the model loads; here only which of the two it is.
+    path = os.path.expanduser(spec)
+    if locate(path, what="--source") == "preset":
         table["preset"] = spec
     else:
-        table["model"] = str(Path(found.name).resolve())
+        table["model"] = str(Path(path).resolve())
     recipe.tables["source"] = table
     return recipe

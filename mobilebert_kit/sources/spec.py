@@ -54,6 +54,36 @@ class SourceSpec:
     directory: Path = None
 
 
+def locate(spec, what="model"):
+    """``"path"`` when ``spec`` names an existing path or TF1 prefix, else ``"preset"``; the rule between the two.
+
+    A path wins over a preset of the same name (a directory the user made is what they mean). Nothing
+    is read: what the path holds is :func:`classify`'s question.
+
+    Args:
+        spec (str | os.PathLike): a preset name or a path.
+        what (str): what the spec is for the caller, for the message.
+
+    Returns:
+        str: ``"path"`` or ``"preset"``.
+
+    Raises:
+        ConfigError: neither an existing path nor a preset; the message lists the presets.
+
+    Example:
+        >>> locate("tiny-bert")
+        'preset'
+    """
+    if Path(spec).exists() or Path(f"{spec}.index").exists():
+        return "path"
+    if str(spec) in PRESETS:
+        return "preset"
+    raise ConfigError(
+        f"{what} {spec} is neither an existing path nor a preset (not a directory or a preset name); "
+        f"valid presets: {', '.join(PRESETS)} (mbk presets lists them)"
+    )
+
+
 def classify(spec, accept=tuple(KINDS), what="model"):
     """Classifies ``spec`` without loading it.
 
@@ -77,17 +107,12 @@ def classify(spec, accept=tuple(KINDS), what="model"):
         found = SourceSpec("config", "config", spec)
     elif not isinstance(spec, (str, os.PathLike)):
         found = SourceSpec("model", getattr(spec, "name", "model"), spec)
-    elif Path(spec).exists() or Path(f"{spec}.index").exists():
+    elif locate(spec, what) == "path":
         kind, location = checkpoint_format(spec)
         directory = location if kind != "tf1" else Path(location).parent
         found = SourceSpec(kind, str(spec), location, Path(directory))
-    elif str(spec) in PRESETS:
-        found = SourceSpec("preset", str(spec), str(spec))
     else:
-        raise ConfigError(
-            f"{what} {spec} is neither an existing path nor a preset (not a directory or a preset name); "
-            f"valid presets: {', '.join(PRESETS)} (mbk presets lists them)"
-        )
+        found = SourceSpec("preset", str(spec), str(spec))
     if found.kind not in accept:
         names = [KINDS[k] for k in accept]
         choices = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
