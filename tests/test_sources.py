@@ -79,10 +79,10 @@ def test_a_spec_that_is_not_a_model_is_one_error_naming_what_to_pass(tmp_path, s
 
 def test_a_spec_is_located_and_classified_without_tensorflow():
     code = ("import sys\nfrom mobilebert_kit.sources.spec import classify, locate\n"
-            "print(locate('tiny-bert'), classify('tiny-bert').kind, 'tensorflow' in sys.modules)\n")
+            "print(locate('tiny-bert'), locate('no-such-model'), classify('tiny-bert').kind, 'tensorflow' in sys.modules)\n")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.split() == ["preset", "preset", "False"]
+    assert completed.stdout.split() == ["preset", "None", "preset", "False"]
 
 
 def test_prepare_source_substitutes_once_and_keeps_tokenizer_and_labels(tmp_path):

@@ -261,7 +261,7 @@ def _option_inputs(opts):
 
 def _source_hash(spec):
     """Content hash of a model directory or TF1 checkpoint; a preset is its name (its weights come from a fixed seed)."""
-    if locate(spec, what="source") == "preset":
+    if locate(spec) != "path":  # a preset (an unknown name fails when the source loads)
         return {"preset": str(spec)}
     path = Path(spec)
     if path.exists():

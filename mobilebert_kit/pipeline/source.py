@@ -68,7 +68,10 @@ def override_source(recipe, spec):
     table = {k: v for k, v in recipe.tables.get("source", {}).items() if k == "head"}
     # What the path holds is checked when the model loads; here only which of the two it is.
     path = os.path.expanduser(spec)
-    if locate(path, what="--source") == "preset":
+    where = locate(path)
+    if where is None:
+        raise ConfigError(f"--source {spec} is neither an existing path nor a preset (mbk presets lists them)")
+    if where == "preset":
         table["preset"] = spec
     else:
         table["model"] = str(Path(path).resolve())

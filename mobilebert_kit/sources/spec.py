@@ -54,21 +54,18 @@ class SourceSpec:
     directory: Path = None
 
 
-def locate(spec, what="model"):
-    """``"path"`` when ``spec`` names an existing path or TF1 prefix, else ``"preset"``; the rule between the two.
+def locate(spec):
+    """``"path"`` when ``spec`` names an existing path or TF1 prefix, ``"preset"`` when a preset, else None.
 
-    A path wins over a preset of the same name (a directory the user made is what they mean). Nothing
-    is read: what the path holds is :func:`classify`'s question.
+    The rule between the two: a path wins over a preset of the same name (a directory the user made is
+    what they mean). Nothing is read: what the path holds is :func:`classify`'s question. Commands that
+    word the refusal in their own flag (``mbk pipeline --source``) call this; the rest call :func:`classify`.
 
     Args:
         spec (str | os.PathLike): a preset name or a path.
-        what (str): what the spec is for the caller, for the message.
 
     Returns:
-        str: ``"path"`` or ``"preset"``.
-
-    Raises:
-        ConfigError: neither an existing path nor a preset; the message lists the presets.
+        str | None: ``"path"``, ``"preset"`` or None (neither).
 
     Example:
         >>> locate("tiny-bert")
@@ -76,12 +73,7 @@ def locate(spec, what="model"):
     """
     if Path(spec).exists() or Path(f"{spec}.index").exists():
         return "path"
-    if str(spec) in PRESETS:
-        return "preset"
-    raise ConfigError(
-        f"{what} {spec} is neither an existing path nor a preset (not a directory or a preset name); "
-        f"valid presets: {', '.join(PRESETS)} (mbk presets lists them)"
-    )
+    return "preset" if str(spec) in PRESETS else None
 
 
 def classify(spec, accept=tuple(KINDS), what="model"):
@@ -107,12 +99,17 @@ def classify(spec, accept=tuple(KINDS), what="model"):
         found = SourceSpec("config", "config", spec)
     elif not isinstance(spec, (str, os.PathLike)):
         found = SourceSpec("model", getattr(spec, "name", "model"), spec)
-    elif locate(spec, what) == "path":
+    elif locate(spec) == "path":
         kind, location = checkpoint_format(spec)
         directory = location if kind != "tf1" else Path(location).parent
         found = SourceSpec(kind, str(spec), location, Path(directory))
-    else:
+    elif locate(spec) == "preset":
         found = SourceSpec("preset", str(spec), str(spec))
+    else:
+        raise ConfigError(
+            f"{what} {spec} is neither an existing path nor a preset (not a directory or a preset name); "
+            f"valid presets: {', '.join(PRESETS)} (mbk presets lists them)"
+        )
     if found.kind not in accept:
         names = [KINDS[k] for k in accept]
         choices = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
