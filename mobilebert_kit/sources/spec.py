@@ -99,11 +99,11 @@ def classify(spec, accept=tuple(KINDS), what="model"):
         found = SourceSpec("config", "config", spec)
     elif not isinstance(spec, (str, os.PathLike)):
         found = SourceSpec("model", getattr(spec, "name", "model"), spec)
-    elif locate(spec) == "path":
+    elif (where := locate(spec)) == "path":
         kind, location = checkpoint_format(spec)
         directory = location if kind != "tf1" else Path(location).parent
         found = SourceSpec(kind, str(spec), location, Path(directory))
-    elif locate(spec) == "preset":
+    elif where == "preset":
         found = SourceSpec("preset", str(spec), str(spec))
     else:
         raise ConfigError(
