@@ -44,7 +44,7 @@ def main(argv=None):
 
     from mobilebert_kit.convert.exporter import ExportOptions, export, validate_file
     from mobilebert_kit.convert.input_set import InputSet
-    from mobilebert_kit.convert.model_source import ModelSource
+    from mobilebert_kit.sources.model_source import ModelSource
 
     start = time.perf_counter()
     source = ModelSource.load("mobilebert")

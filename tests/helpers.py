@@ -3,7 +3,9 @@
 Import with ``from tests.helpers import ...`` (tests/ is a package).
 """
 
+import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,48 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = REPO / "mobilebert_kit"
+# Top-level parts of the package: subpackages and root modules ("convert", "backend", "losses").
+PACKAGE_PARTS = {p.stem for p in PACKAGE_DIR.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+_MODULE_STRING = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
+
+
+def imported_modules(source, string_roots=(), strings=True):
+    """``[(line, module)]`` of every module ``source`` imports, at any depth.
+
+    Counts ``import x`` / ``from x import y`` anywhere (module level or inside
+    functions), ``from mobilebert_kit import name`` as ``mobilebert_kit.name``,
+    and module-path strings (the keys of a lazy-import table handed to
+    ``importlib.import_module``) that name a real part of the package or start
+    with one of ``string_roots``. The one import scanner of the tests: the
+    TensorFlow-free floor (tests/test_artifact_floor.py) and the layering
+    (tests/test_layering.py) both read it.
+
+    Args:
+        source (str): a module's text.
+        string_roots (tuple[str, ...]): third-party roots whose module-path strings count too.
+        strings (bool): count module-path strings at all (a schema tag such as
+            ``"mobilebert_kit.pipeline"`` reads like one).
+
+    Example:
+        >>> imported_modules("import numpy as np\ndef f():\n    from mobilebert_kit import losses\n")
+        [(1, 'numpy'), (3, 'mobilebert_kit.losses')]
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "mobilebert_kit":
+                found += [(node.lineno, f"mobilebert_kit.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, node.module))
+        elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.match(node.value):
+            # "mobilebert_kit.profile" is a schema name, not a module: only real parts count.
+            parts = node.value.split(".")
+            if parts[0] in string_roots or (parts[0] == "mobilebert_kit" and len(parts) > 1 and parts[1] in PACKAGE_PARTS):
+                found.append((node.lineno, node.value))
+    return sorted(found)
 
 
 def random_inputs(vocab_size, batch_size=2, seq_len=8, pad_last=0, type_vocab_size=2, seed=0):

@@ -7,19 +7,17 @@ item 9); the subprocess import finds a dependency pulled in indirectly, for
 example through a ``utils/`` module that starts importing TensorFlow.
 """
 
-import ast
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.taxonomy import variant_name, variant_ops
+from tests.helpers import PACKAGE_DIR as PACKAGE
+from tests.helpers import imported_modules
 
-PACKAGE = Path(__file__).resolve().parents[1] / "mobilebert_kit"
 FLOOR_PACKAGES = ("artifacts", "profiler")
 # Third-party roots that load TensorFlow (tf2onnx and tfmot import it on import).
 FORBIDDEN_ROOTS = ("tensorflow", "tf_keras", "keras", "tf2onnx", "tensorflow_model_optimization")
@@ -29,18 +27,14 @@ ALLOWED_INTERNAL = {
     "artifacts": ("mobilebert_kit.errors", "mobilebert_kit.utils", "mobilebert_kit.artifacts"),
     "profiler": ("mobilebert_kit.errors", "mobilebert_kit.utils", "mobilebert_kit.artifacts", "mobilebert_kit.profiler"),
 }
-_MODULE_STRING = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
-# Strings count as module paths when they name a real part of the package ("mobilebert_kit.profile" is a schema name).
-_PARTS = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
 
 
 def forbidden_imports(source, allowed):
     """``[(line, module)]`` of every import in ``source`` outside the floor, at any depth.
 
-    Counts ``import x`` / ``from x import y`` anywhere (module level or inside
-    functions), ``from mobilebert_kit import name`` (the package facade loads
-    models lazily), and module-path strings such as the keys of a lazy-import
-    table handed to ``importlib.import_module``.
+    Reads :func:`tests.helpers.imported_modules` (imports anywhere, ``from
+    mobilebert_kit import name``, lazy-import strings); the bare package is
+    TensorFlow-free (its public API loads lazily), its names are not.
 
     Args:
         source (str): a module's text.
@@ -51,29 +45,12 @@ def forbidden_imports(source, allowed):
         [(2, 'tensorflow')]
     """
     found = []
-
-    def check(line, module):
+    for line, module in imported_modules(source, FORBIDDEN_ROOTS):
         root = module.split(".")[0]
         if root in FORBIDDEN_ROOTS:
             found.append((line, module))
-        # The bare package is TensorFlow-free (its public API loads lazily); its names are checked below.
         elif root == "mobilebert_kit" and module != "mobilebert_kit" and not any(module == a or module.startswith(a + ".") for a in allowed):
             found.append((line, module))
-
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                check(node.lineno, alias.name)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "mobilebert_kit":
-                for alias in node.names:
-                    check(node.lineno, f"mobilebert_kit.{alias.name}")
-            else:
-                check(node.lineno, node.module)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.match(node.value):
-            parts = node.value.split(".")
-            if parts[0] in FORBIDDEN_ROOTS or (parts[0] == "mobilebert_kit" and len(parts) > 1 and parts[1] in _PARTS):
-                check(node.lineno, node.value)
     return found
 
 

@@ -208,7 +208,7 @@ def test_truncated_safetensors_is_refused(minilm_dir, tmp_path):
 def test_corrupt_safetensors_header_is_refused(tmp_path):
     path = tmp_path / "model.safetensors"
     path.write_bytes(struct.pack("<Q", 12) + b"{not json!!}")
-    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
 
     with pytest.raises(CheckpointError, match="header of .* is not valid JSON"):
         read_safetensors(path)
@@ -224,7 +224,7 @@ def _write_safetensors(path, arrays):
 
 
 def test_missing_and_misshaped_hf_keys_are_listed(tmp_path):
-    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
 
     hf = {"model_type": "bert", "vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 1,
           "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 16}

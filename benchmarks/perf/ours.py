@@ -146,7 +146,7 @@ def _export_api(src, precision, seq_len, out_path, reason):
     try:
         from mobilebert_kit.convert.export_model import build_export_model
         from mobilebert_kit.convert.input_set import InputSet
-        from mobilebert_kit.convert.model_source import ModelSource
+        from mobilebert_kit.sources.model_source import ModelSource
         from mobilebert_kit.convert.tflite_export import convert
     except ImportError as err:
         raise ExportUnavailable(f"{reason}; converter modules not importable either ({err})") from err

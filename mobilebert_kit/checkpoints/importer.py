@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.errors import CheckpointError, ConfigError
-from mobilebert_kit.checkpoints.safetensors_io import PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle
+from mobilebert_kit.utils.safetensors_io import PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
 from mobilebert_kit.utils.structured import load_json
 
@@ -395,25 +395,52 @@ def import_checkpoint(path, head=None, config=None, **overrides):
         >>> import mobilebert_kit as mbk
         >>> encoder = mbk.import_checkpoint("all-MiniLM-L6-v2/")  # doctest: +SKIP
     """
-    from mobilebert_kit.models.api import is_saved_model, load
+    from mobilebert_kit.models.api import load
+
+    kind, location = checkpoint_format(path)
+    if kind == "saved":
+        return load(location, **overrides)
+    if kind == "hf":
+        return import_hf(location, head=head, **overrides)
+    return import_tf1(location, config_path=config, head=head, **overrides)
+
+
+def checkpoint_format(path):
+    """What kind of checkpoint ``path`` is, without loading it: the one place that tells formats apart.
+
+    Args:
+        path (str | Path): a directory, a ``.safetensors`` file, or a TF1 prefix / ``.index`` / ``.data-*`` path.
+
+    Returns:
+        tuple[str, Path | str]: ``("saved", directory)`` (``mbk.save``), ``("hf", directory)``
+        (``config.json`` with a ``model_type`` + safetensors) or ``("tf1", prefix)``.
+
+    Raises:
+        CheckpointError: a pickle checkpoint (refused: unpickling runs code), or nothing loadable.
+
+    Example:
+        >>> checkpoint_format("all-MiniLM-L6-v2/")  # doctest: +SKIP
+        ('hf', PosixPath('all-MiniLM-L6-v2'))
+    """
+    from mobilebert_kit.models.api import is_saved_model
 
     path = Path(path)
     if path.suffix in PICKLE_SUFFIXES and path.is_file():
         refuse_pickle(path)
     if path.is_dir() and is_saved_model(path):
-        model = load(path, **overrides)
-        return model
+        return "saved", path
     if path.is_dir() and (path / "config.json").is_file() and "model_type" in _read_json(path / "config.json"):
-        return import_hf(path, head=head, **overrides)
+        return "hf", path
     if path.suffix == ".safetensors" and path.is_file():
-        return import_hf(path.parent, head=head, **overrides)
+        return "hf", path.parent
     prefix = _tf1_prefix(path) if (path.exists() or Path(str(path) + ".index").exists()) else None
     if prefix is not None:
-        return import_tf1(prefix, config_path=config, head=head, **overrides)
+        return "tf1", prefix
     if path.is_dir():
         pickles = sorted(p for p in path.iterdir() if p.suffix in PICKLE_SUFFIXES)
         if pickles:
             refuse_pickle(pickles[0])
+    if path.exists():
         raise CheckpointError(
             f"{path} is not a checkpoint: expected config.json + model.safetensors (Hugging Face), "
             "a TF1 checkpoint (*.index + bert_config.json) or a directory saved by mbk"

@@ -18,23 +18,18 @@ def register(subparsers):
 
 
 def load_source(source):
-    """A preset name or a checkpoint path -> model (shared by CLI commands)."""
-    from pathlib import Path
-
+    """A preset name or a checkpoint path -> model, through the one resolver (``sources/``)."""
     from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.models.presets import PRESETS
+    from mobilebert_kit.sources.spec import locate
 
-    if source in PRESETS:
-        from mobilebert_kit.models.api import build
-
-        return build(source)
-    if not Path(source).exists() and not Path(str(source) + ".index").exists():
+    if locate(source) is None:  # refused before TensorFlow loads
         raise ConfigError(
             f"{source!r} is neither a preset nor an existing path; presets: {', '.join(PRESETS)}"
         )
-    from mobilebert_kit.checkpoints.importer import import_checkpoint
+    from mobilebert_kit.sources.model_source import ModelSource
 
-    return import_checkpoint(source, head="auto")
+    return ModelSource.load(source, head="auto").model
 
 
 def print_summary(summary, console=None):

@@ -43,34 +43,24 @@ def run(args):
         check_choice("--norm", args.norm, ("layer_norm", "no_norm"))
     if args.act is not None:
         check_choice("--act", args.act, ("gelu", "gelu_tanh", "relu", "relu6"))
-    import mobilebert_kit as mbk
-    from mobilebert_kit.convert.input_set import InputSet, default_inputs
-    from mobilebert_kit.convert.model_source import ModelSource, copy_tokenizer_files
-    from mobilebert_kit.convert.rebuild import encoder_of
-    from mobilebert_kit.convert.recovery import recover
-    from mobilebert_kit.convert.substitution import substitute
+    from mobilebert_kit.convert.prepare import Recovery, prepare_source
+    from mobilebert_kit.data.vocab import copy_tokenizer_files
+    from mobilebert_kit.models.api import save
     from mobilebert_kit.utils.atomic import atomic_dir, check_output
 
     sources = [args.src, args.data]
     check_output(args.out, "substitute", overwrite=args.overwrite, sources=sources)  # before the fit and recovery
-    source = ModelSource.load(args.src)
-    config = encoder_of(source.model).config
-    if args.data:
-        data = InputSet.from_file(args.data, args.seq_len, source.tokenizer, config["vocab_size"])
-    else:
-        data = default_inputs(config, args.seq_len, source.tokenizer, count=64)
-    result = substitute(source.model, fit_inputs=None if args.no_fit else data, norm=args.norm, act=args.act)
-    print(result.summary())
-    report = recover(source.model, result.model, data, steps=args.recover_steps, learning_rate=args.learning_rate,
-                     log=print)
-    print(report.format_text())
+    recovery = Recovery(steps=args.recover_steps, data=args.data, seq_len=args.seq_len,
+                        learning_rate=args.learning_rate, fit=not args.no_fit)
+    prepared = prepare_source(args.src, {"norm": args.norm, "act": args.act}, recovery, log=print)
     with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
-        mbk.save(result.model, tmp)
-        copy_tokenizer_files(source.directory, tmp)
+        save(prepared.source.model, tmp)
+        copy_tokenizer_files(prepared.source.directory, tmp)
         (tmp / "substitution.json").write_text(json.dumps({
-            "source": source.describe(), "changes": {k: list(v) for k, v in result.changes.items()},
-            "rules": result.rules, "fit_to_data": not args.no_fit, "data": data.description,
-            "fidelity": report.to_dict(),
+            "source": prepared.original.describe(),
+            "changes": {k: list(v) for k, v in prepared.substitution.changes.items()},
+            "rules": prepared.substitution.rules, "fit_to_data": not args.no_fit, "data": prepared.data.description,
+            "fidelity": prepared.fidelity.to_dict(),
         }, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -36,7 +36,7 @@ def run(args):
     thresholds = parse_thresholds(args.threshold)
     from mobilebert_kit.convert.exporter import validate_file
     from mobilebert_kit.convert.input_set import InputSet, default_inputs
-    from mobilebert_kit.convert.model_source import ModelSource
+    from mobilebert_kit.sources.model_source import ModelSource
     from mobilebert_kit.convert.rebuild import encoder_of
 
     precision = args.precision or meta.get("quantization") or "none"

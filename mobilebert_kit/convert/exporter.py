@@ -67,8 +67,9 @@ def export(options, source=None, log=print):
 
     Args:
         options: an :class:`ExportOptions`.
-        source: an already loaded :class:`~mobilebert_kit.convert.model_source.ModelSource`
-            (recipes load once and export several formats).
+        source: an already prepared :class:`~mobilebert_kit.sources.model_source.ModelSource`
+            (``prepare.prepare_source``: recipes load and substitute once and export several formats);
+            None: ``options.source`` is prepared here with ``options.substitutions``.
         log: where progress lines go (``None``: silent).
 
     Raises:
@@ -77,7 +78,8 @@ def export(options, source=None, log=print):
     Example:
         >>> export(ExportOptions("tiny-bert", "tflite", "dynamic", out="tiny.tflite", seq_len=32))  # doctest: +SKIP
     """
-    from mobilebert_kit.convert.model_source import ModelSource
+    # Imported here, not at the top: options.check() refuses bad input before TensorFlow loads.
+    from mobilebert_kit.convert.prepare import prepare_source
 
     options.check()
     sources = _sources(options, source)
@@ -87,15 +89,12 @@ def export(options, source=None, log=print):
     say = log or (lambda *_: None)
     start = time.perf_counter()
     if source is None:
-        if isinstance(options.source, ModelSource):
-            source = options.source
-        elif hasattr(options.source, "get_layer"):
-            source = ModelSource(options.source, "model", getattr(options.source, "name", "model"))
-        else:
+        if isinstance(options.source, (str, os.PathLike)):
             # Loading builds the Keras model: up to a minute for a full-size preset, so say it first.
             say(f"loading {options.source} ...")
-            source = ModelSource.load(options.source, head=options.head)
-    model = _substituted(source, options, say)
+        source = prepare_source(options.source, options.substitutions, _recovery(options), head=options.head,
+                                log=say).source
+    model = source.model
     from mobilebert_kit.models.api import check_finite_weights, named_weights
 
     # Before converting: validation inputs may never reach a poisoned row (an unused token's embedding).
@@ -173,35 +172,11 @@ def _json_default(value):
     return str(value)
 
 
-def _substituted(source, options, say):
-    if not options.substitutions:
-        return source.model
-    return apply_substitutions(source, options.substitutions, _recover_inputs(source, options),
-                               recover_steps=options.recover_steps, log=say)
+def _recovery(options):
+    """The recovery settings of an export: its recovery data, read at the export's sequence length."""
+    from mobilebert_kit.convert.prepare import Recovery
 
-
-def apply_substitutions(source, substitutions, data, recover_steps=0, learning_rate=1e-4, fit=True, log=None):
-    """Substitutes operators in ``source.model`` (NoNorm fitted on ``data``), then recovers; returns the model.
-
-    Shared by ``export`` and recipes (which substitute once for all their formats).
-    """
-    from mobilebert_kit.convert.recovery import recover
-    from mobilebert_kit.convert.substitution import substitute
-
-    say = log or (lambda *_: None)
-    result = substitute(source.model, fit_inputs=data if fit else None, **substitutions)
-    say(result.summary())
-    report = recover(source.model, result.model, data, steps=recover_steps, learning_rate=learning_rate, log=say)
-    say(report.format_text())
-    return result.model
-
-
-def _recover_inputs(source, options):
-    from mobilebert_kit.convert.input_set import InputSet, default_inputs
-
-    if options.recover_data:
-        return InputSet.from_file(options.recover_data, options.seq_len, source.tokenizer, _config(source.model)["vocab_size"])
-    return default_inputs(_config(source.model), options.seq_len, source.tokenizer, count=64)
+    return Recovery(steps=options.recover_steps, data=options.recover_data, seq_len=options.seq_len)
 
 
 def _config(model):

@@ -148,39 +148,37 @@ class Recipe:
     def run(self, validate=True, log=print):
         """Exports every format of the recipe (the source is loaded and substituted once)."""
         from mobilebert_kit.convert.exporter import export
-        from mobilebert_kit.convert.model_source import ModelSource
 
         all_options = self.options(validate)
-        first = all_options[0]
-        source = ModelSource.load(first.source, head=first.head)
-        if first.substitutions:
-            source = _substituted_source(source, first, self.tables.get("substitute", {}), log)
-            for opts in all_options:
-                opts.substitutions, opts.recover_steps = {}, 0
+        source = self.prepare(all_options[0], log=log)
         return [export(opts, source=source, log=log) for opts in all_options]
+
+    def prepare(self, options, log=print):
+        """The recipe's source, loaded, substituted and recovered once for all its exports.
+
+        Args:
+            options (ExportOptions): any of :meth:`options` (they share the source and ``[substitute]``).
+            log (Callable[[str], None] | None): where the substitution and recovery lines go.
+
+        Returns:
+            ModelSource: the prepared source, to pass as ``export(..., source=...)``.
+
+        Example:
+            >>> recipe = Recipe.load("export/nonorm.toml")  # doctest: +SKIP
+            >>> source = recipe.prepare(recipe.options()[0])  # doctest: +SKIP
+        """
+        from mobilebert_kit.convert.prepare import Recovery, prepare_source
+
+        table = self.tables.get("substitute", {})
+        recovery = Recovery(steps=options.recover_steps, data=options.recover_data,
+                            seq_len=table.get("seq_len", options.seq_len),
+                            **{key: table[key] for key in ("learning_rate", "fit") if key in table})
+        return prepare_source(options.source, options.substitutions, recovery, head=options.head, log=log).source
 
 
 def _option_value(value):
     """A recipe value as its ExportOptions field holds it: TOML lists become tuples (``[]`` keeps nothing float)."""
     return tuple(value) if isinstance(value, list) else value
-
-
-def _substituted_source(source, options, table, log):
-    """Applies the recipe's substitution (and recovery) once; returns a ModelSource of the result."""
-    from mobilebert_kit.convert.exporter import apply_substitutions
-    from mobilebert_kit.convert.input_set import InputSet, default_inputs
-    from mobilebert_kit.convert.model_source import ModelSource
-    from mobilebert_kit.convert.rebuild import encoder_of
-
-    config = encoder_of(source.model).config
-    seq = table.get("seq_len", options.seq_len)
-    if options.recover_data:
-        data = InputSet.from_file(options.recover_data, seq, source.tokenizer, config["vocab_size"])
-    else:
-        data = default_inputs(config, seq, source.tokenizer, count=64)
-    model = apply_substitutions(source, options.substitutions, data, recover_steps=options.recover_steps,
-                                learning_rate=table.get("learning_rate", 1e-4), fit=table.get("fit", True), log=log)
-    return ModelSource(model, source.kind, source.name, source.directory, source.labels)
 
 
 def _inside(recipe, what, value, output=False):

@@ -5,7 +5,7 @@ the per-token centring and scaling), so a substituted model drifts from the
 original. A few hundred steps of layer-wise distillation against the original
 bring it back (MobileBERT Sec. 3: feature-map transfer, Eq. 1, plus the mean
 and variance terms, Eq. 2, weights 100 / 5000 / 5 from Appendix D; the losses
-are :mod:`mobilebert_kit.training.losses`). Every hidden state of the
+are :mod:`mobilebert_kit.losses`). Every hidden state of the
 substituted model (embedding output and each block) is pulled towards the
 original's; heads are not trained.
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mobilebert_kit import losses
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
@@ -89,8 +90,6 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     Example:
         >>> report = recover(model, substitute(model, norm="no_norm").model, inputs, steps=100)  # doctest: +SKIP
     """
-    from mobilebert_kit.training import losses
-
     train, held_out = _split(inputs)
     report = FidelityReport(before=fidelity(original, substituted, held_out), steps=int(steps))
     if not steps:

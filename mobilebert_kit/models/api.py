@@ -19,6 +19,7 @@ from mobilebert_kit.models.encoder import Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import PRESETS, preset_config
 from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.safetensors_io import read_safetensors
 from mobilebert_kit.utils.structured import load_json
 
 FORMAT = "mobilebert-kit"
@@ -205,8 +206,6 @@ def load(directory, **overrides):
         **overrides: Encoder options that change outputs but not weights
             (``output_hidden_states``, ``attention_mask_value``, ...).
     """
-    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
-
     directory = Path(directory)
     config_path = directory / CONFIG_FILE
     if not config_path.is_file():

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
+from mobilebert_kit.sources.spec import locate
 from mobilebert_kit.utils.atomic import prepare_dir
 from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.terminal import escape
@@ -178,22 +179,14 @@ class Pipeline:
     def _loaded_source(self, recipe, opts):
         """The (substituted) source, loaded once per run and only when an export has to run."""
         if self._source is None:
-            from mobilebert_kit.convert.model_source import ModelSource
-            from mobilebert_kit.convert.recipe import _substituted_source
-
-            source = ModelSource.load(opts.source, head=opts.head)
-            if opts.substitutions:
-                source = _substituted_source(source, opts, recipe.tables.get("substitute", {}), self._log)
-            self._source = source
+            self._source = recipe.prepare(opts, log=self._log)
         return self._source
 
     def _export(self, recipe, opts):
         from mobilebert_kit.convert.exporter import export
 
-        source = self._loaded_source(recipe, opts)
-        # The source is already substituted (and recovered) once for all artifacts.
-        opts = dataclasses.replace(opts, substitutions={}, recover_steps=0, overwrite=self.overwrite)
-        result = export(opts, source=source, log=self._log)
+        source = self._loaded_source(recipe, opts)  # substituted (and recovered) once for all artifacts
+        result = export(dataclasses.replace(opts, overwrite=self.overwrite), source=source, log=self._log)
         if result.validation is not None:
             for line in result.validation.format_text().splitlines():
                 self._log(line)
@@ -268,14 +261,14 @@ def _option_inputs(opts):
 
 def _source_hash(spec):
     """Content hash of a model directory or TF1 checkpoint; a preset is its name (its weights come from a fixed seed)."""
+    if locate(spec) != "path":  # a preset (an unknown name fails when the source loads)
+        return {"preset": str(spec)}
     path = Path(spec)
     if path.exists():
         return {"path": str(path), "sha256": file_hash(path)}
-    index = Path(f"{spec}.index")
-    if index.exists():
-        files = sorted(p for p in path.parent.glob(f"{path.name}.*") if p.is_file())
-        return {"path": str(path), "sha256": {p.name: file_hash(p) for p in files}}
-    return {"preset": str(spec)}
+    # A TF1 prefix names no file: its checkpoint is the files PREFIX.index, PREFIX.data-*.
+    files = sorted(p for p in path.parent.glob(f"{path.name}.*") if p.is_file())
+    return {"path": str(path), "sha256": {p.name: file_hash(p) for p in files}}
 
 
 def _read_json(path):

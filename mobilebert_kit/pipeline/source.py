@@ -12,9 +12,11 @@ is not confined to the recipe's directory the way recipe paths are; paths
 written inside a recipe still are.
 """
 
+import os
 from pathlib import Path
 
 from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.sources.spec import locate
 
 FALLBACK_PRESET = "mobilebert"
 DEFAULT_RECIPE_NAME = "default.toml"
@@ -63,15 +65,15 @@ def override_source(recipe, spec):
         recipe: a loaded :class:`~mobilebert_kit.convert.recipe.Recipe` (changed in place).
         spec: a preset name, a saved-model / Hugging Face directory or a TF1 checkpoint.
     """
-    from mobilebert_kit.models.presets import PRESETS
-
     table = {k: v for k, v in recipe.tables.get("source", {}).items() if k == "head"}
-    if spec in PRESETS and not Path(spec).exists():
+    # What the path holds is checked when the model loads; here only which of the two it is.
+    path = os.path.expanduser(spec)
+    where = locate(path)
+    if where is None:
+        raise ConfigError(f"--source {spec} is neither an existing path nor a preset (mbk presets lists them)")
+    if where == "preset":
         table["preset"] = spec
     else:
-        path = Path(spec).expanduser()
-        if not path.exists() and not Path(str(path) + ".index").exists():
-            raise ConfigError(f"--source {spec} is neither an existing path nor a preset (mbk presets lists them)")
-        table["model"] = str(path.resolve())
+        table["model"] = str(Path(path).resolve())
     recipe.tables["source"] = table
     return recipe

@@ -3,7 +3,7 @@
 import dataclasses
 
 from mobilebert_kit.errors import ConfigError, check_choice
-from mobilebert_kit.training.losses import DEFAULT_ALPHA, DEFAULT_WEIGHTS
+from mobilebert_kit.losses import DEFAULT_ALPHA, DEFAULT_WEIGHTS
 from mobilebert_kit.training.warmup_decay import DECAYS
 
 SCHEDULES = ("progressive", "end_to_end", "none")

@@ -9,7 +9,7 @@ Eq. 5 (pre-training distillation) of Sun et al., 2020, from ``losses.py``.
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.models.encoder import INPUT_NAMES
-from mobilebert_kit.training import losses
+from mobilebert_kit import losses
 from mobilebert_kit.training.lamb import Lamb
 from mobilebert_kit.training.stages import LAYER_TRANSFER
 from mobilebert_kit.training.warmup_decay import WarmupDecay

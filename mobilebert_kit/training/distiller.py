@@ -156,7 +156,7 @@ class Distiller:
         with self.strategy.scope(), precision_policy(cfg.precision):
             teacher = self.teacher_spec() if callable(self.teacher_spec) else load_teacher(self.teacher_spec, cfg.precision)
             student_spec = self.student_spec() if callable(self.student_spec) else self.student_spec
-            self.student = build_student(student_spec, cfg.precision, self.student_overrides)
+            self.student = build_student(student_spec, cfg.precision, self.student_overrides, seed=cfg.seed)
         self.teacher = teacher
         self.teacher_encoder, self.teacher_mlm = split_teacher(teacher)
         self.student_encoder = self.student.encoder

@@ -14,10 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.models.api import load, save
+from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.training import metrics as task_metrics
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
+from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
 
 TASK_FILE = "task.json"
@@ -25,20 +29,24 @@ HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence
                 "span_qa": "span_question_answerer", "token_classification": "token_classifier"}
 
 
-def load_encoder(spec, precision="float32"):
-    """An encoder from a preset name, a saved model (encoder or task model) or a Hugging Face / TF1 checkpoint."""
-    import mobilebert_kit as mbk
-    from mobilebert_kit.models.encoder import Encoder
-    from mobilebert_kit.models.presets import PRESETS
-    from mobilebert_kit.training.teacher_student import precision_policy
+def load_encoder(spec, precision="float32", seed=PRESET_SEED):
+    """The encoder of ``spec``, resolved by :class:`~mobilebert_kit.sources.model_source.ModelSource`.
 
+    Args:
+        spec (str | os.PathLike | keras.Model): a preset name, a saved model (encoder or task model),
+            a Hugging Face / TF1 checkpoint, or a model.
+        precision (str): the dtype policy the encoder is built with.
+        seed (int): the seed of a preset's random weights (a fine-tuning run passes its own).
+
+    Returns:
+        Encoder: the encoder (a task model's encoder when ``spec`` holds one).
+
+    Example:
+        >>> load_encoder("tiny-bert").config["hidden_size"]  # doctest: +SKIP
+        64
+    """
     with precision_policy(precision):
-        if isinstance(spec, str) and spec in PRESETS:
-            return mbk.build(spec, dtype=precision)
-        if not Path(spec).exists():
-            raise MbkError(f"model {spec} is neither a preset ({', '.join(PRESETS)}) nor an existing checkpoint")
-        model = mbk.import_checkpoint(spec, dtype=precision)
-    return model if isinstance(model, Encoder) else model.encoder
+        return ModelSource.load(spec, head=None, seed=seed, dtype=precision).encoder
 
 
 class _Progress:
@@ -122,11 +130,10 @@ class FineTuner:
         from mobilebert_kit.backend import keras
         from mobilebert_kit.models.heads import HEADS
         from mobilebert_kit.training.lamb import Lamb
-        from mobilebert_kit.training.teacher_student import precision_policy
         from mobilebert_kit.training.warmup_decay import WarmupDecay
 
         cfg = self.config
-        encoder = load_encoder(self.model_spec, cfg.precision)
+        encoder = load_encoder(self.model_spec, cfg.precision, seed=cfg.seed)
         size = getattr(self.tokenizer, "vocab_size", 0)
         if size > encoder.config["vocab_size"]:
             # Ids past the embedding table fail inside the first training step with a graph error.
@@ -164,7 +171,6 @@ class FineTuner:
         Returns:
             The evaluation metrics (empty without ``eval_path``).
         """
-        import mobilebert_kit as mbk
         from mobilebert_kit.backend import keras, tf
 
         cfg = self.config
@@ -202,7 +208,7 @@ class FineTuner:
             results = evaluate_model(model, spec, self.tokenizer, eval_path, cfg.batch_size)
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
         with atomic_dir(out_dir, "finetune", overwrite=overwrite, sources=sources) as tmp:
-            mbk.save(model, tmp / "model")
+            save(model, tmp / "model")
             vocab = Path(self.tokenizer.source)
             shutil.copyfile(vocab, tmp / vocab.name)
             _deployment_files(tmp / "model", self.tokenizer, spec.get("label_names"))
@@ -218,8 +224,6 @@ def _deployment_files(model_dir, tokenizer, label_names):
     (vocab.txt, tokenizer_config.json, labels.txt); without these an exported
     classifier would carry neither its vocabulary nor its class names.
     """
-    from mobilebert_kit.convert.model_source import copy_tokenizer_files
-
     copy_tokenizer_files(Path(tokenizer.source).parent, model_dir)
     if not (model_dir / "vocab.txt").is_file():
         tokens = [tokenizer.inverse_vocab.get(i, "[UNK]") for i in range(tokenizer.vocab_size)]
@@ -274,7 +278,6 @@ def evaluate_model(model, spec, tokenizer, path, batch_size=32):
 
 def evaluate_directory(model_dir, path, batch_size=32):
     """Loads a directory written by :meth:`FineTuner.train` and evaluates it on ``path``."""
-    import mobilebert_kit as mbk
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 
     model_dir = Path(model_dir)
@@ -286,5 +289,5 @@ def evaluate_directory(model_dir, path, batch_size=32):
     except (OSError, ValueError) as err:
         raise MbkError(f"cannot read {task_file} ({err}); fine-tune again") from err
     tokenizer = WordPieceTokenizer.from_file(model_dir / spec["vocab"], lowercase=spec.get("lowercase"))
-    model = mbk.load(model_dir / "model")
+    model = load(model_dir / "model")
     return evaluate_model(model, spec, tokenizer, path, batch_size)

@@ -7,14 +7,21 @@ Sec. 3); they read the same token ids, so they also share the vocabulary.
 
 import contextlib
 import logging
-from pathlib import Path
 
 import numpy as np
 
 from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.models.encoder import Encoder
+from mobilebert_kit.models.heads import BertPretrainer
+from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
+from mobilebert_kit.sources.spec import classify
 
 log = logging.getLogger(__name__)
 
+# A teacher transfers what it learned, so it is a trained checkpoint or model, never a random preset.
+TEACHER_KINDS = ("saved", "hf", "tf1", "model")
+# A student starts from a preset, a config or a saved (possibly pre-distilled) model.
+STUDENT_KINDS = ("preset", "config", "saved", "model")
 # Scopes the paper takes from the teacher: "There is no knowledge transfer for
 # the beginning embedding layer and the final classifier. They are the same for
 # the student and teacher." (Sec. 3.3). The pooler feeds NSP, so it goes too.
@@ -66,8 +73,6 @@ def check_compatible(teacher_config, student_config):
 
 def split_teacher(model):
     """Returns ``(encoder, mlm_layer or None)`` for a loaded teacher (encoder or task model)."""
-    from mobilebert_kit.models.encoder import Encoder
-
     if isinstance(model, Encoder):
         return model, None
     encoder = getattr(model, "encoder", None)
@@ -83,44 +88,45 @@ def load_teacher(spec, precision="float32"):
     """Loads a teacher from a checkpoint path (HF, TF1 or ``mbk.save`` directory) or returns a given model.
 
     An MLM head is kept when the checkpoint has one (``head="auto"``).
+
+    Args:
+        spec (str | os.PathLike | keras.Model): a checkpoint or a model (returned as it is).
+        precision (str): the dtype policy the teacher is built with.
+
+    Returns:
+        keras.Model: the teacher (an encoder or a task model).
+
+    Example:
+        >>> load_teacher("runs/ib-bert/model").architecture  # doctest: +SKIP
+        'pretrainer'
     """
-    import mobilebert_kit as mbk
-
-    if not isinstance(spec, (str, Path)):
-        return spec
     with precision_policy(precision):
-        return mbk.import_checkpoint(spec, head="auto", dtype=precision)
+        return ModelSource.load(spec, head="auto", accept=TEACHER_KINDS, what="teacher", dtype=precision).model
 
 
-def build_student(spec, precision="float32", overrides=None):
+def build_student(spec, precision="float32", overrides=None, seed=PRESET_SEED):
     """Returns the student as a :class:`~mobilebert_kit.models.heads.BertPretrainer`.
 
     Args:
-        spec: a preset name, a dict of Encoder arguments, a saved-model
-            directory (an encoder or a pretrainer), or a model.
-        precision: dtype policy of the new layers.
-        overrides: Encoder arguments replacing the preset's (presets and dicts only).
-    """
-    import mobilebert_kit as mbk
-    from mobilebert_kit.models.api import is_saved_model
-    from mobilebert_kit.models.encoder import Encoder
-    from mobilebert_kit.models.heads import BertPretrainer
-    from mobilebert_kit.models.presets import PRESETS
+        spec (str | os.PathLike | dict | keras.Model): a preset name, a dict of Encoder arguments, a
+            saved-model directory (an encoder or a pretrainer), or a model.
+        precision (str): dtype policy of the new layers.
+        overrides (dict | None): Encoder arguments replacing the preset's (presets and dicts only).
+        seed (int): the seed of a preset's random initial weights (a distillation run passes its own).
 
+    Returns:
+        BertPretrainer: the student with its MLM/NSP heads.
+
+    Example:
+        >>> build_student("tiny-mobilebert", overrides={"num_layers": 2}).encoder.config["num_layers"]  # doctest: +SKIP
+        2
+    """
     overrides = dict(overrides or {})
     with precision_policy(precision):
-        if isinstance(spec, dict) or (isinstance(spec, str) and spec in PRESETS):
-            model = mbk.build(spec, **overrides, dtype=precision)
-        elif isinstance(spec, (str, Path)) and Path(spec).is_dir() and is_saved_model(spec):
-            if overrides:
-                raise ConfigError("student overrides apply to presets only; a saved student keeps its config")
-            model = mbk.load(spec, dtype=precision)
-        elif isinstance(spec, (str, Path)):
-            raise ConfigError(
-                f"student {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a directory saved by mbk"
-            )
-        else:
-            model = spec
+        if overrides and classify(spec, accept=STUDENT_KINDS, what="student").kind == "saved":
+            raise ConfigError("student overrides apply to presets only; a saved student keeps its config")
+        model = ModelSource.load(spec, head="auto", accept=STUDENT_KINDS, what="student", seed=seed,
+                                 **overrides, dtype=precision).model
         if isinstance(model, Encoder):
             model = BertPretrainer(model)
         if getattr(model, "architecture", None) != "pretrainer":

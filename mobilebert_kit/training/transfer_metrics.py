@@ -11,7 +11,7 @@ Reports, averaged over real tokens of held-out examples:
 
 import numpy as np
 
-from mobilebert_kit.training import losses
+from mobilebert_kit import losses
 
 
 def _restore_masked(batch):

@@ -159,7 +159,7 @@ def test_interrupted_export_leaves_no_artifact(tiny_mobilebert, tmp_path, monkey
 
 def test_metadata_carries_the_vocabulary(tmp_path):
     from mobilebert_kit.convert.input_set import InputSet
-    from mobilebert_kit.convert.model_source import ModelSource
+    from mobilebert_kit.sources.model_source import ModelSource
     import mobilebert_kit as mbk
 
     # A saved model with a vocabulary next to it: the export embeds it for the app's tokenizer.

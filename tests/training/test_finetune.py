@@ -113,7 +113,7 @@ def test_classification_learns_and_round_trips(tokenizer, tmp_path):
     again = evaluate_directory(tmp_path / "out", dev)
     assert again == pytest.approx(results)
     # What `mbk export OUT/model` embeds for an app: vocabulary, casing and class names.
-    from mobilebert_kit.convert.model_source import ModelSource
+    from mobilebert_kit.sources.model_source import ModelSource
 
     source = ModelSource.load(tmp_path / "out" / "model")
     assert source.labels == ["neg", "pos"]

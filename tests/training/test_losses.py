@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mobilebert_kit.backend import tf
-from mobilebert_kit.training import losses
+from mobilebert_kit import losses
 
 LN_4_3 = 0.5 * math.log(4.0 / 3.0)  # KL([.5, .5] || [.25, .75]) = .5 ln 2 + .5 ln(2/3)
 

@@ -2,6 +2,9 @@
 
 Equation numbers refer to Sun et al., 2020, "MobileBERT: Task-Agnostic
 Compression of BERT by Progressive Knowledge Transfer" (Sec. 3, Appendix D).
+They sit below both ``training/`` (distillation) and ``convert/`` (recovery
+after substitution), as losses are their own layer in Model Garden, so
+conversion never imports training (issue 13 item 7).
 
 Every per-token loss is a *masked mean* over real tokens (``attention_mask``
 1). ``normalizer`` overrides the denominator: under a ``tf.distribute``

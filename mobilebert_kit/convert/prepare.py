@@ -1,0 +1,108 @@
+"""``prepare_source``: a model spec loaded, its operators substituted and the result recovered, once.
+
+``mbk substitute``, ``mbk export --norm/--act``, a recipe's ``[substitute]``
+table and ``mbk pipeline`` all come here (issue 13 item 6: each used to build
+its own recovery inputs). The recovery inputs are the user's file when given,
+else the built-in sample sentences (a model with a vocabulary) or rows shaped
+like tokenized text (``input_set.default_inputs``); they also fit NoNorm's
+scale and bias. A prepared source keeps the original's tokenizer and labels,
+so what is exported or saved afterwards carries them.
+"""
+
+from dataclasses import dataclass
+
+from mobilebert_kit.convert.input_set import InputSet, default_inputs
+from mobilebert_kit.convert.rebuild import encoder_of
+from mobilebert_kit.convert.recovery import recover
+from mobilebert_kit.convert.substitution import substitute
+from mobilebert_kit.sources.model_source import ModelSource
+
+# Rows of the default recovery inputs: enough for NoNorm's per-channel fit and the fidelity report.
+DEFAULT_RECOVERY_ROWS = 64
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """How a substituted model is fitted to data and distilled back towards the original.
+
+    Args:
+        steps (int): recovery distillation steps (0: fit and report only).
+        data (str | None): ``.txt`` (tokenized) or ``.npz`` inputs; None: the default inputs.
+        seq_len (int): sequence length of text data.
+        learning_rate (float): recovery learning rate.
+        fit (bool): fit NoNorm's scale and bias to the data (else start from LayerNorm's gamma and beta).
+
+    Example:
+        >>> Recovery(steps=200, data="corpus.txt", seq_len=64).steps
+        200
+    """
+
+    steps: int = 0
+    data: str = None
+    seq_len: int = 128
+    learning_rate: float = 1e-4
+    fit: bool = True
+
+
+@dataclass
+class PreparedSource:
+    """What :func:`prepare_source` made.
+
+    Args:
+        source (ModelSource): the model to use (substituted, when asked), with the original's
+            directory, tokenizer and labels.
+        original (ModelSource): the model as loaded.
+        substitution (SubstitutionResult | None): what was substituted (None without substitutions).
+        fidelity (FidelityReport | None): how close the result is to the original, after recovery.
+        data (InputSet | None): the inputs the fit, the recovery and the report used.
+
+    Example:
+        >>> prepare_source("tiny-bert").source.kind  # doctest: +SKIP
+        'preset'
+    """
+
+    source: ModelSource
+    original: ModelSource
+    substitution: object = None
+    fidelity: object = None
+    data: InputSet = None
+
+
+def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=None):
+    """Loads ``spec`` and applies ``substitutions`` with ``recovery``.
+
+    Args:
+        spec (str | os.PathLike | keras.Model | ModelSource): what to load (see
+            :mod:`mobilebert_kit.sources.spec`), or an already loaded source.
+        substitutions (dict | None): ``{"norm": ..., "act": ...}`` (``substitution.substitute``'s
+            keywords); empty or None: the source as loaded.
+        recovery (Recovery | None): fit and recovery settings (None: ``Recovery()``).
+        head (str | None): the head to load from a checkpoint.
+        log (Callable[[str], None] | None): where the substitution summary and recovery lines go.
+
+    Returns:
+        PreparedSource: the source to use, the original and, after a substitution, its record.
+
+    Example:
+        >>> prepared = prepare_source("tiny-bert", {"norm": "no_norm"}, Recovery(steps=0, seq_len=16))  # doctest: +SKIP
+        >>> prepared.source.model is not prepared.original.model  # doctest: +SKIP
+        True
+    """
+    original = spec if isinstance(spec, ModelSource) else ModelSource.load(spec, head=head)
+    if not substitutions:
+        return PreparedSource(original, original)
+    recovery = recovery or Recovery()
+    say = log or (lambda *_: None)
+    config = encoder_of(original.model).config
+    if recovery.data:
+        data = InputSet.from_file(recovery.data, recovery.seq_len, original.tokenizer, config["vocab_size"])
+    else:
+        data = default_inputs(config, recovery.seq_len, original.tokenizer, count=DEFAULT_RECOVERY_ROWS)
+    result = substitute(original.model, fit_inputs=data if recovery.fit else None, **substitutions)
+    say(result.summary())
+    report = recover(original.model, result.model, data, steps=recovery.steps, learning_rate=recovery.learning_rate,
+                     log=say)
+    say(report.format_text())
+    source = ModelSource(result.model, original.kind, original.name, original.directory, original.labels,
+                         original.seed)
+    return PreparedSource(source, original, result, report, data)

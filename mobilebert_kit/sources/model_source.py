@@ -1,0 +1,122 @@
+"""ModelSource: a model spec resolved to the model and what comes with it.
+
+Besides the Keras model, an export needs what an app needs to tokenize: the
+vocabulary, lower-casing and labels; fine-tuning and distillation need the
+encoder. Those are read from the source directory when present
+(``vocab.txt``, ``tokenizer_config.json``, ``config.json``'s ``id2label``).
+
+A preset (or a config dict) has random weights. They are always drawn after
+seeding, so that ``mbk export tiny-bert`` and ``mbk validate ...
+--reference tiny-bert`` see the same model (tf_keras initializers are
+deterministic after ``keras.utils.set_random_seed``); such artifacts are for
+latency, not accuracy. Training passes its own seed, so a run's ``seed``
+still chooses the student's initial weights.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mobilebert_kit.backend import keras
+from mobilebert_kit.checkpoints.importer import import_checkpoint
+from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.models.api import build
+from mobilebert_kit.sources.spec import KINDS, classify
+from mobilebert_kit.utils.structured import load_json
+
+PRESET_SEED = 0
+
+
+@dataclass
+class ModelSource:
+    """A loaded model and the deployment facts that travel with it.
+
+    Args:
+        model (keras.Model): the Encoder or task model.
+        kind (str): one of :data:`mobilebert_kit.sources.spec.KINDS` (``"saved"``, ``"hf"``, ``"tf1"``,
+            ``"preset"``, ``"config"``, ``"model"``).
+        name (str): what the user passed.
+        directory (Path | None): the source directory (None for a preset, a config or a model object).
+        labels (list[str]): class names of a classification head, if recorded.
+        seed (int | None): the seed of random weights (presets and configs).
+
+    Example:
+        >>> source = ModelSource.load("tiny-bert")  # doctest: +SKIP
+        >>> source.kind, source.tokenizer  # doctest: +SKIP
+        ('preset', None)
+    """
+
+    model: object
+    kind: str
+    name: str
+    directory: Path = None
+    labels: list = field(default_factory=list)
+    seed: int = None
+
+    @classmethod
+    def load(cls, spec, head="auto", accept=tuple(KINDS), what="model", seed=PRESET_SEED, **overrides):
+        """Resolves ``spec`` (see :mod:`mobilebert_kit.sources.spec`) and loads it.
+
+        Args:
+            spec (str | os.PathLike | dict | keras.Model): a preset name, a saved-model, Hugging Face or
+                TF1 checkpoint path, a dict of Encoder arguments, or a model (returned as it is).
+            head (str | None): for checkpoints, the head to load (``"auto"``: the one present; None: encoder only).
+            accept (tuple[str, ...]): the kinds the caller takes; others are refused by name.
+            what (str): what the spec is for the caller, for messages.
+            seed (int): the seed random weights (presets, configs) are drawn with.
+            **overrides: Encoder options that do not change weights (``dtype``, ``attention_mask_value`` ...);
+                a model object is returned as it was built.
+
+        Returns:
+            ModelSource: the model with its directory and labels.
+
+        Example:
+            >>> ModelSource.load("runs/mb/student", head=None, accept=("saved",)).kind  # doctest: +SKIP
+            'saved'
+        """
+        found = classify(spec, accept=accept, what=what)
+        if found.kind == "model":
+            model = found.location  # already built: its caller chose its options
+        elif found.kind in ("preset", "config"):
+            keras.utils.set_random_seed(seed)
+            model = build(found.location, **overrides)
+        else:
+            model = import_checkpoint(found.location, head=head, **overrides)
+        labels = _labels(found.directory) if found.directory is not None else []
+        random_seed = seed if found.kind in ("preset", "config") else None
+        return cls(model, found.kind, found.name, found.directory, labels, random_seed)
+
+    @property
+    def encoder(self):
+        """The Encoder of the model (the model itself when it is one)."""
+        return getattr(self.model, "encoder", self.model)
+
+    @property
+    def tokenizer(self):
+        """A WordPieceTokenizer when the source directory has a vocabulary, else None."""
+        if self.directory is not None and (self.directory / "vocab.txt").is_file():
+            return WordPieceTokenizer.from_directory(self.directory)
+        return None
+
+    def describe(self):
+        if self.kind in ("preset", "config"):
+            return f"{KINDS[self.kind]} {self.name} (random weights, seed {self.seed})"
+        return f"{KINDS[self.kind]} {self.name}"
+
+
+def _labels(directory):
+    """Class names from a ``labels.txt`` or a Hugging Face config's ``id2label``, in id order."""
+    labels_file = directory / "labels.txt"
+    if labels_file.is_file():
+        return [line for line in labels_file.read_text(encoding="utf-8").splitlines() if line]
+    if not (directory / "config.json").is_file():
+        return []
+    try:
+        config = load_json(directory / "config.json", "config.json", expect=dict)
+    except ConfigError:
+        return []
+    id2label = config.get("id2label") or {}
+    try:
+        return [id2label[k] for k in sorted(id2label, key=int)]
+    except (TypeError, ValueError):
+        return []
