@@ -27,7 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-PRECISIONS = ("none", "dynamic", "float16", "int8", "int16x8", "qat")
+from mobilebert_kit.convert.quantization_modes import MODES  # noqa: E402  (after the path insert)
+
+PRECISIONS = tuple(MODES)  # every quantization mode the exporter knows
 FORMATS = ("tflite", "onnx")
 
 

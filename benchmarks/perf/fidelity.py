@@ -59,7 +59,9 @@ def _export(src, fmt, quantize, extra, seq_len, out, calibration, validation):
 
     argv = ["export", src, "--format", fmt, "--quantize", quantize, "--seq-len", str(seq_len), "--out", out,
             "--no-validate"]
-    if quantize in ("int8", "int16x8"):
+    from mobilebert_kit.convert.quantization_modes import MODES
+
+    if MODES[quantize].calibration:  # the mode record's rule, qat included
         argv += ["--calibration", calibration]
     start = time.perf_counter()
     _mbk(argv + list(extra))

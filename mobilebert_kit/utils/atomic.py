@@ -426,23 +426,12 @@ def atomic_file(path, mode="wb", *, kind=None, overwrite=False, sources=()):
         >>> with atomic_file("out.json", "w", kind="profile-json") as f:  # doctest: +SKIP
         ...     f.write("{}")
     """
-    path = _begin(path, kind, overwrite, sources)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".partial", dir=path.parent)
-    except OSError as err:
-        raise write_error(path, err) from err
-    try:
-        with os.fdopen(fd, mode) as handle:
+    # On atomic_path: one place creates, checks, moves and cleans up the temporary sibling.
+    with atomic_path(path, kind=kind, overwrite=overwrite, sources=sources) as tmp:
+        with open(tmp, mode) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        _finish(tmp, path, kind, overwrite, sources)
-    except OSError as err:
-        _remove(tmp)
-        raise write_error(path, err) from err
-    except BaseException:
-        _remove(tmp)
-        raise
 
 
 def write_text(path, text, *, kind=None, overwrite=False, sources=()):
