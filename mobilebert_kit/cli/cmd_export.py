@@ -25,11 +25,12 @@ def register(subparsers):
 
 
 def _progress_log():
-    """Progress lines on stderr (stdout keeps the result): loading, converting and validating a
-    full-size model take a minute or more, which must not look like a hang (issue 12)."""
+    """Progress lines on stdout, before the result: loading, converting and validating a full-size
+    model take a minute or more, which must not look like a hang (issue 12). Not on stderr: a
+    refused export leaves exactly one error line there, as every command does."""
     from rich.console import Console
 
-    console = Console(stderr=True)
+    console = Console()
     return lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
