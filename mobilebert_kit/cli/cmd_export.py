@@ -46,7 +46,8 @@ def run(args):
         from mobilebert_kit.convert.recipe import Recipe
 
         recipe = Recipe.load(args.recipe)
-        results = recipe.run(validate=not args.no_validate, log=_progress_log())
+        # --no-validate is stored under its field's name, `validate` (True when the flag is given).
+        results = recipe.run(validate=not args.validate, log=_progress_log())
         for result in results:
             print(result.format_text())
         return 0

@@ -139,7 +139,7 @@ def test_deleted_artifact_is_rebuilt(first_run):
         (None, (), ("does not exist",)),
         (TINY.replace("seq_len = 16", "seq_len = 16\nsequence = 3"), (), ("unknown key 'sequence' in [export]",)),
         (TINY, ("--source", "no-such-model-or-dir"), ("--source no-such-model-or-dir",)),
-        (TINY, ("--runs", "0"), ("--runs must be a positive integer",)),
+        (TINY, ("--runs", "0"), ("--runs", "must be an integer >= 1")),
         (TINY, ("--adb", "/bin/true"), ("--adb and --benchmark-binary go with --device",)),
     ],
 )
