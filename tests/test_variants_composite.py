@@ -155,5 +155,5 @@ def test_outputs_are_shift_equivariant(preset, overrides, equivariant):
 def test_composite_options_are_validated():
     with pytest.raises(ConfigError, match="unknown relative_attention_variant 'both'; valid values: 'composite'"):
         mbk.build("tiny-composite", relative_attention_variant="both")
-    with pytest.raises(ConfigError, match="relative_window must be a positive integer"):
+    with pytest.raises(ConfigError, match="relative_window must be between 1 and"):
         mbk.build("tiny-composite", relative_window=0)
