@@ -301,7 +301,8 @@ def _input_sets(source, model, options, say=None):
             raise ExportError(_needs_calibration(options.quantize))
         # A preset has no vocabulary to tokenize text with; rows shaped like tokenized text
         # calibrate it (issue 12: without this, full int8 of a preset needed an undocumented .npz).
-        calibration = default_inputs(config, options.seq_len, None, count=options.calibration_count, seed=1)
+        calibration = InputSet.like_text(config["vocab_size"], options.calibration_count, options.seq_len,
+                                         config["type_vocab_size"], seed=1)
         (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")
     if options.validation_data:
         validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"])
