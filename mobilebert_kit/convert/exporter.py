@@ -204,7 +204,8 @@ def _input_sets(source, model, options, say=None):
                 "a model with a vocabulary is calibrated on your text (its sample sentences validate it)"))
         # A preset has no vocabulary to tokenize text with; rows shaped like tokenized text
         # calibrate it (the record's random_calibration rule, quantization_modes.py).
-        calibration = default_inputs(config, options.seq_len, None, count=options.calibration_count, seed=1)
+        calibration = InputSet.like_text(config["vocab_size"], options.calibration_count, options.seq_len,
+                                         config["type_vocab_size"], seed=1)
         (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")
     if options.validation_data:
         validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"],

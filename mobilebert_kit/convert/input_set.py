@@ -4,9 +4,9 @@ Sources, best first: a text file run through the model's tokenizer (one
 sentence per line; a tab separates a sentence pair), saved input arrays
 (``.npz`` with ``input_ids``, ``attention_mask``, ``token_type_ids``; read
 with ``allow_pickle=False``), the built-in sample sentences, and as a last
-resort realistic random rows (see ``InputSet.random``: framed like tokenized
-text, special ids excluded, padded to a realistic length distribution) when the
-model has no vocabulary (a preset).
+resort random ids (``InputSet.random``; calibration of full int8 uses
+``InputSet.like_text``: framed like tokenized text, special ids excluded, padded
+to a realistic length distribution) when the model has no vocabulary (a preset).
 """
 
 import io
@@ -146,7 +146,23 @@ class InputSet:
 
     @classmethod
     def random(cls, vocab_size, count, seq_len, type_vocab_size=2, seed=0):
-        """Realistic random rows for a model without a vocabulary (a preset).
+        """Realistic random inputs: ids in [1, vocab), segments 0/1, every other row right padded."""
+        rng = np.random.default_rng(seed)
+        ids = rng.integers(1, vocab_size, size=(count, seq_len), dtype=np.int32)
+        mask = np.ones((count, seq_len), np.int32)
+        types = np.zeros((count, seq_len), np.int32)
+        for row in range(count):
+            length = seq_len if row % 2 == 0 else int(rng.integers(max(2, seq_len // 4), seq_len))
+            mask[row, length:] = 0
+            ids[row, length:] = 0
+            if type_vocab_size > 1:
+                types[row, length // 2: length] = 1
+        return cls({"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+                   f"{count} random row(s) (seed {seed}; no vocabulary to tokenize real text)")
+
+    @classmethod
+    def like_text(cls, vocab_size, count, seq_len, type_vocab_size=2, seed=0):
+        """Random rows shaped like tokenized text: the default calibration of a model without a vocabulary.
 
         Shaped like tokenized text, so that calibration ranges and validation see what an app
         sends: ``[CLS] A [SEP]`` or, for every other row, ``[CLS] A [SEP] B [SEP]`` with segment 1
@@ -166,7 +182,7 @@ class InputSet:
             InputSet: int32 ``input_ids``, ``attention_mask``, ``token_type_ids`` ``[count, seq_len]``.
 
         Example:
-            >>> rows = InputSet.random(vocab_size=30522, count=4, seq_len=32)
+            >>> rows = InputSet.like_text(vocab_size=30522, count=4, seq_len=32)
             >>> int(rows.arrays["input_ids"][0, 0])  # [CLS]
             101
         """

@@ -194,7 +194,7 @@ def test_random_rows_look_like_tokenized_text(vocab_size, cls_id, sep_id, first_
     # What a preset is calibrated and validated on when it has no vocabulary (issue 12).
     from mobilebert_kit.convert.input_set import InputSet
 
-    rows = InputSet.random(vocab_size, count=200, seq_len=128, seed=7)
+    rows = InputSet.like_text(vocab_size, count=200, seq_len=128, seed=7)
     ids, mask, types = (rows.arrays[k] for k in ("input_ids", "attention_mask", "token_type_ids"))
     assert ids.dtype == mask.dtype == types.dtype == np.int32 and ids.shape == (200, 128)
     lengths = mask.sum(axis=1)
@@ -207,5 +207,5 @@ def test_random_rows_look_like_tokenized_text(vocab_size, cls_id, sep_id, first_
     assert set(seps) == {1, 2} and np.all((types.sum(axis=1) > 0) == (seps == 2))  # single sentences and pairs
     # Mostly short, some long: a realistic spread, not one length.
     assert 16 <= np.median(lengths) <= 64 and lengths.max() >= 96 and lengths.min() <= 12
-    again = InputSet.random(vocab_size, count=200, seq_len=128, seed=7)
+    again = InputSet.like_text(vocab_size, count=200, seq_len=128, seed=7)
     assert all(np.array_equal(again.arrays[k], rows.arrays[k]) for k in rows.arrays)
