@@ -96,7 +96,7 @@ def run(args):
     from mobilebert_kit.errors import ConfigError, MbkError
     from mobilebert_kit.training.distill_config import DistillConfig
     from mobilebert_kit.training.distiller import RUN_FILE, Distiller
-    from mobilebert_kit.utils.structured import load_json
+    from mobilebert_kit.training.run_directory import RunDirectory
 
     given = {dest: getattr(args, dest) for _, dest, _, _ in _OPTIONS if getattr(args, dest) is not None}
     if args.weights:
@@ -111,10 +111,7 @@ def run(args):
     teacher, student, data = args.teacher, args.student, args.data
     run_file = Path(args.out) / RUN_FILE
     if args.resume and run_file.is_file():
-        stored = load_json(run_file, "the run record", expect=dict, error=MbkError,
-                           fix="start a new run in another directory")
-        if not isinstance(stored.get("config"), dict):
-            raise MbkError(f"{run_file} is not a distillation run record (no 'config'); start a new run in another directory")
+        stored = RunDirectory(args.out).read_record()
         given = {**stored["config"], **given}
         teacher, student, data = teacher or stored.get("teacher"), student or stored.get("student"), data or stored.get("data")
         overrides = overrides or stored.get("student_overrides", {})

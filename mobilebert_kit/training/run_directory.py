@@ -65,10 +65,7 @@ class RunDirectory:
         if resume:
             if not run_file.is_file():
                 raise MbkError(f"nothing to resume in {self.path}: {RUN_FILE} is missing; start without --resume")
-            stored = load_json(run_file, "the run record", expect=dict, error=MbkError,
-                               fix="start a new run in another directory")
-            if not isinstance(stored.get("config"), dict):
-                raise MbkError(f"{run_file} has no config object; start a new run in another directory")
+            stored = self.read_record()
             differences = DistillConfig.from_dict(stored["config"]).differences(config)
             differences += [k for k in RECORD_KEYS if stored.get(k) != record[k]]
             if differences:
@@ -83,6 +80,20 @@ class RunDirectory:
             )
         if not resume:
             check_output(self.path, "distill-run", overwrite=overwrite, sources=sources)
+
+    def read_record(self):
+        """The stored ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
+
+        Raises:
+            MbkError: unreadable, too deep, not an object, or without ``config``.
+        """
+        run_file = self.path / RUN_FILE
+        stored = load_json(run_file, "the run record", expect=dict, error=MbkError,
+                           fix="start a new run in another directory")
+        if not isinstance(stored.get("config"), dict):
+            raise MbkError(f"{run_file} is not a distillation run record (no 'config'); start a new run in another "
+                           "directory")
+        return stored
 
     def write_record(self, record, overwrite=False, sources=()):
         """Makes the directory a fresh run directory and writes ``run.json`` (``record`` with its ``config``).

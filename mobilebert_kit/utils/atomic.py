@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.structured import load_json
 
 MARKER_FILE = ".mbk-output.json"
 MARKER_VERSION = 1
@@ -69,15 +70,11 @@ def _head(path, size=HEAD_BYTES):
 
 
 def _json_object(path, limit=64 << 20):
-    """The JSON object in ``path`` (None when unreadable, too large or not an object)."""
+    """The JSON object in ``path`` (None when missing, unreadable, too large or deep, or not an object)."""
     try:
-        if os.path.getsize(path) > limit:
-            return None
-        with open(path, "rb") as handle:
-            data = json.loads(handle.read())
-    except (OSError, ValueError, RecursionError):
+        return load_json(Path(path), "an output marker", max_bytes=limit, expect=dict)
+    except MbkError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _contains(path, needle):
