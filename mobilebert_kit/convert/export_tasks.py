@@ -1,0 +1,136 @@
+"""Every export task, one record each: which outputs a file carries, named as its clients expect.
+
+An *export task* is what the exported file is for, seen from the app: a
+sentence embedder, a classifier, a span question answerer, raw features. The
+task decides the graph's outputs (``embedding`` pools and normalizes in the
+graph; ``classification`` applies softmax for TFLite, whose clients read the
+first output as scores in [0, 1]) and how each format names them (optimum's
+names for ONNX, the TFLite Task Library's for TFLite); the TFLite Metadata
+written for the clients follows :attr:`ExportTask.client`.
+
+Outputs are computed under *canonical* names (``sequence_output``,
+``pooled_output``, ``sentence_embedding``, ``logits``, ``probabilities``,
+``start_logits``, ``end_logits``, ``mlm_logits``, ``nsp_logits``) and exported
+under each format's name; the pair list keeps the export order. Validation
+computes the same canonical values from the Keras source and compares them
+by exported name.
+
+What the clients require is in ``shared/reference/clients.md`` (measured by
+loading files into MediaPipe 1.2.2 / 0.10.21, tflite-support 0.4.4 and
+onnxruntime 1.31).
+
+Standard library only: the CLI registers ``--task`` from here without loading
+TensorFlow.
+
+Example:
+    >>> export_task("classification").output_names("tflite")
+    ('probability',)
+    >>> export_task("embedding").output_names("onnx")
+    ('last_hidden_state', 'sentence_embedding')
+"""
+
+from dataclasses import dataclass, field
+
+from mobilebert_kit.errors import check_choice
+
+# The int type of the token inputs per format: TFLite clients (MediaPipe, the Task Library) accept int32
+# only (or all-string) inputs; code written for optimum's ONNX exports feeds the tokenizer's int64 arrays.
+INPUT_DTYPES = {"tflite": "int32", "onnx": "int64"}
+# Metadata names of the three inputs, in graph order: the TFLite clients find the inputs by these names
+# ("ids", "mask", "segment_ids"); other names give "Input tensor indices form the set {-1, -1, -1}".
+CLIENT_INPUT_NAMES = ("ids", "mask", "segment_ids")
+POOLINGS = ("mean", "cls")
+
+
+@dataclass(frozen=True)
+class ExportTask:
+    """One export task.
+
+    Args:
+        name (str): the ``--task`` value.
+        architectures (tuple): source architectures (``convert.rebuild.architecture_of``) it exports from.
+        outputs (dict): per format, ``((exported name, canonical name), ...)`` in export order.
+        client (str | None): the TFLite client family the metadata targets: ``"embedder"``,
+            ``"classifier"``, ``"question_answerer"``, or None (metadata with the tokenizer only).
+        default_seq_len (dict): per format, a sequence length other than the export default
+            (the Task Library's BertQuestionAnswerer requires 384).
+        description (str): one line for ``--help`` and the docs.
+    """
+
+    name: str
+    architectures: tuple
+    outputs: dict
+    client: str = None
+    default_seq_len: dict = field(default_factory=dict)
+    description: str = ""
+
+    def output_names(self, fmt):
+        """The exported output names for ``fmt``, in order."""
+        return tuple(name for name, _ in self.outputs[fmt])
+
+    def canonical(self, fmt):
+        """``{exported name: canonical name}`` for ``fmt``."""
+        return dict(self.outputs[fmt])
+
+
+_ENCODERS = ("encoder", "pretrainer", "sequence_classifier", "token_classifier", "span_question_answerer")
+
+TASKS = {
+    task.name: task
+    for task in (
+        ExportTask(
+            "features", _ENCODERS,
+            {"tflite": (("sequence_output", "sequence_output"), ("pooled_output", "pooled_output")),
+             "onnx": (("last_hidden_state", "sequence_output"), ("pooler_output", "pooled_output"))},
+            description="the encoder's hidden states (optimum's feature-extraction)",
+        ),
+        ExportTask(
+            "embedding", _ENCODERS,
+            {"tflite": (("sentence_embedding", "sentence_embedding"),),
+             "onnx": (("last_hidden_state", "sequence_output"), ("sentence_embedding", "sentence_embedding"))},
+            client="embedder",
+            description="one sentence vector: the checkpoint's declared pooling (--pooling otherwise)",
+        ),
+        ExportTask(
+            "classification", ("sequence_classifier",),
+            {"tflite": (("probability", "probabilities"),), "onnx": (("logits", "logits"),)},
+            client="classifier",
+            description="class probabilities (TFLite) / logits (ONNX) of a sequence classifier",
+        ),
+        ExportTask(
+            "token_classification", ("token_classifier",),
+            {"tflite": (("logits", "logits"),), "onnx": (("logits", "logits"),)},
+            description="per-token logits of a token classifier",
+        ),
+        ExportTask(
+            "span_qa", ("span_question_answerer",),
+            {"tflite": (("start_logits", "start_logits"), ("end_logits", "end_logits")),
+             "onnx": (("start_logits", "start_logits"), ("end_logits", "end_logits"))},
+            client="question_answerer", default_seq_len={"tflite": 384},
+            description="start/end logits of a span question answerer (TFLite: 384 tokens by default)",
+        ),
+        ExportTask(
+            "pretraining", ("pretrainer",),
+            {fmt: (("mlm_logits", "mlm_logits"), ("nsp_logits", "nsp_logits"),
+                   ("sequence_output", "sequence_output"), ("pooled_output", "pooled_output"))
+             for fmt in ("tflite", "onnx")},
+            description="masked-LM and next-sentence logits with the hidden states",
+        ),
+    )
+}
+
+# The task a source exports as when --task is auto, by its architecture. An encoder whose checkpoint
+# declares a sentence-transformers pooling exports as "embedding" instead (sources decide that).
+AUTO_TASK = {
+    "encoder": "features",
+    "pretrainer": "pretraining",
+    "sequence_classifier": "classification",
+    "token_classifier": "token_classification",
+    "span_question_answerer": "span_qa",
+}
+
+
+def export_task(name):
+    """The :class:`ExportTask` named ``name`` (a one-line ConfigError naming the choices otherwise)."""
+    check_choice("task", name, tuple(TASKS))
+    return TASKS[name]
