@@ -59,6 +59,8 @@ def test_each_file_kind_is_ready_for_its_clients():
      "input metadata names are input_ids, input_ids, input_ids; it looks up ids, mask, segment_ids"),
     (tflite(meta_changes={"inputs": (TensorMetadata("ids"), TensorMetadata("mask"))}), "MediaPipe TextClassifier",
      "input metadata names are ids, mask"),
+    (dataclasses.replace(tflite(), inputs=tflite().inputs[:2]), "MediaPipe TextEmbedder",
+     "the graph has 2 inputs; it feeds 3 (ids, mask, segment_ids)"),
     (tflite(meta_changes={"tokenizer": None, "vocab_file": None}), "Task Library TextEmbedder",
      "no BertTokenizer input process unit"),
     (tflite(meta_changes={"tokenizer": "sentencepiece"}), "MediaPipe TextEmbedder", "(found sentencepiece)"),

@@ -136,7 +136,10 @@ def _metadata(client, facts):
     if meta is None:
         return [f"no TFLite Metadata ({TFLITE_METADATA}): the client finds neither the inputs nor the tokenizer"]
     reasons = []
-    if meta.input_names != CLIENT_INPUT_NAMES[:len(facts.inputs)] or len(meta.inputs) != len(facts.inputs):
+    if len(facts.inputs) != len(CLIENT_INPUT_NAMES):
+        reasons.append(f"the graph has {len(facts.inputs)} inputs; it feeds {len(CLIENT_INPUT_NAMES)} "
+                       f"({_join(CLIENT_INPUT_NAMES)})")
+    if meta.input_names != CLIENT_INPUT_NAMES:
         reasons.append(f"input metadata names are {_join(meta.input_names)}; it looks up "
                        f"{_join(CLIENT_INPUT_NAMES)}, one per graph input in order")
     if meta.tokenizer != "bert":

@@ -164,7 +164,8 @@ def _lines_file(what, lines):
 
 
 def _table(b, table, fields):
-    """One table of ``table``'s schema; ``fields`` maps field names to offsets (None: absent) or ints (bytes)."""
+    """One table of ``table``'s schema; ``fields`` maps field names to offsets, ``("byte", value)`` for an enum
+    field, or None (absent)."""
     slots = schema.SLOTS[table]
     present = {k: v for k, v in fields.items() if v is not None}
     b.StartObject(max(slots.values()) + 1)
