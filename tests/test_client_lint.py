@@ -66,6 +66,8 @@ def test_each_file_kind_is_ready_for_its_clients():
     (tflite(meta_changes={"tokenizer": "sentencepiece"}), "MediaPipe TextEmbedder", "(found sentencepiece)"),
     (tflite(meta_changes={"packed_files": ()}), "MediaPipe TextEmbedder", "vocab.txt is not packed"),
     (tflite(meta_changes={"line_counts": {"vocab.txt": 0}}), "MediaPipe TextEmbedder", "vocab.txt is empty"),
+    (tflite(meta_changes={"blank_lines": {"vocab.txt": 2}}), "MediaPipe TextEmbedder",
+     "vocab.txt has 2 blank line(s), which the client skips"),
     (tflite(meta_changes={"outputs": ()}), "MediaPipe TextEmbedder", "0 output metadata entries for 1 graph outputs"),
     (tflite(meta_changes={"subgraphs": 0, "inputs": (), "outputs": ()}), "MediaPipe TextEmbedder",
      "input metadata names are none"),

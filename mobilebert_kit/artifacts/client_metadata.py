@@ -76,6 +76,7 @@ class ClientMetadata:
         vocab_file (str | None): the tokenizer's vocabulary file name.
         packed_files (tuple[str]): the names in the archive appended to the model.
         line_counts (dict[str, int]): lines of each packed file the metadata names (vocabulary, labels).
+        blank_lines (dict[str, int]): empty lines among them (MediaPipe skips them: later ids shift).
     """
 
     name: str
@@ -87,6 +88,7 @@ class ClientMetadata:
     vocab_file: str = None
     packed_files: tuple = ()
     line_counts: dict = field(default_factory=dict)
+    blank_lines: dict = field(default_factory=dict)
 
     @property
     def input_names(self):
@@ -179,7 +181,8 @@ def parse_client_metadata(entries, model_bytes, path="<bytes>"):
     except _Corrupt as err:
         raise ArtifactError(f"{path}: its {schema.TFLITE_METADATA} entry is corrupt ({err}); re-export the model") from None
     packed, counts = _read_archive(model_bytes, path, _counted_files(meta))
-    return ClientMetadata(**meta, packed_files=packed, line_counts=counts)
+    return ClientMetadata(**meta, packed_files=packed, line_counts={n: c[0] for n, c in counts.items()},
+                          blank_lines={n: c[1] for n, c in counts.items() if c[1]})
 
 
 class _Corrupt(Exception):
@@ -290,7 +293,7 @@ def _counted_files(meta):
 
 
 def _read_archive(data, path, counted):
-    """``(names, {name: lines})`` of the zip appended to the model; ``((), {})`` when there is none."""
+    """``(names, {name: (lines, blank lines)})`` of the zip appended to the model; ``((), {})`` when there is none."""
     # Found as zipfile finds it (an end record without a comment first, else the last one in reach), so the
     # bounds below are checked on the record zipfile will read.
     if data[-_EOCD_SIZE:-_EOCD_SIZE + 4] == _EOCD and data[-2:] == b"\0\0":
@@ -339,4 +342,7 @@ def _count_lines(archive, name, path):
     if len(text) > limit:
         raise ArtifactError(f"{path}: its packed {name} inflates past {limit} bytes; re-export the model")
     # The clients split on "\n" alone; a last line without one still counts.
-    return text.count(b"\n") + (bool(text) and not text.endswith(b"\n"))
+    lines = text.split(b"\n")
+    if lines[-1] == b"":  # after the last "\n", or an empty file
+        lines.pop()
+    return len(lines), lines.count(b"")

@@ -149,6 +149,10 @@ def _metadata(client, facts):
                        f"(packed: {_join(meta.packed_files)})")
     elif not meta.vocab_size:
         reasons.append(f"the packed vocabulary {meta.vocab_file} is empty")
+    elif meta.blank_lines.get(meta.vocab_file):
+        # Measured: MediaPipe 1.2.2 skips an empty vocabulary line, so every later token gets the next id.
+        reasons.append(f"the packed vocabulary {meta.vocab_file} has {meta.blank_lines[meta.vocab_file]} blank "
+                       "line(s), which the client skips: every token id after one is off by one")
     if len(meta.outputs) != len(facts.outputs):
         reasons.append(f"{len(meta.outputs)} output metadata entries for {len(facts.outputs)} graph outputs")
     return reasons

@@ -158,6 +158,8 @@ def _lines_file(what, lines):
             raise ExportError(f"{what} {i} ({line[:40]!r}) holds a line break, which its one-a-line file "
                               "cannot represent; fix the vocabulary or label names")
         if not line:
+            # MediaPipe 1.2.2 skips an empty vocabulary line (measured: the next token then ran with its
+            # neighbour's id), so an empty token or label cannot keep its position in the file.
             raise ExportError(f"{what} {i} is empty, which its one-a-line file cannot represent; "
                               "name it or remove it")
     return ("\n".join(lines) + "\n").encode()

@@ -45,6 +45,10 @@ def read_or_artifact_error(meta=META, packed=PACKED, budget_s=5.0):
 def test_the_unbroken_file_reads():
     read = read_or_artifact_error()
     assert isinstance(read, ClientMetadata) and read.vocab_size == len(VOCAB) and read.label_count == 2
+    assert read.blank_lines == {}
+    gapped = _zip([("vocab.txt", b"[PAD]\n\n[UNK]\n\nlast"), ("labels.txt", b"neg\npos\n")])
+    read = read_or_artifact_error(packed=gapped)
+    assert read.vocab_size == 5 and read.blank_lines == {"vocab.txt": 2}  # the last line has no "\n" and counts
 
 
 @FUZZ
