@@ -200,3 +200,19 @@ def test_inspect_of_a_hostile_file_is_one_error_line(int32_export, tmp_path, met
     proc = run_mbk("inspect", path, timeout=120)
     assert proc.returncode == 2
     assert_one_line_error(proc, "hostile.tflite", fragment)
+
+
+def test_a_blank_vocabulary_line_shifts_mediapipe_s_ids_and_the_lint_says_so(int32_export, tmp_path):
+    # Why the writer refuses an empty token: MediaPipe skips the blank line, so "w7" runs with w6's id.
+    gapped = list(VOCAB)
+    gapped[VOCAB.index("w3")] = ""
+    path = with_client_metadata(int32_export, tmp_path / "gapped.tflite",
+                                files={"vocab.txt": ("\n".join(gapped) + "\n").encode()})
+    with _embedder(path) as embedder:
+        got = np.asarray(embedder.embed("w7").embeddings[0].embedding)
+    runner = Interpreter(model_path=str(path)).get_signature_runner()
+    ids = np.zeros((1, SEQ), np.int32)
+    ids[0, :3] = [VOCAB.index("[CLS]"), VOCAB.index("w6"), VOCAB.index("[SEP]")]
+    feeds = {"input_ids": ids, "attention_mask": (ids > 0).astype(np.int32), "token_type_ids": np.zeros_like(ids)}
+    np.testing.assert_allclose(got, runner(**feeds)["pooled_output"][0], rtol=1e-4, atol=1e-5)
+    assert any("1 blank line(s)" in r for r in client_readiness(path)["MediaPipe TextEmbedder"])
