@@ -35,8 +35,9 @@ from mobilebert_kit.artifacts import metadata_schema as schema
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.reader import artifact_format, read_artifact, read_tflite_bytes
 
-# Far above any text model (3 inputs, a few outputs, one tokenizer) and far below what costs time or memory.
-LIMITS = {"subgraphs": 16, "tensors": 256, "files": 64, "process units": 16, "string bytes": 4096,
+# Far above any text model (3 inputs, a few outputs, one tokenizer, two packed files) and far below what costs
+# time or memory: the most a walk can decode is 2 x 64 tensors x 16 files x 4 KiB names = 8 MiB of strings.
+LIMITS = {"subgraphs": 16, "tensors": 64, "files": 16, "process units": 16, "string bytes": 4096,
           "packed files": 256, "central directory bytes": 1 << 20, "packed file bytes": 16 << 20}
 _FILE_TYPE_NAMES = {v: k for k, v in schema.ASSOCIATED_FILE_TYPES.items()}
 _OPTION_NAMES = {v: k for k, v in schema.PROCESS_UNIT_OPTIONS.items()}
