@@ -56,7 +56,8 @@ def client_metadata(client, output_names, vocab_lines, labels=None, *, name, des
         output_names (Sequence[str]): the graph's output names, in order.
         vocab_lines (Sequence[str] | None): the WordPiece vocabulary, one token a line; None when the model
             has none (then no tokenizer process unit and no ``vocab.txt``).
-        labels (Sequence[str] | None): class names of a classifier, in output order (``labels.txt``).
+        labels (Sequence[str] | None): class names of a classifier, in output order (``labels.txt``);
+            ignored for the other clients, whose outputs have no classes.
         name (str): the model's name in the metadata.
         description (str): one line on what the model does.
 
@@ -65,7 +66,7 @@ def client_metadata(client, output_names, vocab_lines, labels=None, *, name, des
 
     Raises:
         ExportError: something the metadata cannot represent (an empty vocabulary, a token or label with a
-            line break, an empty label, no outputs, an unknown client).
+            line break, an empty token or label, no outputs, an unknown client).
 
     Example:
         >>> meta, files = client_metadata("classifier", ["probability"], ["[PAD]", "a"], ["neg", "pos"],
