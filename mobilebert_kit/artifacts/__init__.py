@@ -18,6 +18,9 @@ Modules:
     metadata: :func:`parse_mbk_metadata`, the one decoder of ``mbk_metadata``.
     runner: :func:`load_tflite` / :func:`load_onnx` and :class:`ArtifactRunner`.
     inspection: :func:`inspect_artifact`, the report behind ``mbk inspect``.
+    metadata_schema: the TFLite Metadata schema facts shared by its writer and reader.
+    client_metadata: :func:`read_client_metadata`, the bounded reader of TFLite Metadata and packed files.
+    clients: :data:`CLIENTS` and :func:`client_readiness`, the app-side client readiness lint.
     xnnpack_coverage: which ops XNNPACK runs.
     errors: :class:`ArtifactError`.
 

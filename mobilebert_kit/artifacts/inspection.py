@@ -3,7 +3,9 @@
 Reports inputs and outputs (name, shape, dtype), operators by type, and for
 each operator whether it computes in integer arithmetic, with integer weights
 on float activations (TFLite "hybrid" / dynamic-range), or in float; plus the
-file size and the metadata keys. The ``.tflite`` reader walks the flatbuffer
+file size and the metadata keys; the TFLite Metadata the app-side clients read
+(:mod:`~mobilebert_kit.artifacts.client_metadata`) and which clients the file
+is ready for, or why not (:mod:`~mobilebert_kit.artifacts.clients`). The ``.tflite`` reader walks the flatbuffer
 with the schema that ships in ai-edge-litert; the ``.onnx`` reader uses
 ``onnx``. No Keras model is needed.
 
@@ -16,7 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mobilebert_kit.artifacts import taxonomy
-from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
+from mobilebert_kit.artifacts.clients import facts_of, readiness
 from mobilebert_kit.utils.terminal import escape
 
 
@@ -26,6 +29,8 @@ class ArtifactInfo:
 
     ``op_counts`` counts every operator by type; ``quantized_ops``, ``hybrid_ops``,
     ``float_ops`` and ``conversion_ops`` split the same operators by how they compute.
+    ``client_metadata`` is the file's TFLite Metadata (None without one); ``clients`` maps each client of
+    the file's format to the reasons it is not ready for it (empty: ready).
     """
 
     path: str
@@ -40,6 +45,8 @@ class ArtifactInfo:
     conversion_ops: Counter = field(default_factory=Counter)
     other_ops: Counter = field(default_factory=Counter)
     metadata_keys: list = field(default_factory=list)
+    client_metadata: object = None
+    clients: dict = field(default_factory=dict)
 
     def variant_ops(self):
         """``{"layer_norm": {op: n}, "gelu": {op: n}}``: the operators left of each family."""
@@ -53,6 +60,8 @@ class ArtifactInfo:
             "float_ops": dict(self.float_ops), "conversion_ops": dict(self.conversion_ops),
             "other_ops": dict(self.other_ops), "metadata_keys": self.metadata_keys,
             "variant_ops": self.variant_ops(),
+            "client_metadata": self.client_metadata.to_dict() if self.client_metadata is not None else None,
+            "clients": {name: {"ready": not reasons, "reasons": reasons} for name, reasons in self.clients.items()},
         }
 
     def format_text(self):
@@ -80,7 +89,30 @@ class ArtifactInfo:
         lines.append("layer_norm/gelu ops: " + (str(left) if left else "none"))
         if self.metadata_keys:
             lines.append("metadata: " + ", ".join(escape(k) for k in self.metadata_keys))
+        lines += self._client_lines()
         return "\n".join(lines)
+
+    def _client_lines(self):
+        meta = self.client_metadata
+        lines = []
+        if meta is not None:
+            def names(tensors):
+                return ", ".join(escape(t.name) for t in tensors) or "none"
+
+            size = f"{meta.vocab_size} tokens" if meta.vocab_size is not None else "not packed"
+            vocab = f" ({escape(meta.vocab_file)}, {size})" if meta.vocab_file else ""
+            labels = (f"; labels: {meta.label_count if meta.label_count is not None else 'not packed'} "
+                      f"({escape(meta.labels_file)})") if meta.labels_file else ""
+            lines.append(f"client metadata: inputs {names(meta.inputs)}; tokenizer {escape(meta.tokenizer or 'none')}"
+                         f"{vocab}; outputs {names(meta.outputs)}{labels}; packed files: "
+                         f"{', '.join(escape(n) for n in meta.packed_files) or 'none'}")
+        elif self.format == "tflite":
+            lines.append("client metadata: none (no TFLITE_METADATA entry)")
+        ready = [name for name, reasons in self.clients.items() if not reasons]
+        if self.clients:
+            lines.append("ready for: " + (", ".join(ready) or "none"))
+        lines += [f"not ready for {name}: {escape('; '.join(reasons))}" for name, reasons in self.clients.items() if reasons]
+        return lines
 
 
 def inspect_artifact(path, fmt=None):
@@ -98,7 +130,7 @@ def inspect_artifact(path, fmt=None):
         >>> info.float_ops  # doctest: +SKIP
         Counter({'SOFTMAX': 24})
     """
-    graph = read_artifact(path, fmt)
+    graph, meta = read_with_client_metadata(path, fmt)
     census = taxonomy.compute_census(graph)
     return ArtifactInfo(
         str(path), graph.format, graph.size_bytes,
@@ -106,6 +138,7 @@ def inspect_artifact(path, fmt=None):
         Counter(op["label"] for op in graph.ops),
         quantized_ops=census["quantized"], hybrid_ops=census["hybrid"], float_ops=census["float"],
         conversion_ops=census["conversion"], other_ops=census["other"], metadata_keys=list(graph.metadata),
+        client_metadata=meta, clients=readiness(facts_of(graph, meta)),
     )
 
 

@@ -1,4 +1,4 @@
-"""``mbk inspect FILE``: inputs, outputs, ops by type, quantized vs float ops, size of a .tflite / .onnx file."""
+"""``mbk inspect FILE``: inputs, outputs, ops by type, quantized vs float ops, size, client metadata and readiness."""
 
 from mobilebert_kit.utils.input_paths import input_path_option
 
@@ -6,9 +6,11 @@ from mobilebert_kit.utils.input_paths import input_path_option
 def register(subparsers):
     p = subparsers.add_parser(
         "inspect",
-        help="list a .tflite / .onnx file's inputs, outputs, ops (quantized or float) and size",
+        help="list a .tflite / .onnx file's inputs, outputs, ops (quantized or float), size and client readiness",
         description="Read a .tflite or .onnx file and list its inputs, outputs, operators by type (integer, "
-        "hybrid, float), size and metadata. Needs no Keras model.",
+        "hybrid, float), size and metadata; the TFLite Metadata the app-side clients read (input names, "
+        "tokenizer and vocabulary, packed files, labels); and which clients (MediaPipe, the TFLite Task Library, "
+        "optimum-style onnxruntime) it is ready for, or why not. Needs no Keras model.",
     )
     p.add_argument("file", type=input_path_option("file"), help="the .tflite or .onnx file")
     p.add_argument("--json", action="store_true", help="print as JSON")

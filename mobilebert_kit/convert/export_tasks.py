@@ -31,6 +31,7 @@ Example:
 
 from dataclasses import dataclass, field
 
+from mobilebert_kit.artifacts import metadata_schema
 from mobilebert_kit.errors import check_choice
 
 # The int type of the token inputs per format: TFLite clients (MediaPipe, the Task Library) accept int32
@@ -38,7 +39,7 @@ from mobilebert_kit.errors import check_choice
 INPUT_DTYPES = {"tflite": "int32", "onnx": "int64"}
 # Metadata names of the three inputs, in graph order: the TFLite clients find the inputs by these names
 # ("ids", "mask", "segment_ids"); other names give "Input tensor indices form the set {-1, -1, -1}".
-CLIENT_INPUT_NAMES = ("ids", "mask", "segment_ids")
+CLIENT_INPUT_NAMES = metadata_schema.CLIENT_INPUT_NAMES  # declared with the schema: the lint on the floor reads it
 POOLINGS = ("mean", "cls")
 
 
