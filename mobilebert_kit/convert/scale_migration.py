@@ -158,7 +158,9 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
     config = encoder.config
     _check_migratable(config)
     prefix = "" if encoder is model else f"{encoder.name}/"
-    arrays = {k: v.astype(np.float64) for k, v in weight_arrays(model).items()}
+    original = weight_arrays(model)
+    # Computed in float64 and stored in each weight's own dtype, so a float64 model stays exact to 1e-12.
+    arrays = {k: v.astype(np.float64) for k, v in original.items()}
     ranges = _segment_ranges(encoder, config, inputs) if scale == "balance" else {}
     report = {}
     for layer in range(config["num_layers"]):
@@ -192,7 +194,7 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
             c_out, d_out = units.get(norm, (1.0, 0.0))
             arrays[f"{block}{norm}/gamma"] = gamma * c_in / c_out
             arrays[f"{block}{norm}/beta"] = (gamma * d_in + beta - d_out) / c_out
-    new = rebuild(model, arrays={k: v.astype(np.float32) for k, v in arrays.items()})
+    new = rebuild(model, arrays={k: v.astype(original[k].dtype) for k, v in arrays.items()})
     return new, report
 
 
