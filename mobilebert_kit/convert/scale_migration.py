@@ -45,11 +45,30 @@ exactly that. Segments are:
 
 So within a block every NoNorm except the one that writes ``x`` can become the
 identity (``scale="unit"``: ``c = gamma * c_in``, ``d`` the carried shift). The
-block's product of scales and its shifts then collect in the dense kernels and
-in the last NoNorm. The alternative (``scale="balance"``) uses data: each
-segment's ``c`` flattens its per-channel ranges, the SmoothQuant rule
-``c_j = r_j^alpha / w_j^(1 - alpha)`` over calibration tokens. A channel whose
-``c`` would be zero or not finite keeps ``c = 1``.
+block's product of scales and its shifts then collect in the readers' kernel
+rows and in the block's last NoNorm.
+
+**Which ``c`` helps int8** (benchmarks/scale_migration_int8.py, tiny models,
+full-int8 TFLite, sequence_output SNR before -> after). Four things are
+quantized with one scale across a segment's channels: its activations
+(per tensor), the readers' kernel rows (weights are per *output* channel, so a
+row scaled by ``c`` widens every channel's range), and the two NoNorms'
+constant vectors (int8 with one scale in the exported file, checked on a
+tiny-mobilebert full-int8 export). Adders' columns are free.
+
+- ``unit`` (no data) helps when the NoNorm scales are mild: 19.0 -> 19.8 dB
+  (tiny-mobilebert), 10.0 -> 12.6 dB (substituted tiny-bert with 2 outlier
+  channels x20 per NoNorm). On tiny-mobilebert with outliers it multiplies them
+  into reader rows (52x the median row) and drops to 7.3 dB from 16.0.
+- ``smoothquant`` (data, ``r^0.5 / w^0.5``) flattens activations but moved a
+  160x range into a BERT block's last NoNorm: 10.0 -> 4.0 dB.
+- ``balance`` (data, the geometric mean of all four pulls) was no worse in any
+  of the four cases: 19.0 -> 20.3, 16.0 -> 19.5, 28.0 -> 28.4, 10.0 -> 13.2 dB.
+  Through ``mbk export --quantize int8`` (built-in validation text), the
+  outlier tiny-mobilebert is refused (pooled_output cosine 0.885, 8.1 dB). Its
+  ``balance`` migration passes (0.941, 15.4 dB).
+
+A channel whose ``c`` would be zero, not finite or beyond 1e6 keeps ``c = 1``.
 
 Models with LayerNorm are refused (LayerNorm divides by a per-token
 statistic, so no scale can move through it), and so are attention types other
@@ -65,7 +84,6 @@ from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.no_norm import NoNorm
 
-SCALE_POLICIES = ("unit", "balance")
 
 
 def _block_segments(config):
@@ -106,19 +124,47 @@ def _check_migratable(config):
                           f"attention_type={config['attention_type']} num_groups={config['num_groups']}")
 
 
-def _unit_scale(gamma, c_in, spread, weight):
+def _unit_scale(gamma, c_in, spread, weight, closer_gamma):
     """The writer's whole scale leaves it: ``gamma' = gamma * c_in / c = 1``."""
     return gamma * c_in
 
 
-def _balance_scale(gamma, c_in, spread, weight, alpha=0.5):
+def _smoothquant_scale(gamma, c_in, spread, weight, closer_gamma, alpha=0.5):
     """SmoothQuant's ``r^alpha / w^(1 - alpha)`` (Xiao et al., 2023, Eq. 4) per channel of the segment."""
     if weight is None:
         return spread
     return (spread + 1e-6) ** alpha / np.maximum(weight, 1e-12) ** (1.0 - alpha)
 
 
-_POLICIES = {"unit": _unit_scale, "balance": _balance_scale}
+def _centred_log(values):
+    logs = np.log(np.maximum(np.abs(values), 1e-12))
+    return logs - np.median(logs)
+
+
+def _balance_scale(gamma, c_in, spread, weight, closer_gamma):
+    """The geometric mean of what keeps each per-tensor or per-row int8 range flat.
+
+    Four things are quantized with one scale across the segment's channels and
+    each pulls ``c`` its own way: the stored activations want ``c ~ r`` (their
+    spread), the readers' kernel rows (per output channel, not per row) want
+    ``c ~ 1 / w``, the writer NoNorm's constant ``gamma * c_in / c`` wants
+    ``c ~ gamma * c_in``, the closer's ``gamma_c * c`` wants ``c ~ 1 / gamma_c``.
+    Adders' columns are free (per-output-channel weights). SmoothQuant's rule
+    alone (``_smoothquant_scale``) moved a 160x range into the closer NoNorm of
+    a BERT block and cut full-int8 SNR from 10 to 4 dB
+    (benchmarks/scale_migration_int8.py).
+    """
+    pulls = [_centred_log(spread), _centred_log(gamma * c_in)]
+    if weight is not None:
+        pulls.append(-_centred_log(weight))
+    if closer_gamma is not None:
+        pulls.append(-_centred_log(closer_gamma))
+    return np.exp(np.mean(pulls, axis=0))
+
+
+_POLICIES = {"unit": _unit_scale, "balance": _balance_scale, "smoothquant": _smoothquant_scale}
+# Policies that read calibration data.
+_NEEDS_DATA = ("balance", "smoothquant")
 
 
 def _safe(scale):
@@ -133,9 +179,10 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
     Args:
         model: an Encoder or task model with ``normalization_type="no_norm"``
             (for example the output of ``substitute(..., norm="no_norm")``); not modified.
-        scale: ``"unit"`` (no data: every movable NoNorm becomes the identity) or
-            ``"balance"`` (per-channel ranges of ``inputs`` flattened, SmoothQuant alpha 0.5).
-        inputs: an InputSet (or ``{name: int array}``) for ``"balance"``; ignored by ``"unit"``.
+        scale: ``"unit"`` (no data: every movable NoNorm becomes the identity),
+            ``"balance"`` (data: activation, kernel-row and NoNorm ranges balanced) or
+            ``"smoothquant"`` (data: SmoothQuant's alpha 0.5 rule alone). See the module doc.
+        inputs: an InputSet (or ``{name: int array}``) of calibration rows for the data policies.
 
     Returns:
         ``(new model, report)``; the report maps each moved segment's writer path to
@@ -143,7 +190,7 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
 
     Raises:
         ConfigError: a LayerNorm model, an unsupported block type, an unknown policy,
-            or ``"balance"`` without inputs.
+            or a data policy without inputs.
 
     Example:
         >>> migrated, report = migrate_nonorm_scales(mbk.build("tiny-mobilebert"))  # doctest: +SKIP
@@ -151,9 +198,9 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
         'transformer_layer_0/attention_output/norm'
     """
     if scale not in _POLICIES:
-        raise ConfigError(f"unknown scale policy {scale!r}; choose one of {', '.join(SCALE_POLICIES)}")
-    if scale == "balance" and inputs is None:
-        raise ConfigError("scale='balance' needs calibration inputs; pass inputs=InputSet or use scale='unit'")
+        raise ConfigError(f"unknown scale policy {scale!r}; choose one of {', '.join(_POLICIES)}")
+    if scale in _NEEDS_DATA and inputs is None:
+        raise ConfigError(f"scale={scale!r} needs calibration inputs; pass inputs=InputSet or use scale='unit'")
     encoder = encoder_of(model)
     config = encoder.config
     _check_migratable(config)
@@ -161,7 +208,7 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
     original = weight_arrays(model)
     # Computed in float64 and stored in each weight's own dtype, so a float64 model stays exact to 1e-12.
     arrays = {k: v.astype(np.float64) for k, v in original.items()}
-    ranges = _segment_ranges(encoder, config, inputs) if scale == "balance" else {}
+    ranges = _segment_ranges(encoder, config, inputs) if scale in _NEEDS_DATA else {}
     report = {}
     for layer in range(config["num_layers"]):
         block = f"{prefix}transformer_layer_{layer}/"
@@ -175,7 +222,8 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
             observed = ranges.get(f"transformer_layer_{layer}/{writer}")
             spread = None if observed is None else np.maximum(np.abs(observed[0] - d), np.abs(observed[1] - d))
             weights = _reader_adder_ranges(arrays, block, readers, adders)
-            c = _safe(_POLICIES[scale](gamma, c_in, spread, weights))
+            closer_gamma = arrays[f"{block}{closer}/gamma"] if closer is not None else None
+            c = _safe(_POLICIES[scale](gamma, c_in, spread, weights, closer_gamma))
             units[writer] = (c, d)
             if closer is not None:
                 in_units[closer] = (c, d)

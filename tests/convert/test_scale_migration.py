@@ -48,6 +48,7 @@ def _assert_same_outputs(before, after, inputs, tolerance=1e-5):
 @pytest.mark.parametrize("which, scale, dtype, tolerance", [
     ("tiny-mobilebert", "unit", "float32", 1e-5), ("tiny-mobilebert", "balance", "float64", 1e-10),
     ("tiny-bert", "unit", "float64", 1e-10), ("tiny-bert", "balance", "float32", 1e-5),
+    ("tiny-mobilebert", "smoothquant", "float64", 1e-10),
 ])
 def test_outputs_unchanged_in_float(which, scale, dtype, tolerance):
     model = _nonorm_model(which, dtype)
@@ -102,7 +103,7 @@ def test_refusals(tiny_bert, nonorm_bert):
         migrate_nonorm_scales(tiny_bert)
     with pytest.raises(ConfigError, match="scale='balance' needs calibration inputs"):
         migrate_nonorm_scales(nonorm_bert, "balance")
-    with pytest.raises(ConfigError, match="unknown scale policy 'max'; choose one of unit, balance"):
+    with pytest.raises(ConfigError, match="unknown scale policy 'max'; choose one of unit, balance, smoothquant"):
         migrate_nonorm_scales(nonorm_bert, "max")
     convbert = mbk.build("tiny-convbert", normalization_type="no_norm")
     with pytest.raises(ConfigError, match="supports self_attention blocks"):
