@@ -76,11 +76,10 @@ than ``self_attention`` and grouped feed-forward layers, whose readers are not
 plain dense kernels.
 """
 
-import contextlib
-
 import numpy as np
 
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
+from mobilebert_kit.convert.substitution import recording_calls
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.no_norm import NoNorm
 
@@ -255,26 +254,6 @@ def _reader_adder_ranges(arrays, block, readers, adders):
     return np.max(parts, axis=0)
 
 
-@contextlib.contextmanager
-def _recording_no_norms(layers):
-    """Records the output of the given NoNorm layers while active; always restores the class's call."""
-    original = NoNorm.call
-    wanted = {id(layer) for layer in layers}
-    records = {key: [] for key in wanted}
-
-    def call(self, inputs, *args, **kwargs):
-        outputs = original(self, inputs, *args, **kwargs)
-        if id(self) in wanted:
-            records[id(self)].append(np.asarray(outputs))
-        return outputs
-
-    NoNorm.call = call
-    try:
-        yield records
-    finally:
-        NoNorm.call = original
-
-
 def _segment_ranges(encoder, config, inputs):
     """``{transformer_layer_i/writer: (per-channel min, max)}`` of each movable segment's writer output, real tokens."""
     arrays = {k: np.asarray(v) for k, v in getattr(inputs, "arrays", inputs).items()}
@@ -286,11 +265,11 @@ def _segment_ranges(encoder, config, inputs):
             for part in writer.split("/"):
                 sub = getattr(sub, "ffns")[int(part[4:])] if part.startswith("ffn_") else getattr(sub, part)
             layers[f"transformer_layer_{index}/{writer}"] = sub
-    with _recording_no_norms(layers.values()) as records:
+    with recording_calls(NoNorm, layers.values()) as records:
         encoder(arrays, training=False)
     out = {}
     for path, layer in layers.items():
-        y, = records[id(layer)]
+        (_, y), = records[id(layer)]
         values = y[keep].astype(np.float64)
         out[path] = (values.min(0), values.max(0))
     return out
