@@ -14,31 +14,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mobilebert_kit as mbk  # noqa: E402
 from mobilebert_kit.convert.exporter import ExportOptions, export  # noqa: E402
 from mobilebert_kit.convert.input_set import InputSet  # noqa: E402
-from mobilebert_kit.convert.rebuild import rebuild, weight_arrays  # noqa: E402
 from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales  # noqa: E402
 from mobilebert_kit.convert.substitution import substitute  # noqa: E402
-from tests.convert.conftest import trained_like  # noqa: E402
+from tests.convert.conftest import trained_like, with_outliers  # noqa: E402
 
 SEQ = 16
 NEVER_FAIL = {"min_cosine": -1.0, "min_snr_db": -1e9, "min_argmax_agreement": 0.0, "max_abs_error": 1e30}
-
-
-def with_outliers(model, factor=20.0, channels=2, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = weight_arrays(model)
-    for key in arrays:
-        if key.endswith("/gamma") and "transformer_layer" in key and "output_bottleneck" not in key:
-            idx = rng.choice(arrays[key].shape[0], channels, replace=False)
-            arrays[key] = arrays[key].copy()
-            arrays[key][idx] *= factor
-    return rebuild(model, arrays=arrays)
 
 
 def models():
