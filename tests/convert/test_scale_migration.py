@@ -61,6 +61,20 @@ def test_outputs_unchanged_in_float(which, scale, dtype, tolerance):
     assert any(not np.allclose(before[k], after[k]) for k in before)
 
 
+@pytest.mark.parametrize("which, layout", [
+    ("tiny-mobilebert", {"use_bottleneck_attention": True}),  # q, k and v read the bottleneck segment
+    ("tiny-ib-bert", {}),  # bottleneck without the shared query/key one: q, k, v read the fixed x
+    ("tiny-nezha", {}),  # relative positions inside self-attention
+    ("tiny-bert", {"num_feedforward_networks": 2}),  # BERT with a segment between two FFNs
+])
+def test_every_block_layout_is_exact(which, layout):
+    import mobilebert_kit as mbk
+
+    model = trained_like(mbk.build(which, dtype="float64", normalization_type="no_norm", hidden_act="relu",
+                                   **layout), seed=3)
+    _assert_same_outputs(model, migrate_nonorm_scales(model)[0], padded_inputs(model), 1e-10)
+
+
 def test_substituted_bert_keeps_its_outputs(nonorm_bert):
     inputs = padded_inputs(nonorm_bert)
     _assert_same_outputs(nonorm_bert, migrate_nonorm_scales(nonorm_bert)[0], inputs)
