@@ -65,9 +65,21 @@ def _fit_norms(arrays, model, data):
 
 
 @contextlib.contextmanager
-def _recording_layer_norms(layers):
-    """Records (input, output) of the given LayerNormalization layers while active; always restores."""
-    cls = keras.layers.LayerNormalization
+def recording_calls(cls, layers):
+    """Records ``(input, output)`` arrays of the given layers of class ``cls`` while active; always restores.
+
+    The one activation recorder of the converters: substitution fits NoNorm to
+    LayerNorm's (input, output), scale migration reads NoNorm's output ranges.
+
+    Args:
+        cls: the layer class whose ``call`` is wrapped (``keras.layers.LayerNormalization``, ``NoNorm``).
+        layers: the instances to record; other instances of ``cls`` run unrecorded.
+
+    Example:
+        >>> with recording_calls(NoNorm, [norm]) as records:  # doctest: +SKIP
+        ...     encoder(arrays, training=False)
+        >>> (x, y), = records[id(norm)]  # doctest: +SKIP
+    """
     original = cls.call
     wanted = {id(layer): layer for layer in layers}
     records = {key: [] for key in wanted}
@@ -99,7 +111,7 @@ def _norm_samples(model, data):
     layer_of = {p: by_var[id(v)] for p, v in paths.items() if id(v) in by_var}
     arrays = {k: np.asarray(v) for k, v in data.arrays.items()}
     keep = arrays["attention_mask"].astype(bool)
-    with _recording_layer_norms(layer_of.values()) as records:
+    with recording_calls(keras.layers.LayerNormalization, layer_of.values()) as records:
         encoder(arrays, training=False)
     out = {}
     for path, layer in layer_of.items():
