@@ -323,8 +323,8 @@ class ExportOptions:
         record = export_task(task)
         if architecture not in record.architectures:
             can = [name for name, t in TASKS.items() if architecture in t.architectures]
-            raise ConfigError(f"{self.name_of('task', task)} needs a {' or '.join(record.architectures)} model; "
-                              f"this source is a {architecture}: use {self.name_of('task')} {' or '.join(can)}")
+            raise ConfigError(f"{self.name_of('task', task)} exports {' or '.join(record.architectures)} models; "
+                              f"this source is {architecture}: use {self.name_of('task')} {' or '.join(can)}")
         resolved = replace(self, task=task)
         if task == "embedding":
             if self.pooling == "auto" and declared_pooling is None:

@@ -23,7 +23,9 @@ import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_options import FORMATS, ExportOptions  # noqa: F401  (the public home of both)
+from mobilebert_kit.convert.export_tasks import export_task
 from mobilebert_kit.convert.quantization_modes import MODES, quantization_mode
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.atomic import atomic_file, atomic_path, check_output
 
 FORMAT_VERSION = 1
@@ -249,7 +251,6 @@ def _metadata(source, model, graph, options):
     Besides describing the file, the dict carries what the TFLite client metadata is written from
     (:func:`client_metadata_args`): the task's client family, the output names, the labels.
     """
-    from mobilebert_kit.convert.export_tasks import export_task
     from mobilebert_kit.convert.rebuild import architecture_of
 
     config = _config(model)
@@ -420,6 +421,7 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
     from mobilebert_kit.artifacts.reader import artifact_format
     from mobilebert_kit.artifacts.runner import ArtifactRunner
     from mobilebert_kit.convert.export_model import logit_outputs, task_names, token_outputs
+    from mobilebert_kit.convert.rebuild import architecture_of
     from mobilebert_kit.convert.validation import thresholds_for, validate_outputs
 
     fmt = artifact_format(Path(path), fmt)
@@ -428,6 +430,10 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
         task = meta.get("task")
         declared = meta.get("pooling") or {}
         pooling, normalize = declared.get("mode"), declared.get("normalize")
+    architecture = architecture_of(reference)
+    if task is not None and architecture not in export_task(task).architectures:
+        raise ConfigError(f"{artifact_name or path} is a {task} export, which a {architecture} cannot be compared "
+                          "with; pass the model it was exported from as the reference")
     runner = ArtifactRunner(path, fmt=fmt)
     pairs = task_names(reference, task, fmt)
     expected = [name for name, _ in pairs]

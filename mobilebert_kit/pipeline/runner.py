@@ -131,7 +131,7 @@ class Pipeline:
             inputs = {"mbk": mobilebert_kit.__version__, "source": source_hash, "substitute": substitute,
                       "options": _option_inputs(opts)}
             manifest = StageManifest("export", [opts.out, f"{opts.out}.report.json"], inputs)
-            self._stage(f"export {Path(opts.out).name} ({opts.format}, {opts.quantize}, seq {opts.seq_len})",
+            self._stage(f"export {Path(opts.out).name} ({opts.format}, {opts.quantize}, seq {opts.seq_len or 'default'})",
                         manifest, lambda o=opts: self._export(recipe, o))
             exports.append(_read_json(f"{opts.out}.report.json"))
         host = [self._profile_host(opts) for opts in planned]
