@@ -102,7 +102,8 @@ class ExportOptions:
         drift_report (bool): also export a per-layer probe and report each layer's drift (quantized only).
         io_type (str): ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
         mask_dtype (str): attention-mask input type; None: the format's token-id type
-            (:data:`~mobilebert_kit.convert.export_tasks.INPUT_DTYPES`: TFLite int32, ONNX int64);
+            (:data:`~mobilebert_kit.convert.export_tasks.INPUT_DTYPES`: TFLite int32, ONNX int64), except
+            with ``io_type="int8"`` (float32, quantized to an int8 input: no float CAST);
             ``"float32"``: the float-mask file of earlier versions.
         attention_mask_value (float): score of padded keys in the exported graph (None keeps the model's).
         keep_float_ops (tuple): op types left in float (TFLite names for tflite, ONNX op types for onnx);
@@ -145,8 +146,8 @@ class ExportOptions:
                           help="embedding task: sentence vector pooling (default auto: the checkpoint's declared "
                           "pooling)")
     seq_len: int = option(None, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len", none_ok=True,
-                          help=f"static sequence length (default: the task's, 384 for TFLite span_qa, else "
-                          f"{DEFAULT_SEQ_LEN})")
+                          help=f"sequence length: the static input length (dynamic ONNX: the validated one); "
+                          f"default: the task's, 384 for TFLite span_qa, else {DEFAULT_SEQ_LEN}")
     batch_size: int = option(1, flag="--batch-size", recipe=("export", "batch_size"), limit="batch_size",
                              none_ok=True, help="static batch size (default %(default)s)")
     out: str = option(None, flag="--out", help="output file (.tflite or .onnx)")
@@ -248,11 +249,11 @@ class ExportOptions:
                               f"{self.name_of('format', self.format)}")
         if self.format == "onnx" and self.io_type != "float32":
             raise ConfigError(f"{self.name_of('io_type', self.io_type)}: int8 inputs/outputs are a TFLite option; "
-                              "ONNX artifacts keep float32/int32 io")
-        if self.format == "tflite" and (self.dynamic_axes or self.static_axes):
-            which = "dynamic_axes" if self.dynamic_axes else "static_axes"
-            raise ConfigError(f"{self.name_of(which)}: TFLite artifacts have static [batch, seq] shapes; "
-                              "the axes are an ONNX option")
+                              "ONNX artifacts keep integer inputs and float32 outputs")
+        # static_axes is accepted for TFLite (its files are static anyway): one recipe serves both formats.
+        if self.format == "tflite" and self.dynamic_axes:
+            raise ConfigError(f"{self.name_of('dynamic_axes')}: TFLite artifacts have static [batch, seq] shapes; "
+                              "dynamic axes are an ONNX option")
         if self.dynamic_axes and self.static_axes:
             raise ConfigError(f"{self.name_of('dynamic_axes')} and {self.name_of('static_axes')} contradict each "
                               "other; pass one")
@@ -261,7 +262,9 @@ class ExportOptions:
             self.dynamic_axes = self.format == "onnx" and not self.static_axes
         ids = INPUT_DTYPES[self.format]
         if self.mask_dtype is None:
-            self.mask_dtype = ids
+            # An int8-io file is for integer-only accelerators: its float mask becomes an int8 input there,
+            # where an integer mask would need a float CAST in front of the first layer.
+            self.mask_dtype = "float32" if self.io_type == "int8" else ids
         elif self.mask_dtype not in ("float32", ids):
             raise ConfigError(f"{self.name_of('mask_dtype', self.mask_dtype)}: {self.format} token inputs are {ids} "
                               f"(what its clients feed); use {ids} (the default) or float32")

@@ -56,7 +56,8 @@ class ExportResult:
 
     def format_text(self):
         lines = [f"wrote {self.path}: {self.format} {self.quantize}, {self.size_bytes / 1e6:.2f} MB "
-                 f"({self.seconds:.1f} s) from {self.source}"]
+                 f"({self.seconds:.1f} s) from {self.source}"
+                 + (f"; task {self.task}, seq {self.seq_len}" if self.task else "")]
         lines += [f"  note: {n}" for n in self.notes]
         if MODES[self.quantize].calibration:  # static activation ranges: list what stayed float
             if self.float_ops:

@@ -42,6 +42,7 @@ def test_full_int8_with_int8_io(tiny_mobilebert, calibration_npz, tmp_path):
     out = tmp_path / "io.tflite"
     result = export_tiny(tiny_mobilebert, out, "tflite", "int8", calibration=str(calibration_npz), io_type="int8")
     runner = ArtifactRunner(out)
+    # An integer-only graph: the mask defaults to float32 there and becomes an int8 input (no float CAST).
     assert [s["dtype"] for s in runner.input_specs] == ["int32", "int8", "int32"]  # ids stay int32
     assert result.validation.passed and not result.float_ops
 
