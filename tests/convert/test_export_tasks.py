@@ -239,3 +239,4 @@ def test_full_int8_int32_mask_keeps_the_float_mask_files_ops_and_xnnpack_coverag
     assert {k: v for k, v in extra.items() if v} == {k: v for k, v in floats.op_counts.items() if v}
     assert ints.float_ops.get("CAST") == 1 and "CAST" not in floats.float_ops
     assert ints.coverage["delegated"] == floats.coverage["delegated"]
+    assert ints.coverage["partitions"] <= floats.coverage["partitions"]  # the CAST sits before the first one
