@@ -1,6 +1,6 @@
 """``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure."""
 
-from mobilebert_kit.convert.export_options import parse_thresholds
+from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN, parse_thresholds
 from mobilebert_kit.convert.quantization_modes import MODES
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -20,7 +20,7 @@ def register(subparsers):
     # --precision is the quantization mode's name (kept for the contract); its record holds the thresholds.
     p.add_argument("--precision", choices=MODES,
                    help="threshold set (default: the quantization recorded in the file's metadata)")
-    p.add_argument("--seq-len", type=number_option("seq_len"), help="sequence length for dynamic-axis ONNX files (default: metadata or 128)")
+    p.add_argument("--seq-len", type=number_option("seq_len"), help="sequence length for dynamic-axis ONNX files (default: metadata or 128, at most the model's positions)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE", help="override a threshold")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
@@ -43,8 +43,11 @@ def run(args):
     source = ModelSource.load(args.reference)
     from mobilebert_kit.artifacts.runner import ArtifactRunner
 
-    seq_len = ArtifactRunner(args.file).seq_len or args.seq_len or meta.get("seq_len") or 128
     config = encoder_of(source.model).config
+    # A dynamic-axis file (the ONNX default) is validated at the export default, within the position table.
+    positions = config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None
+    default = min(DEFAULT_SEQ_LEN, positions) if positions else DEFAULT_SEQ_LEN
+    seq_len = ArtifactRunner(args.file).seq_len or args.seq_len or meta.get("seq_len") or default
     if args.data:
         inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"], count=args.count)
     else:

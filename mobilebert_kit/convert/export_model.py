@@ -1,23 +1,28 @@
-"""The graph that gets exported: named int/float inputs, named outputs in a fixed order.
+"""The graph that gets exported: named inputs, the export task's outputs in a fixed order.
 
-Export capability as data: ``OUTPUTS`` says which outputs each architecture
-exports, in which order (the encoder's first output is ``sequence_output``),
-and which of them are logits whose argmax validation compares.
+Export capability as data: ``OUTPUTS`` says which *canonical* outputs each
+architecture computes (the encoder's first output is ``sequence_output``);
+the export task (:mod:`mobilebert_kit.convert.export_tasks`) picks some of
+them, plus the derived ones of :data:`DERIVED` (``sentence_embedding``:
+pooling and normalization; ``probabilities``: softmax), and names them per
+format. :func:`task_outputs` is the one computation of the derived values:
+the export graph applies it to Keras tensors, validation to the Keras source's
+own outputs, so validation still compares the file with the *source*.
 
 The export graph is a plain functional Keras model that calls the source
 model's own sublayers, found by name (``embeddings``, ``transformer_layer_{i}``,
 ``pooler`` and the heads' ``mlm``, ``nsp``, ``classifier``, ``qa_outputs``), so
-it shares the source's weights. Rebuilding it from the sublayers instead of
-calling the source model lets the attention mask enter as float32: a Keras
-functional model casts every input to its ``keras.Input`` dtype (int32 for the
-mask), and that int32 input plus CAST is what integer quantization handles
-badly (shared/reference/parity-notes.md; performance-notes.md counts a CAST
-per model and 24 float mask ADDs in the Model Garden full-int8 export).
-Validation always compares the exported file with the *source* model, so any
-difference between this graph and the source shows up there.
+it shares the source's weights. An integer attention mask (the default since
+issue 14: the TFLite clients accept int32-only inputs, optimum-style ONNX code
+feeds int64) is cast to float32 once, at the input: every attention layer casts
+its mask to the scores' type, which is a no-op on a float tensor, so the file
+holds one CAST instead of one per layer (performance-notes.md counts a CAST per
+model and 24 float mask ADDs in the Model Garden full-int8 export).
 """
 
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.convert.export_options import MASK_DTYPES
+from mobilebert_kit.convert.export_tasks import POOLINGS, export_task
 from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.models.encoder import INPUT_NAMES
@@ -29,11 +34,14 @@ OUTPUTS = {
     "span_question_answerer": ("start_logits", "end_logits"),
     "token_classifier": ("logits",),
 }
-# Outputs whose argmax is the prediction (validation reports argmax agreement).
-LOGIT_OUTPUTS = frozenset({"mlm_logits", "nsp_logits", "logits", "start_logits", "end_logits"})
-# Outputs that are one vector per token ([batch, seq, ...]): padded positions are not compared.
+# Canonical outputs whose argmax is the prediction (validation reports argmax agreement).
+LOGIT_OUTPUTS = frozenset({"mlm_logits", "nsp_logits", "logits", "probabilities", "start_logits", "end_logits"})
+# Canonical outputs that are one vector per token ([batch, seq, ...]): padded positions are not compared.
 TOKEN_OUTPUTS = frozenset({"sequence_output", "mlm_logits", "start_logits", "end_logits"})
-MASK_DTYPES = ("float32", "int32")
+# Floor of the real-token count in mean pooling and of the squared norm in normalization: an all-padding
+# row pools to zeros instead of 0/0 (sentence-transformers clamps the count at 1e-9 too).
+_POOL_EPSILON = 1e-9
+_NORM_EPSILON = 1e-12
 # Score added at padded keys in the exported graph. -1e4 (BERT) stretches the
 # int8 range of the masked scores to ~1e4 (a 40-unit quantization step);
 # -120 still gives padded keys exp(-120) ~ 1e-52 weight, exactly 0 in float32,
@@ -41,12 +49,32 @@ MASK_DTYPES = ("float32", "int32")
 DEFAULT_MASK_VALUE = -120.0
 
 
-def output_names(model, hidden_states=False):
-    """The exported output names of ``model``, in export order."""
-    names = list(OUTPUTS[architecture_of(model)])
+def task_names(model, task=None, fmt="tflite", hidden_states=False):
+    """``((exported name, canonical name), ...)`` of ``model``'s export, in export order.
+
+    Args:
+        model: an Encoder or task model.
+        task (str | None): an export task; None: the architecture's canonical outputs under their own
+            names (the files of earlier versions, whose metadata names no task).
+        fmt (str): ``"tflite"`` or ``"onnx"`` (the task names outputs per format).
+        hidden_states (bool): append the per-layer probe outputs.
+
+    Example:
+        >>> task_names(mbk.build("tiny-bert"), "embedding", "onnx")  # doctest: +SKIP
+        (('last_hidden_state', 'sequence_output'), ('sentence_embedding', 'sentence_embedding'))
+    """
+    if task is None:
+        pairs = tuple((name, name) for name in OUTPUTS[architecture_of(model)])
+    else:
+        pairs = tuple(export_task(task).outputs[fmt])
     if hidden_states:
-        names += hidden_state_names(model)
-    return names
+        pairs += tuple((name, name) for name in hidden_state_names(model))
+    return pairs
+
+
+def output_names(model, task=None, fmt="tflite", hidden_states=False):
+    """The exported output names of ``model``, in export order (see :func:`task_names`)."""
+    return [name for name, _ in task_names(model, task, fmt, hidden_states)]
 
 
 def hidden_state_names(model):
@@ -55,12 +83,80 @@ def hidden_state_names(model):
     return ["embeddings"] + [f"transformer_layer_{i}" for i in range(layers)]
 
 
-def token_outputs(model):
-    """Output names that hold one value per token (compared at real tokens only)."""
-    names = {n for n in OUTPUTS[architecture_of(model)] if n in TOKEN_OUTPUTS}
+def token_outputs(model, task=None, fmt="tflite"):
+    """Exported names of the outputs that hold one value per token (compared at real tokens only)."""
+    token = set(TOKEN_OUTPUTS) | set(hidden_state_names(model))
     if architecture_of(model) == "token_classifier":
-        names.add("logits")
-    return names | set(hidden_state_names(model))
+        token.add("logits")
+    return {name for name, canonical in task_names(model, task, fmt, hidden_states=True) if canonical in token}
+
+
+def logit_outputs(model, task=None, fmt="tflite"):
+    """Exported names of the outputs whose argmax validation compares."""
+    return {name for name, canonical in task_names(model, task, fmt) if canonical in LOGIT_OUTPUTS}
+
+
+def sentence_embedding(sequence_output, attention_mask, pooling, normalize):
+    """One vector per row: mean over real tokens (or the first token), L2-normalized when asked.
+
+    Works on Keras tensors (the export graph) and eager tensors (validation's reference) alike.
+
+    Args:
+        sequence_output: ``[batch, seq, hidden]`` float.
+        attention_mask: ``[batch, seq]``, 1 real token, 0 padding (any number type).
+        pooling (str): ``"mean"`` or ``"cls"`` (``export_tasks.POOLINGS``).
+        normalize (bool): L2-normalize the pooled vector.
+
+    Returns:
+        ``[batch, hidden]`` float32; an all-padding row gives zeros, never NaN.
+
+    Example:
+        >>> sentence_embedding(tf.ones([1, 3, 4]), tf.constant([[1, 1, 0]]), "mean", True).shape
+        TensorShape([1, 4])
+    """
+    check_choice("pooling", pooling, POOLINGS)
+    if pooling == "cls":
+        vector = sequence_output[:, 0, :]
+    else:
+        mask = tf.cast(attention_mask, sequence_output.dtype)[:, :, tf.newaxis]
+        count = tf.maximum(tf.reduce_sum(mask, axis=1), _POOL_EPSILON)
+        vector = tf.reduce_sum(sequence_output * mask, axis=1) / count
+    if normalize:
+        vector = tf.math.l2_normalize(vector, axis=-1, epsilon=_NORM_EPSILON)
+    return vector
+
+
+# Canonical outputs computed from others: name -> function(values, mask, pooling, normalize).
+DERIVED = {
+    "sentence_embedding": lambda values, mask, pooling, normalize: sentence_embedding(
+        values["sequence_output"], mask, pooling, normalize),
+    "probabilities": lambda values, mask, pooling, normalize: tf.nn.softmax(values["logits"], axis=-1),
+}
+
+
+def task_outputs(values, attention_mask, pairs, pooling=None, normalize=False):
+    """``{exported name: value}`` for ``pairs`` (:func:`task_names`), from the model's canonical ``values``.
+
+    The one place the derived outputs (:data:`DERIVED`) are computed: the export graph calls it on its
+    Keras tensors, validation on the Keras source's outputs.
+
+    Args:
+        values (dict): canonical outputs (``sequence_output``, ``logits``, ...), tensors or arrays.
+        attention_mask: ``[batch, seq]`` mask (float in the graph, ints from an InputSet).
+        pairs: ``((exported, canonical), ...)``.
+        pooling (str): the embedding's pooling, ``"mean"`` / ``"cls"`` (needed for ``sentence_embedding``).
+        normalize (bool): L2-normalize the embedding.
+
+    Example:
+        >>> task_outputs({"logits": logits}, mask, (("probability", "probabilities"),))  # doctest: +SKIP
+    """
+    out = {}
+    for exported, canonical in pairs:
+        if canonical in values:
+            out[exported] = values[canonical]
+        else:
+            out[exported] = DERIVED[canonical](values, attention_mask, pooling, normalize)
+    return out
 
 
 def _encoder_forward(encoder, input_ids, attention_mask, token_type_ids):
@@ -105,6 +201,11 @@ def build_export_model(
     attention_mask_value=DEFAULT_MASK_VALUE,
     hidden_states=False,
     for_qat=False,
+    task=None,
+    fmt="tflite",
+    pooling=None,
+    normalize=False,
+    ids_dtype="int32",
 ):
     """Returns the functional Keras model that is converted to TFLite / ONNX.
 
@@ -113,8 +214,8 @@ def build_export_model(
             ``attention_mask_value`` differs from the model's).
         batch_size: static batch dimension, or None for a dynamic one.
         seq_len: static sequence length, or None for a dynamic one.
-        mask_dtype: ``"float32"`` (1.0 real token, 0.0 padding; no CAST in the
-            graph) or ``"int32"`` (the source model's own input type).
+        mask_dtype: ``"float32"`` (1.0 real token, 0.0 padding) or ``"int32"`` /
+            ``"int64"`` (cast to float32 once, at the input).
         attention_mask_value: score of padded keys; None keeps the model's.
             Ignored for mask mode ``"mul_add"``, where the value also reaches
             real tokens' softmax and so is part of the trained model.
@@ -123,15 +224,22 @@ def build_export_model(
         for_qat: pass the int32 inputs through Identity layers, so that
             tensorflow-model-optimization (which fake-quantizes model inputs
             feeding quantized layers) leaves the token ids alone.
+        task: the export task (``export_tasks.TASKS``); None: the architecture's canonical outputs.
+        fmt: the format whose output names the task uses.
+        pooling: the ``embedding`` task's pooling, ``"mean"`` or ``"cls"``.
+        normalize: L2-normalize the ``embedding`` task's vector.
+        ids_dtype: ``"int32"`` or ``"int64"`` token ids (``export_tasks.INPUT_DTYPES``).
 
     Returns:
         A ``keras.Model`` with inputs ``input_ids``, ``attention_mask``,
-        ``token_type_ids`` and a dict of outputs named by :func:`output_names`.
+        ``token_type_ids`` and a dict of outputs named by :func:`output_names`;
+        ``output_order`` and ``input_dtypes`` record both.
 
     Example:
         >>> graph = build_export_model(mbk.build("tiny-bert"), seq_len=16)  # doctest: +SKIP
     """
     check_choice("mask_dtype", mask_dtype, MASK_DTYPES)
+    check_choice("ids_dtype", ids_dtype, ("int32", "int64"))
     architecture = architecture_of(model)
     config = encoder_of(model).config
     limit = config["max_position_embeddings"]
@@ -145,25 +253,27 @@ def build_export_model(
     ):
         model = rebuild(model, attention_mask_value=float(attention_mask_value))
     encoder = encoder_of(model)
+    pairs = task_names(model, task, fmt)
+    if task is not None and architecture not in export_task(task).architectures:
+        raise ConfigError(f"task {task} does not export a {architecture}")  # ExportOptions.resolve says more
     shape = (batch_size, seq_len)
-    inputs = {
-        name: keras.Input(
-            batch_shape=shape, dtype=mask_dtype if name == "attention_mask" else "int32", name=name
-        )
-        for name in INPUT_NAMES
-    }
-    ids, types = inputs["input_ids"], inputs["token_type_ids"]
+    dtypes = {"input_ids": ids_dtype, "attention_mask": mask_dtype, "token_type_ids": ids_dtype}
+    inputs = {name: keras.Input(batch_shape=shape, dtype=dtypes[name], name=name) for name in INPUT_NAMES}
+    ids, types, mask = inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]
+    if mask_dtype != "float32":
+        mask = tf.cast(mask, tf.float32)  # once here, not once per attention layer (see the module docstring)
     if for_qat:
         ids = keras.layers.Identity(name="input_ids_passthrough")(ids)
         types = keras.layers.Identity(name="token_type_ids_passthrough")(types)
-    encoded, hidden = _encoder_forward(encoder, ids, inputs["attention_mask"], types)
+    encoded, hidden = _encoder_forward(encoder, ids, mask, types)
     outputs = _head_forward(model, architecture, encoded)
-    outputs = {name: outputs[name] for name in OUTPUTS[architecture]}
+    outputs = task_outputs({**encoded, **outputs}, mask, pairs, pooling, normalize)
     if hidden_states:
         outputs.update(zip(hidden_state_names(model), hidden))
     graph = keras.Model(inputs=inputs, outputs=outputs, name=f"{model.name}_export")
     graph.output_order = list(outputs)
     graph.mask_dtype = mask_dtype
+    graph.input_dtypes = dtypes
     return graph
 
 

@@ -13,10 +13,11 @@ Standard library only (plus the TF-free mode table): ``mbk`` builds its parser
 from here without loading TensorFlow.
 """
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.export_tasks import AUTO_TASK, INPUT_DTYPES, POOLINGS, TASKS, export_task
 from mobilebert_kit.convert.quantization_modes import (
     MODES,
     THRESHOLD_KEYS,
@@ -31,6 +32,11 @@ from mobilebert_kit.utils.limits import check_number, number_option
 
 FORMATS = ("tflite", "onnx")
 NAMED_BY = ("field", "flag", "recipe")
+# The sequence length of an export whose task record names none for its format (ExportTask.default_seq_len).
+DEFAULT_SEQ_LEN = 128
+# attention_mask input types: an integer mask has the format's token-id type (INPUT_DTYPES: all-int32
+# inputs for the TFLite clients, int64 for optimum-style ONNX code); float32 is the pre-issue-14 file.
+MASK_DTYPES = ("float32", "int32", "int64")
 
 
 def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=None, kind=None, factory=None,
@@ -79,8 +85,13 @@ class ExportOptions:
         quantize (str): the quantization mode, a key of
             :data:`~mobilebert_kit.convert.quantization_modes.MODES`.
         out (str): the artifact path.
-        seq_len (int): static sequence length.
-        batch_size (int): static batch size (ONNX: ignored with ``dynamic_axes``).
+        task (str): ``"auto"`` or a key of :data:`~mobilebert_kit.convert.export_tasks.TASKS`: which outputs
+            the file carries, named for its clients (:meth:`resolve` decides ``auto`` from the source).
+        pooling (str): ``"auto"`` (the checkpoint's declared pooling), ``"mean"`` or ``"cls"``; the
+            ``embedding`` task's sentence vector.
+        seq_len (int): static sequence length; None: the task's ``default_seq_len`` for the format, else
+            :data:`DEFAULT_SEQ_LEN` (resolved by :meth:`check` / :meth:`resolve`).
+        batch_size (int): static batch size (ONNX: ignored with dynamic axes).
         calibration (str): ``.txt`` (tokenized) or ``.npz`` file of calibration inputs.
         calibration_count (int): rows of calibration data used at most.
         validation_data (str): ``.txt`` / ``.npz`` validation inputs (default: the built-in sample
@@ -90,14 +101,19 @@ class ExportOptions:
         thresholds (dict): overrides of the mode's default thresholds.
         drift_report (bool): also export a per-layer probe and report each layer's drift (quantized only).
         io_type (str): ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
-        mask_dtype (str): ``"float32"`` (default: no CAST) or ``"int32"`` attention-mask input.
+        mask_dtype (str): attention-mask input type; None: the format's token-id type
+            (:data:`~mobilebert_kit.convert.export_tasks.INPUT_DTYPES`: TFLite int32, ONNX int64), except
+            with ``io_type="int8"`` (float32, quantized to an int8 input: no float CAST);
+            ``"float32"``: the float-mask file of earlier versions.
         attention_mask_value (float): score of padded keys in the exported graph (None keeps the model's).
         keep_float_ops (tuple): op types left in float (TFLite names for tflite, ONNX op types for onnx);
             None: the mode's default (TFLite full int8 keeps SOFTMAX and the mask ADD float, see
             quantization_modes).
         keep_float_layers (tuple): layer paths left in float (``transformer_layer_5``, ``norm``, ``ffn_0/output``).
         opset (int): ONNX opset.
-        dynamic_axes (bool): ONNX with dynamic batch and sequence axes.
+        dynamic_axes (bool): dynamic batch and sequence axes; None: ONNX dynamic (optimum's signature),
+            TFLite static (resolved by :meth:`check`).
+        static_axes (bool): ONNX with static ``[batch_size, seq_len]`` inputs.
         embed_vocab (bool): store the vocabulary in the artifact's metadata.
         labels (tuple): class names to record (default: from the source).
         substitutions (dict): ``{"norm": ..., "act": ...}`` applied before export (see substitution.py).
@@ -106,6 +122,8 @@ class ExportOptions:
         qat_steps (int): quantization-aware fine-tuning steps for ``qat``.
         qat_learning_rate (float): its learning rate.
         head (str): head to load from a Hugging Face directory (``"auto"``).
+        normalize (bool): ``embedding``: L2-normalize the sentence vector; None: as the checkpoint declares
+            (no declaration: no).
         overwrite (bool): replace a file at ``out`` (or its ``.report.json``) that mbk did not write; never the
             source, a special file or a link (``utils.atomic.check_output``).
         named_by (str): how errors name an option: ``"field"`` (Python), ``"flag"`` (``mbk export``) or
@@ -120,8 +138,16 @@ class ExportOptions:
                             help="saved-model directory, Hugging Face directory or preset name")
     format: str = option("tflite", flag="--format", choices=FORMATS, help=None)
     quantize: str = option("none", flag="--quantize", recipe=("export", "quantize"), choices=MODES, help=None)
-    seq_len: int = option(128, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len",
-                          help="static sequence length (default %(default)s)")
+    task: str = option("auto", flag="--task", recipe=("export", "task"), choices=("auto",) + tuple(TASKS),
+                       help="what the file is for: its outputs, named for its clients (default auto: by the "
+                       "model's head; a sentence-transformers checkpoint exports as embedding)")
+    pooling: str = option("auto", flag="--pooling", recipe=("export", "pooling"), choices=("auto",) + POOLINGS,
+                          none_ok=True,
+                          help="embedding task: sentence vector pooling (default auto: the checkpoint's declared "
+                          "pooling)")
+    seq_len: int = option(None, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len", none_ok=True,
+                          help=f"sequence length: the static input length (dynamic ONNX: the validated one); "
+                          f"default: the task's, 384 for TFLite span_qa, else {DEFAULT_SEQ_LEN}")
     batch_size: int = option(1, flag="--batch-size", recipe=("export", "batch_size"), limit="batch_size",
                              none_ok=True, help="static batch size (default %(default)s)")
     out: str = option(None, flag="--out", help="output file (.tflite or .onnx)")
@@ -132,9 +158,9 @@ class ExportOptions:
     overwrite: bool = option(False, flag="--overwrite", kind="switch", help=OVERWRITE_HELP)
     io_type: str = option("float32", flag="--io-type", recipe=("export", "io_type"), choices=("float32", "int8"),
                           help="TFLite int8/qat io type")
-    mask_dtype: str = option("float32", flag="--mask-dtype", recipe=("export", "mask_dtype"),
-                             choices=("float32", "int32"),
-                             help="attention_mask input type (float32 avoids a CAST; default)")
+    mask_dtype: str = option(None, flag="--mask-dtype", recipe=("export", "mask_dtype"), choices=MASK_DTYPES,
+                             none_ok=True, help="attention_mask input type (default: the token ids' type, TFLite "
+                             "int32 and ONNX int64; float32: the float-mask file for apps that feed one)")
     attention_mask_value: float = option(-120.0, flag="--mask-value", recipe=("export", "mask_value"),
                                          limit="mask_value", none_ok=True,
                                          help="score of padded keys in the exported graph (default %(default)g: int8 friendly)")
@@ -145,8 +171,10 @@ class ExportOptions:
                                    kind="csv-or-none", none_ok=True, help=_KEEP_FLOAT_OPS_HELP)
     opset: int = option(17, flag="--opset", recipe=("export", "opset"), limit="opset",
                         help="ONNX opset (default %(default)s)")
-    dynamic_axes: bool = option(False, flag="--dynamic-axes", recipe=("export", "dynamic_axes"), kind="switch",
-                                help="ONNX: dynamic batch and sequence axes")
+    dynamic_axes: bool = option(None, flag="--dynamic-axes", recipe=("export", "dynamic_axes"), kind="switch",
+                                none_ok=True, help="ONNX: dynamic batch and sequence axes (the ONNX default)")
+    static_axes: bool = option(False, flag="--static-axes", recipe=("export", "static_axes"), kind="switch",
+                               help="ONNX: static [--batch-size, --seq-len] inputs instead of dynamic axes")
     qat_steps: int = option(100, flag="--qat-steps", recipe=("export", "qat_steps"), limit="qat_steps",
                             help="quantization-aware fine-tuning steps (qat)")
     thresholds: dict = option(factory=dict, flag="--threshold", kind="thresholds",
@@ -168,6 +196,8 @@ class ExportOptions:
     qat_learning_rate: float = option(1e-5, recipe=("export", "qat_learning_rate"), limit="qat_learning_rate",
                                       help="quantization-aware fine-tuning learning rate")
     head: str = option("auto", recipe=("source", "head"), help="head to load from a Hugging Face directory")
+    normalize: bool = option(None, none_ok=True, help="embedding task: L2-normalize the sentence vector "
+                             "(default: the checkpoint's declared Normalize module, else no)")
     named_by: str = field(default="field", repr=False, compare=False)
 
     def name_of(self, name, value=MISSING):
@@ -219,10 +249,30 @@ class ExportOptions:
                               f"{self.name_of('format', self.format)}")
         if self.format == "onnx" and self.io_type != "float32":
             raise ConfigError(f"{self.name_of('io_type', self.io_type)}: int8 inputs/outputs are a TFLite option; "
-                              "ONNX artifacts keep float32/int32 io")
+                              "ONNX artifacts keep integer inputs and float32 outputs")
+        # static_axes is accepted for TFLite (its files are static anyway): one recipe serves both formats.
         if self.format == "tflite" and self.dynamic_axes:
             raise ConfigError(f"{self.name_of('dynamic_axes')}: TFLite artifacts have static [batch, seq] shapes; "
                               "dynamic axes are an ONNX option")
+        if self.dynamic_axes and self.static_axes:
+            raise ConfigError(f"{self.name_of('dynamic_axes')} and {self.name_of('static_axes')} contradict each "
+                              "other; pass one")
+        # Resolved once, here: everything downstream reads the resolved values.
+        if self.dynamic_axes is None:
+            self.dynamic_axes = self.format == "onnx" and not self.static_axes
+        ids = INPUT_DTYPES[self.format]
+        if self.mask_dtype is None:
+            # An int8-io file is for integer-only accelerators: its float mask becomes an int8 input there,
+            # where an integer mask would need a float CAST in front of the first layer.
+            self.mask_dtype = "float32" if self.io_type == "int8" else ids
+        elif self.mask_dtype not in ("float32", ids):
+            raise ConfigError(f"{self.name_of('mask_dtype', self.mask_dtype)}: {self.format} token inputs are {ids} "
+                              f"(what its clients feed); use {ids} (the default) or float32")
+        if self.pooling not in ("auto", None) and self.task not in ("auto", "embedding"):
+            raise ConfigError(f"{self.name_of('pooling', self.pooling)} applies to {self.name_of('task', 'embedding')}, "
+                              f"not {self.task}; drop it or export the embedding task")
+        if self.task != "auto":
+            self._resolve_seq_len()
         if self.io_type == "int8":
             self._refuse_unless(mode, "int8_io", self.name_of("io_type", "int8"))
         if self.keep_float_ops or self.keep_float_layers:
@@ -236,6 +286,69 @@ class ExportOptions:
             if path and not Path(path).is_file():
                 raise ExportError(f"{what} {path} does not exist; pass a .txt or .npz file ({self.name_of(name)})")
         return self
+
+    @property
+    def ids_dtype(self):
+        """The token inputs' type of this format (``export_tasks.INPUT_DTYPES``)."""
+        return INPUT_DTYPES[self.format]
+
+    def resolve(self, architecture, declared_pooling=None, max_positions=None):
+        """A checked copy with ``task``, ``pooling``/``normalize`` and ``seq_len`` decided for a source.
+
+        ``task="auto"`` is the architecture's :data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK`, except
+        that an encoder with a declared sentence pooling (or an explicit ``pooling``) exports as
+        ``embedding``. ``pooling="auto"`` is the declared pooling, refused for ``embedding`` when there
+        is none.
+
+        Args:
+            architecture (str): ``convert.rebuild.architecture_of`` the source model.
+            declared_pooling: the checkpoint's sentence-transformers pooling (``mode``, ``normalize``;
+                ``ModelSource.pooling``), or None.
+            max_positions (int | None): the model's absolute position table: a default length never
+                exceeds it (a dynamic ONNX file is validated at the default), a given one is refused.
+
+        Returns:
+            ExportOptions: a new object (this one keeps ``auto``, so it can be reused for another source).
+
+        Raises:
+            ConfigError: the source cannot export the task (naming the tasks it can), or ``embedding``
+                without a pooling.
+
+        Example:
+            >>> ExportOptions("tiny-bert", out="m.tflite").check().resolve("encoder").task
+            'features'
+        """
+        self.check()
+        task = self.task
+        if task == "auto":
+            wants_embedding = declared_pooling is not None or self.pooling != "auto"
+            task = "embedding" if architecture == "encoder" and wants_embedding else AUTO_TASK[architecture]
+        record = export_task(task)
+        if architecture not in record.architectures:
+            can = [name for name, t in TASKS.items() if architecture in t.architectures]
+            raise ConfigError(f"{self.name_of('task', task)} exports {' or '.join(record.architectures)} models; "
+                              f"this source is {architecture}: use {self.name_of('task')} {' or '.join(can)}")
+        resolved = replace(self, task=task)
+        if task == "embedding":
+            if self.pooling == "auto" and declared_pooling is None:
+                raise ConfigError(f"{self.name_of('task', 'embedding')}: the checkpoint declares no sentence pooling "
+                                  f"(no sentence-transformers modules.json); pass {self.name_of('pooling')} mean|cls")
+            resolved.pooling = declared_pooling.mode if self.pooling == "auto" else self.pooling
+            if resolved.normalize is None:
+                # A declared Normalize module decides; without one the pooled vector is left as pooled.
+                resolved.normalize = bool(declared_pooling.normalize) if declared_pooling is not None else False
+        else:
+            resolved.pooling, resolved.normalize = None, None
+        if max_positions and resolved.seq_len is not None and resolved.seq_len > max_positions:
+            raise ConfigError(f"{self.name_of('seq_len', resolved.seq_len)} exceeds the model's {max_positions} "
+                              f"positions; use at most {max_positions}")
+        resolved._resolve_seq_len(max_positions)
+        return resolved
+
+    def _resolve_seq_len(self, max_positions=None):
+        if self.seq_len is None:
+            default = export_task(self.task).default_seq_len.get(self.format, DEFAULT_SEQ_LEN)
+            self.seq_len = min(default, max_positions) if max_positions else default
 
     def needs_calibration(self, why):
         """The one-line error for a calibrated mode without data, in the user's spelling, with ``why``."""
@@ -346,6 +459,8 @@ def add_arguments(parser, schema=None):
             kwargs["help"] = meta["help"]
         if kind in ("switch", "negated"):
             kwargs["action"] = "store_true"
+            if kind == "switch":
+                kwargs["default"] = f.default  # None: the format decides (dynamic_axes)
         elif kind == "thresholds":
             kwargs.update(action="append", default=[], metavar="KEY=VALUE")
         elif kind == "source":

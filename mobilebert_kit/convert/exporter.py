@@ -1,8 +1,10 @@
 """Exporter: source model in, validated ``.tflite`` / ``.onnx`` artifact out.
 
-Steps: load the source, apply operator substitutions (if any), build the
-export graph (static ``[batch, seq]``, float32 attention mask, int8-friendly
-mask constant), convert and quantize, embed metadata, validate the file
+Steps: load the source, apply operator substitutions (if any), decide the
+export task (``ExportOptions.resolve``), build the export graph (the task's
+outputs; TFLite static ``[batch, seq]`` int32 inputs, ONNX dynamic int64
+inputs; int8-friendly mask constant), convert and quantize, embed metadata,
+validate the file
 against the Keras source, and only then move it into place. A failed
 validation or an interrupted run leaves no file at ``out`` (artifacts are
 written to a temporary sibling and renamed; ``utils.atomic``). The report
@@ -14,14 +16,16 @@ import json
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_options import FORMATS, ExportOptions  # noqa: F401  (the public home of both)
+from mobilebert_kit.convert.export_tasks import export_task
 from mobilebert_kit.convert.quantization_modes import MODES, quantization_mode
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.atomic import atomic_file, atomic_path, check_output
 
 FORMAT_VERSION = 1
@@ -38,6 +42,8 @@ class ExportResult:
     size_bytes: int
     seconds: float
     source: str
+    task: str = None
+    seq_len: int = None
     notes: list = field(default_factory=list)
     float_ops: dict = field(default_factory=dict)
     op_counts: dict = field(default_factory=dict)
@@ -50,7 +56,8 @@ class ExportResult:
 
     def format_text(self):
         lines = [f"wrote {self.path}: {self.format} {self.quantize}, {self.size_bytes / 1e6:.2f} MB "
-                 f"({self.seconds:.1f} s) from {self.source}"]
+                 f"({self.seconds:.1f} s) from {self.source}"
+                 + (f"; task {self.task}, seq {self.seq_len}" if self.task else "")]
         lines += [f"  note: {n}" for n in self.notes]
         if MODES[self.quantize].calibration:  # static activation ranges: list what stayed float
             if self.float_ops:
@@ -95,20 +102,21 @@ def export(options, source=None, log=print):
         source = prepare_source(options.source, options.substitutions, _recovery(options), head=options.head,
                                 log=say).source
     model = source.model
+    from mobilebert_kit.convert.rebuild import architecture_of
     from mobilebert_kit.models.api import check_finite_weights, named_weights
+
+    # The task, pooling and sequence length follow from the source (task auto); everything below reads these.
+    config = _config(model)
+    positions = config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None
+    options = options.resolve(architecture_of(model), getattr(source, "pooling", None), positions)
 
     # Before converting: validation inputs may never reach a poisoned row (an unused token's embedding).
     check_finite_weights(named_weights(model), f"the model to export ({source.describe()})", error=ExportError,
                          fix="fix or re-train the source model; an exported copy would answer NaN")
     reference = model  # the artifact's Keras source (after substitution, when there is one)
     calibration, validation_inputs = _input_sets(source, model, options, say)
-    from mobilebert_kit.convert.export_model import build_export_model
-
-    batch = None if options.dynamic_axes else options.batch_size
-    seq = None if options.dynamic_axes else options.seq_len
     mode = quantization_mode(options.quantize)
-    graph = build_export_model(model, batch, seq, options.mask_dtype, options.attention_mask_value,
-                               for_qat=mode.trains)
+    graph = _export_graph(model, options, for_qat=mode.trains)
     notes = []
     if mode.trains:
         from mobilebert_kit.convert.qat import quantization_aware_graph
@@ -118,7 +126,8 @@ def export(options, source=None, log=print):
                                          learning_rate=options.qat_learning_rate)
     metadata = _metadata(source, model, graph, options)
     out = Path(options.out)
-    say(f"exporting {source.describe()} to {out} ({options.format}, {options.quantize}, seq {options.seq_len})")
+    say(f"exporting {source.describe()} to {out} ({options.format}, {options.quantize}, task {options.task}, "
+        f"seq {options.seq_len})")
     with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp:
         if options.format == "tflite":
             notes += _write_tflite(graph, options, calibration, metadata, tmp)
@@ -129,7 +138,7 @@ def export(options, source=None, log=print):
             say(f"validating {out.name} against the Keras model on {validation_inputs.description} ...")
             result.validation = validate_file(
                 tmp, reference, validation_inputs, options.quantize, options.thresholds, artifact_name=str(out),
-                fmt=options.format,
+                fmt=options.format, task=options.task, pooling=options.pooling, normalize=options.normalize,
             )
             if options.drift_report and mode.quantized:
                 result.validation.drift = drift(model, options, calibration, validation_inputs, reference,
@@ -141,6 +150,19 @@ def export(options, source=None, log=print):
             result.validation.raise_for_failures()
     _write_report(out, result, start, options, sources)
     return result
+
+
+def _export_graph(model, options, hidden_states=False, for_qat=False):
+    """The export graph of resolved ``options`` (:meth:`ExportOptions.resolve`): the one place its arguments
+    are read from the options, for the artifact and the drift probe alike."""
+    from mobilebert_kit.convert.export_model import build_export_model
+
+    batch = None if options.dynamic_axes else options.batch_size
+    seq = None if options.dynamic_axes else options.seq_len
+    return build_export_model(model, batch, seq, options.mask_dtype, options.attention_mask_value,
+                              hidden_states=hidden_states, for_qat=for_qat, task=options.task, fmt=options.format,
+                              pooling=options.pooling, normalize=bool(options.normalize),
+                              ids_dtype=options.ids_dtype)
 
 
 def _outputs(options):
@@ -176,7 +198,12 @@ def _recovery(options):
     """The recovery settings of an export: its recovery data, read at the export's sequence length."""
     from mobilebert_kit.convert.prepare import Recovery
 
-    return Recovery(steps=options.recover_steps, data=options.recover_data, seq_len=options.seq_len)
+    from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN
+
+    # Before the source is loaded the task (and so a task's default length) is unknown: recovery reads
+    # its data at the export default then.
+    return Recovery(steps=options.recover_steps, data=options.recover_data,
+                    seq_len=options.seq_len or DEFAULT_SEQ_LEN)
 
 
 def _config(model):
@@ -220,25 +247,35 @@ def _input_sets(source, model, options, say=None):
 
 
 def _metadata(source, model, graph, options):
+    """``(mbk_metadata dict, vocabulary lines or None)`` of an export with resolved ``options``.
+
+    Besides describing the file, the dict carries what the TFLite client metadata is written from
+    (:func:`client_metadata_args`): the task's client family, the output names, the labels.
+    """
     from mobilebert_kit.convert.rebuild import architecture_of
 
     config = _config(model)
     tokenizer = source.tokenizer
     architecture = architecture_of(model)
     labels = list(options.labels) or (source.labels if architecture in ("sequence_classifier", "token_classifier") else [])
+    dtypes = graph.input_dtypes
     meta = {
         "format": "mobilebert-kit",
         "format_version": FORMAT_VERSION,
         "architecture": architecture,
+        "task": options.task,
+        "client": export_task(options.task).client,
+        "pooling": {"mode": options.pooling, "normalize": bool(options.normalize)} if options.pooling else None,
         "source": source.describe(),
         "quantization": options.quantize,
         "seq_len": options.seq_len if not options.dynamic_axes else None,
         "batch_size": options.batch_size if not options.dynamic_axes else None,
         "inputs": {
-            "input_ids": "int32 word-piece ids",
-            "attention_mask": f"{options.mask_dtype}: 1 for real tokens, 0 for padding",
-            "token_type_ids": "int32 segment ids (0: first sentence, 1: second)",
+            "input_ids": f"{dtypes['input_ids']} word-piece ids",
+            "attention_mask": f"{dtypes['attention_mask']}: 1 for real tokens, 0 for padding",
+            "token_type_ids": f"{dtypes['token_type_ids']} segment ids (0: first sentence, 1: second)",
         },
+        "input_dtypes": dict(dtypes),
         "outputs": list(graph.output_order),
         "mask_dtype": options.mask_dtype,
         "io_type": options.io_type,
@@ -269,9 +306,39 @@ def _write_tflite(graph, options, calibration, metadata, path):
     entries = {tflite_flatbuffer.METADATA_JSON: json.dumps(meta, sort_keys=True).encode()}
     if vocab:
         entries[tflite_flatbuffer.METADATA_VOCAB] = ("\n".join(vocab) + "\n").encode()
+    # The TFLite clients' metadata (issue 14, c1's convert/tflite_metadata.py) is wired here at merge:
+    #     metadata_bytes, files = tflite_metadata.client_metadata(**client_metadata_args(meta, vocab))
+    #     entries[tflite_metadata.TFLITE_METADATA] = metadata_bytes
+    # and after finalize: data = tflite_metadata.pack_files(data, files). The drift probe passes meta {}
+    # (client_metadata_args returns None then: a probe is no client's file).
     data = tflite_flatbuffer.finalize(data, INPUT_NAMES, graph.output_order, entries)
     Path(path).write_bytes(data)
     return notes
+
+
+def client_metadata_args(meta, vocab):
+    """The arguments of ``tflite_metadata.client_metadata`` for an export's ``mbk_metadata`` and vocabulary.
+
+    Args:
+        meta (dict): the ``mbk_metadata`` of :func:`_metadata` (``{}`` for a drift probe).
+        vocab (list[str] | None): the vocabulary lines (None: the model has none, or ``--no-vocab``).
+
+    Returns:
+        dict | None: ``client``, ``output_names``, ``vocab_lines``, ``labels``, ``name``, ``description``;
+        None for a file without a task (a drift probe).
+
+    Example:
+        >>> client_metadata_args({"task": "classification", "client": "classifier", "outputs": ["probability"],
+        ...                       "labels": ["neg", "pos"], "source": "m"}, None)["labels"]
+        ['neg', 'pos']
+    """
+    if not meta.get("task"):
+        return None
+    return {
+        "client": meta["client"], "output_names": list(meta["outputs"]), "vocab_lines": vocab or None,
+        "labels": list(meta.get("labels") or []) or None, "name": meta["source"],
+        "description": f"{meta['task']} export of {meta['source']} by mobilebert-kit",
+    }
 
 
 def _write_onnx(graph, options, calibration, metadata, path):
@@ -283,7 +350,7 @@ def _write_onnx(graph, options, calibration, metadata, path):
     onnx_as = quantization_mode(options.quantize).onnx_as  # qat -> int8 (the record says why)
     if onnx_as is not None:
         model = onnx_export.quantize(
-            model, onnx_as, calibration, options.mask_dtype, options.keep_float_ops or (), options.keep_float_layers,
+            model, onnx_as, calibration, graph.input_dtypes, options.keep_float_ops or (), options.keep_float_layers,
         )
     meta, vocab = metadata
     entries = {"mbk_metadata": json.dumps(meta, sort_keys=True)}
@@ -301,18 +368,38 @@ def _result(tmp, out, options, source, notes, start):
     info = inspect_artifact(tmp, fmt=options.format)
     return ExportResult(
         path=str(out), format=options.format, quantize=options.quantize, size_bytes=info.size_bytes,
-        seconds=time.perf_counter() - start, source=source.describe(), notes=notes,
+        seconds=time.perf_counter() - start, source=source.describe(), task=options.task, seq_len=options.seq_len,
+        notes=notes,
         float_ops=dict(info.float_ops), op_counts=dict(info.op_counts),
     )
 
 
-def reference_outputs(reference, inputs, names):
-    """Runs the Keras source on ``inputs`` (int32 arrays) and returns ``{name: array}`` for ``names``."""
-    out = reference({k: np.asarray(v) for k, v in inputs.arrays.items()}, training=False)
-    return {k: np.asarray(out[k]) for k in names if k in out}
+def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
+    """The Keras source's values of an export's outputs on ``inputs``: ``{exported name: array}``.
+
+    Args:
+        reference: the Keras source model.
+        inputs: an InputSet.
+        pairs: ``((exported name, canonical name), ...)`` (``export_model.task_names``).
+        pooling (str): the embedding's pooling; normalize (bool): its normalization.
+
+    The canonical values come from the source's own outputs (and its encoder's, for a head's
+    embedding); derived outputs go through ``export_model.task_outputs``, the graph's own function.
+    """
+    from mobilebert_kit.convert.export_model import task_outputs
+    from mobilebert_kit.convert.rebuild import encoder_of
+
+    arrays = {k: np.asarray(v) for k, v in inputs.arrays.items()}
+    values = dict(reference(arrays, training=False))
+    if any(canonical in ("sequence_output", "sentence_embedding") and "sequence_output" not in values
+           for _, canonical in pairs):
+        values.update({k: v for k, v in encoder_of(reference)(arrays, training=False).items() if k not in values})
+    out = task_outputs(values, arrays["attention_mask"], pairs, pooling, normalize)
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
-def validate_file(path, reference, inputs, precision, thresholds=None, artifact_name=None, fmt=None):
+def validate_file(path, reference, inputs, precision, thresholds=None, artifact_name=None, fmt=None, task=MISSING,
+                  pooling=None, normalize=None):
     """Validates an artifact file against a Keras model; returns the ValidationReport (not raised).
 
     Args:
@@ -323,17 +410,38 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
         thresholds: ``{name: value}`` overrides.
         artifact_name: the name used in messages (default: ``path``).
         fmt: ``"tflite"`` / ``"onnx"`` when ``path`` has another suffix (a temp file).
+        task: the file's export task; not given: its ``mbk_metadata``'s (a file without one, from an
+            earlier version, has the architecture's canonical outputs: ``task=None``).
+        pooling / normalize: the embedding's; not given: the metadata's.
+
+    Example:
+        >>> validate_file("m.tflite", model, inputs, "dynamic").passed  # doctest: +SKIP
+        True
     """
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+    from mobilebert_kit.artifacts.reader import artifact_format
     from mobilebert_kit.artifacts.runner import ArtifactRunner
-    from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
+    from mobilebert_kit.convert.export_model import logit_outputs, task_names, token_outputs
+    from mobilebert_kit.convert.rebuild import architecture_of
     from mobilebert_kit.convert.validation import thresholds_for, validate_outputs
 
+    fmt = artifact_format(Path(path), fmt)
+    if task is MISSING:
+        meta = read_artifact_metadata(path) if Path(path).suffix == f".{fmt}" else {}
+        task = meta.get("task")
+        declared = meta.get("pooling") or {}
+        pooling, normalize = declared.get("mode"), declared.get("normalize")
+    architecture = architecture_of(reference)
+    if task is not None and architecture not in export_task(task).architectures:
+        raise ConfigError(f"{artifact_name or path} is a {task} export, which a {architecture} cannot be compared "
+                          "with; pass the model it was exported from as the reference")
     runner = ArtifactRunner(path, fmt=fmt)
-    expected = output_names(reference)
-    refs = reference_outputs(reference, inputs, expected)
+    pairs = task_names(reference, task, fmt)
+    expected = [name for name, _ in pairs]
+    refs = reference_outputs(reference, inputs, pairs, pooling, bool(normalize))
     return validate_outputs(
-        artifact_name or str(path), runner, refs, inputs, expected, token_outputs(reference), LOGIT_OUTPUTS,
-        precision, thresholds_for(precision, **(thresholds or {})),
+        artifact_name or str(path), runner, refs, inputs, expected, token_outputs(reference, task, fmt),
+        logit_outputs(reference, task, fmt), precision, thresholds_for(precision, **(thresholds or {})),
     )
 
 
@@ -385,7 +493,7 @@ def write_drift_probe(model, options, calibration, path, qat_graph=None):
     Example:
         >>> write_drift_probe(model, options, calibration, "probe.tflite", qat_graph=graph)  # doctest: +SKIP
     """
-    from mobilebert_kit.convert.export_model import build_export_model, hidden_state_names
+    from mobilebert_kit.convert.export_model import hidden_state_names
 
     names = hidden_state_names(model)
     if quantization_mode(options.quantize).trains:
@@ -393,8 +501,7 @@ def write_drift_probe(model, options, calibration, path, qat_graph=None):
 
         graph = with_layer_outputs(qat_graph, names)
     else:
-        graph = build_export_model(model, options.batch_size, options.seq_len, options.mask_dtype,
-                                   options.attention_mask_value, hidden_states=True)
+        graph = _export_graph(model, options, hidden_states=True)
     meta = ({}, None)
     if options.format == "tflite":
         _write_tflite(graph, options, calibration, meta, path)

@@ -37,6 +37,9 @@ import numpy as np
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 DEFAULT_OPSET = 17
+# Names of the dynamic batch and sequence dimensions: optimum's, which code written for its exports
+# (and tools reading the signature) expect.
+DYNAMIC_DIMS = ("batch_size", "sequence_length")
 # Weights smaller than this stay float32 in float16 mode (biases, norms: no size gain, some accuracy).
 _FLOAT16_MIN_ELEMENTS = 1024
 
@@ -45,7 +48,7 @@ def convert(graph, opset=DEFAULT_OPSET):
     """Converts an export graph to an ONNX ModelProto with named, ordered inputs and outputs.
 
     Dynamic dimensions (``batch_size`` / ``seq_len`` None in the graph) are
-    named ``batch`` and ``sequence``.
+    named as optimum names them (:data:`DYNAMIC_DIMS`).
     """
     import tf2onnx
 
@@ -75,7 +78,7 @@ def convert(graph, opset=DEFAULT_OPSET):
 def _name_dynamic_dims(model):
     for value in list(model.graph.input) + list(model.graph.output):
         dims = value.type.tensor_type.shape.dim
-        for index, label in ((0, "batch"), (1, "sequence")):
+        for index, label in enumerate(DYNAMIC_DIMS):
             if len(dims) > index and not dims[index].HasField("dim_value"):
                 dims[index].dim_param = label
 
@@ -101,11 +104,11 @@ def add_metadata(model, entries):
 
 
 class _Reader:
-    """ONNX Runtime calibration data reader over an InputSet."""
+    """ONNX Runtime calibration data reader over an InputSet, feeding each input in the model's type."""
 
-    def __init__(self, calibration, mask_dtype, batch_size):
+    def __init__(self, calibration, input_dtypes, batch_size):
         self._batches = list(calibration.rows(batch_size))
-        self._mask_dtype = mask_dtype
+        self._dtypes = input_dtypes
         self._next = 0
 
     def get_next(self):
@@ -113,11 +116,7 @@ class _Reader:
             return None
         rows = self._batches[self._next]
         self._next += 1
-        return {
-            "input_ids": rows["input_ids"].astype(np.int32),
-            "attention_mask": rows["attention_mask"].astype(self._mask_dtype),
-            "token_type_ids": rows["token_type_ids"].astype(np.int32),
-        }
+        return {name: np.asarray(rows[name]).astype(dtype) for name, dtype in self._dtypes.items()}
 
     def rewind(self):
         self._next = 0
@@ -131,7 +130,7 @@ def nodes_matching(model, layers):
     return [n.name for n in model.graph.node if any(_contains(n.name.split("/"), p) for p in patterns)]
 
 
-def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", keep_float_ops=(),
+def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, keep_float_ops=(),
              keep_float_layers=(), per_channel=True):
     """Quantizes a float ONNX ModelProto with ONNX Runtime; returns the new ModelProto.
 
@@ -139,7 +138,8 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
         model: the float model from :func:`convert`.
         quantize: a mode with ONNX Runtime settings (a record's ``onnx_as``).
         calibration: an InputSet (calibrated modes).
-        mask_dtype: the model's attention-mask input type.
+        input_dtypes (dict): ``{input name: numpy type name}`` of the model's inputs (None: read from
+            the model's graph inputs).
         keep_float_ops: ONNX op types not to quantize (e.g. ``"MatMul"``).
         keep_float_layers: layer paths whose nodes stay float.
         per_channel: per-output-channel weight scales.
@@ -182,7 +182,7 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
                     ops = [op for op in q.registry.QDQRegistry if op not in kept]
                 sixteen = settings.activations == "int16"
                 q.quantize_static(
-                    str(source), str(target), _Reader(calibration, mask_dtype, batch),
+                    str(source), str(target), _Reader(calibration, input_dtypes or _input_dtypes(model), batch),
                     quant_format=q.QuantFormat.QDQ, per_channel=per_channel, reduce_range=settings.reduce_range,
                     activation_type=q.QuantType.QInt16 if sixteen else q.QuantType.QUInt8,
                     weight_type=q.QuantType.QInt8, op_types_to_quantize=ops, nodes_to_exclude=exclude,
@@ -195,6 +195,14 @@ def quantize(model, quantize="dynamic", calibration=None, mask_dtype="float32", 
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}") from err
         return onnx.load(str(target))
+
+
+def _input_dtypes(model):
+    """``{input name: numpy type name}`` of an ONNX model's graph inputs."""
+    from onnx import helper
+
+    return {value.name: helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name
+            for value in model.graph.input}
 
 
 @contextlib.contextmanager

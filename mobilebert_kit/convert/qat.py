@@ -322,9 +322,7 @@ def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, 
     except (ValueError, TypeError, RuntimeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ExportError(f"quantization-aware wrapping failed: {first}") from err
-    mask_dtype = np.float32 if graph.mask_dtype == "float32" else np.int32
-    rows = {k: (v.astype(mask_dtype) if k == "attention_mask" else v.astype(np.int32))
-            for k, v in calibration.arrays.items()}
+    rows = {k: np.asarray(calibration.arrays[k]).astype(dtype) for k, dtype in graph.input_dtypes.items()}
     batch_size = graph.inputs[0].shape[0] or batch_size
     rng = np.random.default_rng(seed)
     names = list(graph.output_order)
@@ -354,6 +352,7 @@ def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, 
             step(sample())
     qat.output_order = names
     qat.mask_dtype = graph.mask_dtype
+    qat.input_dtypes = graph.input_dtypes
     return qat
 
 
@@ -374,7 +373,7 @@ def with_layer_outputs(qat, layer_names):
 
     Returns:
         keras.Model: the same inputs, ``qat``'s outputs followed by one output per name,
-        with ``output_order`` and ``mask_dtype`` set like ``qat``'s.
+        with ``output_order``, ``mask_dtype`` and ``input_dtypes`` set like ``qat``'s.
 
     Example:
         >>> probe = with_layer_outputs(qat, hidden_state_names(model))  # doctest: +SKIP
@@ -388,4 +387,5 @@ def with_layer_outputs(qat, layer_names):
     probe = keras.Model(inputs=qat.input, outputs=outputs, name=f"{qat.name}_probe")
     probe.output_order = list(outputs)
     probe.mask_dtype = qat.mask_dtype
+    probe.input_dtypes = qat.input_dtypes
     return probe

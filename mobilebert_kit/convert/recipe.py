@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import RecipeError
-from mobilebert_kit.convert.export_options import ExportOptions, recipe_keys
+from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN, ExportOptions, recipe_keys
 from mobilebert_kit.convert.quantization_modes import THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import check_input_path
@@ -171,7 +171,7 @@ class Recipe:
 
         table = self.tables.get("substitute", {})
         recovery = Recovery(steps=options.recover_steps, data=options.recover_data,
-                            seq_len=table.get("seq_len", options.seq_len),
+                            seq_len=table.get("seq_len", options.seq_len or DEFAULT_SEQ_LEN),
                             **{key: table[key] for key in ("learning_rate", "fit") if key in table})
         return prepare_source(options.source, options.substitutions, recovery, head=options.head, log=log).source
 

@@ -52,16 +52,11 @@ def _converter(graph):
 
 
 def _representative(graph, calibration):
-    mask_dtype = np.float32 if graph.mask_dtype == "float32" else np.int32
     batch = graph.inputs[0].shape[0] or 1
 
     def generate():
         for rows in calibration.rows(batch):
-            yield {
-                "input_ids": rows["input_ids"].astype(np.int32),
-                "attention_mask": rows["attention_mask"].astype(mask_dtype),
-                "token_type_ids": rows["token_type_ids"].astype(np.int32),
-            }
+            yield {name: np.asarray(rows[name]).astype(dtype) for name, dtype in graph.input_dtypes.items()}
 
     return generate
 

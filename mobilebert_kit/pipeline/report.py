@@ -57,7 +57,9 @@ def build(recipe, planned, exports, profiles, timings=()):
         cosines = [o["cosine"] for o in outputs]
         row = {
             "artifact": exported["path"], "name": exported["path"].rsplit("/", 1)[-1], "format": opts.format,
-            "quantize": opts.quantize, "seq_len": opts.seq_len, "size_bytes": exported["size_bytes"],
+            "quantize": opts.quantize,
+            # The export resolved the length (the task's default when the recipe names none).
+            "seq_len": exported.get("seq_len") or opts.seq_len, "size_bytes": exported["size_bytes"],
             "fidelity_cosine": min(cosines) if cosines else None,
             "validation_passed": (exported.get("validation") or {}).get("passed"),
             "latency_ms": {}, "speedup_vs_float": {},

@@ -131,7 +131,7 @@ class Pipeline:
             inputs = {"mbk": mobilebert_kit.__version__, "source": source_hash, "substitute": substitute,
                       "options": _option_inputs(opts)}
             manifest = StageManifest("export", [opts.out, f"{opts.out}.report.json"], inputs)
-            self._stage(f"export {Path(opts.out).name} ({opts.format}, {opts.quantize}, seq {opts.seq_len})",
+            self._stage(f"export {Path(opts.out).name} ({opts.format}, {opts.quantize}, seq {opts.seq_len or 'default'})",
                         manifest, lambda o=opts: self._export(recipe, o))
             exports.append(_read_json(f"{opts.out}.report.json"))
         host = [self._profile_host(opts) for opts in planned]
@@ -196,13 +196,16 @@ class Pipeline:
         from mobilebert_kit.profiler.report import build_report, write_json
 
         out = Path(f"{opts.out}.host.json")
+        # The length the export resolved and validated: a dynamic-axis ONNX file (the default) fixes none.
+        seq_len = _read_json(f"{opts.out}.report.json").get("seq_len") or opts.seq_len
         settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all"}
-        inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings}
+        inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings,
+                  "seq_len": seq_len}
 
         def work():
             profiler = HostProfiler(threads=self.threads, runs=self.runs, warmup=DEFAULT_WARMUP, min_time_s=0.0,
                                     max_time_s=120.0)
-            result = profiler.profile(opts.out)
+            result = profiler.profile(opts.out, seq_len=seq_len)
             write_json(build_report([result], options={"pipeline": str(self.recipe_path), **settings}), out, overwrite=self.overwrite)
 
         self._stage(f"profile {Path(opts.out).name} on the host ({self.runs} runs)", StageManifest("profile-host", [out], inputs), work)

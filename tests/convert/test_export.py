@@ -18,23 +18,33 @@ from mobilebert_kit.convert.exporter import validate_file
 from tests.convert.conftest import SEQ, export_tiny, padded_inputs
 
 INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
+# The default signature per format (issue 14): TFLite static all-int32 (MediaPipe, the Task Library),
+# ONNX dynamic all-int64 with optimum's output names.
+CONTRACT = {
+    "tflite": {"shape": [1, SEQ], "dtype": "int32", "outputs": ["sequence_output", "pooled_output"], "seq_len": SEQ},
+    "onnx": {"shape": [None, None], "dtype": "int64", "outputs": ["last_hidden_state", "pooler_output"],
+             "seq_len": None},
+}
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])
 def test_float_export_contract(tiny_mobilebert, tmp_path, fmt):
     out = tmp_path / f"model.{fmt}"
+    want = CONTRACT[fmt]
     result = export_tiny(tiny_mobilebert, out, fmt)
     runner = ArtifactRunner(out)
     assert [s["name"] for s in runner.input_specs] == INPUTS
-    assert [s["shape"] for s in runner.input_specs] == [[1, SEQ]] * 3
-    assert [s["dtype"] for s in runner.input_specs] == ["int32", "float32", "int32"]
-    assert runner.output_names == ["sequence_output", "pooled_output"]
+    assert [s["shape"] for s in runner.input_specs] == [want["shape"]] * 3
+    assert [s["dtype"] for s in runner.input_specs] == [want["dtype"]] * 3
+    assert runner.output_names == want["outputs"]
     assert result.validation.passed
-    seq = next(m for m in result.validation.outputs if m.name == "sequence_output")
+    seq = next(m for m in result.validation.outputs if m.name == want["outputs"][0])
     assert seq.cosine > 0.99999 and seq.snr_db > 90  # float32 rounding only
     meta = read_artifact_metadata(out)
-    assert meta["seq_len"] == SEQ and meta["outputs"] == ["sequence_output", "pooled_output"]
-    assert meta["mask_dtype"] == "float32" and meta["quantization"] == "none"
+    assert meta["seq_len"] == want["seq_len"] and meta["outputs"] == want["outputs"]
+    assert meta["mask_dtype"] == want["dtype"] and meta["quantization"] == "none"
+    assert meta["task"] == "features" and meta["pooling"] is None
+    assert meta["input_dtypes"] == dict.fromkeys(INPUTS, want["dtype"])
     report = json.loads((tmp_path / f"model.{fmt}.report.json").read_text())
     assert report["validation"]["passed"] and report["size_bytes"] == out.stat().st_size
     assert not list(tmp_path.glob("*.partial"))
@@ -49,12 +59,12 @@ def test_onnx_checker_and_dynamic_axes(tiny_mobilebert, tmp_path):
     onnx.checker.check_model(model, full_check=True)
     assert model.opset_import[0].version == 15
     dims = [d.dim_param for d in model.graph.input[0].type.tensor_type.shape.dim]
-    assert dims == ["batch", "sequence"]
+    assert dims == ["batch_size", "sequence_length"]
     runner = ArtifactRunner(out)
     for seq in (7, 24):  # any length runs and matches the Keras model
         inputs = padded_inputs(tiny_mobilebert, count=3)
         inputs.arrays = {k: v[:, :seq] if seq <= SEQ else np.tile(v, (1, 2))[:, :seq] for k, v in inputs.arrays.items()}
-        ours = runner.run(inputs.arrays)["sequence_output"]
+        ours = runner.run(inputs.arrays)["last_hidden_state"]
         ref = tiny_mobilebert(inputs.arrays, training=False)["sequence_output"].numpy()
         keep = inputs.arrays["attention_mask"].astype(bool)
         np.testing.assert_allclose(ours[keep], ref[keep], atol=1e-4 * np.abs(ref).max())
@@ -70,7 +80,7 @@ def test_validation_fails_on_a_corrupted_weight(tiny_mobilebert, broken_mobilebe
     assert not report.passed
     with pytest.raises(OutputValueError) as err:
         report.raise_for_failures()
-    assert "sequence_output cosine" in str(err.value)
+    assert f"{CONTRACT[fmt]['outputs'][0]} cosine" in str(err.value)
 
 
 def test_validation_fails_when_the_mask_is_ignored(tiny_bert, tmp_path):
@@ -119,14 +129,14 @@ def test_name_and_shape_problems_are_all_collected(tiny_mobilebert, tiny_bert, t
     pytest.param("pretrainer", marks=pytest.mark.slow), pytest.param("token_classifier", marks=pytest.mark.slow),
 ])
 def test_every_head_exports_and_validates(tiny_mobilebert, tmp_path, head):
-    from mobilebert_kit.convert.export_model import OUTPUTS
+    from mobilebert_kit.convert.export_tasks import AUTO_TASK, TASKS
     from mobilebert_kit.models.heads import HEADS
 
     kwargs = {"num_labels": 3} if head in ("sequence_classifier", "token_classifier") else {}
     model = HEADS[head](tiny_mobilebert, **kwargs)
     out = tmp_path / f"{head}.tflite"
     result = export_tiny(model, out, labels=("a", "b", "c") if kwargs else ())
-    assert ArtifactRunner(out).output_names == list(OUTPUTS[head])
+    assert ArtifactRunner(out).output_names == list(TASKS[AUTO_TASK[head]].output_names("tflite"))
     assert result.validation.passed
     logits = [m for m in result.validation.outputs if m.argmax_agreement is not None]
     assert logits and all(m.argmax_agreement == 1.0 for m in logits)

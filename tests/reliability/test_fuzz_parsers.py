@@ -64,7 +64,7 @@ def _toml(tables):
 _KEYS = ["model", "preset", "head", "norm", "act", "recover_steps", "data", "fit", "seq_len", "learning_rate",
          "formats", "quantize", "batch_size", "out_dir", "name", "mask_dtype", "mask_value", "io_type", "opset",
          "dynamic_axes", "embed_vocab", "keep_float_layers", "keep_float_ops", "qat_steps", "labels", "count",
-         "drift_report", "min_cosine", "min_snr_db", "bogus"]
+         "drift_report", "min_cosine", "min_snr_db", "task", "pooling", "static_axes", "bogus"]
 _TABLES = ["source", "substitute", "export", "export.tflite", "export.onnx", "calibration", "validation", "sauce"]
 _STRINGS = st.sampled_from(["tiny-bert", "tiny-mobilebert", "../x", "/etc", "out", "data/c.txt", "tflite", "onnx",
                             "dynamic", "int8", "int4", "no_norm", "relu", "", ".", "a/../../b", "~", "é", "x\x00y"]) | st.text(max_size=12)

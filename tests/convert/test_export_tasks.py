@@ -1,0 +1,242 @@
+"""Export tasks end to end (issue 14): options resolve per source, the graph carries the task's outputs
+named for its clients, the inputs have the format's types, and validation compares by task."""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+from mobilebert_kit.artifacts.runner import ArtifactRunner
+from mobilebert_kit.convert.export_options import ExportOptions
+from mobilebert_kit.errors import ConfigError
+from tests.convert.conftest import SEQ, export_tiny, padded_inputs
+
+INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A checkpoint's declared sentence pooling, shaped like ``sources.pooling.Pooling``."""
+
+    mode: str
+    normalize: bool
+
+
+def options(fmt="tflite", **kwargs):
+    return ExportOptions("tiny-bert", fmt, out=f"m.{fmt}", **kwargs)
+
+
+@pytest.mark.parametrize("architecture, declared, fmt, task, seq_len", [
+    ("encoder", None, "tflite", "features", 128),
+    ("encoder", Declared("mean", True), "tflite", "embedding", 128),
+    ("sequence_classifier", None, "onnx", "classification", 128),
+    ("span_question_answerer", None, "tflite", "span_qa", 384),  # the Task Library's BertQuestionAnswerer
+    ("span_question_answerer", None, "onnx", "span_qa", 128),
+    ("pretrainer", None, "tflite", "pretraining", 128),
+])
+def test_auto_task_and_default_length_follow_the_source(architecture, declared, fmt, task, seq_len):
+    resolved = options(fmt).check().resolve(architecture, declared)
+    assert (resolved.task, resolved.seq_len) == (task, seq_len)
+    if declared is not None:
+        assert (resolved.pooling, resolved.normalize) == ("mean", True)
+
+
+def test_defaults_per_format():
+    tflite, onnx = options("tflite").check(), options("onnx").check()
+    assert (tflite.mask_dtype, tflite.dynamic_axes) == ("int32", False)
+    assert (onnx.mask_dtype, onnx.dynamic_axes) == ("int64", True)
+    assert options("onnx", static_axes=True).check().dynamic_axes is False
+    assert options("tflite", static_axes=True).check().dynamic_axes is False  # one recipe serves both formats
+    assert options("tflite", mask_dtype="float32").check().mask_dtype == "float32"
+    # An int8-io (integer-only) file keeps a float mask, quantized to an int8 input: no float CAST.
+    assert options("tflite", quantize="int8", io_type="int8").check().mask_dtype == "float32"
+    # A default length never exceeds the position table; a given one is refused in one line.
+    assert options().check().resolve("encoder", max_positions=64).seq_len == 64
+    with pytest.raises(ConfigError, match="exceeds the model's 64 positions"):
+        options(seq_len=100).check().resolve("encoder", max_positions=64)
+
+
+@pytest.mark.parametrize("kwargs, architecture, message", [
+    ({"task": "classification"}, "encoder", "exports sequence_classifier models; this source is encoder: use "
+                                            "--task features or embedding"),
+    ({"task": "embedding"}, "encoder", "declares no sentence pooling .*; pass --pooling mean|cls"),
+    ({"task": "span_qa"}, "sequence_classifier", "use --task features or embedding or classification"),
+])
+def test_a_task_the_source_cannot_export_is_one_line(kwargs, architecture, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        options(**kwargs, named_by="flag").check().resolve(architecture)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"mask_dtype": "int64"}, "--mask-dtype 'int64'|--mask-dtype int64"),
+    ({"format": "onnx", "out": "m.onnx", "mask_dtype": "int32"}, "onnx token inputs are int64"),
+    ({"format": "onnx", "out": "m.onnx", "dynamic_axes": True, "static_axes": True}, "contradict"),
+    ({"dynamic_axes": True}, "dynamic axes are an ONNX option"),
+    ({"pooling": "mean", "task": "features"}, "applies to --task embedding"),
+])
+def test_contradictory_options_are_refused(kwargs, message):
+    values = {"source": "tiny-bert", "out": "m.tflite", **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        ExportOptions(**values, named_by="flag").check()
+
+
+def test_sentence_embedding_is_masked_mean_then_unit_norm_and_safe_on_padding():
+    from mobilebert_kit.backend import tf
+    from mobilebert_kit.convert.export_model import sentence_embedding
+
+    rng = np.random.default_rng(0)
+    seq = rng.normal(size=(3, 5, 4)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]], np.int32)
+    mean = np.asarray(sentence_embedding(tf.constant(seq), tf.constant(mask), "mean", False))
+    np.testing.assert_allclose(mean[0], seq[0, :3].mean(0), rtol=1e-5)
+    np.testing.assert_allclose(mean[1], seq[1].mean(0), rtol=1e-5)
+    unit = np.asarray(sentence_embedding(tf.constant(seq), tf.constant(mask), "mean", True))
+    np.testing.assert_allclose(np.linalg.norm(unit[:2], axis=-1), 1.0, rtol=1e-5)
+    assert np.all(np.isfinite(unit)) and np.all(unit[2] == 0)  # an all-padding row: zeros, not NaN
+    cls = np.asarray(sentence_embedding(tf.constant(seq), tf.constant(mask), "cls", False))
+    np.testing.assert_allclose(cls, seq[:, 0], rtol=1e-6)
+
+
+def mean_pooled_unit(sequence_output, mask):
+    mask = mask[..., None].astype(np.float64)
+    pooled = (sequence_output * mask).sum(1) / mask.sum(1)
+    return pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_embedding_export_is_the_pooled_normalized_sentence_vector(tiny_bert, tmp_path, fmt):
+    out = tmp_path / f"e.{fmt}"
+    result = export_tiny(tiny_bert, out, fmt, task="embedding", pooling="mean", normalize=True)
+    assert result.validation.passed and result.task == "embedding"
+    runner = ArtifactRunner(out)
+    want = {"tflite": ["sentence_embedding"], "onnx": ["last_hidden_state", "sentence_embedding"]}[fmt]
+    assert runner.output_names == want
+    inputs = padded_inputs(tiny_bert)
+    ours = runner.run(inputs.arrays)["sentence_embedding"]
+    ref = tiny_bert(inputs.arrays, training=False)["sequence_output"].numpy()
+    expected = mean_pooled_unit(ref, inputs.arrays["attention_mask"])
+    assert ours.shape == (inputs.count, tiny_bert.config["hidden_size"])
+    np.testing.assert_allclose(ours, expected, atol=1e-5)
+    meta = read_artifact_metadata(out)
+    assert meta["task"] == "embedding" and meta["client"] == "embedder"
+    assert meta["pooling"] == {"mode": "mean", "normalize": True}
+
+
+def test_classifier_tflite_outputs_probabilities_and_onnx_logits(tiny_mobilebert, tmp_path):
+    from mobilebert_kit.models.heads import HEADS
+
+    model = HEADS["sequence_classifier"](tiny_mobilebert, num_labels=3)
+    inputs = padded_inputs(model)
+    logits = model(inputs.arrays, training=False)["logits"].numpy()
+    for fmt, name in (("tflite", "probability"), ("onnx", "logits")):
+        out = tmp_path / f"c.{fmt}"
+        result = export_tiny(model, out, fmt, labels=("neg", "neu", "pos"))
+        assert result.validation.passed and ArtifactRunner(out).output_names == [name]
+        values = ArtifactRunner(out).run(inputs.arrays)[name]
+        if fmt == "tflite":
+            np.testing.assert_allclose(values.sum(-1), 1.0, rtol=1e-5)
+            assert np.all(values >= 0)
+            np.testing.assert_allclose(np.log(values) - np.log(values[:, :1]), logits - logits[:, :1], atol=1e-3)
+        else:
+            np.testing.assert_allclose(values, logits, atol=1e-4)
+    from mobilebert_kit.convert.exporter import client_metadata_args
+
+    meta, vocab = read_artifact_metadata(tmp_path / "c.tflite", with_vocab=True)
+    args = client_metadata_args(meta, vocab or None)
+    assert args["client"] == "classifier" and args["output_names"] == ["probability"]
+    assert args["labels"] == ["neg", "neu", "pos"] and args["vocab_lines"] is None
+
+
+def test_onnx_runs_as_optimum_code_feeds_it(tiny_bert, tmp_path):
+    """int64 feeds of any batch and any length up to the position table, named outputs, quantized alike."""
+    import onnx
+
+    from mobilebert_kit.convert.input_set import InputSet
+
+    positions = tiny_bert.config["max_position_embeddings"]
+    rows = InputSet.like_text(tiny_bert.config["vocab_size"], 3, positions, 2, seed=4).arrays
+    reference = {length: tiny_bert({k: v[:, :length] for k, v in rows.items()}, training=False)
+                 for length in (1, 7, positions)}
+    # atol: float compared by value; None: dynamic int8 compared by cosine; "shape": static int8 (random
+    # calibration rows of an untrained preset) checked for its signature and shapes only.
+    for quantize, atol in (("none", 1e-4), ("dynamic", None), ("int8", "shape")):
+        out = tmp_path / f"{quantize}.onnx"
+        export_tiny(tiny_bert, out, "onnx", quantize, seq_len=None, validate=quantize != "int8")
+        model = onnx.load(str(out))
+        for value in model.graph.input:
+            assert value.type.tensor_type.elem_type == onnx.TensorProto.INT64
+            assert [d.dim_param for d in value.type.tensor_type.shape.dim] == ["batch_size", "sequence_length"]
+        session = ArtifactRunner(out)._session  # the plain onnxruntime session, fed directly
+        for batch in (1, 3):
+            for length in (1, 7, positions):
+                feeds = {k: v[:batch, :length].astype(np.int64) for k, v in rows.items()}
+                hidden, pooler = session.run(["last_hidden_state", "pooler_output"], feeds)
+                ref = reference[length]["sequence_output"].numpy()[:batch]
+                assert hidden.shape == ref.shape and pooler.shape == (batch, tiny_bert.config["hidden_size"])
+                keep = feeds["attention_mask"].astype(bool)
+                if atol == "shape":
+                    assert np.all(np.isfinite(hidden))
+                elif atol:
+                    np.testing.assert_allclose(hidden[keep], ref[keep], atol=atol * np.abs(ref).max())
+                else:
+                    cos = np.sum(hidden[keep] * ref[keep], -1) / np.linalg.norm(hidden[keep], axis=-1) / \
+                        np.linalg.norm(ref[keep], axis=-1)
+                    assert cos.mean() > 0.98
+
+
+def test_float_mask_file_on_request(tiny_bert, tmp_path):
+    out = tmp_path / "f.tflite"
+    result = export_tiny(tiny_bert, out, mask_dtype="float32")
+    assert result.validation.passed
+    assert [s["dtype"] for s in ArtifactRunner(out).input_specs] == ["int32", "float32", "int32"]
+
+
+def test_mbk_validate_reads_the_task_and_accepts_older_files(tiny_mobilebert, tmp_path, capsys):
+    from mobilebert_kit.cli.main import main
+    from mobilebert_kit.convert import exporter
+    from mobilebert_kit.convert.export_model import build_export_model
+    from mobilebert_kit.convert.exporter import validate_file
+    from mobilebert_kit.models.heads import HEADS
+
+    model = HEADS["sequence_classifier"](tiny_mobilebert, num_labels=2)
+    out = tmp_path / "c.tflite"
+    export_tiny(model, out, validate=False)
+    assert validate_file(out, model, padded_inputs(model), "none").passed  # task from the metadata
+    # A file from before issue 14: canonical names, a float mask, no task in its metadata.
+    old = tmp_path / "old.tflite"
+    graph = build_export_model(tiny_mobilebert, 1, SEQ)
+    exporter._write_tflite(graph, options(seq_len=SEQ).check(), None, ({"quantization": "none"}, None), old)
+    assert ArtifactRunner(old).output_names == ["sequence_output", "pooled_output"]
+    assert validate_file(old, tiny_mobilebert, padded_inputs(tiny_mobilebert), "none").passed
+    # The reference must be able to produce the file's task: one line otherwise.
+    with pytest.raises(ConfigError, match="is a classification export"):
+        validate_file(out, tiny_mobilebert, padded_inputs(tiny_mobilebert), "none")
+    import mobilebert_kit as mbk
+
+    saved = mbk.save(model, tmp_path / "saved")
+    assert main(["validate", str(out), "--reference", str(saved), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] and [o["name"] for o in report["outputs"]] == ["probability"]
+
+
+def test_full_int8_int32_mask_keeps_the_float_mask_files_ops_and_xnnpack_coverage(tiny_mobilebert, tmp_path):
+    """The mask is cast once at the input: the int32-mask file has the float-mask file's ops plus one CAST
+    (not one per layer), and XNNPACK delegates as many ops (measured: 74 of 78 vs 74 of 77)."""
+    from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
+
+    files = {}
+    for mask in ("int32", "float32"):
+        out = tmp_path / f"{mask}.tflite"
+        files[mask] = export_tiny(tiny_mobilebert, out, quantize="int8", mask_dtype=mask, validation_count=4)
+        files[mask].coverage = xnnpack_coverage(out)
+    ints, floats = files["int32"], files["float32"]
+    assert ints.validation.passed and floats.validation.passed
+    extra = dict(ints.op_counts)
+    extra["CAST"] = extra.get("CAST", 0) - 1
+    assert {k: v for k, v in extra.items() if v} == {k: v for k, v in floats.op_counts.items() if v}
+    assert ints.float_ops.get("CAST") == 1 and "CAST" not in floats.float_ops
+    assert ints.coverage["delegated"] == floats.coverage["delegated"]
+    assert ints.coverage["partitions"] <= floats.coverage["partitions"]  # the CAST sits before the first one
