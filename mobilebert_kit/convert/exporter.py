@@ -110,6 +110,9 @@ def export(options, source=None, log=print):
     graph = build_export_model(model, batch, seq, options.mask_dtype, options.attention_mask_value,
                                for_qat=mode.trains)
     notes = []
+    if calibration is not None and not options.calibration:
+        notes.append(f"calibrated on {calibration.description}: pass --calibration FILE (text like your app's) "
+                     "so the int8 ranges fit your inputs")
     if mode.trains:
         from mobilebert_kit.convert.qat import quantization_aware_graph
 
@@ -196,16 +199,10 @@ def _input_sets(source, model, options, say=None):
         calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"],
                                          count=options.calibration_count)
     elif quantization_mode(options.quantize).calibration:
-        # ExportOptions.check refused the modes that may not calibrate on random rows (the record's reason).
-        if tokenizer is not None:
-            # A model with a vocabulary is calibrated on the user's text: the built-in sample
-            # sentences are kept for validation, which must not see the calibration rows.
-            raise ExportError(options.needs_calibration(
-                "a model with a vocabulary is calibrated on your text (its sample sentences validate it)"))
-        # A preset has no vocabulary to tokenize text with; rows shaped like tokenized text
-        # calibrate it (the record's random_calibration rule, quantization_modes.py).
-        calibration = InputSet.like_text(config["vocab_size"], options.calibration_count, options.seq_len,
-                                         config["type_vocab_size"], seed=1)
+        # ExportOptions.check refused the modes that may not calibrate on built-in data (the record's
+        # default_calibration rule, quantization_modes.py); the rows never overlap the validation rows.
+        calibration = InputSet.default_calibration(tokenizer, config["vocab_size"], options.calibration_count,
+                                                   options.seq_len, config["type_vocab_size"])
         (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")
     if options.validation_data:
         validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"],

@@ -217,6 +217,37 @@ class InputSet:
             lines = lines[:count]
         return cls.from_text(lines, tokenizer, seq_len, description="built-in sample sentences")
 
+    @classmethod
+    def default_calibration(cls, tokenizer, vocab_size, count, seq_len, type_vocab_size=2):
+        """What a calibrated mode measures its ranges on when no ``--calibration`` file is given.
+
+        A model with a vocabulary: the built-in calibration sentences (``sample_text.CALIBRATION_SENTENCES``,
+        real English, none of them a validation sentence, so validation still sees text the ranges
+        were not fitted to). Without one: :meth:`like_text` rows (seed 1; validation uses seed 0).
+        Whether a mode may calibrate on these at all is its record's ``default_calibration`` rule
+        (``quantization_modes.py``).
+
+        Args:
+            tokenizer (WordPieceTokenizer | None): the model's tokenizer.
+            vocab_size (int): the model's vocabulary size.
+            count (int): rows at most.
+            seq_len (int): row length.
+            type_vocab_size (int): segments the model has.
+
+        Returns:
+            InputSet: the calibration rows, described for the "calibrating on ..." line.
+
+        Example:
+            >>> InputSet.default_calibration(None, 512, 8, 16).description
+            '8 realistic random row(s) (seed 1; no vocabulary to tokenize real text)'
+        """
+        if tokenizer is None:
+            return cls.like_text(vocab_size, count, seq_len, type_vocab_size, seed=1)
+        from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES
+
+        return cls.from_text(CALIBRATION_SENTENCES[:count], tokenizer, seq_len,
+                             description="built-in calibration sentences")
+
     def save(self, path):
         """Writes the arrays as ``.npz`` (atomically)."""
         from mobilebert_kit.utils.atomic import atomic_file
