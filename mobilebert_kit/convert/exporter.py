@@ -103,6 +103,7 @@ def export(options, source=None, log=print):
     reference = model  # the artifact's Keras source (after substitution, when there is one)
     calibration, validation_inputs = _input_sets(source, model, options, say)
     from mobilebert_kit.convert.export_model import build_export_model
+    from mobilebert_kit.convert.input_set import validation_lines
 
     batch = None if options.dynamic_axes else options.batch_size
     seq = None if options.dynamic_axes else options.seq_len
@@ -132,7 +133,8 @@ def export(options, source=None, log=print):
             say(f"validating {out.name} against the Keras model on {validation_inputs.description} ...")
             result.validation = validate_file(
                 tmp, reference, validation_inputs, options.quantize, options.thresholds, artifact_name=str(out),
-                fmt=options.format,
+                fmt=options.format, texts=validation_lines(options.validation_data, source.tokenizer,
+                                                           options.validation_count), tokenizer=source.tokenizer,
             )
             if options.drift_report and mode.quantized:
                 result.validation.drift = drift(model, options, calibration, validation_inputs, reference,
@@ -309,7 +311,8 @@ def reference_outputs(reference, inputs, names):
     return {k: np.asarray(out[k]) for k in names if k in out}
 
 
-def validate_file(path, reference, inputs, precision, thresholds=None, artifact_name=None, fmt=None):
+def validate_file(path, reference, inputs, precision, thresholds=None, artifact_name=None, fmt=None, texts=None,
+                  tokenizer=None):
     """Validates an artifact file against a Keras model; returns the ValidationReport (not raised).
 
     Args:
@@ -320,18 +323,26 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
         thresholds: ``{name: value}`` overrides.
         artifact_name: the name used in messages (default: ``path``).
         fmt: ``"tflite"`` / ``"onnx"`` when ``path`` has another suffix (a temp file).
+        texts / tokenizer: the validation text and the checkpoint's tokenizer: the file is also compared
+            through its clients' tokenization (``convert.client_fidelity``; a warning, never a failure).
     """
     from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.convert.client_fidelity import client_fidelity_of
+    from mobilebert_kit.convert.input_set import InputSet
     from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
     from mobilebert_kit.convert.validation import thresholds_for, validate_outputs
 
     runner = ArtifactRunner(path, fmt=fmt)
     expected = output_names(reference)
     refs = reference_outputs(reference, inputs, expected)
-    return validate_outputs(
+    report = validate_outputs(
         artifact_name or str(path), runner, refs, inputs, expected, token_outputs(reference), LOGIT_OUTPUTS,
         precision, thresholds_for(precision, **(thresholds or {})),
     )
+    report.client_tokenization = client_fidelity_of(
+        runner, fmt or Path(path).suffix[1:], texts, tokenizer, inputs.seq_len,
+        lambda arrays: reference_outputs(reference, InputSet(arrays, "client ids"), expected))
+    return report
 
 
 def drift(model, options, calibration, inputs, reference, qat_graph=None):

@@ -210,12 +210,7 @@ class InputSet:
     @classmethod
     def sample(cls, tokenizer, seq_len, count=None):
         """The built-in sample sentences (and a few pairs) through ``tokenizer``."""
-        from mobilebert_kit.convert.sample_text import SENTENCE_PAIRS, SENTENCES
-
-        lines = list(SENTENCES) + list(SENTENCE_PAIRS)
-        if count is not None:
-            lines = lines[:count]
-        return cls.from_text(lines, tokenizer, seq_len, description="built-in sample sentences")
+        return cls.from_text(sample_lines(count), tokenizer, seq_len, description="built-in sample sentences")
 
     @classmethod
     def default_calibration(cls, tokenizer, vocab_size, count, seq_len, type_vocab_size=2):
@@ -254,6 +249,38 @@ class InputSet:
 
         with atomic_file(path, "wb") as handle:
             np.savez(handle, **self.arrays)
+
+
+def sample_lines(count=None):
+    """The first ``count`` built-in validation lines (sentences, then tab-separated pairs)."""
+    from mobilebert_kit.convert.sample_text import SENTENCE_PAIRS, SENTENCES
+
+    return (list(SENTENCES) + list(SENTENCE_PAIRS))[:count]
+
+
+def validation_lines(path, tokenizer, count):
+    """The text an export or ``mbk validate`` validates on, as lines; None when it is not text.
+
+    Args:
+        path (str | os.PathLike | None): ``--validation-data`` / ``--data`` (None: the built-in sentences).
+        tokenizer (WordPieceTokenizer | None): the model's tokenizer (None: no text can be validated).
+        count (int): lines at most (the validated rows).
+
+    Returns:
+        list[str] | None: the same lines, in the same order, as the validation rows come from;
+        None for ``.npz`` arrays or a model without a vocabulary.
+
+    Example:
+        >>> validation_lines(None, tokenizer, 2)  # doctest: +SKIP
+        ['The quick brown fox jumps over the lazy dog.', 'A man is playing a guitar on the street corner.']
+    """
+    if tokenizer is None:
+        return None
+    if path is None:
+        return sample_lines(count)
+    if Path(path).suffix not in TEXT_SUFFIXES:
+        return None
+    return _text_lines(Path(path), count)
 
 
 def _special_ids(vocab_size):

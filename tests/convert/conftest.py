@@ -92,3 +92,19 @@ def padded_inputs(model, count=6, seed=3):
     from mobilebert_kit.convert.rebuild import encoder_of
 
     return InputSet.random(encoder_of(model).config["vocab_size"], count, SEQ, seed=seed)
+
+
+@pytest.fixture(scope="session")
+def tiny_with_vocab(tmp_path_factory):
+    """tiny-bert saved next to an uncased WordPiece vocabulary learnt from the built-in English text."""
+    import mobilebert_kit as mbk
+    from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
+    from mobilebert_kit.data.word_piece_tokenizer import train_wordpiece_vocab
+    from mobilebert_kit.sources.model_source import ModelSource
+
+    tmp = tmp_path_factory.mktemp("vocab")
+    text = tmp / "text.txt"
+    text.write_text("\n".join(SENTENCES + SENTENCE_PAIRS + CALIBRATION_SENTENCES) + "\n")
+    directory = mbk.save(ModelSource.load("tiny-bert").model, tmp / "saved")
+    train_wordpiece_vocab([text], directory / "vocab.txt", vocab_size=512)
+    return directory

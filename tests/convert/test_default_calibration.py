@@ -8,21 +8,6 @@ from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCE_P
 from tests.convert.conftest import SEQ
 
 
-@pytest.fixture(scope="module")
-def tiny_with_vocab(tmp_path_factory):
-    """tiny-bert saved next to a WordPiece vocabulary learnt from the built-in English text (so it tokenizes it)."""
-    import mobilebert_kit as mbk
-    from mobilebert_kit.data.word_piece_tokenizer import train_wordpiece_vocab
-    from mobilebert_kit.sources.model_source import ModelSource
-
-    tmp = tmp_path_factory.mktemp("vocab")
-    text = tmp / "text.txt"
-    text.write_text("\n".join(SENTENCES + SENTENCE_PAIRS + CALIBRATION_SENTENCES) + "\n")
-    directory = mbk.save(ModelSource.load("tiny-bert").model, tmp / "saved")
-    train_wordpiece_vocab([text], directory / "vocab.txt", vocab_size=512)
-    return directory
-
-
 def test_calibration_and_validation_sentences_share_no_line():
     # Never calibrate on what you validate on: the ranges would fit the test rows.
     validation = set(SENTENCES) | set(SENTENCE_PAIRS)
