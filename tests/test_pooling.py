@@ -160,3 +160,14 @@ def test_a_fifo_is_refused_without_blocking(st_dir):
     config.unlink()
     os.mkfifo(config)
     refused(st_dir, "not a regular file")
+
+
+def test_reading_the_pooling_loads_no_tensorflow():
+    # The CLI and the artifact readers may ask for the pooling before (or without) loading TensorFlow.
+    import subprocess
+    import sys
+
+    code = ("import sys; from mobilebert_kit.sources.pooling import read_pooling; "
+            f"print(read_pooling({str(MINILM)!r})); print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[:2] == ["Pooling(mode='mean', normalize=True)", "False"]
