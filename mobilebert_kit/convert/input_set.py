@@ -57,8 +57,9 @@ class InputSet:
         return int(self.arrays["input_ids"].shape[1])
 
     def take(self, count):
-        """The first ``count`` rows."""
-        return InputSet({k: v[:count] for k, v in self.arrays.items()}, self.description)
+        """The first ``count`` rows (the description says so when rows are left out)."""
+        description = self.description if count >= self.count else f"the first {count} of {self.description}"
+        return InputSet({k: v[:count] for k, v in self.arrays.items()}, description)
 
     def rows(self, batch_size=1):
         """Yields dicts of ``batch_size`` rows (the last batch repeats rows to fill it)."""
