@@ -35,7 +35,7 @@ def run(args):
     meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads
     thresholds = parse_thresholds(args.threshold)
     from mobilebert_kit.convert.exporter import validate_file
-    from mobilebert_kit.convert.input_set import InputSet, default_inputs
+    from mobilebert_kit.convert.input_set import InputSet, default_inputs, validation_lines
     from mobilebert_kit.sources.model_source import ModelSource
     from mobilebert_kit.convert.rebuild import encoder_of
 
@@ -52,7 +52,8 @@ def run(args):
         inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"], count=args.count)
     else:
         inputs = default_inputs(config, seq_len, source.tokenizer, count=args.count)
-    report = validate_file(args.file, source.model, inputs, precision, thresholds)
+    report = validate_file(args.file, source.model, inputs, precision, thresholds,
+                           texts=validation_lines(args.data, source.tokenizer, args.count), tokenizer=source.tokenizer)
     print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else report.format_text())
     report.raise_for_failures()
     return 0

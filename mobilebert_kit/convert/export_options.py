@@ -278,8 +278,8 @@ class ExportOptions:
         if self.keep_float_ops or self.keep_float_layers:
             which = self.name_of("keep_float_ops" if self.keep_float_ops else "keep_float_layers")
             self._refuse_unless(mode, f"keep_float:{self.format}", f"{which} ({self.format})")
-        if mode.calibration and not self.calibration and not mode.allows("random_calibration"):
-            raise ExportError(self.needs_calibration(mode.refused["random_calibration"]))
+        if mode.calibration and not self.calibration and not mode.allows("default_calibration"):
+            raise ExportError(self.needs_calibration(mode.refused["default_calibration"]))
         for name, what in (("calibration", "calibration data"), ("validation_data", "validation data"),
                            ("recover_data", "recovery data")):
             path = getattr(self, name)

@@ -115,9 +115,14 @@ def export(options, source=None, log=print):
                          fix="fix or re-train the source model; an exported copy would answer NaN")
     reference = model  # the artifact's Keras source (after substitution, when there is one)
     calibration, validation_inputs = _input_sets(source, model, options, say)
+    from mobilebert_kit.convert.input_set import validation_lines
+
     mode = quantization_mode(options.quantize)
     graph = _export_graph(model, options, for_qat=mode.trains)
     notes = []
+    if calibration is not None and not options.calibration:
+        notes.append(f"calibrated on {calibration.description}: pass --calibration FILE (text like your app's) "
+                     "so the int8 ranges fit your inputs")
     if mode.trains:
         from mobilebert_kit.convert.qat import quantization_aware_graph
 
@@ -139,6 +144,8 @@ def export(options, source=None, log=print):
             result.validation = validate_file(
                 tmp, reference, validation_inputs, options.quantize, options.thresholds, artifact_name=str(out),
                 fmt=options.format, task=options.task, pooling=options.pooling, normalize=options.normalize,
+                texts=validation_lines(options.validation_data, source.tokenizer, options.validation_count),
+                tokenizer=source.tokenizer,
             )
             if options.drift_report and mode.quantized:
                 result.validation.drift = drift(model, options, calibration, validation_inputs, reference,
@@ -223,16 +230,10 @@ def _input_sets(source, model, options, say=None):
         calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"],
                                          count=options.calibration_count)
     elif quantization_mode(options.quantize).calibration:
-        # ExportOptions.check refused the modes that may not calibrate on random rows (the record's reason).
-        if tokenizer is not None:
-            # A model with a vocabulary is calibrated on the user's text: the built-in sample
-            # sentences are kept for validation, which must not see the calibration rows.
-            raise ExportError(options.needs_calibration(
-                "a model with a vocabulary is calibrated on your text (its sample sentences validate it)"))
-        # A preset has no vocabulary to tokenize text with; rows shaped like tokenized text
-        # calibrate it (the record's random_calibration rule, quantization_modes.py).
-        calibration = InputSet.like_text(config["vocab_size"], options.calibration_count, options.seq_len,
-                                         config["type_vocab_size"], seed=1)
+        # ExportOptions.check refused the modes that may not calibrate on built-in data (the record's
+        # default_calibration rule, quantization_modes.py); the rows never overlap the validation rows.
+        calibration = InputSet.default_calibration(tokenizer, config["vocab_size"], options.calibration_count,
+                                                   options.seq_len, config["type_vocab_size"])
         (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")
     if options.validation_data:
         validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"],
@@ -399,7 +400,7 @@ def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
 
 
 def validate_file(path, reference, inputs, precision, thresholds=None, artifact_name=None, fmt=None, task=MISSING,
-                  pooling=None, normalize=None):
+                  pooling=None, normalize=None, texts=None, tokenizer=None):
     """Validates an artifact file against a Keras model; returns the ValidationReport (not raised).
 
     Args:
@@ -413,6 +414,8 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
         task: the file's export task; not given: its ``mbk_metadata``'s (a file without one, from an
             earlier version, has the architecture's canonical outputs: ``task=None``).
         pooling / normalize: the embedding's; not given: the metadata's.
+        texts / tokenizer: the validation text and the checkpoint's tokenizer: the file is also compared
+            through its clients' tokenization (``convert.client_fidelity``; a warning, never a failure).
 
     Example:
         >>> validate_file("m.tflite", model, inputs, "dynamic").passed  # doctest: +SKIP
@@ -421,7 +424,9 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
     from mobilebert_kit.artifacts.reader import artifact_format
     from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.convert.client_fidelity import client_fidelity_of
     from mobilebert_kit.convert.export_model import logit_outputs, task_names, token_outputs
+    from mobilebert_kit.convert.input_set import InputSet
     from mobilebert_kit.convert.rebuild import architecture_of
     from mobilebert_kit.convert.validation import thresholds_for, validate_outputs
 
@@ -439,10 +444,14 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
     pairs = task_names(reference, task, fmt)
     expected = [name for name, _ in pairs]
     refs = reference_outputs(reference, inputs, pairs, pooling, bool(normalize))
-    return validate_outputs(
+    report = validate_outputs(
         artifact_name or str(path), runner, refs, inputs, expected, token_outputs(reference, task, fmt),
         logit_outputs(reference, task, fmt), precision, thresholds_for(precision, **(thresholds or {})),
     )
+    report.client_tokenization = client_fidelity_of(
+        runner, fmt or Path(path).suffix[1:], texts, tokenizer, inputs.seq_len,
+        lambda arrays: reference_outputs(reference, InputSet(arrays, "client ids"), pairs, pooling, bool(normalize)))
+    return report
 
 
 def drift(model, options, calibration, inputs, reference, qat_graph=None):

@@ -57,8 +57,9 @@ class InputSet:
         return int(self.arrays["input_ids"].shape[1])
 
     def take(self, count):
-        """The first ``count`` rows."""
-        return InputSet({k: v[:count] for k, v in self.arrays.items()}, self.description)
+        """The first ``count`` rows (the description says so when rows are left out)."""
+        description = self.description if count >= self.count else f"the first {count} of {self.description}"
+        return InputSet({k: v[:count] for k, v in self.arrays.items()}, description)
 
     def rows(self, batch_size=1):
         """Yields dicts of ``batch_size`` rows (the last batch repeats rows to fill it)."""
@@ -210,12 +211,38 @@ class InputSet:
     @classmethod
     def sample(cls, tokenizer, seq_len, count=None):
         """The built-in sample sentences (and a few pairs) through ``tokenizer``."""
-        from mobilebert_kit.convert.sample_text import SENTENCE_PAIRS, SENTENCES
+        return cls.from_text(sample_lines(count), tokenizer, seq_len, description="built-in sample sentences")
 
-        lines = list(SENTENCES) + list(SENTENCE_PAIRS)
-        if count is not None:
-            lines = lines[:count]
-        return cls.from_text(lines, tokenizer, seq_len, description="built-in sample sentences")
+    @classmethod
+    def default_calibration(cls, tokenizer, vocab_size, count, seq_len, type_vocab_size=2):
+        """What a calibrated mode measures its ranges on when no ``--calibration`` file is given.
+
+        A model with a vocabulary: the built-in calibration sentences (``sample_text.CALIBRATION_SENTENCES``,
+        real English, none of them a validation sentence, so validation still sees text the ranges
+        were not fitted to). Without one: :meth:`like_text` rows (seed 1; validation uses seed 0).
+        Whether a mode may calibrate on these at all is its record's ``default_calibration`` rule
+        (``quantization_modes.py``).
+
+        Args:
+            tokenizer (WordPieceTokenizer | None): the model's tokenizer.
+            vocab_size (int): the model's vocabulary size.
+            count (int): rows at most.
+            seq_len (int): row length.
+            type_vocab_size (int): segments the model has.
+
+        Returns:
+            InputSet: the calibration rows, described for the "calibrating on ..." line.
+
+        Example:
+            >>> InputSet.default_calibration(None, 512, 8, 16).description
+            '8 realistic random row(s) (seed 1; no vocabulary to tokenize real text)'
+        """
+        if tokenizer is None:
+            return cls.like_text(vocab_size, count, seq_len, type_vocab_size, seed=1)
+        from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES
+
+        return cls.from_text(CALIBRATION_SENTENCES[:count], tokenizer, seq_len,
+                             description="built-in calibration sentences")
 
     def save(self, path):
         """Writes the arrays as ``.npz`` (atomically)."""
@@ -223,6 +250,38 @@ class InputSet:
 
         with atomic_file(path, "wb") as handle:
             np.savez(handle, **self.arrays)
+
+
+def sample_lines(count=None):
+    """The first ``count`` built-in validation lines (sentences, then tab-separated pairs)."""
+    from mobilebert_kit.convert.sample_text import SENTENCE_PAIRS, SENTENCES
+
+    return (list(SENTENCES) + list(SENTENCE_PAIRS))[:count]
+
+
+def validation_lines(path, tokenizer, count):
+    """The text an export or ``mbk validate`` validates on, as lines; None when it is not text.
+
+    Args:
+        path (str | os.PathLike | None): ``--validation-data`` / ``--data`` (None: the built-in sentences).
+        tokenizer (WordPieceTokenizer | None): the model's tokenizer (None: no text can be validated).
+        count (int): lines at most (the validated rows).
+
+    Returns:
+        list[str] | None: the same lines, in the same order, as the validation rows come from;
+        None for ``.npz`` arrays or a model without a vocabulary.
+
+    Example:
+        >>> validation_lines(None, tokenizer, 2)  # doctest: +SKIP
+        ['The quick brown fox jumps over the lazy dog.', 'A man is playing a guitar on the street corner.']
+    """
+    if tokenizer is None:
+        return None
+    if path is None:
+        return sample_lines(count)
+    if Path(path).suffix not in TEXT_SUFFIXES:
+        return None
+    return _text_lines(Path(path), count)
 
 
 def _special_ids(vocab_size):

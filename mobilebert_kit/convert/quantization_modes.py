@@ -79,7 +79,7 @@ class TfliteSettings:
 THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_error")
 
 # What a mode can be asked for beyond its name; each record lists the ones it refuses, with the reason.
-CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "random_calibration")
+CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "default_calibration")
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,8 @@ _NOTHING_QUANTIZED = "a float model has no quantized op to keep in float"
 _TFLITE_SELECTIVE = ("the TFLite converter keeps ops float only while it quantizes from its own calibration "
                      "(selective quantization of int8); an ONNX export of this mode can keep them")
 _FLOAT16_WHOLE = "float16 weights are stored whole and cast back at load; there is no per-op choice"
-_QAT_TRAINS = "QAT trains on its data, and random rows would teach the model noise"
+_QAT_TRAINS = ("QAT trains on its data, and built-in rows would teach the model random ids or text that is "
+               "not your app's")
 _NOT_CALIBRATED = "this mode is not calibrated"
 
 # Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone
@@ -166,19 +167,21 @@ _XNNPACK_FLOAT = {"default_float_ops": ("SOFTMAX",), "default_float_nodes": ("at
 _LOOSE = {"min_cosine": 0.9, "min_snr_db": 5.0, "min_argmax_agreement": 0.7}
 _DYNAMIC = {"min_cosine": 0.98, "min_snr_db": 12.0, "min_argmax_agreement": 0.9}
 
-# Calibrated modes may calibrate a model without a vocabulary on rows shaped like tokenized text
-# (issue 12: without this, full int8 of a preset needed an undocumented .npz); only ranges are measured.
+# "default_calibration": a calibrated mode run without --calibration measures its ranges on built-in data
+# (InputSet.default_calibration): a model with a vocabulary on the built-in calibration sentences (issue 14:
+# `mbk export MINILM --quantize int8` was refused), one without on rows shaped like tokenized text (issue 12:
+# full int8 of a preset needed an undocumented .npz). Only ranges are measured, never weights trained.
 MODES = {m.name: m for m in (
     QuantizationMode(
         "none", "float32", quantized=False, tflite=TfliteSettings(optimize=False),
         refused={"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _NOTHING_QUANTIZED,
-                 "keep_float:onnx": _NOTHING_QUANTIZED, "random_calibration": _NOT_CALIBRATED},
+                 "keep_float:onnx": _NOTHING_QUANTIZED, "default_calibration": _NOT_CALIBRATED},
         thresholds={"min_cosine": 0.99999, "min_snr_db": 60.0, "min_argmax_agreement": 0.99}, profiled_as="float32",
     ),
     QuantizationMode(
         "dynamic", "dynamic-range int8: int8 weights, activations quantized on the fly; no calibration",
         refused={"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _TFLITE_SELECTIVE,
-                 "random_calibration": _NOT_CALIBRATED},
+                 "default_calibration": _NOT_CALIBRATED},
         onnx_as="dynamic", onnx=OnnxQuantizer("dynamic"), tflite=TfliteSettings(),
         thresholds=_DYNAMIC, profiled_as="dynamic-int8",
     ),
@@ -190,7 +193,7 @@ MODES = {m.name: m for m in (
     QuantizationMode(
         "float16", "float16 weights, float32 compute",
         refused={"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _FLOAT16_WHOLE, "keep_float:onnx": _FLOAT16_WHOLE,
-                 "random_calibration": _NOT_CALIBRATED},
+                 "default_calibration": _NOT_CALIBRATED},
         onnx_as="float16", onnx=OnnxQuantizer("float16", "float32"), tflite=TfliteSettings(float16_weights=True),
         thresholds={"min_cosine": 0.9999, "min_snr_db": 40.0, "min_argmax_agreement": 0.98}, profiled_as="float16",
     ),
@@ -205,7 +208,7 @@ MODES = {m.name: m for m in (
         # graph is then quantized statically (QDQ int8) like int8, calibrated on the same data.
         "qat", "quantization-aware fine-tuning, then int8 from the learned ranges",
         calibration=True, trains=True,
-        refused={"keep_float:tflite": _TFLITE_SELECTIVE, "random_calibration": _QAT_TRAINS},
+        refused={"keep_float:tflite": _TFLITE_SELECTIVE, "default_calibration": _QAT_TRAINS},
         onnx_as="int8", tflite=TfliteSettings(symmetric_matmuls=True), thresholds=_LOOSE, profiled_as="int8",
     ),
 )}

@@ -95,6 +95,7 @@ class ValidationReport:
     outputs: list = field(default_factory=list)
     failures: list = field(default_factory=list)
     drift: list = field(default_factory=list)
+    client_tokenization: object = None  # a convert.client_fidelity.ClientFidelity: warns, never fails
 
     @property
     def passed(self):
@@ -109,6 +110,7 @@ class ValidationReport:
             "thresholds": asdict(self.thresholds), "inputs": self.inputs,
             "outputs": [asdict(m) for m in self.outputs], "failures": [str(f) for f in self.failures],
             "drift": self.drift,
+            "client_tokenization": self.client_tokenization.to_dict() if self.client_tokenization else None,
         }
 
     def format_text(self):
@@ -118,6 +120,8 @@ class ValidationReport:
             lines.append("  per-layer drift (hidden state vs Keras, real tokens):")
             lines += [f"    {d['layer']:<22} cos {d['cosine']:.6f}  SNR {d['snr_db']:6.1f} dB  max|err| {d['max_abs_error']:.3e}"
                       for d in self.drift]
+        if self.client_tokenization is not None:
+            lines += self.client_tokenization.format_text()
         lines.append("  PASSED" if self.passed else "  FAILED: " + "; ".join(str(f) for f in self.failures))
         return "\n".join(lines)
 

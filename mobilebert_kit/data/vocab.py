@@ -153,6 +153,35 @@ def lower_case_of(directory, default=True):
     return default
 
 
+def strip_accents_of(directory):
+    """Whether a model directory's tokenizer strips accents, as Hugging Face's tokenizers decide it.
+
+    ``tokenizer_config.json``'s ``strip_accents`` wins when it is a boolean (transformers' fast
+    tokenizer rewrites the ``tokenizer.json`` normalizer to match it); ``null`` or absent means
+    "follow lower-casing", as BERT's ``BasicTokenizer`` does (all-MiniLM-L6-v2: ``strip_accents:
+    null`` with ``do_lower_case: true``, so "naïve café" becomes "naive cafe").
+
+    Args:
+        directory (str | os.PathLike): the model or tokenizer directory.
+
+    Returns:
+        bool | None: None when the directory does not say (the tokenizer follows its casing).
+
+    Example:
+        >>> strip_accents_of("all-MiniLM-L6-v2/") is None  # doctest: +SKIP
+        True
+    """
+    path = Path(directory) / "tokenizer_config.json"
+    if path.is_file():
+        try:
+            value = load_json(path, "tokenizer_config.json", expect=dict).get("strip_accents")
+        except ConfigError:
+            return None
+        if isinstance(value, bool):
+            return value
+    return None
+
+
 def copy_tokenizer_files(source_dir, target_dir):
     """Copies the :data:`TOKENIZER_FILES` that ``source_dir`` has into ``target_dir``; returns their names.
 

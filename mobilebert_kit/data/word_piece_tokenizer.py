@@ -6,12 +6,14 @@ this class, so they read a vocabulary and decide its casing the same way
 (``data/vocab.py``).
 """
 
+import copy
 import hashlib
+import string
 from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.data.vocab import lower_case_of, read_vocab, vocab_ids
+from mobilebert_kit.data.vocab import lower_case_of, read_vocab, strip_accents_of, vocab_ids
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.structured import load_json
 
@@ -31,7 +33,7 @@ class WordPieceTokenizer:
     """BERT WordPiece tokenization (uncased or cased), from a ``vocab.txt`` or a ``tokenizer.json``.
 
     Normalisation is BERT's ``BasicTokenizer``: text cleaning, accents stripped
-    when lower-casing, punctuation split, and every CJK character made a word
+    when lower-casing (unless ``strip_accents`` says otherwise), punctuation split, and every CJK character made a word
     of its own (``handle_chinese_chars``), then greedy longest-match WordPiece
     with ``##`` continuations. The ``tokenizers`` library does the work; this
     class adds the vocabulary bookkeeping the data pipeline needs.
@@ -40,6 +42,8 @@ class WordPieceTokenizer:
         vocab: path of a ``vocab.txt`` (one token per line).
         lowercase: uncased (True, also strips accents) or cased (False) model.
         handle_chinese_chars: split CJK characters (BERT's default).
+        strip_accents: None follows ``lowercase`` (BERT's rule); a boolean overrides it, as
+            ``tokenizer_config.json``'s ``strip_accents`` does in Hugging Face's tokenizers.
 
     Example:
         >>> tok = WordPieceTokenizer("vocab.txt", lowercase=True)  # doctest: +SKIP
@@ -47,7 +51,7 @@ class WordPieceTokenizer:
         ['una', '##ffa', '##ble', 'token', '##ization']
     """
 
-    def __init__(self, vocab, lowercase=True, handle_chinese_chars=True):
+    def __init__(self, vocab, lowercase=True, handle_chinese_chars=True, strip_accents=None):
         from tokenizers import BertWordPieceTokenizer
 
         path = Path(vocab)
@@ -58,17 +62,18 @@ class WordPieceTokenizer:
         if missing:
             raise MbkError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
         self.lowercase = bool(lowercase)
+        self.strip_accents = self.lowercase if strip_accents is None else bool(strip_accents)
         self.source = str(path)
         self.vocab_path = path
         self._vocab_lines = tokens
         self._tokenizer = BertWordPieceTokenizer(
             vocab_ids(tokens), lowercase=self.lowercase, handle_chinese_chars=handle_chinese_chars,
-            strip_accents=None, clean_text=True,
+            strip_accents=self.strip_accents, clean_text=True,
         )
         self._finish()
 
     @classmethod
-    def from_file(cls, path, lowercase=None):
+    def from_file(cls, path, lowercase=None, strip_accents=None):
         """Loads from a ``vocab.txt``, a ``tokenizer.json`` or a model directory holding either.
 
         Args:
@@ -76,11 +81,15 @@ class WordPieceTokenizer:
             lowercase: for a ``vocab.txt``; default from ``tokenizer_config.json``
                 (``do_lower_case``) next to it, else True. A ``tokenizer.json``
                 carries its own normalisation; a contradicting value is an error.
+            strip_accents: None: ``tokenizer_config.json``'s ``strip_accents`` next to it
+                (``data.vocab.strip_accents_of``), else BERT's rule (strip when lower-casing).
         """
         path = Path(path)
         if path.is_dir():
             if lowercase is None:
                 lowercase = lower_case_of(path, default=None)
+            if strip_accents is None:
+                strip_accents = strip_accents_of(path)
             if (path / "tokenizer.json").is_file():
                 path = path / "tokenizer.json"
             elif (path / "vocab.txt").is_file():
@@ -88,8 +97,8 @@ class WordPieceTokenizer:
             else:
                 raise MbkError(f"{path} holds neither tokenizer.json nor vocab.txt; pass the vocabulary file")
         if path.suffix == ".json":
-            return cls._from_json(path, lowercase)
-        return cls(path, lowercase=True if lowercase is None else lowercase)
+            return cls._from_json(path, lowercase, strip_accents)
+        return cls(path, lowercase=True if lowercase is None else lowercase, strip_accents=strip_accents)
 
     @classmethod
     def from_directory(cls, directory):
@@ -114,6 +123,38 @@ class WordPieceTokenizer:
         """The casing as recorded in exported metadata (same as ``lowercase``)."""
         return self.lowercase
 
+    def client_tokenizer(self):
+        """The tokenizer the app-side TFLite clients run: the ids the phone computes from the same text.
+
+        MediaPipe's ``BertPreprocessorCalculator`` and the Task Library's BERT preprocessors call
+        ``absl::AsciiStrToLower`` on the text and then tokenize with the packed ``vocab.txt``: they
+        lower-case A-Z only (an "É" stays upper case) and never strip accents, whatever the
+        checkpoint's tokenizer does, and the TFLite Metadata has no field to change that
+        (``shared/reference/clients.md``). all-MiniLM-L6-v2 strips accents, so "naïve café" gives
+        other ids on the phone (cosine 0.37 to the checkpoint's embedding, issue 14).
+
+        Returns:
+            WordPieceTokenizer: the same vocabulary with the clients' normalisation
+            (``lowercase`` True: the clients always lower-case; ``strip_accents`` False).
+
+        Example:
+            >>> tok = WordPieceTokenizer.from_directory("all-MiniLM-L6-v2/")  # doctest: +SKIP
+            >>> tok.tokenize("Naïve"), tok.client_tokenizer().tokenize("Naïve")  # doctest: +SKIP
+            (['naive'], ['[UNK]'])
+        """
+        from tokenizers import BertWordPieceTokenizer, normalizers
+
+        client = copy.copy(self)
+        client._tokenizer = BertWordPieceTokenizer(vocab_ids(self.vocab_lines()), lowercase=False, strip_accents=False,
+                                                   handle_chinese_chars=True, clean_text=True)
+        client._tokenizer.normalizer = normalizers.Sequence(
+            [normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
+                                        lowercase=False)]
+            + [normalizers.Replace(upper, upper.lower()) for upper in string.ascii_uppercase])
+        client.lowercase, client.strip_accents = True, False
+        client._finish()
+        return client
+
     def vocab_lines(self):
         """The tokens in id order: the directory's ``vocab.txt`` for :meth:`from_directory`, else the vocabulary."""
         if self._vocab_lines is not None:
@@ -121,8 +162,8 @@ class WordPieceTokenizer:
         return sorted(self.vocab, key=self.vocab.get)
 
     @classmethod
-    def _from_json(cls, path, lowercase):
-        from tokenizers import Tokenizer
+    def _from_json(cls, path, lowercase, strip_accents=None):
+        from tokenizers import Tokenizer, normalizers
 
         spec = load_json(path, "the tokenizer", expect=dict)
         try:
@@ -139,8 +180,19 @@ class WordPieceTokenizer:
                 f"{path} is {'uncased' if json_lowercase else 'cased'} but "
                 f"{'--cased' if not lowercase else 'lower-casing'} was asked for; drop the option or use a vocab.txt"
             )
+        json_strip = normalizer.get("strip_accents")
+        json_strip = json_lowercase if json_strip is None else bool(json_strip)
+        if strip_accents is not None and bool(strip_accents) != json_strip and normalizer.get("type") == "BertNormalizer":
+            # transformers' fast tokenizer rewrites the normalizer the same way when tokenizer_config.json
+            # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false).
+            tokenizer.normalizer = normalizers.BertNormalizer(
+                clean_text=bool(normalizer.get("clean_text", True)),
+                handle_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
+                strip_accents=bool(strip_accents), lowercase=json_lowercase)
+            json_strip = bool(strip_accents)
         self = cls.__new__(cls)
         self.lowercase = json_lowercase
+        self.strip_accents = json_strip
         self.source = str(path)
         self.vocab_path = path
         self._vocab_lines = None  # the JSON's vocabulary, in id order (see vocab_lines)
@@ -216,6 +268,8 @@ class WordPieceTokenizer:
         for token, index in sorted(self.vocab.items(), key=lambda kv: kv[1]):
             digest.update(f"{index}\t{token}\n".encode())
         digest.update(b"lower" if self.lowercase else b"cased")
+        if self.strip_accents != self.lowercase:  # only then: fingerprints of BERT's rule stay as they were
+            digest.update(b"strip" if self.strip_accents else b"keep-accents")
         return digest.hexdigest()
 
 

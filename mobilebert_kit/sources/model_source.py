@@ -21,6 +21,7 @@ from mobilebert_kit.checkpoints.importer import import_checkpoint
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.api import build
+from mobilebert_kit.sources.pooling import read_pooling
 from mobilebert_kit.sources.spec import KINDS, classify
 from mobilebert_kit.utils.structured import load_json
 
@@ -39,6 +40,10 @@ class ModelSource:
         directory (Path | None): the source directory (None for a preset, a config or a model object).
         labels (list[str]): class names of a classification head, if recorded.
         seed (int | None): the seed of random weights (presets and configs).
+        pooling (Pooling | None): the sentence pooling a sentence-transformers checkpoint declares
+            (:func:`~mobilebert_kit.sources.pooling.read_pooling`), else None. Read when first used, so
+            that an unsupported declaration stops only the exports that rely on it (``--pooling``
+            overrides it); it then raises that one-line ConfigError.
 
     Example:
         >>> source = ModelSource.load("tiny-bert")  # doctest: +SKIP
@@ -85,6 +90,17 @@ class ModelSource:
         labels = _labels(found.directory) if found.directory is not None else []
         random_seed = seed if found.kind in ("preset", "config") else None
         return cls(model, found.kind, found.name, found.directory, labels, random_seed)
+
+    @property
+    def pooling(self):
+        """The checkpoint's declared :class:`~mobilebert_kit.sources.pooling.Pooling`, or None (read once)."""
+        if "_pooling" not in self.__dict__:
+            self._pooling = read_pooling(self.directory) if self.directory is not None else None
+        return self._pooling
+
+    @pooling.setter
+    def pooling(self, value):
+        self._pooling = value
 
     @property
     def encoder(self):

@@ -109,3 +109,19 @@ def with_outliers(model, factor=20.0, channels=2, seed=0):
             arrays[key] = arrays[key].copy()
             arrays[key][rng.choice(arrays[key].shape[0], channels, replace=False)] *= factor
     return rebuild(model, arrays=arrays)
+
+
+@pytest.fixture(scope="session")
+def tiny_with_vocab(tmp_path_factory):
+    """tiny-bert saved next to an uncased WordPiece vocabulary learnt from the built-in English text."""
+    import mobilebert_kit as mbk
+    from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
+    from mobilebert_kit.data.word_piece_tokenizer import train_wordpiece_vocab
+    from mobilebert_kit.sources.model_source import ModelSource
+
+    tmp = tmp_path_factory.mktemp("vocab")
+    text = tmp / "text.txt"
+    text.write_text("\n".join(SENTENCES + SENTENCE_PAIRS + CALIBRATION_SENTENCES) + "\n")
+    directory = mbk.save(ModelSource.load("tiny-bert").model, tmp / "saved")
+    train_wordpiece_vocab([text], directory / "vocab.txt", vocab_size=512)
+    return directory

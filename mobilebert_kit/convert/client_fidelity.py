@@ -1,0 +1,191 @@
+"""Client fidelity: does the file answer on the phone as the checkpoint answers on the same text?
+
+Validation compares the artifact with its Keras source on the *same ids*. An
+app does not send our ids: the TFLite clients (MediaPipe Tasks, the Task
+Library) tokenize the text themselves with the packed ``vocab.txt``,
+ASCII-lower-casing it and never stripping accents
+(:meth:`~mobilebert_kit.data.word_piece_tokenizer.WordPieceTokenizer.client_tokenizer`).
+all-MiniLM-L6-v2's own tokenizer strips accents, so on "naïve café" the phone
+computes another embedding (cosine 0.37, issue 14) while validation passes.
+
+This check tokenizes the validation text both ways, counts the texts whose ids
+differ, runs the artifact on the client's ids and the Keras source on the
+checkpoint's ids, and compares the first output: row cosine (a hidden-state
+output is mean-pooled over each side's real tokens first, since the two
+tokenizations need not align), and argmax agreement for class scores. It
+warns; it does not fail the export, because the difference lies in the
+client's tokenizer, which no export option changes (the fix is the app's text
+or a checkpoint trained without accent stripping).
+
+ONNX files are used with the checkpoint's own tokenizer (optimum-style code
+calls the Hugging Face tokenizer), so the check applies to the formats in
+:data:`CLIENT_TOKENIZED_FORMATS` only.
+"""
+
+import unicodedata
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from mobilebert_kit.convert.input_set import INPUT_NAMES
+from mobilebert_kit.utils.terminal import escape
+
+# Formats whose clients tokenize on their own (shared/reference/clients.md): TFLite's MediaPipe and Task Library.
+CLIENT_TOKENIZED_FORMATS = ("tflite",)
+# Hidden-state outputs: compared after mean pooling over each side's real tokens.
+HIDDEN_STATE_OUTPUTS = ("sequence_output", "last_hidden_state")
+# Outputs indexed by token position, which shift when a word splits differently: values are not comparable.
+POSITION_OUTPUTS = ("start_logits", "end_logits", "mlm_logits")
+# Class scores: argmax agreement is what the app sees.
+SCORE_OUTPUTS = ("probability", "probabilities", "logits", "nsp_logits")
+EXAMPLES = 3  # differing texts quoted in the report
+
+
+@dataclass
+class ClientFidelity:
+    """How the artifact answers on the client's tokenization, against the checkpoint on its own.
+
+    Args:
+        client (str): who tokenizes on the phone.
+        texts (int): validation texts compared.
+        differing (int): texts whose ids differ between the two tokenizations.
+        examples (list[str]): up to :data:`EXAMPLES` differing texts.
+        output (str | None): the compared output (the artifact's first); None when not comparable.
+        cosine_mean (float | None): mean row cosine, artifact on client ids vs Keras on checkpoint ids.
+        cosine_min (float | None): the lowest row cosine.
+        argmax_agreement (float | None): for class scores, the share of rows with the same top class.
+        reason (str): what makes the ids differ (``"accents"``, ``"non-ASCII capitals"``), for the warning.
+
+    Example:
+        >>> ClientFidelity("TFLite clients", 16, 3, ["naïve café"], "sentence_embedding", 0.96, 0.37).warning()
+        '3 of 16 validation sentences tokenize differently on the phone (accents); min cosine 0.3700'
+    """
+
+    client: str
+    texts: int
+    differing: int
+    examples: list = field(default_factory=list)
+    output: str = None
+    cosine_mean: float = None
+    cosine_min: float = None
+    argmax_agreement: float = None
+    reason: str = "accents"
+
+    def warning(self):
+        """One line when some text tokenizes differently on the phone, else None."""
+        if not self.differing:
+            return None
+        line = (f"{self.differing} of {self.texts} validation sentences tokenize differently on the phone "
+                f"({self.reason})")
+        if self.cosine_min is not None:
+            line += f"; min cosine {self.cosine_min:.4f}"
+        if self.argmax_agreement is not None:
+            line += f", argmax agreement {self.argmax_agreement:.4f}"
+        return line
+
+    def to_dict(self):
+        """The export report's ``validation.client_tokenization``."""
+        return {**asdict(self), "warning": self.warning()}
+
+    def format_text(self):
+        """Lines for ``mbk export`` / ``mbk validate`` output."""
+        compared = "" if self.output is None else (
+            f": {self.output} cos {self.cosine_mean:.6f} (min {self.cosine_min:.6f})"
+            + ("" if self.argmax_agreement is None else f"  argmax {self.argmax_agreement:.4f}"))
+        lines = [f"  client tokenization ({self.client}, lower-case, accents kept): "
+                 f"{self.differing} of {self.texts} texts differ{compared}"]
+        if self.differing:
+            lines.append(f"  warning: {self.warning()}; e.g. " + ", ".join(repr(escape(e)) for e in self.examples))
+        return lines
+
+
+def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
+    """Compares the artifact on the client's ids with the Keras source on the checkpoint's ids.
+
+    Args:
+        runner (ArtifactRunner): the artifact (its first output is compared).
+        reference_outputs (callable): ``{input name: int32 [n, seq]} -> {output name: array}``, the
+            Keras source's values under the artifact's output names (what validation compares with).
+        lines (list[str]): the validation texts (a tab separates a sentence pair).
+        tokenizer (WordPieceTokenizer): the checkpoint's tokenizer.
+        seq_len (int): the artifact's sequence length.
+
+    Returns:
+        ClientFidelity: the counts and agreement (``output`` None when the first output is indexed by
+        token position, which two tokenizations do not share).
+
+    Example:
+        >>> record = client_fidelity(runner, refs, SENTENCES[:16], tokenizer, 128)  # doctest: +SKIP
+        >>> record.warning()  # doctest: +SKIP
+        '3 of 16 validation sentences tokenize differently on the phone (accents); min cosine 0.3921'
+    """
+    client = tokenizer.client_tokenizer()
+    ours = tokenizer.encode_inputs(lines, seq_len)
+    theirs = client.encode_inputs(lines, seq_len)
+    differs = np.zeros(len(lines), bool)
+    for name in ours:
+        differs |= (ours[name] != theirs[name]).any(axis=1)
+    examples = [line for line, d in zip(lines, differs) if d]
+    record = ClientFidelity("MediaPipe / Task Library", len(lines), int(differs.sum()), examples[:EXAMPLES],
+                            reason=_reason(examples, tokenizer.lowercase))
+    name = runner.output_names[0]
+    if name in POSITION_OUTPUTS:
+        return record
+    expected = reference_outputs(ours)
+    if name not in expected:
+        return record
+    phone = np.asarray(runner.run(theirs)[name], np.float64)
+    source = np.asarray(expected[name], np.float64)
+    if phone.ndim == 3 and name in HIDDEN_STATE_OUTPUTS:
+        phone, source = _mean_pooled(phone, theirs["attention_mask"]), _mean_pooled(source, ours["attention_mask"])
+    elif phone.ndim != 2:
+        return record  # per-token scores (token classification): positions do not align either
+    cosines = np.sum(phone * source, -1) / np.maximum(
+        np.linalg.norm(phone, axis=-1) * np.linalg.norm(source, axis=-1), 1e-30)
+    record.output, record.cosine_mean, record.cosine_min = name, float(cosines.mean()), float(cosines.min())
+    if name in SCORE_OUTPUTS:
+        record.argmax_agreement = float(np.mean(phone.argmax(-1) == source.argmax(-1)))
+    return record
+
+
+def client_fidelity_of(runner, fmt, texts, tokenizer, seq_len, reference_outputs):
+    """:func:`client_fidelity` where it applies, else None: a format whose clients tokenize
+    (:data:`CLIENT_TOKENIZED_FORMATS`), validation text (not ``.npz`` rows) and a tokenizer.
+
+    Args:
+        runner (ArtifactRunner): the artifact.
+        fmt (str): its format.
+        texts (list[str] | None): the validation text (``input_set.validation_lines``).
+        tokenizer (WordPieceTokenizer | None): the checkpoint's tokenizer.
+        seq_len (int): the validated sequence length.
+        reference_outputs (callable): as in :func:`client_fidelity`.
+
+    Example:
+        >>> client_fidelity_of(runner, "onnx", lines, tokenizer, 128, refs) is None  # doctest: +SKIP
+        True
+    """
+    if fmt not in CLIENT_TOKENIZED_FORMATS or not texts or tokenizer is None:
+        return None
+    if [s["name"] for s in runner.input_specs] != list(INPUT_NAMES) or runner.seq_len not in (None, seq_len):
+        return None  # validation already reports the names or length it cannot feed
+    return client_fidelity(runner, reference_outputs, texts, tokenizer, seq_len)
+
+
+def _mean_pooled(hidden, mask):
+    mask = np.asarray(mask, np.float64)[..., None]
+    return (hidden * mask).sum(1) / np.maximum(mask.sum(1), 1.0)
+
+
+def _reason(texts, lowercase):
+    """What makes the two tokenizations of ``texts`` differ, in a word or two, for the warning."""
+    reasons = []
+    if any(unicodedata.category(c) == "Mn" for text in texts for c in unicodedata.normalize("NFD", text)):
+        reasons.append("accents")
+    if not lowercase and any("A" <= c <= "Z" for text in texts for c in text):
+        reasons.append("the phone lower-cases a cased model's text")
+    if any(c.isupper() and not c.isascii() for text in texts for c in text):
+        reasons.append("non-ASCII capitals")
+    return ", ".join(reasons) or "accents"
+
+
+__all__ = ["ClientFidelity", "client_fidelity", "client_fidelity_of", "CLIENT_TOKENIZED_FORMATS"]

