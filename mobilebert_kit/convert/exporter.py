@@ -108,7 +108,7 @@ def export(options, source=None, log=print):
     # The task, pooling and sequence length follow from the source (task auto); everything below reads these.
     config = _config(model)
     positions = config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None
-    options = options.resolve(architecture_of(model), getattr(source, "pooling", None), positions)
+    options = options.resolve(architecture_of(model), _declared_pooling(source, options), positions)
 
     # Before converting: validation inputs may never reach a poisoned row (an unused token's embedding).
     check_finite_weights(named_weights(model), f"the model to export ({source.describe()})", error=ExportError,
@@ -170,6 +170,22 @@ def _export_graph(model, options, hidden_states=False, for_qat=False):
                               hidden_states=hidden_states, for_qat=for_qat, task=options.task, fmt=options.format,
                               pooling=options.pooling, normalize=bool(options.normalize),
                               ids_dtype=options.ids_dtype)
+
+
+def _declared_pooling(source, options):
+    """The checkpoint's sentence pooling, read only when the task may use it.
+
+    ``--task features`` never reads it, and an explicit ``--pooling`` overrides a declaration
+    this tool cannot export (max pooling, a Dense module), so neither is refused for it.
+    """
+    if options.task not in ("auto", "embedding"):
+        return None
+    try:
+        return getattr(source, "pooling", None)
+    except ConfigError:
+        if options.pooling != "auto":
+            return None
+        raise
 
 
 def _outputs(options):
@@ -292,7 +308,7 @@ def _metadata(source, model, graph, options):
 
 
 def _write_tflite(graph, options, calibration, metadata, path):
-    from mobilebert_kit.convert import tflite_export, tflite_flatbuffer
+    from mobilebert_kit.convert import tflite_export, tflite_flatbuffer, tflite_metadata
     from mobilebert_kit.models.encoder import INPUT_NAMES
 
     quantize = options.quantize
@@ -307,12 +323,16 @@ def _write_tflite(graph, options, calibration, metadata, path):
     entries = {tflite_flatbuffer.METADATA_JSON: json.dumps(meta, sort_keys=True).encode()}
     if vocab:
         entries[tflite_flatbuffer.METADATA_VOCAB] = ("\n".join(vocab) + "\n").encode()
-    # The TFLite clients' metadata (issue 14, c1's convert/tflite_metadata.py) is wired here at merge:
-    #     metadata_bytes, files = tflite_metadata.client_metadata(**client_metadata_args(meta, vocab))
-    #     entries[tflite_metadata.TFLITE_METADATA] = metadata_bytes
-    # and after finalize: data = tflite_metadata.pack_files(data, files). The drift probe passes meta {}
-    # (client_metadata_args returns None then: a probe is no client's file).
+    # The TFLite clients' metadata (TFLITE_METADATA: input names, tokenizer, labels) and the files it
+    # names, packed after the flatbuffer; a drift probe (meta {}) is no client's file and gets none.
+    args = client_metadata_args(meta, vocab)
+    files = {}
+    if args:
+        metadata_bytes, files = tflite_metadata.client_metadata(**args)
+        entries[tflite_metadata.TFLITE_METADATA] = metadata_bytes
     data = tflite_flatbuffer.finalize(data, INPUT_NAMES, graph.output_order, entries)
+    if files:
+        data = tflite_metadata.pack_files(data, files)
     Path(path).write_bytes(data)
     return notes
 
