@@ -80,7 +80,7 @@ def test_broken_metadata_is_refused(tiny_classifier, exported, tmp_path, how):
                     "--seq-len", TINY_SEQ)
     assert len(mediapipe_classify(good, TINY_TEXTS[:1])) == 1  # the intact file loads: the break is the cause
     broken = break_metadata(good, how, tmp_path / "broken.tflite")
-    with pytest.raises(Exception):
+    with pytest.raises((ValueError, RuntimeError, FileNotFoundError), match=BREAKS[how]):
         mediapipe_classify(broken, TINY_TEXTS[:1])
 
 
