@@ -65,7 +65,8 @@ def mediapipe_classify(path, texts):
         texts (list[str]): sentences.
 
     Returns:
-        list[dict[str, float]]: per text, ``{category_name: score}`` over every category.
+        list[dict[str, float]]: per text, ``{category_name: score}`` over every category, in the order of
+        the output's index (so a test sees which label the client put on which output).
 
     Example:
         >>> mediapipe_classify("c.tflite", ["a good film"])  # doctest: +SKIP
@@ -77,7 +78,8 @@ def mediapipe_classify(path, texts):
     options = text.TextClassifierOptions(base_options=BaseOptions(model_asset_path=str(path)), max_results=-1)
     with text.TextClassifier.create_from_options(options) as classifier:
         results = [classifier.classify(t).classifications[0].categories for t in texts]
-    return [{c.category_name: float(c.score) for c in categories} for categories in results]
+    return [{c.category_name: float(c.score) for c in sorted(categories, key=lambda c: c.index)}
+            for categories in results]
 
 
 def wordpiece_tokenizer(vocab_path, lowercase=True):
