@@ -16,7 +16,7 @@ import json
 import os
 import time
 import warnings
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -133,22 +133,37 @@ def export(options, source=None, log=print):
     out = Path(options.out)
     say(f"exporting {source.describe()} to {out} ({options.format}, {options.quantize}, task {options.task}, "
         f"seq {options.seq_len})")
+    texts = validation_lines(options.validation_data, source.tokenizer, options.validation_count)
+    failed = None  # the previous attempt's failures
     with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp:
-        if options.format == "tflite":
-            notes += _write_tflite(graph, options, calibration, metadata, tmp)
-        else:
-            notes += _write_onnx(graph, options, calibration, metadata, tmp)
-        result = _result(tmp, out, options, source, notes, start)
-        if options.validate:
+        for attempt in _attempts(options, mode):
+            if attempt is not options:
+                say(f"full int8 failed validation; exporting again with {', '.join(attempt.keep_float_layers)} "
+                    "in float (the mode's fallback; pass --keep-float-layers to choose)")
+                notes = notes + [f"all-int8 failed validation ({failed}); kept "
+                                 f"{', '.join(attempt.keep_float_layers)} layers in float"]
+            try:
+                write = _write_tflite if attempt.format == "tflite" else _write_onnx
+                written = write(graph, attempt, calibration, metadata, tmp)
+            except ExportError:
+                if attempt is options:
+                    raise
+                break  # the model has none of the fallback's layers: the first attempt's failure stands
+            result = _result(tmp, out, attempt, source, notes + written, start)
+            if not options.validate:
+                break
             say(f"validating {out.name} against the Keras model on {validation_inputs.description} ...")
             result.validation = validate_file(
                 tmp, reference, validation_inputs, options.quantize, options.thresholds, artifact_name=str(out),
                 fmt=options.format, task=options.task, pooling=options.pooling, normalize=options.normalize,
-                texts=validation_lines(options.validation_data, source.tokenizer, options.validation_count),
-                tokenizer=source.tokenizer,
+                texts=texts, tokenizer=source.tokenizer,
             )
+            if result.validation.passed:
+                break
+            failed = result.validation.summary_line()
+        if options.validate:
             if options.drift_report and mode.quantized:
-                result.validation.drift = drift(model, options, calibration, validation_inputs, reference,
+                result.validation.drift = drift(model, attempt, calibration, validation_inputs, reference,
                                                 qat_graph=graph if mode.trains else None)
             if not result.validation.passed:
                 # The metrics are what the user needs to decide (thresholds, keep-float layers): show and keep them.
@@ -157,6 +172,19 @@ def export(options, source=None, log=print):
             result.validation.raise_for_failures()
     _write_report(out, result, start, options, sources)
     return result
+
+
+def _attempts(options, mode):
+    """The settings an export tries in turn: the user's, then (a mode's fallback) the same with layers in float.
+
+    The fallback applies only when the user chose no float ops or layers and no integer-only io: then the
+    first file that passes validation is written, and the note says what was kept in float.
+    """
+    yield options
+    fallback = mode.fallback_float_layers
+    if fallback and options.validate and not options.keep_float_layers and options.keep_float_ops is None \
+            and options.io_type == "float32":
+        yield replace(options, keep_float_layers=tuple(fallback))
 
 
 def _export_graph(model, options, hidden_states=False, for_qat=False):

@@ -113,6 +113,10 @@ class ValidationReport:
             "client_tokenization": self.client_tokenization.to_dict() if self.client_tokenization else None,
         }
 
+    def summary_line(self):
+        """The failures in one line (what a fallback note quotes)."""
+        return "; ".join(str(f) for f in self.failures) or "passed"
+
     def format_text(self):
         lines = [f"validation of {self.artifact} ({self.precision}) on {self.inputs}:"]
         lines += ["  " + m.row() for m in self.outputs]
