@@ -139,7 +139,7 @@ def export(options, source=None, log=print):
         for attempt in _attempts(options, mode):
             if attempt is not options:
                 say(f"full int8 failed validation; exporting again with {', '.join(attempt.keep_float_layers)} "
-                    "in float (the mode's fallback; pass --keep-float-layers to choose)")
+                    "in float (the mode's fallback; pass --keep-float LAYERS to choose)")
                 notes = notes + [f"all-int8 failed validation ({failed}); kept "
                                  f"{', '.join(attempt.keep_float_layers)} layers in float"]
             try:
