@@ -325,6 +325,9 @@ def _metadata(source, model, graph, options):
         "mask_dtype": options.mask_dtype,
         "io_type": options.io_type,
         "vocab_size": config["vocab_size"],
+        # The longest input the position table takes (None: relative positions, no table): a reader of a
+        # dynamic-axis file (the profiler, mbk validate) picks a default length within it.
+        "max_seq_len": config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None,
         "do_lower_case": tokenizer.do_lower_case if tokenizer is not None else None,
         "special_tokens": {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"},
         "labels": labels,

@@ -27,6 +27,7 @@ import onnx
 
 from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.profiler.errors import ProfilerError
@@ -123,6 +124,7 @@ class ModelInfo:
         self.variant = taxonomy.variant_name(set(self.op_counts) | set(self.fused_activations), self.format)
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
         self.static_seq_len = _static_seq_len(self.inputs)
+        self.max_seq_len = _max_seq_len(self.path)
 
     def flops(self, seq_len):
         """Returns ``(flops, by_op_type)`` of one inference at ``seq_len`` (2 x MACs)."""
@@ -153,6 +155,15 @@ def _sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _max_seq_len(path):
+    """The position table's length from the file's ``mbk_metadata`` (None: not recorded, or no table)."""
+    try:
+        value = read_artifact_metadata(path).get("max_seq_len")
+    except ArtifactError:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _static_seq_len(inputs):

@@ -90,8 +90,9 @@ def resolve_seq_len(info, requested):
 
     A requested length wins (the runner reports a fixed-length model that
     cannot take it); otherwise the length fixed in the file, else 128, the
-    paper's setting.
+    paper's setting, within the position table a dynamic-axis file records
+    (``max_seq_len`` in its metadata: a tiny model's table has 64 rows).
     """
     if requested:
         return int(requested)
-    return info.static_seq_len or 128
+    return info.static_seq_len or min(128, getattr(info, "max_seq_len", None) or 128)

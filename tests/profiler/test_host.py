@@ -177,3 +177,14 @@ def test_cli_corrupt_model_is_one_line(tmp_path, mbk):
     assert code == 2
     assert stderr.count("\n") == 1 and stderr.startswith("mbk profile: error: ") and "not a TFLite flatbuffer" in stderr
     assert "Traceback" not in stderr and not out.exists()
+
+
+def test_a_dynamic_onnx_export_profiles_within_its_position_table(tmp_path):
+    """ONNX exports are dynamic by default; the profiler's default 128 must not overrun a 64-row table."""
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+    from mobilebert_kit.profiler.host import HostProfiler
+
+    out = tmp_path / "tiny.onnx"
+    export(ExportOptions("tiny-bert", "onnx", "none", out=str(out), validate=False), log=None)
+    result = HostProfiler(runs=3, warmup=1, min_time_s=0.0, max_time_s=5.0).profile(str(out))
+    assert result["seq_len"] == 64, result["seq_len"]
