@@ -76,5 +76,7 @@ def finalize(model_bytes, input_order, output_order, metadata=None):
         entry = schema.MetadataT()
         entry.name = key.encode()
         entry.buffer = len(model.buffers) - 1
-        model.metadata = list(model.metadata or []) + [entry]
+        # An entry of the same name is replaced, not duplicated: clients read the first TFLITE_METADATA.
+        kept = [m for m in (model.metadata or []) if _name(m.name) != key]
+        model.metadata = kept + [entry]
     return bytes(fb.convert_object_to_bytearray(model))
