@@ -133,6 +133,9 @@ def test_declared_pooling_exports_as_an_embedder(minilm):
     assert (options.task, options.pooling, options.normalize) == ("embedding", "mean", True)
 
 
+# The default tier checks the same file in MediaPipe against sentence-transformers (tests/clients, the Contract's
+# case); this one, through our own runner, adds the metadata and input checks: slow tier (a MiniLM export).
+@pytest.mark.slow
 def test_tflite_embedder_matches_sentence_transformers(minilm, minilm_embedder, sentence_transformer):
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
