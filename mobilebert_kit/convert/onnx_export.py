@@ -177,9 +177,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                 mode.check_calibration(calibration)
                 batch = model.graph.input[0].type.tensor_type.shape.dim[0]
                 batch = batch.dim_value if batch.HasField("dim_value") else 8
-                ops = None
-                if kept:
-                    ops = [op for op in q.registry.QDQRegistry if op not in kept]
+                kept |= set(settings.float_ops)  # what ORT cannot run quantized (the record says why)
+                ops = [op for op in q.registry.QDQRegistry if op not in kept]
                 sixteen = settings.activations == "int16"
                 q.quantize_static(
                     str(source), str(target), _Reader(calibration, input_dtypes or _input_dtypes(model), batch),

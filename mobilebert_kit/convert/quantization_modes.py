@@ -42,6 +42,19 @@ class OnnxQuantizer:
     activations: str = "uint8"
 
     @property
+    def float_ops(self):
+        """Op types a static quantization always leaves float: ORT cannot run them quantized reliably.
+
+        tf2onnx writes a LayerNorm's means as GlobalAveragePool, which static QDQ turns into
+        QLinearGlobalAveragePool; ORT's kernel (MLAS) refuses to run when input scale / (output scale x
+        pooled size) leaves [2^-32, 256): "QLinearGlobalAveragePool parameter out of computation
+        range". A mean whose calibrated range is small next to its input's (random tiny-bert weights,
+        one seed in a few) hits it at run time, after the file was written. A float mean costs little
+        and keeps LayerNorm's statistics exact.
+        """
+        return ("GlobalAveragePool",) if self.method == "static" else ()
+
+    @property
     def reduce_range(self):
         """7-bit weights wherever activations are uint8.
 

@@ -29,11 +29,15 @@ def test_export_validate_inspect(exported):
     assert data["outputs"][0]["name"] == "sequence_output" and data["hybrid_ops"]["FULLY_CONNECTED"] > 0
 
 
+# Seed 3: without the static quantizer's float GlobalAveragePool (quantization_modes.OnnxQuantizer.float_ops),
+# ORT refused to run this file ("QLinearGlobalAveragePool parameter out of computation range"); 5 of 8 seeds did.
 def test_text_calibration_goes_through_the_tokenizer(tmp_path):
     import mobilebert_kit as mbk
+    from mobilebert_kit.backend import keras
 
     from mobilebert_kit.convert.exporter import ExportOptions, export
 
+    keras.utils.set_random_seed(3)
     directory = mbk.save(mbk.build("tiny-bert"), tmp_path / "saved")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "on", "mat"]
     (directory / "vocab.txt").write_text("\n".join(vocab + [f"w{i}" for i in range(500)]) + "\n")
