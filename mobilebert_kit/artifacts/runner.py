@@ -176,6 +176,9 @@ class ArtifactRunner:
     # === ONNX ===
     def _init_onnx(self, num_threads):
         options = ort.SessionOptions()
+        # A kernel failure is raised to run()'s caller, which reports it in one line; ORT's own copy of it
+        # on stderr (an ANSI-coloured log line) would be a second, unasked-for line.
+        options.log_severity_level = 4
         if num_threads:
             options.intra_op_num_threads = num_threads
         self._session = load_onnx(self.path, options)
@@ -216,7 +219,15 @@ class ArtifactRunner:
                 feeds[spec["name"]] = np.asarray(inputs[spec["name"]])[index].astype(
                     spec["dtype"] if spec["dtype"] in ("int32", "int64", "float32", "float16") else np.float32
                 )
-            result = self._run_batch(feeds)
+            try:
+                result = self._run_batch(feeds)
+            except ArtifactError:
+                raise
+            except Exception as err:  # noqa: BLE001  (ORT's Fail / RuntimeException / InvalidArgument are
+                # pybind11 types outside Python's hierarchy; LiteRT raises RuntimeError / ValueError)
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise ArtifactError(f"the runtime could not run {self.path.name}: {first}; re-export the model "
+                                    "(or report it with the file)") from err
             keep = min(batch, n - start)
             parts.append({k: np.asarray(v)[:keep] for k, v in result.items()})
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}

@@ -224,7 +224,7 @@ class HostProfiler:
         options.inter_op_num_threads = self.inter_op_threads
         options.graph_optimization_level = levels[self.graph_optimization]
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # a failing kernel is reported once, by _run_onnx, in one line
         if profile_prefix:
             options.enable_profiling = True
             options.profile_file_prefix = profile_prefix

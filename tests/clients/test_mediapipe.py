@@ -51,7 +51,9 @@ def keras_reference(model_dir, texts):
     return mean_pooled(sequence, arrays["attention_mask"]), probabilities
 
 
-@pytest.mark.parametrize("quantize", ["none", "dynamic", "int8"])
+# Float and full int8 in the default tier (the issue asks both); dynamic int8 runs with -m slow (the real
+# MiniLM test below covers dynamic int8 in MediaPipe by default).
+@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8"])
 def test_text_embedder_returns_the_sentence_embedding(tiny_classifier, exported, quantize):
     path = exported(tiny_classifier / "model", f"embedder-{quantize}.tflite", "--format", "tflite", "--task",
                     "embedding", "--pooling", "mean", "--quantize", quantize, "--seq-len", TINY_SEQ)
@@ -62,7 +64,9 @@ def test_text_embedder_returns_the_sentence_embedding(tiny_classifier, exported,
     assert found.min() >= MIN_COSINE[quantize], f"cosines to the Keras embedding: {np.round(found, 5)}"
 
 
-@pytest.mark.parametrize("quantize", ["none", "dynamic", "int8"])
+# Float and full int8 in the default tier (the issue asks both); dynamic int8 runs with -m slow (the real
+# MiniLM test below covers dynamic int8 in MediaPipe by default).
+@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8"])
 def test_text_classifier_shows_labels_and_probabilities(tiny_classifier, exported, quantize):
     path = exported(tiny_classifier / "model", f"classifier-{quantize}.tflite", "--format", "tflite",
                     "--quantize", quantize, "--seq-len", TINY_SEQ)

@@ -34,7 +34,8 @@ def test_failed_all_int8_is_exported_with_the_residual_path_in_float(outlier_ber
     assert float_ops.get("FULLY_CONNECTED", 0) > 0 and float_ops.get("RSQRT", 0) > 0, float_ops
 
 
-@pytest.mark.parametrize("chosen", [{"keep_float_layers": ("pooler",)}, {"keep_float_ops": ("SOFTMAX",)}])
+@pytest.mark.parametrize("chosen", [pytest.param({"keep_float_layers": ("pooler",)}, marks=pytest.mark.slow),
+                                    {"keep_float_ops": ("SOFTMAX",)}])
 def test_a_users_own_float_choice_gets_no_second_attempt(outlier_bert, tmp_path, chosen):
     from mobilebert_kit.convert.exporter import ExportOptions, export
     from mobilebert_kit.errors import MbkError

@@ -124,6 +124,8 @@ def test_refusals(tiny_bert, nonorm_bert):
         migrate_nonorm_scales(convbert)
 
 
+# Two full-int8 exports (about 11 s): the slow tier; the exactness tests above stay in the default one.
+@pytest.mark.slow
 def test_balance_improves_full_int8_fidelity_of_an_outlier_model(tiny_mobilebert, tmp_path):
     model = with_outliers(tiny_mobilebert)
     calibration = InputSet.random(512, 32, SEQ, seed=11)
