@@ -16,9 +16,9 @@ import numpy as np
 
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.evaluation.artifact_metrics import score
 from mobilebert_kit.models.api import load, save
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
-from mobilebert_kit.training import metrics as task_metrics
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 from mobilebert_kit.training.teacher_student import precision_policy
@@ -243,41 +243,31 @@ def _predict(model, features, batch_size):
     return model.predict(dataset, verbose=0)
 
 
-def evaluate_model(model, spec, tokenizer, path, batch_size=32):
-    """Metrics of a task model on a labelled file, following ``spec`` (the content of ``task.json``)."""
-    task = spec["task"]
-    if task in ("classification", "regression"):
-        features, labels, _, _ = task_data.load_sequence_task(
-            path, tokenizer, spec["seq_len"], task, spec.get("text_columns"), spec.get("label_column"),
-            spec.get("label_names"), need_label=True,
-        )
-        logits = np.asarray(_predict(model, features, batch_size)["logits"], np.float32)
-        if task == "regression":
-            return task_metrics.regression_metrics(labels, logits[:, 0])
-        return task_metrics.classification_metrics(labels, logits.argmax(-1), len(spec["label_names"]))
-    if task == "span_qa":
-        examples = task_data.read_squad(path)
-        features, windows = task_data.squad_features(tokenizer, examples, spec["seq_len"], spec["doc_stride"],
-                                                     spec["max_query_length"], training=False)
-        out = _predict(model, features, batch_size)
-        predictions = task_data.squad_predictions(examples, windows, np.asarray(out["start_logits"], np.float32),
-                                                  np.asarray(out["end_logits"], np.float32))
-        answers = {e["id"]: ([] if e["impossible"] else [a["text"] for a in e["answers"]]) for e in examples}
-        return task_metrics.squad_metrics(predictions, answers)
-    sentences = task_data.read_tagged(path)
-    names = spec["label_names"]
-    features, _, first_piece = task_data.tagging_features(tokenizer, sentences, spec["seq_len"], names)
-    guesses = np.asarray(_predict(model, features, batch_size)["logits"], np.float32).argmax(-1)
-    gold, predicted = [], []
-    for row, (_, tags) in enumerate(sentences):
-        kept = [w for w in range(len(tags)) if w in first_piece[row]]  # words cut by truncation are not scored
-        gold.append([tags[w] for w in kept])
-        predicted.append([names[guesses[row, first_piece[row][w]]] for w in kept])
-    return task_metrics.token_classification_metrics(gold, predicted)
+def evaluate_model(model, spec, tokenizer, path, batch_size=32, limit=None):
+    """Metrics of a task model on a labelled file, following ``spec`` (the content of ``task.json``).
+
+    Scored by the task's record in :data:`mobilebert_kit.evaluation.artifact_metrics.TASK_METRICS`,
+    the same code that scores an exported file, so the two differ only by what the model computes.
+    """
+    return model_evaluation(model, spec, tokenizer, path, batch_size, limit).metrics
 
 
-def evaluate_directory(model_dir, path, batch_size=32):
-    """Loads a directory written by :meth:`FineTuner.train` and evaluates it on ``path``."""
+def model_evaluation(model, spec, tokenizer, path, batch_size=32, limit=None):
+    """:func:`evaluate_model` as an :class:`~mobilebert_kit.evaluation.artifact_metrics.ArtifactEvaluation`."""
+    def predict(features):
+        return {k: np.asarray(v, np.float32) for k, v in _predict(model, features, batch_size).items()}
+
+    spec = {"doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length, **spec}
+    return score(spec["task"], path, predict, tokenizer, spec, limit)
+
+
+def evaluate_directory(model_dir, path, batch_size=32, limit=None):
+    """Loads a directory written by :meth:`FineTuner.train` and evaluates it on ``path`` (its metrics dict)."""
+    return directory_evaluation(model_dir, path, batch_size, limit).metrics
+
+
+def directory_evaluation(model_dir, path, batch_size=32, limit=None):
+    """:func:`evaluate_directory` as an :class:`~mobilebert_kit.evaluation.artifact_metrics.ArtifactEvaluation`."""
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 
     model_dir = Path(model_dir)
@@ -290,4 +280,4 @@ def evaluate_directory(model_dir, path, batch_size=32):
         raise MbkError(f"cannot read {task_file} ({err}); fine-tune again") from err
     tokenizer = WordPieceTokenizer.from_file(model_dir / spec["vocab"], lowercase=spec.get("lowercase"))
     model = load(model_dir / "model")
-    return evaluate_model(model, spec, tokenizer, path, batch_size)
+    return model_evaluation(model, {**spec, "model": str(model_dir)}, tokenizer, path, batch_size, limit)

@@ -96,6 +96,9 @@ LIMITS = {
     "min_snr_db": Limit(float, -1e12, 1e12),  # finite; a huge bar is a way to make validation fail on purpose
     "min_argmax_agreement": Limit(float, 0.0, 1.0),
     "max_abs_error": Limit(float, 0.0, 1e30),
+    # mbk evaluate: rows scored (--limit) and the quantized/float ratio a file must keep (--min-ratio).
+    "limit": Limit(int, 1, _MANY),
+    "min_ratio": Limit(float, 0.0, 10.0),
 }
 
 

@@ -1,0 +1,7 @@
+"""Evaluation: task metrics of exported files, without TensorFlow.
+
+Modules:
+    artifact_metrics: :func:`evaluate_artifact` and :data:`TASK_METRICS`, one record per task
+        (data reader, scorer on ``training/metrics.py``, headline key), shared with
+        ``training.fine_tuner.evaluate_model``.
+"""
