@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from rich.table import Table
 
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
@@ -39,9 +40,11 @@ from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN
 from mobilebert_kit.convert.export_tasks import TASKS as EXPORT_TASKS
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.evaluation import DEFAULT_MIN_RATIO
 from mobilebert_kit.training import metrics as task_metrics
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
+from mobilebert_kit.utils.terminal import escape
 
 
 @dataclass(frozen=True)
@@ -416,3 +419,71 @@ def _task_of(export_task, labels, graph, canonical):
         if widths == [1]:
             return "regression"
     return export_task
+
+
+# ------------------------------------------------------------- several models side by side
+def compare(named, min_ratio=DEFAULT_MIN_RATIO):
+    """Rows of a side-by-side table: each model's headline metric, its drop and ratio against the first.
+
+    Args:
+        named (list[tuple[str, ArtifactEvaluation]]): ``(model name, evaluation)``; the first is the reference
+            (the float model).
+        min_ratio (float): a model passes when its metric is >= ``min_ratio`` x the reference's
+            (<= ``1 / min_ratio`` x for a lower-is-better metric; >= the reference's when that is <= 0,
+            where a ratio means nothing).
+
+    Returns:
+        list[dict]: per model ``model``, ``task``, ``rows``, ``primary``, ``metrics``, ``drop`` (reference
+        minus this, in the metric's units; positive is worse for higher-is-better metrics), ``ratio``
+        (None when the reference is <= 0) and ``passed``.
+
+    Raises:
+        MbkError: the models were scored on different tasks.
+
+    Example:
+        >>> a = ArtifactEvaluation({"accuracy": 0.90}, "accuracy", "classification", 100)
+        >>> b = ArtifactEvaluation({"accuracy": 0.80}, "accuracy", "classification", 100)
+        >>> [row["passed"] for row in compare([("float", a), ("int8", b)])]
+        [True, False]
+    """
+    reference_name, reference = named[0]
+    rows = []
+    for name, evaluation in named:
+        if (evaluation.task, evaluation.primary) != (reference.task, reference.primary):
+            raise MbkError(f"{name} is a {evaluation.task} model but {reference_name} is a {reference.task} model; "
+                           "compare models of one task")
+        value, base = evaluation.value, reference.value
+        ratio = value / base if base > 0 else None
+        if not evaluation.higher_is_better:
+            passed = value <= base / min_ratio if base > 0 and min_ratio > 0 else value <= base
+        else:
+            passed = value >= min_ratio * base if base > 0 else value >= base
+        rows.append({"model": name, "task": evaluation.task, "rows": evaluation.rows, "primary": evaluation.primary,
+                     "metrics": dict(evaluation.metrics), "drop": base - value, "ratio": ratio,
+                     "passed": bool(passed)})
+    return rows
+
+
+def comparison_table(rows, min_ratio=DEFAULT_MIN_RATIO, title=None):
+    """A ``rich`` table of :func:`compare`'s rows: every metric, the headline's drop and ratio, pass/fail.
+
+    Example:
+        >>> from rich.console import Console  # doctest: +SKIP
+        >>> Console().print(comparison_table(compare(named)))  # doctest: +SKIP
+    """
+    keys = list(rows[0]["metrics"])
+    primary = rows[0]["primary"]
+    table = Table(title=title)
+    table.add_column("model", overflow="fold")
+    for key in keys:
+        table.add_column(f"{key} *" if key == primary else key, justify="right")
+    table.add_column(f"drop ({primary})", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column(f">= {min_ratio:g}", justify="center")
+    for index, row in enumerate(rows):
+        cells = [f"{row['metrics'].get(key, float('nan')):.4f}" for key in keys]
+        drop = "-" if index == 0 else f"{row['drop']:+.4f}"
+        ratio = "-" if index == 0 or row["ratio"] is None else f"{row['ratio']:.4f}"
+        verdict = "ref" if index == 0 else ("pass" if row["passed"] else "[red]FAIL[/red]")
+        table.add_row(escape(row["model"], markup=True), *cells, drop, ratio, verdict)
+    return table
