@@ -38,3 +38,60 @@ def test_a_float_export_scores_as_its_keras_model(task_models, exported, task, f
     assert (ours.task, ours.primary, ours.rows) == (reference.task, reference.primary, reference.rows)
     assert ours.primary == TASK_METRICS[task].primary and ours.primary in ours.metrics
     assert ours.metrics == pytest.approx(reference.metrics, abs=1e-4)
+
+
+def test_an_embedding_export_scores_pairs_by_the_cosine_of_its_keras_vectors(task_models, exported):
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.models.api import load
+    from mobilebert_kit.training import metrics, task_data
+
+    data = task_models["data"]["embedding"]
+    ours = evaluate_artifact(exported["embedding", "tflite"], data)
+    rows = task_data.read_table(data)
+    tokenizer = WordPieceTokenizer(task_models["classification"] / "vocab.txt")
+    encoder = load(task_models["classification"] / "model").encoder
+    vectors = []
+    for column in ("sentence1", "sentence2"):
+        features = task_data.sequence_features(tokenizer, [r[column] for r in rows], None, SEQ)
+        hidden = encoder(features, training=False)["sequence_output"].numpy()
+        mask = features["attention_mask"][..., None]
+        vectors.append((hidden * mask).sum(1) / mask.sum(1))
+    a, b = vectors
+    cosine = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+    gold = [float(r["label"]) for r in rows]
+    assert (ours.task, ours.primary, ours.rows) == ("embedding", "spearman", len(rows))
+    assert ours.metrics["spearman"] == pytest.approx(metrics.spearman(cosine, gold), abs=1e-4)
+
+
+def test_evaluating_tflite_and_onnx_files_loads_no_tensorflow(task_models, exported):
+    files = [exported["classification", "tflite"], exported["classification", "onnx"]]
+    code = (
+        "import sys\n"
+        "from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact\n"
+        f"for path in {[str(f) for f in files]!r}:\n"
+        f"    print('ACCURACY', evaluate_artifact(path, {str(task_models['data']['classification'])!r}).metrics['accuracy'])\n"
+        "print('IMPORTED', sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'tf_keras', 'keras')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("ACCURACY") == 2 and "IMPORTED []" in done.stdout, done.stdout
+
+
+def test_limit_spreads_rows_over_the_file():
+    assert spread(10, None).tolist() == list(range(10)) and spread(3, 5).tolist() == [0, 1, 2]
+    assert spread(100, 4).tolist() == [0, 25, 50, 75]  # a label-sorted file still gives every class
+
+
+@pytest.mark.slow
+def test_a_file_without_vocabulary_takes_tokenizer(task_models, exported, tmp_path):
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    out = tmp_path / "novocab.onnx"
+    export(ExportOptions(str(task_models["classification"] / "model"), "onnx", "none", out=str(out), seq_len=SEQ,
+                         validate=False, embed_vocab=False), log=None)
+    data = task_models["data"]["classification"]
+    with pytest.raises(MbkError, match="carries no vocabulary.*--tokenizer"):
+        evaluate_artifact(out, data)
+    with_vocab = evaluate_artifact(exported["classification", "onnx"], data, seq_len=SEQ)
+    given = evaluate_artifact(out, data, seq_len=SEQ, tokenizer=task_models["classification"] / "vocab.txt")
+    assert given.metrics == pytest.approx(with_vocab.metrics)
