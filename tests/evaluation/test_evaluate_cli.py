@@ -49,7 +49,7 @@ def test_several_models_give_one_table_with_drop_and_ratio(task_models, exported
         (("embedding", "tflite"), "classification", "scored on sentence pairs"),
         (("classification", "tflite"), "empty", "has no rows"),
         (("classification", "tflite"), "unknown-label", "label 'zzz'"),
-        ("not-an-artifact", "classification", "cannot be"),
+        ("not-an-artifact", "classification", "not a TFLite flatbuffer"),
         ("text.txt", "classification", "expected .tflite or .onnx"),
         ("plain-dir", "classification", "not a fine-tuned model"),
         pytest.param(("regression", "tflite"), "regression", "export it with --format onnx", marks=pytest.mark.slow),
