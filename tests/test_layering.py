@@ -30,6 +30,7 @@ LAYERS = (
     ("checkpoints",),
     ("sources",),
     ("training", "convert", "profiler"),
+    ("evaluation",),  # task metrics of exported files: reads convert/'s task records and training/'s scoring
     ("pipeline",),
     ("cli",),
 )

@@ -1,6 +1,6 @@
 """``mbk evaluate``: task metrics of a fine-tuned model directory or an exported file, alone or side by side."""
 
-from mobilebert_kit.evaluation import DEFAULT_MIN_RATIO
+from mobilebert_kit.training.task_scoring import DEFAULT_MIN_RATIO
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 

@@ -2,10 +2,7 @@
 
 Modules:
     artifact_metrics: :func:`evaluate_artifact` and :data:`TASK_METRICS`, one record per task
-        (data reader, scorer on ``training/metrics.py``, headline key), shared with
-        ``training.fine_tuner.evaluate_model``.
+        (data reader, scorer on ``training/metrics.py``, headline key), scored by the records of
+        ``training.task_scoring`` (shared with ``training.fine_tuner.evaluate_model``).
 """
 
-# MLPerf Mobile's accuracy rule: a quantized submission keeps >= 99% of the float model's metric. Here (standard
-# library only) so that `mbk evaluate`'s flag is registered without loading the runtimes.
-DEFAULT_MIN_RATIO = 0.99

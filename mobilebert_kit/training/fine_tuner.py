@@ -16,11 +16,11 @@ import numpy as np
 
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import MbkError
-from mobilebert_kit.evaluation.artifact_metrics import score
 from mobilebert_kit.models.api import load, save
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
+from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
 
@@ -246,14 +246,14 @@ def _predict(model, features, batch_size):
 def evaluate_model(model, spec, tokenizer, path, batch_size=32, limit=None):
     """Metrics of a task model on a labelled file, following ``spec`` (the content of ``task.json``).
 
-    Scored by the task's record in :data:`mobilebert_kit.evaluation.artifact_metrics.TASK_METRICS`,
+    Scored by the task's record in :data:`mobilebert_kit.training.task_scoring.TASK_METRICS`,
     the same code that scores an exported file, so the two differ only by what the model computes.
     """
     return model_evaluation(model, spec, tokenizer, path, batch_size, limit).metrics
 
 
 def model_evaluation(model, spec, tokenizer, path, batch_size=32, limit=None):
-    """:func:`evaluate_model` as an :class:`~mobilebert_kit.evaluation.artifact_metrics.ArtifactEvaluation`."""
+    """:func:`evaluate_model` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`."""
     def predict(features):
         return {k: np.asarray(v, np.float32) for k, v in _predict(model, features, batch_size).items()}
 
@@ -267,7 +267,7 @@ def evaluate_directory(model_dir, path, batch_size=32, limit=None):
 
 
 def directory_evaluation(model_dir, path, batch_size=32, limit=None):
-    """:func:`evaluate_directory` as an :class:`~mobilebert_kit.evaluation.artifact_metrics.ArtifactEvaluation`."""
+    """:func:`evaluate_directory` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`."""
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 
     model_dir = Path(model_dir)

@@ -1,0 +1,347 @@
+"""Scoring a task model on labelled data: one record per task (data reader, scorer, headline metric).
+
+Shared by both sides of ``mbk evaluate``: ``training.fine_tuner.evaluate_model``
+(a Keras model) and ``evaluation.artifact_metrics.evaluate_artifact`` (an
+exported file), so a float export and its Keras model are scored by the same
+code and differ only by what they compute. The metrics themselves are
+``training/metrics.py``'s. TensorFlow-free: numpy, the table readers and the
+tokenizer's outputs only.
+
+Example:
+    >>> TASK_METRICS["classification"].primary
+    'accuracy'
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.errors import MbkError
+from mobilebert_kit.training import metrics as task_metrics
+from mobilebert_kit.training import task_data
+
+# MLPerf Mobile's accuracy rule: a quantized submission keeps >= 99% of the float model's metric.
+DEFAULT_MIN_RATIO = 0.99
+
+@dataclass(frozen=True)
+class ArtifactEvaluation:
+    """The task metrics of one model on one data file.
+
+    Args:
+        metrics (dict[str, float]): every metric of the task (``accuracy``, ``f1``, ...).
+        primary (str): the headline key of ``metrics``.
+        task (str): the task scored (``classification``, ``regression``, ``span_qa``,
+            ``token_classification``, ``embedding``).
+        rows (int): examples scored (rows, questions, sentences or pairs).
+        higher_is_better (bool): the direction of ``primary``.
+
+    Example:
+        >>> ArtifactEvaluation({"accuracy": 0.9}, "accuracy", "classification", 10, True).value
+        0.9
+    """
+
+    metrics: dict
+    primary: str
+    task: str
+    rows: int
+    higher_is_better: bool = True
+
+    @property
+    def value(self):
+        """The headline metric."""
+        return self.metrics[self.primary]
+
+    def to_dict(self):
+        return {"metrics": dict(self.metrics), "primary": self.primary, "task": self.task, "rows": self.rows,
+                "higher_is_better": self.higher_is_better}
+
+
+@dataclass
+class Prepared:
+    """A data file made into model inputs.
+
+    Args:
+        features (dict[str, np.ndarray]): ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[n, seq]``.
+        rows (int): examples scored (windows and pair halves count once per example).
+        context (object): what the task's ``score`` needs besides the outputs (labels, windows, ...).
+    """
+
+    features: dict
+    rows: int
+    context: object
+
+
+@dataclass(frozen=True)
+class TaskMetric:
+    """How one task is scored on labelled data.
+
+    Args:
+        task (str): the task name (``task.json``'s, or the export task's).
+        primary (str): the headline metric key.
+        data (str): the expected data file, in words (for messages and ``--help``).
+        prepare (Callable): ``(path, tokenizer, spec, limit) -> Prepared``; ``spec`` holds
+            ``seq_len``, ``label_names``, ``doc_stride``, ``max_query_length``, ``pooling`` and
+            optionally ``text_columns`` / ``label_column`` (the keys of ``task.json``).
+        score (Callable): ``(outputs, prepared, spec) -> dict[str, float]``; ``outputs`` by canonical name.
+        outputs (tuple[str, ...]): the canonical outputs ``score`` may read (others are dropped while running).
+        higher_is_better (bool): the direction of ``primary``.
+    """
+
+    task: str
+    primary: str
+    data: str
+    prepare: Callable
+    score: Callable
+    outputs: tuple
+    higher_is_better: bool = True
+
+
+def spread(n, limit):
+    """Indices of ``limit`` rows spread evenly over ``n`` (all of them when ``limit`` is None or >= n).
+
+    Files are often sorted by label (the CrowdFlower sentiment set is), so the first rows of a file
+    would score one class only.
+
+    Example:
+        >>> spread(10, 3).tolist()
+        [0, 3, 6]
+    """
+    if limit is None or limit >= n:
+        return np.arange(n)
+    return np.arange(limit) * n // limit
+
+
+def _take(features, index):
+    return {k: np.asarray(v)[index] for k, v in features.items()}
+
+
+# ------------------------------------------------------------- classification / regression
+def _prepare_sequences(task):
+    def prepare(path, tokenizer, spec, limit):
+        if task == "classification" and not spec.get("label_names"):
+            raise MbkError(f"{spec.get('model', 'the model')} records no label names, so its outputs cannot be matched "
+                           "to the labels of the data; export the `mbk finetune` output's model/ (it holds labels.txt) "
+                           "or pass --labels to `mbk export`")
+        features, labels, _, _ = task_data.load_sequence_task(
+            path, tokenizer, spec["seq_len"], task, spec.get("text_columns"), spec.get("label_column"),
+            spec.get("label_names"), need_label=True,
+        )
+        index = spread(len(labels), limit)
+        return Prepared(_take(features, index), len(index), labels[index])
+
+    return prepare
+
+
+def _score_classification(outputs, prepared, spec):
+    # TFLite classifiers output probabilities (softmax in the graph), ONNX and Keras logits: same argmax.
+    scores = np.asarray(outputs["logits"] if "logits" in outputs else outputs["probabilities"], np.float32)
+    names = spec["label_names"]
+    if scores.shape[-1] != len(names):
+        raise ArtifactError(f"{spec.get('model', 'the model')} outputs {scores.shape[-1]} classes but records "
+                            f"{len(names)} label names; re-export it")
+    return task_metrics.classification_metrics(prepared.context, scores.argmax(-1), len(names))
+
+
+def _score_regression(outputs, prepared, spec):
+    if "logits" not in outputs:
+        # A TFLite classification export applies softmax: one output column reads 1.0 for every row.
+        raise ArtifactError(f"{spec.get('model', 'the model')} outputs probabilities, which a one-output regression "
+                            "head cannot give; export it with --format onnx to evaluate it")
+    return task_metrics.regression_metrics(prepared.context, np.asarray(outputs["logits"], np.float32)[:, 0])
+
+
+# ------------------------------------------------------------- span QA
+def _prepare_squad(path, tokenizer, spec, limit):
+    examples = task_data.read_squad(path)
+    examples = [examples[i] for i in spread(len(examples), limit)]
+    features, windows = task_data.squad_features(tokenizer, examples, spec["seq_len"], spec["doc_stride"],
+                                                 spec["max_query_length"], training=False)
+    return Prepared(features, len(examples), (examples, windows))
+
+
+def _score_squad(outputs, prepared, spec):
+    examples, windows = prepared.context
+    predictions = task_data.squad_predictions(examples, windows, np.asarray(outputs["start_logits"], np.float32),
+                                              np.asarray(outputs["end_logits"], np.float32))
+    answers = {e["id"]: ([] if e["impossible"] else [a["text"] for a in e["answers"]]) for e in examples}
+    return task_metrics.squad_metrics(predictions, answers)
+
+
+# ------------------------------------------------------------- token classification
+def _prepare_tagged(path, tokenizer, spec, limit):
+    sentences = task_data.read_tagged(path)
+    sentences = [sentences[i] for i in spread(len(sentences), limit)]
+    if not spec.get("label_names"):
+        raise MbkError(f"{spec.get('model', 'the model')} records no tag names; export the `mbk finetune` output's "
+                       "model/ (it holds labels.txt)")
+    features, _, first_piece = task_data.tagging_features(tokenizer, sentences, spec["seq_len"], spec["label_names"])
+    return Prepared(features, len(sentences), (sentences, first_piece))
+
+
+def _score_tagged(outputs, prepared, spec):
+    sentences, first_piece = prepared.context
+    names = spec["label_names"]
+    guesses = np.asarray(outputs["logits"], np.float32).argmax(-1)
+    gold, predicted = [], []
+    for row, (_, tags) in enumerate(sentences):
+        kept = [w for w in range(len(tags)) if w in first_piece[row]]  # words cut by truncation are not scored
+        gold.append([tags[w] for w in kept])
+        predicted.append([names[guesses[row, first_piece[row][w]]] for w in kept])
+    return task_metrics.token_classification_metrics(gold, predicted)
+
+
+# ------------------------------------------------------------- sentence embedding (text pairs)
+def _prepare_pairs(path, tokenizer, spec, limit):
+    rows = task_data.read_table(path)
+    text_columns, label_column = task_data.resolve_columns(rows, path, spec.get("text_columns"),
+                                                           spec.get("label_column"), need_label=True)
+    if len(text_columns) != 2:
+        raise MbkError(f"{path}: an embedder is scored on sentence pairs with a similarity score (columns sentence1, "
+                       f"sentence2, label); this file has the columns {', '.join(rows[0])}")
+    index = spread(len(rows), limit)
+    rows = [rows[i] for i in index]
+    try:
+        scores = np.asarray([float(r[label_column]) for r in rows], np.float64)
+    except (TypeError, ValueError) as err:
+        raise MbkError(f"{path}: an embedder is scored against numeric similarity labels in {label_column!r} "
+                       f"({err}); give each pair a score") from err
+    halves = [task_data.sequence_features(tokenizer, [r[c] for r in rows], None, spec["seq_len"]) for c in text_columns]
+    features = {k: np.concatenate([halves[0][k], halves[1][k]]) for k in halves[0]}
+    return Prepared(features, len(rows), scores)
+
+
+def _sentence_vectors(outputs, mask, pooling):
+    if "sentence_embedding" in outputs:
+        return np.asarray(outputs["sentence_embedding"], np.float64)
+    hidden = np.asarray(outputs["sequence_output"], np.float64)
+    if (pooling or {}).get("mode") == "cls":
+        return hidden[:, 0]
+    weights = np.asarray(mask, np.float64)[..., None]  # mean over real tokens: sentence-transformers' default
+    return (hidden * weights).sum(1) / np.maximum(weights.sum(1), 1.0)
+
+
+def _score_pairs(outputs, prepared, spec):
+    """Spearman correlation of the pairs' cosine with their gold score (and Pearson).
+
+    Why Spearman: it is the STS metric of SentEval and MTEB for embedders; it compares
+    rankings, so it does not depend on the range a model's cosines live in (MiniLM's
+    unrelated sentences sit near 0.1, other models' near 0.5) nor on the label scale
+    (0-5 STS-B, 0-1 SICK), and quantization error that keeps the order of pairs costs nothing.
+    """
+    vectors = _sentence_vectors(outputs, prepared.features["attention_mask"], spec.get("pooling"))
+    n = prepared.rows
+    a, b = vectors[:n], vectors[n:]
+    cosine = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+    return {"spearman": task_metrics.spearman(cosine, prepared.context),
+            "pearson": task_metrics.pearson(cosine, prepared.context)}
+
+
+_PAIRS = "a table of sentence pairs with a similarity score (sentence1, sentence2, label)"
+_SEQUENCES = "a .tsv/.csv/.jsonl table like `mbk finetune`'s (text column(s) and a label column)"
+
+TASK_METRICS = {
+    record.task: record
+    for record in (
+        TaskMetric("classification", "accuracy", _SEQUENCES, _prepare_sequences("classification"),
+                   _score_classification, ("logits", "probabilities")),
+        TaskMetric("regression", "pearson", _SEQUENCES, _prepare_sequences("regression"), _score_regression,
+                   ("logits", "probabilities")),
+        TaskMetric("span_qa", "f1", "SQuAD v1.1/v2.0 JSON", _prepare_squad, _score_squad,
+                   ("start_logits", "end_logits")),
+        TaskMetric("token_classification", "f1", "CoNLL text (token ... tag) or .jsonl with tokens and tags",
+                   _prepare_tagged, _score_tagged, ("logits",)),
+        TaskMetric("embedding", "spearman", _PAIRS, _prepare_pairs, _score_pairs,
+                   ("sentence_embedding", "sequence_output")),
+    )
+}
+# Export tasks scored as another task: a features file is an embedder once its hidden states are pooled.
+_SCORED_AS = {"features": "embedding"}
+
+
+def task_metric(task, model="the model"):
+    """The :class:`TaskMetric` of ``task`` (a fine-tuning or export task); a one-line error for others.
+
+    Example:
+        >>> task_metric("features").primary
+        'spearman'
+    """
+    record = TASK_METRICS.get(_SCORED_AS.get(task, task))
+    if record is None:
+        raise ArtifactError(f"{model} is a {task!r} model, which has no task metric; evaluate a file exported for "
+                            f"one of: {', '.join(sorted(set(TASK_METRICS) | set(_SCORED_AS)))}")
+    return record
+
+
+def score(task, data, predict, tokenizer, spec, limit=None):
+    """Scores ``predict`` (features -> canonical outputs) on ``data`` with ``task``'s record.
+
+    The one scoring path of both sides: :func:`evaluate_artifact` (a file) and
+    ``training.fine_tuner.evaluate_model`` (a Keras model).
+
+    Args:
+        task (str): the task (see :data:`TASK_METRICS`).
+        data (str | os.PathLike): the labelled data file.
+        predict (Callable): ``dict[str, np.ndarray] -> dict[str, np.ndarray]`` by canonical output name.
+        tokenizer (WordPieceTokenizer): the model's tokenizer.
+        spec (dict): ``task.json``-like settings (``seq_len``, ``label_names``, ...).
+        limit (int | None): score at most this many examples, spread over the file.
+
+    Returns:
+        ArtifactEvaluation: the metrics.
+
+    Example:
+        >>> score("classification", "dev.tsv", predict, tokenizer, {"seq_len": 64, "label_names": ["neg", "pos"]})  # doctest: +SKIP
+    """
+    record = task_metric(task, spec.get("model", "the model"))
+    prepared = record.prepare(Path(data), tokenizer, spec, limit)
+    if not prepared.rows:
+        raise MbkError(f"{data} holds no examples to score; give it labelled {record.data}")
+    outputs = predict(prepared.features)
+    return ArtifactEvaluation(record.score(outputs, prepared, spec), record.primary, record.task, prepared.rows,
+                              record.higher_is_better)
+
+
+# ------------------------------------------------------------- several models side by side
+def compare(named, min_ratio=DEFAULT_MIN_RATIO):
+    """Rows of a side-by-side table: each model's headline metric, its drop and ratio against the first.
+
+    Args:
+        named (list[tuple[str, ArtifactEvaluation]]): ``(model name, evaluation)``; the first is the reference
+            (the float model).
+        min_ratio (float): a model passes when its metric is >= ``min_ratio`` x the reference's
+            (<= ``1 / min_ratio`` x for a lower-is-better metric; >= the reference's when that is <= 0,
+            where a ratio means nothing).
+
+    Returns:
+        list[dict]: per model ``model``, ``task``, ``rows``, ``primary``, ``metrics``, ``drop`` (reference
+        minus this, in the metric's units; positive is worse for higher-is-better metrics), ``ratio``
+        (None when the reference is <= 0) and ``passed``.
+
+    Raises:
+        MbkError: the models were scored on different tasks.
+
+    Example:
+        >>> a = ArtifactEvaluation({"accuracy": 0.90}, "accuracy", "classification", 100)
+        >>> b = ArtifactEvaluation({"accuracy": 0.80}, "accuracy", "classification", 100)
+        >>> [row["passed"] for row in compare([("float", a), ("int8", b)])]
+        [True, False]
+    """
+    reference_name, reference = named[0]
+    rows = []
+    for name, evaluation in named:
+        if (evaluation.task, evaluation.primary) != (reference.task, reference.primary):
+            raise MbkError(f"{name} is a {evaluation.task} model but {reference_name} is a {reference.task} model; "
+                           "compare models of one task")
+        value, base = evaluation.value, reference.value
+        ratio = value / base if base > 0 else None
+        if not evaluation.higher_is_better:
+            passed = value <= base / min_ratio if base > 0 and min_ratio > 0 else value <= base
+        else:
+            passed = value >= min_ratio * base if base > 0 else value >= base
+        rows.append({"model": name, "task": evaluation.task, "rows": evaluation.rows, "primary": evaluation.primary,
+                     "metrics": dict(evaluation.metrics), "drop": base - value, "ratio": ratio,
+                     "passed": bool(passed)})
+    return rows
