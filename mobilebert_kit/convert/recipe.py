@@ -23,6 +23,10 @@ validation thresholds; one file per deployment target. Example::
     [validation]
     min_cosine = 0.99
 
+    [evaluation]                        # mbk pipeline: task metrics of each file, float vs quantized
+    data = "data/test.tsv"              # labelled, as `mbk finetune` / `mbk evaluate` read it
+    min_ratio = 0.99                    # optional: quantized >= 0.99 x float (MLPerf Mobile's rule)
+
 Rules: every key is checked (an unknown key is a one-line error listing the
 valid ones; numbers against :data:`mobilebert_kit.utils.limits.LIMITS`, the
 same bounds as the command line's flags); relative paths are resolved against
@@ -57,12 +61,14 @@ _OWN_KEYS = {
     "export": {"formats": list, "out_dir": str, "name": str},
     "calibration": {},
     "validation": {k: float for k in THRESHOLD_KEYS},
+    # Task metrics of every exported file on labelled data (`mbk pipeline`; `mbk evaluate`'s options).
+    "evaluation": {"data": str, "limit": int, "min_ratio": float},
 }
 _SECTIONS = {table: {**own, **{key: option.type for key, option in _OPTION_KEYS.get(table, {}).items()}}
              for table, own in _OWN_KEYS.items()}
 _FORMAT_TABLES = ("tflite", "onnx")
 _PATH_KEYS = {("source", "model"), ("substitute", "data"), ("export", "out_dir"), ("calibration", "data"),
-              ("validation", "data")}
+              ("validation", "data"), ("evaluation", "data")}
 _OUTPUT_KEYS = {("export", "out_dir")}
 # Keys of [export] that place the artifacts; a per-format table ([export.onnx]) cannot move them.
 _PLACEMENT_KEYS = ("formats", "out_dir", "name")

@@ -11,7 +11,10 @@ JSON (``schema: "mobilebert_kit.pipeline"``, ``schema_version: 1``):
 - ``latency``: one row per artifact and target (median, p90, mean, CV, init);
 - ``profile``: the profiler report (schema ``mobilebert_kit.profile``) of every
   measurement, from which the plots are drawn;
-- ``stages``: which stages ran in this invocation and how long they took.
+- ``stages``: which stages ran in this invocation and how long they took;
+- ``evaluation`` (when the recipe names ``[evaluation] data``): the task metric of
+  every artifact on that data, with its drop and ratio against the first (float)
+  file and the pass/fail of ``min_ratio`` (``<name>.evaluation.json``), else None.
 
 The HTML page has the summary, validation and latency tables and the
 profiler's plots (PNG embedded as base64). Both files are written to a
@@ -30,7 +33,7 @@ SCHEMA = "mobilebert_kit.pipeline"
 SCHEMA_VERSION = 1
 
 
-def build(recipe, planned, exports, profiles, timings=()):
+def build(recipe, planned, exports, profiles, timings=(), evaluation=None):
     """Returns the report document.
 
     Args:
@@ -39,6 +42,7 @@ def build(recipe, planned, exports, profiles, timings=()):
         exports: the export reports (``<artifact>.report.json``), same order.
         profiles: profiler report documents (host and device), any order.
         timings: ``[{"stage", "skipped", "seconds"}]`` of this invocation.
+        evaluation: the ``<name>.evaluation.json`` document, or None.
     """
     from mobilebert_kit.profiler.report import build_report
 
@@ -92,6 +96,7 @@ def build(recipe, planned, exports, profiles, timings=()):
         "artifacts": artifacts, "validation": validation, "latency": latency,
         "profile": build_report(records, options={"pipeline": str(recipe.path)}),
         "stages": list(timings),
+        "evaluation": evaluation,
     })
 
 
@@ -157,6 +162,12 @@ def print_summary(report, console):
     for row in summary_rows(report):
         table.add_row(*(escape(cell, markup=True) for cell in row))  # artifact names come from the recipe
     console.print(table)
+    evaluation = report.get("evaluation")
+    if evaluation:
+        from mobilebert_kit.evaluation.artifact_metrics import comparison_table
+
+        console.print(comparison_table(evaluation["models"], evaluation["min_ratio"],
+                                       title=f"task metrics on {evaluation['data']}"))
 
 
 def to_html(report):
@@ -184,6 +195,14 @@ def to_html(report):
         [[v["artifact"], v["output"], _fmt(v["cosine"], 6), _fmt(v["cosine_min"], 6), _fmt(v["snr_db"], 1),
           f"{v['max_abs_error']:.3e}", f"{v['mean_abs_error']:.3e}", _fmt(v["argmax_agreement"], 4), _fmt(v["passed"])]
          for v in report["validation"]]))
+    evaluation = report.get("evaluation")
+    if evaluation:
+        parts.append(f"<h2>Task metrics on {html.escape(evaluation['data'])}</h2>")
+        parts.append(_table(
+            ["artifact", *evaluation["models"][0]["metrics"], f"drop ({evaluation['primary']})", "ratio",
+             f">= {evaluation['min_ratio']:g}"],
+            [[m["model"], *(_fmt(v, 4) for v in m["metrics"].values()), _fmt(m["drop"], 4), _fmt(m["ratio"], 4),
+              "ref" if i == 0 else ("pass" if m["passed"] else "FAIL")] for i, m in enumerate(evaluation["models"])]))
     parts.append("<h2>Latency</h2>")
     parts.append(_table(
         ["artifact", "target", "median ms", "p90 ms", "mean ms", "CV", "runs", "init ms", "threads"],

@@ -12,7 +12,11 @@ Stages, in order:
    (:class:`~mobilebert_kit.profiler.host.HostProfiler`), ``<artifact>.host.json``.
 3. ``profile-device`` (one per ``.tflite`` artifact, with ``device``):
    benchmark_model on the phone over adb, ``<artifact>.device-<serial>.json``.
-4. ``report``: ``<name>.pipeline.json`` and ``<name>.pipeline.html``.
+4. ``evaluate`` (when the recipe has ``[evaluation] data``): the task metric of
+   every artifact on that labelled data, side by side with the first (float)
+   file, ``<name>.evaluation.json``
+   (:func:`mobilebert_kit.evaluation.artifact_metrics.evaluate_artifact`).
+5. ``report``: ``<name>.pipeline.json`` and ``<name>.pipeline.html``.
 
 Each stage records a :class:`~mobilebert_kit.pipeline.manifest.StageManifest`
 next to its outputs; a re-run skips a stage whose manifest matches ("unchanged,
@@ -30,11 +34,12 @@ from pathlib import Path
 import mobilebert_kit
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.sources.spec import locate
-from mobilebert_kit.utils.atomic import prepare_dir
+from mobilebert_kit.utils.atomic import prepare_dir, write_text
 from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.terminal import escape
 
 DEFAULT_RUNS = 20
+EVALUATION_SCHEMA = "mobilebert_kit.evaluation"  # the "schema" of <name>.evaluation.json
 DEFAULT_WARMUP = 3
 _FILE_OPTIONS = ("calibration", "validation_data", "recover_data")
 
@@ -120,7 +125,8 @@ class Pipeline:
         substitute = dict(recipe.tables.get("substitute", {}))
         if substitute.get("data"):
             substitute["data"] = file_hash(substitute["data"])
-        stages = len(planned) * (2 + (1 if serial else 0)) + 1
+        evaluation = dict(recipe.tables.get("evaluation", {}))
+        stages = len(planned) * (2 + (1 if serial else 0)) + 1 + (1 if evaluation.get("data") else 0)
         self._step = 0
         self._stages = stages
         say = self.console.print
@@ -136,17 +142,21 @@ class Pipeline:
             exports.append(_read_json(f"{opts.out}.report.json"))
         host = [self._profile_host(opts) for opts in planned]
         device = [self._profile_device(opts, serial) for opts in planned if serial and opts.format == "tflite"]
+        evaluation_path = self._evaluate(evaluation, planned, out_dir / f"{name}.evaluation.json")
         from mobilebert_kit.pipeline import report as pipeline_report
 
         html_path, json_path = out_dir / f"{name}.pipeline.html", out_dir / f"{name}.pipeline.json"
         profile_files = host + device
+        evaluation_files = [evaluation_path] if evaluation_path else []
         inputs = {"mbk": mobilebert_kit.__version__, "recipe": str(recipe.path),
-                  "files": {str(p): file_hash(p) for p in [f"{o.out}.report.json" for o in planned] + profile_files}}
+                  "files": {str(p): file_hash(p) for p in [f"{o.out}.report.json" for o in planned] + profile_files
+                            + evaluation_files}}
         manifest = StageManifest("report", [json_path, html_path], inputs)
 
         def write_report():
             data = pipeline_report.build(recipe, planned, exports, [_read_json(p) for p in profile_files],
-                                         timings=self._timings)
+                                         timings=self._timings,
+                                         evaluation=_read_json(evaluation_path) if evaluation_path else None)
             pipeline_report.write(data, json_path, html_path, overwrite=self.overwrite)
 
         self._stage(f"report {html_path.name}", manifest, write_report)
@@ -209,6 +219,35 @@ class Pipeline:
             write_json(build_report([result], options={"pipeline": str(self.recipe_path), **settings}), out, overwrite=self.overwrite)
 
         self._stage(f"profile {Path(opts.out).name} on the host ({self.runs} runs)", StageManifest("profile-host", [out], inputs), work)
+        return out
+
+    def _evaluate(self, settings, planned, out):
+        """Task metrics of every artifact on ``[evaluation] data``, each against the first (the float file)."""
+        if not settings.get("data"):
+            return None
+        from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact
+        from mobilebert_kit.training.task_scoring import DEFAULT_MIN_RATIO, compare
+
+        min_ratio = settings.get("min_ratio", DEFAULT_MIN_RATIO)
+        inputs = {"mbk": mobilebert_kit.__version__, "data": file_hash(settings["data"]), "limit": settings.get("limit"),
+                  "min_ratio": min_ratio, "artifacts": {Path(o.out).name: file_hash(o.out) for o in planned}}
+
+        def work():
+            named = []
+            for opts in planned:
+                # The length the export validated at: a dynamic-axis ONNX file records none.
+                seq_len = _read_json(f"{opts.out}.report.json").get("seq_len") or opts.seq_len
+                named.append((Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
+                                                                     seq_len=seq_len, num_threads=self.threads)))
+            rows = compare(named, min_ratio)
+            document = {"schema": EVALUATION_SCHEMA, "schema_version": 1, "data": str(settings["data"]),
+                        "primary": rows[0]["primary"], "min_ratio": min_ratio,
+                        "passed": all(row["passed"] for row in rows), "models": rows}
+            write_text(out, json.dumps(document, indent=2, allow_nan=False) + "\n", kind="evaluation-json",
+                       overwrite=self.overwrite)
+
+        self._stage(f"evaluate {len(planned)} file(s) on {Path(settings['data']).name}",
+                    StageManifest("evaluate", [out], inputs), work)
         return out
 
     def _profile_device(self, opts, serial):

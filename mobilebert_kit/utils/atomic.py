@@ -190,6 +190,8 @@ OUTPUT_KINDS = {kind.name: kind for kind in (
     OutputKind("profile-html", False, "a profile HTML page", _html("profile-html", "mbk profile report")),
     OutputKind("pipeline-json", False, "a pipeline JSON report", _json_field(None, "schema", "mobilebert_kit.pipeline")),
     OutputKind("pipeline-html", False, "a pipeline HTML page", _html("pipeline-html", "mbk pipeline report")),
+    OutputKind("evaluation-json", False, "a task-metrics JSON report",
+               _json_field(None, "schema", "mobilebert_kit.evaluation")),
 )}
 
 

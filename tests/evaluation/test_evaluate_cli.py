@@ -69,3 +69,27 @@ def test_bad_inputs_are_one_line_errors(task_models, exported, tmp_path, capsys,
     proc = mbk(capsys, "evaluate", "--model", path, "--data", data_path, "--json", check=False)
     assert_one_line_error(proc, fragment)
     assert proc.returncode == 2 and proc.stdout == ""
+
+
+def test_pipeline_evaluates_each_file_when_the_recipe_names_data(task_models, tmp_path, capsys):
+    import shutil
+
+    (tmp_path / "model").symlink_to(task_models["classification"] / "model")
+    shutil.copyfile(task_models["data"]["classification"], tmp_path / "test.tsv")
+    recipe = tmp_path / "clf.toml"
+    recipe.write_text(f'[source]\nmodel = "model"\n\n[export]\nformats = ["tflite"]\nquantize = "dynamic"\n'
+                      f'seq_len = {SEQ}\nname = "clf"\n\n[validation]\ncount = 2\n\n'
+                      '[evaluation]\ndata = "test.tsv"\nlimit = 20\n')
+    proc = mbk(capsys, "pipeline", recipe, "--out", tmp_path / "out", "--runs", 1)
+    report = json.loads((tmp_path / "out" / "clf.pipeline.json").read_text())
+    evaluation = report["evaluation"]
+    assert [m["model"] for m in evaluation["models"]] == ["clf-float32.tflite", "clf.tflite"]
+    assert evaluation["primary"] == "accuracy" and all(m["rows"] == 20 for m in evaluation["models"])
+    float_run = evaluation["models"][0]["metrics"]["accuracy"]
+    dynamic = evaluation["models"][1]["metrics"]["accuracy"]
+    assert evaluation["models"][1]["drop"] == pytest.approx(float_run - dynamic)
+    assert "task metrics on" in proc.stdout and "Task metrics on" in (tmp_path / "out" / "clf.pipeline.html").read_text()
+    # The float file scores as `mbk evaluate` scores it.
+    alone = json.loads(mbk(capsys, "evaluate", "--model", tmp_path / "out" / "clf-float32.tflite", "--data",
+                           tmp_path / "test.tsv", "--limit", 20, "--json").stdout)
+    assert alone["accuracy"] == pytest.approx(float_run)
