@@ -28,6 +28,10 @@ def register(subparsers):
                         help="tokens per example for a dynamic-axis .onnx file (default: 128 within its position table)")
     parser.add_argument("--tokenizer", type=input_path_option("any"), metavar="PATH",
                         help="vocab.txt or model directory for a file exported with --no-vocab")
+    parser.add_argument("--text-columns", metavar="A[,B]",
+                        help="text column(s) of the table (default: the directory's task.json, else GLUE names)")
+    parser.add_argument("--label-column", metavar="NAME",
+                        help="label column of the table (default: the directory's task.json, else label/score/...)")
     parser.add_argument("--min-ratio", type=number_option("min_ratio"), default=DEFAULT_MIN_RATIO, metavar="R",
                         help="with several --model: each must keep >= R x the first model's headline metric "
                         f"(default {DEFAULT_MIN_RATIO}, MLPerf Mobile's rule)")
@@ -41,14 +45,16 @@ def evaluate_one(path, args):
     """The ArtifactEvaluation of a finetune directory or an exported file (TensorFlow loads for a directory only)."""
     from pathlib import Path
 
+    columns = {"text_columns": args.text_columns.split(",") if args.text_columns else None,
+               "label_column": args.label_column}
     if Path(path).is_dir():
         from mobilebert_kit.training.fine_tuner import directory_evaluation
 
-        return directory_evaluation(path, args.data, args.batch_size, args.limit)
+        return directory_evaluation(path, args.data, args.batch_size, args.limit, columns=columns)
     from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact
 
     return evaluate_artifact(path, args.data, batch_size=args.batch_size, limit=args.limit, seq_len=args.seq_len,
-                             tokenizer=args.tokenizer)
+                             tokenizer=args.tokenizer, **columns)
 
 
 def run(args):

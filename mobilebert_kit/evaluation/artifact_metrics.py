@@ -70,7 +70,7 @@ def _seq_len_of(path, runner, meta, seq_len):
 
 
 def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, tokenizer=None, fmt=None,
-                      num_threads=None):
+                      num_threads=None, text_columns=None, label_column=None):
     """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data.
 
     The task, vocabulary, casing, label names and sequence length come from the file
@@ -87,6 +87,9 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
         tokenizer (str | os.PathLike | None): a vocab.txt / model directory for a file without an embedded vocabulary.
         fmt (str | None): ``"tflite"`` or ``"onnx"`` when the suffix does not say.
         num_threads (int | None): runtime threads.
+        text_columns (list[str] | None): the table's text column(s) (default: GLUE's usual names);
+            the file does not record the columns it was fine-tuned on.
+        label_column (str | None): the table's label column (default: label, score, ...).
 
     Returns:
         ArtifactEvaluation: the metrics, the headline key, the task and the rows scored.
@@ -115,7 +118,8 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
     task = _task_of(export_task, labels, graph, canonical)
     spec = {"model": str(path), "task": task, "seq_len": _seq_len_of(path, runner, meta, seq_len),
             "label_names": labels, "pooling": meta.get("pooling"),
-            "doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length}
+            "doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length,
+            "text_columns": text_columns, "label_column": label_column}
     wanted = set(task_metric(task, path).outputs)
     step = runner.batch_size or batch_size
 

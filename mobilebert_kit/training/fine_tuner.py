@@ -266,8 +266,12 @@ def evaluate_directory(model_dir, path, batch_size=32, limit=None):
     return directory_evaluation(model_dir, path, batch_size, limit).metrics
 
 
-def directory_evaluation(model_dir, path, batch_size=32, limit=None):
-    """:func:`evaluate_directory` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`."""
+def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=None):
+    """:func:`evaluate_directory` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`.
+
+    ``columns`` (``{"text_columns", "label_column"}``) overrides the table columns ``task.json`` records
+    where a value is given.
+    """
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 
     model_dir = Path(model_dir)
@@ -280,4 +284,5 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None):
         raise MbkError(f"cannot read {task_file} ({err}); fine-tune again") from err
     tokenizer = WordPieceTokenizer.from_file(model_dir / spec["vocab"], lowercase=spec.get("lowercase"))
     model = load(model_dir / "model")
-    return model_evaluation(model, {**spec, "model": str(model_dir)}, tokenizer, path, batch_size, limit)
+    given = {k: v for k, v in (columns or {}).items() if v}
+    return model_evaluation(model, {**spec, **given, "model": str(model_dir)}, tokenizer, path, batch_size, limit)

@@ -9,7 +9,7 @@ from tests.helpers import assert_one_line_error
 from tests.training.test_cli import mbk
 
 
-def test_json_of_one_classifier_file_is_one_object_with_accuracy(task_models, exported, capsys):
+def test_json_of_one_classifier_file_is_one_object_with_accuracy(task_models, exported, capsys, tmp_path):
     data = task_models["data"]["classification"]
     proc = mbk(capsys, "evaluate", "--model", exported["classification", "tflite"], "--data", data, "--json")
     lines = proc.stdout.strip().splitlines()
@@ -17,6 +17,14 @@ def test_json_of_one_classifier_file_is_one_object_with_accuracy(task_models, ex
     result = json.loads(lines[0])
     assert result["primary"] == "accuracy" and result["rows"] == 40 and 0.0 <= result["accuracy"] <= 1.0
     assert {"accuracy", "f1", "matthews_corrcoef"} <= set(result)
+    # Other column names: the file does not record them, the flags name them (as `mbk finetune`'s do).
+    renamed = tmp_path / "renamed.tsv"
+    renamed.write_text("review\tcategory\n" + "".join(data.read_text().splitlines(keepends=True)[1:]))
+    assert_one_line_error(mbk(capsys, "evaluate", "--model", exported["classification", "tflite"], "--data", renamed,
+                              check=False), "--text-columns")
+    proc = mbk(capsys, "evaluate", "--model", exported["classification", "tflite"], "--data", renamed, "--json",
+               "--text-columns", "review", "--label-column", "category")
+    assert json.loads(proc.stdout)["accuracy"] == result["accuracy"]
 
 
 def test_several_models_give_one_table_with_drop_and_ratio(task_models, exported, capsys, tmp_path):
