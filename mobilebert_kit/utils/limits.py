@@ -96,6 +96,8 @@ LIMITS = {
     "min_snr_db": Limit(float, -1e12, 1e12),  # finite; a huge bar is a way to make validation fail on purpose
     "min_argmax_agreement": Limit(float, 0.0, 1.0),
     "max_abs_error": Limit(float, 0.0, 1e30),
+    # --quantize auto's budget: a fraction of the float metric (0.5: half the accuracy lost is no budget)
+    "max_drop": Limit(float, 0.0, 0.5),
 }
 
 
