@@ -162,6 +162,7 @@ def export(options, source=None, log=print):
     search = _Search(options, mode, lambda quantize: _ranking(model, options, quantize, calibration, validation_inputs,
                                                               reference, search.frontier))
     result = candidate = failure = None  # the written result; the last candidate; the user's own setting's failure
+    calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
     with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
             tempfile.TemporaryDirectory(prefix="mbk-export-") as scratch:
         if search.budget_needed:
@@ -170,14 +171,15 @@ def export(options, source=None, log=print):
             path = Path(scratch) / f"candidate-{index}.{options.format}"
             label = step.describe(attempt.keep_float_layers) if step else attempt.quantize
             if index and not mode.search:
-                say(f"{failure or 'full int8'} failed validation; trying {label} (the mode's fallback; pass "
+                last = search.frontier.rows[-1]
+                say(f"{last.setting} failed validation ({last.why}); trying {label} (the mode's fallback; pass "
                     "--keep-float LAYERS to choose)")
             meta = (candidate_metadata(metadata[0], options.quantize, attempt.quantize, label,
                                        attempt.keep_float_layers, search.judged_by) if step else metadata[0],
                     metadata[1])
             try:
                 write = _write_tflite if attempt.format == "tflite" else _write_onnx
-                written = write(graph, attempt, calibration, meta, path)
+                written = write(graph, attempt, calibration, meta, path, calibrated)
             except ExportError as err:
                 if step is None:
                     raise
@@ -465,7 +467,7 @@ def _metadata(source, model, graph, options):
     return meta, vocab
 
 
-def _write_tflite(graph, options, calibration, metadata, path):
+def _write_tflite(graph, options, calibration, metadata, path, calibrated=None):
     from mobilebert_kit.convert import tflite_export, tflite_flatbuffer, tflite_metadata
     from mobilebert_kit.models.encoder import INPUT_NAMES
 
@@ -475,7 +477,7 @@ def _write_tflite(graph, options, calibration, metadata, path):
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
         data, notes = tflite_export.convert(
             graph, quantize, calibration, options.io_type,
-            options.keep_float_ops, options.keep_float_layers,
+            options.keep_float_ops, options.keep_float_layers, calibrated,
         )
     meta, vocab = metadata
     entries = {tflite_flatbuffer.METADATA_JSON: json.dumps(meta, sort_keys=True).encode()}
@@ -520,7 +522,8 @@ def client_metadata_args(meta, vocab):
     }
 
 
-def _write_onnx(graph, options, calibration, metadata, path):
+def _write_onnx(graph, options, calibration, metadata, path, calibrated=None):
+    # ``calibrated`` is _write_tflite's cache; ORT's quantizer calibrates inside quantize_static each time.
     import onnx
 
     from mobilebert_kit.convert import onnx_export
