@@ -25,6 +25,7 @@ import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_options import FORMATS, ExportOptions  # noqa: F401  (the public home of both)
+from mobilebert_kit.convert.export_options import DEFAULT_MAX_DROP
 from mobilebert_kit.convert.export_tasks import export_task
 from mobilebert_kit.convert.quantization_modes import MODES, quantization_mode
 from mobilebert_kit.convert.quantization_search import (
@@ -234,6 +235,10 @@ def export(options, source=None, log=print):
                     result.notes.append(f"the Keras comparison missed {result.quantize}'s thresholds "
                                         f"({result.validation.summary_line()}); the task metric held")
                     result.validation.failures = []
+            if options.eval_data and not mode.search:
+                evaluation = evaluate(path, options.eval_data)
+                result.notes.append(f"{evaluation.primary} {evaluation.metrics[evaluation.primary]:.4f} on "
+                                    f"{options.eval_data} ({evaluation.rows} rows)")
             if options.drift_report and mode.quantized:
                 result.validation.drift = drift(model, attempt, calibration, validation_inputs, reference,
                                                 qat_graph=graph if mode.trains else None)
@@ -264,7 +269,8 @@ class _Search:
     def set_reference(self, reference):
         row, evaluation = reference
         self.frontier.reference = row
-        self.budget = Budget(evaluation.primary, float(evaluation.metrics[evaluation.primary]), self.options.max_drop,
+        max_drop = DEFAULT_MAX_DROP if self.options.max_drop is None else self.options.max_drop
+        self.budget = Budget(evaluation.primary, float(evaluation.metrics[evaluation.primary]), max_drop,
                              bool(evaluation.higher_is_better))
         row.metric = self.budget.reference
         self.frontier.judged_by = f"{self.judged_by} ({self.budget.describe()})"

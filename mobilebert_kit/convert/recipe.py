@@ -57,12 +57,13 @@ _OWN_KEYS = {
     "export": {"formats": list, "out_dir": str, "name": str},
     "calibration": {},
     "validation": {k: float for k in THRESHOLD_KEYS},
+    "evaluation": {},  # data, max_drop: ExportOptions fields (quantize = "auto" holds the metric on data)
 }
 _SECTIONS = {table: {**own, **{key: option.type for key, option in _OPTION_KEYS.get(table, {}).items()}}
              for table, own in _OWN_KEYS.items()}
 _FORMAT_TABLES = ("tflite", "onnx")
 _PATH_KEYS = {("source", "model"), ("substitute", "data"), ("export", "out_dir"), ("calibration", "data"),
-              ("validation", "data")}
+              ("validation", "data"), ("evaluation", "data")}
 _OUTPUT_KEYS = {("export", "out_dir")}
 # Keys of [export] that place the artifacts; a per-format table ([export.onnx]) cannot move them.
 _PLACEMENT_KEYS = ("formats", "out_dir", "name")
