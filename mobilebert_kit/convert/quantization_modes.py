@@ -296,6 +296,10 @@ MODES = {m.name: m for m in (
 )}
 
 
+# The modes a file can be converted with (and validated as): a searched mode writes one of these.
+CONVERTED_MODES = tuple(name for name, mode in MODES.items() if not mode.search)
+
+
 def quantization_mode(name):
     """The record of mode ``name``; an unknown name is a ConfigError listing the valid ones.
 
