@@ -168,9 +168,9 @@ def export(options, source=None, log=print):
             tempfile.TemporaryDirectory(prefix="mbk-export-") as scratch:
         if search.budget_needed:
             search.set_reference(_float_reference(graph, options, metadata, Path(scratch), validation_inputs))
-        for index, (step, attempt) in enumerate(search.attempts()):
+        for index, (step, layers, attempt) in enumerate(search.attempts()):
             path = Path(scratch) / f"candidate-{index}.{options.format}"
-            label = step.describe(attempt.keep_float_layers) if step else attempt.quantize
+            label = step.describe(layers) if step else attempt.quantize
             if index and not mode.search:
                 last = search.frontier.rows[-1]
                 say(f"{last.setting} failed validation ({last.why}); trying {label} (the mode's fallback; pass "
@@ -276,12 +276,12 @@ class _Search:
         self.frontier.judged_by = f"{self.judged_by} ({self.budget.describe()})"
 
     def attempts(self):
-        """``(step, options)`` in turn: step None is the user's own setting (a searched mode has none)."""
+        """``(step, ranked layers, options)`` in turn: step None is the user's own setting (a searched mode has none)."""
         if not self.mode.search:
-            yield None, self.options
+            yield None, (), self.options
         for step, layers in settings(self.mode.search or self.fallback, self._ranking):
             self.searched = True
-            yield step, as_attempt(self.options, step, layers)
+            yield step, layers, as_attempt(self.options, step, layers)
 
     def record(self, label, attempt, path=None, inputs=None, metric=None, passed=None, why=""):
         latency = host_latency_ms(path, inputs) if path is not None else None

@@ -142,8 +142,9 @@ def settings(steps, ranking):
         else:
             candidates = [tuple(step.float_layers)]
         for layers in candidates:
-            if (step.quantize, layers) not in seen:
-                seen.add((step.quantize, layers))
+            key = (step.quantize, paths_of(step, layers))
+            if key not in seen:
+                seen.add(key)
                 yield step, layers
 
 
@@ -239,6 +240,11 @@ def candidate_metadata(meta, asked, quantize, label, layers, judged_by):
     return out
 
 
+def paths_of(step, layers):
+    """The ``keep_float_layers`` paths of a setting: a ranked step's units of ``layers``, else ``layers``."""
+    return step.paths(layers) if step.float_layers == "ranked" else tuple(layers)
+
+
 def as_attempt(options, step, layers):
     """The export options of one searched setting (the user's options with the step's mode and float layers)."""
-    return replace(options, quantize=step.quantize, keep_float_layers=tuple(layers))
+    return replace(options, quantize=step.quantize, keep_float_layers=paths_of(step, layers))

@@ -190,7 +190,8 @@ def _nodes_of_layers(model_bytes, layers):
 
     A layer path such as ``transformer_layer_3`` or ``ffn_0/output`` matches
     when its segments appear consecutively in a node's name (the converter
-    names nodes ``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';').
+    names nodes ``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';');
+    ``**`` matches any segments between two parts (``transformer_layer_3/**/add``).
     """
     graph = read_tflite_bytes(model_bytes)
     patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
@@ -204,5 +205,28 @@ def _nodes_of_layers(model_bytes, layers):
 
 
 def _contains(segments, pattern):
-    n = len(pattern)
-    return any(tuple(segments[i:i + n]) == pattern for i in range(len(segments) - n + 1))
+    """Whether ``pattern``'s segments appear consecutively in ``segments``; ``**`` stands for any segments.
+
+    ``transformer_layer_3/**/norm`` is every LayerNorm of block 3 (``attention_output/norm``, ``ffn_0/norm``):
+    the per-block units of the quantization search (``quantization_modes.SearchStep``).
+
+    Example:
+        >>> _contains("m/transformer_layer_3/ffn_0/norm/mul".split("/"), ("transformer_layer_3", "**", "norm"))
+        True
+    """
+    parts, current = [], []
+    for segment in pattern:
+        if segment == "**":
+            parts.append(tuple(current))
+            current = []
+        else:
+            current.append(segment)
+    parts.append(tuple(current))
+    start = 0
+    for part in parts:
+        n = len(part)
+        found = next((i for i in range(start, len(segments) - n + 1) if tuple(segments[i:i + n]) == part), None)
+        if found is None:
+            return False
+        start = found + n
+    return True
