@@ -162,7 +162,8 @@ def export(options, source=None, log=print):
     texts = validation_lines(options.validation_data, source.tokenizer, options.validation_count)
     search = _Search(options, mode, lambda quantize: _ranking(model, options, quantize, calibration, validation_inputs,
                                                               reference, search.frontier))
-    result = candidate = failure = None  # the written result; the last candidate; the user's own setting's failure
+    # The written result and its (options, file); the last candidate; the user's own setting's failure.
+    result = chosen = candidate = failure = None
     calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
     with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
             tempfile.TemporaryDirectory(prefix="mbk-export-") as scratch:
@@ -187,8 +188,9 @@ def export(options, source=None, log=print):
                 search.record(label, attempt, why=str(err).splitlines()[0])
                 continue  # the model has none of the step's layers: the next setting is tried
             candidate = _result(path, out, attempt, source, notes + written, start)
+            candidate_of = (attempt, path)
             if not options.validate:
-                result = candidate
+                result, chosen = candidate, candidate_of
                 break
             if mode.search:
                 say(f"evaluating {label} on {options.eval_data} ...")
@@ -206,14 +208,17 @@ def export(options, source=None, log=print):
                 row = search.record(label, attempt, path if step or not passed else None, validation_inputs,
                                     passed=passed, why=candidate.validation.summary_line())
                 if not row.passed and failure is None:
-                    failure, result = row.why, candidate  # the user's own setting's failure stands if none passes
+                    # The user's own setting's failure stands if none passes.
+                    failure, result, chosen = row.why, candidate, candidate_of
             if row.passed:
                 if step is not None and not mode.search:
                     candidate.notes = candidate.notes + [f"{options.quantize} as asked failed validation ({failure}); "
                                                          f"wrote {label} (the fewest float layers that pass)"]
-                result = candidate
+                result, chosen = candidate, candidate_of
                 break
         result = result or candidate
+        if chosen is not None:
+            attempt, path = chosen  # the written (or refused) setting: what the drift report and copy read
         if mode.search and not search.passed:
             search.frontier.stopped = "no setting met the budget"
             if result is not None:
