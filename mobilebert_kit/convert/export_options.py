@@ -302,11 +302,13 @@ class ExportOptions:
                               f"{self.name_of('eval_data')}; drop {self.name_of('validate')}")
         if mode.calibration and not self.calibration and not mode.allows("default_calibration"):
             raise ExportError(self.needs_calibration(mode.refused["default_calibration"]))
-        for name, what in (("calibration", "calibration data"), ("validation_data", "validation data"),
-                           ("recover_data", "recovery data"), ("eval_data", "evaluation data")):
+        for name, what, kinds in (("calibration", "calibration data", "a .txt or .npz file"),
+                                  ("validation_data", "validation data", "a .txt or .npz file"),
+                                  ("recover_data", "recovery data", "a .txt or .npz file"),
+                                  ("eval_data", "evaluation data", "a labelled .tsv like mbk finetune's")):
             path = getattr(self, name)
             if path and not Path(path).is_file():
-                raise ExportError(f"{what} {path} does not exist; pass a .txt or .npz file ({self.name_of(name)})")
+                raise ExportError(f"{what} {path} does not exist; pass {kinds} ({self.name_of(name)})")
         return self
 
     @property
