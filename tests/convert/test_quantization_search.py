@@ -12,6 +12,7 @@ same fields; once that module is merged these tests keep patching only the funct
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,19 @@ def test_auto_refuses_bad_options_before_loading(tmp_path, args, fragment):
     assert proc.returncode == 2
     assert_one_line_error(proc, fragment)
     assert not (tmp_path / "m.tflite").exists()
+
+
+def test_recipe_names_the_eval_data_and_budget(tmp_path):
+    """``[evaluation] data`` / ``max_drop`` set auto's data (resolved beside the recipe) and budget."""
+    from mobilebert_kit.convert.recipe import Recipe
+    from mobilebert_kit.errors import MbkError
+
+    (tmp_path / "dev.tsv").write_text("sentence\tlabel\na\tx\n")
+    text = ('[source]\npreset = "tiny-bert"\n[export]\nformats = ["tflite"]\nquantize = "auto"\n'
+            '[evaluation]\ndata = "dev.tsv"\nmax_drop = 0.02\n')
+    (tmp_path / "auto.toml").write_text(text)
+    options = Recipe.load(tmp_path / "auto.toml").options()[0]
+    assert Path(options.eval_data).resolve() == (tmp_path / "dev.tsv").resolve() and options.max_drop == 0.02
+    (tmp_path / "bad.toml").write_text(text.replace('quantize = "auto"', 'quantize = "int8"'))
+    with pytest.raises(MbkError, match=r"\[evaluation\] max_drop is the budget of \[export\] quantize = 'auto'"):
+        Recipe.load(tmp_path / "bad.toml").options()
