@@ -20,6 +20,7 @@ def outlier_bert():
     return with_outliers(trained_like(mbk.build("tiny-bert", attention_mask_value=-120.0)), factor=50.0)
 
 
+@pytest.mark.slow  # ~25 s; the default tier has the one-sensitive-layer case (test_quantization_search.py)
 def test_failed_all_int8_is_exported_with_layers_in_float(outlier_bert, tmp_path):
     from mobilebert_kit.artifacts.inspection import inspect_artifact
     from mobilebert_kit.convert.exporter import ExportOptions, export
