@@ -1,7 +1,7 @@
 """``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure."""
 
 from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN, parse_thresholds
-from mobilebert_kit.convert.quantization_modes import MODES
+from mobilebert_kit.convert.quantization_modes import CONVERTED_MODES
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -18,7 +18,7 @@ def register(subparsers):
     p.add_argument("--data", type=input_path_option("file"), help="validation inputs: .txt (one sentence per line) or .npz input arrays")
     p.add_argument("--count", type=number_option("count"), default=16, help="rows validated (default 16)")
     # --precision is the quantization mode's name (kept for the contract); its record holds the thresholds.
-    p.add_argument("--precision", choices=MODES,
+    p.add_argument("--precision", choices=CONVERTED_MODES,
                    help="threshold set (default: the quantization recorded in the file's metadata)")
     p.add_argument("--seq-len", type=number_option("seq_len"), help="sequence length for dynamic-axis ONNX files (default: metadata or 128, at most the model's positions)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE", help="override a threshold")

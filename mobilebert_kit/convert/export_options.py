@@ -37,6 +37,8 @@ DEFAULT_SEQ_LEN = 128
 # attention_mask input types: an integer mask has the format's token-id type (INPUT_DTYPES: all-int32
 # inputs for the TFLite clients, int64 for optimum-style ONNX code); float32 is the pre-issue-14 file.
 MASK_DTYPES = ("float32", "int32", "int64")
+# --quantize auto's budget when none is given: MLPerf Mobile accepts a quantized model at >= 99% of float.
+DEFAULT_MAX_DROP = 0.01
 
 
 def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=None, kind=None, factory=None,
@@ -121,6 +123,10 @@ class ExportOptions:
         recover_data (str): recovery data file.
         qat_steps (int): quantization-aware fine-tuning steps for ``qat``.
         qat_learning_rate (float): its learning rate.
+        eval_data (str): labelled data (``training.task_data.read_table`` format) whose task metric
+            ``quantize="auto"`` holds (``convert.quantization_search``).
+        max_drop (float): ``auto``'s budget: the largest drop of the metric, a fraction of the float export's
+            (None: :data:`DEFAULT_MAX_DROP`).
         head (str): head to load from a Hugging Face directory (``"auto"``).
         normalize (bool): ``embedding``: L2-normalize the sentence vector; None: as the checkpoint declares
             (no declaration: no).
@@ -179,6 +185,13 @@ class ExportOptions:
                             help="quantization-aware fine-tuning steps (qat)")
     thresholds: dict = option(factory=dict, flag="--threshold", kind="thresholds",
                               help="override a validation threshold (" + ", ".join(THRESHOLD_KEYS) + ")")
+    eval_data: str = option(None, flag="--eval-data", recipe=("evaluation", "data"), kind="path",
+                            help="labelled data (the .tsv of mbk finetune / mbk evaluate) whose task metric "
+                            "--quantize auto holds; with another mode the report shows the written file's metric")
+    max_drop: float = option(None, flag="--max-drop", recipe=("evaluation", "max_drop"), limit="max_drop",
+                             none_ok=True,
+                             help=f"--quantize auto: largest drop of the task metric, as a fraction of the float "
+                             f"export's (default {DEFAULT_MAX_DROP}: quantized >= 99%% of float, MLPerf Mobile's rule)")
     drift_report: bool = option(False, flag="--drift-report", recipe=("validation", "drift_report"), kind="switch",
                                 help="per-layer drift report (quantized exports)")
     validate: bool = option(True, flag="--no-validate", kind="negated",
@@ -278,13 +291,24 @@ class ExportOptions:
         if self.keep_float_ops or self.keep_float_layers:
             which = self.name_of("keep_float_ops" if self.keep_float_ops else "keep_float_layers")
             self._refuse_unless(mode, f"keep_float:{self.format}", f"{which} ({self.format})")
+        if mode.search and not self.eval_data:
+            raise ConfigError(f"{self.name_of('quantize', self.quantize)} needs labelled data to judge by: "
+                              f"{self.name_of('eval_data', 'FILE')} (a .tsv like mbk finetune's, see docs/export.md)")
+        if self.max_drop is not None and not mode.search:
+            raise ConfigError(f"{self.name_of('max_drop')} is the budget of {self.name_of('quantize', 'auto')}; "
+                              f"drop it or pass {self.name_of('quantize', 'auto')}")
+        if mode.search and not self.validate:
+            raise ConfigError(f"{self.name_of('quantize', self.quantize)} judges each setting on "
+                              f"{self.name_of('eval_data')}; drop {self.name_of('validate')}")
         if mode.calibration and not self.calibration and not mode.allows("default_calibration"):
             raise ExportError(self.needs_calibration(mode.refused["default_calibration"]))
-        for name, what in (("calibration", "calibration data"), ("validation_data", "validation data"),
-                           ("recover_data", "recovery data")):
+        for name, what, kinds in (("calibration", "calibration data", "a .txt or .npz file"),
+                                  ("validation_data", "validation data", "a .txt or .npz file"),
+                                  ("recover_data", "recovery data", "a .txt or .npz file"),
+                                  ("eval_data", "evaluation data", "a labelled .tsv like mbk finetune's")):
             path = getattr(self, name)
             if path and not Path(path).is_file():
-                raise ExportError(f"{what} {path} does not exist; pass a .txt or .npz file ({self.name_of(name)})")
+                raise ExportError(f"{what} {path} does not exist; pass {kinds} ({self.name_of(name)})")
         return self
 
     @property

@@ -14,6 +14,8 @@ drift) is written next to the artifact as ``<out>.report.json``.
 
 import json
 import os
+import shutil
+import tempfile
 import time
 import warnings
 from dataclasses import MISSING, asdict, dataclass, field, replace
@@ -23,8 +25,21 @@ import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_options import FORMATS, ExportOptions  # noqa: F401  (the public home of both)
+from mobilebert_kit.convert.export_options import DEFAULT_MAX_DROP
 from mobilebert_kit.convert.export_tasks import export_task
 from mobilebert_kit.convert.quantization_modes import MODES, quantization_mode
+from mobilebert_kit.convert.quantization_search import (
+    Budget,
+    Frontier,
+    Tried,
+    as_attempt,
+    candidate_metadata,
+    evaluate,
+    host_latency_ms,
+    refusal,
+    sensitivity,
+    settings,
+)
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.atomic import atomic_file, atomic_path, check_output
 
@@ -48,6 +63,7 @@ class ExportResult:
     float_ops: dict = field(default_factory=dict)
     op_counts: dict = field(default_factory=dict)
     validation: object = None
+    search: dict = None
 
     def to_dict(self):
         out = {k: v for k, v in asdict(self).items() if k != "validation"}
@@ -64,9 +80,19 @@ class ExportResult:
                 lines.append("  ops left in float: " + ", ".join(f"{op} x{n}" for op, n in sorted(self.float_ops.items())))
             else:
                 lines.append("  ops left in float: none")
+        if self.search:
+            lines.append(_frontier_of(self.search).format_text())
         if self.validation is not None:
             lines.append(self.validation.format_text())
         return "\n".join(lines)
+
+
+def _frontier_of(data):
+    """The :class:`Frontier` of an ExportResult's ``search`` dict (the report's JSON form)."""
+    frontier = Frontier(data["asked"], data["judged_by"], ranking=data["ranking"], stopped=data["stopped"])
+    frontier.reference = Tried(**data["reference"]) if data["reference"] else None
+    frontier.rows = [Tried(**row) for row in data["frontier"]]
+    return frontier
 
 
 def export(options, source=None, log=print):
@@ -134,34 +160,90 @@ def export(options, source=None, log=print):
     say(f"exporting {source.describe()} to {out} ({options.format}, {options.quantize}, task {options.task}, "
         f"seq {options.seq_len})")
     texts = validation_lines(options.validation_data, source.tokenizer, options.validation_count)
-    failed = None  # the previous attempt's failures
-    with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp:
-        for attempt in _attempts(options, mode):
-            if attempt is not options:
-                say(f"full int8 failed validation; exporting again with {', '.join(attempt.keep_float_layers)} "
-                    "in float (the mode's fallback; pass --keep-float LAYERS to choose)")
-                notes = notes + [f"all-int8 failed validation ({failed}); kept "
-                                 f"{', '.join(attempt.keep_float_layers)} layers in float"]
+    search = _Search(options, mode, lambda quantize: _ranking(model, options, quantize, calibration, validation_inputs,
+                                                              reference, search.frontier))
+    # The written result and its (options, file); the last candidate; the user's own setting's failure.
+    result = chosen = candidate = failure = None
+    calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
+    with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
+            tempfile.TemporaryDirectory(prefix="mbk-export-") as scratch:
+        if search.budget_needed:
+            search.set_reference(_float_reference(graph, options, metadata, Path(scratch), validation_inputs))
+        for index, (step, layers, attempt) in enumerate(search.attempts()):
+            path = Path(scratch) / f"candidate-{index}.{options.format}"
+            label = step.describe(layers) if step else attempt.quantize
+            if index and not mode.search:
+                last = search.frontier.rows[-1]
+                say(f"{last.setting} failed validation ({last.why}); trying {label} (the mode's fallback; pass "
+                    "--keep-float LAYERS to choose)")
+            meta = (candidate_metadata(metadata[0], options.quantize, attempt.quantize, label,
+                                       attempt.keep_float_layers, search.judged_by) if step else metadata[0],
+                    metadata[1])
             try:
                 write = _write_tflite if attempt.format == "tflite" else _write_onnx
-                written = write(graph, attempt, calibration, metadata, tmp)
-            except ExportError:
-                if attempt is options:
+                written = write(graph, attempt, calibration, meta, path, calibrated)
+            except ExportError as err:
+                if step is None:
                     raise
-                break  # the model has none of the fallback's layers: the first attempt's failure stands
-            result = _result(tmp, out, attempt, source, notes + written, start)
+                search.record(label, attempt, why=str(err).splitlines()[0])
+                continue  # the model has none of the step's layers: the next setting is tried
+            candidate = _result(path, out, attempt, source, notes + written, start)
+            candidate_of = (attempt, path)
             if not options.validate:
+                result, chosen = candidate, candidate_of
                 break
-            say(f"validating {out.name} against the Keras model on {validation_inputs.description} ...")
-            result.validation = validate_file(
-                tmp, reference, validation_inputs, options.quantize, options.thresholds, artifact_name=str(out),
-                fmt=options.format, task=options.task, pooling=options.pooling, normalize=options.normalize,
-                texts=texts, tokenizer=source.tokenizer,
-            )
-            if result.validation.passed:
+            if mode.search:
+                say(f"evaluating {label} on {options.eval_data} ...")
+                value = evaluate(path, options.eval_data).metrics[search.budget.metric]
+                row = search.record(label, attempt, path, validation_inputs, metric=value)
+            else:
+                say(f"validating {label} against the Keras model on {validation_inputs.description} ...")
+                candidate.validation = validate_file(
+                    path, reference, validation_inputs, attempt.quantize, options.thresholds, artifact_name=str(out),
+                    fmt=options.format, task=options.task, pooling=options.pooling, normalize=options.normalize,
+                    texts=texts, tokenizer=source.tokenizer,
+                )
+                passed = candidate.validation.passed
+                # Host latency only where settings are compared: a plain export that passes costs nothing more.
+                row = search.record(label, attempt, path if step or not passed else None, validation_inputs,
+                                    passed=passed, why=candidate.validation.summary_line())
+                if not row.passed and failure is None:
+                    # The user's own setting's failure stands if none passes.
+                    failure, result, chosen = row.why, candidate, candidate_of
+            if row.passed:
+                if step is not None and not mode.search:
+                    candidate.notes = candidate.notes + [f"{options.quantize} as asked failed validation ({failure}); "
+                                                         f"wrote {label} (the fewest float layers that pass)"]
+                result, chosen = candidate, candidate_of
                 break
-            failed = result.validation.summary_line()
+        result = result or candidate
+        if chosen is not None:
+            attempt, path = chosen  # the written (or refused) setting: what the drift report and copy read
+        if mode.search and not search.passed:
+            search.frontier.stopped = "no setting met the budget"
+            if result is not None:
+                result.search = search.frontier.to_dict()
+                _write_report(out, result, start, options, sources, note=f"{out} was not written: no setting met "
+                              f"{search.budget.describe()}")
+            raise ExportError(refusal(search.frontier, search.budget, options.eval_data, options.name_of))
+        result.search = search.frontier.to_dict() if search.searched else None
         if options.validate:
+            if mode.search:
+                result.validation = validate_file(
+                    path, reference, validation_inputs, result.quantize, options.thresholds, artifact_name=str(out),
+                    fmt=options.format, task=options.task, pooling=options.pooling, normalize=options.normalize)
+                result.notes.append(f"{label} chosen: {search.budget.metric} {row.metric:.4f} on "
+                                    f"{options.eval_data} ({search.budget.describe()})")
+                if not result.validation.passed:
+                    # The task metric on the user's data decided; the Keras comparison's thresholds are the mode's
+                    # generic guesses, kept in the note so nothing measured is hidden.
+                    result.notes.append(f"the Keras comparison missed {result.quantize}'s thresholds "
+                                        f"({result.validation.summary_line()}); the task metric held")
+                    result.validation.failures = []
+            if options.eval_data and not mode.search:
+                evaluation = evaluate(path, options.eval_data)
+                result.notes.append(f"{evaluation.primary} {evaluation.metrics[evaluation.primary]:.4f} on "
+                                    f"{options.eval_data} ({evaluation.rows} rows)")
             if options.drift_report and mode.quantized:
                 result.validation.drift = drift(model, attempt, calibration, validation_inputs, reference,
                                                 qat_graph=graph if mode.trains else None)
@@ -170,21 +252,79 @@ def export(options, source=None, log=print):
                 say(result.validation.format_text())
                 _write_report(out, result, start, options, sources, note=f"{out} was not written: validation failed")
             result.validation.raise_for_failures()
+        shutil.copyfile(path, tmp)
     _write_report(out, result, start, options, sources)
     return result
 
 
-def _attempts(options, mode):
-    """The settings an export tries in turn: the user's, then (a mode's fallback) the same with layers in float.
+class _Search:
+    """The settings one export tries (the user's, then a fallback or a search ladder) and its frontier."""
 
-    The fallback applies only when the user chose no float ops or layers and no integer-only io: then the
-    first file that passes validation is written, and the note says what was kept in float.
-    """
-    yield options
-    fallback = mode.fallback_float_layers
-    if fallback and options.validate and not options.keep_float_layers and options.keep_float_ops is None \
-            and options.io_type == "float32":
-        yield replace(options, keep_float_layers=tuple(fallback))
+    def __init__(self, options, mode, ranking):
+        self.options, self.mode, self._ranking = options, mode, ranking
+        self.fallback = mode.fallback if _fallback_allowed(options, mode) else ()
+        self.budget_needed = bool(mode.search) and options.validate
+        self.judged_by = (f"{options.name_of('eval_data')} task metric" if mode.search else
+                          "validation against the Keras model")
+        self.frontier = Frontier(options.quantize, self.judged_by)
+        self.budget = None
+        self.passed = False
+        self.searched = False
+
+    def set_reference(self, reference):
+        row, evaluation = reference
+        self.frontier.reference = row
+        max_drop = DEFAULT_MAX_DROP if self.options.max_drop is None else self.options.max_drop
+        self.budget = Budget(evaluation.primary, float(evaluation.metrics[evaluation.primary]), max_drop,
+                             bool(evaluation.higher_is_better))
+        row.metric = self.budget.reference
+        self.frontier.judged_by = f"{self.judged_by} ({self.budget.describe()})"
+
+    def attempts(self):
+        """``(step, ranked layers, options)`` in turn: step None is the user's own setting (a searched mode has none)."""
+        if not self.mode.search:
+            yield None, (), self.options
+        for step, layers in settings(self.mode.search or self.fallback, self._ranking):
+            self.searched = True
+            yield step, layers, as_attempt(self.options, step, layers)
+
+    def record(self, label, attempt, path=None, inputs=None, metric=None, passed=None, why=""):
+        latency = host_latency_ms(path, inputs) if path is not None else None
+        row = Tried(label, attempt.quantize, list(attempt.keep_float_layers), latency, why=why)
+        if metric is not None:
+            row.metric, row.drop = float(metric), self.budget.drop(metric)
+            passed = self.budget.holds(metric)
+        row.passed = bool(passed)
+        self.frontier.rows.append(row)
+        if row.passed:
+            self.passed = True
+            self.frontier.stopped = f"{label} is the first setting (fastest first) that passed"
+        return row
+
+
+def _fallback_allowed(options, mode):
+    """A mode's fallback applies only when the user chose no float ops or layers and no integer-only io: then
+    the first setting that passes validation is written, and the note says what was kept in float."""
+    return bool(mode.fallback) and options.validate and not options.keep_float_layers \
+        and options.keep_float_ops is None and options.io_type == "float32"
+
+
+def _ranking(model, options, quantize, calibration, inputs, reference, frontier):
+    """Layers, most drift-sensitive first, of the ``quantize`` conversion (the drift probe, one conversion)."""
+    ranked = sensitivity(drift(model, replace(options, quantize=quantize, keep_float_layers=()), calibration, inputs,
+                               reference))
+    frontier.ranking = [{"layer": layer, "added_noise": round(noise, 6)} for layer, noise in ranked]
+    return [layer for layer, _ in ranked]
+
+
+def _float_reference(graph, options, metadata, scratch, inputs):
+    """``(frontier row, evaluation)`` of the float export on the eval data: the metric the budget is taken from."""
+    float_options = replace(options, quantize="none", keep_float_layers=(), keep_float_ops=None)
+    path = scratch / f"float.{options.format}"
+    writer = _write_tflite if options.format == "tflite" else _write_onnx
+    writer(graph, float_options, None, (dict(metadata[0], quantization="none"), metadata[1]), path)
+    evaluation = evaluate(path, options.eval_data)
+    return Tried("float32 (reference)", "none", [], host_latency_ms(path, inputs), passed=True), evaluation
 
 
 def _export_graph(model, options, hidden_states=False, for_qat=False):
@@ -338,7 +478,7 @@ def _metadata(source, model, graph, options):
     return meta, vocab
 
 
-def _write_tflite(graph, options, calibration, metadata, path):
+def _write_tflite(graph, options, calibration, metadata, path, calibrated=None):
     from mobilebert_kit.convert import tflite_export, tflite_flatbuffer, tflite_metadata
     from mobilebert_kit.models.encoder import INPUT_NAMES
 
@@ -348,7 +488,7 @@ def _write_tflite(graph, options, calibration, metadata, path):
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
         data, notes = tflite_export.convert(
             graph, quantize, calibration, options.io_type,
-            options.keep_float_ops, options.keep_float_layers,
+            options.keep_float_ops, options.keep_float_layers, calibrated,
         )
     meta, vocab = metadata
     entries = {tflite_flatbuffer.METADATA_JSON: json.dumps(meta, sort_keys=True).encode()}
@@ -393,7 +533,8 @@ def client_metadata_args(meta, vocab):
     }
 
 
-def _write_onnx(graph, options, calibration, metadata, path):
+def _write_onnx(graph, options, calibration, metadata, path, calibrated=None):
+    # ``calibrated`` is _write_tflite's cache; ORT's quantizer calibrates inside quantize_static each time.
     import onnx
 
     from mobilebert_kit.convert import onnx_export

@@ -116,8 +116,11 @@ class QuantizationMode:
             tiny model and of all-MiniLM-L6-v2 reached, far tighter than a broken export gives.
         profiled_as (str): the precision the profiler reads from such a file
             (:func:`mobilebert_kit.artifacts.taxonomy.precision`).
-        fallback_float_layers (tuple): layer paths kept float in a second try when the first file fails
-            validation and the user chose no float ops or layers (``exporter._attempts``).
+        fallback (tuple): :class:`SearchStep` records tried in turn when the first file fails validation
+            and the user chose no float ops or layers (``exporter._settings``); the first that passes is written.
+        search (tuple): :class:`SearchStep` records of a searched mode (``auto``): nothing is converted as
+            this mode itself; each step is tried in order and judged by the task metric on ``--eval-data``
+            (``convert.quantization_search``).
     """
 
     name: str
@@ -131,7 +134,8 @@ class QuantizationMode:
     tflite: TfliteSettings = TfliteSettings()
     thresholds: dict = field(default_factory=dict)
     profiled_as: str = "float32"
-    fallback_float_layers: tuple = ()
+    fallback: tuple = ()
+    search: tuple = ()
 
     def allows(self, capability):
         """Whether this mode allows ``capability`` (one of :data:`CAPABILITIES`).
@@ -152,6 +156,58 @@ class QuantizationMode:
         """
         if self.calibration and (calibration is None or calibration.count == 0):
             raise ExportError(f"quantization {self.name} needs calibration data (an InputSet of at least one row)")
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    """One rung of a quantization search ladder (a mode's ``fallback`` or ``search``).
+
+    Args:
+        quantize (str): the mode a candidate of this step is converted with (a key of :data:`MODES`).
+        float_layers (str | tuple): which layers stay float: ``"none"`` (the mode's own defaults),
+            ``"ranked"`` (the k most drift-sensitive layers on the user's data, k = 1, 2, 4, ... below the
+            layer count: :func:`ranked_counts`), or a tuple of layer paths.
+        unit (tuple): for ``"ranked"``: the layer paths kept float per ranked layer, ``{layer}`` standing for
+            its name (``embeddings``, ``transformer_layer_3``); ``("{layer}",)`` is the whole layer.
+        unit_name (str): how reports name the unit (``"residual path of "``; empty for whole layers).
+
+    Example:
+        >>> SearchStep("int8", "ranked", ("{layer}/**/norm", "{layer}/**/add")).paths(["transformer_layer_1"])
+        ('transformer_layer_1/**/norm', 'transformer_layer_1/**/add')
+    """
+
+    quantize: str
+    float_layers: object = "none"
+    unit: tuple = ("{layer}",)
+    unit_name: str = ""
+
+    def paths(self, layers):
+        """The ``keep_float_layers`` paths of ranked ``layers`` under this step's unit."""
+        return tuple(template.format(layer=layer) for layer in layers for template in self.unit)
+
+    def describe(self, layers=()):
+        """The setting's label in reports: mode, then what is kept float (ranked layers by name)."""
+        if not layers:
+            return self.quantize
+        what = self.unit_name if self.float_layers == "ranked" else ""
+        return f"{self.quantize}, {what}{', '.join(layers)} float"
+
+
+def ranked_counts(layers):
+    """How many of the ranked layers a ``"ranked"`` step keeps float, in turn: 1, 2, 4, ... below ``layers``.
+
+    Doubling finds a passing count in log2(L) conversions (each a full calibrated conversion); keeping
+    every layer float is no int8 model, so the count stays below the layer count.
+
+    Example:
+        >>> ranked_counts(7)
+        (1, 2, 4)
+    """
+    counts, k = [], 1
+    while k < layers:
+        counts.append(k)
+        k *= 2
+    return tuple(counts)
 
 
 def modes_allowing(capability):
@@ -184,8 +240,20 @@ _XNNPACK_FLOAT = {"default_float_ops": ("SOFTMAX",), "default_float_nodes": ("at
 # scale cannot hold: all-MiniLM-L6-v2 in full int8 gives token cosine 0.74 (sentence embedding 0.78,
 # refused), and 0.984 with the LayerNorms, residual ADDs and block output projections in float
 # (benchmarks/RESULTS.md, fidelity table). A file that passes is better than none; the note says
-# what stayed float, and issue 15's per-layer search will choose fewer layers.
+# what stayed float. The search first keeps the fewest whole layers float, ranked by the per-layer drift
+# on the export's own data; the residual path of every layer is the last resort.
 _RESIDUAL_PATH = ("norm", "add", "output")
+# The same, one block at a time: what the ranked search keeps float per sensitive layer. Measured on
+# all-MiniLM-L6-v2 (seq 64, 16 sample sentences): whole blocks float did not pass even with 4 of 7 units
+# (sentence-embedding cosine 0.889), the residual path of every block did (0.988).
+_RESIDUAL_UNIT = ("{layer}/**/norm", "{layer}/**/add", "{layer}/**/output")
+_RANKED_RESIDUAL = SearchStep("int8", "ranked", _RESIDUAL_UNIT, "residual path of ")
+_INT8_FALLBACK = (_RANKED_RESIDUAL, SearchStep("int8", _RESIDUAL_PATH))
+# --quantize auto: fastest first. Full int8, then int8 with the most sensitive layers float, then dynamic
+# int8 (weights only: no calibrated activation range to lose, ~1.3x slower than full int8 on XNNPACK,
+# docs/export.md). The residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15).
+_AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("dynamic"))
+_SEARCH_CHOOSES = "auto chooses the float layers itself from their measured sensitivity"
 _LOOSE = {"min_cosine": 0.9, "min_snr_db": 5.0, "min_argmax_agreement": 0.7}
 _DYNAMIC = {"min_cosine": 0.98, "min_snr_db": 12.0, "min_argmax_agreement": 0.9}
 
@@ -211,7 +279,7 @@ MODES = {m.name: m for m in (
         "int8", "full integer, calibrated on representative inputs",
         calibration=True, onnx_as="int8", onnx=OnnxQuantizer("static"),
         tflite=TfliteSettings(symmetric_matmuls=True, **_XNNPACK_FLOAT), thresholds=_LOOSE, profiled_as="int8",
-        fallback_float_layers=_RESIDUAL_PATH,
+        fallback=_INT8_FALLBACK,
     ),
     QuantizationMode(
         "float16", "float16 weights, float32 compute",
@@ -234,7 +302,19 @@ MODES = {m.name: m for m in (
         refused={"keep_float:tflite": _TFLITE_SELECTIVE, "default_calibration": _QAT_TRAINS},
         onnx_as="int8", tflite=TfliteSettings(symmetric_matmuls=True), thresholds=_LOOSE, profiled_as="int8",
     ),
+    QuantizationMode(
+        # Calibrated (its int8 rungs are), on built-in text when no --calibration is given, like int8.
+        "auto", "the fastest setting that holds the task metric on --eval-data: int8, then the most sensitive "
+        "layers float, then dynamic int8",
+        calibration=True,
+        refused={"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _SEARCH_CHOOSES, "keep_float:onnx": _SEARCH_CHOOSES},
+        thresholds=_LOOSE, profiled_as="int8", search=_AUTO_SEARCH,
+    ),
 )}
+
+
+# The modes a file can be converted with (and validated as): a searched mode writes one of these.
+CONVERTED_MODES = tuple(name for name, mode in MODES.items() if not mode.search)
 
 
 def quantization_mode(name):

@@ -61,8 +61,9 @@ _OWN_KEYS = {
     "export": {"formats": list, "out_dir": str, "name": str},
     "calibration": {},
     "validation": {k: float for k in THRESHOLD_KEYS},
-    # Task metrics of every exported file on labelled data (`mbk pipeline`; `mbk evaluate`'s options).
-    "evaluation": {"data": str, "limit": int, "min_ratio": float},
+    # `mbk pipeline` scores every exported file on [evaluation] data (limit, min_ratio: `mbk evaluate`'s
+    # options); data and max_drop are also ExportOptions fields (quantize = "auto" holds the metric on data).
+    "evaluation": {"limit": int, "min_ratio": float},
 }
 _SECTIONS = {table: {**own, **{key: option.type for key, option in _OPTION_KEYS.get(table, {}).items()}}
              for table, own in _OWN_KEYS.items()}

@@ -61,7 +61,8 @@ def _representative(graph, calibration):
     return generate
 
 
-def convert(graph, quantize="none", calibration=None, io_type="float32", keep_float_ops=None, keep_float_layers=()):
+def convert(graph, quantize="none", calibration=None, io_type="float32", keep_float_ops=None, keep_float_layers=(),
+            calibrated=None):
     """Converts an export graph (:func:`~mobilebert_kit.convert.export_model.build_export_model`) to TFLite bytes.
 
     Args:
@@ -72,6 +73,9 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         keep_float_ops: TFLite op types left in float (modes allowing ``keep_float:tflite``);
             None: the mode's ``default_float_ops``.
         keep_float_layers: layer names whose ops are left in float (same modes).
+        calibrated (dict | None): a cache of calibrated models for several conversions of one ``graph`` on one
+            ``calibration`` (a quantization search): selective quantization calibrates once per mode and io type
+            and only re-quantizes with each deny-list (calibrating is ~80% of a tiny conversion).
 
     Returns:
         ``(model_bytes, notes)``: the raw converter output (names are fixed
@@ -116,7 +120,8 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         converter.inference_output_type = tf.int8
     try:
         if selective:
-            data = _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes)
+            data = _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes,
+                              calibrated, (quantize, io_type))
         else:
             from mobilebert_kit.utils.quiet import quiet_fd2
 
@@ -136,7 +141,8 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     return data, notes
 
 
-def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes=()):
+def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes=(), calibrated=None,
+               key=None):
     """Calibrate, then quantize with ops/nodes deny-listed (TFLite's selective quantization).
 
     ``default_nodes`` are layer paths kept float by default: unlike ``keep_float_layers``
@@ -144,8 +150,14 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
     """
     from tensorflow.lite.python import convert as lite_convert
 
-    converter._experimental_calibrate_only = True  # noqa: SLF001  (the public debugger uses the same switch)
-    calibrated = converter.convert()
+    if calibrated is not None and key in calibrated:
+        model = calibrated[key]
+    else:
+        converter._experimental_calibrate_only = True  # noqa: SLF001  (the public debugger uses the same switch)
+        model = converter.convert()
+        if calibrated is not None:
+            calibrated[key] = model
+    calibrated = model
     nodes = _nodes_of_layers(calibrated, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not nodes:
         raise ExportError(
@@ -178,7 +190,8 @@ def _nodes_of_layers(model_bytes, layers):
 
     A layer path such as ``transformer_layer_3`` or ``ffn_0/output`` matches
     when its segments appear consecutively in a node's name (the converter
-    names nodes ``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';').
+    names nodes ``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';');
+    ``**`` matches any segments between two parts (``transformer_layer_3/**/add``).
     """
     graph = read_tflite_bytes(model_bytes)
     patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
@@ -192,5 +205,28 @@ def _nodes_of_layers(model_bytes, layers):
 
 
 def _contains(segments, pattern):
-    n = len(pattern)
-    return any(tuple(segments[i:i + n]) == pattern for i in range(len(segments) - n + 1))
+    """Whether ``pattern``'s segments appear consecutively in ``segments``; ``**`` stands for any segments.
+
+    ``transformer_layer_3/**/norm`` is every LayerNorm of block 3 (``attention_output/norm``, ``ffn_0/norm``):
+    the per-block units of the quantization search (``quantization_modes.SearchStep``).
+
+    Example:
+        >>> _contains("m/transformer_layer_3/ffn_0/norm/mul".split("/"), ("transformer_layer_3", "**", "norm"))
+        True
+    """
+    parts, current = [], []
+    for segment in pattern:
+        if segment == "**":
+            parts.append(tuple(current))
+            current = []
+        else:
+            current.append(segment)
+    parts.append(tuple(current))
+    start = 0
+    for part in parts:
+        n = len(part)
+        found = next((i for i in range(start, len(segments) - n + 1) if tuple(segments[i:i + n]) == part), None)
+        if found is None:
+            return False
+        start = found + n
+    return True

@@ -99,6 +99,8 @@ LIMITS = {
     # mbk evaluate: rows scored (--limit) and the quantized/float ratio a file must keep (--min-ratio).
     "limit": Limit(int, 1, _MANY),
     "min_ratio": Limit(float, 0.0, 10.0),
+    # --quantize auto's budget: a fraction of the float metric (0.5: half the accuracy lost is no budget)
+    "max_drop": Limit(float, 0.0, 0.5),
 }
 
 

@@ -94,17 +94,21 @@ def padded_inputs(model, count=6, seed=3):
     return InputSet.random(encoder_of(model).config["vocab_size"], count, SEQ, seed=seed)
 
 
-def with_outliers(model, factor=20.0, channels=2, seed=0):
+def with_outliers(model, factor=20.0, channels=2, seed=0, layers=None):
     """A copy of a NoNorm ``model`` whose in-block NoNorm scales have ``channels`` channels ``factor`` x larger.
 
     MiniLM's residual stream carries a few channels far larger than the rest
     (issue 15); this gives a tiny model the same shape of problem for int8.
+    ``layers`` (names such as ``transformer_layer_1``) limits it to those blocks: one deliberately
+    sensitive layer.
     """
     from mobilebert_kit.convert.rebuild import rebuild, weight_arrays
 
     rng = np.random.default_rng(seed)
     arrays = weight_arrays(model)
     for key in arrays:
+        if layers is not None and not any(f"{layer}/" in key for layer in layers):
+            continue
         if key.endswith("/gamma") and "transformer_layer" in key and "output_bottleneck" not in key:
             arrays[key] = arrays[key].copy()
             arrays[key][rng.choice(arrays[key].shape[0], channels, replace=False)] *= factor
