@@ -47,7 +47,7 @@ def run(args):
 
         recipe = Recipe.load(args.recipe)
         # --no-validate is stored under its field's name, `validate` (True when the flag is given).
-        results = recipe.run(validate=not args.validate, log=_progress_log())
+        results = recipe.run(validate=not args.validate, log=_progress_log(), score=_score())
         for result in results:
             print(result.format_text())
         return 0
@@ -55,6 +55,13 @@ def run(args):
         raise ConfigError("mbk export needs SRC and --out FILE (or --recipe export/NAME.toml)")
     from mobilebert_kit.convert.exporter import export
 
-    result = export(from_arguments(args), log=_progress_log())
+    result = export(from_arguments(args), log=_progress_log(), score=_score())
     print(result.format_text())
     return 0
+
+
+def _score():
+    """The task scorer ``export`` needs for eval data (the evaluator sits above ``convert/``)."""
+    from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact
+
+    return evaluate_artifact

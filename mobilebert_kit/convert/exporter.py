@@ -34,7 +34,6 @@ from mobilebert_kit.convert.quantization_search import (
     Tried,
     as_attempt,
     candidate_metadata,
-    evaluate,
     host_latency_ms,
     refusal,
     sensitivity,
@@ -95,7 +94,7 @@ def _frontier_of(data):
     return frontier
 
 
-def export(options, source=None, log=print):
+def export(options, source=None, log=print, score=None):
     """Runs one export; returns an :class:`ExportResult`.
 
     Args:
@@ -104,6 +103,10 @@ def export(options, source=None, log=print):
             (``prepare.prepare_source``: recipes load and substitute once and export several formats);
             None: ``options.source`` is prepared here with ``options.substitutions``.
         log: where progress lines go (``None``: silent).
+        score: ``score(path, data) -> ArtifactEvaluation``, the task metric of a written file on labelled
+            data, needed when ``options.eval_data`` is set (the CLI and the pipeline pass
+            ``mobilebert_kit.evaluation.artifact_metrics.evaluate_artifact``). Passed in because the
+            evaluator reads ``convert/``'s task records and so sits above it (tests/test_layering.py).
 
     Raises:
         ExportError / ValidationError / ConfigError: with a one-line message.
@@ -115,6 +118,9 @@ def export(options, source=None, log=print):
     from mobilebert_kit.convert.prepare import prepare_source
 
     options.check()
+    if options.eval_data and score is None:
+        raise ExportError("eval data needs a task scorer: pass score=evaluate_artifact "
+                          "(mobilebert_kit.evaluation.artifact_metrics) to export()")
     sources = _sources(options, source)
     # Checked before loading and converting: a refused --out must not cost the whole export first.
     for path, kind in _outputs(options):
@@ -168,7 +174,7 @@ def export(options, source=None, log=print):
     with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
             tempfile.TemporaryDirectory(prefix="mbk-export-") as scratch:
         if search.budget_needed:
-            search.set_reference(_float_reference(graph, options, metadata, Path(scratch), validation_inputs))
+            search.set_reference(_float_reference(graph, options, metadata, Path(scratch), validation_inputs, score))
         for index, (step, layers, attempt) in enumerate(search.attempts()):
             path = Path(scratch) / f"candidate-{index}.{options.format}"
             label = step.describe(layers) if step else attempt.quantize
@@ -194,7 +200,7 @@ def export(options, source=None, log=print):
                 break
             if mode.search:
                 say(f"evaluating {label} on {options.eval_data} ...")
-                value = evaluate(path, options.eval_data).metrics[search.budget.metric]
+                value = score(path, options.eval_data).metrics[search.budget.metric]
                 row = search.record(label, attempt, path, validation_inputs, metric=value)
             else:
                 say(f"validating {label} against the Keras model on {validation_inputs.description} ...")
@@ -241,7 +247,7 @@ def export(options, source=None, log=print):
                                         f"({result.validation.summary_line()}); the task metric held")
                     result.validation.failures = []
             if options.eval_data and not mode.search:
-                evaluation = evaluate(path, options.eval_data)
+                evaluation = score(path, options.eval_data)
                 result.notes.append(f"{evaluation.primary} {evaluation.metrics[evaluation.primary]:.4f} on "
                                     f"{options.eval_data} ({evaluation.rows} rows)")
             if options.drift_report and mode.quantized:
@@ -317,13 +323,13 @@ def _ranking(model, options, quantize, calibration, inputs, reference, frontier)
     return [layer for layer, _ in ranked]
 
 
-def _float_reference(graph, options, metadata, scratch, inputs):
+def _float_reference(graph, options, metadata, scratch, inputs, score):
     """``(frontier row, evaluation)`` of the float export on the eval data: the metric the budget is taken from."""
     float_options = replace(options, quantize="none", keep_float_layers=(), keep_float_ops=None)
     path = scratch / f"float.{options.format}"
     writer = _write_tflite if options.format == "tflite" else _write_onnx
     writer(graph, float_options, None, (dict(metadata[0], quantization="none"), metadata[1]), path)
-    evaluation = evaluate(path, options.eval_data)
+    evaluation = score(path, options.eval_data)
     return Tried("float32 (reference)", "none", [], host_latency_ms(path, inputs), passed=True), evaluation
 
 

@@ -199,20 +199,6 @@ def host_latency_ms(path, inputs, runs=10):
     return round(1000.0 * statistics.median(times), 3)
 
 
-def evaluate(path, data):
-    """The task metric of an artifact on labelled data: ``mobilebert_kit.evaluation.artifact_metrics`` (TF-free).
-
-    Returns:
-        ArtifactEvaluation: ``metrics``, ``primary``, ``higher_is_better``, ...
-    """
-    try:
-        from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact
-    except ImportError as err:
-        raise ExportError("--quantize auto needs the artifact evaluator (mobilebert_kit.evaluation.artifact_metrics), "
-                          "which this installation lacks; install the full mobilebert-kit") from err
-    return evaluate_artifact(str(path), str(data))
-
-
 def refusal(frontier, budget, data, name_of):
     """The one-line error of a search in which no setting met the budget: what was tried, the best, what to do."""
     best = frontier.best()

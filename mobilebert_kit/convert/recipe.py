@@ -152,13 +152,14 @@ class Recipe:
             options.append(opts)
         return options
 
-    def run(self, validate=True, log=print):
-        """Exports every format of the recipe (the source is loaded and substituted once)."""
+    def run(self, validate=True, log=print, score=None):
+        """Exports every format of the recipe (the source is loaded and substituted once); ``score`` as in
+        :func:`~mobilebert_kit.convert.exporter.export`."""
         from mobilebert_kit.convert.exporter import export
 
         all_options = self.options(validate)
         source = self.prepare(all_options[0], log=log)
-        return [export(opts, source=source, log=log) for opts in all_options]
+        return [export(opts, source=source, log=log, score=score) for opts in all_options]
 
     def prepare(self, options, log=print):
         """The recipe's source, loaded, substituted and recovered once for all its exports.

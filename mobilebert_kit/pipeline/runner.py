@@ -194,9 +194,11 @@ class Pipeline:
 
     def _export(self, recipe, opts):
         from mobilebert_kit.convert.exporter import export
+        from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact
 
         source = self._loaded_source(recipe, opts)  # substituted (and recovered) once for all artifacts
-        result = export(dataclasses.replace(opts, overwrite=self.overwrite), source=source, log=self._log)
+        result = export(dataclasses.replace(opts, overwrite=self.overwrite), source=source, log=self._log,
+                        score=evaluate_artifact)
         if result.validation is not None:
             for line in result.validation.format_text().splitlines():
                 self._log(line)

@@ -74,9 +74,10 @@ def calibration(tmp_path_factory):
 
 @pytest.fixture
 def standin(monkeypatch):
-    import mobilebert_kit.convert.exporter as exporter
+    import mobilebert_kit.evaluation.artifact_metrics as artifact_metrics
 
-    monkeypatch.setattr(exporter, "evaluate", _accuracy)
+    # The CLI passes artifact_metrics.evaluate_artifact to export(); direct calls pass score=_accuracy.
+    monkeypatch.setattr(artifact_metrics, "evaluate_artifact", _accuracy)
 
 
 def test_auto_keeps_the_sensitive_layer_float_and_meets_the_budget(sensitive, standin, calibration, tmp_path):
@@ -86,7 +87,7 @@ def test_auto_keeps_the_sensitive_layer_float_and_meets_the_budget(sensitive, st
     model, _, data = sensitive
     out = tmp_path / "m.tflite"
     result = export(ExportOptions(model, "tflite", "auto", out=str(out), seq_len=SEQ, eval_data=str(data),
-                                  max_drop=0.15, calibration=str(calibration)), log=None)
+                                  max_drop=0.15, calibration=str(calibration)), log=None, score=_accuracy)
     search = result.search
     assert search["ranking"][0]["layer"] == SENSITIVE, search["ranking"]
     first, chosen = search["frontier"][0], search["frontier"][-1]
