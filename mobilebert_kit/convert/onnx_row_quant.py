@@ -103,7 +103,7 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
     tiny = _const(graph, f"{prefix}/tiny", np.array(_TINY_SCALE, np.float32))
     axes = _const(graph, f"{prefix}/axes", np.array([-1], np.int64)) if opset >= 18 else None
     qmax = 2 ** (int(weight_bits) - 1) - 1
-    nodes, used_weights = [], set()
+    nodes, used_weights, quantized = [], set(), {}
     for node in graph.node:
         if node.name not in targets:
             nodes.append(node)
@@ -117,32 +117,17 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
         ws_name = _const(graph, f"{p}/weight_scale", w_scale)
         colsum = _const(graph, f"{p}/weight_colsum", wq.astype(np.float32).sum(axis=0))
         x, y = node.input[0], node.output[0]
-
-        def reduce(op, out, x=x):
-            if axes is not None:
-                return helper.make_node(op, [x, axes], [out], keepdims=1, name=out)
-            return helper.make_node(op, [x], [out], axes=[-1], keepdims=1, name=out)
-
+        if x not in quantized:
+            # Q, K and V read the same input: quantize it once (a third of the rewritten MatMuls).
+            quantized[x] = _quantize_input(x, f"{p}/input", axes, zero_f, inv255, tiny, one, zero_u8, nodes)
+        x_q, scale, nzp = quantized[x]
         t = lambda s: f"{p}/{s}"  # noqa: E731  (tensor and node names under the MatMul's own name)
         nodes += [
-            reduce("ReduceMax", t("max")), reduce("ReduceMin", t("min")),
-            # The range holds 0 (TFLite's rule too): 0 stays exact, and a constant non-zero row gets a
-            # scale of its own size instead of ``tiny`` (x / tiny would lose every digit in float32).
-            helper.make_node("Max", [t("max"), zero_f], [t("hi")], name=t("hi")),
-            helper.make_node("Min", [t("min"), zero_f], [t("lo")], name=t("lo")),
-            helper.make_node("Sub", [t("hi"), t("lo")], [t("range")], name=t("range")),
-            helper.make_node("Mul", [t("range"), inv255], [t("scale0")], name=t("scale0")),
-            helper.make_node("Max", [t("scale0"), tiny], [t("scale")], name=t("scale")),
-            helper.make_node("Div", [t("lo"), t("scale")], [t("lo_steps")], name=t("lo_steps")),
-            helper.make_node("Round", [t("lo_steps")], [t("nzp")], name=t("nzp")),
-            helper.make_node("Div", [x, t("scale")], [t("x_steps")], name=t("x_steps")),
-            helper.make_node("Sub", [t("x_steps"), t("nzp")], [t("x_shifted")], name=t("x_shifted")),
-            helper.make_node("QuantizeLinear", [t("x_shifted"), one, zero_u8], [t("x_q")], name=t("x_q")),
-            helper.make_node("MatMulInteger", [t("x_q"), wq_name], [t("y_int")], name=t("y_int")),
+            helper.make_node("MatMulInteger", [x_q, wq_name], [t("y_int")], name=t("y_int")),
             helper.make_node("Cast", [t("y_int")], [t("y_float")], to=TensorProto.FLOAT, name=t("y_float")),
-            helper.make_node("Mul", [t("nzp"), colsum], [t("zp_term")], name=t("zp_term")),
+            helper.make_node("Mul", [nzp, colsum], [t("zp_term")], name=t("zp_term")),
             helper.make_node("Add", [t("y_float"), t("zp_term")], [t("y_steps")], name=t("y_steps")),
-            helper.make_node("Mul", [t("y_steps"), t("scale")], [t("y_row")], name=t("y_row")),
+            helper.make_node("Mul", [t("y_steps"), scale], [t("y_row")], name=t("y_row")),
             helper.make_node("Mul", [t("y_row"), ws_name], [y], name=node.name),
         ]
         used_weights.add(node.input[1])
@@ -153,3 +138,31 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
     del graph.initializer[:]
     graph.initializer.extend(kept)
     return len(targets)
+
+
+def _quantize_input(x, p, axes, zero_f, inv255, tiny, one, zero_u8, nodes):
+    """Appends the per-row uint8 quantization of ``x`` to ``nodes``; returns (x_q, scale, -zero point) names."""
+    from onnx import helper
+
+    def reduce(op, out):
+        if axes is not None:
+            return helper.make_node(op, [x, axes], [out], keepdims=1, name=out)
+        return helper.make_node(op, [x], [out], axes=[-1], keepdims=1, name=out)
+
+    t = lambda s: f"{p}/{s}"  # noqa: E731
+    nodes += [
+        reduce("ReduceMax", t("max")), reduce("ReduceMin", t("min")),
+        # The range holds 0 (TFLite's rule too): 0 stays exact, and a constant non-zero row gets a
+        # scale of its own size instead of ``tiny`` (x / tiny would lose every digit in float32).
+        helper.make_node("Max", [t("max"), zero_f], [t("hi")], name=t("hi")),
+        helper.make_node("Min", [t("min"), zero_f], [t("lo")], name=t("lo")),
+        helper.make_node("Sub", [t("hi"), t("lo")], [t("range")], name=t("range")),
+        helper.make_node("Mul", [t("range"), inv255], [t("scale0")], name=t("scale0")),
+        helper.make_node("Max", [t("scale0"), tiny], [t("scale")], name=t("scale")),
+        helper.make_node("Div", [t("lo"), t("scale")], [t("lo_steps")], name=t("lo_steps")),
+        helper.make_node("Round", [t("lo_steps")], [t("nzp")], name=t("nzp")),
+        helper.make_node("Div", [x, t("scale")], [t("x_steps")], name=t("x_steps")),
+        helper.make_node("Sub", [t("x_steps"), t("nzp")], [t("x_shifted")], name=t("x_shifted")),
+        helper.make_node("QuantizeLinear", [t("x_shifted"), one, zero_u8], [t("x_q")], name=t("x_q")),
+    ]
+    return t("x_q"), t("scale"), t("nzp")
