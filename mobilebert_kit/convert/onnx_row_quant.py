@@ -95,7 +95,7 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
         return 0
     weights = {i.name: i for i in graph.initializer}
     opset = _opset(model)
-    prefix = "mbk_rowq"
+    prefix = "rowq"
     one = _const(graph, f"{prefix}/one", np.array(1.0, np.float32))
     zero_f = _const(graph, f"{prefix}/zero", np.array(0.0, np.float32))
     zero_u8 = _const(graph, f"{prefix}/zero_u8", np.array(0, np.uint8))
@@ -104,7 +104,7 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
     axes = _const(graph, f"{prefix}/axes", np.array([-1], np.int64)) if opset >= 18 else None
     qmax = 2 ** (int(weight_bits) - 1) - 1
     nodes, used_weights, quantized = [], set(), {}
-    for node in graph.node:
+    for index, node in enumerate(graph.node):
         if node.name not in targets:
             nodes.append(node)
             continue
@@ -112,16 +112,18 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
         bound = np.abs(w).max(axis=0) if per_channel else np.full(w.shape[1], np.abs(w).max())
         w_scale = (np.maximum(bound, 1e-30) / qmax).astype(np.float32)
         wq = np.clip(np.round(w / w_scale), -qmax, qmax).astype(np.int8)
-        p = f"{node.name}/{prefix}"
+        # Short generated names: 16 nodes per MatMul named after its full layer path made a tiny model's
+        # dynamic file larger than its float one; the last node keeps the MatMul's name (the layer path).
+        p = f"{prefix}{index}"
         wq_name = _const(graph, f"{p}/weight_q", wq)
         ws_name = _const(graph, f"{p}/weight_scale", w_scale)
         colsum = _const(graph, f"{p}/weight_colsum", wq.astype(np.float32).sum(axis=0))
         x, y = node.input[0], node.output[0]
         if x not in quantized:
             # Q, K and V read the same input: quantize it once (a third of the rewritten MatMuls).
-            quantized[x] = _quantize_input(x, f"{p}/input", axes, zero_f, inv255, tiny, one, zero_u8, nodes)
+            quantized[x] = _quantize_input(x, f"{p}/in", axes, zero_f, inv255, tiny, one, zero_u8, nodes)
         x_q, scale, nzp = quantized[x]
-        t = lambda s: f"{p}/{s}"  # noqa: E731  (tensor and node names under the MatMul's own name)
+        t = lambda s: f"{p}/{s}"  # noqa: E731
         nodes += [
             helper.make_node("MatMulInteger", [x_q, wq_name], [t("y_int")], name=t("y_int")),
             helper.make_node("Cast", [t("y_int")], [t("y_float")], to=TensorProto.FLOAT, name=t("y_float")),
