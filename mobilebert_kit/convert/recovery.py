@@ -55,20 +55,38 @@ class FidelityReport:
         return {"before": self.before, "after": self.after, "steps": self.steps, "losses": self.losses}
 
 
-def fidelity(original, substituted, inputs):
-    """``{"hidden_cosine": [per layer], "outputs": {name: {cosine, argmax_agreement}}}``."""
+# Rows per forward pass of the fidelity report: the held-out quarter of 1,800 lines in one call held every
+# layer's attention scores for all of them at once (issue 15's 10 GB recovery).
+FIDELITY_ROWS = 32
+
+
+def fidelity(original, substituted, inputs, rows=FIDELITY_ROWS):
+    """``{"hidden_cosine": [per layer], "outputs": {name: {cosine, argmax_agreement}}}``.
+
+    Runs both models ``rows`` at a time; hidden states are kept at real tokens only.
+    """
     arrays = {k: np.asarray(v) for k, v in inputs.arrays.items()}
     mask = arrays["attention_mask"]
     views = [rebuild(encoder_of(m), output_hidden_states=True) for m in (original, substituted)]
-    hidden = [[np.asarray(h) for h in v(arrays, training=False)["hidden_states"]] for v in views]
-    cosines = [compare("h", s, o, mask).cosine for o, s in zip(*hidden)]
-    ref, ours = original(arrays, training=False), substituted(arrays, training=False)
-    outputs = {}
-    for name in output_names(original):
-        m = compare(name, np.asarray(ours[name]), np.asarray(ref[name]), mask if name in token_outputs(original) else None,
-                    logits=name in LOGIT_OUTPUTS)
-        outputs[name] = {"cosine": m.cosine, "argmax_agreement": m.argmax_agreement}
-    return {"hidden_cosine": cosines, "outputs": outputs}
+    names = output_names(original)
+    hidden = [[], []]
+    outputs = [{name: [] for name in names}, {name: [] for name in names}]
+    for start in range(0, len(mask), rows):
+        batch = {k: v[start:start + rows] for k, v in arrays.items()}
+        keep = batch["attention_mask"].astype(bool)
+        for i, (view, model) in enumerate(zip(views, (original, substituted))):
+            hidden[i].append([np.asarray(h)[keep] for h in view(batch, training=False)["hidden_states"]])
+            result = model(batch, training=False)
+            for name in names:
+                outputs[i][name].append(np.asarray(result[name]))
+    per_layer = [[np.concatenate(layer) for layer in zip(*model_hidden)] for model_hidden in hidden]
+    cosines = [compare("h", s, o).cosine for o, s in zip(*per_layer)]
+    report = {}
+    for name in names:
+        ref, ours = (np.concatenate(o[name]) for o in outputs)
+        m = compare(name, ours, ref, mask if name in token_outputs(original) else None, logits=name in LOGIT_OUTPUTS)
+        report[name] = {"cosine": m.cosine, "argmax_agreement": m.argmax_agreement}
+    return {"hidden_cosine": cosines, "outputs": report}
 
 
 def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None):

@@ -79,7 +79,7 @@ plain dense kernels.
 import numpy as np
 
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
-from mobilebert_kit.convert.substitution import recording_calls
+from mobilebert_kit.convert.substitution import recorded_batches
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.no_norm import NoNorm
 
@@ -257,7 +257,6 @@ def _reader_adder_ranges(arrays, block, readers, adders):
 def _segment_ranges(encoder, config, inputs):
     """``{transformer_layer_i/writer: (per-channel min, max)}`` of each movable segment's writer output, real tokens."""
     arrays = {k: np.asarray(v) for k, v in getattr(inputs, "arrays", inputs).items()}
-    keep = arrays["attention_mask"].astype(bool)
     layers = {}
     for index, block in enumerate(encoder.blocks):
         for writer, *_ in _block_segments(config):
@@ -265,11 +264,14 @@ def _segment_ranges(encoder, config, inputs):
             for part in writer.split("/"):
                 sub = getattr(sub, "ffns")[int(part[4:])] if part.startswith("ffn_") else getattr(sub, part)
             layers[f"transformer_layer_{index}/{writer}"] = sub
-    with recording_calls(NoNorm, layers.values()) as records:
-        encoder(arrays, training=False)
-    out = {}
-    for path, layer in layers.items():
-        (_, y), = records[id(layer)]
-        values = y[keep].astype(np.float64)
-        out[path] = (values.min(0), values.max(0))
-    return out
+    low = {path: np.inf for path in layers}
+    high = {path: -np.inf for path in layers}
+    for records, keep in recorded_batches(encoder, NoNorm, layers.values(), arrays):
+        if not keep.any():
+            continue
+        for path, layer in layers.items():
+            (_, y), = records[id(layer)]
+            values = y[keep].astype(np.float64)
+            low[path] = np.minimum(low[path], values.min(0))
+            high[path] = np.maximum(high[path], values.max(0))
+    return {path: (low[path], high[path]) for path in layers}
