@@ -114,13 +114,26 @@ def _block_segments(config):
     return segments
 
 
-def _check_migratable(config):
+def unmigratable(config):
+    """Why an encoder config's NoNorm scales cannot move (one line), or None when they can.
+
+    Example:
+        >>> unmigratable({"normalization_type": "layer_norm"})
+        'the model uses layer_norm, which no scale can move through; run `mbk substitute --norm no_norm` first'
+    """
     if config["normalization_type"] != "no_norm":
-        raise ConfigError(f"the model uses {config['normalization_type']}, which no scale can move through; "
-                          "run `mbk substitute --norm no_norm` first")
+        return (f"the model uses {config['normalization_type']}, which no scale can move through; "
+                "run `mbk substitute --norm no_norm` first")
     if config["attention_type"] != "self_attention" or config["num_groups"] != 1:
-        raise ConfigError(f"scale migration supports self_attention blocks with plain dense FFNs, not "
-                          f"attention_type={config['attention_type']} num_groups={config['num_groups']}")
+        return (f"scale migration supports self_attention blocks with plain dense FFNs, not "
+                f"attention_type={config['attention_type']} num_groups={config['num_groups']}")
+    return None
+
+
+def _check_migratable(config):
+    reason = unmigratable(config)
+    if reason:
+        raise ConfigError(reason)
 
 
 def _unit_scale(gamma, c_in, spread, weight, closer_gamma):
@@ -162,6 +175,9 @@ def _balance_scale(gamma, c_in, spread, weight, closer_gamma):
 
 
 _POLICIES = {"unit": _unit_scale, "balance": _balance_scale, "smoothquant": _smoothquant_scale}
+# What `mbk substitute` (and every other caller of prepare_source: export --norm, recipes, the pipeline)
+# applies after recovery, and the choices of its --scale-migration flag ("none": leave the scales).
+MIGRATION_POLICIES = (*_POLICIES, "none")
 # Policies that read calibration data.
 _NEEDS_DATA = ("balance", "smoothquant")
 
