@@ -14,6 +14,7 @@ same held-out inputs (every 4th row, not trained on): per-layer hidden-state cos
 outputs, cosine and (for logits) argmax agreement.
 """
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,8 +24,36 @@ from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
 from mobilebert_kit.convert.validation import compare
+from mobilebert_kit.layers.no_norm import NoNorm
 
 LOSS_WEIGHTS = {"feature_map": 100.0, "mean": 5000.0, "variance": 5.0}
+# Range-aware term (issue 15): a NoNorm's input is a residual sum stored in int8 with one scale per tensor.
+# all-MiniLM-L6-v2's sums before each FFN norm reach 264 where the median channel is 2.4 (channels 99,
+# 63, 267: benchmarks/RESULTS.md), so a full-int8 step of 2 wipes out the typical channel. The term
+# penalises each channel's RMS beyond OUTLIER_RATIO x the tensor's mean channel RMS.
+OUTLIER_RATIO = 4.0
+
+
+def outlier_penalty(tensors, mask, ratio=OUTLIER_RATIO):
+    """Mean over ``tensors`` of ``sum_c relu(rms_c / mean_c(rms) - ratio)^2``, real tokens only.
+
+    Args:
+        tensors: ``[batch, seq, d]`` tensors (the NoNorm inputs of the student).
+        mask: ``[batch, seq]`` attention mask.
+        ratio: the per-channel RMS, relative to the tensor's mean channel RMS, above which a channel costs.
+
+    Example:
+        >>> float(outlier_penalty([tf.constant([[[1.0, 1.0, 1.0, 30.0]]])], tf.constant([[1]])))  # doctest: +SKIP
+        1.0
+    """
+    weights = tf.cast(mask, tf.float32)[..., None]
+    tokens = tf.maximum(tf.reduce_sum(weights), 1.0)
+    total = 0.0
+    for z in tensors:
+        rms = tf.sqrt(tf.reduce_sum(tf.square(z) * weights, axis=[0, 1]) / tokens + 1e-12)
+        relative = rms / tf.stop_gradient(tf.reduce_mean(rms))
+        total += tf.reduce_sum(tf.square(tf.nn.relu(relative - ratio)))
+    return total / max(1, len(tensors))
 
 
 @dataclass
@@ -89,7 +118,8 @@ def fidelity(original, substituted, inputs, rows=FIDELITY_ROWS):
     return {"hidden_cosine": cosines, "outputs": report}
 
 
-def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None):
+def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None,
+            range_weight=0.0):
     """Distils ``substituted``'s encoder towards ``original``'s layer by layer, in place.
 
     Args:
@@ -101,6 +131,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
         batch_size: rows per step.
         seed: row sampling seed.
         log: optional callable for progress lines.
+        range_weight: weight of :func:`outlier_penalty` on the student's NoNorm inputs (0: off).
 
     Returns:
         A :class:`FidelityReport` with fidelity before and after.
@@ -126,7 +157,8 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     def step(batch):
         target = teacher(batch, training=False)["hidden_states"]
         with tf.GradientTape() as tape:
-            hidden = states(batch, training=False)
+            with _norm_inputs(range_weight > 0) as sums:
+                hidden = states(batch, training=False)
             mask = batch["attention_mask"]
             loss = 0.0
             for t, s in zip(target, hidden):
@@ -134,6 +166,8 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
                 loss += LOSS_WEIGHTS["mean"] * losses.mean_loss(t, s, mask)
                 loss += LOSS_WEIGHTS["variance"] * losses.variance_loss(t, s, mask)
             loss /= len(target)
+            if sums:
+                loss += range_weight * outlier_penalty(sums, mask)
         grads = tape.gradient(loss, states.trainable_variables)
         optimizer.apply_gradients(zip(grads, states.trainable_variables))
         return loss
@@ -149,6 +183,26 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     assign_weights(encoder_of(substituted), weight_arrays(student), source="recovered encoder")
     report.after = fidelity(original, substituted, held_out)
     return report
+
+
+@contextlib.contextmanager
+def _norm_inputs(active):
+    """While tracing, collects the input tensor of every NoNorm call (the residual sums), in call order."""
+    collected = []
+    if not active:
+        yield collected
+        return
+    original = NoNorm.call
+
+    def call(self, inputs):  # NoNorm.call's own signature (Keras reads it when a layer is built)
+        collected.append(inputs)
+        return original(self, inputs)
+
+    NoNorm.call = call
+    try:
+        yield collected
+    finally:
+        NoNorm.call = original
 
 
 def _split(inputs):
