@@ -20,6 +20,9 @@ def register(subparsers):
     p.add_argument("--data", type=input_path_option("file"), help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
     p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length of text data (default 128)")
     p.add_argument("--learning-rate", type=number_option("learning_rate"), default=1e-4, help="recovery learning rate (default 1e-4)")
+    p.add_argument("--scale-migration", default=None,
+                   help="after recovery, move NoNorm scales into the dense layers (exact in float; makes full "
+                   "int8 hold): balance (default), unit, smoothquant or none")
     p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     p.add_argument("--no-fit", action="store_true",
                    help="start NoNorm as LayerNorm's gamma/beta instead of fitting it to the data")
@@ -43,6 +46,8 @@ def run(args):
         check_choice("--norm", args.norm, ("layer_norm", "no_norm"))
     if args.act is not None:
         check_choice("--act", args.act, ("gelu", "gelu_tanh", "relu", "relu6"))
+    if args.scale_migration is not None:  # scale_migration.MIGRATION_POLICIES
+        check_choice("--scale-migration", args.scale_migration, ("unit", "balance", "smoothquant", "none"))
     from mobilebert_kit.convert.prepare import Recovery, prepare_source
     from mobilebert_kit.data.vocab import copy_tokenizer_files
     from mobilebert_kit.models.api import save
@@ -50,8 +55,9 @@ def run(args):
 
     sources = [args.src, args.data]
     check_output(args.out, "substitute", overwrite=args.overwrite, sources=sources)  # before the fit and recovery
+    migrate = {} if args.scale_migration is None else {"migrate": args.scale_migration}
     recovery = Recovery(steps=args.recover_steps, data=args.data, seq_len=args.seq_len,
-                        learning_rate=args.learning_rate, fit=not args.no_fit)
+                        learning_rate=args.learning_rate, fit=not args.no_fit, **migrate)
     prepared = prepare_source(args.src, {"norm": args.norm, "act": args.act}, recovery, log=print)
     with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         save(prepared.source.model, tmp)
@@ -60,7 +66,7 @@ def run(args):
             "source": prepared.original.describe(),
             "changes": {k: list(v) for k, v in prepared.substitution.changes.items()},
             "rules": prepared.substitution.rules, "fit_to_data": not args.no_fit, "data": prepared.data.description,
-            "fidelity": prepared.fidelity.to_dict(),
+            "fidelity": prepared.fidelity.to_dict(), "scale_migration": prepared.migration,
         }, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0

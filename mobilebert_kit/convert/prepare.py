@@ -14,11 +14,15 @@ from dataclasses import dataclass
 from mobilebert_kit.convert.input_set import InputSet, default_inputs
 from mobilebert_kit.convert.rebuild import encoder_of
 from mobilebert_kit.convert.recovery import recover
+from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
 from mobilebert_kit.convert.substitution import substitute
 from mobilebert_kit.sources.model_source import ModelSource
 
 # Rows of the default recovery inputs: enough for NoNorm's per-channel fit and the fidelity report.
 DEFAULT_RECOVERY_ROWS = 64
+# The scale migration applied after recovery (convert/scale_migration.py; exact in float). Evidence for
+# the choice: benchmarks/RESULTS.md, "substituted MiniLM full int8" (issue 15).
+DEFAULT_SCALE_MIGRATION = "balance"
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class Recovery:
         seq_len (int): sequence length of text data.
         learning_rate (float): recovery learning rate.
         fit (bool): fit NoNorm's scale and bias to the data (else start from LayerNorm's gamma and beta).
+        migrate (str): after recovery, move NoNorm scales into the dense layers with this policy
+            (``scale_migration.MIGRATION_POLICIES``; ``"none"`` keeps them). Skipped, with a log line,
+            for a model it cannot apply to (LayerNorm kept, grouped FFNs).
 
     Example:
         >>> Recovery(steps=200, data="corpus.txt", seq_len=64).steps
@@ -42,6 +49,7 @@ class Recovery:
     seq_len: int = 128
     learning_rate: float = 1e-4
     fit: bool = True
+    migrate: str = DEFAULT_SCALE_MIGRATION
 
 
 @dataclass
@@ -55,6 +63,7 @@ class PreparedSource:
         substitution (SubstitutionResult | None): what was substituted (None without substitutions).
         fidelity (FidelityReport | None): how close the result is to the original, after recovery.
         data (InputSet | None): the inputs the fit, the recovery and the report used.
+        migration (dict | None): the scale migration applied (``{"policy", "segments"}``), None when none was.
 
     Example:
         >>> prepare_source("tiny-bert").source.kind  # doctest: +SKIP
@@ -66,6 +75,7 @@ class PreparedSource:
     substitution: object = None
     fidelity: object = None
     data: InputSet = None
+    migration: dict = None
 
 
 def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=None):
@@ -103,6 +113,22 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
     report = recover(original.model, result.model, data, steps=recovery.steps, learning_rate=recovery.learning_rate,
                      log=say)
     say(report.format_text())
+    migration = _migrate(result, recovery.migrate, data, say)
     source = ModelSource(result.model, original.kind, original.name, original.directory, original.labels,
                          original.seed)
-    return PreparedSource(source, original, result, report, data)
+    return PreparedSource(source, original, result, report, data, migration)
+
+
+def _migrate(result, policy, data, say):
+    """Applies the scale migration to ``result.model`` in place of it; returns its record or None."""
+    if policy == "none" or not result.changes:
+        return None
+    reason = unmigratable(encoder_of(result.model).config)
+    if reason:
+        say(f"scale migration skipped: {reason}")
+        return None
+    result.model, segments = migrate_nonorm_scales(result.model, scale=policy, inputs=data)
+    widest = max((s["max_scale"] for s in segments.values()), default=1.0)
+    say(f"scale migration ({policy}): NoNorm scales moved into the dense layers of {len(segments)} segment(s) "
+        f"(largest |c| {widest:.3g}); float outputs unchanged")
+    return {"policy": policy, "segments": segments}

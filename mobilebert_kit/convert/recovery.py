@@ -14,6 +14,7 @@ same held-out inputs (every 4th row, not trained on): per-layer hidden-state cos
 outputs, cosine and (for logits) argmax agreement.
 """
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,8 +24,36 @@ from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
 from mobilebert_kit.convert.validation import compare
+from mobilebert_kit.layers.no_norm import NoNorm
 
 LOSS_WEIGHTS = {"feature_map": 100.0, "mean": 5000.0, "variance": 5.0}
+# Range-aware term (issue 15): a NoNorm's input is a residual sum stored in int8 with one scale per tensor.
+# all-MiniLM-L6-v2's sums before each FFN norm reach 264 where the median channel is 2.4 (channels 99,
+# 63, 267: benchmarks/RESULTS.md), so a full-int8 step of 2 wipes out the typical channel. The term
+# penalises each channel's RMS beyond OUTLIER_RATIO x the tensor's mean channel RMS.
+OUTLIER_RATIO = 4.0
+
+
+def outlier_penalty(tensors, mask, ratio=OUTLIER_RATIO):
+    """Mean over ``tensors`` of ``sum_c relu(rms_c / mean_c(rms) - ratio)^2``, real tokens only.
+
+    Args:
+        tensors: ``[batch, seq, d]`` tensors (the NoNorm inputs of the student).
+        mask: ``[batch, seq]`` attention mask.
+        ratio: the per-channel RMS, relative to the tensor's mean channel RMS, above which a channel costs.
+
+    Example:
+        >>> float(outlier_penalty([tf.constant([[[1.0, 1.0, 1.0, 30.0]]])], tf.constant([[1]])))  # doctest: +SKIP
+        1.0
+    """
+    weights = tf.cast(mask, tf.float32)[..., None]
+    tokens = tf.maximum(tf.reduce_sum(weights), 1.0)
+    total = 0.0
+    for z in tensors:
+        rms = tf.sqrt(tf.reduce_sum(tf.square(z) * weights, axis=[0, 1]) / tokens + 1e-12)
+        relative = rms / tf.stop_gradient(tf.reduce_mean(rms))
+        total += tf.reduce_sum(tf.square(tf.nn.relu(relative - ratio)))
+    return total / max(1, len(tensors))
 
 
 @dataclass
@@ -55,23 +84,42 @@ class FidelityReport:
         return {"before": self.before, "after": self.after, "steps": self.steps, "losses": self.losses}
 
 
-def fidelity(original, substituted, inputs):
-    """``{"hidden_cosine": [per layer], "outputs": {name: {cosine, argmax_agreement}}}``."""
+# Rows per forward pass of the fidelity report: the held-out quarter of 1,800 lines in one call held every
+# layer's attention scores for all of them at once (issue 15's 10 GB recovery).
+FIDELITY_ROWS = 32
+
+
+def fidelity(original, substituted, inputs, rows=FIDELITY_ROWS):
+    """``{"hidden_cosine": [per layer], "outputs": {name: {cosine, argmax_agreement}}}``.
+
+    Runs both models ``rows`` at a time; hidden states are kept at real tokens only.
+    """
     arrays = {k: np.asarray(v) for k, v in inputs.arrays.items()}
     mask = arrays["attention_mask"]
     views = [rebuild(encoder_of(m), output_hidden_states=True) for m in (original, substituted)]
-    hidden = [[np.asarray(h) for h in v(arrays, training=False)["hidden_states"]] for v in views]
-    cosines = [compare("h", s, o, mask).cosine for o, s in zip(*hidden)]
-    ref, ours = original(arrays, training=False), substituted(arrays, training=False)
-    outputs = {}
-    for name in output_names(original):
-        m = compare(name, np.asarray(ours[name]), np.asarray(ref[name]), mask if name in token_outputs(original) else None,
-                    logits=name in LOGIT_OUTPUTS)
-        outputs[name] = {"cosine": m.cosine, "argmax_agreement": m.argmax_agreement}
-    return {"hidden_cosine": cosines, "outputs": outputs}
+    names = output_names(original)
+    hidden = [[], []]
+    outputs = [{name: [] for name in names}, {name: [] for name in names}]
+    for start in range(0, len(mask), rows):
+        batch = {k: v[start:start + rows] for k, v in arrays.items()}
+        keep = batch["attention_mask"].astype(bool)
+        for i, (view, model) in enumerate(zip(views, (original, substituted))):
+            hidden[i].append([np.asarray(h)[keep] for h in view(batch, training=False)["hidden_states"]])
+            result = model(batch, training=False)
+            for name in names:
+                outputs[i][name].append(np.asarray(result[name]))
+    per_layer = [[np.concatenate(layer) for layer in zip(*model_hidden)] for model_hidden in hidden]
+    cosines = [compare("h", s, o).cosine for o, s in zip(*per_layer)]
+    report = {}
+    for name in names:
+        ref, ours = (np.concatenate(o[name]) for o in outputs)
+        m = compare(name, ours, ref, mask if name in token_outputs(original) else None, logits=name in LOGIT_OUTPUTS)
+        report[name] = {"cosine": m.cosine, "argmax_agreement": m.argmax_agreement}
+    return {"hidden_cosine": cosines, "outputs": report}
 
 
-def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None):
+def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None,
+            range_weight=0.0):
     """Distils ``substituted``'s encoder towards ``original``'s layer by layer, in place.
 
     Args:
@@ -83,6 +131,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
         batch_size: rows per step.
         seed: row sampling seed.
         log: optional callable for progress lines.
+        range_weight: weight of :func:`outlier_penalty` on the student's NoNorm inputs (0: off).
 
     Returns:
         A :class:`FidelityReport` with fidelity before and after.
@@ -108,7 +157,8 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     def step(batch):
         target = teacher(batch, training=False)["hidden_states"]
         with tf.GradientTape() as tape:
-            hidden = states(batch, training=False)
+            with _norm_inputs(range_weight > 0) as sums:
+                hidden = states(batch, training=False)
             mask = batch["attention_mask"]
             loss = 0.0
             for t, s in zip(target, hidden):
@@ -116,6 +166,8 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
                 loss += LOSS_WEIGHTS["mean"] * losses.mean_loss(t, s, mask)
                 loss += LOSS_WEIGHTS["variance"] * losses.variance_loss(t, s, mask)
             loss /= len(target)
+            if sums:
+                loss += range_weight * outlier_penalty(sums, mask)
         grads = tape.gradient(loss, states.trainable_variables)
         optimizer.apply_gradients(zip(grads, states.trainable_variables))
         return loss
@@ -131,6 +183,26 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     assign_weights(encoder_of(substituted), weight_arrays(student), source="recovered encoder")
     report.after = fidelity(original, substituted, held_out)
     return report
+
+
+@contextlib.contextmanager
+def _norm_inputs(active):
+    """While tracing, collects the input tensor of every NoNorm call (the residual sums), in call order."""
+    collected = []
+    if not active:
+        yield collected
+        return
+    original = NoNorm.call
+
+    def call(self, inputs):  # NoNorm.call's own signature (Keras reads it when a layer is built)
+        collected.append(inputs)
+        return original(self, inputs)
+
+    NoNorm.call = call
+    try:
+        yield collected
+    finally:
+        NoNorm.call = original
 
 
 def _split(inputs):

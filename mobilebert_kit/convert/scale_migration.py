@@ -79,7 +79,7 @@ plain dense kernels.
 import numpy as np
 
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
-from mobilebert_kit.convert.substitution import recording_calls
+from mobilebert_kit.convert.substitution import recorded_batches
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.no_norm import NoNorm
 
@@ -114,13 +114,26 @@ def _block_segments(config):
     return segments
 
 
-def _check_migratable(config):
+def unmigratable(config):
+    """Why an encoder config's NoNorm scales cannot move (one line), or None when they can.
+
+    Example:
+        >>> unmigratable({"normalization_type": "layer_norm"})
+        'the model uses layer_norm, which no scale can move through; run `mbk substitute --norm no_norm` first'
+    """
     if config["normalization_type"] != "no_norm":
-        raise ConfigError(f"the model uses {config['normalization_type']}, which no scale can move through; "
-                          "run `mbk substitute --norm no_norm` first")
+        return (f"the model uses {config['normalization_type']}, which no scale can move through; "
+                "run `mbk substitute --norm no_norm` first")
     if config["attention_type"] != "self_attention" or config["num_groups"] != 1:
-        raise ConfigError(f"scale migration supports self_attention blocks with plain dense FFNs, not "
-                          f"attention_type={config['attention_type']} num_groups={config['num_groups']}")
+        return (f"scale migration supports self_attention blocks with plain dense FFNs, not "
+                f"attention_type={config['attention_type']} num_groups={config['num_groups']}")
+    return None
+
+
+def _check_migratable(config):
+    reason = unmigratable(config)
+    if reason:
+        raise ConfigError(reason)
 
 
 def _unit_scale(gamma, c_in, spread, weight, closer_gamma):
@@ -162,6 +175,9 @@ def _balance_scale(gamma, c_in, spread, weight, closer_gamma):
 
 
 _POLICIES = {"unit": _unit_scale, "balance": _balance_scale, "smoothquant": _smoothquant_scale}
+# What `mbk substitute` (and every other caller of prepare_source: export --norm, recipes, the pipeline)
+# applies after recovery, and the choices of its --scale-migration flag ("none": leave the scales).
+MIGRATION_POLICIES = (*_POLICIES, "none")
 # Policies that read calibration data.
 _NEEDS_DATA = ("balance", "smoothquant")
 
@@ -257,7 +273,6 @@ def _reader_adder_ranges(arrays, block, readers, adders):
 def _segment_ranges(encoder, config, inputs):
     """``{transformer_layer_i/writer: (per-channel min, max)}`` of each movable segment's writer output, real tokens."""
     arrays = {k: np.asarray(v) for k, v in getattr(inputs, "arrays", inputs).items()}
-    keep = arrays["attention_mask"].astype(bool)
     layers = {}
     for index, block in enumerate(encoder.blocks):
         for writer, *_ in _block_segments(config):
@@ -265,11 +280,14 @@ def _segment_ranges(encoder, config, inputs):
             for part in writer.split("/"):
                 sub = getattr(sub, "ffns")[int(part[4:])] if part.startswith("ffn_") else getattr(sub, part)
             layers[f"transformer_layer_{index}/{writer}"] = sub
-    with recording_calls(NoNorm, layers.values()) as records:
-        encoder(arrays, training=False)
-    out = {}
-    for path, layer in layers.items():
-        (_, y), = records[id(layer)]
-        values = y[keep].astype(np.float64)
-        out[path] = (values.min(0), values.max(0))
-    return out
+    low = {path: np.inf for path in layers}
+    high = {path: -np.inf for path in layers}
+    for records, keep in recorded_batches(encoder, NoNorm, layers.values(), arrays):
+        if not keep.any():
+            continue
+        for path, layer in layers.items():
+            (_, y), = records[id(layer)]
+            values = y[keep].astype(np.float64)
+            low[path] = np.minimum(low[path], values.min(0))
+            high[path] = np.maximum(high[path], values.max(0))
+    return {path: (low[path], high[path]) for path in layers}

@@ -140,3 +140,21 @@ def test_balance_improves_full_int8_fidelity_of_an_outlier_model(tiny_mobilebert
         snr[name] = {m.name: m.snr_db for m in result.validation.outputs}["sequence_output"]
     # Measured 16.0 -> 19.5 dB (benchmarks/scale_migration_int8.py); 2 dB leaves room for converter noise.
     assert snr["balance"] > snr["none"] + 2.0, snr
+
+
+def test_substitution_applies_the_default_migration_exactly(tiny_bert):
+    # prepare_source (mbk substitute, export --norm, recipes, the pipeline) migrates after recovery by
+    # default: the NoNorm scales move (the weights differ from the unmigrated substitution) while every
+    # output stays within 1e-5 of it.
+    from mobilebert_kit.convert.prepare import DEFAULT_SCALE_MIGRATION, Recovery, prepare_source
+
+    source = tiny_bert
+    plain = prepare_source(source, {"norm": "no_norm", "act": "relu"}, Recovery(steps=0, seq_len=SEQ, migrate="none"))
+    moved = prepare_source(source, {"norm": "no_norm", "act": "relu"}, Recovery(steps=0, seq_len=SEQ))
+    assert plain.migration is None and moved.migration["policy"] == DEFAULT_SCALE_MIGRATION != "none"
+    before, after = weight_arrays(plain.source.model), weight_arrays(moved.source.model)
+    assert any(not np.allclose(before[k], after[k]) for k in before if k.endswith("/gamma"))
+    _assert_same_outputs(plain.source.model, moved.source.model, padded_inputs(tiny_bert, seed=9))
+    # A LayerNorm model (only the activation substituted) has nothing to migrate: it is left as it is.
+    act_only = prepare_source(source, {"act": "relu"}, Recovery(steps=0, seq_len=SEQ))
+    assert act_only.migration is None

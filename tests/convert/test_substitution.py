@@ -88,3 +88,42 @@ def test_substituted_graph_has_no_layer_norm_or_gelu(tiny_bert, tmp_path, fmt):
     out = tmp_path / f"sub.{fmt}"
     assert export_tiny(model, out, fmt).validation.passed
     assert inspect_artifact(out).variant_ops() == {"layer_norm": {}, "gelu": {}}
+
+
+def test_fit_and_report_run_in_bounded_batches_and_match_the_one_pass_fit(tiny_bert):
+    # Issue 15: the NoNorm fit and the fidelity report ran the whole data set in one forward pass and kept
+    # every LayerNorm's input and output (all-MiniLM-L6-v2, 1,800 lines at seq 64: about 10 GB). Each
+    # forward pass must see at most RECORD_ROWS / FIDELITY_ROWS rows, whatever the data size, and the
+    # running sums must give the same fit as the centred one-pass formula.
+    import mobilebert_kit.convert.substitution as substitution
+    from mobilebert_kit.backend import keras
+    from mobilebert_kit.convert.recovery import FIDELITY_ROWS, fidelity
+
+    data = InputSet.random(512, 3 * substitution.RECORD_ROWS + 5, SEQ, seed=7)
+    seen = []
+    original = keras.layers.LayerNormalization.call
+
+    def call(self, inputs):  # LayerNormalization.call's own signature (Keras reads it when a layer is built)
+        if inputs.shape[0] is not None:  # eager calls (the fit, the report), not the functional build
+            seen.append(int(inputs.shape[0]))
+        return original(self, inputs)
+
+    keras.layers.LayerNormalization.call = call
+    try:
+        fitted = substitute(tiny_bert, fit_inputs=data, norm="no_norm").model
+        fidelity(tiny_bert, fitted, data)
+    finally:
+        keras.layers.LayerNormalization.call = original
+    assert seen and max(seen) <= max(substitution.RECORD_ROWS, FIDELITY_ROWS)
+    assert data.count > max(seen)
+
+    arrays = {k: np.asarray(v) for k, v in data.arrays.items()}
+    keep = arrays["attention_mask"].astype(bool)
+    norm = tiny_bert.blocks[0].attention_output.norm
+    with substitution.recording_calls(keras.layers.LayerNormalization, [norm]) as records:
+        tiny_bert(arrays, training=False)
+    (x, y), = records[id(norm)]
+    x, y = x[keep].astype(np.float64), y[keep].astype(np.float64)
+    scale = ((x - x.mean(0)) * (y - y.mean(0))).mean(0) / x.var(0)
+    got = weight_arrays(fitted)["transformer_layer_0/attention_output/norm/gamma"]
+    np.testing.assert_allclose(got, scale, rtol=1e-4, atol=1e-6)
