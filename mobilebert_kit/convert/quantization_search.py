@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.quantization_modes import ranked_counts
 
 
