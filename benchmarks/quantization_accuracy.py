@@ -57,13 +57,15 @@ from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer  # noqa:
 SEQ = 64
 DATASET = "crowdflower-sentiment"
 SEED = 15
-# (row name, format, --quantize, extra export arguments; "{calibration}" / "{test}" filled in). The float
+# (row name, format, --quantize, extra export arguments; "{calibration}" / "{dev}" filled in). auto chooses on
+# the dev rows (held out from fine-tuning, never the test rows it is scored on); --max-drop is a fraction of
+# the float metric, 0.02 of ~0.69 accuracy is 1.4 points, inside the issue's 2-point target. The float
 # row of each format is the one its drop is measured against; the dynamic row the one its latency is.
 EXPORTS = (
     ("tflite float", "tflite", "none", ()),
     ("tflite dynamic", "tflite", "dynamic", ()),
     ("tflite int8", "tflite", "int8", ("--calibration", "{calibration}")),
-    ("tflite auto", "tflite", "auto", ("--calibration", "{calibration}", "--eval-data", "{test}", "--max-drop", "1")),
+    ("tflite auto", "tflite", "auto", ("--calibration", "{calibration}", "--eval-data", "{dev}", "--max-drop", "0.02")),
     ("onnx float", "onnx", "none", ()),
     ("onnx dynamic", "onnx", "dynamic", ()),
     ("onnx int8", "onnx", "int8", ("--calibration", "{calibration}")),
@@ -97,7 +99,8 @@ def _write_atomically(path, text):
 
 def prepare_data(work, train_rows, test_rows, packages):
     """Train/test TSVs sampled across each split (fixed seed), and calibration text from other train rows."""
-    paths = {"train": work / "sent-train.tsv", "test": work / "sent-test.tsv", "calibration": work / "calibration.txt"}
+    paths = {"train": work / "sent-train.tsv", "test": work / "sent-test.tsv", "calibration": work / "calibration.txt",
+             "dev": work / "sent-dev.tsv"}
     if all(p.exists() for p in paths.values()):
         return paths
     search = [packages] if packages else None
@@ -111,10 +114,14 @@ def prepare_data(work, train_rows, test_rows, packages):
     rng = random.Random(SEED)
     train = rng.sample(splits["train"], train_rows)
     test = rng.sample(splits["test"], test_rows)
+    if paths["train"].exists():  # a fine-tune may already have used it: keep its rows out of calibration and dev
+        train = paths["train"].read_text(encoding="utf-8").splitlines()[1:]
     chosen = set(train)
-    calibration = [line.split("\t")[0] for line in rng.sample(splits["train"], train_rows + 200)
-                   if line not in chosen][:200]
-    for key, lines in (("train", [header] + train), ("test", [header] + test), ("calibration", calibration)):
+    unused = [line for line in rng.sample(splits["train"], len(splits["train"])) if line not in chosen]
+    calibration = [line.split("\t")[0] for line in unused[:200]]
+    dev = unused[200:700]  # auto's eval data: held out from fine-tuning and from the test rows
+    for key, lines in (("train", [header] + train), ("test", [header] + test), ("calibration", calibration),
+                       ("dev", [header] + dev)):
         if not paths[key].exists():
             _write_atomically(paths[key], "\n".join(lines) + "\n")
     return paths
@@ -143,7 +150,7 @@ def export_all(work, ft, data):
     """Exports every row of :data:`EXPORTS`; returns ``{row: path or "not available: ..."}``."""
     exports = work / "exports"
     exports.mkdir(exist_ok=True)
-    fill = {"{calibration}": str(data["calibration"]), "{test}": str(data["test"])}
+    fill = {"{calibration}": str(data["calibration"]), "{dev}": str(data["dev"])}
     files = {}
     for name, fmt, quantize, extra in EXPORTS:
         path = exports / f"cls-{quantize}.{fmt}"
