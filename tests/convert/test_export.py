@@ -156,7 +156,7 @@ def test_failed_validation_leaves_no_artifact(tiny_mobilebert, tmp_path):
 def test_interrupted_export_leaves_no_artifact(tiny_mobilebert, tmp_path, monkeypatch):
     from mobilebert_kit.convert import exporter
 
-    def interrupted(graph, options, calibration, metadata, path):
+    def interrupted(graph, options, calibration, metadata, path, calibrated=None):
         path.write_bytes(b"TFL3 half a model")
         raise KeyboardInterrupt
 

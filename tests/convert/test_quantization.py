@@ -8,12 +8,13 @@ import pytest
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import OutputValueError
 from mobilebert_kit.convert.exporter import ExportOptions, export, validate_file
-from mobilebert_kit.convert.quantization_modes import MODES as QUANTIZATION_MODES
+from mobilebert_kit.convert.quantization_modes import CONVERTED_MODES, MODES as QUANTIZATION_MODES
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from tests.convert.conftest import export_tiny, padded_inputs
 
 # Every quantized mode of the table: a new record is converted and validated in both formats here.
-MODES = [name for name, mode in QUANTIZATION_MODES.items() if mode.quantized]
+# auto is a search over these modes, with its own tests (test_quantization_search.py)
+MODES = [name for name in CONVERTED_MODES if QUANTIZATION_MODES[name].quantized]
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "onnx"])

@@ -15,7 +15,7 @@ from mobilebert_kit.cli.main import build_parser
 from mobilebert_kit.convert import onnx_export, tflite_export
 from mobilebert_kit.convert.errors import ExportError, RecipeError
 from mobilebert_kit.convert.export_options import ExportOptions, add_arguments, option, recipe_keys
-from mobilebert_kit.convert.quantization_modes import CAPABILITIES, MODES
+from mobilebert_kit.convert.quantization_modes import CAPABILITIES, CONVERTED_MODES, MODES
 from mobilebert_kit.convert.recipe import _SECTIONS, Recipe
 from mobilebert_kit.convert.validation import thresholds_for
 from mobilebert_kit.errors import ConfigError
@@ -45,8 +45,9 @@ def _recipe(tmp_path, quantize, calibration=False):
 
 def test_every_mode_is_a_choice_of_export_validate_and_recipes(tmp_path):
     assert _choices(_subparser("export"), "--quantize") == list(MODES)
-    assert _choices(_subparser("validate"), "--precision") == list(MODES)
-    for name, mode in MODES.items():
+    # A file is converted by one of the modes; auto is a search over them (its recipe: test_quantization_search.py).
+    assert _choices(_subparser("validate"), "--precision") == list(CONVERTED_MODES)
+    for name, mode in ((name, MODES[name]) for name in CONVERTED_MODES):
         assert thresholds_for(name).min_cosine == mode.thresholds["min_cosine"]
         if mode.calibration and not mode.allows("default_calibration"):
             with pytest.raises(RecipeError) as err:
