@@ -158,3 +158,28 @@ def test_substitution_applies_the_default_migration_exactly(tiny_bert):
     # A LayerNorm model (only the activation substituted) has nothing to migrate: it is left as it is.
     act_only = prepare_source(source, {"act": "relu"}, Recovery(steps=0, seq_len=SEQ))
     assert act_only.migration is None
+
+
+def test_balance_reads_the_adders_outputs_and_the_sum_not_only_the_writer(nonorm_bert):
+    # MiniLM's FFN output (the adder) carries the residual stream's outliers while the NoNorm that writes
+    # the segment does not: ranges taken from the writer alone never saw them (all-int8 sentence cosine
+    # 0.852 -> 0.926 once counted, benchmarks/nonorm_int8.py). One FFN output column made 50x larger must
+    # show in the segment's ranges and get the segment's largest scale.
+    from mobilebert_kit.convert.scale_migration import _segment_ranges
+
+    arrays = weight_arrays(nonorm_bert)
+    kernel = next(k for k in arrays if k.endswith("transformer_layer_0/ffn_0/output/kernel"))
+    channel = 3
+    arrays[kernel][:, channel] *= 50.0
+    model = rebuild(nonorm_bert, arrays=arrays)
+    calibration = InputSet.random(64, nonorm_bert.config["vocab_size"], SEQ, seed=5)
+    ranges = _segment_ranges(model, model.config, calibration)
+    low, high, added = ranges["transformer_layer_0/attention_output/norm"]
+    assert int(np.argmax(added)) == channel and added[channel] > 5 * np.median(added)
+    assert high[channel] - low[channel] > 5 * np.median(high - low)  # the sum z sees it too
+    migrated, report = migrate_nonorm_scales(model, "balance", calibration)
+    moved = weight_arrays(migrated)
+    # The adder's column is divided by c: the outlier column shrinks the most.
+    ratio = np.abs(moved[kernel]).max(0) / np.abs(arrays[kernel]).max(0)
+    assert int(np.argmin(ratio)) == channel, ratio
+    _assert_same_outputs(model, migrated, padded_inputs(model, seed=9))
