@@ -192,3 +192,18 @@ def test_fuzz_pooling_files_give_a_pooling_none_or_one_line(st_dir, modules, con
     (st_dir / "1_Pooling" / "config.json").write_text(json.dumps(config))
     result = parses_or_mbk_error(read_pooling, st_dir)
     assert result is None or isinstance(result, (Pooling, ConfigError))
+
+
+@pytest.mark.parametrize("kind", ["sentence_transformers.models.Dense\r", "a\nb", "\u202eloopiN", "x\x1b[2J"])
+@pytest.mark.parametrize("with_pooling", [True, False])
+def test_control_characters_in_a_module_type_stay_on_one_line(st_dir, kind, with_pooling):
+    # Found by the fuzzer above: a module type with "\r" split the refusal in two lines.
+    modules = [{"type": "sentence_transformers.models.Transformer", "path": ""}]
+    if with_pooling:
+        modules.append({"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"})
+    modules.append({"type": kind, "path": "2_X"})
+    write_modules(st_dir, modules)
+    with pytest.raises(ConfigError) as err:
+        read_pooling(st_dir)
+    message = str(err.value)
+    assert len(message.splitlines()) == 1 and "\x1b" not in message and "\u202e" not in message, repr(message)

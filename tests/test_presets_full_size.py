@@ -7,6 +7,9 @@ import gc
 
 import pytest
 
+# Full-size models (about 70 s together): the slow tier, as the developers' guide puts full-size runs.
+pytestmark = pytest.mark.slow
+
 import mobilebert_kit as mbk
 
 # preset: (paper params, paper FLOPs at 128)

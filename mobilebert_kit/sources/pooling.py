@@ -144,7 +144,9 @@ def _module_kind(module, index, modules_path):
         raise ConfigError(f"{_where(modules_path)} entry {index} has no module type string; fix modules.json")
     if not isinstance(path, str):
         raise ConfigError(f"{_where(modules_path)} entry {index} has a path that is not a string; fix modules.json")
-    return kind.rsplit(".", 1)[-1], path
+    # The class name goes into error messages: a control character in it (the fuzzer wrote "\r") must not
+    # break the one-line error, so it is escaped here, once; real names ("Pooling") are unchanged.
+    return escape(kind.rsplit(".", 1)[-1]), path
 
 
 def _mode(config, config_path):

