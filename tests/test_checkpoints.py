@@ -290,3 +290,16 @@ def test_auto_head_on_mlm_only_checkpoint_falls_back_to_encoder(tmp_path):
     ref.save_pretrained(tmp_path, safe_serialization=True)
     model = mbk.import_checkpoint(tmp_path, head="auto")
     assert isinstance(model, mbk.Encoder)  # no NSP weights: no pre-training head to fill
+
+
+def test_a_finetune_output_directory_names_its_model_directory(tmp_path):
+    # `mbk finetune --out FT` writes FT/model next to FT/task.json; `mbk export FT` said only "not a checkpoint".
+    from mobilebert_kit.models.api import save
+
+    finetuned = tmp_path / "ft"
+    finetuned.mkdir()
+    save(mbk.build("tiny-bert"), finetuned / "model")
+    (finetuned / "task.json").write_text("{}")
+    with pytest.raises(CheckpointError, match=r"holds a model in .*ft/model \(a `mbk finetune` output\): pass that"):
+        mbk.import_checkpoint(finetuned)
+    assert isinstance(mbk.import_checkpoint(finetuned / "model"), type(mbk.build("tiny-bert")))
