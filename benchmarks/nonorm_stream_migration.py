@@ -14,7 +14,8 @@ its bottleneck layers), and the drift probe compares hidden states, which this
 changes. Measured on the 600-step substituted MiniLM (benchmarks/RESULTS.md).
 
 Usage:
-  PYTHONPATH=$PWD nice python benchmarks/nonorm_stream_migration.py SUBSTITUTED_MIGRATED_DIR OUT_DIR
+  PYTHONPATH=$PWD nice python benchmarks/nonorm_stream_migration.py SUBSTITUTED_MIGRATED_DIR OUT_DIR [CALIBRATION.txt]
+  (CALIBRATION.txt: the recovery text, default /tmp/q15/recover.txt as benchmarks/nonorm_int8.py uses)
   then: python benchmarks/nonorm_int8.py OUT_DIR
 """
 
@@ -56,13 +57,14 @@ def stream_spreads(model, writers, closers, arrays):
             (_, y), = records[id(layers[k])]
             (z, _), = records[id(layers[count + k])]
             y, z = y[keep].astype(np.float64), z[keep].astype(np.float64)
-            spread[k] = np.maximum.reduce([spread[k] + 0 * y[0], np.abs(y).max(0), np.abs(z).max(0),
-                                           np.abs(z - y).max(0)])
+            for values in (y, z, z - y):
+                spread[k] = np.maximum(spread[k], np.abs(values).max(0))
     return spread
 
 
 def main():
     src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+    calibration = Path(sys.argv[3] if len(sys.argv) > 3 else "/tmp/q15/recover.txt")
     source = ModelSource.load(str(src))
     model = source.model
     config = model.config
@@ -71,7 +73,7 @@ def main():
     layers = config["num_layers"]
     writers = ["embeddings/norm"] + [f"transformer_layer_{k - 1}/ffn_0/norm" for k in range(1, layers)]
     closers = [f"transformer_layer_{k}/attention_output/norm" for k in range(layers)]
-    inputs = InputSet.from_file(Path("/tmp/q15/recover.txt"), SEQ, source.tokenizer, count=256)
+    inputs = InputSet.from_file(calibration, SEQ, source.tokenizer, count=256)
     arrays = {k: np.asarray(v) for k, v in inputs.arrays.items()}
     spreads = stream_spreads(model, writers, closers, arrays)
     original = weight_arrays(model)
