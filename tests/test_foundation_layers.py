@@ -55,3 +55,28 @@ def test_transformer_block_layer(kq_shared):
         call_kwargs={"attention_mask": MASK},
         expected_shape=(2, 5, 16),
     )
+
+
+def test_keyed_dropout_masks_depend_on_the_global_row_not_on_the_split():
+    from mobilebert_kit.backend import tf
+    from mobilebert_kit.layers import KeyedDropout, dropout_key
+
+    drop = KeyedDropout(0.3, name="dropout")
+    x = tf.ones([4, 64, 8])
+    with dropout_key(tf.constant(7, tf.int64), 4, 0):
+        whole = drop(x, training=True).numpy()
+        second_call = drop(x, training=True).numpy()  # the next call of the step: another mask
+    halves = []
+    for offset in (0, 2):
+        with dropout_key(tf.constant(7, tf.int64), 4, offset):
+            halves.append(drop(x[offset : offset + 2], training=True).numpy())
+    np.testing.assert_array_equal(np.concatenate(halves), whole)
+    assert abs((whole == 0).mean() - 0.3) < 0.03 and np.allclose(whole[whole != 0], 1 / 0.7)
+    assert (second_call != whole).any()
+    with dropout_key(tf.constant(8, tf.int64), 4, 0):  # the next step: another mask
+        assert (drop(x, training=True).numpy() != whole).any()
+    with dropout_key(tf.constant(7, tf.int64), 4, 0):
+        np.testing.assert_array_equal(drop(x, training=False).numpy(), x.numpy())
+    # Outside a key it is Keras' Dropout.
+    outside = drop(x, training=True).numpy()
+    assert abs((outside == 0).mean() - 0.3) < 0.03

@@ -1,5 +1,6 @@
 """``mbk distill``: progressive knowledge transfer and pre-training distillation of a student."""
 
+from mobilebert_kit.training.strategies import STRATEGY_HELP
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -54,7 +55,8 @@ def register(subparsers):
     parser.add_argument("--no-copy-from-teacher", dest="copy_from_teacher", action="store_const", const=False,
                         default=None, help="do not start embeddings and MLM/NSP heads from the teacher's")
     parser.add_argument("--strategy", default="default", metavar="NAME",
-                        help="default (one device) or mirrored (one replica per local GPU)")
+                        help=f"tf.distribute strategy: {STRATEGY_HELP}. With multi_worker only the chief writes --out; "
+                        "--batch-size is the global batch")
     for flag, dest, kind, text in _OPTIONS:
         parser.add_argument(flag, dest=dest, type=number_option(dest) if kind in (int, float) else kind, default=None,
                             help=text)
@@ -80,16 +82,6 @@ def _parse_pairs(items, what):
     return out
 
 
-def _strategy(name):
-    from mobilebert_kit.backend import tf
-    from mobilebert_kit.errors import check_choice
-
-    check_choice("strategy", name, ("default", "mirrored"))
-    if name == "default":
-        return tf.distribute.get_strategy()
-    return tf.distribute.MirroredStrategy()
-
-
 def run(args):
     from pathlib import Path
 
@@ -97,6 +89,7 @@ def run(args):
     from mobilebert_kit.training.distill_config import DistillConfig
     from mobilebert_kit.training.distiller import RUN_FILE, Distiller
     from mobilebert_kit.training.run_directory import RunDirectory
+    from mobilebert_kit.training.strategies import make_strategy, quiet_cluster_teardown
 
     given = {dest: getattr(args, dest) for _, dest, _, _ in _OPTIONS if getattr(args, dest) is not None}
     if args.weights:
@@ -119,7 +112,8 @@ def run(args):
     if missing:
         raise MbkError(f"missing {', '.join(missing)} (needed unless --resume finds a run in --out)")
     config = DistillConfig.from_dict(given)
-    distiller = Distiller(teacher, student, data, args.out, config, strategy=_strategy(args.strategy),
-                          student_overrides=overrides)
+    strategy = make_strategy(args.strategy)  # before TensorFlow runs anything (collective ops)
+    distiller = Distiller(teacher, student, data, args.out, config, strategy=strategy, student_overrides=overrides)
     distiller.run(resume=args.resume, overwrite=args.overwrite)
+    quiet_cluster_teardown(strategy)
     return 0

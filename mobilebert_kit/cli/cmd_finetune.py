@@ -1,5 +1,6 @@
 """``mbk finetune``: fine-tune an encoder on classification, regression, span QA or token classification."""
 
+from mobilebert_kit.training.strategies import STRATEGY_HELP
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -37,6 +38,9 @@ def register(subparsers):
     parser.add_argument("--dropout", type=number_option("dropout"), default=0.1, help="dropout before the classifier (default 0.1)")
     parser.add_argument("--precision", default="float32", help="float32, mixed_float16 or mixed_bfloat16")
     parser.add_argument("--seed", type=number_option("seed"), default=0)
+    parser.add_argument("--strategy", default="default", metavar="NAME",
+                        help=f"tf.distribute strategy: {STRATEGY_HELP}. With multi_worker only the chief writes --out; "
+                        "--batch-size is the global batch")
     parser.set_defaults(func=run)
 
 
@@ -56,6 +60,7 @@ def run(args):
     from mobilebert_kit.errors import MbkError
     from mobilebert_kit.training.fine_tuner import FineTuner
     from mobilebert_kit.training.finetune_config import FinetuneConfig
+    from mobilebert_kit.training.strategies import make_strategy, quiet_cluster_teardown
 
     vocab = args.vocab or find_vocab(args.model)
     if vocab is None:
@@ -68,7 +73,9 @@ def run(args):
         dropout=args.dropout, precision=args.precision, seed=args.seed,
     )
     columns = args.text_columns.split(",") if args.text_columns else None
-    FineTuner(args.model, tokenizer, config, text_columns=columns, label_column=args.label_column).train(
-        args.train, args.out, eval_path=args.eval, overwrite=args.overwrite
-    )
+    strategy = make_strategy(args.strategy)  # before TensorFlow runs anything (collective ops)
+    tuner = FineTuner(args.model, tokenizer, config, text_columns=columns, label_column=args.label_column,
+                      strategy=strategy)
+    tuner.train(args.train, args.out, eval_path=args.eval, overwrite=args.overwrite)
+    quiet_cluster_teardown(strategy)
     return 0

@@ -8,6 +8,7 @@ from mobilebert_kit.layers.composite_attention import RELATIVE_ATTENTION_VARIANT
 from mobilebert_kit.layers.feed_forward import FeedForward
 from mobilebert_kit.layers.functional_relative_attention import FunctionalRelativeAttention
 from mobilebert_kit.layers.grouped_dense import GroupedDense
+from mobilebert_kit.layers.keyed_dropout import KeyedDropout, dropout_key
 from mobilebert_kit.layers.mixed_attention import MixedAttention, mixed_attention_heads
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention
 from mobilebert_kit.layers.no_norm import NoNorm
@@ -27,6 +28,7 @@ __all__ = [
     "FeedForward",
     "FunctionalRelativeAttention",
     "GroupedDense",
+    "KeyedDropout",
     "MixedAttention",
     "MultiHeadAttention",
     "NoNorm",
@@ -34,6 +36,7 @@ __all__ = [
     "SpanDynamicConvolution",
     "TokenEmbedding",
     "TransformerBlock",
+    "dropout_key",
     "get_activation",
     "make_norm",
     "mixed_attention_heads",

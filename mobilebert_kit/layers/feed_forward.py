@@ -1,6 +1,7 @@
 """FeedForward: one position-wise feed-forward network with residual and norm."""
 
 from mobilebert_kit.backend import keras
+from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.layers.initializers import fresh_initializer
 from mobilebert_kit.layers.activations import get_activation
 from mobilebert_kit.layers.grouped_dense import GroupedDense
@@ -65,7 +66,7 @@ class FeedForward(keras.layers.Layer):
                 dtype=self.dtype_policy,
             )
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
+        self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
         self.output_dense = None  # built lazily: its width is the input width
 
     def build(self, input_shape):

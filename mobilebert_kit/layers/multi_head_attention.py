@@ -3,6 +3,7 @@
 import math
 
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.layers.initializers import fresh_initializer
 from mobilebert_kit.errors import check_choice
 
@@ -66,7 +67,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )
             for n in ("query", "key", "value")
         )
-        self.dropout = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
+        self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
 
     def _split_heads(self, x, batch, seq):
         # (B, S, N*D) -> (B, N, S, D)

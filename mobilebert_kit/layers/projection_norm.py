@@ -1,6 +1,7 @@
 """ProjectionNorm: dense projection, dropout, optional residual, then normalization."""
 
 from mobilebert_kit.backend import keras
+from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.layers.initializers import fresh_initializer
 from mobilebert_kit.layers.normalization import make_norm
 
@@ -48,7 +49,7 @@ class ProjectionNorm(keras.layers.Layer):
             units, kernel_initializer=fresh_initializer(self.kernel_initializer), name="dense", dtype=self.dtype_policy
         )
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
+        self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
 
     def call(self, inputs, residual=None, training=None):
         x = self.dropout(self.dense(inputs), training=training)

@@ -1,6 +1,7 @@
 """TokenEmbedding: word (optionally trigram), position and token-type embeddings."""
 
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.normalization import make_norm
 
@@ -95,7 +96,7 @@ class TokenEmbedding(keras.layers.Layer):
                 name="embedding_transformation", dtype=self.dtype_policy
             )
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
+        self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape):
         def initializer(shape, dtype=None):

@@ -7,7 +7,10 @@ The losses are Eq. 7 (layer transfer, averaged over the stage's layers) and
 Eq. 5 (pre-training distillation) of Sun et al., 2020, from ``losses.py``.
 """
 
+import zlib
+
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.layers.keyed_dropout import dropout_key
 from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit import losses
 from mobilebert_kit.training.lamb import Lamb
@@ -156,9 +159,17 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
 
     compute = transfer_loss if stage.kind == LAYER_TRANSFER else pd_loss
 
+    # The student's dropout masks are keyed by (seed, stage, step) and the global row
+    # (layers/keyed_dropout.py): any split of the batch over replicas or workers, and a
+    # resumed run, draw the masks of an uninterrupted one-device run.
+    stage_salt = zlib.crc32(f"{config.seed}/{stage.name}".encode()) & 0xFFFFFF  # x 2^32 + step stays in int64
+
     def replica_step(batch):
         ctx = tf.distribute.get_replica_context()
-        with tf.GradientTape() as tape:
+        rows = tf.shape(batch["input_ids"])[0]
+        step_key = tf.cast(optimizer.iterations, tf.int64) + tf.constant(stage_salt << 32, tf.int64)
+        with tf.GradientTape() as tape, dropout_key(step_key, rows * ctx.num_replicas_in_sync,
+                                                     ctx.replica_id_in_sync_group * rows):
             loss, terms = compute(batch, ctx)
             objective = optimizer.get_scaled_loss(loss) if scaled else loss
         grads = tape.gradient(objective, variables)

@@ -22,13 +22,25 @@ run would have made. SIGINT (Ctrl-C) finishes the current step, checkpoints
 it and stops: no completed step is lost. After SIGKILL or a crash the run
 restarts from the last checkpoint (every ``checkpoint_every`` steps and at
 every stage boundary) and replays the steps after it on the same batches.
-Dropout masks are drawn afresh after a resume, so runs with dropout agree in
-data order and schedule but not bit for bit; with dropout 0 they agree to
-float rounding.
+The student's dropout masks are keyed by the run's seed, the stage, the step
+and the row of the global batch (``layers/keyed_dropout.py``), so a resumed
+run draws the masks the uninterrupted run drew and agrees with it to float
+rounding, dropout or not.
+
+Several workers (``MultiWorkerMirroredStrategy``, ``strategies.py``): every
+worker reads the same data in the same order and trains on its replicas'
+slices of each global batch, with the same keyed dropout masks, so the run
+equals a one-device run with the same batch. Only the chief writes ``out_dir``; the others save their
+checkpoints to a scratch directory they delete (a checkpoint is written by
+every worker, because reading a distributed variable may be collective) and
+resume from the chief's. After a worker is killed, every worker is started
+again with ``--resume``.
 """
 
 import json
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +54,7 @@ from mobilebert_kit.training.distill_step import build_step, make_optimizer, spl
 from mobilebert_kit.training.run_directory import RUN_FILE, RunDirectory
 from mobilebert_kit.training.stage_progress import StageProgress
 from mobilebert_kit.training.stages import plan_stages, stage_variables
+from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.summaries import write_scalars
 from mobilebert_kit.training.teacher_student import (
     build_student,
@@ -51,6 +64,10 @@ from mobilebert_kit.training.teacher_student import (
     precision_policy,
     split_teacher,
 )
+
+# What a collective step raises when another worker of the cluster died or was preempted.
+_PEER_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
+              tf.errors.CancelledError)
 
 __all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
 
@@ -144,10 +161,16 @@ class Distiller:
     def _sources(self):
         return [p for p in (self.teacher_spec, self.data) if isinstance(p, (str, Path))]
 
+    def _place(self):
+        """Resolves the strategy and whether this process is the one that writes ``out_dir``."""
+        self.strategy = self.strategy or tf.distribute.get_strategy()
+        self.chief = is_chief(self.strategy)
+        self.worker = worker_label(self.strategy)
+
     def _setup(self):
         cfg = self.config
         keras.utils.set_random_seed(cfg.seed)
-        self.strategy = self.strategy or tf.distribute.get_strategy()
+        self._place()
         self.replicas = self.strategy.num_replicas_in_sync
         if cfg.batch_size % self.replicas:
             raise ConfigError(
@@ -191,7 +214,8 @@ class Distiller:
         cfg = self.config
         t, s = self.teacher_encoder.config, self.student_encoder.config
         out = self.console.print
-        out(f"[bold]mbk distill[/bold] -> {self.out_dir}", highlight=False, soft_wrap=True)
+        role = f" ({self.worker}{', the chief: it writes the run' if self.chief else ''})" if self.worker else ""
+        out(f"[bold]mbk distill[/bold] -> {self.out_dir}{role}", highlight=False, soft_wrap=True)
         out(
             f"  teacher {self._describe(self.teacher_spec)}: {t['num_layers']} layers, hidden {t['hidden_size']}, "
             f"{t['num_heads']} heads, MLM head: {'yes' if self.teacher_mlm is not None else 'no (MLM-KD skipped)'}",
@@ -240,7 +264,16 @@ class Distiller:
         }
 
     def _save(self, manager, history):
-        self.run_dir.save(manager, self._progress_state(), history)
+        state = self._progress_state()
+        if self.chief:
+            self.run_dir.save(manager, state, history)
+        else:  # into the scratch directory: every worker takes part in a save, only the chief's is kept
+            manager.save(checkpoint_number=state["global_step"])
+
+    def _checkpoint_manager(self, checkpoint):
+        directory = self.run_dir.checkpoint_dir if self.chief else self.scratch
+        keep = self.config.keep_checkpoints if self.chief else 1
+        return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=keep)
 
     # ------------------------------------------------------ benchmark access
     def prepare(self):
@@ -281,7 +314,9 @@ class Distiller:
             KeyboardInterrupt: after SIGINT, once the current step is checkpointed.
             MbkError / ConfigError: bad inputs, a mismatched resume.
         """
-        self.run_dir.check(self._run_record(), self.config, resume, overwrite=overwrite, sources=self._sources())
+        self._place()
+        if self.chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
+            self.run_dir.check(self._run_record(), self.config, resume, overwrite=overwrite, sources=self._sources())
         self._setup()
         if self.on_setup_end is not None:
             self.on_setup_end(self)
@@ -293,11 +328,22 @@ class Distiller:
             start_stage, start_step, _ = self.run_dir.checkpoint_progress(latest)
             history = self.run_dir.history()
         self._print_plan((start_stage, start_step) if resume else None)
-        if not resume:
+        if not resume and self.chief:
             self.run_dir.write_record(self._run_record(), overwrite=overwrite, sources=self._sources())
         # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
-        self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
+        if self.chief:
+            self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
+        else:
+            self.summary_writer = tf.summary.create_noop_writer()
+        self.scratch = None if self.chief else Path(tempfile.mkdtemp(prefix="mbk-worker-checkpoints-"))
+        try:
+            return self._train(latest, start_stage, start_step, history)
+        finally:
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
 
+    def _train(self, latest, start_stage, start_step, history):
+        """Runs the stages from ``(start_stage, start_step)``, restoring ``latest`` first when given."""
         if latest is not None and start_step == 0:
             # A stage boundary (or a finished run): the saved optimizer belongs to the previous
             # stage, so restore everything but it; the next stage starts a fresh optimizer.
@@ -312,9 +358,7 @@ class Distiller:
                 with self.strategy.scope():
                     optimizer, schedule, variables = make_optimizer(self.config, stage, trained, tuned)
                 checkpoint = self._checkpoint(optimizer)
-                manager = tf.train.CheckpointManager(
-                    checkpoint, str(self.run_dir.checkpoint_dir), max_to_keep=self.config.keep_checkpoints
-                )
+                manager = self._checkpoint_manager(checkpoint)
                 first = 0
                 if latest is not None and index == start_stage and start_step > 0:
                     status = checkpoint.restore(latest)  # mid-stage: the optimizer too
@@ -329,6 +373,21 @@ class Distiller:
             self.progress.step.assign(0)
         return self._finish(history)
 
+    def _step(self, step_fn, batch, stage, step):
+        """One step; in a cluster, a lost peer becomes the one-line instruction to resume."""
+        if not self.worker:
+            return step_fn(self._distribute(batch))
+        try:
+            return step_fn(self._distribute(batch))
+        except _PEER_LOST as err:
+            first = next((line.strip() for line in str(err).splitlines() if "task" in line), type(err).__name__)
+            latest = self.run_dir.latest_checkpoint()
+            where = f"its last checkpoint ({Path(latest).name})" if latest else "the start"
+            raise MbkError(
+                f"{self.worker}: the cluster lost a worker at step {step + 1} of {stage.name} ({first[:160]}); "
+                f"start every worker again with the same command and --resume: the run continues from {where}"
+            ) from err
+
     def _run_stage(self, stage, index, first, step_fn, schedule, optimizer, manager, interrupt, history):
         cfg = self.config
         last = {}
@@ -336,7 +395,7 @@ class Distiller:
         with StageProgress(self.console, stage.name, stage.steps, start=first, plain_every=cfg.log_every) as bar:
             for step in range(first, stage.steps):
                 batch = next(self.iterator)
-                metrics = step_fn(self._distribute(batch))
+                metrics = self._step(step_fn, batch, stage, step)
                 self.progress.step.assign(step + 1)
                 self.progress.global_step.assign_add(1)
                 global_step = int(self.progress.global_step.numpy())
@@ -384,6 +443,17 @@ class Distiller:
             raise KeyboardInterrupt
         return history
 
+    def _barrier(self):
+        """Waits for every worker of a cluster (an all-reduce); no-op for one-process strategies."""
+        if not self.worker:
+            return
+
+        @tf.function(autograph=False)
+        def gather():
+            return self.strategy.reduce(tf.distribute.ReduceOp.SUM, self.strategy.run(lambda: tf.ones([])), axis=None)
+
+        gather()
+
     def _copy_vocabulary(self, *targets):
         """Copies the teacher's tokenizer files next to the student: fine-tuning needs the same vocabulary."""
         if not isinstance(self.teacher_spec, (str, Path)) or not Path(self.teacher_spec).is_dir():
@@ -396,12 +466,20 @@ class Distiller:
     def _finish(self, history):
         student_dir = self.out_dir / "student"
         pretrainer_dir = self.out_dir / "pretrainer"
+        global_step = int(self.progress.global_step.numpy())
+        if not self.chief:
+            self._barrier()  # returns once the chief has written the student
+            self.console.print(f"done ({self.worker}): the chief wrote {student_dir}", highlight=False,
+                               soft_wrap=True)
+            return {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
+                    "global_step": global_step}
         save(self.student_encoder, student_dir)
         save(self.student, pretrainer_dir)
         copied = self._copy_vocabulary(student_dir, pretrainer_dir)
         state = {"stage": len(self.stages), "stage_name": "complete", "complete": True,
-                 "global_step": int(self.progress.global_step.numpy()), "history": history}
+                 "global_step": global_step, "history": history}
         self.run_dir.write_progress(state)
+        self._barrier()
         self.console.print(
             f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
             + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""),

@@ -20,6 +20,7 @@ from mobilebert_kit.models.api import load, save
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
+from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
@@ -207,6 +208,10 @@ class FineTuner:
         if eval_path is not None:
             results = evaluate_model(model, spec, self.tokenizer, eval_path, cfg.batch_size)
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
+        if not is_chief(self.strategy):  # in a cluster only the chief writes out_dir
+            self.console.print(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}", highlight=False,
+                               soft_wrap=True)
+            return results
         with atomic_dir(out_dir, "finetune", overwrite=overwrite, sources=sources) as tmp:
             save(model, tmp / "model")
             vocab = Path(self.tokenizer.source)

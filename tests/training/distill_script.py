@@ -1,9 +1,11 @@
 """Runs a tiny distillation in a fresh process (resume and multi-replica tests).
 
 Usage: python -m tests.training.distill_script INPUTS OUT MODE [signal STEP]
-MODE: "run" | "resume"; optional "INT 2" / "KILL 10" sends that signal to this
-process after global step STEP. "replicas" runs the default strategy and a
-MirroredStrategy over two logical CPUs and prints both histories as JSON.
+MODE: "run" | "resume" | "worker" | "worker-resume"; optional "INT 2" / "KILL 10"
+sends that signal to this process after global step STEP. "worker" runs under
+``--strategy multi_worker`` (TF_CONFIG names the cluster). "replicas" runs the
+default strategy and a MirroredStrategy over two logical CPUs and prints both
+histories as JSON.
 """
 
 import json
@@ -63,7 +65,12 @@ def main(argv):
         if sig is not None and global_step == at:
             os.kill(os.getpid(), sig)
 
-    run(inputs, out, resume=mode == "resume", on_step_end=on_step_end)
+    strategy = None
+    if mode.startswith("worker"):
+        from mobilebert_kit.training.strategies import make_strategy
+
+        strategy = make_strategy("multi_worker")  # first: before TensorFlow runs anything
+    run(inputs, out, resume=mode.endswith("resume"), on_step_end=on_step_end, strategy=strategy)
 
 
 if __name__ == "__main__":

@@ -226,3 +226,24 @@ def test_errors_name_the_problem(tiny_run_inputs, uninterrupted, tmp_path):
         check_compatible(mbk.build("tiny-ib-bert").config, mbk.build("tiny-bert").config)
     with pytest.raises(ConfigError, match="valid values: 'progressive', 'end_to_end', 'none'"):
         DistillConfig(schedule="layerwise")
+
+
+@pytest.mark.slow
+def test_a_resumed_run_with_dropout_draws_the_same_masks(tiny_run_inputs, tmp_path):
+    from mobilebert_kit.training.distiller import Distiller
+
+    def distill(out, resume=False, on_step_end=None):  # the preset as given: attention dropout 0.1
+        return Distiller(str(tiny_run_inputs / "teacher"), "tiny-mobilebert", str(tiny_run_inputs / "data"), out,
+                         resume_config(), console=_quiet(), on_step_end=on_step_end).run(resume=resume)
+
+    def stop_at_5(stage, step, global_step, metrics):
+        if global_step == 5:
+            raise KeyboardInterrupt  # after the checkpoint of step 4: steps 5-6 are replayed
+
+    distill(tmp_path / "whole")
+    with pytest.raises(KeyboardInterrupt):
+        distill(tmp_path / "resumed", on_step_end=stop_at_5)
+    distill(tmp_path / "resumed", resume=True)
+    whole, resumed = _weights(tmp_path / "whole" / "pretrainer"), _weights(tmp_path / "resumed" / "pretrainer")
+    for name in whole:
+        np.testing.assert_allclose(resumed[name], whole[name], rtol=1e-6, atol=1e-7, err_msg=name)

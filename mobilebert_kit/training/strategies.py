@@ -1,0 +1,227 @@
+"""``tf.distribute`` strategies by name: the one table ``mbk distill`` and ``mbk finetune`` read.
+
+A strategy is a record: its command-line name, what it is for, and how it
+is built. The training loops never test a strategy's name; they ask only
+:func:`is_chief` (who writes the run directory) and the strategy's replica
+count.
+
+``multi_worker`` is ``tf.distribute.MultiWorkerMirroredStrategy`` configured
+by ``TF_CONFIG``, the variable every TensorFlow cluster launcher sets::
+
+    TF_CONFIG='{"cluster": {"worker": ["host0:12345", "host1:12345"]},
+                "task": {"type": "worker", "index": 0}}'
+
+Every worker runs the same command; ``--batch-size`` is the global batch,
+split over all workers' replicas. The chief (task ``chief``, or ``worker`` 0
+when the cluster has no ``chief``) is the only process that writes the run
+directory. ``TF_CONFIG`` comes from the environment, so it is parsed as
+untrusted input (bounded, checked field by field) before TensorFlow sees it:
+TensorFlow's own parser answers a bad one with a traceback or a hang.
+
+The strategy must be built before TensorFlow runs its first operation
+(collective ops are configured at start-up), so the commands build it first.
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from mobilebert_kit.errors import ConfigError, MbkError, check_choice
+from mobilebert_kit.utils.structured import load_json
+
+# Job names MultiWorkerMirroredStrategy runs; "evaluator" is a side job it ignores.
+CLUSTER_JOBS = ("chief", "worker", "evaluator")
+MAX_TASKS = 4096
+TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host0:12345", "host1:12345"]}, '
+                     '"task": {"type": "worker", "index": 0}}')
+
+
+@dataclass(frozen=True)
+class _Strategy:
+    name: str
+    help: str
+    build: Callable
+
+
+def _default():
+    from mobilebert_kit.backend import tf
+
+    return tf.distribute.get_strategy()
+
+
+def _mirrored():
+    from mobilebert_kit.backend import tf
+
+    return tf.distribute.MirroredStrategy()
+
+
+def _multi_worker():
+    from mobilebert_kit.backend import tf
+
+    cluster_config()  # refuses a missing or malformed TF_CONFIG with a one-line message
+    try:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    except (RuntimeError, ValueError, tf.errors.OpError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise MbkError(f"cannot join the cluster of TF_CONFIG ({first}); start every worker with the same "
+                       "cluster and free ports, before TensorFlow runs anything else") from err
+
+
+def _tpu():
+    from mobilebert_kit.backend import tf
+
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=os.environ.get("TPU_NAME", ""))
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    except (RuntimeError, ValueError, tf.errors.OpError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise MbkError(f"no TPU found ({first}); run on a TPU VM (TPU_NAME names a remote one) or use "
+                       "--strategy default") from err
+
+
+STRATEGIES = {
+    record.name: record
+    for record in (
+        _Strategy("default", "one device (the first GPU if any, else the CPU)", _default),
+        _Strategy("mirrored", "one replica per local GPU (tf.distribute.MirroredStrategy)", _mirrored),
+        _Strategy("multi_worker", "one replica per worker process of the cluster named by TF_CONFIG "
+                  "(MultiWorkerMirroredStrategy); every worker runs the same command", _multi_worker),
+        _Strategy("tpu", "the TPU cores of this TPU VM, or of TPU_NAME (TPUStrategy; not verified here)", _tpu),
+    )
+}
+STRATEGY_HELP = "; ".join(f"{r.name}: {r.help}" for r in STRATEGIES.values())
+
+
+def make_strategy(name):
+    """The ``tf.distribute.Strategy`` called ``name`` in :data:`STRATEGIES`.
+
+    Args:
+        name (str): ``default``, ``mirrored``, ``multi_worker`` or ``tpu``.
+
+    Returns:
+        tf.distribute.Strategy: built now; call this before TensorFlow runs anything.
+
+    Raises:
+        ConfigError: an unknown name, or a missing / malformed ``TF_CONFIG`` for ``multi_worker``.
+        MbkError: the cluster or the TPU cannot be reached.
+
+    Example:
+        >>> strategy = make_strategy("default")  # doctest: +SKIP
+    """
+    check_choice("strategy", name, tuple(STRATEGIES))
+    return STRATEGIES[name].build()
+
+
+def _fail(problem):
+    raise ConfigError(f"TF_CONFIG {problem}; set it on every worker like {TF_CONFIG_EXAMPLE}")
+
+
+def cluster_config(environ=None):
+    """``TF_CONFIG`` of ``environ`` (default ``os.environ``), checked: ``(cluster, task_type, task_index)``.
+
+    Args:
+        environ (Mapping | None): where ``TF_CONFIG`` is read.
+
+    Returns:
+        tuple: ``({job: [address, ...]}, task type, task index)``.
+
+    Raises:
+        ConfigError: missing, not a JSON object, too deep or large, a cluster
+        without workers, an address that is not ``host:port``, or a task that
+        is not in the cluster; one line naming the field.
+
+    Example:
+        >>> cluster_config({"TF_CONFIG": '{"cluster": {"worker": ["localhost:2222"]}, '
+        ...                 '"task": {"type": "worker", "index": 0}}'})
+        ({'worker': ['localhost:2222']}, 'worker', 0)
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get("TF_CONFIG", "")
+    if not text.strip():
+        _fail("is not set (multi_worker reads the cluster and this process's task from it)")
+    config = load_json(text, "TF_CONFIG", max_bytes=1 << 20, max_depth=8, expect=dict,
+                       fix=f"set it on every worker like {TF_CONFIG_EXAMPLE}")
+    cluster, task = config.get("cluster"), config.get("task")
+    if not isinstance(cluster, dict) or not cluster:
+        _fail("has no \"cluster\" object naming the workers")
+    for job, addresses in cluster.items():
+        if job not in CLUSTER_JOBS:
+            _fail(f"names job {job[:40]!r}; multi_worker runs only {', '.join(CLUSTER_JOBS)} (no parameter servers)")
+        if not isinstance(addresses, list) or not addresses or len(addresses) > MAX_TASKS:
+            _fail(f"cluster.{job} must be a list of 1 to {MAX_TASKS} \"host:port\" addresses")
+        for i, address in enumerate(addresses):
+            host, sep, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
+            if not (sep and host and port.isdigit() and port.isascii() and 0 < int(port) < 65536
+                    and address.isprintable() and " " not in address):
+                _fail(f"cluster.{job}[{i}] is {str(address)[:60]!r}, not a \"host:port\" address")
+    if not any(job in cluster for job in ("chief", "worker")):
+        _fail("has no chief or worker job")
+    if len(cluster.get("chief", [])) > 1:
+        _fail("names more than one chief")
+    if not isinstance(task, dict):
+        _fail("has no \"task\" object naming this process (type and index)")
+    kind, index = task.get("type"), task.get("index", 0)
+    if not isinstance(kind, str) or kind not in cluster:
+        _fail(f"task.type {str(kind)[:40]!r} is not a job of the cluster ({', '.join(cluster)})")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(cluster[kind]):
+        _fail(f"task.index {str(index)[:40]!r} is not one of 0..{len(cluster[kind]) - 1} (cluster.{kind})")
+    return cluster, kind, index
+
+
+def is_chief(strategy):
+    """Whether this process writes the run directory under ``strategy``.
+
+    One-process strategies always do; in a cluster it is the ``chief`` task,
+    or ``worker`` 0 when the cluster has no ``chief``.
+
+    Args:
+        strategy (tf.distribute.Strategy): the run's strategy.
+
+    Returns:
+        bool
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    task_type = getattr(resolver, "task_type", None)
+    if resolver is None or task_type is None:
+        return True
+    if task_type == "chief":
+        return True
+    jobs = resolver.cluster_spec().as_dict()
+    return task_type == "worker" and int(resolver.task_id or 0) == 0 and "chief" not in jobs
+
+
+def worker_label(strategy):
+    """``"worker 1 of 2"`` in a cluster, else ``""`` (for progress lines)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    task_type = getattr(resolver, "task_type", None)
+    if task_type is None:
+        return ""
+    jobs = resolver.cluster_spec().as_dict()
+    total = sum(len(v) for k, v in jobs.items() if k in ("chief", "worker"))
+    return f"{task_type} {resolver.task_id} of {total}"
+
+
+def quiet_cluster_teardown(strategy):
+    """After a cluster run has finished, points fd 2 at /dev/null for the rest of the process.
+
+    Whichever worker exits last sees the others' coordination service go away
+    and TensorFlow's C++ runtime logs a heartbeat failure to fd 2: noise after a
+    run that completed, burying its last line. One-process strategies are left alone,
+    as is ``MBK_VERBOSE_TF=1``.
+
+    Args:
+        strategy (tf.distribute.Strategy): the finished run's strategy.
+    """
+    if not worker_label(strategy) or os.environ.get("MBK_VERBOSE_TF") == "1":
+        return
+    import sys
+
+    sys.stderr.flush()
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    except OSError:
+        pass

@@ -1,0 +1,211 @@
+"""Training on several workers: ``--strategy multi_worker`` with two processes on loopback, TF_CONFIG checks.
+
+Each worker is a real ``mbk`` process with its own ``TF_CONFIG``, as a cluster
+launcher starts them; the result is compared with a one-device run of the
+same options, and a SIGKILLed worker's run is resumed by starting every
+worker again with ``--resume``.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.helpers import REPO, assert_one_line_error, run_mbk
+from tests.training.distill_script import resume_config, run
+
+# The options of resume_config() on the command line: the one-device reference is run through the API.
+CLI_OPTIONS = ("--schedule", "progressive", "--layer-steps", "3", "--pd-steps", "0", "--batch-size", "4",
+               "--checkpoint-every", "2", "--log-every", "1", "--shuffle-buffer", "16", "--learning-rate", "5e-3")
+GOOD = {"cluster": {"worker": ["localhost:2222", "127.0.0.1:2223"]}, "task": {"type": "worker", "index": 1}}
+
+
+def _weights(directory):
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
+
+    return read_safetensors(directory / "model.safetensors")
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start_workers(commands, tmp_path):
+    """Starts one process per command, each with TF_CONFIG naming its task in a two-worker loopback cluster."""
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(len(commands))]}
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    procs = []
+    for index, command in enumerate(commands):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+               "TMPDIR": str(scratch)}
+        procs.append(subprocess.Popen([sys.executable, "-m", *command], cwd=REPO, env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    return procs, scratch
+
+
+def _wait(procs, timeout=300):
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=timeout)
+        outputs.append((proc.returncode, out, err))
+    return outputs
+
+
+def _distill(inputs, out, *extra, student=None):
+    return ("mobilebert_kit.cli.main", "distill", "--teacher", str(inputs / "teacher"), "--student",
+            student or str(inputs / "student"), "--data", str(inputs / "data"), "--out", str(out), "--strategy",
+            "multi_worker", *CLI_OPTIONS, *extra)
+
+
+@pytest.fixture(scope="module")
+def one_device(tiny_run_inputs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("one_device") / "run"
+    run(tiny_run_inputs, out)
+    return _weights(out / "pretrainer")
+
+
+@pytest.fixture(scope="module")
+def one_device_with_dropout(tiny_run_inputs, tmp_path_factory):
+    """The preset student as given: attention dropout 0.1, whose masks must not depend on the split."""
+    from rich.console import Console
+
+    from mobilebert_kit.training.distiller import Distiller
+
+    out = tmp_path_factory.mktemp("one_device_dropout") / "run"
+    Distiller(str(tiny_run_inputs / "teacher"), "tiny-mobilebert", str(tiny_run_inputs / "data"), out,
+              resume_config(), console=Console(file=open(os.devnull, "w"))).run()
+    return _weights(out / "pretrainer")
+
+
+def _assert_same_student(out, reference):
+    weights = _weights(out / "pretrainer")
+    assert set(weights) == set(reference)
+    for name in reference:  # the contract's tolerance: 1e-4
+        np.testing.assert_allclose(weights[name], reference[name], rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_two_workers_match_one_device_and_only_the_chief_writes(tiny_run_inputs, one_device_with_dropout, tmp_path):
+    out = tmp_path / "run"
+    procs, scratch = _start_workers([_distill(tiny_run_inputs, out, student="tiny-mobilebert")] * 2, tmp_path)
+    (rc0, out0, err0), (rc1, out1, err1) = _wait(procs)
+    assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
+    assert "batch 4 over 2 replica(s)" in out0 and "worker 1 of 2" in out1
+    assert "the chief wrote" in out1
+    _assert_same_student(out, one_device_with_dropout)
+    # The chief's files only; the other worker's scratch checkpoints are gone.
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".mbk-output.json", "checkpoints", "pretrainer", "progress.json", "run.json", "student", "tensorboard"]
+    assert json.loads((out / "progress.json").read_text())["complete"] is True
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_sigkilled_worker_resumes_to_the_uninterrupted_result(tiny_run_inputs, one_device, tmp_path):
+    out = tmp_path / "run"
+    script = ("tests.training.distill_script", str(tiny_run_inputs), str(out))
+    # Worker 1 is SIGKILLed after global step 5; the chief checkpointed step 4.
+    procs, _ = _start_workers([(*script, "worker"), (*script, "worker", "KILL", "5")], tmp_path)
+    (rc0, _, err0), (rc1, _, _) = _wait(procs)
+    assert rc1 == -signal.SIGKILL
+    assert rc0 != 0 and "--resume" in err0, err0[-2000:]  # the chief notices the lost peer and says what to do
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["global_step"] == 4 and not (out / "student").exists()
+    # Every worker is started again with --resume: options come from run.json.
+    resume = ("mobilebert_kit.cli.main", "distill", "--out", str(out), "--resume", "--strategy", "multi_worker")
+    procs, _ = _start_workers([resume, resume], tmp_path)
+    (rc0, out0, err0), (rc1, _, err1) = _wait(procs)
+    assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
+    assert "resuming at layer_1, step 1" in out0
+    _assert_same_student(out, one_device)
+
+
+def test_cluster_refusals_are_one_line_before_anything_is_written(tiny_run_inputs, tmp_path):
+    env_missing = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    proc = subprocess.run([sys.executable, "-m", *_distill(tiny_run_inputs, tmp_path / "a")], cwd=REPO, env=env_missing,
+                          capture_output=True, text=True, timeout=300)
+    assert_one_line_error(proc, "TF_CONFIG is not set")
+    assert not (tmp_path / "a").exists()
+    bad = {**env_missing, "TF_CONFIG": json.dumps({"cluster": {"ps": ["localhost:1"]}, "task": {"type": "ps"}})}
+    proc = subprocess.run([sys.executable, "-m", "mobilebert_kit.cli.main", "finetune", "--model", "tiny-bert",
+                           "--task", "classification", "--train", str(REPO / "pyproject.toml"), "--vocab",
+                           str(tiny_run_inputs / "teacher" / "vocab.txt"), "--out", str(tmp_path / "b"),
+                           "--strategy", "multi_worker"],
+                          cwd=REPO, env=bad, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(proc, "TF_CONFIG names job 'ps'")
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("", "is not set"),
+    ("{", "not valid JSON"),
+    ("[1]", "JSON object"),
+    ("[" * 100000 + "]" * 100000, "TF_CONFIG"),
+    ('{"cluster": {}}', "no \"cluster\" object"),
+    ('{"cluster": {"worker": "localhost:1"}, "task": {"type": "worker", "index": 0}}', "list of 1 to"),
+    ('{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}', "list of 1 to"),
+    ('{"cluster": {"worker": ["localhost"]}, "task": {"type": "worker", "index": 0}}', "not a \"host:port\""),
+    ('{"cluster": {"worker": ["localhost:99999"]}, "task": {"type": "worker", "index": 0}}', "not a \"host:port\""),
+    ('{"cluster": {"worker": ["localhost:١٢"]}, "task": {"type": "worker", "index": 0}}', "not a \"host:port\""),
+    ('{"cluster": {"worker": ["a b:1"]}, "task": {"type": "worker", "index": 0}}', "not a \"host:port\""),
+    ('{"cluster": {"worker": [{"host": 1}]}, "task": {"type": "worker", "index": 0}}', "not a \"host:port\""),
+    ('{"cluster": {"evaluator": ["h:1"]}, "task": {"type": "evaluator", "index": 0}}', "no chief or worker"),
+    ('{"cluster": {"chief": ["h:1", "h:2"]}, "task": {"type": "chief", "index": 0}}', "more than one chief"),
+    ('{"cluster": {"worker": ["h:1"]}}', "no \"task\" object"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "chief", "index": 0}}', "task.type 'chief'"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 1}}', "task.index '1'"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": true}}', "task.index 'True'"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": -1}}', "task.index '-1'"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": ["worker"], "index": 0}}', "task.type"),
+    ('{"cluster": {"worker\\r\\nx": ["h:1"]}, "task": {"type": "worker", "index": 0}}', "names job"),
+])
+def test_tf_config_is_refused_field_by_field(value, fragment):
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.training.strategies import cluster_config
+
+    with pytest.raises(ConfigError) as err:
+        cluster_config({"TF_CONFIG": value})
+    message = str(err.value)
+    assert fragment in message and "TF_CONFIG" in message
+    assert "\n" not in message and "\r" not in message and len(message) < 400
+
+
+def test_tf_config_accepts_a_cluster_and_names_the_chief():
+    from mobilebert_kit.training.strategies import cluster_config
+
+    assert cluster_config({"TF_CONFIG": json.dumps(GOOD)}) == (GOOD["cluster"], "worker", 1)
+    with_chief = {"cluster": {"chief": ["h:1"], "worker": ["h:2"], "evaluator": ["h:3"]},
+                  "task": {"type": "chief"}}
+    assert cluster_config({"TF_CONFIG": json.dumps(with_chief)}) == (with_chief["cluster"], "chief", 0)
+
+
+def test_strategy_names_are_one_table():
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.training.strategies import STRATEGIES, STRATEGY_HELP, is_chief, make_strategy
+
+    assert set(STRATEGIES) == {"default", "mirrored", "multi_worker", "tpu"}
+    assert all(name + ":" in STRATEGY_HELP for name in STRATEGIES)
+    with pytest.raises(ConfigError, match="unknown strategy 'parameter_server'"):
+        make_strategy("parameter_server")
+    assert is_chief(make_strategy("default"))
+
+
+def test_tpu_strategy_without_a_tpu_is_one_line(tiny_run_inputs, tmp_path):
+    proc = run_mbk("finetune", "--model", "tiny-bert", "--task", "classification", "--train", REPO / "pyproject.toml",
+                   "--vocab", tiny_run_inputs / "teacher" / "vocab.txt", "--out", tmp_path / "o", "--strategy", "tpu")
+    if proc.returncode == 0:  # pragma: no cover - only on a TPU VM
+        pytest.skip("this machine has a TPU")
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
+    assert_one_line_error(proc, "no TPU found")
