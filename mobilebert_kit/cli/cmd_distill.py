@@ -27,6 +27,8 @@ _OPTIONS = (
     ("--checkpoint-every", "checkpoint_every", int, "steps between checkpoints (default 500)"),
     ("--keep-checkpoints", "keep_checkpoints", int, "checkpoints kept (default 3)"),
     ("--log-every", "log_every", int, "steps between progress and TensorBoard updates (default 10)"),
+    ("--jit-compile", "jit_compile", str, "XLA-compile the steps: on, off, or auto (on for stages of 100 steps or "
+     "more, where the compile time pays off; default)"),
 )
 
 

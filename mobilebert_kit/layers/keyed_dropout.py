@@ -77,10 +77,15 @@ class KeyedDropout(keras.layers.Dropout):
                        lambda: tf.identity(inputs))
 
     def _dropped(self, inputs, key, index):
-        shape = tf.shape(inputs)
-        full = tf.concat([tf.reshape(tf.cast(key["rows"], tf.int32), [1]), shape[1:]], 0)
+        # Static sizes where known: under XLA the noise shape must be a compile-time constant.
+        dims = [d if d is not None else tf.shape(inputs)[i] for i, d in enumerate(inputs.shape)]
+        full = [key["rows"]] + dims[1:]
+        if not all(isinstance(d, int) for d in full):
+            full = tf.stack([tf.cast(d, tf.int32) for d in full])
         seed = tf.stack([tf.cast(key["step"], tf.int64), tf.constant(index, tf.int64)])
         offset = tf.cast(key["offset"], tf.int32)
-        noise = tf.random.stateless_uniform(full, seed=seed)[offset : offset + shape[0]]
+        noise = tf.random.stateless_uniform(full, seed=seed)
+        begin = tf.concat([tf.reshape(offset, [1]), tf.zeros([len(dims) - 1], tf.int32)], 0)
+        noise = tf.slice(noise, begin, tf.shape(inputs) if not all(isinstance(d, int) for d in dims) else dims)
         scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
         return tf.where(noise >= self.rate, inputs * scale, tf.zeros_like(inputs))

@@ -9,8 +9,12 @@ from mobilebert_kit.training.warmup_decay import DECAYS
 SCHEDULES = ("progressive", "end_to_end", "none")
 OPTIMIZERS = ("lamb", "adamw")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+JIT_MODES = ("auto", "on", "off")
+# XLA compiles a stage's step once (about 10 s for MiniLM-sized models on 2 cores) and then
+# runs it ~1.25x faster (benchmarks/distillation_throughput.py): worth it from ~60 steps on.
+JIT_MIN_STEPS = 100
 # Options that may differ between a run and its --resume (they do not change the result).
-RESUME_INSENSITIVE = ("log_every", "checkpoint_every", "keep_checkpoints")
+RESUME_INSENSITIVE = ("log_every", "checkpoint_every", "keep_checkpoints", "jit_compile")
 
 
 @dataclasses.dataclass
@@ -50,6 +54,10 @@ class DistillConfig:
         checkpoint_every: steps between checkpoints (stage boundaries always checkpoint).
         keep_checkpoints: checkpoints kept on disk.
         log_every: steps between progress/TensorBoard updates.
+        jit_compile: ``"on"``: XLA-compile each replica's forward, losses and gradients
+            (the all-reduce and the update stay outside XLA, so it composes with every
+            strategy; same losses to float rounding); ``"off"``; ``"auto"``: on for stages of
+            at least :data:`JIT_MIN_STEPS` steps, where the compile time pays off.
 
     Example:
         >>> config = DistillConfig(schedule="progressive", layer_steps=10000, pd_steps=500000)
@@ -76,12 +84,14 @@ class DistillConfig:
     checkpoint_every: int = 500
     keep_checkpoints: int = 3
     log_every: int = 10
+    jit_compile: str = "auto"
 
     def __post_init__(self):
         check_choice("schedule", self.schedule, SCHEDULES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("decay", self.decay, DECAYS)
+        check_choice("jit_compile", self.jit_compile, JIT_MODES)
         self.weights = dict(DEFAULT_WEIGHTS, **(self.weights or {}))
         for key in self.weights:
             check_choice("loss weight", key, tuple(DEFAULT_WEIGHTS))
@@ -98,6 +108,10 @@ class DistillConfig:
             raise ConfigError(f"lower_layer_lr_multiplier must be >= 0, got {self.lower_layer_lr_multiplier}")
         if self.schedule == "none" and self.pd_steps == 0:
             raise ConfigError("schedule 'none' trains only pre-training distillation: give pd_steps > 0")
+
+    def jit_for(self, steps):
+        """Whether a stage of ``steps`` steps runs XLA-compiled."""
+        return self.jit_compile == "on" or (self.jit_compile == "auto" and steps >= JIT_MIN_STEPS)
 
     def to_dict(self):
         return dataclasses.asdict(self)

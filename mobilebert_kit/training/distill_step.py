@@ -119,10 +119,17 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
     def count(ctx, x):
         return ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.reduce_sum(tf.cast(x, tf.float32)))
 
-    def transfer_loss(batch, ctx):
+    def normalizers(batch, ctx):
+        # Global counts (all-reduced) are taken before the XLA-compiled part: collectives stay outside it.
+        if stage.kind == LAYER_TRANSFER:
+            return {"tokens": count(ctx, batch["attention_mask"])}
+        return {"predictions": count(ctx, batch["masked_lm_weights"]),
+                "examples": count(ctx, tf.ones_like(batch["next_sentence_labels"]))}
+
+    def transfer_loss(batch, norms):
         inputs = {k: batch[k] for k in INPUT_NAMES}
         mask = inputs["attention_mask"]
-        tokens = count(ctx, mask)
+        tokens = norms["tokens"]
         target = teacher_view(inputs, training=False)
         pred = student_view(inputs, training=True)
         totals, sums = [], {}
@@ -138,12 +145,11 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
         n = float(len(stage.layers))
         return tf.add_n(totals) / n, {k: v / n for k, v in sums.items()}
 
-    def pd_loss(batch, ctx):
+    def pd_loss(batch, norms):
         inputs = {k: batch[k] for k in INPUT_NAMES}
         positions = batch["masked_lm_positions"]
         weights = batch["masked_lm_weights"]
-        predictions = count(ctx, weights)
-        examples = count(ctx, tf.ones_like(batch["next_sentence_labels"]))
+        predictions, examples = norms["predictions"], norms["examples"]
         teacher_logits = None
         if teacher_mlm is not None:
             t_seq = teacher_encoder(inputs, training=False)["sequence_output"]
@@ -164,15 +170,24 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
     # resumed run, draw the masks of an uninterrupted one-device run.
     stage_salt = zlib.crc32(f"{config.seed}/{stage.name}".encode()) & 0xFFFFFF  # x 2^32 + step stays in int64
 
+    def gradients(batch, norms, step_key, offset):
+        rows = batch["input_ids"].shape[0]  # static: XLA needs the mask's shape at compile time
+        if rows is None:
+            rows = tf.shape(batch["input_ids"])[0]
+        replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+        with tf.GradientTape() as tape, dropout_key(step_key, rows * replicas, offset * rows):
+            loss, terms = compute(batch, norms)
+            objective = optimizer.get_scaled_loss(loss) if scaled else loss
+        return loss, terms, tape.gradient(objective, variables)
+
+    if config.jit_for(stage.steps):
+        gradients = tf.function(gradients, jit_compile=True, autograph=False)
+
     def replica_step(batch):
         ctx = tf.distribute.get_replica_context()
-        rows = tf.shape(batch["input_ids"])[0]
         step_key = tf.cast(optimizer.iterations, tf.int64) + tf.constant(stage_salt << 32, tf.int64)
-        with tf.GradientTape() as tape, dropout_key(step_key, rows * ctx.num_replicas_in_sync,
-                                                     ctx.replica_id_in_sync_group * rows):
-            loss, terms = compute(batch, ctx)
-            objective = optimizer.get_scaled_loss(loss) if scaled else loss
-        grads = tape.gradient(objective, variables)
+        replica = tf.cast(ctx.replica_id_in_sync_group, tf.int32)
+        loss, terms, grads = gradients(batch, normalizers(batch, ctx), step_key, replica)
         if scaled:
             grads = optimizer.get_unscaled_gradients(grads)
         optimizer.apply_gradients(zip(grads, variables))

@@ -121,6 +121,7 @@ def test_profile_on_pixel_against_the_device_simulator(tmp_path):
     assert phone.leftover_files() == []
 
 
+@pytest.mark.slow  # ~23 s of doc snippets; every attention type is built and checked by tests/test_variants_*.py
 def test_add_architecture_option(tmp_path):
     """The attention_type walk-through: its Python snippets build and check the option at tiny size."""
     page, proc, run_dir, _ = _run(TUTORIALS / "add-architecture-option.md", tmp_path)

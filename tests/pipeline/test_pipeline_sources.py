@@ -29,6 +29,7 @@ count = 4
 """
 
 
+@pytest.mark.slow  # ~28 s; TF1 import is covered by tests/test_checkpoints.py, recipe sources by the other tests here
 def test_tf1_checkpoint_source_override(tmp_path):
     from tests.test_checkpoints import OFFICIAL_TINY, write_tf1_checkpoint
 

@@ -247,3 +247,43 @@ def test_a_resumed_run_with_dropout_draws_the_same_masks(tiny_run_inputs, tmp_pa
     whole, resumed = _weights(tmp_path / "whole" / "pretrainer"), _weights(tmp_path / "resumed" / "pretrainer")
     for name in whole:
         np.testing.assert_allclose(resumed[name], whole[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("schedule, precision", [
+    ("end_to_end", "float32"),
+    pytest.param("end_to_end", "mixed_bfloat16", marks=pytest.mark.slow),
+    pytest.param("none", "float32", marks=pytest.mark.slow),
+    pytest.param("none", "mixed_bfloat16", marks=pytest.mark.slow),
+])
+def test_xla_and_bfloat16_steps_give_the_float32_losses(tiny_run_inputs, tmp_path, schedule, precision):
+    from mobilebert_kit.training.distill_config import DistillConfig
+    from mobilebert_kit.training.distiller import Distiller
+
+    def two_steps(precision, jit):
+        config = DistillConfig(schedule=schedule, layer_steps=2, pd_steps=2 if schedule == "none" else 0,
+                               batch_size=4, shuffle_buffer=16, precision=precision, jit_compile=jit)
+        distiller = Distiller(str(tiny_run_inputs / "teacher"), "tiny-mobilebert", str(tiny_run_inputs / "data"),
+                              tmp_path / f"{precision}-{jit}", config, console=_quiet()).prepare()
+        step, _ = distiller.stage_step(distiller.stages[0])
+        batch = next(distiller.iterator)
+        return [{k: float(v) for k, v in step(batch).items()} for _ in range(2)]  # before and after one update
+
+    reference = two_steps("float32", "off")
+    compiled = two_steps(precision, "on")
+    assert set(compiled[0]) == set(reference[0])
+    # bfloat16 keeps ~3 significant digits; float32 under XLA differs by rounding only.
+    rel, abs_ = (5e-2, 1e-3) if precision == "mixed_bfloat16" else (1e-4, 1e-6)
+    for key, value in reference[0].items():
+        assert compiled[0][key] == pytest.approx(value, rel=rel, abs=abs_), key
+        assert compiled[1][key] == pytest.approx(reference[1][key], rel=10 * rel, abs=10 * abs_), key
+
+
+def test_jit_compile_auto_pays_only_for_long_stages():
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.training.distill_config import JIT_MIN_STEPS, DistillConfig
+
+    auto = DistillConfig()
+    assert not auto.jit_for(JIT_MIN_STEPS - 1) and auto.jit_for(JIT_MIN_STEPS)
+    assert DistillConfig(jit_compile="on").jit_for(1) and not DistillConfig(jit_compile="off").jit_for(10**6)
+    with pytest.raises(ConfigError, match="unknown jit_compile 'yes'"):
+        DistillConfig(jit_compile="yes")

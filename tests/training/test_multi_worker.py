@@ -132,19 +132,21 @@ def test_a_sigkilled_worker_resumes_to_the_uninterrupted_result(tiny_run_inputs,
     _assert_same_student(out, one_device)
 
 
-def test_cluster_refusals_are_one_line_before_anything_is_written(tiny_run_inputs, tmp_path):
-    env_missing = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    proc = subprocess.run([sys.executable, "-m", *_distill(tiny_run_inputs, tmp_path / "a")], cwd=REPO, env=env_missing,
-                          capture_output=True, text=True, timeout=300)
-    assert_one_line_error(proc, "TF_CONFIG is not set")
+def test_cluster_refusals_are_one_line_before_anything_is_written(tiny_run_inputs, tmp_path, monkeypatch, capsys):
+    from mobilebert_kit.cli.main import main
+
+    # In this process: the refusal comes before TensorFlow joins (or waits for) any cluster.
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert main(list(_distill(tiny_run_inputs, tmp_path / "a"))[1:]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mbk distill: error: TF_CONFIG is not set"), err
     assert not (tmp_path / "a").exists()
-    bad = {**env_missing, "TF_CONFIG": json.dumps({"cluster": {"ps": ["localhost:1"]}, "task": {"type": "ps"}})}
-    proc = subprocess.run([sys.executable, "-m", "mobilebert_kit.cli.main", "finetune", "--model", "tiny-bert",
-                           "--task", "classification", "--train", str(REPO / "pyproject.toml"), "--vocab",
-                           str(tiny_run_inputs / "teacher" / "vocab.txt"), "--out", str(tmp_path / "b"),
-                           "--strategy", "multi_worker"],
-                          cwd=REPO, env=bad, capture_output=True, text=True, timeout=300)
-    assert_one_line_error(proc, "TF_CONFIG names job 'ps'")
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"ps": ["localhost:1"]}, "task": {"type": "ps"}}))
+    code = main(["finetune", "--model", "tiny-bert", "--task", "classification", "--train", str(REPO / "pyproject.toml"),
+                 "--vocab", str(tiny_run_inputs / "teacher" / "vocab.txt"), "--out", str(tmp_path / "b"),
+                 "--strategy", "multi_worker"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "TF_CONFIG names job 'ps'" in err[0], err
     assert not (tmp_path / "b").exists()
 
 
