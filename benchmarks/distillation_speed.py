@@ -19,9 +19,7 @@ Usage:
     python benchmarks/distillation_speed.py --rounds 5 --steps 20 --append-results
 """
 
-import argparse
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,17 +28,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from step_rounds import alternate, command_line, emit, median, step_parser  # noqa: E402
+
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/mbk-bench/distillation_ablation"))
-    parser.add_argument("--append-results", action="store_true")
-    args = parser.parse_args(argv)
-    command = "python benchmarks/distillation_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    args = step_parser(__doc__.splitlines()[0], steps=20).parse_args(argv)
+    command = command_line("distillation_speed.py", argv)
 
     import os
 
@@ -88,27 +81,8 @@ def main(argv=None):
         fn, _ = distiller.stage_step(progressive[layer])
         candidates[f"progressive layer_{layer}"] = (lambda f: lambda: f(batch))(fn)
 
-    def timed(fn, steps):
-        for value in tf.nest.flatten(fn()):
-            value.numpy()  # finish pending work
-        start = time.perf_counter()
-        for _ in range(steps):
-            out = fn()
-        for value in tf.nest.flatten(out):
-            value.numpy()
-        return steps / (time.perf_counter() - start)
-
-    for name, fn in candidates.items():  # warm-up: tracing and first runs
-        timed(fn, 2)
-        print(f"warmed up {name}", flush=True)
-    rates = {name: [] for name in candidates}
-    ratios = {name: [] for name in candidates}
-    for r in range(args.rounds):
-        this = {name: timed(fn, args.steps) for name, fn in candidates.items()}
-        for name, value in this.items():
-            rates[name].append(value)
-            ratios[name].append(value / this["reference"])
-        print(f"round {r + 1}: " + ", ".join(f"{k} {v:.2f} step/s" for k, v in this.items()), flush=True)
+    rates, ratios = alternate(candidates, args.rounds, args.steps, baselines=("reference",))
+    ratios = ratios["reference"]
 
     lines = [
         "",
@@ -123,13 +97,9 @@ def main(argv=None):
         "|---|---|---|---|",
     ]
     for name in candidates:
-        lines.append(f"| {name} | {statistics.median(rates[name]):.2f} | **{statistics.median(ratios[name]):.3f}** | "
+        lines.append(f"| {name} | {median(rates[name]):.2f} | **{median(ratios[name]):.3f}** | "
                      f"{min(ratios[name]):.3f} - {max(ratios[name]):.3f} |")
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.append_results:
-        with open(REPO / "benchmarks" / "RESULTS.md", "a") as handle:
-            handle.write(section)
+    emit("\n".join(lines) + "\n", args.append_results)
 
 
 if __name__ == "__main__":

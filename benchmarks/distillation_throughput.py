@@ -23,10 +23,8 @@ Usage:
     python benchmarks/distillation_throughput.py --rounds 5 --steps 10 --append-results
 """
 
-import argparse
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,6 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
+
+from step_rounds import alternate, command_line, emit, median, step_parser  # noqa: E402
 
 WEIGHTS = {"attention": 1.0, "feature_map": 100.0, "mean": 5000.0, "variance": 5.0}
 
@@ -116,19 +116,10 @@ def pytorch_peer(teacher_dir, batch, learning_rate=1e-4):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/mbk-bench/distillation_ablation"))
-    parser.add_argument("--append-results", action="store_true")
-    args = parser.parse_args(argv)
-    command = "python benchmarks/distillation_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    args = step_parser(__doc__.splitlines()[0], steps=10).parse_args(argv)
+    command = command_line("distillation_throughput.py", argv)
 
     from distillation_ablation import prepare
-
-    from mobilebert_kit.backend import tf
 
     teacher_dir, _ = prepare(args.work, args.seq_len, 10)
     candidates, batch = {}, None
@@ -143,58 +134,27 @@ def main(argv=None):
         step, this_batch = ours(teacher_dir, args.work, args.batch_size, precision, jit, optimizer)
         batch = batch if batch is not None else this_batch  # every candidate trains on the first batch
         candidates[name] = (lambda f: lambda: f(batch))(step)
-    torch_step = pytorch_peer(teacher_dir, batch)
-    candidates["PyTorch eager (BertModel -> MobileBertModel, AdamW)"] = torch_step
-
-    def finish(value):
-        for v in tf.nest.flatten(value) if not hasattr(value, "item") else [value]:
-            (v.item() if hasattr(v, "item") else v.numpy())
-
-    def timed(fn, steps):
-        finish(fn())
-        start = time.perf_counter()
-        for _ in range(steps):
-            out = fn()
-        finish(out)
-        return steps / (time.perf_counter() - start)
-
-    for name, fn in candidates.items():
-        t0 = time.perf_counter()
-        timed(fn, 1)
-        print(f"warmed up {name} ({time.perf_counter() - t0:.1f} s)", flush=True)
     today, peer = "ours float32 (today)", "PyTorch eager (BertModel -> MobileBertModel, AdamW)"
-    rates = {n: [] for n in candidates}
-    vs_today = {n: [] for n in candidates}
-    vs_peer = {n: [] for n in candidates}
-    for r in range(args.rounds):
-        this = {n: timed(fn, args.steps) for n, fn in candidates.items()}
-        for n, v in this.items():
-            rates[n].append(v)
-            vs_today[n].append(v / this[today])
-            vs_peer[n].append(v / this[peer])
-        print(f"round {r + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in this.items()), flush=True)
+    candidates[peer] = pytorch_peer(teacher_dir, batch)
+    rates, ratios = alternate(candidates, args.rounds, args.steps, baselines=(today, peer))
 
-    load = os.getloadavg()[0]
     lines = [
         "",
         "## Distillation throughput: XLA, bfloat16 and the PyTorch peer (`benchmarks/distillation_throughput.py`)",
         "",
         f"Teacher all-MiniLM-L6-v2, MobileBERT-style student of `distillation_ablation.py`; one end-to-end "
         f"transfer step (Eq. 7 on 6 layers) on batch {args.batch_size} x {args.seq_len} tokens; "
-        f"{os.cpu_count()} cores ({platform.machine()}), load {load:.1f} at the end, {time.strftime('%Y-%m-%d')}; "
-        f"{args.rounds} rounds x {args.steps} steps, alternating; medians. Command: `{command}`",
+        f"{os.cpu_count()} cores ({platform.machine()}), load {os.getloadavg()[0]:.1f} at the end, "
+        f"{time.strftime('%Y-%m-%d')}; {args.rounds} rounds x {args.steps} steps, alternating; medians. "
+        f"Command: `{command}`",
         "",
         "| step | steps/s | x today's step | x PyTorch peer |",
         "|---|---|---|---|",
     ]
     for n in candidates:
-        lines.append(f"| {n} | {statistics.median(rates[n]):.2f} | **{statistics.median(vs_today[n]):.2f}** | "
-                     f"{statistics.median(vs_peer[n]):.2f} |")
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.append_results:
-        with open(REPO / "benchmarks" / "RESULTS.md", "a") as handle:
-            handle.write(section)
+        lines.append(f"| {n} | {median(rates[n]):.2f} | **{median(ratios[today][n]):.2f}** | "
+                     f"{median(ratios[peer][n]):.2f} |")
+    emit("\n".join(lines) + "\n", args.append_results)
 
 
 if __name__ == "__main__":

@@ -161,6 +161,9 @@ class FineTuner:
             loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
         weights = {"start_logits": 0.5, "end_logits": 0.5} if cfg.task == "span_qa" else None
         model.compile(optimizer=optimizer, loss=loss, loss_weights=weights)
+        # The logged loss is a metric every replica already holds globally aggregated; Keras' "auto"
+        # sums it over the workers of a MultiWorkerMirroredStrategy (shown 2x with two workers).
+        model.distribute_reduction_method = "first"
         return model
 
     def train(self, train_path, out_dir, eval_path=None, overwrite=False):

@@ -62,7 +62,16 @@ class StageProgress:
         if self._progress is not None:
             self._progress.update(self._task, completed=self.done, rate=rate, terms=self._terms)
         elif terms is not None and (self.done % self.plain_every == 0 or self.done == self.total):
-            self.console.print(f"{self.name} {self.done}/{self.total} {rate} {self._terms}", highlight=False, soft_wrap=True)
+            self.console.print(f"{self.name} {self.done}/{self.total} {rate} {self.eta()} {self._terms}",
+                               highlight=False, soft_wrap=True)
+
+    def eta(self):
+        """``"eta 1:02:03"``: the time the stage's remaining steps take at the rate so far ("eta -" before one)."""
+        rate = self.steps_per_second()
+        if rate <= 0:
+            return "eta -"
+        seconds = int(round(max(self.total - self.done, 0) / rate))
+        return f"eta {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
     def __exit__(self, *exc):
         if self._progress is not None:

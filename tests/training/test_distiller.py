@@ -287,3 +287,19 @@ def test_jit_compile_auto_pays_only_for_long_stages():
     assert DistillConfig(jit_compile="on").jit_for(1) and not DistillConfig(jit_compile="off").jit_for(10**6)
     with pytest.raises(ConfigError, match="unknown jit_compile 'yes'"):
         DistillConfig(jit_compile="yes")
+
+
+def test_plain_progress_lines_show_the_rate_and_the_time_left():
+    import io
+
+    from rich.console import Console
+
+    from mobilebert_kit.training.stage_progress import StageProgress
+
+    out = io.StringIO()
+    with StageProgress(Console(file=out, force_terminal=False), "layer_0", total=4, plain_every=2) as bar:
+        bar._start_time -= 2.0  # two seconds for the first two steps: 1 step/s, two steps left
+        bar.update(2, {"loss": 1.5})
+    line = out.getvalue().strip()
+    assert line.startswith("layer_0 2/4 ") and "step/s" in line and "loss=1.5" in line
+    assert "eta 0:00:02" in line, line

@@ -211,3 +211,32 @@ def test_tpu_strategy_without_a_tpu_is_one_line(tiny_run_inputs, tmp_path):
         pytest.skip("this machine has a TPU")
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
     assert_one_line_error(proc, "no TPU found")
+
+
+@pytest.mark.slow
+def test_two_worker_finetune_writes_once_and_logs_the_global_loss(tiny_run_inputs, tmp_path):
+    import random
+
+    words = ["good", "bad", "movie", "film", "the", "was", "very"]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+    rng = random.Random(0)
+    rows = ["sentence\tlabel"]
+    for _ in range(64):
+        positive = rng.random() < 0.5
+        rows.append(f"the {rng.choice(['movie', 'film'])} was {'good' if positive else 'bad'}\t"
+                    f"{'pos' if positive else 'neg'}")
+    train = tmp_path / "train.tsv"
+    train.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "ft"
+    command = ("mobilebert_kit.cli.main", "finetune", "--model", "tiny-bert", "--vocab", str(vocab), "--task",
+               "classification", "--train", str(train), "--out", str(out), "--epochs", "2", "--batch-size", "8",
+               "--seq-len", "8", "--dropout", "0", "--strategy", "multi_worker")
+    procs, scratch = _start_workers([command, command], tmp_path)
+    (rc0, out0, err0), (rc1, out1, err1) = _wait(procs)
+    assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
+    assert "worker 1 of 2" in out1 and sorted(p.name for p in out.iterdir()) == [
+        ".mbk-output.json", "model", "task.json", "vocab.txt"]
+    # An untrained 2-class head starts near ln 2 = 0.69; summed over the two workers it would show 1.39.
+    first = next(line for line in out0.splitlines() if line.startswith("fine-tuning 1/"))
+    assert float(first.split("loss=")[1]) < 1.0, first
