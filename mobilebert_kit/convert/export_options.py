@@ -17,7 +17,14 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.export_tasks import AUTO_TASK, INPUT_DTYPES, POOLINGS, TASKS, export_task
+from mobilebert_kit.convert.export_tasks import (
+    AUTO_TASK,
+    AUTO_TASK_ONE_OUTPUT,
+    INPUT_DTYPES,
+    POOLINGS,
+    TASKS,
+    export_task,
+)
 from mobilebert_kit.convert.quantization_modes import (
     MODES,
     THRESHOLD_KEYS,
@@ -316,7 +323,7 @@ class ExportOptions:
         """The token inputs' type of this format (``export_tasks.INPUT_DTYPES``)."""
         return INPUT_DTYPES[self.format]
 
-    def resolve(self, architecture, declared_pooling=None, max_positions=None):
+    def resolve(self, architecture, declared_pooling=None, max_positions=None, num_outputs=None):
         """A checked copy with ``task``, ``pooling``/``normalize`` and ``seq_len`` decided for a source.
 
         ``task="auto"`` is the architecture's :data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK`, except
@@ -330,6 +337,8 @@ class ExportOptions:
                 ``ModelSource.pooling``), or None.
             max_positions (int | None): the model's absolute position table: a default length never
                 exceeds it (a dynamic ONNX file is validated at the default), a given one is refused.
+            num_outputs (int | None): a task head's output columns (``num_labels``); one makes a sequence
+                head a regressor (:data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK_ONE_OUTPUT`).
 
         Returns:
             ExportOptions: a new object (this one keeps ``auto``, so it can be reused for another source).
@@ -347,11 +356,19 @@ class ExportOptions:
         if task == "auto":
             wants_embedding = declared_pooling is not None or self.pooling != "auto"
             task = "embedding" if architecture == "encoder" and wants_embedding else AUTO_TASK[architecture]
+            if num_outputs == 1:
+                task = AUTO_TASK_ONE_OUTPUT.get(architecture, task)
         record = export_task(task)
         if architecture not in record.architectures:
             can = [name for name, t in TASKS.items() if architecture in t.architectures]
             raise ConfigError(f"{self.name_of('task', task)} exports {' or '.join(record.architectures)} models; "
                               f"this source is {architecture}: use {self.name_of('task')} {' or '.join(can)}")
+        if record.one_output is not None and num_outputs is not None and (num_outputs == 1) != record.one_output:
+            fits = [name for name, t in TASKS.items()
+                    if architecture in t.architectures and t.one_output == (num_outputs == 1)]
+            raise ConfigError(f"{self.name_of('task', task)} needs a head with "
+                              f"{'one output' if record.one_output else 'several outputs'}; this one has "
+                              f"{num_outputs}: use {self.name_of('task')} {' or '.join(fits)}")
         resolved = replace(self, task=task)
         if task == "embedding":
             if self.pooling == "auto" and declared_pooling is None:

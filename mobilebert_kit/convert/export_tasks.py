@@ -53,6 +53,8 @@ class ExportTask:
         outputs (dict): per format, ``((exported name, canonical name), ...)`` in export order.
         client (str | None): the TFLite client family the metadata targets: ``"embedder"``,
             ``"classifier"``, ``"question_answerer"``, or None (metadata with the tokenizer only).
+        one_output (bool | None): True: only heads with one output column (a regressor); False:
+            only heads with several (softmax over one column reads 1.0 for every input); None: any.
         default_seq_len (dict): per format, a sequence length other than the export default
             (the Task Library's BertQuestionAnswerer requires 384).
         description (str): one line for ``--help`` and the docs.
@@ -62,6 +64,7 @@ class ExportTask:
     architectures: tuple
     outputs: dict
     client: str = None
+    one_output: bool = None
     default_seq_len: dict = field(default_factory=dict)
     description: str = ""
 
@@ -95,8 +98,14 @@ TASKS = {
         ExportTask(
             "classification", ("sequence_classifier",),
             {"tflite": (("probability", "probabilities"),), "onnx": (("logits", "logits"),)},
-            client="classifier",
+            client="classifier", one_output=False,
             description="class probabilities (TFLite) / logits (ONNX) of a sequence classifier",
+        ),
+        ExportTask(
+            "regression", ("sequence_classifier",),
+            {"tflite": (("score", "logits"),), "onnx": (("logits", "logits"),)},
+            one_output=True,
+            description="the raw score of a one-output (regression) sequence head, e.g. STS-B similarity",
         ),
         ExportTask(
             "token_classification", ("token_classifier",),
@@ -129,6 +138,8 @@ AUTO_TASK = {
     "token_classifier": "token_classification",
     "span_question_answerer": "span_qa",
 }
+# ... and the task of a head with one output column, where it differs (a fine-tuned regressor).
+AUTO_TASK_ONE_OUTPUT = {"sequence_classifier": "regression"}
 
 
 def export_task(name):

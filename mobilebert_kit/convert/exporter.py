@@ -140,7 +140,8 @@ def export(options, source=None, log=print, score=None):
     # The task, pooling and sequence length follow from the source (task auto); everything below reads these.
     config = _config(model)
     positions = config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None
-    options = options.resolve(architecture_of(model), _declared_pooling(source, options), positions)
+    num_outputs = getattr(model, "head_config", {}).get("num_labels")
+    options = options.resolve(architecture_of(model), _declared_pooling(source, options), positions, num_outputs)
 
     # Before converting: validation inputs may never reach a poisoned row (an unused token's embedding).
     check_finite_weights(named_weights(model), f"the model to export ({source.describe()})", error=ExportError,

@@ -147,9 +147,9 @@ def _score_classification(outputs, prepared, spec):
 
 def _score_regression(outputs, prepared, spec):
     if "logits" not in outputs:
-        # A TFLite classification export applies softmax: one output column reads 1.0 for every row.
+        # A file exported before the regression task: softmax over one column reads 1.0 for every row.
         raise ArtifactError(f"{spec.get('model', 'the model')} outputs probabilities, which a one-output regression "
-                            "head cannot give; export it with --format onnx to evaluate it")
+                            "head cannot give; export it again (mbk export writes a regressor's raw score)")
     return task_metrics.regression_metrics(prepared.context, np.asarray(outputs["logits"], np.float32)[:, 0])
 
 

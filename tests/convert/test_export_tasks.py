@@ -240,3 +240,19 @@ def test_full_int8_int32_mask_keeps_the_float_mask_files_ops_and_xnnpack_coverag
     assert ints.float_ops.get("CAST") == 1 and "CAST" not in floats.float_ops
     assert ints.coverage["delegated"] == floats.coverage["delegated"]
     assert ints.coverage["partitions"] <= floats.coverage["partitions"]  # the CAST sits before the first one
+
+
+def test_a_one_output_head_exports_its_raw_score_not_a_softmax():
+    from mobilebert_kit.convert.export_tasks import export_task
+
+    options = ExportOptions("tiny-bert", out="m.tflite").check()
+    regressor = options.resolve("sequence_classifier", num_outputs=1)
+    assert regressor.task == "regression" and export_task("regression").output_names("tflite") == ("score",)
+    assert export_task("regression").canonical("tflite") == {"score": "logits"}  # no softmax in the graph
+    assert options.resolve("sequence_classifier", num_outputs=3).task == "classification"
+    with pytest.raises(ConfigError, match="needs a head with several outputs; this one has 1: use .*task regression"):
+        ExportOptions("tiny-bert", out="m.tflite", task="classification").check().resolve("sequence_classifier",
+                                                                                      num_outputs=1)
+    with pytest.raises(ConfigError, match="needs a head with one output; this one has 2: use .*task classification"):
+        ExportOptions("tiny-bert", out="m.tflite", task="regression").check().resolve("sequence_classifier",
+                                                                                  num_outputs=2)

@@ -12,7 +12,7 @@ from tests.evaluation.conftest import SEQ
 
 _slow = pytest.mark.slow
 # Each head in each format; the default tier keeps one file per head and both formats of the classifier.
-HEADS = [("classification", "tflite"), ("classification", "onnx"), ("regression", "onnx"),
+HEADS = [("classification", "tflite"), ("classification", "onnx"), ("regression", "tflite"), ("regression", "onnx"),
          ("token_classification", "onnx"), ("span_qa", "tflite"),
          pytest.param("token_classification", "tflite", marks=_slow), pytest.param("span_qa", "onnx", marks=_slow)]
 

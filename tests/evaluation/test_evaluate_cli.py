@@ -60,7 +60,6 @@ def test_several_models_give_one_table_with_drop_and_ratio(task_models, exported
         ("not-an-artifact", "classification", "not a TFLite flatbuffer"),
         ("text.txt", "classification", "expected .tflite or .onnx"),
         ("plain-dir", "classification", "not a fine-tuned model"),
-        pytest.param(("regression", "tflite"), "regression", "export it with --format onnx", marks=pytest.mark.slow),
     ],
 )
 def test_bad_inputs_are_one_line_errors(task_models, exported, tmp_path, capsys, model, data, fragment):
