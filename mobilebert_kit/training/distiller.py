@@ -30,11 +30,11 @@ rounding, dropout or not.
 Several workers (``MultiWorkerMirroredStrategy``, ``strategies.py``): every
 worker reads the same data in the same order and trains on its replicas'
 slices of each global batch, with the same keyed dropout masks, so the run
-equals a one-device run with the same batch. Only the chief writes ``out_dir``; the others save their
-checkpoints to a scratch directory they delete (a checkpoint is written by
-every worker, because reading a distributed variable may be collective) and
-resume from the chief's. After a worker is killed, every worker is started
-again with ``--resume``.
+equals a one-device run with the same batch. Only the chief writes
+``out_dir``; the others save their checkpoints to a scratch directory they
+delete (a checkpoint is written by every worker, because reading a
+distributed variable may be collective) and resume from the chief's. After a
+worker is killed, every worker is started again with ``--resume``.
 """
 
 import json
