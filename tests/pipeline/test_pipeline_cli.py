@@ -179,8 +179,11 @@ def test_interrupted_run_leaves_no_partial_files_and_resumes(tmp_path):
     recipe = tmp_path / "tiny.toml"
     recipe.write_text(TINY)
     out = tmp_path / "out"
+    # Ctrl-C as a terminal delivers it. A test run started in the background of a shell without job control
+    # (`nohup pytest &`, some CI runners) inherits SIGINT ignored, and Python then installs no handler.
     proc = subprocess.Popen([sys.executable, "-m", "mobilebert_kit.cli.main", "pipeline", str(recipe), "--out", str(out),
-                             "--runs", "5"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--runs", "5"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in proc.stdout:
             if line.startswith("[2/9] export tiny.tflite") and line.rstrip().endswith("..."):
