@@ -81,11 +81,10 @@ class KeyedDropout(keras.layers.Dropout):
         dims = [d if d is not None else tf.shape(inputs)[i] for i, d in enumerate(inputs.shape)]
         full = [key["rows"]] + dims[1:]
         if not all(isinstance(d, int) for d in full):
-            full = tf.stack([tf.cast(d, tf.int32) for d in full])
+            full, dims = tf.stack([tf.cast(d, tf.int32) for d in full]), tf.shape(inputs)
         seed = tf.stack([tf.cast(key["step"], tf.int64), tf.constant(index, tf.int64)])
-        offset = tf.cast(key["offset"], tf.int32)
-        noise = tf.random.stateless_uniform(full, seed=seed)
-        begin = tf.concat([tf.reshape(offset, [1]), tf.zeros([len(dims) - 1], tf.int32)], 0)
-        noise = tf.slice(noise, begin, tf.shape(inputs) if not all(isinstance(d, int) for d in dims) else dims)
+        offset = tf.reshape(tf.cast(key["offset"], tf.int32), [1])
+        begin = tf.concat([offset, tf.zeros([inputs.shape.rank - 1], tf.int32)], 0)
+        noise = tf.slice(tf.random.stateless_uniform(full, seed=seed), begin, dims)
         scale = tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
         return tf.where(noise >= self.rate, inputs * scale, tf.zeros_like(inputs))

@@ -43,6 +43,11 @@ class _Strategy:
     build: Callable
 
 
+def _first_line(err):
+    """The first line of ``err``'s message (its type when empty): TensorFlow's errors run over many lines."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 def _default():
     from mobilebert_kit.backend import tf
 
@@ -62,8 +67,7 @@ def _multi_worker():
     try:
         return tf.distribute.MultiWorkerMirroredStrategy()
     except (RuntimeError, ValueError, tf.errors.OpError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise MbkError(f"cannot join the cluster of TF_CONFIG ({first}); start every worker with the same "
+        raise MbkError(f"cannot join the cluster of TF_CONFIG ({_first_line(err)}); start every worker with the same "
                        "cluster and free ports, before TensorFlow runs anything else") from err
 
 
@@ -76,8 +80,7 @@ def _tpu():
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     except (RuntimeError, ValueError, tf.errors.OpError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise MbkError(f"no TPU found ({first}); run on a TPU VM (TPU_NAME names a remote one) or use "
+        raise MbkError(f"no TPU found ({_first_line(err)}); run on a TPU VM (TPU_NAME names a remote one) or use "
                        "--strategy default") from err
 
 
