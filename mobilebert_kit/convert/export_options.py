@@ -119,6 +119,11 @@ class ExportOptions:
             None: the mode's default (TFLite full int8 keeps SOFTMAX and the mask ADD float, see
             quantization_modes).
         keep_float_layers (tuple): layer paths left in float (``transformer_layer_5``, ``norm``, ``ffn_0/output``).
+        fold_nonorm (bool): fold every NoNorm inside a block into the dense layers around it before
+            converting (``scale_migration.migrate_nonorm_scales(..., "unit")``): exact in float, and the
+            converter then drops the identity NoNorms' MUL and ADD (full-int8 ``mobilebert``: 1,102 ops
+            -> 910). Off by default: it moves the NoNorm scales into the readers' weight rows, which cost a
+            substituted real model int8 fidelity (benchmarks/RESULTS.md, issue 17).
         opset (int): ONNX opset.
         dynamic_axes (bool): dynamic batch and sequence axes; None: ONNX dynamic (optimum's signature),
             TFLite static (resolved by :meth:`check`).
@@ -182,6 +187,9 @@ class ExportOptions:
                                       "transformer_layer_5,norm,ffn_0/output)")
     keep_float_ops: tuple = option(None, flag="--keep-float-ops", recipe=("export", "keep_float_ops"),
                                    kind="csv-or-none", none_ok=True, help=_KEEP_FLOAT_OPS_HELP)
+    fold_nonorm: bool = option(False, flag="--fold-nonorm", recipe=("export", "fold_nonorm"), kind="switch",
+                               help="fold each block's NoNorms into its dense layers (exact in float; fewer "
+                               "ops, see docs/export.md); NoNorm models with self-attention only")
     opset: int = option(17, flag="--opset", recipe=("export", "opset"), limit="opset",
                         help="ONNX opset (default %(default)s)")
     dynamic_axes: bool = option(None, flag="--dynamic-axes", recipe=("export", "dynamic_axes"), kind="switch",

@@ -339,12 +339,36 @@ def _export_graph(model, options, hidden_states=False, for_qat=False):
     are read from the options, for the artifact and the drift probe alike."""
     from mobilebert_kit.convert.export_model import build_export_model
 
+    if options.fold_nonorm and not for_qat:  # QAT trains the model it is given: nothing to fold into yet
+        model = _folded(model, options)
     batch = None if options.dynamic_axes else options.batch_size
     seq = None if options.dynamic_axes else options.seq_len
     return build_export_model(model, batch, seq, options.mask_dtype, options.attention_mask_value,
                               hidden_states=hidden_states, for_qat=for_qat, task=options.task, fmt=options.format,
                               pooling=options.pooling, normalize=bool(options.normalize),
                               ids_dtype=options.ids_dtype)
+
+
+def _folded(model, options):
+    """``model`` with each block's NoNorms folded into its dense layers (``--fold-nonorm``); outputs unchanged.
+
+    The same model object gets the same folded copy: the artifact and the drift probe both ask for it.
+    (The cache is a module dict, not an attribute: Keras would track a model set on a model as a sublayer.)
+    """
+    from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
+
+    if _FOLDED.get("source") is model:
+        return _FOLDED["folded"]
+    why = unmigratable(_config(model))
+    if why:
+        raise ConfigError(f"{options.name_of('fold_nonorm')}: {why}")
+    folded, _report = migrate_nonorm_scales(model, "unit")
+    _FOLDED.clear()
+    _FOLDED.update(source=model, folded=folded)  # one entry: the model being exported now
+    return folded
+
+
+_FOLDED = {}
 
 
 def _declared_pooling(source, options):
