@@ -6,6 +6,24 @@ non-zero, without a traceback. Messages name what is wrong and what to do.
 """
 
 
+def first_line(err):
+    """The first line of ``err``'s message, or its type's name when the message is empty.
+
+    Third-party errors (TensorFlow, tf2onnx, ONNX Runtime, safetensors) run over
+    many lines; a one-line error quotes only this part of them.
+
+    Args:
+        err (BaseException): the error to quote.
+
+    Example:
+        >>> first_line(ValueError("bad shape\\n  at layer 3"))
+        'bad shape'
+        >>> first_line(KeyError())
+        'KeyError'
+    """
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 class MbkError(Exception):
     """Base class of errors caused by user input or environment, not by a bug."""
 

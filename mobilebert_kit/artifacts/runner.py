@@ -21,16 +21,13 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
 from mobilebert_kit.artifacts.reader import artifact_format
 from mobilebert_kit.utils.quiet import quiet_fd2
+from mobilebert_kit.errors import first_line
 
 # ``delegate`` -> LiteRT op resolver: XNNPACK (the default delegate) or the builtin kernels alone.
 TFLITE_RESOLVERS = {"xnnpack": OpResolverType.AUTO, "none": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
 # onnxruntime's input type strings -> numpy dtype names.
 _ORT_TYPES = {"tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(float)": "float32",
               "tensor(float16)": "float16", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
-
-
-def _first_line(err):
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 def model_source(path):
@@ -91,7 +88,7 @@ def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None
                     interpreter.resize_tensor_input(detail["index"], list(want))
             interpreter.allocate_tensors()
     except (ValueError, RuntimeError) as err:
-        raise RuntimeLoadError(f"{path} cannot be loaded by the TFLite interpreter: {_first_line(err)}") from err
+        raise RuntimeLoadError(f"{path} cannot be loaded by the TFLite interpreter: {first_line(err)}") from err
     return interpreter
 
 
@@ -116,7 +113,7 @@ def load_onnx(path, options=None):
         return ort.InferenceSession(model_source(path)[1], options or ort.SessionOptions(),
                                     providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001  (onnxruntime raises its own Fail/InvalidGraph/... types)
-        raise RuntimeLoadError(f"{path} cannot be loaded by onnxruntime: {_first_line(err)}") from err
+        raise RuntimeLoadError(f"{path} cannot be loaded by onnxruntime: {first_line(err)}") from err
 
 
 class ArtifactRunner:
@@ -225,7 +222,7 @@ class ArtifactRunner:
                 raise
             except Exception as err:  # noqa: BLE001  (ORT's Fail / RuntimeException / InvalidArgument are
                 # pybind11 types outside Python's hierarchy; LiteRT raises RuntimeError / ValueError)
-                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                first = first_line(err)
                 raise ArtifactError(f"the runtime could not run {self.path.name}: {first}; re-export the model "
                                     "(or report it with the file)") from err
             keep = min(batch, n - start)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.errors import CheckpointError, ConfigError, first_line
 from mobilebert_kit.utils.safetensors_io import PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
 from mobilebert_kit.utils.structured import load_json
@@ -115,7 +115,7 @@ def _checked_fields(convert, c, source):
     except ConfigError as err:
         raise CheckpointError(f"{source}: {err}") from err
     except (TypeError, ValueError, OverflowError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise CheckpointError(f"{source} has a field of the wrong type or value ({first})") from err
     return config
 
@@ -362,7 +362,7 @@ def import_tf1(prefix, config_path=None, head=None, **overrides):
         shapes = reader.get_variable_to_shape_map()
         arrays = {name: np.asarray(reader.get_tensor(name)) for name in shapes}
     except (tf.errors.OpError, ValueError) as err:
-        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        message = first_line(err)
         raise CheckpointError(f"cannot read TF1 checkpoint {prefix} ({message}); check the files are complete") from err
     # Optimizer slots and counters are not weights.
     arrays = {k: v for k, v in arrays.items() if not k.endswith(("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")) and k != "global_step"}

@@ -40,6 +40,7 @@ import numpy as np
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.onnx_row_quant import quantize_rows
 from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.errors import first_line
 DEFAULT_OPSET = 17
 # Names of the dynamic batch and sequence dimensions: optimum's, which code written for its exports
 # (and tools reading the signature) expect.
@@ -62,7 +63,7 @@ def convert(graph, opset=DEFAULT_OPSET):
     try:
         model, _ = tf2onnx.convert.from_function(serve, input_signature=serve.input_signature, opset=int(opset))
     except Exception as err:  # noqa: BLE001  (tf2onnx raises plain Exceptions and ValueErrors)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise ExportError(f"tf2onnx conversion (opset {opset}) failed: {first}") from err
     outputs = {o.name: o for o in model.graph.output}
     order = list(graph.output_order)
@@ -203,7 +204,7 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         except ExportError:
             raise
         except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            first = first_line(err)
             raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}") from err
         return onnx.load(str(target))
 

@@ -34,6 +34,7 @@ import numpy as np
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.errors import first_line
 
 
 def _tfmot():
@@ -320,7 +321,7 @@ def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, 
         with _scope(), _static_output_shapes():
             qat = tfmot.quantization.keras.quantize_apply(annotated)
     except (ValueError, TypeError, RuntimeError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise ExportError(f"quantization-aware wrapping failed: {first}") from err
     rows = {k: np.asarray(calibration.arrays[k]).astype(dtype) for k, dtype in graph.input_dtypes.items()}
     batch_size = graph.inputs[0].shape[0] or batch_size

@@ -32,7 +32,7 @@ from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.quantization_modes import quantization_mode
-from mobilebert_kit.errors import check_choice
+from mobilebert_kit.errors import check_choice, first_line
 
 IO_TYPES = ("float32", "int8")
 
@@ -130,7 +130,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     except ExportError:
         raise
     except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
     if settings.symmetric_matmuls:
         from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands

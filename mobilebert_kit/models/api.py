@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.backend import keras
-from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError
+from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_line
 from mobilebert_kit.models.encoder import Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import PRESETS, preset_config
@@ -233,7 +233,7 @@ def load(directory, **overrides):
         raise
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
         # A hand-edited or corrupted config: Keras refuses the values in its own words.
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise CheckpointError(f"{config_path} holds an invalid model config ({first}); re-save the model") from err
     arrays = read_safetensors(directory / WEIGHTS_FILE)
     assign_weights(model, arrays, source=str(directory / WEIGHTS_FILE))

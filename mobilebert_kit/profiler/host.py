@@ -34,7 +34,7 @@ from ai_edge_litert import __version__ as litert_version
 
 from mobilebert_kit.artifacts.errors import RuntimeLoadError
 from mobilebert_kit.artifacts.runner import TFLITE_RESOLVERS, load_onnx, load_tflite
-from mobilebert_kit.errors import check_choice
+from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
 from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
@@ -479,6 +479,6 @@ def _cpu_model():
 
 
 def _runtime_message(info, runtime, err, length):
-    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    first = first_line(err)
     hint = f"; the model may not accept sequence length {length} (try --seq-len {info.static_seq_len})" if length and info.static_seq_len and length != info.static_seq_len else "; re-export the model"
     return f"{runtime} cannot run {info.path}: {first[:200]}{hint}"

@@ -31,6 +31,7 @@ from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.errors import first_line
 
 
 
@@ -254,7 +255,7 @@ class _TfliteGraph:
         try:
             interpreter.invoke()
         except RuntimeError as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            first = first_line(err)
             raise ProfilerError(f"{self.path} does not run at sequence length {seq_len} ({first}); try a smaller --seq-len") from err
         for detail in interpreter.get_tensor_details():
             if detail["index"] < len(shapes):

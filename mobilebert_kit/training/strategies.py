@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from mobilebert_kit.errors import ConfigError, MbkError, check_choice
+from mobilebert_kit.errors import ConfigError, MbkError, check_choice, first_line
 from mobilebert_kit.utils.structured import load_json
 
 # Job names MultiWorkerMirroredStrategy runs; "evaluator" is a side job it ignores.
@@ -41,11 +41,6 @@ class _Strategy:
     name: str
     help: str
     build: Callable
-
-
-def _first_line(err):
-    """The first line of ``err``'s message (its type when empty): TensorFlow's errors run over many lines."""
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def _default():
@@ -67,7 +62,7 @@ def _multi_worker():
     try:
         return tf.distribute.MultiWorkerMirroredStrategy()
     except (RuntimeError, ValueError, tf.errors.OpError) as err:
-        raise MbkError(f"cannot join the cluster of TF_CONFIG ({_first_line(err)}); start every worker with the same "
+        raise MbkError(f"cannot join the cluster of TF_CONFIG ({first_line(err)}); start every worker with the same "
                        "cluster and free ports, before TensorFlow runs anything else") from err
 
 
@@ -80,7 +75,7 @@ def _tpu():
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     except (RuntimeError, ValueError, tf.errors.OpError) as err:
-        raise MbkError(f"no TPU found ({_first_line(err)}); run on a TPU VM (TPU_NAME names a remote one) or use "
+        raise MbkError(f"no TPU found ({first_line(err)}); run on a TPU VM (TPU_NAME names a remote one) or use "
                        "--strategy default") from err
 
 

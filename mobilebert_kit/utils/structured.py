@@ -26,7 +26,7 @@ import stat
 import tomllib
 from pathlib import Path
 
-from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.errors import ConfigError, first_line
 
 MAX_BYTES = 64 * 1024 * 1024
 # The deepest structure we write ourselves (a recipe, run.json) is < 6 levels; 64 leaves room for any real file.
@@ -139,7 +139,7 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
     except RecursionError as err:
         raise error(f"{label} nests too deeply to parse; {fix}") from err
     except ValueError as err:  # JSONDecodeError, and ints over Python's digit limit
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise error(f"{label} is not valid JSON ({first}); {fix}") from err
     _check_depth(value, label, max_depth, error, fix)
     if expect is not None and not isinstance(value, expect):
@@ -172,7 +172,7 @@ def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, erro
     except RecursionError as err:
         raise error(f"{label} nests too deeply to parse; {fix}") from err
     except (tomllib.TOMLDecodeError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise error(f"{label} is not valid TOML ({first}); {fix}") from err
     _check_depth(value, label, max_depth, error, fix)
     return value
