@@ -58,6 +58,11 @@ def test_variant_converts_to_tflite_and_matches_keras(case):
     interpreter = Interpreter(model_content=flatbuffer)
     ops = {op["op_name"] for op in interpreter._get_ops_details()}  # noqa: SLF001  (no public op listing)
     assert "GATHER_ND" not in ops and not any(op.startswith("Flex") for op in ops), ops
+    # XNNPACK takes neither PACK nor GATHER: the span convolution must not stack its taps and the
+    # relative spread must not gather, or every layer splits the delegated graph (issue 17). The
+    # embedding lookups (at most word, position, type) are the only gathers left.
+    op_list = [op["op_name"] for op in interpreter._get_ops_details()]  # noqa: SLF001
+    assert "PACK" not in ops and op_list.count("GATHER") <= 3, sorted(op_list)
     runner = interpreter.get_signature_runner()
     inputs = random_inputs(encoder.config["vocab_size"], batch_size=1, seq_len=SEQ, pad_last=5)
     expected = run_encoder(encoder, inputs)

@@ -18,8 +18,9 @@ d = 64). Instead we
 2. *skew*: pad, flatten, slice and reshape so that row ``i`` is shifted by
    ``S - 1 - i`` (Huang et al., 2018, "Music Transformer", Sec. 3.4.1).
 
-Everything is static-shape data movement (Pad, Reshape, StridedSlice, Gather
-with a constant index), which TFLite and ONNX express directly. The index
+Everything is static-shape data movement (Pad, Reshape, StridedSlice, and the
+edge repetition of step 1 as a multiply by ones and a Concatenation; see
+:func:`expand_offsets`), which TFLite and ONNX express directly. The index
 tables are numpy arrays computed once for the longest sequence
 (``max_length``) and sliced to the sequence length, so an export at a fixed
 ``[1, S]`` carries only ``O(S)`` integer constants.
@@ -137,7 +138,48 @@ def spread_offsets(per_offset, index):
     Returns:
         ``out[..., i, j] = X[..., i, clip(j - i, -K, K) + K]``.
     """
-    return skew(tf.gather(per_offset, index, axis=3))
+    return skew(expand_offsets(per_offset, index))
+
+
+def expand_offsets(per_offset, index):
+    """``X[..., index]`` along the last axis, without a Gather when ``index`` is a static clipped range.
+
+    A :func:`distance_index` slice is a contiguous run of offsets with the
+    first and last one repeated (distances beyond the window). For such a
+    numpy ``index`` the result is built as a slice of ``X`` between its edge
+    columns multiplied by a vector of ones (a broadcast: exact, ``x * 1 ==
+    x``), concatenated. Why: TFLite's XNNPACK delegate does not take GATHER, so
+    a gather in every attention layer split the graph into one delegate
+    partition per layer (benchmarks/RESULTS.md, issue 17); Slice, Mul and
+    Concatenation stay inside it. Any other ``index`` (a tensor, or another
+    pattern) is gathered.
+    """
+    runs = _clipped_range(index)
+    if runs is None:
+        return tf.gather(per_offset, index, axis=-1)
+    low, high, left, right = runs
+    parts = []
+    if left:
+        parts.append(per_offset[..., low : low + 1] * tf.ones([left], per_offset.dtype))
+    parts.append(per_offset[..., low : high + 1])
+    if right:
+        parts.append(per_offset[..., high : high + 1] * tf.ones([right], per_offset.dtype))
+    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
+
+
+def _clipped_range(index):
+    """``(low, high, left, right)`` if ``index`` is ``[low] * left + [low .. high] + [high] * right``, else None."""
+    if not isinstance(index, np.ndarray) or index.ndim != 1 or index.size == 0:
+        return None
+    low, high = int(index[0]), int(index[-1])
+    if high < low:
+        return None
+    left = int(np.sum(index == low)) - 1
+    right = int(np.sum(index == high)) - 1 if high > low else 0
+    expected = np.concatenate([np.full(left, low), np.arange(low, high + 1), np.full(right, high)])
+    if expected.shape != index.shape or not np.array_equal(expected, index):
+        return None
+    return low, high, left, right
 
 
 def inverse_sqrt(size, dtype):

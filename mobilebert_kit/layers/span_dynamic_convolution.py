@@ -22,9 +22,16 @@ class SpanDynamicConvolution(keras.layers.Layer):
       one ``k``-tap kernel per position; taps are offsets ``t - (k-1)/2 ... t +
       (k-1)/2``, zero beyond the sequence.
 
-    The unfold is a pad plus a stack of ``k`` shifted static slices followed by
-    one batched matmul with the kernels, so TFLite/ONNX see Pad, StridedSlice,
-    Pack and BatchMatMul only. As in the reference implementations, this branch
+    The convolution is never unfolded: the values are padded once and each of
+    the ``k`` taps is a shifted static slice multiplied by that tap's kernel
+    weight (broadcast over the head's channels) and summed, so TFLite/ONNX see
+    Pad, StridedSlice, Reshape, Mul and Add only, all inside one XNNPACK
+    partition. Why: stacking the ``k`` shifted slices on a new last axis (a
+    Pack, or a ``k``-input Concatenation) for one batched matmul of ``S * heads``
+    tiny ``[head_size, k] x [k, 1]`` products is the same arithmetic, but
+    TFLite's XNNPACK delegate takes neither, so every layer left the delegate
+    for a builtin kernel (issue 17; ``benchmarks/perf/variants.py`` times the
+    Pack form as "(before)"). As in the reference implementations, this branch
     does not look at the padding mask: real tokens within ``(k-1)/2`` of
     padding see the padded positions' values.
 
@@ -78,11 +85,12 @@ class SpanDynamicConvolution(keras.layers.Layer):
         kernels = tf.nn.softmax(tf.reshape(kernels, [batch, seq, self.num_heads, k]), axis=-1)
         values = self.conv_value(value)  # (B, S, N*D)
         padded = tf.pad(values, [[0, 0], [pad, pad], [0, 0]])  # (B, S + k - 1, N*D)
+        padded = tf.reshape(padded, [batch, -1, self.num_heads, self.head_size])  # (B, S + k - 1, N, D)
         length = value.shape[1] if value.shape[1] is not None else seq
-        taps = tf.stack([padded[:, t : t + length] for t in range(k)], axis=-1)  # (B, S, N*D, k)
-        taps = tf.reshape(taps, [batch, seq * self.num_heads, self.head_size, k])  # (B, S*N, D, k)
-        kernels = tf.reshape(kernels, [batch, seq * self.num_heads, k, 1])  # (B, S*N, k, 1)
-        out = tf.matmul(taps, kernels)  # (B, S*N, D, 1), Eq. 5
+        out = None
+        for t in range(k):  # Eq. 5: tap t reads position s + t - pad, one weight per head and position
+            term = padded[:, t : t + length] * kernels[:, :, :, t : t + 1]  # (B, S, N, D) * (B, S, N, 1)
+            out = term if out is None else out + term
         return tf.reshape(out, [batch, seq, self.num_heads * self.head_size])
 
     def get_config(self):
