@@ -17,6 +17,7 @@ for ``mobilebert``), mapped field by field below. Install the peers with
 and the harness reports it as skipped.
 """
 
+import contextlib
 import os
 import warnings
 
@@ -153,7 +154,7 @@ def export_model_garden(config, seq_len, precisions, out_dir, calibration_count=
             converter.representative_dataset = representative
         path = os.path.join(out_dir, f"mg_{precision}_s{seq_len}.tflite")
         data = converter.convert()
-        _write(path, data)
+        write_file(path, data)
         paths[precision] = path
     return paths
 
@@ -167,6 +168,36 @@ def hf_available():
     return None
 
 
+def hf_model(config, seed=0, attn_implementation=None):
+    """``transformers.MobileBertModel`` with our preset's architecture and trained-like vectors (eval mode).
+
+    Every PyTorch peer (ONNX, ExecuTorch, litert-torch) starts from this model, so
+    they differ only in how they export and run it.
+
+    Args:
+        config: our Encoder config (mapped by :func:`hf_kwargs`).
+        seed: ``torch.manual_seed`` for the random matrices.
+        attn_implementation: transformers' attention code (``eager``, ``sdpa``);
+            None keeps transformers' default.
+    """
+    reason = hf_available()
+    if reason:
+        raise PeerUnavailable(reason)
+    import torch
+    from transformers import MobileBertConfig, MobileBertModel
+
+    from benchmarks.perf.ours import trained_like_vectors
+
+    torch.manual_seed(seed)
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    model = MobileBertModel(MobileBertConfig(**hf_kwargs(config), **extra)).eval()
+    with torch.no_grad():  # as ours.source_for: trained-like biases, betas and gammas
+        for name, param in model.named_parameters():
+            if param.dim() == 1:
+                param.copy_(torch.from_numpy(trained_like_vectors(param.numpy(), name)))
+    return model
+
+
 def export_hugging_face(config, precisions, out_dir, trace_seq_len=16, seed=0):
     """Exports ``MobileBertModel`` to ONNX (dynamic sequence axis) and quantizes it dynamically.
 
@@ -177,19 +208,9 @@ def export_hugging_face(config, precisions, out_dir, trace_seq_len=16, seed=0):
     if reason:
         raise PeerUnavailable(reason)
     import torch
-    from transformers import MobileBertConfig, MobileBertModel
 
-    torch.manual_seed(seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = MobileBertModel(MobileBertConfig(**hf_kwargs(config))).eval()
-        from benchmarks.perf.ours import trained_like_vectors
-
-        with torch.no_grad():  # as ours.source_for: trained-like biases, betas and gammas
-            for name, param in model.named_parameters():
-                if param.dim() == 1:
-                    param.copy_(torch.from_numpy(trained_like_vectors(param.numpy(), name)))
+    with one_torch_thread():
+        model = hf_model(config, seed=seed)
         from benchmarks.perf.runners import realistic_inputs
 
         x = realistic_inputs(config["vocab_size"], trace_seq_len)
@@ -213,8 +234,6 @@ def export_hugging_face(config, precisions, out_dir, trace_seq_len=16, seed=0):
                 dynamo=False,
             )
         os.replace(tmp, float_path)
-    finally:
-        torch.set_num_threads(threads)
     paths = {}
     if "float32" in precisions:
         paths["float32"] = float_path
@@ -228,8 +247,23 @@ def export_hugging_face(config, precisions, out_dir, trace_seq_len=16, seed=0):
     return paths
 
 
-def _write(path, data):
+@contextlib.contextmanager
+def one_torch_thread():
+    """PyTorch on one thread inside the block (exports and calibration as on the timing core); restored after."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def write_file(path, data):
+    """Writes ``data`` to ``path`` through a temporary file (no half-written export is ever timed); returns ``path``."""
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
+    return path

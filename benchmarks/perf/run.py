@@ -10,6 +10,12 @@ rounds:
   ``TFLiteConverter`` (float32, dynamic int8, full int8 with float io,
   float16) and Hugging Face ``MobileBertModel`` through ``torch.onnx`` in
   ONNX Runtime (float32, ``quantize_dynamic`` int8);
+- the on-device peers of 2026 (``edge_peers.py``), from the same PyTorch
+  model: ExecuTorch (XNNPACK partitioner; float32 and 8-bit dynamic
+  per-channel) in its Python runtime, and litert-torch (float32 and its
+  ``full_dynamic_recipe``) in LiteRT;
+- cold start and memory (``cold_start.py``): every file of the main set
+  loaded and run in fresh processes (import, load, first inference, peak RSS);
 - single-core GEMM kernels (``gemm.py``): the peak each model's achieved
   GFLOP/s is divided by;
 - optionally a latency sweep over sequence lengths (``--sweep``), the paper's
@@ -23,7 +29,7 @@ On a loaded machine (load average above 1.5 on this 2-core VM, or
 ``--quick``) the section is labelled preliminary.
 
 Usage:
-    bash benchmarks/perf/setup_peers.sh                      # once: the peers
+    bash benchmarks/perf/setup_peers.sh --edge               # once: the peers (--edge: ExecuTorch, litert-torch)
     python -m benchmarks.perf.run                            # main table, seq 128
     python -m benchmarks.perf.run --sweep 32,64,128,256,512 --table6 --baselines bert-base
     python -m benchmarks.perf.run --quick --label "smoke"    # proves it works, numbers are rough
@@ -48,7 +54,7 @@ import traceback  # noqa: E402
 import numpy as np  # noqa: E402
 
 import mobilebert_kit  # noqa: E402,F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
-from benchmarks.perf import gemm, ours, peers, plots, report, timing  # noqa: E402
+from benchmarks.perf import cold_start, edge_peers, gemm, ours, peers, plots, report, timing  # noqa: E402
 from benchmarks.perf.runners import load_runner, realistic_inputs  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,6 +80,10 @@ def parse_args(argv):
     p.add_argument("--precisions", type=_csv, default=list(PRECISIONS), help="subset of " + ",".join(PRECISIONS))
     p.add_argument("--formats", type=_csv, default=["tflite", "onnx"])
     p.add_argument("--no-peers", action="store_true", help="measure ours and the GEMM peak only")
+    p.add_argument("--no-edge-peers", action="store_true", help="leave out ExecuTorch and litert-torch")
+    p.add_argument("--cold-start", type=int, default=None, metavar="N",
+                   help="fresh-process launches per main-set file for load time, first inference and peak RSS "
+                        "(default 3; --quick 1; 0: none)")
     p.add_argument("--baselines", type=_csv, default=[], help="presets exported float32 TFLite beside ours, e.g. bert-base")
     p.add_argument("--sweep", type=lambda s: [int(x) for x in _csv(s)], default=[], help="sequence lengths, e.g. 32,64,128,256,512")
     p.add_argument("--sweep-precisions", type=_csv, default=["float32", "dynamic-int8", "int8"])
@@ -104,7 +114,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     quick = args.quick
     # Many short interleaved rounds spread the other jobs' bursts evenly over the candidates.
-    defaults = dict(min_runs=(8, 30), min_time=(2.0, 10.0), rounds=(4, 5), warmup=(2, 5), calibration_count=(8, 32))
+    defaults = dict(min_runs=(8, 30), min_time=(2.0, 10.0), rounds=(4, 5), warmup=(2, 5), calibration_count=(8, 32),
+                    cold_start=(1, 3))
     for name, (q, full) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, q if quick else full)
@@ -259,6 +270,39 @@ class Harness:
             else:
                 records[p].update(path=self._hf[p], how="torch.onnx.export (opset 17)" + (" + quantize_dynamic" if p != "float32" else ""))
 
+    def export_edge_peers(self, set_name, precisions, seq_len):
+        """ExecuTorch (``.pte``) and litert-torch (``.tflite``) of the Hugging Face model, static ``seq_len``."""
+        out_dir = os.path.join(self.work, "peers", self.args.preset)
+        os.makedirs(out_dir, exist_ok=True)
+        families = (
+            ("executorch", "pte", edge_peers.EXECUTORCH_PRECISIONS, edge_peers.export_executorch,
+             lambda p: os.path.join(out_dir, f"et_{p}_s{seq_len}.pte"),
+             "torch.export + XnnpackPartitioner", " (XNNPACKQuantizer dynamic per-channel, PT2E)"),
+            ("litert-torch", "tflite", edge_peers.LITERT_TORCH_PRECISIONS, edge_peers.export_litert_torch,
+             lambda p: os.path.join(out_dir, f"lt_{p}_s{seq_len}.tflite"),
+             "litert_torch.convert", " (full_dynamic_recipe)"),
+        )
+        for family, fmt, offered, export, path_of, how, quant_how in families:
+            wanted = [p for p in precisions if p in offered]
+            records = {p: self.add(set=set_name, family=family, model="MobileBertModel", format=fmt, precision=p,
+                                   seq_len=seq_len, flops=self.flops(self.args.preset, seq_len)) for p in wanted}
+            missing = [p for p in wanted if self.args.fresh or not os.path.isfile(path_of(p))]
+            if missing:
+                try:
+                    start = time.perf_counter()
+                    export(self.config, seq_len, missing, out_dir)
+                    self.log(f"  {family} s{seq_len} {','.join(missing)}: {time.perf_counter() - start:.0f} s")
+                except peers.PeerUnavailable as err:
+                    for p in wanted:
+                        self.skip(records[p], str(err))
+                    continue
+                except Exception as err:  # noqa: BLE001  (a peer that fails here is a finding, not a crash)
+                    for p in wanted:
+                        self._failed(records[p], err)
+                    continue
+            for p in wanted:
+                records[p].update(path=path_of(p), how=how + (quant_how if p != "float32" else ""))
+
     def _failed(self, record, err):
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         self.skip(record, f"export failed: {type(err).__name__}: {first}")
@@ -280,9 +324,14 @@ class Harness:
                 self.export_model_garden("main", a.precisions, a.seq_len)
             if "onnx" in a.formats:
                 self.export_hugging_face("main", a.precisions, a.seq_len)
+            if not a.no_edge_peers:
+                self.export_edge_peers("main", a.precisions, a.seq_len)
         for seq_len in a.sweep:
             for precision in a.sweep_precisions:
                 self.export_ours("sweep", "tflite", precision, seq_len, a.preset)
+            if "float32" in a.sweep_precisions:  # the student's speed-up over each baseline at every length
+                for name in a.baselines:
+                    self.export_ours("sweep", "tflite", "float32", seq_len, name, family="baseline")
             if not a.no_peers:
                 self.export_model_garden("sweep", a.sweep_precisions, seq_len)
                 self.export_hugging_face("sweep", a.sweep_precisions, seq_len)
@@ -333,7 +382,20 @@ class Harness:
             for key, values in samples.items():
                 owner[key].update(timing.stats(values))
             del candidates
+        if a.cold_start > 0:
+            self.measure_cold_start()
         self._derive()
+
+    def measure_cold_start(self):
+        """Every timed file of the main set in ``--cold-start`` fresh processes, on the timing core."""
+        recs = [r for r in self.records if r["set"] == "main" and r["status"] == "ok" and r.get("path")]
+        self.log(f"cold start: {len(recs)} file(s), {self.args.cold_start} launch(es) each, core {self.core}")
+        for r in recs:
+            try:
+                r["cold_start"] = cold_start.measure(r["path"], r.get("vocab", self.config["vocab_size"]), r["seq_len"],
+                                                     core=self.core, repeat=self.args.cold_start)
+            except Exception as err:  # noqa: BLE001  (reported in the table, the run goes on)
+                r["cold_start_error"] = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
     def _derive(self):
         peaks = {}

@@ -1,4 +1,4 @@
-"""One inference call per model file: LiteRT (XNNPACK) for ``.tflite``, ONNX Runtime for ``.onnx``.
+"""One inference call per model file: LiteRT (XNNPACK) for ``.tflite``, ONNX Runtime for ``.onnx``, ExecuTorch for ``.pte``.
 
 Every runner uses one thread, batch 1 and the same realistic inputs (see
 :func:`realistic_inputs`), cast to whatever dtype each model declares: the
@@ -115,11 +115,38 @@ class OnnxRunner:
         return dict(zip(names, self.session.run(None, self.feeds)))
 
 
+class PteRunner:
+    """An ExecuTorch program (``.pte``) in its Python runtime, on one thread.
+
+    A ``.pte`` method has no input names: the exporter (``edge_peers``) fixes
+    the order to ``input_ids, attention_mask, token_type_ids``, int64.
+    """
+
+    def __init__(self, path, inputs):
+        import torch
+        from executorch.extension.pybindings import portable_lib
+        from executorch.runtime import Runtime
+
+        # Its thread pool starts with one thread per core even when the process is pinned to one.
+        portable_lib._unsafe_reset_threadpool(1)  # noqa: SLF001  (the runtime's only thread-count control)
+        self.method = Runtime.get().load_program(str(path)).load_method("forward")
+        self.args = [torch.from_numpy(inputs[name].astype(np.int64)) for name in ALIASES]
+
+    def __call__(self):
+        self.method.execute(self.args)
+
+    def outputs(self):
+        values = self.method.execute(self.args)
+        return {f"output_{i}": v.numpy() for i, v in enumerate(values)}
+
+
 def load_runner(path, inputs, xnnpack=True):
     """Returns the runner for ``path`` by its suffix."""
     suffix = os.path.splitext(str(path))[1]
+    if suffix == ".pte":
+        return PteRunner(path, inputs)
     if suffix == ".tflite":
         return TfliteRunner(path, inputs, xnnpack=xnnpack)
     if suffix == ".onnx":
         return OnnxRunner(path, inputs)
-    raise ValueError(f"{path}: not a .tflite or .onnx file")
+    raise ValueError(f"{path}: not a .tflite, .onnx or .pte file")

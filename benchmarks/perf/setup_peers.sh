@@ -14,16 +14,30 @@
 #     the undeclared extras as missing; that is expected and harmless here.
 # (b) Hugging Face MobileBertModel -> ONNX needs torch (CPU) and transformers,
 #     which are the package's dev extra (test-only references).
+# (c) --edge: the on-device peers of 2026, ExecuTorch 1.5.1 and litert-torch 0.10.0
+#     (benchmarks/perf/edge_peers.py). executorch needs torch at run time without
+#     declaring it; both run with the CPU torch 2.13.0 pinned here (executorch's own
+#     docs name 2.14, whose wheel on PyPI is a CUDA build of several GB). litert-torch
+#     pulls jax, ai-edge-quantizer and litert-converter: about 2 GB more, so a venv
+#     of its own is wise (python -m venv /tmp/peers && PYTHON=/tmp/peers/bin/python
+#     ... after `pip install -e '.[dev]'` there).
 #
-# Usage: bash benchmarks/perf/setup_peers.sh        (PYTHON=... to choose the interpreter)
+# Usage: bash benchmarks/perf/setup_peers.sh [--edge]     (PYTHON=... to choose the interpreter)
 set -euo pipefail
 PYTHON="${PYTHON:-python}"
+EDGE=0
+[ "${1:-}" = "--edge" ] && EDGE=1
 
 "$PYTHON" -m pip install --no-deps "tf-models-official==2.20.0" "gin-config==0.5.0"
 
 if ! "$PYTHON" -c "import torch, transformers" 2>/dev/null; then
     # The CPU wheel; an unpinned torch pulls gigabytes of CUDA wheels (pyproject's dev extra pins it too).
     "$PYTHON" -m pip install "torch==2.13.0" "transformers>=4.57,<4.58"
+fi
+
+if [ "$EDGE" = 1 ]; then
+    "$PYTHON" -m pip install "torch==2.13.0" "executorch==1.5.1" "litert-torch==0.10.0" "transformers>=4.57,<4.58"
+    "$PYTHON" -c "import executorch.runtime, litert_torch; print('edge peers ready: executorch, litert-torch')"
 fi
 
 # Verify: TensorFlow still the toolkit's version, both peers importable.
