@@ -85,6 +85,17 @@ def calibration_rows(vocab_size, seq_len, count):
     return [realistic_inputs(vocab_size, seq_len, seed=1000 + i) for i in range(count)]
 
 
+def calibration_npz(path, vocab_size, seq_len, count):
+    """Writes :func:`calibration_rows` as the ``.npz`` that ``mbk export --calibration`` reads, once; returns ``path``."""
+    if not os.path.isfile(path):
+        rows = calibration_rows(vocab_size, seq_len, count)
+        arrays = {k: np.concatenate([r[k] for r in rows]).astype(np.int32) for k in rows[0]}
+        with open(path + ".tmp", "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(path + ".tmp", path)
+    return path
+
+
 def model_garden_available():
     try:
         import gin  # noqa: F401  (the one extra import official.nlp.modeling needs)

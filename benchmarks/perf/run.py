@@ -51,8 +51,6 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 import mobilebert_kit  # noqa: E402,F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
 from benchmarks.perf import cold_start, edge_peers, gemm, ours, peers, plots, report, timing  # noqa: E402
 from benchmarks.perf.runners import load_runner, realistic_inputs  # noqa: E402
@@ -206,13 +204,7 @@ class Harness:
     def calibration_file(self, preset, seq_len):
         """``.npz`` calibration inputs for full int8: the rows the Model Garden peer is calibrated on too."""
         path = os.path.join(self.work, f"calibration_{preset}_s{seq_len}_n{self.args.calibration_count}.npz")
-        if not os.path.isfile(path):
-            rows = peers.calibration_rows(_preset_config(preset)["vocab_size"], seq_len, self.args.calibration_count)
-            arrays = {k: np.concatenate([r[k] for r in rows]).astype(np.int32) for k in rows[0]}
-            with open(path + ".tmp", "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(path + ".tmp", path)
-        return path
+        return peers.calibration_npz(path, _preset_config(preset)["vocab_size"], seq_len, self.args.calibration_count)
 
     def export_model_garden(self, set_name, precisions, seq_len, config_preset=None, setting=None):
         config = self.config if config_preset is None else _preset_config(config_preset)

@@ -43,8 +43,6 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 import mobilebert_kit  # noqa: E402,F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
 from mobilebert_kit.errors import first_line  # noqa: E402
 from benchmarks.perf import ours, peers, report, timing  # noqa: E402
@@ -208,13 +206,7 @@ class Bench:
         """``.npz`` full-int8 calibration inputs: the rows run.py calibrates on (peers.calibration_rows)."""
         seq_len, count = self.args.seq_len, self.args.calibration_count
         path = os.path.join(self.work, f"calibration_v{vocab_size}_s{seq_len}_n{count}.npz")
-        if not os.path.isfile(path):
-            rows = peers.calibration_rows(vocab_size, seq_len, count)
-            arrays = {k: np.concatenate([r[k] for r in rows]).astype(np.int32) for k in rows[0]}
-            with open(path + ".tmp", "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(path + ".tmp", path)
-        return path
+        return peers.calibration_npz(path, vocab_size, seq_len, count)
 
     def collect(self):
         a = self.args
