@@ -12,7 +12,7 @@ def register(subparsers):
         help="fine-tune a (distilled) encoder on a GLUE, SQuAD or tagging task",
         description="Fine-tune an encoder with a task head: classification / regression on GLUE-style .tsv/.csv/.jsonl "
         "tables, span question answering on SQuAD v1.1/v2.0 JSON, token classification on CoNLL text or .jsonl. "
-        "Writes OUT/model, OUT/task.json and the vocabulary; `mbk evaluate` reads them.",
+        "Writes OUT/model, OUT/task.json, the vocabulary and OUT/tensorboard (loss, learning rate, eval metrics); `mbk evaluate` reads them.",
     )
     parser.add_argument("--model", required=True, type=input_path_option("any", tree=True, or_name=True), metavar="PRESET_OR_DIR",
                         help="encoder to start from: a distilled OUT/student, a saved model, an HF checkpoint or a preset")

@@ -51,9 +51,14 @@ def load_encoder(spec, precision="float32", seed=PRESET_SEED):
 
 
 class _Progress:
-    """A Keras callback driving a :class:`StageProgress` bar with the running loss."""
+    """A Keras callback driving a :class:`StageProgress` bar with the running loss, and keeping the scalars.
 
-    def __new__(cls, console, total, every):
+    ``scalars`` collects ``(step, {tag: value})`` for TensorBoard: the epoch's running loss as Keras
+    reports it and the learning rate, every ``every`` steps. They are written with the output directory,
+    atomically, when training has finished (an interrupted run leaves no partial events file).
+    """
+
+    def __new__(cls, console, total, every, scalars):
         from mobilebert_kit.backend import keras
         from mobilebert_kit.training.stage_progress import StageProgress
 
@@ -63,7 +68,15 @@ class _Progress:
 
             def on_train_batch_end(self, batch, logs=None):
                 logs = logs or {}
-                self.bar.update(1, {"loss": float(logs["loss"])} if "loss" in logs and (batch + 1) % every == 0 else None)
+                due = "loss" in logs and (batch + 1) % every == 0
+                if due:
+                    step = int(self.model.optimizer.iterations.numpy())
+                    learning_rate = self.model.optimizer.learning_rate
+                    if callable(learning_rate):  # a schedule: its value at this step
+                        learning_rate = learning_rate(step)
+                    scalars.append((step, {"finetune/loss": float(logs["loss"]),
+                                           "finetune/learning_rate": float(learning_rate)}))
+                self.bar.update(1, {"loss": float(logs["loss"])} if due else None)
 
             def on_train_end(self, logs=None):
                 self.bar.__exit__(None, None, None)
@@ -205,8 +218,9 @@ class FineTuner:
         dataset = dataset.batch(cfg.batch_size, drop_remainder=True).prefetch(2)
         with self.strategy.scope():
             model = self._build(num_labels)
+        scalars = []
         model.fit(dataset, epochs=cfg.epochs, verbose=0,
-                  callbacks=[_Progress(self.console, self._steps, max(1, self._steps // 50))])
+                  callbacks=[_Progress(self.console, self._steps, max(1, self._steps // 50), scalars)])
         results = {}
         if eval_path is not None:
             results = evaluate_model(model, spec, self.tokenizer, eval_path, cfg.batch_size)
@@ -222,7 +236,21 @@ class FineTuner:
             _deployment_files(tmp / "model", self.tokenizer, spec.get("label_names"))
             spec.update(vocab=vocab.name, lowercase=self.tokenizer.lowercase, metrics=results)
             (tmp / TASK_FILE).write_text(json.dumps(spec, indent=2) + "\n")
+            _write_tensorboard(tmp / "tensorboard", scalars, results, self._steps)
         return results
+
+
+def _write_tensorboard(directory, scalars, results, last_step):
+    """``OUT/tensorboard``: the collected training scalars and the evaluation metrics (``eval/NAME``) at the last step."""
+    from mobilebert_kit.backend import tf
+    from mobilebert_kit.training.summaries import write_scalars
+
+    writer = tf.summary.create_file_writer(str(directory))
+    for step, values in scalars:
+        write_scalars(writer, values, step)
+    if results:
+        write_scalars(writer, {f"eval/{name}": value for name, value in results.items()}, last_step)
+    writer.close()
 
 
 def _deployment_files(model_dir, tokenizer, label_names):

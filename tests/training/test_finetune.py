@@ -110,6 +110,15 @@ def test_classification_learns_and_round_trips(tokenizer, tmp_path):
     assert set(results) == {"accuracy", "f1", "matthews_corrcoef"}
     spec = json.loads((tmp_path / "out" / "task.json").read_text())
     assert spec["label_names"] == ["neg", "pos"] and spec["text_columns"] == ["sentence"]
+    # TensorBoard: the running loss and learning rate while training, the metrics at the last step.
+    from mobilebert_kit.training.summaries import read_scalars
+
+    scalars = read_scalars(tmp_path / "out" / "tensorboard")
+    assert {"finetune/loss", "finetune/learning_rate", "eval/accuracy", "eval/f1"} <= set(scalars), sorted(scalars)
+    losses = [value for _, value in scalars["finetune/loss"]]
+    assert len(losses) >= 2 and losses[-1] < losses[0], losses  # it learned (accuracy >= 0.9 above)
+    assert [step for step, _ in scalars["finetune/loss"]] == sorted(step for step, _ in scalars["finetune/loss"])
+    assert scalars["eval/accuracy"] == [(32, pytest.approx(results["accuracy"]))]  # 4 epochs x 64 / 8
     again = evaluate_directory(tmp_path / "out", dev)
     assert again == pytest.approx(results)
     # What `mbk export OUT/model` embeds for an app: vocabulary, casing and class names.
