@@ -40,11 +40,12 @@ RUNTIME_MODULE = {".tflite": "ai_edge_litert.interpreter", ".onnx": "onnxruntime
 
 
 def _status_mb(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024.0
-    raise RuntimeError(f"/proc/self/status has no {field}")
+    from benchmarks.perf.timing import status_kb
+
+    kb = status_kb(field)
+    if kb is None:
+        raise RuntimeError(f"/proc/self/status has no {field}")
+    return kb / 1024.0
 
 
 def child(path, vocab, seq_len):

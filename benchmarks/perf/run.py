@@ -52,6 +52,7 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 
 import mobilebert_kit  # noqa: E402,F401  (TF_USE_LEGACY_KERAS before TensorFlow loads)
+from mobilebert_kit.errors import first_line  # noqa: E402
 from benchmarks.perf import cold_start, edge_peers, gemm, ours, peers, plots, report, timing  # noqa: E402
 from benchmarks.perf.runners import load_runner, realistic_inputs  # noqa: E402
 
@@ -387,7 +388,7 @@ class Harness:
                 r["cold_start"] = cold_start.measure(r["path"], r.get("vocab", self.config["vocab_size"]), r["seq_len"],
                                                      core=self.core, repeat=self.args.cold_start)
             except Exception as err:  # noqa: BLE001  (reported in the table, the run goes on)
-                r["cold_start_error"] = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                r["cold_start_error"] = first_line(err)
 
     def _derive(self):
         peaks = {}

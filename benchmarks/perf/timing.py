@@ -84,7 +84,8 @@ def interleaved(candidates, rounds, min_runs, min_time_s, warmup_runs, warmup_ti
     return samples
 
 
-def _status_kb(field):
+def status_kb(field):
+    """A ``/proc/self/status`` field (``VmRSS``, ``VmHWM``) in kB; None where it cannot be read."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -102,10 +103,10 @@ def peak_memory():
     from mobilebert_kit.profiler.host import reset_peak_rss
 
     can_reset = reset_peak_rss()
-    base = _status_kb("VmRSS")
+    base = status_kb("VmRSS")
     try:
         yield box
     finally:
-        peak = _status_kb("VmHWM")
+        peak = status_kb("VmHWM")
         if can_reset and base is not None and peak is not None:
             box["peak_mb"] = max(0.0, (peak - base) / 1024.0)

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 import warnings
+import weakref
 from dataclasses import MISSING, asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -353,22 +354,21 @@ def _folded(model, options):
     """``model`` with each block's NoNorms folded into its dense layers (``--fold-nonorm``); outputs unchanged.
 
     The same model object gets the same folded copy: the artifact and the drift probe both ask for it.
-    (The cache is a module dict, not an attribute: Keras would track a model set on a model as a sublayer.)
+    (A weak-keyed module cache, not an attribute: Keras would track a model set on a model as a sublayer,
+    and the copy is dropped with its source instead of living as long as the process.)
     """
     from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
 
-    if _FOLDED.get("source") is model:
-        return _FOLDED["folded"]
+    if model in _FOLDED:
+        return _FOLDED[model]
     why = unmigratable(_config(model))
     if why:
         raise ConfigError(f"{options.name_of('fold_nonorm')}: {why}")
-    folded, _report = migrate_nonorm_scales(model, "unit")
-    _FOLDED.clear()
-    _FOLDED.update(source=model, folded=folded)  # one entry: the model being exported now
-    return folded
+    _FOLDED[model], _report = migrate_nonorm_scales(model, "unit")
+    return _FOLDED[model]
 
 
-_FOLDED = {}
+_FOLDED = weakref.WeakKeyDictionary()
 
 
 def _declared_pooling(source, options):
