@@ -81,12 +81,17 @@ def _common(c, act):
     return config
 
 
+def _or_hidden(c, key):
+    """``c[key]``, or the hidden size where the file leaves it unset; a 0 stays a 0, for the range check to refuse."""
+    return c["hidden_size"] if c[key] is None else c[key]
+
+
 def _mobilebert_fields(c):
     return dict(
-        embedding_size=c["embedding_size"] or c["hidden_size"],
+        embedding_size=_or_hidden(c, "embedding_size"),
         trigram_input=c["trigram_input"],
         use_bottleneck=c["use_bottleneck"],
-        intra_bottleneck_size=c["intra_bottleneck_size"] or c["hidden_size"],
+        intra_bottleneck_size=_or_hidden(c, "intra_bottleneck_size"),
         use_bottleneck_attention=c["use_bottleneck_attention"],
         key_query_shared_bottleneck=c["key_query_shared_bottleneck"],
         num_feedforward_networks=c["num_feedforward_networks"],

@@ -155,7 +155,8 @@ class Encoder(keras.Model):
         **kwargs,
     ):
         config = {k: v for k, v in locals().items() if k in _CONFIG_KEYS}
-        config["embedding_size"] = embedding_size or hidden_size
+        # None means "as wide as the hidden size"; 0 is a wrong value, refused by _validate, not the default.
+        config["embedding_size"] = hidden_size if embedding_size is None else embedding_size
         config["layer_norm_epsilon_overrides"] = dict(layer_norm_epsilon_overrides or {})
         _validate(config)
         eps = config["layer_norm_epsilon_overrides"]

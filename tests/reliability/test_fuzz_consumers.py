@@ -198,6 +198,16 @@ def test_fuzz_encoder_fields_reach_build(field, value):
         assert result.config[field] == value
 
 
+@pytest.mark.parametrize("field, value, fragment", [
+    # Hypothesis found these: 0 and -0.0 are falsy, and `value or hidden_size` took them for "unset".
+    ("embedding_size", 0, "embedding_size must be between 1"),
+    ("embedding_size", -0.0, "embedding_size must be an integer"),
+])
+def test_a_falsy_size_is_refused_not_taken_for_the_default(field, value, fragment):
+    with pytest.raises(MbkError, match=fragment):
+        mbk_api.build(dict(preset_config("tiny-bert"), **{field: value}))
+
+
 _HF_FIELDS = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
               "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
               "initializer_range", "layer_norm_eps"]
