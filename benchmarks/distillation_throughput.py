@@ -9,6 +9,11 @@ batch for every candidate:
 - ``ours float32`` (today's step), ``ours float32 + XLA`` (``jit_compile``),
   ``ours bfloat16`` (``mixed_bfloat16``), ``ours bfloat16 + XLA``, each with LAMB
   (the default) and the best of them with AdamW;
+- ``... + teacher cache``: the step reading the frozen teacher's outputs from
+  ``TeacherCache`` (``mbk distill --teacher-cache``) instead of running the
+  teacher; the lookup and copy of each batch's rows are inside the timed step,
+  and the one-time build (one teacher pass over the data) is reported beside it
+  with the rate it amortizes to over the ablation's progressive run;
 - ``PyTorch`` (the peer a user would otherwise write): transformers ``BertModel``
   teacher (the same checkpoint, eager attention so that it returns attention
   probabilities) and ``MobileBertModel`` student of the same shape, the same four
@@ -20,11 +25,12 @@ today's step and to PyTorch measured in the same round. Both frameworks use
 every core of the machine.
 
 Usage:
-    python benchmarks/distillation_throughput.py --rounds 5 --steps 10 --append-results
+    python benchmarks/distillation_throughput.py --rounds 5 --steps 10 --append-results [--without bfloat16]
 """
 
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -38,8 +44,11 @@ from step_rounds import alternate, command_line, emit, median, step_parser  # no
 WEIGHTS = {"attention": 1.0, "feature_map": 100.0, "mean": 5000.0, "variance": 5.0}
 
 
-def ours(teacher_dir, work, batch_size, precision, jit_compile, optimizer="lamb"):
-    """``(step, batch)``: our end-to-end transfer step for one configuration, and the batch it trains on."""
+def ours(teacher_dir, work, batch_size, precision, jit_compile, optimizer="lamb", cache=False, fresh=False):
+    """``(step, batch, distiller)``: our end-to-end transfer step for one configuration, the batch it trains on.
+
+    ``cache``: the step reads a teacher cache, built first (from scratch with ``fresh``, so that its cost is timed).
+    """
     from rich.console import Console
 
     from mobilebert_kit.training.distill_config import DistillConfig
@@ -47,13 +56,22 @@ def ours(teacher_dir, work, batch_size, precision, jit_compile, optimizer="lamb"
     from mobilebert_kit.training.stages import plan_stages
 
     config = DistillConfig(schedule="end_to_end", layer_steps=10, batch_size=batch_size, log_every=10**6,
-                           precision=precision, jit_compile=jit_compile, optimizer=optimizer)
+                           precision=precision, jit_compile=jit_compile, optimizer=optimizer,
+                           teacher_cache="on" if cache else "off")
     distiller = Distiller(str(teacher_dir), str(work / "student_init"), str(work / "data_train"),
                           work / "throughput_run", config, console=Console(file=open(os.devnull, "w"))).prepare()
     batch = next(distiller.iterator)
     (stage,) = plan_stages(config, 6, embeddings_from_teacher=True)
+    if cache:
+        directory = work / f"teacher_cache_{precision}"
+        if fresh:
+            shutil.rmtree(directory, ignore_errors=True)
+        distiller.prepare_teacher_cache(directory=directory)
+        step, _ = distiller.stage_step(stage)
+        cached = distiller.teacher_cache
+        return (lambda b: step(cached.attach(b, stage.layers))), batch, distiller
     step, _ = distiller.stage_step(stage)
-    return step, batch
+    return step, batch, distiller
 
 
 def pytorch_peer(teacher_dir, batch, learning_rate=1e-4):
@@ -116,22 +134,36 @@ def pytorch_peer(teacher_dir, batch, learning_rate=1e-4):
 
 
 def main(argv=None):
-    args = step_parser(__doc__.splitlines()[0], steps=10).parse_args(argv)
+    parser = step_parser(__doc__.splitlines()[0], steps=10)
+    parser.add_argument("--without", default="", metavar="WORD,...",
+                        help="leave out our candidates whose name holds one of these words (e.g. bfloat16): fewer "
+                        "models in one process")
+    args = parser.parse_args(argv)
+    without = [w for w in args.without.split(",") if w]
     command = command_line("distillation_throughput.py", argv)
 
     from distillation_ablation import prepare
 
     teacher_dir, _ = prepare(args.work, args.seq_len, 10)
-    candidates, batch = {}, None
-    for name, precision, jit, optimizer in (
-        ("ours float32 (today)", "float32", "off", "lamb"),
-        ("ours float32 + XLA", "float32", "on", "lamb"),
-        ("ours bfloat16", "mixed_bfloat16", "off", "lamb"),
-        ("ours bfloat16 + XLA", "mixed_bfloat16", "on", "lamb"),
-        ("ours float32 + XLA, AdamW", "float32", "on", "adamw"),
-        ("ours bfloat16 + XLA, AdamW", "mixed_bfloat16", "on", "adamw"),
+    candidates, batch, build = {}, None, None
+    for name, precision, jit, optimizer, cache in (
+        ("ours float32 (today)", "float32", "off", "lamb", False),
+        ("ours float32 + XLA", "float32", "on", "lamb", False),
+        ("ours bfloat16", "mixed_bfloat16", "off", "lamb", False),
+        ("ours bfloat16 + XLA", "mixed_bfloat16", "on", "lamb", False),
+        ("ours float32 + XLA, AdamW", "float32", "on", "adamw", False),
+        ("ours bfloat16 + XLA, AdamW", "mixed_bfloat16", "on", "adamw", False),
+        ("ours float32 + teacher cache", "float32", "off", "lamb", True),
+        ("ours float32 + XLA + teacher cache", "float32", "on", "lamb", True),
+        ("ours float32 + XLA + teacher cache, AdamW", "float32", "on", "adamw", True),
     ):
-        step, this_batch = ours(teacher_dir, args.work, args.batch_size, precision, jit, optimizer)
+        if any(word in name for word in without) and name != "ours float32 (today)":
+            continue
+        begin = time.perf_counter()
+        step, this_batch, distiller = ours(teacher_dir, args.work, args.batch_size, precision, jit, optimizer, cache,
+                                           fresh=cache and build is None)
+        if cache and build is None:  # the first cached candidate built it (later ones reuse the file)
+            build = (time.perf_counter() - begin, int(distiller.data_meta["num_examples"]))
         batch = batch if batch is not None else this_batch  # every candidate trains on the first batch
         candidates[name] = (lambda f: lambda: f(batch))(step)
     today, peer = "ours float32 (today)", "PyTorch eager (BertModel -> MobileBertModel, AdamW)"
@@ -154,7 +186,26 @@ def main(argv=None):
     for n in candidates:
         lines.append(f"| {n} | {median(rates[n]):.2f} | **{median(ratios[today][n]):.2f}** | "
                      f"{median(ratios[peer][n]):.2f} |")
+    if build is not None and {"ours float32 + XLA", "ours float32 + XLA + teacher cache"} <= set(rates):
+        lines += ["", amortized(build, rates, args.batch_size)]
     emit("\n".join(lines) + "\n", args.append_results)
+
+
+def amortized(build, rates, batch_size):
+    """The cache's one-time cost, and the number of steps after which it has paid for itself.
+
+    The build runs the teacher once per example (its time here includes building the models, so it is an upper
+    bound); each cached step saves ``1/live - 1/cached`` seconds against the live-teacher step with the same
+    settings.
+    """
+    seconds, rows = build
+    cached = median(rates["ours float32 + XLA + teacher cache"])
+    live = median(rates["ours float32 + XLA"])
+    saved = 1.0 / live - 1.0 / cached
+    pays = (f"pays for itself after {seconds / saved:.0f} steps ({seconds / saved * batch_size / rows:.1f} passes "
+            f"over the data at batch {batch_size})") if saved > 0 else "never pays for itself here"
+    return (f"Teacher cache build: {seconds:.0f} s for {rows} examples ({1000 * seconds / rows:.1f} ms each, models "
+            f"built included); each step then saves {1000 * saved:.0f} ms against float32 + XLA, so the cache {pays}.")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,12 @@ SCHEDULES = ("progressive", "end_to_end", "none")
 OPTIMIZERS = ("lamb", "adamw")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 JIT_MODES = ("auto", "on", "off")
+TEACHER_CACHE_MODES = ("auto", "on", "off")
 # XLA compiles a stage's step once (about 10 s for MiniLM-sized models on 2 cores) and then
 # runs it ~1.25x faster (benchmarks/distillation_throughput.py): worth it from ~60 steps on.
 JIT_MIN_STEPS = 100
 # Options that may differ between a run and its --resume (they do not change the result).
-RESUME_INSENSITIVE = ("log_every", "checkpoint_every", "keep_checkpoints", "jit_compile")
+RESUME_INSENSITIVE = ("log_every", "checkpoint_every", "keep_checkpoints", "jit_compile", "teacher_cache")
 
 
 @dataclasses.dataclass
@@ -58,6 +59,11 @@ class DistillConfig:
             (the all-reduce and the update stay outside XLA, so it composes with every
             strategy; same losses to float rounding); ``"off"``; ``"auto"``: on for stages of
             at least :data:`JIT_MIN_STEPS` steps, where the compile time pays off.
+        teacher_cache: ``"on"``: compute the frozen teacher's layer outputs for every example once
+            (``OUT/teacher_cache``, float32, deleted when the run completes) and let the layer-transfer
+            steps read them instead of running the teacher; ``"off"``; ``"auto"``: on when the run
+            would otherwise repeat the teacher's work at least twice over and the cache fits in half the
+            free disk (``teacher_cache.decide``). Same losses to float rounding either way.
 
     Example:
         >>> config = DistillConfig(schedule="progressive", layer_steps=10000, pd_steps=500000)
@@ -85,6 +91,7 @@ class DistillConfig:
     keep_checkpoints: int = 3
     log_every: int = 10
     jit_compile: str = "auto"
+    teacher_cache: str = "auto"
 
     def __post_init__(self):
         check_choice("schedule", self.schedule, SCHEDULES)
@@ -92,6 +99,7 @@ class DistillConfig:
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("decay", self.decay, DECAYS)
         check_choice("jit_compile", self.jit_compile, JIT_MODES)
+        check_choice("teacher_cache", self.teacher_cache, TEACHER_CACHE_MODES)
         self.weights = dict(DEFAULT_WEIGHTS, **(self.weights or {}))
         for key in self.weights:
             check_choice("loss weight", key, tuple(DEFAULT_WEIGHTS))

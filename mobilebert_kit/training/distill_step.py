@@ -15,6 +15,7 @@ from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit import losses
 from mobilebert_kit.training.lamb import Lamb
 from mobilebert_kit.training.stages import LAYER_TRANSFER
+from mobilebert_kit.training.teacher_cache import attention_key, hidden_key
 from mobilebert_kit.training.warmup_decay import WarmupDecay
 
 
@@ -89,7 +90,8 @@ def make_optimizer(config, stage, trained, tuned):
     return optimizer, schedule, variables
 
 
-def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, optimizer, variables):
+def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, optimizer, variables,
+               cached_teacher=False):
     """The training step of ``stage``: ``step(batch)`` updates ``variables`` once and returns the metrics.
 
     Args:
@@ -101,6 +103,8 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
         student (BertPretrainer): the student with its ``mlm`` and ``nsp`` heads.
         optimizer: from :func:`make_optimizer`.
         variables (list[tf.Variable]): what the step trains.
+        cached_teacher (bool): a layer-transfer batch carries the teacher's outputs of the stage's layers
+            (``TeacherCache.attach``), so the step reads them instead of running the teacher.
 
     Returns:
         tf.function: ``step(batch) -> {"loss", <loss terms>[, "loss_scale"]}``, each the global value.
@@ -130,7 +134,11 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
         inputs = {k: batch[k] for k in INPUT_NAMES}
         mask = inputs["attention_mask"]
         tokens = norms["tokens"]
-        target = teacher_view(inputs, training=False)
+        if cached_teacher:
+            target = {"hidden_states": [batch[hidden_key(l)] for l in stage.layers],
+                      "attention_probs": [batch[attention_key(l)] for l in stage.layers]}
+        else:
+            target = teacher_view(inputs, training=False)
         pred = student_view(inputs, training=True)
         totals, sums = [], {}
         for i in range(len(stage.layers)):

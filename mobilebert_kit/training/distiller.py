@@ -12,6 +12,7 @@ kept by ``run_directory.RunDirectory``; the step is built by ``distill_step``)::
     progress.json     stage, step and loss history (rewritten at every checkpoint)
     checkpoints/      tf.train checkpoints: student, optimizer, data iterator, progress
     tensorboard/      scalars per stage
+    teacher_cache/    the teacher's layer outputs per example, while layer-transfer stages remain (teacher_cache.py)
     student/          the distilled encoder (mbk.save) and the teacher's vocabulary files, when the run completes
     pretrainer/       the student with its MLM/NSP heads, likewise
 
@@ -50,12 +51,13 @@ from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import ConfigError, MbkError
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
-from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas
+from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
 from mobilebert_kit.training.run_directory import RUN_FILE, RunDirectory
 from mobilebert_kit.training.stage_progress import StageProgress
-from mobilebert_kit.training.stages import plan_stages, stage_variables
+from mobilebert_kit.training.stages import LAYER_TRANSFER, plan_stages, stage_variables
 from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.summaries import write_scalars
+from mobilebert_kit.training.teacher_cache import TeacherCache, cache_bytes, decide, free_bytes
 from mobilebert_kit.training.teacher_student import (
     build_student,
     check_compatible,
@@ -135,6 +137,8 @@ class Distiller:
         self.student_overrides = dict(student_overrides or {})
         self.on_step_end = on_step_end
         self.on_setup_end = on_setup_end
+        self.teacher_cache = None
+        self._cache_dir = None
         if console is None:
             from rich.console import Console
 
@@ -293,7 +297,68 @@ class Distiller:
 
     def _make_step(self, stage, optimizer, variables):
         return build_step(self.config, stage, self.strategy, self.teacher_encoder, self.teacher_mlm, self.student,
-                          optimizer, variables)
+                          optimizer, variables, cached_teacher=self._cached(stage))
+
+    def _cached(self, stage):
+        return self.teacher_cache is not None and stage.kind == LAYER_TRANSFER
+
+    def _batch(self, stage):
+        """The next batch of the data, with the teacher's cached outputs of ``stage``'s layers when it has them."""
+        batch = next(self.iterator)
+        return self.teacher_cache.attach(batch, stage.layers) if self._cached(stage) else batch
+
+    # ---------------------------------------------------------- teacher cache
+    def prepare_teacher_cache(self, start_stage=0, directory=None):
+        """Decides whether the run caches its teacher (``config.teacher_cache``) and builds or finishes the cache.
+
+        Args:
+            start_stage (int): the first stage still to run (a resumed run's).
+            directory (str | Path | None): where (default ``OUT/teacher_cache``; a worker that is not the chief
+                keeps its own in its scratch directory).
+
+        Returns:
+            TeacherCache | None: also kept as ``self.teacher_cache``; the steps built after it read it.
+        """
+        self.prepare()
+        stages = [st for st in self.stages[start_stage:] if st.kind == LAYER_TRANSFER]
+        layers = tuple(sorted({l for st in self.stages if st.kind == LAYER_TRANSFER for l in st.layers}))
+        if directory is None:
+            directory = (self.out_dir if self.chief else self.scratch) / "teacher_cache"
+        t = self.teacher_encoder.config
+        rows, seq_len = int(self.data_meta["num_examples"]), int(self.data_meta["seq_len"])
+        size = cache_bytes(rows, seq_len, t["hidden_size"], t["num_heads"], layers) if layers else 0
+        self._cache_dir = Path(directory)
+        use, why = decide(self.config.teacher_cache, stages, rows, self.config.batch_size, size, free_bytes(directory))
+        self.console.print(f"  teacher cache: {why}", highlight=False, soft_wrap=True)
+        if not use:
+            self._drop_teacher_cache()  # an interrupted run's, when it is no longer wanted
+            return None
+        view = transfer_model(self.teacher_encoder, layers)
+        outputs = tf.function(lambda inputs: view(inputs, training=False), autograph=False, reduce_retracing=True)
+
+        def batches(skip):
+            dataset, _ = pretraining_dataset(self.data, self.config.batch_size, seed=self.config.seed,
+                                             shuffle_buffer=0, repeat=False)
+            return (dict(b) for b in dataset.skip(skip))
+
+        identity = {"teacher": self._describe(self.teacher_spec), "data": str(self.data), "seq_len": seq_len,
+                    "precision": self.config.precision}
+        total = -(-rows // self.config.batch_size)
+        with StageProgress(self.console, "teacher cache", total, plain_every=self.config.log_every) as bar:
+            def progress(rows_done):  # a resumed build's first report counts the rows of the last one too
+                bar.update(-(-rows_done // self.config.batch_size) - bar.done, {})
+
+            self.teacher_cache = TeacherCache.build(directory, outputs, batches, rows, layers, identity, progress)
+        return self.teacher_cache
+
+    def _drop_teacher_cache(self):
+        """Deletes the cache (ours, and only read by layer-transfer stages) and stops reading it."""
+        self.teacher_cache = None
+        directory = self._cache_dir
+        if directory is not None and directory.is_dir() and not directory.is_symlink():
+            shutil.rmtree(directory, ignore_errors=True)
+        elif directory is not None and directory.is_symlink():
+            directory.unlink()
 
     def _distribute(self, batch):
         return split_over_replicas(batch, self.strategy, self.config.batch_size)
@@ -337,6 +402,7 @@ class Distiller:
             self.summary_writer = tf.summary.create_noop_writer()
         self.scratch = None if self.chief else Path(tempfile.mkdtemp(prefix="mbk-worker-checkpoints-"))
         try:
+            self.prepare_teacher_cache(start_stage)
             return self._train(latest, start_stage, start_step, history)
         finally:
             if self.scratch is not None:
@@ -369,6 +435,8 @@ class Distiller:
                 self.progress.step.assign(first)
                 step_fn = self._make_step(stage, optimizer, variables)
                 history = self._run_stage(stage, index, first, step_fn, schedule, optimizer, manager, interrupt, history)
+                if not any(later.kind == LAYER_TRANSFER for later in self.stages[index + 1:]):
+                    self._drop_teacher_cache()  # gigabytes no later stage reads
             self.progress.stage.assign(len(self.stages))
             self.progress.step.assign(0)
         return self._finish(history)
@@ -394,7 +462,7 @@ class Distiller:
         started = time.perf_counter()
         with StageProgress(self.console, stage.name, stage.steps, start=first, plain_every=cfg.log_every) as bar:
             for step in range(first, stage.steps):
-                batch = next(self.iterator)
+                batch = self._batch(stage)
                 metrics = self._step(step_fn, batch, stage, step)
                 self.progress.step.assign(step + 1)
                 self.progress.global_step.assign_add(1)

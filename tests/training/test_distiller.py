@@ -152,6 +152,42 @@ def test_resume_after_sigint_and_sigkill_matches_uninterrupted(uninterrupted, ti
     assert [h["stage"] for h in history] == ["layer_0", "layer_1"]
 
 
+def test_a_cached_run_interrupted_and_resumed_never_runs_the_teacher_and_matches_the_live_run(
+        uninterrupted, tiny_run_inputs, tmp_path):
+    """The live-teacher run is ``uninterrupted`` (its stages read too little data for ``auto`` to cache)."""
+    import os
+    import signal
+    from dataclasses import replace
+
+    from mobilebert_kit.training.distiller import Distiller
+
+    config = replace(resume_config(), teacher_cache="on")
+    out = tmp_path / "run"
+    seen = {}
+
+    def interrupt_at_2(stage, step, global_step, metrics):
+        seen.setdefault("meta", json.loads((out / "teacher_cache" / "cache.json").read_text()))
+        if global_step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tiny_run_inputs, out, on_step_end=interrupt_at_2, config=config)
+    assert seen["meta"]["complete"] and seen["meta"]["layers"] == [0, 1]
+
+    # The resumed run's teacher is zeroed once built: its steps can only read the cache the first run left.
+    def zero_teacher(distiller):
+        for variable in distiller.teacher_encoder.weights:
+            variable.assign(np.zeros(variable.shape, variable.dtype.as_numpy_dtype))
+
+    Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"), str(tiny_run_inputs / "data"),
+              out, config, console=_quiet(), on_setup_end=zero_teacher).run(resume=True)
+    resumed, reference = _weights(out / "pretrainer"), _weights(uninterrupted["out"] / "pretrainer")
+    assert set(resumed) == set(reference)
+    for name in reference:
+        np.testing.assert_allclose(resumed[name], reference[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert not (out / "teacher_cache").exists()  # removed once the layer-transfer stages are done
+
+
 def test_mirrored_strategy_over_two_cpus_matches_one_device(tiny_run_inputs, tmp_path):
     proc = _script(tiny_run_inputs, tmp_path, "replicas")
     assert proc.returncode == 0, proc.stderr

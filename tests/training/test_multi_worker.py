@@ -98,11 +98,14 @@ def _assert_same_student(out, reference):
 
 
 def test_two_workers_match_one_device_and_only_the_chief_writes(tiny_run_inputs, one_device_with_dropout, tmp_path):
+    # The workers read the teacher from a cache (each builds its own); the one-device reference runs it live.
     out = tmp_path / "run"
-    procs, scratch = _start_workers([_distill(tiny_run_inputs, out, student="tiny-mobilebert")] * 2, tmp_path)
+    command = _distill(tiny_run_inputs, out, "--teacher-cache", "on", student="tiny-mobilebert")
+    procs, scratch = _start_workers([command] * 2, tmp_path)
     (rc0, out0, err0), (rc1, out1, err1) = _wait(procs)
     assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
     assert "batch 4 over 2 replica(s)" in out0 and "worker 1 of 2" in out1
+    assert "teacher cache: on" in out0 and "teacher cache: on" in out1
     assert "the chief wrote" in out1
     _assert_same_student(out, one_device_with_dropout)
     # The chief's files only; the other worker's scratch checkpoints are gone.
