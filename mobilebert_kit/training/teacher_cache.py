@@ -31,6 +31,7 @@ Example:
     >>> batch = cache.attach(next(iterator), (1,))  # doctest: +SKIP
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -218,11 +219,13 @@ class TeacherCache:
             directory.mkdir(parents=True, exist_ok=True)
             meta = _append_rows(directory, meta, outputs, batches, layers, progress)
         except (OSError, MbkError) as err:
-            # A full disk: give the space back (the cache is ours and is rebuilt when asked for again).
+            # Give the space back (the cache is ours and is rebuilt when asked for again).
             shutil.rmtree(directory, ignore_errors=True)
+            full = not isinstance(err, OSError) or err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
             why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-            raise MbkError(f"cannot write the teacher cache {directory} ({why}); it was removed; free space there or "
-                           "run with --teacher-cache off") from None
+            fix = "free space there" if full else f"make {directory.parent} writable"
+            raise MbkError(f"cannot write the teacher cache {directory} ({why}); it was removed; {fix} or run with "
+                           "--teacher-cache off") from None
         if meta["rows_done"] != rows:
             raise MbkError(f"the teacher cache {directory} got {meta['rows_done']} rows but the data lists {rows}; "
                            "re-create the data with `mbk pretraining-data`")
@@ -307,8 +310,11 @@ def _count(value):
 
 def _read_meta(directory):
     """The cache record, or None when there is none or it is not one this module wrote (then it is rebuilt)."""
+    path = Path(directory) / CACHE_FILE
+    if not path.is_file():  # a FIFO or device there would block or stream forever
+        return None
     try:
-        with open(Path(directory) / CACHE_FILE, "rb") as f:
+        with open(path, "rb") as f:
             meta = json.loads(f.read(1 << 20))
     except (OSError, ValueError, RecursionError):
         return None

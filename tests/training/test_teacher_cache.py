@@ -80,7 +80,7 @@ def test_build_is_exact_in_any_row_order_and_resumes_after_a_kill(tmp_path, monk
     assert _build(directory, stop_after=0).meta["rows"] == ROWS
 
 
-@pytest.mark.parametrize("damage", ["deep json", "wrong types", "cut file", "other teacher", "symlink"])
+@pytest.mark.parametrize("damage", ["deep json", "wrong types", "cut file", "other teacher", "symlink", "fifo"])
 def test_a_damaged_or_foreign_cache_is_rebuilt(tmp_path, damage):
     directory = tmp_path / "cache"
     _build(directory)
@@ -93,6 +93,9 @@ def test_a_damaged_or_foreign_cache_is_rebuilt(tmp_path, damage):
     elif damage == "cut file":
         with open(directory / "attention_0.bin", "r+b") as f:
             f.truncate(100)
+    elif damage == "fifo":  # a special file where the record was: never opened (it would block)
+        meta_file.unlink()
+        os.mkfifo(meta_file)
     elif damage == "symlink":
         elsewhere = tmp_path / "users_own"
         directory.rename(elsewhere)
@@ -118,6 +121,15 @@ def test_a_row_not_in_the_cache_and_a_full_disk_are_one_line_errors(tmp_path, mo
 
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def denied(*args, **kwargs):  # a read-only directory (chmod does not stop root, who runs CI here)
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(teacher_cache, "open", denied, raising=False)
+        with pytest.raises(MbkError, match=f"Permission denied.*make {tmp_path} writable or run with") as err:
+            _build(tmp_path / "denied")
+    assert "\n" not in str(err.value) and not (tmp_path / "denied").exists()
 
     monkeypatch.setattr(teacher_cache.os, "fsync", full)
     with pytest.raises(MbkError, match="cannot write the teacher cache .*No space left.*removed.*--teacher-cache off") \
