@@ -16,10 +16,10 @@ like the encoder inputs (``input_ids``, ``attention_mask``,
 ``create_pretraining_data.py`` (``input_mask``, ``segment_ids``) are read too.
 """
 
-import json
 from pathlib import Path
 
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.structured import load_json
 
 FORMAT = "mobilebert-kit-pretraining"
 FORMAT_VERSION = 1
@@ -48,6 +48,37 @@ def serialize_example(example):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
+_REMAKE = "re-create the data with `mbk pretraining-data`"
+# What the readers do with each field: seq_len and max_predictions size every parsed tensor, num_examples sizes
+# the teacher cache, shards are joined to the directory. Bounds as the Encoder's positions (models/encoder.py).
+_COUNTS = {"seq_len": (1, 131_072), "max_predictions": (0, 131_072), "num_examples": (1, 1 << 40)}
+MAX_SHARDS = 100_000
+
+
+def _is_count(value, low, high):
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_fields(meta_path, meta):
+    """Refuses, in one line, a dataset.json field the readers could not use (a string, a float, a path)."""
+    for key, (low, high) in _COUNTS.items():
+        if not _is_count(meta[key], low, high):
+            raise MbkError(f"{meta_path}: {key} must be a whole number from {low} to {high}, got {_short(meta[key])}; "
+                           f"{_REMAKE}")
+    shards = meta["shards"]
+    if not isinstance(shards, list) or not 1 <= len(shards) <= MAX_SHARDS:
+        raise MbkError(f"{meta_path}: shards must be a list of 1 to {MAX_SHARDS} file names; {_REMAKE}")
+    for name in shards:
+        # Names only: a path would read files outside the data directory.
+        if not isinstance(name, str) or not name or name in (".", "..") or any(c in name for c in "/\\\0"):
+            raise MbkError(f"{meta_path}: shard {_short(name)} is not a file name in the data directory; {_REMAKE}")
+
+
 def read_metadata(data):
     """Returns ``(directory, metadata dict)`` for a data directory or its ``dataset.json``.
 
@@ -61,17 +92,18 @@ def read_metadata(data):
             f"{data} is not a pre-training data directory ({METADATA_FILE} is missing); "
             "create one with `mbk pretraining-data`"
         )
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as err:
-        raise MbkError(f"cannot read {meta_path} ({err}); re-create the data with `mbk pretraining-data`") from err
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    meta = load_json(meta_path, METADATA_FILE, expect=dict, error=MbkError, fix=_REMAKE)
+    if meta.get("format") != FORMAT:
         raise MbkError(f"{meta_path} is not a mobilebert-kit pre-training metadata file; re-create the data")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise MbkError(f"{meta_path} was written by a newer mobilebert-kit (format {meta['format_version']}); upgrade")
+    version = meta.get("format_version", 0)
+    if not _is_count(version, 0, 1 << 31):
+        raise MbkError(f"{meta_path}: format_version must be a whole number, got {_short(version)}; {_REMAKE}")
+    if version > FORMAT_VERSION:
+        raise MbkError(f"{meta_path} was written by a newer mobilebert-kit (format {version}); upgrade")
     for key in ("seq_len", "max_predictions", "shards", "num_examples"):
         if key not in meta:
-            raise MbkError(f"{meta_path} has no {key!r}; re-create the data with `mbk pretraining-data`")
+            raise MbkError(f"{meta_path} has no {key!r}; {_REMAKE}")
+    _check_fields(meta_path, meta)
     directory = meta_path.parent
     missing = [s for s in meta["shards"] if not (directory / s).is_file()]
     if missing:

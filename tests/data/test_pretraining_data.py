@@ -120,3 +120,35 @@ def test_bad_inputs_leave_nothing_behind(email_corpus, tmp_path):
         write_pretraining_data([tmp_path / "missing.txt"], tok, tmp_path / "out")
     with pytest.raises(MbkError, match="dataset.json is missing"):
         pretraining_dataset(tmp_path, batch_size=2)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"seq_len": "x"}, "seq_len must be a whole number"),
+    ({"seq_len": 12.0}, "seq_len must be a whole number"),
+    ({"max_predictions": 1e300}, "max_predictions must be a whole number"),
+    ({"num_examples": -3}, "num_examples must be a whole number"),
+    ({"num_examples": True}, "num_examples must be a whole number"),
+    ({"format_version": "9"}, "format_version must be a whole number"),
+    ({"shards": "shard-0"}, "shards must be a list"),
+    ({"shards": []}, "shards must be a list"),
+    ({"shards": [1]}, "shard 1 is not a file name"),
+    ({"shards": ["../../etc/passwd"]}, "is not a file name in the data directory"),
+    ({"shards": ["a\\b"]}, "is not a file name in the data directory"),
+])
+def test_a_hostile_dataset_json_is_refused_in_one_line(written, tmp_path, change, fragment):
+    """Every value the readers consume is checked before use: these were internal errors (int('x'), path / 1)."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(written[1], data)
+    meta = json.loads((data / "dataset.json").read_text())
+    (data / "dataset.json").write_text(json.dumps({**meta, **change}))
+    with pytest.raises(MbkError, match=fragment) as err:
+        pretraining_dataset(data, batch_size=2)
+    assert "\n" not in str(err.value) and "mbk pretraining-data" in str(err.value)
+
+
+def test_a_dataset_json_nested_too_deep_is_refused(tmp_path):
+    (tmp_path / "dataset.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(MbkError, match="nests too deeply"):
+        pretraining_dataset(tmp_path, batch_size=2)
