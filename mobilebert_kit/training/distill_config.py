@@ -5,6 +5,7 @@ import dataclasses
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.losses import DEFAULT_ALPHA, DEFAULT_WEIGHTS
 from mobilebert_kit.training.warmup_decay import DECAYS
+from mobilebert_kit.utils.limits import check_number
 
 SCHEDULES = ("progressive", "end_to_end", "none")
 OPTIMIZERS = ("lamb", "adamw")
@@ -14,6 +15,26 @@ TEACHER_CACHE_MODES = ("auto", "on", "off")
 # XLA compiles a stage's step once (about 10 s for MiniLM-sized models on 2 cores) and then
 # runs it ~1.25x faster (benchmarks/distillation_throughput.py): worth it from ~60 steps on.
 JIT_MIN_STEPS = 100
+# Numeric options, each checked against its utils/limits.py record; None allowed where the option may be unset.
+NUMERIC_OPTIONS = ("layer_steps", "pd_steps", "batch_size", "learning_rate", "pd_learning_rate", "warmup_proportion",
+                   "lower_layer_lr_multiplier", "weight_decay", "clip_norm", "alpha", "seed", "shuffle_buffer",
+                   "checkpoint_every", "keep_checkpoints", "log_every")
+OPTIONAL_NUMBERS = ("pd_learning_rate", "clip_norm")
+
+
+def check_numbers(config, names):
+    """Checks each named field of a config dataclass with ``utils.limits.check_number`` (ints stay ints).
+
+    Example:
+        >>> check_numbers(DistillConfig(), NUMERIC_OPTIONS)
+    """
+    for name in names:
+        value = getattr(config, name)
+        if value is None and name in OPTIONAL_NUMBERS:
+            continue
+        setattr(config, name, check_number(name, value))
+
+
 # Options that may differ between a run and its --resume (they do not change the result).
 RESUME_INSENSITIVE = ("log_every", "checkpoint_every", "keep_checkpoints", "jit_compile", "teacher_cache")
 
@@ -100,20 +121,18 @@ class DistillConfig:
         check_choice("decay", self.decay, DECAYS)
         check_choice("jit_compile", self.jit_compile, JIT_MODES)
         check_choice("teacher_cache", self.teacher_cache, TEACHER_CACHE_MODES)
+        if not isinstance(self.weights, (dict, type(None))):
+            raise ConfigError(f"weights must be a mapping of loss term to number, got {self.weights!r}")
         self.weights = dict(DEFAULT_WEIGHTS, **(self.weights or {}))
-        for key in self.weights:
+        for key, value in self.weights.items():
             check_choice("loss weight", key, tuple(DEFAULT_WEIGHTS))
-        for key in ("layer_steps", "batch_size", "checkpoint_every", "keep_checkpoints", "log_every"):
-            if int(getattr(self, key)) < 1:
-                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
-        if self.pd_steps < 0:
-            raise ConfigError(f"pd_steps must be >= 0, got {self.pd_steps}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ConfigError(f"alpha must be in [0, 1], got {self.alpha}")
-        if not 0.0 <= self.warmup_proportion <= 1.0:
-            raise ConfigError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
-        if self.lower_layer_lr_multiplier < 0:
-            raise ConfigError(f"lower_layer_lr_multiplier must be >= 0, got {self.lower_layer_lr_multiplier}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ConfigError(f"loss weight {key} must be a finite number >= 0, got {value!r}")
+        # Every numeric option against its utils/limits.py record: the CLI checks its flags there, and a
+        # hand-edited run.json or a recipe must be held to the same bounds (a "x" learning rate reached LAMB).
+        check_numbers(self, NUMERIC_OPTIONS)
+        if not isinstance(self.copy_from_teacher, bool):
+            raise ConfigError(f"copy_from_teacher must be true or false, got {self.copy_from_teacher!r}")
         if self.schedule == "none" and self.pd_steps == 0:
             raise ConfigError("schedule 'none' trains only pre-training distillation: give pd_steps > 0")
 

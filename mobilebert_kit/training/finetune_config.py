@@ -2,8 +2,13 @@
 
 import dataclasses
 
-from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.errors import check_choice
 from mobilebert_kit.training.task_data import TASKS
+
+# Numeric options, each checked against its utils/limits.py record (a recipe or a Python caller is held to the
+# CLI's bounds).
+NUMERIC_OPTIONS = ("epochs", "batch_size", "learning_rate", "warmup_proportion", "weight_decay", "seq_len",
+                   "doc_stride", "max_query_length", "dropout", "seed")
 
 
 @dataclasses.dataclass
@@ -41,11 +46,9 @@ class FinetuneConfig:
     seed: int = 0
 
     def __post_init__(self):
-        from mobilebert_kit.training.distill_config import OPTIMIZERS, PRECISIONS
+        from mobilebert_kit.training.distill_config import OPTIMIZERS, PRECISIONS, check_numbers
 
         check_choice("task", self.task, TASKS)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("precision", self.precision, PRECISIONS)
-        for key in ("epochs", "batch_size", "seq_len"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+        check_numbers(self, NUMERIC_OPTIONS)

@@ -325,6 +325,32 @@ def test_jit_compile_auto_pays_only_for_long_stages():
         DistillConfig(jit_compile="yes")
 
 
+@pytest.mark.parametrize("values, fragment", [
+    ({"learning_rate": "x"}, "learning_rate must be a finite number > 0"),
+    ({"batch_size": 1e300}, "batch_size must be an integer"),
+    ({"layer_steps": 10**18}, "layer_steps must be an integer >= 1 and <= 1000000000"),
+    ({"clip_norm": "x"}, "clip_norm must be a finite number"),
+    ({"weight_decay": float("nan")}, "weight_decay must be a finite number"),
+    ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"log_every": 2.5}, "log_every must be an integer"),
+    ({"weights": {"attention": "x"}}, "loss weight attention must be a finite number"),
+    ({"weights": [1]}, "weights must be a mapping"),
+    ({"copy_from_teacher": "no"}, "copy_from_teacher must be true or false"),
+])
+def test_a_hand_edited_run_record_is_refused_field_by_field(values, fragment):
+    """run.json (read on --resume) and recipes reach DistillConfig without the CLI's checks; these reached LAMB."""
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.training.distill_config import DistillConfig
+    from mobilebert_kit.training.finetune_config import FinetuneConfig
+
+    with pytest.raises(ConfigError, match=fragment) as err:
+        DistillConfig.from_dict(values)
+    assert "\n" not in str(err.value)
+    assert DistillConfig.from_dict({"clip_norm": None, "pd_learning_rate": None}).clip_norm is None  # unset is valid
+    with pytest.raises(ConfigError, match="epochs must be an integer"):
+        FinetuneConfig(epochs="3")
+
+
 def test_plain_progress_lines_show_the_rate_and_the_time_left():
     import io
 
