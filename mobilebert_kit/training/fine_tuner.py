@@ -24,6 +24,7 @@ from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.structured import load_json
 
 TASK_FILE = "task.json"
 HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence_classifier",
@@ -265,7 +266,10 @@ def _deployment_files(model_dir, tokenizer, label_names):
         tokens = [tokenizer.inverse_vocab.get(i, "[UNK]") for i in range(tokenizer.vocab_size)]
         (model_dir / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
     config_path = model_dir / "tokenizer_config.json"
-    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    try:  # the source's own tokenizer_config.json, updated; an unreadable one is replaced
+        config = load_json(config_path, config_path.name, expect=dict, error=MbkError) if config_path.is_file() else {}
+    except MbkError:
+        config = {}
     config["do_lower_case"] = tokenizer.lowercase  # what fine-tuning used (--cased may override the source)
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     if label_names:
@@ -314,11 +318,11 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     task_file = model_dir / TASK_FILE
     if not task_file.is_file():
         raise MbkError(f"{model_dir} is not a fine-tuned model ({TASK_FILE} is missing); create one with `mbk finetune`")
-    try:
-        spec = json.loads(task_file.read_text())
-    except (OSError, ValueError) as err:
-        raise MbkError(f"cannot read {task_file} ({err}); fine-tune again") from err
-    tokenizer = WordPieceTokenizer.from_file(model_dir / spec["vocab"], lowercase=spec.get("lowercase"))
+    spec = load_json(task_file, TASK_FILE, expect=dict, error=MbkError, fix="fine-tune again")
+    vocab = spec.get("vocab")
+    if not isinstance(vocab, str) or not vocab or Path(vocab).name != vocab:
+        raise MbkError(f"{task_file} names no vocabulary file in {model_dir} (vocab {vocab!r}); fine-tune again")
+    tokenizer = WordPieceTokenizer.from_file(model_dir / vocab, lowercase=spec.get("lowercase"))
     model = load(model_dir / "model")
     given = {k: v for k, v in (columns or {}).items() if v}
     return model_evaluation(model, {**spec, **given, "model": str(model_dir)}, tokenizer, path, batch_size, limit)

@@ -131,9 +131,11 @@ class RunDirectory:
     def history(self):
         """The stage history of ``progress.json`` (empty when it is missing or unreadable)."""
         try:
-            return json.loads((self.path / PROGRESS_FILE).read_text()).get("history", [])
-        except (OSError, ValueError):
+            state = load_json(self.path / PROGRESS_FILE, PROGRESS_FILE, expect=dict, error=MbkError)
+        except MbkError:  # missing, deep, not JSON: the history is for display, the checkpoint holds the state
             return []
+        history = state.get("history", [])
+        return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
 
     def save(self, manager, state, history):
         """Saves a checkpoint numbered ``state["global_step"]``, then ``progress.json`` pointing at it.

@@ -14,7 +14,6 @@ Features are fixed-length numpy arrays: ``input_ids``, ``attention_mask``,
 """
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
@@ -149,18 +148,33 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
 def read_squad(path):
     """SQuAD v1.1/v2.0 examples: dicts with id, question, context, answers (text, start) and impossible."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))["data"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise MbkError(f"{path} is not a SQuAD JSON file ({type(err).__name__}: {err}); expected {{\"data\": [...]}}") from err
+    expected = 'expected {"data": [{"paragraphs": [{"context": "...", "qas": [...]}]}]}'
+    top = load_json(path, "the SQuAD file", expect=dict, error=MbkError, fix=expected)
+    data = top.get("data")
+    if not isinstance(data, list):
+        raise MbkError(f"{path} is not a SQuAD JSON file (no \"data\" list); {expected}")
+
+    def field(where, record, key, kind, default=None):
+        value = record.get(key, default) if isinstance(record, dict) else None
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            name = "/".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+            raise MbkError(f"{path}: {where} has no {name} {key!r} (got {type(value).__name__}); {expected}")
+        return value
+
     examples = []
-    for article in data:
-        for paragraph in article.get("paragraphs", []):
-            context = paragraph["context"]
-            for qa in paragraph.get("qas", []):
-                answers = [{"text": a["text"], "start": int(a["answer_start"])} for a in qa.get("answers", [])]
-                examples.append({"id": str(qa["id"]), "question": qa["question"], "context": context,
-                                 "answers": answers, "impossible": bool(qa.get("is_impossible", False))})
+    for i, article in enumerate(data):
+        for j, paragraph in enumerate(field(f"data[{i}]", article, "paragraphs", list, [])):
+            where = f"data[{i}].paragraphs[{j}]"
+            context = field(where, paragraph, "context", str)
+            for k, qa in enumerate(field(where, paragraph, "qas", list, [])):
+                at = f"{where}.qas[{k}]"
+                answers = []
+                for a in field(at, qa, "answers", list, []):
+                    start = field(f"{at}.answers", a, "answer_start", int)
+                    answers.append({"text": field(f"{at}.answers", a, "text", str), "start": start})
+                examples.append({"id": str(field(at, qa, "id", (str, int))), "question": field(at, qa, "question", str),
+                                 "context": context, "answers": answers,
+                                 "impossible": field(at, qa, "is_impossible", bool, False)})
     if not examples:
         raise MbkError(f"{path} holds no questions")
     return examples

@@ -146,7 +146,51 @@ def test_bad_task_inputs(tokenizer, tmp_path):
     (tmp_path / "x.tsv").write_text("foo\tbar\n1\t2\n")
     with pytest.raises(MbkError, match="cannot tell the text column"):
         task_data.load_sequence_task(tmp_path / "x.tsv", tokenizer, 8, "classification")
-    with pytest.raises(MbkError, match="not a SQuAD JSON"):
+    with pytest.raises(MbkError, match="the SQuAD file .* is not valid JSON"):
         task_data.read_squad(tmp_path / "x.tsv")
     with pytest.raises(MbkError, match="not a fine-tuned model"):
         evaluate_directory(tmp_path, tmp_path / "x.tsv")
+
+
+_QA = '{"id": 1, "question": "q", "answers": [{"text": "a", "answer_start": 0}]}'
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[" * 100_000, "nests too deeply"),
+    ('{"data": 5}', 'no "data" list'),
+    ('{"data": [5]}', "data[0] has no list 'paragraphs'"),
+    ('{"data": [{"paragraphs": [{"context": 5, "qas": []}]}]}', "paragraphs[0] has no str 'context'"),
+    ('{"data": [{"paragraphs": [{"context": "abc", "qas": [' + _QA.replace('0}', '"x"}') + ']}]}]}',
+     "answers has no int 'answer_start'"),
+    ('{"data": [{"paragraphs": [{"context": "abc", "qas": [' + _QA.replace('"q"', "null") + ']}]}]}',
+     "qas[0] has no str 'question'"),
+])
+def test_a_hostile_squad_file_is_one_line(tmp_path, text, fragment):
+    """Each of these was an internal error (RecursionError, TypeError, int('x')) before it reached the model."""
+    from mobilebert_kit.errors import MbkError
+
+    import re
+
+    (tmp_path / "qa.json").write_text(text)
+    with pytest.raises(MbkError, match=re.escape(fragment)) as err:
+        task_data.read_squad(tmp_path / "qa.json")
+    assert "\n" not in str(err.value)
+    (tmp_path / "ok.json").write_text('{"data": [{"paragraphs": [{"context": "abc", "qas": [' + _QA + ']}]}]}')
+    assert task_data.read_squad(tmp_path / "ok.json")[0]["answers"] == [{"text": "a", "start": 0}]
+
+
+@pytest.mark.parametrize("task_json, fragment", [
+    ("[" * 100_000, "nests too deeply"),
+    ("[1]", "task.json"),
+    ('{"vocab": "../../etc/passwd"}', "names no vocabulary file"),
+    ('{"vocab": 5}', "names no vocabulary file"),
+])
+def test_a_hostile_task_json_is_one_line(tmp_path, task_json, fragment):
+    from mobilebert_kit.errors import MbkError
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "task.json").write_text(task_json)
+    (tmp_path / "x.tsv").write_text("text\tlabel\na\t1\n")
+    with pytest.raises(MbkError, match=fragment) as err:
+        evaluate_directory(tmp_path, tmp_path / "x.tsv")
+    assert "\n" not in str(err.value)
