@@ -16,6 +16,8 @@ from pathlib import Path
 
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.input_paths import open_regular
+from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.structured import load_json
 
 MANIFEST_VERSION = 1
 _CHUNK = 1 << 20
@@ -72,17 +74,18 @@ class StageManifest:
     def recorded(self):
         """The stored manifest as a dict, or None when absent or unreadable."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return load_json(self.path, self.path.name, expect=dict, error=MbkError)
+        except MbkError:  # missing, deep, special, not JSON: the stage simply runs again
             return None
-        return data if isinstance(data, dict) else None
 
     def is_current(self):
         """True when the stored key matches and every output has the recorded hash."""
         data = self.recorded()
         if not data or data.get("version") != MANIFEST_VERSION or data.get("key") != self.key:
             return False
-        hashes = data.get("outputs") or {}
+        hashes = data.get("outputs")
+        if not isinstance(hashes, dict):
+            return False
         for path in self.outputs:
             if not path.is_file() or hashes.get(path.name) != file_hash(path):
                 return False

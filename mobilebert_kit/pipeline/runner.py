@@ -37,6 +37,8 @@ from mobilebert_kit.sources.spec import locate
 from mobilebert_kit.utils.atomic import prepare_dir, write_text
 from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.terminal import escape
+from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.structured import load_json
 
 DEFAULT_RUNS = 20
 EVALUATION_SCHEMA = "mobilebert_kit.evaluation"  # the "schema" of <name>.evaluation.json
@@ -316,8 +318,8 @@ def _source_hash(spec):
 
 
 def _read_json(path):
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    """A report the pipeline wrote; bounded and one-line if it was replaced by something else."""
+    return load_json(Path(path), Path(path).name, expect=dict, error=MbkError, fix="run the pipeline again with --force")
 
 
 def _safe(text):

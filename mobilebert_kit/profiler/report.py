@@ -19,10 +19,12 @@ import io
 import json
 import math
 import platform
+from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.utils.atomic import write_text
+from mobilebert_kit.utils.structured import load_json
 
 SCHEMA = "mobilebert_kit.profile"
 SCHEMA_VERSION = 1
@@ -122,11 +124,8 @@ def validate_report(report):
 
 def load_report(path):
     """Reads and validates a JSON report written by :func:`write_json`."""
-    try:
-        with open(path) as f:
-            report = json.load(f)
-    except (OSError, ValueError) as err:
-        raise ProfilerError(f"cannot read report {path}: {err}") from err
+    report = load_json(Path(path), "the report", expect=dict, error=ProfilerError,
+                       fix="profile again with --json to write one")
     return validate_report(report)
 
 

@@ -85,6 +85,19 @@ def test_manifest_is_current_only_for_same_inputs_and_untouched_outputs(tmp_path
     assert not StageManifest("export", [out], {"data": file_hash(data), "seq_len": 16}).is_current()
 
 
+@pytest.mark.parametrize("record", ["[" * 100_000, '{"version": 1, "outputs": [1]}', "\xff"])
+def test_a_damaged_stage_record_reruns_the_stage(tmp_path, record):
+    """The record is ours, but a deep or mistyped one was a RecursionError / AttributeError mid-pipeline."""
+    out = tmp_path / "model.tflite"
+    out.write_bytes(b"artifact")
+    manifest = StageManifest("export", [out], {"seq_len": 16})
+    manifest.save()
+    data = manifest.recorded()
+    manifest.path.write_text(record if record != '{"version": 1, "outputs": [1]}' else
+                             record.replace('"version": 1', f'"version": {data["version"]}, "key": "{data["key"]}"'))
+    assert not manifest.is_current()
+
+
 def test_directory_hash_follows_content_and_names_not_times(tmp_path):
     model = tmp_path / "m"
     (model / "sub").mkdir(parents=True)

@@ -124,3 +124,12 @@ def test_incomplete_report_keeps_the_error(table6_results):
     report = build_report([partial], error="device X disconnected")
     assert report["incomplete"] and report["error"] == "device X disconnected"
     assert "Incomplete run" in to_markdown(report)
+
+
+@pytest.mark.parametrize("text, fragment", [("[" * 100_000, "nests too deeply"), ("[1]", "JSON object")])
+def test_a_hostile_report_file_is_one_line(tmp_path, text, fragment):
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    with pytest.raises(ProfilerError, match=fragment) as err:
+        load_report(path)
+    assert "\n" not in str(err.value)
