@@ -32,7 +32,7 @@ import uuid
 
 import numpy as np
 
-from mobilebert_kit.errors import MbkError, check_choice
+from mobilebert_kit.errors import MbkError, check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
 from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
@@ -262,10 +262,15 @@ class DeviceProfiler:
         info["topology"] = self.topology.summary()
         self.mask, self.cpus = self.topology.mask(self.cores)
         try:
-            self.baseline = json.loads(snapshot.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            self.baseline = {}
-        info["baseline_c"] = None if self.baseline.get("max_mc") is None else self.baseline["max_mc"] / 1000.0
+            baseline = json.loads(snapshot.strip().splitlines()[-1])
+        except (ValueError, IndexError, RecursionError):
+            baseline = {}
+        # What the phone printed is data: anything but {"max_mc": number, ...} counts as no reading.
+        self.baseline = baseline if isinstance(baseline, dict) else {}
+        max_mc = self.baseline.get("max_mc")
+        usable = isinstance(max_mc, (int, float)) and not isinstance(max_mc, bool) and abs(max_mc) < 1e9
+        self.baseline_mc = max_mc if usable else None
+        info["baseline_c"] = max_mc / 1000.0 if usable else None
 
     def _cleanup(self):
         if not self.remote_dir:
@@ -393,8 +398,8 @@ class DeviceProfiler:
             f"--trials {int(trials)} --tolerance-mc {self.tolerance_mc} --cooldown-timeout {self.cooldown_timeout_s} "
             f"--poll {self.poll_s}"
         )
-        if self.baseline.get("max_mc") is not None:
-            command += f" --baseline-mc {int(self.baseline['max_mc'])}"
+        if getattr(self, "baseline_mc", None) is not None:
+            command += f" --baseline-mc {int(self.baseline_mc)}"
         if self.lock_freq:
             command += f" --lock-freq {self._q(self.lock_freq)}"
         command += " -- " + self._q(*args)
@@ -416,8 +421,11 @@ class DeviceProfiler:
                 elif line.startswith("@@MBK_JSON "):
                     try:
                         record = json.loads(line[len("@@MBK_JSON "):])
-                    except ValueError as err:
-                        raise DeviceError(f"device script printed malformed trial data ({err}); is android_bench/bench_loop.sh intact?") from None
+                    except (ValueError, RecursionError) as err:
+                        raise DeviceError(f"device script printed malformed trial data ({first_line(err)}); is android_bench/bench_loop.sh intact?") from None
+                    if not isinstance(record, dict):
+                        raise DeviceError("device script printed trial data that is not a JSON object; is "
+                                          "android_bench/bench_loop.sh intact?")
                     text = "\n".join(log_lines)
                     if record.get("exit_code") != 0:
                         raise ProfilerError(_failure_message(info, text, record.get("exit_code")))

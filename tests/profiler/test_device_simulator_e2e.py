@@ -105,6 +105,20 @@ def test_device_simulator_paths_are_quoted(simulator, models, mbk, tmp_path):
     assert phone.leftover_files() == []
 
 
+@pytest.mark.parametrize("payload, fragment", [
+    ("[1]", "not a JSON object"),
+    ("[" * 50_000, "malformed trial data"),
+    ("{bad", "malformed trial data"),
+])
+def test_device_simulator_trial_data_that_is_not_a_record_is_one_line(simulator, models, mbk, tmp_path, payload,
+                                                                       fragment):
+    """What the phone prints is parsed data: a list or a 50,000-deep array was an AttributeError / RecursionError."""
+    simulator.add("SIM3A", trial_json=payload)
+    code, _, stderr = mbk("profile", models["ln_gelu"], *RUN, "--trials", "1")
+    assert code == 2 and "Traceback" not in stderr, stderr[-2000:]
+    assert fragment in stderr.strip().splitlines()[-1] and "bench_loop.sh intact" in stderr
+
+
 def test_device_simulator_disconnect_keeps_finished_trials(simulator, models, mbk, tmp_path):
     phone = simulator.add("SIM3A", disconnect_after_trials=2)
     out = tmp_path / "r.json"

@@ -116,6 +116,8 @@ def cmd_shell(registry, serial, device, words):
     limit = device.get("disconnect_after_trials")
     finished = 0
     for line in process.stdout:
+        if line.startswith("@@MBK_JSON ") and device.get("trial_json") is not None:
+            line = "@@MBK_JSON " + device["trial_json"] + "\n"
         sys.stdout.write(line)
         sys.stdout.flush()
         if line.startswith("@@MBK_JSON "):

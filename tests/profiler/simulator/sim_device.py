@@ -69,15 +69,17 @@ class SimulatedPhone:
             trials (``@@MBK_JSON`` lines) of a ``bench_loop.sh run``.
         abilist: the phone's ABIs.
         rooted: the device shell runs as root (uid 0) instead of "shell" (2000).
+        trial_json: replaces the payload of every ``@@MBK_JSON`` line (a phone whose script prints other data).
     """
 
-    def __init__(self, root, serial, *, profile="pixel3", state="device", thermal=None, disconnect_after_trials=None, abilist=("arm64-v8a", "armeabi-v7a", "armeabi"), rooted=False):
+    def __init__(self, root, serial, *, profile="pixel3", state="device", thermal=None, disconnect_after_trials=None, abilist=("arm64-v8a", "armeabi-v7a", "armeabi"), rooted=False, trial_json=None):
         self.root = str(root)
         self.serial = serial
         self.profile = load_profile(profile)
         self.state = state
         self.thermal = dict(DEFAULT_THERMAL, **(thermal or {}))
         self.disconnect_after_trials = disconnect_after_trials
+        self.trial_json = trial_json
         self.abilist = list(abilist)
         self.rooted = rooted
         self.dir = os.path.join(self.root, serial)
@@ -127,6 +129,7 @@ class SimulatedPhone:
             "model": props["ro.product.model"].replace(" ", "_"),
             "product": props["ro.product.device"],
             "disconnect_after_trials": self.disconnect_after_trials,
+            "trial_json": self.trial_json,
         }
         with open(registry_path, "w") as f:
             json.dump(registry, f, indent=1)
