@@ -38,7 +38,9 @@ distributed variable may be collective) and resume from the chief's. After a
 worker is killed, every worker is started again with ``--resume``.
 """
 
+import contextlib
 import json
+import re
 import shutil
 import signal
 import tempfile
@@ -48,7 +50,7 @@ from pathlib import Path
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.data.vocab import copy_tokenizer_files
-from mobilebert_kit.errors import ConfigError, MbkError
+from mobilebert_kit.errors import ConfigError, MbkError, first_line
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
@@ -304,8 +306,20 @@ class Distiller:
 
     def _batch(self, stage):
         """The next batch of the data, with the teacher's cached outputs of ``stage``'s layers when it has them."""
-        batch = next(self.iterator)
+        with self._readable_data():
+            batch = next(self.iterator)
         return self.teacher_cache.attach(batch, stage.layers) if self._cached(stage) else batch
+
+    @contextlib.contextmanager
+    def _readable_data(self):
+        """A shard that is not TFRecord, or records without the features, surface when read: say so in one line."""
+        try:
+            yield
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
+            # TensorFlow wraps the reason in the op's name: "{{function_node ...}} corrupted record at 0 [Op:...]".
+            why = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*$", "", first_line(err.message))[:200]
+            raise MbkError(f"the data {self.data} has a record that cannot be read ({why}); re-create it with "
+                           "`mbk pretraining-data`") from None
 
     # ---------------------------------------------------------- teacher cache
     def prepare_teacher_cache(self, start_stage=0, directory=None):
@@ -339,7 +353,9 @@ class Distiller:
         def batches(skip):
             dataset, _ = pretraining_dataset(self.data, self.config.batch_size, seed=self.config.seed,
                                              shuffle_buffer=0, repeat=False)
-            return (dict(b) for b in dataset.skip(skip))
+            with self._readable_data():
+                for batch in dataset.skip(skip):
+                    yield dict(batch)
 
         identity = {"teacher": self._describe(self.teacher_spec), "data": str(self.data), "seq_len": seq_len,
                     "precision": self.config.precision}

@@ -42,7 +42,7 @@ import numpy as np
 
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.encoder import INPUT_NAMES
-from mobilebert_kit.utils.atomic import atomic_file
+from mobilebert_kit.utils.atomic import OutputError, atomic_file
 
 CACHE_FILE = "cache.json"
 KEY_BYTES = 16
@@ -218,7 +218,7 @@ class TeacherCache:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             meta = _append_rows(directory, meta, outputs, batches, layers, progress)
-        except (OSError, MbkError) as err:
+        except (OSError, OutputError) as err:  # OutputError: atomic_file's own report of a failed write
             # Give the space back (the cache is ours and is rebuilt when asked for again).
             shutil.rmtree(directory, ignore_errors=True)
             full = not isinstance(err, OSError) or err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)

@@ -325,6 +325,28 @@ def test_jit_compile_auto_pays_only_for_long_stages():
         DistillConfig(jit_compile="yes")
 
 
+@pytest.mark.parametrize("cache", ["off", "on"])
+def test_a_shard_that_is_not_tfrecord_is_one_line(tiny_run_inputs, tmp_path, cache):
+    """Read in the training loop and in the teacher cache's pass alike: it was a DataLossError."""
+    import shutil
+    from dataclasses import replace
+
+    from mobilebert_kit.errors import MbkError
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_run_inputs / "data", data)
+    shard = sorted(data.glob("*.tfrecord"))[-1]
+    shard.write_bytes(np.random.default_rng(0).bytes(3000))
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for name in ("teacher", "student"):
+        (inputs / name).symlink_to(tiny_run_inputs / name)
+    (inputs / "data").symlink_to(data)
+    with pytest.raises(MbkError, match=r"has a record that cannot be read \(corrupted record") as err:
+        run(inputs, tmp_path / "run", config=replace(resume_config(), teacher_cache=cache))
+    assert "\n" not in str(err.value) and "{{" not in str(err.value)
+
+
 @pytest.mark.parametrize("values, fragment", [
     ({"learning_rate": "x"}, "learning_rate must be a finite number > 0"),
     ({"batch_size": 1e300}, "batch_size must be an integer"),
