@@ -264,6 +264,9 @@ def _append_rows(directory, meta, outputs, batches, layers, progress):
     finally:
         for f in files.values():
             f.close()
+    if "shapes" not in meta:
+        raise MbkError(f"the data holds no records to cache in {directory}; re-create the data with "
+                       "`mbk pretraining-data`")
     seq, hidden = meta["shapes"]["hidden"]
     meta.update(seq_len=seq, hidden=hidden, heads=meta["shapes"]["attention"][0], rows=meta["rows_done"])
     return meta
@@ -280,6 +283,8 @@ def _short_files(directory, meta):
         need = _row_bytes(meta, name) * meta["rows_done"]
         if need and (not path.is_file() or path.stat().st_size < need):
             return True
+        if (path.exists() or path.is_symlink()) and (path.is_symlink() or not path.is_file()):
+            return True  # a link or a special file (a FIFO would block the append) is not ours
     return False
 
 

@@ -80,7 +80,8 @@ def test_build_is_exact_in_any_row_order_and_resumes_after_a_kill(tmp_path, monk
     assert _build(directory, stop_after=0).meta["rows"] == ROWS
 
 
-@pytest.mark.parametrize("damage", ["deep json", "wrong types", "cut file", "other teacher", "symlink", "fifo"])
+@pytest.mark.parametrize("damage", ["deep json", "wrong types", "cut file", "other teacher", "symlink", "fifo",
+                                    "fifo data file"])
 def test_a_damaged_or_foreign_cache_is_rebuilt(tmp_path, damage):
     directory = tmp_path / "cache"
     _build(directory)
@@ -96,6 +97,9 @@ def test_a_damaged_or_foreign_cache_is_rebuilt(tmp_path, damage):
     elif damage == "fifo":  # a special file where the record was: never opened (it would block)
         meta_file.unlink()
         os.mkfifo(meta_file)
+    elif damage == "fifo data file":  # the build would append to it and block
+        (directory / "keys.bin").unlink()
+        os.mkfifo(directory / "keys.bin")
     elif damage == "symlink":
         elsewhere = tmp_path / "users_own"
         directory.rename(elsewhere)
