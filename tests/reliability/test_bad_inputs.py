@@ -191,7 +191,7 @@ def test_distill_resume_with_a_damaged_run_record(mbk, tmp_path):
     (run / "run.json").write_text('{"a": 1}')
     assert_refused(mbk("distill", "--out", run, "--resume"), "is not a distillation run record")
     (run / "run.json").write_text('{"config": {"layer_steps": "x"}, "teacher": "t", "student": "s", "data": "d"}')
-    assert_refused(mbk("distill", "--out", run, "--resume"), "value of the wrong type")
+    assert_refused(mbk("distill", "--out", run, "--resume"), "layer_steps must be an integer >= 1")
     (run / "run.json").write_text("{truncated")
     assert_refused(mbk("distill", "--out", run, "--resume"), "is not valid JSON")
     assert sorted(p.name for p in run.iterdir()) == ["run.json"]
