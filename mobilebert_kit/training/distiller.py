@@ -68,6 +68,7 @@ from mobilebert_kit.training.teacher_student import (
     precision_policy,
     split_teacher,
 )
+from mobilebert_kit.utils.atomic import remove_path
 
 # What a collective step raises when another worker of the cluster died or was preempted.
 _PEER_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
@@ -371,10 +372,8 @@ class Distiller:
         """Deletes the cache (ours, and only read by layer-transfer stages) and stops reading it."""
         self.teacher_cache = None
         directory = self._cache_dir
-        if directory is not None and directory.is_dir() and not directory.is_symlink():
-            shutil.rmtree(directory, ignore_errors=True)
-        elif directory is not None and directory.is_symlink():
-            directory.unlink()
+        if directory is not None and (directory.is_dir() or directory.is_symlink()):
+            remove_path(directory, ignore_errors=True)
 
     def _distribute(self, batch):
         return split_over_replicas(batch, self.strategy, self.config.batch_size)

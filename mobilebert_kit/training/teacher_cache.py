@@ -42,7 +42,7 @@ import numpy as np
 
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.encoder import INPUT_NAMES
-from mobilebert_kit.utils.atomic import OutputError, atomic_file
+from mobilebert_kit.utils.atomic import OutputError, atomic_file, remove_path
 
 CACHE_FILE = "cache.json"
 KEY_BYTES = 16
@@ -210,17 +210,14 @@ class TeacherCache:
             if meta["complete"]:
                 return cls(directory)
         else:  # another teacher's, unreadable, or files cut short: start again
-            if directory.is_dir() and not directory.is_symlink():
-                shutil.rmtree(directory)
-            elif directory.exists() or directory.is_symlink():
-                directory.unlink()
+            remove_path(directory)
             meta = dict(wanted, rows_done=0, batches_done=0, complete=False)
         try:
             directory.mkdir(parents=True, exist_ok=True)
             meta = _append_rows(directory, meta, outputs, batches, layers, progress)
         except (OSError, OutputError) as err:  # OutputError: atomic_file's own report of a failed write
             # Give the space back (the cache is ours and is rebuilt when asked for again).
-            shutil.rmtree(directory, ignore_errors=True)
+            remove_path(directory, ignore_errors=True)
             full = not isinstance(err, OSError) or err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
             why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
             fix = "free space there" if full else f"make {directory.parent} writable"

@@ -560,12 +560,25 @@ def _sweep_leftovers(path):
         pid = int(parts[0])
         if pid == os.getpid() or _alive(pid):
             continue  # ours, or a writer still at work
-        leftover = path.parent / name
-        if leftover.is_dir() and not leftover.is_symlink():
-            shutil.rmtree(leftover, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.remove(leftover)
+        remove_path(path.parent / name, ignore_errors=True)
+
+
+def remove_path(path, ignore_errors=False):
+    """Removes what is at ``path``: a directory tree, or a file, link or special file (a link is never followed).
+
+    Args:
+        path: the path; nothing there is not an error.
+        ignore_errors (bool): carry on past what cannot be removed, as ``shutil.rmtree(ignore_errors=True)``.
+
+    Example:
+        >>> remove_path("/tmp/no-such-mbk-path")
+    """
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=ignore_errors)
+        return
+    with contextlib.suppress(OSError if ignore_errors else FileNotFoundError):
+        os.remove(path)
 
 
 def _remove(path):
