@@ -307,7 +307,7 @@ def write_error(path, err):
 
     Example:
         >>> str(write_error("/x", OSError(errno.ENOSPC, "No space left on device")))[:30]
-        'disk full while writing /x; f'
+        'disk full while writing /x; fr'
     """
     code = getattr(err, "errno", None)
     if code in (errno.ENOSPC, errno.EDQUOT):
