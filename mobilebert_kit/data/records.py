@@ -19,6 +19,7 @@ like the encoder inputs (``input_ids``, ``attention_mask``,
 from pathlib import Path
 
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
 
 FORMAT = "mobilebert-kit-pretraining"
@@ -51,12 +52,10 @@ def serialize_example(example):
 _REMAKE = "re-create the data with `mbk pretraining-data`"
 # What the readers do with each field: seq_len and max_predictions size every parsed tensor, num_examples sizes
 # the teacher cache, shards are joined to the directory. Bounds as the Encoder's positions (models/encoder.py).
-_COUNTS = {"seq_len": (1, 131_072), "max_predictions": (0, 131_072), "num_examples": (1, 1 << 40)}
+_COUNTS = {"seq_len": Limit(int, 1, 131_072), "max_predictions": Limit(int, 0, 131_072),
+           "num_examples": Limit(int, 1, 1 << 40)}
+_VERSION = Limit(int, 0, 1 << 31)
 MAX_SHARDS = 100_000
-
-
-def _is_count(value, low, high):
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _short(value):
@@ -66,10 +65,10 @@ def _short(value):
 
 def _check_fields(meta_path, meta):
     """Refuses, in one line, a dataset.json field the readers could not use (a string, a float, a path)."""
-    for key, (low, high) in _COUNTS.items():
-        if not _is_count(meta[key], low, high):
-            raise MbkError(f"{meta_path}: {key} must be a whole number from {low} to {high}, got {_short(meta[key])}; "
-                           f"{_REMAKE}")
+    for key, limit in _COUNTS.items():
+        if not within(limit, meta[key]):
+            raise MbkError(f"{meta_path}: {key} must be a whole number from {limit.lo} to {limit.hi}, got "
+                           f"{_short(meta[key])}; {_REMAKE}")
     shards = meta["shards"]
     if not isinstance(shards, list) or not 1 <= len(shards) <= MAX_SHARDS:
         raise MbkError(f"{meta_path}: shards must be a list of 1 to {MAX_SHARDS} file names; {_REMAKE}")
@@ -96,7 +95,7 @@ def read_metadata(data):
     if meta.get("format") != FORMAT:
         raise MbkError(f"{meta_path} is not a mobilebert-kit pre-training metadata file; re-create the data")
     version = meta.get("format_version", 0)
-    if not _is_count(version, 0, 1 << 31):
+    if not within(_VERSION, version):
         raise MbkError(f"{meta_path}: format_version must be a whole number, got {_short(version)}; {_REMAKE}")
     if version > FORMAT_VERSION:
         raise MbkError(f"{meta_path} was written by a newer mobilebert-kit (format {version}); upgrade")

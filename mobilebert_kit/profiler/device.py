@@ -42,6 +42,10 @@ from mobilebert_kit.profiler.result import finish_result, new_result, resolve_se
 from mobilebert_kit.profiler.stats import combine_trials
 from mobilebert_kit.profiler.thermal import trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
+from mobilebert_kit.utils.limits import Limit, within
+
+# A temperature the phone reports, in millidegrees C: anything else is no reading.
+_MILLIDEGREES = Limit(float, -1e9, 1e9)
 
 DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
 _DELEGATE_FLAGS = {
@@ -268,7 +272,7 @@ class DeviceProfiler:
         # What the phone printed is data: anything but {"max_mc": number, ...} counts as no reading.
         self.baseline = baseline if isinstance(baseline, dict) else {}
         max_mc = self.baseline.get("max_mc")
-        usable = isinstance(max_mc, (int, float)) and not isinstance(max_mc, bool) and abs(max_mc) < 1e9
+        usable = within(_MILLIDEGREES, max_mc)
         self.baseline_mc = max_mc if usable else None
         info["baseline_c"] = max_mc / 1000.0 if usable else None
 

@@ -43,6 +43,7 @@ import numpy as np
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit.utils.atomic import OutputError, atomic_file, remove_path
+from mobilebert_kit.utils.limits import Limit, within
 
 CACHE_FILE = "cache.json"
 KEY_BYTES = 16
@@ -306,8 +307,11 @@ def _write_meta(directory, meta):
         f.write(json.dumps(meta, indent=1) + "\n")
 
 
+_COUNT = Limit(int, 0, (1 << 40) - 1)  # rows, layers, shapes of a cache record
+
+
 def _count(value):
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 40
+    return within(_COUNT, value)
 
 
 def _read_meta(directory):

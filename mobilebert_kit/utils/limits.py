@@ -118,6 +118,17 @@ def _problem(limit, value):
     return None
 
 
+def within(limit, value):
+    """Whether ``value`` satisfies ``limit`` (type, finiteness, bounds): for values read from files, whose
+    messages name the file's own fix.
+
+    Example:
+        >>> within(Limit(int, 0, 10), 3), within(Limit(int, 0, 10), True), within(Limit(float, 0, 1), float("nan"))
+        (True, False, False)
+    """
+    return _problem(limit, value) is None
+
+
 def check_number(name, value, key=None):
     """Returns ``value`` (an int as float for float settings) if :data:`LIMITS` allows it, else raises ConfigError.
 
