@@ -44,6 +44,7 @@ from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit.utils.atomic import OutputError, atomic_file, remove_path
 from mobilebert_kit.utils.limits import Limit, within
+from mobilebert_kit.utils.structured import load_json
 
 CACHE_FILE = "cache.json"
 KEY_BYTES = 16
@@ -316,15 +317,11 @@ def _count(value):
 
 def _read_meta(directory):
     """The cache record, or None when there is none or it is not one this module wrote (then it is rebuilt)."""
-    path = Path(directory) / CACHE_FILE
-    if not path.is_file():  # a FIFO or device there would block or stream forever
+    try:  # the shared reader: bounded, depth-limited, never opens a FIFO or device
+        meta = load_json(Path(directory) / CACHE_FILE, CACHE_FILE, expect=dict, error=MbkError)
+    except MbkError:
         return None
-    try:
-        with open(path, "rb") as f:
-            meta = json.loads(f.read(1 << 20))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("identity"), dict):
+    if not isinstance(meta.get("identity"), dict):
         return None
     layers = meta.get("layers")
     if not isinstance(layers, list) or not all(_count(v) for v in layers) or not isinstance(meta.get("complete"), bool):
