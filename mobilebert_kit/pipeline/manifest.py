@@ -14,9 +14,9 @@ import json
 import os
 from pathlib import Path
 
+from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.input_paths import open_regular
-from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.structured import load_json
 
 MANIFEST_VERSION = 1

@@ -32,13 +32,13 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
+from mobilebert_kit.errors import MbkError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.sources.spec import locate
 from mobilebert_kit.utils.atomic import prepare_dir, write_text
 from mobilebert_kit.utils.limits import check_number
-from mobilebert_kit.utils.terminal import escape
-from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.structured import load_json
+from mobilebert_kit.utils.terminal import escape
 
 DEFAULT_RUNS = 20
 EVALUATION_SCHEMA = "mobilebert_kit.evaluation"  # the "schema" of <name>.evaluation.json

@@ -213,6 +213,7 @@ class DeviceProfiler:
         self.info = None
         self.topology = None
         self.mask = None
+        self.baseline_mc = None  # the idle temperature before the first trial (_setup), when it could be read
         self.cpus = None
 
     # --- device facts -------------------------------------------------------------------
@@ -270,11 +271,9 @@ class DeviceProfiler:
         except (ValueError, IndexError, RecursionError):
             baseline = {}
         # What the phone printed is data: anything but {"max_mc": number, ...} counts as no reading.
-        self.baseline = baseline if isinstance(baseline, dict) else {}
-        max_mc = self.baseline.get("max_mc")
-        usable = within(_MILLIDEGREES, max_mc)
-        self.baseline_mc = max_mc if usable else None
-        info["baseline_c"] = max_mc / 1000.0 if usable else None
+        max_mc = baseline.get("max_mc") if isinstance(baseline, dict) else None
+        self.baseline_mc = max_mc if within(_MILLIDEGREES, max_mc) else None
+        info["baseline_c"] = None if self.baseline_mc is None else self.baseline_mc / 1000.0
 
     def _cleanup(self):
         if not self.remote_dir:
@@ -402,7 +401,7 @@ class DeviceProfiler:
             f"--trials {int(trials)} --tolerance-mc {self.tolerance_mc} --cooldown-timeout {self.cooldown_timeout_s} "
             f"--poll {self.poll_s}"
         )
-        if getattr(self, "baseline_mc", None) is not None:
+        if self.baseline_mc is not None:
             command += f" --baseline-mc {int(self.baseline_mc)}"
         if self.lock_freq:
             command += f" --lock-freq {self._q(self.lock_freq)}"
