@@ -1,6 +1,7 @@
 """SequenceClassifier: classification or regression from the pooled output (``num_labels=1`` regresses)."""
 
 from mobilebert_kit.backend import keras
+from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.models.task_model import TaskModel, head_initializer, task_inputs
 
 
@@ -23,7 +24,7 @@ class SequenceClassifier(TaskModel):
     def __init__(self, encoder, num_labels=2, dropout=0.1, name="sequence_classifier", **kwargs):
         inputs = task_inputs()
         pooled = encoder(inputs)["pooled_output"]
-        pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
+        pooled = KeyedDropout(dropout, name="classifier_dropout")(pooled)
         logits = keras.layers.Dense(num_labels, kernel_initializer=head_initializer(encoder), name="classifier")(pooled)
         super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
         self._finish(encoder, {"num_labels": num_labels, "dropout": dropout})

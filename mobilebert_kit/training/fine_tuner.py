@@ -75,8 +75,9 @@ class _Progress:
                     learning_rate = self.model.optimizer.learning_rate
                     if callable(learning_rate):  # a schedule: its value at this step
                         learning_rate = learning_rate(step)
+                    # get_value, not float(): under a tf.distribute strategy it is a MirroredVariable.
                     scalars.append((step, {"finetune/loss": float(logs["loss"]),
-                                           "finetune/learning_rate": float(learning_rate)}))
+                                           "finetune/learning_rate": float(keras.backend.get_value(learning_rate))}))
                 self.bar.update(1, {"loss": float(logs["loss"])} if due else None)
 
             def on_train_end(self, logs=None):
@@ -162,6 +163,7 @@ class FineTuner:
             kwargs = {"num_labels": num_labels, "dropout": cfg.dropout}
         with precision_policy(cfg.precision):
             model = HEADS[head](encoder, **kwargs)
+        model.dropout_seed = cfg.seed
         schedule = WarmupDecay(cfg.learning_rate, total_steps=max(self._steps, 1),
                                warmup_steps=int(round(cfg.warmup_proportion * self._steps)))
         optimizer = Lamb(learning_rate=schedule, weight_decay_rate=cfg.weight_decay,

@@ -91,7 +91,11 @@ def one_device_with_dropout(tiny_run_inputs, tmp_path_factory):
 
 
 def _assert_same_student(out, reference):
-    weights = _weights(out / "pretrainer")
+    _assert_same_weights(out / "pretrainer", reference)
+
+
+def _assert_same_weights(directory, reference):
+    weights = _weights(directory)
     assert set(weights) == set(reference)
     for name in reference:  # the contract's tolerance: 1e-4
         np.testing.assert_allclose(weights[name], reference[name], rtol=1e-4, atol=1e-4, err_msg=name)
@@ -217,7 +221,7 @@ def test_tpu_strategy_without_a_tpu_is_one_line(tiny_run_inputs, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_worker_finetune_writes_once_and_logs_the_global_loss(tiny_run_inputs, tmp_path):
+def test_two_worker_finetune_matches_one_device_writes_once_and_logs_the_global_loss(tiny_run_inputs, tmp_path):
     import random
 
     words = ["good", "bad", "movie", "film", "the", "was", "very"]
@@ -231,15 +235,23 @@ def test_two_worker_finetune_writes_once_and_logs_the_global_loss(tiny_run_input
                     f"{'pos' if positive else 'neg'}")
     train = tmp_path / "train.tsv"
     train.write_text("\n".join(rows) + "\n")
-    out = tmp_path / "ft"
-    command = ("mobilebert_kit.cli.main", "finetune", "--model", "tiny-bert", "--vocab", str(vocab), "--task",
-               "classification", "--train", str(train), "--out", str(out), "--epochs", "2", "--batch-size", "8",
-               "--seq-len", "8", "--dropout", "0", "--strategy", "multi_worker")
+    out, reference = tmp_path / "ft", tmp_path / "ft_one_device"
+
+    def finetune(directory, strategy):
+        return ("mobilebert_kit.cli.main", "finetune", "--model", "tiny-bert", "--vocab", str(vocab), "--task",
+                "classification", "--train", str(train), "--out", str(directory), "--epochs", "2", "--batch-size",
+                "8", "--seq-len", "8", "--seed", "3", "--strategy", strategy)
+
+    one = run_mbk(*finetune(reference, "default")[1:])
+    assert one.returncode == 0, one.stderr[-2000:]
+    command = finetune(out, "multi_worker")
     procs, scratch = _start_workers([command, command], tmp_path)
     (rc0, out0, err0), (rc1, out1, err1) = _wait(procs)
     assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
     assert "worker 1 of 2" in out1 and sorted(p.name for p in out.iterdir()) == [
-        ".mbk-output.json", "model", "task.json", "vocab.txt"]
+        ".mbk-output.json", "model", "task.json", "tensorboard", "vocab.txt"]
     # An untrained 2-class head starts near ln 2 = 0.69; summed over the two workers it would show 1.39.
     first = next(line for line in out0.splitlines() if line.startswith("fine-tuning 1/"))
     assert float(first.split("loss=")[1]) < 1.0, first
+    # The same global batch on two workers trains the same model as on one device (issue 16's bar: 1e-4).
+    _assert_same_weights(out / "model", _weights(reference / "model"))
