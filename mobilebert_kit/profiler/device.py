@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import uuid
+from pathlib import Path
 
 import numpy as np
 
@@ -43,9 +44,14 @@ from mobilebert_kit.profiler.stats import combine_trials
 from mobilebert_kit.profiler.thermal import trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
 from mobilebert_kit.utils.limits import Limit, within
+from mobilebert_kit.utils.structured import load_json
 
 # A temperature the phone reports, in millidegrees C: anything else is no reading.
 _MILLIDEGREES = Limit(float, -1e9, 1e9)
+# A device profile's numbers (android_bench/devices/*.json, which a user may add to with MBK_ANDROID_BENCH_DIR).
+_CPU = Limit(int, 0, 1023)
+_KHZ = Limit(int, 1, 100_000_000)  # 100 GHz
+_CAPACITY = Limit(int, 0, 1_000_000)
 
 DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
 _DELEGATE_FLAGS = {
@@ -79,13 +85,45 @@ def bench_script_path(explicit=None):
 
 
 def device_profiles():
-    """Returns the device profiles of ``android_bench/devices/*.json`` (name -> dict)."""
+    """Returns the device profiles of ``android_bench/devices/*.json`` (name -> dict).
+
+    Raises:
+        ProfilerError: a profile that is not JSON, or whose fields the profiler reads are
+            missing or of the wrong type (one line naming the file and the field).
+    """
     profiles = {}
     for path in sorted(glob.glob(os.path.join(android_bench_dir(), "devices", "*.json"))):
-        with open(path) as f:
-            profile = json.load(f)
-        profiles[profile["name"]] = profile
+        profile = load_json(Path(path), "device profile", expect=dict, error=ProfilerError,
+                            fix="fix or remove the file")
+        profiles[_checked_profile(profile, path)["name"]] = profile
     return profiles
+
+
+def _checked_profile(profile, path):
+    """``profile`` if every field the profiler reads has its type and range, else a one-line ProfilerError."""
+
+    def refuse(field, want):
+        raise ProfilerError(f"device profile {path}: {field} must be {want}; fix or remove the file")
+
+    name = profile.get("name")
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        refuse("name", "a non-empty string of at most 200 characters")
+    for key in ("model_names", "codenames"):
+        names = profile.get(key, [])
+        if not isinstance(names, list) or len(names) > 1000 or not all(isinstance(n, str) for n in names):
+            refuse(key, "a list of strings")
+    clusters = profile.get("clusters")
+    if not isinstance(clusters, list) or not 1 <= len(clusters) <= 64 or not all(isinstance(c, dict) for c in clusters):
+        refuse("clusters", "a list of 1 to 64 objects")
+    for i, cluster in enumerate(clusters):
+        cpus = cluster.get("cpus")
+        if not isinstance(cpus, list) or not 1 <= len(cpus) <= 1024 or not all(within(_CPU, c) for c in cpus):
+            refuse(f"clusters[{i}].cpus", "a list of 1 to 1024 CPU numbers from 0 to 1023")
+        if not within(_KHZ, cluster.get("max_freq_khz")):
+            refuse(f"clusters[{i}].max_freq_khz", f"an integer from {_KHZ.lo:,.0f} to {_KHZ.hi:,.0f}")
+        if cluster.get("capacity") is not None and not within(_CAPACITY, cluster["capacity"]):
+            refuse(f"clusters[{i}].capacity", f"an integer from 0 to {_CAPACITY.hi:,.0f}, or absent")
+    return profile
 
 
 def match_profile(props):

@@ -119,6 +119,25 @@ def test_device_simulator_trial_data_that_is_not_a_record_is_one_line(simulator,
     assert fragment in stderr.strip().splitlines()[-1] and "bench_loop.sh intact" in stderr
 
 
+def test_device_simulator_a_broken_device_profile_of_the_users_is_one_line(simulator, models, mbk, tmp_path,
+                                                                          monkeypatch):
+    """A phone profile added with MBK_ANDROID_BENCH_DIR was read with a bare json.load and profile["name"]."""
+    import shutil
+
+    from sim_device import REPO
+
+    bench = tmp_path / "my_bench"
+    shutil.copytree(os.path.join(REPO, "android_bench"), bench)
+    (bench / "devices" / "pixel9.json").write_text('{"name": "Pixel 9", "clusters": [{"cpus": ["0-3"]}]}')
+    monkeypatch.setenv("MBK_ANDROID_BENCH_DIR", str(bench))
+    simulator.add("SIM3A")
+    code, _, stderr = mbk("profile", models["ln_gelu"], *RUN, "--trials", "1")
+    assert code == 2 and "Traceback" not in stderr, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == (
+        f"mbk profile: error: device profile {bench / 'devices' / 'pixel9.json'}: clusters[0].cpus must be a list of "
+        "1 to 1024 CPU numbers from 0 to 1023; fix or remove the file")
+
+
 def test_device_simulator_disconnect_keeps_finished_trials(simulator, models, mbk, tmp_path):
     phone = simulator.add("SIM3A", disconnect_after_trials=2)
     out = tmp_path / "r.json"

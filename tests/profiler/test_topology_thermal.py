@@ -103,3 +103,68 @@ def test_trial_thermal_fields():
     record = {"cooldown_s": 12, "cooldown_timed_out": False, "baseline_mc": 35000, "before": _snap(2803200, 36000), "after": _snap(1996800, 61500)}
     fields = trial_thermal(record, [4])
     assert fields["temp_rise_c"] == 25.5 and fields["throttled"] and fields["cooldown_s"] == 12 and fields["baseline_c"] == 35.0
+
+
+def test_shipped_profiles_pass_their_own_check():
+    from mobilebert_kit.profiler.device import device_profiles
+
+    assert sorted(device_profiles()) == ["Pixel 3", "Pixel 4", "Pixel 5", "Pixel 6", "Pixel 7", "Pixel 8"]
+
+
+def _pixel6():
+    return json.load(open(os.path.join(REPO, "android_bench", "devices", "pixel6.json")))
+
+
+def _with(path, value):
+    profile = _pixel6()
+    *parents, last = path
+    target = profile
+    for key in parents:
+        target = target[key]
+    if value is KeyError:
+        del target[last]
+    else:
+        target[last] = value
+    return json.dumps(profile)
+
+
+# A profile a user adds with MBK_ANDROID_BENCH_DIR (say for a phone we do not ship) is input like any other.
+@pytest.mark.parametrize("text, fragment", [
+    ("[" * 100000 + "]" * 100000, "nests too deeply"),
+    ("[1]", "JSON object"),
+    ("{", "not valid JSON"),
+    (_with(["name"], 5), "name must be"),
+    (_with(["name"], KeyError), "name must be"),
+    (_with(["codenames"], "oriole"), "codenames must be a list of strings"),
+    (_with(["model_names"], [1]), "model_names must be a list of strings"),
+    (_with(["clusters"], []), "clusters must be a list of 1 to 64 objects"),
+    (_with(["clusters"], [5]), "clusters must be a list of 1 to 64 objects"),
+    (_with(["clusters", 0, "cpus"], ["0"]), "clusters[0].cpus must be"),
+    (_with(["clusters", 1, "cpus"], [True]), "clusters[1].cpus must be"),
+    (_with(["clusters", 0, "cpus"], [10**12]), "clusters[0].cpus must be"),
+    (_with(["clusters", 2, "max_freq_khz"], float("nan")), "clusters[2].max_freq_khz must be"),
+    (_with(["clusters", 2, "max_freq_khz"], 2.8), "clusters[2].max_freq_khz must be"),
+    (_with(["clusters", 0, "capacity"], -1), "clusters[0].capacity must be"),
+])
+def test_a_users_device_profile_is_checked_field_by_field(tmp_path, monkeypatch, text, fragment):
+    from mobilebert_kit.profiler.device import device_profiles, match_profile
+
+    (tmp_path / "devices").mkdir()
+    path = tmp_path / "devices" / "mine.json"
+    path.write_text(text)
+    monkeypatch.setenv("MBK_ANDROID_BENCH_DIR", str(tmp_path))
+    for read in (device_profiles, lambda: match_profile({"ro.product.device": "oriole"})):
+        with pytest.raises(ProfilerError) as err:
+            read()
+        message = str(err.value)
+        assert fragment in message and str(path) in message and "\n" not in message, message
+
+
+def test_a_special_file_in_place_of_a_device_profile_is_not_opened(tmp_path, monkeypatch):
+    from mobilebert_kit.profiler.device import device_profiles
+
+    (tmp_path / "devices").mkdir()
+    os.mkfifo(tmp_path / "devices" / "pipe.json")  # opening a FIFO for reading would block forever
+    monkeypatch.setenv("MBK_ANDROID_BENCH_DIR", str(tmp_path))
+    with pytest.raises(ProfilerError, match="pipe.json"):
+        device_profiles()
