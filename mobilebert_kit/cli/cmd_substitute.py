@@ -20,6 +20,8 @@ def register(subparsers):
     p.add_argument("--data", type=input_path_option("file"), help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
     p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length of text data (default 128)")
     p.add_argument("--learning-rate", type=number_option("learning_rate"), default=1e-4, help="recovery learning rate (default 1e-4)")
+    p.add_argument("--batch-size", type=number_option("batch_size"), default=8,
+                   help="recovery rows per step (default 8; more rows per step recover more within the same steps)")
     p.add_argument("--scale-migration", default=None,
                    help="after recovery, move NoNorm scales into the dense layers (exact in float; makes full "
                    "int8 hold): balance (default), unit, smoothquant or none")
@@ -57,7 +59,7 @@ def run(args):
     check_output(args.out, "substitute", overwrite=args.overwrite, sources=sources)  # before the fit and recovery
     migrate = {} if args.scale_migration is None else {"migrate": args.scale_migration}
     recovery = Recovery(steps=args.recover_steps, data=args.data, seq_len=args.seq_len,
-                        learning_rate=args.learning_rate, fit=not args.no_fit, **migrate)
+                        learning_rate=args.learning_rate, batch_size=args.batch_size, fit=not args.no_fit, **migrate)
     prepared = prepare_source(args.src, {"norm": args.norm, "act": args.act}, recovery, log=print)
     with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         save(prepared.source.model, tmp)

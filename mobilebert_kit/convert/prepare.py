@@ -34,6 +34,7 @@ class Recovery:
         data (str | None): ``.txt`` (tokenized) or ``.npz`` inputs; None: the default inputs.
         seq_len (int): sequence length of text data.
         learning_rate (float): recovery learning rate.
+        batch_size (int): recovery rows per step.
         fit (bool): fit NoNorm's scale and bias to the data (else start from LayerNorm's gamma and beta).
         migrate (str): after recovery, move NoNorm scales into the dense layers with this policy
             (``scale_migration.MIGRATION_POLICIES``; ``"none"`` keeps them). Skipped, with a log line,
@@ -48,6 +49,7 @@ class Recovery:
     data: str = None
     seq_len: int = 128
     learning_rate: float = 1e-4
+    batch_size: int = 8
     fit: bool = True
     migrate: str = DEFAULT_SCALE_MIGRATION
 
@@ -111,7 +113,7 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
     result = substitute(original.model, fit_inputs=data if recovery.fit else None, **substitutions)
     say(result.summary())
     report = recover(original.model, result.model, data, steps=recovery.steps, learning_rate=recovery.learning_rate,
-                     log=say)
+                     batch_size=recovery.batch_size, log=say)
     say(report.format_text())
     migration = _migrate(result, recovery.migrate, data, say)
     source = ModelSource(result.model, original.kind, original.name, original.directory, original.labels,

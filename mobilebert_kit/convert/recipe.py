@@ -57,7 +57,7 @@ from mobilebert_kit.utils.terminal import escape
 _OPTION_KEYS = recipe_keys()
 _OWN_KEYS = {
     "source": {"model": str, "preset": str},
-    "substitute": {"norm": str, "act": str, "fit": bool, "seq_len": int, "learning_rate": float},
+    "substitute": {"norm": str, "act": str, "fit": bool, "seq_len": int, "learning_rate": float, "batch_size": int},
     "export": {"formats": list, "out_dir": str, "name": str},
     "calibration": {},
     "validation": {k: float for k in THRESHOLD_KEYS},
@@ -180,7 +180,7 @@ class Recipe:
         table = self.tables.get("substitute", {})
         recovery = Recovery(steps=options.recover_steps, data=options.recover_data,
                             seq_len=table.get("seq_len", options.seq_len or DEFAULT_SEQ_LEN),
-                            **{key: table[key] for key in ("learning_rate", "fit") if key in table})
+                            **{key: table[key] for key in ("learning_rate", "batch_size", "fit") if key in table})
         return prepare_source(options.source, options.substitutions, recovery, head=options.head, log=log).source
 
 

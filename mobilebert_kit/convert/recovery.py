@@ -64,6 +64,8 @@ class FidelityReport:
     after: dict = None
     steps: int = 0
     losses: list = field(default_factory=list)
+    batch_size: int = None
+    learning_rate: float = None
 
     def format_text(self):
         lines = ["fidelity to the original (cosine at real tokens; argmax agreement for logits):"]
@@ -81,7 +83,8 @@ class FidelityReport:
         return "\n".join(lines)
 
     def to_dict(self):
-        return {"before": self.before, "after": self.after, "steps": self.steps, "losses": self.losses}
+        return {"before": self.before, "after": self.after, "steps": self.steps, "batch_size": self.batch_size,
+                "learning_rate": self.learning_rate, "losses": self.losses}
 
 
 # Rows per forward pass of the fidelity report: the held-out quarter of 1,800 lines in one call held every
@@ -149,6 +152,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     # so the student's weights move), not the pooler, which has no gradient and made TensorFlow warn
     # "Gradients do not exist for variables ['pooler/kernel:0', ...]" at every trace (issue 12).
     states = keras.Model(student.input, student.output["hidden_states"])
+    report.batch_size, report.learning_rate = min(int(batch_size), train.count), float(learning_rate)
     optimizer = keras.optimizers.Adam(learning_rate)
     rng = np.random.default_rng(seed)
     arrays = {k: np.asarray(v) for k, v in train.arrays.items()}

@@ -61,6 +61,8 @@ def test_text_calibration_goes_through_the_tokenizer(tmp_path):
           "--quantize", "int8"], ["does not exist"]),
         (["validate", "{tmp}/missing.tflite", "--reference", "tiny-bert"], ["does not exist"]),
         (["substitute", "tiny-bert", "--norm", "batch_norm", "--out", "{tmp}/s"], ["batch_norm", "no_norm"]),
+        (["substitute", "tiny-bert", "--norm", "no_norm", "--batch-size", "0", "--out", "{tmp}/s"],
+         ["--batch-size", ">= 1"]),
         (["substitute", "tiny-bert", "--norm", "no_norm", "--scale-migration", "huge", "--out", "{tmp}/s"],
          ["huge", "balance", "none"]),
         (["inspect", "{tmp}/garbage.tflite"], ["not a TFLite flatbuffer"]),
@@ -80,11 +82,12 @@ def test_substitute_writes_a_loadable_model_with_its_report(tmp_path):
 
     out_dir = tmp_path / "sub"
     proc = run_mbk("substitute", "tiny-bert", "--norm", "no_norm", "--act", "relu", "--out", out_dir,
-                   "--recover-steps", "1", "--seq-len", "16", check=True)
+                   "--recover-steps", "1", "--seq-len", "16", "--batch-size", "4", check=True)
     assert "before recovery" in proc.stdout and "after 1 recovery step(s)" in proc.stdout
     report = json.loads((out_dir / "substitution.json").read_text())
     assert report["changes"] == {"normalization_type": ["layer_norm", "no_norm"], "hidden_act": ["gelu", "relu"]}
     assert report["fidelity"]["after"] is not None and report["fit_to_data"] is True
+    assert (report["fidelity"]["steps"], report["fidelity"]["batch_size"]) == (1, 4)
     assert report["scale_migration"]["policy"] == "balance" and "scale migration (balance)" in proc.stdout
     config = mbk.load(out_dir).config
     assert (config["normalization_type"], config["hidden_act"]) == ("no_norm", "relu")

@@ -42,6 +42,7 @@ def test_shipped_recipes_parse(name):
         ("[source]\npreset = 'tiny-bert'\n[export]\nquantize = 'int4'\n", "unknown quantize 'int4'"),
         ("[source]\npreset = 'tiny-bert'\nmodel = 'x'\n", "exactly one of"),
         ("[source\n", "not valid TOML"),
+        ("[source]\npreset = 'tiny-bert'\n[substitute]\nnorm = 'no_norm'\nbatch_size = 0\n", "[substitute] batch_size"),
     ],
 )
 def test_bad_recipes_are_one_line_errors(tmp_path, text, fragment):
@@ -64,6 +65,7 @@ norm = "no_norm"
 act = "relu"
 recover_steps = 1
 seq_len = 16
+batch_size = 4
 
 [export]
 formats = ["tflite", "onnx"]
