@@ -19,7 +19,7 @@ def register(subparsers):
     p.add_argument("--recover-steps", type=number_option("recover_steps"), default=0, help="recovery distillation steps (default 0)")
     p.add_argument("--data", type=input_path_option("file"), help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
     p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length of text data (default 128)")
-    p.add_argument("--learning-rate", type=number_option("learning_rate"), default=1e-4, help="recovery learning rate (default 1e-4)")
+    p.add_argument("--learning-rate", type=number_option("learning_rate"), default=1e-4, help="recovery learning rate at the first step, decaying linearly to 0 (default 1e-4)")
     p.add_argument("--batch-size", type=number_option("batch_size"), default=8,
                    help="recovery rows per step (default 8; more rows per step recover more within the same steps)")
     p.add_argument("--scale-migration", default=None,

@@ -33,7 +33,7 @@ class Recovery:
         steps (int): recovery distillation steps (0: fit and report only).
         data (str | None): ``.txt`` (tokenized) or ``.npz`` inputs; None: the default inputs.
         seq_len (int): sequence length of text data.
-        learning_rate (float): recovery learning rate.
+        learning_rate (float): recovery learning rate at the first step (it decays linearly to 0).
         batch_size (int): recovery rows per step.
         fit (bool): fit NoNorm's scale and bias to the data (else start from LayerNorm's gamma and beta).
         migrate (str): after recovery, move NoNorm scales into the dense layers with this policy
