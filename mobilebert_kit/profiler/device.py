@@ -45,6 +45,7 @@ from mobilebert_kit.profiler.thermal import trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
 from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
+from mobilebert_kit.utils.terminal import escape
 
 # A temperature the phone reports, in millidegrees C: anything else is no reading.
 _MILLIDEGREES = Limit(float, -1e9, 1e9)
@@ -103,7 +104,7 @@ def _checked_profile(profile, path):
     """``profile`` if every field the profiler reads has its type and range, else a one-line ProfilerError."""
 
     def refuse(field, want):
-        raise ProfilerError(f"device profile {path}: {field} must be {want}; fix or remove the file")
+        raise ProfilerError(f"device profile {escape(path)}: {field} must be {want}; fix or remove the file")
 
     name = profile.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
