@@ -292,14 +292,16 @@ def test_auto_head_on_mlm_only_checkpoint_falls_back_to_encoder(tmp_path):
     assert isinstance(model, mbk.Encoder)  # no NSP weights: no pre-training head to fill
 
 
-def test_a_finetune_output_directory_names_its_model_directory(tmp_path):
-    # `mbk finetune --out FT` writes FT/model next to FT/task.json; `mbk export FT` said only "not a checkpoint".
+def test_a_finetune_output_directory_is_read_as_its_model_directory(tmp_path):
+    # `mbk finetune --out FT` writes FT/model next to FT/task.json; `mbk export FT` said only "not a checkpoint",
+    # then named FT/model; a user (and issue 15's contract, "mbk export DIR" of a fine-tuned classifier) passes FT.
+    from mobilebert_kit.checkpoints.importer import checkpoint_format
     from mobilebert_kit.models.api import save
 
     finetuned = tmp_path / "ft"
     finetuned.mkdir()
     save(mbk.build("tiny-bert"), finetuned / "model")
     (finetuned / "task.json").write_text("{}")
-    with pytest.raises(CheckpointError, match=r"holds a model in .*ft/model \(a `mbk finetune` output\): pass that"):
-        mbk.import_checkpoint(finetuned)
-    assert isinstance(mbk.import_checkpoint(finetuned / "model"), type(mbk.build("tiny-bert")))
+    assert checkpoint_format(finetuned) == ("saved", finetuned / "model")
+    for spec in (finetuned, finetuned / "model"):
+        assert isinstance(mbk.import_checkpoint(spec), type(mbk.build("tiny-bert")))

@@ -446,8 +446,9 @@ def checkpoint_format(path):
         if pickles:
             refuse_pickle(pickles[0])
     if path.is_dir() and (path / "model").is_dir() and is_saved_model(path / "model"):
-        # `mbk finetune --out DIR` (and distill's student) keep the model one level down, next to task.json.
-        raise CheckpointError(f"{path} holds a model in {path / 'model'} (a `mbk finetune` output): pass that directory")
+        # `mbk finetune --out DIR` keeps the model one level down, next to task.json: DIR names it unambiguously,
+        # and DIR/model holds everything a client needs (vocabulary, labels), so DIR is read as DIR/model.
+        return "saved", path / "model"
     if path.exists():
         raise CheckpointError(
             f"{path} is not a checkpoint: expected config.json + model.safetensors (Hugging Face), "
