@@ -112,6 +112,33 @@ def test_a_damaged_or_foreign_cache_is_rebuilt(tmp_path, damage):
         assert (tmp_path / "users_own" / "cache.json").is_file()
 
 
+def test_a_fifo_in_a_cache_that_has_no_row_yet_is_not_appended_to(tmp_path):
+    # No row flushed: no file is "short", so only the special-file check stands between the build and an
+    # append to the FIFO, which blocks until a reader comes (the alarm turns a hang into a failure).
+    import signal
+
+    directory = tmp_path / "cache"
+    _build(directory)
+    meta_file = directory / "cache.json"
+    meta_file.write_text(json.dumps(dict(json.loads(meta_file.read_text()), rows_done=0, batches_done=0,
+                                         complete=False)))
+    (directory / "keys.bin").unlink()
+    os.mkfifo(directory / "keys.bin")
+
+    def hung(*_):
+        raise TimeoutError("the build blocked on the FIFO")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        cache = _build(directory)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    _assert_exact(cache)
+    assert (directory / "keys.bin").is_file()
+
+
 def test_a_row_not_in_the_cache_and_a_full_disk_are_one_line_errors(tmp_path, monkeypatch):
     from mobilebert_kit.errors import MbkError
     from mobilebert_kit.training import teacher_cache
