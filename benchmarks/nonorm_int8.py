@@ -78,6 +78,18 @@ def keras_outputs(model, arrays, rows=32):
     return {"sequence_output": np.concatenate(parts)}
 
 
+def held_out(held_out_file, rows, substituted):
+    """``(arrays, mask, reference, substituted_float)`` on the first ``rows`` held-out lines: the inputs and the
+    unit sentence embeddings of the ORIGINAL float MiniLM and of the substituted float model."""
+    original = ModelSource.load(MINILM)
+    lines = [line for line in Path(held_out_file).read_text(encoding="utf-8").splitlines() if line.strip()][:rows]
+    arrays = {k: np.asarray(v) for k, v in InputSet.from_text(lines, original.tokenizer, SEQ).arrays.items()}
+    mask = arrays["attention_mask"]
+    reference = sentence_embeddings(keras_outputs(original.model, arrays), mask)
+    substituted_float = sentence_embeddings(keras_outputs(ModelSource.load(str(substituted)).model, arrays), mask)
+    return arrays, mask, reference, substituted_float
+
+
 def latency(paths, arrays, rounds=7, per_round=10):
     """Median ms per single-row run, one thread, files interleaved round by round."""
     runners = {name: ArtifactRunner(path, num_threads=1) for name, path in paths.items()}
@@ -102,7 +114,7 @@ def main():
     parser.add_argument("--rows", type=int, default=300)
     args = parser.parse_args()
     data = Path(args.data_dir)
-    calibration, held_out = data / "recover.txt", data / "heldout.txt"
+    calibration, held_out_file = data / "recover.txt", data / "heldout.txt"
     src = Path(args.substituted)
     if args.migrate:
         migrated = src.with_name(f"{src.name}-{args.migrate}")
@@ -122,13 +134,8 @@ def main():
     files = {"minilm dynamic int8": data / "minilm-dynamic-seq64.tflite", "substituted full int8": src.with_suffix(".int8.tflite")}
     verdicts = {"minilm dynamic int8": export(MINILM, files["minilm dynamic int8"], "dynamic", calibration),
                 "substituted full int8": export(src, files["substituted full int8"], "int8", calibration)}
-    original = ModelSource.load(MINILM)
-    lines = [line for line in held_out.read_text(encoding="utf-8").splitlines() if line.strip()][: args.rows]
-    arrays = {k: np.asarray(v) for k, v in InputSet.from_text(lines, original.tokenizer, SEQ).arrays.items()}
-    mask = arrays["attention_mask"]
-    reference = sentence_embeddings(keras_outputs(original.model, arrays), mask)
-    substituted_float = sentence_embeddings(keras_outputs(ModelSource.load(str(src)).model, arrays), mask)
-    result = {"substituted": str(src), "held_out_rows": len(lines),
+    arrays, mask, reference, substituted_float = held_out(held_out_file, args.rows, src)
+    result = {"substituted": str(src), "held_out_rows": len(mask),
               "float substituted cosine": float(np.mean((substituted_float * reference).sum(1)))}
     for name, path in files.items():
         emb = sentence_embeddings(ArtifactRunner(path).run(arrays), mask)

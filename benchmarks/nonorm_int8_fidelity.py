@@ -15,14 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).parent))
-from nonorm_int8 import MINILM, SEQ, keras_outputs, mbk, sentence_embeddings  # noqa: E402
+from nonorm_int8 import SEQ, held_out, mbk, sentence_embeddings  # noqa: E402
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner  # noqa: E402
-from mobilebert_kit.convert.input_set import InputSet  # noqa: E402
-from mobilebert_kit.sources.model_source import ModelSource  # noqa: E402
 
 
 def main():
@@ -39,15 +35,10 @@ def main():
                          "--calibration", data / "recover.txt", "--out", out, "--no-validate")
         if code:
             sys.exit(text)
-    original = ModelSource.load(MINILM)
-    lines = [line for line in (data / "heldout.txt").read_text().splitlines() if line.strip()][: args.rows]
-    arrays = {k: np.asarray(v) for k, v in InputSet.from_text(lines, original.tokenizer, SEQ).arrays.items()}
-    mask = arrays["attention_mask"]
-    reference = sentence_embeddings(keras_outputs(original.model, arrays), mask)
-    own = sentence_embeddings(keras_outputs(ModelSource.load(args.substituted).model, arrays), mask)
+    arrays, mask, reference, own = held_out(data / "heldout.txt", args.rows, args.substituted)
     quantized = sentence_embeddings(ArtifactRunner(out).run(arrays), mask)
     print(json.dumps({
-        "substituted": args.substituted, "rows": len(lines),
+        "substituted": args.substituted, "rows": len(mask),
         "float_to_original": float((own * reference).sum(1).mean()),
         "int8_to_original": float((quantized * reference).sum(1).mean()),
         "int8_to_own_float_mean": float((quantized * own).sum(1).mean()),
