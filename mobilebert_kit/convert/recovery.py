@@ -154,7 +154,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     # so the student's weights move), not the pooler, which has no gradient and made TensorFlow warn
     # "Gradients do not exist for variables ['pooler/kernel:0', ...]" at every trace (issue 12).
     states = keras.Model(student.input, student.output["hidden_states"])
-    report.batch_size, report.learning_rate = min(int(batch_size), train.count), float(learning_rate)
+    report.batch_size, report.learning_rate = min(int(batch_size), train.count), float(learning_rate)  # rows per step
     optimizer = keras.optimizers.Adam(
         keras.optimizers.schedules.PolynomialDecay(float(learning_rate), int(steps), end_learning_rate=0.0))
     rng = np.random.default_rng(seed)
@@ -180,7 +180,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
         return loss
 
     for i in range(int(steps)):
-        rows = rng.choice(train.count, size=min(batch_size, train.count), replace=False)
+        rows = rng.choice(train.count, size=report.batch_size, replace=False)
         loss = float(step({k: tf.constant(v[rows]) for k, v in arrays.items()}))
         report.losses.append(loss)
         if log and (i == 0 or (i + 1) % max(1, steps // 5) == 0):

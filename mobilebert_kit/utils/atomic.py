@@ -465,10 +465,10 @@ def atomic_path(path, *, kind=None, overwrite=False, sources=()):
         yield Path(tmp)
         _finish(tmp, path, kind, overwrite, sources)
     except OSError as err:
-        _remove(tmp)
+        remove_path(tmp)
         raise write_error(path, err) from err
     except BaseException:
-        _remove(tmp)
+        remove_path(tmp)
         raise
 
 
@@ -578,9 +578,4 @@ def remove_path(path, ignore_errors=False):
         shutil.rmtree(path, ignore_errors=ignore_errors)
         return
     with contextlib.suppress(OSError if ignore_errors else FileNotFoundError):
-        os.remove(path)
-
-
-def _remove(path):
-    with contextlib.suppress(FileNotFoundError):
         os.remove(path)
