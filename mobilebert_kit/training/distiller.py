@@ -42,7 +42,6 @@ import contextlib
 import json
 import re
 import shutil
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -53,6 +52,7 @@ from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import ConfigError, MbkError, first_line
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
+from mobilebert_kit.training.interrupt import PEER_LOST, InterruptFlag, peer_lost_line
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
 from mobilebert_kit.training.run_directory import RUN_FILE, RunDirectory
 from mobilebert_kit.training.stage_progress import StageProgress
@@ -70,36 +70,7 @@ from mobilebert_kit.training.teacher_student import (
 )
 from mobilebert_kit.utils.atomic import remove_path
 
-# What a collective step raises when another worker of the cluster died or was preempted.
-_PEER_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
-              tf.errors.CancelledError)
-
 __all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
-
-
-class _InterruptFlag:
-    """Turns the first SIGINT into a flag checked between steps; a second one interrupts at once."""
-
-    def __init__(self):
-        self.raised = False
-        self._previous = None
-
-    def __enter__(self):
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: leave SIGINT alone
-            self._previous = None
-        return self
-
-    def _handle(self, signum, frame):
-        if self.raised:
-            raise KeyboardInterrupt
-        self.raised = True
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-        return False
 
 
 class Distiller:
@@ -432,7 +403,7 @@ class Distiller:
             status.assert_existing_objects_matched()
             status.expect_partial()
         named = named_weights(self.student)
-        with _InterruptFlag() as interrupt:
+        with InterruptFlag() as interrupt:
             for index in range(start_stage, len(self.stages)):
                 stage = self.stages[index]
                 trained, tuned = stage_variables(stage, named)
@@ -462,12 +433,12 @@ class Distiller:
             return step_fn(self._distribute(batch))
         try:
             return step_fn(self._distribute(batch))
-        except _PEER_LOST as err:
-            first = next((line.strip() for line in str(err).splitlines() if "task" in line), type(err).__name__)
+        except PEER_LOST as err:
+            first = peer_lost_line(err)
             latest = self.run_dir.latest_checkpoint()
             where = f"its last checkpoint ({Path(latest).name})" if latest else "the start"
             raise MbkError(
-                f"{self.worker}: the cluster lost a worker at step {step + 1} of {stage.name} ({first[:160]}); "
+                f"{self.worker}: the cluster lost a worker at step {step + 1} of {stage.name} ({first}); "
                 f"start every worker again with the same command and --resume: the run continues from {where}"
             ) from err
 

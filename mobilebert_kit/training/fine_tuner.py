@@ -8,22 +8,27 @@ sequences or pairs (GLUE), ``span_qa`` (SQuAD v1.1/v2.0), and
 vocabulary, so ``mbk evaluate`` needs nothing else.
 """
 
+import dataclasses
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import MbkError
-from mobilebert_kit.models.api import load, save
+from mobilebert_kit.models.api import load
+from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
+from mobilebert_kit.training.finetune_run import FinetuneRun, describe_path
+from mobilebert_kit.training.interrupt import PEER_LOST, InterruptFlag, peer_lost_line
 from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
-from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.atomic import atomic_dir
 from mobilebert_kit.utils.structured import load_json
 
 TASK_FILE = "task.json"
@@ -51,37 +56,45 @@ def load_encoder(spec, precision="float32", seed=PRESET_SEED):
         return ModelSource.load(spec, head=None, seed=seed, dtype=precision).encoder
 
 
-class _Progress:
-    """A Keras callback driving a :class:`StageProgress` bar with the running loss, and keeping the scalars.
+class _StepCallback:
+    """A Keras callback run after every training step: the progress bar, the scalars, checkpoints and Ctrl-C.
 
-    ``scalars`` collects ``(step, {tag: value})`` for TensorBoard: the epoch's running loss as Keras
-    reports it and the learning rate, every ``every`` steps. They are written with the output directory,
-    atomically, when training has finished (an interrupted run leaves no partial events file).
+    ``scalars`` collects ``(step, {tag: value})`` for TensorBoard every ``every`` steps: the epoch's running
+    loss as Keras reports it and the learning rate. They are written with the output directory when
+    training has finished (an interrupted run keeps them in ``OUT/run/progress.json``). Every
+    ``checkpoint_every`` steps, and at the step a first SIGINT arrived, ``save(step)`` checkpoints; after
+    the SIGINT, training stops (``stopped``).
     """
 
-    def __new__(cls, console, total, every, scalars):
+    def __new__(cls, bar, step, every, checkpoint_every, scalars, save, interrupt, total, on_step_end=None):
         from mobilebert_kit.backend import keras
-        from mobilebert_kit.training.stage_progress import StageProgress
 
         class Callback(keras.callbacks.Callback):
-            def on_train_begin(self, logs=None):
-                self.bar = StageProgress(console, "fine-tuning", total, plain_every=every).__enter__()
+            def __init__(self):
+                super().__init__()
+                self.step = step
+                self.stopped = False
 
             def on_train_batch_end(self, batch, logs=None):
                 logs = logs or {}
-                due = "loss" in logs and (batch + 1) % every == 0
+                self.step += 1
+                due = "loss" in logs and (self.step % every == 0 or self.step == total)
                 if due:
-                    step = int(self.model.optimizer.iterations.numpy())
                     learning_rate = self.model.optimizer.learning_rate
                     if callable(learning_rate):  # a schedule: its value at this step
-                        learning_rate = learning_rate(step)
+                        learning_rate = learning_rate(self.step)
                     # get_value, not float(): under a tf.distribute strategy it is a MirroredVariable.
-                    scalars.append((step, {"finetune/loss": float(logs["loss"]),
-                                           "finetune/learning_rate": float(keras.backend.get_value(learning_rate))}))
-                self.bar.update(1, {"loss": float(logs["loss"])} if due else None)
-
-            def on_train_end(self, logs=None):
-                self.bar.__exit__(None, None, None)
+                    scalars.append((self.step, {
+                        "finetune/loss": float(logs["loss"]),
+                        "finetune/learning_rate": float(keras.backend.get_value(learning_rate))}))
+                bar.update(1, {"loss": float(logs["loss"])} if due else None)
+                if on_step_end is not None:
+                    on_step_end(self.step)
+                if self.step < total and (interrupt.raised or self.step % checkpoint_every == 0):
+                    save(self.step)
+                    if interrupt.raised:
+                        self.stopped = True
+                        self.model.stop_training = True
 
         return Callback()
 
@@ -96,14 +109,17 @@ class FineTuner:
         text_columns, label_column: table columns (auto-detected for GLUE names).
         strategy: any ``tf.distribute.Strategy`` (default: the current one).
         console: ``rich`` console for the plan and the progress bar.
+        on_step_end: ``callable(step)`` after every optimizer step (tests interrupt runs with it).
 
     Example:
         >>> FineTuner("runs/mb/student", tokenizer, FinetuneConfig(task="classification")).train(
         ...     "SST-2/train.tsv", "runs/sst2", eval_path="SST-2/dev.tsv")  # doctest: +SKIP
     """
 
-    def __init__(self, model, tokenizer, config=None, text_columns=None, label_column=None, strategy=None, console=None):
+    def __init__(self, model, tokenizer, config=None, text_columns=None, label_column=None, strategy=None, console=None,
+                 on_step_end=None):
         self.model_spec = model
+        self.on_step_end = on_step_end
         self.tokenizer = tokenizer
         self.config = config or FinetuneConfig()
         self.text_columns = text_columns
@@ -182,58 +198,123 @@ class FineTuner:
         model.distribute_reduction_method = "first"
         return model
 
-    def train(self, train_path, out_dir, eval_path=None, overwrite=False):
+    def record(self, train_path, eval_path=None):
+        """The run record ``OUT/run/run.json`` keeps: what a resume must match, and what it may omit."""
+        return {"model": describe_path(self.model_spec), "train": describe_path(train_path),
+                "eval": describe_path(eval_path), "vocab": describe_path(self.tokenizer.source),
+                "cased": not self.tokenizer.lowercase, "text_columns": self.text_columns,
+                "label_column": self.label_column, "config": dataclasses.asdict(self.config)}
+
+    def _epoch_dataset(self, parts, epoch, skip):
+        """Epoch ``epoch``'s batches from batch ``skip`` on, in an order keyed by ``(seed, epoch)``.
+
+        The order depends on nothing else (not on the steps run before, as a ``shuffle`` op's does), so a
+        resumed run, which starts again at ``(epoch, skip)``, sees exactly the uninterrupted run's batches.
+        """
+        from mobilebert_kit.backend import tf
+
+        cfg = self.config
+        n = len(parts[0]["input_ids"])
+        order = np.random.default_rng([cfg.seed, epoch]).permutation(n)
+        rows = order[skip * cfg.batch_size:(n // cfg.batch_size) * cfg.batch_size]
+        chosen = tf.nest.map_structure(lambda column: column[rows], parts)
+        return tf.data.Dataset.from_tensor_slices(chosen).batch(cfg.batch_size, drop_remainder=True).prefetch(2)
+
+    def train(self, train_path, out_dir, eval_path=None, overwrite=False, resume=False):
         """Fine-tunes, evaluates on ``eval_path`` if given, and saves everything to ``out_dir``.
 
         ``out_dir`` may replace only an earlier fine-tuning output (or an empty directory) unless
-        ``overwrite`` (``utils.atomic``); it is checked before training starts.
+        ``overwrite`` (``utils.atomic``); it is checked before training starts. Every
+        ``config.checkpoint_every`` steps the model and optimizer are checkpointed in ``OUT/run``
+        (``finetune_run.FinetuneRun``); SIGINT checkpoints the current step and stops.
+
+        Args:
+            train_path, eval_path: the labelled data.
+            out_dir: the output directory.
+            overwrite (bool): replace what mbk did not write, or start an interrupted run over.
+            resume (bool): continue the interrupted run in ``out_dir`` from its last checkpoint.
 
         Returns:
             The evaluation metrics (empty without ``eval_path``).
+
+        Raises:
+            KeyboardInterrupt: after SIGINT, once the current step is checkpointed.
         """
         from mobilebert_kit.backend import keras, tf
 
         cfg = self.config
         sources = [p for p in (train_path, eval_path, self.model_spec, self.tokenizer.source)
                    if isinstance(p, (str, Path))]
-        check_output(out_dir, "finetune", overwrite=overwrite, sources=sources)
-        keras.utils.set_random_seed(cfg.seed)
         self.strategy = self.strategy or tf.distribute.get_strategy()
+        chief = is_chief(self.strategy)
+        run = FinetuneRun(out_dir)
+        record = self.record(train_path, eval_path)
+        if chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
+            run.check(record, resume, overwrite=overwrite, sources=sources)
+        keras.utils.set_random_seed(cfg.seed)
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
                 "max_query_length": cfg.max_query_length, "label_names": None}
         features, targets, weights, _ = self._data(train_path, spec, training=True)
         n = len(features["input_ids"])
         if n < cfg.batch_size:
             raise MbkError(f"{train_path} yields {n} examples, fewer than --batch-size {cfg.batch_size}")
-        self._steps = (n // cfg.batch_size) * cfg.epochs
+        per_epoch = n // cfg.batch_size
+        self._steps = per_epoch * cfg.epochs
         num_labels = {"classification": len(spec["label_names"] or []), "regression": 1,
                       "token_classification": len(spec["label_names"] or []), "span_qa": 0}[cfg.task]
         if cfg.task == "classification" and num_labels < 2:
             raise MbkError(f"{train_path} has a single label {spec['label_names']}; classification needs two or more")
+        with self.strategy.scope():
+            model = self._build(num_labels)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        latest = run.latest_checkpoint() if resume else None
+        first, scalars = 0, []
+        if latest is not None:
+            with self.strategy.scope():  # the optimizer's slots exist before their values are restored
+                model.optimizer.build(model.trainable_variables)
+            status = checkpoint.restore(latest)
+            status.assert_existing_objects_matched()
+            first = int(keras.backend.get_value(model.optimizer.iterations))
+            scalars = run.scalars(first)
         self.console.print(
             f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
-            f"{cfg.epochs} epoch(s) x {n // cfg.batch_size} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
-            f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}",
+            f"{cfg.epochs} epoch(s) x {per_epoch} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
+            f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}"
+            + (f"; resuming at step {first + 1} of {self._steps}" if resume else ""),
             highlight=False, soft_wrap=True,
         )
         parts = (features, targets) if weights is None else (features, targets, weights)
-        dataset = tf.data.Dataset.from_tensor_slices(parts).shuffle(n, seed=cfg.seed, reshuffle_each_iteration=True)
-        dataset = dataset.batch(cfg.batch_size, drop_remainder=True).prefetch(2)
-        with self.strategy.scope():
-            model = self._build(num_labels)
-        scalars = []
-        model.fit(dataset, epochs=cfg.epochs, verbose=0,
-                  callbacks=[_Progress(self.console, self._steps, max(1, self._steps // 50), scalars)])
+        scratch = None if chief else Path(tempfile.mkdtemp(prefix="mbk-worker-checkpoints-"))
+        managers = []
+
+        def save(step):
+            if not managers:  # the first checkpoint of this process
+                if chief and not resume:  # a fresh run's state appears with its first checkpoint
+                    run.start(record, overwrite=overwrite, sources=sources)
+                # Every worker takes part in a save (reading a distributed variable may be collective); only
+                # the chief's is kept, the others go to a scratch directory removed at the end.
+                managers.append(tf.train.CheckpointManager(
+                    checkpoint, str(run.checkpoint_dir if chief else scratch), max_to_keep=2 if chief else 1))
+            if chief:
+                run.save(managers[0], step, self._steps, scalars)
+            else:
+                managers[0].save(checkpoint_number=step)
+
+        try:
+            self._fit(model, parts, first, scalars, save)
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
         results = {}
         if eval_path is not None:
             results = evaluate_model(model, spec, self.tokenizer, eval_path, cfg.batch_size)
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
-        if not is_chief(self.strategy):  # in a cluster only the chief writes out_dir
+        if not chief:  # in a cluster only the chief writes out_dir
             self.console.print(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}", highlight=False,
                                soft_wrap=True)
             return results
         with atomic_dir(out_dir, "finetune", overwrite=overwrite, sources=sources) as tmp:
-            save(model, tmp / "model")
+            save_model(model, tmp / "model")
             vocab = Path(self.tokenizer.source)
             shutil.copyfile(vocab, tmp / vocab.name)
             _deployment_files(tmp / "model", self.tokenizer, spec.get("label_names"))
@@ -241,6 +322,36 @@ class FineTuner:
             (tmp / TASK_FILE).write_text(json.dumps(spec, indent=2) + "\n")
             _write_tensorboard(tmp / "tensorboard", scalars, results, self._steps)
         return results
+
+    def _fit(self, model, parts, first, scalars, save):
+        """Keras' ``fit``, one call per epoch from step ``first``; SIGINT checkpoints and raises KeyboardInterrupt."""
+        from mobilebert_kit.training.stage_progress import StageProgress
+
+        cfg = self.config
+        per_epoch = self._steps // cfg.epochs
+        every = max(1, self._steps // 50)
+        worker = worker_label(self.strategy)
+        with InterruptFlag() as interrupt, StageProgress(self.console, "fine-tuning", self._steps, start=first,
+                                                         plain_every=every) as bar:
+            callback = _StepCallback(bar, first, every, cfg.checkpoint_every, scalars, save, interrupt, self._steps,
+                                     self.on_step_end)
+            for epoch in range(first // per_epoch, cfg.epochs):
+                skip = first - epoch * per_epoch if epoch == first // per_epoch else 0
+                try:
+                    model.fit(self._epoch_dataset(parts, epoch, skip), epochs=1, verbose=0, callbacks=[callback])
+                except PEER_LOST as err:
+                    raise MbkError(
+                        f"{worker}: the cluster lost a worker at step {callback.step + 1} ({peer_lost_line(err)}); "
+                        "start every worker again with the same command and --resume: the run continues from its "
+                        "last checkpoint"
+                    ) from err
+                if callback.stopped:
+                    break
+        if callback.stopped:
+            self.console.print(
+                f"interrupted at step {callback.step} of {self._steps}; checkpoint saved. Continue with the same "
+                "command and --resume", highlight=False, soft_wrap=True)
+            raise KeyboardInterrupt
 
 
 def _write_tensorboard(directory, scalars, results, last_step):

@@ -8,7 +8,9 @@ from mobilebert_kit.training.task_data import TASKS
 # Numeric options, each checked against its utils/limits.py record (a recipe or a Python caller is held to the
 # CLI's bounds).
 NUMERIC_OPTIONS = ("epochs", "batch_size", "learning_rate", "warmup_proportion", "weight_decay", "seq_len",
-                   "doc_stride", "max_query_length", "dropout", "seed")
+                   "doc_stride", "max_query_length", "dropout", "seed", "checkpoint_every")
+# Options a resumed run may change: they do not change what is trained.
+RESUME_INSENSITIVE = ("checkpoint_every",)
 
 
 @dataclasses.dataclass
@@ -29,6 +31,7 @@ class FinetuneConfig:
         dropout: dropout before the task classifier.
         precision: ``"float32"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``.
         seed: weight initialisation and shuffling seed.
+        checkpoint_every: steps between checkpoints in ``OUT/run`` (``--resume`` continues from the last).
     """
 
     task: str = "classification"
@@ -44,6 +47,7 @@ class FinetuneConfig:
     dropout: float = 0.1
     precision: str = "float32"
     seed: int = 0
+    checkpoint_every: int = 500
 
     def __post_init__(self):
         from mobilebert_kit.training.distill_config import OPTIMIZERS, PRECISIONS, check_numbers

@@ -220,8 +220,8 @@ def test_tpu_strategy_without_a_tpu_is_one_line(tiny_run_inputs, tmp_path):
     assert_one_line_error(proc, "no TPU found")
 
 
-@pytest.mark.slow
-def test_two_worker_finetune_matches_one_device_writes_once_and_logs_the_global_loss(tiny_run_inputs, tmp_path):
+def _finetune_inputs(tmp_path):
+    """A tiny vocabulary and 64 labelled sentences: 8 steps per epoch at batch 8."""
     import random
 
     words = ["good", "bad", "movie", "film", "the", "was", "very"]
@@ -235,16 +235,22 @@ def test_two_worker_finetune_matches_one_device_writes_once_and_logs_the_global_
                     f"{'pos' if positive else 'neg'}")
     train = tmp_path / "train.tsv"
     train.write_text("\n".join(rows) + "\n")
+    return vocab, train
+
+
+def _finetune(vocab, train, directory, strategy, *extra):
+    return ("mobilebert_kit.cli.main", "finetune", "--model", "tiny-bert", "--vocab", str(vocab), "--task",
+            "classification", "--train", str(train), "--out", str(directory), "--epochs", "2", "--batch-size",
+            "8", "--seq-len", "8", "--seed", "3", "--strategy", strategy, *extra)
+
+
+@pytest.mark.slow
+def test_two_worker_finetune_matches_one_device_writes_once_and_logs_the_global_loss(tiny_run_inputs, tmp_path):
+    vocab, train = _finetune_inputs(tmp_path)
     out, reference = tmp_path / "ft", tmp_path / "ft_one_device"
-
-    def finetune(directory, strategy):
-        return ("mobilebert_kit.cli.main", "finetune", "--model", "tiny-bert", "--vocab", str(vocab), "--task",
-                "classification", "--train", str(train), "--out", str(directory), "--epochs", "2", "--batch-size",
-                "8", "--seq-len", "8", "--seed", "3", "--strategy", strategy)
-
-    one = run_mbk(*finetune(reference, "default")[1:])
+    one = run_mbk(*_finetune(vocab, train, reference, "default")[1:])
     assert one.returncode == 0, one.stderr[-2000:]
-    command = finetune(out, "multi_worker")
+    command = _finetune(vocab, train, out, "multi_worker")
     procs, scratch = _start_workers([command, command], tmp_path)
     (rc0, out0, err0), (rc1, out1, err1) = _wait(procs)
     assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
@@ -254,4 +260,30 @@ def test_two_worker_finetune_matches_one_device_writes_once_and_logs_the_global_
     first = next(line for line in out0.splitlines() if line.startswith("fine-tuning 1/"))
     assert float(first.split("loss=")[1]) < 1.0, first
     # The same global batch on two workers trains the same model as on one device (issue 16's bar: 1e-4).
+    _assert_same_weights(out / "model", _weights(reference / "model"))
+
+
+@pytest.mark.slow
+def test_a_sigkilled_finetune_worker_resumes_to_the_one_device_model(tmp_path):
+    vocab, train = _finetune_inputs(tmp_path)
+    out, reference = tmp_path / "ft", tmp_path / "ft_one_device"
+    one = run_mbk(*_finetune(vocab, train, reference, "default")[1:])
+    assert one.returncode == 0, one.stderr[-2000:]
+    command = _finetune(vocab, train, out, "multi_worker", "--checkpoint-every", "3")
+    # Worker 1 is SIGKILLed after step 5 of 16; the chief checkpointed step 3.
+    killed = ("tests.training.finetune_script", "KILL", "5", *command[2:])
+    procs, scratch = _start_workers([command, killed], tmp_path)
+    (rc0, _, err0), (rc1, _, _) = _wait(procs)
+    assert rc1 == -signal.SIGKILL
+    assert rc0 != 0 and "--resume" in err0 and "Traceback" not in err0, err0[-2000:]
+    progress = json.loads((out / "run" / "progress.json").read_text())
+    assert (progress["step"], progress["total"]) == (3, 16) and not (out / "task.json").exists()
+    # Every worker is started again with --resume; the inputs and options come from OUT/run/run.json.
+    resume = ("mobilebert_kit.cli.main", "finetune", "--out", str(out), "--resume", "--strategy", "multi_worker")
+    procs, _ = _start_workers([resume, resume], tmp_path)
+    (rc0, out0, err0), (rc1, _, err1) = _wait(procs)
+    assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
+    assert "resuming at step 4 of 16" in out0
+    assert sorted(p.name for p in out.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
+                                                    "vocab.txt"]
     _assert_same_weights(out / "model", _weights(reference / "model"))

@@ -1,0 +1,176 @@
+"""Resuming ``mbk finetune``: an interrupted run continues to the model an uninterrupted run trains.
+
+A run is stopped by SIGINT (checkpointed at that step) and by a crash (the
+last periodic checkpoint is the resume point), resumed each time, and its
+weights are compared with an uninterrupted run's. Dropout is on, so the
+comparison also checks that the masks and the data order survive the resume.
+"""
+
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from mobilebert_kit.training.fine_tuner import FineTuner
+from mobilebert_kit.training.finetune_config import FinetuneConfig
+from tests.training.test_cli import mbk
+from tests.training.test_finetune import _quiet, _sentiment, tokenizer  # noqa: F401  (a fixture)
+
+
+def _weights(model_dir):
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
+
+    return read_safetensors(model_dir / "model.safetensors")
+
+
+def _same_weights(a, b, tolerance=1e-6):
+    assert set(a) == set(b)
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=tolerance, atol=tolerance, err_msg=name)
+
+
+# 48 rows, batch 8: 6 steps per epoch, 12 in all; checkpoints at steps 4 and 8.
+CONFIG = dict(task="classification", epochs=2, batch_size=8, learning_rate=2e-3, seq_len=12, dropout=0.1,
+              checkpoint_every=4, seed=5)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ft_resume")
+    return _sentiment(root / "train.tsv", 48, 0), _sentiment(root / "dev.tsv", 16, 1)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tokenizer, data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ft_whole") / "out"
+    results = FineTuner("tiny-bert", tokenizer, FinetuneConfig(**CONFIG), console=_quiet()).train(
+        data[0], out, eval_path=data[1])
+    return out, results
+
+
+def _stop_at(step, how):
+    def hook(done):
+        if done == step:
+            if how == "sigint":
+                os.kill(os.getpid(), signal.SIGINT)
+            else:
+                raise RuntimeError("simulated crash")
+    return hook
+
+
+def test_an_interrupted_then_crashed_run_resumes_to_the_uninterrupted_model(tokenizer, data, uninterrupted, tmp_path):
+    train, dev = data
+    out = tmp_path / "out"
+
+    def tuner(hook=None):
+        return FineTuner("tiny-bert", tokenizer, FinetuneConfig(**CONFIG), console=_quiet(), on_step_end=hook)
+
+    # Ctrl-C at step 7 (mid epoch 2): the step is checkpointed and the run stops.
+    with pytest.raises(KeyboardInterrupt):
+        tuner(_stop_at(7, "sigint")).train(train, out, eval_path=dev)
+    assert not (out / "task.json").exists() and not (out / "model").exists()  # never taken for a finished output
+    progress = json.loads((out / "run" / "progress.json").read_text())
+    assert (progress["step"], progress["total"]) == (7, 12)
+    # Resumed, then crashed at step 10: the periodic checkpoint of step 8 is the next resume point.
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        tuner(_stop_at(10, "crash")).train(train, out, eval_path=dev, resume=True)
+    assert json.loads((out / "run" / "progress.json").read_text())["step"] == 8
+    results = tuner().train(train, out, eval_path=dev, resume=True)
+    reference, reference_results = uninterrupted
+    _same_weights(_weights(out / "model"), _weights(reference / "model"))
+    assert results == pytest.approx(reference_results)
+    # The finished output replaced the run's state; its TensorBoard scalars span the three processes.
+    assert sorted(p.name for p in out.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
+                                                    "vocab.txt"]
+    from mobilebert_kit.training.summaries import read_scalars
+
+    steps = [step for step, _ in read_scalars(out / "tensorboard")["finetune/loss"]]
+    assert steps == [step for step, _ in read_scalars(reference / "tensorboard")["finetune/loss"]]
+
+
+def test_a_new_run_keeps_the_finished_output_until_it_completes(tokenizer, data, uninterrupted, tmp_path):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(uninterrupted[0], out)
+    before = _weights(out / "model")
+    config = FinetuneConfig(**{**CONFIG, "seed": 6})
+    with pytest.raises(KeyboardInterrupt):
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(5, "sigint")).train(
+            data[0], out)
+    _same_weights(_weights(out / "model"), before, 0)  # the earlier model is still there, untouched
+    assert (out / "task.json").is_file() and (out / "run" / "run.json").is_file()
+
+
+def _cli(tokenizer, data, out, *extra):
+    train, _ = data
+    return ("finetune", "--model", "tiny-bert", "--vocab", tokenizer.source, "--task", "classification", "--train",
+            train, "--out", out, "--epochs", 2, "--batch-size", 8, "--seq-len", 12, "--learning-rate", 2e-3,
+            "--seed", 5, "--checkpoint-every", 4, *extra)
+
+
+@pytest.fixture()
+def interrupted(tokenizer, data, tmp_path):
+    """An ``OUT`` holding a run stopped by Ctrl-C at step 3 (checkpointed there)."""
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        FineTuner("tiny-bert", tokenizer, FinetuneConfig(**{**CONFIG, "dropout": 0.1}), console=_quiet(),
+                  on_step_end=_stop_at(3, "sigint")).train(data[0], out)
+    return out
+
+
+def test_the_cli_refuses_what_would_lose_or_mix_runs(tokenizer, data, interrupted, tmp_path, capsys):
+    from tests.helpers import assert_one_line_error
+
+    out = interrupted
+    # Starting again without --resume would discard the checkpoint: refused, naming both ways on.
+    line = assert_one_line_error(mbk(capsys, *_cli(tokenizer, data, out), check=False),
+                                 "holds an interrupted fine-tuning run", "step 3 of 12", "--resume", "--overwrite")
+    assert "Traceback" not in line
+    # Resuming with other options would train a different model: refused, naming the option.
+    assert_one_line_error(mbk(capsys, *_cli(tokenizer, data, out, "--resume", "--learning-rate", 1e-3), check=False),
+                          "different learning_rate")
+    # Nothing to resume: a new directory, and a finished output.
+    assert_one_line_error(mbk(capsys, *_cli(tokenizer, data, tmp_path / "new", "--resume"), check=False),
+                          "nothing to resume", "start without --resume")
+    assert not (tmp_path / "new").exists()
+    assert (out / "run" / "checkpoints").is_dir()  # none of that touched the run
+    # --resume alone: the inputs and options come from OUT/run/run.json, and the run completes.
+    proc = mbk(capsys, "finetune", "--out", out, "--resume")
+    assert "resuming at step 4 of 12" in proc.stdout
+    assert (out / "task.json").is_file() and not (out / "run").exists()
+    assert_one_line_error(mbk(capsys, "finetune", "--out", out, "--resume", check=False),
+                          "nothing to resume", "its run has finished")
+    assert_one_line_error(mbk(capsys, "finetune", "--out", tmp_path / "x", check=False),
+                          "missing --model, --task, --train")
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    ("text_columns", {"a": 1}, "bad 'text_columns'"),
+    ("cased", "yes", "bad 'cased'"),
+    ("train", 7, "bad 'train'"),
+    ("train", "/dev/null", "not a regular file"),
+    ("vocab", "/no/such/mbk/vocab.txt", "vocab"),
+    ("config", [[[[]]]], "not a fine-tuning run record"),
+])
+def test_a_hostile_run_record_is_one_line(interrupted, field, value, fragment, capsys):
+    from tests.helpers import assert_one_line_error
+
+    record_file = interrupted / "run" / "run.json"
+    record = json.loads(record_file.read_text())
+    record[field] = value
+    record_file.write_text(json.dumps(record))
+    assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False), fragment)
+    assert (interrupted / "run" / "checkpoints").is_dir()
+
+
+def test_a_deep_or_broken_run_record_is_one_line(interrupted, capsys):
+    from tests.helpers import assert_one_line_error
+
+    record_file = interrupted / "run" / "run.json"
+    record_file.write_text("[" * 100000)
+    assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False), "run.json")
+    record_file.write_text("{not json")
+    assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False), "run.json")
