@@ -169,7 +169,7 @@ def save(model, directory, *, overwrite=False, sources=()):
     Example:
         >>> save(build("tiny-bert"), "runs/tiny")  # doctest: +SKIP
     """
-    from safetensors.numpy import save_file
+    from mobilebert_kit.utils.safetensors_io import write_safetensors
 
     if isinstance(model, Encoder):
         meta = {"architecture": "encoder", "encoder": model.config, "head": {}}
@@ -180,7 +180,7 @@ def save(model, directory, *, overwrite=False, sources=()):
     meta["encoder"] = {k: v for k, v in meta["encoder"].items() if k != "dtype"}
     arrays = {path: np.ascontiguousarray(var.numpy()) for path, var in named_weights(model).items()}
     with atomic_dir(directory, "model", overwrite=overwrite, sources=sources) as tmp:
-        save_file(arrays, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT})
+        write_safetensors(tmp / WEIGHTS_FILE, arrays, metadata={"format": FORMAT})
         (tmp / CONFIG_FILE).write_text(
             json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **meta}, indent=2, sort_keys=True) + "\n"
         )

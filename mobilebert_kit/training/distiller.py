@@ -51,6 +51,7 @@ from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import ConfigError, MbkError, first_line
 from mobilebert_kit.models.api import named_weights, save
+from mobilebert_kit.training.checkpoint_writes import checkpoint_writes
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.training.interrupt import PEER_LOST, InterruptFlag, peer_lost_line
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
@@ -246,7 +247,8 @@ class Distiller:
         if self.chief:
             self.run_dir.save(manager, state, history)
         else:  # into the scratch directory: every worker takes part in a save, only the chief's is kept
-            manager.save(checkpoint_number=state["global_step"])
+            with checkpoint_writes(self.scratch):
+                manager.save(checkpoint_number=state["global_step"])
 
     def _checkpoint_manager(self, checkpoint):
         directory = self.run_dir.checkpoint_dir if self.chief else self.scratch

@@ -22,6 +22,7 @@ from mobilebert_kit.models.api import load
 from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.training import task_data
+from mobilebert_kit.training.checkpoint_writes import checkpoint_writes
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 from mobilebert_kit.training.finetune_run import FinetuneRun, describe_path
 from mobilebert_kit.training.interrupt import PEER_LOST, InterruptFlag, peer_lost_line
@@ -298,7 +299,8 @@ class FineTuner:
             if chief:
                 run.save(managers[0], step, self._steps, scalars)
             else:
-                managers[0].save(checkpoint_number=step)
+                with checkpoint_writes(scratch):
+                    managers[0].save(checkpoint_number=step)
 
         try:
             self._fit(model, parts, first, scalars, save)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from mobilebert_kit.backend import tf
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.training.checkpoint_writes import checkpoint_writes
 from mobilebert_kit.training.finetune_config import RESUME_INSENSITIVE
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, remove_path
 from mobilebert_kit.utils.structured import load_json
@@ -180,8 +181,9 @@ class FinetuneRun:
             total (int): the run's steps.
             scalars (list): the TensorBoard scalars so far, ``[(step, {tag: value})]``.
         """
-        manager.save(checkpoint_number=step)
-        state = {"step": step, "total": total, "checkpoint": manager.latest_checkpoint,
-                 "scalars": [[s, values] for s, values in scalars]}
-        with atomic_file(self.path / PROGRESS_FILE, "w") as handle:
-            handle.write(json.dumps(state) + "\n")
+        with checkpoint_writes(self.checkpoint_dir):
+            manager.save(checkpoint_number=step)
+            state = {"step": step, "total": total, "checkpoint": manager.latest_checkpoint,
+                     "scalars": [[s, values] for s, values in scalars]}
+            with atomic_file(self.path / PROGRESS_FILE, "w") as handle:
+                handle.write(json.dumps(state) + "\n")

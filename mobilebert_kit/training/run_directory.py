@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mobilebert_kit.backend import tf
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.training.checkpoint_writes import checkpoint_writes
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
 from mobilebert_kit.utils.structured import load_json
@@ -145,8 +146,9 @@ class RunDirectory:
             state (dict): ``stage``, ``stage_name``, ``stage_step``, ``global_step``.
             history (list[dict]): the finished stages.
         """
-        manager.save(checkpoint_number=state["global_step"])
-        self.write_progress({**state, "checkpoint": manager.latest_checkpoint, "history": history})
+        with checkpoint_writes(self.checkpoint_dir):
+            manager.save(checkpoint_number=state["global_step"])
+            self.write_progress({**state, "checkpoint": manager.latest_checkpoint, "history": history})
 
     def write_progress(self, state):
         """Replaces ``progress.json`` with ``state`` (atomically)."""

@@ -15,6 +15,7 @@ A 3 GB file that never finished downloading fails on its first 8 bytes.
 
 import mmap
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -208,3 +209,31 @@ def _read_sharded(directory, index):
         raise CheckpointError(f"{bad} ({len(wrong)} tensor(s) not where it says: {name!r} {found}, "
                               f"the index says {weight_map[name]}); re-download the checkpoint")
     return arrays
+
+
+def write_safetensors(path, arrays, metadata=None):
+    """Writes ``arrays`` to the safetensors file ``path``; a refused write raises ``OSError`` with its errno.
+
+    The ``safetensors`` writer reports a full disk or a file-size limit as ``SafetensorError("... I/O error:
+    File too large (os error 27)")``, which no caller recognises as a write error; turned into the
+    ``OSError`` it stands for, the atomic writers report it as they report any refused write
+    (``utils.atomic.write_error``).
+
+    Args:
+        path (str | Path): the file to write.
+        arrays (dict[str, numpy.ndarray]): tensors by name.
+        metadata (dict[str, str] | None): the header's ``__metadata__``.
+
+    Example:
+        >>> write_safetensors("/tmp/w.safetensors", {"w": np.zeros(2, np.float32)})
+    """
+    from safetensors.numpy import save_file
+
+    try:
+        save_file(arrays, str(path), metadata=metadata)
+    except Exception as err:  # SafetensorError is not importable by a stable name
+        code = re.search(r"\(os error (\d+)\)", str(err))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), str(path)) from err

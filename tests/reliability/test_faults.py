@@ -107,6 +107,70 @@ def test_sigkill_during_distillation_resumes_from_the_last_checkpoint(tiny_run_i
     assert (run / "student" / "model.safetensors").is_file()
 
 
+def _finetune_inputs(tmp_path):
+    from tests.training.test_finetune import WORDS, _sentiment
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+    return vocab, _sentiment(tmp_path / "train.tsv", 48, 0)
+
+
+def test_a_full_disk_at_a_finetune_checkpoint_is_one_line_and_the_run_resumes(tmp_path, capsys):
+    from mobilebert_kit.cli.main import main
+
+    vocab, train = _finetune_inputs(tmp_path)
+    out = tmp_path / "ft"
+    # The record (under 1 KB) is written; the checkpoint's data file (over 100 KB) is not.
+    proc = mbk_with_file_size_limit(20_000, "finetune", "--model", "tiny-bert", "--vocab", vocab, "--task",
+                                    "classification", "--train", train, "--out", out, "--epochs", 2,
+                                    "--batch-size", 8, "--seq-len", 12, "--checkpoint-every", 4)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, f"cannot write a checkpoint to {out / 'run' / 'checkpoints'}", "--resume")
+    assert not (out / "task.json").exists()
+    assert [p.name for p in (out / "run" / "checkpoints").iterdir() if "_temp" in p.name] == []  # TF's half-write
+    # A run too short to checkpoint meets the limit when it saves the model (safetensors' own I/O error).
+    short = mbk_with_file_size_limit(20_000, "finetune", "--model", "tiny-bert", "--vocab", vocab, "--task",
+                                     "classification", "--train", train, "--out", tmp_path / "short", "--epochs", 1,
+                                     "--batch-size", 8, "--seq-len", 12)
+    assert short.returncode == 2
+    assert_one_line_error(short, "file size limit reached while writing", "nothing was written")
+    assert not (tmp_path / "short").exists()
+    # With room again, the run continues (in this process: one TensorFlow import less).
+    code = main(["finetune", "--out", str(out), "--resume"])
+    assert code == 0, capsys.readouterr().err
+    assert _litter(out) == [".mbk-output.json", "model", "task.json", "tensorboard", "vocab.txt"]
+
+
+def test_sigkill_during_finetuning_resumes_to_the_uninterrupted_model(tmp_path, capsys):
+    import numpy as np
+
+    from mobilebert_kit.cli.main import main
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
+
+    vocab, train = _finetune_inputs(tmp_path)
+    args = ["finetune", "--model", "tiny-bert", "--vocab", vocab, "--task", "classification", "--train", train,
+            "--epochs", 40, "--batch-size", 8, "--seq-len", 12, "--checkpoint-every", 7, "--learning-rate", 1e-3]
+    out = tmp_path / "ft"
+
+    def step():
+        try:
+            return json.loads((out / "run" / "progress.json").read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    proc = start_mbk(*args, "--out", out, log=tmp_path / "first.log")
+    kill_when(proc, lambda: step() >= 7)
+    saved = step()
+    assert saved % 7 == 0 and saved < 240 and not (out / "task.json").exists()
+    assert main(["finetune", "--out", str(out), "--resume"]) == 0
+    assert f"resuming at step {saved + 1} of 240" in capsys.readouterr().out
+    assert main([*map(str, args), "--out", str(tmp_path / "whole")]) == 0
+    resumed = read_safetensors(out / "model" / "model.safetensors")
+    whole = read_safetensors(tmp_path / "whole" / "model" / "model.safetensors")
+    for name in whole:
+        np.testing.assert_allclose(resumed[name], whole[name], rtol=1e-6, atol=1e-6, err_msg=name)
+
+
 def test_leftovers_of_dead_writers_are_swept_and_live_ones_kept(tmp_path):
     """What a SIGKILLed ``mbk import`` or ``mbk distill`` leaves (a temp directory) goes with the next write."""
     import subprocess
