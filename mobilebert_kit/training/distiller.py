@@ -51,7 +51,7 @@ from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import ConfigError, MbkError, first_line
 from mobilebert_kit.models.api import named_weights, save
-from mobilebert_kit.training.checkpoint_writes import checkpoint_writes
+from mobilebert_kit.training.checkpoint_files import checkpoint_writes
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.training.interrupt import PEER_LOST, InterruptFlag, peer_lost_line
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
@@ -374,7 +374,11 @@ class Distiller:
         if self.on_setup_end is not None:
             self.on_setup_end(self)
         start_stage, start_step, history = 0, 0, []
-        latest = self.run_dir.latest_checkpoint() if resume else None
+        skipped = []
+        latest = self.run_dir.latest_checkpoint(skipped) if resume else None
+        for name in skipped:
+            self.console.print(f"checkpoint {name} cannot be read; resuming from the one before", highlight=False,
+                               soft_wrap=True)
         if resume and latest is None:
             start_stage = 0  # run.json but no checkpoint yet: start over
         elif latest is not None:

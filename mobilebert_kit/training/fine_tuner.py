@@ -22,7 +22,7 @@ from mobilebert_kit.models.api import load
 from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.training import task_data
-from mobilebert_kit.training.checkpoint_writes import checkpoint_writes
+from mobilebert_kit.training.checkpoint_files import checkpoint_writes
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 from mobilebert_kit.training.finetune_run import FinetuneRun, describe_path
 from mobilebert_kit.training.interrupt import PEER_LOST, InterruptFlag, peer_lost_line
@@ -268,7 +268,11 @@ class FineTuner:
         with self.strategy.scope():
             model = self._build(num_labels)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        latest = run.latest_checkpoint() if resume else None
+        skipped = []
+        latest = run.latest_checkpoint(skipped) if resume else None
+        for name in skipped:
+            self.console.print(f"checkpoint {name} cannot be read; resuming from the one before", highlight=False,
+                               soft_wrap=True)
         first, scalars = 0, []
         if latest is not None:
             with self.strategy.scope():  # the optimizer's slots exist before their values are restored

@@ -25,9 +25,8 @@ import json
 import os
 from pathlib import Path
 
-from mobilebert_kit.backend import tf
 from mobilebert_kit.errors import MbkError
-from mobilebert_kit.training.checkpoint_writes import checkpoint_writes
+from mobilebert_kit.training.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.training.finetune_config import RESUME_INSENSITIVE
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, remove_path
 from mobilebert_kit.utils.structured import load_json
@@ -69,8 +68,14 @@ class FinetuneRun:
         return self.path / CHECKPOINT_DIR
 
     def interrupted(self):
-        """True when ``OUT`` holds the state of a run that has not completed."""
-        return (self.path / RUN_FILE).is_file()
+        """True when ``OUT`` holds the state of a run that has not completed.
+
+        Only a real directory with a regular ``run.json`` counts: a run resumed through a symbolic link
+        would write its checkpoints wherever the link points.
+        """
+        record = self.path / RUN_FILE
+        return (self.path.is_dir() and not self.path.is_symlink() and record.is_file()
+                and not record.is_symlink())
 
     def check(self, record, resume, overwrite=False, sources=()):
         """Refuses to start over an interrupted run, or to resume a missing or different one.
@@ -152,9 +157,10 @@ class FinetuneRun:
         with atomic_file(self.path / RUN_FILE, "w") as handle:
             handle.write(json.dumps(record, indent=2) + "\n")
 
-    def latest_checkpoint(self):
-        """The newest checkpoint's path prefix, or None."""
-        return tf.train.latest_checkpoint(str(self.checkpoint_dir))
+    def latest_checkpoint(self, skipped=None):
+        """The newest checkpoint that reads whole (its path prefix), or None; ``skipped`` collects damaged
+        newer ones (``checkpoint_files.newest_readable_checkpoint``)."""
+        return newest_readable_checkpoint(self.checkpoint_dir, skipped)
 
     def progress(self):
         """``progress.json`` as a dict (empty when missing or unreadable: the checkpoint holds the state)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mobilebert_kit.backend import tf
 from mobilebert_kit.errors import MbkError
-from mobilebert_kit.training.checkpoint_writes import checkpoint_writes
+from mobilebert_kit.training.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
 from mobilebert_kit.utils.structured import load_json
@@ -108,9 +108,10 @@ class RunDirectory:
         with atomic_file(self.path / RUN_FILE, "w") as f:
             f.write(json.dumps(record, indent=2) + "\n")
 
-    def latest_checkpoint(self):
-        """The newest checkpoint's path prefix, or None."""
-        return tf.train.latest_checkpoint(str(self.checkpoint_dir))
+    def latest_checkpoint(self, skipped=None):
+        """The newest checkpoint that reads whole (its path prefix), or None; ``skipped`` collects damaged
+        newer ones (``checkpoint_files.newest_readable_checkpoint``)."""
+        return newest_readable_checkpoint(self.checkpoint_dir, skipped)
 
     def checkpoint_progress(self, path):
         """``(stage, stage_step, global_step)`` stored in checkpoint ``path``.

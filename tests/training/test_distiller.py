@@ -152,6 +152,34 @@ def test_resume_after_sigint_and_sigkill_matches_uninterrupted(uninterrupted, ti
     assert [h["stage"] for h in history] == ["layer_0", "layer_1"]
 
 
+def test_a_truncated_newest_checkpoint_resumes_from_the_one_before(uninterrupted, tiny_run_inputs, tmp_path):
+    import io
+    import os
+    import signal
+
+    from rich.console import Console
+
+    from mobilebert_kit.training.distiller import Distiller
+
+    out = tmp_path / "run"
+
+    def interrupt_at_5(stage, step, global_step, metrics):
+        if global_step == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):  # checkpoints of steps 3 (stage boundary), 4 and 5
+        run(tiny_run_inputs, out, on_step_end=interrupt_at_5)
+    data = next((out / "checkpoints").glob("ckpt-5.data-*"))
+    data.write_bytes(data.read_bytes()[:200])  # a crash mid-write, a bad disk block
+    text = io.StringIO()
+    Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"), str(tiny_run_inputs / "data"), out,
+              resume_config(), console=Console(file=text, width=400)).run(resume=True)
+    assert "checkpoint ckpt-5" in text.getvalue() and "resuming at layer_1, step 1" in text.getvalue()
+    resumed, reference = _weights(out / "pretrainer"), _weights(uninterrupted["out"] / "pretrainer")
+    for name in reference:
+        np.testing.assert_allclose(resumed[name], reference[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_a_cached_run_interrupted_and_resumed_never_runs_the_teacher_and_matches_the_live_run(
         uninterrupted, tiny_run_inputs, tmp_path):
     """The live-teacher run is ``uninterrupted`` (its stages read too little data for ``auto`` to cache)."""

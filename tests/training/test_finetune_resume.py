@@ -174,3 +174,45 @@ def test_a_deep_or_broken_run_record_is_one_line(interrupted, capsys):
     assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False), "run.json")
     record_file.write_text("{not json")
     assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False), "run.json")
+
+
+def _damage(checkpoints, how):
+    newest = checkpoints / "ckpt-5"
+    if how == "truncated data":
+        data = next(checkpoints.glob("ckpt-5.data-*"))
+        data.write_bytes(data.read_bytes()[:100])
+    elif how == "missing index":
+        (checkpoints / "ckpt-5.index").unlink()
+    elif how == "garbled state file":  # TensorFlow ignores it with a warning and would start over
+        (checkpoints / "checkpoint").write_text("garbage {{{\n")
+    return newest
+
+
+@pytest.mark.parametrize("how, resumes_at", [("truncated data", 5), ("missing index", 5),
+                                             ("garbled state file", 6)])
+def test_a_damaged_checkpoint_resumes_from_the_one_before(tokenizer, data, uninterrupted, tmp_path, how, resumes_at):
+    import io
+
+    from rich.console import Console
+
+    out = tmp_path / "out"
+    config = FinetuneConfig(**CONFIG)
+    with pytest.raises(KeyboardInterrupt):  # checkpoints of steps 4 and 5
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(5, "sigint")).train(
+            data[0], out, eval_path=data[1])
+    _damage(out / "run" / "checkpoints", how)
+    text = io.StringIO()
+    FineTuner("tiny-bert", tokenizer, config, console=Console(file=text, width=400)).train(
+        data[0], out, eval_path=data[1], resume=True)
+    assert f"resuming at step {resumes_at} of 12" in text.getvalue()
+    assert ("ckpt-5" in text.getvalue() and "cannot be read" in text.getvalue()) == (how == "truncated data")
+    _same_weights(_weights(out / "model"), _weights(uninterrupted[0] / "model"))
+
+
+def test_no_readable_checkpoint_is_one_line(interrupted, capsys):
+    from tests.helpers import assert_one_line_error
+
+    for data_file in (interrupted / "run" / "checkpoints").glob("ckpt-*.data-*"):
+        data_file.write_bytes(b"\0" * 10)
+    assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False),
+                          "no checkpoint in", "can be read", "--overwrite")

@@ -1,15 +1,25 @@
-"""A checkpoint that cannot be written (disk full, permissions) as a one-line error that says how to go on.
+"""Training checkpoints on disk: writes that fail as one line, and the newest checkpoint that can be read.
 
-TensorFlow reports a full disk during ``CheckpointManager.save`` as a multi-line
+Writes: TensorFlow reports a full disk during ``CheckpointManager.save`` as a multi-line
 ``ResourceExhaustedError`` naming an internal op, and leaves the half-written
 ``ckpt-N_temp`` directory behind. Training runs wrap every checkpoint write
 (``mbk distill``, ``mbk finetune``) in :func:`checkpoint_writes`, so the user
 reads what happened and that ``--resume`` continues from the last complete
 checkpoint, which the failed write did not touch.
+
+Reads: TensorFlow's ``checkpoint`` state file names the newest checkpoint, but
+a garbled state file is ignored with a warning (the run would silently start
+over), a missing ``.index`` makes it start over too, and a truncated data file
+raises ``IndexError`` from deep inside a restore.
+:func:`newest_readable_checkpoint` looks at the ``ckpt-N.index`` files
+themselves, newest first, reads every tensor of each, and returns the first
+that reads whole: a damaged newest checkpoint costs the steps since the one
+before it (runs keep at least two), not the run.
 """
 
 import contextlib
 import errno
+import re
 from pathlib import Path
 
 from mobilebert_kit.backend import tf
@@ -60,3 +70,42 @@ def checkpoint_writes(directory):
             f"cannot write a checkpoint to {directory} ({_reason(err)}); free space or fix the directory, then "
             "continue with the same command and --resume: the run goes on from its last complete checkpoint"
         ) from err
+
+
+def newest_readable_checkpoint(directory, skipped=None):
+    """The path prefix of the newest ``ckpt-N`` in ``directory`` whose every tensor can be read, or None.
+
+    Args:
+        directory (str | Path): a checkpoint directory (``CheckpointManager``'s).
+        skipped (list | None): receives ``"ckpt-N (why)"`` for each newer checkpoint that could not be read.
+
+    Returns:
+        str | None: the prefix to restore (None when the directory holds no checkpoint).
+
+    Raises:
+        MbkError: there are checkpoints, and none of them can be read.
+
+    Example:
+        >>> newest_readable_checkpoint("/tmp/no-such-mbk-run/checkpoints") is None
+        True
+    """
+    found = []
+    with contextlib.suppress(OSError):
+        for index in Path(directory).iterdir():
+            match = re.fullmatch(r"ckpt-(\d{1,18})\.index", index.name)
+            if match and index.is_file() and not index.is_symlink():
+                found.append((int(match.group(1)), str(index)[:-len(".index")]))
+    reasons = [] if skipped is None else skipped
+    for _, prefix in sorted(found, reverse=True):
+        try:
+            reader = tf.train.load_checkpoint(prefix)
+            for name, dtype in reader.get_variable_to_dtype_map().items():
+                if dtype != tf.variant:  # a data iterator's state has no numpy value; the tensors beside it are read
+                    reader.get_tensor(name)
+            return prefix
+        except Exception as err:  # noqa: BLE001  (whatever a damaged file raises, it is not a checkpoint to use)
+            reasons.append(f"{Path(prefix).name} ({first_line(err)[:160]})")
+    if reasons:
+        raise MbkError(f"no checkpoint in {directory} can be read ({'; '.join(reasons[:2])}); start the run over "
+                       "with --overwrite")
+    return None
