@@ -28,6 +28,7 @@ from pathlib import Path
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.training.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.training.finetune_config import RESUME_INSENSITIVE
+from mobilebert_kit.training.run_directory import read_run_record
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, remove_path
 from mobilebert_kit.utils.structured import load_json
 
@@ -136,12 +137,7 @@ class FinetuneRun:
         Raises:
             MbkError: unreadable, too deep, not an object, or without ``config``.
         """
-        run_file = self.path / RUN_FILE
-        stored = load_json(run_file, "the fine-tuning run record", expect=dict, error=MbkError,
-                           fix="start over with --overwrite")
-        if not isinstance(stored.get("config"), dict):
-            raise MbkError(f"{run_file} is not a fine-tuning run record (no 'config'); start over with --overwrite")
-        return stored
+        return read_run_record(self.path / RUN_FILE, "fine-tuning", "start over with --overwrite")
 
     def start(self, record, overwrite=False, sources=()):
         """Makes ``OUT`` hold a fresh run state: ``OUT`` checked and marked, an earlier ``run/`` removed, the

@@ -28,6 +28,23 @@ CHECKPOINT_DIR = "checkpoints"
 RECORD_KEYS = ("teacher", "student", "student_overrides", "data")
 
 
+def read_run_record(run_file, kind, fix):
+    """A training run's ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
+
+    Args:
+        run_file (Path): the file.
+        kind (str): ``"distillation"`` or ``"fine-tuning"``, for the message.
+        fix (str): what the message tells the user to do.
+
+    Raises:
+        MbkError: unreadable, too deep, not an object, or without ``config``.
+    """
+    stored = load_json(run_file, f"the {kind} run record", expect=dict, error=MbkError, fix=fix)
+    if not isinstance(stored.get("config"), dict):
+        raise MbkError(f"{run_file} is not a {kind} run record (no 'config'); {fix}")
+    return stored
+
+
 class RunDirectory:
     """Reads and writes the bookkeeping files of one distillation run.
 
@@ -88,13 +105,7 @@ class RunDirectory:
         Raises:
             MbkError: unreadable, too deep, not an object, or without ``config``.
         """
-        run_file = self.path / RUN_FILE
-        stored = load_json(run_file, "the run record", expect=dict, error=MbkError,
-                           fix="start a new run in another directory")
-        if not isinstance(stored.get("config"), dict):
-            raise MbkError(f"{run_file} is not a distillation run record (no 'config'); start a new run in another "
-                           "directory")
-        return stored
+        return read_run_record(self.path / RUN_FILE, "distillation", "start a new run in another directory")
 
     def write_record(self, record, overwrite=False, sources=()):
         """Makes the directory a fresh run directory and writes ``run.json`` (``record`` with its ``config``).
