@@ -19,7 +19,7 @@ kept by ``run_directory.RunDirectory``; the step is built by ``distill_step``)::
 Resuming: a checkpoint holds the student, the optimizer (moments, step,
 loss scale) and the data iterator (its position and shuffle buffer), so a
 resumed run continues with exactly the batches and updates an uninterrupted
-run would have made. SIGINT (Ctrl-C) finishes the current step, checkpoints
+run would have made. SIGINT (Ctrl-C) or SIGTERM finishes the current step, checkpoints
 it and stops: no completed step is lost. After SIGKILL or a crash the run
 restarts from the last checkpoint (every ``checkpoint_every`` steps and at
 every stage boundary) and replays the steps after it on the same batches.
@@ -364,7 +364,7 @@ class Distiller:
             ``{"student": path, "pretrainer": path, "history": [...], "global_step": n}``.
 
         Raises:
-            KeyboardInterrupt: after SIGINT, once the current step is checkpointed.
+            KeyboardInterrupt: after SIGINT or SIGTERM, once the current step is checkpointed.
             MbkError / ConfigError: bad inputs, a mismatched resume.
         """
         self._place()

@@ -63,8 +63,8 @@ class _StepCallback:
     ``scalars`` collects ``(step, {tag: value})`` for TensorBoard every ``every`` steps: the epoch's running
     loss as Keras reports it and the learning rate. They are written with the output directory when
     training has finished (an interrupted run keeps them in ``OUT/run/progress.json``). Every
-    ``checkpoint_every`` steps, and at the step a first SIGINT arrived, ``save(step)`` checkpoints; after
-    the SIGINT, training stops (``stopped``).
+    ``checkpoint_every`` steps, and at the step a first SIGINT or SIGTERM arrived, ``save(step)``
+    checkpoints; after the signal, training stops (``stopped``).
     """
 
     def __new__(cls, bar, step, every, checkpoint_every, scalars, save, interrupt, total, on_step_end=None):
@@ -227,7 +227,8 @@ class FineTuner:
         ``out_dir`` may replace only an earlier fine-tuning output (or an empty directory) unless
         ``overwrite`` (``utils.atomic``); it is checked before training starts. Every
         ``config.checkpoint_every`` steps the model and optimizer are checkpointed in ``OUT/run``
-        (``finetune_run.FinetuneRun``); SIGINT checkpoints the current step and stops.
+        (``finetune_run.FinetuneRun``), and at the end of every epoch; SIGINT or SIGTERM checkpoints the
+        current step and stops.
 
         Args:
             train_path, eval_path: the labelled data.
@@ -239,7 +240,7 @@ class FineTuner:
             The evaluation metrics (empty without ``eval_path``).
 
         Raises:
-            KeyboardInterrupt: after SIGINT, once the current step is checkpointed.
+            KeyboardInterrupt: after SIGINT or SIGTERM, once the current step is checkpointed.
         """
         from mobilebert_kit.backend import keras, tf
 
@@ -285,17 +286,21 @@ class FineTuner:
             f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
             f"{cfg.epochs} epoch(s) x {per_epoch} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
             f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}"
-            + (f"; resuming at step {first + 1} of {self._steps}" if resume else ""),
+            + ((f"; resuming at step {first + 1} of {self._steps}" if first < self._steps else
+                "; training is complete, writing the output") if resume else ""),
             highlight=False, soft_wrap=True,
         )
         parts = (features, targets) if weights is None else (features, targets, weights)
         scratch = None if chief else Path(tempfile.mkdtemp(prefix="mbk-worker-checkpoints-"))
         managers = []
 
+        if chief and not resume:
+            # Written once the data is read and the model built (a run failing there leaves nothing), and
+            # before the first step: a run killed before its first checkpoint is resumed from step 0.
+            run.start(record, overwrite=overwrite, sources=sources)
+
         def save(step):
             if not managers:  # the first checkpoint of this process
-                if chief and not resume:  # a fresh run's state appears with its first checkpoint
-                    run.start(record, overwrite=overwrite, sources=sources)
                 # Every worker takes part in a save (reading a distributed variable may be collective); only
                 # the chief's is kept, the others go to a scratch directory removed at the end.
                 managers.append(tf.train.CheckpointManager(
@@ -330,7 +335,9 @@ class FineTuner:
         return results
 
     def _fit(self, model, parts, first, scalars, save):
-        """Keras' ``fit``, one call per epoch from step ``first``; SIGINT checkpoints and raises KeyboardInterrupt."""
+        """Keras' ``fit``, one call per epoch from step ``first``; a checkpoint at every epoch's end (where a
+        SIGKILL loses at most an epoch, whatever ``checkpoint_every``) and after the last step; SIGINT/SIGTERM
+        checkpoint and raise KeyboardInterrupt."""
         from mobilebert_kit.training.stage_progress import StageProgress
 
         cfg = self.config
@@ -353,6 +360,12 @@ class FineTuner:
                     ) from err
                 if callback.stopped:
                     break
+                if callback.step < self._steps and callback.step % cfg.checkpoint_every:  # not saved at this step
+                    save(callback.step)
+            if not callback.stopped and callback.step > first:
+                # The trained model, before the output is written: if that write fails (a full disk),
+                # --resume writes it without training again.
+                save(callback.step)
         if callback.stopped:
             self.console.print(
                 f"interrupted at step {callback.step} of {self._steps}; checkpoint saved. Continue with the same "

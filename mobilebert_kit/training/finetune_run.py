@@ -13,8 +13,10 @@ is gone once the run completes; until then ``OUT`` has no ``task.json`` and is
 never taken for a finished output. An earlier finished output in ``OUT`` is
 kept, and stays usable, until the new run completes.
 
-The state is written at the first checkpoint, not before: a run that fails
-while reading its data or building its model leaves nothing behind.
+The state is written once the data is read and the model built, before the
+first step: a run that fails while reading its data or building its model
+leaves nothing behind, and one killed before its first checkpoint resumes from
+step 0.
 
 The optimizer's step is the whole data position: every epoch's order is a
 permutation keyed by ``(seed, epoch)`` (``FineTuner._epoch_dataset``), so a
@@ -128,6 +130,8 @@ class FinetuneRun:
         """``"step K of N"`` from ``progress.json``, or ``"no checkpoint yet"``."""
         progress = self.progress()
         if isinstance(progress.get("step"), int) and isinstance(progress.get("total"), int):
+            if progress["step"] >= progress["total"]:
+                return f"trained to step {progress['total']}, its output not written"
             return f"checkpoint at step {progress['step']} of {progress['total']}"
         return "no checkpoint yet"
 

@@ -1,8 +1,10 @@
-"""Stopping a training run without losing a step: SIGINT as a flag, and the errors of a lost cluster peer.
+"""Stopping a training run without losing a step: SIGINT and SIGTERM as a flag, and the errors of a lost peer.
 
-``mbk distill`` and ``mbk finetune`` check :class:`InterruptFlag` between steps: the first Ctrl-C lets the
-current step finish, the loop checkpoints it and stops, and ``--resume`` continues from there. A second
-Ctrl-C interrupts at once (the last periodic checkpoint is then the resume point).
+``mbk distill`` and ``mbk finetune`` check :class:`InterruptFlag` between steps: the first Ctrl-C (SIGINT) or
+SIGTERM lets the current step finish, the loop checkpoints it and stops, and ``--resume`` continues from
+there. SIGTERM is what a scheduler, a container runtime or ``timeout`` sends before SIGKILL, so a preempted
+run keeps its last step too. A second signal interrupts at once (the last periodic checkpoint is then the
+resume point).
 """
 
 import signal
@@ -20,9 +22,9 @@ def peer_lost_line(err):
 
 
 class InterruptFlag:
-    """Turns the first SIGINT into a flag checked between steps; a second one interrupts at once.
+    """Turns the first SIGINT or SIGTERM into a flag checked between steps; a second one interrupts at once.
 
-    A context manager; outside the main thread (where signals cannot be caught) it leaves SIGINT alone.
+    A context manager; outside the main thread (where signals cannot be caught) it leaves the handlers alone.
 
     Example:
         >>> with InterruptFlag() as interrupt:  # doctest: +SKIP
@@ -32,15 +34,18 @@ class InterruptFlag:
         ...             save(); raise KeyboardInterrupt
     """
 
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
     def __init__(self):
         self.raised = False
-        self._previous = None
+        self._previous = {}
 
     def __enter__(self):
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: leave SIGINT alone
-            self._previous = None
+        for signum in self.SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: leave the signals alone
+                break
         return self
 
     def _handle(self, signum, frame):
@@ -49,6 +54,7 @@ class InterruptFlag:
         self.raised = True
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
         return False

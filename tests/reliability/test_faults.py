@@ -128,13 +128,6 @@ def test_a_full_disk_at_a_finetune_checkpoint_is_one_line_and_the_run_resumes(tm
     assert_one_line_error(proc, f"cannot write a checkpoint to {out / 'run' / 'checkpoints'}", "--resume")
     assert not (out / "task.json").exists()
     assert [p.name for p in (out / "run" / "checkpoints").iterdir() if "_temp" in p.name] == []  # TF's half-write
-    # A run too short to checkpoint meets the limit when it saves the model (safetensors' own I/O error).
-    short = mbk_with_file_size_limit(20_000, "finetune", "--model", "tiny-bert", "--vocab", vocab, "--task",
-                                     "classification", "--train", train, "--out", tmp_path / "short", "--epochs", 1,
-                                     "--batch-size", 8, "--seq-len", 12)
-    assert short.returncode == 2
-    assert_one_line_error(short, "file size limit reached while writing", "nothing was written")
-    assert not (tmp_path / "short").exists()
     # With room again, the run continues (in this process: one TensorFlow import less).
     code = main(["finetune", "--out", str(out), "--resume"])
     assert code == 0, capsys.readouterr().err
@@ -161,7 +154,7 @@ def test_sigkill_during_finetuning_resumes_to_the_uninterrupted_model(tmp_path, 
     proc = start_mbk(*args, "--out", out, log=tmp_path / "first.log")
     kill_when(proc, lambda: step() >= 7)
     saved = step()
-    assert saved % 7 == 0 and saved < 240 and not (out / "task.json").exists()
+    assert saved >= 6 and saved < 240 and not (out / "task.json").exists()  # every 7 steps and each epoch (6)
     assert main(["finetune", "--out", str(out), "--resume"]) == 0
     assert f"resuming at step {saved + 1} of 240" in capsys.readouterr().out
     assert main([*map(str, args), "--out", str(tmp_path / "whole")]) == 0

@@ -53,8 +53,8 @@ def uninterrupted(tokenizer, data, tmp_path_factory):
 def _stop_at(step, how):
     def hook(done):
         if done == step:
-            if how == "sigint":
-                os.kill(os.getpid(), signal.SIGINT)
+            if how in ("sigint", "sigterm"):
+                os.kill(os.getpid(), signal.SIGINT if how == "sigint" else signal.SIGTERM)
             else:
                 raise RuntimeError("simulated crash")
     return hook
@@ -88,6 +88,70 @@ def test_an_interrupted_then_crashed_run_resumes_to_the_uninterrupted_model(toke
 
     steps = [step for step, _ in read_scalars(out / "tensorboard")["finetune/loss"]]
     assert steps == [step for step, _ in read_scalars(reference / "tensorboard")["finetune/loss"]]
+
+
+def test_sigterm_checkpoints_like_ctrl_c_and_a_run_killed_before_its_first_checkpoint_resumes_from_0(
+        tokenizer, data, uninterrupted, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    train, dev = data
+    config = FinetuneConfig(**CONFIG)
+    # What a scheduler or `timeout` sends before SIGKILL: the step is checkpointed as for Ctrl-C.
+    out = tmp_path / "term"
+    with pytest.raises(KeyboardInterrupt):
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(2, "sigterm")).train(
+            train, out, eval_path=dev)
+    assert json.loads((out / "run" / "progress.json").read_text())["step"] == 2
+    # A crash before the first checkpoint (step 4): the run's record is there, so --resume starts from step 0.
+    early = tmp_path / "early"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(2, "crash")).train(
+            train, early, eval_path=dev)
+    assert (early / "run" / "run.json").is_file() and not list((early / "run").glob("checkpoints/ckpt-*"))
+    for directory, resumes_at in ((out, 3), (early, 1)):
+        text = io.StringIO()
+        FineTuner("tiny-bert", tokenizer, config, console=Console(file=text, width=400)).train(
+            train, directory, eval_path=dev, resume=True)
+        assert f"resuming at step {resumes_at} of 12" in text.getvalue()
+        _same_weights(_weights(directory / "model"), _weights(uninterrupted[0] / "model"))
+
+
+def test_a_full_disk_at_the_output_keeps_the_trained_model_for_resume(tokenizer, data, uninterrupted, tmp_path,
+                                                                        monkeypatch, capsys):
+    import errno
+
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.training import fine_tuner
+
+    out = tmp_path / "out"
+    real_save = fine_tuner.save_model
+
+    def full_disk(model, directory):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fine_tuner, "save_model", full_disk)
+    with pytest.raises(MbkError, match="disk full while writing"):
+        FineTuner("tiny-bert", tokenizer, FinetuneConfig(**CONFIG), console=_quiet()).train(data[0], out,
+                                                                                          eval_path=data[1])
+    assert not (out / "task.json").exists()
+    assert json.loads((out / "run" / "progress.json").read_text())["step"] == 12  # the trained model
+    monkeypatch.setattr(fine_tuner, "save_model", real_save)
+    proc = mbk(capsys, *_cli(tokenizer, data, out), check=False)  # a plain re-run is refused, naming the state
+    assert "trained to step 12, its output not written" in proc.stderr and "--resume" in proc.stderr
+    proc = mbk(capsys, "finetune", "--out", out, "--resume")
+    assert "training is complete, writing the output" in proc.stdout
+    assert "fine-tuning 1/" not in proc.stdout  # no step trained again
+    _same_weights(_weights(out / "model"), _weights(uninterrupted[0] / "model"))
+
+
+def test_a_run_failing_before_its_first_step_leaves_nothing(tokenizer, tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence\tlabel\nthe movie was good\tpos\n")  # fewer rows than the batch
+    with pytest.raises(Exception, match="fewer than --batch-size"):
+        FineTuner("tiny-bert", tokenizer, FinetuneConfig(**CONFIG), console=_quiet()).train(bad, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_new_run_keeps_the_finished_output_until_it_completes(tokenizer, data, uninterrupted, tmp_path):
