@@ -282,6 +282,12 @@ class FineTuner:
             status.assert_existing_objects_matched()
             first = int(keras.backend.get_value(model.optimizer.iterations))
             scalars = run.scalars(first)
+            stored_total = run.progress().get("total", self._steps)
+            if stored_total != self._steps or first > self._steps:
+                # Same path, other content: the data position and the schedule would mean other rows and rates.
+                raise MbkError(
+                    f"{train_path} now makes {self._steps} steps but the run in {out_dir} was started on "
+                    f"{stored_total}: the training data changed; restore it, or start over with --overwrite")
         self.console.print(
             f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
             f"{cfg.epochs} epoch(s) x {per_epoch} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "

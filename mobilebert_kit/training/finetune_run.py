@@ -43,10 +43,13 @@ RECORD_INSENSITIVE = ("eval",)
 
 
 def describe_path(spec):
-    """How a run record names an input: the real path of an existing file or directory, else the name given."""
-    if isinstance(spec, (str, os.PathLike)) and os.path.exists(spec):
-        return os.path.realpath(spec)
-    return None if spec is None else str(spec)
+    """How a run record names an input: the real path of an existing file or directory, the name given (a
+    preset), or the class of an object passed through the API (its repr differs in every process)."""
+    if spec is None:
+        return None
+    if isinstance(spec, (str, os.PathLike)):
+        return os.path.realpath(spec) if os.path.exists(spec) else os.fspath(spec)
+    return type(spec).__name__
 
 
 class FinetuneRun:

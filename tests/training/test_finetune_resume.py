@@ -211,6 +211,21 @@ def test_the_cli_refuses_what_would_lose_or_mix_runs(tokenizer, data, interrupte
                           "missing --model, --task, --train")
 
 
+def test_resuming_on_changed_training_data_is_refused(tokenizer, data, interrupted, tmp_path, capsys):
+    from tests.helpers import assert_one_line_error
+
+    train = tmp_path / "train.tsv"
+    train.write_text(data[0].read_text())
+    record_file = interrupted / "run" / "run.json"
+    record = json.loads(record_file.read_text())
+    record["train"] = str(train)
+    record_file.write_text(json.dumps(record))
+    with train.open("a") as handle:  # 8 more rows: another step per epoch
+        handle.write("".join(f"the movie was good\tpos\n" for _ in range(8)))
+    assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False),
+                          "now makes 14 steps", "started on 12", "the training data changed")
+
+
 @pytest.mark.parametrize("field, value, fragment", [
     ("text_columns", {"a": 1}, "bad 'text_columns'"),
     ("cased", "yes", "bad 'cased'"),
