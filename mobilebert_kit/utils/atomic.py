@@ -495,6 +495,13 @@ def atomic_dir(path, kind, *, overwrite=False, sources=()):
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise write_error(path, err) from err
+    except OutputError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        # A writer nested in the block (a model saved into the directory) names its path under the hidden
+        # temporary directory, which is gone now: name the place the user will look for instead.
+        if str(tmp) in str(err):
+            raise OutputError(str(err).replace(str(tmp), str(path))) from err
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -199,3 +199,15 @@ def test_finished_files_get_the_mode_a_plain_open_gives(tmp_path):
         tmp.write_bytes(b"x")
     for name in ("a.json", "b.tflite"):
         assert os.stat(tmp_path / name).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_write_error_inside_a_directory_names_the_final_path_not_the_temporary_one(tmp_path):
+    from mobilebert_kit.utils.atomic import OutputError, atomic_dir
+
+    out = tmp_path / "ft"
+    with pytest.raises(OutputError) as caught:
+        with atomic_dir(out, "finetune") as tmp:
+            with atomic_dir(tmp / "model", "model"):  # a model saved into the output, as mbk finetune does
+                raise OSError(errno.ENOSPC, "No space left on device")
+    assert str(caught.value).startswith(f"disk full while writing {out / 'model'};"), caught.value
+    assert _litter(tmp_path) == []
