@@ -29,8 +29,8 @@ from mobilebert_kit.utils.atomic import remove_path
 # What a checkpoint write raises when the file system refuses it (atomic writes raise OSError subclasses).
 # TensorFlow maps EFBIG (a file-size limit) to OutOfRangeError, which Keras' fit takes for the end of the
 # data: raised from a callback, it would silently cut the epoch short, so it is caught here as well.
-_WRITE_ERRORS = (tf.errors.OutOfRangeError, tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError, tf.errors.FailedPreconditionError,
-                 tf.errors.UnknownError, tf.errors.InternalError, OSError)
+_WRITE_ERRORS = (tf.errors.OutOfRangeError, tf.errors.ResourceExhaustedError, tf.errors.PermissionDeniedError,
+                 tf.errors.FailedPreconditionError, tf.errors.UnknownError, tf.errors.InternalError, OSError)
 
 
 def _reason(err):

@@ -282,7 +282,9 @@ class FineTuner:
             status.assert_existing_objects_matched()
             first = int(keras.backend.get_value(model.optimizer.iterations))
             scalars = run.scalars(first)
-            stored_total = run.progress().get("total", self._steps)
+            stored_total = run.progress().get("total")
+            if not isinstance(stored_total, int):  # progress.json unreadable: the checkpoint alone decides
+                stored_total = self._steps
             if stored_total != self._steps or first > self._steps:
                 # Same path, other content: the data position and the schedule would mean other rows and rates.
                 raise MbkError(
