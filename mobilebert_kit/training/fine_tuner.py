@@ -30,6 +30,7 @@ from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.run_state import interrupted_finetune, resume_hint
 from mobilebert_kit.utils.structured import load_json
 
 TASK_FILE = "task.json"
@@ -457,6 +458,8 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     model_dir = Path(model_dir)
     task_file = model_dir / TASK_FILE
     if not task_file.is_file():
+        if interrupted_finetune(model_dir):
+            raise MbkError(resume_hint(model_dir))
         raise MbkError(f"{model_dir} is not a fine-tuned model ({TASK_FILE} is missing); create one with `mbk finetune`")
     spec = load_json(task_file, TASK_FILE, expect=dict, error=MbkError, fix="fine-tune again")
     vocab = spec.get("vocab")

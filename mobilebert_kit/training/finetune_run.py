@@ -32,10 +32,9 @@ from mobilebert_kit.training.checkpoint_files import checkpoint_writes, newest_r
 from mobilebert_kit.training.finetune_config import RESUME_INSENSITIVE
 from mobilebert_kit.training.run_directory import read_run_record
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, remove_path
+from mobilebert_kit.utils.run_state import RUN_FILE, STATE_DIR, interrupted_finetune
 from mobilebert_kit.utils.structured import load_json
 
-STATE_DIR = "run"
-RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
 CHECKPOINT_DIR = "checkpoints"
 # Record keys a resume may change: where the metrics are measured does not change the training.
@@ -76,12 +75,10 @@ class FinetuneRun:
     def interrupted(self):
         """True when ``OUT`` holds the state of a run that has not completed.
 
-        Only a real directory with a regular ``run.json`` counts: a run resumed through a symbolic link
-        would write its checkpoints wherever the link points.
+        Only a real directory with a regular ``run.json`` counts (``utils.run_state``): a run resumed
+        through a symbolic link would write its checkpoints wherever the link points.
         """
-        record = self.path / RUN_FILE
-        return (self.path.is_dir() and not self.path.is_symlink() and record.is_file()
-                and not record.is_symlink())
+        return interrupted_finetune(self.out_dir)
 
     def check(self, record, resume, overwrite=False, sources=()):
         """Refuses to start over an interrupted run, or to resume a missing or different one.

@@ -295,3 +295,13 @@ def test_no_readable_checkpoint_is_one_line(interrupted, capsys):
         data_file.write_bytes(b"\0" * 10)
     assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False),
                           "no checkpoint in", "can be read", "--overwrite")
+
+
+def test_readers_handed_an_interrupted_run_say_how_to_finish_it(interrupted, data, tmp_path, capsys):
+    from tests.helpers import assert_one_line_error
+
+    for command in (("evaluate", "--model", interrupted, "--data", data[1]),
+                    ("export", interrupted, "--format", "onnx", "--seq-len", 12, "--out", tmp_path / "m.onnx")):
+        assert_one_line_error(mbk(capsys, *command, check=False), "holds an interrupted fine-tuning run",
+                              f"mbk finetune --out {interrupted} --resume")
+    assert not (tmp_path / "m.onnx").exists()
