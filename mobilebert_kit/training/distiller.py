@@ -441,7 +441,9 @@ class Distiller:
             return step_fn(self._distribute(batch))
         except PEER_LOST as err:
             first = peer_lost_line(err)
-            latest = self.run_dir.latest_checkpoint()
+            # Only its name, for the message: not the full read of latest_checkpoint(), which raises when
+            # nothing reads and would hide the lost peer behind it.
+            latest = tf.train.latest_checkpoint(str(self.run_dir.checkpoint_dir))
             where = f"its last checkpoint ({Path(latest).name})" if latest else "the start"
             raise MbkError(
                 f"{self.worker}: the cluster lost a worker at step {step + 1} of {stage.name} ({first}); "
