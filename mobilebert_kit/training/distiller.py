@@ -53,7 +53,7 @@ from mobilebert_kit.errors import ConfigError, MbkError, first_line
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.checkpoint_files import checkpoint_writes
 from mobilebert_kit.training.distill_config import DistillConfig
-from mobilebert_kit.training.interrupt import PEER_LOST, InterruptFlag, peer_lost_line
+from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
 from mobilebert_kit.training.run_directory import RUN_FILE, RunDirectory
 from mobilebert_kit.training.stage_progress import StageProgress
@@ -70,6 +70,7 @@ from mobilebert_kit.training.teacher_student import (
     split_teacher,
 )
 from mobilebert_kit.utils.atomic import remove_path
+from mobilebert_kit.utils.interrupt import InterruptFlag
 
 __all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
 

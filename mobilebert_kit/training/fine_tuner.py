@@ -25,11 +25,12 @@ from mobilebert_kit.training import task_data
 from mobilebert_kit.training.checkpoint_files import checkpoint_writes
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 from mobilebert_kit.training.finetune_run import FinetuneRun, describe_path
-from mobilebert_kit.training.interrupt import PEER_LOST, InterruptFlag, peer_lost_line
+from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.run_state import interrupted_finetune, resume_hint
 from mobilebert_kit.utils.structured import load_json
 

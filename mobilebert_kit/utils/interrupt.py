@@ -1,0 +1,52 @@
+"""Stopping a long loop without losing a step: SIGINT and SIGTERM as a flag checked between steps.
+
+``mbk distill``, ``mbk finetune`` and the recovery of ``mbk substitute`` check :class:`InterruptFlag` between
+steps: the first Ctrl-C (SIGINT) or SIGTERM lets the current step finish, the loop checkpoints it and stops,
+and ``--resume`` continues from there. SIGTERM is what a scheduler, a container runtime or ``timeout`` sends
+before SIGKILL, so a preempted run keeps its last step too. A second signal interrupts at once (the last
+periodic checkpoint is then the resume point).
+
+Here, below ``training/`` and ``convert/``, because both loops use it (``convert/`` may not import
+``training/``: tests/test_layering.py). Standard library only.
+"""
+
+import signal
+
+
+class InterruptFlag:
+    """Turns the first SIGINT or SIGTERM into a flag checked between steps; a second one interrupts at once.
+
+    A context manager; outside the main thread (where signals cannot be caught) it leaves the handlers alone.
+
+    Example:
+        >>> with InterruptFlag() as interrupt:  # doctest: +SKIP
+        ...     for step in range(steps):
+        ...         train(step)
+        ...         if interrupt.raised:
+        ...             save(); raise KeyboardInterrupt
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.raised = False
+        self._previous = {}
+
+    def __enter__(self):
+        for signum in self.SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: leave the signals alone
+                break
+        return self
+
+    def _handle(self, signum, frame):
+        if self.raised:
+            raise KeyboardInterrupt
+        self.raised = True
+
+    def __exit__(self, *exc):
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
+        return False
