@@ -47,11 +47,11 @@ import time
 from pathlib import Path
 
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import ConfigError, MbkError, first_line
 from mobilebert_kit.models.api import named_weights, save
-from mobilebert_kit.training.checkpoint_files import checkpoint_writes
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model

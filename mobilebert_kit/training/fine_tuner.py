@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import load
 from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.training import task_data
-from mobilebert_kit.training.checkpoint_files import checkpoint_writes
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 from mobilebert_kit.training.finetune_run import FinetuneRun, describe_path
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line

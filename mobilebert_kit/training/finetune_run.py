@@ -27,8 +27,8 @@ import json
 import os
 from pathlib import Path
 
+from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.errors import MbkError
-from mobilebert_kit.training.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.training.finetune_config import RESUME_INSENSITIVE
 from mobilebert_kit.training.run_directory import read_run_record
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, remove_path

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from mobilebert_kit.backend import tf
+from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.errors import MbkError
-from mobilebert_kit.training.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
 from mobilebert_kit.utils.structured import load_json

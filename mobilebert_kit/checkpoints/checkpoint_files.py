@@ -1,11 +1,12 @@
-"""Training checkpoints on disk: writes that fail as one line, and the newest checkpoint that can be read.
+"""The checkpoints of resumable runs on disk: writes that fail as one line, and the newest checkpoint that can be read.
 
 Writes: TensorFlow reports a full disk during ``CheckpointManager.save`` as a multi-line
 ``ResourceExhaustedError`` naming an internal op, and leaves the half-written
-``ckpt-N_temp`` directory behind. Training runs wrap every checkpoint write
-(``mbk distill``, ``mbk finetune``) in :func:`checkpoint_writes`, so the user
-reads what happened and that ``--resume`` continues from the last complete
-checkpoint, which the failed write did not touch.
+``ckpt-N_temp`` directory behind. Resumable runs wrap every checkpoint write
+(``mbk distill``, ``mbk finetune``, the recovery of ``mbk substitute``) in
+:func:`checkpoint_writes`, so the user reads what happened and that
+``--resume`` continues from the last complete checkpoint, which the failed
+write did not touch.
 
 Reads: TensorFlow's ``checkpoint`` state file names the newest checkpoint, but
 a garbled state file is ignored with a warning (the run would silently start
@@ -15,6 +16,9 @@ raises ``IndexError`` from deep inside a restore.
 themselves, newest first, reads every tensor of each, and returns the first
 that reads whole: a damaged newest checkpoint costs the steps since the one
 before it (runs keep at least two), not the run.
+
+Here, in ``checkpoints/``, below ``training/`` and ``convert/``, because both
+write such checkpoints (``convert/`` may not import ``training/``).
 """
 
 import contextlib
