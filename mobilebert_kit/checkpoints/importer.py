@@ -14,7 +14,7 @@ import numpy as np
 from mobilebert_kit.errors import CheckpointError, ConfigError, first_line
 from mobilebert_kit.utils.safetensors_io import PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
-from mobilebert_kit.utils.run_state import interrupted_finetune, resume_hint
+from mobilebert_kit.utils.run_state import interrupted_run, resume_hint
 from mobilebert_kit.utils.structured import load_json
 
 log = logging.getLogger(__name__)
@@ -450,7 +450,7 @@ def checkpoint_format(path):
         # `mbk finetune --out DIR` keeps the model one level down, next to task.json: DIR names it unambiguously,
         # and DIR/model holds everything a client needs (vocabulary, labels), so DIR is read as DIR/model.
         return "saved", path / "model"
-    if path.is_dir() and interrupted_finetune(path):
+    if path.is_dir() and interrupted_run(path):
         raise CheckpointError(resume_hint(path))
     if path.exists():
         raise CheckpointError(

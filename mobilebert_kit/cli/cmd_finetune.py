@@ -86,8 +86,9 @@ def _stored_inputs(args):
     paths by the same input check) before anything uses it.
     """
     from mobilebert_kit.errors import MbkError
-    from mobilebert_kit.training.finetune_run import RUN_FILE, STATE_DIR, FinetuneRun
+    from mobilebert_kit.training.finetune_run import FinetuneRun
     from mobilebert_kit.utils.input_paths import check_input_path
+    from mobilebert_kit.utils.run_state import RUN_FILE, STATE_DIR
 
     run = FinetuneRun(args.out)
     if not args.resume:

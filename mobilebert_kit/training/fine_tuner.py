@@ -24,14 +24,14 @@ from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
-from mobilebert_kit.training.finetune_run import FinetuneRun, describe_path
+from mobilebert_kit.training.finetune_run import FinetuneRun
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import atomic_dir
 from mobilebert_kit.utils.interrupt import InterruptFlag
-from mobilebert_kit.utils.run_state import interrupted_finetune, resume_hint
+from mobilebert_kit.utils.run_state import describe_path, interrupted_run, resume_hint
 from mobilebert_kit.utils.structured import load_json
 
 TASK_FILE = "task.json"
@@ -459,7 +459,7 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     model_dir = Path(model_dir)
     task_file = model_dir / TASK_FILE
     if not task_file.is_file():
-        if interrupted_finetune(model_dir):
+        if interrupted_run(model_dir):
             raise MbkError(resume_hint(model_dir))
         raise MbkError(f"{model_dir} is not a fine-tuned model ({TASK_FILE} is missing); create one with `mbk finetune`")
     spec = load_json(task_file, TASK_FILE, expect=dict, error=MbkError, fix="fine-tune again")

@@ -19,6 +19,7 @@ from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newes
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
+from mobilebert_kit.utils.run_state import read_run_record
 from mobilebert_kit.utils.structured import load_json
 
 RUN_FILE = "run.json"
@@ -26,23 +27,6 @@ PROGRESS_FILE = "progress.json"
 CHECKPOINT_DIR = "checkpoints"
 # The run record's keys compared on resume besides the config.
 RECORD_KEYS = ("teacher", "student", "student_overrides", "data")
-
-
-def read_run_record(run_file, kind, fix):
-    """A training run's ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
-
-    Args:
-        run_file (Path): the file.
-        kind (str): ``"distillation"`` or ``"fine-tuning"``, for the message.
-        fix (str): what the message tells the user to do.
-
-    Raises:
-        MbkError: unreadable, too deep, not an object, or without ``config``.
-    """
-    stored = load_json(run_file, f"the {kind} run record", expect=dict, error=MbkError, fix=fix)
-    if not isinstance(stored.get("config"), dict):
-        raise MbkError(f"{run_file} is not a {kind} run record (no 'config'); {fix}")
-    return stored
 
 
 class RunDirectory:

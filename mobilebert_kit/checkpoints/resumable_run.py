@@ -1,0 +1,204 @@
+"""The resumable state of one run in ``OUT/run/``, kept until its output is complete: the part every command
+that resumes into its ``--out`` shares.
+
+Layout (``utils/run_state.py`` names it)::
+
+    OUT/run/run.json        the run record: inputs and every option that changes the result
+    OUT/run/progress.json   the newest checkpoint's step, the run's steps, what the command shows at its end
+    OUT/run/checkpoints/    tf.train checkpoints (the two newest)
+
+Why inside ``OUT``: it is the one path the user named, so an interrupted run
+is found where the user looks, and nothing is written beside it. The finished
+output replaces ``OUT`` as a whole (``utils.atomic.atomic_dir``), so ``run/``
+is gone once the run completes; until then ``OUT`` has not the file a finished
+output has (``finished_file``) and is never taken for one. An earlier finished
+output in ``OUT`` is kept, and stays usable, until the new run completes.
+
+The subclasses say which command they are and what a resume may change:
+``training/finetune_run.py`` (``mbk finetune``) and ``convert/recovery_run.py``
+(the recovery of ``mbk substitute``). Here, in ``checkpoints/``, because
+``convert/`` may not import ``training/``.
+"""
+
+import json
+from pathlib import Path
+
+from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
+from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, remove_path
+from mobilebert_kit.utils.run_state import (
+    CHECKPOINT_DIR,
+    PROGRESS_FILE,
+    RUN_FILE,
+    RUN_KINDS,
+    STATE_DIR,
+    interrupted_run,
+    read_run_record,
+    resume_hint,
+    run_command,
+)
+from mobilebert_kit.utils.structured import load_json
+
+
+class ResumableRun:
+    """Reads and writes the resumable state of one run in ``OUT/run``; subclasses name the command.
+
+    Class attributes a subclass sets:
+        command (str): ``"finetune"`` or ``"substitute"`` (a key of ``utils.run_state.RUN_KINDS``).
+        output_kind (str): the ``utils.atomic`` output kind of the finished ``OUT``.
+        finished_file (str): the file only a finished output holds (``"task.json"``).
+        done_verb (str): how ``describe`` says the steps are done (``"trained"``).
+        record_insensitive (tuple): record keys a resume may change.
+        config_insensitive (tuple): ``config`` keys a resume may change.
+
+    Args:
+        out_dir (str | Path): the run's output directory (``--out``).
+
+    Example:
+        >>> from mobilebert_kit.training.finetune_run import FinetuneRun  # doctest: +SKIP
+        >>> FinetuneRun("runs/sst2").interrupted()  # doctest: +SKIP
+        False
+    """
+
+    command = None
+    output_kind = None
+    finished_file = None
+    done_verb = "trained"
+    record_insensitive = ()
+    config_insensitive = ()
+
+    def __init__(self, out_dir):
+        self.out_dir = Path(out_dir)
+        self.path = self.out_dir / STATE_DIR
+
+    @property
+    def kind(self):
+        """What a message calls this run (``"fine-tuning"``)."""
+        return RUN_KINDS[self.command]
+
+    @property
+    def checkpoint_dir(self):
+        """Where the ``tf.train`` checkpoints go."""
+        return self.path / CHECKPOINT_DIR
+
+    def interrupted(self):
+        """True when ``OUT`` holds the state of a run of this command that has not completed.
+
+        Only a real directory with a regular ``run.json`` counts (``utils.run_state``): a run resumed
+        through a symbolic link would write its checkpoints wherever the link points.
+        """
+        return interrupted_run(self.out_dir, self.command)
+
+    def check(self, record, resume, overwrite=False, sources=()):
+        """Refuses to start over an interrupted run, or to resume a missing or different one.
+
+        Called before the inputs are read and the model built, so that a refused ``--out`` costs nothing.
+
+        Args:
+            record (dict): this run's record (inputs, and ``config``, a dict of the options).
+            resume (bool): whether the run continues the one in ``OUT``.
+            overwrite (bool): start over in an ``OUT`` holding an interrupted run or anything mbk did not write.
+            sources (list): the run's inputs, which ``OUT`` may never be or contain (``utils.atomic``).
+
+        Raises:
+            MbkError: naming what to do (``--resume``, ``--overwrite``, another ``--out``, the same options).
+        """
+        if resume:
+            self.require_interrupted()
+            differences = self.differences(record)
+            if differences:
+                raise MbkError(
+                    f"{self.out_dir} was started with different {', '.join(differences)}; resume with the same "
+                    f"options (see {STATE_DIR}/{RUN_FILE}) or start over with --overwrite"
+                )
+        elif self.interrupted() and not overwrite:
+            raise MbkError(
+                f"{self.out_dir} holds an interrupted {self.kind} run ({self.describe()}); pass --resume to "
+                "continue it, --overwrite to start it over, or choose a new --out"
+            )
+        elif interrupted_run(self.out_dir) and not overwrite:  # another command's run: not ours to discard
+            raise MbkError(f"{resume_hint(self.out_dir)}, or choose a new --out")
+        check_output(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources)
+
+    def require_interrupted(self):
+        """Raises the one-line MbkError of ``--resume`` where there is nothing of this command to resume."""
+        if self.interrupted():
+            return
+        if interrupted_run(self.out_dir):
+            other = run_command(self.out_dir)
+            raise MbkError(f"nothing to resume in {self.out_dir} for mbk {self.command}: it holds an interrupted "
+                           f"{RUN_KINDS[other]} run; finish it with `mbk {other} --out {self.out_dir} --resume`")
+        finished = (self.out_dir / self.finished_file).is_file()
+        raise MbkError(
+            f"nothing to resume in {self.out_dir}: "
+            + ("its run has finished" if finished else f"it holds no interrupted {self.kind} run")
+            + f" ({STATE_DIR}/{RUN_FILE} is missing); start without --resume"
+        )
+
+    def differences(self, record):
+        """Names of the options in ``record`` that differ from the stored run's (``command`` is the run's
+        identity, checked by :meth:`interrupted`, not an option)."""
+        stored = self.read_record()
+        config, stored_config = record.get("config", {}), stored.get("config", {})
+        names = [k for k in record if k not in ("config", "command") and k not in self.record_insensitive
+                 and stored.get(k) != record[k]]
+        return names + [k for k in config if k not in self.config_insensitive and stored_config.get(k) != config[k]]
+
+    def describe(self):
+        """``"checkpoint at step K of N"`` from ``progress.json``, or ``"no checkpoint yet"``."""
+        progress = self.progress()
+        if isinstance(progress.get("step"), int) and isinstance(progress.get("total"), int):
+            if progress["step"] >= progress["total"]:
+                return f"{self.done_verb} to step {progress['total']}, its output not written"
+            return f"checkpoint at step {progress['step']} of {progress['total']}"
+        return "no checkpoint yet"
+
+    def read_record(self):
+        """The stored ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
+
+        Raises:
+            MbkError: unreadable, too deep, not an object, or without ``config``.
+        """
+        return read_run_record(self.path / RUN_FILE, self.kind, "start over with --overwrite")
+
+    def start(self, record, overwrite=False, sources=()):
+        """Makes ``OUT`` hold a fresh run state: ``OUT`` checked and marked, an earlier ``run/`` removed, the
+        record written (with this run's ``command``). An earlier finished output in ``OUT`` is left in place
+        until the run completes.
+
+        Args:
+            record (dict): the run record.
+            overwrite (bool), sources (list): as in :meth:`check`.
+        """
+        prepare_dir(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources)
+        remove_path(self.path)
+        self.path.mkdir()
+        with atomic_file(self.path / RUN_FILE, "w") as handle:
+            handle.write(json.dumps({"command": self.command, **record}, indent=2) + "\n")
+
+    def latest_checkpoint(self, skipped=None):
+        """The newest checkpoint that reads whole (its path prefix), or None; ``skipped`` collects damaged
+        newer ones (``checkpoint_files.newest_readable_checkpoint``)."""
+        return newest_readable_checkpoint(self.checkpoint_dir, skipped)
+
+    def progress(self):
+        """``progress.json`` as a dict (empty when missing or unreadable: the checkpoint holds the state)."""
+        try:
+            return load_json(self.path / PROGRESS_FILE, PROGRESS_FILE, expect=dict, error=MbkError)
+        except MbkError:
+            return {}
+
+    def save(self, manager, step, total, shown=None):
+        """Saves the checkpoint of ``step``, then ``progress.json`` pointing at it.
+
+        Args:
+            manager (tf.train.CheckpointManager): the manager of :attr:`checkpoint_dir`.
+            step (int): the optimizer steps done.
+            total (int): the run's steps.
+            shown (dict | None): JSON values the command shows at its end (scalars, losses), kept beside.
+        """
+        with checkpoint_writes(self.checkpoint_dir):
+            manager.save(checkpoint_number=step)
+            state = {"step": step, "total": total, "checkpoint": manager.latest_checkpoint, **(shown or {})}
+            with atomic_file(self.path / PROGRESS_FILE, "w") as handle:
+                handle.write(json.dumps(state) + "\n")
