@@ -134,7 +134,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
             (on all-MiniLM-L6-v2, 600 steps at batch 8: mean sentence-embedding cosine to the
             original 0.960 against 0.955 at a constant rate; benchmarks/RESULTS.md).
         batch_size: rows per step.
-        seed: row sampling seed.
+        seed: row sampling seed (each step's rows are keyed by ``(seed, step)``: :func:`step_rows`).
         log: optional callable for progress lines.
         range_weight: weight of :func:`outlier_penalty` on the student's NoNorm inputs (0: off).
 
@@ -157,7 +157,6 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     report.batch_size, report.learning_rate = min(int(batch_size), train.count), float(learning_rate)  # rows per step
     optimizer = keras.optimizers.Adam(
         keras.optimizers.schedules.PolynomialDecay(float(learning_rate), int(steps), end_learning_rate=0.0))
-    rng = np.random.default_rng(seed)
     arrays = {k: np.asarray(v) for k, v in train.arrays.items()}
 
     @tf.function
@@ -180,7 +179,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
         return loss
 
     for i in range(int(steps)):
-        rows = rng.choice(train.count, size=report.batch_size, replace=False)
+        rows = step_rows(seed, i, train.count, report.batch_size)
         loss = float(step({k: tf.constant(v[rows]) for k, v in arrays.items()}))
         report.losses.append(loss)
         if log and (i == 0 or (i + 1) % max(1, steps // 5) == 0):
@@ -190,6 +189,26 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     assign_weights(encoder_of(substituted), weight_arrays(student), source="recovered encoder")
     report.after = fidelity(original, substituted, held_out)
     return report
+
+
+def step_rows(seed, step, count, batch_size):
+    """The training rows of recovery step ``step``: ``batch_size`` distinct rows of ``count``, drawn by a
+    generator keyed by ``(seed, step)``.
+
+    A function of the seed and the step alone, not of the draws before it (as one generator for the whole
+    run would be), so a recovery resumed at step ``k`` sees exactly the rows an uninterrupted one sees.
+
+    Args:
+        seed (int): the run's seed (>= 0).
+        step (int): the step, from 0.
+        count (int): the training rows.
+        batch_size (int): rows per step (<= ``count``).
+
+    Example:
+        >>> bool((step_rows(0, 5, 100, 8) == step_rows(0, 5, 100, 8)).all()), len(set(step_rows(0, 5, 100, 8)))
+        (True, 8)
+    """
+    return np.random.default_rng([int(seed), int(step)]).choice(int(count), size=int(batch_size), replace=False)
 
 
 @contextlib.contextmanager
