@@ -1,8 +1,17 @@
-"""``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``."""
+"""``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``, and
+``mbk substitute --out DIR --resume`` to continue an interrupted recovery (``convert/recovery_run.py``)."""
 
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
+
+
+# Defaults of the options a resumed run takes from its record when they are not given (None on the command
+# line means "not given"). The same values as convert/prepare.py's Recovery and convert/recovery_run.py's
+# DEFAULT_CHECKPOINT_EVERY (tests/convert/test_substitute_resume.py checks), written out here so that
+# `mbk --help` does not load TensorFlow.
+_DEFAULTS = {"recover_steps": 0, "seq_len": 128, "learning_rate": 1e-4, "batch_size": 8, "seed": 0,
+             "checkpoint_every": 100, "fit": True, "scale_migration": "balance"}
 
 
 def register(subparsers):
@@ -10,64 +19,100 @@ def register(subparsers):
         "substitute",
         help="replace LayerNorm/GELU with NoNorm/ReLU in a trained model (optional recovery distillation)",
         description="Rebuild a model with other normalization/activation operators, carry every weight over by "
-        "name, optionally distil it back towards the original, and save it with a fidelity report.",
+        "name, optionally distil it back towards the original, and save it with a fidelity report. While it "
+        "recovers, OUT/run holds checkpoints every --checkpoint-every steps; Ctrl-C checkpoints the current step "
+        "and stops, and --resume continues exactly where the recovery stopped.",
     )
-    p.add_argument("src", type=input_path_option("any", tree=True, or_name=True), help="saved-model directory, Hugging Face directory or preset name")
+    p.add_argument("src", nargs="?", type=input_path_option("any", tree=True, or_name=True),
+                   help="saved-model directory, Hugging Face directory or preset name (required unless --resume)")
     p.add_argument("--norm", help="normalization: no_norm or layer_norm")
     p.add_argument("--act", help="activation: relu, relu6, gelu or gelu_tanh")
-    p.add_argument("--out", required=True, help="output directory (a saved model)")
-    p.add_argument("--recover-steps", type=number_option("recover_steps"), default=0, help="recovery distillation steps (default 0)")
+    p.add_argument("--out", required=True, help="output directory (a saved model; replaced when the run completes)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the interrupted recovery in --out from its last checkpoint (SRC and options not "
+                   "given are taken from OUT/run/run.json)")
+    p.add_argument("--recover-steps", type=number_option("recover_steps"), default=None,
+                   help=f"recovery distillation steps (default {_DEFAULTS['recover_steps']})")
     p.add_argument("--data", type=input_path_option("file"), help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
-    p.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length of text data (default 128)")
-    p.add_argument("--learning-rate", type=number_option("learning_rate"), default=1e-4, help="recovery learning rate at the first step, decaying linearly to 0 (default 1e-4)")
-    p.add_argument("--batch-size", type=number_option("batch_size"), default=8,
-                   help="recovery rows per step (default 8; more rows per step recover more within the same steps)")
+    p.add_argument("--seq-len", type=number_option("seq_len"), default=None,
+                   help=f"sequence length of text data (default {_DEFAULTS['seq_len']})")
+    p.add_argument("--learning-rate", type=number_option("learning_rate"), default=None,
+                   help=f"recovery learning rate at the first step, decaying linearly to 0 (default "
+                   f"{_DEFAULTS['learning_rate']:g})")
+    p.add_argument("--batch-size", type=number_option("batch_size"), default=None,
+                   help=f"recovery rows per step (default {_DEFAULTS['batch_size']}; more rows per step recover more "
+                   "within the same steps)")
+    p.add_argument("--seed", type=number_option("seed"), default=None,
+                   help=f"seed of the rows each recovery step draws (default {_DEFAULTS['seed']})")
+    p.add_argument("--checkpoint-every", type=number_option("checkpoint_every"), default=None,
+                   help=f"recovery steps between checkpoints in OUT/run, from which --resume continues (default "
+                   f"{_DEFAULTS['checkpoint_every']})")
     p.add_argument("--scale-migration", default=None,
                    help="after recovery, move NoNorm scales into the dense layers (exact in float; makes full "
                    "int8 hold): balance (default), unit, smoothquant or none")
-    p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
-    p.add_argument("--no-fit", action="store_true",
+    p.add_argument("--overwrite", action="store_true",
+                   help=OVERWRITE_HELP + "; an interrupted recovery in --out is discarded and started over")
+    p.add_argument("--no-fit", action="store_true", default=None,
                    help="start NoNorm as LayerNorm's gamma/beta instead of fitting it to the data")
     p.set_defaults(func=run)
     return p
 
 
+def _settings(args):
+    """SRC, data and options of this run: the command line's, else (on --resume) the stored run's, else the
+    defaults. The stored values are checked as the command line's are (``RecoveryRun.stored_settings``)."""
+    stored = {}
+    if args.resume:
+        from mobilebert_kit.convert.recovery_run import RecoveryRun
+
+        stored = RecoveryRun(args.out).stored_settings()
+    given = {"src": args.src, "data": args.data, "norm": args.norm, "act": args.act,
+             "recover_steps": args.recover_steps, "seq_len": args.seq_len, "learning_rate": args.learning_rate,
+             "batch_size": args.batch_size, "seed": args.seed, "checkpoint_every": args.checkpoint_every,
+             "fit": None if args.no_fit is None else not args.no_fit, "scale_migration": args.scale_migration}
+    return {key: value if value is not None else stored.get(key, _DEFAULTS.get(key)) for key, value in given.items()}
+
+
 def run(args):
     import json
 
-    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.errors import ConfigError, check_choice
 
-    if args.norm is None and args.act is None:
+    settings = _settings(args)
+    if settings["src"] is None:
+        raise ConfigError("missing SRC, the model to substitute (needed unless --resume finds a run in --out)")
+    if settings["norm"] is None and settings["act"] is None:
         raise ConfigError("nothing to substitute; pass --norm no_norm and/or --act relu")
-    if args.recover_steps < 0:
-        raise ConfigError(f"--recover-steps must be >= 0, got {args.recover_steps}")
-    from mobilebert_kit.errors import check_choice
-
     # The same value sets as layers.NORMALIZATIONS / layers.ACTIVATIONS, checked before TensorFlow loads.
-    if args.norm is not None:
-        check_choice("--norm", args.norm, ("layer_norm", "no_norm"))
-    if args.act is not None:
-        check_choice("--act", args.act, ("gelu", "gelu_tanh", "relu", "relu6"))
-    if args.scale_migration is not None:  # scale_migration.MIGRATION_POLICIES
-        check_choice("--scale-migration", args.scale_migration, ("unit", "balance", "smoothquant", "none"))
+    if settings["norm"] is not None:
+        check_choice("--norm", settings["norm"], ("layer_norm", "no_norm"))
+    if settings["act"] is not None:
+        check_choice("--act", settings["act"], ("gelu", "gelu_tanh", "relu", "relu6"))
+    # scale_migration.MIGRATION_POLICIES
+    check_choice("--scale-migration", settings["scale_migration"], ("unit", "balance", "smoothquant", "none"))
     from mobilebert_kit.convert.prepare import Recovery, prepare_source
+    from mobilebert_kit.convert.recovery_run import CONFIG_KEYS, RecoveryRun, substitute_record
     from mobilebert_kit.data.vocab import copy_tokenizer_files
     from mobilebert_kit.models.api import save
-    from mobilebert_kit.utils.atomic import atomic_dir, check_output
+    from mobilebert_kit.utils.atomic import atomic_dir
 
-    sources = [args.src, args.data]
-    check_output(args.out, "substitute", overwrite=args.overwrite, sources=sources)  # before the fit and recovery
-    migrate = {} if args.scale_migration is None else {"migrate": args.scale_migration}
-    recovery = Recovery(steps=args.recover_steps, data=args.data, seq_len=args.seq_len,
-                        learning_rate=args.learning_rate, batch_size=args.batch_size, fit=not args.no_fit, **migrate)
-    prepared = prepare_source(args.src, {"norm": args.norm, "act": args.act}, recovery, log=print)
+    sources = [settings["src"], settings["data"]]
+    record = substitute_record(settings["src"], settings["data"], {key: settings[key] for key in CONFIG_KEYS})
+    state = RecoveryRun(args.out, record, resume=args.resume, overwrite=args.overwrite, sources=sources,
+                        checkpoint_every=settings["checkpoint_every"])
+    state.check(record, args.resume, overwrite=args.overwrite, sources=sources)  # before the fit and recovery
+    recovery = Recovery(steps=settings["recover_steps"], data=settings["data"], seq_len=settings["seq_len"],
+                        learning_rate=settings["learning_rate"], batch_size=settings["batch_size"],
+                        fit=settings["fit"], migrate=settings["scale_migration"], seed=settings["seed"])
+    prepared = prepare_source(settings["src"], {"norm": settings["norm"], "act": settings["act"]}, recovery,
+                              log=print, run=state if settings["recover_steps"] else None)
     with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         save(prepared.source.model, tmp)
         copy_tokenizer_files(prepared.source.directory, tmp)
         (tmp / "substitution.json").write_text(json.dumps({
             "source": prepared.original.describe(),
             "changes": {k: list(v) for k, v in prepared.substitution.changes.items()},
-            "rules": prepared.substitution.rules, "fit_to_data": not args.no_fit, "data": prepared.data.description,
+            "rules": prepared.substitution.rules, "fit_to_data": settings["fit"], "data": prepared.data.description,
             "fidelity": prepared.fidelity.to_dict(), "scale_migration": prepared.migration,
         }, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -6,7 +6,7 @@ import TensorFlow inside their functions so that ``mbk --help`` and the profiler
 start quickly.
 
 User errors (:class:`mobilebert_kit.errors.MbkError`) and bad arguments print one
-line and exit non-zero; ``--debug`` shows the traceback of any failure. Every
+line and exit non-zero (Ctrl-C: 130, with the line of a run that checkpointed); ``--debug`` shows the traceback of any failure. Every
 message is escaped (:func:`mobilebert_kit.utils.terminal.escape`): a file or
 tensor name it quotes cannot break the line, forge another, or send terminal
 escapes.
@@ -86,8 +86,10 @@ def main(argv=None):
             raise
         print(f"mbk {args.command}: error: {_error_text(err)}", file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt:
-        print(f"mbk {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        # A loop that checkpointed before stopping says how to continue in the interrupt's message.
+        said = f"; {escape(str(err).strip())}" if str(err).strip() else ""
+        print(f"mbk {args.command}: interrupted{said}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001  (last line of defence: never a raw traceback)
         if args.debug:

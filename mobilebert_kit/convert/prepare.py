@@ -36,6 +36,7 @@ class Recovery:
         learning_rate (float): recovery learning rate at the first step (it decays linearly to 0).
         batch_size (int): recovery rows per step.
         fit (bool): fit NoNorm's scale and bias to the data (else start from LayerNorm's gamma and beta).
+        seed (int): the seed of the rows each recovery step draws (``recovery.step_rows``).
         migrate (str): after recovery, move NoNorm scales into the dense layers with this policy
             (``scale_migration.MIGRATION_POLICIES``; ``"none"`` keeps them). Skipped, with a log line,
             for a model it cannot apply to (LayerNorm kept, grouped FFNs).
@@ -52,6 +53,7 @@ class Recovery:
     batch_size: int = 8
     fit: bool = True
     migrate: str = DEFAULT_SCALE_MIGRATION
+    seed: int = 0
 
 
 @dataclass
@@ -80,7 +82,7 @@ class PreparedSource:
     migration: dict = None
 
 
-def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=None):
+def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=None, run=None):
     """Loads ``spec`` and applies ``substitutions`` with ``recovery``.
 
     Args:
@@ -91,6 +93,8 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
         recovery (Recovery | None): fit and recovery settings (None: ``Recovery()``).
         head (str | None): the head to load from a checkpoint.
         log (Callable[[str], None] | None): where the substitution summary and recovery lines go.
+        run (RecoveryRun | None): keeps the recovery resumable in ``OUT/run`` (``mbk substitute``;
+            ``convert/recovery_run.py``); None: the recovery runs in memory only.
 
     Returns:
         PreparedSource: the source to use, the original and, after a substitution, its record.
@@ -113,7 +117,7 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
     result = substitute(original.model, fit_inputs=data if recovery.fit else None, **substitutions)
     say(result.summary())
     report = recover(original.model, result.model, data, steps=recovery.steps, learning_rate=recovery.learning_rate,
-                     batch_size=recovery.batch_size, log=say)
+                     batch_size=recovery.batch_size, seed=recovery.seed, log=say, run=run)
     say(report.format_text())
     migration = _migrate(result, recovery.migrate, data, say)
     source = ModelSource(result.model, original.kind, original.name, original.directory, original.labels,

@@ -23,8 +23,10 @@ from mobilebert_kit import losses
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
+from mobilebert_kit.convert.recovery_run import fingerprint
 from mobilebert_kit.convert.validation import compare
 from mobilebert_kit.layers.no_norm import NoNorm
+from mobilebert_kit.utils.interrupt import InterruptFlag
 
 LOSS_WEIGHTS = {"feature_map": 100.0, "mean": 5000.0, "variance": 5.0}
 # Range-aware term (issue 15): a NoNorm's input is a residual sum stored in int8 with one scale per tensor.
@@ -122,7 +124,7 @@ def fidelity(original, substituted, inputs, rows=FIDELITY_ROWS):
 
 
 def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None,
-            range_weight=0.0):
+            range_weight=0.0, run=None):
     """Distils ``substituted``'s encoder towards ``original``'s layer by layer, in place.
 
     Args:
@@ -137,9 +139,15 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
         seed: row sampling seed (each step's rows are keyed by ``(seed, step)``: :func:`step_rows`).
         log: optional callable for progress lines.
         range_weight: weight of :func:`outlier_penalty` on the student's NoNorm inputs (0: off).
+        run: a :class:`~mobilebert_kit.convert.recovery_run.RecoveryRun` keeping the recovery resumable in
+            ``OUT/run`` (``mbk substitute``), or None: nothing is written, and Ctrl-C stops at once.
 
     Returns:
         A :class:`FidelityReport` with fidelity before and after.
+
+    Raises:
+        KeyboardInterrupt: with ``run``, after SIGINT or SIGTERM, once the current step is checkpointed (its
+            message says how to continue).
 
     Example:
         >>> report = recover(model, substitute(model, norm="no_norm").model, inputs, steps=100)  # doctest: +SKIP
@@ -158,6 +166,11 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     optimizer = keras.optimizers.Adam(
         keras.optimizers.schedules.PolynomialDecay(float(learning_rate), int(steps), end_learning_rate=0.0))
     arrays = {k: np.asarray(v) for k, v in train.arrays.items()}
+    first = 0
+    if run is not None:
+        checkpoint = tf.train.Checkpoint(student=student, optimizer=optimizer)
+        first, report.losses = run.begin(checkpoint, optimizer, states.trainable_variables, int(steps),
+                                         fingerprint(original, inputs), log)
 
     @tf.function
     def step(batch):
@@ -178,12 +191,16 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
         optimizer.apply_gradients(zip(grads, states.trainable_variables))
         return loss
 
-    for i in range(int(steps)):
-        rows = step_rows(seed, i, train.count, report.batch_size)
-        loss = float(step({k: tf.constant(v[rows]) for k, v in arrays.items()}))
-        report.losses.append(loss)
-        if log and (i == 0 or (i + 1) % max(1, steps // 5) == 0):
-            log(f"recovery step {i + 1}/{steps}: loss {loss:.4f}")
+    # Only a run that can checkpoint defers Ctrl-C to the end of the step: without one there is nothing to keep.
+    with InterruptFlag() if run is not None else contextlib.nullcontext() as interrupt:
+        for i in range(first, int(steps)):
+            rows = step_rows(seed, i, train.count, report.batch_size)
+            loss = float(step({k: tf.constant(v[rows]) for k, v in arrays.items()}))
+            report.losses.append(loss)
+            if log and (i == 0 or (i + 1) % max(1, steps // 5) == 0):
+                log(f"recovery step {i + 1}/{steps}: loss {loss:.4f}")
+            if run is not None and (stopped := run.after_step(i + 1, report.losses, interrupt)):
+                raise KeyboardInterrupt(stopped)
     from mobilebert_kit.models.api import assign_weights
 
     assign_weights(encoder_of(substituted), weight_arrays(student), source="recovered encoder")
