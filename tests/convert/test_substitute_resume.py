@@ -137,6 +137,8 @@ def test_an_interrupted_then_crashed_recovery_resumes_to_the_uninterrupted_weigh
     # The finished output replaced OUT as a whole: no run state left.
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in uninterrupted.iterdir())
     assert not (out / "run").exists()
+    assert_one_line_error(_mbk(capsys, "substitute", "--out", out, "--resume"), "nothing to resume",
+                          "its run has finished")
 
 
 def test_sigterm_checkpoints_like_ctrl_c_and_a_run_killed_before_its_first_checkpoint_resumes_from_0(
