@@ -37,8 +37,8 @@ def register(subparsers):
     p.add_argument("--seq-len", type=number_option("seq_len"), default=None,
                    help=f"sequence length of text data (default {_DEFAULTS['seq_len']})")
     p.add_argument("--learning-rate", type=number_option("learning_rate"), default=None,
-                   help=f"recovery learning rate at the first step, decaying linearly to 0 (default "
-                   f"{_DEFAULTS['learning_rate']:g})")
+                   help="recovery learning rate at the first step, decaying linearly to 0 (default "
+                   f"{_DEFAULTS['learning_rate']:.0e})".replace("e-0", "e-"))  # 1e-4, not 0.0001
     p.add_argument("--batch-size", type=number_option("batch_size"), default=None,
                    help=f"recovery rows per step (default {_DEFAULTS['batch_size']}; more rows per step recover more "
                    "within the same steps)")
