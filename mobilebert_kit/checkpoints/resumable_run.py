@@ -100,6 +100,10 @@ class ResumableRun:
             overwrite (bool): start over in an ``OUT`` holding an interrupted run or anything mbk did not write.
             sources (list): the run's inputs, which ``OUT`` may never be or contain (``utils.atomic``).
 
+        Returns:
+            str: ``utils.atomic.check_output``'s decision on ``OUT`` (``"overwrite"``: something mbk did not
+            write, which only ``overwrite`` lets the run replace).
+
         Raises:
             MbkError: naming what to do (``--resume``, ``--overwrite``, another ``--out``, the same options).
         """
@@ -118,7 +122,7 @@ class ResumableRun:
             )
         elif interrupted_run(self.out_dir) and not overwrite:  # another command's run: not ours to discard
             raise MbkError(f"{resume_hint(self.out_dir)}, or choose a new --out")
-        check_output(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources)
+        return check_output(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources)
 
     def require_interrupted(self):
         """Raises the one-line MbkError of ``--resume`` where there is nothing of this command to resume."""

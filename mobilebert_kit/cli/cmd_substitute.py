@@ -94,18 +94,25 @@ def run(args):
     from mobilebert_kit.convert.recovery_run import CONFIG_KEYS, RecoveryRun, substitute_record
     from mobilebert_kit.data.vocab import copy_tokenizer_files
     from mobilebert_kit.models.api import save
-    from mobilebert_kit.utils.atomic import atomic_dir
+    from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 
     sources = [settings["src"], settings["data"]]
     record = substitute_record(settings["src"], settings["data"], {key: settings[key] for key in CONFIG_KEYS})
     state = RecoveryRun(args.out, record, resume=args.resume, overwrite=args.overwrite, sources=sources,
                         checkpoint_every=settings["checkpoint_every"])
-    state.check(record, args.resume, overwrite=args.overwrite, sources=sources)  # before the fit and recovery
+    decision = state.check(record, args.resume, overwrite=args.overwrite, sources=sources)  # before any work
+    resumable = bool(settings["recover_steps"])
+    if resumable and decision == OVERWRITE and not args.resume:
+        # The run's state would have to replace the user's directory before the output is complete; without
+        # it the directory is replaced only by the finished output, as --overwrite always did.
+        resumable = False
+        print(f"{args.out} is not an output of mbk: --overwrite replaces it once the output is complete, so this "
+              "recovery keeps no state to resume from (remove the directory or choose a new --out for that)")
     recovery = Recovery(steps=settings["recover_steps"], data=settings["data"], seq_len=settings["seq_len"],
                         learning_rate=settings["learning_rate"], batch_size=settings["batch_size"],
                         fit=settings["fit"], migrate=settings["scale_migration"], seed=settings["seed"])
     prepared = prepare_source(settings["src"], {"norm": settings["norm"], "act": settings["act"]}, recovery,
-                              log=print, run=state if settings["recover_steps"] else None)
+                              log=print, run=state if resumable else None)
     with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         save(prepared.source.model, tmp)
         copy_tokenizer_files(prepared.source.directory, tmp)

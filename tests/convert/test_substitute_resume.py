@@ -205,6 +205,30 @@ def test_a_new_run_keeps_the_finished_output_until_it_completes(uninterrupted, s
     assert any(not np.allclose(changed[k], v, atol=1e-6) for k, v in _weights(uninterrupted).items())  # seed 7's
 
 
+
+def test_overwrite_replaces_a_user_s_directory_only_with_the_finished_output(uninterrupted, monkeypatch, tmp_path,
+                                                                            capsys):
+    from mobilebert_kit.convert import recovery
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    real_rows = recovery.step_rows
+
+    def crash_at_3(seed, step, count, batch_size):
+        if step == 2:
+            raise RuntimeError("simulated crash")
+        return real_rows(seed, step, count, batch_size)
+
+    monkeypatch.setattr(recovery, "step_rows", crash_at_3)
+    proc = _substitute(capsys, mine, "--overwrite")
+    assert proc.returncode == 1 and "keeps no state to resume from" in proc.stdout
+    assert _files(mine) == {mine.joinpath("notes.txt").relative_to(mine): b"keep me"}  # no run state put in it
+    monkeypatch.setattr(recovery, "step_rows", real_rows)
+    assert _substitute(capsys, mine, "--overwrite").returncode == 0
+    assert not (mine / "notes.txt").exists() and not (mine / "run").exists()
+    _same_weights(_weights(mine), _weights(uninterrupted))  # the run without a state recovers the same model
+
 @pytest.mark.parametrize("field, value, fragment", [
     ("source", 7, "bad 'source'"),
     ("data", 5, "bad 'data'"),
