@@ -98,7 +98,7 @@ def parse_args(argv):
     p.add_argument("--no-xnnpack", action="store_true", help="LiteRT builtin kernels only (diagnosis)")
     p.add_argument("--validate", action=argparse.BooleanOptionalAction, default=None,
                    help="let mbk export validate each file and report its fidelity (default: on, off with --quick)")
-    p.add_argument("--ours-arg", action="append", default=[], help="extra argument passed to `mbk export` (repeatable)")
+    p.add_argument("--ours-arg", action="append", default=[], help="extra argument passed to `mbk export` of our preset, not the --baselines (repeatable)")
     p.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "mbk-perf-work"), help="exports and caches")
     p.add_argument("--fresh", action="store_true", help="re-export the peers too (ours are always re-exported)")
     p.add_argument("--reuse-ours", action="store_true",
@@ -188,7 +188,10 @@ class Harness:
         try:
             src = ours.source_for(src_preset, overrides or {}, self.work)
             start = time.perf_counter()
-            how, fidelity = ours.export(src, fmt, precision, seq_len, path, self.args.ours_arg,
+            # --ours-arg is for our student; a baseline (plain BERT) is exported as a user would export it,
+            # not with options its architecture refuses (--fold-nonorm on LayerNorm).
+            extra = self.args.ours_arg if family == "ours" else ()
+            how, fidelity = ours.export(src, fmt, precision, seq_len, path, extra,
                                         calibration=self.calibration_file(src_preset, seq_len),
                                         validate=self.args.validate)
             record.update(path=path, how=how, fidelity=fidelity, export_s=time.perf_counter() - start,
