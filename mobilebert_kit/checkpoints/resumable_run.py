@@ -14,6 +14,13 @@ is gone once the run completes; until then ``OUT`` has not the file a finished
 output has (``finished_file``) and is never taken for one. An earlier finished
 output in ``OUT`` is kept, and stays usable, until the new run completes.
 
+Only an ``OUT`` that is new, empty or this command's own output holds a run:
+where ``--overwrite`` lets a command replace something mbk did not write there
+(``check`` returns ``"overwrite"``), putting ``run/`` in it would mean replacing
+it before the output is complete, so that run keeps no state and says so
+(``cli/cmd_substitute.py``, ``training/fine_tuner.py``); :meth:`ResumableRun.start`
+never removes such a path.
+
 The subclasses say which command they are and what a resume may change:
 ``training/finetune_run.py`` (``mbk finetune``) and ``convert/recovery_run.py``
 (the recovery of ``mbk substitute``). Here, in ``checkpoints/``, because
@@ -165,16 +172,19 @@ class ResumableRun:
         """
         return read_run_record(self.path / RUN_FILE, self.kind, "start over with --overwrite")
 
-    def start(self, record, overwrite=False, sources=()):
+    def start(self, record, sources=()):
         """Makes ``OUT`` hold a fresh run state: ``OUT`` checked and marked, an earlier ``run/`` removed, the
         record written (with this run's ``command``). An earlier finished output in ``OUT`` is left in place
         until the run completes.
 
+        Never with ``overwrite``: a path mbk did not write is replaced only by the finished output, so a run
+        that ``check`` found one in keeps no state (the module's docstring); here it would be refused.
+
         Args:
             record (dict): the run record.
-            overwrite (bool), sources (list): as in :meth:`check`.
+            sources (list): as in :meth:`check`.
         """
-        prepare_dir(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources)
+        prepare_dir(self.out_dir, self.output_kind, sources=sources)
         remove_path(self.path)
         self.path.mkdir()
         with atomic_file(self.path / RUN_FILE, "w") as handle:

@@ -55,7 +55,9 @@ def register(subparsers):
                         "given are taken from OUT/run/run.json)")
     parser.add_argument("--vocab", type=input_path_option("any"), metavar="PATH", help="vocab.txt / tokenizer.json / directory (default: found in --model)")
     parser.add_argument("--overwrite", action="store_true",
-                        help=OVERWRITE_HELP + "; an interrupted run in --out is discarded and started over")
+                        help=OVERWRITE_HELP + "; an interrupted run in --out is discarded and started over. What mbk "
+                        "did not write is replaced only by the finished output, so such a run keeps no state to "
+                        "--resume from")
     parser.add_argument("--cased", action="store_true", default=None, help="cased vocabulary")
     parser.add_argument("--text-columns", metavar="A[,B]", help="text column(s) of a table (default: GLUE names)")
     parser.add_argument("--label-column", metavar="NAME", help="label column of a table (default: label/score/...)")

@@ -194,7 +194,7 @@ class RecoveryRun(ResumableRun):
         self._manager = tf.train.CheckpointManager(checkpoint, str(self.checkpoint_dir),
                                                    max_to_keep=KEEP_CHECKPOINTS)
         if not self.resume:
-            self.start({**self.record, "fingerprint": fingerprints}, overwrite=self.overwrite, sources=self.sources)
+            self.start({**self.record, "fingerprint": fingerprints}, sources=self.sources)
             return 0, []
         stored = self.read_record().get("fingerprint")
         stored = stored if isinstance(stored, dict) else {}

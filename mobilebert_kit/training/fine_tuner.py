@@ -29,7 +29,7 @@ from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
-from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.run_state import describe_path, interrupted_run, resume_hint
 from mobilebert_kit.utils.structured import load_json
@@ -230,7 +230,9 @@ class FineTuner:
         ``overwrite`` (``utils.atomic``); it is checked before training starts. Every
         ``config.checkpoint_every`` steps the model and optimizer are checkpointed in ``OUT/run``
         (``finetune_run.FinetuneRun``), and at the end of every epoch; SIGINT or SIGTERM checkpoints the
-        current step and stops.
+        current step and stops. Where ``overwrite`` lets the run replace something mbk did not write as a
+        fine-tuning output (a user's directory or file, another command's output), the run keeps no state
+        (it says so): nothing is written there until the finished output replaces it as a whole.
 
         Args:
             train_path, eval_path: the labelled data.
@@ -253,8 +255,18 @@ class FineTuner:
         chief = is_chief(self.strategy)
         run = FinetuneRun(out_dir)
         record = self.record(train_path, eval_path)
+        decision = None
         if chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
-            run.check(record, resume, overwrite=overwrite, sources=sources)
+            decision = run.check(record, resume, overwrite=overwrite, sources=sources)
+        # OUT is not a fine-tuning output of mbk and --overwrite lets the run replace it: its state would have
+        # to replace OUT before the output is complete. Without one OUT is replaced only by the finished
+        # output, as --overwrite promises (the rule of mbk substitute's recovery).
+        stateless = chief and not resume and decision == OVERWRITE
+        if stateless:
+            self.console.print(
+                f"{out_dir} was not written by mbk finetune: --overwrite replaces it once the output is complete, "
+                "so this run keeps no state to resume from (remove it or choose a new --out for that)",
+                highlight=False, soft_wrap=True)
         keras.utils.set_random_seed(cfg.seed)
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
                 "max_query_length": cfg.max_query_length, "label_names": None}
@@ -301,28 +313,35 @@ class FineTuner:
             highlight=False, soft_wrap=True,
         )
         parts = (features, targets) if weights is None else (features, targets, weights)
-        scratch = None if chief else Path(tempfile.mkdtemp(prefix="mbk-worker-checkpoints-"))
+        # Every worker takes part in a save (reading a distributed variable may be collective); only the
+        # chief's is kept, in OUT/run, the others go to a scratch directory removed at the end. A chief that
+        # keeps no state saves nothing, or, in a cluster, to scratch like the others.
+        keeps = chief and not stateless
+        in_cluster = bool(worker_label(self.strategy))
+        scratch = None if keeps or not in_cluster else Path(tempfile.mkdtemp(prefix="mbk-worker-checkpoints-"))
         managers = []
 
-        if chief and not resume:
+        if keeps and not resume:
             # Written once the data is read and the model built (a run failing there leaves nothing), and
             # before the first step: a run killed before its first checkpoint is resumed from step 0.
-            run.start(record, overwrite=overwrite, sources=sources)
+            run.start(record, sources=sources)
 
         def save(step):
+            if not keeps and scratch is None:  # one process keeping no state
+                return
             if not managers:  # the first checkpoint of this process
-                # Every worker takes part in a save (reading a distributed variable may be collective); only
-                # the chief's is kept, the others go to a scratch directory removed at the end.
                 managers.append(tf.train.CheckpointManager(
-                    checkpoint, str(run.checkpoint_dir if chief else scratch), max_to_keep=2 if chief else 1))
-            if chief:
+                    checkpoint, str(run.checkpoint_dir if keeps else scratch), max_to_keep=2 if keeps else 1))
+            if keeps:
                 run.save(managers[0], step, self._steps, scalars)
             else:
                 with checkpoint_writes(scratch):
                     managers[0].save(checkpoint_number=step)
 
+        stopped = (f"nothing was kept and {out_dir} is as it was; run the command again to start over" if stateless
+                   else "checkpoint saved. Continue with the same command and --resume")
         try:
-            self._fit(model, parts, first, scalars, save)
+            self._fit(model, parts, first, scalars, save, stopped)
         finally:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -344,10 +363,10 @@ class FineTuner:
             _write_tensorboard(tmp / "tensorboard", scalars, results, self._steps)
         return results
 
-    def _fit(self, model, parts, first, scalars, save):
+    def _fit(self, model, parts, first, scalars, save, stopped):
         """Keras' ``fit``, one call per epoch from step ``first``; a checkpoint at every epoch's end (where a
         SIGKILL loses at most an epoch, whatever ``checkpoint_every``) and after the last step; SIGINT/SIGTERM
-        checkpoint and raise KeyboardInterrupt."""
+        checkpoint and raise KeyboardInterrupt, after printing ``stopped`` (what became of the run)."""
         from mobilebert_kit.training.stage_progress import StageProgress
 
         cfg = self.config
@@ -377,9 +396,8 @@ class FineTuner:
                 # --resume writes it without training again.
                 save(callback.step)
         if callback.stopped:
-            self.console.print(
-                f"interrupted at step {callback.step} of {self._steps}; checkpoint saved. Continue with the same "
-                "command and --resume", highlight=False, soft_wrap=True)
+            self.console.print(f"interrupted at step {callback.step} of {self._steps}; {stopped}", highlight=False,
+                               soft_wrap=True)
             raise KeyboardInterrupt
 
 

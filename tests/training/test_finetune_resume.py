@@ -168,6 +168,122 @@ def test_a_new_run_keeps_the_finished_output_until_it_completes(tokenizer, data,
     assert (out / "task.json").is_file() and (out / "run" / "run.json").is_file()
 
 
+
+def _tree(directory):
+    """Every file under ``directory`` with its bytes, and every directory (None): what must stay as it was."""
+    return {p.relative_to(directory): p.read_bytes() if p.is_file() else None
+            for p in sorted(directory.rglob("*"))}
+
+
+def _users_directory(path):
+    """A directory mbk did not write, with a file and a subdirectory; returns its tree."""
+    path.mkdir()
+    (path / "notes.txt").write_text("keep me")
+    (path / "data").mkdir()
+    (path / "data" / "table.bin").write_bytes(bytes(range(256)))
+    return _tree(path)
+
+
+@pytest.mark.parametrize("what, how", [("directory", "sigint"), ("directory", "sigterm"), ("directory", "crash"),
+                                       ("file", "sigint"), ("saved model", "crash")])
+def test_overwrite_leaves_a_user_s_directory_intact_when_the_run_stops(tokenizer, data, uninterrupted, tmp_path,
+                                                                       what, how):
+    import io
+    import shutil
+
+    from rich.console import Console
+
+    mine = tmp_path / "mine"
+    if what == "directory":
+        _users_directory(mine)
+    elif what == "file":  # a file of the user's where the output directory goes
+        mine.write_bytes(b"the user's notes\n")
+    else:  # another command's output: a model directory mbk saved, not a fine-tuning output
+        shutil.copytree(uninterrupted[0] / "model", mine)
+    before = mine.read_bytes() if what == "file" else _tree(mine)
+    text = io.StringIO()
+    with pytest.raises(RuntimeError if how == "crash" else KeyboardInterrupt):
+        FineTuner("tiny-bert", tokenizer, FinetuneConfig(**CONFIG), console=Console(file=text, width=400),
+                  on_step_end=_stop_at(5, how)).train(data[0], mine, eval_path=data[1], overwrite=True)
+    if what == "directory":
+        assert (mine / "notes.txt").read_text() == "keep me"
+    # Byte for byte, and nothing added: no run state, no marker; nothing left beside it either.
+    assert (mine.read_bytes() if what == "file" else _tree(mine)) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]
+    assert "was not written by mbk finetune" in text.getvalue()
+    assert "keeps no state to resume from" in text.getvalue()
+    if how != "crash":  # the stop line does not promise a checkpoint it did not write
+        assert f"interrupted at step 5 of 12; nothing was kept and {mine} is as it was" in text.getvalue()
+        assert "--resume" not in text.getvalue().split("interrupted at step 5")[1]
+
+
+_FINETUNER_INIT = FineTuner.__init__
+
+
+def _stop_the_cli_at(monkeypatch, step, how):
+    """Makes the FineTuner that `mbk finetune` builds stop at ``step`` (``_stop_at``); step None: run through."""
+    def init(self, *args, **kwargs):
+        _FINETUNER_INIT(self, *args, **{**kwargs, "on_step_end": _stop_at(step, how) if step else None})
+
+    monkeypatch.setattr(FineTuner, "__init__", init)
+
+
+def test_overwrite_replaces_a_user_s_directory_only_with_the_finished_output(tokenizer, data, uninterrupted,
+                                                                            tmp_path, monkeypatch, capsys):
+    mine = tmp_path / "mine"
+    before = _users_directory(mine)
+    _stop_the_cli_at(monkeypatch, 7, "sigint")
+    proc = mbk(capsys, *_cli(tokenizer, data, mine, "--overwrite"), check=False)
+    assert proc.returncode == 130 and _tree(mine) == before
+    assert "keeps no state to resume from" in proc.stdout
+    # Nothing to resume, and the refusal touches nothing.
+    proc = mbk(capsys, "finetune", "--out", mine, "--resume", check=False)
+    assert proc.returncode == 2 and "nothing to resume" in proc.stderr
+    assert _tree(mine) == before
+    _stop_the_cli_at(monkeypatch, None, None)
+    proc = mbk(capsys, *_cli(tokenizer, data, mine, "--overwrite"))
+    assert "keeps no state to resume from" in proc.stdout
+    # The finished output replaced the directory as a whole: the model an uninterrupted run trains.
+    assert sorted(p.name for p in mine.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
+                                                     "vocab.txt"]
+    _same_weights(_weights(mine / "model"), _weights(uninterrupted[0] / "model"))
+
+
+def test_a_finished_output_stays_usable_until_a_new_run_with_overwrite_completes(tokenizer, data, uninterrupted,
+                                                                                tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from mobilebert_kit.training.fine_tuner import evaluate_directory
+
+    out = tmp_path / "out"
+    shutil.copytree(uninterrupted[0], out)
+    earlier = _tree(out)
+    reference = evaluate_directory(uninterrupted[0], data[1])
+
+    def usable():
+        assert {k: v for k, v in _tree(out).items() if k.parts[0] != "run"} == earlier
+        assert mbk(capsys, "evaluate", "--model", out, "--data", data[1]).returncode == 0
+        assert evaluate_directory(out, data[1]) == pytest.approx(reference)
+
+    # A new run (another seed) with --overwrite over the finished output: stopped, it keeps its state beside
+    # the earlier output (OUT is ours), which stays as it was.
+    _stop_the_cli_at(monkeypatch, 5, "sigint")
+    assert mbk(capsys, *_cli(tokenizer, data, out, "--overwrite", "--seed", 6), check=False).returncode == 130
+    assert json.loads((out / "run" / "progress.json").read_text())["step"] == 5
+    usable()
+    # Started over again with --overwrite (the interrupted run discarded), crashed before its first checkpoint.
+    _stop_the_cli_at(monkeypatch, 2, "crash")
+    assert mbk(capsys, *_cli(tokenizer, data, out, "--overwrite", "--seed", 6), check=False).returncode == 1
+    usable()
+    # Resumed to the end: now OUT is the new run's model, and only that.
+    _stop_the_cli_at(monkeypatch, None, None)
+    assert "resuming at step 1 of 12" in mbk(capsys, "finetune", "--out", out, "--resume").stdout
+    assert sorted(p.name for p in out.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
+                                                    "vocab.txt"]
+    new, old = _weights(out / "model"), _weights(uninterrupted[0] / "model")
+    assert any(not np.allclose(new[k], old[k], atol=1e-6) for k in old)  # seed 6's model
+
+
 def _cli(tokenizer, data, out, *extra):
     train, _ = data
     return ("finetune", "--model", "tiny-bert", "--vocab", tokenizer.source, "--task", "classification", "--train",
