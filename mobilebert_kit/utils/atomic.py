@@ -390,17 +390,56 @@ def _finish(tmp, path, kind, overwrite, sources):
     if exists and (os.path.isdir(path) or os.path.isdir(tmp)):
         # rename() cannot put a directory over a non-empty one (or a file over a directory): move the old one
         # aside first, and delete it only once the new one is in place.
+        # Ctrl-C or SIGTERM between the two renames would leave neither the old output nor the new one at
+        # ``path`` (and the clean-up below would then delete the old one): both signals wait until the swap
+        # is done or undone.
         old = Path(tempfile.mkdtemp(prefix=_prefix(path), suffix=".old", dir=path.parent))
-        os.replace(path, old / "previous")
         try:
-            os.replace(tmp, path)
-        except OSError:
-            os.replace(old / "previous", path)
-            raise
+            with _signals_held():
+                os.replace(path, old / "previous")
+                try:
+                    os.replace(tmp, path)
+                except BaseException:
+                    os.replace(old / "previous", path)
+                    raise
         finally:
-            shutil.rmtree(old, ignore_errors=True)
+            # The old output once the new one is in place, or the empty directory of an undone swap; never the
+            # old output while nothing else is at the path (a failed undo leaves it there to be recovered).
+            if os.path.lexists(path):
+                shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _signals_held(signals=("SIGINT", "SIGTERM")):
+    """Holds ``signals`` back inside the block; one that arrives is delivered, to the handler it would have
+    reached, when the block ends.
+
+    Python handlers, not a thread signal mask: TensorFlow's threads would take a process signal that this
+    thread blocks, and Python would still run the handler in the main thread at once. Outside the main thread
+    (where handlers cannot be set) and for a handler that was not set from Python, nothing is held.
+
+    Example:
+        >>> with _signals_held():
+        ...     pass
+    """
+    import signal
+    import threading
+
+    caught, previous = [], {}
+    if threading.current_thread() is threading.main_thread():
+        for name in signals:
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) is not None:
+                previous[number] = signal.signal(number, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in caught:
+            signal.raise_signal(number)
 
 
 def _write_marker(directory, kind):

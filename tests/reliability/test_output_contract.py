@@ -370,3 +370,36 @@ def test_the_profiler_has_no_second_writer():
     import mobilebert_kit.profiler.report as report
 
     assert not hasattr(report, "atomic_write")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_the_final_swap_never_leaves_the_path_empty(tmp_path, monkeypatch, signal_name):
+    # The old output is moved aside, then the new one moved in: a Ctrl-C or SIGTERM between the two renames
+    # must not leave neither at the path (and must not let the clean-up delete the old one).
+    import signal
+
+    from mobilebert_kit.utils.atomic import atomic_dir
+
+    out = tmp_path / "out"
+    with atomic_dir(out, "model") as tmp:
+        (tmp / "config.json").write_text('{"v": "old"}')
+    real_replace, calls = os.replace, []
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        calls.append(dst)
+        if len(calls) == 1:  # the old output has just been moved aside
+            os.kill(os.getpid(), getattr(signal, signal_name))
+
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM as the training loops take it
+    monkeypatch.setattr(os, "replace", replace)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with atomic_dir(out, "model") as tmp:
+                (tmp / "config.json").write_text('{"v": "new"}')
+    finally:
+        monkeypatch.undo()
+        signal.signal(signal.SIGTERM, previous)
+    assert len(calls) == 2, calls  # the swap finished before the signal was delivered
+    assert json.loads((out / "config.json").read_text()) == {"v": "new"}
+    assert not [p for p in tmp_path.iterdir() if p.name != "out"], list(tmp_path.iterdir())
