@@ -51,7 +51,9 @@ def register(subparsers):
                    help="after recovery, move NoNorm scales into the dense layers (exact in float; makes full "
                    "int8 hold): balance (default), unit, smoothquant or none")
     p.add_argument("--overwrite", action="store_true",
-                   help=OVERWRITE_HELP + "; an interrupted recovery in --out is discarded and started over")
+                   help=OVERWRITE_HELP + "; an interrupted recovery in --out is discarded and started over. What mbk "
+                   "did not write is replaced only by the finished output, so such a run keeps no state to "
+                   "--resume from")
     p.add_argument("--no-fit", action="store_true", default=None,
                    help="start NoNorm as LayerNorm's gamma/beta instead of fitting it to the data")
     p.set_defaults(func=run)
