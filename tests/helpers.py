@@ -159,3 +159,22 @@ def run_layer_test(layer_cls, init_kwargs, inputs, call_kwargs=None, expected_sh
     np.testing.assert_array_equal(clone(*args, **call_kwargs).numpy(), out.numpy())
     assert isinstance(keras.layers.serialize(layer), dict)
     return layer
+
+
+def saved_weights(directory):
+    """The arrays of ``directory/model.safetensors`` (a saved model, a run's output) by tensor name.
+
+    Example:
+        >>> saved_weights(tmp_path / "model")["encoder/..."].shape  # doctest: +SKIP
+    """
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
+
+    return read_safetensors(Path(directory) / "model.safetensors")
+
+
+def assert_same_weights(a, b, tolerance=1e-6):
+    """Asserts two :func:`saved_weights` dicts hold the same tensors, each equal within ``tolerance``."""
+    assert set(a) == set(b), sorted(set(a) ^ set(b))
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=tolerance, atol=tolerance, err_msg=name)
+

@@ -172,6 +172,20 @@ class ResumableRun:
         """
         return read_run_record(self.path / RUN_FILE, self.kind, "start over with --overwrite")
 
+    def bad_field(self, key, given="options"):
+        """The one-line refusal of a stored ``run.json`` field that this command would not have written.
+
+        Args:
+            key (str): the field.
+            given (str): what the user may give on the command line instead ("options", "inputs").
+
+        Example:
+            >>> str(RecoveryRun("runs/x").bad_field("seed"))  # doctest: +SKIP
+            "runs/x/run/run.json has a bad 'seed'; resume with the options on the command line or ..."
+        """
+        return MbkError(f"{self.path / RUN_FILE} has a bad {key!r}; resume with the {given} on the command line "
+                        f"or start over with --overwrite (it is {STATE_DIR}/{RUN_FILE} of an interrupted run)")
+
     def start(self, record, sources=()):
         """Makes ``OUT`` hold a fresh run state: ``OUT`` checked and marked, an earlier ``run/`` removed, the
         record written (with this run's ``command``). An earlier finished output in ``OUT`` is left in place

@@ -87,10 +87,9 @@ def _stored_inputs(args):
     The record is a file on disk, so each value is checked as the command line's would be (type, and the
     paths by the same input check) before anything uses it.
     """
-    from mobilebert_kit.errors import MbkError
     from mobilebert_kit.training.finetune_run import FinetuneRun
     from mobilebert_kit.utils.input_paths import check_input_path
-    from mobilebert_kit.utils.run_state import RUN_FILE, STATE_DIR
+    from mobilebert_kit.utils.run_state import RUN_FILE
 
     run = FinetuneRun(args.out)
     if not args.resume:
@@ -100,8 +99,7 @@ def _stored_inputs(args):
     record = f"{run.path / RUN_FILE}"
 
     def bad(key):
-        return MbkError(f"{record} has a bad {key!r}; resume with the inputs on the command line or start over "
-                        f"with --overwrite (it is {STATE_DIR}/{RUN_FILE} of an interrupted run)")
+        return run.bad_field(key, given="inputs")
 
     inputs = {}
     for key, kind in (("model", "any"), ("train", "file"), ("eval", "file"), ("vocab", "any")):

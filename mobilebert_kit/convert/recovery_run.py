@@ -32,7 +32,7 @@ from mobilebert_kit.checkpoints.resumable_run import ResumableRun
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import LIMITS, within
-from mobilebert_kit.utils.run_state import RUN_FILE, STATE_DIR, describe_path
+from mobilebert_kit.utils.run_state import RUN_FILE, describe_path
 
 # Steps between checkpoints when the command line does not say: a recovery step of all-MiniLM-L6-v2 at batch
 # 8 takes about half a second on 2 cores (docs/export.md: 600 steps in about 5 minutes), so at most about a
@@ -135,10 +135,7 @@ class RecoveryRun(ResumableRun):
         self.require_interrupted()
         stored = self.read_record()
         where = f"{self.path / RUN_FILE}"
-
-        def bad(key):
-            return MbkError(f"{where} has a bad {key!r}; resume with the options on the command line or start "
-                            f"over with --overwrite (it is {STATE_DIR}/{RUN_FILE} of an interrupted run)")
+        bad = self.bad_field
 
         settings = {}
         src = stored.get("source")

@@ -18,7 +18,7 @@ import types
 import numpy as np
 import pytest
 
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, assert_same_weights, saved_weights
 
 SUBSTITUTE = ("substitute", "tiny-bert", "--norm", "no_norm", "--act", "relu", "--recover-steps", 6, "--seq-len", 16,
               "--batch-size", 4, "--learning-rate", 1e-3, "--checkpoint-every", 2)
@@ -35,18 +35,6 @@ def _mbk(capsys, *args):
 
 def _substitute(capsys, out, *extra):
     return _mbk(capsys, *SUBSTITUTE, "--out", out, *extra)
-
-
-def _weights(directory):
-    from mobilebert_kit.utils.safetensors_io import read_safetensors
-
-    return read_safetensors(directory / "model.safetensors")
-
-
-def _same_weights(a, b, tolerance=1e-6):
-    assert set(a) == set(b)
-    for name in a:
-        np.testing.assert_allclose(a[name], b[name], rtol=tolerance, atol=tolerance, err_msg=name)
 
 
 def _report(directory):
@@ -130,7 +118,7 @@ def test_an_interrupted_then_crashed_recovery_resumes_to_the_uninterrupted_weigh
     proc = _mbk(capsys, "substitute", "--out", out, "--resume")
     assert proc.returncode == 0, proc.stderr
     assert "resuming the recovery at step 5 of 6" in proc.stdout
-    _same_weights(_weights(out), _weights(uninterrupted))
+    assert_same_weights(saved_weights(out), saved_weights(uninterrupted))
     resumed, reference = _report(out), _report(uninterrupted)
     assert resumed["fidelity"]["losses"] == pytest.approx(reference["fidelity"]["losses"], abs=1e-6)
     assert len(resumed["fidelity"]["losses"]) == 6
@@ -156,7 +144,7 @@ def test_sigterm_checkpoints_like_ctrl_c_and_a_run_killed_before_its_first_check
         proc = _mbk(capsys, "substitute", "--out", directory, "--resume", "--checkpoint-every", 5)
         assert proc.returncode == 0, proc.stderr
         assert f"resuming the recovery at step {resumes_at} of 6" in proc.stdout
-        _same_weights(_weights(directory), _weights(uninterrupted))
+        assert_same_weights(saved_weights(directory), saved_weights(uninterrupted))
 
 
 def test_the_cli_refuses_what_would_lose_or_mix_runs(interrupted, tmp_path, capsys):
@@ -195,15 +183,14 @@ def test_a_new_run_keeps_the_finished_output_until_it_completes(uninterrupted, s
     shutil.copytree(uninterrupted, out)
     stop(3, "sigint")
     assert _substitute(capsys, out, "--seed", 7).returncode == 130
-    _same_weights(_weights(out), _weights(uninterrupted), 0)  # the earlier model is still there, untouched
+    assert_same_weights(saved_weights(out), saved_weights(uninterrupted), 0)  # the earlier model is still there, untouched
     assert (out / "substitution.json").is_file() and (out / "run" / "run.json").is_file()
     stop(None)
     proc = _substitute(capsys, out, "--seed", 7, "--resume")
     assert proc.returncode == 0, proc.stderr
     assert not (out / "run").exists()
-    changed = _weights(out)
-    assert any(not np.allclose(changed[k], v, atol=1e-6) for k, v in _weights(uninterrupted).items())  # seed 7's
-
+    changed = saved_weights(out)
+    assert any(not np.allclose(changed[k], v, atol=1e-6) for k, v in saved_weights(uninterrupted).items())  # seed 7's
 
 
 def test_overwrite_replaces_a_user_s_directory_only_with_the_finished_output(uninterrupted, monkeypatch, tmp_path,
@@ -227,7 +214,7 @@ def test_overwrite_replaces_a_user_s_directory_only_with_the_finished_output(uni
     monkeypatch.setattr(recovery, "step_rows", real_rows)
     assert _substitute(capsys, mine, "--overwrite").returncode == 0
     assert not (mine / "notes.txt").exists() and not (mine / "run").exists()
-    _same_weights(_weights(mine), _weights(uninterrupted))  # the run without a state recovers the same model
+    assert_same_weights(saved_weights(mine), saved_weights(uninterrupted))  # the run without a state recovers the same model
 
 @pytest.mark.parametrize("field, value, fragment", [
     ("source", 7, "bad 'source'"),
@@ -296,7 +283,7 @@ def test_a_damaged_checkpoint_resumes_from_the_one_before(interrupted, uninterru
     assert proc.returncode == 0, proc.stderr
     assert f"resuming the recovery at step {resumes_at} of 6" in proc.stdout
     assert ("ckpt-3" in proc.stdout and "cannot be read" in proc.stdout) == (how == "truncated data")
-    _same_weights(_weights(interrupted), _weights(uninterrupted))
+    assert_same_weights(saved_weights(interrupted), saved_weights(uninterrupted))
 
 
 def test_no_readable_checkpoint_is_one_line(interrupted, capsys):
@@ -325,7 +312,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_the_run_resumes(uninterrupt
     monkeypatch.setattr(tf.train.CheckpointManager, "save", real_save)
     proc = _substitute(capsys, out, "--resume")
     assert proc.returncode == 0 and "resuming the recovery at step 3 of 6" in proc.stdout
-    _same_weights(_weights(out), _weights(uninterrupted))
+    assert_same_weights(saved_weights(out), saved_weights(uninterrupted))
 
 
 def test_the_cli_defaults_are_the_library_defaults():

@@ -7,14 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, saved_weights
 from tests.training.distill_script import resume_config, run
-
-
-def _weights(directory):
-    from mobilebert_kit.utils.safetensors_io import read_safetensors
-
-    return read_safetensors(directory / "model.safetensors")
 
 
 def _script(*args, timeout=600):
@@ -144,7 +138,7 @@ def test_resume_after_sigint_and_sigkill_matches_uninterrupted(uninterrupted, ti
     assert not (out / "student").exists()
     # Resume to the end: the same weights as the run that was never interrupted.
     run(tiny_run_inputs, out, resume=True)
-    resumed, reference = _weights(out / "pretrainer"), _weights(uninterrupted["out"] / "pretrainer")
+    resumed, reference = saved_weights(out / "pretrainer"), saved_weights(uninterrupted["out"] / "pretrainer")
     assert set(resumed) == set(reference)
     for name in reference:
         np.testing.assert_allclose(resumed[name], reference[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -175,7 +169,7 @@ def test_a_truncated_newest_checkpoint_resumes_from_the_one_before(uninterrupted
     Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"), str(tiny_run_inputs / "data"), out,
               resume_config(), console=Console(file=text, width=400)).run(resume=True)
     assert "checkpoint ckpt-5" in text.getvalue() and "resuming at layer_1, step 1" in text.getvalue()
-    resumed, reference = _weights(out / "pretrainer"), _weights(uninterrupted["out"] / "pretrainer")
+    resumed, reference = saved_weights(out / "pretrainer"), saved_weights(uninterrupted["out"] / "pretrainer")
     for name in reference:
         np.testing.assert_allclose(resumed[name], reference[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
@@ -209,7 +203,7 @@ def test_a_cached_run_interrupted_and_resumed_never_runs_the_teacher_and_matches
 
     Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"), str(tiny_run_inputs / "data"),
               out, config, console=_quiet(), on_setup_end=zero_teacher).run(resume=True)
-    resumed, reference = _weights(out / "pretrainer"), _weights(uninterrupted["out"] / "pretrainer")
+    resumed, reference = saved_weights(out / "pretrainer"), saved_weights(uninterrupted["out"] / "pretrainer")
     assert set(resumed) == set(reference)
     for name in reference:
         np.testing.assert_allclose(resumed[name], reference[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -227,7 +221,7 @@ def test_mirrored_strategy_over_two_cpus_matches_one_device(tiny_run_inputs, tmp
         assert set(a) == set(b)
         for key in a:  # global normalisation: the replicas' shares add up to the one-device loss
             assert b[key] == pytest.approx(a[key], rel=2e-4, abs=1e-6), key
-    w1, w2 = _weights(tmp_path / "default" / "pretrainer"), _weights(tmp_path / "mirrored" / "pretrainer")
+    w1, w2 = saved_weights(tmp_path / "default" / "pretrainer"), saved_weights(tmp_path / "mirrored" / "pretrainer")
     for name in w1:
         np.testing.assert_allclose(w2[name], w1[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
@@ -264,12 +258,12 @@ def test_float16_teacher_without_mlm_head_skips_kd_and_pd_trains_everything(tiny
     assert keras.mixed_precision.global_policy().name == "float32"  # restored after building
     # Every part of the student trains in pre-training distillation (a few NoNorm gammas of the
     # q/k bottleneck get updates below float32 resolution at initialisation, hence "most").
-    before, after = _weights(tiny_run_inputs / "student"), _weights(tmp_path / "run" / "student")
+    before, after = saved_weights(tiny_run_inputs / "student"), saved_weights(tmp_path / "run" / "student")
     changed = [k for k in before if not np.array_equal(before[k], after[k])]
     assert len(changed) > 0.9 * len(before)
     for scope in ("embeddings/", "transformer_layer_0/", "transformer_layer_1/"):
         assert any(k.startswith(scope) for k in changed), scope
-    heads_before = _weights(tmp_path / "run" / "pretrainer")
+    heads_before = saved_weights(tmp_path / "run" / "pretrainer")
     assert any(k.startswith("mlm/") for k in heads_before) and any(k.startswith("nsp/") for k in heads_before)
 
 
@@ -308,7 +302,7 @@ def test_a_resumed_run_with_dropout_draws_the_same_masks(tiny_run_inputs, tmp_pa
     with pytest.raises(KeyboardInterrupt):
         distill(tmp_path / "resumed", on_step_end=stop_at_5)
     distill(tmp_path / "resumed", resume=True)
-    whole, resumed = _weights(tmp_path / "whole" / "pretrainer"), _weights(tmp_path / "resumed" / "pretrainer")
+    whole, resumed = saved_weights(tmp_path / "whole" / "pretrainer"), saved_weights(tmp_path / "resumed" / "pretrainer")
     for name in whole:
         np.testing.assert_allclose(resumed[name], whole[name], rtol=1e-6, atol=1e-7, err_msg=name)
 

@@ -17,18 +17,7 @@ from mobilebert_kit.training.fine_tuner import FineTuner
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 from tests.training.test_cli import mbk
 from tests.training.test_finetune import _quiet, _sentiment, tokenizer  # noqa: F401  (a fixture)
-
-
-def _weights(model_dir):
-    from mobilebert_kit.utils.safetensors_io import read_safetensors
-
-    return read_safetensors(model_dir / "model.safetensors")
-
-
-def _same_weights(a, b, tolerance=1e-6):
-    assert set(a) == set(b)
-    for name in a:
-        np.testing.assert_allclose(a[name], b[name], rtol=tolerance, atol=tolerance, err_msg=name)
+from tests.helpers import assert_same_weights, saved_weights
 
 
 # 48 rows, batch 8: 6 steps per epoch, 12 in all; checkpoints at steps 4 and 8.
@@ -79,7 +68,7 @@ def test_an_interrupted_then_crashed_run_resumes_to_the_uninterrupted_model(toke
     assert json.loads((out / "run" / "progress.json").read_text())["step"] == 8
     results = tuner().train(train, out, eval_path=dev, resume=True)
     reference, reference_results = uninterrupted
-    _same_weights(_weights(out / "model"), _weights(reference / "model"))
+    assert_same_weights(saved_weights(out / "model"), saved_weights(reference / "model"))
     assert results == pytest.approx(reference_results)
     # The finished output replaced the run's state; its TensorBoard scalars span the three processes.
     assert sorted(p.name for p in out.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
@@ -115,7 +104,7 @@ def test_sigterm_checkpoints_like_ctrl_c_and_a_run_killed_before_its_first_check
         FineTuner("tiny-bert", tokenizer, config, console=Console(file=text, width=400)).train(
             train, directory, eval_path=dev, resume=True)
         assert f"resuming at step {resumes_at} of 12" in text.getvalue()
-        _same_weights(_weights(directory / "model"), _weights(uninterrupted[0] / "model"))
+        assert_same_weights(saved_weights(directory / "model"), saved_weights(uninterrupted[0] / "model"))
 
 
 def test_a_full_disk_at_the_output_keeps_the_trained_model_for_resume(tokenizer, data, uninterrupted, tmp_path,
@@ -143,7 +132,7 @@ def test_a_full_disk_at_the_output_keeps_the_trained_model_for_resume(tokenizer,
     proc = mbk(capsys, "finetune", "--out", out, "--resume")
     assert "training is complete, writing the output" in proc.stdout
     assert "fine-tuning 1/" not in proc.stdout  # no step trained again
-    _same_weights(_weights(out / "model"), _weights(uninterrupted[0] / "model"))
+    assert_same_weights(saved_weights(out / "model"), saved_weights(uninterrupted[0] / "model"))
 
 
 def test_a_run_failing_before_its_first_step_leaves_nothing(tokenizer, tmp_path):
@@ -159,14 +148,13 @@ def test_a_new_run_keeps_the_finished_output_until_it_completes(tokenizer, data,
 
     out = tmp_path / "out"
     shutil.copytree(uninterrupted[0], out)
-    before = _weights(out / "model")
+    before = saved_weights(out / "model")
     config = FinetuneConfig(**{**CONFIG, "seed": 6})
     with pytest.raises(KeyboardInterrupt):
         FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(5, "sigint")).train(
             data[0], out)
-    _same_weights(_weights(out / "model"), before, 0)  # the earlier model is still there, untouched
+    assert_same_weights(saved_weights(out / "model"), before, 0)  # the earlier model is still there, untouched
     assert (out / "task.json").is_file() and (out / "run" / "run.json").is_file()
-
 
 
 def _tree(directory):
@@ -246,7 +234,7 @@ def test_overwrite_replaces_a_user_s_directory_only_with_the_finished_output(tok
     # The finished output replaced the directory as a whole: the model an uninterrupted run trains.
     assert sorted(p.name for p in mine.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
                                                      "vocab.txt"]
-    _same_weights(_weights(mine / "model"), _weights(uninterrupted[0] / "model"))
+    assert_same_weights(saved_weights(mine / "model"), saved_weights(uninterrupted[0] / "model"))
 
 
 def test_a_finished_output_stays_usable_until_a_new_run_with_overwrite_completes(tokenizer, data, uninterrupted,
@@ -280,7 +268,7 @@ def test_a_finished_output_stays_usable_until_a_new_run_with_overwrite_completes
     assert "resuming at step 1 of 12" in mbk(capsys, "finetune", "--out", out, "--resume").stdout
     assert sorted(p.name for p in out.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
                                                     "vocab.txt"]
-    new, old = _weights(out / "model"), _weights(uninterrupted[0] / "model")
+    new, old = saved_weights(out / "model"), saved_weights(uninterrupted[0] / "model")
     assert any(not np.allclose(new[k], old[k], atol=1e-6) for k in old)  # seed 6's model
 
 
@@ -401,7 +389,7 @@ def test_a_damaged_checkpoint_resumes_from_the_one_before(tokenizer, data, unint
         data[0], out, eval_path=data[1], resume=True)
     assert f"resuming at step {resumes_at} of 12" in text.getvalue()
     assert ("ckpt-5" in text.getvalue() and "cannot be read" in text.getvalue()) == (how == "truncated data")
-    _same_weights(_weights(out / "model"), _weights(uninterrupted[0] / "model"))
+    assert_same_weights(saved_weights(out / "model"), saved_weights(uninterrupted[0] / "model"))
 
 
 def test_no_readable_checkpoint_is_one_line(interrupted, capsys):

@@ -17,19 +17,13 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import REPO, assert_one_line_error, run_mbk
+from tests.helpers import REPO, assert_one_line_error, run_mbk, saved_weights
 from tests.training.distill_script import resume_config, run
 
 # The options of resume_config() on the command line: the one-device reference is run through the API.
 CLI_OPTIONS = ("--schedule", "progressive", "--layer-steps", "3", "--pd-steps", "0", "--batch-size", "4",
                "--checkpoint-every", "2", "--log-every", "1", "--shuffle-buffer", "16", "--learning-rate", "5e-3")
 GOOD = {"cluster": {"worker": ["localhost:2222", "127.0.0.1:2223"]}, "task": {"type": "worker", "index": 1}}
-
-
-def _weights(directory):
-    from mobilebert_kit.utils.safetensors_io import read_safetensors
-
-    return read_safetensors(directory / "model.safetensors")
 
 
 def _free_ports(n):
@@ -74,7 +68,7 @@ def _distill(inputs, out, *extra, student=None):
 def one_device(tiny_run_inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("one_device") / "run"
     run(tiny_run_inputs, out)
-    return _weights(out / "pretrainer")
+    return saved_weights(out / "pretrainer")
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +81,7 @@ def one_device_with_dropout(tiny_run_inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("one_device_dropout") / "run"
     Distiller(str(tiny_run_inputs / "teacher"), "tiny-mobilebert", str(tiny_run_inputs / "data"), out,
               resume_config(), console=Console(file=open(os.devnull, "w"))).run()
-    return _weights(out / "pretrainer")
+    return saved_weights(out / "pretrainer")
 
 
 def _assert_same_student(out, reference):
@@ -95,7 +89,7 @@ def _assert_same_student(out, reference):
 
 
 def _assert_same_weights(directory, reference):
-    weights = _weights(directory)
+    weights = saved_weights(directory)
     assert set(weights) == set(reference)
     for name in reference:  # the contract's tolerance: 1e-4
         np.testing.assert_allclose(weights[name], reference[name], rtol=1e-4, atol=1e-4, err_msg=name)
@@ -260,7 +254,7 @@ def test_two_worker_finetune_matches_one_device_writes_once_and_logs_the_global_
     first = next(line for line in out0.splitlines() if line.startswith("fine-tuning 1/"))
     assert float(first.split("loss=")[1]) < 1.0, first
     # The same global batch on two workers trains the same model as on one device (issue 16's bar: 1e-4).
-    _assert_same_weights(out / "model", _weights(reference / "model"))
+    _assert_same_weights(out / "model", saved_weights(reference / "model"))
 
 
 @pytest.mark.slow
@@ -286,4 +280,4 @@ def test_a_sigkilled_finetune_worker_resumes_to_the_one_device_model(tmp_path):
     assert "resuming at step 4 of 16" in out0
     assert sorted(p.name for p in out.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
                                                     "vocab.txt"]
-    _assert_same_weights(out / "model", _weights(reference / "model"))
+    _assert_same_weights(out / "model", saved_weights(reference / "model"))
