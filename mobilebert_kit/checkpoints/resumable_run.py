@@ -28,6 +28,7 @@ The subclasses say which command they are and what a resume may change:
 """
 
 import json
+import os
 from pathlib import Path
 
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
@@ -143,7 +144,7 @@ class ResumableRun:
         raise MbkError(
             f"nothing to resume in {self.out_dir}: "
             + ("its run has finished" if finished else f"it holds no interrupted {self.kind} run")
-            + f" ({STATE_DIR}/{RUN_FILE} is missing); start without --resume"
+            + f" ({self._why_no_record()}); start without --resume"
         )
 
     def differences(self, record):
@@ -163,6 +164,17 @@ class ResumableRun:
                 return f"{self.done_verb} to step {progress['total']}, its output not written"
             return f"checkpoint at step {progress['step']} of {progress['total']}"
         return "no checkpoint yet"
+
+    def _why_no_record(self):
+        """Why ``OUT`` holds no run to resume, as ``interrupted_run`` judged it: the words of the refusal."""
+        record = self.path / RUN_FILE
+        if self.path.is_symlink():
+            return f"{STATE_DIR} is a symbolic link, which a run never writes"
+        if not os.path.lexists(record):
+            return f"{STATE_DIR}/{RUN_FILE} is missing"
+        if record.is_symlink() or not record.is_file():
+            return f"{STATE_DIR}/{RUN_FILE} is not a regular file"
+        return f"{STATE_DIR}/{RUN_FILE} is not a {self.kind} run's record"
 
     def read_record(self):
         """The stored ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).

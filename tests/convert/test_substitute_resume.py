@@ -170,6 +170,15 @@ def test_the_cli_refuses_what_would_lose_or_mix_runs(interrupted, tmp_path, caps
     assert_one_line_error(_mbk(capsys, "finetune", "--out", interrupted, "--resume"), "nothing to resume",
                           "interrupted substitution run", f"mbk substitute --out {interrupted} --resume")
     assert_one_line_error(_mbk(capsys, "substitute", "--out", tmp_path / "x", "--norm", "no_norm"), "missing SRC")
+    # A run.json that is a FIFO (reading it would block) or a run/ that links elsewhere is no run: said so.
+    fifo = tmp_path / "fifo"
+    (fifo / "run").mkdir(parents=True)
+    os.mkfifo(fifo / "run" / "run.json")
+    assert_one_line_error(_substitute(capsys, fifo, "--resume"), "nothing to resume", "run/run.json is not a regular file")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "run").symlink_to(interrupted / "run")
+    assert_one_line_error(_substitute(capsys, linked, "--resume"), "nothing to resume", "run is a symbolic link")
     # A reader handed the run says how to finish it instead of "not a checkpoint".
     assert_one_line_error(_mbk(capsys, "export", interrupted, "--format", "onnx", "--seq-len", 16, "--out",
                                tmp_path / "m.onnx"),
