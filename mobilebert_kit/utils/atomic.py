@@ -418,7 +418,8 @@ def _signals_held(signals=("SIGINT", "SIGTERM")):
 
     Python handlers, not a thread signal mask: TensorFlow's threads would take a process signal that this
     thread blocks, and Python would still run the handler in the main thread at once. Outside the main thread
-    (where handlers cannot be set) and for a handler that was not set from Python, nothing is held.
+    (where handlers cannot be set), for a handler that was not set from Python and for an ignored signal,
+    nothing is held.
 
     Example:
         >>> with _signals_held():
@@ -431,7 +432,7 @@ def _signals_held(signals=("SIGINT", "SIGTERM")):
     if threading.current_thread() is threading.main_thread():
         for name in signals:
             number = getattr(signal, name, None)
-            if number is not None and signal.getsignal(number) is not None:
+            if number is not None and signal.getsignal(number) not in (None, signal.SIG_IGN):
                 previous[number] = signal.signal(number, lambda signum, _frame: caught.append(signum))
     try:
         yield

@@ -391,7 +391,9 @@ def test_a_signal_during_the_final_swap_never_leaves_the_path_empty(tmp_path, mo
         if len(calls) == 1:  # the old output has just been moved aside
             os.kill(os.getpid(), getattr(signal, signal_name))
 
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM as the training loops take it
+    # Both signals raise KeyboardInterrupt here, as the training loops take them. (A process started in the
+    # background by a shell, as CI is, begins with SIGINT ignored: Python then installs no handler for it.)
+    previous = {n: signal.signal(n, signal.default_int_handler) for n in (signal.SIGINT, signal.SIGTERM)}
     monkeypatch.setattr(os, "replace", replace)
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -399,7 +401,8 @@ def test_a_signal_during_the_final_swap_never_leaves_the_path_empty(tmp_path, mo
                 (tmp / "config.json").write_text('{"v": "new"}')
     finally:
         monkeypatch.undo()
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     assert len(calls) == 2, calls  # the swap finished before the signal was delivered
     assert json.loads((out / "config.json").read_text()) == {"v": "new"}
     assert not [p for p in tmp_path.iterdir() if p.name != "out"], list(tmp_path.iterdir())
