@@ -178,3 +178,44 @@ def assert_same_weights(a, b, tolerance=1e-6):
     for name in a:
         np.testing.assert_allclose(a[name], b[name], rtol=tolerance, atol=tolerance, err_msg=name)
 
+
+def stop_at(step, how):
+    """A step-end hook that stops a run at ``step``: ``"sigint"``/``"sigterm"`` signal this process (the run
+    checkpoints and stops), anything else raises a simulated crash.
+
+    Example:
+        >>> FinetuneRun.on_step_end = stop_at(5, "sigint")  # doctest: +SKIP
+    """
+    import os
+    import signal
+
+    def hook(done):
+        if done == step:
+            if how in ("sigint", "sigterm"):
+                os.kill(os.getpid(), signal.SIGINT if how == "sigint" else signal.SIGTERM)
+            else:
+                raise RuntimeError("simulated crash")
+    return hook
+
+
+def damage_checkpoint(checkpoints, step, how):
+    """Damages checkpoint ``ckpt-<step>`` in ``checkpoints`` the way a crash or a full disk can.
+
+    Args:
+        how: ``"truncated data"``, ``"missing index"`` or ``"garbled state file"`` (TensorFlow ignores a garbled
+            ``checkpoint`` file with a warning and would start over).
+
+    Example:
+        >>> damage_checkpoint(out / "run" / "checkpoints", 5, "missing index")  # doctest: +SKIP
+    """
+    checkpoints = Path(checkpoints)
+    if how == "truncated data":
+        data = next(checkpoints.glob(f"ckpt-{step}.data-*"))
+        data.write_bytes(data.read_bytes()[:100])
+    elif how == "missing index":
+        (checkpoints / f"ckpt-{step}.index").unlink()
+    elif how == "garbled state file":
+        (checkpoints / "checkpoint").write_text("garbage {{{\n")
+    else:
+        raise ValueError(how)
+

@@ -12,13 +12,12 @@ by far more than the 1e-6 compared.
 import json
 import os
 import shutil
-import signal
 import types
 
 import numpy as np
 import pytest
 
-from tests.helpers import assert_one_line_error, assert_same_weights, saved_weights
+from tests.helpers import assert_one_line_error, assert_same_weights, damage_checkpoint, saved_weights, stop_at
 
 SUBSTITUTE = ("substitute", "tiny-bert", "--norm", "no_norm", "--act", "relu", "--recover-steps", 6, "--seq-len", 16,
               "--batch-size", 4, "--learning-rate", 1e-3, "--checkpoint-every", 2)
@@ -41,16 +40,6 @@ def _report(directory):
     return json.loads((directory / "substitution.json").read_text())
 
 
-def _stop_at(step, how):
-    def hook(done):
-        if done == step:
-            if how in ("sigint", "sigterm"):
-                os.kill(os.getpid(), signal.SIGINT if how == "sigint" else signal.SIGTERM)
-            else:
-                raise RuntimeError("simulated crash")
-    return hook
-
-
 @pytest.fixture()
 def stop(monkeypatch):
     """``stop(step, how)``: the next recoveries stop after ``step`` (``sigint``, ``sigterm`` or ``crash``);
@@ -58,7 +47,7 @@ def stop(monkeypatch):
     from mobilebert_kit.convert.recovery_run import RecoveryRun
 
     def at(step, how="sigint"):
-        monkeypatch.setattr(RecoveryRun, "on_step_end", None if step is None else _stop_at(step, how))
+        monkeypatch.setattr(RecoveryRun, "on_step_end", None if step is None else stop_at(step, how))
 
     yield at
     monkeypatch.setattr(RecoveryRun, "on_step_end", None)
@@ -82,7 +71,7 @@ def stopped_at_3(tmp_path_factory):
     from mobilebert_kit.convert.recovery_run import RecoveryRun
 
     out = tmp_path_factory.mktemp("sub_stopped") / "out"
-    RecoveryRun.on_step_end = _stop_at(3, "sigint")
+    RecoveryRun.on_step_end = stop_at(3, "sigint")
     try:
         assert _substitute(None, out).returncode == 130
     finally:
@@ -274,20 +263,11 @@ def test_resuming_on_changed_data_is_refused(stop, tmp_path, capsys):
     assert json.loads((out / "run" / "progress.json").read_text())["step"] == 3
 
 
-def _damage(checkpoints, how):
-    if how == "truncated data":
-        data = next(checkpoints.glob("ckpt-3.data-*"))
-        data.write_bytes(data.read_bytes()[:100])
-    elif how == "missing index":
-        (checkpoints / "ckpt-3.index").unlink()
-    elif how == "garbled state file":  # TensorFlow ignores it with a warning and would start over
-        (checkpoints / "checkpoint").write_text("garbage {{{\n")
-
 
 @pytest.mark.parametrize("how, resumes_at", [("truncated data", 3), ("missing index", 3),
                                              ("garbled state file", 4)])
 def test_a_damaged_checkpoint_resumes_from_the_one_before(interrupted, uninterrupted, how, resumes_at, capsys):
-    _damage(interrupted / "run" / "checkpoints", how)
+    damage_checkpoint(interrupted / "run" / "checkpoints", 3, how)
     proc = _mbk(capsys, "substitute", "--out", interrupted, "--resume")
     assert proc.returncode == 0, proc.stderr
     assert f"resuming the recovery at step {resumes_at} of 6" in proc.stdout

@@ -7,8 +7,6 @@ comparison also checks that the masks and the data order survive the resume.
 """
 
 import json
-import os
-import signal
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from mobilebert_kit.training.fine_tuner import FineTuner
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 from tests.training.test_cli import mbk
 from tests.training.test_finetune import _quiet, _sentiment, tokenizer  # noqa: F401  (a fixture)
-from tests.helpers import assert_same_weights, saved_weights
+from tests.helpers import assert_same_weights, damage_checkpoint, saved_weights, stop_at
 
 
 # 48 rows, batch 8: 6 steps per epoch, 12 in all; checkpoints at steps 4 and 8.
@@ -39,16 +37,6 @@ def uninterrupted(tokenizer, data, tmp_path_factory):
     return out, results
 
 
-def _stop_at(step, how):
-    def hook(done):
-        if done == step:
-            if how in ("sigint", "sigterm"):
-                os.kill(os.getpid(), signal.SIGINT if how == "sigint" else signal.SIGTERM)
-            else:
-                raise RuntimeError("simulated crash")
-    return hook
-
-
 def test_an_interrupted_then_crashed_run_resumes_to_the_uninterrupted_model(tokenizer, data, uninterrupted, tmp_path):
     train, dev = data
     out = tmp_path / "out"
@@ -58,13 +46,13 @@ def test_an_interrupted_then_crashed_run_resumes_to_the_uninterrupted_model(toke
 
     # Ctrl-C at step 7 (mid epoch 2): the step is checkpointed and the run stops.
     with pytest.raises(KeyboardInterrupt):
-        tuner(_stop_at(7, "sigint")).train(train, out, eval_path=dev)
+        tuner(stop_at(7, "sigint")).train(train, out, eval_path=dev)
     assert not (out / "task.json").exists() and not (out / "model").exists()  # never taken for a finished output
     progress = json.loads((out / "run" / "progress.json").read_text())
     assert (progress["step"], progress["total"]) == (7, 12)
     # Resumed, then crashed at step 10: the periodic checkpoint of step 8 is the next resume point.
     with pytest.raises(RuntimeError, match="simulated crash"):
-        tuner(_stop_at(10, "crash")).train(train, out, eval_path=dev, resume=True)
+        tuner(stop_at(10, "crash")).train(train, out, eval_path=dev, resume=True)
     assert json.loads((out / "run" / "progress.json").read_text())["step"] == 8
     results = tuner().train(train, out, eval_path=dev, resume=True)
     reference, reference_results = uninterrupted
@@ -90,13 +78,13 @@ def test_sigterm_checkpoints_like_ctrl_c_and_a_run_killed_before_its_first_check
     # What a scheduler or `timeout` sends before SIGKILL: the step is checkpointed as for Ctrl-C.
     out = tmp_path / "term"
     with pytest.raises(KeyboardInterrupt):
-        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(2, "sigterm")).train(
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=stop_at(2, "sigterm")).train(
             train, out, eval_path=dev)
     assert json.loads((out / "run" / "progress.json").read_text())["step"] == 2
     # A crash before the first checkpoint (step 4): the run's record is there, so --resume starts from step 0.
     early = tmp_path / "early"
     with pytest.raises(RuntimeError, match="simulated crash"):
-        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(2, "crash")).train(
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=stop_at(2, "crash")).train(
             train, early, eval_path=dev)
     assert (early / "run" / "run.json").is_file() and not list((early / "run").glob("checkpoints/ckpt-*"))
     for directory, resumes_at in ((out, 3), (early, 1)):
@@ -151,7 +139,7 @@ def test_a_new_run_keeps_the_finished_output_until_it_completes(tokenizer, data,
     before = saved_weights(out / "model")
     config = FinetuneConfig(**{**CONFIG, "seed": 6})
     with pytest.raises(KeyboardInterrupt):
-        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(5, "sigint")).train(
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=stop_at(5, "sigint")).train(
             data[0], out)
     assert_same_weights(saved_weights(out / "model"), before, 0)  # the earlier model is still there, untouched
     assert (out / "task.json").is_file() and (out / "run" / "run.json").is_file()
@@ -192,7 +180,7 @@ def test_overwrite_leaves_a_user_s_directory_intact_when_the_run_stops(tokenizer
     text = io.StringIO()
     with pytest.raises(RuntimeError if how == "crash" else KeyboardInterrupt):
         FineTuner("tiny-bert", tokenizer, FinetuneConfig(**CONFIG), console=Console(file=text, width=400),
-                  on_step_end=_stop_at(5, how)).train(data[0], mine, eval_path=data[1], overwrite=True)
+                  on_step_end=stop_at(5, how)).train(data[0], mine, eval_path=data[1], overwrite=True)
     if what == "directory":
         assert (mine / "notes.txt").read_text() == "keep me"
     # Byte for byte, and nothing added: no run state, no marker; nothing left beside it either.
@@ -211,7 +199,7 @@ _FINETUNER_INIT = FineTuner.__init__
 def _stop_the_cli_at(monkeypatch, step, how):
     """Makes the FineTuner that `mbk finetune` builds stop at ``step`` (``_stop_at``); step None: run through."""
     def init(self, *args, **kwargs):
-        _FINETUNER_INIT(self, *args, **{**kwargs, "on_step_end": _stop_at(step, how) if step else None})
+        _FINETUNER_INIT(self, *args, **{**kwargs, "on_step_end": stop_at(step, how) if step else None})
 
     monkeypatch.setattr(FineTuner, "__init__", init)
 
@@ -285,7 +273,7 @@ def interrupted(tokenizer, data, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         FineTuner("tiny-bert", tokenizer, FinetuneConfig(**{**CONFIG, "dropout": 0.1}), console=_quiet(),
-                  on_step_end=_stop_at(3, "sigint")).train(data[0], out)
+                  on_step_end=stop_at(3, "sigint")).train(data[0], out)
     return out
 
 
@@ -359,17 +347,6 @@ def test_a_deep_or_broken_run_record_is_one_line(interrupted, capsys):
     assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False), "run.json")
 
 
-def _damage(checkpoints, how):
-    newest = checkpoints / "ckpt-5"
-    if how == "truncated data":
-        data = next(checkpoints.glob("ckpt-5.data-*"))
-        data.write_bytes(data.read_bytes()[:100])
-    elif how == "missing index":
-        (checkpoints / "ckpt-5.index").unlink()
-    elif how == "garbled state file":  # TensorFlow ignores it with a warning and would start over
-        (checkpoints / "checkpoint").write_text("garbage {{{\n")
-    return newest
-
 
 @pytest.mark.parametrize("how, resumes_at", [("truncated data", 5), ("missing index", 5),
                                              ("garbled state file", 6)])
@@ -381,9 +358,9 @@ def test_a_damaged_checkpoint_resumes_from_the_one_before(tokenizer, data, unint
     out = tmp_path / "out"
     config = FinetuneConfig(**CONFIG)
     with pytest.raises(KeyboardInterrupt):  # checkpoints of steps 4 and 5
-        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=_stop_at(5, "sigint")).train(
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet(), on_step_end=stop_at(5, "sigint")).train(
             data[0], out, eval_path=data[1])
-    _damage(out / "run" / "checkpoints", how)
+    damage_checkpoint(out / "run" / "checkpoints", 5, how)
     text = io.StringIO()
     FineTuner("tiny-bert", tokenizer, config, console=Console(file=text, width=400)).train(
         data[0], out, eval_path=data[1], resume=True)
