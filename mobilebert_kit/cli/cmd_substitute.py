@@ -100,7 +100,7 @@ def run(args):
 
     sources = [settings["src"], settings["data"]]
     record = substitute_record(settings["src"], settings["data"], {key: settings[key] for key in CONFIG_KEYS})
-    state = RecoveryRun(args.out, record, resume=args.resume, overwrite=args.overwrite, sources=sources,
+    state = RecoveryRun(args.out, record, resume=args.resume, sources=sources,
                         checkpoint_every=settings["checkpoint_every"])
     decision = state.check(record, args.resume, overwrite=args.overwrite, sources=sources)  # before any work
     resumable = bool(settings["recover_steps"])

@@ -98,7 +98,6 @@ class RecoveryRun(ResumableRun):
         out_dir (str | Path): the output directory (``mbk substitute --out``).
         record (dict | None): this run's record (:func:`substitute_record`); None only to read a stored run.
         resume (bool): continue the interrupted run in ``out_dir``.
-        overwrite (bool): start over in an ``OUT`` holding an interrupted run or anything mbk did not write.
         sources (list): the run's inputs, which ``OUT`` may never be or contain.
         checkpoint_every (int): steps between checkpoints.
 
@@ -115,10 +114,10 @@ class RecoveryRun(ResumableRun):
     config_insensitive = ("checkpoint_every",)  # how often the state is saved does not change the result
     on_step_end = None  # callable(step) after every step: tests stop a run at a chosen step with it
 
-    def __init__(self, out_dir, record=None, resume=False, overwrite=False, sources=(),
+    def __init__(self, out_dir, record=None, resume=False, sources=(),
                  checkpoint_every=DEFAULT_CHECKPOINT_EVERY):
         super().__init__(out_dir)
-        self.record, self.resume, self.overwrite, self.sources = record, resume, overwrite, list(sources)
+        self.record, self.resume, self.sources = record, resume, list(sources)
         self.checkpoint_every = int(checkpoint_every)
         self.total = None
         self._manager = None
