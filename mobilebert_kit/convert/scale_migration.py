@@ -36,17 +36,35 @@ exactly that. Segments are:
   read by ``output_bottleneck/dense``, no closer).
 - BERT block: ``H0`` (written by ``attention_output/norm``, then read, added to
   and closed by ``ffn_0``).
-- *Fixed* (kept in their units, ``c = 1, d = 0``): the block input/output
-  stream ``x`` (written by ``embeddings/norm`` and ``output_bottleneck/norm``,
-  or ``ffn_{F-1}/norm`` in BERT). It is the encoder's output, its hidden states
-  (distillation reads them) and what heads read, so rescaling it would change
-  the model's answers. The sums that feed only a ``bottleneck_*`` NoNorm are
-  also fixed, so each block's ``x`` is unchanged.
+- *Fixed* under ``unit`` (kept in their units, ``c = 1, d = 0``): the block
+  input/output stream ``x`` (written by ``embeddings/norm`` and
+  ``output_bottleneck/norm``, or ``ffn_{F-1}/norm`` in BERT). The last block's
+  ``x`` is the encoder's output and what heads read, so it is fixed under every
+  policy. The sums that feed only a ``bottleneck_*`` NoNorm are also fixed, so
+  each block's ``x`` is unchanged.
 
 So within a block every NoNorm except the one that writes ``x`` can become the
 identity (``scale="unit"``: ``c = gamma * c_in``, ``d`` the carried shift). The
 block's product of scales and its shifts then collect in the readers' kernel
-rows and in the block's last NoNorm.
+rows and in the block's last NoNorm. ``unit`` is ``mbk export --fold-nonorm``,
+whose drift probe compares the file's hidden states with the unfolded model's,
+so it moves nothing outside a block.
+
+**With data** (``balance``, ``smoothquant``), three more segments move, each
+exactly (issue 15 item 3; measured below):
+
+- the *embedding sum* (``embeddings``): the tables' columns are divided by
+  ``c`` and ``embeddings/norm`` reads ``c`` units. Only without a projection
+  or trigram input between the tables and the NoNorm.
+- in the BERT layout, the *stream into each block* but the last block's
+  output (key: its writer, ``embeddings/norm`` or the previous block's last
+  ``ffn/norm``): read by query/key/value, added to by ``attention_output/dense``,
+  closed by ``attention_output/norm``. The encoder's inner hidden states are
+  then stored in other per-channel units (``sequence_output`` and every head's
+  input are not). Not in the MobileBERT layout, whose stream also feeds the
+  bottlenecks.
+- each ReLU FFN's *hidden units* (``.../intermediate``): ``relu(x W / c) * c =
+  relu(x W)`` for ``c > 0`` (:func:`_migrate_relu_ffns`). Not for GELU.
 
 **Which ``c`` helps int8** (benchmarks/scale_migration_int8.py, tiny models,
 full-int8 TFLite, sequence_output SNR before -> after). Four things are
@@ -67,8 +85,13 @@ tiny-mobilebert full-int8 export). Adders' columns are free.
   any of the four cases: 19.0 -> 19.8, 16.0 -> 21.2, 28.0 -> 28.5, 10.0 -> 13.5 dB.
   On the substituted all-MiniLM-L6-v2 (600 recovery steps) it is what lets the
   all-int8 file pass validation: mean sentence-embedding cosine to the original
-  0.852 with the writer's ranges alone and equal pulls, 0.926 now (float: 0.955;
-  benchmarks/nonorm_int8.py).
+  0.852 with the writer's ranges alone and equal pulls, 0.926 with the in-block
+  segments (float: 0.955; benchmarks/nonorm_int8.py). With the embedding sum,
+  the stream and the ReLU units as well, the same recovered model's all-int8
+  file reaches 0.952 to the original and 0.990 to its own float model (0.964
+  before; float 0.961). A numpy fake-int8 model of the file (one tensor group
+  int8 at a time) had shown the loss spread over the stream tensors, with the
+  residual stream's channel 99 and single FFN units 10-17x the median.
 
 A channel whose ``c`` would be zero, not finite or beyond 1e6 keeps ``c = 1``.
 
@@ -78,13 +101,15 @@ than ``self_attention`` and grouped feed-forward layers, whose readers are not
 plain dense kernels.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
+from mobilebert_kit.backend import keras
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
 from mobilebert_kit.convert.substitution import recorded_batches
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.no_norm import NoNorm
-
 
 
 def _block_segments(config):
@@ -211,11 +236,13 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
         scale: ``"unit"`` (no data: every movable NoNorm becomes the identity),
             ``"balance"`` (data: activation, kernel-row and NoNorm ranges balanced) or
             ``"smoothquant"`` (data: SmoothQuant's alpha 0.5 rule alone). See the module doc.
+            The data policies also move the embedding sum, the stream between blocks and the
+            ReLU FFNs' hidden units (module doc, "With data").
         inputs: an InputSet (or ``{name: int array}``) of calibration rows for the data policies.
 
     Returns:
-        ``(new model, report)``; the report maps each moved segment's writer path to
-        ``{"max_scale", "min_scale"}`` of its ``|c|``.
+        ``(new model, report)``; the report maps each moved segment (its writer's path; ``embeddings``;
+        an FFN's ``.../intermediate``) to ``{"max_scale", "min_scale"}`` of its ``|c|``.
 
     Raises:
         ConfigError: a LayerNorm model, an unsupported block type, an unknown policy,
@@ -237,95 +264,198 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
     original = weight_arrays(model)
     # Computed in float64 and stored in each weight's own dtype, so a float64 model stays exact to 1e-12.
     arrays = {k: v.astype(np.float64) for k, v in original.items()}
-    ranges = _segment_ranges(encoder, config, inputs) if scale in _NEEDS_DATA else {}
+    with_data = scale in _NEEDS_DATA
+    segments = _model_segments(config, {k[len(prefix):] for k in arrays}, outer=with_data)
+    ranges = _segment_ranges(encoder, segments, inputs) if with_data else {}
     report = {}
-    for layer in range(config["num_layers"]):
-        block = f"{prefix}transformer_layer_{layer}/"
-        units = {}  # NoNorm path -> (c, d) of the segment it writes; absent: fixed (1, 0)
-        in_units = {}  # NoNorm path -> (c, d) of the segment it reads
-        for writer, readers, adders, closer in _block_segments(config):
-            gamma = arrays[f"{block}{writer}/gamma"]
-            beta = arrays[f"{block}{writer}/beta"]
+    units = {}  # NoNorm path -> (c, d) of the segment it writes; absent: fixed (1, 0)
+    in_units = {}  # NoNorm path -> (c, d) of the segment it reads
+    for segment in segments:
+        writer, readers, adders, closer = segment.writer, segment.readers, segment.adders, segment.closer
+        closer_gamma = arrays[f"{prefix}{closer}/gamma"] if closer is not None else None
+        if writer is None:  # the embedding sum: tables are added, no NoNorm writes it, nothing to shift
+            gamma, c_in, d = np.ones_like(closer_gamma), np.ones_like(closer_gamma), np.zeros_like(closer_gamma)
+        else:
+            gamma, beta = arrays[f"{prefix}{writer}/gamma"], arrays[f"{prefix}{writer}/beta"]
             c_in, d_in = in_units.get(writer, (np.ones_like(gamma), np.zeros_like(gamma)))
             d = gamma * d_in + beta  # the whole shift leaves the segment: the writer's beta becomes 0
-            observed = ranges.get(f"transformer_layer_{layer}/{writer}")
-            spread = None if observed is None else np.maximum(
-                np.maximum(np.abs(observed[0] - d), np.abs(observed[1] - d)), observed[2])
-            weights = _reader_adder_ranges(arrays, block, readers, adders)
-            closer_gamma = arrays[f"{block}{closer}/gamma"] if closer is not None else None
-            c = _safe(_POLICIES[scale](gamma, c_in, spread, weights, closer_gamma))
+        observed = ranges.get(segment.key)
+        spread = None if observed is None else np.maximum(
+            np.maximum(np.abs(observed[0] - d), np.abs(observed[1] - d)), observed[2])
+        weights = _reader_adder_ranges(arrays, prefix, readers, () if segment.tables else adders)
+        c = _safe(_POLICIES[scale](gamma, c_in, spread, weights, closer_gamma))
+        if writer is not None:
             units[writer] = (c, d)
-            if closer is not None:
-                in_units[closer] = (c, d)
-            for reader in readers:
-                kernel, bias = f"{block}{reader}/kernel", f"{block}{reader}/bias"
-                arrays[bias] = arrays[bias] + d @ arrays[kernel]
-                arrays[kernel] = arrays[kernel] * c[:, None]
-            for adder in adders:
-                arrays[f"{block}{adder}/kernel"] = arrays[f"{block}{adder}/kernel"] / c[None, :]
-                arrays[f"{block}{adder}/bias"] = arrays[f"{block}{adder}/bias"] / c
-            report[f"{block}{writer}"[len(prefix):]] = {"max_scale": float(np.abs(c).max()),
-                                                         "min_scale": float(np.abs(c).min())}
-        for norm in set(units) | set(in_units):
-            gamma, beta = arrays[f"{block}{norm}/gamma"], arrays[f"{block}{norm}/beta"]
-            c_in, d_in = in_units.get(norm, (1.0, 0.0))
-            c_out, d_out = units.get(norm, (1.0, 0.0))
-            arrays[f"{block}{norm}/gamma"] = gamma * c_in / c_out
-            arrays[f"{block}{norm}/beta"] = (gamma * d_in + beta - d_out) / c_out
+        if closer is not None:
+            in_units[closer] = (c, d)
+        for reader in readers:
+            kernel, bias = f"{prefix}{reader}/kernel", f"{prefix}{reader}/bias"
+            arrays[bias] = arrays[bias] + d @ arrays[kernel]
+            arrays[kernel] = arrays[kernel] * c[:, None]
+        for adder in adders:
+            if segment.tables:
+                arrays[f"{prefix}{adder}"] = arrays[f"{prefix}{adder}"] / c[None, :]
+                continue
+            arrays[f"{prefix}{adder}/kernel"] = arrays[f"{prefix}{adder}/kernel"] / c[None, :]
+            arrays[f"{prefix}{adder}/bias"] = arrays[f"{prefix}{adder}/bias"] / c
+        report[segment.key] = {"max_scale": float(np.abs(c).max()), "min_scale": float(np.abs(c).min())}
+    for norm in set(units) | set(in_units):
+        gamma, beta = arrays[f"{prefix}{norm}/gamma"], arrays[f"{prefix}{norm}/beta"]
+        c_in, d_in = in_units.get(norm, (1.0, 0.0))
+        c_out, d_out = units.get(norm, (1.0, 0.0))
+        arrays[f"{prefix}{norm}/gamma"] = gamma * c_in / c_out
+        arrays[f"{prefix}{norm}/beta"] = (gamma * d_in + beta - d_out) / c_out
+    if with_data and config["hidden_act"] == "relu" and config["num_groups"] == 1:
+        report.update(_migrate_relu_ffns(encoder, config, arrays, prefix, inputs))
     new = rebuild(model, arrays={k: v.astype(original[k].dtype) for k, v in arrays.items()})
     return new, report
 
 
-def _reader_adder_ranges(arrays, block, readers, adders):
+# How many times a ReLU unit may be enlarged (``c >= 1 / RELU_MAX_GROWTH``); shrinking is not bounded.
+RELU_MAX_GROWTH = 8.0
+
+
+def _migrate_relu_ffns(encoder, config, arrays, prefix, inputs):
+    """Scales each ReLU FFN's hidden units: ``relu(x W / c) * c = relu(x W)`` for ``c > 0``, so dividing the
+    intermediate kernel's columns and bias by ``c`` and multiplying the output kernel's rows by ``c`` is exact.
+
+    The hidden units are one per-tensor int8 activation in a full-int8 file, and on the substituted MiniLM a
+    single unit reaches 27 where the next reaches 6 (17x the median). ``c`` balances that activation
+    (``ACTIVATION_PULL`` times) against the output kernel's rows, whose per-output-channel weight scales
+    see every row; the intermediate's columns are per output channel, so they are free.
+    Returns the report rows (``.../intermediate`` paths).
+    """
+    paths = [f"transformer_layer_{b}/ffn_{i}/intermediate" for b in range(config["num_layers"])
+             for i in range(config["num_feedforward_networks"])]
+    spreads = _dense_output_spreads(encoder, paths, inputs)
+    report = {}
+    for path in paths:
+        output = path[: -len("intermediate")] + "output"
+        rows = np.abs(arrays[f"{prefix}{output}/kernel"]).max(axis=1)
+        pulls = ACTIVATION_PULL * _centred_log(spreads[path]) - _centred_log(rows)
+        # Units that never fire keep c = 1 (no range to balance). A unit may be enlarged at most
+        # RELU_MAX_GROWTH times: one that fired weakly on these rows can fire fully on the export's calibration
+        # text, and then sets the whole tensor's range (on MiniLM, c went down to 0.005 unbounded).
+        c = np.maximum(_safe(np.exp(pulls / (ACTIVATION_PULL + 1))), 1 / RELU_MAX_GROWTH)
+        c = np.where(spreads[path] > 0, c, 1.0)
+        arrays[f"{prefix}{path}/kernel"] = arrays[f"{prefix}{path}/kernel"] / c[None, :]
+        arrays[f"{prefix}{path}/bias"] = arrays[f"{prefix}{path}/bias"] / c
+        arrays[f"{prefix}{output}/kernel"] = arrays[f"{prefix}{output}/kernel"] * c[:, None]
+        report[path] = {"max_scale": float(c.max()), "min_scale": float(c.min())}
+    return report
+
+
+def _reader_adder_ranges(arrays, prefix, readers, adders):
     """Per input channel, the largest |weight| of the segment's readers (rows) and adders (columns)."""
-    parts = [np.abs(arrays[f"{block}{r}/kernel"]).max(axis=1) for r in readers]
-    parts += [np.abs(arrays[f"{block}{a}/kernel"]).max(axis=0) for a in adders]
+    parts = [np.abs(arrays[f"{prefix}{r}/kernel"]).max(axis=1) for r in readers]
+    parts += [np.abs(arrays[f"{prefix}{a}/kernel"]).max(axis=0) for a in adders]
     if not parts:
         return None
     return np.max(parts, axis=0)
 
 
-def _segment_ranges(encoder, config, inputs):
-    """Per movable segment, the per-channel ranges of the three tensors stored in its units, real tokens.
+class Segment(NamedTuple):
+    """Tensors stored in one per-channel unit (module doc). Paths are relative to the encoder.
 
-    Returns ``{transformer_layer_i/writer: (low, high, added)}``: ``low``/``high``
-    bound both the writer's output ``y`` and the sum ``z`` its closer reads, and
-    ``added`` is the largest ``|z - y|``, the adders' output. All three are int8
-    tensors of their own in a full-int8 file, each with one scale, so ``c`` has
-    to flatten all three. On the substituted MiniLM the adder output of every
-    FFN segment carries the outliers (channel spread 17-83x against 4-6x for
-    ``y``; per-tensor int8 SNR 18-22 dB against 30 dB for ``y``), which the
-    writer's output alone never shows.
+    ``writer`` is None for the embedding sum, whose ``adders`` are then the embedding tables
+    (``tables``: their columns are divided by ``c``; they are per-tensor int8 constants, so not free).
+    ``key`` names the segment in the report and the ranges.
+    """
+
+    key: str
+    writer: str
+    readers: tuple
+    adders: tuple
+    closer: str
+    tables: bool = False
+
+
+def _model_segments(config, names, outer):
+    """Every movable segment of the encoder in data-flow order (each writer's input units are known first).
+
+    ``outer`` adds the segments that only a data policy moves (module doc, "With data"): the embedding sum
+    and, in the BERT layout, the stream into each block. ``names`` are the encoder's weight paths.
+    """
+    segments = []
+    plain_embeddings = not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]
+    if outer and plain_embeddings:
+        tables = tuple(f"embeddings/{t}" for t in ("word_embeddings", "position_embeddings", "token_type_embeddings")
+                       if f"embeddings/{t}" in names)
+        segments.append(Segment("embeddings", None, (), tables, "embeddings/norm", tables=True))
+    ffns = config["num_feedforward_networks"]
+    for layer in range(config["num_layers"]):
+        block = f"transformer_layer_{layer}/"
+        if outer and not config["use_bottleneck"] and (layer or plain_embeddings):
+            # The stream x into this block: written by the previous block's last NoNorm (or the embeddings'),
+            # read by query/key/value, added to by the attention output, closed by attention_output/norm.
+            writer = f"transformer_layer_{layer - 1}/ffn_{ffns - 1}/norm" if layer else "embeddings/norm"
+            segments.append(Segment(writer, writer, tuple(f"{block}attention/{n}" for n in ("query", "key", "value")),
+                                    (f"{block}attention_output/dense",), f"{block}attention_output/norm"))
+        for writer, readers, adders, closer in _block_segments(config):
+            segments.append(Segment(f"{block}{writer}", f"{block}{writer}", tuple(block + r for r in readers),
+                                    tuple(block + a for a in adders), None if closer is None else block + closer))
+    return segments
+
+
+def _sublayer(encoder, path):
+    """The layer at an encoder-relative path (``embeddings/norm``, ``transformer_layer_2/ffn_0/intermediate``)."""
+    first, *rest = path.split("/")
+    layer = encoder.blocks[int(first[len("transformer_layer_"):])] if first.startswith("transformer_layer_") \
+        else encoder.get_layer(first)
+    for part in rest:
+        layer = layer.ffns[int(part[4:])] if part.startswith("ffn_") else getattr(layer, part)
+    return layer
+
+
+def _segment_ranges(encoder, segments, inputs):
+    """Per segment with data, the per-channel ranges of the tensors stored in its units, real tokens.
+
+    Returns ``{segment key: (low, high, added)}``: ``low``/``high`` bound the writer's
+    output ``y`` and the sum ``z`` its closer reads, and ``added`` is the largest
+    ``|z - y|``, the adders' output. All three are int8 tensors of their own in a
+    full-int8 file, each with one scale, so ``c`` has to flatten all three. On the
+    substituted MiniLM the adder output of every FFN segment carries the outliers
+    (channel spread 17-83x against 4-6x for ``y``; per-tensor int8 SNR 18-22 dB
+    against 30 dB for ``y``), which the writer's output alone never shows. The
+    embedding sum has no writer: its ``z`` alone.
     """
     arrays = {k: np.asarray(v) for k, v in getattr(inputs, "arrays", inputs).items()}
-
-    def sublayer(block, path):
-        for part in path.split("/"):
-            block = getattr(block, "ffns")[int(part[4:])] if part.startswith("ffn_") else getattr(block, part)
-        return block
-
-    segments = {}  # writer path -> (writer layer, closer layer or None)
-    for index, block in enumerate(encoder.blocks):
-        for writer, _, _, closer in _block_segments(config):
-            segments[f"transformer_layer_{index}/{writer}"] = (
-                sublayer(block, writer), None if closer is None else sublayer(block, closer))
+    layers = {}
+    for segment in segments:
+        for path in (segment.writer, segment.closer):
+            if path is not None:
+                layers[path] = _sublayer(encoder, path)
+    low = {s.key: np.inf for s in segments}
+    high = {s.key: -np.inf for s in segments}
+    added = {s.key: 0.0 for s in segments}
     # A NoNorm that closes one segment and writes the next is listed twice; recording_calls keys by layer.
-    layers = [layer for pair in segments.values() for layer in pair if layer is not None]
-    low = {path: np.inf for path in segments}
-    high = {path: -np.inf for path in segments}
-    added = {path: 0.0 for path in segments}
-    for records, keep in recorded_batches(encoder, NoNorm, layers, arrays):
+    for records, keep in recorded_batches(encoder, NoNorm, list(layers.values()), arrays):
         if not keep.any():
             continue
-        for path, (writer, closer) in segments.items():
-            (_, y), = records[id(writer)]
-            y = y[keep].astype(np.float64)
-            values = [y]
-            if closer is not None:
-                (z, _), = records[id(closer)]
-                z = z[keep].astype(np.float64)
-                values.append(z)
-                added[path] = np.maximum(added[path], np.abs(z - y).max(0))
-            low[path] = np.minimum(low[path], np.min([v.min(0) for v in values], axis=0))
-            high[path] = np.maximum(high[path], np.max([v.max(0) for v in values], axis=0))
-    return {path: (low[path], high[path], added[path]) for path in segments}
+        for segment in segments:
+            values = []
+            if segment.writer is not None:
+                (_, y), = records[id(layers[segment.writer])]
+                values.append(y[keep].astype(np.float64))
+            if segment.closer is not None:
+                (z, _), = records[id(layers[segment.closer])]
+                values.append(z[keep].astype(np.float64))
+                if segment.writer is not None:
+                    added[segment.key] = np.maximum(added[segment.key], np.abs(values[1] - values[0]).max(0))
+            low[segment.key] = np.minimum(low[segment.key], np.min([v.min(0) for v in values], axis=0))
+            high[segment.key] = np.maximum(high[segment.key], np.max([v.max(0) for v in values], axis=0))
+    return {s.key: (low[s.key], high[s.key], added[s.key]) for s in segments}
+
+
+def _dense_output_spreads(encoder, paths, inputs):
+    """``{path: per-unit max |output|}`` of Dense layers (after their activation), real tokens."""
+    arrays = {k: np.asarray(v) for k, v in getattr(inputs, "arrays", inputs).items()}
+    layers = {path: _sublayer(encoder, path) for path in paths}
+    spread = {path: 0.0 for path in paths}
+    for records, keep in recorded_batches(encoder, keras.layers.Dense, list(layers.values()), arrays):
+        if not keep.any():
+            continue
+        for path, layer in layers.items():
+            (_, y), = records[id(layer)]
+            spread[path] = np.maximum(spread[path], np.abs(y[keep].astype(np.float64)).max(0))
+    return spread

@@ -5,7 +5,7 @@ import pytest
 
 from mobilebert_kit.convert.input_set import InputSet
 from mobilebert_kit.convert.rebuild import rebuild, weight_arrays
-from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales
+from mobilebert_kit.convert.scale_migration import RELU_MAX_GROWTH, migrate_nonorm_scales
 from mobilebert_kit.convert.substitution import substitute
 from mobilebert_kit.errors import ConfigError
 from tests.convert.conftest import SEQ, export_tiny, padded_inputs, trained_like, with_outliers
@@ -75,6 +75,77 @@ def test_every_block_layout_is_exact(which, layout):
     _assert_same_outputs(model, migrate_nonorm_scales(model)[0], padded_inputs(model), 1e-10)
 
 
+@pytest.mark.parametrize("which, layout", [
+    ("tiny-bert", {}),
+    ("tiny-nezha", {}),  # no position table: the embedding sum is words and types only
+    ("tiny-bert", {"num_feedforward_networks": 2}),  # the stream's writer is the last of two FFN NoNorms
+])
+def test_data_policies_move_embeddings_stream_and_relu_units_exactly(which, layout):
+    import mobilebert_kit as mbk
+
+    model = trained_like(mbk.build(which, dtype="float64", normalization_type="no_norm", hidden_act="relu",
+                                   **layout), seed=3)
+    config = model.config
+    migrated, report = migrate_nonorm_scales(model, "balance", InputSet.random(config["vocab_size"], 8, SEQ, seed=7))
+    _assert_same_outputs(model, migrated, padded_inputs(model), 1e-10)
+    last = config["num_feedforward_networks"] - 1
+    streams = ["embeddings/norm"] + [f"transformer_layer_{i}/ffn_{last}/norm" for i in range(config["num_layers"] - 1)]
+    units = [f"transformer_layer_{i}/ffn_{f}/intermediate" for i in range(config["num_layers"])
+             for f in range(last + 1)]
+    assert {"embeddings", *streams, *units} <= set(report), sorted(report)
+    # The block output that heads read stays in its units (a last-block NoNorm write is not a segment).
+    assert f"transformer_layer_{config['num_layers'] - 1}/ffn_{last}/norm" not in report
+
+
+def test_balance_flattens_an_embedding_column_and_a_relu_unit(nonorm_bert):
+    # The same function with one embedding channel 40x larger in every table (the embedding NoNorm's gamma
+    # 40x smaller) and one FFN unit 40x larger (its output row 40x smaller; ReLU is positively homogeneous):
+    # the migration must divide that column and that unit by the largest scale of their segments.
+    arrays = weight_arrays(nonorm_bert)
+    channel, unit = 5, 7
+    tables = [k for k in arrays if k.startswith("embeddings/") and k.endswith("_embeddings")]
+    for key in tables:
+        arrays[key][:, channel] *= 40.0
+    arrays["embeddings/norm/gamma"][channel] /= 40.0
+    inter, out = "transformer_layer_0/ffn_0/intermediate", "transformer_layer_0/ffn_0/output"
+    arrays[f"{inter}/kernel"][:, unit] *= 40.0
+    arrays[f"{inter}/bias"][unit] *= 40.0
+    arrays[f"{out}/kernel"][unit] /= 40.0
+    weak = 11  # a unit that barely fires on the calibration rows may be enlarged RELU_MAX_GROWTH times at most
+    arrays[f"{inter}/kernel"][:, weak] *= 1e-3
+    arrays[f"{inter}/bias"][weak] *= 1e-3
+    arrays[f"{out}/kernel"][weak] *= 1e3
+    model = rebuild(nonorm_bert, arrays=arrays)
+    _assert_same_outputs(nonorm_bert, model, padded_inputs(model))
+    calibration = InputSet.random(model.config["vocab_size"], 64, SEQ, seed=5)
+    migrated, report = migrate_nonorm_scales(model, "balance", calibration)
+    assert report[inter]["min_scale"] == pytest.approx(1 / RELU_MAX_GROWTH)
+    moved = weight_arrays(migrated)
+    shrink = np.abs(moved["embeddings/word_embeddings"]).max(0) / np.abs(arrays["embeddings/word_embeddings"]).max(0)
+    assert int(np.argmin(shrink)) == channel, shrink
+    shrink = np.abs(moved[f"{inter}/kernel"]).max(0) / np.abs(arrays[f"{inter}/kernel"]).max(0)
+    assert int(np.argmin(shrink)) == unit, shrink
+    _assert_same_outputs(model, migrated, padded_inputs(model, seed=9))
+
+
+def test_gelu_units_and_the_unit_policy_leave_the_outer_segments_alone(tiny_bert, nonorm_bert):
+    # GELU is not positively homogeneous, so its units cannot be rescaled; "unit" (--fold-nonorm at export,
+    # compared against the unfolded model's hidden states by the drift probe) keeps every hidden state.
+    gelu = substitute(tiny_bert, norm="no_norm").model
+    calibration = InputSet.random(gelu.config["vocab_size"], 16, SEQ, seed=5)
+    migrated, report = migrate_nonorm_scales(gelu, "balance", calibration)
+    before, after = weight_arrays(gelu), weight_arrays(migrated)
+    assert not [k for k in report if k.endswith("/intermediate")]
+    # The output kernel is an adder of its segment (columns divided by that segment's c); a unit's rescaling
+    # would also scale its rows, so every column's change must be the same factor on every row.
+    for key in (k for k in before if k.endswith("/ffn_0/output/kernel")):
+        factor = after[key] / before[key]
+        np.testing.assert_allclose(factor, np.broadcast_to(factor[:1], factor.shape), rtol=1e-4, err_msg=key)
+    _, report = migrate_nonorm_scales(nonorm_bert)
+    assert "embeddings" not in report and "embeddings/norm" not in report
+    assert not [k for k in report if k.endswith("/intermediate") or "ffn_0/norm" in k]
+
+
 def test_substituted_bert_keeps_its_outputs(nonorm_bert):
     inputs = padded_inputs(nonorm_bert)
     _assert_same_outputs(nonorm_bert, migrate_nonorm_scales(nonorm_bert)[0], inputs)
@@ -126,8 +197,11 @@ def test_refusals(tiny_bert, nonorm_bert):
 
 # Two full-int8 exports (about 11 s): the slow tier; the exactness tests above stay in the default one.
 @pytest.mark.slow
-def test_balance_improves_full_int8_fidelity_of_an_outlier_model(tiny_mobilebert, tmp_path):
-    model = with_outliers(tiny_mobilebert)
+@pytest.mark.parametrize("which", ["tiny_mobilebert", "nonorm_bert"])
+def test_balance_improves_full_int8_fidelity_of_an_outlier_model(which, request, tmp_path):
+    # nonorm_bert: its outliers include the stream between blocks (ffn_0/norm writes it), which only the
+    # data policies' stream segments move.
+    model = with_outliers(request.getfixturevalue(which))
     calibration = InputSet.random(512, 32, SEQ, seed=11)
     calibration.save(tmp_path / "calib.npz")
     InputSet.random(512, 16, SEQ, seed=12).save(tmp_path / "valid.npz")
@@ -138,7 +212,8 @@ def test_balance_improves_full_int8_fidelity_of_an_outlier_model(tiny_mobilebert
                              calibration=str(tmp_path / "calib.npz"), validation_data=str(tmp_path / "valid.npz"),
                              thresholds=never_fail)
         snr[name] = {m.name: m.snr_db for m in result.validation.outputs}["sequence_output"]
-    # Measured 16.0 -> 19.5 dB (benchmarks/scale_migration_int8.py); 2 dB leaves room for converter noise.
+    # Measured 16.0 -> 19.5 dB (tiny-mobilebert, benchmarks/scale_migration_int8.py); 2 dB leaves room for
+    # converter noise.
     assert snr["balance"] > snr["none"] + 2.0, snr
 
 
@@ -165,7 +240,7 @@ def test_balance_reads_the_adders_outputs_and_the_sum_not_only_the_writer(nonorm
     # the segment does not: ranges taken from the writer alone never saw them (all-int8 sentence cosine
     # 0.852 -> 0.926 once counted, benchmarks/nonorm_int8.py). One FFN output column made 50x larger must
     # show in the segment's ranges and get the segment's largest scale.
-    from mobilebert_kit.convert.scale_migration import _segment_ranges
+    from mobilebert_kit.convert.scale_migration import _model_segments, _segment_ranges
 
     arrays = weight_arrays(nonorm_bert)
     kernel = next(k for k in arrays if k.endswith("transformer_layer_0/ffn_0/output/kernel"))
@@ -173,7 +248,7 @@ def test_balance_reads_the_adders_outputs_and_the_sum_not_only_the_writer(nonorm
     arrays[kernel][:, channel] *= 50.0
     model = rebuild(nonorm_bert, arrays=arrays)
     calibration = InputSet.random(64, nonorm_bert.config["vocab_size"], SEQ, seed=5)
-    ranges = _segment_ranges(model, model.config, calibration)
+    ranges = _segment_ranges(model, _model_segments(model.config, set(arrays), outer=True), calibration)
     low, high, added = ranges["transformer_layer_0/attention_output/norm"]
     assert int(np.argmax(added)) == channel and added[channel] > 5 * np.median(added)
     assert high[channel] - low[channel] > 5 * np.median(high - low)  # the sum z sees it too
