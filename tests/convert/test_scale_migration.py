@@ -181,6 +181,19 @@ def test_task_model_and_zero_scale_channels():
     assert "transformer_layer_0/attention_output/norm" in report  # paths relative to the encoder
 
 
+def test_task_model_with_a_data_policy_moves_the_encoders_outer_segments():
+    # A head wraps the encoder, so its weight paths carry the encoder's name: the outer segments must still be
+    # found (their report keys are relative to the encoder) and the logits must not move.
+    import mobilebert_kit as mbk
+    from mobilebert_kit.models.heads import SequenceClassifier
+
+    encoder = trained_like(mbk.build("tiny-bert", normalization_type="no_norm", hidden_act="relu"), seed=2)
+    model = SequenceClassifier(encoder, num_labels=3)
+    migrated, report = migrate_nonorm_scales(model, "balance", InputSet.random(encoder.config["vocab_size"], 8, SEQ))
+    assert {"embeddings", "embeddings/norm", "transformer_layer_0/ffn_0/intermediate"} <= set(report), sorted(report)
+    _assert_same_outputs(model, migrated, padded_inputs(model))
+
+
 def test_refusals(tiny_bert, nonorm_bert):
     import mobilebert_kit as mbk
 
