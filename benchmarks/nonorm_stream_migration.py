@@ -9,9 +9,10 @@ closed by ``attention_output/norm``) is stored as ``x_k / c_k`` with ``c_k``
 chosen by the same ``balance`` rule. Outputs are unchanged (max difference
 printed, float32 rounding).
 
-Not in the library yet: BERT layout only (a MobileBERT block's stream is read by
-its bottleneck layers), and the drift probe compares hidden states, which this
-changes. Measured on the 600-step substituted MiniLM (benchmarks/RESULTS.md).
+Superseded: ``migrate_nonorm_scales`` with a data policy (``balance``, the default of
+``mbk substitute``) now moves this stream itself, with the embedding sum and the ReLU
+FFN units (convert/scale_migration.py, "With data"). Kept to reproduce its row in
+benchmarks/RESULTS.md (the 600-step substituted MiniLM, before that change).
 
 Usage:
   PYTHONPATH=$PWD nice python benchmarks/nonorm_stream_migration.py SUBSTITUTED_MIGRATED_DIR OUT_DIR [CALIBRATION.txt]
