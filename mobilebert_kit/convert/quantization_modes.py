@@ -92,6 +92,8 @@ class TfliteSettings:
             XNNPACK takes the int8 attention matmuls.
         default_float_ops (tuple): op types kept float when the user does not say (``keep_float_ops=None``).
         default_float_nodes (tuple): layer paths kept float with them (no error when a model has none).
+        float_hybrid_convs (bool): run :mod:`~mobilebert_kit.convert.tflite_hybrid_convs` afterwards, so
+            XNNPACK takes the depthwise convolutions that dynamic-range quantization made hybrid.
     """
 
     optimize: bool = True
@@ -100,6 +102,7 @@ class TfliteSettings:
     symmetric_matmuls: bool = False
     default_float_ops: tuple = ()
     default_float_nodes: tuple = ()
+    float_hybrid_convs: bool = False
 
 
 # Validation thresholds a record sets and a user may override (convert.validation.Thresholds fields).
@@ -286,7 +289,7 @@ MODES = {m.name: m for m in (
         "dynamic", "dynamic-range int8: int8 weights, activations quantized on the fly; no calibration",
         refused={"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _TFLITE_SELECTIVE,
                  "default_calibration": _NOT_CALIBRATED},
-        onnx_as="dynamic", onnx=OnnxQuantizer("dynamic"), tflite=TfliteSettings(),
+        onnx_as="dynamic", onnx=OnnxQuantizer("dynamic"), tflite=TfliteSettings(float_hybrid_convs=True),
         thresholds=_DYNAMIC, profiled_as="dynamic-int8",
     ),
     QuantizationMode(

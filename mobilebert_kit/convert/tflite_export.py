@@ -132,6 +132,12 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
         first = first_line(err)
         raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
+    if settings.float_hybrid_convs:
+        from mobilebert_kit.convert.tflite_hybrid_convs import float_hybrid_depthwise
+
+        data, changed = float_hybrid_depthwise(data)
+        if changed:
+            notes.append(f"{changed} depthwise convolution filter(s) kept float32 (XNNPACK has no hybrid kernel)")
     if settings.symmetric_matmuls:
         from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
 
