@@ -27,6 +27,9 @@ def register(subparsers):
                    help="saved-model directory, Hugging Face directory or preset name (required unless --resume)")
     p.add_argument("--norm", help="normalization: no_norm or layer_norm")
     p.add_argument("--act", help="activation: relu, relu6, gelu or gelu_tanh")
+    p.add_argument("--intermediate-size", type=number_option("intermediate_size"), default=None,
+                   help="narrow every FFN to this many hidden units, keeping the most active ones on --data (their "
+                   "weights unchanged; structured pruning that recovery then trains back towards the source)")
     p.add_argument("--out", required=True, help="output directory (a saved model; replaced when the run completes)")
     p.add_argument("--resume", action="store_true",
                    help="continue the interrupted recovery in --out from its last checkpoint (SRC and options not "
@@ -69,6 +72,7 @@ def _settings(args):
 
         stored = RecoveryRun(args.out).stored_settings()
     given = {"src": args.src, "data": args.data, "norm": args.norm, "act": args.act,
+             "intermediate_size": args.intermediate_size,
              "recover_steps": args.recover_steps, "seq_len": args.seq_len, "learning_rate": args.learning_rate,
              "batch_size": args.batch_size, "seed": args.seed, "checkpoint_every": args.checkpoint_every,
              "fit": None if args.no_fit is None else not args.no_fit, "scale_migration": args.scale_migration}
@@ -83,8 +87,8 @@ def run(args):
     settings = _settings(args)
     if settings["src"] is None:
         raise ConfigError("missing SRC, the model to substitute (needed unless --resume finds a run in --out)")
-    if settings["norm"] is None and settings["act"] is None:
-        raise ConfigError("nothing to substitute; pass --norm no_norm and/or --act relu")
+    if settings["norm"] is None and settings["act"] is None and settings["intermediate_size"] is None:
+        raise ConfigError("nothing to substitute; pass --norm no_norm and/or --act relu (or --intermediate-size N)")
     # The same value sets as layers.NORMALIZATIONS / layers.ACTIVATIONS, checked before TensorFlow loads.
     if settings["norm"] is not None:
         check_choice("--norm", settings["norm"], ("layer_norm", "no_norm"))
@@ -113,7 +117,8 @@ def run(args):
     recovery = Recovery(steps=settings["recover_steps"], data=settings["data"], seq_len=settings["seq_len"],
                         learning_rate=settings["learning_rate"], batch_size=settings["batch_size"],
                         fit=settings["fit"], migrate=settings["scale_migration"], seed=settings["seed"])
-    prepared = prepare_source(settings["src"], {"norm": settings["norm"], "act": settings["act"]}, recovery,
+    prepared = prepare_source(settings["src"], {"norm": settings["norm"], "act": settings["act"],
+                                                 "ffn": settings["intermediate_size"]}, recovery,
                               log=print, run=state if resumable else None)
     with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         save(prepared.source.model, tmp)

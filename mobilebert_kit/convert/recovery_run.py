@@ -42,7 +42,7 @@ DEFAULT_CHECKPOINT_EVERY = 100
 KEEP_CHECKPOINTS = 2  # a damaged newest checkpoint falls back to the one before (checkpoint_files)
 # run.json's config: the options of the recovery, by the name of their command-line flag (--recover-steps:
 # recover_steps), so a refusal names what the user typed. Every one changes the result but checkpoint_every.
-CONFIG_KEYS = ("norm", "act", "recover_steps", "seq_len", "learning_rate", "batch_size", "seed", "fit",
+CONFIG_KEYS = ("norm", "act", "intermediate_size", "recover_steps", "seq_len", "learning_rate", "batch_size", "seed", "fit",
                "scale_migration", "checkpoint_every")
 _CHOICES = {"norm": ("layer_norm", "no_norm"), "act": ("gelu", "gelu_tanh", "relu", "relu6"),
             "scale_migration": ("unit", "balance", "smoothquant", "none")}
@@ -151,15 +151,18 @@ class RecoveryRun(ResumableRun):
             value = config.get(key)
             if not (value in choices if isinstance(value, str) else value is None and key != "scale_migration"):
                 raise bad(key)
-        if config.get("norm") is None and config.get("act") is None:
+        if config.get("norm") is None and config.get("act") is None and config.get("intermediate_size") is None:
             raise bad("norm")
+        width = config.get("intermediate_size")
+        if width is not None and not within(LIMITS["intermediate_size"], width):
+            raise bad("intermediate_size")
         for key in ("recover_steps", "seq_len", "learning_rate", "batch_size", "seed", "checkpoint_every"):
             value = config.get(key)
             if not within(LIMITS[key], value) or (key == "recover_steps" and value < 1):
                 raise bad(key)  # a run with no step keeps no state: a record of 0 steps is not ours
         if not isinstance(config.get("fit"), bool):
             raise bad("fit")
-        settings.update({key: config[key] for key in CONFIG_KEYS})
+        settings.update({key: config.get(key) for key in CONFIG_KEYS})  # runs recorded before a key existed lack it
         if isinstance(settings["learning_rate"], int):
             settings["learning_rate"] = float(settings["learning_rate"])
         return settings

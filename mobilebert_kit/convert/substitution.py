@@ -27,6 +27,15 @@ Carry rules:
   0.02 with the copy and 0.32 with the fit; after 60 recovery steps 0.17 and
   0.92 (docs/export.md).
 - ``act``: activations have no weights.
+- ``ffn``: a narrower FFN (``intermediate_size``) keeps, in every FFN, the
+  hidden units that carry the most of its output: with data, the mean
+  ``|act(x w_j + b_j)|`` over real tokens times the norm of the unit's output
+  row; without data, the norms of its input column and output row. The kept
+  units' columns and rows are copied unchanged, in their original order. This
+  is structured pruning of the teacher into a student (the start a recovery or
+  ``mbk distill`` continues from), not an exact rewrite: the dropped units'
+  contribution is lost until recovery learns it back. The grouped FFNs of
+  ConvBERT are refused (their units are tied to groups).
 
 The masked-LM head's transform keeps its real LayerNorm in every MobileBERT
 configuration (parity-notes.md), so a substituted pre-training model still
@@ -45,22 +54,83 @@ from mobilebert_kit.layers.activations import ACTIVATIONS
 from mobilebert_kit.layers.normalization import NORMALIZATIONS
 
 
-def _copy_weights(arrays, model, data):
+def _copy_weights(arrays, model, data, value):
     return dict(arrays)
 
 
-def _fit_norms(arrays, model, data):
+def _model_paths(model):
+    """``{encoder weight path: the same weight's path in model}``: a task model's paths carry its encoder's scope."""
+    from mobilebert_kit.models.api import named_weights
+
+    in_model = {id(var): path for path, var in named_weights(model).items()}
+    return {path: in_model[id(var)] for path, var in named_weights(encoder_of(model)).items()}
+
+
+def _fit_norms(arrays, model, data, value):
     """Replaces each LayerNorm's gamma/beta with the per-feature affine fit of its output (see module doc)."""
     if data is None:
         return dict(arrays)
     arrays = dict(arrays)
+    paths = _model_paths(model)
     for path, (count, sx, sy, sxx, sxy) in _norm_moments(model, data).items():
         x_mean, y_mean = sx / count, sy / count
         var = sxx / count - x_mean ** 2
         cov = sxy / count - x_mean * y_mean
         scale = np.where(var > 1e-12, cov / np.maximum(var, 1e-12), 0.0)
-        arrays[f"{path}/gamma"] = scale.astype(np.float32)
-        arrays[f"{path}/beta"] = (y_mean - scale * x_mean).astype(np.float32)
+        arrays[paths[f"{path}/gamma"]] = scale.astype(np.float32)
+        arrays[paths[f"{path}/beta"]] = (y_mean - scale * x_mean).astype(np.float32)
+    return arrays
+
+
+def _check_width(value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"--intermediate-size must be a positive whole number of FFN units, got {value!r}")
+
+
+def _ffn_unit_scores(model, data):
+    """``{encoder path of an FFN's intermediate kernel: importance of each hidden unit}`` (see module doc)."""
+    from mobilebert_kit.models.api import named_weights
+
+    encoder = encoder_of(model)
+    weights = {path: np.asarray(var.numpy(), dtype=np.float64) for path, var in named_weights(encoder).items()}
+    kernels = [path for path in weights if path.endswith("/intermediate/kernel")]
+    out_norm = {path: np.linalg.norm(weights[path[: -len("intermediate/kernel")] + "output/kernel"], axis=1)
+                for path in kernels}
+    if data is None:
+        return {path: np.linalg.norm(weights[path], axis=0) * out_norm[path] for path in kernels}
+    variables = named_weights(encoder)
+    dense = {id(layer.kernel): layer for layer in _sublayers(encoder)
+             if isinstance(layer, keras.layers.Dense) and layer.name == "intermediate"}
+    layer_of = {path: dense[id(variables[path])] for path in kernels}
+    sums = {path: 0.0 for path in kernels}
+    for records, keep in recorded_batches(encoder, keras.layers.Dense, layer_of.values(), data.arrays):
+        for path, layer in layer_of.items():
+            (_, y), = records[id(layer)]  # the activated output: the Dense applies hidden_act
+            sums[path] = sums[path] + np.abs(y[keep].astype(np.float64)).sum(0)
+    return {path: sums[path] * out_norm[path] for path in kernels}
+
+
+def _narrow_ffns(arrays, model, data, value):
+    """Keeps the ``value`` most important hidden units of every FFN (see module doc)."""
+    config = encoder_of(model).config
+    if config.get("num_groups", 1) != 1:
+        raise ConfigError(
+            f"--intermediate-size cannot narrow grouped FFNs (num_groups {config['num_groups']}): a unit belongs "
+            "to one group's projection; substitute without --intermediate-size"
+        )
+    if value > config["intermediate_size"]:
+        raise ConfigError(
+            f"--intermediate-size {value} is wider than the source's FFNs ({config['intermediate_size']} units): "
+            "narrowing keeps units and cannot add any; pass at most that"
+        )
+    arrays = dict(arrays)
+    paths = _model_paths(model)
+    for kernel, scores in _ffn_unit_scores(model, data).items():
+        keep = np.sort(np.argsort(-scores, kind="stable")[:value])
+        scope = kernel[: -len("intermediate/kernel")]
+        for name, axis in (("intermediate/kernel", 1), ("intermediate/bias", 0), ("output/kernel", 0)):
+            path = paths[scope + name]
+            arrays[path] = np.take(arrays[path], keep, axis=axis)
     return arrays
 
 
@@ -171,11 +241,14 @@ class Substitution:
     Args:
         name: the keyword users pass (``norm``, ``act``).
         config_key: the Encoder option it changes.
-        choices: the values that option accepts.
-        carry: ``(arrays, model, data) -> arrays``: how the source model's
-            weights move to the substituted architecture (``data``: an
-            optional InputSet for rules that fit to activations).
+        choices: the values that option accepts (None: ``check`` decides).
+        carry: ``(arrays, model, data, value) -> arrays``: how the source
+            model's weights move to the substituted architecture (``data``:
+            an optional InputSet for rules that fit to activations; ``value``:
+            the new option value).
         carry_rule: one line saying what ``carry`` does, for the report.
+        check: ``value -> None``, raising ConfigError, for options without a
+            fixed set of choices.
     """
 
     name: str
@@ -183,6 +256,14 @@ class Substitution:
     choices: tuple
     carry: object = _copy_weights
     carry_rule: str = ""
+    check: object = None
+
+    def validate(self, value):
+        """Raises ConfigError unless ``value`` is a valid setting of this record."""
+        if self.check is not None:
+            self.check(value)
+        else:
+            check_choice(f"--{self.name}", value, self.choices)
 
 
 SUBSTITUTIONS = {
@@ -191,6 +272,11 @@ SUBSTITUTIONS = {
         "gamma/beta carried by name: LayerNorm's affine part, or with data the per-feature fit of its output",
     ),
     "act": Substitution("act", "hidden_act", tuple(ACTIVATIONS), _copy_weights, "activations have no weights"),
+    "ffn": Substitution(
+        "ffn", "intermediate_size", None, _narrow_ffns,
+        "each FFN keeps its most active hidden units (structured pruning; recovery learns the rest back)",
+        check=_check_width,
+    ),
 }
 
 
@@ -218,7 +304,7 @@ def substitute(model, fit_inputs=None, **targets):
         fit_inputs: an InputSet for carry rules that fit to activations (``norm``);
             None carries LayerNorm's gamma/beta unchanged.
         **targets: record name -> new value, e.g. ``norm="no_norm", act="relu"``
-            (None skips a record).
+            or ``ffn=768`` (None skips a record).
 
     Raises:
         ConfigError: an unknown record or value (listing the valid ones).
@@ -238,7 +324,7 @@ def substitute(model, fit_inputs=None, **targets):
         if value is None:
             continue
         record = SUBSTITUTIONS[name]
-        check_choice(f"--{name}", value, record.choices)
+        record.validate(value)
         if old_config[record.config_key] != value:
             overrides[record.config_key] = value
             records.append(record)
@@ -246,7 +332,7 @@ def substitute(model, fit_inputs=None, **targets):
         return SubstitutionResult(model)
     arrays = weight_arrays(model)
     for record in records:
-        arrays = record.carry(arrays, model, fit_inputs)
+        arrays = record.carry(arrays, model, fit_inputs, overrides[record.config_key])
     new = rebuild(model, arrays=arrays, **overrides)
     return SubstitutionResult(
         new,

@@ -55,6 +55,8 @@ LIMITS = {
     "qat_steps": Limit(int, 0, _MANY),
     "qat_learning_rate": Limit(float, 0.0, 10.0, lo_open=True),
     "recover_steps": Limit(int, 0, _MANY),
+    # FFN hidden units kept by `mbk substitute --intermediate-size` (BERT-large has 4,096; 65,536 is 16x that)
+    "intermediate_size": Limit(int, 1, 65536),
     "learning_rate": Limit(float, 0.0, 10.0, lo_open=True),
     "pd_learning_rate": Limit(float, 0.0, 10.0, lo_open=True),
     "epochs": Limit(int, 1, 100_000),

@@ -65,6 +65,12 @@ def test_text_calibration_goes_through_the_tokenizer(tmp_path):
          ["--batch-size", ">= 1"]),
         (["substitute", "tiny-bert", "--norm", "no_norm", "--scale-migration", "huge", "--out", "{tmp}/s"],
          ["huge", "balance", "none"]),
+        (["substitute", "tiny-bert", "--intermediate-size", "0", "--out", "{tmp}/s"],
+         ["--intermediate-size", ">= 1"]),
+        (["substitute", "tiny-bert", "--intermediate-size", "100000", "--out", "{tmp}/s"],
+         ["--intermediate-size", "<= 65536"]),
+        (["substitute", "tiny-bert", "--intermediate-size", "65", "--out", "{tmp}/s"],
+         ["wider than the source's FFNs (64 units)"]),
         (["inspect", "{tmp}/garbage.tflite"], ["not a TFLite flatbuffer"]),
         (["export", "--recipe", "{tmp}/missing.toml"], ["does not exist"]),
     ],
@@ -75,6 +81,18 @@ def test_bad_input_is_a_one_line_error(tmp_path, args, fragments):
     assert proc.returncode == 2
     assert_one_line_error(proc, *fragments)
     assert not (tmp_path / "m.tflite").exists()
+
+
+def test_substitute_narrows_the_ffns_into_a_student(tmp_path):
+    import mobilebert_kit as mbk
+
+    out_dir = tmp_path / "narrow"
+    proc = run_mbk("substitute", "tiny-bert", "--norm", "no_norm", "--act", "relu", "--intermediate-size", "24",
+                   "--out", out_dir, "--recover-steps", "1", "--seq-len", "16", "--batch-size", "4", check=True)
+    assert "intermediate_size 64 -> 24" in proc.stdout
+    report = json.loads((out_dir / "substitution.json").read_text())
+    assert report["changes"]["intermediate_size"] == [64, 24]
+    assert mbk.load(out_dir).config["intermediate_size"] == 24
 
 
 def test_substitute_writes_a_loadable_model_with_its_report(tmp_path):

@@ -136,6 +136,23 @@ def test_sigterm_checkpoints_like_ctrl_c_and_a_run_killed_before_its_first_check
         assert_same_weights(saved_weights(directory), saved_weights(uninterrupted))
 
 
+def test_a_narrowing_run_resumes_narrow_and_refuses_another_width(stop, tmp_path, capsys):
+    import mobilebert_kit as mbk
+
+    whole, out = tmp_path / "whole", tmp_path / "narrow"
+    stop(None)
+    assert _substitute(capsys, whole, "--intermediate-size", 24).returncode == 0
+    stop(3)
+    assert _substitute(capsys, out, "--intermediate-size", 24).returncode == 130
+    assert json.loads((out / "run" / "run.json").read_text())["config"]["intermediate_size"] == 24
+    assert_one_line_error(_substitute(capsys, out, "--resume", "--intermediate-size", 32), "intermediate_size")
+    stop(None)
+    proc = _mbk(capsys, "substitute", "--out", out, "--resume")  # the width comes from the run's record
+    assert proc.returncode == 0, proc.stderr
+    assert mbk.load(out).config["intermediate_size"] == 24
+    assert_same_weights(saved_weights(out), saved_weights(whole))
+
+
 def test_the_cli_refuses_what_would_lose_or_mix_runs(interrupted, tmp_path, capsys):
     before = _files(interrupted)
     # A new run over the interrupted one would discard its checkpoints: refused, naming the step and the ways on.
@@ -225,6 +242,8 @@ def test_overwrite_replaces_a_user_s_directory_only_with_the_finished_output(uni
     ("learning_rate", "1e-3", "bad 'learning_rate'"),
     ("batch_size", 10**12, "bad 'batch_size'"),
     ("fit", "yes", "bad 'fit'"),
+    ("intermediate_size", 0, "bad 'intermediate_size'"),
+    ("intermediate_size", "768", "bad 'intermediate_size'"),
     ("config", [[[[]]]], "not a substitution run record"),
 ])
 def test_a_hostile_run_record_is_one_line(interrupted, field, value, fragment, capsys):

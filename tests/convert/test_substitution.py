@@ -74,7 +74,7 @@ def test_unknown_records_and_values_list_the_valid_ones(tiny_bert):
         substitute(tiny_bert, normalisation="no_norm")
     with pytest.raises(ConfigError, match="'layer_norm', 'no_norm'"):
         substitute(tiny_bert, norm="rms_norm")
-    assert set(SUBSTITUTIONS) == {"norm", "act"}
+    assert set(SUBSTITUTIONS) == {"norm", "act", "ffn"}
     assert substitute(tiny_bert, norm="layer_norm").model is tiny_bert  # nothing to change
 
 
@@ -127,3 +127,69 @@ def test_fit_and_report_run_in_bounded_batches_and_match_the_one_pass_fit(tiny_b
     scale = ((x - x.mean(0)) * (y - y.mean(0))).mean(0) / x.var(0)
     got = weight_arrays(fitted)["transformer_layer_0/attention_output/norm/gamma"]
     np.testing.assert_allclose(got, scale, rtol=1e-4, atol=1e-6)
+
+
+def _with_dead_units(model, dead):
+    """``model`` with the output rows of FFN units ``dead`` zeroed in every FFN: those units contribute nothing."""
+    from mobilebert_kit.convert.rebuild import rebuild
+
+    arrays = weight_arrays(model)
+    for path in arrays:
+        if path.endswith("/output/kernel") and "/ffn_" in path:
+            arrays[path] = arrays[path].copy()
+            arrays[path][dead] = 0.0
+    return rebuild(model, arrays=arrays)
+
+
+@pytest.mark.parametrize("with_data", [False, True])
+def test_narrowing_keeps_the_units_that_carry_the_output(tiny_bert, with_data):
+    # Half the units of every FFN are dead (zero output rows), scattered: narrowing to the other half must keep
+    # exactly those, in order, with their weights, so the narrowed model computes the same function.
+    width = tiny_bert.config["intermediate_size"]
+    dead = np.arange(0, width, 2)
+    model = _with_dead_units(tiny_bert, dead)
+    data = InputSet.random(512, 24, SEQ, seed=8)
+    result = substitute(model, fit_inputs=data if with_data else None, ffn=width // 2)
+    narrow = result.model
+    assert narrow.config["intermediate_size"] == width // 2
+    assert result.changes == {"intermediate_size": (width, width // 2)}
+    live = np.arange(1, width, 2)
+    before, after = weight_arrays(model), weight_arrays(narrow)
+    scope = "transformer_layer_1/ffn_0/"
+    np.testing.assert_array_equal(after[scope + "intermediate/kernel"], before[scope + "intermediate/kernel"][:, live])
+    np.testing.assert_array_equal(after[scope + "intermediate/bias"], before[scope + "intermediate/bias"][live])
+    np.testing.assert_array_equal(after[scope + "output/kernel"], before[scope + "output/kernel"][live])
+    arrays = {k: np.asarray(v) for k, v in data.arrays.items()}
+    expected = model(arrays, training=False)["sequence_output"].numpy()
+    got = narrow(arrays, training=False)["sequence_output"].numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_narrowing_a_task_model_with_data_keeps_its_head(tiny_bert):
+    # A fine-tuned classifier is what users substitute; its weight paths carry the encoder's scope. The NoNorm
+    # fit with data used the encoder's own paths and refused the model (a CheckpointError of "unexpected" norms).
+    from mobilebert_kit.models.heads import HEADS
+
+    classifier = HEADS["sequence_classifier"](tiny_bert, 3)
+    data = InputSet.random(512, 16, SEQ, seed=9)
+    gamma = "encoder/transformer_layer_0/ffn_0/norm/gamma"
+    fitted = weight_arrays(substitute(classifier, fit_inputs=data, norm="no_norm").model)
+    copied = weight_arrays(substitute(classifier, norm="no_norm").model)
+    assert not np.allclose(fitted[gamma], copied[gamma])  # fitted, not copied
+    result = substitute(classifier, fit_inputs=data, norm="no_norm", act="relu", ffn=16)
+    before, after = weight_arrays(classifier), weight_arrays(result.model)
+    np.testing.assert_array_equal(after["classifier/kernel"], before["classifier/kernel"])
+    assert after["encoder/transformer_layer_0/ffn_0/intermediate/kernel"].shape[1] == 16
+    np.testing.assert_array_equal(after[gamma], fitted[gamma])  # the fit reads the source, not the narrowed model
+
+
+def test_narrowing_refuses_what_it_cannot_do(tiny_bert):
+    import mobilebert_kit as mbk
+
+    with pytest.raises(ConfigError, match="wider than the source's FFNs"):
+        substitute(tiny_bert, ffn=tiny_bert.config["intermediate_size"] + 1)
+    for bad in (0, -3, 2.5, True, "64"):
+        with pytest.raises(ConfigError, match="positive whole number"):
+            substitute(tiny_bert, ffn=bad)
+    with pytest.raises(ConfigError, match="grouped FFNs"):
+        substitute(mbk.build("tiny-convbert", num_groups=2), ffn=8)
