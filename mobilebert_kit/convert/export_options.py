@@ -130,7 +130,7 @@ class ExportOptions:
         static_axes (bool): ONNX with static ``[batch_size, seq_len]`` inputs.
         embed_vocab (bool): store the vocabulary in the artifact's metadata.
         labels (tuple): class names to record (default: from the source).
-        substitutions (dict): ``{"norm": ..., "act": ...}`` applied before export (see substitution.py).
+        substitutions (dict): ``{"norm": ..., "act": ..., "ffn": ...}`` applied before export (substitution.py).
         recover_steps (int): recovery distillation steps after substitution.
         recover_data (str): recovery data file.
         qat_steps (int): quantization-aware fine-tuning steps for ``qat``.
@@ -217,7 +217,7 @@ class ExportOptions:
                                     help="rows of calibration data used at most")
     validation_count: int = option(16, recipe=("validation", "count"), limit="count", help="rows validated")
     labels: tuple = option((), recipe=("export", "labels"), help="class names to record")
-    substitutions: dict = option(factory=dict, help="operator substitutions ([substitute] norm / act)")
+    substitutions: dict = option(factory=dict, help="operator substitutions ([substitute] norm / act / intermediate_size)")
     recover_steps: int = option(0, recipe=("substitute", "recover_steps"), limit="recover_steps",
                                 help="recovery distillation steps after substitution")
     recover_data: str = option(None, recipe=("substitute", "data"), help="recovery data file")

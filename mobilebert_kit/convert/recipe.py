@@ -57,7 +57,7 @@ from mobilebert_kit.utils.terminal import escape
 _OPTION_KEYS = recipe_keys()
 _OWN_KEYS = {
     "source": {"model": str, "preset": str},
-    "substitute": {"norm": str, "act": str, "fit": bool, "seq_len": int, "learning_rate": float, "batch_size": int},
+    "substitute": {"norm": str, "act": str, "intermediate_size": int, "fit": bool, "seq_len": int, "learning_rate": float, "batch_size": int},
     "export": {"formats": list, "out_dir": str, "name": str},
     "calibration": {},
     "validation": {k: float for k in THRESHOLD_KEYS},
@@ -68,6 +68,8 @@ _OWN_KEYS = {
 _SECTIONS = {table: {**own, **{key: option.type for key, option in _OPTION_KEYS.get(table, {}).items()}}
              for table, own in _OWN_KEYS.items()}
 _FORMAT_TABLES = ("tflite", "onnx")
+# [substitute] keys that name a substitution record (convert/substitution.py: SUBSTITUTIONS), as mbk substitute's flags.
+_SUBSTITUTION_KEYS = {"norm": "norm", "act": "act", "intermediate_size": "ffn"}
 _PATH_KEYS = {("source", "model"), ("substitute", "data"), ("export", "out_dir"), ("calibration", "data"),
               ("validation", "data"), ("evaluation", "data")}
 _OUTPUT_KEYS = {("export", "out_dir")}
@@ -143,7 +145,8 @@ class Recipe:
             opts = ExportOptions(
                 source=self.source_spec(), format=fmt, out=out, validate=validate, named_by="recipe",
                 thresholds={k: validation[k] for k in THRESHOLD_KEYS if k in validation},
-                substitutions={k: substitute[k] for k in ("norm", "act") if k in substitute}, **fields,
+                substitutions={record: substitute[key] for key, record in _SUBSTITUTION_KEYS.items()
+                               if key in substitute}, **fields,
             )
             try:
                 opts.check()

@@ -63,6 +63,7 @@ preset = "tiny-bert"
 [substitute]
 norm = "no_norm"
 act = "relu"
+intermediate_size = 48
 recover_steps = 1
 seq_len = 16
 batch_size = 4
@@ -94,7 +95,10 @@ min_snr_db = 8
     assert all(inspect_artifact(r.path).variant_ops() == {"layer_norm": {}, "gelu": {}} for r in results)
     import onnx
 
-    assert onnx.load(results[1].path).opset_import[0].version == 15
+    graph = onnx.load(results[1].path)
+    assert graph.opset_import[0].version == 15
+    assert recipe.options()[0].substitutions == {"norm": "no_norm", "act": "relu", "ffn": 48}
+    assert any(48 in init.dims for init in graph.graph.initializer)  # the FFNs narrowed from 64 to 48 units
 
 
 def test_minilm_recipe_through_a_symlinked_checkpoint(tmp_path):
