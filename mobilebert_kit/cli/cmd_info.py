@@ -60,14 +60,13 @@ def run(args):
     import json
 
     from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.models.api import check_positions
     from mobilebert_kit.models.summary import summarize
 
     if args.seq_len < 1:
         raise ConfigError(f"--seq-len must be positive, got {args.seq_len}")
     model = load_source(args.source)
-    limit = getattr(model, "encoder", model).config["max_position_embeddings"]
-    if args.seq_len > limit and getattr(model, "encoder", model).config.get("position_embedding_type") == "absolute":
-        raise ConfigError(f"--seq-len {args.seq_len} exceeds the model's {limit} positions; use at most {limit}")
+    check_positions(getattr(model, "encoder", model).config, args.seq_len)
     summary = summarize(model, seq_len=args.seq_len)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))

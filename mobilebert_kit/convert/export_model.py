@@ -25,6 +25,7 @@ from mobilebert_kit.convert.export_options import MASK_DTYPES
 from mobilebert_kit.convert.export_tasks import POOLINGS, export_task
 from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
 from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.models.api import check_positions
 from mobilebert_kit.models.encoder import INPUT_NAMES
 
 OUTPUTS = {
@@ -242,10 +243,7 @@ def build_export_model(
     check_choice("ids_dtype", ids_dtype, ("int32", "int64"))
     architecture = architecture_of(model)
     config = encoder_of(model).config
-    limit = config["max_position_embeddings"]
-    if seq_len is not None and config.get("position_embedding_type") == "absolute" and seq_len > limit:
-        # Keras would fail deep inside the embedding's gather with a multi-line message.
-        raise ConfigError(f"--seq-len {seq_len} exceeds the model's {limit} positions; use at most {limit}")
+    check_positions(config, seq_len)
     if (
         attention_mask_value is not None
         and config["attention_mask_mode"] == "add"

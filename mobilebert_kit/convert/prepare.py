@@ -16,6 +16,7 @@ from mobilebert_kit.convert.rebuild import encoder_of
 from mobilebert_kit.convert.recovery import recover
 from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
 from mobilebert_kit.convert.substitution import substitute
+from mobilebert_kit.models.api import check_positions
 from mobilebert_kit.sources.model_source import ModelSource
 
 # Rows of the default recovery inputs: enough for NoNorm's per-channel fit and the fidelity report.
@@ -110,6 +111,7 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
     recovery = recovery or Recovery()
     say = log or (lambda *_: None)
     config = encoder_of(original.model).config
+    check_positions(config, recovery.seq_len)  # an .npz's rows must have --seq-len tokens too (InputSet)
     if recovery.data:
         data = InputSet.from_file(recovery.data, recovery.seq_len, original.tokenizer, config["vocab_size"])
     else:

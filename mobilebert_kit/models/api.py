@@ -51,6 +51,24 @@ def build(preset, **overrides):
     return Encoder(**config)
 
 
+def check_positions(config, seq_len, option="--seq-len"):
+    """Raises ConfigError when ``seq_len`` tokens do not fit an encoder's learned (absolute) positions.
+
+    Keras would otherwise fail deep inside the embedding's gather with a multi-line message.
+
+    Args:
+        config (dict): the encoder's config.
+        seq_len (int | None): tokens per row (None: nothing to check).
+        option (str): the option the user set, named in the message.
+
+    Example:
+        >>> check_positions(build("tiny-bert").config, 16)
+    """
+    limit = config["max_position_embeddings"]
+    if seq_len is not None and config.get("position_embedding_type", "absolute") == "absolute" and seq_len > limit:
+        raise ConfigError(f"{option} {seq_len} exceeds the model's {limit} positions; use at most {limit}")
+
+
 def named_weights(model, prefix=""):
     """Returns ``{path: variable}`` for every weight, keyed by stable layer names.
 

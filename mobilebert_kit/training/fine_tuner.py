@@ -163,6 +163,7 @@ class FineTuner:
 
     def _build(self, num_labels):
         from mobilebert_kit.backend import keras
+        from mobilebert_kit.models.api import check_positions
         from mobilebert_kit.models.heads import HEADS
         from mobilebert_kit.training.lamb import Lamb
         from mobilebert_kit.training.warmup_decay import WarmupDecay
@@ -176,6 +177,8 @@ class FineTuner:
                 f"the vocabulary {getattr(self.tokenizer, 'source', '')} has {size} tokens but {self.model_spec} "
                 f"embeds only {encoder.config['vocab_size']}; pass --vocab with the vocab.txt the model was trained with"
             )
+        # Longer rows than the learned positions fail inside the first training step with a graph error.
+        check_positions(encoder.config, cfg.seq_len)
         head = HEAD_OF_TASK[cfg.task]
         kwargs = {}
         if cfg.task in ("classification", "regression", "token_classification"):

@@ -69,8 +69,11 @@ def test_text_calibration_goes_through_the_tokenizer(tmp_path):
          ["--intermediate-size", ">= 1"]),
         (["substitute", "tiny-bert", "--intermediate-size", "100000", "--out", "{tmp}/s"],
          ["--intermediate-size", "<= 65536"]),
-        (["substitute", "tiny-bert", "--intermediate-size", "65", "--out", "{tmp}/s"],
+        (["substitute", "tiny-bert", "--intermediate-size", "65", "--seq-len", "16", "--out", "{tmp}/s"],
          ["wider than the source's FFNs (64 units)"]),
+        # The default --seq-len (128) on a model of 64 positions was "internal error (InvalidArgumentError ...)".
+        (["substitute", "tiny-bert", "--norm", "no_norm", "--out", "{tmp}/s"],
+         ["--seq-len 128 exceeds the model's 64 positions", "at most 64"]),
         (["inspect", "{tmp}/garbage.tflite"], ["not a TFLite flatbuffer"]),
         (["export", "--recipe", "{tmp}/missing.toml"], ["does not exist"]),
     ],

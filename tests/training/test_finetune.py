@@ -152,6 +152,18 @@ def test_bad_task_inputs(tokenizer, tmp_path):
         evaluate_directory(tmp_path, tmp_path / "x.tsv")
 
 
+def test_rows_longer_than_the_positions_are_refused_before_any_state(tokenizer, tmp_path):
+    # --seq-len 1024 on a 512-position MiniLM was "internal error (ValueError: in user code:)" from the first step,
+    # after OUT/run was written, and that state then blocked the same command until --overwrite.
+    from mobilebert_kit.errors import ConfigError
+
+    train = _sentiment(tmp_path / "train.tsv", 16, 0)
+    config = FinetuneConfig(task="classification", epochs=1, batch_size=8, seq_len=65)  # tiny-bert has 64
+    with pytest.raises(ConfigError, match="--seq-len 65 exceeds the model's 64 positions"):
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(train, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 _QA = '{"id": 1, "question": "q", "answers": [{"text": "a", "answer_start": 0}]}'
 
 
