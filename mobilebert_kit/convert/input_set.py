@@ -152,8 +152,9 @@ class InputSet:
         ids = rng.integers(1, vocab_size, size=(count, seq_len), dtype=np.int32)
         mask = np.ones((count, seq_len), np.int32)
         types = np.zeros((count, seq_len), np.int32)
+        shortest = min(max(2, seq_len // 4), seq_len - 1)  # seq_len 2 (the smallest --seq-len): one real token
         for row in range(count):
-            length = seq_len if row % 2 == 0 else int(rng.integers(max(2, seq_len // 4), seq_len))
+            length = seq_len if row % 2 == 0 or seq_len < 2 else int(rng.integers(shortest, seq_len))
             mask[row, length:] = 0
             ids[row, length:] = 0
             if type_vocab_size > 1:

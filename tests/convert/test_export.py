@@ -16,6 +16,7 @@ from mobilebert_kit.convert.errors import (
 )
 from mobilebert_kit.convert.exporter import validate_file
 from tests.convert.conftest import SEQ, export_tiny, padded_inputs
+from tests.helpers import run_mbk
 
 INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
 # The default signature per format (issue 14): TFLite static all-int32 (MediaPipe, the Task Library),
@@ -197,6 +198,23 @@ def test_architecture_variants_export_and_validate(tmp_path, preset, fmt):
     result = export_tiny(model, tmp_path / f"m.{fmt}", fmt, "dynamic", validation_data=None)
     assert result.validation.passed, result.validation.format_text()
     assert validate_file(tmp_path / f"m.{fmt}", model, padded_inputs(model), "dynamic").passed
+
+
+@pytest.mark.parametrize("seq_len", [2, 3, 5])
+def test_generated_rows_at_the_shortest_lengths(seq_len):
+    # --seq-len 2 (the smallest the flag takes) was "internal error (ValueError: low >= high)" in the random rows
+    # every export validates on and every substitution without data fits on.
+    from mobilebert_kit.convert.input_set import InputSet
+
+    for rows in (InputSet.random(512, 9, seq_len), InputSet.like_text(512, 9, seq_len)):
+        mask = rows.arrays["attention_mask"]
+        assert rows.arrays["input_ids"].shape == (9, seq_len) and mask.sum(axis=1).min() >= 1
+
+
+def test_export_at_the_shortest_sequence(tmp_path):
+    proc = run_mbk("export", "tiny-bert", "--format", "tflite", "--seq-len", "2", "--out", tmp_path / "m.tflite")
+    assert proc.returncode == 0, proc.stderr
+    assert "PASSED" in proc.stdout
 
 
 @pytest.mark.parametrize("vocab_size, cls_id, sep_id, first_word", [(30522, 101, 102, 104), (64, 1, 2, 3)])
