@@ -207,3 +207,13 @@ def test_control_characters_in_a_module_type_stay_on_one_line(st_dir, kind, with
         read_pooling(st_dir)
     message = str(err.value)
     assert len(message.splitlines()) == 1 and "\x1b" not in message and "\u202e" not in message, repr(message)
+
+
+@pytest.mark.parametrize("pooling", [Pooling("mean", True), Pooling("mean", False), Pooling("cls", True),
+                                     Pooling("cls", False)])
+def test_a_written_declaration_reads_back(tmp_path, pooling):
+    from mobilebert_kit.sources.pooling import write_pooling
+
+    write_pooling(tmp_path, pooling, 384)
+    assert read_pooling(tmp_path) == pooling
+    assert json.loads((tmp_path / "1_Pooling" / "config.json").read_text())["word_embedding_dimension"] == 384

@@ -123,11 +123,27 @@ def run(args):
     with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         save(prepared.source.model, tmp)
         copy_tokenizer_files(prepared.source.directory, tmp)
+        pooling = _carry_pooling(prepared, tmp)
         (tmp / "substitution.json").write_text(json.dumps({
             "source": prepared.original.describe(),
             "changes": {k: list(v) for k, v in prepared.substitution.changes.items()},
             "rules": prepared.substitution.rules, "fit_to_data": settings["fit"], "data": prepared.data.description,
             "fidelity": prepared.fidelity.to_dict(), "scale_migration": prepared.migration,
         }, indent=2) + "\n")
+    if pooling:
+        print(f"sentence pooling carried over from the source: {pooling}")
     print(f"wrote {args.out}")
     return 0
+
+
+def _carry_pooling(prepared, directory):
+    """The source's sentence pooling, declared in the output too (sources/pooling.py); a phrase, or None."""
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.sources.pooling import carry_pooling
+
+    try:
+        pooling = carry_pooling(prepared.original.directory, directory, prepared.source.encoder.config["hidden_size"])
+    except ConfigError as err:  # a pooling mbk cannot export: the model is still written, without one
+        print(f"note: the source's sentence pooling is not carried over ({err}); export with --pooling mean|cls")
+        return None
+    return pooling.describe() if pooling else None

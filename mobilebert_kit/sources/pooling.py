@@ -208,4 +208,60 @@ def _where(path):
     return escape(str(path))
 
 
-__all__ = ["Pooling", "read_pooling", "POOLING_KEYS"]
+__all__ = ["Pooling", "read_pooling", "POOLING_KEYS", "write_pooling", "carry_pooling"]
+
+
+# The modules.json entries a derived model declares: the one layout read_pooling accepts.
+_MODULE_TYPES = {"Transformer": "sentence_transformers.models.Transformer",
+                 "Pooling": "sentence_transformers.models.Pooling",
+                 "Normalize": "sentence_transformers.models.Normalize"}
+
+
+def write_pooling(directory, pooling, dimension=None):
+    """Declares ``pooling`` in ``directory`` as sentence-transformers does (``modules.json``, ``1_Pooling/``).
+
+    A model derived from a sentence encoder (``mbk substitute``, ``mbk distill``) is still one: without the
+    declaration ``mbk export --task auto`` would export its token features instead of the sentence vector an
+    app embeds with, and ``--task embedding`` would refuse it. What is written is rebuilt from the
+    :class:`Pooling` record, never copied, so it is always what :func:`read_pooling` accepts.
+
+    Args:
+        directory (str | os.PathLike): the model directory (being written, so no one else reads it yet).
+        pooling (Pooling): the declaration.
+        dimension (int | None): the token vector size, for sentence-transformers' ``word_embedding_dimension``.
+
+    Example:
+        >>> write_pooling("out/student", Pooling("mean", True), 384)  # doctest: +SKIP
+        >>> read_pooling("out/student")  # doctest: +SKIP
+        Pooling(mode='mean', normalize=True)
+    """
+    import json
+
+    from mobilebert_kit.utils.atomic import atomic_file
+
+    directory = Path(directory)
+    names = ["Transformer", "Pooling"] + (["Normalize"] if pooling.normalize else [])
+    paths = {"Transformer": "", "Pooling": "1_Pooling", "Normalize": "2_Normalize"}
+    modules = [{"idx": i, "name": str(i), "path": paths[name], "type": _MODULE_TYPES[name]}
+               for i, name in enumerate(names)]
+    config = {key: mode == pooling.mode for key, mode in POOLING_KEYS.items()}
+    if dimension is not None:
+        config = {"word_embedding_dimension": int(dimension), **config}
+    (directory / "1_Pooling").mkdir(exist_ok=True)
+    for path, value in ((directory / "1_Pooling" / "config.json", config), (directory / MODULES_FILE, modules)):
+        with atomic_file(path, "w") as handle:
+            handle.write(json.dumps(value, indent=2) + "\n")
+
+
+def carry_pooling(source_dir, target_dir, dimension=None):
+    """Declares in ``target_dir`` the pooling ``source_dir`` declares; returns it, or None when there is none.
+
+    Raises:
+        ConfigError: the source's declaration cannot be read or is not exportable (see :func:`read_pooling`).
+    """
+    if source_dir is None or not Path(source_dir).is_dir():
+        return None
+    pooling = read_pooling(source_dir)
+    if pooling is not None:
+        write_pooling(target_dir, pooling, dimension)
+    return pooling

@@ -50,6 +50,7 @@ from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.data.vocab import copy_tokenizer_files
+from mobilebert_kit.sources.pooling import carry_pooling
 from mobilebert_kit.errors import ConfigError, MbkError, first_line
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
@@ -524,6 +525,11 @@ class Distiller:
         names = []
         for target in targets:
             names = copy_tokenizer_files(self.teacher_spec, target)
+        try:  # the student of a sentence encoder is one: it embeds with the teacher's pooling
+            if carry_pooling(self.teacher_spec, targets[0], self.student_encoder.config["hidden_size"]):
+                names.append("modules.json (sentence pooling)")
+        except ConfigError:
+            pass  # a pooling mbk cannot export: the student is written without one, as before
         return names
 
     def _finish(self, history):

@@ -98,6 +98,31 @@ def test_substitute_narrows_the_ffns_into_a_student(tmp_path):
     assert mbk.load(out_dir).config["intermediate_size"] == 24
 
 
+@pytest.mark.parametrize("mode, carried", [("pooling_mode_mean_tokens", True), ("pooling_mode_max_tokens", False)])
+def test_substitute_keeps_a_sentence_encoder_a_sentence_encoder(tmp_path, mode, carried):
+    # The substituted all-MiniLM-L6-v2 lost its sentence-transformers pooling: `mbk export --task auto` then wrote
+    # token features instead of the sentence vector, and `--task embedding` was refused.
+    import mobilebert_kit as mbk
+    from mobilebert_kit.sources.pooling import POOLING_KEYS, Pooling, read_pooling
+
+    source, out = tmp_path / "encoder", tmp_path / "sub"
+    mbk.save(mbk.build("tiny-bert"), source)
+    (source / "1_Pooling").mkdir()
+    (source / "1_Pooling" / "config.json").write_text(json.dumps({key: key == mode for key in POOLING_KEYS}))
+    (source / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    proc = run_mbk("substitute", source, "--norm", "no_norm", "--seq-len", "16", "--out", out, check=True)
+    if carried:
+        assert read_pooling(out) == Pooling("mean", False)
+        assert "sentence pooling carried over from the source: mean pooling" in proc.stdout
+        export = run_mbk("export", out, "--format", "tflite", "--seq-len", "16", "--out", tmp_path / "m.tflite",
+                         check=True)
+        assert "task embedding" in export.stdout
+    else:  # max pooling is not exportable: the model is still written, without a declaration, and says so
+        assert read_pooling(out) is None and "not carried over" in proc.stdout
+
+
 def test_substitute_writes_a_loadable_model_with_its_report(tmp_path):
     import mobilebert_kit as mbk
 

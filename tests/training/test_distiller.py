@@ -108,6 +108,9 @@ def test_outputs_and_tensorboard(uninterrupted):
     assert student.config["num_layers"] == 2 and not student.config["output_hidden_states"]
     assert mbk.load(out / "pretrainer").architecture == "pretrainer"
     assert (out / "student" / "vocab.txt").read_text() == (uninterrupted["inputs"] / "teacher" / "vocab.txt").read_text()
+    from mobilebert_kit.sources.pooling import Pooling, read_pooling
+
+    assert read_pooling(out / "student") == Pooling("cls", True)  # the teacher's sentence pooling, declared again
     scalars = read_scalars(out / "tensorboard")
     assert [s for s, _ in scalars["layer_0/feature_map"]] == [1, 2, 3]
     assert [s for s, _ in scalars["layer_1/attention"]] == [4, 5, 6]
