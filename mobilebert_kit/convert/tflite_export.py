@@ -170,7 +170,10 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
             f"no ops found for layer(s) {', '.join(keep_float_layers)}; use layer names such as "
             "transformer_layer_0, embeddings, transformer_layer_0/attention"
         )
-    kept = [f"op types {', '.join(sorted(keep_float_ops))}"] if keep_float_ops else []
+    # The note names the op types the graph has: the defaults list some that only some tasks produce.
+    present = {op["type"] for op in read_tflite_bytes(calibrated).ops}
+    named = sorted(op.upper() for op in keep_float_ops if op.upper() in present)
+    kept = [f"op types {', '.join(named)}"] if named else []
     kept += [f"{len(nodes)} node(s) of {', '.join(sorted(keep_float_layers))}"] if keep_float_layers else []
     extra = _nodes_of_layers(calibrated, default_nodes) if default_nodes else []
     if extra:

@@ -125,6 +125,21 @@ def test_embedding_export_is_the_pooled_normalized_sentence_vector(tiny_bert, tm
     assert meta["pooling"] == {"mode": "mean", "normalize": True}
 
 
+def test_full_int8_embedding_keeps_its_sentence_pooling_float(tiny_bert, tmp_path):
+    # The masked mean and the L2 norm are a few ops on one [seq, hidden] tensor; in int8 the last one rounded the
+    # output vector itself (the issue 16 student: 0.9890 cosine to its float model, 0.9902 with them float).
+    result = export_tiny(tiny_bert, tmp_path / "e.tflite", "tflite", "int8", task="embedding", pooling="mean",
+                         normalize=True)
+    assert result.validation.passed
+    float_ops = dict(result.float_ops)
+    assert float_ops.get("L2_NORMALIZATION") == 1 and float_ops.get("SUM") and float_ops.get("DIV") == 1
+    assert float_ops.get("FULLY_CONNECTED") is None  # the encoder itself stays int8
+    note = next(n for n in result.notes if n.startswith("kept in float"))
+    features = export_tiny(tiny_bert, tmp_path / "f.tflite", "tflite", "int8")
+    assert "SUM" not in next(n for n in features.notes if n.startswith("kept in float"))  # names what the graph has
+    assert "L2_NORMALIZATION" in note
+
+
 def test_classifier_tflite_outputs_probabilities_and_onnx_logits(tiny_mobilebert, tmp_path):
     from mobilebert_kit.models.heads import HEADS
 
