@@ -92,13 +92,15 @@ def _ffn_unit_scores(model, data):
     from mobilebert_kit.models.api import named_weights
 
     encoder = encoder_of(model)
-    weights = {path: np.asarray(var.numpy(), dtype=np.float64) for path, var in named_weights(encoder).items()}
-    kernels = [path for path in weights if path.endswith("/intermediate/kernel")]
-    out_norm = {path: np.linalg.norm(weights[path[: -len("intermediate/kernel")] + "output/kernel"], axis=1)
-                for path in kernels}
-    if data is None:
-        return {path: np.linalg.norm(weights[path], axis=0) * out_norm[path] for path in kernels}
     variables = named_weights(encoder)
+    kernels = [path for path in variables if path.endswith("/intermediate/kernel")]
+
+    def norms(path, axis):  # only the FFN kernels are read, not every weight of the model
+        return np.linalg.norm(np.asarray(variables[path].numpy(), dtype=np.float64), axis=axis)
+
+    out_norm = {path: norms(path[: -len("intermediate/kernel")] + "output/kernel", 1) for path in kernels}
+    if data is None:
+        return {path: norms(path, 0) * out_norm[path] for path in kernels}
     dense = {id(layer.kernel): layer for layer in _sublayers(encoder)
              if isinstance(layer, keras.layers.Dense) and layer.name == "intermediate"}
     layer_of = {path: dense[id(variables[path])] for path in kernels}
