@@ -13,7 +13,9 @@ batch for every candidate:
   ``TeacherCache`` (``mbk distill --teacher-cache``) instead of running the
   teacher; the lookup and copy of each batch's rows are inside the timed step,
   and the one-time build (one teacher pass over the data) is reported beside it
-  with the number of steps after which it has paid for itself;
+  with the number of steps after which it has paid for itself; float32 and
+  bfloat16, with and without XLA (XLA's CPU backend does not use bf16
+  instructions, oneDNN's eager kernels do);
 - ``PyTorch`` (the peer a user would otherwise write): transformers ``BertModel``
   teacher (the same checkpoint, eager attention so that it returns attention
   probabilities) and ``MobileBertModel`` student of the same shape, the same four
@@ -155,6 +157,8 @@ def main(argv=None):
         ("ours float32 + teacher cache", "float32", "off", "lamb", True),
         ("ours float32 + XLA + teacher cache", "float32", "on", "lamb", True),
         ("ours float32 + XLA + teacher cache, AdamW", "float32", "on", "adamw", True),
+        ("ours bfloat16 + teacher cache", "mixed_bfloat16", "off", "lamb", True),
+        ("ours bfloat16 + XLA + teacher cache", "mixed_bfloat16", "on", "lamb", True),
     ):
         if any(word in name for word in without) and name != "ours float32 (today)":
             continue

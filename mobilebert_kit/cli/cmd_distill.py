@@ -28,7 +28,8 @@ _OPTIONS = (
     ("--keep-checkpoints", "keep_checkpoints", int, "checkpoints kept (default 3)"),
     ("--log-every", "log_every", int, "steps between progress and TensorBoard updates (default 10)"),
     ("--jit-compile", "jit_compile", str, "XLA-compile the steps: on, off, or auto (on for stages of 100 steps or "
-     "more, where the compile time pays off; default)"),
+     "more, where the compile time pays off, but not for mixed_bfloat16 without a GPU or TPU: XLA's CPU backend "
+     "does not use bf16 instructions; default)"),
     ("--teacher-cache", "teacher_cache", str, "compute the frozen teacher's outputs once per example and reuse them "
      "in every layer-transfer step: on, off, or auto (on when the run would repeat the teacher's work at least "
      "twice and the cache fits in half the free disk; default)"),

@@ -15,6 +15,11 @@ TEACHER_CACHE_MODES = ("auto", "on", "off")
 # XLA compiles a stage's step once (about 10 s for MiniLM-sized models on 2 cores) and then
 # runs it ~1.25x faster (benchmarks/distillation_throughput.py): worth it from ~60 steps on.
 JIT_MIN_STEPS = 100
+# Precisions that ``auto`` leaves eager on a CPU: XLA's CPU backend computes bfloat16 matrix products at float32
+# speed (91 against 99 GFLOP/s on one avx512_bf16 core), where TensorFlow's oneDNN kernels use the bf16
+# instructions (186 GFLOP/s), so the compiled bfloat16 step is the slower one (0.78x eager with the teacher live,
+# 0.91x with the teacher cache; RESULTS.md, "bfloat16 on a CPU with bf16 instructions").
+EAGER_ON_CPU = ("mixed_bfloat16",)
 # Numeric options, each checked against its utils/limits.py record; None allowed where the option may be unset.
 NUMERIC_OPTIONS = ("layer_steps", "pd_steps", "batch_size", "learning_rate", "pd_learning_rate", "warmup_proportion",
                    "lower_layer_lr_multiplier", "weight_decay", "clip_norm", "alpha", "seed", "shuffle_buffer",
@@ -79,7 +84,8 @@ class DistillConfig:
         jit_compile: ``"on"``: XLA-compile each replica's forward, losses and gradients
             (the all-reduce and the update stay outside XLA, so it composes with every
             strategy; same losses to float rounding); ``"off"``; ``"auto"``: on for stages of
-            at least :data:`JIT_MIN_STEPS` steps, where the compile time pays off.
+            at least :data:`JIT_MIN_STEPS` steps, where the compile time pays off, except for a
+            precision in :data:`EAGER_ON_CPU` on a machine with no GPU or TPU.
         teacher_cache: ``"on"``: compute the frozen teacher's layer outputs for every example once
             (``OUT/teacher_cache``, float32, deleted when the run completes) and let the layer-transfer
             steps read them instead of running the teacher; ``"off"``; ``"auto"``: on when the run
@@ -136,9 +142,20 @@ class DistillConfig:
         if self.schedule == "none" and self.pd_steps == 0:
             raise ConfigError("schedule 'none' trains only pre-training distillation: give pd_steps > 0")
 
-    def jit_for(self, steps):
-        """Whether a stage of ``steps`` steps runs XLA-compiled."""
-        return self.jit_compile == "on" or (self.jit_compile == "auto" and steps >= JIT_MIN_STEPS)
+    def jit_for(self, steps, cpu_only=False):
+        """Whether a stage of ``steps`` steps runs XLA-compiled.
+
+        Args:
+            steps (int): the stage's steps.
+            cpu_only (bool): the run has no GPU or TPU (``strategies.cpu_only``).
+
+        Example:
+            >>> DistillConfig(precision="mixed_bfloat16").jit_for(1000, cpu_only=True)
+            False
+        """
+        if self.jit_compile != "auto":
+            return self.jit_compile == "on"
+        return steps >= JIT_MIN_STEPS and not (cpu_only and self.precision in EAGER_ON_CPU)
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -15,6 +15,7 @@ from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit import losses
 from mobilebert_kit.training.lamb import Lamb
 from mobilebert_kit.training.stages import LAYER_TRANSFER
+from mobilebert_kit.training.strategies import cpu_only
 from mobilebert_kit.training.teacher_cache import attention_key, hidden_key
 from mobilebert_kit.training.warmup_decay import WarmupDecay
 
@@ -188,7 +189,7 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
             objective = optimizer.get_scaled_loss(loss) if scaled else loss
         return loss, terms, tape.gradient(objective, variables)
 
-    if config.jit_for(stage.steps):
+    if config.jit_for(stage.steps, cpu_only=cpu_only()):
         gradients = tf.function(gradients, jit_compile=True, autograph=False)
 
     def replica_step(batch):

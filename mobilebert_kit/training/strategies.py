@@ -190,6 +190,18 @@ def is_chief(strategy):
     return task_type == "worker" and int(resolver.task_id or 0) == 0 and "chief" not in jobs
 
 
+def cpu_only():
+    """Whether this process has no GPU or TPU, so every strategy runs on the CPU.
+
+    Example:
+        >>> cpu_only()  # doctest: +SKIP
+        True
+    """
+    from mobilebert_kit.backend import tf
+
+    return not any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
+
+
 def worker_label(strategy):
     """``"worker 1 of 2"`` in a cluster, else ``""`` (for progress lines)."""
     resolver = getattr(strategy, "cluster_resolver", None)

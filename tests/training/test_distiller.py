@@ -346,6 +346,12 @@ def test_jit_compile_auto_pays_only_for_long_stages():
     auto = DistillConfig()
     assert not auto.jit_for(JIT_MIN_STEPS - 1) and auto.jit_for(JIT_MIN_STEPS)
     assert DistillConfig(jit_compile="on").jit_for(1) and not DistillConfig(jit_compile="off").jit_for(10**6)
+    # bfloat16 stays eager on a CPU (XLA's CPU dot does not use bf16 instructions), not on an accelerator,
+    # and an explicit "on" is obeyed.
+    bf16 = DistillConfig(precision="mixed_bfloat16")
+    assert not bf16.jit_for(10**6, cpu_only=True) and bf16.jit_for(JIT_MIN_STEPS, cpu_only=False)
+    assert auto.jit_for(JIT_MIN_STEPS, cpu_only=True)
+    assert DistillConfig(precision="mixed_bfloat16", jit_compile="on").jit_for(1, cpu_only=True)
     with pytest.raises(ConfigError, match="unknown jit_compile 'yes'"):
         DistillConfig(jit_compile="yes")
 
