@@ -53,7 +53,7 @@ def run(args):
     else:
         inputs = default_inputs(config, seq_len, source.tokenizer, count=args.count)
     report = validate_file(args.file, source.model, inputs, precision, thresholds,
-                           texts=validation_lines(args.data, source.tokenizer, args.count), tokenizer=source.tokenizer)
+                           texts=validation_lines(args.data, source.tokenizer, args.count, seq_len), tokenizer=source.tokenizer)
     print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else report.format_text())
     report.raise_for_failures()
     return 0

@@ -167,7 +167,8 @@ def export(options, source=None, log=print, score=None):
     out = Path(options.out)
     say(f"exporting {source.describe()} to {out} ({options.format}, {options.quantize}, task {options.task}, "
         f"seq {options.seq_len})")
-    texts = validation_lines(options.validation_data, source.tokenizer, options.validation_count)
+    texts = validation_lines(options.validation_data, source.tokenizer, options.validation_count,
+                             options.seq_len)
     search = _Search(options, mode, lambda quantize: _ranking(model, options, quantize, calibration, validation_inputs,
                                                               reference, search.frontier))
     # The written result and its (options, file); the last candidate; the user's own setting's failure.

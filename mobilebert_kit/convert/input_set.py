@@ -212,7 +212,7 @@ class InputSet:
     @classmethod
     def sample(cls, tokenizer, seq_len, count=None):
         """The built-in sample sentences (and a few pairs) through ``tokenizer``."""
-        return cls.from_text(sample_lines(count), tokenizer, seq_len, description="built-in sample sentences")
+        return cls.from_text(sample_lines(count, seq_len), tokenizer, seq_len, description="built-in sample sentences")
 
     @classmethod
     def default_calibration(cls, tokenizer, vocab_size, count, seq_len, type_vocab_size=2):
@@ -253,20 +253,26 @@ class InputSet:
             np.savez(handle, **self.arrays)
 
 
-def sample_lines(count=None):
-    """The first ``count`` built-in validation lines (sentences, then tab-separated pairs)."""
+def sample_lines(count=None, seq_len=None):
+    """The first ``count`` built-in validation lines (sentences, then tab-separated pairs).
+
+    The pairs are left out at a ``seq_len`` too short for a pair's three special tokens.
+    """
     from mobilebert_kit.convert.sample_text import SENTENCE_PAIRS, SENTENCES
+    from mobilebert_kit.data.word_piece_tokenizer import PAIR_MIN_LENGTH
 
-    return (list(SENTENCES) + list(SENTENCE_PAIRS))[:count]
+    pairs = list(SENTENCE_PAIRS) if seq_len is None or seq_len >= PAIR_MIN_LENGTH else []
+    return (list(SENTENCES) + pairs)[:count]
 
 
-def validation_lines(path, tokenizer, count):
+def validation_lines(path, tokenizer, count, seq_len=None):
     """The text an export or ``mbk validate`` validates on, as lines; None when it is not text.
 
     Args:
         path (str | os.PathLike | None): ``--validation-data`` / ``--data`` (None: the built-in sentences).
         tokenizer (WordPieceTokenizer | None): the model's tokenizer (None: no text can be validated).
         count (int): lines at most (the validated rows).
+        seq_len (int | None): the validated length (the built-in pairs are left out below a pair's minimum).
 
     Returns:
         list[str] | None: the same lines, in the same order, as the validation rows come from;
@@ -279,7 +285,7 @@ def validation_lines(path, tokenizer, count):
     if tokenizer is None:
         return None
     if path is None:
-        return sample_lines(count)
+        return sample_lines(count, seq_len)
     if Path(path).suffix not in TEXT_SUFFIXES:
         return None
     return _text_lines(Path(path), count)

@@ -18,6 +18,8 @@ from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.structured import load_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# [CLS] A [SEP] B [SEP]: a sentence pair needs three positions even with both segments truncated away.
+PAIR_MIN_LENGTH = 3
 
 
 def _is_cjk(char):
@@ -228,6 +230,10 @@ class WordPieceTokenizer:
         ``[len(lines), seq_len]``, with [CLS]/[SEP], right padded, truncated longest-first. A line
         holding a tab is a sentence pair (segment A, tab, segment B); ``token_type_ids`` are 1 on B.
         """
+        if seq_len < PAIR_MIN_LENGTH and any("\t" in line for line in lines):
+            # The tokenizer cannot truncate a pair below its three special tokens: it returns longer rows.
+            raise MbkError(f"sentence pairs (lines with a tab) need a sequence length of at least {PAIR_MIN_LENGTH}, "
+                           f"got {seq_len}; use a longer --seq-len or single sentences")
         tok = self._tokenizer
         tok.enable_truncation(max_length=seq_len)
         tok.enable_padding(length=seq_len, pad_id=self.pad_id or 0, pad_token="[PAD]")
