@@ -123,6 +123,8 @@ def run(args):
     with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
         save(prepared.source.model, tmp)
         copy_tokenizer_files(prepared.source.directory, tmp)
+        if prepared.original.labels:  # a classifier's class names: an export embeds them for the clients
+            (tmp / "labels.txt").write_text("".join(f"{name}\n" for name in prepared.original.labels), encoding="utf-8")
         pooling = _carry_pooling(prepared, tmp)
         (tmp / "substitution.json").write_text(json.dumps({
             "source": prepared.original.describe(),

@@ -482,7 +482,8 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     if not task_file.is_file():
         if interrupted_run(model_dir):
             raise MbkError(resume_hint(model_dir))
-        raise MbkError(f"{model_dir} is not a fine-tuned model ({TASK_FILE} is missing); create one with `mbk finetune`")
+        raise MbkError(f"{model_dir} is not a fine-tuned model ({TASK_FILE} is missing); evaluate an `mbk finetune` "
+                       "output, or export this model with `mbk export` and evaluate the file")
     spec = load_json(task_file, TASK_FILE, expect=dict, error=MbkError, fix="fine-tune again")
     vocab = spec.get("vocab")
     if not isinstance(vocab, str) or not vocab or Path(vocab).name != vocab:

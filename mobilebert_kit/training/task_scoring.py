@@ -123,8 +123,8 @@ def _prepare_sequences(task):
     def prepare(path, tokenizer, spec, limit):
         if task == "classification" and not spec.get("label_names"):
             raise MbkError(f"{spec.get('model', 'the model')} records no label names, so its outputs cannot be matched "
-                           "to the labels of the data; export the `mbk finetune` output's model/ (it holds labels.txt) "
-                           "or pass --labels to `mbk export`")
+                           "to the labels of the data; export a model directory holding labels.txt (the class names, one a line, "
+                           "in output order), as `mbk finetune` writes in OUT/model")
         features, labels, _, _ = task_data.load_sequence_task(
             path, tokenizer, spec["seq_len"], task, spec.get("text_columns"), spec.get("label_column"),
             spec.get("label_names"), need_label=True,

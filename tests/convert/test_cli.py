@@ -123,6 +123,26 @@ def test_substitute_keeps_a_sentence_encoder_a_sentence_encoder(tmp_path, mode, 
         assert read_pooling(out) is None and "not carried over" in proc.stdout
 
 
+def test_substitute_keeps_a_classifier_labelled(tmp_path):
+    # A fine-tuned classifier substituted lost labels.txt: its export carried no class names (MediaPipe's and
+    # the Task Library's classifiers need them) and `mbk evaluate` of the file refused it.
+    import mobilebert_kit as mbk
+    from mobilebert_kit.artifacts.reader import read_artifact
+    from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+    from mobilebert_kit.models.heads import HEADS
+
+    source, out = tmp_path / "classifier", tmp_path / "sub"
+    model = HEADS["sequence_classifier"](mbk.build("tiny-bert"), num_labels=3, dropout=0.0)
+    mbk.save(model, source)
+    (source / "labels.txt").write_text("négatif\nneutral\npositive one\n", encoding="utf-8")
+    run_mbk("substitute", source, "--norm", "no_norm", "--act", "relu", "--seq-len", "16", "--out", out,
+            check=True)
+    assert (out / "labels.txt").read_text(encoding="utf-8") == "négatif\nneutral\npositive one\n"
+    run_mbk("export", out, "--format", "tflite", "--seq-len", "16", "--out", tmp_path / "m.tflite", check=True)
+    meta, _ = parse_mbk_metadata(read_artifact(tmp_path / "m.tflite").metadata, tmp_path / "m.tflite")
+    assert meta["task"] == "classification" and meta["labels"] == ["négatif", "neutral", "positive one"]
+
+
 def test_substitute_writes_a_loadable_model_with_its_report(tmp_path):
     import mobilebert_kit as mbk
 
