@@ -12,6 +12,7 @@ written to a temporary sibling and renamed; ``utils.atomic``). The report
 drift) is written next to the artifact as ``<out>.report.json``.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -41,7 +42,7 @@ from mobilebert_kit.convert.quantization_search import (
     settings,
 )
 from mobilebert_kit.errors import ConfigError
-from mobilebert_kit.utils.atomic import atomic_file, atomic_path, check_output
+from mobilebert_kit.utils.atomic import atomic_file, atomic_path, check_output, remove_path
 
 FORMAT_VERSION = 1
 REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
@@ -174,7 +175,8 @@ def export(options, source=None, log=print, score=None):
     # The written result and its (options, file); the last candidate; the user's own setting's failure.
     result = chosen = candidate = failure = None
     calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
-    with atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
+    with _report_of(out) as report, \
+            atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
             tempfile.TemporaryDirectory(prefix="mbk-export-") as scratch:
         if search.budget_needed:
             search.set_reference(_float_reference(graph, options, metadata, Path(scratch), validation_inputs, score))
@@ -262,8 +264,23 @@ def export(options, source=None, log=print, score=None):
                 _write_report(out, result, start, options, sources, note=f"{out} was not written: validation failed")
             result.validation.raise_for_failures()
         shutil.copyfile(path, tmp)
-    _write_report(out, result, start, options, sources)
+        # The report is written before the file is put in place, so that a full disk (or any failure) while
+        # writing it leaves neither: the file alone would be an export whose report says nothing.
+        _write_report(out, result, start, options, sources)
+        report["written"] = True
     return result
+
+
+@contextlib.contextmanager
+def _report_of(out):
+    """Removes the success report written inside the block when the file itself is then not put in place."""
+    state = {"written": False}
+    try:
+        yield state
+    except BaseException:
+        if state["written"]:
+            remove_path(Path(f"{out}.report.json"), ignore_errors=True)
+        raise
 
 
 class _Search:

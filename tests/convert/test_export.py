@@ -261,3 +261,30 @@ def test_random_rows_look_like_tokenized_text(vocab_size, cls_id, sep_id, first_
     assert 16 <= np.median(lengths) <= 64 and lengths.max() >= 96 and lengths.min() <= 12
     again = InputSet.like_text(vocab_size, count=200, seq_len=128, seed=7)
     assert all(np.array_equal(again.arrays[k], rows.arrays[k]) for k in rows.arrays)
+
+
+def test_a_full_disk_while_writing_the_report_leaves_neither_file(tiny_bert, tmp_path, monkeypatch):
+    # The file was put in place first and the report written after it: a disk that filled up in between left a
+    # complete model without its report, under "disk full ... (nothing was written)". An earlier pair stays.
+    import contextlib
+    import errno
+
+    from mobilebert_kit.convert import exporter
+    from mobilebert_kit.utils.atomic import OutputError
+
+    out = tmp_path / "m.tflite"
+    export_tiny(tiny_bert, out)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real = exporter.atomic_file
+
+    @contextlib.contextmanager
+    def full(path, *args, **kwargs):
+        with real(path, *args, **kwargs) as handle:
+            raise OSError(errno.ENOSPC, "No space left on device")
+            yield handle
+
+    monkeypatch.setattr(exporter, "atomic_file", full)
+    for target in (out, tmp_path / "new.tflite"):
+        with pytest.raises(OutputError, match=r"disk full while writing .*\.report\.json.*nothing was written"):
+            export_tiny(tiny_bert, target, quantize="dynamic")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
