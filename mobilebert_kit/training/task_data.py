@@ -39,7 +39,7 @@ def read_table(path):
     try:
         if suffix == ".jsonl":
             rows = []
-            with open(path, encoding="utf-8") as handle:
+            with open(path, encoding="utf-8-sig") as handle:  # -sig: a byte-order mark is not part of the text
                 for number, line in enumerate(handle, 1):
                     if line.strip():
                         # The shared reader: bounded depth, duplicate keys refused, an object required.
@@ -48,13 +48,26 @@ def read_table(path):
             return rows
         if suffix not in (".tsv", ".csv"):
             raise MbkError(f"{path}: unknown table format {suffix!r}; use .tsv, .csv or .jsonl")
-        with open(path, encoding="utf-8", newline="") as handle:
+        # utf-8-sig: Excel and Notepad start UTF-8 files with a byte-order mark, which would stick to the
+        # first column's name ("\ufeffsentence") and hide the column.
+        with open(path, encoding="utf-8-sig", newline="") as handle:
             if suffix == ".tsv":  # GLUE files contain unbalanced quotes: no quoting at all
                 reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
             else:
                 reader = csv.DictReader(handle)
             try:
-                return list(reader)
+                rows = []
+                for row in reader:
+                    # Fewer fields than the header read a missing label as None; more (a tab or comma inside
+                    # the text) shift the label column: both would train or score on the wrong values.
+                    if None in row.values() or None in row:
+                        fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None, []))
+                        how = ("tab-separated (a .tsv has no quoting: no tab inside a text)" if suffix == ".tsv"
+                               else "comma-separated (quote a text that holds a comma)")
+                        raise MbkError(f"{path} line {reader.line_num} has {fields} field(s) where the header has "
+                                       f"{len(reader.fieldnames)}; give every row one value for each column, {how}")
+                    rows.append(row)
+                return rows
             except csv.Error as err:  # a field over csv's 128 Ki-character limit, a NUL byte, a bad quote
                 # line_num counts the lines read before the one that failed.
                 raise MbkError(f"{path} line {reader.line_num + 1} cannot be read as a table ({err}); "
@@ -81,7 +94,9 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
     if label_column is None:
         label_column = next((c for c in _LABELS if c in columns), None)
     if need_label and (label_column is None or label_column not in columns):
-        raise MbkError(f"{path}: no label column {label_column or ''!r}; pass --label-column (columns: {', '.join(columns)})")
+        wanted = repr(label_column) if label_column else f"(none of {', '.join(_LABELS)})"
+        raise MbkError(f"{path}: no label column {wanted}; name it in the header or pass --label-column "
+                       f"(columns: {', '.join(columns)})")
     return list(text_columns), label_column
 
 
@@ -139,7 +154,9 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
             index = {name: i for i, name in enumerate(label_names)}
             unknown = sorted(set(raw) - set(index))
             if unknown:
-                raise MbkError(f"{path}: label {unknown[0]!r} was not seen in training; known: {', '.join(label_names)}")
+                row = raw.index(unknown[0]) + 1
+                raise MbkError(f"{path}: label {unknown[0]!r} (data row {row}) was not seen in training; known: "
+                               f"{', '.join(label_names)}")
             labels = np.asarray([index[x] for x in raw], np.int32)
     return features, labels, label_names, {"text_columns": text_columns, "label_column": label_column}
 

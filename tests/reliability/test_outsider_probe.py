@@ -45,6 +45,52 @@ def test_table_field_over_the_csv_limit_is_one_error_naming_the_line(tmp_path, s
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("suffix", [".tsv", ".csv", ".jsonl"])
+def test_a_table_with_a_byte_order_mark_keeps_its_column_names(tmp_path, suffix):
+    # Excel/Notepad's UTF-8 BOM stuck to the first column's name ("\ufeffsentence"): the text column was not found.
+    from mobilebert_kit.training.task_data import read_table, resolve_columns
+
+    sep = {".tsv": "\t", ".csv": ","}.get(suffix)
+    text = (f"sentence{sep}label\r\nhi there{sep}pos\r\n" if sep else '{"sentence": "hi there", "label": "pos"}\n')
+    path = tmp_path / f"test{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    rows = read_table(path)
+    assert rows == [{"sentence": "hi there", "label": "pos"}]
+    assert resolve_columns(rows, path) == (["sentence"], "label")
+
+
+@pytest.mark.parametrize("suffix, body, fields", [
+    (".tsv", "no tab on this line\n", 1),  # its label was read as None, then "label 'None' was not seen"
+    (".tsv", '"a quoted\ttab" inside\tpos\n', 3),  # a .tsv has no quoting: the label column shifted
+    (".csv", "alone\n", 1),
+    (".csv", "a,b,c\n", 3),
+])
+def test_a_row_with_the_wrong_number_of_fields_is_refused_naming_its_line(tmp_path, suffix, body, fields):
+    from mobilebert_kit.training.task_data import read_table
+
+    sep = "\t" if suffix == ".tsv" else ","
+    path = tmp_path / f"data{suffix}"
+    path.write_text(f"sentence{sep}label\nfine{sep}pos\n" + body)
+    with pytest.raises(MbkError, match=f"line 3 has {fields} field\\(s\\) where the header has 2") as caught:
+        read_table(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_missing_label_column_and_unknown_label_say_what_and_where(tmp_path):
+    from mobilebert_kit.training.task_data import load_sequence_task, resolve_columns
+
+    path = tmp_path / "t.tsv"
+    with pytest.raises(MbkError, match=r"no label column \(none of label, score"):
+        resolve_columns([{"sentence": "a"}], path)
+    path.write_text("sentence\tlabel\na\tpos\nb\tneg\nc\tpositive\n")
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from tests.data.conftest import write_vocab
+
+    tokenizer = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", ["a", "b", "c"]))
+    with pytest.raises(MbkError, match=r"label 'positive' \(data row 3\) was not seen in training"):
+        load_sequence_task(path, tokenizer, 8, "classification", label_names=["neg", "pos"])
+
+
 @pytest.mark.parametrize("line", ["[1, 2]", "[" * 100_000 + "]" * 100_000, '{"a": 1, "a": 2}'])
 def test_jsonl_rows_that_are_not_flat_objects_are_refused(tmp_path, line):
     from mobilebert_kit.training.task_data import read_table
