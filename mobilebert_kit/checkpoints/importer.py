@@ -452,6 +452,11 @@ def checkpoint_format(path):
         return "saved", path / "model"
     if path.is_dir() and interrupted_run(path):
         raise CheckpointError(resume_hint(path))
+    if path.is_dir() and (path / "config.json").is_file():
+        # A config.json that is no JSON object (truncated, nested past the bound, not UTF-8) says so, rather than
+        # "not a checkpoint" with the file right there.
+        load_json(path / "config.json", "config.json", expect=dict, error=CheckpointError,
+                  fix="restore the checkpoint's config.json")
     if path.exists():
         raise CheckpointError(
             f"{path} is not a checkpoint: expected config.json + model.safetensors (Hugging Face), "

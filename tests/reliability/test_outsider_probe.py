@@ -91,6 +91,20 @@ def test_missing_label_column_and_unknown_label_say_what_and_where(tmp_path):
         load_sequence_task(path, tokenizer, 8, "classification", label_names=["neg", "pos"])
 
 
+@pytest.mark.parametrize("text, problem", [('{"model_type": "bert", "vocab_si', "is not valid JSON"),
+                                           ("[" * 100_000 + "]" * 100_000, "nests too deeply"),
+                                           ("[1, 2]", "config.json")])
+def test_an_unreadable_config_json_is_named_not_called_no_checkpoint(tmp_path, text, problem):
+    # A truncated or hostile config.json next to real weights was "not a checkpoint: expected config.json + ...".
+    import mobilebert_kit as mbk
+
+    (tmp_path / "config.json").write_text(text)
+    (tmp_path / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    with pytest.raises(CheckpointError, match=problem) as caught:
+        mbk.import_checkpoint(tmp_path)
+    assert "not a checkpoint" not in str(caught.value) and "restore the checkpoint's config.json" in str(caught.value)
+
+
 @pytest.mark.parametrize("line", ["[1, 2]", "[" * 100_000 + "]" * 100_000, '{"a": 1, "a": 2}'])
 def test_jsonl_rows_that_are_not_flat_objects_are_refused(tmp_path, line):
     from mobilebert_kit.training.task_data import read_table
