@@ -121,3 +121,21 @@ def test_quickstart_runs_end_to_end(tmp_path):
     proc = run_mbk("quickstart", "--out", tmp_path / "qs", "--seq-len", "32", check=True)
     assert "imported" in proc.stdout and "sentence similarity" in proc.stdout
     assert mbk.load(tmp_path / "qs").config["num_layers"] == 6
+
+
+def test_a_second_ctrl_c_still_says_how_to_resume(tmp_path, capsys):
+    # A second Ctrl-C stops at once (utils/interrupt.py), without the loop's checkpointed message: the line was a
+    # bare "interrupted". When --out holds a resumable run, the line says how to continue it.
+    import argparse
+    import json
+
+    from mobilebert_kit.cli import main as cli_main
+
+    out = tmp_path / "sub"
+    (out / "run").mkdir(parents=True)
+    (out / "run" / "run.json").write_text(json.dumps({"command": "substitute", "config": {}}))
+    note = cli_main._resume_note(argparse.Namespace(out=str(out)))
+    assert note == f"; {out} holds an interrupted substitution run, not a model yet; finish it with " \
+                   f"`mbk substitute --out {out} --resume`"
+    assert cli_main._resume_note(argparse.Namespace(out=str(tmp_path / "new"))) == ""
+    assert cli_main._resume_note(argparse.Namespace()) == ""

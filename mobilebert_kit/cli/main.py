@@ -14,6 +14,7 @@ escapes.
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -68,6 +69,18 @@ def _error_text(err):
     return "\n".join([escape(head.strip())] + [f"  - {escape(d)}" for d in details])
 
 
+def _resume_note(args):
+    """``"; <how to resume>"`` when an interrupt that carried no message (a second Ctrl-C, which stops at once)
+    left a resumable run in ``--out``; else ``""``."""
+    from mobilebert_kit.utils.run_state import interrupted_run, resume_hint
+
+    out = getattr(args, "out", None)
+    try:
+        return f"; {escape(resume_hint(out))}" if isinstance(out, (str, os.PathLike)) and interrupted_run(out) else ""
+    except OSError:
+        return ""
+
+
 def main(argv=None):
     parser = build_parser()
     try:
@@ -88,7 +101,7 @@ def main(argv=None):
         return err.exit_code
     except KeyboardInterrupt as err:
         # A loop that checkpointed before stopping says how to continue in the interrupt's message.
-        said = f"; {escape(str(err).strip())}" if str(err).strip() else ""
+        said = f"; {escape(str(err).strip())}" if str(err).strip() else _resume_note(args)
         print(f"mbk {args.command}: interrupted{said}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001  (last line of defence: never a raw traceback)
