@@ -235,6 +235,15 @@ def _score_pairs(outputs, prepared, spec):
     n = prepared.rows
     a, b = vectors[:n], vectors[n:]
     cosine = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+    # A correlation with a constant is undefined; metrics.pearson calls it 0, which would read as a score.
+    gold = np.asarray(prepared.context, np.float64)
+    if n > 1 and np.ptp(gold) == 0:
+        raise MbkError(f"every pair's similarity score in the data is {gold[0]:g}, so no correlation can be measured; "
+                       "score pairs with varied similarity labels")
+    if n > 1 and np.ptp(cosine) < 1e-7:
+        raise MbkError(f"{spec.get('model', 'the model')} gives every pair the same cosine ({float(cosine[0]):.4f}), "
+                       "so its correlation with the scores is undefined: its sentence vectors do not depend on the "
+                       "text (too short a sequence length keeps only [CLS] and [SEP])")
     return {"spearman": task_metrics.spearman(cosine, prepared.context),
             "pearson": task_metrics.pearson(cosine, prepared.context)}
 

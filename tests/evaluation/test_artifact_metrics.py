@@ -95,3 +95,22 @@ def test_a_file_without_vocabulary_takes_tokenizer(task_models, exported, tmp_pa
     with_vocab = evaluate_artifact(exported["classification", "onnx"], data, seq_len=SEQ)
     given = evaluate_artifact(out, data, seq_len=SEQ, tokenizer=task_models["classification"] / "vocab.txt")
     assert given.metrics == pytest.approx(with_vocab.metrics)
+
+
+def test_an_undefined_correlation_is_refused_not_reported_as_zero(task_models, exported, tmp_path):
+    # Every pair with the same cosine (an embedder whose vectors ignore the text, e.g. at --seq-len 2) or the same
+    # gold score made Spearman's denominator 0, which metrics.pearson reports as 0.0: "spearman 0.0000".
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.training.task_scoring import Prepared, _score_pairs
+
+    data = tmp_path / "same.tsv"
+    lines = task_models["data"]["embedding"].read_text().splitlines()
+    data.write_text("\n".join([lines[0]] + [line.rsplit("\t", 1)[0] + "\t0.5" for line in lines[1:]]) + "\n")
+    with pytest.raises(MbkError, match="every pair's similarity score in the data is 0.5"):
+        evaluate_artifact(exported["embedding", "tflite"], data)
+    constant = {"sentence_embedding": np.ones((6, 4))}
+    prepared = Prepared({"attention_mask": np.ones((6, 3))}, 3, np.array([0.1, 0.5, 0.9]))
+    with pytest.raises(MbkError, match=r"gives every pair the same cosine \(1.0000\)"):
+        _score_pairs(constant, prepared, {"model": "m.onnx"})
+    varied = {"sentence_embedding": np.array([[1, 0], [1, 0], [1, 0], [0, 1], [1, 1], [1, 0]], np.float64)}
+    assert _score_pairs(varied, prepared, {})["spearman"] == pytest.approx(1.0)
