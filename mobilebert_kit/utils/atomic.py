@@ -235,6 +235,14 @@ def _check_parent(path):
             raise write_error(path, err) from err
         if not stat.S_ISDIR(st.st_mode):
             raise OutputError(f"cannot write {path}: {ancestor} is not a directory; choose another path")
+        # A real write, not os.access: root passes access checks on an immutable (chattr +i) directory or a
+        # read-only bind mount, and a long run would then fail only when it writes its output.
+        try:
+            fd, probe = tempfile.mkstemp(prefix=_prefix(path), suffix=".partial", dir=ancestor)
+            os.close(fd)
+            os.remove(probe)
+        except OSError as err:
+            raise write_error(path, err) from err
         return
 
 

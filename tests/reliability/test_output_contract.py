@@ -310,6 +310,27 @@ def test_decision_new_replace_empty_overwrite(tmp_path):
     assert check_output(tmp_path / "r.json", "pipeline-json", overwrite=True) == "overwrite"
 
 
+def test_decision_writes_to_find_out_whether_a_new_path_can_be_written(tmp_path, monkeypatch):
+    # root passes os.access on an immutable (chattr +i) directory or a read-only bind mount: `mbk substitute`
+    # ran its whole recovery and only then failed to write its output. The decision now writes (and removes) a
+    # probe in the nearest existing directory.
+    import tempfile
+
+    from mobilebert_kit.utils.atomic import OutputError, check_output
+
+    assert check_output(tmp_path / "a" / "b" / "new", "model") == "new" and list(tmp_path.iterdir()) == []
+    real = tempfile.mkstemp
+
+    def refused(*args, **kwargs):
+        if kwargs.get("dir") == tmp_path:
+            raise OSError(errno.EPERM, "Operation not permitted")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with pytest.raises(OutputError, match="cannot write .*new: permission denied or read-only file system"):
+        check_output(tmp_path / "new", "model")
+
+
 @pytest.mark.parametrize("path", ["/dev/null", "/dev/zero"])
 @pytest.mark.parametrize("kind", ["model", "profile-json", "tflite"])
 def test_decision_never_writes_a_device_node(path, kind):
