@@ -65,8 +65,8 @@ def test_load_hand_edited_saved_model_config(mbk, tmp_path):
     meta["encoder"]["intermediate_size"] = "big"
     (saved / "config.json").write_text(json.dumps(meta))
     assert_refused(mbk("info", saved), "config.json: intermediate_size must be an integer")
-    (saved / "config.json").write_text("[1, 2]")
-    assert_refused(mbk("info", saved), "is not a checkpoint")
+    (saved / "config.json").write_text("[1, 2]")  # named since session 9; it was "is not a checkpoint"
+    assert_refused(mbk("info", saved), "config.json must hold a JSON object, not an array")
 
 
 # ------------------------------------------------------------------ models and data
