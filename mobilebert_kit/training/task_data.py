@@ -90,13 +90,18 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
         single = next((c for c in _TEXT_SINGLES if c in columns), None)
         text_columns = list(pair) if pair else [single] if single else None
         if not text_columns:
-            raise MbkError(f"{path}: cannot tell the text column(s); pass --text-columns (columns: {', '.join(columns)})")
+            raise MbkError(f"{path}: cannot tell the text column(s); name it one of {', '.join(_TEXT_SINGLES)} (a pair: "
+                           f"sentence1 and sentence2) in the header, or pass --text-columns to `mbk finetune` / "
+                           f"`mbk evaluate` (columns: {', '.join(columns)})")
     if label_column is None:
         label_column = next((c for c in _LABELS if c in columns), None)
     if need_label and (label_column is None or label_column not in columns):
-        wanted = repr(label_column) if label_column else f"(none of {', '.join(_LABELS)})"
-        raise MbkError(f"{path}: no label column {wanted}; name it in the header or pass --label-column "
-                       f"(columns: {', '.join(columns)})")
+        if label_column:
+            problem, fix = repr(label_column), "check --label-column"
+        else:
+            problem = f"(none of {', '.join(_LABELS)})"
+            fix = "name it one of those in the header, or pass --label-column to `mbk finetune` / `mbk evaluate`"
+        raise MbkError(f"{path}: no label column {problem}; {fix} (columns: {', '.join(columns)})")
     return list(text_columns), label_column
 
 
