@@ -127,8 +127,8 @@ def test_substitute_keeps_a_classifier_labelled(tmp_path):
     # A fine-tuned classifier substituted lost labels.txt: its export carried no class names (MediaPipe's and
     # the Task Library's classifiers need them) and `mbk evaluate` of the file refused it.
     import mobilebert_kit as mbk
-    from mobilebert_kit.artifacts.reader import read_artifact
     from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+    from mobilebert_kit.artifacts.reader import read_artifact
     from mobilebert_kit.models.heads import HEADS
 
     source, out = tmp_path / "classifier", tmp_path / "sub"
