@@ -100,6 +100,7 @@ def run(args):
     from mobilebert_kit.convert.recovery_run import CONFIG_KEYS, RecoveryRun, substitute_record
     from mobilebert_kit.data.vocab import copy_tokenizer_files
     from mobilebert_kit.models.api import save
+    from mobilebert_kit.sources.model_source import write_labels
     from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 
     sources = [settings["src"], settings["data"]]
@@ -124,7 +125,7 @@ def run(args):
         save(prepared.source.model, tmp)
         copy_tokenizer_files(prepared.source.directory, tmp)
         if prepared.original.labels:  # a classifier's class names: an export embeds them for the clients
-            (tmp / "labels.txt").write_text("".join(f"{name}\n" for name in prepared.original.labels), encoding="utf-8")
+            write_labels(tmp, prepared.original.labels)
         pooling = _carry_pooling(prepared, tmp)
         (tmp / "substitution.json").write_text(json.dumps({
             "source": prepared.original.describe(),

@@ -25,6 +25,8 @@ from mobilebert_kit.sources.pooling import read_pooling
 from mobilebert_kit.sources.spec import KINDS, classify
 from mobilebert_kit.utils.structured import load_json
 
+LABELS_FILE = "labels.txt"  # a classifier's class names in its model directory, one a line
+
 PRESET_SEED = 0
 
 
@@ -120,9 +122,19 @@ class ModelSource:
         return f"{KINDS[self.kind]} {self.name}"
 
 
+def write_labels(directory, names):
+    """Writes ``directory/labels.txt``: the class names, one a line, in output order (what :func:`_labels` reads
+    back and ``mbk export`` embeds for the clients).
+
+    Example:
+        >>> write_labels(out_dir, ["negative", "positive"])  # doctest: +SKIP
+    """
+    (Path(directory) / LABELS_FILE).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
+
+
 def _labels(directory):
     """Class names from a ``labels.txt`` or a Hugging Face config's ``id2label``, in id order."""
-    labels_file = directory / "labels.txt"
+    labels_file = directory / LABELS_FILE
     if labels_file.is_file():
         return [line for line in labels_file.read_text(encoding="utf-8").splitlines() if line]
     if not (directory / "config.json").is_file():

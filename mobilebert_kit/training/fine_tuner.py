@@ -21,7 +21,7 @@ from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import load
 from mobilebert_kit.models.api import save as save_model
-from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
+from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_labels
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 from mobilebert_kit.training.finetune_run import FinetuneRun
@@ -436,7 +436,7 @@ def _deployment_files(model_dir, tokenizer, label_names):
     config["do_lower_case"] = tokenizer.lowercase  # what fine-tuning used (--cased may override the source)
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     if label_names:
-        (model_dir / "labels.txt").write_text("".join(f"{name}\n" for name in label_names), encoding="utf-8")
+        write_labels(model_dir, label_names)
 
 
 def _predict(model, features, batch_size):
