@@ -164,18 +164,19 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
         if calibrated is not None:
             calibrated[key] = model
     calibrated = model
-    nodes = _nodes_of_layers(calibrated, keep_float_layers) if keep_float_layers else []
+    graph_of_calibrated = read_tflite_bytes(calibrated)  # parsed once: the node names and the op types below
+    nodes = _nodes_of_layers(graph_of_calibrated, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not nodes:
         raise ExportError(
             f"no ops found for layer(s) {', '.join(keep_float_layers)}; use layer names such as "
             "transformer_layer_0, embeddings, transformer_layer_0/attention"
         )
     # The note names the op types the graph has: the defaults list some that only some tasks produce.
-    present = {op["type"] for op in read_tflite_bytes(calibrated).ops}
+    present = {op["type"] for op in graph_of_calibrated.ops}
     named = sorted(op.upper() for op in keep_float_ops if op.upper() in present)
     kept = [f"op types {', '.join(named)}"] if named else []
     kept += [f"{len(nodes)} node(s) of {', '.join(sorted(keep_float_layers))}"] if keep_float_layers else []
-    extra = _nodes_of_layers(calibrated, default_nodes) if default_nodes else []
+    extra = _nodes_of_layers(graph_of_calibrated, default_nodes) if default_nodes else []
     if extra:
         kept.append(f"{len(extra)} attention-mask ADD node(s)")
         nodes = nodes + [n for n in extra if n not in nodes]
@@ -194,15 +195,18 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
         )
 
 
-def _nodes_of_layers(model_bytes, layers):
+def _nodes_of_layers(graph, layers):
     """Output-tensor names (TFLite node names) of ops that belong to the named layers.
 
     A layer path such as ``transformer_layer_3`` or ``ffn_0/output`` matches
     when its segments appear consecutively in a node's name (the converter
     names nodes ``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';');
     ``**`` matches any segments between two parts (``transformer_layer_3/**/add``).
+
+    Args:
+        graph: the converted model, parsed (``artifacts.reader.read_tflite_bytes``).
+        layers (Sequence[str]): layer paths.
     """
-    graph = read_tflite_bytes(model_bytes)
     patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
     found = []
     for op in graph.ops:
