@@ -52,25 +52,27 @@ def read_table(path):
         # first column's name ("\ufeffsentence") and hide the column.
         with open(path, encoding="utf-8-sig", newline="") as handle:
             if suffix == ".tsv":  # GLUE files contain unbalanced quotes: no quoting at all
-                reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+                reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
             else:
-                reader = csv.DictReader(handle)
+                reader = csv.reader(handle)
             try:
+                header = next((fields for fields in reader if fields), None)  # blank lines before it skipped
                 rows = []
-                for row in reader:
-                    # Fewer fields than the header read a missing label as None; more (a tab or comma inside
-                    # the text) shift the label column: both would train or score on the wrong values.
-                    if None in row.values() or None in row:
-                        fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None, []))
+                for fields in reader:
+                    if not fields:
+                        continue  # a blank line
+                    # Fewer fields than the header would read a missing label as None; more (a tab or comma
+                    # inside the text) shift the label column: both would train or score on the wrong values.
+                    if len(fields) != len(header):
                         how = ("tab-separated (a .tsv has no quoting: no tab inside a text)" if suffix == ".tsv"
                                else "comma-separated (quote a text that holds a comma)")
-                        raise MbkError(f"{path} line {reader.line_num} has {fields} field(s) where the header has "
-                                       f"{len(reader.fieldnames)}; give every row one value for each column, {how}")
-                    rows.append(row)
+                        raise MbkError(f"{path} line {reader.line_num} has {len(fields)} field(s) where the header has "
+                                       f"{len(header)}; give every row one value for each column, {how}")
+                    rows.append(dict(zip(header, fields)))
                 return rows
             except csv.Error as err:  # a field over csv's 128 Ki-character limit, a NUL byte, a bad quote
-                # line_num counts the lines read before the one that failed.
-                raise MbkError(f"{path} line {reader.line_num + 1} cannot be read as a table ({err}); "
+                # csv.reader's line_num counts the line that failed too.
+                raise MbkError(f"{path} line {reader.line_num} cannot be read as a table ({err}); "
                                "fix that line (one example per line, text under 128 Ki characters)") from err
     except UnicodeDecodeError as err:
         raise MbkError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
