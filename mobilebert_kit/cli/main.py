@@ -92,7 +92,12 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
-        result = args.func(args)
+        from mobilebert_kit.utils.scratch import scratch_directory
+
+        # The command's temporaries (ours, the converters', AutoGraph's) in one directory that a later
+        # command sweeps if this process is killed (utils/scratch.py).
+        with scratch_directory("cmd", capture=True):
+            result = args.func(args)
         return int(result or 0)
     except MbkError as err:
         if args.debug:

@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import time
 import warnings
 import weakref
@@ -43,6 +42,7 @@ from mobilebert_kit.convert.quantization_search import (
 )
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.atomic import atomic_file, atomic_path, check_output, remove_path
+from mobilebert_kit.utils.scratch import scratch_directory
 
 FORMAT_VERSION = 1
 REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
@@ -177,7 +177,7 @@ def export(options, source=None, log=print, score=None):
     calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
     with _report_of(out) as report, \
             atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
-            tempfile.TemporaryDirectory(prefix="mbk-export-") as scratch:
+            scratch_directory("export", capture=True) as scratch:
         if search.budget_needed:
             search.set_reference(_float_reference(graph, options, metadata, Path(scratch), validation_inputs, score))
         for index, (step, layers, attempt) in enumerate(search.attempts()):
@@ -714,8 +714,6 @@ def drift(model, options, calibration, inputs, reference, qat_graph=None):
     Example:
         >>> drift(model, options, calibration, inputs, model, qat_graph=graph)  # doctest: +SKIP
     """
-    import tempfile
-
     from mobilebert_kit.artifacts.runner import ArtifactRunner
     from mobilebert_kit.convert.export_model import hidden_state_names
     from mobilebert_kit.convert.rebuild import encoder_of, rebuild
@@ -724,7 +722,7 @@ def drift(model, options, calibration, inputs, reference, qat_graph=None):
     probe = rebuild(encoder_of(reference), output_hidden_states=True)
     keras_out = probe({k: np.asarray(v) for k, v in inputs.arrays.items()}, training=False)
     hidden = [np.asarray(h) for h in keras_out["hidden_states"]]
-    with tempfile.TemporaryDirectory(prefix="mbk-drift-") as tmp:
+    with scratch_directory("drift", capture=True) as tmp:
         path = Path(tmp) / f"probe.{options.format}"
         write_drift_probe(model, options, calibration, path, qat_graph=qat_graph)
         return drift_report(ArtifactRunner(path), hidden, inputs, hidden_state_names(model))

@@ -32,7 +32,6 @@ names) and passed as ``nodes_to_exclude``.
 
 import contextlib
 import logging
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +40,8 @@ from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.onnx_row_quant import quantize_rows
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import first_line
+from mobilebert_kit.utils.scratch import scratch_directory
+
 DEFAULT_OPSET = 17
 # Names of the dynamic batch and sequence dimensions: optimum's, which code written for its exports
 # (and tools reading the signature) expect.
@@ -168,7 +169,7 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
     kept = {op for op in keep_float_ops}
-    with tempfile.TemporaryDirectory(prefix="mbk-onnx-") as tmp, _quiet_root_logger():
+    with scratch_directory("onnx", capture=True) as tmp, _quiet_root_logger():
         source, target = Path(tmp) / "float.onnx", Path(tmp) / "quantized.onnx"
         onnx.save(model, str(source))
         try:

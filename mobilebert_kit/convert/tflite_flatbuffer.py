@@ -45,13 +45,13 @@ def finalize(model_bytes, input_order, output_order, metadata=None):
     schema, fb = _schema()
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     if not model.signatureDefs:
-        import tempfile
+        from mobilebert_kit.utils.scratch import base_directory
 
         # The converter saves a temporary SavedModel first and, when that write fails (a full disk or
         # temp directory), silently falls back to a path that yields no signature.
         raise ArtifactError(
             "the converted model has no serving signature: the TFLite converter could not save its temporary "
-            f"SavedModel in {tempfile.gettempdir()} (disk full?); free space or set TMPDIR elsewhere and run again"
+            f"SavedModel in {base_directory()} (disk full?); free space or set TMPDIR elsewhere and run again"
         )
     if len(model.signatureDefs) != 1:
         raise ArtifactError(f"expected one serving signature in the converted model, found {len(model.signatureDefs)}")

@@ -42,7 +42,6 @@ import contextlib
 import json
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -72,6 +71,7 @@ from mobilebert_kit.training.teacher_student import (
 )
 from mobilebert_kit.utils.atomic import remove_path
 from mobilebert_kit.utils.interrupt import InterruptFlag
+from mobilebert_kit.utils.scratch import new_scratch
 
 __all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
 
@@ -394,7 +394,7 @@ class Distiller:
             self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
         else:
             self.summary_writer = tf.summary.create_noop_writer()
-        self.scratch = None if self.chief else Path(tempfile.mkdtemp(prefix="mbk-worker-checkpoints-"))
+        self.scratch = None if self.chief else new_scratch("worker")
         try:
             self.prepare_teacher_cache(start_stage)
             return self._train(latest, start_stage, start_step, history)

@@ -11,7 +11,6 @@ vocabulary, so ``mbk evaluate`` needs nothing else.
 import dataclasses
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.run_state import describe_path, interrupted_run, resume_hint
+from mobilebert_kit.utils.scratch import new_scratch
 from mobilebert_kit.utils.structured import load_json
 
 TASK_FILE = "task.json"
@@ -321,7 +321,7 @@ class FineTuner:
         # keeps no state saves nothing, or, in a cluster, to scratch like the others.
         keeps = chief and not stateless
         in_cluster = bool(worker_label(self.strategy))
-        scratch = None if keeps or not in_cluster else Path(tempfile.mkdtemp(prefix="mbk-worker-checkpoints-"))
+        scratch = None if keeps or not in_cluster else new_scratch("worker")
         managers = []
 
         if keeps and not resume:

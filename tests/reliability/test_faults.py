@@ -51,22 +51,46 @@ def test_write_errors_become_one_line_and_leave_nothing(tmp_path, monkeypatch, c
     assert _litter(tmp_path) == []
 
 
-def test_sigkill_during_export_leaves_no_artifact_and_the_rerun_succeeds(tmp_path):
-    out = tmp_path / "m.tflite"
+def _scratch_holds_a_temporary(tmpdir):
+    """An export's scratch directory holds a temporary made through ``tempfile`` (the converter's SavedModel)."""
+    return any(d.name.startswith("mbk-export-") and any(e.name.startswith("tmp") for e in d.iterdir())
+               for d in tmpdir.iterdir())
+
+
+def test_sigkill_during_export_leaves_no_artifact_and_the_rerun_succeeds(tmp_path, monkeypatch):
+    from mobilebert_kit.utils import scratch
+
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "m.tflite"
     args = ("export", "tiny-mobilebert", "--seq-len", 16, "--out", out)
     proc = start_mbk(*args)
-    # The temp file appears when writing starts (conversion and validation follow): kill then.
-    kill_when(proc, lambda: any(n.startswith(".m.tflite.") and n.endswith(".partial") for n in os.listdir(tmp_path)))
-    leftovers = _litter(tmp_path)
-    assert not out.exists() and not (tmp_path / "m.tflite.report.json").exists()
+    # Kill while the TFLite converter has its temporary SavedModel (in the export's scratch directory) and
+    # the output's temp file exists (conversion and validation follow).
+    kill_when(proc, lambda: any(n.startswith(".m.tflite.") and n.endswith(".partial") for n in os.listdir(work))
+              and _scratch_holds_a_temporary(tmpdir))
+    # The converter's SavedModel and AutoGraph's modules are in the command's scratch directories, not beside
+    # them (a session file of another library, ".ses", is not ours to remove).
+    dead = [d for d in tmpdir.iterdir() if d.name != ".ses"]
+    assert sorted(d.name.split("-")[1] for d in dead) == ["cmd", "export"]
+    for directory in dead:
+        assert f"-{proc.pid}-" in directory.name
+        old = directory.stat().st_mtime - scratch.STALE_AFTER_S - 60
+        os.utime(directory, (old, old))  # idle long enough for the next command to take it for a dead one's
+    leftovers = _litter(work)
+    assert not out.exists() and not (work / "m.tflite.report.json").exists()
     # Only a hidden temp file named after the dead writer, which nothing takes for a finished artifact.
     assert len(leftovers) == 1 and leftovers[0].startswith(f".m.tflite.{proc.pid}.") and leftovers[0].endswith(".partial")
     assert_one_line_error(run_mbk("inspect", out), "does not exist")
     rerun = run_mbk(*args, check=True)
     assert "PASSED" in rerun.stdout
-    # The re-run wrote the artifact and removed the dead writer's leftover.
-    assert _litter(tmp_path) == ["m.tflite", "m.tflite.report.json"]
-    assert json.loads((tmp_path / "m.tflite.report.json").read_text())["validation"]["passed"] is True
+    # The re-run wrote the artifact and removed the dead writer's leftover, and its scratch directory.
+    assert _litter(work) == ["m.tflite", "m.tflite.report.json"]
+    assert json.loads((work / "m.tflite.report.json").read_text())["validation"]["passed"] is True
+    assert [n for n in _litter(tmpdir) if n != ".ses"] == []
 
 
 # About 24 s; tests/training/test_distiller.py::test_resume_after_sigint_and_sigkill_matches_uninterrupted kills

@@ -1,0 +1,135 @@
+"""Scratch directories that a killed command does not leave behind for good.
+
+A command's temporary files (an export's candidate files, the SavedModel the
+TFLite converter and tf2onnx write before converting: 62 MB for MiniLM, 440 MB
+for bert-base) live in a directory under the system's temporary directory
+(``TMPDIR``). Python removes it when the command ends, even on Ctrl-C, but not
+after SIGKILL (the out-of-memory killer, ``kill -9``, a closed CI job). Each kill
+then left its files behind.
+
+So a scratch directory is named after its owner, ``mbk-KIND-HOST-PID-*``, and
+the next command removes those of dead owners: same host, a
+process id that no longer runs, the same user, and untouched for
+:data:`STALE_AFTER_S` (the age guards against a process of another PID
+namespace that shares the directory). Every ``mbk`` command runs inside one
+(``cli/main.py``) that captures Python's ``tempfile`` (``capture=True``): the
+converters' temporary SavedModels and AutoGraph's generated modules (which
+TensorFlow removes only at a normal exit) land inside it and go with it.
+
+Example:
+    >>> with scratch_directory("export") as tmp:  # doctest: +SKIP
+    ...     (tmp / "candidate-0.tflite").write_bytes(data)
+"""
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from mobilebert_kit.errors import MbkError
+
+STALE_AFTER_S = 3600.0
+_NAME = re.compile(r"^mbk-[a-z]+-(?P<host>[A-Za-z0-9_.-]{1,64})-(?P<pid>[0-9]{1,10})-")
+
+
+def _host():
+    """The host name as it appears in a scratch name: characters a file name and the pattern both allow."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # a process of another user, or a number the kernel does not take: not ours to judge
+    return True
+
+
+def base_directory():
+    """The system's temporary directory (``TMPDIR``), even inside a capturing :func:`scratch_directory`."""
+    return _outer[-1] if _outer else tempfile.gettempdir()
+
+
+def sweep(directory=None, now=None):
+    """Removes the scratch directories of mbk commands that died on this host; returns their paths.
+
+    Args:
+        directory (str | Path | None): where to look (default :func:`base_directory`).
+        now (float | None): the current time (``time.time()``), for tests.
+    """
+    directory = Path(directory or base_directory())
+    now = time.time() if now is None else now
+    host, uid, removed = _host(), os.getuid(), []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _NAME.match(entry.name)
+        if not match or match["host"] != host or int(match["pid"]) == os.getpid():
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        # A real directory of ours (never a link someone planted), idle long enough, whose owner is gone.
+        if not entry.is_dir(follow_symlinks=False) or info.st_uid != uid or now - info.st_mtime < STALE_AFTER_S:
+            continue
+        if _alive(int(match["pid"])):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed
+
+
+def new_scratch(kind):
+    """A fresh scratch directory ``mbk-KIND-HOST-PID-*`` (the caller removes it); dead commands' ones are swept first.
+
+    Args:
+        kind (str): what it is for (lowercase letters: ``"export"``, ``"worker"``, ...).
+
+    Returns:
+        Path: the directory.
+    """
+    sweep()
+    base = base_directory()
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"mbk-{kind}-{_host()}-{os.getpid()}-", dir=base))
+    except OSError as err:
+        raise MbkError(f"cannot make a scratch directory in {base} ({err.strerror or err}); set TMPDIR to a writable "
+                       "directory with free space") from None
+
+
+_outer = []  # the temporary directories that capturing scratch directories replaced, innermost last
+
+
+@contextlib.contextmanager
+def scratch_directory(kind, capture=False):
+    """A fresh scratch directory ``mbk-KIND-HOST-PID-*``, removed on exit; dead commands' ones are swept first.
+
+    Args:
+        kind (str): what it is for (lowercase letters: ``"export"``, ``"onnx"``, ...).
+        capture (bool): while open, ``tempfile`` (and so the TFLite converter and tf2onnx) makes its temporary
+            files inside it.
+
+    Yields:
+        Path: the directory.
+    """
+    path = new_scratch(kind)
+    saved = tempfile.tempdir
+    try:
+        if capture:
+            _outer.append(base_directory())
+            tempfile.tempdir = str(path)
+        yield path
+    finally:
+        if capture:
+            tempfile.tempdir = saved
+            _outer.pop()
+        shutil.rmtree(path, ignore_errors=True)

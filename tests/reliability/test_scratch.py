@@ -1,0 +1,59 @@
+"""Scratch directories of killed commands are swept by the next one (utils/scratch.py)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+from mobilebert_kit.utils import scratch
+
+
+def _dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _aged(path, seconds):
+    then = path.stat().st_mtime - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+    return path
+
+
+def test_sweep_removes_only_idle_directories_of_dead_commands_on_this_host(tmp_path):
+    host, dead, stale = scratch._host(), _dead_pid(), scratch.STALE_AFTER_S + 60
+    (tmp_path / "user-files").mkdir()
+    gone = tmp_path / f"mbk-export-{host}-{dead}-abc"
+    (gone / "tmp123").mkdir(parents=True)  # the converter's SavedModel, inside
+    kept = {
+        "live owner": tmp_path / f"mbk-export-{host}-{os.getppid()}-abc",
+        "recent": tmp_path / f"mbk-export-{host}-{dead}-new",
+        "other host": tmp_path / f"mbk-export-otherhost{host}-{dead}-abc",
+        "not ours": tmp_path / f"export-{host}-{dead}-abc",
+    }
+    for path in kept.values():
+        path.mkdir()
+    for path in [gone] + [kept[name] for name in ("live owner", "other host", "not ours")]:
+        _aged(path, stale)
+    link = tmp_path / f"mbk-export-{host}-{dead}-link"
+    link.symlink_to(tmp_path / "user-files")  # a planted link is never followed or removed
+    _aged(link, stale)
+    plain = tmp_path / f"mbk-export-{host}-{dead}-file"
+    plain.write_text("user data")
+    _aged(plain, stale)
+
+    assert scratch.sweep(tmp_path) == [str(gone)]
+    assert not gone.exists()
+    assert all(path.is_dir() for path in kept.values())
+    assert link.is_symlink() and (tmp_path / "user-files").is_dir() and plain.read_text() == "user data"
+
+
+def test_a_capturing_scratch_directory_holds_tempfile_temporaries_and_is_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with scratch.scratch_directory("export", capture=True) as directory:
+        assert directory.parent == tmp_path and f"-{os.getpid()}-" in directory.name
+        inner = tempfile.mkdtemp()  # what the TFLite converter does for its SavedModel
+        assert os.path.dirname(inner) == str(directory)
+        assert scratch.base_directory() == str(tmp_path)
+    assert tempfile.tempdir == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []
