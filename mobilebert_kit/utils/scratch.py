@@ -97,9 +97,10 @@ def new_scratch(kind):
     Returns:
         Path: the directory.
     """
-    sweep()
-    base = base_directory()
+    base = "TMPDIR"
     try:
+        base = base_directory()  # tempfile raises when no candidate directory (TMPDIR, /tmp, ...) is writable
+        sweep(base)
         return Path(tempfile.mkdtemp(prefix=f"mbk-{kind}-{_host()}-{os.getpid()}-", dir=base))
     except OSError as err:
         raise MbkError(f"cannot make a scratch directory in {base} ({err.strerror or err}); set TMPDIR to a writable "

@@ -57,3 +57,22 @@ def test_a_capturing_scratch_directory_holds_tempfile_temporaries_and_is_removed
         assert scratch.base_directory() == str(tmp_path)
     assert tempfile.tempdir == str(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_no_room_for_a_scratch_directory_is_one_line_naming_tmpdir(tmp_path, monkeypatch):
+    import errno
+
+    import pytest
+
+    from mobilebert_kit.errors import MbkError
+
+    def full(**kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    with pytest.raises(MbkError) as err:
+        with scratch.scratch_directory("cmd", capture=True):
+            pass
+    assert str(tmp_path) in str(err.value) and "TMPDIR" in str(err.value) and "\n" not in str(err.value)
+    assert tempfile.tempdir == str(tmp_path)
