@@ -95,8 +95,9 @@ def main(argv=None):
         from mobilebert_kit.utils.scratch import scratch_directory
 
         # The command's temporaries (ours, the converters', AutoGraph's) in one directory that a later
-        # command sweeps if this process is killed (utils/scratch.py).
-        with scratch_directory("cmd", capture=True):
+        # command sweeps if this process is killed (utils/scratch.py). Not required: `mbk presets` needs
+        # no temporary space, and what does names a full TMPDIR itself.
+        with scratch_directory("cmd", capture=True, required=False):
             result = args.func(args)
         return int(result or 0)
     except MbkError as err:

@@ -111,18 +111,26 @@ _outer = []  # the temporary directories that capturing scratch directories repl
 
 
 @contextlib.contextmanager
-def scratch_directory(kind, capture=False):
+def scratch_directory(kind, capture=False, required=True):
     """A fresh scratch directory ``mbk-KIND-HOST-PID-*``, removed on exit; dead commands' ones are swept first.
 
     Args:
         kind (str): what it is for (lowercase letters: ``"export"``, ``"onnx"``, ...).
         capture (bool): while open, ``tempfile`` (and so the TFLite converter and tf2onnx) makes its temporary
             files inside it.
+        required (bool): without it (a full or unwritable ``TMPDIR``), raise; else yield ``None`` and leave
+            ``tempfile`` alone (a command that needs no temporary space still runs).
 
     Yields:
-        Path: the directory.
+        Path | None: the directory.
     """
-    path = new_scratch(kind)
+    try:
+        path = new_scratch(kind)
+    except MbkError:
+        if required:
+            raise
+        yield None
+        return
     saved = tempfile.tempdir
     try:
         if capture:

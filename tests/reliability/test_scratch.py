@@ -76,3 +76,5 @@ def test_no_room_for_a_scratch_directory_is_one_line_naming_tmpdir(tmp_path, mon
             pass
     assert str(tmp_path) in str(err.value) and "TMPDIR" in str(err.value) and "\n" not in str(err.value)
     assert tempfile.tempdir == str(tmp_path)
+    with scratch.scratch_directory("cmd", capture=True, required=False) as directory:  # a command's own
+        assert directory is None and tempfile.tempdir == str(tmp_path)
