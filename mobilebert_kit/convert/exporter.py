@@ -177,7 +177,7 @@ def export(options, source=None, log=print, score=None):
     calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
     with _report_of(out) as report, \
             atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
-            scratch_directory("export", capture=True) as scratch:
+            scratch_directory("export") as scratch:
         if search.budget_needed:
             search.set_reference(_float_reference(graph, options, metadata, Path(scratch), validation_inputs, score))
         for index, (step, layers, attempt) in enumerate(search.attempts()):
@@ -722,7 +722,7 @@ def drift(model, options, calibration, inputs, reference, qat_graph=None):
     probe = rebuild(encoder_of(reference), output_hidden_states=True)
     keras_out = probe({k: np.asarray(v) for k, v in inputs.arrays.items()}, training=False)
     hidden = [np.asarray(h) for h in keras_out["hidden_states"]]
-    with scratch_directory("drift", capture=True) as tmp:
+    with scratch_directory("drift") as tmp:
         path = Path(tmp) / f"probe.{options.format}"
         write_drift_probe(model, options, calibration, path, qat_graph=qat_graph)
         return drift_report(ArtifactRunner(path), hidden, inputs, hidden_state_names(model))

@@ -169,7 +169,7 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
     kept = {op for op in keep_float_ops}
-    with scratch_directory("onnx", capture=True) as tmp, _quiet_root_logger():
+    with scratch_directory("onnx") as tmp, _quiet_root_logger():
         source, target = Path(tmp) / "float.onnx", Path(tmp) / "quantized.onnx"
         onnx.save(model, str(source))
         try:

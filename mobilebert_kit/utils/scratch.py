@@ -14,7 +14,9 @@ process id that no longer runs, the same user, and untouched for
 namespace that shares the directory). Every ``mbk`` command runs inside one
 (``cli/main.py``) that captures Python's ``tempfile`` (``capture=True``): the
 converters' temporary SavedModels and AutoGraph's generated modules (which
-TensorFlow removes only at a normal exit) land inside it and go with it.
+TensorFlow removes only at a normal exit) land inside it and go with it. Only
+the command line captures: the process is then ours, while a program calling
+the library may have threads whose temporary files must outlive an export.
 
 Example:
     >>> with scratch_directory("export") as tmp:  # doctest: +SKIP

@@ -52,8 +52,8 @@ def test_write_errors_become_one_line_and_leave_nothing(tmp_path, monkeypatch, c
 
 
 def _scratch_holds_a_temporary(tmpdir):
-    """An export's scratch directory holds a temporary made through ``tempfile`` (the converter's SavedModel)."""
-    return any(d.name.startswith("mbk-export-") and any(e.name.startswith("tmp") for e in d.iterdir())
+    """The command's scratch directory holds a temporary made through ``tempfile`` (the converter's SavedModel)."""
+    return any(d.name.startswith("mbk-cmd-") and any(e.name.startswith("tmp") and e.is_dir() for e in d.iterdir())
                for d in tmpdir.iterdir())
 
 
