@@ -91,6 +91,38 @@ def _marker(path):
     return data.get("format") if data else None
 
 
+MAX_LISTED = 4096  # files a marker lists (a model directory holds a handful); more: the directory is not checked
+
+
+def _files_under(directory):
+    """Relative paths of the files (and links) under ``directory``, the marker left out; None past MAX_LISTED."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            rel = os.path.relpath(os.path.join(root, name), directory)
+            if rel != MARKER_FILE:
+                found.append(rel)
+            if len(found) > MAX_LISTED:
+                return None
+    return sorted(found)
+
+
+def _foreign_files(path):
+    """Files in our output directory ``path`` that its marker does not list: the user's own, put there since.
+
+    Outputs written before markers listed their files, and in-place directories (runs, pipelines), list none:
+    nothing is known about them, so nothing is reported.
+    """
+    data = _json_object(Path(path) / MARKER_FILE, limit=1 << 20)
+    listed = data.get("files") if data else None
+    if not isinstance(listed, list):
+        return []
+    now = _files_under(path)
+    if now is None:
+        return ["(more than %d files)" % MAX_LISTED]
+    return sorted(set(now) - set(listed))
+
+
 def _json_field(name, key, value):
     def sniff(path):
         data = _json_object(Path(path) / name if name else path)
@@ -293,7 +325,13 @@ def check_output(path, kind, *, overwrite=False, sources=()):
         if is_dir and not os.listdir(path):
             return EMPTY
         if kind.recognises(path):
-            return REPLACE
+            foreign = _foreign_files(path) if is_dir else []
+            if not foreign:
+                return REPLACE
+            if not overwrite:
+                shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+                raise OutputError(f"{path} is {kind.what} mbk wrote, but it now also holds files mbk did not write "
+                                  f"({shown}); move them away, or pass --overwrite to replace the directory with them")
     if overwrite:
         return OVERWRITE
     if is_dir != kind.is_dir:
@@ -452,8 +490,14 @@ def _signals_held(signals=("SIGINT", "SIGTERM")):
 
 
 def _write_marker(directory, kind):
+    # The files written are listed, so that a later run replacing the directory can tell the user's own files
+    # put there since (notes, exports) from ours, and refuse instead of deleting them.
+    record = {"format": _kind(kind).format, "version": MARKER_VERSION}
+    files = _files_under(directory)
+    if files is not None:
+        record["files"] = files
     with open(Path(directory) / MARKER_FILE, "w") as handle:
-        json.dump({"format": _kind(kind).format, "version": MARKER_VERSION}, handle)
+        json.dump(record, handle)
         handle.write("\n")
 
 

@@ -427,3 +427,37 @@ def test_a_signal_during_the_final_swap_never_leaves_the_path_empty(tmp_path, mo
     assert len(calls) == 2, calls  # the swap finished before the signal was delivered
     assert json.loads((out / "config.json").read_text()) == {"v": "new"}
     assert not [p for p in tmp_path.iterdir() if p.name != "out"], list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.cheap and c.is_dir],
+                         ids=[c.name for c in COMMANDS if c.cheap and c.is_dir])
+def test_a_users_file_put_into_our_output_is_never_deleted_by_a_rerun(mbk, inputs, tmp_path, command):
+    out = tmp_path / _out_name(command)
+    first = mbk(*command.argv(inputs, out))
+    assert first.returncode == 0, first.stderr
+    inner = [p for p in sorted(out.rglob("*")) if p.is_dir() and not p.name.startswith(".")][:1]  # deeper too
+    for where in [out, *inner]:
+        (where / "notes.txt").write_text("mine\n")
+    before = _snapshot(out)
+    line = assert_refused(mbk(*command.argv(inputs, out)), "notes.txt")
+    assert str(out) in line and "--overwrite" in line
+    assert _snapshot(out) == before and _partials(tmp_path, inputs) == []
+    proc = mbk(*command.argv(inputs, out), "--overwrite")  # the user's explicit choice
+    assert proc.returncode == 0, proc.stderr
+    _assert_written(command, out)
+    assert not (out / "notes.txt").exists()
+
+
+def test_save_refuses_to_replace_its_own_model_holding_a_users_file(tmp_path):
+    import mobilebert_kit as mbk
+    from mobilebert_kit.utils.atomic import OutputError
+
+    model = mbk.build("tiny-bert")
+    mbk.save(model, tmp_path / "m")
+    mbk.save(model, tmp_path / "m")  # our own files only: replaced
+    (tmp_path / "m" / "exported.tflite").write_bytes(b"the user's")
+    with pytest.raises(OutputError, match="exported.tflite"):
+        mbk.save(model, tmp_path / "m")
+    assert (tmp_path / "m" / "exported.tflite").read_bytes() == b"the user's"
+    mbk.save(model, tmp_path / "m", overwrite=True)
+    assert not (tmp_path / "m" / "exported.tflite").exists()
