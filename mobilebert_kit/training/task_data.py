@@ -14,6 +14,7 @@ Features are fixed-length numpy arrays: ``input_ids``, ``attention_mask``,
 """
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -149,11 +150,24 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
     labels = None
     if label_column is not None and label_column in rows[0]:
         raw = [r[label_column] for r in rows]
+        for row, value in enumerate(raw, 1):
+            # A JSONL null, list or object, or an empty cell, is no label: as a class it would be trained
+            # as one ("None", a Python repr, ""); as a regression target it is no number.
+            if value is None or isinstance(value, (list, dict)) or (isinstance(value, str) and not value.strip()):
+                shown = "empty" if isinstance(value, str) else json.dumps(value)[:40]
+                raise MbkError(f"{path}: the label of data row {row} is {shown}; give every row a label in column "
+                               f"{label_column!r}, or remove the row")
         if task == "regression":
             try:
-                labels = np.asarray([float(x) for x in raw], np.float32)
+                labels = np.asarray([float(x) for x in raw], np.float64)
             except (TypeError, ValueError) as err:
                 raise MbkError(f"{path}: regression labels must be numbers ({err})") from err
+            wide = np.flatnonzero(~np.isfinite(labels) | (np.abs(labels) > float(np.finfo(np.float32).max)))
+            if wide.size:
+                row = int(wide[0]) + 1
+                raise MbkError(f"{path}: the regression label of data row {row} is {raw[row - 1]!r}, not a finite "
+                               "float32 number (a NaN or infinite target makes every weight NaN); fix or remove the row")
+            labels = labels.astype(np.float32)
         else:
             raw = [str(x) for x in raw]
             if label_names is None:

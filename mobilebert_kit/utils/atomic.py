@@ -117,10 +117,15 @@ def _foreign_files(path):
     listed = data.get("files") if data else None
     if not isinstance(listed, list):
         return []
+    from mobilebert_kit.utils.run_state import RUN_FILE, STATE_DIR
+
     now = _files_under(path)
     if now is None:
         return ["(more than %d files)" % MAX_LISTED]
-    return sorted(set(now) - set(listed))
+    # A resumable run keeps its state in OUT/run/ beside the finished output it will replace (run_state.py).
+    state = Path(path) / STATE_DIR
+    ours = STATE_DIR if state.is_dir() and not state.is_symlink() and (state / RUN_FILE).is_file() else None
+    return sorted(f for f in set(now) - set(listed) if f.split(os.sep)[0] != ours)
 
 
 def _json_field(name, key, value):

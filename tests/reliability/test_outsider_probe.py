@@ -7,6 +7,7 @@ list, and a vocabulary line holding a control character.
 """
 
 import json
+import re
 
 import pytest
 
@@ -134,3 +135,27 @@ def test_vocabulary_line_with_a_control_character_is_refused(token):
 
     with pytest.raises(ConfigError, match="line 2 holds the control character"):
         parse_vocab("[PAD]\n" + token + "\n[CLS]\n", "vocab.txt")
+
+
+@pytest.mark.parametrize("name, body, task, problem", [
+    ("t.tsv", "sentence\tlabel\na\t0.5\nb\tnan\n", "regression", "data row 2 is 'nan', not a finite float32"),
+    ("t.tsv", "sentence\tlabel\na\t-inf\nb\t1\n", "regression", "data row 1 is '-inf'"),
+    ("t.tsv", "sentence\tlabel\na\t1\nb\t1e308\n", "regression", "data row 2 is '1e308'"),  # inf in float32
+    ("t.tsv", "sentence\tlabel\na\tpos\nb\t \n", "classification", "data row 2 is empty"),
+    ("t.jsonl", '{"sentence": "a", "label": "pos"}\n{"sentence": "b", "label": null}\n', "classification",
+     "data row 2 is null"),
+    ("t.jsonl", '{"sentence": "a", "label": {"x": [1]}}\n', "classification", 'data row 1 is {"x": [1]}'),
+])
+def test_a_label_that_is_no_label_is_refused_naming_its_row(tmp_path, name, body, task, problem):
+    # A NaN regression target trained a model of NaN weights and exited 0; null, empty and object labels
+    # became classes ("None", "", a Python repr).
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.training.task_data import load_sequence_task
+    from tests.data.conftest import write_vocab
+
+    path = tmp_path / name
+    path.write_text(body)
+    tokenizer = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", ["a", "b"]))
+    with pytest.raises(MbkError, match=re.escape(problem)) as caught:
+        load_sequence_task(path, tokenizer, 8, task)
+    assert "\n" not in str(caught.value)
