@@ -2,6 +2,7 @@
 
 from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN, parse_thresholds
 from mobilebert_kit.convert.quantization_modes import CONVERTED_MODES
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -47,9 +48,16 @@ def run(args):
     # A dynamic-axis file (the ONNX default) is validated at the export default, within the position table.
     positions = config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None
     default = min(DEFAULT_SEQ_LEN, positions) if positions else DEFAULT_SEQ_LEN
-    seq_len = ArtifactRunner(args.file).seq_len or args.seq_len or meta.get("seq_len") or default
+    fixed = ArtifactRunner(args.file).seq_len
+    seq_len = fixed or args.seq_len or meta.get("seq_len") or default
+    if positions and seq_len > positions:
+        # The reference would read past its position table (an internal error deep in the embedding).
+        what = f"{args.file} takes {seq_len} tokens" if fixed else f"--seq-len {seq_len} is"
+        fix = "validate against the model the file was exported from" if fixed else f"pass --seq-len {positions} or less"
+        raise ConfigError(f"{what} more than the {positions} positions of the reference {args.reference}; {fix}")
     if args.data:
-        inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"], count=args.count)
+        inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"], count=args.count,
+                                     type_vocab_size=config.get("type_vocab_size"))
     else:
         inputs = default_inputs(config, seq_len, source.tokenizer, count=args.count)
     report = validate_file(args.file, source.model, inputs, precision, thresholds,

@@ -461,7 +461,8 @@ def _input_sets(source, model, options, say=None):
     calibration = None
     if options.calibration:
         calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"],
-                                         count=options.calibration_count)
+                                         count=options.calibration_count,
+                                         type_vocab_size=config.get("type_vocab_size"))
     elif quantization_mode(options.quantize).calibration:
         # ExportOptions.check refused the modes that may not calibrate on built-in data (the record's
         # default_calibration rule, quantization_modes.py); the rows never overlap the validation rows.
@@ -470,7 +471,8 @@ def _input_sets(source, model, options, say=None):
         (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")
     if options.validation_data:
         validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"],
-                                        count=options.validation_count)
+                                        count=options.validation_count,
+                                        type_vocab_size=config.get("type_vocab_size"))
     elif tokenizer is not None:
         validation = InputSet.sample(tokenizer, options.seq_len)  # real text the calibration did not see
     elif options.calibration:

@@ -76,7 +76,7 @@ class InputSet:
         return cls(tokenizer.encode_inputs(lines, seq_len), f"{len(lines)} line(s) of {description}")
 
     @classmethod
-    def from_file(cls, path, seq_len, tokenizer=None, vocab_size=None, count=None):
+    def from_file(cls, path, seq_len, tokenizer=None, vocab_size=None, count=None, type_vocab_size=None):
         """Reads the first ``count`` rows of a ``.txt`` (tokenized with ``tokenizer``) or ``.npz`` file.
 
         Only the rows used are read: a 37 MB calibration file of which 200 rows were used took 4.4 GB
@@ -88,6 +88,7 @@ class InputSet:
             tokenizer: tokenizes text files (None: only ``.npz`` can be read).
             vocab_size: ids must stay below it (None: unchecked).
             count: rows to read (None: up to :data:`MAX_ROWS`).
+            type_vocab_size: segment ids (``token_type_ids``) must stay below it (None: unchecked).
 
         Raises:
             ExportError: missing or special file, text without a tokenizer, wrong arrays, no rows.
@@ -98,7 +99,7 @@ class InputSet:
         path = Path(path)
         count = MAX_ROWS if count is None else int(count)
         if path.suffix == ".npz":
-            return cls._from_npz(path, seq_len, vocab_size, count)
+            return cls._from_npz(path, seq_len, vocab_size, count, type_vocab_size)
         if path.suffix in TEXT_SUFFIXES:
             if tokenizer is None:
                 raise ExportError(
@@ -117,7 +118,7 @@ class InputSet:
                           "sentence per line) or .npz")
 
     @classmethod
-    def _from_npz(cls, path, seq_len, vocab_size, count):
+    def _from_npz(cls, path, seq_len, vocab_size, count, type_vocab_size=None):
         where = escape(path)
         try:
             with _opened(path) as handle, zipfile.ZipFile(handle) as archive:
@@ -143,6 +144,10 @@ class InputSet:
             raise ExportError(f"{where} holds 0 rows; save at least one row per array")
         if vocab_size and (out["input_ids"].min() < 0 or out["input_ids"].max() >= vocab_size):
             raise ExportError(f"{where}: input_ids outside the vocabulary [0, {vocab_size})")
+        if type_vocab_size and (out["token_type_ids"].min() < 0 or out["token_type_ids"].max() >= type_vocab_size):
+            # Like ids past the vocabulary: an out-of-range row lookup deep inside the model.
+            raise ExportError(f"{where}: token_type_ids outside the model's {type_vocab_size} segment(s) "
+                              f"[0, {type_vocab_size}); save 0 (first sentence) or 1 (second) per token")
         return cls(out, f"{out['input_ids'].shape[0]} row(s) of {where}")
 
     @classmethod

@@ -159,3 +159,31 @@ def test_a_label_that_is_no_label_is_refused_naming_its_row(tmp_path, name, body
     with pytest.raises(MbkError, match=re.escape(problem)) as caught:
         load_sequence_task(path, tokenizer, 8, task)
     assert "\n" not in str(caught.value)
+
+
+def test_segment_ids_past_the_models_segments_are_refused_naming_the_array(tmp_path):
+    # They reached the embedding lookup of `mbk validate` / `mbk export --validation-data` as an internal error.
+    import numpy as np
+
+    from mobilebert_kit.convert.errors import ExportError
+    from mobilebert_kit.convert.input_set import InputSet
+
+    rows = {"input_ids": np.full((2, 8), 5), "attention_mask": np.ones((2, 8)), "token_type_ids": np.zeros((2, 8))}
+    rows["token_type_ids"][1, 3] = 9
+    np.savez(tmp_path / "in.npz", **{k: v.astype(np.int32) for k, v in rows.items()})
+    with pytest.raises(ExportError, match=re.escape("token_type_ids outside the model's 2 segment(s) [0, 2)")):
+        InputSet.from_file(tmp_path / "in.npz", 8, vocab_size=100, type_vocab_size=2)
+    assert InputSet.from_file(tmp_path / "in.npz", 8, vocab_size=100).arrays["token_type_ids"].max() == 9
+
+
+def test_validate_at_more_positions_than_the_reference_has_is_one_line(tmp_path):
+    import mobilebert_kit as mbk
+    from tests.helpers import assert_one_line_error, run_mbk
+
+    positions = mbk.build("tiny-bert").config["max_position_embeddings"]
+    out = tmp_path / "m.onnx"
+    run_mbk("export", "tiny-bert", "--format", "onnx", "--seq-len", 16, "--out", out, "--no-validate", check=True)
+    proc = run_mbk("validate", out, "--reference", "tiny-bert", "--seq-len", positions + 1)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, f"--seq-len {positions + 1} is more than the {positions} positions",
+                          f"pass --seq-len {positions} or less")
