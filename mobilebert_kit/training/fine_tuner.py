@@ -17,7 +17,7 @@ import numpy as np
 
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.vocab import copy_tokenizer_files
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import MbkError, first_line
 from mobilebert_kit.models.api import load
 from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_labels
@@ -295,8 +295,15 @@ class FineTuner:
         if latest is not None:
             with self.strategy.scope():  # the optimizer's slots exist before their values are restored
                 model.optimizer.build(model.trainable_variables)
-            status = checkpoint.restore(latest)
-            status.assert_existing_objects_matched()
+            try:
+                status = checkpoint.restore(latest)
+                status.assert_existing_objects_matched()
+            except (ValueError, AssertionError) as err:
+                # A head of another size: the labels of the data changed (a class added or gone).
+                raise MbkError(
+                    f"the run in {out_dir} does not fit the model {train_path} now makes ({num_labels} output(s); "
+                    f"{first_line(err)[:160]}): the training data changed; restore it, or start over with "
+                    "--overwrite") from None
             first = int(keras.backend.get_value(model.optimizer.iterations))
             scalars = run.scalars(first)
             stored_total = run.progress().get("total")

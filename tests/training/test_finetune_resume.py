@@ -386,3 +386,19 @@ def test_readers_handed_an_interrupted_run_say_how_to_finish_it(interrupted, dat
         assert_one_line_error(mbk(capsys, *command, check=False), "holds an interrupted fine-tuning run",
                               f"mbk finetune --out {interrupted} --resume")
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_resuming_after_the_data_gained_a_class_is_one_line(tokenizer, tmp_path, capsys):
+    # Same rows, another label set: the head has another size, and restoring the checkpoint was an internal error.
+    from tests.helpers import assert_one_line_error
+
+    train = _sentiment(tmp_path / "train.tsv", 48, 0)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        FineTuner("tiny-bert", tokenizer, FinetuneConfig(**CONFIG), console=_quiet(),
+                  on_step_end=stop_at(3, "sigint")).train(train, out)
+    lines = train.read_text().splitlines()
+    train.write_text("\n".join(lines[:-1] + [lines[-1].rsplit("\t", 1)[0] + "\tneutral"]) + "\n")
+    assert_one_line_error(mbk(capsys, "finetune", "--out", out, "--resume", check=False),
+                          "does not fit the model", "3 output(s)", "the training data changed", "--overwrite")
+    assert (out / "run" / "checkpoints").is_dir()
