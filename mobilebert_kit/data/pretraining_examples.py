@@ -109,12 +109,21 @@ def _tokenize_document(tokenizer, sentences, whole_word):
 
 
 def _truncate_pair(a, b, max_tokens, rng):
-    while len(a) + len(b) > max_tokens:
-        longer = a if len(a) > len(b) else b
+    """Google's truncate_seq_pair, in place: one token at a time from the longer side, front or back at random.
+
+    The kept window of each list moves by index and is cut once at the end: deleting from the front one token
+    at a time is quadratic, and one 200,000-word line took 39 s (the same draws, the same result).
+    """
+    bounds = {"a": [0, len(a)], "b": [0, len(b)]}
+    size = {key: lambda key=key: bounds[key][1] - bounds[key][0] for key in bounds}
+    while size["a"]() + size["b"]() > max_tokens:
+        longer = bounds["a"] if size["a"]() > size["b"]() else bounds["b"]
         if rng.random() < 0.5:
-            del longer[0]  # from the front, as Google's truncate_seq_pair: avoids a bias to sentence ends
+            longer[0] += 1  # from the front, as Google's truncate_seq_pair: avoids a bias to sentence ends
         else:
-            longer.pop()
+            longer[1] -= 1
+    a[:] = a[bounds["a"][0]:bounds["a"][1]]
+    b[:] = b[bounds["b"][0]:bounds["b"][1]]
 
 
 def _instances(documents, index, options, rng):

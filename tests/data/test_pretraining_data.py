@@ -152,3 +152,29 @@ def test_a_dataset_json_nested_too_deep_is_refused(tmp_path):
     (tmp_path / "dataset.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(MbkError, match="nests too deeply"):
         pretraining_dataset(tmp_path, batch_size=2)
+
+
+def test_truncating_a_pair_draws_as_google_s_truncate_seq_pair_and_is_linear():
+    # One 200,000-word line took 39 s: deleting from a list's front one token at a time is quadratic.
+    import random
+
+    from mobilebert_kit.data.pretraining_examples import _truncate_pair
+
+    def google(a, b, max_tokens, rng):  # create_pretraining_data.truncate_seq_pair
+        while len(a) + len(b) > max_tokens:
+            longer = a if len(a) > len(b) else b
+            if rng.random() < 0.5:
+                del longer[0]
+            else:
+                longer.pop()
+
+    for seed in range(200):
+        draw = random.Random(seed)
+        a, b, limit = list(range(draw.randint(0, 60))), list(range(100, 100 + draw.randint(0, 60))), draw.randint(1, 80)
+        want_a, want_b = a[:], b[:]
+        google(want_a, want_b, limit, random.Random(seed))
+        _truncate_pair(a, b, limit, random.Random(seed))
+        assert (a, b) == (want_a, want_b), seed
+    long = list(range(2_000_000))  # quadratic: hours; linear: about a second
+    _truncate_pair(long, [7], 29, random.Random(0))
+    assert len(long) == 28 and long == sorted(long) and long[-1] - long[0] == 27
