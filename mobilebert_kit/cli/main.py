@@ -92,12 +92,13 @@ def main(argv=None):
         parser.print_help()
         return 2
     try:
+        from mobilebert_kit.utils.interrupt import TerminateAsInterrupt
         from mobilebert_kit.utils.scratch import scratch_directory
 
         # The command's temporaries (ours, the converters', AutoGraph's) in one directory that a later
         # command sweeps if this process is killed (utils/scratch.py). Not required: `mbk presets` needs
         # no temporary space, and what does names a full TMPDIR itself.
-        with scratch_directory("cmd", capture=True, required=False):
+        with TerminateAsInterrupt(), scratch_directory("cmd", capture=True, required=False):
             result = args.func(args)
         return int(result or 0)
     except MbkError as err:

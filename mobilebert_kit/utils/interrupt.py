@@ -50,3 +50,33 @@ class InterruptFlag:
             signal.signal(signum, previous)
         self._previous = {}
         return False
+
+
+class TerminateAsInterrupt:
+    """Makes SIGTERM stop the command the way Ctrl-C does (``KeyboardInterrupt``), for the whole command.
+
+    SIGTERM's default action ends the process at once: a command outside a training loop (``mbk
+    pretraining-data``, an export) then left its hidden ``.partial`` output behind and printed nothing.
+    As ``KeyboardInterrupt`` it unwinds: temporary outputs are removed, and ``mbk`` prints ``interrupted``.
+    An :class:`InterruptFlag` inside takes the signal over for its loop and gives it back. Main thread only.
+
+    Example:
+        >>> with TerminateAsInterrupt():  # doctest: +SKIP
+        ...     run_command()
+    """
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    @staticmethod
+    def _handle(signum, frame):
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+        return False

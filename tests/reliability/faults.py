@@ -36,16 +36,17 @@ def start_mbk(*args, log=None):
                             stdout=out, stderr=subprocess.STDOUT)
 
 
-def kill_when(proc, condition, timeout=240, poll=0.05):
-    """SIGKILLs ``proc`` as soon as ``condition()`` holds; fails if it exits or times out first."""
+def kill_when(proc, condition, timeout=240, poll=0.05, signum=signal.SIGKILL):
+    """Sends ``signum`` (SIGKILL) to ``proc`` as soon as ``condition()`` holds; fails if it exits or times out first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"the process exited ({proc.returncode}) before the kill point was reached")
         if condition():
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-            assert proc.returncode == -signal.SIGKILL
+            proc.send_signal(signum)
+            proc.wait(timeout=60)
+            if signum == signal.SIGKILL:
+                assert proc.returncode == -signal.SIGKILL
             return
         time.sleep(poll)
     proc.kill()

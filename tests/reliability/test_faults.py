@@ -235,3 +235,24 @@ def test_a_write_error_inside_a_directory_names_the_final_path_not_the_temporary
                 raise OSError(errno.ENOSPC, "No space left on device")
     assert str(caught.value).startswith(f"disk full while writing {out / 'model'};"), caught.value
     assert _litter(tmp_path) == []
+
+
+def test_sigterm_outside_a_training_loop_unwinds_like_ctrl_c(tmp_path):
+    # SIGTERM's default action killed `mbk pretraining-data` at once: no message, its .partial directory left.
+    import signal
+
+    from tests.data.conftest import write_vocab
+
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"{' '.join(words[i % 9:] + words[:i % 9])}.\n" + ("\n" if i % 5 == 4 else "")
+                              for i in range(4000)))
+    vocab = write_vocab(tmp_path / "vocab.txt", words + ["."])
+    out = tmp_path / "data"
+    log = tmp_path / "log.txt"
+    proc = start_mbk("pretraining-data", "--input", corpus, "--vocab", vocab, "--out", out, "--seq-len", 32,
+                     "--dupe-factor", 200, log=log)
+    kill_when(proc, lambda: any(n.endswith(".partial") for n in os.listdir(tmp_path)), signum=signal.SIGTERM)
+    assert proc.returncode == 130
+    assert "mbk pretraining-data: interrupted" in log.read_text() and "Traceback" not in log.read_text()
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "log.txt", "vocab.txt"]
