@@ -69,7 +69,7 @@ from mobilebert_kit.training.teacher_student import (
     precision_policy,
     split_teacher,
 )
-from mobilebert_kit.utils.atomic import remove_path
+from mobilebert_kit.utils.atomic import relist, remove_path
 from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.scratch import new_scratch
 
@@ -530,6 +530,8 @@ class Distiller:
                 names.append("modules.json (sentence pooling)")
         except ConfigError:
             pass  # a pooling mbk cannot export: the student is written without one, as before
+        for target in targets:
+            relist(target)  # these files are ours too: a later --resume replaces them
         return names
 
     def _finish(self, history):

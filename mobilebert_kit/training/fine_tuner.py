@@ -28,7 +28,7 @@ from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.strategies import is_chief, worker_label
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
-from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
+from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir, relist
 from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.run_state import describe_path, interrupted_run, resume_hint
 from mobilebert_kit.utils.scratch import new_scratch
@@ -368,6 +368,7 @@ class FineTuner:
             vocab = Path(self.tokenizer.source)
             shutil.copyfile(vocab, tmp / vocab.name)
             _deployment_files(tmp / "model", self.tokenizer, spec.get("label_names"))
+            relist(tmp / "model")  # the vocabulary and labels beside the saved model are ours too
             spec.update(vocab=vocab.name, lowercase=self.tokenizer.lowercase, metrics=results)
             (tmp / TASK_FILE).write_text(json.dumps(spec, indent=2) + "\n")
             _write_tensorboard(tmp / "tensorboard", scalars, results, self._steps)

@@ -494,6 +494,27 @@ def _signals_held(signals=("SIGINT", "SIGTERM")):
             signal.raise_signal(number)
 
 
+def relist(directory):
+    """Updates the file list of our output ``directory``'s marker after mbk added files to it (a vocabulary, a
+    pooling config copied beside a saved model), so that a later run does not take them for the user's.
+
+    Example:
+        >>> relist("runs/distill/student")  # doctest: +SKIP
+    """
+    marker = Path(directory) / MARKER_FILE
+    data = _json_object(marker, limit=1 << 20)
+    if not data or not isinstance(data.get("files"), list):
+        return
+    files = _files_under(directory)
+    if files is None:
+        data.pop("files")
+    else:
+        data["files"] = files
+    with atomic_file(marker, "w") as handle:
+        json.dump(data, handle)
+        handle.write("\n")
+
+
 def _write_marker(directory, kind):
     # The files written are listed, so that a later run replacing the directory can tell the user's own files
     # put there since (notes, exports) from ours, and refuse instead of deleting them.

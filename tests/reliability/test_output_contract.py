@@ -461,3 +461,19 @@ def test_save_refuses_to_replace_its_own_model_holding_a_users_file(tmp_path):
     assert (tmp_path / "m" / "exported.tflite").read_bytes() == b"the user's"
     mbk.save(model, tmp_path / "m", overwrite=True)
     assert not (tmp_path / "m" / "exported.tflite").exists()
+
+
+def test_files_mbk_adds_beside_a_saved_model_are_listed_as_its_own(tmp_path):
+    # The distiller copies the teacher's vocabulary and pooling beside the saved student; a --resume replaced
+    # them and must keep doing so, while a user's file there is still refused.
+    import mobilebert_kit as mbk
+    from mobilebert_kit.utils.atomic import OutputError, relist
+
+    model = mbk.build("tiny-bert")
+    mbk.save(model, tmp_path / "m")
+    (tmp_path / "m" / "vocab.txt").write_text("[PAD]\n")
+    relist(tmp_path / "m")
+    mbk.save(model, tmp_path / "m")
+    (tmp_path / "m" / "mine.txt").write_text("x")
+    with pytest.raises(OutputError, match="mine.txt"):
+        mbk.save(model, tmp_path / "m")
