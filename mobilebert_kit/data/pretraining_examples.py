@@ -114,16 +114,15 @@ def _truncate_pair(a, b, max_tokens, rng):
     The kept window of each list moves by index and is cut once at the end: deleting from the front one token
     at a time is quadratic, and one 200,000-word line took 39 s (the same draws, the same result).
     """
-    bounds = {"a": [0, len(a)], "b": [0, len(b)]}
-    size = {key: lambda key=key: bounds[key][1] - bounds[key][0] for key in bounds}
-    while size["a"]() + size["b"]() > max_tokens:
-        longer = bounds["a"] if size["a"]() > size["b"]() else bounds["b"]
+    window_a, window_b = [0, len(a)], [0, len(b)]  # [first kept, past the last kept]
+    while (window_a[1] - window_a[0]) + (window_b[1] - window_b[0]) > max_tokens:
+        longer = window_a if window_a[1] - window_a[0] > window_b[1] - window_b[0] else window_b
         if rng.random() < 0.5:
             longer[0] += 1  # from the front, as Google's truncate_seq_pair: avoids a bias to sentence ends
         else:
             longer[1] -= 1
-    a[:] = a[bounds["a"][0]:bounds["a"][1]]
-    b[:] = b[bounds["b"][0]:bounds["b"][1]]
+    a[:] = a[window_a[0]:window_a[1]]
+    b[:] = b[window_b[0]:window_b[1]]
 
 
 def _instances(documents, index, options, rng):
