@@ -142,6 +142,10 @@ class ArtifactRunner:
             self._init_tflite(num_threads)
         else:
             self._init_onnx(num_threads)
+        if not self.input_specs:
+            # Every caller feeds token arrays; without this, the first look at the inputs was an IndexError.
+            raise ArtifactError(f"{self.path} has no inputs, so it is not an encoder export; pass a file that "
+                                "takes input_ids (mbk export writes one)")
 
     # === TFLite ===
     def _init_tflite(self, num_threads, preserve_all_tensors=False):

@@ -82,6 +82,7 @@ def run(args):
     from mobilebert_kit.utils.atomic import check_output
 
     # Checked before profiling: a refused --json /dev/null must not cost a two-minute run first.
+    _check_distinct_reports(args)
     for flag, kind in REPORT_KINDS.items():
         if getattr(args, flag):
             check_output(getattr(args, flag), kind, overwrite=args.overwrite, sources=args.files)
@@ -214,6 +215,24 @@ def _emit(args, results, error):
     for path in (args.json, args.csv, args.md, args.html):
         if path:
             console.print(f"wrote {escape(path)}", markup=False)
+
+
+def _check_distinct_reports(args):
+    """Refuses two report options naming one file: the second report replaced the first, which was then
+    left behind as a CSV named like the JSON (or the reverse)."""
+    import os
+
+    from mobilebert_kit.errors import ConfigError
+
+    seen = {}
+    for flag in REPORT_KINDS:
+        path = getattr(args, flag)
+        if not path:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise ConfigError(f"--{seen[key]} and --{flag} both name {path}; give each report its own file")
+        seen[key] = flag
 
 
 def _list_devices(args):

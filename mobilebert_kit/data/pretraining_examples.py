@@ -237,6 +237,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     def on_bytes(n):
         read[0] += n
 
+    _allow_open_files(options.num_shards)
     with atomic_dir(out_dir, "pretraining-data", overwrite=overwrite, sources=files) as tmp:
         writers = [tf.io.TFRecordWriter(str(tmp / n)) for n in names]
         try:
@@ -282,6 +283,31 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
         }
         (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return meta
+
+
+# Descriptors the process needs besides the shards: inputs, TensorFlow's and Python's own files.
+_SPARE_FILES = 64
+
+
+def _allow_open_files(shards):
+    """Raises the open-file limit to fit one writer per shard, or refuses before any work.
+
+    Every shard stays open while examples are dealt round-robin; past ``ulimit -n`` TensorFlow
+    failed mid-run with "Too many open files" (an internal error, issue 12's probes).
+    """
+    try:
+        import resource
+    except ImportError:  # not POSIX: no limit to read
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = shards + _SPARE_FILES
+    if soft == resource.RLIM_INFINITY or need <= soft:
+        return
+    if hard == resource.RLIM_INFINITY or need <= hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        return
+    raise ConfigError(f"--shards {shards} needs {need} open files and this process may open at most {hard} "
+                      f"(ulimit -Hn); use --shards {max(1, hard - _SPARE_FILES)} or fewer")
 
 
 def _files_digest(files):

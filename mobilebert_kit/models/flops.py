@@ -12,6 +12,7 @@ the MobileBERT paper's #FLOPS columns (Tables 3-5).
 import numpy as np
 
 from mobilebert_kit.backend import tf
+from mobilebert_kit.models.api import check_positions
 from mobilebert_kit.models.encoder import INPUT_NAMES
 
 
@@ -60,10 +61,17 @@ def count_flops(model, seq_len=128, batch_size=1):
         seq_len: sequence length to trace at.
         batch_size: batch size to trace at.
 
+    Raises:
+        ConfigError: ``seq_len`` exceeds the model's learned positions (``mbk quickstart --seq-len 513``
+            failed with a multi-line Keras shape error).
+
     Example:
         >>> count_flops(build("mobilebert"), seq_len=128) / 1e9  # doctest: +SKIP
         5.38
     """
+    config = getattr(getattr(model, "encoder", model), "config", None)
+    if config:
+        check_positions(config, seq_len)
     spec = {name: tf.TensorSpec([batch_size, seq_len], tf.int32, name=name) for name in INPUT_NAMES}
     graph = tf.function(lambda inputs: model(inputs, training=False)).get_concrete_function(spec).graph
     return int(sum(_op_flops(op) for op in _walk(graph)))

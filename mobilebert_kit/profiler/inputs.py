@@ -21,6 +21,8 @@ import numpy as np
 
 from mobilebert_kit.profiler.errors import ProfilerError
 
+# The most values one input may take (64 MiB of int64): a timing input is a few batches of tokens.
+MAX_FEED_VALUES = 1 << 23
 _NUMPY_TYPES = {"int32": np.int32, "int64": np.int64, "float32": np.float32, "float16": np.float16, "int8": np.int8, "uint8": np.uint8}
 
 
@@ -49,11 +51,19 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
         dtype = _NUMPY_TYPES.get(spec["dtype"])
         if dtype is None:
             raise ProfilerError(f"input {spec['name']!r} has dtype {spec['dtype']}; the profiler feeds int32/int64/float inputs only")
+        role = spec.get("role")
+        if role and len(spec["shape"]) != 2:
+            raise ProfilerError(f"input {spec['name']!r} has shape {list(spec['shape'])}; the profiler feeds token "
+                                "inputs of shape [batch, seq] only (mbk export writes them)")
         shape = [1 if d is None or d < 0 else int(d) for d in spec["shape"]] or [1]
         if len(shape) >= 2:
             shape[-1] = seq_len
+        count = int(np.prod(shape, dtype=np.float64))
+        if count > MAX_FEED_VALUES:
+            # a static batch read from the file decides the feed's size; numpy's MemoryError was an internal error
+            raise ProfilerError(f"input {spec['name']!r} of shape {shape} needs {count:,} values, more than the "
+                                f"profiler's {MAX_FEED_VALUES:,}; export the model with batch 1")
         values = np.zeros(shape, dtype=np.int64)
-        role = spec.get("role")
         if role == "input_ids":
             values[..., :length] = rng.integers(1, vocab_size, size=shape[:-1] + [length])
         elif role == "attention_mask":

@@ -1,6 +1,7 @@
 """Pre-training example creation (NSP pairs, masks, shards), determinism, streaming input and resume."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -178,3 +179,35 @@ def test_truncating_a_pair_draws_as_google_s_truncate_seq_pair_and_is_linear():
     long = list(range(2_000_000))  # quadratic: hours; linear: about a second
     _truncate_pair(long, [7], 29, random.Random(0))
     assert len(long) == 28 and long == sorted(long) and long[-1] - long[0] == 27
+
+
+def test_more_shards_than_open_files_raises_the_soft_limit_or_refuses(email_corpus, tmp_path, monkeypatch):
+    # TensorFlow failed mid-run with "Too many open files" past `ulimit -n` (an internal error).
+    import os
+    import resource
+
+    from mobilebert_kit.data import pretraining_examples as pe
+    from mobilebert_kit.errors import ConfigError
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_now = len(os.listdir("/proc/self/fd"))
+    low = open_now + 80
+    if hard != resource.RLIM_INFINITY and hard < low + 200:
+        pytest.skip(f"the hard open-file limit {hard} leaves no room to raise a lowered soft limit")
+    tok = WordPieceTokenizer(email_corpus / "vocab.txt")
+    options = pe.PretrainingDataOptions(seq_len=64, max_predictions=8, num_shards=low + 100, chunk_documents=10)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
+    try:
+        meta = pe.write_pretraining_data([email_corpus / "train.txt"], tok, tmp_path / "data", options)
+        raised = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(meta["shards"]) == low + 100 and raised > low
+    assert len(list((tmp_path / "data").glob("*.tfrecord"))) == low + 100
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (256, 256))
+    with pytest.raises(ConfigError, match=re.escape("--shards 400 needs 464 open files and this process may open "
+                                                    "at most 256 (ulimit -Hn); use --shards 192 or fewer")):
+        pe.write_pretraining_data([email_corpus / "train.txt"], tok, tmp_path / "refused",
+                                  pe.PretrainingDataOptions(num_shards=400))
+    assert not (tmp_path / "refused").exists()
