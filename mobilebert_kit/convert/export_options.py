@@ -37,6 +37,10 @@ from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import check_number, number_option
 
+# [source] head: "auto" (the head the checkpoint holds) or a task head, by its architecture name
+# (models.heads.HEADS, whose keys AUTO_TASK lists; this module needs no TensorFlow).
+HEAD_CHOICES = ("auto",) + tuple(name for name in AUTO_TASK if name != "encoder")
+
 FORMATS = ("tflite", "onnx")
 NAMED_BY = ("field", "flag", "recipe")
 # The sequence length of an export whose task record names none for its format (ExportTask.default_seq_len).
@@ -224,7 +228,8 @@ class ExportOptions:
     recover_data: str = option(None, recipe=("substitute", "data"), help="recovery data file")
     qat_learning_rate: float = option(1e-5, recipe=("export", "qat_learning_rate"), limit="qat_learning_rate",
                                       help="quantization-aware fine-tuning learning rate")
-    head: str = option("auto", recipe=("source", "head"), help="head to load from a Hugging Face directory")
+    head: str = option("auto", recipe=("source", "head"), choices=HEAD_CHOICES,
+                       help="head to load from a Hugging Face directory")
     normalize: bool = option(None, none_ok=True, help="embedding task: L2-normalize the sentence vector "
                              "(default: the checkpoint's declared Normalize module, else no)")
     named_by: str = field(default="field", repr=False, compare=False)

@@ -46,6 +46,8 @@ from mobilebert_kit.utils.scratch import scratch_directory
 
 FORMAT_VERSION = 1
 REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
+# Heads whose outputs are classes: the architectures that carry labels into the file.
+_LABELLED = ("sequence_classifier", "token_classifier")
 
 
 @dataclass
@@ -144,6 +146,7 @@ def export(options, source=None, log=print, score=None):
     positions = config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None
     num_outputs = getattr(model, "head_config", {}).get("num_labels")
     options = options.resolve(architecture_of(model), _declared_pooling(source, options), positions, num_outputs)
+    _check_labels(options, architecture_of(model), num_outputs)
 
     # Before converting: validation inputs may never reach a poisoned row (an unused token's embedding).
     check_finite_weights(named_weights(model), f"the model to export ({source.describe()})", error=ExportError,
@@ -482,6 +485,19 @@ def _input_sets(source, model, options, say=None):
     return calibration, validation.take(options.validation_count)
 
 
+def _check_labels(options, architecture, num_outputs):
+    """Given class names must name the head's classes one to one: MediaPipe's classifier maps output
+    column i to line i of ``labels.txt``, so a short or long list labels answers wrongly in the app."""
+    if not options.labels:
+        return
+    if architecture not in _LABELLED:
+        raise ConfigError(f"{options.name_of('labels')} names classes, and this source is {architecture}, not a "
+                          "classifier; remove it")
+    if num_outputs is not None and len(options.labels) != num_outputs:
+        raise ConfigError(f"{options.name_of('labels')} lists {len(options.labels)} names and the model's head has "
+                          f"{num_outputs} classes; list one name per class, in the head's order")
+
+
 def _metadata(source, model, graph, options):
     """``(mbk_metadata dict, vocabulary lines or None)`` of an export with resolved ``options``.
 
@@ -493,7 +509,7 @@ def _metadata(source, model, graph, options):
     config = _config(model)
     tokenizer = source.tokenizer
     architecture = architecture_of(model)
-    labels = list(options.labels) or (source.labels if architecture in ("sequence_classifier", "token_classifier") else [])
+    labels = list(options.labels) or (source.labels if architecture in _LABELLED else [])
     dtypes = graph.input_dtypes
     meta = {
         "format": "mobilebert-kit",

@@ -47,6 +47,7 @@ from mobilebert_kit.convert.errors import RecipeError
 from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN, ExportOptions, recipe_keys
 from mobilebert_kit.convert.quantization_modes import THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.models.presets import PRESETS
 from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import LIMITS, check_number
 from mobilebert_kit.utils.structured import load_toml
@@ -274,6 +275,10 @@ def _check_table(path, section, values, allow_formats=False):
                 value = check_number(f"[{section}] {key}", value, limit)
             except ConfigError as err:
                 raise RecipeError(f"{escape(path)}: {err}") from err
+        if (section, key) == ("source", "preset") and value not in PRESETS:
+            # Found at load time, not at the first export stage after the output directory was made.
+            raise RecipeError(f"{escape(path)}: [source] preset = {escape(repr(value))} is not a preset; valid: "
+                              f"{', '.join(PRESETS)}")
         if (section, key) in _PATH_KEYS:
             value = _inside(path, f"[{section}] {key}", value, output=(section, key) in _OUTPUT_KEYS)
         out[key] = value

@@ -35,7 +35,7 @@ import mobilebert_kit
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.sources.spec import locate
-from mobilebert_kit.utils.atomic import prepare_dir, write_text
+from mobilebert_kit.utils.atomic import prepared_dir, write_text
 from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
@@ -121,8 +121,11 @@ class Pipeline:
         # The output directory is ours (marked), empty or new before any stage writes into it.
         sources = [recipe.path] + [p for o in planned for p in (o.source, o.calibration, o.validation_data,
                                                                 o.recover_data)]
-        prepare_dir(out_dir, "pipeline", overwrite=self.overwrite,
-                    sources=[p for p in sources if isinstance(p, (str, os.PathLike))])
+        with prepared_dir(out_dir, "pipeline", overwrite=self.overwrite,
+                          sources=[p for p in sources if isinstance(p, (str, os.PathLike))]):
+            return self._run_stages(recipe, planned, out_dir, name, serial)
+
+    def _run_stages(self, recipe, planned, out_dir, name, serial):
         source_hash = _source_hash(recipe.source_spec())
         substitute = dict(recipe.tables.get("substitute", {}))
         if substitute.get("data"):

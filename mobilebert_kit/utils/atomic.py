@@ -501,8 +501,7 @@ def relist(directory):
     Example:
         >>> relist("runs/distill/student")  # doctest: +SKIP
     """
-    marker = Path(directory) / MARKER_FILE
-    data = _json_object(marker, limit=1 << 20)
+    data = _json_object(Path(directory) / MARKER_FILE, limit=1 << 20)
     if not data or not isinstance(data.get("files"), list):
         return
     files = _files_under(directory)
@@ -510,9 +509,7 @@ def relist(directory):
         data.pop("files")
     else:
         data["files"] = files
-    with atomic_file(marker, "w") as handle:
-        json.dump(data, handle)
-        handle.write("\n")
+    _store_marker(directory, data)
 
 
 def _write_marker(directory, kind):
@@ -522,7 +519,14 @@ def _write_marker(directory, kind):
     files = _files_under(directory)
     if files is not None:
         record["files"] = files
-    with open(Path(directory) / MARKER_FILE, "w") as handle:
+    _store_marker(directory, record, in_place=True)
+
+
+def _store_marker(directory, record, in_place=False):
+    """Writes ``record`` as ``directory``'s marker (the one writer of markers): whole or not at all, or
+    ``in_place`` inside a hidden ``.partial`` directory that nobody reads before it is renamed into place."""
+    path = Path(directory) / MARKER_FILE
+    with (open(path, "w") if in_place else atomic_file(path, "w")) as handle:
         json.dump(record, handle)
         handle.write("\n")
 
@@ -645,12 +649,39 @@ def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
                 os.remove(path)
         path.mkdir(parents=True, exist_ok=True)
         if decision != REPLACE or _marker(path) != _kind(kind).format:
-            with atomic_file(path / MARKER_FILE, "w") as handle:
-                json.dump({"format": _kind(kind).format, "version": MARKER_VERSION}, handle)
-                handle.write("\n")
+            _store_marker(path, {"format": _kind(kind).format, "version": MARKER_VERSION})
     except OSError as err:
         raise write_error(path, err) from err
     return decision
+
+
+@contextlib.contextmanager
+def prepared_dir(path, kind, **kwargs):
+    """:func:`prepare_dir` for a command that may still fail before writing anything: a directory it created
+    (or found empty) that holds only its marker when the block fails is put back as it was found, so a
+    refused recipe leaves no empty output behind.
+
+    Args:
+        path, kind, kwargs: as :func:`prepare_dir`.
+
+    Yields:
+        str: :func:`prepare_dir`'s decision.
+
+    Example:
+        >>> with prepared_dir("out/pipeline", "pipeline") as decision:  # doctest: +SKIP
+        ...     run_stages()
+    """
+    decision = prepare_dir(path, kind, **kwargs)
+    try:
+        yield decision
+    except BaseException:
+        if decision in (NEW, EMPTY):
+            with contextlib.suppress(OSError):
+                if os.listdir(path) == [MARKER_FILE]:
+                    os.remove(Path(path) / MARKER_FILE)
+                    if decision == NEW:
+                        os.rmdir(path)
+        raise
 
 
 def _prefix(path):
