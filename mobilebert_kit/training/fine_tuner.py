@@ -274,6 +274,9 @@ class FineTuner:
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
                 "max_query_length": cfg.max_query_length, "label_names": None}
         features, targets, weights, _ = self._data(train_path, spec, training=True)
+        if eval_path is not None:
+            # Read now, with the training labels: a bad evaluation file was found only after the whole run.
+            self._data(eval_path, dict(spec), training=False)
         n = len(features["input_ids"])
         if n < cfg.batch_size:
             raise MbkError(f"{train_path} yields {n} examples, fewer than --batch-size {cfg.batch_size}")

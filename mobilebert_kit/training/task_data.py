@@ -207,9 +207,16 @@ def read_squad(path):
             for k, qa in enumerate(field(where, paragraph, "qas", list, [])):
                 at = f"{where}.qas[{k}]"
                 answers = []
-                for a in field(at, qa, "answers", list, []):
+                for n, a in enumerate(field(at, qa, "answers", list, [])):
                     start = field(f"{at}.answers", a, "answer_start", int)
-                    answers.append({"text": field(f"{at}.answers", a, "text", str), "start": start})
+                    text = field(f"{at}.answers", a, "text", str)
+                    # An answer that does not lie in its context was trained as "no answer" without a word.
+                    if not text.strip() or start < 0 or start + len(text) > len(context):
+                        problem = "an empty text" if not text.strip() else \
+                            f"answer_start {start}, outside its {len(context)}-character context"
+                        raise MbkError(f"{path}: {at}.answers[{n}] has {problem}; answer_start is the character "
+                                       "offset of the answer text in the paragraph's context")
+                    answers.append({"text": text, "start": start})
                 examples.append({"id": str(field(at, qa, "id", (str, int))), "question": field(at, qa, "question", str),
                                  "context": context, "answers": answers,
                                  "impossible": field(at, qa, "is_impossible", bool, False)})
@@ -320,6 +327,7 @@ def read_tagged(path):
             sentences.append(([str(t) for t in tokens], [str(t) for t in tags]))
         return sentences
     tokens, tags = [], []
+    columns = None  # (count, first line): CoNLL files have the same columns on every token line
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         parts = line.split()
         if not parts or parts[0] == "-DOCSTART-":
@@ -329,6 +337,18 @@ def read_tagged(path):
             continue
         if len(parts) < 2:
             raise MbkError(f"{path}:{number}: expected 'token ... tag', got {line.strip()!r}")
+        # A table of sentences (a GLUE .tsv) also splits into words: without these checks it trained as one
+        # long "sentence" tagged with its labels' last words.
+        if "\t" in line and any(" " in field.strip() for field in line.split("\t")):
+            raise MbkError(f"{path}:{number}: a tab-separated column holds spaces ({line.strip()[:60]!r}): this is a "
+                           "table of sentences, not CoNLL tokens; token_classification reads one 'token ... tag' per "
+                           "line, a blank line between sentences (or .jsonl with tokens and tags)")
+        if columns is None:
+            columns = (len(parts), number)
+        elif len(parts) != columns[0]:
+            raise MbkError(f"{path}:{number}: {len(parts)} columns where line {columns[1]} has {columns[0]}; "
+                           "token_classification reads CoNLL text, the same 'token ... tag' columns on every line "
+                           "(is this a table of sentences?)")
         tokens.append(parts[0])
         tags.append(parts[-1])
     if tokens:

@@ -164,6 +164,19 @@ def test_rows_longer_than_the_positions_are_refused_before_any_state(tokenizer, 
     assert not (tmp_path / "out").exists()
 
 
+def test_a_bad_evaluation_file_is_refused_before_training(tokenizer, tmp_path):
+    # Read only after the whole run: a label the training data lacks stopped it at its end, model unsaved.
+    from mobilebert_kit.errors import MbkError
+
+    train = _sentiment(tmp_path / "train.tsv", 16, 0)
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence\tlabel\nthe film was good\tpos\nthe plot\tmeh\n")
+    config = FinetuneConfig(task="classification", epochs=1, batch_size=8, seq_len=16)
+    with pytest.raises(MbkError, match="meh"):
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(train, tmp_path / "out", eval_path=dev)
+    assert not (tmp_path / "out").exists()
+
+
 _QA = '{"id": 1, "question": "q", "answers": [{"text": "a", "answer_start": 0}]}'
 
 
