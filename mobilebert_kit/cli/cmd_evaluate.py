@@ -18,14 +18,16 @@ def register(subparsers):
         "with pass/fail by MLPerf Mobile's rule (quantized >= 99%% of float); the exit status is 1 when one fails.",
     )
     parser.add_argument("--model", required=True, action="append", type=input_path_option("any", tree=True),
-                        metavar="DIR|FILE", help="`mbk finetune` output directory, or a .tflite/.onnx file; repeat to "
-                        "compare (the first is the reference)")
+                        metavar="DIR|FILE", help="`mbk finetune` output directory (or a saved task model with labels.txt and "
+                        "vocab.txt, such as `mbk substitute` of one), or a .tflite/.onnx file; repeat to compare (the "
+                        "first is the reference)")
     parser.add_argument("--data", required=True, type=input_path_option("file"), metavar="FILE", help="labelled evaluation data")
     parser.add_argument("--batch-size", type=number_option("batch_size"), default=32)
     parser.add_argument("--limit", type=number_option("limit"), metavar="N",
                         help="score N examples spread evenly over the file (quick runs)")
     parser.add_argument("--seq-len", type=number_option("seq_len"), metavar="N",
-                        help="tokens per example for a dynamic-axis .onnx file (default: 128 within its position table)")
+                        help="tokens per example for a dynamic-axis .onnx file or a model directory (default: a directory's "
+                        "task.json, else 128 within the position table)")
     parser.add_argument("--tokenizer", type=input_path_option("any"), metavar="PATH",
                         help="vocab.txt or model directory for a file exported with --no-vocab")
     parser.add_argument("--text-columns", metavar="A[,B]",
@@ -50,7 +52,7 @@ def evaluate_one(path, args):
     if Path(path).is_dir():
         from mobilebert_kit.training.fine_tuner import directory_evaluation
 
-        return directory_evaluation(path, args.data, args.batch_size, args.limit, columns=columns)
+        return directory_evaluation(path, args.data, args.batch_size, args.limit, columns=columns, seq_len=args.seq_len)
     from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact
 
     return evaluate_artifact(path, args.data, batch_size=args.batch_size, limit=args.limit, seq_len=args.seq_len,

@@ -18,7 +18,7 @@ import numpy as np
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import MbkError, first_line
-from mobilebert_kit.models.api import load
+from mobilebert_kit.models.api import check_positions, load
 from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_labels
 from mobilebert_kit.training import task_data
@@ -480,11 +480,48 @@ def evaluate_directory(model_dir, path, batch_size=32, limit=None):
     return directory_evaluation(model_dir, path, batch_size, limit).metrics
 
 
-def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=None):
+def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len=None):
+    """A saved task model without ``task.json`` (``mbk substitute`` of a fine-tuned classifier, the ``model/``
+    of a finetune output): the task follows from its head, the labels from its ``labels.txt``, the vocabulary
+    from its ``vocab.txt``, the length is the fine-tuning default within its positions. Such a model could
+    be exported and scored, but not scored itself, so the float model behind a quantized file had no number.
+    """
+    try:
+        source = ModelSource.load(model_dir, accept=("saved",))
+    except MbkError as err:
+        raise MbkError(f"{model_dir} is neither a fine-tuned model ({TASK_FILE}) nor a saved task model "
+                       f"({first_line(err)}); evaluate an `mbk finetune` output or a file from `mbk export`") from err
+    model = source.model
+    head = getattr(model, "architecture", None)
+    tasks = [task for task, of in HEAD_OF_TASK.items() if of == head]
+    if not tasks:
+        raise MbkError(f"{model_dir} holds {head or 'an encoder'} without a task head to score; evaluate a model "
+                       "from `mbk finetune` (or `mbk substitute` of one)")
+    num_labels = getattr(model, "head_config", {}).get("num_labels")
+    # A sequence head with one output column is a regressor (mbk finetune --task regression writes no labels).
+    task = "regression" if "regression" in tasks and num_labels == 1 else tasks[0]
+    if task in ("classification", "token_classification") and len(source.labels) != num_labels:
+        raise MbkError(f"{model_dir} names {len(source.labels)} class(es) in labels.txt for a head of {num_labels}; "
+                       "write one class name per line, in the head's order")
+    tokenizer = source.tokenizer
+    if tokenizer is None:
+        raise MbkError(f"{model_dir} has no vocab.txt; copy the vocabulary the model was fine-tuned with beside it")
+    config = source.encoder.config
+    if seq_len is None:
+        seq_len = FinetuneConfig.seq_len
+        if config.get("position_embedding_type", "absolute") == "absolute":
+            seq_len = min(seq_len, config["max_position_embeddings"])
+    check_positions(config, seq_len)
+    spec = {"task": task, "seq_len": seq_len, "label_names": source.labels or None, "model": str(model_dir),
+            **{k: v for k, v in (columns or {}).items() if v}}
+    return model_evaluation(model, spec, tokenizer, path, batch_size, limit)
+
+
+def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=None, seq_len=None):
     """:func:`evaluate_directory` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`.
 
     ``columns`` (``{"text_columns", "label_column"}``) overrides the table columns ``task.json`` records
-    where a value is given.
+    where a value is given, and ``seq_len`` its length.
     """
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 
@@ -493,8 +530,7 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     if not task_file.is_file():
         if interrupted_run(model_dir):
             raise MbkError(resume_hint(model_dir))
-        raise MbkError(f"{model_dir} is not a fine-tuned model ({TASK_FILE} is missing); evaluate an `mbk finetune` "
-                       "output, or export this model with `mbk export` and evaluate the file")
+        return _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len)
     spec = load_json(task_file, TASK_FILE, expect=dict, error=MbkError, fix="fine-tune again")
     vocab = spec.get("vocab")
     if not isinstance(vocab, str) or not vocab or Path(vocab).name != vocab:
@@ -502,4 +538,7 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     tokenizer = WordPieceTokenizer.from_file(model_dir / vocab, lowercase=spec.get("lowercase"))
     model = load(model_dir / "model")
     given = {k: v for k, v in (columns or {}).items() if v}
+    if seq_len is not None:
+        check_positions(getattr(model, "encoder", model).config, seq_len)
+        given["seq_len"] = seq_len
     return model_evaluation(model, {**spec, **given, "model": str(model_dir)}, tokenizer, path, batch_size, limit)

@@ -59,7 +59,7 @@ def test_several_models_give_one_table_with_drop_and_ratio(task_models, exported
         (("classification", "tflite"), "unknown-label", "label 'zzz'"),
         ("not-an-artifact", "classification", "not a TFLite flatbuffer"),
         ("text.txt", "classification", "expected .tflite or .onnx"),
-        ("plain-dir", "classification", "not a fine-tuned model"),
+        ("plain-dir", "classification", "is neither a fine-tuned model (task.json) nor a saved task model"),
     ],
 )
 def test_bad_inputs_are_one_line_errors(task_models, exported, tmp_path, capsys, model, data, fragment):

@@ -95,6 +95,6 @@ def test_finetune_and_evaluate_squad(tmp_path, capsys):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(result) == {"exact_match", "f1"} and 0 <= result["exact_match"] <= result["f1"] <= 100
     assert_one_line_error(mbk(capsys, "evaluate", "--model", tmp_path, "--data", squad, check=False),
-                          "not a fine-tuned model")
+                          "is neither a fine-tuned model")
     assert_one_line_error(mbk(capsys, "finetune", "--model", "tiny-bert", "--task", "ner", "--train", squad,
                               "--vocab", vocab, "--out", tmp_path / "x", check=False), "unknown task 'ner'")

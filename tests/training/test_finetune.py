@@ -128,6 +128,28 @@ def test_classification_learns_and_round_trips(tokenizer, tmp_path):
     assert source.labels == ["neg", "pos"]
     assert source.tokenizer is not None and source.tokenizer.do_lower_case is True
     assert source.tokenizer.vocab_lines() == open(tokenizer.source).read().splitlines()
+    # The saved task model alone (what `mbk substitute` of it writes too: no task.json) scores the same at
+    # the same length: its task from the head, labels and vocabulary from the files beside it.
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.training.fine_tuner import directory_evaluation
+
+    alone = directory_evaluation(tmp_path / "out" / "model", dev, seq_len=12)
+    assert alone.task == "classification" and alone.metrics == pytest.approx(results)
+    (tmp_path / "out" / "model" / "labels.txt").write_text("neg\npos\nmeh\n")
+    with pytest.raises(MbkError, match="names 3 class\\(es\\) in labels.txt for a head of 2"):
+        directory_evaluation(tmp_path / "out" / "model", dev, seq_len=12)
+    with pytest.raises(MbkError, match="exceeds the model's 64 positions"):
+        directory_evaluation(tmp_path / "out", dev, seq_len=65)
+
+
+def test_a_saved_encoder_without_a_head_is_refused_by_evaluate(tmp_path):
+    import mobilebert_kit as mbk_api
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.training.fine_tuner import directory_evaluation
+
+    mbk_api.save(mbk_api.build("tiny-bert"), tmp_path / "enc")
+    with pytest.raises(MbkError, match="holds an encoder without a task head to score"):
+        directory_evaluation(tmp_path / "enc", _sentiment(tmp_path / "dev.tsv", 4, 0))
 
 
 def test_token_classification_runs(tokenizer, tmp_path):
@@ -148,7 +170,7 @@ def test_bad_task_inputs(tokenizer, tmp_path):
         task_data.load_sequence_task(tmp_path / "x.tsv", tokenizer, 8, "classification")
     with pytest.raises(MbkError, match="the SQuAD file .* is not valid JSON"):
         task_data.read_squad(tmp_path / "x.tsv")
-    with pytest.raises(MbkError, match="not a fine-tuned model"):
+    with pytest.raises(MbkError, match="is neither a fine-tuned model"):
         evaluate_directory(tmp_path, tmp_path / "x.tsv")
 
 
