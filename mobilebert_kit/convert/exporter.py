@@ -46,6 +46,8 @@ from mobilebert_kit.utils.scratch import scratch_directory
 
 FORMAT_VERSION = 1
 REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
+# A searched setting after the first that passed is written only when it ran faster by more than this share.
+FASTER_BY = 0.05
 # Heads whose outputs are classes: the architectures that carry labels into the file.
 _LABELLED = ("sequence_classifier", "token_classifier")
 
@@ -177,6 +179,7 @@ def export(options, source=None, log=print, score=None):
                                                               reference, search.frontier))
     # The written result and its (options, file); the last candidate; the user's own setting's failure.
     result = chosen = candidate = failure = None
+    passing = []  # a search's settings that held the budget: (row, label, result, (options, file))
     calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
     with _report_of(out) as report, \
             atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
@@ -228,8 +231,15 @@ def export(options, source=None, log=print, score=None):
                 if step is not None and not mode.search:
                     candidate.notes = candidate.notes + [f"{options.quantize} as asked failed validation ({failure}); "
                                                          f"wrote {label} (the fewest float layers that pass)"]
+                    result, chosen = candidate, candidate_of
+                    break
+                if mode.search:
+                    passing.append((row, label, candidate, candidate_of))
+                    continue  # the search's attempts() measure the other modes' plain settings, then end
                 result, chosen = candidate, candidate_of
                 break
+        if passing:
+            row, label, result, chosen = search.fastest(passing)
         result = result or candidate
         if chosen is not None:
             attempt, path = chosen  # the written (or refused) setting: what the drift report and copy read
@@ -310,12 +320,49 @@ class _Search:
         self.frontier.judged_by = f"{self.judged_by} ({self.budget.describe()})"
 
     def attempts(self):
-        """``(step, ranked layers, options)`` in turn: step None is the user's own setting (a searched mode has none)."""
+        """``(step, ranked layers, options)`` in turn: step None is the user's own setting (a searched mode has none).
+
+        A search's ladder is ordered by the speed each mode usually has, which the host may not share (full
+        int8 ran slower than dynamic int8 for a fine-tuned MiniLM, issue 15). After the first setting that
+        holds the budget, the plain setting of each mode not yet tried is measured too, so that
+        :meth:`fastest` picks the fastest that holds it; ranked rungs (a probe conversion each) are not.
+        """
         if not self.mode.search:
             yield None, (), self.options
-        for step, layers in settings(self.mode.search or self.fallback, self._ranking):
+        steps = self.mode.search or self.fallback
+        ladder = settings(steps, self._ranking)
+        while not self.passed:  # checked before the next rung: a ranked rung costs a probe conversion to expand
+            step_layers = next(ladder, None)
+            if step_layers is None:
+                break
             self.searched = True
-            yield step, layers, as_attempt(self.options, step, layers)
+            yield step_layers[0], step_layers[1], as_attempt(self.options, *step_layers)
+        if self.passed and self.mode.search:
+            tried = {row.quantize for row in self.frontier.rows}
+            for step in steps:
+                if step.float_layers == "none" and step.quantize not in tried:
+                    tried.add(step.quantize)
+                    yield step, (), as_attempt(self.options, step, ())
+
+    def fastest(self, passing):
+        """The entry of ``passing`` (``(row, ...)`` in ladder order) to write: the first, unless a later one ran
+        clearly faster on this host (by more than :data:`FASTER_BY`, above the few-run timing's noise)."""
+        best = passing[0]
+        for entry in passing[1:]:
+            row, mine = entry[0], best[0]
+            if row.latency_ms is not None and mine.latency_ms is not None \
+                    and row.latency_ms < (1 - FASTER_BY) * mine.latency_ms:
+                best = entry
+        first, chosen = passing[0][0], best[0]
+        if chosen is first:
+            others = [f"{row.setting} {row.latency_ms:.2f} ms" for row, *_ in passing[1:] if row.latency_ms is not None]
+            self.frontier.stopped = (f"{first.setting} is the first setting (fastest first) that passed"
+                                     + (f" ({first.latency_ms:.2f} ms); {', '.join(others)} was not faster by "
+                                        f"{FASTER_BY:.0%}" if others else ""))
+        else:
+            self.frontier.stopped = (f"{chosen.setting} passed and ran faster on this host than {first.setting}, the "
+                                     f"first that passed ({chosen.latency_ms:.2f} against {first.latency_ms:.2f} ms)")
+        return best
 
     def record(self, label, attempt, path=None, inputs=None, metric=None, passed=None, why=""):
         latency = host_latency_ms(path, inputs) if path is not None else None
@@ -325,7 +372,7 @@ class _Search:
             passed = self.budget.holds(metric)
         row.passed = bool(passed)
         self.frontier.rows.append(row)
-        if row.passed:
+        if row.passed and not self.passed:
             self.passed = True
             self.frontier.stopped = f"{label} is the first setting (fastest first) that passed"
         return row

@@ -10,8 +10,10 @@ for MiniLM's 6 layers and the embeddings, against 1); the probe ranks the layer 
 most, which is where a float layer helps.
 
 Every setting tried becomes a row of the frontier in the export report: setting, float layers, host
-latency, metric (or validation line), drop, passed; the search stops at the first setting that passes,
-and says why it stopped.
+latency, metric (or validation line), drop, passed. A fallback stops at the first setting that passes;
+``auto`` then also measures the plain setting of each mode not yet tried and writes a later one only when
+it held the metric and ran clearly faster on this host (``exporter._Search.fastest``); both say why they
+stopped.
 
 Standard library, numpy and the TF-free runner only: the exporter imports it lazily around converters.
 
