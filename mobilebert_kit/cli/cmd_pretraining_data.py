@@ -17,7 +17,8 @@ def register(subparsers):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", nargs="+", type=input_path_option("file"), metavar="FILE", help="input text files")
     source.add_argument("--stdlib-corpus", metavar="DIR",
-                        help="build the standard-library docstring corpus into DIR (train.txt, heldout.txt) and use train.txt")
+                        help="build the standard-library docstring corpus into the directory DIR (train.txt, heldout.txt; "
+                        "written like --out) and use train.txt")
     parser.add_argument("--vocab", required=True, type=input_path_option("any"), metavar="PATH",
                         help="vocab.txt, tokenizer.json, or a model directory holding one (e.g. the teacher's)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
@@ -38,7 +39,10 @@ def register(subparsers):
 
 
 def run(args):
+    import os
     from pathlib import Path
+
+    from mobilebert_kit.errors import ConfigError
 
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
@@ -56,9 +60,18 @@ def run(args):
     files = args.input
     if args.stdlib_corpus:
         from mobilebert_kit.data.stdlib_corpus import build_stdlib_corpus
+        from mobilebert_kit.utils.atomic import atomic_dir, check_output
 
         corpus = Path(args.stdlib_corpus)
-        stats = build_stdlib_corpus(corpus / "train.txt", corpus / "heldout.txt")
+        # DIR is an output too: it overwrote a user's own train.txt / heldout.txt. Both outputs are decided
+        # before the corpus is written, so a refused --out leaves no corpus behind either.
+        out, built = (Path(os.path.realpath(p)) for p in (args.out, corpus))
+        if out == built or out.is_relative_to(built) or built.is_relative_to(out):
+            raise ConfigError(f"--out {args.out} and --stdlib-corpus {corpus} overlap; give each its own directory")
+        check_output(corpus, "stdlib-corpus", overwrite=args.overwrite)
+        check_output(args.out, "pretraining-data", overwrite=args.overwrite)
+        with atomic_dir(corpus, "stdlib-corpus", overwrite=args.overwrite) as tmp:
+            stats = build_stdlib_corpus(tmp / "train.txt", tmp / "heldout.txt")
         console.print(
             f"corpus: Python {stats['python']} standard library, {stats['documents']} modules / "
             f"{stats['sentences']} sentences in {corpus / 'train.txt'}, {stats['heldout_documents']} modules held out "

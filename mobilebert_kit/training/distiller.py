@@ -69,7 +69,7 @@ from mobilebert_kit.training.teacher_student import (
     precision_policy,
     split_teacher,
 )
-from mobilebert_kit.utils.atomic import relist, remove_path
+from mobilebert_kit.utils.atomic import OVERWRITE, foreign_set_aside, relist, remove_path
 from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.scratch import new_scratch
 
@@ -387,20 +387,36 @@ class Distiller:
             start_stage, start_step, _ = self.run_dir.checkpoint_progress(latest)
             history = self.run_dir.history()
         self._print_plan((start_stage, start_step) if resume else None)
-        if not resume and self.chief:
-            self.run_dir.write_record(self._run_record(), overwrite=overwrite, sources=self._sources())
-        # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
-        if self.chief:
-            self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
-        else:
-            self.summary_writer = tf.summary.create_noop_writer()
-        self.scratch = None if self.chief else new_scratch("worker")
-        try:
-            self.prepare_teacher_cache(start_stage)
-            return self._train(latest, start_stage, start_step, history)
-        finally:
-            if self.scratch is not None:
-                shutil.rmtree(self.scratch, ignore_errors=True)
+        # --overwrite of a directory mbk did not write: it is set aside, not deleted, until the run completes,
+        # and comes back if the run fails or is stopped (that run then keeps no state to resume from).
+        fresh = not resume and self.chief
+        with (foreign_set_aside(self.out_dir, "distill-run", overwrite=overwrite, sources=self._sources())
+              if fresh else contextlib.nullcontext()) as found:
+            self.stateless = found == OVERWRITE
+            if fresh:
+                self.run_dir.write_record(self._run_record(), overwrite=overwrite, sources=self._sources())
+            # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
+            if self.chief:
+                self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
+            else:
+                self.summary_writer = tf.summary.create_noop_writer()
+            self.scratch = None if self.chief else new_scratch("worker")
+            try:
+                self.prepare_teacher_cache(start_stage)
+                return self._train(latest, start_stage, start_step, history)
+            finally:
+                if self.scratch is not None:
+                    shutil.rmtree(self.scratch, ignore_errors=True)
+                if fresh:
+                    self.summary_writer.close()  # its event file is inside the directory that may be put back
+
+    # A run over a directory mbk did not write (--overwrite) keeps no state: the directory comes back as it was.
+    stateless = False
+
+    @property
+    def _restored(self):
+        return (f"{self.out_dir} is put back as it was and nothing was kept (--overwrite replaces a directory mbk "
+                "did not write only once the run completes)")
 
     def _train(self, latest, start_stage, start_step, history):
         """Runs the stages from ``(start_stage, start_step)``, restoring ``latest`` first when given."""
@@ -482,6 +498,10 @@ class Distiller:
                 if self.on_step_end is not None:
                     self.on_step_end(stage.name, step + 1, global_step, values)
                 done = step + 1 == stage.steps
+                if interrupt.raised and not done and self.stateless:
+                    self.console.print(f"interrupted at step {step + 1} of {stage.name}; {self._restored}",
+                                       highlight=False, soft_wrap=True)
+                    raise KeyboardInterrupt
                 if interrupt.raised and not done:
                     self._save(manager, history)
                     self.console.print(
@@ -502,7 +522,9 @@ class Distiller:
         self.progress.step.assign(0)
         self._save(manager, history)
         self.summary_writer.flush()
-        if interrupt.raised:
+        if interrupt.raised and self.stateless:
+            self.console.print(f"interrupted after {stage.name}; {self._restored}", highlight=False, soft_wrap=True)
+        elif interrupt.raised:
             self.console.print(f"interrupted after {stage.name}; checkpoint saved. Continue with --resume", highlight=False, soft_wrap=True)
             raise KeyboardInterrupt
         return history

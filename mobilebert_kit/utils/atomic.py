@@ -216,6 +216,7 @@ OUTPUT_KINDS = {kind.name: kind for kind in (
     OutputKind("distill-run", True, "a distillation run directory",
                lambda p: "config" in (_json_object(os.path.join(p, "run.json")) or {})),
     OutputKind("pipeline", True, "a pipeline output directory", _stage_manifests),
+    OutputKind("stdlib-corpus", True, "a standard-library corpus directory"),
     OutputKind("tflite", False, "a .tflite model exported by mbk", _tflite),
     OutputKind("onnx", False, "an .onnx model exported by mbk", _onnx),
     OutputKind("export-report", False, "an export report", _any(
@@ -656,10 +657,49 @@ def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
 
 
 @contextlib.contextmanager
+def foreign_set_aside(path, kind, *, overwrite=False, sources=()):
+    """``--overwrite`` of a path mbk did not write, for a command that fills the path in place (a pipeline,
+    a distillation run): the path is moved to a hidden sibling before the command writes, put back if the
+    block fails or is interrupted, and removed once the block succeeds. Anything else passes through.
+
+    Without this, the user's directory was deleted when the run started, and a run that then failed or
+    was stopped left neither it nor an output. The sibling (``.NAME.PID.RANDOM.overwritten``) is never
+    swept: after a SIGKILL the user's files are still there.
+
+    Yields:
+        str: :func:`check_output`'s decision for ``path``.
+
+    Example:
+        >>> with foreign_set_aside("runs/x", "pipeline", overwrite=True):  # doctest: +SKIP
+        ...     fill("runs/x")
+    """
+    path = Path(path)
+    decision = check_output(path, kind, overwrite=overwrite, sources=sources)
+    aside = None
+    if decision == OVERWRITE:
+        aside = path.parent / f"{_prefix(path)}{os.urandom(4).hex()}.overwritten"
+        try:
+            os.rename(path, aside)
+        except OSError as err:
+            raise write_error(path, err) from err
+    try:
+        yield decision
+    except BaseException:
+        if aside is not None:
+            with _signals_held():
+                remove_path(path, ignore_errors=True)
+                os.rename(aside, path)
+        raise
+    if aside is not None:
+        remove_path(aside, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def prepared_dir(path, kind, **kwargs):
     """:func:`prepare_dir` for a command that may still fail before writing anything: a directory it created
     (or found empty) that holds only its marker when the block fails is put back as it was found, so a
-    refused recipe leaves no empty output behind.
+    refused recipe leaves no empty output behind; a path replaced with ``overwrite`` comes back
+    (:func:`foreign_set_aside`).
 
     Args:
         path, kind, kwargs: as :func:`prepare_dir`.
@@ -671,17 +711,19 @@ def prepared_dir(path, kind, **kwargs):
         >>> with prepared_dir("out/pipeline", "pipeline") as decision:  # doctest: +SKIP
         ...     run_stages()
     """
-    decision = prepare_dir(path, kind, **kwargs)
-    try:
-        yield decision
-    except BaseException:
-        if decision in (NEW, EMPTY):
-            with contextlib.suppress(OSError):
-                if os.listdir(path) == [MARKER_FILE]:
-                    os.remove(Path(path) / MARKER_FILE)
-                    if decision == NEW:
-                        os.rmdir(path)
-        raise
+    with foreign_set_aside(path, kind, overwrite=kwargs.get("overwrite", False),
+                           sources=kwargs.get("sources", ())) as found:
+        decision = prepare_dir(path, kind, **kwargs)
+        try:
+            yield found
+        except BaseException:
+            if decision in (NEW, EMPTY):
+                with contextlib.suppress(OSError):
+                    if os.listdir(path) == [MARKER_FILE]:
+                        os.remove(Path(path) / MARKER_FILE)
+                        if decision == NEW:
+                            os.rmdir(path)
+            raise
 
 
 def _prefix(path):

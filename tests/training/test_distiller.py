@@ -149,6 +149,42 @@ def test_resume_after_sigint_and_sigkill_matches_uninterrupted(uninterrupted, ti
     assert [h["stage"] for h in history] == ["layer_0", "layer_1"]
 
 
+def test_overwrite_of_a_user_s_directory_puts_it_back_when_stopped_and_replaces_it_when_done(
+        uninterrupted, tiny_run_inputs, tmp_path):
+    # The run deleted the directory when it started: stopped, it left neither the user's files nor an output.
+    import os
+    import signal
+
+    from rich.console import Console
+
+    from mobilebert_kit.training.distiller import Distiller
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+
+    def interrupt_at_2(stage, step, global_step, metrics):
+        if global_step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    text = open(tmp_path / "console.txt", "w")
+    distiller = Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"),
+                          str(tiny_run_inputs / "data"), mine, resume_config(), console=Console(file=text, width=400),
+                          on_step_end=interrupt_at_2)
+    with pytest.raises(KeyboardInterrupt):
+        distiller.run(overwrite=True)
+    text.close()
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir() if p.name != "console.txt"] == ["mine"]  # nothing set aside is left
+    said = (tmp_path / "console.txt").read_text()
+    assert f"interrupted at step 2 of layer_0; {mine} is put back as it was and nothing was kept" in said, said
+    # Run through, the finished run replaces the directory; nothing is left beside it.
+    Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"), str(tiny_run_inputs / "data"), mine,
+              resume_config(), console=_quiet()).run(overwrite=True)
+    assert not (mine / "notes.txt").exists() and (mine / "student").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "console.txt") == ["mine"]
+
+
 def test_a_truncated_newest_checkpoint_resumes_from_the_one_before(uninterrupted, tiny_run_inputs, tmp_path):
     import io
     import os
