@@ -237,6 +237,11 @@ def _read_onnx(path):
     except Exception as err:  # noqa: BLE001  (protobuf raises DecodeError, RuntimeWarning, ValueError...)
         raise ArtifactError(f"{path} is not a readable ONNX model ({type(err).__name__}); re-export it") from err
     graph = model.graph
+    if not graph.node:
+        # protobuf reads an empty (or all-unknown-fields) file as an empty model: `mbk inspect` then reported
+        # a model "ready for: none" with exit 0.
+        raise ArtifactError(f"{path} holds no ONNX graph (no nodes{'; the file is empty' if not path.stat().st_size else ''}); "
+                            "re-export it")
     tensors = {}
     for init in graph.initializer:
         dims = [int(d) for d in init.dims]

@@ -82,6 +82,8 @@ def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None
                 experimental_preserve_all_tensors=preserve_all_tensors,
                 experimental_disable_delegate_node_fusion=per_op_delegate_nodes,
             )
+            if any(np.dtype(d["dtype"]) == np.int16 for d in interpreter.get_tensor_details()):
+                _survives_in_a_child(path, delegate, input_shapes)
             for detail in interpreter.get_input_details():
                 want = (input_shapes or {}).get(detail["name"])
                 if want is not None and list(detail["shape"]) != list(want):
@@ -90,6 +92,52 @@ def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None
     except (ValueError, RuntimeError) as err:
         raise RuntimeLoadError(f"{path} cannot be loaded by the TFLite interpreter: {first_line(err)}") from err
     return interpreter
+
+
+# Run in a child: load, allocate and invoke once on zeros (a crash here is the file's, never the caller's).
+_CHILD = """
+import json, sys
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+path, resolver, shapes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+kind = OpResolverType.AUTO if resolver == "xnnpack" else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+it = Interpreter(model_path=path, experimental_op_resolver_type=kind)
+for d in it.get_input_details():
+    if d["name"] in shapes:
+        it.resize_tensor_input(d["index"], shapes[d["name"]])
+it.allocate_tensors()
+for d in it.get_input_details():
+    it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+it.invoke()
+"""
+
+
+def _survives_in_a_child(path, delegate, input_shapes):
+    """Raises RuntimeLoadError when LiteRT kills a process that prepares and runs ``path``.
+
+    LiteRT's int16 kernels (``--quantize int16x8``) abort the process (SIGABRT, exit 134, no message) on
+    some graphs instead of returning an error; in the caller's process that was `mbk validate`, `profile`
+    or `export` dying silently, leaving partial outputs. Files with int16 tensors are tried in a child first.
+    """
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    kind, _ = model_source(path)
+    if kind != "path":
+        return  # a name the child cannot be given: loaded in process as before
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHILD, os.fspath(path), delegate,
+                               json.dumps({k: list(map(int, v)) for k, v in (input_shapes or {}).items()})],
+                              capture_output=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise RuntimeLoadError(f"{path} crashes the TFLite interpreter ({name} while preparing or running it): a "
+                               "kernel of this LiteRT build cannot run one of its int16 ops; export it with "
+                               "--quantize int8 or dynamic instead")
 
 
 def load_onnx(path, options=None):

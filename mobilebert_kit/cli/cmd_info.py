@@ -12,7 +12,8 @@ def register(subparsers):
         "parameters by component and FLOPs (2 x multiply-accumulates of every matrix product) at --seq-len.",
     )
     parser.add_argument("source", type=input_path_option("any", tree=True, or_name=True), metavar="PRESET_OR_DIR", help="preset name or model directory")
-    parser.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length for FLOPs (default 128)")
+    parser.add_argument("--seq-len", type=number_option("seq_len"), default=None,
+                        help="sequence length for FLOPs (default 128, or the model's positions when fewer)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.set_defaults(func=run)
 
@@ -56,6 +57,9 @@ def print_summary(summary, console=None):
     console.print("  ".join(f"{k}={config.get(k)}" for k in keys if k in config))
 
 
+DEFAULT_SEQ_LEN = 128
+
+
 def run(args):
     import json
 
@@ -63,11 +67,17 @@ def run(args):
     from mobilebert_kit.models.api import check_positions
     from mobilebert_kit.models.summary import summarize
 
-    if args.seq_len < 1:
+    if args.seq_len is not None and args.seq_len < 1:
         raise ConfigError(f"--seq-len must be positive, got {args.seq_len}")
     model = load_source(args.source)
-    check_positions(getattr(model, "encoder", model).config, args.seq_len)
-    summary = summarize(model, seq_len=args.seq_len)
+    config = getattr(model, "encoder", model).config
+    seq_len = args.seq_len
+    if seq_len is None:
+        # The default fits the model: `mbk info tiny-bert` (64 positions) failed on a length nobody asked for.
+        absolute = config.get("position_embedding_type", "absolute") == "absolute"
+        seq_len = min(DEFAULT_SEQ_LEN, config["max_position_embeddings"]) if absolute else DEFAULT_SEQ_LEN
+    check_positions(config, seq_len)
+    summary = summarize(model, seq_len=seq_len)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:

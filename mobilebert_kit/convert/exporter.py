@@ -183,7 +183,7 @@ def export(options, source=None, log=print, score=None):
     calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
     with _report_of(out) as report, \
             atomic_path(out, kind=options.format, overwrite=options.overwrite, sources=sources) as tmp, \
-            scratch_directory("export") as scratch:
+            scratch_directory("export") as scratch, _named_for_user(scratch, out):
         if search.budget_needed:
             search.set_reference(_float_reference(graph, options, metadata, Path(scratch), validation_inputs, score))
         for index, (step, layers, attempt) in enumerate(search.attempts()):
@@ -282,6 +282,28 @@ def export(options, source=None, log=print, score=None):
         _write_report(out, result, start, options, sources)
         report["written"] = True
     return result
+
+
+@contextlib.contextmanager
+def _named_for_user(scratch, out):
+    """An error raised inside names ``out``, not the scratch candidate it came from: the user never sees
+    ``/tmp/mbk-export-.../candidate-0.tflite`` and cannot act on its name (``could not run candidate-0.tflite``)."""
+    import re
+
+    from mobilebert_kit.errors import MbkError
+
+    try:
+        yield
+    except MbkError as err:
+        candidate = re.compile(re.escape(str(scratch)) + r"/candidate-\d+\.\w+|\bcandidate-\d+\.(?:tflite|onnx)\b")
+        text = str(err)
+        named = candidate.sub(lambda m: str(out) if "/" in m.group(0) else Path(out).name, text)
+        if named == text:
+            raise
+        renamed = type(err).__new__(type(err))
+        renamed.__dict__.update(err.__dict__)
+        renamed.args = (named,) + tuple(err.args[1:])
+        raise renamed from err
 
 
 @contextlib.contextmanager

@@ -132,9 +132,13 @@ class InputSet:
         out = {}
         for name in INPUT_NAMES:
             a = arrays[name]
-            if not np.issubdtype(a.dtype, np.integer) and not np.all(a == np.round(a)):
+            # Booleans, strings and complex numbers are no token ids (a string array was an internal error).
+            if a.dtype.kind not in "iuf":
+                raise ExportError(f"{where}: {name} holds {a.dtype} values; save integer arrays (np.int32)")
+            if a.dtype.kind == "f" and not np.all(a == np.round(a)):
                 raise ExportError(f"{where}: {name} must hold integers, got {a.dtype}")
-            if not np.issubdtype(a.dtype, np.integer) and not np.all(np.abs(a) < 2**31):
+            # Checked before the cast: int64 ids past int32 wrapped around into valid-looking ids.
+            if a.size and not (a.min() >= -2**31 and a.max() < 2**31):
                 raise ExportError(f"{where}: {name} holds values outside int32")
             out[name] = a.astype(np.int32)
         rows = {a.shape[0] for a in out.values()}
@@ -142,6 +146,15 @@ class InputSet:
             raise ExportError(f"{where}: the three arrays have different numbers of rows")
         if rows == {0}:
             raise ExportError(f"{where} holds 0 rows; save at least one row per array")
+        mask = out["attention_mask"]
+        if not np.isin(mask, (0, 1)).all():
+            raise ExportError(f"{where}: attention_mask holds values other than 0 and 1; save 1 for real tokens, 0 "
+                              "for padding")
+        empty = np.flatnonzero(mask.max(axis=1) == 0)
+        if empty.size:
+            # A row of padding only is no input a tokenizer makes ([CLS] is always real), and recovery on it gave NaN.
+            raise ExportError(f"{where}: row {int(empty[0])} has no real token (attention_mask all 0); every row "
+                              "needs at least [CLS]")
         if vocab_size and (out["input_ids"].min() < 0 or out["input_ids"].max() >= vocab_size):
             raise ExportError(f"{where}: input_ids outside the vocabulary [0, {vocab_size})")
         if type_vocab_size and (out["token_type_ids"].min() < 0 or out["token_type_ids"].max() >= type_vocab_size):

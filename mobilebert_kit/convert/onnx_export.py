@@ -169,6 +169,12 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
     kept = {op for op in keep_float_ops}
+    present = {node.op_type for node in model.graph.node}
+    unknown = sorted(kept - present)
+    if unknown:
+        # The quantizer ignores an op type it does not find: a typo kept nothing float, silently.
+        raise ExportError(f"keep-float op type(s) {', '.join(unknown)} are not in this model; its ONNX op types: "
+                          f"{', '.join(sorted(present))}")
     with scratch_directory("onnx") as tmp, _quiet_root_logger():
         source, target = Path(tmp) / "float.onnx", Path(tmp) / "quantized.onnx"
         onnx.save(model, str(source))

@@ -218,7 +218,9 @@ def _inside(recipe, what, value, output=False):
 
 def _check_name(recipe, name):
     """``[export] name`` is a file name: the artifacts are ``out_dir/name.FORMAT``."""
-    if not name.strip() or name in (".", "..") or "/" in name or "\0" in name or os.sep in name:
+    # Control characters (a newline, ESC) made files such as "a\nb.tflite" and terminal escapes in every listing.
+    if not name.strip() or name in (".", "..") or "/" in name or os.sep in name or \
+            any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise RecipeError(f"{escape(recipe)}: [export] name = {escape(repr(name))} must be a file name without "
                           "directories; set the directory with out_dir")
 

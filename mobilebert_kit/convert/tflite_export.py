@@ -89,6 +89,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     settings = mode.tflite
     notes = []
     default_nodes = ()
+    asked_ops = tuple(keep_float_ops or ())  # the user's own: each must name an op type of the graph
     if keep_float_ops is None:
         # int8 inputs/outputs ask for an integer-only graph (accelerators): no float default there.
         defaults = io_type == "float32"
@@ -121,7 +122,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     try:
         if selective:
             data = _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes,
-                              calibrated, (quantize, io_type))
+                              calibrated, (quantize, io_type), asked_ops)
         else:
             from mobilebert_kit.utils.quiet import quiet_fd2
 
@@ -148,7 +149,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
 
 
 def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes=(), calibrated=None,
-               key=None):
+               key=None, asked_ops=()):
     """Calibrate, then quantize with ops/nodes deny-listed (TFLite's selective quantization).
 
     ``default_nodes`` are layer paths kept float by default: unlike ``keep_float_layers``
@@ -173,6 +174,11 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
         )
     # The note names the op types the graph has: the defaults list some that only some tasks produce.
     present = {op["type"] for op in graph_of_calibrated.ops}
+    unknown = sorted({op.upper() for op in asked_ops} - present)
+    if unknown:
+        # The converter ignores a deny-listed name it does not know: a typo kept nothing float, silently.
+        raise ExportError(f"keep-float op type(s) {', '.join(unknown)} are not in this model; its TFLite op types: "
+                          f"{', '.join(sorted(present))}")
     named = sorted(op.upper() for op in keep_float_ops if op.upper() in present)
     kept = [f"op types {', '.join(named)}"] if named else []
     kept += [f"{len(nodes)} node(s) of {', '.join(sorted(keep_float_layers))}"] if keep_float_layers else []

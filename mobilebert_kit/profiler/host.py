@@ -187,6 +187,8 @@ class HostProfiler:
             interpreter = load_tflite(info.path, num_threads=self.threads, delegate=self.delegate,
                                       input_shapes={name: list(value.shape) for name, value in feeds.items()})
         except RuntimeLoadError as err:
+            if err.__cause__ is None:  # the loader's own finding (a file that crashes the interpreter): as it says
+                raise ProfilerError(str(err)) from err
             raise ProfilerError(_runtime_message(info, "ai-edge-litert", err.__cause__, length)) from err
         init_ms = (time.perf_counter() - start) * 1000.0
         for detail in interpreter.get_input_details():

@@ -247,6 +247,12 @@ def squad_features(tokenizer, examples, seq_len, doc_stride=128, max_query_lengt
         if training and example["answers"] and not example["impossible"]:
             first = example["answers"][0]
             start_char, end_char = first["start"], first["start"] + len(first["text"])
+            if example["context"][start_char:end_char] != first["text"]:
+                # Training reads the span at answer_start: a wrong offset trained the model on other words.
+                found = example["context"][start_char:end_char]
+                raise MbkError(f"question {example['id']!r}: its answer {first['text'][:40]!r} is not at answer_start "
+                               f"{start_char} of its context (there: {found[:40]!r}); fix answer_start, the character "
+                               "offset of the answer in the context")
             tokens_in = [i for i, (s, e) in enumerate(c_offsets) if s < end_char and e > start_char]
             if tokens_in:
                 answer = (tokens_in[0], tokens_in[-1])

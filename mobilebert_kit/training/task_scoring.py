@@ -150,7 +150,36 @@ def _score_regression(outputs, prepared, spec):
         # A file exported before the regression task: softmax over one column reads 1.0 for every row.
         raise ArtifactError(f"{spec.get('model', 'the model')} outputs probabilities, which a one-output regression "
                             "head cannot give; export it again (mbk export writes a regressor's raw score)")
-    return task_metrics.regression_metrics(prepared.context, np.asarray(outputs["logits"], np.float32)[:, 0])
+    predicted = np.asarray(outputs["logits"], np.float32)[:, 0]
+    _check_correlation(np.asarray(prepared.context, np.float64), predicted, spec, "row's label", "value",
+                       "every row the same value")
+    return task_metrics.regression_metrics(prepared.context, predicted)
+
+
+# Fewer rows make any correlation +-1 (two points lie on a line): no measurement.
+MIN_CORRELATION_ROWS = 3
+
+
+def _check_correlation(gold, predicted, spec, each, values, same, why=""):
+    """Refuses a correlation that is undefined, which ``metrics.pearson`` would report as 0 (a score that
+    passes a budget of 99% of a float model's 0) or as a trivial 1 for two rows.
+
+    Args:
+        gold, predicted: the labels and the model's values, one per row.
+        spec (dict): the evaluation spec (its ``model`` is named).
+        each, values, same, why (str): the message's words for a label, the data's unit, a constant
+            prediction and its likely cause.
+    """
+    n = len(gold)
+    if n < MIN_CORRELATION_ROWS:
+        raise MbkError(f"{n} row(s) cannot measure a correlation; score at least {MIN_CORRELATION_ROWS} (raise --limit "
+                       "or use more data)")
+    if np.ptp(gold) == 0:
+        raise MbkError(f"every {each} in the data is {gold[0]:g}, so no correlation can be measured; score "
+                       f"{values}s with varied labels")
+    if np.ptp(predicted) < 1e-7:
+        raise MbkError(f"{spec.get('model', 'the model')} gives {same} ({float(predicted[0]):.4f}), so its "
+                       f"correlation with the labels is undefined{why}")
 
 
 # ------------------------------------------------------------- span QA
@@ -235,15 +264,9 @@ def _score_pairs(outputs, prepared, spec):
     n = prepared.rows
     a, b = vectors[:n], vectors[n:]
     cosine = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
-    # A correlation with a constant is undefined; metrics.pearson calls it 0, which would read as a score.
-    gold = np.asarray(prepared.context, np.float64)
-    if n > 1 and np.ptp(gold) == 0:
-        raise MbkError(f"every pair's similarity score in the data is {gold[0]:g}, so no correlation can be measured; "
-                       "score pairs with varied similarity labels")
-    if n > 1 and np.ptp(cosine) < 1e-7:
-        raise MbkError(f"{spec.get('model', 'the model')} gives every pair the same cosine ({float(cosine[0]):.4f}), "
-                       "so its correlation with the scores is undefined: its sentence vectors do not depend on the "
-                       "text (too short a sequence length keeps only [CLS] and [SEP])")
+    _check_correlation(np.asarray(prepared.context, np.float64), cosine, spec, "pair's similarity score", "pair",
+                       "every pair the same cosine", why=": its sentence vectors do not depend on the text (too short "
+                       "a sequence length keeps only [CLS] and [SEP])")
     return {"spearman": task_metrics.spearman(cosine, prepared.context),
             "pearson": task_metrics.pearson(cosine, prepared.context)}
 

@@ -114,3 +114,23 @@ def test_an_undefined_correlation_is_refused_not_reported_as_zero(task_models, e
         _score_pairs(constant, prepared, {"model": "m.onnx"})
     varied = {"sentence_embedding": np.array([[1, 0], [1, 0], [1, 0], [0, 1], [1, 1], [1, 0]], np.float64)}
     assert _score_pairs(varied, prepared, {})["spearman"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("labels, predicted, problem", [
+    ([2.0, 2.0, 2.0], [0.1, 0.5, 0.9], "every row's label in the data is 2"),
+    ([0.1, 0.5, 0.9], [0.3, 0.3, 0.3], "gives every row the same value (0.3000)"),
+    ([0.1, 0.9], [0.2, 0.4], "2 row(s) cannot measure a correlation"),
+])
+def test_an_undefined_regression_correlation_is_refused(labels, predicted, problem):
+    # Constant labels scored "pearson 0.0000", which then met auto's budget of 99% of a float 0.0; two rows
+    # always correlate perfectly.
+    import re
+
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.training.task_scoring import Prepared, _score_regression
+
+    prepared = Prepared({}, len(labels), np.array(labels))
+    with pytest.raises(MbkError, match=re.escape(problem)):
+        _score_regression({"logits": np.array(predicted)[:, None]}, prepared, {"model": "m.onnx"})
+    fine = _score_regression({"logits": np.array([[0.2], [0.4], [0.1]])}, Prepared({}, 3, np.array([1.0, 2.0, 0.5])), {})
+    assert fine["pearson"] > 0.9

@@ -9,6 +9,7 @@ outside their context.
 
 import re
 
+import numpy as np
 import pytest
 
 from mobilebert_kit.errors import ConfigError, MbkError
@@ -168,3 +169,140 @@ def test_squad_answers_outside_their_context_are_refused(tmp_path, answer, probl
     data["data"][0]["paragraphs"][0]["qas"].pop()
     path.write_text(json.dumps(data))
     assert [e["answers"] for e in read_squad(path)] == [[{"text": "Paris", "start": 23}]]
+
+
+def test_pipeline_overwrite_of_a_user_s_directory_puts_it_back_when_a_stage_fails(mbk, tmp_path):
+    # The directory was emptied before the first stage; a stage that then failed left neither it nor an output.
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[source]\npreset = "tiny-bert"\n[export]\nformats = ["tflite"]\nseq_len = 16\n'
+                      'labels = ["a", "b"]\n')
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "precious.txt").write_text("keep me")
+    proc = mbk("pipeline", recipe, "--out", mine, "--overwrite")
+    assert_refused(proc, "[export] labels names classes")
+    assert [p.name for p in mine.iterdir()] == ["precious.txt"] and (mine / "precious.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "r.toml"]
+
+
+def test_pipeline_inputs_include_the_evaluation_data(tmp_path):
+    # --overwrite of an output directory holding the [evaluation] data deleted it (the other data were refused).
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.pipeline.runner import Pipeline
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "test.tsv").write_text("sentence\tlabel\na\tpos\n")
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[source]\npreset = "tiny-bert"\n[export]\nformats = ["tflite"]\nseq_len = 16\n'
+                      'out_dir = "out"\n[evaluation]\ndata = "out/test.tsv"\n')
+    with pytest.raises(MbkError, match="contains the command's input"):
+        Pipeline(recipe, overwrite=True).run()
+    assert (tmp_path / "out" / "test.tsv").is_file()
+
+
+def test_stdlib_corpus_is_an_output_that_never_replaces_the_user_s_files(mbk, tmp_path):
+    # --stdlib-corpus DIR overwrote DIR/train.txt and heldout.txt; DIR equal to --out left a corpus in it.
+    from tests.data.conftest import write_vocab
+
+    vocab = write_vocab(tmp_path / "vocab.txt", ["the", "a"])
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "train.txt").write_text("MINE")
+    proc = mbk("pretraining-data", "--stdlib-corpus", mine, "--vocab", vocab, "--out", tmp_path / "pd")
+    assert_refused(proc, "is a directory not written by mbk as a standard-library corpus directory")
+    assert (mine / "train.txt").read_text() == "MINE" and not (tmp_path / "pd").exists()
+    proc = mbk("pretraining-data", "--stdlib-corpus", tmp_path / "c", "--vocab", vocab, "--out", tmp_path / "c" / "pd")
+    assert_refused(proc, "overlap; give each its own directory")
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("name, value, problem", [
+    ("input_ids", np.full((2, 8), 5 + 2**40, np.int64), "input_ids holds values outside int32"),  # wrapped to 5
+    ("input_ids", np.full((2, 8), 5, np.uint64) + np.uint64(2**63), "input_ids holds values outside int32"),
+    ("input_ids", np.ones((2, 8), bool), "input_ids holds bool values"),
+    ("input_ids", np.full((2, 8), "five"), "input_ids holds <U4 values"),  # an internal TypeError from np.round
+    ("attention_mask", np.full((2, 8), 7, np.int32), "attention_mask holds values other than 0 and 1"),
+    ("attention_mask", np.array([[1] * 8, [0] * 8], np.int32), "row 1 has no real token (attention_mask all 0)"),
+])
+def test_npz_inputs_that_no_tokenizer_makes_are_refused(tmp_path, name, value, problem):
+    # They were cast to int32 silently: validation passed on wrapped ids and on masks of 7.
+    from mobilebert_kit.convert.errors import ExportError
+    from mobilebert_kit.convert.input_set import InputSet
+
+    arrays = {"input_ids": np.full((2, 8), 5, np.int32), "attention_mask": np.ones((2, 8), np.int32),
+              "token_type_ids": np.zeros((2, 8), np.int32)}
+    np.savez(tmp_path / "ok.npz", **arrays)
+    assert InputSet.from_file(tmp_path / "ok.npz", 8, vocab_size=100).arrays["input_ids"].max() == 5
+    np.savez(tmp_path / "in.npz", **{**arrays, name: value})
+    with pytest.raises(ExportError, match=re.escape(problem)):
+        InputSet.from_file(tmp_path / "in.npz", 8, vocab_size=100)
+
+
+@pytest.mark.parametrize("fmt, ops, problem", [
+    ("tflite", "NOPE,SOFTMAX", "keep-float op type(s) NOPE are not in this model; its TFLite op types: "),
+    ("onnx", "bogus", "keep-float op type(s) bogus are not in this model; its ONNX op types: "),
+])
+def test_keep_float_ops_the_model_lacks_are_refused(mbk, tmp_path, fmt, ops, problem):
+    # The converters ignore a name they do not know: a typo kept nothing float and the export passed.
+    out = tmp_path / f"m.{fmt}"
+    proc = mbk("export", "tiny-bert", "--format", fmt, "--quantize", "int8", "--keep-float-ops", ops,
+               "--seq-len", 16, "--out", out)
+    assert_refused(proc, problem)
+    assert not out.exists()
+
+
+def test_a_squad_answer_not_at_its_offset_is_refused_for_training(tmp_path):
+    # Training read the span at answer_start whatever the text said: "The cat sa" was learned as "on the mat".
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.training.task_data import squad_features
+    from tests.data.conftest import write_vocab
+
+    tokenizer = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", ["the", "cat", "sat", "on", "mat", "where"]))
+    example = {"id": "q1", "question": "where", "context": "The cat sat on the mat", "impossible": False,
+               "answers": [{"text": "on the mat", "start": 0}]}
+    with pytest.raises(MbkError, match=re.escape("question 'q1': its answer 'on the mat' is not at answer_start 0 "
+                                                 "of its context (there: 'The cat sa')")):
+        squad_features(tokenizer, [example], 24, training=True)
+    squad_features(tokenizer, [example], 24, training=False)  # scoring reads the answer texts only
+    example["answers"][0]["start"] = 12
+    features, _ = squad_features(tokenizer, [example], 24, training=True)
+    assert features["end_positions"][0] > features["start_positions"][0] > 0
+
+
+def test_an_empty_onnx_file_is_no_model_for_any_reader(mbk, tmp_path):
+    # protobuf reads 0 bytes as an empty model: `mbk inspect` listed it, exit 0.
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")
+    for command in (("inspect", path), ("profile", path, "--runs", "1")):
+        assert_refused(mbk(*command), "holds no ONNX graph (no nodes; the file is empty)")
+
+
+def test_a_file_that_aborts_the_interpreter_is_one_line_for_every_command(mbk, tmp_path):
+    # LiteRT's int16 kernels abort the process (SIGABRT, exit 134, no message) on tiny-bert's int16x8 graph:
+    # `mbk export` died during validation leaving its .partial, and validate/profile/inspect died with it.
+    out = tmp_path / "m.tflite"
+    proc = mbk("export", "tiny-bert", "--quantize", "int16x8", "--seq-len", 16, "--out", out)
+    assert_refused(proc, f"{out} crashes the TFLite interpreter (SIGABRT while preparing or running it)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    unchecked = tmp_path / "unchecked.tflite"
+    assert mbk("export", "tiny-bert", "--quantize", "int16x8", "--seq-len", 16, "--out", unchecked,
+               "--no-validate").returncode == 0
+    for command in (("validate", unchecked, "--reference", "tiny-bert"), ("profile", unchecked, "--runs", "1"),
+                    ("inspect", unchecked, "--xnnpack")):
+        assert_refused(mbk(*command), "crashes the TFLite interpreter")
+
+
+@pytest.mark.parametrize("name", ["a\\nb", "\\u001b[2Jok", "tab\\there"])
+def test_a_recipe_name_with_control_characters_is_refused(tmp_path, name):
+    from mobilebert_kit.convert.errors import RecipeError
+    from mobilebert_kit.convert.recipe import Recipe
+
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(f'[source]\npreset = "tiny-bert"\n[export]\nname = "{name}"\n')
+    with pytest.raises(RecipeError, match="must be a file name without directories"):
+        Recipe.load(recipe).options()
+
+
+def test_info_defaults_to_a_length_the_model_takes(mbk):
+    proc = mbk("info", "tiny-bert", "--json")
+    assert proc.returncode == 0 and '"seq_len": 64' in proc.stdout, proc.stderr
