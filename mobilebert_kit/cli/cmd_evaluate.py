@@ -59,6 +59,18 @@ def evaluate_one(path, args):
                              tokenizer=args.tokenizer, **columns)
 
 
+def _named(path, args):
+    """evaluate_one, whose one-line error names the --model it is about when there are several."""
+    from mobilebert_kit.errors import MbkError
+
+    try:
+        return evaluate_one(path, args)
+    except MbkError as err:
+        if len(args.model) < 2:
+            raise
+        raise MbkError(f"--model {path}: {err}") from err
+
+
 def run(args):
     import json
     from pathlib import Path
@@ -68,7 +80,7 @@ def run(args):
     paths = [str(path) for path in args.model]
     names = [Path(p).name for p in paths]
     shown = names if len(set(names)) == len(names) else paths  # the table names files by their base name when it can
-    named = [(str(path), evaluate_one(path, args)) for path in args.model]
+    named = [(str(path), _named(path, args)) for path in args.model]
     if len(named) == 1:
         (path, evaluation), = named
         if args.json:

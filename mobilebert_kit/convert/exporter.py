@@ -769,6 +769,7 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
         raise ConfigError(f"{artifact_name or path} is a {task} export, which a {architecture} cannot be compared "
                           "with; pass the model it was exported from as the reference")
     runner = ArtifactRunner(path, fmt=fmt)
+    inputs = inputs.with_padded_rows()
     pairs = task_names(reference, task, fmt)
     expected = [name for name, _ in pairs]
     refs = reference_outputs(reference, inputs, pairs, pooling, bool(normalize))

@@ -306,3 +306,32 @@ def test_a_recipe_name_with_control_characters_is_refused(tmp_path, name):
 def test_info_defaults_to_a_length_the_model_takes(mbk):
     proc = mbk("info", "tiny-bert", "--json")
     assert proc.returncode == 0 and '"seq_len": 64' in proc.stdout, proc.stderr
+
+
+def test_evaluate_names_the_model_an_error_is_about_when_there_are_several(mbk, tmp_path):
+    (tmp_path / "good.tsv").write_text("sentence\tlabel\na\tpos\n")
+    (tmp_path / "fake.tflite").write_text("not a model")
+    (tmp_path / "other.tflite").write_text("not a model either")
+    proc = mbk("evaluate", "--model", tmp_path / "fake.tflite", "--model", tmp_path / "other.tflite",
+               "--data", tmp_path / "good.tsv")
+    assert_refused(proc, f"--model {tmp_path / 'fake.tflite'}: ")
+
+
+def test_validation_checks_the_padding_mask_when_no_row_is_padded(tmp_path):
+    # At --seq-len 16 the built-in sentences fill every row: an export with --mask-value 0 (padding attended)
+    # passed validation and gave other answers on an app's short inputs.
+    import mobilebert_kit as mbk_api
+    from mobilebert_kit.convert.exporter import ExportOptions, export, validate_file
+    from mobilebert_kit.convert.input_set import InputSet
+    from tests.convert.conftest import trained_like
+
+    model = trained_like(mbk_api.build("tiny-bert", attention_mask_value=-120.0), seed=3)
+    out = tmp_path / "nomask.tflite"
+    export(ExportOptions(model, "tflite", out=str(out), seq_len=16, attention_mask_value=0.0, validate=False),
+           log=None)
+    full = InputSet.random(model.config["vocab_size"], 8, 16).take(1)  # one unpadded row
+    assert (full.arrays["attention_mask"] == 1).all()
+    padded = full.with_padded_rows()
+    assert padded.count == 2 and padded.arrays["attention_mask"][1, 8:].sum() == 0
+    assert not validate_file(out, model, full, "none").passed
+    assert padded.with_padded_rows() is padded
