@@ -87,6 +87,18 @@ def _passed(frontier):
     return [row for row in frontier if row["passed"]]
 
 
+def _auto(sensitive, calibration, tmp_path, monkeypatch, latencies, fmt="tflite", max_drop=0.15):
+    """``--quantize auto`` of the sensitive classifier with each mode's host latency given; (result, file, data)."""
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    _latencies(monkeypatch, latencies)
+    model, _, data = sensitive
+    out = tmp_path / f"m.{fmt}"
+    result = export(ExportOptions(model, fmt, "auto", out=str(out), seq_len=SEQ, eval_data=str(data),
+                                  max_drop=max_drop, calibration=str(calibration)), log=None, score=_accuracy)
+    return result, out, data
+
+
 @pytest.fixture
 def standin(monkeypatch):
     import mobilebert_kit.evaluation.artifact_metrics as artifact_metrics
@@ -98,13 +110,8 @@ def standin(monkeypatch):
 def test_auto_keeps_the_sensitive_layer_float_and_meets_the_budget(sensitive, standin, calibration, tmp_path,
                                                                    monkeypatch):
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-    from mobilebert_kit.convert.exporter import ExportOptions, export
 
-    _latencies(monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3})
-    model, _, data = sensitive
-    out = tmp_path / "m.tflite"
-    result = export(ExportOptions(model, "tflite", "auto", out=str(out), seq_len=SEQ, eval_data=str(data),
-                                  max_drop=0.15, calibration=str(calibration)), log=None, score=_accuracy)
+    result, out, data = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3})
     search = result.search
     assert search["ranking"][0]["layer"] == SENSITIVE, search["ranking"]
     first, chosen = search["frontier"][0], _passed(search["frontier"])[0]
@@ -131,13 +138,8 @@ def test_auto_writes_a_later_setting_that_passed_and_ran_faster(sensitive, stand
     # The ladder's order (full int8 first) is the usual speed, not this host's: a fine-tuned MiniLM ran full
     # int8 slower than dynamic int8 (issue 15), and auto wrote the slower file.
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-    from mobilebert_kit.convert.exporter import ExportOptions, export
 
-    _latencies(monkeypatch, {"none": 3.0, "int8": 2.0, "dynamic": 1.0})
-    model, _, data = sensitive
-    out = tmp_path / "m.tflite"
-    result = export(ExportOptions(model, "tflite", "auto", out=str(out), seq_len=SEQ, eval_data=str(data),
-                                  max_drop=0.15, calibration=str(calibration)), log=None, score=_accuracy)
+    result, out, _ = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 3.0, "int8": 2.0, "dynamic": 1.0})
     search = result.search
     assert [r["quantize"] for r in _passed(search["frontier"])] == ["int8", "dynamic"], search["frontier"]
     assert search["stopped"].startswith("dynamic passed and ran faster on this host than int8, residual path of"), \
@@ -152,13 +154,9 @@ def test_auto_onnx_keeps_the_sensitive_residual_path_float_and_meets_the_budget(
     """The same ladder with ONNX Runtime's quantizers. Measured on this model: static int8 0.875, with
     transformer_layer_1's residual path float 0.906, dynamic 0.938; a 10% budget stops at the second rung."""
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-    from mobilebert_kit.convert.exporter import ExportOptions, export
 
-    _latencies(monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3})
-    model, _, data = sensitive
-    out = tmp_path / "m.onnx"
-    result = export(ExportOptions(model, "onnx", "auto", out=str(out), seq_len=SEQ, eval_data=str(data),
-                                  max_drop=0.10, calibration=str(calibration)), log=None, score=_accuracy)
+    result, out, data = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3},
+                              fmt="onnx", max_drop=0.10)
     frontier = result.search["frontier"]
     first, chosen = frontier[0], _passed(frontier)[0]
     assert first["setting"] == "int8" and not first["passed"] and first["drop"] > 0.10, frontier
