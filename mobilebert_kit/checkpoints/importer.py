@@ -305,6 +305,14 @@ def _wrap_head(encoder, head, arrays, dialect):
     return HEADS[head](encoder, **kwargs), "encoder/"
 
 
+def _built(build, config, config_file):
+    """``build(config)``; a refusal no single field's check makes (width and heads) names the config file."""
+    try:
+        return build(config)
+    except ConfigError as err:
+        raise ConfigError(f"{config_file}: {err}") from err
+
+
 def import_hf(directory, head=None, **overrides):
     """Imports a Hugging Face checkpoint directory (``config.json`` + safetensors)."""
     from mobilebert_kit.models.api import build
@@ -320,7 +328,7 @@ def import_hf(directory, head=None, **overrides):
         log.info("%s has no pooler weights: building the encoder without a pooler", directory)
         config["classifier_activation"] = False
     config.update(overrides)
-    encoder = build(config)
+    encoder = _built(build, config, directory / "config.json")
     model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf")
     _collect(model, arrays, "hf", f"{directory}", encoder_prefix)
     return model
@@ -374,7 +382,7 @@ def import_tf1(prefix, config_path=None, head=None, **overrides):
     arrays = {k: v for k, v in arrays.items() if not k.endswith(("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")) and k != "global_step"}
     config = config_from_tf1(official)
     config.update(overrides)
-    encoder = build(config)
+    encoder = _built(build, config, config_path)
     model, encoder_prefix = _wrap_head(encoder, head, arrays, "tf1")
     _collect(model, arrays, "tf1", prefix, encoder_prefix)
     return model

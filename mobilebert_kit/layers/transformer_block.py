@@ -149,7 +149,9 @@ class TransformerBlock(keras.layers.Layer):
         if use_bottleneck and not intra_bottleneck_size:
             raise ConfigError("use_bottleneck=True needs intra_bottleneck_size")
         if true_hidden % num_heads and attention_type != "convbert_mixed":
-            raise ConfigError(f"attention width {true_hidden} is not a multiple of num_heads={num_heads}")
+            raise ConfigError(f"attention width {true_hidden} is not a multiple of num_heads={num_heads}: every head "
+                              f"takes an equal share; set num_heads (num_attention_heads in a Hugging Face config.json) "
+                              f"to a divisor of {true_hidden}")
         if num_feedforward_networks < 1:
             raise ConfigError(f"num_feedforward_networks must be >= 1, got {num_feedforward_networks}")
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)

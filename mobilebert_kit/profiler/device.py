@@ -368,7 +368,7 @@ class DeviceProfiler:
         result = new_result(info, target="adb", seq_len=length, flops_override=self.flops)
         result["device"] = dict(self.device_info())
         result["simulated"] = bool(self.info.get("simulated"))
-        vocab = int(self.vocab_size or info.vocab_size)
+        vocab = info.feed_vocab(self.vocab_size)
         result["config"] = run_config(
             self,
             vocab,

@@ -142,7 +142,7 @@ class HostProfiler:
         """
         info = ModelInfo(path)
         length = resolve_seq_len(info, seq_len or self.seq_len)
-        vocab = int(self.vocab_size or info.vocab_size)
+        vocab = info.feed_vocab(self.vocab_size)
         result = new_result(info, target="host", seq_len=length, flops_override=self.flops)
         result["device"] = self.device_info()
         result["config"] = run_config(

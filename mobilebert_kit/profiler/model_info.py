@@ -127,6 +127,20 @@ class ModelInfo:
         self.static_seq_len = _static_seq_len(self.inputs)
         self.max_seq_len = _max_seq_len(self.path)
 
+    def feed_vocab(self, given=None):
+        """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's.
+
+        Raises:
+            ProfilerError: ``given`` exceeds what the file's lookup reads (its embedding table or one-hot depth):
+                the runtime failed with "gather index out of bounds ...; re-export the model", blaming the file.
+        """
+        if given is None:
+            return int(self.vocab_size)
+        if self.vocab_source in ("embedding table", "one-hot depth") and int(given) > self.vocab_size:
+            raise ProfilerError(f"--vocab-size {given} exceeds the {self.vocab_size} ids of {self.path}'s "
+                                f"{self.vocab_source}; pass at most {self.vocab_size}, or leave it out to read it")
+        return int(given)
+
     def flops(self, seq_len):
         """Returns ``(flops, by_op_type)`` of one inference at ``seq_len`` (2 x MACs)."""
         return self._graph.flops(int(seq_len), self.inputs)

@@ -335,3 +335,28 @@ def test_validation_checks_the_padding_mask_when_no_row_is_padded(tmp_path):
     assert padded.count == 2 and padded.arrays["attention_mask"][1, 8:].sum() == 0
     assert not validate_file(out, model, full, "none").passed
     assert padded.with_padded_rows() is padded
+
+
+def test_a_vocab_size_past_the_models_table_is_refused_naming_the_option(mbk, tmp_path):
+    # The runtime's "gather index out of bounds" was reported as a broken file: "re-export the model".
+    out = tmp_path / "m.onnx"
+    assert mbk("export", "tiny-bert", "--format", "onnx", "--seq-len", 16, "--out", out, "--no-validate").returncode == 0
+    proc = mbk("profile", out, "--vocab-size", 100000, "--runs", 1)
+    assert_refused(proc, "--vocab-size 100000 exceeds the 512 ids of", "embedding table; pass at most 512")
+    assert mbk("profile", out, "--vocab-size", 100, "--runs", 1).returncode == 0
+
+
+def test_a_config_whose_width_the_heads_do_not_divide_names_the_file_and_the_fix(mbk, tmp_path):
+    import json
+
+    from safetensors.numpy import save_file
+
+    source = tmp_path / "hf"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps({
+        "model_type": "bert", "hidden_size": 32, "num_attention_heads": 3, "num_hidden_layers": 1,
+        "intermediate_size": 64, "vocab_size": 64, "max_position_embeddings": 32, "type_vocab_size": 2}))
+    save_file({"embeddings.word_embeddings.weight": np.zeros((64, 32), np.float32)}, str(source / "model.safetensors"))
+    proc = mbk("info", source, "--seq-len", 16)
+    assert_refused(proc, f"{source / 'config.json'}: attention width 32 is not a multiple of num_heads=3",
+                   "to a divisor of 32")
