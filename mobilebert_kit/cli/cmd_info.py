@@ -57,25 +57,19 @@ def print_summary(summary, console=None):
     console.print("  ".join(f"{k}={config.get(k)}" for k in keys if k in config))
 
 
-DEFAULT_SEQ_LEN = 128
-
-
 def run(args):
     import json
 
     from mobilebert_kit.errors import ConfigError
-    from mobilebert_kit.models.api import check_positions
+    from mobilebert_kit.models.api import check_positions, default_seq_len
     from mobilebert_kit.models.summary import summarize
 
     if args.seq_len is not None and args.seq_len < 1:
         raise ConfigError(f"--seq-len must be positive, got {args.seq_len}")
     model = load_source(args.source)
     config = getattr(model, "encoder", model).config
-    seq_len = args.seq_len
-    if seq_len is None:
-        # The default fits the model: `mbk info tiny-bert` (64 positions) failed on a length nobody asked for.
-        absolute = config.get("position_embedding_type", "absolute") == "absolute"
-        seq_len = min(DEFAULT_SEQ_LEN, config["max_position_embeddings"]) if absolute else DEFAULT_SEQ_LEN
+    # The default fits the model: `mbk info tiny-bert` (64 positions) failed on a length nobody asked for.
+    seq_len = args.seq_len or default_seq_len(config)
     check_positions(config, seq_len)
     summary = summarize(model, seq_len=seq_len)
     if args.json:

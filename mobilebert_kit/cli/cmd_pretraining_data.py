@@ -39,7 +39,6 @@ def register(subparsers):
 
 
 def run(args):
-    import os
     from pathlib import Path
 
     from mobilebert_kit.errors import ConfigError
@@ -60,13 +59,12 @@ def run(args):
     files = args.input
     if args.stdlib_corpus:
         from mobilebert_kit.data.stdlib_corpus import build_stdlib_corpus
-        from mobilebert_kit.utils.atomic import atomic_dir, check_output
+        from mobilebert_kit.utils.atomic import atomic_dir, check_output, overlap
 
         corpus = Path(args.stdlib_corpus)
         # DIR is an output too: it overwrote a user's own train.txt / heldout.txt. Both outputs are decided
         # before the corpus is written, so a refused --out leaves no corpus behind either.
-        out, built = (Path(os.path.realpath(p)) for p in (args.out, corpus))
-        if out == built or out.is_relative_to(built) or built.is_relative_to(out):
+        if overlap(args.out, corpus):
             raise ConfigError(f"--out {args.out} and --stdlib-corpus {corpus} overlap; give each its own directory")
         check_output(corpus, "stdlib-corpus", overwrite=args.overwrite)
         check_output(args.out, "pretraining-data", overwrite=args.overwrite)

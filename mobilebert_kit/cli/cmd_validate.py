@@ -39,6 +39,7 @@ def run(args):
     from mobilebert_kit.convert.input_set import InputSet, default_inputs, validation_lines
     from mobilebert_kit.sources.model_source import ModelSource
     from mobilebert_kit.convert.rebuild import encoder_of
+    from mobilebert_kit.models.api import default_seq_len, max_positions
 
     precision = args.precision or meta.get("quantization") or "none"
     source = ModelSource.load(args.reference)
@@ -46,10 +47,9 @@ def run(args):
 
     config = encoder_of(source.model).config
     # A dynamic-axis file (the ONNX default) is validated at the export default, within the position table.
-    positions = config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None
-    default = min(DEFAULT_SEQ_LEN, positions) if positions else DEFAULT_SEQ_LEN
+    positions = max_positions(config)
     fixed = ArtifactRunner(args.file).seq_len
-    seq_len = fixed or args.seq_len or meta.get("seq_len") or default
+    seq_len = fixed or args.seq_len or meta.get("seq_len") or default_seq_len(config, DEFAULT_SEQ_LEN)
     if positions and seq_len > positions:
         # The reference would read past its position table (an internal error deep in the embedding).
         what = f"{args.file} takes {seq_len} tokens" if fixed else f"--seq-len {seq_len} is"

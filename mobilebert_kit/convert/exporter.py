@@ -141,11 +141,11 @@ def export(options, source=None, log=print, score=None):
                                 log=say).source
     model = source.model
     from mobilebert_kit.convert.rebuild import architecture_of
-    from mobilebert_kit.models.api import check_finite_weights, named_weights
+    from mobilebert_kit.models.api import check_finite_weights, max_positions, named_weights
 
     # The task, pooling and sequence length follow from the source (task auto); everything below reads these.
     config = _config(model)
-    positions = config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None
+    positions = max_positions(config)
     num_outputs = getattr(model, "head_config", {}).get("num_labels")
     options = options.resolve(architecture_of(model), _declared_pooling(source, options), positions, num_outputs)
     _check_labels(options, architecture_of(model), num_outputs)
@@ -298,12 +298,9 @@ def _named_for_user(scratch, out):
         candidate = re.compile(re.escape(str(scratch)) + r"/candidate-\d+\.\w+|\bcandidate-\d+\.(?:tflite|onnx)\b")
         text = str(err)
         named = candidate.sub(lambda m: str(out) if "/" in m.group(0) else Path(out).name, text)
-        if named == text:
-            raise
-        renamed = type(err).__new__(type(err))
-        renamed.__dict__.update(err.__dict__)
-        renamed.args = (named,) + tuple(err.args[1:])
-        raise renamed from err
+        if named != text:
+            err.args = (named,) + tuple(err.args[1:])  # the same error, type and traceback: only its text
+        raise
 
 
 @contextlib.contextmanager
@@ -574,6 +571,7 @@ def _metadata(source, model, graph, options):
     (:func:`client_metadata_args`): the task's client family, the output names, the labels.
     """
     from mobilebert_kit.convert.rebuild import architecture_of
+    from mobilebert_kit.models.api import max_positions
 
     config = _config(model)
     tokenizer = source.tokenizer
@@ -603,7 +601,7 @@ def _metadata(source, model, graph, options):
         "vocab_size": config["vocab_size"],
         # The longest input the position table takes (None: relative positions, no table): a reader of a
         # dynamic-axis file (the profiler, mbk validate) picks a default length within it.
-        "max_seq_len": config["max_position_embeddings"] if config.get("position_embedding_type") == "absolute" else None,
+        "max_seq_len": max_positions(config),
         "do_lower_case": tokenizer.do_lower_case if tokenizer is not None else None,
         "special_tokens": {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"},
         "labels": labels,

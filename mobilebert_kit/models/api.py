@@ -51,6 +51,29 @@ def build(preset, **overrides):
     return Encoder(**config)
 
 
+def max_positions(config):
+    """The longest input an encoder's learned (absolute) position table takes; None for relative positions.
+
+    Example:
+        >>> max_positions(build("tiny-bert").config)
+        64
+    """
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        return None
+    return config["max_position_embeddings"]
+
+
+def default_seq_len(config, default=128):
+    """``default`` tokens, or the encoder's positions when it has fewer (``tiny-bert``: 64).
+
+    Example:
+        >>> default_seq_len(build("tiny-bert").config)
+        64
+    """
+    positions = max_positions(config)
+    return min(default, positions) if positions else default
+
+
 def check_positions(config, seq_len, option="--seq-len"):
     """Raises ConfigError when ``seq_len`` tokens do not fit an encoder's learned (absolute) positions.
 
@@ -64,8 +87,8 @@ def check_positions(config, seq_len, option="--seq-len"):
     Example:
         >>> check_positions(build("tiny-bert").config, 16)
     """
-    limit = config["max_position_embeddings"]
-    if seq_len is not None and config.get("position_embedding_type", "absolute") == "absolute" and seq_len > limit:
+    limit = max_positions(config)
+    if seq_len is not None and limit is not None and seq_len > limit:
         raise ConfigError(f"{option} {seq_len} exceeds the model's {limit} positions; use at most {limit}")
 
 

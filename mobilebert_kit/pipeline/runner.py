@@ -119,8 +119,8 @@ class Pipeline:
         name = recipe.tables.get("export", {}).get("name", recipe.path.stem)
         serial = self._check_device()
         # The output directory is ours (marked), empty or new before any stage writes into it.
-        sources = [recipe.path, recipe.tables.get("evaluation", {}).get("data")] + [
-            p for o in planned for p in (o.source, o.calibration, o.validation_data, o.recover_data, o.eval_data)]
+        sources = [recipe.path] + [p for o in planned for p in (o.source, o.calibration, o.validation_data,
+                                                                o.recover_data, o.eval_data)]
         with prepared_dir(out_dir, "pipeline", overwrite=self.overwrite,
                           sources=[p for p in sources if isinstance(p, (str, os.PathLike))]):
             return self._run_stages(recipe, planned, out_dir, name, serial)

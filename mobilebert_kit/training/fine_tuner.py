@@ -18,7 +18,7 @@ import numpy as np
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.errors import MbkError, first_line
-from mobilebert_kit.models.api import check_positions, load
+from mobilebert_kit.models.api import check_positions, default_seq_len, load
 from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_labels
 from mobilebert_kit.training import task_data
@@ -507,10 +507,7 @@ def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len
     if tokenizer is None:
         raise MbkError(f"{model_dir} has no vocab.txt; copy the vocabulary the model was fine-tuned with beside it")
     config = source.encoder.config
-    if seq_len is None:
-        seq_len = FinetuneConfig.seq_len
-        if config.get("position_embedding_type", "absolute") == "absolute":
-            seq_len = min(seq_len, config["max_position_embeddings"])
+    seq_len = seq_len or default_seq_len(config, FinetuneConfig.seq_len)
     check_positions(config, seq_len)
     spec = {"task": task, "seq_len": seq_len, "label_names": source.labels or None, "model": str(model_dir),
             **{k: v for k, v in (columns or {}).items() if v}}

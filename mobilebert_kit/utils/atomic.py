@@ -262,6 +262,21 @@ def _source_paths(sources):
     return found
 
 
+def overlap(path, other):
+    """How ``path`` lies to ``other`` once both are resolved: ``"is"``, ``"is inside"``, ``"contains"`` or None.
+
+    Example:
+        >>> overlap("/tmp/a/b", "/tmp/a")
+        'is inside'
+    """
+    path, other = (Path(os.path.realpath(p)) for p in (path, other))
+    if path == other:
+        return "is"
+    if path.is_relative_to(other):
+        return "is inside"
+    return "contains" if other.is_relative_to(path) else None
+
+
 def _check_parent(path):
     """Refuses a path whose nearest existing ancestor is not a directory (mkdir would fail with ENOTDIR)."""
     for ancestor in path.parents:
@@ -308,8 +323,8 @@ def check_output(path, kind, *, overwrite=False, sources=()):
     path = Path(os.path.abspath(os.fspath(path)))
     real = Path(os.path.realpath(path))
     for source in _source_paths(sources):
-        if real == source or real.is_relative_to(source) or source.is_relative_to(real):
-            relation = "is" if real == source else "is inside" if real.is_relative_to(source) else "contains"
+        relation = overlap(real, source)
+        if relation:
             raise OutputError(f"{path} {relation} the command's input {source}; writing there would destroy it: "
                               "choose another output path")
     try:
