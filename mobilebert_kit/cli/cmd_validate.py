@@ -56,8 +56,7 @@ def run(args):
         fix = "validate against the model the file was exported from" if fixed else f"pass --seq-len {positions} or less"
         raise ConfigError(f"{what} more than the {positions} positions of the reference {args.reference}; {fix}")
     if args.data:
-        inputs = InputSet.from_file(args.data, seq_len, source.tokenizer, config["vocab_size"], count=args.count,
-                                     type_vocab_size=config.get("type_vocab_size"))
+        inputs = InputSet.for_model(args.data, seq_len, source.tokenizer, config, count=args.count)
     else:
         inputs = default_inputs(config, seq_len, source.tokenizer, count=args.count)
     report = validate_file(args.file, source.model, inputs, precision, thresholds,

@@ -15,6 +15,29 @@ class ExportError(MbkError):
     """The converter could not produce an artifact (unsupported op, bad option)."""
 
 
+def check_op_types(asked, present, runtime):
+    """Refuses ``--keep-float-ops`` names the graph does not have (both formats).
+
+    The converters and the ONNX quantizer ignore a deny-listed op type they do not find, so a typo kept nothing
+    in float, silently.
+
+    Args:
+        asked (Iterable[str]): the op types the user named, in the format's own spelling.
+        present (set[str]): the graph's op types.
+        runtime (str): ``"TFLite"`` or ``"ONNX"``, named in the message.
+
+    Raises:
+        ExportError: naming the unknown types and listing the graph's own.
+
+    Example:
+        >>> check_op_types(["MatMul"], {"MatMul", "Add"}, "ONNX")
+    """
+    unknown = sorted(set(asked) - set(present))
+    if unknown:
+        raise ExportError(f"keep-float op type(s) {', '.join(unknown)} are not in this model; its {runtime} op "
+                          f"types: {', '.join(sorted(present))}")
+
+
 class RecipeError(ConfigError):
     """A recipe file that cannot be used: unknown key, bad value, path outside its directory."""
 

@@ -336,7 +336,8 @@ class _Search:
         self.budget = Budget(evaluation.primary, float(evaluation.metrics[evaluation.primary]), max_drop,
                              bool(evaluation.higher_is_better))
         row.metric = self.budget.reference
-        self.frontier.judged_by = f"{self.judged_by} ({self.budget.describe()})"
+        # The row count shows how much a pass proves: one row of ten is 10 accuracy points.
+        self.frontier.judged_by = f"{self.judged_by} ({self.budget.describe()}, {evaluation.rows} row(s))"
 
     def attempts(self):
         """``(step, ranked layers, options)`` in turn: step None is the user's own setting (a searched mode has none).
@@ -381,6 +382,13 @@ class _Search:
         else:
             self.frontier.stopped = (f"{chosen.setting} passed and ran faster on this host than {first.setting}, the "
                                      f"first that passed ({chosen.latency_ms:.2f} against {first.latency_ms:.2f} ms)")
+        # Float32 is the reference, not a candidate (the user asked for a quantized file, about 4x smaller), but
+        # on a small model it can be the fastest: say so rather than let "fastest" mislead.
+        ref = self.frontier.reference
+        if ref is not None and ref.latency_ms is not None and chosen.latency_ms is not None \
+                and ref.latency_ms < (1 - FASTER_BY) * chosen.latency_ms:
+            self.frontier.stopped += (f"; float32 ran faster on this host still ({ref.latency_ms:.2f} ms): "
+                                      "--quantize none writes that file, at about 4x the size")
         return best
 
     def record(self, label, attempt, path=None, inputs=None, metric=None, passed=None, why=""):
@@ -529,9 +537,8 @@ def _input_sets(source, model, options, say=None):
     tokenizer = source.tokenizer
     calibration = None
     if options.calibration:
-        calibration = InputSet.from_file(options.calibration, options.seq_len, tokenizer, config["vocab_size"],
-                                         count=options.calibration_count,
-                                         type_vocab_size=config.get("type_vocab_size"))
+        calibration = InputSet.for_model(options.calibration, options.seq_len, tokenizer, config,
+                                         count=options.calibration_count)
     elif quantization_mode(options.quantize).calibration:
         # ExportOptions.check refused the modes that may not calibrate on built-in data (the record's
         # default_calibration rule, quantization_modes.py); the rows never overlap the validation rows.
@@ -539,9 +546,8 @@ def _input_sets(source, model, options, say=None):
                                                    options.seq_len, config["type_vocab_size"])
         (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")
     if options.validation_data:
-        validation = InputSet.from_file(options.validation_data, options.seq_len, tokenizer, config["vocab_size"],
-                                        count=options.validation_count,
-                                        type_vocab_size=config.get("type_vocab_size"))
+        validation = InputSet.for_model(options.validation_data, options.seq_len, tokenizer, config,
+                                        count=options.validation_count)
     elif tokenizer is not None:
         validation = InputSet.sample(tokenizer, options.seq_len)  # real text the calibration did not see
     elif options.calibration:

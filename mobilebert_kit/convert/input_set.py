@@ -141,6 +141,18 @@ class InputSet:
                           "sentence per line) or .npz")
 
     @classmethod
+    def for_model(cls, path, seq_len, tokenizer, config, count=None):
+        """:meth:`from_file` with the id limits of an encoder's ``config``: its vocabulary and segment sizes.
+
+        The one call of export, validation and recovery, so no caller forgets a limit.
+
+        Example:
+            >>> InputSet.for_model("cal.txt", 128, tokenizer, encoder.config, count=200)  # doctest: +SKIP
+        """
+        return cls.from_file(path, seq_len, tokenizer, config["vocab_size"], count=count,
+                             type_vocab_size=config.get("type_vocab_size"))
+
+    @classmethod
     def _from_npz(cls, path, seq_len, vocab_size, count, type_vocab_size=None):
         where = escape(path)
         try:

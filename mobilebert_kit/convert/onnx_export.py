@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx_row_quant import quantize_rows
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import first_line
@@ -168,13 +168,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
-    kept = {op for op in keep_float_ops}
-    present = {node.op_type for node in model.graph.node}
-    unknown = sorted(kept - present)
-    if unknown:
-        # The quantizer ignores an op type it does not find: a typo kept nothing float, silently.
-        raise ExportError(f"keep-float op type(s) {', '.join(unknown)} are not in this model; its ONNX op types: "
-                          f"{', '.join(sorted(present))}")
+    kept = set(keep_float_ops)
+    check_op_types(kept, {node.op_type for node in model.graph.node}, "ONNX")
     with scratch_directory("onnx") as tmp, _quiet_root_logger():
         source, target = Path(tmp) / "float.onnx", Path(tmp) / "quantized.onnx"
         onnx.save(model, str(source))

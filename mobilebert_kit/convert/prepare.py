@@ -113,8 +113,7 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
     config = encoder_of(original.model).config
     check_positions(config, recovery.seq_len)  # an .npz's rows must have --seq-len tokens too (InputSet)
     if recovery.data:
-        data = InputSet.from_file(recovery.data, recovery.seq_len, original.tokenizer, config["vocab_size"],
-                                  type_vocab_size=config.get("type_vocab_size"))
+        data = InputSet.for_model(recovery.data, recovery.seq_len, original.tokenizer, config)
     else:
         data = default_inputs(config, recovery.seq_len, original.tokenizer, count=DEFAULT_RECOVERY_ROWS)
     result = substitute(original.model, fit_inputs=data if recovery.fit else None, **substitutions)

@@ -30,7 +30,7 @@ import numpy as np
 
 from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
-from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import check_choice, first_line
 
@@ -174,11 +174,7 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
         )
     # The note names the op types the graph has: the defaults list some that only some tasks produce.
     present = {op["type"] for op in graph_of_calibrated.ops}
-    unknown = sorted({op.upper() for op in asked_ops} - present)
-    if unknown:
-        # The converter ignores a deny-listed name it does not know: a typo kept nothing float, silently.
-        raise ExportError(f"keep-float op type(s) {', '.join(unknown)} are not in this model; its TFLite op types: "
-                          f"{', '.join(sorted(present))}")
+    check_op_types({op.upper() for op in asked_ops}, present, "TFLite")
     named = sorted(op.upper() for op in keep_float_ops if op.upper() in present)
     kept = [f"op types {', '.join(named)}"] if named else []
     kept += [f"{len(nodes)} node(s) of {', '.join(sorted(keep_float_layers))}"] if keep_float_layers else []

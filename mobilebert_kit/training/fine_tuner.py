@@ -26,6 +26,7 @@ from mobilebert_kit.training.finetune_config import FinetuneConfig
 from mobilebert_kit.training.finetune_run import FinetuneRun
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.strategies import is_chief, worker_label
+from mobilebert_kit.training.task_scoring import prepare as prepare_scoring
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir, relist
@@ -134,7 +135,8 @@ class FineTuner:
             console = Console()
         self.console = console
 
-    def _data(self, path, spec, training):
+    def _data(self, path, spec):
+        """The training examples of ``path`` (evaluation data is read by ``task_scoring.prepare``)."""
         cfg = self.config
         if cfg.task in ("classification", "regression"):
             features, labels, names, columns = task_data.load_sequence_task(
@@ -143,23 +145,20 @@ class FineTuner:
             )
             spec.update(label_names=names, **columns)
             if cfg.task == "regression":
-                return features, {"logits": labels.reshape(-1, 1)}, None, None
-            return features, {"logits": labels}, None, None
+                return features, {"logits": labels.reshape(-1, 1)}, None
+            return features, {"logits": labels}, None
         if cfg.task == "span_qa":
             examples = task_data.read_squad(path)
-            features, windows = task_data.squad_features(self.tokenizer, examples, cfg.seq_len, cfg.doc_stride,
-                                                         cfg.max_query_length, training=training)
-            targets = None
-            if training:
-                targets = {"start_logits": features.pop("start_positions"), "end_logits": features.pop("end_positions")}
-            return features, targets, None, (examples, windows)
+            features, _ = task_data.squad_features(self.tokenizer, examples, cfg.seq_len, cfg.doc_stride,
+                                                   cfg.max_query_length, training=True)
+            targets = {"start_logits": features.pop("start_positions"), "end_logits": features.pop("end_positions")}
+            return features, targets, None
         sentences = task_data.read_tagged(path)
         if spec.get("label_names") is None:
             spec["label_names"] = sorted({t for _, tags in sentences for t in tags})
-        features, labels, first_piece = task_data.tagging_features(self.tokenizer, sentences, cfg.seq_len,
-                                                                   spec["label_names"])
+        features, labels, _ = task_data.tagging_features(self.tokenizer, sentences, cfg.seq_len, spec["label_names"])
         weights = (labels != task_data.IGNORE).astype(np.float32)
-        return features, {"logits": np.maximum(labels, 0)}, {"logits": weights}, (sentences, first_piece)
+        return features, {"logits": np.maximum(labels, 0)}, {"logits": weights}
 
     def _build(self, num_labels):
         from mobilebert_kit.backend import keras
@@ -273,10 +272,11 @@ class FineTuner:
         keras.utils.set_random_seed(cfg.seed)
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
                 "max_query_length": cfg.max_query_length, "label_names": None}
-        features, targets, weights, _ = self._data(train_path, spec, training=True)
+        features, targets, weights = self._data(train_path, spec)
+        eval_data = None
         if eval_path is not None:
             # Read now, with the training labels: a bad evaluation file was found only after the whole run.
-            self._data(eval_path, dict(spec), training=False)
+            eval_data = prepare_scoring(cfg.task, eval_path, self.tokenizer, _scoring_spec(spec))
         n = len(features["input_ids"])
         if n < cfg.batch_size:
             raise MbkError(f"{train_path} yields {n} examples, fewer than --batch-size {cfg.batch_size}")
@@ -360,7 +360,8 @@ class FineTuner:
                 shutil.rmtree(scratch, ignore_errors=True)
         results = {}
         if eval_path is not None:
-            results = evaluate_model(model, spec, self.tokenizer, eval_path, cfg.batch_size)
+            results = model_evaluation(model, spec, self.tokenizer, eval_path, cfg.batch_size,
+                                       prepared=eval_data).metrics
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
         if not chief:  # in a cluster only the chief writes out_dir
             self.console.print(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}", highlight=False,
@@ -466,13 +467,19 @@ def evaluate_model(model, spec, tokenizer, path, batch_size=32, limit=None):
     return model_evaluation(model, spec, tokenizer, path, batch_size, limit).metrics
 
 
-def model_evaluation(model, spec, tokenizer, path, batch_size=32, limit=None):
-    """:func:`evaluate_model` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`."""
+def _scoring_spec(spec):
+    """``spec`` (``task.json``'s content) with the SQuAD windowing defaults of files that predate them."""
+    return {"doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length, **spec}
+
+
+def model_evaluation(model, spec, tokenizer, path, batch_size=32, limit=None, prepared=None):
+    """:func:`evaluate_model` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`
+    (``prepared``: ``path`` already read by :func:`~mobilebert_kit.training.task_scoring.prepare`)."""
     def predict(features):
         return {k: np.asarray(v, np.float32) for k, v in _predict(model, features, batch_size).items()}
 
-    spec = {"doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length, **spec}
-    return score(spec["task"], path, predict, tokenizer, spec, limit)
+    spec = _scoring_spec(spec)
+    return score(spec["task"], path, predict, tokenizer, spec, limit, prepared)
 
 
 def evaluate_directory(model_dir, path, batch_size=32, limit=None):

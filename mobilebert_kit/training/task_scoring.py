@@ -307,7 +307,26 @@ def task_metric(task, model="the model"):
     return record
 
 
-def score(task, data, predict, tokenizer, spec, limit=None):
+def prepare(task, data, tokenizer, spec, limit=None):
+    """``data`` read and tokenized for scoring with ``task``'s record: a bad or empty file is refused here.
+
+    ``mbk finetune --eval`` calls it before training, so a bad evaluation file is found at the start and the
+    file is read once (:func:`score` takes the result).
+
+    Returns:
+        Prepared: the model inputs and what the task's ``score`` needs besides the outputs.
+
+    Example:
+        >>> prepare("classification", "dev.tsv", tokenizer, {"seq_len": 64, "label_names": ["neg", "pos"]})  # doctest: +SKIP
+    """
+    record = task_metric(task, spec.get("model", "the model"))
+    prepared = record.prepare(Path(data), tokenizer, spec, limit)
+    if not prepared.rows:
+        raise MbkError(f"{data} holds no examples to score; give it labelled {record.data}")
+    return prepared
+
+
+def score(task, data, predict, tokenizer, spec, limit=None, prepared=None):
     """Scores ``predict`` (features -> canonical outputs) on ``data`` with ``task``'s record.
 
     The one scoring path of both sides: :func:`evaluate_artifact` (a file) and
@@ -320,6 +339,7 @@ def score(task, data, predict, tokenizer, spec, limit=None):
         tokenizer (WordPieceTokenizer): the model's tokenizer.
         spec (dict): ``task.json``-like settings (``seq_len``, ``label_names``, ...).
         limit (int | None): score at most this many examples, spread over the file.
+        prepared (Prepared | None): ``data`` as :func:`prepare` returned it, when already read.
 
     Returns:
         ArtifactEvaluation: the metrics.
@@ -328,9 +348,8 @@ def score(task, data, predict, tokenizer, spec, limit=None):
         >>> score("classification", "dev.tsv", predict, tokenizer, {"seq_len": 64, "label_names": ["neg", "pos"]})  # doctest: +SKIP
     """
     record = task_metric(task, spec.get("model", "the model"))
-    prepared = record.prepare(Path(data), tokenizer, spec, limit)
-    if not prepared.rows:
-        raise MbkError(f"{data} holds no examples to score; give it labelled {record.data}")
+    if prepared is None:
+        prepared = prepare(task, data, tokenizer, spec, limit)
     outputs = predict(prepared.features)
     return ArtifactEvaluation(record.score(outputs, prepared, spec), record.primary, record.task, prepared.rows,
                               record.higher_is_better)

@@ -86,8 +86,13 @@ def _contains(path, needle):
         return False  # empty file (mmap refuses length 0) or unreadable
 
 
+def _marker_record(path):
+    """The marker of directory ``path`` as a dict (None when missing or unreadable)."""
+    return _json_object(Path(path) / MARKER_FILE, limit=1 << 20)
+
+
 def _marker(path):
-    data = _json_object(Path(path) / MARKER_FILE, limit=1 << 20)
+    data = _marker_record(path)
     return data.get("format") if data else None
 
 
@@ -107,13 +112,13 @@ def _files_under(directory):
     return sorted(found)
 
 
-def _foreign_files(path):
-    """Files in our output directory ``path`` that its marker does not list: the user's own, put there since.
+def _foreign_files(path, data):
+    """Files in our output directory ``path`` that its marker (``data``, read once) does not list: the user's
+    own, put there since.
 
     Outputs written before markers listed their files, and in-place directories (runs, pipelines), list none:
     nothing is known about them, so nothing is reported.
     """
-    data = _json_object(Path(path) / MARKER_FILE, limit=1 << 20)
     listed = data.get("files") if data else None
     if not isinstance(listed, list):
         return []
@@ -198,9 +203,10 @@ class OutputKind:
     def format(self):
         return f"mobilebert-kit/{self.name}"
 
-    def recognises(self, path):
-        """True if ``path`` (an existing directory or regular file) is an output of this kind that we wrote."""
-        if self.is_dir and _marker(path) == self.format:
+    def recognises(self, path, marker=None):
+        """True if ``path`` (an existing directory or regular file) is an output of this kind that we wrote
+        (``marker``: the directory's marker when already read)."""
+        if self.is_dir and (marker or _marker_record(path) or {}).get("format") == self.format:
             return True
         return bool(self.legacy and self.legacy(path))
 
@@ -345,8 +351,9 @@ def check_output(path, kind, *, overwrite=False, sources=()):
     if is_dir == kind.is_dir:
         if is_dir and not os.listdir(path):
             return EMPTY
-        if kind.recognises(path):
-            foreign = _foreign_files(path) if is_dir else []
+        marker = _marker_record(path) if is_dir else None
+        if kind.recognises(path, marker):
+            foreign = _foreign_files(path, marker) if is_dir else []
             if not foreign:
                 return REPLACE
             if not overwrite:
@@ -655,8 +662,11 @@ def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
         >>> prepare_dir("runs/distill", "distill-run")  # doctest: +SKIP
         'new'
     """
-    path = Path(path)
-    decision = check_output(path, kind, overwrite=overwrite, sources=sources)
+    return _make_ready(Path(path), kind, check_output(path, kind, overwrite=overwrite, sources=sources), fresh)
+
+
+def _make_ready(path, kind, decision, fresh):
+    """:func:`prepare_dir` once ``decision`` (:func:`check_output`'s) is known."""
     try:
         if decision == OVERWRITE or (fresh and decision == REPLACE):
             if os.path.isdir(path):
@@ -728,7 +738,8 @@ def prepared_dir(path, kind, **kwargs):
     """
     with foreign_set_aside(path, kind, overwrite=kwargs.get("overwrite", False),
                            sources=kwargs.get("sources", ())) as found:
-        decision = prepare_dir(path, kind, **kwargs)
+        # One check: a path set aside is gone now, so it is prepared as new.
+        decision = _make_ready(Path(path), kind, NEW if found == OVERWRITE else found, kwargs.get("fresh", False))
         try:
             yield found
         except BaseException:

@@ -123,6 +123,8 @@ def test_auto_keeps_the_sensitive_layer_float_and_meets_the_budget(sensitive, st
     assert [r["quantize"] for r in _passed(search["frontier"])] == ["int8", "dynamic"], search["frontier"]
     assert search["reference"]["metric"] == 1.0 and "first setting" in search["stopped"]
     assert "dynamic 1.30 ms was not faster by 5%" in search["stopped"], search["stopped"]
+    assert "float32 ran faster" not in search["stopped"], search["stopped"]
+    assert search["judged_by"].endswith(", 128 row(s))"), search["judged_by"]  # how much a pass proves
     # The written file is the chosen one, it holds the metric, and its metadata records the setting.
     meta = read_artifact_metadata(out)
     assert meta["quantization"] == "int8" and meta["quantization_search"]["float_layers"] == chosen["float_layers"]
@@ -139,11 +141,14 @@ def test_auto_writes_a_later_setting_that_passed_and_ran_faster(sensitive, stand
     # int8 slower than dynamic int8 (issue 15), and auto wrote the slower file.
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
-    result, out, _ = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 3.0, "int8": 2.0, "dynamic": 1.0})
+    # Float32 faster still (a tiny model on a host CPU): it is no candidate, but the report says so.
+    result, out, _ = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 0.5, "int8": 2.0, "dynamic": 1.0})
     search = result.search
     assert [r["quantize"] for r in _passed(search["frontier"])] == ["int8", "dynamic"], search["frontier"]
     assert search["stopped"].startswith("dynamic passed and ran faster on this host than int8, residual path of"), \
         search["stopped"]
+    assert search["stopped"].endswith("float32 ran faster on this host still (0.50 ms): --quantize none writes that "
+                                      "file, at about 4x the size"), search["stopped"]
     meta = read_artifact_metadata(out)
     assert meta["quantization"] == "dynamic" and meta["quantization_search"]["setting"] == "dynamic"
     assert result.quantize == "dynamic" and any(n.startswith("dynamic chosen: accuracy") for n in result.notes)

@@ -2,6 +2,7 @@
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,6 +198,18 @@ def test_a_bad_evaluation_file_is_refused_before_training(tokenizer, tmp_path):
     with pytest.raises(MbkError, match="meh"):
         FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(train, tmp_path / "out", eval_path=dev)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_evaluation_file_is_read_once(tokenizer, tmp_path, monkeypatch):
+    # It was read before training (to fail early) and again to be scored: minutes twice on a large SQuAD dev set.
+    reads = []
+    real = task_data.load_sequence_task
+    monkeypatch.setattr(task_data, "load_sequence_task", lambda path, *a, **k: reads.append(Path(path).name) or real(path, *a, **k))
+    train, dev = _sentiment(tmp_path / "train.tsv", 16, 0), _sentiment(tmp_path / "dev.tsv", 6, 1)
+    config = FinetuneConfig(task="classification", epochs=1, batch_size=8, seq_len=16)
+    results = FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(train, tmp_path / "out", eval_path=dev)
+    assert sorted(reads) == ["dev.tsv", "train.tsv"]
+    assert 0.0 <= results["accuracy"] <= 1.0
 
 
 _QA = '{"id": 1, "question": "q", "answers": [{"text": "a", "answer_start": 0}]}'
