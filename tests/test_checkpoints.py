@@ -69,13 +69,17 @@ def official_tf1_shapes(c):
     return shapes
 
 
-def write_tf1_checkpoint(directory, config, drop=(), reshape=None, seed=0):
-    """Writes a name-based TF1 checkpoint (tf.compat.v1 Saver) plus its bert_config.json."""
+def write_tf1_checkpoint(directory, config, drop=(), reshape=None, seed=0, dtypes=None):
+    """Writes a name-based TF1 checkpoint (tf.compat.v1 Saver) plus its bert_config.json.
+
+    ``dtypes`` stores the named variables with another dtype than float32.
+    """
     import tensorflow as tf
 
     rng = np.random.default_rng(seed)
     shapes = official_tf1_shapes(config)
     reshape = reshape or {}
+    dtypes = dtypes or {}
     directory.mkdir(parents=True, exist_ok=True)
     with tf.Graph().as_default():
         variables = []
@@ -85,6 +89,7 @@ def write_tf1_checkpoint(directory, config, drop=(), reshape=None, seed=0):
             value = rng.normal(0, 0.3, reshape.get(name, shape)).astype(np.float32)
             if name.endswith("gamma"):
                 value += 1.0
+            value = value.astype(dtypes.get(name, np.float32))
             variables.append(tf.compat.v1.get_variable(name, initializer=value))
         saver = tf.compat.v1.train.Saver(variables)
         with tf.compat.v1.Session() as session:
@@ -223,21 +228,30 @@ def _write_safetensors(path, arrays):
     save_file(arrays, str(path))
 
 
-def test_missing_and_misshaped_hf_keys_are_listed(tmp_path):
-    from mobilebert_kit.utils.safetensors_io import read_safetensors
+TINY_HF = {"model_type": "bert", "vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 16}
 
-    hf = {"model_type": "bert", "vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 1,
-          "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 16}
-    encoder = mbk.build(dict(vocab_size=50, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
-                             max_position_embeddings=16))
+
+def tiny_hf_arrays():
+    """Every weight of a TINY_HF encoder under its Hugging Face name, in PyTorch layout."""
     from mobilebert_kit.checkpoints.weight_names import reference_name
     from mobilebert_kit.models.api import named_weights
 
+    encoder = mbk.build(dict(vocab_size=50, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
+                             max_position_embeddings=16))
     arrays = {}
     for path, var in named_weights(encoder).items():
         name, transpose = reference_name(path, "hf", encoder.config)
         value = var.numpy()
         arrays[name] = np.ascontiguousarray(value.T if transpose else value)
+    return arrays
+
+
+def test_missing_and_misshaped_hf_keys_are_listed(tmp_path):
+    from mobilebert_kit.utils.safetensors_io import read_safetensors
+
+    hf = TINY_HF
+    arrays = tiny_hf_arrays()
     del arrays["encoder.layer.0.attention.self.key.weight"]
     arrays["pooler.dense.weight"] = np.zeros((8, 3), np.float32)
     arrays["encoder.layer.0.surprise.weight"] = np.zeros((2,), np.float32)
@@ -305,3 +319,103 @@ def test_a_finetune_output_directory_is_read_as_its_model_directory(tmp_path):
     assert checkpoint_format(finetuned) == ("saved", finetuned / "model")
     for spec in (finetuned, finetuned / "model"):
         assert isinstance(mbk.import_checkpoint(spec), type(mbk.build("tiny-bert")))
+
+
+def _mbk_import(capsys, source, out):
+    """``mbk import SOURCE --out OUT`` in this process, as ``assert_one_line_error`` takes it."""
+    import types
+
+    from mobilebert_kit.cli.main import main
+
+    code = main(["import", str(source), "--out", str(out)])
+    captured = capsys.readouterr()
+    return types.SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err)
+
+
+def _raw_safetensors(path, arrays, dtypes):
+    """A safetensors file written byte by byte, so a header can declare a dtype its bytes were not written as."""
+    header, data = {}, b""
+    for name, array in arrays.items():
+        raw = np.ascontiguousarray(array, "<f4").tobytes()
+        header[name] = {"dtype": dtypes.get(name, "F32"), "shape": list(array.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+def test_two_tensors_that_name_one_weight_are_refused(tmp_path, capsys):
+    # `bert.` is stripped from a BERT checkpoint's names; both tensors became `pooler.dense.bias` and one was
+    # dropped without a word (the saved bias was the zeros, the 7.0s were never reported as unexpected).
+    from tests.helpers import assert_one_line_error
+
+    source = tmp_path / "hf"
+    source.mkdir()
+    arrays = tiny_hf_arrays()
+    arrays["pooler.dense.bias"] = np.zeros(8, np.float32)
+    arrays["bert.pooler.dense.bias"] = np.full(8, 7.0, np.float32)
+    (source / "config.json").write_text(json.dumps(TINY_HF))
+    _write_safetensors(source / "model.safetensors", arrays)
+    proc = _mbk_import(capsys, source, tmp_path / "out")
+    assert_one_line_error(proc, "holds both 'bert.pooler.dense.bias' and 'pooler.dense.bias', which name the same "
+                          "weight 'pooler.dense.bias'", "re-save the checkpoint with only the one")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_weight_with_an_integer_dtype_is_refused_naming_it(tmp_path, capsys):
+    # The gamma's bytes are the float 1.0s, declared I32: read as integers, it imported as 1.07e9 with exit 0.
+    from tests.helpers import assert_one_line_error
+
+    source = tmp_path / "hf"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps(TINY_HF))
+    _raw_safetensors(source / "model.safetensors", tiny_hf_arrays(), {"embeddings.LayerNorm.weight": "I32"})
+    proc = _mbk_import(capsys, source, tmp_path / "out")
+    assert_one_line_error(proc, "1 weight(s) with a non-floating dtype: embeddings.LayerNorm.weight (I32)",
+                          "weights must be one of F16, BF16, F32, F64")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tf1_weight_with_an_integer_dtype_is_refused_naming_it(tmp_path, capsys):
+    from tests.helpers import assert_one_line_error
+
+    name = "bert/embeddings/FakeLayerNorm/gamma"
+    prefix = write_tf1_checkpoint(tmp_path / "ckpt", OFFICIAL_TINY, dtypes={name: np.int32})
+    proc = _mbk_import(capsys, prefix, tmp_path / "out")
+    assert_one_line_error(proc, f"1 weight(s) with a non-floating dtype: {name} (int32)",
+                          "weights must be one of float16, bfloat16, float32, float64")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_without_model_type_says_so(tmp_path, capsys):
+    # Both files were there, and the message said "expected config.json + model.safetensors".
+    from tests.helpers import assert_one_line_error
+
+    source = tmp_path / "hf"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps({k: v for k, v in TINY_HF.items() if k != "model_type"}))
+    _write_safetensors(source / "model.safetensors", tiny_hf_arrays())
+    proc = _mbk_import(capsys, source, tmp_path / "out")
+    line = assert_one_line_error(proc, "config.json has no model_type", 'add "model_type": "bert"')
+    assert "is not a checkpoint" not in line
+    assert not (tmp_path / "out").exists()
+    # Named as a file, the safetensors reaches the config's own check, which says the same.
+    with pytest.raises(CheckpointError, match='config.json has no model_type.*add "model_type": "bert"'):
+        mbk.import_checkpoint(source / "model.safetensors")
+
+
+def test_a_malformed_tf1_checkpoint_file_prints_only_the_error_line(tmp_path):
+    # TensorFlow logs "WARNING:tensorflow:ParseError ..." and "... Checkpoint ignored" from its own handler on
+    # stderr; a subprocess, because in-process capture never reaches that handler's stream.
+    from tests.helpers import run_mbk
+
+    source = tmp_path / "ckpt"
+    source.mkdir()
+    (source / "bert_config.json").write_text(json.dumps(OFFICIAL_TINY))
+    (source / "checkpoint").write_text('model_checkpoint_path: "x"\nall_model_checkpoint_paths: {{{\n')
+    (source / "x.index").write_bytes(b"")
+    proc = run_mbk("import", source, "--out", tmp_path / "out")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"mbk import: error: cannot read TF1 checkpoint {source}/x "
+                                        "(file is too short to be an sstable); check the files are complete"]
+    assert not (tmp_path / "out").exists()

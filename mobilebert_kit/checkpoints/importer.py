@@ -6,14 +6,19 @@ Weights of task heads found in the checkpoint are kept when ``head`` asks for
 them and otherwise reported as skipped (never silently dropped into a model).
 """
 
+import contextlib
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
 
 from mobilebert_kit.errors import CheckpointError, ConfigError, first_line
-from mobilebert_kit.utils.safetensors_io import PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle
+from mobilebert_kit.utils.safetensors_io import (
+    FLOAT_DTYPES, PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle, safetensors_dtype,
+)
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
+from mobilebert_kit.utils.quiet import quiet_fd2
 from mobilebert_kit.utils.run_state import interrupted_run, resume_hint
 from mobilebert_kit.utils.structured import load_json
 
@@ -148,6 +153,11 @@ def _check_string_fields(config, what):
                                   f"{str(config[key])[:40]}; fix the config")
 
 
+def _no_model_type(config_file):
+    return (f"{config_file} has no model_type, which tells the architecture; add \"model_type\": \"bert\" "
+            f"(or the checkpoint's own type: {', '.join(HF_ENCODER_PREFIXES)})")
+
+
 def _config_from_hf(hf):
     _check_string_fields(hf, "config.json")
     model_type = hf.get("model_type")
@@ -161,6 +171,8 @@ def _config_from_hf(hf):
         c = {**_HF_CONVBERT_DEFAULTS, **hf}
     elif model_type == "nezha":
         c = {**_HF_NEZHA_DEFAULTS, **hf}
+    elif model_type is None:
+        raise CheckpointError(_no_model_type("config.json"))
     else:
         raise CheckpointError(
             f"unsupported Hugging Face model_type {model_type!r}; supported: {', '.join(HF_ENCODER_PREFIXES)}"
@@ -223,15 +235,62 @@ def _config_from_tf1(official):
     return config
 
 
-def _strip_prefix(arrays, prefixes):
-    out = {}
+def _renamed(arrays, rename, source):
+    """``{rename(key): array}``: every normalisation of checkpoint names goes through here.
+
+    Two tensors whose names normalise to one (``pooler.dense.bias`` and
+    ``bert.pooler.dense.bias``) are refused naming both: a dict keeps the last
+    one, so the other was dropped without ever being reported as unexpected.
+    """
+    out, origin = {}, {}
     for key, value in arrays.items():
+        name = rename(key)
+        if name in origin:
+            first, second = sorted((origin[name], key))
+            raise CheckpointError(
+                f"{source} holds both {first!r} and {second!r}, which name the same weight {name!r}; "
+                "re-save the checkpoint with only the one the model should use"
+            )
+        origin[name] = key
+        out[name] = value
+    return out
+
+
+def _strip_prefix(arrays, prefixes, source):
+    def strip(key):
         for prefix in prefixes:
             if key.startswith(prefix):
-                key = key[len(prefix):]
-                break
-        out[key] = value
-    return out
+                return key[len(prefix):]
+        return key
+
+    return _renamed(arrays, strip, source)
+
+
+def _is_float(dtype):
+    # bfloat16 (and float8) arrays from a TF1 reader are ml_dtypes types of kind "V", not numpy floating types.
+    return dtype.kind == "f" or dtype.name.startswith(("bfloat", "float"))
+
+
+def _refuse_non_float(origin, source, dialect):
+    """Refuses weights stored with an integer or boolean dtype, naming each with its dtype.
+
+    ``assign_weights`` casts whatever it is given: an I32 LayerNorm gamma of the
+    right shape imported as 1.07e9 (the bit pattern of 1.0) without a word.
+    """
+    wrong = [(name, array.dtype) for name, array in origin.items() if not _is_float(array.dtype)]
+    if not wrong:
+        return
+    if dialect == "hf":
+        named = [f"{name} ({safetensors_dtype(dtype)})" for name, dtype in wrong]
+        floats = ", ".join(FLOAT_DTYPES)
+    else:
+        named = [f"{name} ({dtype.name})" for name, dtype in wrong]
+        floats = "float16, bfloat16, float32, float64"
+    more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+    raise CheckpointError(
+        f"{source} stores {len(wrong)} weight(s) with a non-floating dtype: {', '.join(named[:3])}{more}; "
+        f"weights must be one of {floats}: re-convert the checkpoint with floating-point weights"
+    )
 
 
 def _collect(model, arrays, dialect, source, encoder_prefix=""):
@@ -253,6 +312,8 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
         array = remaining.pop(name)
         ours[path] = to_ours(array, transpose)
         origin[name] = array
+    # First: an integer tensor's shape is counted in its own elements, so a "misshaped" report would mislead.
+    _refuse_non_float(origin, source, dialect)
     skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES)]
     ignored = set(IGNORED_KEYS)
     if dialect == "hf" and not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]:
@@ -321,7 +382,7 @@ def import_hf(directory, head=None, **overrides):
     hf_config = load_json(directory / "config.json", "the Hugging Face config", expect=dict, error=CheckpointError)
     config = config_from_hf(hf_config)
     arrays = read_safetensors_dir(directory)
-    arrays = _strip_prefix(arrays, (HF_ENCODER_PREFIXES[hf_config["model_type"]],))
+    arrays = _strip_prefix(arrays, (HF_ENCODER_PREFIXES[hf_config["model_type"]],), directory)
     if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):
         # *ForMaskedLM models are saved without a pooler (add_pooling_layer=False); rather than invent one,
         # the encoder is built without it and pooled_output is the first token.
@@ -334,13 +395,35 @@ def import_hf(directory, head=None, **overrides):
     return model
 
 
+@contextlib.contextmanager
+def _quiet_tf_logs():
+    """Silences TensorFlow's Python logger and native stderr for the block (``MBK_VERBOSE_TF=1`` keeps both).
+
+    TensorFlow warns through its own logging handler, which ``quiet_fd2`` cannot reach when ``sys.stderr``
+    is not fd 2; what it warns about here either resolves (the ``.index`` next to it is used) or ends in
+    the one-line error that names the file.
+    """
+    if os.environ.get("MBK_VERBOSE_TF") == "1":
+        yield
+        return
+    logger = logging.getLogger("tensorflow")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with quiet_fd2():
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def _tf1_prefix(path):
     """Resolves a TF1 checkpoint prefix from a directory or a ``.index``/``.data`` path."""
     import tensorflow as tf
 
     path = Path(path)
     if path.is_dir():
-        latest = tf.train.latest_checkpoint(str(path))
+        with _quiet_tf_logs():  # a malformed `checkpoint` file logs two WARNING lines and is then ignored
+            latest = tf.train.latest_checkpoint(str(path))
         if latest:
             return latest
         indexes = sorted(path.glob("*.index"))
@@ -465,6 +548,9 @@ def checkpoint_format(path):
         # "not a checkpoint" with the file right there.
         load_json(path / "config.json", "config.json", expect=dict, error=CheckpointError,
                   fix="restore the checkpoint's config.json")
+        if any((path / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json")):
+            # Both files are there: only the model_type that marks a Hugging Face config is not.
+            raise CheckpointError(_no_model_type(path / "config.json"))
     if path.exists():
         raise CheckpointError(
             f"{path} is not a checkpoint: expected config.json + model.safetensors (Hugging Face), "

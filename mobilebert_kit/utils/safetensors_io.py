@@ -31,6 +31,10 @@ _DTYPES = {
     "I64": (np.int64, 8), "I32": (np.int32, 4), "I16": (np.int16, 2), "I8": (np.int8, 1), "U8": (np.uint8, 1),
     "BOOL": (np.bool_, 1),
 }
+# The dtypes a weight may have; the others hold ids, masks or counters (HF's I64 position_ids buffer).
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+# numpy dtype -> name, for the dtypes read_safetensors returns unconverted (every one but F16, BF16 and F64).
+_NAMES = {np.dtype(numpy_dtype): name for name, (numpy_dtype, _) in _DTYPES.items() if numpy_dtype is not None}
 # The official library's limit (safetensors/src/tensor.rs: MAX_HEADER_SIZE = 100_000_000).
 _MAX_HEADER = 100_000_000
 # No BERT-family tensor has more than 4 dimensions; a header claiming 1,000 is corrupt, not a model.
@@ -49,6 +53,16 @@ def refuse_pickle(path):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def safetensors_dtype(dtype):
+    """The safetensors name (``I32``) of a numpy ``dtype`` that :func:`read_safetensors` returned, for messages.
+
+    Example:
+        >>> safetensors_dtype(np.dtype(np.int32))
+        'I32'
+    """
+    return _NAMES.get(np.dtype(dtype), str(dtype))
 
 
 def read_header(path):
