@@ -1,8 +1,34 @@
 """``mbk pretraining-data``: plain text -> masked-LM/NSP examples in sharded TFRecords."""
 
+import argparse
+
+from mobilebert_kit.data.pretraining_examples import OPTION_LIMITS
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
-from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.limits import within
+
+
+def _option(field):
+    """The argparse ``type=`` of a PretrainingDataOptions field: its bounds in ``OPTION_LIMITS``.
+
+    Not ``number_option``: two of the builder's bounds are tighter than the shared records (a --seq-len of 3
+    passed the parser and failed later), and the message must give the range the builder takes.
+    """
+    key, limit = OPTION_LIMITS[field]
+
+    def parse(text):
+        text = str(text).strip()
+        try:
+            value = int(text, 10) if limit.kind is int else float(text)
+        except ValueError:
+            value = text
+        if not within(limit, value):
+            raise argparse.ArgumentTypeError(f"must be {limit.describe()}, got {value!r}")
+        return value
+
+    parse.__name__ = "integer" if limit.kind is int else "number"
+    parse.limit_key = key  # the shared record these bounds narrow (tests enumerate every numeric flag by it)
+    return parse
 
 
 def register(subparsers):
@@ -24,17 +50,18 @@ def register(subparsers):
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.add_argument("--cased", action="store_true", help="keep case and accents (cased vocabularies)")
-    parser.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="tokens per example (default 128)")
-    parser.add_argument("--max-predictions", type=number_option("max_predictions"), default=20, help="masked tokens per example (default 20)")
-    parser.add_argument("--masked-lm-prob", type=number_option("masked_lm_prob"), default=0.15, help="share of tokens masked (default 0.15)")
+    parser.add_argument("--seq-len", type=_option("seq_len"), default=128, help="tokens per example (default 128)")
+    parser.add_argument("--max-predictions", type=_option("max_predictions"), default=20, help="masked tokens per example (default 20)")
+    parser.add_argument("--masked-lm-prob", type=_option("masked_lm_prob"), default=0.15, help="share of tokens masked (default 0.15)")
     parser.add_argument("--whole-word", default="wordpiece", metavar="MODE",
                         help="whole word masking: none, wordpiece (## pieces, English) or jieba (Chinese words); default wordpiece")
-    parser.add_argument("--short-seq-prob", type=number_option("short_seq_prob"), default=0.1, help="share of shorter examples (default 0.1)")
-    parser.add_argument("--dupe-factor", type=number_option("dupe_factor"), default=1, help="passes over the text with different masks (default 1)")
-    parser.add_argument("--shards", type=number_option("shards"), default=4, help="TFRecord files (default 4)")
-    parser.add_argument("--chunk-documents", type=number_option("chunk_documents"), default=2000,
-                        help="documents in memory at once; random next sentences come from the same chunk (default 2000)")
-    parser.add_argument("--seed", type=number_option("seed"), default=12345, help="random seed (default 12345)")
+    parser.add_argument("--short-seq-prob", type=_option("short_seq_prob"), default=0.1, help="share of shorter examples (default 0.1)")
+    parser.add_argument("--dupe-factor", type=_option("dupe_factor"), default=1, help="passes over the text with different masks (default 1)")
+    parser.add_argument("--shards", type=_option("num_shards"), default=4, help="TFRecord files (default 4)")
+    parser.add_argument("--chunk-documents", type=_option("chunk_documents"), default=2000,
+                        help="documents in memory at once, at least 2; a random next sentence comes from another document of "
+                        "the same chunk (default 2000)")
+    parser.add_argument("--seed", type=_option("seed"), default=12345, help="random seed (default 12345)")
     parser.set_defaults(func=run)
 
 

@@ -6,8 +6,12 @@ segments are packed up to a target length (sometimes shorter,
 ``short_seq_prob``), split at a random point into A and B, and half the time
 B is replaced by text from another document (NSP label 1). Unlike Google's
 script, documents are processed in chunks of ``chunk_documents`` (random
-"next sentences" come from the same chunk), so memory stays bounded however
-large the corpus is.
+"next sentences" come from another document of the same chunk), so memory
+stays bounded however large the corpus is. A random B is never drawn from A's
+own document: a chunk always holds at least two documents (a lone last
+document joins the chunk before it; an input of one document is refused), and
+the other document is drawn among the rest (Google's ten tries can all land
+on A's document).
 
 Everything random draws from one ``random.Random(seed)``: the same inputs and
 options give byte-identical shards.
@@ -23,6 +27,23 @@ from mobilebert_kit.data.masking import WHOLE_WORD_MODES, mask_tokens, word_star
 from mobilebert_kit.data.records import FORMAT, FORMAT_VERSION, METADATA_FILE, serialize_example, shard_name
 from mobilebert_kit.errors import ConfigError, MbkError, check_choice
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.limits import LIMITS, within
+
+# The valid values of each numeric option: ``field: (utils.limits key, bounds)``. The command line's argparse
+# types and PretrainingDataOptions both check these, so a value the parser takes is one the builder can use
+# (--seq-len 3 used to pass the parser and fail later with another range). Two bounds are the builder's own:
+OPTION_LIMITS = {
+    # [CLS] A [SEP] B [SEP] with a token in each segment; the short target is drawn from 2 to seq_len - 3
+    "seq_len": ("seq_len", dataclasses.replace(LIMITS["seq_len"], lo=5)),
+    "max_predictions": ("max_predictions", LIMITS["max_predictions"]),
+    "masked_lm_prob": ("masked_lm_prob", LIMITS["masked_lm_prob"]),
+    "short_seq_prob": ("short_seq_prob", LIMITS["short_seq_prob"]),
+    "dupe_factor": ("dupe_factor", LIMITS["dupe_factor"]),
+    "num_shards": ("shards", LIMITS["shards"]),
+    # a random next segment comes from another document of the same chunk
+    "chunk_documents": ("chunk_documents", dataclasses.replace(LIMITS["chunk_documents"], lo=2)),
+    "seed": ("seed", LIMITS["seed"]),
+}
 
 
 @dataclasses.dataclass
@@ -37,7 +58,8 @@ class PretrainingDataOptions:
         short_seq_prob: probability of a shorter target length (0.1).
         dupe_factor: passes over the corpus, each with different masks.
         num_shards: TFRecord files.
-        chunk_documents: documents held in memory at once.
+        chunk_documents: documents held in memory at once, at least 2 (a random next sentence comes from
+            another document of the same chunk).
         seed: the one random seed.
     """
 
@@ -53,13 +75,10 @@ class PretrainingDataOptions:
 
     def __post_init__(self):
         check_choice("whole_word", self.whole_word, WHOLE_WORD_MODES)
-        if self.seq_len < 8:
-            raise ConfigError(f"seq_len must be >= 8, got {self.seq_len}")
-        if not 0 < self.masked_lm_prob < 1:
-            raise ConfigError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
-        for key in ("max_predictions", "dupe_factor", "num_shards", "chunk_documents"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+        for field, (_, limit) in OPTION_LIMITS.items():
+            value = getattr(self, field)
+            if not within(limit, value):
+                raise ConfigError(f"{field} must be {limit.describe()}, got {value!r}")
 
 
 def read_documents(files, on_bytes=None):
@@ -126,7 +145,10 @@ def _truncate_pair(a, b, max_tokens, rng):
 
 
 def _instances(documents, index, options, rng):
-    """Google's create_instances_from_document: ``[(tokens_a, tokens_b, is_random_next), ...]``."""
+    """Google's create_instances_from_document: ``[(tokens_a, tokens_b, is_random_next), ...]``.
+
+    ``documents`` holds at least two documents: a random B comes from one other than ``documents[index]``.
+    """
     document = documents[index]
     max_tokens = options.seq_len - 3
     target = max_tokens
@@ -143,12 +165,10 @@ def _instances(documents, index, options, rng):
             random_next = len(chunk) == 1 or rng.random() < 0.5
             if random_next:
                 target_b = target - len(tokens_a)
-                other = index
-                for _ in range(10):
-                    other = rng.randint(0, len(documents) - 1)
-                    if other != index:
-                        break
-                source = documents[other]
+                # Drawn among the other documents: Google's ten tries of any document can all hit this one
+                # (1 in 1,024 with two documents), and B would then be A's own text labelled "random".
+                other = rng.randint(0, len(documents) - 2)
+                source = documents[other + 1 if other >= index else other]
                 for j in range(rng.randint(0, len(source) - 1), len(source)):
                     tokens_b.extend(source[j])
                     if len(tokens_b) >= target_b:
@@ -187,15 +207,31 @@ def build_example(tokens_a, tokens_b, random_next, tokenizer, options, rng):
     }
 
 
-def _chunks(iterable, size):
+def _chunks(documents, size):
+    """Lists of ``size`` documents (``size`` >= 2), the last of up to ``size + 1``.
+
+    A chunk is yielded once two more documents follow it, so the last chunk never holds one document alone
+    (it joins the chunk before): a lone document has no other to draw a random next sentence from. Only an
+    input of one document gives a one-document chunk.
+    """
     chunk = []
-    for item in iterable:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
+    for document in documents:
+        chunk.append(document)
+        if len(chunk) == size + 2:
+            yield chunk[:size]
+            chunk = chunk[size:]
     if chunk:
         yield chunk
+
+
+def _too_few_documents(count, files):
+    """The refusal of an input with fewer than two documents: no pair can have a random next sentence."""
+    names = ", ".join(str(f) for f in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return MbkError(
+        f"the input produced no examples: next-sentence prediction needs at least two documents (one sentence "
+        f"per line, a blank line between documents) and {names} hold{'s' if len(files) == 1 else ''} "
+        f"{count or 'none'}; add documents or separate them with blank lines"
+    )
 
 
 def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=None, overwrite=False):
@@ -241,10 +277,14 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     with atomic_dir(out_dir, "pretraining-data", overwrite=overwrite, sources=files) as tmp:
         writers = [tf.io.TFRecordWriter(str(tmp / n)) for n in names]
         try:
-            documents = read_documents(files, on_bytes)
-            for chunk in _chunks(documents, options.chunk_documents):
-                tokenized = [_tokenize_document(tokenizer, doc, options.whole_word) for doc in chunk]
-                tokenized = [doc for doc in tokenized if doc]
+            # Chunked after tokenizing: a document with no token is no document to draw a random next from.
+            tokenized_documents = (
+                doc for doc in (_tokenize_document(tokenizer, text, options.whole_word)
+                                for text in read_documents(files, on_bytes)) if doc
+            )
+            for tokenized in _chunks(tokenized_documents, options.chunk_documents):
+                if len(tokenized) < 2:
+                    raise _too_few_documents(len(tokenized), files)
                 counts["documents"] += len(tokenized)
                 instances = []
                 for _ in range(options.dupe_factor):
@@ -263,8 +303,8 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
         finally:
             for writer in writers:
                 writer.close()
-        if counts["examples"] == 0:
-            raise MbkError("the input produced no examples: it needs documents of at least two sentences")
+        if counts["documents"] == 0:
+            raise _too_few_documents(0, files)
         meta = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.data.vocab import lower_case_of, read_vocab, strip_accents_of, vocab_ids
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.data.vocab import VocabularyError, lower_case_of, read_vocab, strip_accents_of, vocab_ids
+from mobilebert_kit.errors import ConfigError, MbkError
 from mobilebert_kit.utils.structured import load_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -29,6 +29,56 @@ def _is_cjk(char):
         0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
         or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F
     )
+
+
+# Probes of what a tokenizer.json's normalizer does, whatever its form (BertNormalizer, Lowercase, a Sequence
+# of NFD, Lowercase and StripAccents, ...): upper-case letters of several scripts, precomposed accented
+# letters with their bases.
+_CASE_PROBES = ("A", "Z", "É", "Σ", "Ж")
+_ACCENT_PROBES = (("é", "e"), ("ñ", "n"), ("ü", "u"), ("å", "a"))
+
+
+def _normalizer_behaviour(normalizer, path):
+    """``(lowercase, strip_accents)`` as ``normalizer`` (a ``tokenizers`` normalizer or None) behaves.
+
+    Measured on text rather than read from a field: only a BertNormalizer has ``lowercase`` and
+    ``strip_accents`` fields, and a Sequence of NFD, Lowercase and StripAccents was recorded as cased while
+    it lower-cased the text. StripAccents strips only after an NFD/NFKD, which the measurement sees too.
+
+    Raises:
+        ConfigError: a normalizer that lower-cases (or strips) some letters and not others: the casing is
+            recorded as one flag (dataset.json, the fingerprint, exported metadata) and could not say so.
+    """
+    def normalize(text):
+        return text if normalizer is None else normalizer.normalize_str(text)
+
+    answers = []
+    for what, probes in (("lower-cases", [(upper, upper.lower()) for upper in _CASE_PROBES]),
+                         ("strips the accents of", _ACCENT_PROBES)):
+        does = [normalize(text) == normalize(plain) for text, plain in probes]
+        if any(does) and not all(does):
+            done = ", ".join(text for (text, _), yes in zip(probes, does) if yes)
+            kept = ", ".join(text for (text, _), yes in zip(probes, does) if not yes)
+            raise ConfigError(
+                f"{path}'s normalizer {what} {done} but not {kept}; mobilebert-kit records lower-casing and "
+                "accent stripping as all or nothing: use a tokenizer.json whose normalizer is a BertNormalizer, "
+                "or a vocab.txt"
+            )
+        answers.append(all(does))
+    return tuple(answers)
+
+
+def _check_one_token_per_id(vocab, path):
+    """Refuses a tokenizer.json vocabulary giving one id to two tokens, as ``data.vocab`` refuses a vocab.txt
+    listing a token twice: the id's embedding row would stand for both, and decoding picks one of them."""
+    first = {}
+    for token, index in sorted(vocab.items(), key=lambda item: (item[1], item[0])):
+        if index in first:
+            raise VocabularyError(
+                f"{path} gives the id {index} to both {first[index]!r} and {token!r}; every token needs its own id: "
+                "remove the duplicate, or use the tokenizer.json the model was trained with"
+            )
+        first[index] = token
 
 
 class WordPieceTokenizer:
@@ -176,14 +226,12 @@ class WordPieceTokenizer:
         if model.get("type") != "WordPiece":
             raise MbkError(f"{path} is a {model.get('type')} tokenizer; mobilebert-kit needs a WordPiece (BERT) tokenizer")
         normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
-        json_lowercase = bool(normalizer.get("lowercase", False))
+        json_lowercase, json_strip = _normalizer_behaviour(tokenizer.normalizer, path)
         if lowercase is not None and bool(lowercase) != json_lowercase:
             raise MbkError(
                 f"{path} is {'uncased' if json_lowercase else 'cased'} but "
                 f"{'--cased' if not lowercase else 'lower-casing'} was asked for; drop the option or use a vocab.txt"
             )
-        json_strip = normalizer.get("strip_accents")
-        json_strip = json_lowercase if json_strip is None else bool(json_strip)
         if strip_accents is not None and bool(strip_accents) != json_strip and normalizer.get("type") == "BertNormalizer":
             # transformers' fast tokenizer rewrites the normalizer the same way when tokenizer_config.json
             # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false).
@@ -200,6 +248,7 @@ class WordPieceTokenizer:
         self._vocab_lines = None  # the JSON's vocabulary, in id order (see vocab_lines)
         tokenizer.no_padding()
         tokenizer.no_truncation()
+        _check_one_token_per_id(tokenizer.get_vocab(), path)
         self._tokenizer = tokenizer
         self._finish()
         missing = [t for t in SPECIAL_TOKENS if t not in self.vocab]

@@ -211,3 +211,132 @@ def test_more_shards_than_open_files_raises_the_soft_limit_or_refuses(email_corp
         pe.write_pretraining_data([email_corpus / "train.txt"], tok, tmp_path / "refused",
                                   pe.PretrainingDataOptions(num_shards=400))
     assert not (tmp_path / "refused").exists()
+
+
+# ------------------------------------------------------------------ next-sentence pairs come from two documents
+def _lettered_corpus(path, documents, sentences=3, words=3):
+    """Documents whose words name them (``d2s1w0``): every token of an example tells its document."""
+    from tests.data.conftest import write_vocab
+
+    text = "\n\n".join("\n".join(" ".join(f"d{d}s{s}w{w}" for w in range(words)) for s in range(sentences))
+                       for d in range(documents))
+    path.write_text(text + "\n")
+    vocab = [f"d{d}s{s}w{w}" for d in range(documents) for s in range(sentences) for w in range(words)]
+    return write_vocab(path.parent / "vocab.txt", vocab)
+
+
+def test_a_random_next_segment_never_comes_from_its_own_document(tmp_path):
+    # 5 documents in chunks of 2: the lone fifth joins the chunk before. It used to make a chunk of its own,
+    # and its "random next" segment was its own text, labelled 1 (as was every one-document input).
+    vocab = _lettered_corpus(tmp_path / "corpus.txt", documents=5)
+    tok = WordPieceTokenizer(vocab)
+    meta = write_pretraining_data([tmp_path / "corpus.txt"], tok, tmp_path / "data", PretrainingDataOptions(
+        seq_len=16, max_predictions=3, num_shards=1, chunk_documents=2, dupe_factor=30))
+    data, _ = _records(tmp_path / "data")
+    ids = data["input_ids"].copy()
+    for row in range(len(ids)):  # the text before masking
+        k = int(data["masked_lm_weights"][row].sum())
+        ids[row, data["masked_lm_positions"][row, :k]] = data["masked_lm_ids"][row, :k]
+    partners = {d: set() for d in range(5)}
+    for row, label in enumerate(data["next_sentence_labels"].ravel().tolist()):
+        length = int(data["attention_mask"][row].sum())
+        types = data["token_type_ids"][row, 1:length - 1]
+        words = tok.convert_ids_to_tokens(ids[row, 1:length - 1])
+        a = {int(w[1]) for w, t in zip(words, types) if t == 0 and w != "[SEP]"}
+        b = {int(w[1]) for w, t in zip(words, types) if t == 1 and w != "[SEP]"}
+        assert len(a) == len(b) == 1, words
+        assert (a != b) == bool(label), (words, label)
+        if label:
+            partners[a.pop()].add(b.pop())
+    assert meta["num_documents"] == 5 and 0 < meta["num_random_next"] < meta["num_examples"]
+    # random next segments come from the chunk: {0, 1} and {2, 3, 4}
+    assert partners == {0: {1}, 1: {0}, 2: {3, 4}, 3: {2, 4}, 4: {2, 3}}
+
+
+def test_chunks_hold_at_least_two_documents():
+    from mobilebert_kit.data.pretraining_examples import _chunks
+
+    for size in (2, 3, 5):
+        for count in range(1, 4 * size):
+            chunks = list(_chunks(range(count), size))
+            assert [d for chunk in chunks for d in chunk] == list(range(count))
+            assert all(size <= len(c) <= size + 1 for c in chunks[:-1]) and len(chunks[-1]) <= size + 1
+            assert all(len(c) >= 2 for c in chunks) or count == 1, (size, count, chunks)
+
+
+def test_the_other_document_is_drawn_among_the_others():
+    # Google's ten tries of any document all hit A's own one time in 1,024 with two documents.
+    import random
+
+    from mobilebert_kit.data.pretraining_examples import _instances
+
+    documents = [[[(10, True)]], [[(20, True)]]]  # one one-token sentence each: B is always random
+    options = PretrainingDataOptions(seq_len=8, short_seq_prob=0.0)
+    rng = random.Random(0)
+    for _ in range(5000):
+        for index in (0, 1):
+            (a, b, random_next), = _instances(documents, index, options, rng)
+            assert random_next and a != b
+
+
+@pytest.mark.parametrize("text, count", [("the cat sat on the mat\n", "holds 1;"),
+                                         ("the cat sat .\nthe dog sat .\n\n\n", "holds 1;"),
+                                         ("\n  \n", "holds none;")])
+def test_an_input_of_fewer_than_two_documents_is_refused(tmp_path, text, count):
+    from tests.data.conftest import write_vocab
+
+    tok = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", ["the", "cat", "dog", "sat", "on", "mat", "."]))
+    (tmp_path / "one.txt").write_text(text)
+    with pytest.raises(MbkError) as err:
+        write_pretraining_data([tmp_path / "one.txt"], tok, tmp_path / "out", PretrainingDataOptions(seq_len=16))
+    assert str(err.value) == (
+        "the input produced no examples: next-sentence prediction needs at least two documents (one sentence per "
+        f"line, a blank line between documents) and {tmp_path / 'one.txt'} {count} add documents or separate them "
+        "with blank lines")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
+
+
+# ------------------------------------------------------------------ option bounds: checked once, at parsing
+@pytest.mark.parametrize("args, fragment", [
+    (["--seq-len", "4"], "argument --seq-len: must be an integer >= 5 and <= 8192, got 4"),
+    (["--chunk-documents", "1"], "argument --chunk-documents: must be an integer >= 2 and <= 10000000, got 1"),
+    (["--masked-lm-prob", "0"], "argument --masked-lm-prob: must be a finite number > 0 and <= 1, got 0.0"),
+    (["--shards", "0"], "argument --shards: must be an integer >= 1 and <= 100000, got 0"),
+])
+def test_option_ranges_are_refused_at_parsing_with_the_range(tmp_path, capsys, args, fragment):
+    from mobilebert_kit.cli.main import main
+
+    (tmp_path / "in.txt").write_text("a\n\nb\n")
+    code = main(["pretraining-data", "--input", str(tmp_path / "in.txt"), "--vocab", str(tmp_path / "in.txt"),
+                 "--out", str(tmp_path / "out"), *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [f"mbk pretraining-data: error: {fragment}; see mbk pretraining-data --help"]
+
+
+def test_the_parser_and_the_builder_take_the_same_values():
+    # --seq-len 3 passed the parser (>= 2) and failed in the builder (>= 8); --masked-lm-prob 1 the other way.
+    import argparse
+
+    from mobilebert_kit.cli.main import build_parser
+    from mobilebert_kit.data.pretraining_examples import OPTION_LIMITS
+    from mobilebert_kit.errors import ConfigError
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices["pretraining-data"]
+    types = {a.dest: a.type for a in sub._actions}
+    flag_of = {"num_shards": "shards"}
+    for field, (_, limit) in OPTION_LIMITS.items():
+        parse = types[flag_of.get(field, field)]
+        edges = [limit.lo, limit.hi] if not limit.lo_open else [limit.hi]
+        outside = [limit.hi + 1, limit.lo if limit.lo_open else limit.lo - 1]
+        for value in edges:
+            value = limit.kind(value)
+            assert parse(str(value)) == value
+            PretrainingDataOptions(**{field: value})
+        for value in outside:
+            value = limit.kind(value)
+            with pytest.raises(argparse.ArgumentTypeError, match=f"must be {re.escape(limit.describe())}"):
+                parse(str(value))
+            with pytest.raises(ConfigError, match=f"{field} must be {re.escape(limit.describe())}"):
+                PretrainingDataOptions(**{field: value})
+    assert PretrainingDataOptions(masked_lm_prob=1.0, seq_len=5, chunk_documents=2).masked_lm_prob == 1.0

@@ -108,3 +108,83 @@ def test_client_tokenizer_lowers_ascii_only_and_never_strips_accents():
     assert client.encode("The QUICK brown fox.") == checkpoint.encode("The QUICK brown fox.")
     assert (client.lowercase, client.strip_accents) == (True, False)
     assert checkpoint.strip_accents  # the checkpoint's own tokenizer is unchanged
+
+
+# ------------------------------------------------------------------ tokenizer.json: casing as the normalizer behaves
+def _tokenizer_json(path, normalizer, vocab=None):
+    """A WordPiece tokenizer.json; ``vocab`` replaces the model's vocabulary as written (the library's own
+    writer keeps one token per id)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cafe", "café", "Cafe", "Café"]
+    tokenizer = Tokenizer(models.WordPiece({t: i for i, t in enumerate(tokens)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.save(str(path))
+    if vocab is not None:
+        spec = json.loads(path.read_text())
+        spec["model"]["vocab"] = vocab
+        path.write_text(json.dumps(spec))
+    return path
+
+
+def _normalizers():
+    from tokenizers import normalizers as n
+
+    return {
+        "nfd-lowercase-strip": (n.Sequence([n.NFD(), n.Lowercase(), n.StripAccents()]), True, True, "cafe"),
+        "lowercase": (n.Lowercase(), True, False, "café"),
+        "strip-without-nfd": (n.Sequence([n.StripAccents(), n.Lowercase()]), True, False, "café"),
+        "nfkd-strip": (n.Sequence([n.NFKD(), n.StripAccents()]), False, True, "Cafe"),
+        "bert-uncased": (n.BertNormalizer(lowercase=True), True, True, "cafe"),
+        "bert-cased": (n.BertNormalizer(lowercase=False), False, False, "Café"),
+        "none": (None, False, False, "Café"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_normalizers()))
+def test_tokenizer_json_casing_is_what_its_normalizer_does(tmp_path, name):
+    # Only normalizer.lowercase was read: a Sequence of NFD, Lowercase, StripAccents lower-cased the text while
+    # dataset.json and the command said "cased".
+    normalizer, lowercase, strip, token = _normalizers()[name]
+    tok = WordPieceTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", normalizer))
+    assert (tok.lowercase, tok.strip_accents) == (lowercase, strip)
+    assert tok.tokenize("Café") == [token]
+    if not lowercase:
+        with pytest.raises(MbkError, match="is cased but lower-casing was asked for"):
+            WordPieceTokenizer.from_file(tmp_path / "tokenizer.json", lowercase=True)
+
+
+def test_dataset_json_records_the_casing_of_a_sequence_normalizer(tmp_path):
+    from tokenizers import normalizers as n
+
+    from mobilebert_kit.data.pretraining_examples import PretrainingDataOptions, write_pretraining_data
+
+    path = _tokenizer_json(tmp_path / "tokenizer.json", n.Sequence([n.NFD(), n.Lowercase(), n.StripAccents()]))
+    (tmp_path / "in.txt").write_text("Cafe CAFÉ\n\ncafé Café\n")
+    meta = write_pretraining_data([tmp_path / "in.txt"], WordPieceTokenizer.from_file(path), tmp_path / "data",
+                                  PretrainingDataOptions(seq_len=8, num_shards=1))
+    assert meta["lowercase"] is True
+
+
+def test_a_normalizer_lowering_some_letters_only_is_refused(tmp_path):
+    from tokenizers import normalizers as n
+
+    ascii_only = n.Sequence([n.Replace(c, c.lower()) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"])
+    with pytest.raises(MbkError) as err:
+        WordPieceTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", ascii_only))
+    assert str(err.value) == (
+        f"{tmp_path / 'tokenizer.json'}'s normalizer lower-cases A, Z but not É, Σ, Ж; mobilebert-kit records "
+        "lower-casing and accent stripping as all or nothing: use a tokenizer.json whose normalizer is a "
+        "BertNormalizer, or a vocab.txt")
+
+
+def test_a_tokenizer_json_giving_one_id_to_two_tokens_is_refused(tmp_path):
+    # A vocab.txt cannot hold two tokens on one line and refuses a token listed twice; the JSON was taken as is.
+    from tokenizers import normalizers as n
+
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "the": 5, "a": 5, "cat": 6}
+    with pytest.raises(MbkError) as err:
+        WordPieceTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", n.Lowercase(), vocab))
+    assert str(err.value) == (f"{tmp_path / 'tokenizer.json'} gives the id 5 to both 'a' and 'the'; every token needs "
+                              "its own id: remove the duplicate, or use the tokenizer.json the model was trained with")
