@@ -13,6 +13,7 @@ escapes.
 """
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
@@ -81,7 +82,60 @@ def _resume_note(args):
         return ""
 
 
+class StdoutError(MbkError):
+    """Standard output could not take the results (a full disk, a closed descriptor)."""
+
+
+class _GuardedStdout:
+    """``sys.stdout`` whose write failures are a :class:`StdoutError`, so the command stops with one line.
+
+    Without it a full disk on ``> report.json`` was an "internal error ... report it" with exit 1, which for
+    ``validate`` and ``evaluate`` means "the numbers failed".
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise  # the reader left (`| head`): handled in main()
+        except OSError as err:
+            raise StdoutError(f"cannot write the results to standard output ({err.strerror or err}); free space "
+                              "on its device or redirect it elsewhere") from err
+
+    def write(self, text):
+        return self._guarded(self._stream.write, text)
+
+    def flush(self):
+        return self._guarded(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv=None):
+    if sys.stdout is None:
+        # Descriptor 1 closed (`mbk ... >&-`): print() would drop the results and the command would exit 0.
+        print("mbk: error: standard output is closed, so the results would be lost; run mbk with it open "
+              "(redirect it to a file or to /dev/null)", file=sys.stderr)
+        return 2
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader of a pipe left (`mbk presets | head -1`): stop quietly, as tools killed by SIGPIPE do;
+        # pointing the descriptor at /dev/null keeps the exit-time flush from failing again.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+        return 141
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv):
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -100,6 +154,7 @@ def main(argv=None):
         # no temporary space, and what does names a full TMPDIR itself.
         with TerminateAsInterrupt(), scratch_directory("cmd", capture=True, required=False):
             result = args.func(args)
+            sys.stdout.flush()  # a result still buffered must fail here, as one line, not at exit
         return int(result or 0)
     except MbkError as err:
         if args.debug:
