@@ -22,7 +22,11 @@ The strategy must be built before TensorFlow runs its first operation
 (collective ops are configured at start-up), so the commands build it first.
 """
 
+import contextlib
 import os
+import socket
+import sys
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -31,6 +35,7 @@ from mobilebert_kit.utils.structured import load_json
 
 # Job names MultiWorkerMirroredStrategy runs; "evaluator" is a side job it ignores.
 CLUSTER_JOBS = ("chief", "worker", "evaluator")
+_TRAINING_JOBS = ("chief", "worker")  # the jobs whose processes join the collectives
 MAX_TASKS = 4096
 TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host0:12345", "host1:12345"]}, '
                      '"task": {"type": "worker", "index": 0}}')
@@ -58,12 +63,102 @@ def _mirrored():
 def _multi_worker():
     from mobilebert_kit.backend import tf
 
-    cluster_config()  # refuses a missing or malformed TF_CONFIG with a one-line message
+    cluster, kind, index = cluster_config()  # refuses a missing or malformed TF_CONFIG with a one-line message
+    wait_for_workers(cluster, kind, index)
     try:
         return tf.distribute.MultiWorkerMirroredStrategy()
     except (RuntimeError, ValueError, tf.errors.OpError) as err:
         raise MbkError(f"cannot join the cluster of TF_CONFIG ({first_line(err)}); start every worker with the same "
                        "cluster and free ports, before TensorFlow runs anything else") from err
+
+
+# Seconds a worker waits for the others to start before it gives up (MBK_CLUSTER_WAIT_S sets another).
+CLUSTER_WAIT_S = 600
+
+
+def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
+    """Returns once every other chief or worker of ``cluster`` accepts connections on its port.
+
+    TensorFlow's MultiWorkerMirroredStrategy waits for the others inside C++, holding the interpreter: a worker
+    whose peer never started waited for ever, deaf to Ctrl-C and SIGTERM (its coordination service takes
+    SIGTERM for itself), and said nothing. This wait is Python's, so both signals stop it, and it gives up with
+    one line. Meanwhile this worker answers on its own port, so the others' waits end too; TensorFlow's server
+    takes the port once this returns (a peer that connects in between is refused and tries again).
+
+    Args:
+        cluster (dict): ``{job: [host:port, ...]}`` of :func:`cluster_config`.
+        kind (str), index (int): this process's task.
+        timeout_s (float | None): how long to wait (default: ``MBK_CLUSTER_WAIT_S`` or :data:`CLUSTER_WAIT_S`).
+        say (Callable | None): prints a line (default: to stderr).
+
+    Raises:
+        MbkError: this worker's port is taken, or a peer did not start in time.
+
+    Example:
+        >>> wait_for_workers({"worker": ["localhost:12345"]}, "worker", 0)  # one worker: nothing to wait for
+    """
+    peers = [(job, i, address) for job, addresses in cluster.items() if job in _TRAINING_JOBS
+             for i, address in enumerate(addresses) if (job, i) != (kind, index)]
+    if not peers or kind not in _TRAINING_JOBS:
+        return
+    if timeout_s is None:
+        timeout_s = _cluster_wait()
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    port = int(cluster[kind][index].rsplit(":", 1)[1])
+    try:
+        if socket.has_dualstack_ipv6():
+            listener = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
+        else:
+            listener = socket.create_server(("", port))
+    except OSError as err:
+        raise MbkError(f"cannot listen on port {port}, this process's address in TF_CONFIG ({err.strerror or err}); "
+                       "give each worker a free port") from err
+    say(f"joining the cluster of TF_CONFIG as {kind} {index}; waiting up to {timeout_s:g} s for the other "
+        f"{len(peers)} process(es) to start (Ctrl-C stops)")
+    waiting = list(peers)
+    deadline = time.monotonic() + timeout_s
+    with listener:
+        listener.setblocking(False)
+        while waiting:
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                while True:  # a peer's probe: answered by accepting it
+                    listener.accept()[0].close()
+            waiting = [peer for peer in waiting if not _answers(peer[2])]
+            if waiting and time.monotonic() > deadline:
+                shown = ", ".join(f"{job} {i} ({address})" for job, i, address in waiting[:3])
+                raise MbkError(f"{shown} did not start within {timeout_s:g} s; start every worker of TF_CONFIG with "
+                               "the same command (or set MBK_CLUSTER_WAIT_S to wait longer)")
+            time.sleep(0.2)
+        # The others may still be probing this port: answer them a little longer before TensorFlow takes it.
+        until = time.monotonic() + 1.0
+        while time.monotonic() < until:
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                while True:
+                    listener.accept()[0].close()
+            time.sleep(0.05)
+
+
+def _cluster_wait():
+    text = os.environ.get("MBK_CLUSTER_WAIT_S", "")
+    if not text:
+        return float(CLUSTER_WAIT_S)
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"MBK_CLUSTER_WAIT_S {text[:40]!r} is not a positive number of seconds; unset it or give "
+                          "one such as 600")
+    return value
+
+
+def _answers(address):
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
+        return True
+    except OSError:
+        return False
 
 
 def _tpu():
@@ -163,8 +258,10 @@ def cluster_config(environ=None):
     kind, index = task.get("type"), task.get("index", 0)
     if not isinstance(kind, str) or kind not in cluster:
         _fail(f"task.type {str(kind)[:40]!r} is not a job of the cluster ({', '.join(cluster)})")
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(cluster[kind]):
-        _fail(f"task.index {str(index)[:40]!r} is not one of 0..{len(cluster[kind]) - 1} (cluster.{kind})")
+    if isinstance(index, bool) or not isinstance(index, int):
+        _fail(f"task.index {str(index)[:40]!r} is a {type(index).__name__}, not an integer: write it without quotes")
+    if not 0 <= index < len(cluster[kind]):
+        _fail(f"task.index {index} is not one of 0..{len(cluster[kind]) - 1} (cluster.{kind})")
     return cluster, kind, index
 
 

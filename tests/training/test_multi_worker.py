@@ -168,9 +168,11 @@ def test_cluster_refusals_are_one_line_before_anything_is_written(tiny_run_input
     ('{"cluster": {"chief": ["h:1", "h:2"]}, "task": {"type": "chief", "index": 0}}', "more than one chief"),
     ('{"cluster": {"worker": ["h:1"]}}', "no \"task\" object"),
     ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "chief", "index": 0}}', "task.type 'chief'"),
-    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 1}}', "task.index '1'"),
-    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": true}}', "task.index 'True'"),
-    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": -1}}', "task.index '-1'"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 1}}', "task.index 1 is not one of 0..0"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": true}}', "task.index 'True' is a bool"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": -1}}', "task.index -1 is not one of"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": "0"}}',
+     "task.index '0' is a str, not an integer: write it without quotes"),
     ('{"cluster": {"worker": ["h:1"]}, "task": {"type": ["worker"], "index": 0}}', "task.type"),
     ('{"cluster": {"worker\\r\\nx": ["h:1"]}, "task": {"type": "worker", "index": 0}}', "names job"),
 ])
@@ -192,6 +194,50 @@ def test_tf_config_accepts_a_cluster_and_names_the_chief():
     with_chief = {"cluster": {"chief": ["h:1"], "worker": ["h:2"], "evaluator": ["h:3"]},
                   "task": {"type": "chief"}}
     assert cluster_config({"TF_CONFIG": json.dumps(with_chief)}) == (with_chief["cluster"], "chief", 0)
+
+
+def test_a_worker_whose_peer_never_starts_says_it_waits_and_stops_on_sigterm(tiny_run_inputs, tmp_path):
+    # TensorFlow waits in C++ for every worker, for ever, holding the interpreter: Ctrl-C and SIGTERM were
+    # ignored (only SIGKILL stopped it) and nothing said what it waited for.
+    procs, _ = _start_workers([_distill(tiny_run_inputs, tmp_path / "o"), ("mobilebert_kit.cli.main", "--version")],
+                              tmp_path)  # worker 0 waits; "worker 1" prints the version and never joins
+    waiting, peer = procs
+    peer.communicate(timeout=120)
+    line = ""
+    deadline = time.monotonic() + 120
+    while "joining the cluster" not in line and time.monotonic() < deadline:
+        line = waiting.stderr.readline()
+    assert "joining the cluster of TF_CONFIG as worker 0; waiting up to 600 s for the other 1 process(es) to start" \
+        in line, line
+    waiting.send_signal(signal.SIGTERM)
+    try:
+        _, err = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("mbk distill: interrupted"), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_peer_that_never_starts_is_one_line_after_the_wait():
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.training.strategies import wait_for_workers
+
+    mine, theirs = _free_ports(2)
+    cluster = {"chief": [f"localhost:{mine}"], "worker": [f"localhost:{theirs}"]}
+    lines = []
+    start = time.monotonic()
+    with pytest.raises(MbkError) as err:
+        wait_for_workers(cluster, "chief", 0, timeout_s=1, say=lines.append)
+    assert time.monotonic() - start < 10
+    assert str(err.value) == (f"worker 0 (localhost:{theirs}) did not start within 1 s; start every worker of "
+                              "TF_CONFIG with the same command (or set MBK_CLUSTER_WAIT_S to wait longer)")
+    assert lines == ["joining the cluster of TF_CONFIG as chief 0; waiting up to 1 s for the other 1 process(es) "
+                     "to start (Ctrl-C stops)"]
+    # A port another process holds is named before any wait.
+    with socket.create_server(("", mine)):
+        with pytest.raises(MbkError, match=f"cannot listen on port {mine}, this process's address in TF_CONFIG"):
+            wait_for_workers(cluster, "chief", 0, timeout_s=1, say=lines.append)
 
 
 def test_strategy_names_are_one_table():
