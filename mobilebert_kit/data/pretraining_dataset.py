@@ -1,7 +1,7 @@
 """Streaming ``tf.data`` input of pre-training examples (never the whole corpus in memory)."""
 
 from mobilebert_kit.data.records import BERT_ALIASES, INT_FEATURES, read_metadata
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import MbkError, first_line
 
 
 def _feature_spec(tf, seq_len, max_predictions, names):
@@ -15,12 +15,33 @@ def _feature_spec(tf, seq_len, max_predictions, names):
     return spec
 
 
-def _record_names(tf, path):
-    """Feature names of the first record of ``path`` (our names or BERT's)."""
-    for raw in tf.data.TFRecordDataset([str(path)]).take(1):
-        example = tf.train.Example.FromString(raw.numpy())
-        return set(example.features.feature)
+def _first_record(tf, path):
+    """The features of the first record of ``path`` (our names or BERT's), ``{name: Feature}``."""
+    try:
+        for raw in tf.data.TFRecordDataset([str(path)]).take(1):
+            return dict(tf.train.Example.FromString(raw.numpy()).features.feature)
+    except (tf.errors.OpError, ValueError) as err:  # not TFRecord, or not an Example (DecodeError is a ValueError)
+        raise MbkError(f"{path} is not a shard of pre-training records ({first_line(err)[:160]}); re-create the data "
+                       "with `mbk pretraining-data`") from None
     raise MbkError(f"{path} holds no records; re-create the data with `mbk pretraining-data`")
+
+
+def _check_lengths(path, features, spec, meta_path):
+    """The first record's feature lengths against ``dataset.json``'s ``seq_len`` / ``max_predictions``.
+
+    A mismatch surfaced at the first step as TensorFlow's parse error, cut mid-word ("Number of int64 values !="),
+    after the run directory was written.
+    """
+    for name, want in spec.items():
+        feature = features.get(name)
+        if feature is None:
+            raise MbkError(f"{path} has records without {name!r}; re-create the data with `mbk pretraining-data`")
+        have = len(feature.float_list.value) or len(feature.int64_list.value)
+        if have != want.shape[0]:
+            field = "max_predictions" if name.startswith("masked_lm") else "seq_len"
+            raise MbkError(f"{path} holds records of {have} {name} values but {meta_path} says {field} "
+                           f"{want.shape[0]}; the two were written apart: re-create the data with "
+                           "`mbk pretraining-data`")
 
 
 def pretraining_dataset(data, batch_size, seed=0, shuffle_buffer=1000, repeat=True, cycle_length=4):
@@ -56,11 +77,13 @@ def pretraining_dataset(data, batch_size, seed=0, shuffle_buffer=1000, repeat=Tr
     if not files:
         raise MbkError(f"{directory} lists no shards; re-create the data with `mbk pretraining-data`")
     seq_len, max_predictions = int(meta["seq_len"]), int(meta["max_predictions"])
-    present = _record_names(tf, files[0])
+    first = _first_record(tf, files[0])
+    present = set(first)
     aliases = {alias: ours for alias, ours in BERT_ALIASES.items() if alias in present and ours not in present}
     wanted = [n for n in (*INT_FEATURES, "masked_lm_weights", "next_sentence_labels")]
     stored = [next((a for a, o in aliases.items() if o == n), n) for n in wanted]
     spec = _feature_spec(tf, seq_len, max_predictions, stored)
+    _check_lengths(files[0], first, spec, directory / "dataset.json")
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)

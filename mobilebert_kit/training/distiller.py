@@ -69,7 +69,7 @@ from mobilebert_kit.training.teacher_student import (
     precision_policy,
     split_teacher,
 )
-from mobilebert_kit.utils.atomic import OVERWRITE, foreign_set_aside, relist, remove_path
+from mobilebert_kit.utils.atomic import EMPTY, NEW, OVERWRITE, foreign_set_aside, relist, remove_path
 from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.scratch import new_scratch
 
@@ -390,25 +390,47 @@ class Distiller:
         # --overwrite of a directory mbk did not write: it is set aside, not deleted, until the run completes,
         # and comes back if the run fails or is stopped (that run then keeps no state to resume from).
         fresh = not resume and self.chief
-        with (foreign_set_aside(self.out_dir, "distill-run", overwrite=overwrite, sources=self._sources())
-              if fresh else contextlib.nullcontext()) as found:
-            self.stateless = found == OVERWRITE
+        found = None
+        try:
+            with (foreign_set_aside(self.out_dir, "distill-run", overwrite=overwrite, sources=self._sources())
+                  if fresh else contextlib.nullcontext()) as found:
+                return self._run_in_place(fresh, found, overwrite, latest, start_stage, start_step, history)
+        except Exception:
+            # A new run that failed before its first checkpoint (a record that cannot be read, a full disk) has
+            # nothing to resume, and its run.json refused the corrected command ("pass --resume", which re-read
+            # the same bad data). In a cluster the workers resume together, so its state stays.
+            if fresh and found in (NEW, EMPTY) and not self.worker and self.run_dir.latest_checkpoint() is None:
+                self._forget(found)
+            raise
+
+    def _forget(self, found):
+        """Removes what a new run wrote in ``out_dir`` (the directory itself when it made it)."""
+        if found == NEW:
+            remove_path(self.out_dir, ignore_errors=True)
+            return
+        for entry in list(self.out_dir.iterdir()):
+            remove_path(entry, ignore_errors=True)
+
+    def _run_in_place(self, fresh, found, overwrite, latest, start_stage, start_step, history):
+        """:meth:`run` once ``out_dir`` is checked (``found``: :func:`~mobilebert_kit.utils.atomic.check_output`'s
+        decision for a fresh run)."""
+        self.stateless = found == OVERWRITE
+        if fresh:
+            self.run_dir.write_record(self._run_record(), overwrite=overwrite, sources=self._sources())
+        # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
+        if self.chief:
+            self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
+        else:
+            self.summary_writer = tf.summary.create_noop_writer()
+        self.scratch = None if self.chief else new_scratch("worker")
+        try:
+            self.prepare_teacher_cache(start_stage)
+            return self._train(latest, start_stage, start_step, history)
+        finally:
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
             if fresh:
-                self.run_dir.write_record(self._run_record(), overwrite=overwrite, sources=self._sources())
-            # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
-            if self.chief:
-                self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
-            else:
-                self.summary_writer = tf.summary.create_noop_writer()
-            self.scratch = None if self.chief else new_scratch("worker")
-            try:
-                self.prepare_teacher_cache(start_stage)
-                return self._train(latest, start_stage, start_step, history)
-            finally:
-                if self.scratch is not None:
-                    shutil.rmtree(self.scratch, ignore_errors=True)
-                if fresh:
-                    self.summary_writer.close()  # its event file is inside the directory that may be put back
+                self.summary_writer.close()  # its event file is inside the directory that may be put back
 
     # A run over a directory mbk did not write (--overwrite) keeps no state: the directory comes back as it was.
     stateless = False

@@ -412,6 +412,39 @@ def test_a_shard_that_is_not_tfrecord_is_one_line(tiny_run_inputs, tmp_path, cac
     with pytest.raises(MbkError, match=r"has a record that cannot be read \(corrupted record") as err:
         run(inputs, tmp_path / "run", config=replace(resume_config(), teacher_cache=cache))
     assert "\n" not in str(err.value) and "{{" not in str(err.value)
+    # Failed before its first checkpoint: nothing to resume, so nothing kept. Its run.json refused the corrected
+    # command ("pass --resume", which read the same data again).
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MbkError, match="cannot be read"):
+        run(inputs, tmp_path / "empty", config=replace(resume_config(), teacher_cache=cache))
+    assert list((tmp_path / "empty").iterdir()) == []  # the user's empty directory stays, empty
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    ("seq_len", 24, "holds records of 12 input_ids values but {meta} says seq_len 24"),
+    ("max_predictions", 5, "holds records of 3 masked_lm_positions values but {meta} says max_predictions 5"),
+])
+def test_a_dataset_json_that_disagrees_with_its_records_is_refused_before_any_state(tiny_run_inputs, tmp_path, field,
+                                                                                    value, fragment):
+    # It was TensorFlow's parse error at the first step, cut mid-word, after the run directory was written.
+    import shutil
+
+    from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
+    from mobilebert_kit.errors import MbkError
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_run_inputs / "data", data)
+    meta = json.loads((data / "dataset.json").read_text())
+    (data / "dataset.json").write_text(json.dumps({**meta, field: value}))
+    with pytest.raises(MbkError) as err:
+        pretraining_dataset(data, 4)
+    assert fragment.format(meta=data / "dataset.json") in str(err.value)
+    assert str(err.value).endswith("the two were written apart: re-create the data with `mbk pretraining-data`")
+    sorted(data.glob("*.tfrecord"))[0].write_bytes(b"\x00" * 40)
+    (data / "dataset.json").write_text(json.dumps(meta))
+    with pytest.raises(MbkError, match="is not a shard of pre-training records"):
+        pretraining_dataset(data, 4)
 
 
 @pytest.mark.parametrize("values, fragment", [
