@@ -34,7 +34,7 @@ def register(subparsers):
     parser.add_argument("--threads", type=number_option("threads"), default=1, help="inference threads (default 1: the paper's single big core)")
     parser.add_argument("--runs", type=number_option("runs"), default=50, help="minimum timed runs (default 50)")
     parser.add_argument("--warmup", type=number_option("warmup"), default=5, help="warm-up runs (default 5)")
-    parser.add_argument("--min-time", type=number_option("min_time"), default=1.0, metavar="S", help="minimum seconds of timed runs (default 1)")
+    parser.add_argument("--min-time", type=number_option("min_time"), default=None, metavar="S", help="minimum seconds of timed runs (default 1, or --max-time when shorter)")
     parser.add_argument("--max-time", type=number_option("max_time"), default=150.0, metavar="S", help="stop starting runs after S seconds (default 150)")
     parser.add_argument("--seq-len", type=_seq_lens, default=None, metavar="N[,N...]",
                         help="sequence length(s) (default: the length fixed in the file, else 128)")

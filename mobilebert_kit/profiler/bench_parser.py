@@ -47,13 +47,16 @@ _PREFIXES = [
 ]
 _LEVEL = re.compile(r"^(INFO|WARNING|WARN|ERROR|VERBOSE|DEBUG|FATAL): ?")
 
+# Counts are matched with a sign so that "count=-5 ..." is refused by _check_stat, not skipped as unknown text
+# (the summary line then stood in for it and the run was accepted).
+_COUNT = r"[-+]?\d+"
 _STAT_FULL = re.compile(
-    rf"^count=(\d+) first=({_NUM}) curr=({_NUM}) min=({_NUM}) max=({_NUM}) avg=({_NUM}) std=({_NUM})"
+    rf"^count=({_COUNT}) first=({_NUM}) curr=({_NUM}) min=({_NUM}) max=({_NUM}) avg=({_NUM}) std=({_NUM})"
     rf"(?: p5=({_NUM}) median=({_NUM}) p95=({_NUM}))?\s*$"
 )
-_STAT_SAME = re.compile(rf"^count=(\d+) curr=({_NUM})(\(all same\))?\s*$")
-_STAT_OLD = re.compile(rf"^curr=({_NUM}) count=(\d+)(?: min=({_NUM}) max=({_NUM}) avg=({_NUM}) std=({_NUM}))?(\(all same\))?\s*$")
-_STAT_EMPTY = re.compile(r"^count=0\s*$")
+_STAT_SAME = re.compile(rf"^count=({_COUNT}) curr=({_NUM})(\(all same\))?\s*$")
+_STAT_OLD = re.compile(rf"^curr=({_NUM}) count=({_COUNT})(?: min=({_NUM}) max=({_NUM}) avg=({_NUM}) std=({_NUM}))?(\(all same\))?\s*$")
+_STAT_EMPTY = re.compile(r"^count=[-+]?0+\s*$")
 
 _SUMMARY = re.compile(
     rf"^Inference timings in us: Init: ({_NUM}), First inference: ({_NUM}), Warmup \(avg\): ({_NUM}), Inference \(avg\): ({_NUM})"
@@ -267,7 +270,9 @@ def _parse_stat(text, line_number):
         count, curr = int(match.group(1)), _number(match.group(2), line_number)
         if match.group(3) is None and count != 1:
             raise BenchmarkParseError(f"stats line {text!r} has count={count} but only curr=", line_number)
-        return {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
+        stat = {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
+        _check_stat(stat, line_number)
+        return stat
     match = _STAT_OLD.match(text)
     if match:
         curr, count = _number(match.group(1), line_number), int(match.group(2))
@@ -279,7 +284,9 @@ def _parse_stat(text, line_number):
             }
             _check_stat(stat, line_number)
             return stat
-        return {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
+        stat = {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
+        _check_stat(stat, line_number)
+        return stat
     if _STAT_EMPTY.match(text):
         return {"count": 0}
     return None
@@ -289,11 +296,31 @@ def _check_stat(stat, line_number):
     # avg is printed with 6 significant digits ("2.95034e+06"), so allow rounding.
     slack = 1e-5 * max(abs(stat["max"]), abs(stat["min"]), 1.0)
     if stat["count"] < 1:
-        raise BenchmarkParseError("stats line with count < 1 but values", line_number)
+        raise BenchmarkParseError(f"stats line with count={stat['count']} but values; a run count is at least 1", line_number)
     if stat["min"] > stat["max"] + slack or not stat["min"] - slack <= stat["avg"] <= stat["max"] + slack or stat["std"] < 0:
         raise BenchmarkParseError(
             f"inconsistent stats (min={stat['min']:g} avg={stat['avg']:g} max={stat['max']:g} std={stat['std']:g})", line_number
         )
+    if stat["min"] < 0:
+        raise BenchmarkParseError(f"negative latency in stats (min={stat['min']:g}); times are never below 0", line_number)
+    percentiles = [stat.get(key) for key in ("p5", "median", "p95")]
+    if all(p is not None for p in percentiles):
+        p5, median, p95 = percentiles
+        # The percentiles are ordered and lie within [min, max]: a median outside them is not a median of these runs.
+        chain = (stat["min"], p5, median, p95, stat["max"])
+        if any(low > high + slack for low, high in zip(chain, chain[1:])):
+            raise BenchmarkParseError(
+                f"inconsistent percentiles (min={stat['min']:g} p5={p5:g} median={median:g} p95={p95:g} max={stat['max']:g}); "
+                "they must satisfy min <= p5 <= median <= p95 <= max", line_number
+            )
+
+
+def _duration(text, line_number, what):
+    """A time the tool printed (init, first inference, an average): finite and not negative."""
+    value = _number(text, line_number)
+    if value < 0:
+        raise BenchmarkParseError(f"negative time {what}: {text}; times are never below 0", line_number)
+    return value
 
 
 def _columns(header):
@@ -424,7 +451,9 @@ def parse_benchmark_output(text, *, require_result=True):
             for key, pattern in _LITERT_FIELDS:
                 match = pattern.match(line)
                 if match:
-                    log.litert[key] = _number(match.group(1), number)
+                    # Times (*_ms) are never negative; footprints are deltas and may be.
+                    convert = (lambda text, n, k=key: _duration(text, n, k)) if key.endswith("_ms") else (lambda text, n: _number(text, n))
+                    log.litert[key] = convert(match.group(1), number)
                     if key in ("warmup_avg_ms", "inference_avg_ms") and match.group(2):
                         log.litert[key.replace("avg_ms", "runs")] = int(match.group(2))
                     break
@@ -460,21 +489,23 @@ def parse_benchmark_output(text, *, require_result=True):
             continue
         match = _SUMMARY.match(line)
         if match:
-            values = [_number(v, number) for v in match.groups()]
-            log.timings_us.update(dict(zip(("init", "first", "warmup_avg", "inference_avg"), values)))
+            keys = ("init", "first", "warmup_avg", "inference_avg")
+            labels = ("Init", "First inference", "Warmup (avg)", "Inference (avg)")
+            values = [_duration(v, number, label) for v, label in zip(match.groups(), labels)]
+            log.timings_us.update(dict(zip(keys, values)))
             log.formats.add("summary")
             continue
         match = _LEGACY.match(line)
         if match:
-            log.timings_us["warmup_avg"] = _number(match.group(1), number)
+            log.timings_us["warmup_avg"] = _duration(match.group(1), number, "Warmup")
             if match.group(2) is not None:
-                log.timings_us["init"] = _number(match.group(2), number)
-            log.timings_us["inference_avg"] = _number(match.group(3), number)
+                log.timings_us["init"] = _duration(match.group(2), number, "Init")
+            log.timings_us["inference_avg"] = _duration(match.group(3), number, "Inference")
             log.formats.add("legacy_summary")
             continue
         match = _INIT_SESSION.match(line)
         if match:
-            log.init_session_ms = _number(match.group(1), number)
+            log.init_session_ms = _duration(match.group(1), number, "Initialized session")
             continue
         match = _MODEL_SIZE.match(line)
         if match:

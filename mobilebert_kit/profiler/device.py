@@ -39,16 +39,16 @@ from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
 from mobilebert_kit.profiler.model_info import ModelInfo
-from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len, run_config
-from mobilebert_kit.profiler.stats import combine_trials
-from mobilebert_kit.profiler.thermal import trial_thermal
+from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, resolve_seq_len, run_config, runs_warning
+from mobilebert_kit.profiler.stats import combine_trials, too_few_runs
+from mobilebert_kit.profiler.thermal import MILLIDEGREES, checked_record, trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
 from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
 
-# A temperature the phone reports, in millidegrees C: anything else is no reading.
-_MILLIDEGREES = Limit(float, -1e9, 1e9)
+# A temperature the phone reports, in millidegrees C: anything else is no reading (thermal.py checks trial records alike).
+_MILLIDEGREES = MILLIDEGREES
 # A device profile's numbers (android_bench/devices/*.json, which a user may add to with MBK_ANDROID_BENCH_DIR).
 _CPU = Limit(int, 0, 1023)
 _KHZ = Limit(int, 1, 100_000_000)  # 100 GHz
@@ -205,7 +205,7 @@ class DeviceProfiler:
         delegate="xnnpack",
         runs=50,
         warmup=5,
-        min_time_s=1.0,
+        min_time_s=None,
         max_time_s=150.0,
         trials=3,
         seq_len=None,
@@ -231,8 +231,7 @@ class DeviceProfiler:
         self.threads = int(threads)
         self.runs = int(runs)
         self.warmup = max(int(warmup), 0)
-        self.min_time_s = float(min_time_s)
-        self.max_time_s = float(max_time_s)
+        self.min_time_s, self.max_time_s = check_time_limits(min_time_s, max_time_s)
         self.trials = int(trials)
         self.seq_len = seq_len
         self.vocab_size = vocab_size
@@ -469,8 +468,13 @@ class DeviceProfiler:
                         raise DeviceError("device script printed trial data that is not a JSON object; is "
                                           "android_bench/bench_loop.sh intact?")
                     text = "\n".join(log_lines)
-                    if record.get("exit_code") != 0:
-                        raise ProfilerError(_failure_message(info, text, record.get("exit_code")))
+                    # Every field is checked once here; later code reads only the checked values.
+                    raw_code, record = record.get("exit_code"), {**record, **checked_record(record)}
+                    if record["exit_code"] is None:
+                        raise DeviceError(f"device script printed trial data whose exit_code is {escape(repr(raw_code)[:40])}, "
+                                          "not an integer; is android_bench/bench_loop.sh intact?")
+                    if record["exit_code"] != 0:
+                        raise ProfilerError(_failure_message(info, text, record["exit_code"]))
                     try:
                         log = parse_benchmark_output(text)
                     except BenchmarkParseError as err:
@@ -539,6 +543,21 @@ def _summarize_trials(result):
     if not trials:
         return
     result["latency_ms"] = combine_trials([t["latency_ms"] for t in trials])
+    notes = []
+    no_median = sum(1 for t in trials if (t.get("latency_ms") or {}).get("median") is None)
+    if no_median:
+        # combine_trials stands a trial's average in for its median; the column is headed "median", so say so.
+        notes.append(f"benchmark_model printed no median in {no_median} of {len(trials)} trial(s) (an older build): "
+                     "the median column uses those trials' averages")
+    config = result.get("config") or {}
+    counts = [t.get("count") for t in trials if isinstance(t.get("count"), int)]
+    if counts and config.get("runs"):
+        notes.append(runs_warning(min(counts), config["runs"], config.get("max_time_s", 0.0), where=" in a trial"))
+    # p90/p99/MAD are never printed by the tool (the report's own note); std and CV follow the host's rule.
+    notes.append(too_few_runs(result["latency_ms"], figures=("std", "cv")))
+    for note in notes:
+        if note and note not in result["warnings"]:
+            result["warnings"].append(note)
     for key in ("init_ms", "first_inference_ms"):
         values = [t[key] for t in trials if t.get(key) is not None]
         result[key] = float(np.median(values)) if values else None

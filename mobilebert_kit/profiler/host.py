@@ -40,8 +40,8 @@ from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
 from mobilebert_kit.profiler.model_info import ModelInfo
-from mobilebert_kit.profiler.result import finish_result, new_result, resolve_seq_len, run_config
-from mobilebert_kit.profiler.stats import summarize
+from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, resolve_seq_len, run_config, runs_warning
+from mobilebert_kit.profiler.stats import summarize, too_few_runs
 from mobilebert_kit.profiler.topology import CpuTopology
 
 DELEGATES = tuple(TFLITE_RESOLVERS)  # "xnnpack", "none"
@@ -60,7 +60,7 @@ class HostProfiler:
             (builtin kernels, ``BUILTIN_WITHOUT_DEFAULT_DELEGATES``).
         runs: minimum number of timed runs.
         warmup: warm-up runs before timing (at least 1).
-        min_time_s: minimum total time of the timed runs.
+        min_time_s: minimum total time of the timed runs (None: 1 s, or ``max_time_s`` when shorter).
         max_time_s: stop starting new runs after this long.
         seq_len: sequence length; None uses the length fixed in the file, else 128.
         vocab_size: token ids stay below this; None reads it from the model.
@@ -82,7 +82,7 @@ class HostProfiler:
         delegate="xnnpack",
         runs=50,
         warmup=5,
-        min_time_s=1.0,
+        min_time_s=None,
         max_time_s=150.0,
         seq_len=None,
         vocab_size=None,
@@ -104,8 +104,7 @@ class HostProfiler:
         self.threads = int(threads)
         self.runs = int(runs)
         self.warmup = int(warmup)
-        self.min_time_s = float(min_time_s)
-        self.max_time_s = float(max_time_s)
+        self.min_time_s, self.max_time_s = check_time_limits(min_time_s, max_time_s)
         self.seq_len = seq_len
         self.vocab_size = vocab_size
         self.inter_op_threads = int(inter_op_threads)
@@ -161,6 +160,9 @@ class HostProfiler:
         result["runtime"] = timing.pop("runtime")
         result["samples_ms"] = samples
         result["latency_ms"] = summarize(samples)
+        for warning in (runs_warning(len(samples), self.runs, self.max_time_s), too_few_runs(result["latency_ms"])):
+            if warning:
+                result["warnings"].append(warning)
         result["init_ms"] = timing["init_ms"]
         result["first_inference_ms"] = timing["first_ms"]
         result["peak_rss_mb"], result["memory"]["peak_rss_source"] = _peak_rss_mb()

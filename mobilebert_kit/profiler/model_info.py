@@ -10,7 +10,8 @@ FLOPs are ``2 * MACs`` of the matrix products only: TFLite ``FULLY_CONNECTED``,
 ``BATCH_MATMUL``, ``CONV_2D``, ``DEPTHWISE_CONV_2D``; ONNX ``MatMul``, ``Gemm``,
 ``Conv`` and their integer/quantized forms. Element-wise work (softmax,
 normalisation, activations) is left out, as in the MobileBERT paper's FLOPs
-column, where it is a few percent of the total.
+column, where it is a few percent of the total. When the shapes of some matrix
+op cannot be worked out, the count is unknown (None), never a partial sum.
 
 Example:
     >>> info = ModelInfo("mobilebert.tflite")  # doctest: +SKIP
@@ -46,6 +47,12 @@ _ROLE_ALIASES = {
 # Single-input ops that pass token ids through unchanged on their way to the embedding lookup.
 _TFLITE_PASS_THROUGH = {"CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY"}
 _ONNX_PASS_THROUGH = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten"}
+# Single-tensor wrappers between an embedding table and its lookup: a quantized (QDQ) export stores the
+# int8 table as an initializer and gathers from DequantizeLinear's output; the table's rows are the same.
+_TFLITE_TABLE_WRAPPERS = {"DEQUANTIZE", "QUANTIZE", "CAST", "IDENTITY"}
+_ONNX_TABLE_WRAPPERS = {"DequantizeLinear", "QuantizeLinear", "Cast", "Identity"}
+_ONNX_MATRIX_OPS = ("MatMul", "MatMulInteger", "FusedMatMul", "QLinearMatMul", "Gemm", "Conv", "ConvInteger", "QLinearConv")
+FLOPS_SOURCE = "2 x MACs of matrix ops read from the model file"
 # When the vocabulary cannot be read from the graph: BERT's uncased WordPiece vocabulary.
 DEFAULT_VOCAB_SIZE = 30522
 
@@ -119,6 +126,10 @@ class ModelInfo:
         self.inputs = artifact.input_specs()
         for spec in self.inputs:
             spec["role"] = input_role(spec["name"])
+            if spec["role"] and 0 in spec["shape"]:
+                # A static 0 holds no tokens; --seq-len cannot change a static dimension, so it is not the fix.
+                raise ProfilerError(f"{path}: input {spec['name']!r} has the static shape {spec['shape']}, which holds no "
+                                    "tokens; re-export the model with a positive (or dynamic) batch and sequence length")
         self.op_counts = Counter(op["type"] for op in artifact.ops)
         self.fused_activations = Counter(op["fused"] for op in artifact.ops if op.get("fused"))
         self.precision = taxonomy.precision(artifact)
@@ -142,8 +153,19 @@ class ModelInfo:
         return int(given)
 
     def flops(self, seq_len):
-        """Returns ``(flops, by_op_type)`` of one inference at ``seq_len`` (2 x MACs)."""
-        return self._graph.flops(int(seq_len), self.inputs)
+        """Returns ``(flops, by_op_type)`` of one inference at ``seq_len`` (2 x MACs); flops is None when unknown."""
+        flops, by_type, _ = self.count_flops(seq_len)
+        return flops, by_type
+
+    def count_flops(self, seq_len):
+        """Returns ``(flops, by_op_type, source)``: flops is None, and ``source`` says why, when the shapes of
+        some matrix op could not be worked out (the ops that were counted are still in ``by_op_type``)."""
+        total, by_type, unresolved = self._graph.flops(int(seq_len), self.inputs)
+        if not unresolved:
+            return total, by_type, FLOPS_SOURCE
+        kinds = ", ".join(sorted(Counter(unresolved)))
+        return None, by_type, (f"unknown: shapes of {len(unresolved)} matrix op(s) ({kinds}) could not be inferred, so only "
+                               f"part of the work would be counted; pass --flops to give the work per inference")
 
     def summary(self):
         """Returns the JSON-ready description used in reports."""
@@ -209,6 +231,21 @@ class _TfliteGraph:
                 consumers.setdefault(i, []).append(op)
         return consumers
 
+    def _table_rows(self, tensor):
+        """Rows of the constant table behind ``tensor`` (through DEQUANTIZE and the like), or None."""
+        producers = {o: op for op in self.ops for o in op["outputs"]}
+        for _ in range(8):
+            if tensor < 0:
+                return None
+            if self.tensors[tensor]["constant"]:
+                shape = self.tensors[tensor]["shape"]
+                return int(shape[0]) if shape else None
+            op = producers.get(tensor)
+            if op is None or op["type"] not in _TFLITE_TABLE_WRAPPERS or not op["inputs"]:
+                return None
+            tensor = op["inputs"][0]
+        return None
+
     def vocab_size(self, inputs):
         consumers = self._consumers()
         ids = [idx for idx, spec in zip(self.input_indices, inputs) if spec.get("role") == "input_ids"]
@@ -221,19 +258,19 @@ class _TfliteGraph:
             for op in consumers.get(tensor, []):
                 if op["type"] in ("GATHER", "EMBEDDING_LOOKUP") and len(op["inputs"]) >= 2:
                     table, indices = (op["inputs"][0], op["inputs"][1]) if op["type"] == "GATHER" else (op["inputs"][1], op["inputs"][0])
-                    if indices == tensor and self.tensors[table]["shape"]:
-                        return int(self.tensors[table]["shape"][0]), "embedding table"
+                    rows = self._table_rows(table) if indices == tensor else None
+                    if rows is None and indices == tensor and self.tensors[table]["shape"]:
+                        rows = int(self.tensors[table]["shape"][0])
+                    if rows is not None:
+                        return rows, "embedding table"
                 elif op["type"] == "ONE_HOT" and len(op["inputs"]) >= 2 and op["inputs"][0] == tensor:
                     depth = self._const_values(op["inputs"][1])
                     if depth is not None and depth.size == 1:
                         return int(depth[0]), "one-hot depth"
                 elif op["type"] in _TFLITE_PASS_THROUGH:
                     frontier.extend(op["outputs"])
-        tables = [
-            self.tensors[op["inputs"][0]]["shape"][0]
-            for op in self.ops
-            if op["type"] == "GATHER" and op["inputs"] and self.tensors[op["inputs"][0]]["constant"] and self.tensors[op["inputs"][0]]["shape"]
-        ]
+        tables = [self._table_rows(op["inputs"][0]) for op in self.ops if op["type"] == "GATHER" and op["inputs"]]
+        tables = [rows for rows in tables if rows is not None]
         if tables:
             # Any id below the smallest lookup table is valid in every table.
             return int(min(tables)), "smallest lookup table"
@@ -296,7 +333,8 @@ class _TfliteGraph:
             else:
                 continue
             by_type[kind] += 2 * macs
-        return int(sum(by_type.values())), dict(by_type)
+        # The interpreter knows every shape after its invoke: nothing is left unresolved.
+        return int(sum(by_type.values())), dict(by_type), []
 
 
 class _OnnxGraph:
@@ -307,6 +345,19 @@ class _OnnxGraph:
         self.model = artifact.proto
         self.ops = artifact.ops
         self.initializers = {name: t for name, t in artifact.tensors.items() if t["constant"]}
+
+    def _table_rows(self, name):
+        """Rows of the initializer behind ``name`` (through DequantizeLinear and the like), or None."""
+        producers = {o: op for op in self.ops for o in op["outputs"]}
+        for _ in range(8):
+            table = self.initializers.get(name)
+            if table is not None:
+                return int(table["shape"][0]) if table["shape"] else None
+            op = producers.get(name)
+            if op is None or op["type"] not in _ONNX_TABLE_WRAPPERS or not op["inputs"]:
+                return None
+            name = op["inputs"][0]
+        return None
 
     def vocab_size(self, inputs):
         consumers = {}
@@ -322,16 +373,13 @@ class _OnnxGraph:
             seen.add(name)
             for op in consumers.get(name, []):
                 if op["type"] == "Gather" and len(op["inputs"]) >= 2 and op["inputs"][1] == name:
-                    table = self.initializers.get(op["inputs"][0])
-                    if table is not None and table["shape"]:
-                        return int(table["shape"][0]), "embedding table"
+                    rows = self._table_rows(op["inputs"][0])
+                    if rows is not None:
+                        return rows, "embedding table"
                 elif op["type"] in _ONNX_PASS_THROUGH:
                     frontier.extend(op["outputs"][:1])
-        tables = [
-            int(self.initializers[op["inputs"][0]]["shape"][0])
-            for op in self.ops
-            if op["type"] == "Gather" and op["inputs"] and op["inputs"][0] in self.initializers and self.initializers[op["inputs"][0]]["shape"]
-        ]
+        tables = [self._table_rows(op["inputs"][0]) for op in self.ops if op["type"] == "Gather" and op["inputs"]]
+        tables = [rows for rows in tables if rows is not None]
         if tables:
             return min(tables), "smallest lookup table"
         return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
@@ -347,15 +395,22 @@ class _OnnxGraph:
                 if not dim.HasField("dim_value"):
                     dim.Clear()
                     dim.dim_value = seq_len if position == len(dims) - 1 and len(dims) >= 2 else 1
+        # data_prop evaluates the Shape -> Gather/Concat -> Reshape chains exporters write (tf2onnx's Tensordot), whose
+        # outputs plain inference leaves unknown: without it the MatMuls behind them went uncounted (8x too few FLOPs).
         try:
-            inferred = onnx.shape_inference.infer_shapes(model)
-        except Exception as err:  # noqa: BLE001
-            raise ProfilerError(f"{self.path}: ONNX shape inference failed ({err}); pass --flops to give the work per inference") from err
+            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:  # noqa: BLE001  (data propagation is newer and stricter; plain inference may still do)
+            try:
+                inferred = onnx.shape_inference.infer_shapes(model)
+            except Exception as err:  # noqa: BLE001
+                raise ProfilerError(f"{self.path}: ONNX shape inference failed ({first_line(err)}); pass --flops to give the "
+                                    "work per inference") from err
         shapes = {}
         graph = inferred.graph
         for value in list(graph.input) + list(graph.value_info) + list(graph.output):
             dims = value.type.tensor_type.shape.dim
-            if all(d.HasField("dim_value") for d in dims):
+            # No shape field is an unknown rank, not a scalar.
+            if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
                 shapes[value.name] = [d.dim_value for d in dims]
         for name, init in self.initializers.items():
             shapes[name] = list(init["shape"])
@@ -369,10 +424,13 @@ class _OnnxGraph:
 
     def flops(self, seq_len, inputs):
         shapes = self._shapes(seq_len, inputs)
-        by_type = Counter()
+        by_type, unresolved = Counter(), []
         for op in self.ops:
             kind, ins, outs = op["type"], op["inputs"], op["outputs"]
+            if kind not in _ONNX_MATRIX_OPS:
+                continue
             if not outs or outs[0] not in shapes:
+                unresolved.append(kind)
                 continue
             out = _prod(shapes[outs[0]])
             if kind in ("MatMul", "MatMulInteger", "FusedMatMul") and len(ins) >= 2 and ins[0] in shapes:
@@ -386,10 +444,12 @@ class _OnnxGraph:
             elif kind in ("Conv", "ConvInteger", "QLinearConv"):
                 w_index = 3 if kind == "QLinearConv" else 1
                 if len(ins) <= w_index or ins[w_index] not in shapes:
+                    unresolved.append(kind)
                     continue
                 w = shapes[ins[w_index]]  # [out, in / group, k...]
                 macs = out * _prod(w[1:])
             else:
+                unresolved.append(kind)
                 continue
             by_type[kind] += 2 * macs
-        return int(sum(by_type.values())), dict(by_type)
+        return int(sum(by_type.values())), dict(by_type), unresolved

@@ -45,7 +45,7 @@ _RECORD_FIELDS = {
     "init_ms": (float, int, type(None)),
     "first_inference_ms": (float, int, type(None)),
     "peak_rss_mb": (float, int, type(None)),
-    "flops": int,
+    "flops": (int, type(None)),  # None: the count is unknown (see flops_source)
     "gflops_per_s": (float, int, type(None)),
     "op_profile": (list, type(None)),
     "throttled": bool,
@@ -108,7 +108,7 @@ def validate_report(report):
         for key, kind in _RECORD_FIELDS.items():
             if key not in record:
                 problems.append(f"results[{index}].{key} is missing")
-            elif not isinstance(record[key], kind) or (kind is int and isinstance(record[key], bool)):
+            elif not isinstance(record[key], kind) or (isinstance(record[key], bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))):
                 problems.append(f"results[{index}].{key} has type {type(record[key]).__name__}")
         latency = record.get("latency_ms")
         if isinstance(latency, dict):

@@ -19,14 +19,16 @@ def new_result(info, *, target, seq_len, flops_override=None):
         seq_len: the sequence length the model runs at.
         flops_override: FLOPs per inference given by the user (``--flops``),
             which wins over the count read from the file.
+
+    ``flops`` is None (and ``gflops_per_s`` stays None) when the file's count is
+    unknown; ``flops_source`` then says why.
     """
     if flops_override is not None:
         if flops_override <= 0:
             raise ProfilerError(f"--flops must be positive, got {flops_override}")
         flops, by_type, source = int(flops_override), {}, "override (--flops)"
     else:
-        flops, by_type = info.flops(seq_len)
-        source = "2 x MACs of matrix ops read from the model file"
+        flops, by_type, source = info.count_flops(seq_len)
     return {
         "target": target,
         "simulated": False,
@@ -54,6 +56,36 @@ def new_result(info, *, target, seq_len, flops_override=None):
         "incomplete": False,
         "warnings": [],
     }
+
+
+# The minimum time of timed runs when none is asked for (``mbk profile --min-time``'s default).
+DEFAULT_MIN_TIME_S = 1.0
+
+
+def check_time_limits(min_time_s, max_time_s):
+    """Returns ``(min_time_s, max_time_s)`` as floats, or raises ProfilerError when they contradict each other.
+
+    The timed runs stop at ``max_time_s`` whatever ``min_time_s`` asks for, so a
+    minimum above the maximum can never be met (and was silently cut short).
+    ``min_time_s`` None is the default minimum (:data:`DEFAULT_MIN_TIME_S`), which
+    yields to a shorter maximum: ``--max-time 0.5`` alone is no contradiction.
+    """
+    max_time_s = float(max_time_s)
+    if min_time_s is None:
+        return min(DEFAULT_MIN_TIME_S, max_time_s), max_time_s
+    min_time_s = float(min_time_s)
+    if min_time_s > max_time_s:
+        raise ProfilerError(f"--min-time {min_time_s:g} exceeds --max-time {max_time_s:g}: runs stop at --max-time, so the "
+                            "minimum can never be met; pass a --max-time at least as large as --min-time")
+    return min_time_s, max_time_s
+
+
+def runs_warning(done, requested, max_time_s, where=""):
+    """The warning for a run cut short by ``max_time_s`` before ``requested`` runs (None if they were all done)."""
+    if done is None or done >= requested:
+        return None
+    return (f"only {done} of the {requested} requested runs were timed{where}: --max-time {max_time_s:g} s was reached "
+            "first; raise --max-time or lower --runs")
 
 
 def run_config(profiler, vocab_size, **extra):

@@ -3,12 +3,19 @@
 Definitions (so reports from different runs compare):
 
 - ``median``, ``p90``, ``p99``: percentiles with linear interpolation
-  (``numpy.percentile``'s default), so they are defined for any count >= 1.
+  (``numpy.percentile``'s default).
 - ``std``: population standard deviation (ddof=0), the same definition
   benchmark_model prints in its ``std=`` field.
 - ``mad``: median absolute deviation from the median, unscaled (multiply by
   1.4826 for a normal-consistent estimate).
 - ``cv``: coefficient of variation, ``std / mean``.
+
+Figures too few runs cannot estimate are None (shown as n/a), on the host and
+the phone alike (:func:`estimable`): the spread (``std``, ``mad``, ``cv``)
+needs 2 runs, since one run has no spread, only a 0 that reads as perfect
+stability; the ``q``-th percentile needs ``100 / (100 - q)`` runs (p90: 10,
+p99: 100), so that at least one run is expected above it; with fewer, the
+interpolated figure is only the maximum or a point between the top runs.
 
 Example:
     >>> summarize([10.0, 11.0, 12.0])["median"]
@@ -20,6 +27,28 @@ import math
 import numpy as np
 
 STAT_KEYS = ("count", "mean", "std", "min", "max", "median", "p90", "p99", "mad", "cv")
+# The fewest runs each figure needs (see the module docstring); the others need one.
+MIN_COUNT = {"std": 2, "mad": 2, "cv": 2, "p90": 10, "p99": 100}
+
+
+def estimable(key, count):
+    """Whether ``count`` runs are enough to report figure ``key`` (a :data:`STAT_KEYS` name)."""
+    return int(count or 0) >= MIN_COUNT.get(key, 1)
+
+
+def too_few_runs(stats, figures=("p90", "p99", "std", "mad", "cv")):
+    """Returns a one-line warning naming the ``figures`` left n/a for lack of runs, or None."""
+    count = int(stats.get("count") or 0)
+    missing = [key for key in figures if not estimable(key, count)]
+    if not missing:
+        return None
+    needs = ", ".join(f"{key} {MIN_COUNT[key]}" for key in missing)
+    return f"{', '.join(missing)} n/a: {count} timed run(s) are too few to estimate them (runs needed: {needs}); raise --runs"
+
+
+def _gated(figures):
+    """``figures`` with each figure its count cannot estimate set to None."""
+    return {key: value if estimable(key, figures["count"]) else None for key, value in figures.items()}
 
 
 def summarize(samples_ms):
@@ -39,7 +68,7 @@ def summarize(samples_ms):
     median = float(np.percentile(values, 50))
     mean = float(values.mean())
     std = float(values.std())
-    return {
+    return _gated({
         "count": int(values.size),
         "mean": mean,
         "std": std,
@@ -50,7 +79,7 @@ def summarize(samples_ms):
         "p99": float(np.percentile(values, 99)),
         "mad": float(np.median(np.abs(values - median))),
         "cv": std / mean if mean > 0 else math.nan,
-    }
+    })
 
 
 def combine_trials(trial_stats):
@@ -62,7 +91,8 @@ def combine_trials(trial_stats):
     trial's median (its average where the build prints no median), ``mean``
     is the count-weighted mean, ``std`` the pooled standard deviation, and
     ``min``/``max`` the extremes. Percentiles the tool does not print (p90,
-    p99, MAD) are None rather than guessed.
+    p99, MAD) are None rather than guessed, and so are ``std`` and ``cv`` of
+    fewer than 2 runs in all (the host's rule, :func:`estimable`).
 
     Args:
         trial_stats: list of dicts with keys ``count``, ``avg``, ``std``,
@@ -83,16 +113,18 @@ def combine_trials(trial_stats):
     variance = float((counts * (stds**2 + (avgs - mean) ** 2)).sum() / counts.sum())
     std = math.sqrt(max(variance, 0.0))
     medians = [t["median"] if t.get("median") is not None else t["avg"] for t in trials]
+    count = int(counts.sum())
+    spread = estimable("std", count)
     return {
-        "count": int(counts.sum()),
+        "count": count,
         "mean": mean,
-        "std": std,
+        "std": std if spread else None,
         "min": float(min(t["min"] if t.get("min") is not None else t["avg"] for t in trials)),
         "max": float(max(t["max"] if t.get("max") is not None else t["avg"] for t in trials)),
         "median": float(np.median(medians)),
         "p90": None,
         "p99": None,
         "mad": None,
-        "cv": std / mean if mean > 0 else math.nan,
+        "cv": (std / mean if mean > 0 else math.nan) if spread else None,
         "trials": len(trials),
     }

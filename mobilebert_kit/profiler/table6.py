@@ -56,7 +56,8 @@ def table6(report):
                     continue
                 # Several files in one cell: the fastest is what the setting can reach.
                 best = min(found, key=lambda r: r["latency_ms"]["median"])
-                row["gflops"] = row["gflops"] or best["flops"] / 1e9
+                if best.get("flops"):
+                    row["gflops"] = row["gflops"] or best["flops"] / 1e9
                 base = cells.get((BASELINE, precision))
                 base_ms = min(r["latency_ms"]["median"] for r in base) if base else None
                 median = best["latency_ms"]["median"]

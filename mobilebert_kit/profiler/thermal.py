@@ -13,10 +13,72 @@ still runs at full clock is not throttled, but its temperature rise is
 reported. The script itself waits before each trial until the hottest zone is
 back within a tolerance of the session's baseline (or a time limit passes).
 
+What the phone prints is data: :func:`checked_record` validates every field
+of a trial record once, on arrival, so the functions below read only numbers
+of the right type and range (a reading that is not one counts as no reading).
+
 Example:
     >>> throttle_reasons(before, after, cpus=[4, 5, 6, 7])  # doctest: +SKIP
     ['cpu4 capped at 1996 MHz of 2803 MHz after the trial']
 """
+
+from mobilebert_kit.utils.limits import Limit, within
+
+# A temperature in millidegrees C (as the baseline snapshot, device.py), a frequency in kHz (0: not readable).
+MILLIDEGREES = Limit(float, -1e9, 1e9)
+_KHZ = Limit(int, 0, 100_000_000)  # 100 GHz
+_SECONDS = Limit(int, 0, 10**9)
+_TRIAL = Limit(int, 0, 10**6)
+_EXIT_CODE = Limit(int, -(2**31), 2**31 - 1)
+_MAX_ENTRIES = 4096  # zones or cores in one snapshot: far above any phone
+
+
+def _reading(limit, value):
+    return value if within(limit, value) else None
+
+
+def checked_snapshot(snapshot):
+    """A ``before``/``after`` snapshot with only valid readings: ``{zones, max_mc, cpus}``, never another type."""
+    if not isinstance(snapshot, dict):
+        return {"zones": {}, "max_mc": None, "cpus": {}}
+    zones = snapshot.get("zones")
+    zones = zones if isinstance(zones, dict) and len(zones) <= _MAX_ENTRIES else {}
+    cpus = snapshot.get("cpus")
+    cpus = cpus if isinstance(cpus, dict) and len(cpus) <= _MAX_ENTRIES else {}
+    return {
+        "zones": {str(name)[:200]: _reading(MILLIDEGREES, value) for name, value in zones.items()},
+        "max_mc": _reading(MILLIDEGREES, snapshot.get("max_mc")),
+        "cpus": {
+            str(cpu): {key: _reading(_KHZ, state.get(key)) for key in ("cur", "max", "cap")}
+            for cpu, state in cpus.items()
+            if isinstance(state, dict)
+        },
+    }
+
+
+def exit_code(value):
+    """The trial's exit status as an int (the script prints a number; a numeric string reads as that number), or None."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
+        value = int(value.strip())
+    return _reading(_EXIT_CODE, value)
+
+
+def checked_record(record):
+    """Returns the fields of a trial record (``@@MBK_JSON``) the profiler reads, each of its type and range.
+
+    ``exit_code`` is None when it is missing or not an integer (the caller refuses such a record); every other
+    reading that is missing or invalid is None, and a snapshot that is not an object is an empty one.
+    """
+    timed_out = record.get("cooldown_timed_out")
+    return {
+        "trial": _reading(_TRIAL, record.get("trial")),
+        "exit_code": exit_code(record.get("exit_code")),
+        "cooldown_s": _reading(_SECONDS, record.get("cooldown_s")),
+        "cooldown_timed_out": timed_out is True or (within(_SECONDS, timed_out) and timed_out != 0),
+        "baseline_mc": _reading(MILLIDEGREES, record.get("baseline_mc")),
+        "before": checked_snapshot(record.get("before")),
+        "after": checked_snapshot(record.get("after")),
+    }
 
 
 def celsius(millidegrees):
@@ -27,7 +89,7 @@ def throttle_reasons(before, after, cpus):
     """Returns human-readable reasons a trial ran throttled ([] if it did not).
 
     Args:
-        before, after: snapshots from ``bench_loop.sh`` (dicts, may be None).
+        before, after: snapshots from ``bench_loop.sh`` after :func:`checked_snapshot` (may be None).
         cpus: the cores the trial was pinned to.
     """
     reasons = []
@@ -44,10 +106,12 @@ def trial_thermal(record, cpus):
     """Returns the thermal fields of a trial record for the report.
 
     Args:
-        record: the ``@@MBK_JSON`` object the script printed for the trial.
+        record: the ``@@MBK_JSON`` object the script printed for the trial (checked here again, so any
+            object is safe to pass).
         cpus: the cores the trial was pinned to.
     """
-    before, after = record.get("before") or {}, record.get("after") or {}
+    record = checked_record(record)
+    before, after = record["before"], record["after"]
     reasons = throttle_reasons(before, after, cpus)
     temp_before, temp_after = before.get("max_mc"), after.get("max_mc")
     return {

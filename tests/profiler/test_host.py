@@ -16,9 +16,10 @@ QUICK = {"runs": 12, "warmup": 2, "min_time_s": 0.0}
 
 
 def test_tflite_run_has_every_figure(models):
-    result = HostProfiler(threads=1, **QUICK).profile(models["ln_gelu"])
+    # 100 runs: p99 needs that many (stats.MIN_COUNT); fewer leave it n/a.
+    result = HostProfiler(threads=1, runs=100, warmup=2, min_time_s=0.0).profile(models["ln_gelu"])
     latency = result["latency_ms"]
-    assert latency["count"] == len(result["samples_ms"]) >= 12
+    assert latency["count"] == len(result["samples_ms"]) >= 100
     assert latency == summarize(result["samples_ms"])
     assert latency["min"] <= latency["median"] <= latency["p90"] <= latency["p99"] <= latency["max"]
     assert result["init_ms"] > 0 and result["first_inference_ms"] > 0 and result["peak_rss_mb"] > 0
