@@ -108,7 +108,8 @@ def _dtypes(client, facts):
 def _input_names(client, facts):
     have = [s["name"] for s in facts.inputs]
     missing = [n for n in client.input_names if n not in have]
-    return [f"it feeds inputs named {_join(missing)} (found {_join(have)})"] if missing else []
+    found = f"found {_join(have)}" if have else "the graph has no inputs"
+    return [f"it feeds inputs named {_join(missing)} ({found})"] if missing else []
 
 
 def _shapes(client, facts):
@@ -118,7 +119,8 @@ def _shapes(client, facts):
             return [f"inputs must be [1, seq] with one seq (found {shapes})"]
         return []
     fixed = [s["name"] for s in facts.inputs if len(s["shape"]) != 2 or any(d >= 0 for d in s["shape"])]
-    return [f"inputs {_join(fixed)} have a fixed batch or sequence length; it feeds any"] if fixed else []
+    return [f"inputs {_join(fixed)} have a fixed batch or sequence length, but it feeds any batch size and "
+            "sequence length (export with dynamic axes, as mbk export writes .onnx)"] if fixed else []
 
 
 def _seq_len(client, facts):

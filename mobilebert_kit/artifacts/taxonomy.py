@@ -101,8 +101,17 @@ def _op_type(label):
     return label.rsplit(".", 1)[-1]
 
 
+# variant_name of a graph in which no feed-forward activation is found: what is known, not a Table 6 row.
+NO_ACTIVATION = {True: "LayerNorm, no GELU/ReLU found", False: "no LayerNorm/GELU/ReLU found"}
+
+
 def variant_name(op_types, fmt):
     """Names the normalisation and activation a graph uses (the MobileBERT paper's Table 6 rows).
+
+    NoNorm (``x * gamma + beta``) has no op of its own: it is read from a missing LayerNorm, which says
+    something only in a transformer. So a Table 6 name needs a feed-forward activation (GELU or ReLU);
+    a graph with none (no inputs, one MatMul, an unknown activation) is named by what was found, never
+    "NoNorm+none", which read like a BERT variant.
 
     Args:
         op_types (set[str]): op types in the graph, fused activations included.
@@ -111,11 +120,15 @@ def variant_name(op_types, fmt):
     Example:
         >>> variant_name({"FULLY_CONNECTED", "RELU"}, "tflite")
         'NoNorm+ReLU'
+        >>> variant_name({"MatMul", "Gather"}, "onnx")
+        'no LayerNorm/GELU/ReLU found'
     """
     found = variant_ops(dict.fromkeys(op_types, 1), fmt)
-    norm = "LayerNorm" if found["layer_norm"] else "NoNorm"
-    act = "GELU" if found["gelu"] else "ReLU" if set(op_types) & RELU_OPS[fmt] else "none"
-    return f"{norm}+{act}"
+    layer_norm = bool(found["layer_norm"])
+    act = "GELU" if found["gelu"] else "ReLU" if set(op_types) & RELU_OPS[fmt] else None
+    if act is None:
+        return NO_ACTIVATION[layer_norm]
+    return f"{'LayerNorm' if layer_norm else 'NoNorm'}+{act}"
 
 
 def compute_census(graph):

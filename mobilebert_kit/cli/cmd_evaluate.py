@@ -86,7 +86,9 @@ def run(args):
         if args.json:
             extra = {} if Path(path).is_dir() else {"model": path, "task": evaluation.task,
                                                     "primary": evaluation.primary, "rows": evaluation.rows}
-            print(json.dumps({**evaluation.metrics, **extra}, sort_keys=True))  # a directory: unchanged (metrics only)
+            # allow_nan=False: scoring refuses a non-finite metric (task_scoring.score), so a bare NaN (no JSON) cannot
+            # reach stdout; were one to, this fails instead of printing it.
+            print(json.dumps({**evaluation.metrics, **extra}, sort_keys=True, allow_nan=False))  # a directory: metrics only
         else:
             for key, value in evaluation.metrics.items():
                 print(f"{key:>20s}  {value:.4f}")
@@ -95,7 +97,7 @@ def run(args):
     passed = all(row["passed"] for row in rows)
     if args.json:
         print(json.dumps({"data": str(args.data), "primary": rows[0]["primary"], "min_ratio": args.min_ratio,
-                          "passed": passed, "models": rows}, sort_keys=True))
+                          "passed": passed, "models": rows}, sort_keys=True, allow_nan=False))
     else:
         from rich.console import Console
 

@@ -20,6 +20,9 @@ def register(subparsers):
 
 def load_source(source):
     """A preset name or a checkpoint path -> model, through the one resolver (``sources/``)."""
+    import shlex
+    from pathlib import Path
+
     from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.models.presets import PRESETS
     from mobilebert_kit.sources.spec import locate
@@ -28,6 +31,11 @@ def load_source(source):
         raise ConfigError(
             f"{source!r} is neither a preset nor an existing path; presets: {', '.join(PRESETS)}"
         )
+    if Path(source).is_file() and Path(source).suffix.lower() in (".tflite", ".onnx"):
+        # An exported file has no Keras model to summarize; "not a checkpoint: expected config.json" sent the
+        # user looking for a config the file never had.
+        raise ConfigError(f"{source} is a {Path(source).suffix.lower()} file (an exported model), not a preset or "
+                          f"checkpoint; run `mbk inspect {shlex.quote(str(source))}` for its inputs, operators and size")
     from mobilebert_kit.sources.model_source import ModelSource
 
     return ModelSource.load(source, head="auto").model

@@ -50,8 +50,12 @@ def _tokenizer_of(path, meta, vocab, tokenizer):
     if tokenizer is not None:
         return WordPieceTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
     if not vocab:
-        raise ArtifactError(f"{path} carries no vocabulary (exported with --no-vocab?); pass --tokenizer with the "
-                            "model's vocab.txt or directory")
+        # The export records the casing only when its source had a tokenizer: without one, the source had no
+        # vocab.txt (a preset, random weights) and --no-vocab is not the cause to name.
+        why = ("exported with --no-vocab or embed_vocab = false" if meta.get("do_lower_case") is not None else
+               f"its source, {meta.get('source') or 'the model'}, had no vocab.txt")
+        raise ArtifactError(f"{path} carries no vocabulary ({why}), so the data cannot be tokenized; pass "
+                            "--tokenizer with the model's vocab.txt or directory")
     with tempfile.TemporaryDirectory(prefix="mbk-eval-") as tmp:
         vocab_file = Path(tmp) / "vocab.txt"
         vocab_file.write_text("\n".join(vocab) + "\n", encoding="utf-8")

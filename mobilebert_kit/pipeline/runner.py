@@ -123,6 +123,8 @@ class Pipeline:
                                                                 o.recover_data, o.eval_data)]
         with prepared_dir(out_dir, "pipeline", overwrite=self.overwrite,
                           sources=[p for p in sources if isinstance(p, (str, os.PathLike))]):
+            # After the directory's own checks (a refusal to touch the user's files comes first), before any export.
+            _check_vocabulary(recipe, planned)
             return self._run_stages(recipe, planned, out_dir, name, serial)
 
     def _run_stages(self, recipe, planned, out_dir, name, serial):
@@ -285,6 +287,31 @@ class Pipeline:
 
         (serial,) = AdbClient(self.adb).ready_serials([self.device])
         return serial
+
+
+def _check_vocabulary(recipe, planned):
+    """Refuses, before any export, a recipe whose [evaluation] data its files could not tokenize.
+
+    The evaluate stage (and an export's own score on the data) reads the vocabulary a file carries; a
+    source without vocab.txt (a preset) or ``embed_vocab = false`` wrote files without one, and the
+    failure came after the exports, naming --no-vocab and --tokenizer, neither of which a recipe has.
+    """
+    data = next((opts.eval_data for opts in planned if opts.eval_data), None)
+    if not data:
+        return
+    from mobilebert_kit.sources.spec import classify
+
+    where = f"{recipe.path.name}: [evaluation] data {Path(data).name} is tokenized with the vocabulary"
+    no_vocab = [opts for opts in planned if not opts.embed_vocab]
+    if no_vocab:
+        raise MbkError(f"{where} the exported files carry, and embed_vocab = false writes none "
+                       f"({Path(no_vocab[0].out).name}); drop embed_vocab = false, or drop [evaluation] data")
+    spec = planned[0].source
+    found = classify(spec)
+    if found.directory is None or not (found.directory / "vocab.txt").is_file():
+        what = f"the preset {spec} (random weights)" if found.kind == "preset" else f"the source {spec}"
+        raise MbkError(f"{where} the exported files carry, but {what} has no vocab.txt; set [source] model "
+                       "(or --source) to a directory holding vocab.txt, or drop [evaluation] data")
 
 
 def _float_baseline(opts):

@@ -360,8 +360,15 @@ class FineTuner:
                 shutil.rmtree(scratch, ignore_errors=True)
         results = {}
         if eval_path is not None:
-            results = model_evaluation(model, spec, self.tokenizer, eval_path, cfg.batch_size,
-                                       prepared=eval_data).metrics
+            try:
+                results = model_evaluation(model, spec, self.tokenizer, eval_path, cfg.batch_size,
+                                           prepared=eval_data).metrics
+            except MbkError as err:
+                # The file was read before training; what fails now is its metric for the trained model (a model
+                # that answers one value has no correlation). --resume would score the same model: say so.
+                raise MbkError(f"scoring the trained model on {eval_path} failed: {err}; the model was not saved "
+                               "(a model that answers one value diverged or learned nothing: a lower "
+                               "--learning-rate may help); run again with --overwrite") from err
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
         if not chief:  # in a cluster only the chief writes out_dir
             self.console.print(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}", highlight=False,

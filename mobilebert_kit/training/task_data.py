@@ -131,6 +131,57 @@ def sequence_features(tokenizer, texts_a, texts_b, seq_len):
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
+def numeric_labels(path, raw, what, why):
+    """``raw`` label cells as numbers (float64); the first that is no finite float32 number is refused by row.
+
+    The one rule of numeric labels (regression targets, the similarity scores of sentence pairs): a "nan" or
+    "inf" cell parses as a float, and one of them turns a loss or a correlation into NaN, or into a number
+    computed from the other rows only.
+
+    Args:
+        path: the data file, for messages.
+        raw (list): the label cells in data-row order.
+        what (str): what a label is, in words ("regression label").
+        why (str): what a non-finite one would do.
+
+    Example:
+        >>> numeric_labels("t.tsv", ["0.5", " 2 "], "regression label", "").tolist()
+        [0.5, 2.0]
+    """
+    try:
+        values = np.asarray([float(x) for x in raw], np.float64)
+    except (TypeError, ValueError) as err:
+        raise MbkError(f"{path}: {what}s must be numbers ({err}); give every row a number") from err
+    wide = np.flatnonzero(~np.isfinite(values) | (np.abs(values) > float(np.finfo(np.float32).max)))
+    if wide.size:
+        row = int(wide[0]) + 1
+        raise MbkError(f"{path}: the {what} of data row {row} is {raw[row - 1]!r}, not a finite float32 number "
+                       f"({why}); fix or remove the row")
+    return values
+
+
+def class_labels(path, raw):
+    """``raw`` label cells as class names: surrounding whitespace dropped, names that differ only in case refused.
+
+    Why: "pos " and "pos" (a stray space in a spreadsheet) or "Pos" and "pos" became separate classes without a
+    word, so the head learned a split class and the score counted the same answer wrong. Whitespace is never
+    part of a name (text cells are tokenized without it); case may be, so two spellings are an error to fix.
+    Training and evaluation both read labels here, so they agree.
+
+    Example:
+        >>> class_labels("t.tsv", ["pos ", "neg", 1])
+        ['pos', 'neg', '1']
+    """
+    names = [str(x).strip() for x in raw]
+    first = {}
+    for row, name in enumerate(names, 1):
+        seen = first.setdefault(name.casefold(), (name, row))
+        if seen[0] != name:
+            raise MbkError(f"{path}: labels {seen[0]!r} (data row {seen[1]}) and {name!r} (data row {row}) differ only "
+                           "in case; write each class one way")
+    return names
+
+
 def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_column=None, label_names=None,
                        need_label=True):
     """Features and labels of a classification/regression table.
@@ -158,18 +209,10 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
                 raise MbkError(f"{path}: the label of data row {row} is {shown}; give every row a label in column "
                                f"{label_column!r}, or remove the row")
         if task == "regression":
-            try:
-                labels = np.asarray([float(x) for x in raw], np.float64)
-            except (TypeError, ValueError) as err:
-                raise MbkError(f"{path}: regression labels must be numbers ({err})") from err
-            wide = np.flatnonzero(~np.isfinite(labels) | (np.abs(labels) > float(np.finfo(np.float32).max)))
-            if wide.size:
-                row = int(wide[0]) + 1
-                raise MbkError(f"{path}: the regression label of data row {row} is {raw[row - 1]!r}, not a finite "
-                               "float32 number (a NaN or infinite target makes every weight NaN); fix or remove the row")
-            labels = labels.astype(np.float32)
+            labels = numeric_labels(path, raw, "regression label",
+                                    "a NaN or infinite target makes every weight NaN").astype(np.float32)
         else:
-            raw = [str(x) for x in raw]
+            raw = class_labels(path, raw)
             if label_names is None:
                 label_names = sorted(set(raw))
             index = {name: i for i, name in enumerate(label_names)}

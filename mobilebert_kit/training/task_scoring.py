@@ -130,6 +130,8 @@ def _prepare_sequences(task):
             spec.get("label_names"), need_label=True,
         )
         index = spread(len(labels), limit)
+        if task == "regression":
+            _check_gold(np.asarray(labels[index], np.float64), "row's label", "value")
         return Prepared(_take(features, index), len(index), labels[index])
 
     return prepare
@@ -151,8 +153,7 @@ def _score_regression(outputs, prepared, spec):
         raise ArtifactError(f"{spec.get('model', 'the model')} outputs probabilities, which a one-output regression "
                             "head cannot give; export it again (mbk export writes a regressor's raw score)")
     predicted = np.asarray(outputs["logits"], np.float32)[:, 0]
-    _check_correlation(np.asarray(prepared.context, np.float64), predicted, spec, "row's label", "value",
-                       "every row the same value")
+    _check_correlation(predicted, spec, "every row the same value")
     return task_metrics.regression_metrics(prepared.context, predicted)
 
 
@@ -160,15 +161,13 @@ def _score_regression(outputs, prepared, spec):
 MIN_CORRELATION_ROWS = 3
 
 
-def _check_correlation(gold, predicted, spec, each, values, same, why=""):
-    """Refuses a correlation that is undefined, which ``metrics.pearson`` would report as 0 (a score that
-    passes a budget of 99% of a float model's 0) or as a trivial 1 for two rows.
+def _check_gold(gold, each, values):
+    """Refuses labels no correlation can be measured against: fewer than :data:`MIN_CORRELATION_ROWS`, or all
+    equal. Checked when the data is read (``prepare``), so ``mbk finetune --eval`` refuses them before training.
 
     Args:
-        gold, predicted: the labels and the model's values, one per row.
-        spec (dict): the evaluation spec (its ``model`` is named).
-        each, values, same, why (str): the message's words for a label, the data's unit, a constant
-            prediction and its likely cause.
+        gold: the labels of the rows scored.
+        each, values (str): the message's words for a label and for the data's unit.
     """
     n = len(gold)
     if n < MIN_CORRELATION_ROWS:
@@ -177,6 +176,24 @@ def _check_correlation(gold, predicted, spec, each, values, same, why=""):
     if np.ptp(gold) == 0:
         raise MbkError(f"every {each} in the data is {gold[0]:g}, so no correlation can be measured; score "
                        f"{values}s with varied labels")
+
+
+def _check_correlation(predicted, spec, same, why=""):
+    """Refuses a correlation that is undefined for the model's values (the labels passed :func:`_check_gold`),
+    which ``metrics.pearson`` would report as 0 (a score that passes a budget of 99% of a float model's 0).
+
+    Args:
+        predicted: the model's values, one per row.
+        spec (dict): the evaluation spec (its ``model`` is named).
+        same, why (str): the message's words for a constant prediction and its likely cause.
+    """
+    n = len(predicted)
+    broken = np.flatnonzero(~np.isfinite(predicted))
+    if broken.size:  # np.ptp of a NaN is NaN, which passes the test below: the correlation came out NaN
+        raise MbkError(f"{spec.get('model', 'the model')} gives {float(predicted[broken[0]])} for {broken.size} of "
+                       f"{n} scored row(s), so no correlation can be measured; its outputs are not finite numbers (weights "
+                       "that diverged in training, or a broken export): retrain it with a lower learning rate, or "
+                       "re-export it")
     if np.ptp(predicted) < 1e-7:
         raise MbkError(f"{spec.get('model', 'the model')} gives {same} ({float(predicted[0]):.4f}), so its "
                        f"correlation with the labels is undefined{why}")
@@ -230,13 +247,13 @@ def _prepare_pairs(path, tokenizer, spec, limit):
     if len(text_columns) != 2:
         raise MbkError(f"{path}: an embedder is scored on sentence pairs with a similarity score (columns sentence1, "
                        f"sentence2, label); this file has the columns {', '.join(rows[0])}")
+    # Every row's score is checked, as for regression labels (one rule, task_data.numeric_labels): a "nan"
+    # pair made the Spearman a ranking of the other pairs and the Pearson NaN (not JSON), without a word.
+    scores = task_data.numeric_labels(path, [r[label_column] for r in rows], "similarity score",
+                                      "a NaN or infinite score leaves the correlation undefined")
     index = spread(len(rows), limit)
-    rows = [rows[i] for i in index]
-    try:
-        scores = np.asarray([float(r[label_column]) for r in rows], np.float64)
-    except (TypeError, ValueError) as err:
-        raise MbkError(f"{path}: an embedder is scored against numeric similarity labels in {label_column!r} "
-                       f"({err}); give each pair a score") from err
+    rows, scores = [rows[i] for i in index], scores[index]
+    _check_gold(np.asarray(scores, np.float64), "pair's similarity score", "pair")
     halves = [task_data.sequence_features(tokenizer, [r[c] for r in rows], None, spec["seq_len"]) for c in text_columns]
     features = {k: np.concatenate([halves[0][k], halves[1][k]]) for k in halves[0]}
     return Prepared(features, len(rows), scores)
@@ -264,8 +281,7 @@ def _score_pairs(outputs, prepared, spec):
     n = prepared.rows
     a, b = vectors[:n], vectors[n:]
     cosine = (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
-    _check_correlation(np.asarray(prepared.context, np.float64), cosine, spec, "pair's similarity score", "pair",
-                       "every pair the same cosine", why=": its sentence vectors do not depend on the text (too short "
+    _check_correlation(cosine, spec, "every pair the same cosine", why=": its sentence vectors do not depend on the text (too short "
                        "a sequence length keeps only [CLS] and [SEP])")
     return {"spearman": task_metrics.spearman(cosine, prepared.context),
             "pearson": task_metrics.pearson(cosine, prepared.context)}
@@ -351,8 +367,14 @@ def score(task, data, predict, tokenizer, spec, limit=None, prepared=None):
     if prepared is None:
         prepared = prepare(task, data, tokenizer, spec, limit)
     outputs = predict(prepared.features)
-    return ArtifactEvaluation(record.score(outputs, prepared, spec), record.primary, record.task, prepared.rows,
-                              record.higher_is_better)
+    metrics = record.score(outputs, prepared, spec)
+    # A NaN metric compares false with every budget and is no JSON (json.dumps writes a bare NaN): every caller
+    # (mbk evaluate --json, the pipeline's evaluation.json, fine-tuning's eval line) gets a number or this error.
+    undefined = [key for key, value in metrics.items() if not np.isfinite(value)]
+    if undefined:
+        raise MbkError(f"{spec.get('model', 'the model')}'s {undefined[0]} on {data} is {metrics[undefined[0]]} "
+                       "(not a finite number: the model's outputs are not finite, or too large); retrain or re-export the model")
+    return ArtifactEvaluation(metrics, record.primary, record.task, prepared.rows, record.higher_is_better)
 
 
 # ------------------------------------------------------------- several models side by side
@@ -369,7 +391,7 @@ def compare(named, min_ratio=DEFAULT_MIN_RATIO):
     Returns:
         list[dict]: per model ``model``, ``task``, ``rows``, ``primary``, ``metrics``, ``drop`` (reference
         minus this, in the metric's units; positive is worse for higher-is-better metrics), ``ratio``
-        (None when the reference is <= 0) and ``passed``.
+        (None when the reference is <= 0 or the ratio overflows) and ``passed``.
 
     Raises:
         MbkError: the models were scored on different tasks.
@@ -388,6 +410,8 @@ def compare(named, min_ratio=DEFAULT_MIN_RATIO):
                            "compare models of one task")
         value, base = evaluation.value, reference.value
         ratio = value / base if base > 0 else None
+        if ratio is not None and not np.isfinite(ratio):  # a reference of 1e-320 overflows: no ratio, as for 0
+            ratio = None
         if not evaluation.higher_is_better:
             passed = value <= base / min_ratio if base > 0 and min_ratio > 0 else value <= base
         else:

@@ -1,5 +1,6 @@
 """Task metrics of exported files: each head in both formats scored like its Keras model, TF-free, one-line errors."""
 
+import re
 import subprocess
 import sys
 
@@ -117,13 +118,11 @@ def test_an_undefined_correlation_is_refused_not_reported_as_zero(task_models, e
 
 
 @pytest.mark.parametrize("labels, predicted, problem", [
-    ([2.0, 2.0, 2.0], [0.1, 0.5, 0.9], "every row's label in the data is 2"),
     ([0.1, 0.5, 0.9], [0.3, 0.3, 0.3], "gives every row the same value (0.3000)"),
-    ([0.1, 0.9], [0.2, 0.4], "2 row(s) cannot measure a correlation"),
+    # np.ptp of a NaN is NaN, which passed the constant check: "pearson NaN", no JSON.
+    ([0.1, 0.5, 0.9], [0.2, float("nan"), 0.4], "gives nan for 1 of 3 scored row(s)"),
 ])
 def test_an_undefined_regression_correlation_is_refused(labels, predicted, problem):
-    # Constant labels scored "pearson 0.0000", which then met auto's budget of 99% of a float 0.0; two rows
-    # always correlate perfectly.
     import re
 
     from mobilebert_kit.errors import MbkError
@@ -134,3 +133,77 @@ def test_an_undefined_regression_correlation_is_refused(labels, predicted, probl
         _score_regression({"logits": np.array(predicted)[:, None]}, prepared, {"model": "m.onnx"})
     fine = _score_regression({"logits": np.array([[0.2], [0.4], [0.1]])}, Prepared({}, 3, np.array([1.0, 2.0, 0.5])), {})
     assert fine["pearson"] > 0.9
+
+
+@pytest.mark.parametrize("labels, problem", [
+    (["2", "2", "2"], "every row's label in the data is 2"),
+    (["0.1", "0.9"], "2 row(s) cannot measure a correlation"),
+])
+def test_labels_no_correlation_can_use_are_refused_when_the_data_is_read(tmp_path, labels, problem):
+    # Constant labels scored "pearson 0.0000", which then met auto's budget of 99% of a float 0.0; two rows
+    # always correlate perfectly. Refused in prepare(), so `finetune --eval` says it before training.
+    import re
+
+    from mobilebert_kit.training.task_scoring import prepare
+
+    data = tmp_path / "dev.tsv"
+    data.write_text("sentence\tlabel\n" + "".join(f"a b\t{label}\n" for label in labels))
+    with pytest.raises(MbkError, match=re.escape(problem)):
+        prepare("regression", data, _tiny_tokenizer(tmp_path), {"seq_len": 8})
+
+
+def _tiny_tokenizer(tmp_path):
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d"]) + "\n")
+    return WordPieceTokenizer(vocab)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-Infinity", "1e39"])
+def test_non_finite_pair_scores_are_refused_as_regression_labels_are(tmp_path, value):
+    # A "nan" similarity score parsed as a float: Spearman ranked the other pairs and Pearson printed NaN
+    # (invalid JSON), exit 0. Both numeric label kinds now go through one rule (task_data.numeric_labels).
+    from mobilebert_kit.training.task_scoring import prepare
+
+    tokenizer = _tiny_tokenizer(tmp_path)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(f"sentence1\tsentence2\tlabel\na\tb\t1\nb\tc\t{value}\nc\td\t3\nd\ta\t4\n")
+    with pytest.raises(MbkError, match=rf"similarity score of data row 2 is '{value}', not a finite float32 number"):
+        prepare("embedding", pairs, tokenizer, {"seq_len": 8})
+    # Every row is checked, also those --limit leaves out (the row named is the file's).
+    with pytest.raises(MbkError, match="data row 2"):
+        prepare("embedding", pairs, tokenizer, {"seq_len": 8}, limit=1)
+    single = tmp_path / "reg.tsv"
+    single.write_text(f"sentence\tlabel\na\t1\nb\t{value}\n")
+    with pytest.raises(MbkError, match=rf"regression label of data row 2 is '{value}', not a finite float32 number"):
+        prepare("regression", single, tokenizer, {"seq_len": 8})
+    pairs.write_text("sentence1\tsentence2\tlabel\na\tb\t1\nb\tc\t 2.5 \nc\td\t3\n")
+    assert prepare("embedding", pairs, tokenizer, {"seq_len": 8}).context.tolist() == [1.0, 2.5, 3.0]
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_a_metric_that_is_no_finite_number_is_refused_before_any_output(tmp_path):
+    # A NaN or infinite metric is no JSON (json.dumps writes a bare NaN) and compares false with any budget:
+    # score(), the one scoring path of mbk evaluate, the pipeline and fine-tuning, refuses it by name.
+    from mobilebert_kit.training.task_scoring import score
+
+    data = tmp_path / "reg.tsv"
+    data.write_text("sentence\tlabel\na\t1\nb\t2\nc\t3\n")
+    huge = {"logits": np.array([[1e30], [2e30], [3e30]], np.float32)}  # finite, but their squared error overflows
+    with pytest.raises(MbkError, match=r"m.onnx's mse on .*reg.tsv is inf \(not a finite number"):
+        score("regression", data, lambda features: huge, _tiny_tokenizer(tmp_path), {"model": "m.onnx", "seq_len": 8})
+
+
+@pytest.mark.parametrize("meta, cause", [
+    ({"do_lower_case": True}, "exported with --no-vocab or embed_vocab = false"),
+    # A preset has no tokenizer: the export records no casing and nothing used --no-vocab.
+    ({"do_lower_case": None, "source": "preset tiny-bert (random weights, seed 0)"},
+     "its source, preset tiny-bert (random weights, seed 0), had no vocab.txt"),
+])
+def test_a_file_without_vocabulary_names_why_it_has_none(meta, cause):
+    from mobilebert_kit.evaluation.artifact_metrics import _tokenizer_of
+
+    with pytest.raises(MbkError, match=re.escape(f"u.onnx carries no vocabulary ({cause}), so the data cannot be "
+                                                 "tokenized; pass --tokenizer")):
+        _tokenizer_of("u.onnx", meta, None, None)

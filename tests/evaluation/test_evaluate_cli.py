@@ -57,6 +57,8 @@ def test_several_models_give_one_table_with_drop_and_ratio(task_models, exported
         (("embedding", "tflite"), "classification", "scored on sentence pairs"),
         (("classification", "tflite"), "empty", "has no rows"),
         (("classification", "tflite"), "unknown-label", "label 'zzz'"),
+        # Three "nan" scores of four printed spearman -0.4 and a bare NaN (no JSON), exit 0.
+        (("embedding", "tflite"), "nan-scores", "similarity score of data row 2 is 'nan', not a finite float32"),
         ("not-an-artifact", "classification", "not a TFLite flatbuffer"),
         ("text.txt", "classification", "expected .tflite or .onnx"),
         ("plain-dir", "classification", "is neither a fine-tuned model (task.json) nor a saved task model"),
@@ -68,6 +70,9 @@ def test_bad_inputs_are_one_line_errors(task_models, exported, tmp_path, capsys,
              "plain-dir": tmp_path / "plain"}
     files["empty"].write_text("sentence\tlabel\n")
     files["unknown-label"].write_text("sentence\tlabel\ngood movie\tc1\nbad film\tzzz\n")
+    files["nan-scores"] = tmp_path / "nan.tsv"
+    files["nan-scores"].write_text("sentence1\tsentence2\tlabel\ngood movie\tbad film\t4.5\n"
+                                   + "".join(f"the {w}\ta {w}\tnan\n" for w in ("plot", "actor", "film")))
     files["not-an-artifact"].write_text("this is not a model\n")
     files["text.txt"].write_text("hello\n")
     files["plain-dir"].mkdir()

@@ -360,3 +360,36 @@ def test_a_config_whose_width_the_heads_do_not_divide_names_the_file_and_the_fix
     proc = mbk("info", source, "--seq-len", 16)
     assert_refused(proc, f"{source / 'config.json'}: attention width 32 is not a multiple of num_heads=3",
                    "to a divisor of 32")
+
+
+@pytest.mark.parametrize("name", ["b.onnx", "a.TFLITE"])
+def test_info_on_an_exported_file_points_to_inspect(mbk, tmp_path, name):
+    # "not a checkpoint: expected config.json + model.safetensors ..." sent the user looking for a config.
+    path = tmp_path / name
+    path.write_bytes(b"exported")
+    assert_refused(mbk("info", path), f"{path} is a {path.suffix.lower()} file (an exported model), not a preset or "
+                   f"checkpoint; run `mbk inspect {path}`")
+
+
+@pytest.mark.parametrize("ops, fmt, name", [
+    ({"Gather", "MatMul"}, "onnx", "no LayerNorm/GELU/ReLU found"),  # was "NoNorm+none", a BERT variant's name
+    (set(), "tflite", "no LayerNorm/GELU/ReLU found"),  # a file with no ops
+    ({"RSQRT", "FULLY_CONNECTED"}, "tflite", "LayerNorm, no GELU/ReLU found"),
+    ({"FULLY_CONNECTED", "RELU"}, "tflite", "NoNorm+ReLU"),  # NoNorm is read from a transformer's missing LayerNorm
+])
+def test_a_graph_without_a_known_activation_is_named_by_what_was_found(ops, fmt, name):
+    from mobilebert_kit.artifacts.taxonomy import variant_name
+
+    assert variant_name(ops, fmt) == name
+
+
+def test_onnx_readiness_says_what_the_client_feeds_in_whole_phrases(tmp_path):
+    # "...; it feeds any" ended a reason; a graph with no inputs read "(found none)".
+    from mobilebert_kit.artifacts.clients import client_readiness
+
+    (none,) = client_readiness(_onnx_file(tmp_path / "noin.onnx")).values()
+    assert "it feeds inputs named input_ids, attention_mask, token_type_ids (the graph has no inputs)" in none
+    (fixed,) = client_readiness(_onnx_file(tmp_path / "fixed.onnx", [1, 16])).values()
+    assert "inputs input_ids have a fixed batch or sequence length, but it feeds any batch size and sequence " \
+           "length (export with dynamic axes, as mbk export writes .onnx)" in fixed
+    assert not [reason for reason in none + fixed if reason.endswith("feeds any")]

@@ -212,6 +212,27 @@ def test_the_evaluation_file_is_read_once(tokenizer, tmp_path, monkeypatch):
     assert 0.0 <= results["accuracy"] <= 1.0
 
 
+def test_a_trained_model_that_cannot_be_scored_says_so_and_what_to_do(tokenizer, tmp_path, monkeypatch):
+    # A run at --learning-rate 10 answered one value for every row: the error named the undefined correlation
+    # only, though the model was not saved and --resume would score the same model again.
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.training import fine_tuner
+
+    def constant(*args, **kwargs):
+        raise MbkError("the model gives every row the same value (3.4682), so its correlation with the labels is "
+                       "undefined")
+
+    monkeypatch.setattr(fine_tuner, "model_evaluation", constant)
+    train, dev = _sentiment(tmp_path / "train.tsv", 16, 0), _sentiment(tmp_path / "dev.tsv", 6, 1)
+    config = FinetuneConfig(task="classification", epochs=1, batch_size=8, seq_len=16)
+    with pytest.raises(MbkError) as err:
+        FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(train, tmp_path / "out", eval_path=dev)
+    assert str(err.value).startswith(f"scoring the trained model on {dev} failed: the model gives every row")
+    assert str(err.value).endswith("the model was not saved (a model that answers one value diverged or learned "
+                                   "nothing: a lower --learning-rate may help); run again with --overwrite")
+    assert not (tmp_path / "out" / "model").exists()
+
+
 _QA = '{"id": 1, "question": "q", "answers": [{"text": "a", "answer_start": 0}]}'
 
 
@@ -254,3 +275,22 @@ def test_a_hostile_task_json_is_one_line(tmp_path, task_json, fragment):
     with pytest.raises(MbkError, match=fragment) as err:
         evaluate_directory(tmp_path, tmp_path / "x.tsv")
     assert "\n" not in str(err.value)
+
+
+def test_class_labels_drop_surrounding_whitespace_and_refuse_two_spellings(tokenizer, tmp_path):
+    # "pos", "pos " and "Pos" trained as three classes without a word (['Pos', 'neg', 'pos', 'pos ']).
+    from mobilebert_kit.errors import MbkError
+
+    spaced = tmp_path / "spaced.tsv"
+    spaced.write_text("sentence\tlabel\ngood movie\tpos\nbad film\t neg\nthe plot\tpos \n")
+    features, labels, names, _ = task_data.load_sequence_task(spaced, tokenizer, 8, "classification")
+    assert names == ["neg", "pos"] and labels.tolist() == [1, 0, 1]
+    # Evaluation reads labels by the same rule: "pos " is the trained class "pos".
+    assert task_data.load_sequence_task(spaced, tokenizer, 8, "classification", label_names=["neg", "pos"])[1].tolist() \
+        == [1, 0, 1]
+    cased = tmp_path / "cased.tsv"
+    cased.write_text("sentence\tlabel\na\tpos\nb\tneg\nc\tPos \n")
+    with pytest.raises(MbkError, match=r"labels 'pos' \(data row 1\) and 'Pos' \(data row 3\) differ only in case"):
+        task_data.load_sequence_task(cased, tokenizer, 8, "classification")
+    with pytest.raises(MbkError, match="differ only in case"):
+        task_data.load_sequence_task(cased, tokenizer, 8, "classification", label_names=["Pos", "neg", "pos"])
