@@ -5,30 +5,13 @@ import argparse
 from mobilebert_kit.data.pretraining_examples import OPTION_LIMITS
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
-from mobilebert_kit.utils.limits import within
+from mobilebert_kit.utils.limits import number_option
 
 
 def _option(field):
-    """The argparse ``type=`` of a PretrainingDataOptions field: its bounds in ``OPTION_LIMITS``.
-
-    Not ``number_option``: two of the builder's bounds are tighter than the shared records (a --seq-len of 3
-    passed the parser and failed later), and the message must give the range the builder takes.
-    """
-    key, limit = OPTION_LIMITS[field]
-
-    def parse(text):
-        text = str(text).strip()
-        try:
-            value = int(text, 10) if limit.kind is int else float(text)
-        except ValueError:
-            value = text
-        if not within(limit, value):
-            raise argparse.ArgumentTypeError(f"must be {limit.describe()}, got {value!r}")
-        return value
-
-    parse.__name__ = "integer" if limit.kind is int else "number"
-    parse.limit_key = key  # the shared record these bounds narrow (tests enumerate every numeric flag by it)
-    return parse
+    """The argparse ``type=`` of a PretrainingDataOptions field: its bounds in ``OPTION_LIMITS``, two of them
+    tighter than the shared records (a --seq-len of 3 passed the parser and failed later)."""
+    return number_option(*OPTION_LIMITS[field])
 
 
 def register(subparsers):

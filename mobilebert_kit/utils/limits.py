@@ -169,13 +169,18 @@ def _parse(limit, text):
         return text
 
 
-def number_option(key):
+def number_option(key, limit=None):
     """An argparse ``type=`` for the :data:`LIMITS` entry ``key``; argparse names the flag in its error.
+
+    Args:
+        key (str): the :data:`LIMITS` entry (tests enumerate every numeric flag by it).
+        limit (Limit | None): bounds narrower than the entry's, where one consumer needs them
+            (``pretraining-data --seq-len`` >= 5); default the entry's own.
 
     Example:
         >>> parser.add_argument("--count", type=number_option("count"), default=16)  # doctest: +SKIP
     """
-    limit = LIMITS[key]
+    limit = LIMITS[key] if limit is None else limit
 
     def parse(text):
         value = _parse(limit, text)
