@@ -280,7 +280,35 @@ def overlap(path, other):
         return "is"
     if path.is_relative_to(other):
         return "is inside"
-    return "contains" if other.is_relative_to(path) else None
+    if other.is_relative_to(path):
+        return "contains"
+    # The same directory or file under another name: a bind mount (`mount --bind data alias`) or a hard link
+    # has its own path but the same device and inode numbers, and --overwrite of `alias/x` replaced `data/x`.
+    own, ancestors = _identities(path)
+    theirs, their_ancestors = _identities(other)
+    if own is not None and own == theirs:
+        return "is"
+    if theirs is not None and theirs in ancestors:
+        return "is inside"
+    return "contains" if own is not None and own in their_ancestors else None
+
+
+def _identities(path):
+    """``(id of path or None, ids of its existing ancestors)``, an id being ``(st_dev, st_ino)``; the root, which
+    every path has, is left out."""
+    own = None
+    with contextlib.suppress(OSError):
+        st = os.stat(path)
+        own = (st.st_dev, st.st_ino)
+    ancestors = set()
+    for ancestor in path.parents:
+        with contextlib.suppress(OSError):
+            st = os.stat(ancestor)
+            ancestors.add((st.st_dev, st.st_ino))
+    with contextlib.suppress(OSError):
+        root = os.stat(path.anchor or "/")
+        ancestors.discard((root.st_dev, root.st_ino))
+    return own, ancestors
 
 
 def _check_parent(path):
@@ -424,6 +452,28 @@ def _plain_mode(path):
         os.chmod(path, 0o666 & ~umask)
 
 
+def _keep_access(path, tmp):
+    """Gives ``tmp`` the permission bits (and, as root, the owner) of the ``path`` it replaces, when both are
+    files or both directories: a 0700 directory or a 0600 file a user had made private stays private when
+    its contents are replaced (the umask's 0755 / 0644 had opened it to everyone)."""
+    with contextlib.suppress(OSError):
+        _apply_access(os.lstat(path), tmp)
+
+
+def _apply_access(old, target):
+    """:func:`_keep_access` from the ``os.lstat`` result ``old`` of what ``target`` replaces."""
+    try:
+        new = os.lstat(target)
+    except OSError:
+        return
+    if stat.S_IFMT(old.st_mode) != stat.S_IFMT(new.st_mode) or stat.S_ISLNK(old.st_mode):
+        return
+    os.chmod(target, stat.S_IMODE(old.st_mode))
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and (old.st_uid, old.st_gid) != (new.st_uid, new.st_gid):
+        with contextlib.suppress(OSError):
+            os.chown(target, old.st_uid, old.st_gid)
+
+
 # --- the writers ----------------------------------------------------------------------------------------------
 
 def _begin(path, kind, overwrite, sources):
@@ -461,6 +511,8 @@ def _finish(tmp, path, kind, overwrite, sources):
         _check_internal(path)
     _plain_mode(tmp)
     exists = decision in (REPLACE, EMPTY, OVERWRITE) or (decision is None and os.path.lexists(path))
+    if exists:
+        _keep_access(path, tmp)
     if exists and (os.path.isdir(path) or os.path.isdir(tmp)):
         # rename() cannot put a directory over a non-empty one (or a file over a directory): move the old one
         # aside first, and delete it only once the new one is in place.
@@ -668,12 +720,16 @@ def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
 def _make_ready(path, kind, decision, fresh):
     """:func:`prepare_dir` once ``decision`` (:func:`check_output`'s) is known."""
     try:
+        replaced = None
         if decision == OVERWRITE or (fresh and decision == REPLACE):
+            replaced = os.lstat(path)
             if os.path.isdir(path):
                 shutil.rmtree(path)
             else:
                 os.remove(path)
         path.mkdir(parents=True, exist_ok=True)
+        if replaced is not None:
+            _apply_access(replaced, path)
         if decision != REPLACE or _marker(path) != _kind(kind).format:
             _store_marker(path, {"format": _kind(kind).format, "version": MARKER_VERSION})
     except OSError as err:
@@ -716,6 +772,7 @@ def foreign_set_aside(path, kind, *, overwrite=False, sources=()):
                 os.rename(aside, path)
         raise
     if aside is not None:
+        _keep_access(aside, path)
         remove_path(aside, ignore_errors=True)
 
 

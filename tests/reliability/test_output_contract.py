@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -228,6 +229,26 @@ def test_overwrite_replaces_what_is_not_ours(mbk, inputs, tmp_path, command):
     assert _partials(tmp_path) == []
 
 
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.cheap], ids=[c.name for c in COMMANDS if c.cheap])
+def test_a_private_output_stays_private_when_replaced(mbk, inputs, tmp_path, command):
+    # A replaced output got the umask's 0755 / 0644: a 0700 directory or 0600 file the user had closed opened
+    # to everyone (issue 9's probe, session 12).
+    out = tmp_path / _out_name(command)
+    _own_previous_output(command, out)
+    private = 0o700 if command.is_dir else 0o600
+    os.chmod(out, private)
+    proc = mbk(*command.argv(inputs, out))
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(os.stat(out).st_mode) == private
+    user = tmp_path / "user" / _out_name(command)
+    user.parent.mkdir()
+    user.mkdir() if command.is_dir else user.write_text("notes\n")
+    os.chmod(user, private)
+    proc = mbk(*command.argv(inputs, user), "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(os.stat(user).st_mode) == private
+
+
 def test_save_fills_an_empty_directory_and_refuses_a_users(tmp_path):
     import mobilebert_kit as mbk
     from mobilebert_kit.utils.atomic import OutputError
@@ -363,6 +384,33 @@ def test_decision_refuses_the_source_inside_and_around(tmp_path):
     with pytest.raises(OutputError, match="contains"):  # a TF1 prefix stands for its .index file
         check_output(tmp_path, "model", overwrite=True, sources=[src / "model"])
     assert check_output(tmp_path / "other", "model", sources=[src, "tiny-bert"]) == "new"  # a preset is no path
+
+
+def test_decision_refuses_the_source_under_another_name(tmp_path):
+    # A hard link, or a bind mount of the input's directory, names the input by another path: realpath does
+    # not see it, and --overwrite of the alias replaced the input (issue 9's probe, session 12).
+    from mobilebert_kit.utils.atomic import OutputError, check_output
+
+    src = tmp_path / "data"
+    src.mkdir()
+    (src / "m.onnx").write_bytes(b"model")
+    os.link(src / "m.onnx", tmp_path / "alias.onnx")
+    with pytest.raises(OutputError, match="is the command's input"):
+        check_output(tmp_path / "alias.onnx", "profile-json", overwrite=True, sources=[src / "m.onnx"])
+    alias = tmp_path / "alias"
+    alias.mkdir()
+    if subprocess.run(["mount", "--bind", src, alias], capture_output=True).returncode != 0:
+        return  # bind mounts need root; the hard link above is the same check
+    try:
+        for out, source, relation in ((alias, src, "is the"), (alias / "x", src, "is inside"),
+                                      (alias / "m.onnx", src / "m.onnx", "is the")):
+            with pytest.raises(OutputError, match=relation):
+                check_output(out, "model", overwrite=True, sources=[source])
+        with pytest.raises(OutputError, match="contains"):
+            check_output(alias, "model", overwrite=True, sources=[src / "m.onnx"])
+    finally:
+        subprocess.run(["umount", alias], capture_output=True)
+    assert check_output(tmp_path / "other", "model", sources=[src]) == "new"
 
 
 def test_sniffs_recognise_what_the_writers_write(tmp_path):
