@@ -31,9 +31,11 @@ def register(subparsers):
     parser.add_argument("--tokenizer", type=input_path_option("any"), metavar="PATH",
                         help="vocab.txt or model directory for a file exported with --no-vocab")
     parser.add_argument("--text-columns", metavar="A[,B]",
-                        help="text column(s) of the table (default: the directory's task.json, else GLUE names)")
+                        help="text column(s) of the table (default: the fine-tune's, from the directory's task.json or "
+                        "recorded in the exported file, else GLUE names)")
     parser.add_argument("--label-column", metavar="NAME",
-                        help="label column of the table (default: the directory's task.json, else label/score/...)")
+                        help="label column of the table (default: the fine-tune's, from the directory's task.json or "
+                        "recorded in the exported file, else label/score/...)")
     parser.add_argument("--min-ratio", type=number_option("min_ratio"), default=DEFAULT_MIN_RATIO, metavar="R",
                         help="with several --model: each must keep >= R x the first model's headline metric "
                         f"(default {DEFAULT_MIN_RATIO}, MLPerf Mobile's rule)")

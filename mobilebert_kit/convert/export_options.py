@@ -177,7 +177,8 @@ class ExportOptions:
     calibration: str = option(None, flag="--calibration", recipe=("calibration", "data"), kind="path",
                               help="calibration data: .txt (one sentence per line) or .npz input arrays")
     validation_data: str = option(None, flag="--validation-data", recipe=("validation", "data"), kind="path",
-                                  help="validation inputs (.txt or .npz); default: calibration rows or sample text")
+                                  help="validation inputs (.txt or .npz); default: built-in sample sentences for a model "
+                                  "with a vocabulary (text the calibration did not see), else calibration rows")
     overwrite: bool = option(False, flag="--overwrite", kind="switch", help=OVERWRITE_HELP)
     io_type: str = option("float32", flag="--io-type", recipe=("export", "io_type"), choices=("float32", "int8"),
                           help="TFLite int8/qat io type")

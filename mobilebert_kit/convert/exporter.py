@@ -611,6 +611,8 @@ def _metadata(source, model, graph, options):
         "do_lower_case": tokenizer.do_lower_case if tokenizer is not None else None,
         "special_tokens": {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"},
         "labels": labels,
+        # The table columns of the fine-tune (its task.json), so that `mbk evaluate FILE` reads the same table.
+        "table_columns": getattr(source, "table_columns", None),
         "normalization_type": config["normalization_type"],
         "hidden_act": config["hidden_act"],
     }

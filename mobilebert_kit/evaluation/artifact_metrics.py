@@ -32,6 +32,7 @@ from rich.table import Table
 
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN
@@ -77,8 +78,10 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
                       num_threads=None, text_columns=None, label_column=None):
     """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data.
 
-    The task, vocabulary, casing, label names and sequence length come from the file
-    (``mbk_metadata`` / ``mbk_vocab``); nothing here imports TensorFlow.
+    The task, vocabulary, casing, label names, table columns and sequence length come from the file
+    (``mbk_metadata`` / ``mbk_vocab``); nothing here imports TensorFlow. A ``.tflite`` with client metadata is fed
+    the ids its app computes (MediaPipe / the Task Library: A-Z lower-cased, accents kept), so the metric is
+    the one the app gets.
 
     Args:
         path (str | os.PathLike): the file written by ``mbk export``.
@@ -91,8 +94,8 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
         tokenizer (str | os.PathLike | None): a vocab.txt / model directory for a file without an embedded vocabulary.
         fmt (str | None): ``"tflite"`` or ``"onnx"`` when the suffix does not say.
         num_threads (int | None): runtime threads.
-        text_columns (list[str] | None): the table's text column(s) (default: GLUE's usual names);
-            the file does not record the columns it was fine-tuned on.
+        text_columns (list[str] | None): the table's text column(s) (default: the fine-tune's, which the
+            file records, when the table has them; else GLUE's usual names).
         label_column (str | None): the table's label column (default: label, score, ...).
 
     Returns:
@@ -123,7 +126,8 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
     spec = {"model": str(path), "task": task, "seq_len": _seq_len_of(path, runner, meta, seq_len),
             "label_names": labels, "pooling": meta.get("pooling"),
             "doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length,
-            "text_columns": text_columns, "label_column": label_column}
+            "text_columns": text_columns, "label_column": label_column,
+            "recorded_columns": meta.get("table_columns") if isinstance(meta.get("table_columns"), dict) else None}
     wanted = set(task_metric(task, path).outputs)
     step = runner.batch_size or batch_size
 
@@ -135,7 +139,13 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
             parts.append({canonical.get(k, k): v for k, v in out.items() if canonical.get(k, k) in wanted})
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    return score(task, data, predict, _tokenizer_of(path, meta, vocab, tokenizer), spec, limit)
+    text_tokenizer = _tokenizer_of(path, meta, vocab, tokenizer)
+    if fmt == "tflite" and TFLITE_METADATA in graph.metadata:
+        # The file is scored on the ids its app computes: MediaPipe and the Task Library tokenize with the packed
+        # vocab.txt, lower-casing A-Z only and keeping accents, whatever the checkpoint's tokenizer does
+        # (docs/clients/README.md). With the checkpoint's tokenizer, accented rows scored other ids than the app's.
+        text_tokenizer = text_tokenizer.client_tokenizer()
+    return score(task, data, predict, text_tokenizer, spec, limit)
 
 
 def _task_of(export_task, labels, graph, canonical):

@@ -116,6 +116,26 @@ class ModelSource:
             return WordPieceTokenizer.from_directory(self.directory)
         return None
 
+    @property
+    def table_columns(self):
+        """``{"text_columns": [...], "label_column": str | None}`` a fine-tuned model was trained on (the
+        ``task.json`` of ``mbk finetune --out DIR``, beside ``DIR/model``), else None.
+
+        An export records them, so that ``mbk evaluate FILE`` and ``mbk export --eval-data`` read a table
+        with the fine-tune's own column names (``--text-columns "tweet text"``) as the fine-tune did.
+        """
+        task_file = self.directory.parent / "task.json" if self.directory is not None else None
+        if task_file is None or self.directory.name != "model" or not task_file.is_file():
+            return None
+        try:
+            spec = load_json(task_file, "task.json", expect=dict)
+        except ConfigError:
+            return None
+        text, label = spec.get("text_columns"), spec.get("label_column")
+        if not (isinstance(text, list) and 0 < len(text) <= 2 and all(isinstance(c, str) and c for c in text)):
+            return None
+        return {"text_columns": list(text), "label_column": label if isinstance(label, str) and label else None}
+
     def describe(self):
         if self.kind in ("preset", "config"):
             return f"{KINDS[self.kind]} {self.name} (random weights, seed {self.seed})"

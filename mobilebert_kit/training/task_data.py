@@ -79,11 +79,18 @@ def read_table(path):
         raise MbkError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
 
 
-def resolve_columns(rows, path, text_columns=None, label_column=None, need_label=True):
-    """Picks the text and label columns: given ones are checked, else GLUE's usual names are tried."""
+def resolve_columns(rows, path, text_columns=None, label_column=None, need_label=True, recorded=None):
+    """Picks the text and label columns: given ones are checked, else the ``recorded`` ones (an exported
+    file's fine-tune columns, ``{"text_columns", "label_column"}``) where the table has them, else GLUE's
+    usual names are tried."""
     if not rows:
         raise MbkError(f"{path} has no rows")
     columns = list(rows[0])
+    recorded = recorded if isinstance(recorded, dict) else {}
+    if not text_columns and recorded.get("text_columns") and all(c in columns for c in recorded["text_columns"]):
+        text_columns = list(recorded["text_columns"])
+    if label_column is None and recorded.get("label_column") in columns:
+        label_column = recorded["label_column"]
     if text_columns:
         missing = [c for c in text_columns if c not in columns]
         if missing:
@@ -183,18 +190,19 @@ def class_labels(path, raw):
 
 
 def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_column=None, label_names=None,
-                       need_label=True):
+                       need_label=True, recorded_columns=None):
     """Features and labels of a classification/regression table.
 
     Args:
         label_names: class names in index order (from training); None builds them
             from this file (sorted). Unknown labels in evaluation data are an error.
+        recorded_columns: the columns an exported file records (:func:`resolve_columns`' ``recorded``).
 
     Returns:
         ``(features, labels or None, label_names, columns)``.
     """
     rows = read_table(path)
-    text_columns, label_column = resolve_columns(rows, path, text_columns, label_column, need_label)
+    text_columns, label_column = resolve_columns(rows, path, text_columns, label_column, need_label, recorded_columns)
     texts_a = [r[text_columns[0]] for r in rows]
     texts_b = [r[text_columns[1]] for r in rows] if len(text_columns) > 1 else None
     features = sequence_features(tokenizer, texts_a, texts_b, seq_len)

@@ -127,7 +127,7 @@ def _prepare_sequences(task):
                            "in output order), as `mbk finetune` writes in OUT/model")
         features, labels, _, _ = task_data.load_sequence_task(
             path, tokenizer, spec["seq_len"], task, spec.get("text_columns"), spec.get("label_column"),
-            spec.get("label_names"), need_label=True,
+            spec.get("label_names"), need_label=True, recorded_columns=spec.get("recorded_columns"),
         )
         index = spread(len(labels), limit)
         if task == "regression":
@@ -243,7 +243,8 @@ def _score_tagged(outputs, prepared, spec):
 def _prepare_pairs(path, tokenizer, spec, limit):
     rows = task_data.read_table(path)
     text_columns, label_column = task_data.resolve_columns(rows, path, spec.get("text_columns"),
-                                                           spec.get("label_column"), need_label=True)
+                                                           spec.get("label_column"), need_label=True,
+                                                           recorded=spec.get("recorded_columns"))
     if len(text_columns) != 2:
         raise MbkError(f"{path}: an embedder is scored on sentence pairs with a similarity score (columns sentence1, "
                        f"sentence2, label); this file has the columns {', '.join(rows[0])}")

@@ -207,3 +207,53 @@ def test_a_file_without_vocabulary_names_why_it_has_none(meta, cause):
     with pytest.raises(MbkError, match=re.escape(f"u.onnx carries no vocabulary ({cause}), so the data cannot be "
                                                  "tokenized; pass --tokenizer")):
         _tokenizer_of("u.onnx", meta, None, None)
+
+
+def test_a_file_reads_tables_by_its_fine_tunes_column_names(task_models, tmp_path):
+    # `mbk finetune --text-columns "tweet text" --label-column "my label"` records the columns in task.json;
+    # `mbk evaluate FILE` and `mbk export --eval-data` of its export refused the same table ("cannot tell the text
+    # column(s)"), and export has no --text-columns to pass (session 12's probe).
+    import json
+    import shutil
+
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    directory = tmp_path / "ft"
+    shutil.copytree(task_models["classification"], directory)
+    spec = json.loads((directory / "task.json").read_text())
+    (directory / "task.json").write_text(json.dumps({**spec, "text_columns": ["tweet text"], "label_column": "my label"}))
+    out = tmp_path / "clf.tflite"
+    export(ExportOptions(str(directory), "tflite", "none", out=str(out), seq_len=SEQ, validate=False), log=None)
+    glue = task_models["data"]["classification"]
+    lines = glue.read_text().splitlines()
+    custom = tmp_path / "custom.tsv"
+    custom.write_text("\n".join(["id\ttweet text\tmy label"] + [f"{i}\t{line}" for i, line in enumerate(lines[1:])]) + "\n")
+    ours = evaluate_artifact(out, custom)
+    assert ours.rows == len(lines) - 1
+    assert ours.metrics == pytest.approx(evaluate_artifact(out, glue).metrics)  # a GLUE header still reads
+    with pytest.raises(MbkError, match="cannot tell the text column"):
+        evaluate_artifact(_exported_without_columns(task_models, tmp_path), custom)
+
+
+def _exported_without_columns(task_models, tmp_path):
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    out = tmp_path / "plain.tflite"
+    export(ExportOptions(str(task_models["classification"]), "tflite", "none", out=str(out), seq_len=SEQ,
+                         validate=False), log=None)
+    return out
+
+
+@pytest.mark.parametrize("fmt, ids", [("tflite", ["[UNK]"]), ("onnx", ["fun"])])
+def test_a_tflite_file_is_scored_on_the_ids_its_app_computes(task_models, exported, monkeypatch, fmt, ids):
+    # MediaPipe and the Task Library lower-case A-Z and keep accents; the checkpoint's tokenizer strips them. A
+    # .tflite was scored with the latter, so rows with accents counted other ids than the app's (an int8 file
+    # scored 0.454 where MediaPipe gave 0.462). ONNX apps tokenize with the checkpoint's (Hugging Face) tokenizer.
+    from mobilebert_kit.evaluation import artifact_metrics
+
+    seen = []
+    real = artifact_metrics.score
+    monkeypatch.setattr(artifact_metrics, "score", lambda task, data, predict, tokenizer, *a: seen.append(tokenizer)
+                        or real(task, data, predict, tokenizer, *a))
+    evaluate_artifact(exported["classification", fmt], task_models["data"]["classification"], seq_len=SEQ)
+    assert seen[0].tokenize("Fün") == ids
