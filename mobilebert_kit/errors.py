@@ -42,8 +42,13 @@ class CheckpointError(MbkError):
         details: optional list of lines (one per variable) appended to the message.
     """
 
+    MAX_DETAILS = 50  # lines listed; a file of 200,000 stray tensors printed 200,001 lines (7.7 MB)
+
     def __init__(self, message, details=None):
-        self.details = list(details or [])
+        details = list(details or [])
+        if len(details) > self.MAX_DETAILS:
+            details = details[: self.MAX_DETAILS - 1] + [f"... and {len(details) - self.MAX_DETAILS + 1:,} more"]
+        self.details = details
         text = message
         if self.details:
             text += "\n" + "\n".join(f"  - {d}" for d in self.details)

@@ -419,3 +419,39 @@ def test_a_malformed_tf1_checkpoint_file_prints_only_the_error_line(tmp_path):
     assert proc.stderr.splitlines() == [f"mbk import: error: cannot read TF1 checkpoint {source}/x "
                                         "(file is too short to be an sstable); check the files are complete"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag", ["is_decoder", "add_cross_attention"])
+def test_a_decoder_checkpoint_is_refused_not_imported_as_an_encoder(tmp_path, flag):
+    # is_decoder: true was imported as a bidirectional encoder: 2.4e-2 from transformers' answers, silently.
+    (tmp_path / "config.json").write_text(json.dumps({**TINY_HF, flag: True}))
+    _write_safetensors(tmp_path / "model.safetensors", tiny_hf_arrays())
+    with pytest.raises(CheckpointError, match=f"config.json sets {flag}: true.*bidirectional encoders only"):
+        mbk.import_checkpoint(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**TINY_HF, flag: False}))
+    assert mbk.import_checkpoint(tmp_path) is not None
+
+
+def test_a_tf1_state_file_that_is_huge_or_special_is_refused_before_it_is_read(tmp_path):
+    # TensorFlow reads the `checkpoint` state file whole: a 2 GB one took 6.9 GB of memory before failing.
+    write_tf1_checkpoint(tmp_path / "ckpt", OFFICIAL_TINY)
+    state = tmp_path / "ckpt" / "checkpoint"
+    with open(state, "wb") as f:
+        f.truncate((1 << 20) + 1)  # sparse: no disk used
+    with pytest.raises(CheckpointError, match="checkpoint is 1,048,577 bytes.*few lines of text"):
+        mbk.import_checkpoint(tmp_path / "ckpt")
+    state.unlink()
+    os.mkfifo(state)  # would block the reader for ever
+    with pytest.raises(CheckpointError, match="is not a regular file"):
+        mbk.import_checkpoint(tmp_path / "ckpt")
+
+
+def test_a_long_list_of_variable_problems_is_cut(tmp_path):
+    arrays = tiny_hf_arrays()
+    arrays.update({f"extra.{i}.weight": np.zeros((1,), np.float32) for i in range(300)})
+    (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
+    _write_safetensors(tmp_path / "model.safetensors", arrays)
+    with pytest.raises(CheckpointError) as info:
+        mbk.import_checkpoint(tmp_path)
+    assert len(info.value.details) == CheckpointError.MAX_DETAILS
+    assert info.value.details[-1] == "... and 251 more"

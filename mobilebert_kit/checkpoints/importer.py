@@ -177,6 +177,14 @@ def _config_from_hf(hf):
         raise CheckpointError(
             f"unsupported Hugging Face model_type {model_type!r}; supported: {', '.join(HF_ENCODER_PREFIXES)}"
         )
+    for flag, what in (("is_decoder", "a causal decoder (each token sees only the tokens before it)"),
+                       ("add_cross_attention", "a decoder with cross-attention")):
+        # The encoders here attend both ways: imported as one, such a checkpoint gave other answers than
+        # transformers (2.4e-2 against 6e-7), silently.
+        if c.get(flag) is True:
+            raise CheckpointError(f"config.json sets {flag}: true, so the checkpoint is {what}, and mbk builds "
+                                  "bidirectional encoders only; import an encoder checkpoint (or set it false if the "
+                                  "weights were trained as an encoder)")
     act = c["hidden_act"]
     if act not in HF_ACTIVATIONS:
         raise CheckpointError(f"unsupported hidden_act {act!r} in config.json; supported: {', '.join(HF_ACTIVATIONS)}")
@@ -416,12 +424,24 @@ def _quiet_tf_logs():
         logger.setLevel(level)
 
 
+TF1_STATE_LIMIT = 1 << 20  # bytes of a TF1 `checkpoint` state file (a real one: a few hundred)
+
+
 def _tf1_prefix(path):
     """Resolves a TF1 checkpoint prefix from a directory or a ``.index``/``.data`` path."""
     import tensorflow as tf
 
     path = Path(path)
     if path.is_dir():
+        state = path / "checkpoint"
+        if os.path.lexists(state):
+            # TensorFlow reads the state file whole into memory (a 2 GB one took 6.9 GB and 27 s), and a FIFO for ever.
+            if not state.is_file():
+                raise CheckpointError(f"{state} is not a regular file; a TF1 checkpoint's state file is a few lines "
+                                      "of text: remove or replace it")
+            if state.stat().st_size > TF1_STATE_LIMIT:
+                raise CheckpointError(f"{state} is {state.stat().st_size:,} bytes; a TF1 checkpoint's state file is a "
+                                      f"few lines of text (at most {TF1_STATE_LIMIT:,} bytes here): remove or fix it")
         with _quiet_tf_logs():  # a malformed `checkpoint` file logs two WARNING lines and is then ignored
             latest = tf.train.latest_checkpoint(str(path))
         if latest:

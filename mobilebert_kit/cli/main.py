@@ -169,6 +169,11 @@ def _main(argv):
     except Exception as err:  # noqa: BLE001  (last line of defence: never a raw traceback)
         if args.debug:
             raise
+        from mobilebert_kit.utils.interrupt import TerminateAsInterrupt
+
+        if TerminateAsInterrupt.received:  # the interrupt, surfacing as another error (an import it broke)
+            print(f"mbk {args.command}: interrupted{_resume_note(args)}", file=sys.stderr)
+            return 130
         kind = type(err).__name__
         first = escape(str(err).strip().splitlines()[0]) if str(err).strip() else ""
         print(

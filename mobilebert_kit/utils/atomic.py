@@ -354,7 +354,11 @@ def check_output(path, kind, *, overwrite=False, sources=()):
         'new'
     """
     kind = _kind(kind)
-    path = Path(os.path.abspath(os.fspath(path)))
+    try:
+        path = Path(os.path.abspath(os.fspath(path)))
+    except FileNotFoundError:  # a relative path, and the working directory was deleted (os.getcwd fails)
+        raise OutputError(f"cannot write {os.fspath(path)}: the working directory no longer exists; cd to an "
+                          "existing directory or give an absolute path") from None
     real = Path(os.path.realpath(path))
     for source in _source_paths(sources):
         relation = overlap(real, source)

@@ -65,18 +65,30 @@ class TerminateAsInterrupt:
         ...     run_command()
     """
 
+    # Whether a SIGINT or SIGTERM reached the command: a KeyboardInterrupt raised inside a C extension's import
+    # (onnxruntime's) comes back as another error ("ImportError: initialization failed"), which mbk then reports as
+    # the interrupt it was, not as an internal error.
+    received = False
+
     def __enter__(self):
+        TerminateAsInterrupt.received = False
+        self._previous_int = None
         try:
             self._previous = signal.signal(signal.SIGTERM, self._handle)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                self._previous_int = signal.signal(signal.SIGINT, self._handle)
         except ValueError:  # not the main thread
             self._previous = None
         return self
 
     @staticmethod
     def _handle(signum, frame):
+        TerminateAsInterrupt.received = True
         raise KeyboardInterrupt
 
     def __exit__(self, *exc):
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
+        if self._previous_int is not None:
+            signal.signal(signal.SIGINT, self._previous_int)
         return False

@@ -393,3 +393,17 @@ def test_onnx_readiness_says_what_the_client_feeds_in_whole_phrases(tmp_path):
     assert "inputs input_ids have a fixed batch or sequence length, but it feeds any batch size and sequence " \
            "length (export with dynamic axes, as mbk export writes .onnx)" in fixed
     assert not [reason for reason in none + fixed if reason.endswith("feeds any")]
+
+
+def test_a_relative_output_in_a_deleted_working_directory_is_one_line(tmp_path):
+    # os.path.abspath raised FileNotFoundError from getcwd: "internal error", exit 1.
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = ("import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); from mobilebert_kit.cli.main import main; "
+            "sys.exit(main(['export', 'tiny-bert', '--format', 'onnx', '--no-validate', '--out', 'rel.onnx']))")
+    proc = subprocess.run([sys.executable, "-c", code, gone], capture_output=True, text=True, timeout=600)
+    assert_refused(proc, "cannot write rel.onnx: the working directory no longer exists; cd to an existing directory")
+    assert list(tmp_path.iterdir()) == []
