@@ -45,6 +45,8 @@ class Client:
         output_names (tuple): output names it looks up (metadata names in TFLite, graph names in ONNX).
         output_sets (tuple): ``((task, names), ...)``: the outputs must hold one task's names.
         labels (bool): names the first output's classes from a packed TENSOR_AXIS_LABELS file.
+        max_op_versions (tuple): ``((op type, highest version its runtime knows), ...)``: a newer kernel
+            version is refused when the file is loaded.
     """
 
     name: str
@@ -58,19 +60,23 @@ class Client:
     output_names: tuple = ()
     output_sets: tuple = ()
     labels: bool = False
+    max_op_versions: tuple = ()
 
 
 _TEXT_TFLITE = {"format": "tflite", "input_dtype": "int32", "shape": "static", "metadata": True}
+# tflite-support 0.4.4's runtime predates FULLY_CONNECTED version 12, which dynamic-range files use
+# (tests/clients/test_task_library.py loads one and sees it refused).
+_TASK_LIBRARY = {**_TEXT_TFLITE, "max_op_versions": (("FULLY_CONNECTED", 11),)}
 CLIENTS = (
     Client("MediaPipe TextEmbedder", **_TEXT_TFLITE, vector_output=True),
     Client("MediaPipe TextClassifier", **_TEXT_TFLITE, labels=True),
     # BertNLClassifier finds its scores by the metadata name "probability" (with "score" classify crashed).
-    Client("Task Library BertNLClassifier", **_TEXT_TFLITE, output_names=("probability",), labels=True),
+    Client("Task Library BertNLClassifier", **_TASK_LIBRARY, output_names=("probability",), labels=True),
     # At 128 tokens BertQuestionAnswerer fails with "Bad StatusOr access".
-    Client("Task Library BertQuestionAnswerer", **_TEXT_TFLITE, output_names=("start_logits", "end_logits"),
+    Client("Task Library BertQuestionAnswerer", **_TASK_LIBRARY, output_names=("start_logits", "end_logits"),
            seq_len=384),
     # Without a tokenizer in the metadata it returns one vector for every sentence; [1, seq, hidden] is refused.
-    Client("Task Library TextEmbedder", **_TEXT_TFLITE, vector_output=True),
+    Client("Task Library TextEmbedder", **_TASK_LIBRARY, vector_output=True),
     # Code written for optimum's exports: the tokenizer's int64 arrays fed by name, outputs read by name.
     Client("onnxruntime (optimum-style)", "onnx", "int64", "dynamic",
            input_names=("input_ids", "attention_mask", "token_type_ids"),
@@ -88,6 +94,7 @@ class FileFacts:
     inputs: list
     outputs: list
     meta: object = None
+    op_versions: dict = None  # {op type: highest version in the file} (TFLite)
 
     def output_names(self):
         """The names clients look outputs up by: the metadata's in TFLite (when present), the graph's in ONNX."""
@@ -163,6 +170,10 @@ def _metadata(client, facts):
 def _vector_output(client, facts):
     if not client.vector_output or not facts.outputs:
         return []
+    if facts.meta is not None and facts.meta.labels_file is not None:
+        # It would load, and call a classifier's class scores an embedding.
+        return [f"the first output is a classifier's scores (labels {facts.meta.labels_file}), not a sentence vector "
+                "(export an embedder with --task embedding)"]
     shape = facts.outputs[0]["shape"]
     if len(shape) >= 2 and all(d == 1 for d in shape[:-1]) and len(shape) in (2, 4):
         return []
@@ -201,8 +212,16 @@ def _labels(client, facts):
     return []
 
 
+def _op_versions(client, facts):
+    found = facts.op_versions or {}
+    newer = [f"{op} version {found[op]}" for op, highest in client.max_op_versions if found.get(op, 0) > highest]
+    return [f"its runtime knows {', '.join(f'{op} up to version {v}' for op, v in client.max_op_versions)}; the file "
+            f"has {', '.join(newer)} (dynamic-range int8: export float32 or --quantize int8)"] if newer else []
+
+
 # One rule per requirement kind, in report order; each returns its reasons ([] when met or not required).
-RULES = (_dtypes, _input_names, _shapes, _seq_len, _metadata, _vector_output, _output_names, _output_sets, _labels)
+RULES = (_dtypes, _input_names, _shapes, _seq_len, _metadata, _vector_output, _output_names, _output_sets, _labels,
+         _op_versions)
 
 
 def readiness(facts):
@@ -240,4 +259,7 @@ def client_readiness(path, fmt=None):
 
 def facts_of(graph, meta):
     """The :class:`FileFacts` of an :class:`ArtifactGraph` and its client metadata."""
-    return FileFacts(graph.format, graph.input_specs(), graph.output_specs(), meta)
+    versions = {}
+    for op in graph.ops:
+        versions[op["type"]] = max(versions.get(op["type"], 0), int(op.get("version") or 0))
+    return FileFacts(graph.format, graph.input_specs(), graph.output_specs(), meta, versions)

@@ -149,10 +149,11 @@ def read_tflite_bytes(data, path="<bytes>"):
 
 
 def _read_tflite(model, data, path):
-    codes = []
+    codes, versions = [], []
     for i in range(model.OperatorCodesLength()):
         code = model.OperatorCodes(i)
         builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        versions.append(int(code.Version()))
         if builtin == schema.BuiltinOperator.CUSTOM:
             custom = code.CustomCode()
             codes.append(custom.decode("utf-8", "replace") if custom else "CUSTOM")
@@ -187,7 +188,7 @@ def _read_tflite(model, data, path):
         index = op.OpcodeIndex()
         kind = codes[index] if index < len(codes) else "UNKNOWN"
         entry = {
-            "type": kind, "label": kind, "domain": "",
+            "type": kind, "label": kind, "domain": "", "version": versions[index] if index < len(versions) else 0,
             "inputs": [int(x) for x in op.InputsAsNumpy()] if op.InputsLength() else [],
             "outputs": [int(x) for x in op.OutputsAsNumpy()] if op.OutputsLength() else [],
             "adj_x": False, "fused": None, "node": None,
@@ -206,6 +207,7 @@ def _read_tflite(model, data, path):
             options.Init(table.Bytes, table.Pos)
             entry["adj_x"] = bool(options.AdjX())
         ops.append(entry)
+    _check_tflite_references(model, graph, tensors, ops, len(data), path)
     metadata = {}
     for i in range(model.MetadataLength()):
         entry = model.Metadata(i)
@@ -231,6 +233,67 @@ def _read_tflite(model, data, path):
     )
 
 
+def _check_tflite_references(model, graph, tensors, ops, size, path):
+    """Refuses a flatbuffer whose operators or graph name tensors it lacks, or whose buffers lie past its end.
+
+    Each reader of the graph looked tensors up by these indices: `mbk inspect` of an operator naming tensor
+    99999 was an internal error (KeyError), and a buffer offset past the end of the file was reported ready.
+    """
+    def bad(where, index):
+        raise ArtifactError(f"{path}: {where} names tensor {index}, and the file has {len(tensors)} tensor(s); it is "
+                            "corrupt: re-export the model")
+
+    for number, op in enumerate(ops):
+        for index in op["inputs"]:
+            if index != -1 and index not in tensors:  # -1: an optional input left out
+                bad(f"operator {number} ({op['type']})", index)
+        for index in op["outputs"]:
+            if index not in tensors:
+                bad(f"operator {number} ({op['type']})", index)
+    for where, indices in (("the graph's inputs", graph.InputsAsNumpy() if graph.InputsLength() else []),
+                           ("the graph's outputs", graph.OutputsAsNumpy() if graph.OutputsLength() else [])):
+        for index in indices:
+            if int(index) not in tensors:
+                bad(where, int(index))
+    for i in range(model.BuffersLength()):
+        buffer = model.Buffers(i)
+        if buffer.Offset() and buffer.Offset() + buffer.Size() > size:
+            raise ArtifactError(f"{path}: buffer {i} lies past the end of the file ({buffer.Offset() + buffer.Size():,} > "
+                                f"{size:,} bytes); the file is truncated or corrupt: re-export or copy it again")
+
+
+def _check_external_data(model, path):
+    """Refuses ONNX initializers stored outside the file unless they sit, whole, in a regular file beside it.
+
+    onnxruntime follows an initializer's ``location`` wherever it points: ``/etc/passwd``, ``../../x``, a FIFO,
+    ``/dev/zero`` or the model file itself. `mbk inspect` called such files ready and `mbk profile` timed whatever
+    bytes it found. mbk's own exports keep every weight inside the file.
+    """
+    directory = Path(path).resolve().parent
+    for init in model.graph.initializer:
+        if init.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        fields = {entry.key: entry.value for entry in init.external_data}
+        location = fields.get("location", "")
+        where = f"{path}: initializer {init.name[:80]!r} keeps its data in {location[:120]!r}"
+        target = (directory / location).resolve() if location else None
+        if (not location or Path(location).is_absolute() or ".." in Path(location).parts or target is None
+                or not target.is_relative_to(directory)):
+            raise ArtifactError(f"{where}, outside the model's directory; keep external data files beside the "
+                                ".onnx file (or re-export with the weights inside)")
+        if not target.is_file() or target == Path(path).resolve():
+            raise ArtifactError(f"{where}, which is not a data file beside the model; restore the external data file "
+                                "(or re-export with the weights inside)")
+        try:
+            offset, length = int(fields.get("offset", 0)), int(fields.get("length", -1))
+        except ValueError:
+            raise ArtifactError(f"{where} at an offset or length that is no number; re-export the model") from None
+        size = target.stat().st_size
+        if offset < 0 or offset > size or (length >= 0 and offset + length > size):
+            raise ArtifactError(f"{where} at bytes {offset}..{offset + max(length, 0)}, past the end of that "
+                                f"{size:,}-byte file; restore the external data file or re-export the model")
+
+
 def _read_onnx(path):
     try:
         model = onnx.load(str(path), load_external_data=False)
@@ -242,6 +305,7 @@ def _read_onnx(path):
         # a model "ready for: none" with exit 0.
         raise ArtifactError(f"{path} holds no ONNX graph (no nodes{'; the file is empty' if not path.stat().st_size else ''}); "
                             "re-export it")
+    _check_external_data(model, path)
     tensors = {}
     for init in graph.initializer:
         dims = [int(d) for d in init.dims]

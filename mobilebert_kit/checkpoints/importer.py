@@ -512,7 +512,9 @@ def import_checkpoint(path, head=None, config=None, **overrides):
         >>> import mobilebert_kit as mbk
         >>> encoder = mbk.import_checkpoint("all-MiniLM-L6-v2/")  # doctest: +SKIP
     """
-    from mobilebert_kit.models.api import load
+    from mobilebert_kit.models.api import check_path_argument, load
+
+    check_path_argument(path, "a checkpoint path")
 
     kind, location = checkpoint_format(path)
     if kind == "saved":

@@ -171,7 +171,7 @@ def _emit(args, results, error):
     from rich.console import Console
     from rich.table import Table
 
-    from mobilebert_kit.profiler.report import build_report, flat_rows, write_csv, write_json
+    from mobilebert_kit.profiler.report import build_report, flat_rows
 
     options = {k: v for k, v in vars(args).items() if k not in ("func", "debug", "command")}
     report = build_report(results, options=options, error=None if error is None else str(error))
@@ -198,23 +198,44 @@ def _emit(args, results, error):
         from mobilebert_kit.profiler.table6 import table6_markdown
 
         console.print(table6_markdown(report), markup=False)
-    if args.json:
-        write_json(report, args.json, overwrite=args.overwrite)
-    if args.csv:
-        write_csv(report, args.csv, overwrite=args.overwrite)
-    if args.md:
-        from mobilebert_kit.profiler.report import write_markdown
-        from mobilebert_kit.profiler.table6 import table6_markdown
-
-        extra = "\n" + table6_markdown(report) + "\n" if args.table6 else ""
-        write_markdown(report, args.md, overwrite=args.overwrite, extra=extra)
-    if args.html:
-        from mobilebert_kit.profiler.report_html import write_html
-
-        write_html(report, args.html, overwrite=args.overwrite)
+    _write_reports(report, args)
     for path in (args.json, args.csv, args.md, args.html):
         if path:
             console.print(f"wrote {escape(path)}", markup=False)
+
+
+def _write_reports(report, args):
+    """Writes the reports asked for, all or none new: when one fails (a full disk at the HTML), those this run
+    had already written at new paths are removed, so the error's "nothing was written" holds; they were left
+    behind. A report that replaced an earlier one of ours cannot be taken back, and the error says so."""
+    import os
+
+    from mobilebert_kit.profiler.report import write_csv, write_json, write_markdown
+    from mobilebert_kit.profiler.report_html import write_html
+    from mobilebert_kit.profiler.table6 import table6_markdown
+    from mobilebert_kit.utils.atomic import OutputError, remove_path
+
+    extra = "\n" + table6_markdown(report) + "\n" if args.table6 else ""
+    writers = [(args.json, lambda p: write_json(report, p, overwrite=args.overwrite)),
+               (args.csv, lambda p: write_csv(report, p, overwrite=args.overwrite)),
+               (args.md, lambda p: write_markdown(report, p, overwrite=args.overwrite, extra=extra)),
+               (args.html, lambda p: write_html(report, p, overwrite=args.overwrite))]
+    written = []
+    for path, write in writers:
+        if not path:
+            continue
+        existed = os.path.lexists(path)
+        try:
+            write(path)
+        except OutputError as err:
+            replaced = [p for p, had in written if had]
+            for p, had in written:
+                if not had:
+                    remove_path(p, ignore_errors=True)
+            if replaced:
+                raise OutputError(f"{err}; before it, this run had replaced {', '.join(map(str, replaced))}") from err
+            raise
+        written.append((path, existed))
 
 
 def _check_distinct_reports(args):

@@ -84,8 +84,8 @@ def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=No
 
 _KEEP_FLOAT_OPS_HELP = (
     "comma-separated op types kept in float (e.g. SOFTMAX); 'none' for none. Default: SOFTMAX and the "
-    "attention-mask ADD for TFLite full int8 (XNNPACK has no int8 softmax), and an embedding's sentence pooling "
-    "(SUM, DIV, MAXIMUM, L2_NORMALIZATION); nothing otherwise")
+    "attention-mask ADD for TFLite full int8 (XNNPACK has no int8 softmax), a LayerNorm model's LayerNorms and "
+    "residual ADDs, and an embedding's sentence pooling (SUM, DIV, MAXIMUM, L2_NORMALIZATION); nothing otherwise")
 
 
 @dataclass

@@ -631,6 +631,7 @@ def _write_tflite(graph, options, calibration, metadata, path, calibrated=None):
         data, notes = tflite_export.convert(
             graph, quantize, calibration, options.io_type,
             options.keep_float_ops, options.keep_float_layers, calibrated,
+            layer_norm=metadata[0].get("normalization_type") == "layer_norm",
         )
     meta, vocab = metadata
     entries = {tflite_flatbuffer.METADATA_JSON: json.dumps(meta, sort_keys=True).encode()}

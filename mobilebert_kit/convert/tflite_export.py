@@ -62,7 +62,7 @@ def _representative(graph, calibration):
 
 
 def convert(graph, quantize="none", calibration=None, io_type="float32", keep_float_ops=None, keep_float_layers=(),
-            calibrated=None):
+            calibrated=None, layer_norm=False):
     """Converts an export graph (:func:`~mobilebert_kit.convert.export_model.build_export_model`) to TFLite bytes.
 
     Args:
@@ -76,6 +76,8 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         calibrated (dict | None): a cache of calibrated models for several conversions of one ``graph`` on one
             ``calibration`` (a quantization search): selective quantization calibrates once per mode and io type
             and only re-quantizes with each deny-list (calibrating is ~80% of a tiny conversion).
+        layer_norm (bool): the model normalizes with LayerNorm: the mode's ``layer_norm_float_nodes`` are kept
+            float with its other defaults.
 
     Returns:
         ``(model_bytes, notes)``: the raw converter output (names are fixed
@@ -94,7 +96,9 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         # int8 inputs/outputs ask for an integer-only graph (accelerators): no float default there.
         defaults = io_type == "float32"
         keep_float_ops = settings.default_float_ops if defaults else ()
-        default_nodes = settings.default_float_nodes if defaults else ()
+        groups = (("attention-mask ADD", settings.default_float_nodes),
+                  ("LayerNorm and residual ADD", settings.layer_norm_float_nodes if layer_norm else ()))
+        default_nodes = tuple((label, nodes) for label, nodes in groups if nodes) if defaults else ()
     # ExportOptions.check refuses these first, naming the options as the user wrote them.
     if io_type == "int8" and not mode.allows("int8_io"):
         raise ExportError(f"io_type int8 needs quantize int8 or qat, not {quantize}: {mode.refused['int8_io']}")
@@ -152,8 +156,8 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
                key=None, asked_ops=()):
     """Calibrate, then quantize with ops/nodes deny-listed (TFLite's selective quantization).
 
-    ``default_nodes`` are layer paths kept float by default: unlike ``keep_float_layers``
-    it is no error when a model has none of them (another attention type).
+    ``default_nodes`` are ``(label, layer paths)`` groups kept float by default: unlike ``keep_float_layers``
+    it is no error when a model has none of them (another attention type); the note counts each group.
     """
     from tensorflow.lite.python import convert as lite_convert
 
@@ -178,10 +182,11 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
     named = sorted(op.upper() for op in keep_float_ops if op.upper() in present)
     kept = [f"op types {', '.join(named)}"] if named else []
     kept += [f"{len(nodes)} node(s) of {', '.join(sorted(keep_float_layers))}"] if keep_float_layers else []
-    extra = _nodes_of_layers(graph_of_calibrated, default_nodes) if default_nodes else []
-    if extra:
-        kept.append(f"{len(extra)} attention-mask ADD node(s)")
-        nodes = nodes + [n for n in extra if n not in nodes]
+    for label, paths in default_nodes:
+        extra = [n for n in _nodes_of_layers(graph_of_calibrated, paths) if n not in nodes]
+        if extra:
+            kept.append(f"{len(extra)} {label} node(s)")
+            nodes = nodes + extra
     notes.append("kept in float: " + "; ".join(kept))
     dtype = tf.int8 if io_type == "int8" else tf.float32
     from mobilebert_kit.utils.quiet import quiet_fd2

@@ -9,6 +9,7 @@ Saved-model format (a directory):
 """
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,9 @@ def build(preset, **overrides):
     Example:
         >>> encoder = build("tiny-mobilebert", num_layers=3)
     """
+    if not isinstance(preset, (dict, str)):
+        raise ConfigError(f"a preset is a name (mbk presets lists them) or a dict of Encoder options, not "
+                          f"{type(preset).__name__}")
     config = dict(preset) if isinstance(preset, dict) else preset_config(preset)
     from mobilebert_kit.models.encoder import _CONFIG_KEYS
 
@@ -49,6 +53,16 @@ def build(preset, **overrides):
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid options: {', '.join(_CONFIG_KEYS)}")
     config.update(overrides)
     return Encoder(**config)
+
+
+def check_path_argument(value, what):
+    """Raises ConfigError unless ``value`` is a path (str or os.PathLike); ``None`` or bytes were a raw TypeError.
+
+    Example:
+        >>> check_path_argument("runs/m", "a saved-model directory")
+    """
+    if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
+        raise ConfigError(f"expected {what} as a str or pathlib.Path, got {type(value).__name__}")
 
 
 def max_positions(config):
@@ -247,6 +261,8 @@ def load(directory, **overrides):
         **overrides: Encoder options that change outputs but not weights
             (``output_hidden_states``, ``attention_mask_value``, ...).
     """
+    check_path_argument(directory, "a saved-model directory")
+    check_fields(overrides)  # a bad keyword is the caller's, not the saved config's (it was blamed on the file)
     directory = Path(directory)
     config_path = directory / CONFIG_FILE
     if not config_path.is_file():

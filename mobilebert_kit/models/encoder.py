@@ -2,6 +2,7 @@
 
 import inspect
 import math
+import re
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.errors import ConfigError, check_choice
@@ -155,6 +156,7 @@ class Encoder(keras.Model):
         **kwargs,
     ):
         config = {k: v for k, v in locals().items() if k in _CONFIG_KEYS}
+        _check_identity(name, dtype, layer_norm_epsilon_overrides)
         # None means "as wide as the hidden size"; 0 is a wrong value, refused by _validate, not the default.
         config["embedding_size"] = hidden_size if embedding_size is None else embedding_size
         config["layer_norm_epsilon_overrides"] = dict(layer_norm_epsilon_overrides or {})
@@ -437,6 +439,30 @@ def check_size(config, limit=MAX_PARAMETERS):
             f"{estimate / limit:.3g}x the {limit:.0e} that mbk builds; reduce num_layers, hidden_size, "
             "intermediate_size or vocab_size"
         )
+
+
+# A model name is the first segment of every weight's and op's name: TensorFlow's scopes take these
+# characters only ("enc oder" passed the config checks and failed in tracing, an internal error).
+_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-]{0,127}")
+# The dtype policies an encoder is built with (float32 and the two mixed-precision policies of training).
+DTYPES = (None, "float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
+
+
+def _check_identity(name, dtype, epsilon_overrides):
+    """The options Keras itself consumes: a name TensorFlow's scopes take, a known dtype policy, a mapping of
+    epsilons (each was a raw TypeError or ValueError, or a crash later in tracing)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"name must be letters, digits, '.', '_' or '-' (at most 128, not starting with '_' or "
+                          f"'-'), got {str(name)[:80]!r}; fix the config")
+    if isinstance(dtype, str) or dtype is None:
+        if dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(str(d) for d in DTYPES)}, got {dtype[:40]!r}; "
+                              "fix the config")
+    elif not hasattr(dtype, "compute_dtype"):  # a keras mixed_precision Policy passes
+        raise ConfigError(f"dtype must be a dtype policy name, got {type(dtype).__name__}; fix the config")
+    if epsilon_overrides is not None and not isinstance(epsilon_overrides, dict):
+        raise ConfigError(f"layer_norm_epsilon_overrides must be a mapping, got {str(epsilon_overrides)[:80]}; "
+                          "fix the config")
 
 
 def _validate(config):

@@ -39,6 +39,10 @@ def test_dynamic_range_file_is_refused_by_its_old_runtime(tiny_classifier, expor
                     "dynamic", "--seq-len", TINY_SEQ)
     answer = run_task_library("bert_nl_classifier", path, TINY_TEXTS[0])
     assert not answer["ok"] and "FULLY_CONNECTED" in answer["error"], answer
+    # and `mbk inspect` says so before anyone ships it (it called the file ready)
+    from mobilebert_kit.artifacts.clients import client_readiness
+
+    assert any("FULLY_CONNECTED version 12" in r for r in client_readiness(path)["Task Library BertNLClassifier"])
 
 
 def test_text_embedder_gives_one_vector_per_sentence(tiny_classifier, exported):

@@ -94,24 +94,29 @@ def padded_inputs(model, count=6, seed=3):
     return InputSet.random(encoder_of(model).config["vocab_size"], count, SEQ, seed=seed)
 
 
-def with_outliers(model, factor=20.0, channels=2, seed=0, layers=None):
+def with_outliers(model, factor=20.0, channels=2, seed=0, layers=None, weights=("/gamma",)):
     """A copy of a NoNorm ``model`` whose in-block NoNorm scales have ``channels`` channels ``factor`` x larger.
 
     MiniLM's residual stream carries a few channels far larger than the rest
     (issue 15); this gives a tiny model the same shape of problem for int8.
     ``layers`` (names such as ``transformer_layer_1``) limits it to those blocks: one deliberately
-    sensitive layer.
+    sensitive layer. ``weights`` are the weight-name endings scaled (output channels, the last axis):
+    the norm scales by default; ``("output/kernel", "output/bias")`` puts the outliers in the feed-forward
+    output of a LayerNorm model instead, which full int8 keeps integer (its LayerNorms stay float).
     """
     from mobilebert_kit.convert.rebuild import rebuild, weight_arrays
 
     rng = np.random.default_rng(seed)
     arrays = weight_arrays(model)
+    picked = {}
     for key in arrays:
         if layers is not None and not any(f"{layer}/" in key for layer in layers):
             continue
-        if key.endswith("/gamma") and "transformer_layer" in key and "output_bottleneck" not in key:
+        if key.endswith(weights) and "transformer_layer" in key and "output_bottleneck" not in key:
+            width = arrays[key].shape[-1]
+            index = picked.setdefault((key.rsplit("/", 1)[0], width), rng.choice(width, channels, replace=False))
             arrays[key] = arrays[key].copy()
-            arrays[key][rng.choice(arrays[key].shape[0], channels, replace=False)] *= factor
+            arrays[key][..., index] *= factor
     return rebuild(model, arrays=arrays)
 
 

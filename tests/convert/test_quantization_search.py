@@ -1,9 +1,10 @@
 """``--quantize auto`` and full int8's ranked fallback on a tiny classifier with one deliberately sensitive layer.
 
-``transformer_layer_1``'s LayerNorms get two channels x50 (``with_outliers``, MiniLM's shape of problem in one
-layer). Measured on 128 held-out rows labelled with the Keras model's own predictions: float 1.0, full
-int8 0.72, int8 with transformer_layer_1's residual path (norm, add, output) float 0.89, the whole of
-transformer_layer_1 float 0.91, of transformer_layer_0 0.69, dynamic 0.95.
+``transformer_layer_1``'s feed-forward gets two channels x200 (``with_outliers``, MiniLM's shape of problem in
+one layer; full int8 keeps a LayerNorm model's norms and residual ADDs float by default, so outliers there no
+longer break it). Measured on 128 held-out rows labelled with the Keras model's own predictions: float 1.0,
+full int8 0.836, int8 with transformer_layer_1's residual path (norm, add, intermediate, output) float 0.953,
+the whole of transformer_layer_1 float 0.945, dynamic 0.992.
 
 The task metric here is argmax accuracy computed from the artifact's outputs (``_accuracy``), a stand-in
 for ``mobilebert_kit.evaluation.artifact_metrics.evaluate_artifact`` (issue 15, another branch) with the
@@ -20,6 +21,7 @@ import pytest
 from tests.convert.conftest import SEQ, trained_like, with_outliers
 
 SENSITIVE = "transformer_layer_1"
+PARTS = ("norm", "add", "intermediate", "output")  # the residual path the ranked rung keeps float per layer
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,9 @@ def sensitive(tmp_path_factory):
 
     encoder = mbk.build("tiny-bert", attention_mask_value=-120.0)
     model = trained_like(HEADS["sequence_classifier"](encoder, num_labels=3), seed=1)
-    model = with_outliers(model, factor=50.0, layers=(SENSITIVE,))
+    # In the feed-forward: full int8 keeps a LayerNorm model's norms and residual ADDs float by default, so
+    # outliers there (MiniLM's) no longer make int8 fail; x200 channels of block 1's GELU input still do.
+    model = with_outliers(model, factor=200.0, layers=(SENSITIVE,), weights=("intermediate/kernel", "intermediate/bias"))
     tmp = tmp_path_factory.mktemp("sensitive")
     rows = InputSet.random(encoder.config["vocab_size"], 128, SEQ, seed=7)
     labels = np.argmax(model(rows.arrays, training=False)["logits"].numpy(), -1)
@@ -116,9 +120,9 @@ def test_auto_keeps_the_sensitive_layer_float_and_meets_the_budget(sensitive, st
     assert search["ranking"][0]["layer"] == SENSITIVE, search["ranking"]
     first, chosen = search["frontier"][0], _passed(search["frontier"])[0]
     assert first["setting"] == "int8" and not first["passed"] and first["drop"] > 0.15, first
-    # The sensitive block's residual path alone (norm, add, output) is kept float.
+    # The sensitive block's residual path alone (norm, add, intermediate, output) is kept float.
     assert chosen["passed"] and chosen["quantize"] == "int8", chosen
-    assert chosen["float_layers"] == [f"{SENSITIVE}/**/{part}" for part in ("norm", "add", "output")], chosen
+    assert chosen["float_layers"] == [f"{SENSITIVE}/**/{part}" for part in PARTS], chosen
     # Dynamic int8 passed too and was measured: slower, so the int8 setting is written.
     assert [r["quantize"] for r in _passed(search["frontier"])] == ["int8", "dynamic"], search["frontier"]
     assert search["reference"]["metric"] == 1.0 and "first setting" in search["stopped"]
@@ -156,8 +160,8 @@ def test_auto_writes_a_later_setting_that_passed_and_ran_faster(sensitive, stand
 
 def test_auto_onnx_keeps_the_sensitive_residual_path_float_and_meets_the_budget(sensitive, standin, calibration,
                                                                                 tmp_path, monkeypatch):
-    """The same ladder with ONNX Runtime's quantizers. Measured on this model: static int8 0.875, with
-    transformer_layer_1's residual path float 0.906, dynamic 0.938; a 10% budget stops at the second rung."""
+    """The same ladder with ONNX Runtime's quantizers (static QDQ int8 keeps no LayerNorm float by default, so
+    all-int8 misses a 10% budget here); the budget stops at the second rung."""
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
     result, out, data = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3},
@@ -166,7 +170,7 @@ def test_auto_onnx_keeps_the_sensitive_residual_path_float_and_meets_the_budget(
     first, chosen = frontier[0], _passed(frontier)[0]
     assert first["setting"] == "int8" and not first["passed"] and first["drop"] > 0.10, frontier
     assert chosen["passed"] and chosen["quantize"] == "int8", frontier
-    assert chosen["float_layers"] == [f"{SENSITIVE}/**/{part}" for part in ("norm", "add", "output")], chosen
+    assert chosen["float_layers"] == [f"{SENSITIVE}/**/{part}" for part in PARTS], chosen
     assert _accuracy(out, data).metrics["accuracy"] >= 0.90
     meta = read_artifact_metadata(out)
     assert meta["quantization"] == "int8" and meta["quantization_search"]["float_layers"] == chosen["float_layers"]
@@ -179,7 +183,7 @@ def test_auto_refuses_in_one_line_when_no_setting_meets_the_budget(sensitive, st
     out = tmp_path / "m.tflite"
     out.write_bytes(b"the user's own file")
     code = main(["export", str(saved), "--format", "tflite", "--quantize", "auto", "--eval-data", str(data),
-                 "--max-drop", "0.01", "--seq-len", str(SEQ), "--out", str(out), "--overwrite",
+                 "--max-drop", "0.005", "--seq-len", str(SEQ), "--out", str(out), "--overwrite",
                  "--calibration", str(calibration)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
@@ -200,8 +204,9 @@ def test_int8_fallback_keeps_the_fewest_ranked_layers_float(sensitive, calibrati
 
     model, _, _ = sensitive
     out = tmp_path / "m.tflite"
-    result = export(ExportOptions(model, "tflite", "int8", out=str(out), seq_len=SEQ, calibration=str(calibration)),
-                    log=None)
+    # The user's bar: with the LayerNorms float by default, all-int8 (0.84 agreement) passes the loose default 0.7.
+    result = export(ExportOptions(model, "tflite", "int8", out=str(out), seq_len=SEQ, calibration=str(calibration),
+                                  thresholds={"min_argmax_agreement": 0.9}), log=None)
     rows = result.search["frontier"]
     assert rows[0]["setting"] == "int8" and not rows[0]["passed"], rows
     chosen = rows[-1]

@@ -178,7 +178,8 @@ def test_inspect_shows_the_client_metadata_and_readiness_without_tensorflow(int3
     text, report = result["text"], result["report"]
     assert ("client metadata: inputs ids, mask, segment_ids; tokenizer bert (vocab.txt, 512 tokens); outputs "
             "pooled_output, sequence_output; labels: 32 (labels.txt); packed files: vocab.txt, labels.txt") in text
-    assert "ready for: MediaPipe TextEmbedder, MediaPipe TextClassifier, Task Library TextEmbedder" in text
+    assert "ready for: MediaPipe TextClassifier\n" in text  # a classifier is no embedder (its scores are no vector)
+    assert "not ready for MediaPipe TextEmbedder: the first output is a classifier's scores" in text
     assert "not ready for Task Library BertNLClassifier: no output metadata named probability" in text
     assert report["client_metadata"]["label_count"] == 32 and report["client_metadata"]["vocab_size"] == 512
     assert report["clients"]["MediaPipe TextClassifier"] == {"ready": True, "reasons": []}

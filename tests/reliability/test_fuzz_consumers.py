@@ -401,3 +401,29 @@ def test_saved_task_model_head_config_is_checked_before_building(tmp_path, head)
     meta["head"].update(head)
     (saved / "config.json").write_text(json.dumps(meta))
     _expect_mbk_error(mbk_api.load, saved, fragment=next(iter(head)))
+
+
+@pytest.mark.parametrize("call, problem", [
+    (lambda: mbk_api.build([1]), "a preset is a name"),
+    (lambda: mbk_api.build("tiny-bert", dtype="int8"), "dtype must be one of"),
+    (lambda: mbk_api.build("tiny-bert", dtype=3), "dtype must be a dtype policy name"),
+    (lambda: mbk_api.build("tiny-bert", layer_norm_epsilon_overrides=[1]), "must be a mapping"),
+    (lambda: mbk_api.build("tiny-bert", name="enc oder"), "name must be letters, digits"),
+    (lambda: mbk_api.build("tiny-bert", name="a/b\n../c"), "name must be letters, digits"),
+    (lambda: mbk_api.build("tiny-bert", name=7), "name must be letters, digits"),
+    (lambda: mbk_api.load(None), "expected a saved-model directory as a str or pathlib.Path, got NoneType"),
+    (lambda: mbk_api.load(b"dir"), "got bytes"),
+    (lambda: mbk_api.import_checkpoint(3), "expected a checkpoint path"),
+])
+def test_the_python_api_refuses_values_keras_would_crash_on(call, problem):
+    # Each was a raw TypeError or ValueError, or (a name with a space) a crash inside tracing at export time.
+    with pytest.raises(ConfigError, match=problem):
+        call()
+
+
+def test_a_bad_keyword_of_load_is_blamed_on_the_keyword_not_on_the_saved_config(tmp_path):
+    mbk_api.save(mbk_api.build("tiny-bert"), tmp_path / "m")
+    with pytest.raises(ConfigError) as info:
+        mbk_api.load(tmp_path / "m", attention_mask_value=float("nan"))
+    assert "attention_mask_value" in str(info.value) and "config.json" not in str(info.value)
+    assert mbk_api.build("tiny-bert", name="my.enc-1", dtype="mixed_bfloat16").name == "my.enc-1"

@@ -309,11 +309,17 @@ def test_a_long_name_is_one_line(mbk, inputs, tmp_path):
 
 
 def test_file_size_limit_while_writing_the_profile_html(inputs, tmp_path):
+    # With the small reports before it (--json, --csv, --md), they were left behind under "nothing was written".
     out = tmp_path / "r.html"
     proc = mbk_with_file_size_limit(2000, "profile", inputs / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0,
                                     "--html", out)
     assert proc.returncode == 2, proc.stderr
     assert_one_line_error(proc, "file size limit reached while writing", str(out))
+    assert list(tmp_path.iterdir()) == []
+    reports = ["--json", tmp_path / "r.json", "--csv", tmp_path / "r.csv", "--md", tmp_path / "r.md"]
+    proc = mbk_with_file_size_limit(20000, "profile", inputs / "m.onnx", "--runs", 1, "--warmup", 1, "--min-time", 0,
+                                    *reports, "--html", out)  # the JSON is ~6 kB, the HTML ~46 kB
+    assert_one_line_error(proc, "file size limit reached while writing", str(out), "(nothing was written)")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -7,6 +7,7 @@ nothing (a preset, a head, labels of the wrong count), a table read as CoNLL tok
 outside their context.
 """
 
+import os
 import re
 
 import numpy as np
@@ -407,3 +408,64 @@ def test_a_relative_output_in_a_deleted_working_directory_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, gone], capture_output=True, text=True, timeout=600)
     assert_refused(proc, "cannot write rel.onnx: the working directory no longer exists; cd to an existing directory")
     assert list(tmp_path.iterdir()) == []
+
+
+def _edited_tflite(source, path, edit):
+    """``source`` with ``edit(model_object)`` applied, written to ``path`` (the flatbuffer object API)."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAs(source.read_bytes(), 0))
+    edit(model)
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    path.write_bytes(builder.Output())
+    return path
+
+
+def test_a_tflite_file_naming_missing_tensors_or_bytes_is_refused_by_every_reader(mbk, tmp_path):
+    # `mbk inspect` of an operator naming tensor 99999 was an internal error (KeyError), and a buffer whose offset
+    # lies past the end of the file was reported ready.
+    from tests.profiler.fixture_models import build_tflite_bert
+
+    plain = tmp_path / "plain.tflite"
+    build_tflite_bert(plain, vocab_size=20, hidden=8, layers=1, intermediate=16, seq_len=8)
+
+    def missing_tensor(model):
+        model.subgraphs[0].operators[0].inputs = np.array([99999], dtype=np.int32)
+
+    def far_buffer(model):
+        buffer = next(b for b in model.buffers if b.data is not None and len(b.data) > 8)
+        buffer.data, buffer.offset, buffer.size = None, 10**9, 64
+
+    for name, edit, problem in (("tensor", missing_tensor, "names tensor 99999, and the file has"),
+                                ("buffer", far_buffer, "lies past the end of the file")):
+        bad = _edited_tflite(plain, tmp_path / f"{name}.tflite", edit)
+        for command in (("inspect", bad), ("profile", bad, "--runs", 1, "--warmup", 1, "--min-time", 0)):
+            assert_refused(mbk(*command), problem)
+
+
+def test_onnx_weights_kept_outside_the_file_must_sit_whole_beside_it(mbk, tmp_path):
+    # onnxruntime follows an initializer's external location anywhere; `mbk inspect` called such files ready.
+    import onnx
+
+    from tests.profiler.fixture_models import build_onnx_bert
+
+    build_onnx_bert(tmp_path / "m.onnx", vocab_size=20, hidden=8, layers=1, seq_len=8)
+    (tmp_path / "w.bin").write_bytes(b"\0" * 4096)
+    os.mkfifo(tmp_path / "fifo.bin")
+    cases = [("/etc/passwd", 0, "outside the model's directory"), ("../w.bin", 0, "outside the model's directory"),
+             ("fifo.bin", 0, "not a data file beside the model"), ("m2.onnx", 0, "not a data file beside the model"),
+             ("gone.bin", 0, "not a data file beside the model"), ("w.bin", 4000, "past the end of that 4,096-byte file")]
+    for number, (location, offset, problem) in enumerate(cases):
+        model = onnx.load(str(tmp_path / "m.onnx"))
+        init = max(model.graph.initializer, key=lambda t: len(t.raw_data))
+        length = len(init.raw_data)
+        init.ClearField("raw_data")
+        init.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+            entry = init.external_data.add()
+            entry.key, entry.value = key, value
+        path = tmp_path / ("m2.onnx" if location == "m2.onnx" else f"x{number}.onnx")
+        onnx.save(model, str(path))
+        assert_refused(mbk("inspect", path), problem)
