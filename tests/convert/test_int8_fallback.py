@@ -16,8 +16,10 @@ from tests.convert.conftest import trained_like, with_outliers
 def outlier_bert():
     import mobilebert_kit as mbk
 
-    # x50 on two channels of every in-block LayerNorm: all-int8 pooled_output cosine 0.875 (< 0.9).
-    return with_outliers(trained_like(mbk.build("tiny-bert", attention_mask_value=-120.0)), factor=50.0)
+    # x200 on two feed-forward channels of every block (full int8 keeps a LayerNorm model's norms and residual
+    # ADDs float by default, so outliers there no longer fail it): all-int8 fails validation.
+    return with_outliers(trained_like(mbk.build("tiny-bert", attention_mask_value=-120.0)), factor=200.0,
+                         weights=("intermediate/kernel", "intermediate/bias"))
 
 
 @pytest.mark.slow  # ~25 s; the default tier has the one-sensitive-layer case (test_quantization_search.py)
