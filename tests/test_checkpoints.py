@@ -455,3 +455,35 @@ def test_a_long_list_of_variable_problems_is_cut(tmp_path):
         mbk.import_checkpoint(tmp_path)
     assert len(info.value.details) == CheckpointError.MAX_DETAILS
     assert info.value.details[-1] == "... and 251 more"
+
+
+def test_mbk_import_carries_the_vocabulary_pooling_and_labels_an_app_needs(tmp_path, capsys):
+    # `mbk import` wrote config.json and the weights only: the import of a sentence encoder then exported as
+    # token features with no vocabulary, where the checkpoint itself exports as an embedder of real text.
+    from mobilebert_kit.sources.model_source import ModelSource
+    from mobilebert_kit.sources.pooling import Pooling, read_pooling, write_pooling
+    from tests.data.conftest import write_vocab
+
+    source = tmp_path / "hf"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps(TINY_HF))
+    _write_safetensors(source / "model.safetensors", tiny_hf_arrays())
+    write_vocab(source / "vocab.txt", ["the", "cat", "sat"])
+    write_pooling(source, Pooling("mean", True), 8)
+    for _ in range(2):  # the second run replaces the first, files it carried included
+        proc = _mbk_import(capsys, source, tmp_path / "out")
+        assert proc.returncode == 0, proc.stderr
+        assert "vocab.txt" in proc.stdout and "sentence pooling" in proc.stdout
+    loaded = ModelSource.load(tmp_path / "out")
+    assert loaded.tokenizer is not None and read_pooling(tmp_path / "out") == Pooling("mean", True)
+    classifier = tmp_path / "clf"
+    classifier.mkdir()
+    (classifier / "config.json").write_text(json.dumps({**TINY_HF, "architectures": ["BertForSequenceClassification"],
+                                                        "id2label": {"0": "neg", "1": "pos"}}))
+    arrays = tiny_hf_arrays()
+    arrays.update({"classifier.weight": np.zeros((2, 8), np.float32), "classifier.bias": np.zeros(2, np.float32)})
+    _write_safetensors(classifier / "model.safetensors", arrays)
+    from mobilebert_kit.cli.main import main
+
+    assert main(["import", str(classifier), "--head", "sequence_classifier", "--out", str(tmp_path / "clf-out")]) == 0
+    assert (tmp_path / "clf-out" / "labels.txt").read_text() == "neg\npos\n"

@@ -10,8 +10,9 @@ def register(subparsers):
         "import",
         help="import a Hugging Face or TF1 checkpoint into a saved model",
         description="Import a Hugging Face directory (config.json + model.safetensors; MobileBERT or BERT) or an "
-        "original TF1 MobileBERT checkpoint (with its bert_config.json) and write a saved model directory. "
-        "Every variable must match; pickle checkpoints (.bin/.pt) are refused.",
+        "original TF1 MobileBERT checkpoint (with its bert_config.json) and write a saved model directory, with the "
+        "checkpoint's tokenizer files, sentence-transformers pooling and class labels beside the weights (what "
+        "`mbk export` embeds for apps). Every variable must match; pickle checkpoints (.bin/.pt) are refused.",
     )
     parser.add_argument("source", type=input_path_option("any", tree=True, or_name=True), metavar="SRC", help="checkpoint directory, TF1 prefix or .index file")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (written atomically)")
@@ -42,5 +43,34 @@ def run(args):
     from mobilebert_kit.models.api import count_params
 
     kind = getattr(model, "architecture", "encoder") or "encoder"
-    print(f"imported {escape(source)} -> {escape(out)} ({kind}, {count_params(model) / 1e6:.2f}M parameters)")
+    carried = carry_deployment_files(source if source.is_dir() else source.parent, out, model)
+    print(f"imported {escape(source)} -> {escape(out)} ({kind}, {count_params(model) / 1e6:.2f}M parameters)"
+          + (f"; {', '.join(carried)} carried alongside" if carried else ""))
     return 0
+
+
+def carry_deployment_files(source_dir, out, model):
+    """Copies what an app needs beside the weights from the checkpoint's directory into the saved model: the
+    tokenizer files, a sentence-transformers pooling declaration and a classifier's label names. Without them
+    `mbk export` of the imported model wrote token features with no vocabulary where the checkpoint itself
+    exports as a sentence embedder that tokenizes real text. Returns what was carried."""
+    from mobilebert_kit.data.vocab import copy_tokenizer_files
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.sources.model_source import read_labels, write_labels
+    from mobilebert_kit.sources.pooling import carry_pooling
+    from mobilebert_kit.utils.atomic import relist
+
+    carried = copy_tokenizer_files(source_dir, out)
+    try:
+        if carry_pooling(source_dir, out, getattr(model, "encoder", model).config["hidden_size"]):
+            carried.append("sentence pooling (modules.json)")
+    except ConfigError:
+        pass  # a pooling mbk cannot export: the model is written without one, as `mbk export SRC` would say
+    labels = read_labels(source_dir) if getattr(model, "architecture", None) in ("sequence_classifier",
+                                                                                 "token_classifier") else []
+    if labels:
+        write_labels(out, labels)
+        carried.append("labels.txt")
+    if carried:
+        relist(out)  # these files are ours too: a re-run replaces them
+    return carried

@@ -152,6 +152,16 @@ def write_labels(directory, names):
     (Path(directory) / LABELS_FILE).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
 
 
+def read_labels(directory):
+    """Class names from a ``labels.txt`` or a Hugging Face config's ``id2label``, in id order ([] when none).
+
+    Example:
+        >>> read_labels("runs/sentiment/model")  # doctest: +SKIP
+        ['negative', 'positive']
+    """
+    return _labels(Path(directory))
+
+
 def _labels(directory):
     """Class names from a ``labels.txt`` or a Hugging Face config's ``id2label``, in id order."""
     labels_file = directory / LABELS_FILE
