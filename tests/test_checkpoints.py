@@ -485,5 +485,7 @@ def test_mbk_import_carries_the_vocabulary_pooling_and_labels_an_app_needs(tmp_p
     _write_safetensors(classifier / "model.safetensors", arrays)
     from mobilebert_kit.cli.main import main
 
-    assert main(["import", str(classifier), "--head", "sequence_classifier", "--out", str(tmp_path / "clf-out")]) == 0
+    # --head auto: the config's architectures name the head the weights alone do not (it was dropped)
+    assert main(["import", str(classifier), "--out", str(tmp_path / "clf-out")]) == 0
     assert (tmp_path / "clf-out" / "labels.txt").read_text() == "neg\npos\n"
+    assert ModelSource.load(tmp_path / "clf-out").model.architecture == "sequence_classifier"

@@ -347,18 +347,28 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
     return skipped
 
 
-def _wrap_head(encoder, head, arrays, dialect):
-    """Returns the task model for ``head`` ("auto" picks one from the checkpoint's keys)."""
+# A Hugging Face config's ``architectures`` entry (transformers' class name) -> the head it saved, where the
+# weights alone do not tell: `classifier.weight` is a sequence or a token classifier.
+_HF_CLASS_HEADS = (("ForSequenceClassification", "sequence_classifier"), ("ForTokenClassification", "token_classifier"))
+
+
+def _wrap_head(encoder, head, arrays, dialect, architectures=()):
+    """Returns the task model for ``head`` ("auto" picks one from the checkpoint's keys, and for a classifier
+    from the config's ``architectures``)."""
     from mobilebert_kit.models.heads import HEADS
 
     keys = set(arrays)
     if head == "auto":
         has_mlm = any(k.startswith(("cls.predictions", "cls/predictions")) for k in keys)
         has_nsp = any(k.startswith(("cls.seq_relationship", "cls/seq_relationship")) for k in keys)
+        named = [name for suffix, name in _HF_CLASS_HEADS
+                 for arch in architectures if isinstance(arch, str) and arch.endswith(suffix)]
         if has_mlm and has_nsp:
             head = "pretrainer"
         elif "qa_outputs.weight" in keys:
             head = "span_question_answerer"
+        elif "classifier.weight" in keys and len(set(named)) == 1:
+            head = named[0]  # a fine-tuned classifier imports with its head (it was dropped: encoder only)
         else:
             head = None
     if head is None:
@@ -398,7 +408,8 @@ def import_hf(directory, head=None, **overrides):
         config["classifier_activation"] = False
     config.update(overrides)
     encoder = _built(build, config, directory / "config.json")
-    model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf")
+    architectures = hf_config.get("architectures") if isinstance(hf_config.get("architectures"), list) else []
+    model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf", architectures)
     _collect(model, arrays, "hf", f"{directory}", encoder_prefix)
     return model
 
