@@ -246,3 +246,18 @@ def test_recipe_names_the_eval_data_and_budget(tmp_path):
     (tmp_path / "bad.toml").write_text(text.replace('quantize = "auto"', 'quantize = "int8"'))
     with pytest.raises(MbkError, match=r"\[evaluation\] max_drop is the budget of \[export\] quantize = 'auto'"):
         Recipe.load(tmp_path / "bad.toml").options()
+
+
+def test_a_passing_int8_file_that_changed_answers_says_so_and_how_to_measure_it(sensitive, calibration, tmp_path):
+    # A fine-tuned MiniLM's full-int8 file changed 1 of 16 validation answers, lost 4.7 accuracy points on real
+    # text, and the export said only PASSED (session 12's probe).
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    model, _, _ = sensitive
+    result = export(ExportOptions(model, "tflite", "int8", out=str(tmp_path / "m.tflite"), seq_len=SEQ,
+                                  calibration=str(calibration)), log=None)
+    assert result.validation.passed and result.search is None
+    note = next(n for n in result.notes if " changed the " in n)
+    assert note.startswith("int8 changed the probability answer on ") and "eval_data FILE" in note, note  # API spelling
+    float_file = export(ExportOptions(model, "tflite", "none", out=str(tmp_path / "f.tflite"), seq_len=SEQ), log=None)
+    assert not any(" changed the " in n for n in float_file.notes)
