@@ -170,7 +170,8 @@ class ExportOptions:
                           "pooling)")
     seq_len: int = option(None, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len", none_ok=True,
                           help=f"sequence length: the static input length (dynamic ONNX: the validated one); "
-                          f"default: the task's, 384 for TFLite span_qa, else {DEFAULT_SEQ_LEN}")
+                          f"default: the task's, 384 for TFLite span_qa, else a fine-tuned model's own (task.json), "
+                          f"else {DEFAULT_SEQ_LEN}")
     batch_size: int = option(1, flag="--batch-size", recipe=("export", "batch_size"), limit="batch_size",
                              none_ok=True, help="static batch size (default %(default)s)")
     out: str = option(None, flag="--out", help="output file (.tflite or .onnx)")
@@ -338,7 +339,7 @@ class ExportOptions:
         """The token inputs' type of this format (``export_tasks.INPUT_DTYPES``)."""
         return INPUT_DTYPES[self.format]
 
-    def resolve(self, architecture, declared_pooling=None, max_positions=None, num_outputs=None):
+    def resolve(self, architecture, declared_pooling=None, max_positions=None, num_outputs=None, trained_seq_len=None):
         """A checked copy with ``task``, ``pooling``/``normalize`` and ``seq_len`` decided for a source.
 
         ``task="auto"`` is the architecture's :data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK`, except
@@ -354,6 +355,8 @@ class ExportOptions:
                 exceeds it (a dynamic ONNX file is validated at the default), a given one is refused.
             num_outputs (int | None): a task head's output columns (``num_labels``); one makes a sequence
                 head a regressor (:data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK_ONE_OUTPUT`).
+            trained_seq_len (int | None): the length a fine-tuned model was trained at (its ``task.json``): the
+                default length where the task names none for the format (the Task Library's QA runs 384).
 
         Returns:
             ExportOptions: a new object (this one keeps ``auto``, so it can be reused for another source).
@@ -398,12 +401,14 @@ class ExportOptions:
         if max_positions and resolved.seq_len is not None and resolved.seq_len > max_positions:
             raise ConfigError(f"{self.name_of('seq_len', resolved.seq_len)} exceeds the model's {max_positions} "
                               f"positions; use at most {max_positions}")
-        resolved._resolve_seq_len(max_positions)
+        resolved._resolve_seq_len(max_positions, trained_seq_len)
         return resolved
 
-    def _resolve_seq_len(self, max_positions=None):
+    def _resolve_seq_len(self, max_positions=None, trained_seq_len=None):
         if self.seq_len is None:
-            default = export_task(self.task).default_seq_len.get(self.format, DEFAULT_SEQ_LEN)
+            # A model fine-tuned at 32 tokens exported at 128 ran 4x the work for inputs it was never trained on.
+            fallback = trained_seq_len if isinstance(trained_seq_len, int) and trained_seq_len > 1 else DEFAULT_SEQ_LEN
+            default = export_task(self.task).default_seq_len.get(self.format, fallback)
             self.seq_len = min(default, max_positions) if max_positions else default
 
     def needs_calibration(self, why):

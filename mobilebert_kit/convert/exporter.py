@@ -147,7 +147,8 @@ def export(options, source=None, log=print, score=None):
     config = _config(model)
     positions = max_positions(config)
     num_outputs = getattr(model, "head_config", {}).get("num_labels")
-    options = options.resolve(architecture_of(model), _declared_pooling(source, options), positions, num_outputs)
+    options = options.resolve(architecture_of(model), _declared_pooling(source, options), positions, num_outputs,
+                              trained_seq_len=getattr(source, "trained_seq_len", None))
     _check_labels(options, architecture_of(model), num_outputs)
 
     # Before converting: validation inputs may never reach a poisoned row (an unused token's embedding).

@@ -444,8 +444,9 @@ def check_size(config, limit=MAX_PARAMETERS):
 # A model name is the first segment of every weight's and op's name: TensorFlow's scopes take these
 # characters only ("enc oder" passed the config checks and failed in tracing, an internal error).
 _NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-]{0,127}")
-# The dtype policies an encoder is built with (float32 and the two mixed-precision policies of training).
-DTYPES = (None, "float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
+# The dtype policies an encoder is built with (float32; float64 for exactness checks; the mixed-precision
+# policies of training).
+DTYPES = (None, "float32", "float64", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
 
 
 def _check_identity(name, dtype, epsilon_overrides):

@@ -117,6 +117,23 @@ class ModelSource:
         return None
 
     @property
+    def trained_seq_len(self):
+        """The sequence length a fine-tuned model was trained at (``task.json`` beside ``DIR/model``), else None."""
+        spec = self._task_spec()
+        value = spec.get("seq_len") if spec else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and 1 < value <= 65536 else None
+
+    def _task_spec(self):
+        """The ``task.json`` of an ``mbk finetune`` output whose ``model/`` this source is, else None."""
+        task_file = self.directory.parent / "task.json" if self.directory is not None else None
+        if task_file is None or self.directory.name != "model" or not task_file.is_file():
+            return None
+        try:
+            return load_json(task_file, "task.json", expect=dict)
+        except ConfigError:
+            return None
+
+    @property
     def table_columns(self):
         """``{"text_columns": [...], "label_column": str | None}`` a fine-tuned model was trained on (the
         ``task.json`` of ``mbk finetune --out DIR``, beside ``DIR/model``), else None.
@@ -124,12 +141,8 @@ class ModelSource:
         An export records them, so that ``mbk evaluate FILE`` and ``mbk export --eval-data`` read a table
         with the fine-tune's own column names (``--text-columns "tweet text"``) as the fine-tune did.
         """
-        task_file = self.directory.parent / "task.json" if self.directory is not None else None
-        if task_file is None or self.directory.name != "model" or not task_file.is_file():
-            return None
-        try:
-            spec = load_json(task_file, "task.json", expect=dict)
-        except ConfigError:
+        spec = self._task_spec()
+        if spec is None:
             return None
         text, label = spec.get("text_columns"), spec.get("label_column")
         if not (isinstance(text, list) and 0 < len(text) <= 2 and all(isinstance(c, str) and c for c in text)):
