@@ -800,9 +800,13 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
     pairs = task_names(reference, task, fmt)
     expected = [name for name, _ in pairs]
     refs = reference_outputs(reference, inputs, pairs, pooling, bool(normalize))
+    limits = thresholds_for(precision, **(thresholds or {}))
+    floor = export_task(task).quantized_min_cosine if task is not None else None
+    if floor is not None and precision != "none" and "min_cosine" not in (thresholds or {}):
+        limits = limits.replace(min_cosine=max(limits.min_cosine or 0.0, floor))  # the task's own bar; yours wins
     report = validate_outputs(
         artifact_name or str(path), runner, refs, inputs, expected, token_outputs(reference, task, fmt),
-        logit_outputs(reference, task, fmt), precision, thresholds_for(precision, **(thresholds or {})),
+        logit_outputs(reference, task, fmt), precision, limits,
     )
     report.client_tokenization = client_fidelity_of(
         runner, fmt or Path(path).suffix[1:], texts, tokenizer, inputs.seq_len,
