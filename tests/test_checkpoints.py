@@ -489,3 +489,27 @@ def test_mbk_import_carries_the_vocabulary_pooling_and_labels_an_app_needs(tmp_p
     assert main(["import", str(classifier), "--out", str(tmp_path / "clf-out")]) == 0
     assert (tmp_path / "clf-out" / "labels.txt").read_text() == "neg\npos\n"
     assert ModelSource.load(tmp_path / "clf-out").model.architecture == "sequence_classifier"
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+def test_a_checkpoint_file_that_is_no_regular_file_is_named(tmp_path, name):
+    # A directory (or FIFO) in the file's place was reported as "not a checkpoint: expected config.json + ...".
+    (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
+    _write_safetensors(tmp_path / "model.safetensors", tiny_hf_arrays())
+    (tmp_path / name).unlink()
+    (tmp_path / name).mkdir()
+    with pytest.raises(CheckpointError, match=f"{name} is not a regular file; replace it with the checkpoint"):
+        mbk.import_checkpoint(tmp_path)
+
+
+def test_config_for_a_hugging_face_directory_is_refused_not_ignored(tmp_path, capsys):
+    from mobilebert_kit.cli.main import main
+
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(TINY_HF))
+    _write_safetensors(tmp_path / "hf" / "model.safetensors", tiny_hf_arrays())
+    (tmp_path / "other.json").write_text("{}")
+    assert main(["import", str(tmp_path / "hf"), "--config", str(tmp_path / "other.json"), "--out",
+                 str(tmp_path / "out")]) == 2
+    assert "--config is for TF1 checkpoints" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -584,6 +584,12 @@ def checkpoint_format(path):
         if any((path / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json")):
             # Both files are there: only the model_type that marks a Hugging Face config is not.
             raise CheckpointError(_no_model_type(path / "config.json"))
+    if path.is_dir():
+        # A config.json or model.safetensors that is there but no regular file (a directory, a FIFO, a link to a
+        # device) was reported as missing: "not a checkpoint: expected config.json + model.safetensors".
+        for name in ("config.json", "model.safetensors"):
+            if os.path.lexists(path / name) and not (path / name).is_file():
+                raise CheckpointError(f"{path / name} is not a regular file; replace it with the checkpoint's {name}")
     if path.exists():
         raise CheckpointError(
             f"{path} is not a checkpoint: expected config.json + model.safetensors (Hugging Face), "

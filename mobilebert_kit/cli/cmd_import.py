@@ -36,6 +36,13 @@ def run(args):
         from mobilebert_kit.errors import CheckpointError
 
         raise CheckpointError(f"{escape(source)} does not exist; pass a checkpoint directory or TF1 checkpoint prefix")
+    if args.config is not None and source.is_dir() and (source / "config.json").is_file() \
+            and not any(source.glob("*.index")):
+        from mobilebert_kit.errors import ConfigError
+
+        # It was ignored: a Hugging Face directory is read with its own config.json.
+        raise ConfigError(f"--config is for TF1 checkpoints; {escape(source)} is a Hugging Face directory, read with "
+                          "its own config.json: drop --config (or edit that file)")
     sources = [source, args.config]
     check_output(args.out, "model", overwrite=args.overwrite, sources=sources)  # before the import's work
     model = import_checkpoint(source, head=head, config=args.config)

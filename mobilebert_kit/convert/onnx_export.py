@@ -207,8 +207,27 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
             raise
         except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
             first = first_line(err)
-            raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}") from err
+            raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}{_short_of_room(tmp, model)}") from err
         return onnx.load(str(target))
+
+
+def _short_of_room(directory, model):
+    """``"; ..."`` naming a temporary directory too full for the quantizer's copies, else ``""``.
+
+    ORT's quantizer writes several copies of the model there; on a full TMPDIR a truncated copy then failed
+    to parse, and the error said only "Error parsing message ... Wire format was corrupt".
+    """
+    import shutil
+
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return ""
+    need = 3 * model.ByteSize()
+    if free >= need:
+        return ""
+    return (f"; the temporary directory {directory} has {free / 1e6:.1f} MB free and the quantizer needs about "
+            f"{need / 1e6:.0f} MB: free space there or set TMPDIR to a larger disk")
 
 
 def _input_dtypes(model):

@@ -194,6 +194,8 @@ def read_safetensors_dir(directory):
     pickles = sorted(p.name for p in directory.iterdir() if p.suffix in PICKLE_SUFFIXES) if directory.is_dir() else []
     if pickles:
         refuse_pickle(directory / pickles[0])
+    if os.path.lexists(single):  # a directory, FIFO or device in its place
+        raise CheckpointError(f"{single} is not a regular file; replace it with the checkpoint's model.safetensors")
     raise CheckpointError(f"{directory} has no model.safetensors; a Hugging Face checkpoint directory needs one")
 
 

@@ -279,3 +279,23 @@ def test_an_interrupt_that_surfaces_as_another_error_is_reported_as_the_interrup
     monkeypatch.setattr(cmd_presets, "run", lambda args: 1 / 0)  # with no signal, an error stays an internal error
     assert main.main(["presets"]) == 1
     assert "internal error (ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_onnx_quantization_on_a_full_temporary_directory_names_it(tmp_path, monkeypatch):
+    # A full TMPDIR made ORT's quantizer read back a truncated copy: "Error parsing message ... Wire format was
+    # corrupt", with nothing saying why.
+    import shutil
+    from collections import namedtuple
+
+    import onnx
+
+    from mobilebert_kit.convert.onnx_export import _short_of_room
+    from tests.profiler.fixture_models import build_onnx_bert
+
+    build_onnx_bert(tmp_path / "m.onnx", vocab_size=20, hidden=8, layers=1, seq_len=8)
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    assert _short_of_room(tmp_path, model) == ""
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**6, 10**6 - 1000, 1000))
+    assert _short_of_room(tmp_path, model).startswith(f"; the temporary directory {tmp_path} has 0.0 MB free")
+    assert "set TMPDIR to a larger disk" in _short_of_room(tmp_path, model)
