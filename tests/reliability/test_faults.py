@@ -273,7 +273,13 @@ def test_an_interrupt_that_surfaces_as_another_error_is_reported_as_the_interrup
             raise ImportError("initialization failed") from None
 
     monkeypatch.setattr(cmd_presets, "run", interrupted_import)
-    assert main.main(["presets"]) == 130
+    # Python's own Ctrl-C handler, as in a terminal: a process started in the background of a non-interactive
+    # shell (a CI script's `cmd &`) inherits SIGINT ignored, and then no Ctrl-C reaches it at all.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main.main(["presets"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     err = capsys.readouterr().err
     assert err.strip() == "mbk presets: interrupted" and "internal error" not in err
     monkeypatch.setattr(cmd_presets, "run", lambda args: 1 / 0)  # with no signal, an error stays an internal error
