@@ -124,14 +124,17 @@ class ModelSource:
         return value if isinstance(value, int) and not isinstance(value, bool) and 1 < value <= 65536 else None
 
     def _task_spec(self):
-        """The ``task.json`` of an ``mbk finetune`` output whose ``model/`` this source is, else None."""
-        task_file = self.directory.parent / "task.json" if self.directory is not None else None
-        if task_file is None or self.directory.name != "model" or not task_file.is_file():
-            return None
-        try:
-            return load_json(task_file, "task.json", expect=dict)
-        except ConfigError:
-            return None
+        """The ``task.json`` of an ``mbk finetune`` output whose ``model/`` this source is, else None (read once:
+        an export asks for its length and its columns)."""
+        if "_task" not in self.__dict__:
+            task_file = self.directory.parent / "task.json" if self.directory is not None else None
+            self._task = None
+            if task_file is not None and self.directory.name == "model" and task_file.is_file():
+                try:
+                    self._task = load_json(task_file, "task.json", expect=dict)
+                except ConfigError:
+                    pass
+        return self._task
 
     @property
     def table_columns(self):
