@@ -66,7 +66,7 @@ exactly (issue 15 item 3; measured below):
 - each ReLU FFN's *hidden units* (``.../intermediate``): ``relu(x W / c) * c =
   relu(x W)`` for ``c > 0`` (:func:`_migrate_relu_ffns`). Not for GELU.
 
-**Which ``c`` helps int8** (benchmarks/scale_migration_int8.py, tiny models,
+**Which ``c`` helps int8** (benchmarks/experiments/scale_migration_int8.py, tiny models,
 full-int8 TFLite, sequence_output SNR before -> after). Four things are
 quantized with one scale across a segment's channels: its activations
 (per tensor), the readers' kernel rows (weights are per *output* channel, so a
@@ -200,7 +200,7 @@ def _balance_scale(gamma, c_in, spread, weight, closer_gamma):
     ``ACTIVATION_PULL`` times. Adders' columns are free (per-output-channel
     weights). SmoothQuant's rule alone (``_smoothquant_scale``) moved a 160x
     range into the closer NoNorm of a BERT block and cut full-int8 SNR from 10
-    to 1 dB (benchmarks/scale_migration_int8.py).
+    to 1 dB (benchmarks/experiments/scale_migration_int8.py).
     """
     pulls = [ACTIVATION_PULL * _centred_log(spread), _centred_log(gamma * c_in)]
     count = ACTIVATION_PULL + 1

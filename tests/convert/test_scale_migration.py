@@ -225,7 +225,7 @@ def test_balance_improves_full_int8_fidelity_of_an_outlier_model(which, request,
                              calibration=str(tmp_path / "calib.npz"), validation_data=str(tmp_path / "valid.npz"),
                              thresholds=never_fail)
         snr[name] = {m.name: m.snr_db for m in result.validation.outputs}["sequence_output"]
-    # Measured 16.0 -> 19.5 dB (tiny-mobilebert, benchmarks/scale_migration_int8.py); 2 dB leaves room for
+    # Measured 16.0 -> 19.5 dB (tiny-mobilebert, benchmarks/experiments/scale_migration_int8.py); 2 dB leaves room for
     # converter noise.
     assert snr["balance"] > snr["none"] + 2.0, snr
 

@@ -1,7 +1,7 @@
-"""Experiment (NOTES.md): does XNNPACK take the int8 attention once its operands are symmetric?
+"""Experiment (benchmarks/perf/NOTES.md): does XNNPACK take the int8 attention once its operands are symmetric?
 
 XNNPACK (LiteRT 2.3) delegates an int8 ``BATCH_MATMUL`` only when its second
-operand has zero point 0 (found with ``profile_ops.py``: in a full-int8
+operand has zero point 0 (found with ``benchmarks/perf/profile_ops.py``: in a full-int8
 MobileBERT the 4 of 48 batch matmuls it took were exactly those). This script
 rewrites a full-int8 ``.tflite`` so that the second operand of every
 ``BATCH_MATMUL`` (K for Q.K^T, V for P.V) and the RESHAPE/TRANSPOSE chain
@@ -15,9 +15,9 @@ This is a measurement for the converter's design (issue 5/7), not a code path
 users run: the converter should produce such parameters itself.
 
 Usage:
-    python -m benchmarks.perf.int8_attention_experiment IN.tflite OUT.tflite [--runs 20] [--reference F32.tflite]
+    python -m benchmarks.experiments.int8_attention_experiment IN.tflite OUT.tflite [--runs 20] [--reference F32.tflite]
     # the three changes together (scale folded, float softmax, symmetric operands):
-    python -m benchmarks.perf.int8_attention_experiment --export-folded CALIB.npz FOLDED.tflite OUT.tflite
+    python -m benchmarks.experiments.int8_attention_experiment --export-folded CALIB.npz FOLDED.tflite OUT.tflite
 """
 
 import argparse

@@ -15,7 +15,7 @@ FFN units (convert/scale_migration.py, "With data"). Kept to reproduce its row i
 benchmarks/RESULTS.md (the 600-step substituted MiniLM, before that change).
 
 Usage:
-  PYTHONPATH=$PWD nice python benchmarks/nonorm_stream_migration.py SUBSTITUTED_MIGRATED_DIR OUT_DIR [CALIBRATION.txt]
+  PYTHONPATH=$PWD nice python benchmarks/experiments/nonorm_stream_migration.py SUBSTITUTED_MIGRATED_DIR OUT_DIR [CALIBRATION.txt]
   (CALIBRATION.txt: the recovery text, default /tmp/q15/recover.txt as benchmarks/nonorm_int8.py uses)
   then: python benchmarks/nonorm_int8.py OUT_DIR
 """

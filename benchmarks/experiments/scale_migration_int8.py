@@ -7,14 +7,14 @@ validation metrics against the float Keras model on held-out random rows. The
 ``outliers`` variant multiplies 2 channels of every in-block NoNorm gamma by 20,
 as MiniLM's residual stream carries a few channels far larger than the rest.
 
-Run: nice python benchmarks/scale_migration_int8.py  (about 2 minutes on one core)
+Run: nice python benchmarks/experiments/scale_migration_int8.py  (about 2 minutes on one core)
 """
 
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
 import mobilebert_kit as mbk  # noqa: E402
 from mobilebert_kit.convert.exporter import ExportOptions, export  # noqa: E402

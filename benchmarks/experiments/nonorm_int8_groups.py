@@ -11,7 +11,7 @@ It matched the exported file within 0.002-0.006 of cosine on the 600-step substi
 (benchmarks/RESULTS.md, issue 15), which is what made it usable to choose the migrations.
 
 Usage:
-  PYTHONPATH=$PWD python benchmarks/nonorm_int8_groups.py SUBSTITUTED_DIR [--rows 300] [--data-dir /tmp/q15]
+  PYTHONPATH=$PWD python benchmarks/experiments/nonorm_int8_groups.py SUBSTITUTED_DIR [--rows 300] [--data-dir /tmp/q15]
 """
 
 import argparse
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for nonorm_int8
 from nonorm_int8 import SEQ, held_out  # noqa: E402
 
 GROUPS = ("emb_table", "emb_sum", "norm_mul", "norm_out", "weights", "q", "k", "v", "scores", "probs", "ctx",
