@@ -3,6 +3,14 @@
 Every error a user can cause (bad file, bad option, missing device) is an
 ``MbkError``; the command line prints its message as one line and exits
 non-zero, without a traceback. Messages name what is wrong and what to do.
+
+The subclasses here say what is wrong, so a caller can tell the failures apart:
+``ConfigError`` (an option or configuration), ``CheckpointError`` (a checkpoint
+that cannot be read or does not fit), ``TrainingError`` (a training run that
+cannot start, continue or finish) and ``DataError`` (training or evaluation
+data that cannot be read or used). Others live beside the code that raises
+them (``artifacts/errors.py``, ``convert/errors.py``, ``profiler/errors.py``).
+All four exit with ``MbkError.exit_code`` (2).
 """
 
 
@@ -53,6 +61,24 @@ class CheckpointError(MbkError):
         if self.details:
             text += "\n" + "\n".join(f"  - {d}" for d in self.details)
         super().__init__(text)
+
+
+class TrainingError(MbkError):
+    """A training run that cannot start, continue or finish.
+
+    Nothing to resume, a run started with other options, a checkpoint of the run
+    that cannot be written or read, a cluster or device that cannot be reached,
+    a loss that became NaN, a teacher cache that cannot be built or used.
+    """
+
+
+class DataError(MbkError):
+    """Training or evaluation data that cannot be read or used.
+
+    A missing or malformed table, SQuAD or CoNLL file, pre-training record
+    shard or corpus, a vocabulary or tokenizer that does not fit, labels the
+    task cannot use.
+    """
 
 
 def check_choice(name, value, choices):

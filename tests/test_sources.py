@@ -117,6 +117,14 @@ def test_a_recipe_prepares_its_source_from_the_substitute_table_without_changing
                         prepare.PreparedSource("prepared", "original"))
     assert recipe.prepare(options[0], log=None) == "prepared"
     (spec, substitutions, recovery), _ = calls[0]
-    assert (spec, substitutions) == ("tiny-bert", {"norm": "no_norm"})
+    assert (spec.kind, spec.name, substitutions) == ("preset", "tiny-bert", {"norm": "no_norm"})  # loaded once
     assert recovery == prepare.Recovery(steps=3, data=None, seq_len=24, learning_rate=0.001, fit=False)
     assert [vars(o) for o in options] == before  # every export still says what it was made from
+    # Without [substitute] seq_len the recovery runs at the export plan's length: [export] seq_len here, else the
+    # source's own (tiny-bert: 64 positions, where a fixed 128 was refused as "--seq-len 128 exceeds ...").
+    for export_len, planned in (("seq_len = 16\n", 16), ("", 64)):
+        path.write_text("[source]\npreset = 'tiny-bert'\n[substitute]\nnorm = 'no_norm'\n[export]\n" + export_len)
+        recipe = Recipe.load(path)
+        calls.clear()
+        recipe.prepare(recipe.options(validate=False)[0], log=None)
+        assert calls[0][0][2].seq_len == planned

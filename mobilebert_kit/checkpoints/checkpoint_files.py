@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from mobilebert_kit.backend import tf
-from mobilebert_kit.errors import MbkError, first_line
+from mobilebert_kit.errors import TrainingError, first_line
 from mobilebert_kit.utils.atomic import remove_path
 
 # What a checkpoint write raises when the file system refuses it (atomic writes raise OSError subclasses).
@@ -52,13 +52,13 @@ def _reason(err):
 
 @contextlib.contextmanager
 def checkpoint_writes(directory):
-    """Runs a checkpoint write; a refused one becomes :class:`MbkError` and its partial files are removed.
+    """Runs a checkpoint write; a refused one becomes :class:`TrainingError` and its partial files are removed.
 
     Args:
         directory (str | Path): the checkpoint directory (named in the message, swept of ``*_temp`` leftovers).
 
     Raises:
-        MbkError: ``cannot write a checkpoint to DIR (the disk is full); free space ... and --resume``.
+        TrainingError: ``cannot write a checkpoint to DIR (the disk is full); free space ... and --resume``.
 
     Example:
         >>> with checkpoint_writes(run_dir / "checkpoints"):  # doctest: +SKIP
@@ -70,7 +70,7 @@ def checkpoint_writes(directory):
         with contextlib.suppress(OSError):
             for leftover in Path(directory).glob("*_temp*"):
                 remove_path(leftover, ignore_errors=True)
-        raise MbkError(
+        raise TrainingError(
             f"cannot write a checkpoint to {directory} ({_reason(err)}); free space or fix the directory, then "
             "continue with the same command and --resume: the run goes on from its last complete checkpoint"
         ) from err
@@ -87,7 +87,7 @@ def newest_readable_checkpoint(directory, skipped=None):
         str | None: the prefix to restore (None when the directory holds no checkpoint).
 
     Raises:
-        MbkError: there are checkpoints, and none of them can be read.
+        TrainingError: there are checkpoints, and none of them can be read.
 
     Example:
         >>> newest_readable_checkpoint("/tmp/no-such-mbk-run/checkpoints") is None
@@ -110,6 +110,6 @@ def newest_readable_checkpoint(directory, skipped=None):
         except Exception as err:  # noqa: BLE001  (whatever a damaged file raises, it is not a checkpoint to use)
             reasons.append(f"{Path(prefix).name} ({first_line(err)[:160]})")
     if reasons:
-        raise MbkError(f"no checkpoint in {directory} can be read ({'; '.join(reasons[:2])}); start the run over "
-                       "with --overwrite")
+        raise TrainingError(f"no checkpoint in {directory} can be read ({'; '.join(reasons[:2])}); start the run over "
+                            "with --overwrite")
     return None

@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import MbkError, TrainingError
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, remove_path
 from mobilebert_kit.utils.run_state import (
     CHECKPOINT_DIR,
@@ -53,7 +53,8 @@ class ResumableRun:
 
     Class attributes a subclass sets:
         command (str): ``"finetune"`` or ``"substitute"`` (a key of ``utils.run_state.RUN_KINDS``).
-        output_kind (str): the ``utils.atomic`` output kind of the finished ``OUT``.
+        output_kind (OutputKind): the output kind of the finished ``OUT`` (``utils.output_check``), declared
+            beside the subclass (``training.finetune_run.FINETUNE_OUTPUT``).
         finished_file (str): the file only a finished output holds (``"task.json"``).
         done_verb (str): how ``describe`` says the steps are done (``"trained"``).
         record_insensitive (tuple): record keys a resume may change.
@@ -113,35 +114,35 @@ class ResumableRun:
             write, which only ``overwrite`` lets the run replace).
 
         Raises:
-            MbkError: naming what to do (``--resume``, ``--overwrite``, another ``--out``, the same options).
+            TrainingError: naming what to do (``--resume``, ``--overwrite``, another ``--out``, the same options).
         """
         if resume:
             self.require_interrupted()
             differences = self.differences(record)
             if differences:
-                raise MbkError(
+                raise TrainingError(
                     f"{self.out_dir} was started with different {', '.join(differences)}; resume with the same "
                     f"options (see {STATE_DIR}/{RUN_FILE}) or start over with --overwrite"
                 )
         elif self.interrupted() and not overwrite:
-            raise MbkError(
+            raise TrainingError(
                 f"{self.out_dir} holds an interrupted {self.kind} run ({self.describe()}); pass --resume to "
                 "continue it, --overwrite to start it over, or choose a new --out"
             )
         elif interrupted_run(self.out_dir) and not overwrite:  # another command's run: not ours to discard
-            raise MbkError(f"{resume_hint(self.out_dir)}, or choose a new --out")
+            raise TrainingError(f"{resume_hint(self.out_dir)}, or choose a new --out")
         return check_output(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources)
 
     def require_interrupted(self):
-        """Raises the one-line MbkError of ``--resume`` where there is nothing of this command to resume."""
+        """Raises the one-line TrainingError of ``--resume`` where there is nothing of this command to resume."""
         if self.interrupted():
             return
         if interrupted_run(self.out_dir):
             other = run_command(self.out_dir)
-            raise MbkError(f"nothing to resume in {self.out_dir} for mbk {self.command}: it holds an interrupted "
-                           f"{RUN_KINDS[other]} run; finish it with `mbk {other} --out {self.out_dir} --resume`")
+            raise TrainingError(f"nothing to resume in {self.out_dir} for mbk {self.command}: it holds an interrupted "
+                                f"{RUN_KINDS[other]} run; finish it with `mbk {other} --out {self.out_dir} --resume`")
         finished = (self.out_dir / self.finished_file).is_file()
-        raise MbkError(
+        raise TrainingError(
             f"nothing to resume in {self.out_dir}: "
             + ("its run has finished" if finished else f"it holds no interrupted {self.kind} run")
             + f" ({self._why_no_record()}); start without --resume"
@@ -180,7 +181,7 @@ class ResumableRun:
         """The stored ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
 
         Raises:
-            MbkError: unreadable, too deep, not an object, or without ``config``.
+            TrainingError: unreadable, too deep, not an object, or without ``config``.
         """
         return read_run_record(self.path / RUN_FILE, self.kind, "start over with --overwrite")
 
@@ -195,8 +196,8 @@ class ResumableRun:
             >>> str(RecoveryRun("runs/x").bad_field("seed"))  # doctest: +SKIP
             "runs/x/run/run.json has a bad 'seed'; resume with the options on the command line or ..."
         """
-        return MbkError(f"{self.path / RUN_FILE} has a bad {key!r}; resume with the {given} on the command line "
-                        f"or start over with --overwrite (it is {STATE_DIR}/{RUN_FILE} of an interrupted run)")
+        return TrainingError(f"{self.path / RUN_FILE} has a bad {key!r}; resume with the {given} on the command line "
+                             f"or start over with --overwrite (it is {STATE_DIR}/{RUN_FILE} of an interrupted run)")
 
     def start(self, record, sources=()):
         """Makes ``OUT`` hold a fresh run state: ``OUT`` checked and marked, an earlier ``run/`` removed, the

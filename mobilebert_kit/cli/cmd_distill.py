@@ -91,7 +91,7 @@ def _parse_pairs(items, what):
 def run(args):
     from pathlib import Path
 
-    from mobilebert_kit.errors import ConfigError, MbkError
+    from mobilebert_kit.errors import ConfigError, TrainingError
     from mobilebert_kit.training.distill_config import DistillConfig
     from mobilebert_kit.training.distiller import RUN_FILE, Distiller
     from mobilebert_kit.training.run_directory import RunDirectory
@@ -116,7 +116,7 @@ def run(args):
         overrides = overrides or stored.get("student_overrides", {})
     missing = [flag for flag, value in (("--teacher", teacher), ("--student", student), ("--data", data)) if not value]
     if missing:
-        raise MbkError(f"missing {', '.join(missing)} (needed unless --resume finds a run in --out)")
+        raise TrainingError(f"missing {', '.join(missing)} (needed unless --resume finds a run in --out)")
     config = DistillConfig.from_dict(given)
     strategy = make_strategy(args.strategy)  # before TensorFlow runs anything (collective ops)
     distiller = Distiller(teacher, student, data, args.out, config, strategy=strategy, student_overrides=overrides)

@@ -63,14 +63,15 @@ def evaluate_one(path, args):
 
 def _named(path, args):
     """evaluate_one, whose one-line error names the --model it is about when there are several."""
-    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.errors import DataError, MbkError, TrainingError
 
     try:
         return evaluate_one(path, args)
     except MbkError as err:
         if len(args.model) < 2:
             raise
-        raise MbkError(f"--model {path}: {err}") from err
+        kind = type(err) if type(err) in (DataError, TrainingError) else MbkError  # a data error stays one
+        raise kind(f"--model {path}: {err}") from err
 
 
 def run(args):

@@ -127,7 +127,7 @@ def _stored_inputs(args):
 
 def run(args):
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
-    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.errors import DataError, TrainingError
     from mobilebert_kit.training.fine_tuner import FineTuner
     from mobilebert_kit.training.finetune_config import FinetuneConfig
     from mobilebert_kit.training.strategies import make_strategy, quiet_cluster_teardown
@@ -137,14 +137,14 @@ def run(args):
     model, task, train = (getattr(args, dest) or stored.get(dest) for _, dest in _INPUTS)
     missing = [flag for (flag, _), value in zip(_INPUTS, (model, task, train)) if not value]
     if missing:
-        raise MbkError(f"missing {', '.join(missing)} (needed unless --resume finds a run in --out)")
+        raise TrainingError(f"missing {', '.join(missing)} (needed unless --resume finds a run in --out)")
     columns = args.text_columns.split(",") if args.text_columns else stored.get("text_columns")
     label_column = args.label_column or stored.get("label_column")
     cased = args.cased if args.cased is not None else stored.get("cased", False)
     eval_path = args.eval or stored.get("eval")
     vocab = args.vocab or stored.get("vocab") or find_vocab(model)
     if vocab is None:
-        raise MbkError(f"no vocabulary found in {model}; pass --vocab (the vocab.txt the model was trained with)")
+        raise DataError(f"no vocabulary found in {model}; pass --vocab (the vocab.txt the model was trained with)")
     tokenizer = WordPieceTokenizer.from_file(vocab, lowercase=False if cased else None)
     known = {k: v for k, v in stored_config.items() if k in FinetuneConfig.__dataclass_fields__}
     config = FinetuneConfig(**{**known, **given, "task": task})

@@ -27,7 +27,7 @@ def run(args):
     from pathlib import Path
 
     from mobilebert_kit.checkpoints.importer import import_checkpoint
-    from mobilebert_kit.models.api import save
+    from mobilebert_kit.models.api import SAVED_MODEL, save
     from mobilebert_kit.utils.atomic import check_output
 
     head = None if args.head == "none" else args.head
@@ -44,7 +44,7 @@ def run(args):
         raise ConfigError(f"--config is for TF1 checkpoints; {escape(source)} is a Hugging Face directory, read with "
                           "its own config.json: drop --config (or edit that file)")
     sources = [source, args.config]
-    check_output(args.out, "model", overwrite=args.overwrite, sources=sources)  # before the import's work
+    check_output(args.out, SAVED_MODEL, overwrite=args.overwrite, sources=sources)  # before the import's work
     model = import_checkpoint(source, head=head, config=args.config)
     out = save(model, args.out, overwrite=args.overwrite, sources=sources)
     from mobilebert_kit.models.api import count_params

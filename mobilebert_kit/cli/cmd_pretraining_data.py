@@ -68,7 +68,8 @@ def run(args):
     tokenizer = WordPieceTokenizer.from_file(args.vocab, lowercase=False if args.cased else None)
     files = args.input
     if args.stdlib_corpus:
-        from mobilebert_kit.data.stdlib_corpus import build_stdlib_corpus
+        from mobilebert_kit.data.records import PRETRAINING_DATA
+        from mobilebert_kit.data.stdlib_corpus import STDLIB_CORPUS, build_stdlib_corpus
         from mobilebert_kit.utils.atomic import atomic_dir, check_output, overlap
 
         corpus = Path(args.stdlib_corpus)
@@ -76,9 +77,9 @@ def run(args):
         # before the corpus is written, so a refused --out leaves no corpus behind either.
         if overlap(args.out, corpus):
             raise ConfigError(f"--out {args.out} and --stdlib-corpus {corpus} overlap; give each its own directory")
-        check_output(corpus, "stdlib-corpus", overwrite=args.overwrite)
-        check_output(args.out, "pretraining-data", overwrite=args.overwrite)
-        with atomic_dir(corpus, "stdlib-corpus", overwrite=args.overwrite) as tmp:
+        check_output(corpus, STDLIB_CORPUS, overwrite=args.overwrite)
+        check_output(args.out, PRETRAINING_DATA, overwrite=args.overwrite)
+        with atomic_dir(corpus, STDLIB_CORPUS, overwrite=args.overwrite) as tmp:
             stats = build_stdlib_corpus(tmp / "train.txt", tmp / "heldout.txt")
         console.print(
             f"corpus: Python {stats['python']} standard library, {stats['documents']} modules / "

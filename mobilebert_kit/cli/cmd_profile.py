@@ -66,8 +66,16 @@ def register(subparsers):
     parser.set_defaults(func=run)
 
 
-# Each report option and the output kind (utils.atomic.OUTPUT_KINDS) it writes.
-REPORT_KINDS = {"json": "profile-json", "csv": "profile-csv", "md": "profile-md", "html": "profile-html"}
+# The report options; each writes the output kind its writer declares (_report_kinds).
+REPORT_FLAGS = ("json", "csv", "md", "html")
+
+
+def _report_kinds():
+    """Each report option and the output kind its writer declares (profiler/report.py, report_html.py)."""
+    from mobilebert_kit.profiler.report import PROFILE_CSV, PROFILE_JSON, PROFILE_MD
+    from mobilebert_kit.profiler.report_html import PROFILE_HTML
+
+    return {"json": PROFILE_JSON, "csv": PROFILE_CSV, "md": PROFILE_MD, "html": PROFILE_HTML}
 
 
 def run(args):
@@ -83,7 +91,7 @@ def run(args):
 
     # Checked before profiling: a refused --json /dev/null must not cost a two-minute run first.
     _check_distinct_reports(args)
-    for flag, kind in REPORT_KINDS.items():
+    for flag, kind in _report_kinds().items():
         if getattr(args, flag):
             check_output(getattr(args, flag), kind, overwrite=args.overwrite, sources=args.files)
     serials = [s.strip() for item in args.serial for s in item.split(",") if s.strip()]
@@ -246,7 +254,7 @@ def _check_distinct_reports(args):
     from mobilebert_kit.errors import ConfigError
 
     seen = {}
-    for flag in REPORT_KINDS:
+    for flag in REPORT_FLAGS:
         path = getattr(args, flag)
         if not path:
             continue

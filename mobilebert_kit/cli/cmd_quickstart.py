@@ -32,11 +32,11 @@ def run(args):
     from rich.console import Console
 
     from mobilebert_kit.cli.cmd_info import print_summary
-    from mobilebert_kit.models.api import build, save
+    from mobilebert_kit.models.api import SAVED_MODEL, build, save
     from mobilebert_kit.models.summary import summarize
     from mobilebert_kit.utils.atomic import check_output
 
-    check_output(args.out, "model", overwrite=args.overwrite)  # before the minutes of step 1
+    check_output(args.out, SAVED_MODEL, overwrite=args.overwrite)  # before the minutes of step 1
     console = Console()
     console.rule("1. the MobileBERT student (preset `mobilebert`, random weights)")
     print_summary(summarize(build("mobilebert"), seq_len=args.seq_len), console)

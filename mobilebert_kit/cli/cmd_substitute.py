@@ -97,7 +97,7 @@ def run(args):
     # scale_migration.MIGRATION_POLICIES
     check_choice("--scale-migration", settings["scale_migration"], ("unit", "balance", "smoothquant", "none"))
     from mobilebert_kit.convert.prepare import Recovery, prepare_source
-    from mobilebert_kit.convert.recovery_run import CONFIG_KEYS, RecoveryRun, substitute_record
+    from mobilebert_kit.convert.recovery_run import CONFIG_KEYS, SUBSTITUTE_OUTPUT, RecoveryRun, substitute_record
     from mobilebert_kit.data.vocab import copy_tokenizer_files
     from mobilebert_kit.models.api import save
     from mobilebert_kit.sources.model_source import write_labels
@@ -121,7 +121,7 @@ def run(args):
     prepared = prepare_source(settings["src"], {"norm": settings["norm"], "act": settings["act"],
                                                  "ffn": settings["intermediate_size"]}, recovery,
                               log=print, run=state if resumable else None)
-    with atomic_dir(args.out, "substitute", overwrite=args.overwrite, sources=sources) as tmp:
+    with atomic_dir(args.out, SUBSTITUTE_OUTPUT, overwrite=args.overwrite, sources=sources) as tmp:
         save(prepared.source.model, tmp)
         copy_tokenizer_files(prepared.source.directory, tmp)
         if prepared.original.labels:  # a classifier's class names: an export embeds them for the clients

@@ -1,6 +1,7 @@
 """``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure."""
 
-from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN, parse_thresholds
+from mobilebert_kit.convert.export_options import parse_thresholds
+from mobilebert_kit.convert.export_plan import recorded_length
 from mobilebert_kit.convert.quantization_modes import CONVERTED_MODES
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
@@ -35,21 +36,21 @@ def run(args):
 
     meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads
     thresholds = parse_thresholds(args.threshold)
-    from mobilebert_kit.convert.exporter import validate_file
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.convert.file_validation import validate_file
     from mobilebert_kit.convert.input_set import InputSet, default_inputs, validation_lines
-    from mobilebert_kit.sources.model_source import ModelSource
     from mobilebert_kit.convert.rebuild import encoder_of
-    from mobilebert_kit.models.api import default_seq_len, max_positions
+    from mobilebert_kit.models.api import max_positions
+    from mobilebert_kit.sources.model_source import ModelSource
 
     precision = args.precision or meta.get("quantization") or "none"
     source = ModelSource.load(args.reference)
-    from mobilebert_kit.artifacts.runner import ArtifactRunner
-
     config = encoder_of(source.model).config
-    # A dynamic-axis file (the ONNX default) is validated at the export default, within the position table.
+    # A dynamic-axis file (the ONNX default) is validated at the length its export planned (its metadata);
+    # a file without one, at the export rule's default within the reference's position table.
     positions = max_positions(config)
     fixed = ArtifactRunner(args.file).seq_len
-    seq_len = fixed or args.seq_len or meta.get("seq_len") or default_seq_len(config, DEFAULT_SEQ_LEN)
+    seq_len = fixed or args.seq_len or recorded_length(meta, positions)
     if positions and seq_len > positions:
         # The reference would read past its position table (an internal error deep in the embedding).
         what = f"{args.file} takes {seq_len} tokens" if fixed else f"--seq-len {seq_len} is"

@@ -20,10 +20,13 @@ holds one CAST instead of one per layer (performance-notes.md counts a CAST per
 model and 24 float mask ADDs in the Model Garden full-int8 export).
 """
 
+import weakref
+
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.export_options import MASK_DTYPES
 from mobilebert_kit.convert.export_tasks import POOLINGS, export_task
 from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
+from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.models.api import check_positions
 from mobilebert_kit.models.encoder import INPUT_NAMES
@@ -273,6 +276,40 @@ def build_export_model(
     graph.mask_dtype = mask_dtype
     graph.input_dtypes = dtypes
     return graph
+
+
+def plan_graph(model, plan, hidden_states=False, for_qat=False):
+    """The export graph of an :class:`~mobilebert_kit.convert.export_plan.ExportPlan`: the one place its arguments
+    are read from the plan, for the artifact and the drift probe alike.
+
+    Example:
+        >>> graph = plan_graph(model, plan)  # doctest: +SKIP
+    """
+    if plan.fold_nonorm and not for_qat:  # QAT trains the model it is given: nothing to fold into yet
+        model = _folded(model, plan)
+    return build_export_model(model, plan.batch_size, plan.static_seq_len, plan.mask_dtype,
+                              plan.attention_mask_value, hidden_states=hidden_states, for_qat=for_qat, task=plan.task,
+                              fmt=plan.format, pooling=plan.pooling, normalize=bool(plan.normalize),
+                              ids_dtype=plan.ids_dtype)
+
+
+def _folded(model, plan):
+    """``model`` with each block's NoNorms folded into its dense layers (``--fold-nonorm``); outputs unchanged.
+
+    The same model object gets the same folded copy: the artifact and the drift probe both ask for it.
+    (A weak-keyed module cache, not an attribute: Keras would track a model set on a model as a sublayer,
+    and the copy is dropped with its source instead of living as long as the process.)
+    """
+    if model in _FOLDED:
+        return _FOLDED[model]
+    why = unmigratable(encoder_of(model).config)
+    if why:
+        raise ConfigError(f"{plan.name_of('fold_nonorm')}: {why}")
+    _FOLDED[model], _report = migrate_nonorm_scales(model, "unit")
+    return _FOLDED[model]
+
+
+_FOLDED = weakref.WeakKeyDictionary()
 
 
 def serving_function(graph):

@@ -13,18 +13,12 @@ Standard library only (plus the TF-free mode table): ``mbk`` builds its parser
 from here without loading TensorFlow.
 """
 
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.export_tasks import (
-    AUTO_TASK,
-    AUTO_TASK_ONE_OUTPUT,
-    INPUT_DTYPES,
-    POOLINGS,
-    TASKS,
-    export_task,
-)
+from mobilebert_kit.convert.export_plan import DEFAULT_SEQ_LEN
+from mobilebert_kit.convert.export_tasks import AUTO_TASK, INPUT_DTYPES, POOLINGS, TASKS
 from mobilebert_kit.convert.quantization_modes import (
     MODES,
     THRESHOLD_KEYS,
@@ -43,8 +37,6 @@ HEAD_CHOICES = ("auto",) + tuple(name for name in AUTO_TASK if name != "encoder"
 
 FORMATS = ("tflite", "onnx")
 NAMED_BY = ("field", "flag", "recipe")
-# The sequence length of an export whose task record names none for its format (ExportTask.default_seq_len).
-DEFAULT_SEQ_LEN = 128
 # attention_mask input types: an integer mask has the format's token-id type (INPUT_DTYPES: all-int32
 # inputs for the TFLite clients, int64 for optimum-style ONNX code); float32 is the pre-issue-14 file.
 MASK_DTYPES = ("float32", "int32", "int64")
@@ -88,9 +80,13 @@ _KEEP_FLOAT_OPS_HELP = (
     "residual ADDs, and an embedding's sentence pooling (SUM, DIV, MAXIMUM, L2_NORMALIZATION); nothing otherwise")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExportOptions:
-    """Everything one export needs; the CLI flags and a recipe's keys are generated from these fields.
+    """What the user said about one export; the CLI flags and a recipe's keys are generated from these fields.
+
+    Frozen, and only the user's words: ``None`` / ``"auto"`` where they said nothing. What follows from the
+    source (task, pooling, length, axes, input types) is decided once, after the source loads, by
+    :func:`~mobilebert_kit.convert.export_plan.plan_export`.
 
     Args:
         source (str | ModelSource | keras.Model): saved-model directory, Hugging Face directory, preset name,
@@ -100,11 +96,12 @@ class ExportOptions:
             :data:`~mobilebert_kit.convert.quantization_modes.MODES`.
         out (str): the artifact path.
         task (str): ``"auto"`` or a key of :data:`~mobilebert_kit.convert.export_tasks.TASKS`: which outputs
-            the file carries, named for its clients (:meth:`resolve` decides ``auto`` from the source).
+            the file carries, named for its clients (the plan decides ``auto`` from the source).
         pooling (str): ``"auto"`` (the checkpoint's declared pooling), ``"mean"`` or ``"cls"``; the
             ``embedding`` task's sentence vector.
-        seq_len (int): static sequence length; None: the task's ``default_seq_len`` for the format, else
-            :data:`DEFAULT_SEQ_LEN` (resolved by :meth:`check` / :meth:`resolve`).
+        seq_len (int): sequence length; None: decided by the plan (``export_plan.sequence_length``: the task's
+            length for the format, else a fine-tuned model's own, else :data:`DEFAULT_SEQ_LEN`, within the
+            position table).
         batch_size (int): static batch size (ONNX: ignored with dynamic axes).
         calibration (str): ``.txt`` (tokenized) or ``.npz`` file of calibration inputs.
         calibration_count (int): rows of calibration data used at most.
@@ -131,7 +128,7 @@ class ExportOptions:
             substituted real model int8 fidelity (benchmarks/RESULTS.md, issue 17).
         opset (int): ONNX opset.
         dynamic_axes (bool): dynamic batch and sequence axes; None: ONNX dynamic (optimum's signature),
-            TFLite static (resolved by :meth:`check`).
+            TFLite static (decided by ``export_plan.input_layout``).
         static_axes (bool): ONNX with static ``[batch_size, seq_len]`` inputs.
         embed_vocab (bool): store the vocabulary in the artifact's metadata.
         labels (tuple): class names to record (default: from the source).
@@ -259,6 +256,8 @@ class ExportOptions:
     def check(self):
         """Checks every option against its declaration and the mode's record; returns self.
 
+        Nothing is changed: the options stay the user's words (``export_plan`` decides the rest).
+
         Raises:
             ConfigError / ExportError: one line naming the option as the user wrote it.
         """
@@ -293,22 +292,13 @@ class ExportOptions:
         if self.dynamic_axes and self.static_axes:
             raise ConfigError(f"{self.name_of('dynamic_axes')} and {self.name_of('static_axes')} contradict each "
                               "other; pass one")
-        # Resolved once, here: everything downstream reads the resolved values.
-        if self.dynamic_axes is None:
-            self.dynamic_axes = self.format == "onnx" and not self.static_axes
         ids = INPUT_DTYPES[self.format]
-        if self.mask_dtype is None:
-            # An int8-io file is for integer-only accelerators: its float mask becomes an int8 input there,
-            # where an integer mask would need a float CAST in front of the first layer.
-            self.mask_dtype = "float32" if self.io_type == "int8" else ids
-        elif self.mask_dtype not in ("float32", ids):
+        if self.mask_dtype not in (None, "float32", ids):
             raise ConfigError(f"{self.name_of('mask_dtype', self.mask_dtype)}: {self.format} token inputs are {ids} "
                               f"(what its clients feed); use {ids} (the default) or float32")
         if self.pooling not in ("auto", None) and self.task not in ("auto", "embedding"):
             raise ConfigError(f"{self.name_of('pooling', self.pooling)} applies to {self.name_of('task', 'embedding')}, "
                               f"not {self.task}; drop it or export the embedding task")
-        if self.task != "auto":
-            self._resolve_seq_len()
         if self.io_type == "int8":
             self._refuse_unless(mode, "int8_io", self.name_of("io_type", "int8"))
         if self.keep_float_ops or self.keep_float_layers:
@@ -333,83 +323,6 @@ class ExportOptions:
             if path and not Path(path).is_file():
                 raise ExportError(f"{what} {path} does not exist; pass {kinds} ({self.name_of(name)})")
         return self
-
-    @property
-    def ids_dtype(self):
-        """The token inputs' type of this format (``export_tasks.INPUT_DTYPES``)."""
-        return INPUT_DTYPES[self.format]
-
-    def resolve(self, architecture, declared_pooling=None, max_positions=None, num_outputs=None, trained_seq_len=None):
-        """A checked copy with ``task``, ``pooling``/``normalize`` and ``seq_len`` decided for a source.
-
-        ``task="auto"`` is the architecture's :data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK`, except
-        that an encoder with a declared sentence pooling (or an explicit ``pooling``) exports as
-        ``embedding``. ``pooling="auto"`` is the declared pooling, refused for ``embedding`` when there
-        is none.
-
-        Args:
-            architecture (str): ``convert.rebuild.architecture_of`` the source model.
-            declared_pooling: the checkpoint's sentence-transformers pooling (``mode``, ``normalize``;
-                ``ModelSource.pooling``), or None.
-            max_positions (int | None): the model's absolute position table: a default length never
-                exceeds it (a dynamic ONNX file is validated at the default), a given one is refused.
-            num_outputs (int | None): a task head's output columns (``num_labels``); one makes a sequence
-                head a regressor (:data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK_ONE_OUTPUT`).
-            trained_seq_len (int | None): the length a fine-tuned model was trained at (its ``task.json``): the
-                default length where the task names none for the format (the Task Library's QA runs 384).
-
-        Returns:
-            ExportOptions: a new object (this one keeps ``auto``, so it can be reused for another source).
-
-        Raises:
-            ConfigError: the source cannot export the task (naming the tasks it can), or ``embedding``
-                without a pooling.
-
-        Example:
-            >>> ExportOptions("tiny-bert", out="m.tflite").check().resolve("encoder").task
-            'features'
-        """
-        self.check()
-        task = self.task
-        if task == "auto":
-            wants_embedding = declared_pooling is not None or self.pooling != "auto"
-            task = "embedding" if architecture == "encoder" and wants_embedding else AUTO_TASK[architecture]
-            if num_outputs == 1:
-                task = AUTO_TASK_ONE_OUTPUT.get(architecture, task)
-        record = export_task(task)
-        if architecture not in record.architectures:
-            can = [name for name, t in TASKS.items() if architecture in t.architectures]
-            raise ConfigError(f"{self.name_of('task', task)} exports {' or '.join(record.architectures)} models; "
-                              f"this source is {architecture}: use {self.name_of('task')} {' or '.join(can)}")
-        if record.one_output is not None and num_outputs is not None and (num_outputs == 1) != record.one_output:
-            fits = [name for name, t in TASKS.items()
-                    if architecture in t.architectures and t.one_output == (num_outputs == 1)]
-            raise ConfigError(f"{self.name_of('task', task)} needs a head with "
-                              f"{'one output' if record.one_output else 'several outputs'}; this one has "
-                              f"{num_outputs}: use {self.name_of('task')} {' or '.join(fits)}")
-        resolved = replace(self, task=task)
-        if task == "embedding":
-            if self.pooling == "auto" and declared_pooling is None:
-                raise ConfigError(f"{self.name_of('task', 'embedding')}: the checkpoint declares no sentence pooling "
-                                  f"(no sentence-transformers modules.json); pass {self.name_of('pooling')} mean|cls")
-            resolved.pooling = declared_pooling.mode if self.pooling == "auto" else self.pooling
-            if resolved.normalize is None:
-                # A declared Normalize module decides; without one the pooled vector is left as pooled.
-                resolved.normalize = bool(declared_pooling.normalize) if declared_pooling is not None else False
-        else:
-            resolved.pooling, resolved.normalize = None, None
-        if max_positions and resolved.seq_len is not None and resolved.seq_len > max_positions:
-            raise ConfigError(f"{self.name_of('seq_len', resolved.seq_len)} exceeds the model's {max_positions} "
-                              f"positions; use at most {max_positions}")
-        resolved._resolve_seq_len(max_positions, trained_seq_len)
-        return resolved
-
-    def _resolve_seq_len(self, max_positions=None, trained_seq_len=None):
-        if self.seq_len is None:
-            # A model fine-tuned at 32 tokens exported at 128 ran 4x the work for inputs it was never trained on.
-            fallback = trained_seq_len if isinstance(trained_seq_len, int) and trained_seq_len > 1 else DEFAULT_SEQ_LEN
-            default = export_task(self.task).default_seq_len.get(self.format, fallback)
-            self.seq_len = min(default, max_positions) if max_positions else default
 
     def needs_calibration(self, why):
         """The one-line error for a calibrated mode without data, in the user's spelling, with ``why``."""

@@ -17,7 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
+from mobilebert_kit.data.word_piece_tokenizer import PAIR_MIN_LENGTH
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.input_paths import open_regular
 from mobilebert_kit.utils.limits import LIMITS
 from mobilebert_kit.utils.terminal import escape
@@ -293,15 +296,11 @@ class InputSet:
         """
         if tokenizer is None:
             return cls.like_text(vocab_size, count, seq_len, type_vocab_size, seed=1)
-        from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES
-
         return cls.from_text(CALIBRATION_SENTENCES[:count], tokenizer, seq_len,
                              description="built-in calibration sentences")
 
     def save(self, path):
         """Writes the arrays as ``.npz`` (atomically)."""
-        from mobilebert_kit.utils.atomic import atomic_file
-
         with atomic_file(path, "wb") as handle:
             np.savez(handle, **self.arrays)
 
@@ -311,9 +310,6 @@ def sample_lines(count=None, seq_len=None):
 
     The pairs are left out at a ``seq_len`` too short for a pair's three special tokens.
     """
-    from mobilebert_kit.convert.sample_text import SENTENCE_PAIRS, SENTENCES
-    from mobilebert_kit.data.word_piece_tokenizer import PAIR_MIN_LENGTH
-
     pairs = list(SENTENCE_PAIRS) if seq_len is None or seq_len >= PAIR_MIN_LENGTH else []
     return (list(SENTENCES) + pairs)[:count]
 

@@ -32,11 +32,16 @@ names) and passed as ``nodes_to_exclude``.
 
 import contextlib
 import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
+from mobilebert_kit.convert.onnx_graph import simplify
 from mobilebert_kit.convert.onnx_row_quant import quantize_rows
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import first_line
@@ -56,6 +61,8 @@ def convert(graph, opset=DEFAULT_OPSET):
     Dynamic dimensions (``batch_size`` / ``seq_len`` None in the graph) are
     named as optimum names them (:data:`DYNAMIC_DIMS`).
     """
+    # Imported where used: both load TensorFlow, and importing this module does not (onnx_writer imports it;
+    # quantize, check and float16_weights work on ONNX models alone).
     import tf2onnx
 
     from mobilebert_kit.convert.export_model import serving_function
@@ -74,8 +81,6 @@ def convert(graph, opset=DEFAULT_OPSET):
     del model.graph.output[:]
     model.graph.output.extend(reordered)
     _name_dynamic_dims(model)
-    from mobilebert_kit.convert.onnx_graph import simplify
-
     simplify(model)  # Reshape pairs around every dense MatMul, NoNorm after a dense layer (onnx_graph.py)
     model.producer_name = "mobilebert-kit"
     return model
@@ -91,8 +96,6 @@ def _name_dynamic_dims(model):
 
 def check(model):
     """Runs ``onnx.checker`` (full check); raises ExportError with its message."""
-    import onnx
-
     try:
         onnx.checker.check_model(model, full_check=True)
     except onnx.checker.ValidationError as err:
@@ -130,7 +133,7 @@ class _Reader:
 
 def nodes_matching(model, layers):
     """Names of nodes whose name contains one of the layer paths as consecutive segments."""
-    from mobilebert_kit.convert.tflite_export import _contains
+    from mobilebert_kit.convert.tflite_export import _contains  # loads TensorFlow: imported where used
 
     patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
     return [n.name for n in model.graph.node if any(_contains(n.name.split("/"), p) for p in patterns)]
@@ -150,9 +153,6 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         keep_float_layers: layer paths whose nodes stay float.
         per_channel: per-output-channel weight scales.
     """
-    import onnx
-    from onnxruntime import quantization as q
-
     mode = quantization_mode(quantize)
     settings = mode.onnx
     if settings is None:
@@ -217,8 +217,6 @@ def _short_of_room(directory, model):
     ORT's quantizer writes several copies of the model there; on a full TMPDIR a truncated copy then failed
     to parse, and the error said only "Error parsing message ... Wire format was corrupt".
     """
-    import shutil
-
     try:
         free = shutil.disk_usage(directory).free
     except OSError:
@@ -232,8 +230,6 @@ def _short_of_room(directory, model):
 
 def _input_dtypes(model):
     """``{input name: numpy type name}`` of an ONNX model's graph inputs."""
-    from onnx import helper
-
     return {value.name: helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name
             for value in model.graph.input}
 
@@ -252,9 +248,6 @@ def _quiet_root_logger():
 
 def float16_weights(model):
     """Stores large float32 initializers as float16 plus a Cast back to float32."""
-    import onnx
-    from onnx import helper, numpy_helper
-
     graph = model.graph
     new_inits, casts = [], []
     for init in graph.initializer:

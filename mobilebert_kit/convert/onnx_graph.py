@@ -21,6 +21,7 @@ Example:
 """
 
 import numpy as np
+from onnx import numpy_helper, shape_inference
 
 
 def simplify(model):
@@ -35,8 +36,6 @@ def simplify(model):
 
 
 def _static_shapes(model):
-    from onnx import shape_inference
-
     inferred = shape_inference.infer_shapes(model)
     shapes = {}
     graph = inferred.graph
@@ -106,8 +105,6 @@ def fold_affine_into_matmul(model):
     gamma/beta are constants broadcast along the output channels. Returns the
     number of folds.
     """
-    from onnx import numpy_helper
-
     graph = model.graph
     init = {i.name: i for i in graph.initializer}
     producer, consumers = _index(graph)

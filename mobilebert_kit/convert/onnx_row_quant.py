@@ -45,14 +45,13 @@ Example:
 """
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
 # Smallest per-row scale: an all-zero row would divide by zero.
 _TINY_SCALE = 1e-12
 
 
 def _const(graph, name, value):
-    from onnx import numpy_helper
-
     graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
     return name
 
@@ -63,8 +62,6 @@ def _opset(model):
 
 def quantizable_matmuls(model, exclude=()):
     """The MatMul nodes whose second input is a 2-D float32 initializer (a weight), minus ``exclude`` names."""
-    from onnx import TensorProto
-
     weights = {i.name: i for i in model.graph.initializer if i.data_type == TensorProto.FLOAT and len(i.dims) == 2}
     skip = set(exclude)
     return [n for n in model.graph.node if n.op_type == "MatMul" and n.name not in skip
@@ -87,8 +84,6 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
         >>> quantize_rows(model, weight_bits=7)  # doctest: +SKIP
         37
     """
-    from onnx import TensorProto, helper, numpy_helper
-
     graph = model.graph
     targets = {n.name for n in quantizable_matmuls(model, exclude)}
     if not targets:
@@ -144,8 +139,6 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
 
 def _quantize_input(x, p, axes, zero_f, inv255, tiny, one, zero_u8, nodes):
     """Appends the per-row uint8 quantization of ``x`` to ``nodes``; returns (x_q, scale, -zero point) names."""
-    from onnx import helper
-
     def reduce(op, out):
         if axes is not None:
             return helper.make_node(op, [x, axes], [out], keepdims=1, name=out)

@@ -11,12 +11,14 @@ so what is exported or saved afterwards carries them.
 
 from dataclasses import dataclass
 
+from mobilebert_kit.convert.export_plan import DEFAULT_SEQ_LEN, SourceFacts
 from mobilebert_kit.convert.input_set import InputSet, default_inputs
-from mobilebert_kit.convert.rebuild import encoder_of
+from mobilebert_kit.convert.rebuild import architecture_of, encoder_of
 from mobilebert_kit.convert.recovery import recover
 from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
 from mobilebert_kit.convert.substitution import substitute
-from mobilebert_kit.models.api import check_positions
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.models.api import check_positions, max_positions
 from mobilebert_kit.sources.model_source import ModelSource
 
 # Rows of the default recovery inputs: enough for NoNorm's per-channel fit and the fidelity report.
@@ -49,7 +51,7 @@ class Recovery:
 
     steps: int = 0
     data: str = None
-    seq_len: int = 128
+    seq_len: int = DEFAULT_SEQ_LEN
     learning_rate: float = 1e-4
     batch_size: int = 8
     fit: bool = True
@@ -125,6 +127,39 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
     source = ModelSource(result.model, original.kind, original.name, original.directory, original.labels,
                          original.seed)
     return PreparedSource(source, original, result, report, data, migration)
+
+
+def source_facts(source, options=None):
+    """The :class:`~mobilebert_kit.convert.export_plan.SourceFacts` of a loaded source: what an export plan needs.
+
+    Args:
+        source (ModelSource): the loaded (or prepared) source.
+        options (ExportOptions | None): the export's options: the checkpoint's sentence pooling is read only
+            when the task may use it (``--task features`` never reads it, and an explicit ``--pooling``
+            overrides a declaration this tool cannot export: max pooling, a Dense module).
+
+    Example:
+        >>> source_facts(ModelSource.load("tiny-bert")).max_positions  # doctest: +SKIP
+        64
+    """
+    model = source.model
+    return SourceFacts(
+        architecture=architecture_of(model), max_positions=max_positions(encoder_of(model).config),
+        num_outputs=getattr(model, "head_config", {}).get("num_labels"),
+        declared_pooling=_declared_pooling(source, options), trained_seq_len=source.trained_seq_len,
+        labels=tuple(source.labels or ()), tokenizer=source.tokenizer,
+    )
+
+
+def _declared_pooling(source, options):
+    if options is not None and options.task not in ("auto", "embedding"):
+        return None
+    try:
+        return source.pooling
+    except ConfigError:
+        if options is not None and options.pooling != "auto":
+            return None
+        raise
 
 
 def _migrate(result, policy, data, say):

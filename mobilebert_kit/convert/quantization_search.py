@@ -4,7 +4,7 @@ A searched setting is a mode plus the layers kept float. The ladders are data, t
 :class:`~mobilebert_kit.convert.quantization_modes.SearchStep` records of a mode's ``search`` (``auto``) or
 ``fallback`` (``int8``); :func:`settings` expands them, fastest first. A ``"ranked"`` step keeps the k most
 sensitive layers float, k = 1, 2, 4, ...: the ranking is the per-layer drift probe
-(``exporter.drift``) of the step's mode, one extra conversion, read as the noise each layer adds
+(``file_validation.drift``) of the step's mode, one extra conversion, read as the noise each layer adds
 (:func:`sensitivity`). One-layer-at-a-time ablations would cost one calibrated conversion per layer (L + 1
 for MiniLM's 6 layers and the embeddings, against 1); the probe ranks the layer whose output error grows
 most, which is where a float layer helps.
@@ -12,10 +12,12 @@ most, which is where a float layer helps.
 Every setting tried becomes a row of the frontier in the export report: setting, float layers, host
 latency, metric (or validation line), drop, passed. A fallback stops at the first setting that passes;
 ``auto`` then also measures the plain setting of each mode not yet tried and writes a later one only when
-it held the metric and ran clearly faster on this host (``exporter._Search.fastest``); both say why they
-stopped.
+it held the metric and ran clearly faster on this host (:meth:`Search.fastest`); both say why they
+stopped. :class:`Search` owns the loop: it asks a writer for each setting's file and a judge for its verdict
+(validation against the Keras model for the fallback, the task metric for ``auto``), both passed in, so the
+search is tested with a fake writer and judge.
 
-Standard library, numpy and the TF-free runner only: the exporter imports it lazily around converters.
+Standard library, numpy and the TF-free runner only.
 
 Example:
     >>> Budget("accuracy", 0.8, 0.01).holds(0.795)
@@ -24,11 +26,15 @@ Example:
 
 import statistics
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from mobilebert_kit.artifacts.runner import ArtifactRunner
+from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.quantization_modes import ranked_counts
+from mobilebert_kit.errors import first_line
 
 
 @dataclass(frozen=True)
@@ -186,8 +192,6 @@ def host_latency_ms(path, inputs, runs=10):
         >>> host_latency_ms("m.tflite", inputs)  # doctest: +SKIP
         3.1
     """
-    from mobilebert_kit.artifacts.runner import ArtifactRunner
-
     runner = ArtifactRunner(path, num_threads=1)
     batch = runner.batch_size or 1
     row = {k: np.asarray(v)[:batch] for k, v in inputs.arrays.items()}
@@ -232,6 +236,221 @@ def paths_of(step, layers):
     return step.paths(layers) if step.float_layers == "ranked" else tuple(layers)
 
 
-def as_attempt(options, step, layers):
-    """The export options of one searched setting (the user's options with the step's mode and float layers)."""
-    return replace(options, quantize=step.quantize, keep_float_layers=paths_of(step, layers))
+# A searched setting after the first that passed is written only when it ran faster by more than this share.
+FASTER_BY = 0.05
+
+
+def fallback_allowed(plan):
+    """A mode's fallback applies only when the user chose no float ops or layers and no integer-only io: then
+    the first setting that passes validation is written, and the note says what was kept in float."""
+    options = plan.options
+    return bool(plan.asked.fallback) and options.validate and not options.keep_float_layers \
+        and options.keep_float_ops is None and options.io_type == "float32"
+
+
+@dataclass
+class Verdict:
+    """A judge's verdict on one candidate file.
+
+    Args:
+        passed (bool | None): validation's verdict (None: a task metric, which the budget judges).
+        metric (float | None): the task metric on the eval data.
+        why (str): one line: what was measured (validation's summary line).
+        report: the judge's full report (a ValidationReport), or None.
+    """
+
+    passed: bool = None
+    metric: float = None
+    why: str = ""
+    report: object = None
+
+
+@dataclass
+class Candidate:
+    """One setting written to a scratch file.
+
+    Args:
+        label (str): the setting as the frontier names it (``int8 + float transformer_layer_5``).
+        plan: the setting's :class:`~mobilebert_kit.convert.export_plan.ExportPlan`.
+        path: its scratch file.
+        step: the :class:`~mobilebert_kit.convert.quantization_modes.SearchStep` (None: the user's own setting).
+        written: what the writer returned for it (the exporter's ``ExportResult``).
+        verdict (Verdict | None): the judge's, when judged.
+        row (Tried | None): its frontier row.
+    """
+
+    label: str
+    plan: object
+    path: object
+    step: object = None
+    written: object = None
+    verdict: Verdict = None
+    row: Tried = None
+
+
+class Search:
+    """The settings one export tries, in order, and the frontier they make.
+
+    The user's own setting first (a searched mode has none), then the mode's fallback (``int8``: when validation
+    fails) or its search ladder (``auto``): :func:`settings`, fastest first. :meth:`run` writes each setting
+    with the writer it is given and judges it with the judge it is given; the first setting that passes is
+    the answer, except that ``auto`` also measures the other modes' plain settings and keeps the fastest that
+    held the budget (:meth:`fastest`).
+
+    Args:
+        plan: the export's :class:`~mobilebert_kit.convert.export_plan.ExportPlan`.
+        ranking (callable): ``ranking(mode) -> [layer, ...]``, most drift-sensitive first (a ranked step's
+            probe conversion; called only when such a step is reached).
+        latency (callable): ``latency(path) -> ms`` on this host (default: :func:`host_latency_ms` of the
+            first validation row, which :meth:`run`'s caller binds).
+
+    Example:
+        >>> search = Search(plan, ranking, latency=lambda path: 1.0)  # doctest: +SKIP
+        >>> chosen = search.run(write, judge, scratch)  # doctest: +SKIP
+    """
+
+    def __init__(self, plan, ranking, latency):
+        self.plan, self.mode, self._ranking, self._latency = plan, plan.asked, ranking, latency
+        self.fallback = self.mode.fallback if fallback_allowed(plan) else ()
+        self.budget_needed = bool(self.mode.search) and plan.options.validate
+        self.judged_by = (f"{plan.name_of('eval_data')} task metric" if self.mode.search else
+                          "validation against the Keras model")
+        self.frontier = Frontier(plan.options.quantize, self.judged_by)
+        self.budget = None
+        self.passed = False
+        self.searched = False
+        self.failure = None  # the user's own setting's validation line, when it failed
+
+    def set_reference(self, row, evaluation, max_drop):
+        """The float export's frontier row and evaluation: the budget every setting is held to."""
+        self.frontier.reference = row
+        self.budget = Budget(evaluation.primary, float(evaluation.metrics[evaluation.primary]), max_drop,
+                             bool(evaluation.higher_is_better))
+        row.metric = self.budget.reference
+        # The row count shows how much a pass proves: one row of ten is 10 accuracy points.
+        self.frontier.judged_by = f"{self.judged_by} ({self.budget.describe()}, {evaluation.rows} row(s))"
+
+    def attempts(self):
+        """``(step, ranked layers, setting plan)`` in turn: step None is the user's own setting.
+
+        A search's ladder is ordered by the speed each mode usually has, which the host may not share (full
+        int8 ran slower than dynamic int8 for a fine-tuned MiniLM, issue 15). After the first setting that
+        holds the budget, the plain setting of each mode not yet tried is measured too, so that
+        :meth:`fastest` picks the fastest that holds it; ranked rungs (a probe conversion each) are not.
+        """
+        if not self.mode.search:
+            yield None, (), self.plan
+        steps = self.mode.search or self.fallback
+        ladder = settings(steps, self._ranking)
+        while not self.passed:  # checked before the next rung: a ranked rung costs a probe conversion to expand
+            step_layers = next(ladder, None)
+            if step_layers is None:
+                break
+            self.searched = True
+            step, layers = step_layers
+            yield step, layers, self.plan.setting(step.quantize, paths_of(step, layers))
+        if self.passed and self.mode.search:
+            tried = {row.quantize for row in self.frontier.rows}
+            for step in steps:
+                if step.float_layers == "none" and step.quantize not in tried:
+                    tried.add(step.quantize)
+                    yield step, (), self.plan.setting(step.quantize)
+
+    def run(self, write, judge, scratch, say=None):
+        """Tries the settings in turn; returns the :class:`Candidate` to write (or whose failure stands).
+
+        Args:
+            write (callable): ``write(candidate) -> written`` converts ``candidate.plan`` to ``candidate.path``;
+                an :class:`ExportError` from a searched step skips it (the model has none of its layers).
+            judge (callable | None): ``judge(candidate) -> Verdict``; None: the first file written is the
+                answer (``--no-validate``).
+            scratch: the directory of the candidate files.
+            say (callable | None): where progress lines go.
+
+        Returns:
+            Candidate | None: the passing candidate (a search: the fastest that held the budget); else the
+            user's own failing setting; else the last one written (None: none could be written). A searched
+            mode that found none leaves :attr:`passed` False and says so in the frontier.
+        """
+        say = say or (lambda *_: None)
+        fmt = self.plan.format
+        passing, last, failed = [], None, None
+        for index, (step, layers, setting) in enumerate(self.attempts()):
+            label = step.describe(layers) if step else setting.quantize
+            if index and not self.mode.search:
+                previous = self.frontier.rows[-1]
+                say(f"{previous.setting} failed validation ({previous.why}); trying {label} (the mode's fallback; "
+                    f"pass {self.plan.name_of('keep_float_layers')} LAYERS to choose)")
+            candidate = Candidate(label, setting, Path(scratch) / f"candidate-{index}.{fmt}", step)
+            try:
+                candidate.written = write(candidate)
+            except ExportError as err:
+                if step is None:
+                    raise
+                self.record(candidate, why=first_line(err))
+                continue  # the model has none of the step's layers: the next setting is tried
+            last = candidate
+            if judge is None:
+                return candidate
+            candidate.verdict = verdict = judge(candidate)
+            if self.mode.search:
+                row = self.record(candidate, measure=True, metric=verdict.metric)
+            else:
+                # Host latency only where settings are compared: a plain export that passes costs nothing more.
+                row = self.record(candidate, measure=step is not None or not verdict.passed, passed=verdict.passed,
+                                  why=verdict.why)
+                if not row.passed and failed is None:
+                    self.failure, failed = row.why, candidate  # the user's own setting's failure stands if none passes
+            if row.passed:
+                if self.mode.search:
+                    passing.append(candidate)
+                    continue  # attempts() measure the other modes' plain settings, then end
+                return candidate
+        if passing:
+            return self.fastest(passing)
+        if self.mode.search:
+            self.frontier.stopped = "no setting met the budget"
+        return failed or last
+
+    def fastest(self, passing):
+        """The candidate of ``passing`` (in ladder order) to write: the first, unless a later one ran clearly
+        faster on this host (by more than :data:`FASTER_BY`, above the few-run timing's noise)."""
+        best = passing[0]
+        for candidate in passing[1:]:
+            row, mine = candidate.row, best.row
+            if row.latency_ms is not None and mine.latency_ms is not None \
+                    and row.latency_ms < (1 - FASTER_BY) * mine.latency_ms:
+                best = candidate
+        first, chosen = passing[0].row, best.row
+        if chosen is first:
+            others = [f"{c.row.setting} {c.row.latency_ms:.2f} ms" for c in passing[1:] if c.row.latency_ms is not None]
+            self.frontier.stopped = (f"{first.setting} is the first setting (fastest first) that passed"
+                                     + (f" ({first.latency_ms:.2f} ms); {', '.join(others)} was not faster by "
+                                        f"{FASTER_BY:.0%}" if others else ""))
+        else:
+            self.frontier.stopped = (f"{chosen.setting} passed and ran faster on this host than {first.setting}, the "
+                                     f"first that passed ({chosen.latency_ms:.2f} against {first.latency_ms:.2f} ms)")
+        # Float32 is the reference, not a candidate (the user asked for a quantized file, about 4x smaller), but
+        # on a small model it can be the fastest: say so rather than let "fastest" mislead.
+        ref = self.frontier.reference
+        if ref is not None and ref.latency_ms is not None and chosen.latency_ms is not None \
+                and ref.latency_ms < (1 - FASTER_BY) * chosen.latency_ms:
+            self.frontier.stopped += (f"; float32 ran faster on this host still ({ref.latency_ms:.2f} ms): "
+                                      "--quantize none writes that file, at about 4x the size")
+        return best
+
+    def record(self, candidate, measure=False, metric=None, passed=None, why=""):
+        """Appends ``candidate``'s frontier row (its host latency when ``measure``) and returns it."""
+        setting = candidate.plan
+        latency = self._latency(candidate.path) if measure else None
+        row = Tried(candidate.label, setting.quantize, list(setting.keep_float_layers), latency, why=why)
+        if metric is not None:
+            row.metric, row.drop = float(metric), self.budget.drop(metric)
+            passed = self.budget.holds(metric)
+        row.passed = bool(passed)
+        candidate.row = row
+        self.frontier.rows.append(row)
+        if row.passed and not self.passed:
+            self.passed = True
+            self.frontier.stopped = f"{candidate.label} is the first setting (fastest first) that passed"
+        return row

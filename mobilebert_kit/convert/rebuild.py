@@ -11,7 +11,9 @@ all of them; nothing is copied by position.
 import numpy as np
 
 from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.models.api import assign_weights, named_weights
 from mobilebert_kit.models.encoder import Encoder
+from mobilebert_kit.models.heads import HEADS
 
 
 def architecture_of(model):
@@ -31,15 +33,11 @@ def encoder_of(model):
 
 def weight_arrays(model):
     """``{stable path: numpy array}`` of every weight of ``model``."""
-    from mobilebert_kit.models.api import named_weights
-
     return {path: np.asarray(var.numpy()) for path, var in named_weights(model).items()}
 
 
 def build_like(model, **encoder_overrides):
     """An untrained model of ``model``'s architecture with ``encoder_overrides`` applied."""
-    from mobilebert_kit.models.heads import HEADS
-
     architecture = architecture_of(model)
     config = dict(encoder_of(model).config, **encoder_overrides)
     encoder = Encoder(**config)
@@ -60,8 +58,6 @@ def rebuild(model, arrays=None, **encoder_overrides):
     Example:
         >>> probe = rebuild(encoder, output_hidden_states=True)  # doctest: +SKIP
     """
-    from mobilebert_kit.models.api import assign_weights
-
     new = build_like(model, **encoder_overrides)
     assign_weights(new, weight_arrays(model) if arrays is None else arrays, source=f"weights of {model.name}")
     return new

@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import RecipeError
-from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN, ExportOptions, recipe_keys
+from mobilebert_kit.convert.export_options import ExportOptions, recipe_keys
+from mobilebert_kit.convert.export_plan import plan_export
 from mobilebert_kit.convert.quantization_modes import THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.presets import PRESETS
@@ -168,6 +169,9 @@ class Recipe:
     def prepare(self, options, log=print):
         """The recipe's source, loaded, substituted and recovered once for all its exports.
 
+        The recovery runs at ``[substitute] seq_len`` when given, else at the length the export plan decides
+        for ``options`` (the source's own facts: a 64-position preset recovers at 64).
+
         Args:
             options (ExportOptions): any of :meth:`options` (they share the source and ``[substitute]``).
             log (Callable[[str], None] | None): where the substitution and recovery lines go.
@@ -179,13 +183,17 @@ class Recipe:
             >>> recipe = Recipe.load("export/nonorm.toml")  # doctest: +SKIP
             >>> source = recipe.prepare(recipe.options()[0])  # doctest: +SKIP
         """
-        from mobilebert_kit.convert.prepare import Recovery, prepare_source
+        from mobilebert_kit.convert.prepare import Recovery, prepare_source, source_facts
+        from mobilebert_kit.sources.model_source import ModelSource
 
+        loaded = ModelSource.load(options.source, head=options.head)
+        if not options.substitutions:
+            return loaded
         table = self.tables.get("substitute", {})
-        recovery = Recovery(steps=options.recover_steps, data=options.recover_data,
-                            seq_len=table.get("seq_len", options.seq_len or DEFAULT_SEQ_LEN),
+        seq_len = table.get("seq_len") or plan_export(options, source_facts(loaded, options)).seq_len
+        recovery = Recovery(steps=options.recover_steps, data=options.recover_data, seq_len=seq_len,
                             **{key: table[key] for key in ("learning_rate", "batch_size", "fit") if key in table})
-        return prepare_source(options.source, options.substitutions, recovery, head=options.head, log=log).source
+        return prepare_source(loaded, options.substitutions, recovery, log=log).source
 
 
 def _option_value(value):

@@ -22,10 +22,12 @@ import numpy as np
 from mobilebert_kit import losses
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
+from mobilebert_kit.convert.input_set import InputSet
 from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
 from mobilebert_kit.convert.recovery_run import fingerprint
 from mobilebert_kit.convert.validation import compare
 from mobilebert_kit.layers.no_norm import NoNorm
+from mobilebert_kit.models.api import assign_weights
 from mobilebert_kit.utils.interrupt import InterruptFlag
 
 LOSS_WEIGHTS = {"feature_map": 100.0, "mean": 5000.0, "variance": 5.0}
@@ -201,8 +203,6 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
                 log(f"recovery step {i + 1}/{steps}: loss {loss:.4f}")
             if run is not None and (stopped := run.after_step(i + 1, report.losses, interrupt)):
                 raise KeyboardInterrupt(stopped)
-    from mobilebert_kit.models.api import assign_weights
-
     assign_weights(encoder_of(substituted), weight_arrays(student), source="recovered encoder")
     report.after = fidelity(original, substituted, held_out)
     return report
@@ -250,8 +250,6 @@ def _norm_inputs(active):
 
 def _split(inputs):
     """(training rows, held-out rows): every 4th row is held out for the fidelity report."""
-    from mobilebert_kit.convert.input_set import InputSet
-
     if inputs.count < 4:
         return inputs, inputs
     index = np.arange(inputs.count)

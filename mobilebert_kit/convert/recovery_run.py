@@ -32,8 +32,12 @@ from mobilebert_kit.checkpoints.resumable_run import ResumableRun
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import LIMITS, within
+from mobilebert_kit.utils.output_check import OutputKind
 from mobilebert_kit.utils.run_state import RUN_FILE, describe_path
 
+# The output kind of a finished ``mbk substitute --out`` (a saved model with substitution.json; written by
+# ``cli/cmd_substitute.py``): its marker lets a re-run replace it (utils.output_check).
+SUBSTITUTE_OUTPUT = OutputKind("substitute", True, "a substituted model directory")
 # Steps between checkpoints when the command line does not say: a recovery step of all-MiniLM-L6-v2 at batch
 # 8 takes about half a second on 2 cores (docs/export.md: 600 steps in about 5 minutes), so at most about a
 # minute is lost to a crash, while a checkpoint of its 22M weights and Adam's moments (~270 MB) is written
@@ -108,7 +112,7 @@ class RecoveryRun(ResumableRun):
     """
 
     command = "substitute"
-    output_kind = "substitute"
+    output_kind = SUBSTITUTE_OUTPUT
     finished_file = "substitution.json"
     done_verb = "recovered"
     config_insensitive = ("checkpoint_every",)  # how often the state is saved does not change the result

@@ -52,6 +52,7 @@ from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.activations import ACTIVATIONS
 from mobilebert_kit.layers.normalization import NORMALIZATIONS
+from mobilebert_kit.models.api import named_weights
 
 
 def _copy_weights(arrays, model, data, value):
@@ -60,8 +61,6 @@ def _copy_weights(arrays, model, data, value):
 
 def _model_paths(model):
     """``{encoder weight path: the same weight's path in model}``: a task model's paths carry its encoder's scope."""
-    from mobilebert_kit.models.api import named_weights
-
     in_model = {id(var): path for path, var in named_weights(model).items()}
     return {path: in_model[id(var)] for path, var in named_weights(encoder_of(model)).items()}
 
@@ -89,8 +88,6 @@ def _check_width(value):
 
 def _ffn_unit_scores(model, data):
     """``{encoder path of an FFN's intermediate kernel: importance of each hidden unit}`` (see module doc)."""
-    from mobilebert_kit.models.api import named_weights
-
     encoder = encoder_of(model)
     variables = named_weights(encoder)
     kernels = [path for path in variables if path.endswith("/intermediate/kernel")]
@@ -207,8 +204,6 @@ def _norm_moments(model, data):
 
     Sums in float64, accumulated batch by batch (:func:`recorded_batches`), so memory does not grow with the data.
     """
-    from mobilebert_kit.models.api import named_weights
-
     encoder = encoder_of(model)
     paths = {}
     for path, var in named_weights(encoder).items():

@@ -31,15 +31,17 @@ import numpy as np
 from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
 from mobilebert_kit.convert.errors import ExportError, check_op_types
+from mobilebert_kit.convert.export_model import serving_function
 from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.convert.tflite_hybrid_convs import float_hybrid_depthwise
+from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
 from mobilebert_kit.errors import check_choice, first_line
+from mobilebert_kit.utils.quiet import quiet_fd2
 
 IO_TYPES = ("float32", "int8")
 
 
 def _converter(graph):
-    from mobilebert_kit.convert.export_model import serving_function
-
     serve = serving_function(graph)
     # A bare tf.Module holding the weights, not the Keras model: the converter
     # saves its trackable as a SavedModel first (that is what yields the
@@ -128,8 +130,6 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
             data = _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes,
                               calibrated, (quantize, io_type), asked_ops)
         else:
-            from mobilebert_kit.utils.quiet import quiet_fd2
-
             with quiet_fd2():  # calibrated conversions print the quantizer's settings from C++
                 data = converter.convert()
     except ExportError:
@@ -138,14 +138,10 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         first = first_line(err)
         raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
     if settings.float_hybrid_convs:
-        from mobilebert_kit.convert.tflite_hybrid_convs import float_hybrid_depthwise
-
         data, changed = float_hybrid_depthwise(data)
         if changed:
             notes.append(f"{changed} depthwise convolution filter(s) kept float32 (XNNPACK has no hybrid kernel)")
     if settings.symmetric_matmuls:
-        from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
-
         data, changed = symmetric_matmul_operands(data)
         if changed:
             notes.append(f"{changed} attention matmul operand tensor(s) made symmetric int8 (XNNPACK runs them)")
@@ -159,6 +155,8 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
     ``default_nodes`` are ``(label, layer paths)`` groups kept float by default: unlike ``keep_float_layers``
     it is no error when a model has none of them (another attention type); the note counts each group.
     """
+    # Imported where used: at the top it would sit above the backend import and load TensorFlow before
+    # mobilebert_kit.backend silences its start-up banners.
     from tensorflow.lite.python import convert as lite_convert
 
     if calibrated is not None and key in calibrated:
@@ -189,8 +187,6 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
             nodes = nodes + extra
     notes.append("kept in float: " + "; ".join(kept))
     dtype = tf.int8 if io_type == "int8" else tf.float32
-    from mobilebert_kit.utils.quiet import quiet_fd2
-
     with quiet_fd2():  # the quantizer prints its settings ("fully_quantize: 0, ...") from C++
         return lite_convert.mlir_quantize(
             calibrated,

@@ -17,16 +17,14 @@ them back is :mod:`mobilebert_kit.artifacts.metadata`'s.
 """
 
 import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+from ai_edge_litert.tools import flatbuffer_utils as fb
 
 from mobilebert_kit.artifacts.metadata import METADATA_JSON, METADATA_VOCAB  # noqa: F401  (the exporter writes them)
 from mobilebert_kit.convert.errors import ArtifactError
+from mobilebert_kit.utils.scratch import base_directory
 
-
-def _schema():
-    from ai_edge_litert import schema_py_generated as schema
-    from ai_edge_litert.tools import flatbuffer_utils
-
-    return schema, flatbuffer_utils
+FILE_IDENTIFIER = b"TFL3"  # the TFLite schema's flatbuffer file identifier: bytes 4..8 of every .tflite file
 
 
 def _name(value):
@@ -42,11 +40,8 @@ def finalize(model_bytes, input_order, output_order, metadata=None):
         output_order: output names (signature keys) in export order.
         metadata: ``{entry name: bytes}`` added to ``Model.metadata``.
     """
-    schema, fb = _schema()
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     if not model.signatureDefs:
-        from mobilebert_kit.utils.scratch import base_directory
-
         # The converter saves a temporary SavedModel first and, when that write fails (a full disk or
         # temp directory), silently falls back to a path that yields no signature.
         raise ArtifactError(

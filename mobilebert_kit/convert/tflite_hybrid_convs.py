@@ -22,6 +22,8 @@ Example:
 """
 
 import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+from ai_edge_litert.tools import flatbuffer_utils as fb
 
 
 def float_hybrid_depthwise(model_bytes):
@@ -33,9 +35,6 @@ def float_hybrid_depthwise(model_bytes):
     Returns:
         The rewritten model (the input bytes unchanged when no op needed it) and the number of filters rewritten.
     """
-    from ai_edge_litert import schema_py_generated as schema
-    from ai_edge_litert.tools import flatbuffer_utils as fb
-
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     depthwise = schema.BuiltinOperator.DEPTHWISE_CONV_2D
     users = {}  # buffer index -> how many tensors read it (a shared filter buffer is left alone)

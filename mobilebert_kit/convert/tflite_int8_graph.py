@@ -24,6 +24,8 @@ Example:
 """
 
 import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+from ai_edge_litert.tools import flatbuffer_utils as fb
 
 # Ops whose int8 kernels require identical input/output quantization.
 _TIED = ("RESHAPE", "TRANSPOSE")
@@ -39,9 +41,6 @@ def symmetric_matmul_operands(model_bytes):
         The rewritten model (the input bytes unchanged when nothing needed it) and
         the number of tensors whose quantization parameters changed.
     """
-    from ai_edge_litert import schema_py_generated as schema
-    from ai_edge_litert.tools import flatbuffer_utils as fb
-
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
     changed = 0

@@ -15,7 +15,7 @@ becomes ``[MASK]`` (80%), stays (10%) or becomes a random token (10%).
 """
 
 from mobilebert_kit.data.word_piece_tokenizer import _is_cjk
-from mobilebert_kit.errors import check_choice
+from mobilebert_kit.errors import DataError, check_choice
 
 WHOLE_WORD_MODES = ("none", "wordpiece", "jieba")
 
@@ -24,9 +24,7 @@ def _jieba_spans(text):
     try:
         import jieba
     except ImportError as err:  # pragma: no cover - depends on the environment
-        from mobilebert_kit.errors import MbkError
-
-        raise MbkError("Chinese whole word masking needs the jieba segmenter: pip install jieba") from err
+        raise DataError("Chinese whole word masking needs the jieba segmenter: pip install jieba") from err
     jieba.setLogLevel(60)  # its "Building prefix dict" chatter goes to stderr otherwise
     return [(start, end) for _, start, end in jieba.tokenize(text)]
 

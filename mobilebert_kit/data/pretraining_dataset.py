@@ -1,7 +1,7 @@
 """Streaming ``tf.data`` input of pre-training examples (never the whole corpus in memory)."""
 
 from mobilebert_kit.data.records import BERT_ALIASES, INT_FEATURES, read_metadata
-from mobilebert_kit.errors import MbkError, first_line
+from mobilebert_kit.errors import DataError, first_line
 
 
 def _feature_spec(tf, seq_len, max_predictions, names):
@@ -21,9 +21,9 @@ def _first_record(tf, path):
         for raw in tf.data.TFRecordDataset([str(path)]).take(1):
             return dict(tf.train.Example.FromString(raw.numpy()).features.feature)
     except (tf.errors.OpError, ValueError) as err:  # not TFRecord, or not an Example (DecodeError is a ValueError)
-        raise MbkError(f"{path} is not a shard of pre-training records ({first_line(err)[:160]}); re-create the data "
-                       "with `mbk pretraining-data`") from None
-    raise MbkError(f"{path} holds no records; re-create the data with `mbk pretraining-data`")
+        raise DataError(f"{path} is not a shard of pre-training records ({first_line(err)[:160]}); re-create the data "
+                        "with `mbk pretraining-data`") from None
+    raise DataError(f"{path} holds no records; re-create the data with `mbk pretraining-data`")
 
 
 def _check_lengths(path, features, spec, meta_path):
@@ -35,13 +35,13 @@ def _check_lengths(path, features, spec, meta_path):
     for name, want in spec.items():
         feature = features.get(name)
         if feature is None:
-            raise MbkError(f"{path} has records without {name!r}; re-create the data with `mbk pretraining-data`")
+            raise DataError(f"{path} has records without {name!r}; re-create the data with `mbk pretraining-data`")
         have = len(feature.float_list.value) or len(feature.int64_list.value)
         if have != want.shape[0]:
             field = "max_predictions" if name.startswith("masked_lm") else "seq_len"
-            raise MbkError(f"{path} holds records of {have} {name} values but {meta_path} says {field} "
-                           f"{want.shape[0]}; the two were written apart: re-create the data with "
-                           "`mbk pretraining-data`")
+            raise DataError(f"{path} holds records of {have} {name} values but {meta_path} says {field} "
+                            f"{want.shape[0]}; the two were written apart: re-create the data with "
+                            "`mbk pretraining-data`")
 
 
 def pretraining_dataset(data, batch_size, seed=0, shuffle_buffer=1000, repeat=True, cycle_length=4):
@@ -75,7 +75,7 @@ def pretraining_dataset(data, batch_size, seed=0, shuffle_buffer=1000, repeat=Tr
     directory, meta = read_metadata(data)
     files = [str(directory / s) for s in meta["shards"]]
     if not files:
-        raise MbkError(f"{directory} lists no shards; re-create the data with `mbk pretraining-data`")
+        raise DataError(f"{directory} lists no shards; re-create the data with `mbk pretraining-data`")
     seq_len, max_predictions = int(meta["seq_len"]), int(meta["max_predictions"])
     first = _first_record(tf, files[0])
     present = set(first)

@@ -24,8 +24,15 @@ import random
 from pathlib import Path
 
 from mobilebert_kit.data.masking import WHOLE_WORD_MODES, mask_tokens, word_starts
-from mobilebert_kit.data.records import FORMAT, FORMAT_VERSION, METADATA_FILE, serialize_example, shard_name
-from mobilebert_kit.errors import ConfigError, MbkError, check_choice
+from mobilebert_kit.data.records import (
+    FORMAT,
+    FORMAT_VERSION,
+    METADATA_FILE,
+    PRETRAINING_DATA,
+    serialize_example,
+    shard_name,
+)
+from mobilebert_kit.errors import ConfigError, DataError, check_choice
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
 from mobilebert_kit.utils.limits import LIMITS, within
 
@@ -93,7 +100,7 @@ def read_documents(files, on_bytes=None):
         try:
             handle = open(path, "rb")
         except OSError as err:
-            raise MbkError(f"cannot read {path} ({err.strerror}); check the --input paths") from err
+            raise DataError(f"cannot read {path} ({err.strerror}); check the --input paths") from err
         with handle:
             for number, raw in enumerate(handle, 1):
                 if on_bytes is not None:
@@ -102,7 +109,7 @@ def read_documents(files, on_bytes=None):
                     line = raw.decode("utf-8").strip()
                 except UnicodeDecodeError as err:
                     # Decoding with replacement would train on U+FFFD soup (a Latin-1 file, a binary file).
-                    raise MbkError(
+                    raise DataError(
                         f"{path} line {number} is not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
                         f"{err.start + 1}); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
                     ) from err
@@ -227,7 +234,7 @@ def _chunks(documents, size):
 def _too_few_documents(count, files):
     """The refusal of an input with fewer than two documents: no pair can have a random next sentence."""
     names = ", ".join(str(f) for f in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-    return MbkError(
+    return DataError(
         f"the input produced no examples: next-sentence prediction needs at least two documents (one sentence "
         f"per line, a blank line between documents) and {names} hold{'s' if len(files) == 1 else ''} "
         f"{count or 'none'}; add documents or separate them with blank lines"
@@ -259,11 +266,11 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     files = [Path(f) for f in files]
     missing = [str(f) for f in files if not f.is_file()]
     # Checked before tokenizing: a refused --out must not cost the whole run first.
-    check_output(out_dir, "pretraining-data", overwrite=overwrite, sources=files)
+    check_output(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=files)
     if missing:
-        raise MbkError(f"input file {missing[0]} does not exist; check the --input paths")
+        raise DataError(f"input file {missing[0]} does not exist; check the --input paths")
     if not files:
-        raise MbkError("no input files; pass --input with one or more text files")
+        raise DataError("no input files; pass --input with one or more text files")
     total = sum(f.stat().st_size for f in files)
     rng = random.Random(options.seed)
     names = [shard_name(i, options.num_shards) for i in range(options.num_shards)]
@@ -274,7 +281,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
         read[0] += n
 
     _allow_open_files(options.num_shards)
-    with atomic_dir(out_dir, "pretraining-data", overwrite=overwrite, sources=files) as tmp:
+    with atomic_dir(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=files) as tmp:
         writers = [tf.io.TFRecordWriter(str(tmp / n)) for n in names]
         try:
             # Chunked after tokenizing: a document with no token is no document to draw a random next from.

@@ -18,13 +18,16 @@ like the encoder inputs (``input_ids``, ``attention_mask``,
 
 from pathlib import Path
 
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import DataError
 from mobilebert_kit.utils.limits import Limit, within
+from mobilebert_kit.utils.output_check import OutputKind
 from mobilebert_kit.utils.structured import load_json
 
 FORMAT = "mobilebert-kit-pretraining"
 FORMAT_VERSION = 1
 METADATA_FILE = "dataset.json"
+# The output kind of a pre-training data directory (its marker lets a re-run replace it; utils.output_check).
+PRETRAINING_DATA = OutputKind("pretraining-data", True, "a pretraining-data directory")
 INT_FEATURES = ("input_ids", "attention_mask", "token_type_ids", "masked_lm_positions", "masked_lm_ids")
 # Names used by google-research/bert create_pretraining_data.py.
 BERT_ALIASES = {"input_mask": "attention_mask", "segment_ids": "token_type_ids"}
@@ -67,44 +70,44 @@ def _check_fields(meta_path, meta):
     """Refuses, in one line, a dataset.json field the readers could not use (a string, a float, a path)."""
     for key, limit in _COUNTS.items():
         if not within(limit, meta[key]):
-            raise MbkError(f"{meta_path}: {key} must be a whole number from {limit.lo} to {limit.hi}, got "
-                           f"{_short(meta[key])}; {_REMAKE}")
+            raise DataError(f"{meta_path}: {key} must be a whole number from {limit.lo} to {limit.hi}, got "
+                            f"{_short(meta[key])}; {_REMAKE}")
     shards = meta["shards"]
     if not isinstance(shards, list) or not 1 <= len(shards) <= MAX_SHARDS:
-        raise MbkError(f"{meta_path}: shards must be a list of 1 to {MAX_SHARDS} file names; {_REMAKE}")
+        raise DataError(f"{meta_path}: shards must be a list of 1 to {MAX_SHARDS} file names; {_REMAKE}")
     for name in shards:
         # Names only: a path would read files outside the data directory.
         if not isinstance(name, str) or not name or name in (".", "..") or any(c in name for c in "/\\\0"):
-            raise MbkError(f"{meta_path}: shard {_short(name)} is not a file name in the data directory; {_REMAKE}")
+            raise DataError(f"{meta_path}: shard {_short(name)} is not a file name in the data directory; {_REMAKE}")
 
 
 def read_metadata(data):
     """Returns ``(directory, metadata dict)`` for a data directory or its ``dataset.json``.
 
     Raises:
-        MbkError: naming the missing or malformed file and what to do.
+        DataError: naming the missing or malformed file and what to do.
     """
     path = Path(data)
     meta_path = path / METADATA_FILE if path.is_dir() else path
     if not meta_path.is_file():
-        raise MbkError(
+        raise DataError(
             f"{data} is not a pre-training data directory ({METADATA_FILE} is missing); "
             "create one with `mbk pretraining-data`"
         )
-    meta = load_json(meta_path, METADATA_FILE, expect=dict, error=MbkError, fix=_REMAKE)
+    meta = load_json(meta_path, METADATA_FILE, expect=dict, error=DataError, fix=_REMAKE)
     if meta.get("format") != FORMAT:
-        raise MbkError(f"{meta_path} is not a mobilebert-kit pre-training metadata file; re-create the data")
+        raise DataError(f"{meta_path} is not a mobilebert-kit pre-training metadata file; re-create the data")
     version = meta.get("format_version", 0)
     if not within(_VERSION, version):
-        raise MbkError(f"{meta_path}: format_version must be a whole number, got {_short(version)}; {_REMAKE}")
+        raise DataError(f"{meta_path}: format_version must be a whole number, got {_short(version)}; {_REMAKE}")
     if version > FORMAT_VERSION:
-        raise MbkError(f"{meta_path} was written by a newer mobilebert-kit (format {version}); upgrade")
+        raise DataError(f"{meta_path} was written by a newer mobilebert-kit (format {version}); upgrade")
     for key in ("seq_len", "max_predictions", "shards", "num_examples"):
         if key not in meta:
-            raise MbkError(f"{meta_path} has no {key!r}; {_REMAKE}")
+            raise DataError(f"{meta_path} has no {key!r}; {_REMAKE}")
     _check_fields(meta_path, meta)
     directory = meta_path.parent
     missing = [s for s in meta["shards"] if not (directory / s).is_file()]
     if missing:
-        raise MbkError(f"{directory} is missing {len(missing)} shard(s), first {missing[0]}; re-create the data")
+        raise DataError(f"{directory} is missing {len(missing)} shard(s), first {missing[0]}; re-create the data")
     return directory, meta

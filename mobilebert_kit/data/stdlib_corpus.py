@@ -16,6 +16,11 @@ import sysconfig
 from pathlib import Path
 
 from mobilebert_kit.utils.atomic import atomic_file
+from mobilebert_kit.utils.output_check import OutputKind
+
+# The output kind of the corpus directory (train.txt, heldout.txt) that `mbk pretraining-data --stdlib-corpus`
+# fills; its marker lets a re-run replace it (utils.output_check).
+STDLIB_CORPUS = OutputKind("stdlib-corpus", True, "a standard-library corpus directory")
 
 # Test suites, generated tables and GUI demos: little prose, many fixtures.
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__", "turtledemo", "encodings", "lib2to3",

@@ -12,9 +12,11 @@ import string
 from pathlib import Path
 
 import numpy as np
+from tokenizers import BertWordPieceTokenizer, Tokenizer, normalizers
 
 from mobilebert_kit.data.vocab import VocabularyError, lower_case_of, read_vocab, strip_accents_of, vocab_ids
-from mobilebert_kit.errors import ConfigError, MbkError
+from mobilebert_kit.errors import ConfigError, DataError
+from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.structured import load_json
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -104,15 +106,13 @@ class WordPieceTokenizer:
     """
 
     def __init__(self, vocab, lowercase=True, handle_chinese_chars=True, strip_accents=None):
-        from tokenizers import BertWordPieceTokenizer
-
         path = Path(vocab)
         if not path.is_file():
-            raise MbkError(f"vocabulary {vocab} does not exist; pass a BERT vocab.txt or tokenizer.json")
+            raise DataError(f"vocabulary {vocab} does not exist; pass a BERT vocab.txt or tokenizer.json")
         tokens = read_vocab(path)
         missing = [t for t in SPECIAL_TOKENS if t not in tokens]
         if missing:
-            raise MbkError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
+            raise DataError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
         self.lowercase = bool(lowercase)
         self.strip_accents = self.lowercase if strip_accents is None else bool(strip_accents)
         self.source = str(path)
@@ -147,7 +147,7 @@ class WordPieceTokenizer:
             elif (path / "vocab.txt").is_file():
                 path = path / "vocab.txt"
             else:
-                raise MbkError(f"{path} holds neither tokenizer.json nor vocab.txt; pass the vocabulary file")
+                raise DataError(f"{path} holds neither tokenizer.json nor vocab.txt; pass the vocabulary file")
         if path.suffix == ".json":
             return cls._from_json(path, lowercase, strip_accents)
         return cls(path, lowercase=True if lowercase is None else lowercase, strip_accents=strip_accents)
@@ -164,7 +164,7 @@ class WordPieceTokenizer:
         """
         vocab = Path(directory) / "vocab.txt"
         if not vocab.is_file():
-            raise MbkError(f"vocabulary {vocab} not found; pass the model's vocab.txt")
+            raise DataError(f"vocabulary {vocab} not found; pass the model's vocab.txt")
         self = cls.from_file(directory)
         self.vocab_path = vocab
         self._vocab_lines = read_vocab(vocab)
@@ -194,8 +194,6 @@ class WordPieceTokenizer:
             >>> tok.tokenize("Naïve"), tok.client_tokenizer().tokenize("Naïve")  # doctest: +SKIP
             (['naive'], ['[UNK]'])
         """
-        from tokenizers import BertWordPieceTokenizer, normalizers
-
         client = copy.copy(self)
         client._tokenizer = BertWordPieceTokenizer(vocab_ids(self.vocab_lines()), lowercase=False, strip_accents=False,
                                                    handle_chinese_chars=True, clean_text=True)
@@ -215,20 +213,18 @@ class WordPieceTokenizer:
 
     @classmethod
     def _from_json(cls, path, lowercase, strip_accents=None):
-        from tokenizers import Tokenizer, normalizers
-
         spec = load_json(path, "the tokenizer", expect=dict)
         try:
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
-            raise MbkError(f"cannot read tokenizer {path} ({str(err).splitlines()[0]}); pass a valid tokenizer.json") from err
+            raise DataError(f"cannot read tokenizer {path} ({str(err).splitlines()[0]}); pass a valid tokenizer.json") from err
         model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
         if model.get("type") != "WordPiece":
-            raise MbkError(f"{path} is a {model.get('type')} tokenizer; mobilebert-kit needs a WordPiece (BERT) tokenizer")
+            raise DataError(f"{path} is a {model.get('type')} tokenizer; mobilebert-kit needs a WordPiece (BERT) tokenizer")
         normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
         json_lowercase, json_strip = _normalizer_behaviour(tokenizer.normalizer, path)
         if lowercase is not None and bool(lowercase) != json_lowercase:
-            raise MbkError(
+            raise DataError(
                 f"{path} is {'uncased' if json_lowercase else 'cased'} but "
                 f"{'--cased' if not lowercase else 'lower-casing'} was asked for; drop the option or use a vocab.txt"
             )
@@ -253,7 +249,7 @@ class WordPieceTokenizer:
         self._finish()
         missing = [t for t in SPECIAL_TOKENS if t not in self.vocab]
         if missing:
-            raise MbkError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT tokenizer")
+            raise DataError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT tokenizer")
         return self
 
     def _finish(self):
@@ -281,8 +277,8 @@ class WordPieceTokenizer:
         """
         if seq_len < PAIR_MIN_LENGTH and any("\t" in line for line in lines):
             # The tokenizer cannot truncate a pair below its three special tokens: it returns longer rows.
-            raise MbkError(f"sentence pairs (lines with a tab) need a sequence length of at least {PAIR_MIN_LENGTH}, "
-                           f"got {seq_len}; use a longer --seq-len or single sentences")
+            raise DataError(f"sentence pairs (lines with a tab) need a sequence length of at least {PAIR_MIN_LENGTH}, "
+                            f"got {seq_len}; use a longer --seq-len or single sentences")
         tok = self._tokenizer
         tok.enable_truncation(max_length=seq_len)
         tok.enable_padding(length=seq_len, pad_id=self.pad_id or 0, pad_token="[PAD]")
@@ -337,10 +333,6 @@ def train_wordpiece_vocab(files, out_path, vocab_size, lowercase=True):
         vocab_size: number of entries, special tokens included.
         lowercase: uncased vocabulary.
     """
-    from tokenizers import BertWordPieceTokenizer
-
-    from mobilebert_kit.utils.atomic import atomic_file
-
     tokenizer = BertWordPieceTokenizer(lowercase=lowercase, handle_chinese_chars=True, strip_accents=None)
     tokenizer.train([str(f) for f in files], vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
                     show_progress=False, wordpieces_prefix="##")

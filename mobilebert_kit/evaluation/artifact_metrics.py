@@ -35,7 +35,7 @@ from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.export_options import DEFAULT_SEQ_LEN
+from mobilebert_kit.convert.export_plan import recorded_length
 from mobilebert_kit.convert.export_tasks import TASKS as EXPORT_TASKS
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 from mobilebert_kit.training.finetune_config import FinetuneConfig
@@ -70,8 +70,8 @@ def _seq_len_of(path, runner, meta, seq_len):
         if seq_len and int(seq_len) != fixed:
             raise ArtifactError(f"{path} takes {fixed} tokens, not {seq_len}; drop --seq-len or re-export at {seq_len}")
         return fixed
-    # A dynamic-axis file: the requested length, else the export default within the position table.
-    return int(seq_len or min(DEFAULT_SEQ_LEN, meta.get("max_seq_len") or DEFAULT_SEQ_LEN))
+    # A dynamic-axis file: the requested length, else the length its export planned (recorded in it).
+    return int(seq_len or recorded_length(meta))
 
 
 def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, tokenizer=None, fmt=None,

@@ -16,17 +16,20 @@ import numpy as np
 
 from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_line
-from mobilebert_kit.models.encoder import Encoder, check_fields
+from mobilebert_kit.models.encoder import _CONFIG_KEYS, Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import PRESETS, preset_config
 from mobilebert_kit.utils.atomic import atomic_dir
-from mobilebert_kit.utils.safetensors_io import read_safetensors
+from mobilebert_kit.utils.output_check import OutputKind
+from mobilebert_kit.utils.safetensors_io import read_safetensors, write_safetensors
 from mobilebert_kit.utils.structured import load_json
 
 FORMAT = "mobilebert-kit"
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+# The output kind of a saved model (its marker lets a later save replace it; utils.output_check).
+SAVED_MODEL = OutputKind("model", True, "a saved model directory")
 
 
 def build(preset, **overrides):
@@ -46,8 +49,6 @@ def build(preset, **overrides):
         raise ConfigError(f"a preset is a name (mbk presets lists them) or a dict of Encoder options, not "
                           f"{type(preset).__name__}")
     config = dict(preset) if isinstance(preset, dict) else preset_config(preset)
-    from mobilebert_kit.models.encoder import _CONFIG_KEYS
-
     unknown = sorted((set(config) | set(overrides)) - set(_CONFIG_KEYS))  # a dict's keys too, not only overrides
     if unknown:
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid options: {', '.join(_CONFIG_KEYS)}")
@@ -224,8 +225,6 @@ def save(model, directory, *, overwrite=False, sources=()):
     Example:
         >>> save(build("tiny-bert"), "runs/tiny")  # doctest: +SKIP
     """
-    from mobilebert_kit.utils.safetensors_io import write_safetensors
-
     if isinstance(model, Encoder):
         meta = {"architecture": "encoder", "encoder": model.config, "head": {}}
     elif getattr(model, "architecture", None) in HEADS:
@@ -234,7 +233,7 @@ def save(model, directory, *, overwrite=False, sources=()):
         raise ConfigError(f"cannot save {type(model).__name__}: expected an Encoder or a task model")
     meta["encoder"] = {k: v for k, v in meta["encoder"].items() if k != "dtype"}
     arrays = {path: np.ascontiguousarray(var.numpy()) for path, var in named_weights(model).items()}
-    with atomic_dir(directory, "model", overwrite=overwrite, sources=sources) as tmp:
+    with atomic_dir(directory, SAVED_MODEL, overwrite=overwrite, sources=sources) as tmp:
         write_safetensors(tmp / WEIGHTS_FILE, arrays, metadata={"format": FORMAT})
         (tmp / CONFIG_FILE).write_text(
             json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **meta}, indent=2, sort_keys=True) + "\n"

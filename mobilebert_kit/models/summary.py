@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 
 import mobilebert_kit
-from mobilebert_kit.models.api import named_weights
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.models.api import build, count_params, named_weights
 from mobilebert_kit.models.flops import count_flops
+from mobilebert_kit.models.presets import preset_config
+from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.structured import load_json
 
 
@@ -79,8 +81,6 @@ def count_config_params(config):
         >>> count_config_params(preset_config("tiny-bert")) == count_params(build("tiny-bert"))  # doctest: +SKIP
         True
     """
-    from mobilebert_kit.models.api import build, count_params
-
     layers = int(config["num_layers"])
     if layers <= 2:
         return count_params(build(config))
@@ -107,9 +107,6 @@ def preset_param_counts(names, progress=None):
         >>> preset_param_counts(["tiny-bert"])["tiny-bert"]  # doctest: +SKIP
         56384
     """
-    from mobilebert_kit.models.presets import preset_config
-    from mobilebert_kit.utils.atomic import atomic_file
-
     cache_path = _cache_file()
     cache = _read_cache(cache_path)
     configs = {name: preset_config(name) for name in names}

@@ -27,10 +27,19 @@ import json
 import math
 
 import mobilebert_kit
-from mobilebert_kit.utils.atomic import generator_meta, write_text
+from mobilebert_kit.utils.atomic import write_text
+from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator, json_field
 
 SCHEMA = "mobilebert_kit.pipeline"
 SCHEMA_VERSION = 1
+EVALUATION_SCHEMA = "mobilebert_kit.evaluation"  # the "schema" of <name>.evaluation.json (runner.py writes it)
+# The pipeline's outputs, each recognised by a later run as its own (utils.output_check): the directory by
+# its marker, the reports by their schema and the page by its generator tag.
+PIPELINE_OUTPUT = OutputKind("pipeline", True, "a pipeline output directory")
+PIPELINE_JSON = OutputKind("pipeline-json", False, "a pipeline JSON report", json_field("schema", SCHEMA))
+PIPELINE_HTML = OutputKind("pipeline-html", False, "a pipeline HTML page", html_generator("pipeline-html"))
+EVALUATION_JSON = OutputKind("evaluation-json", False, "a task-metrics JSON report",
+                             json_field("schema", EVALUATION_SCHEMA))
 
 
 def build(recipe, planned, exports, profiles, timings=(), evaluation=None):
@@ -175,7 +184,7 @@ def to_html(report):
     from mobilebert_kit.profiler.report_html import _table, plots
 
     parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta('pipeline-html')}"
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta(PIPELINE_HTML.name)}"
         "<title>mbk pipeline report</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
         "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}"
@@ -222,7 +231,7 @@ def to_html(report):
 
 def write(report, json_path, html_path, overwrite=False):
     """Writes the JSON document and the HTML page (each atomically, through ``utils.atomic``)."""
-    write_text(json_path, json.dumps(report, indent=2, allow_nan=False) + "\n", kind="pipeline-json",
+    write_text(json_path, json.dumps(report, indent=2, allow_nan=False) + "\n", kind=PIPELINE_JSON,
                overwrite=overwrite)
-    write_text(html_path, to_html(report), kind="pipeline-html", overwrite=overwrite)
+    write_text(html_path, to_html(report), kind=PIPELINE_HTML, overwrite=overwrite)
     return json_path, html_path

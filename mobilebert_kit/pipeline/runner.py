@@ -32,8 +32,11 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
+from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+from mobilebert_kit.convert.export_plan import recorded_length
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
+from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, PIPELINE_OUTPUT
 from mobilebert_kit.sources.spec import locate
 from mobilebert_kit.utils.atomic import prepared_dir, write_text
 from mobilebert_kit.utils.limits import check_number
@@ -41,7 +44,6 @@ from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
 
 DEFAULT_RUNS = 20
-EVALUATION_SCHEMA = "mobilebert_kit.evaluation"  # the "schema" of <name>.evaluation.json
 DEFAULT_WARMUP = 3
 _FILE_OPTIONS = ("calibration", "validation_data", "recover_data")
 
@@ -101,8 +103,7 @@ class Pipeline:
             override_source(recipe, self.source)
         options = recipe.options()
         if self.out_dir is not None:
-            for opts in options:
-                opts.out = str(self.out_dir / Path(opts.out).name)
+            options = [dataclasses.replace(opts, out=str(self.out_dir / Path(opts.out).name)) for opts in options]
         planned = []
         for opts in options:
             if opts.quantize != "none":
@@ -121,7 +122,7 @@ class Pipeline:
         # The output directory is ours (marked), empty or new before any stage writes into it.
         sources = [recipe.path] + [p for o in planned for p in (o.source, o.calibration, o.validation_data,
                                                                 o.recover_data, o.eval_data)]
-        with prepared_dir(out_dir, "pipeline", overwrite=self.overwrite,
+        with prepared_dir(out_dir, PIPELINE_OUTPUT, overwrite=self.overwrite,
                           sources=[p for p in sources if isinstance(p, (str, os.PathLike))]):
             # After the directory's own checks (a refusal to touch the user's files comes first), before any export.
             _check_vocabulary(recipe, planned)
@@ -215,8 +216,9 @@ class Pipeline:
         from mobilebert_kit.profiler.report import build_report, write_json
 
         out = Path(f"{opts.out}.host.json")
-        # The length the export resolved and validated: a dynamic-axis ONNX file (the default) fixes none.
-        seq_len = _read_json(f"{opts.out}.report.json").get("seq_len") or opts.seq_len
+        # The length the export planned and validated at, as the file records it (a dynamic-axis ONNX file,
+        # the default, fixes none).
+        seq_len = recorded_length(read_artifact_metadata(opts.out))
         settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all"}
         inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings,
                   "seq_len": seq_len}
@@ -244,15 +246,14 @@ class Pipeline:
         def work():
             named = []
             for opts in planned:
-                # The length the export validated at: a dynamic-axis ONNX file records none.
-                seq_len = _read_json(f"{opts.out}.report.json").get("seq_len") or opts.seq_len
+                # The file's own planned length (its metadata), which evaluate_artifact reads.
                 named.append((Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
-                                                                     seq_len=seq_len, num_threads=self.threads)))
+                                                                     num_threads=self.threads)))
             rows = compare(named, min_ratio)
             document = {"schema": EVALUATION_SCHEMA, "schema_version": 1, "data": str(settings["data"]),
                         "primary": rows[0]["primary"], "min_ratio": min_ratio,
                         "passed": all(row["passed"] for row in rows), "models": rows}
-            write_text(out, json.dumps(document, indent=2, allow_nan=False) + "\n", kind="evaluation-json",
+            write_text(out, json.dumps(document, indent=2, allow_nan=False) + "\n", kind=EVALUATION_JSON,
                        overwrite=self.overwrite)
 
         self._stage(f"evaluate {len(planned)} file(s) on {Path(settings['data']).name}",

@@ -24,10 +24,15 @@ from pathlib import Path
 import mobilebert_kit
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.utils.atomic import write_text
+from mobilebert_kit.utils.output_check import OutputKind, json_field, text_starts
 from mobilebert_kit.utils.structured import load_json
 
 SCHEMA = "mobilebert_kit.profile"
 SCHEMA_VERSION = 1
+# A later run recognises its own JSON report by the schema and replaces it (utils.output_check).
+PROFILE_JSON = OutputKind("profile-json", False, "a profile JSON report", json_field("schema", SCHEMA))
+MARKDOWN_TITLE = "# mbk profile report"  # the first line of the Markdown table
+PROFILE_MD = OutputKind("profile-md", False, "a profile Markdown table", text_starts(MARKDOWN_TITLE + "\n"))
 
 # Required record fields and their JSON types (None allowed where noted).
 _RECORD_FIELDS = {
@@ -60,6 +65,15 @@ CSV_COLUMNS = (
     "cv", "min_ms", "max_ms", "init_ms", "first_inference_ms", "peak_rss_mb", "flops", "gflops_per_s", "throttled",
     "incomplete",
 )
+
+
+def csv_header():
+    """The first line of every profile CSV: its column names, as :func:`to_csv` writes them."""
+    return ",".join(CSV_COLUMNS) + "\n"
+
+
+# Recognised by the header the writer writes now (read when asked, so the two never disagree).
+PROFILE_CSV = OutputKind("profile-csv", False, "a profile CSV table", lambda path: text_starts(csv_header())(path))
 
 
 def build_report(results, *, options=None, error=None):
@@ -146,7 +160,7 @@ def write_json(report, path, overwrite=False):
     unless ``overwrite``); returns the path."""
     validate_report(report)
     return write_text(path, json.dumps(report, indent=2, sort_keys=False, allow_nan=False) + "\n",
-                      kind="profile-json", overwrite=overwrite)
+                      kind=PROFILE_JSON, overwrite=overwrite)
 
 
 def flat_rows(report):
@@ -199,14 +213,14 @@ def flat_rows(report):
 def to_csv(report):
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
+    buffer.write(csv_header())  # the very line PROFILE_CSV recognises
     for row in flat_rows(report):
         writer.writerow({k: "" if v is None else v for k, v in row.items()})
     return buffer.getvalue()
 
 
 def write_csv(report, path, overwrite=False):
-    return write_text(path, to_csv(report), kind="profile-csv", overwrite=overwrite)
+    return write_text(path, to_csv(report), kind=PROFILE_CSV, overwrite=overwrite)
 
 
 def _fmt(value, digits=2):
@@ -221,7 +235,7 @@ def _fmt(value, digits=2):
 
 def to_markdown(report):
     """Returns the report as a Markdown document (summary table, notes)."""
-    lines = ["# mbk profile report", ""]
+    lines = [MARKDOWN_TITLE, ""]
     if report.get("simulated"):
         lines += ["> **SIMULATED**: these figures come from the device simulator (host CPU), not a phone.", ""]
     if report.get("incomplete"):
@@ -252,4 +266,4 @@ def to_markdown(report):
 
 def write_markdown(report, path, overwrite=False, extra=""):
     """Writes :func:`to_markdown` (plus ``extra`` text, e.g. Table 6) atomically; returns the path."""
-    return write_text(path, to_markdown(report) + extra, kind="profile-md", overwrite=overwrite)
+    return write_text(path, to_markdown(report) + extra, kind=PROFILE_MD, overwrite=overwrite)

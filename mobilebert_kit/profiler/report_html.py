@@ -22,7 +22,11 @@ import io
 
 from mobilebert_kit.profiler.report import flat_rows, validate_report
 from mobilebert_kit.profiler.table6 import table6
-from mobilebert_kit.utils.atomic import generator_meta, write_text
+from mobilebert_kit.utils.atomic import write_text
+from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator
+
+# The page carries generator_meta("profile-html"), by which a later run recognises it and replaces it.
+PROFILE_HTML = OutputKind("profile-html", False, "a profile HTML page", html_generator("profile-html"))
 
 
 def _label(record):
@@ -139,7 +143,7 @@ def to_html(report):
     """Returns the report as one HTML page."""
     validate_report(report)
     parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta('profile-html')}<title>mbk profile report</title>",
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta(PROFILE_HTML.name)}<title>mbk profile report</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}.warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}"
         "img{max-width:100%}</style></head><body>",
@@ -207,4 +211,4 @@ def to_html(report):
 
 
 def write_html(report, path, overwrite=False):
-    return write_text(path, to_html(report), kind="profile-html", overwrite=overwrite)
+    return write_text(path, to_html(report), kind=PROFILE_HTML, overwrite=overwrite)

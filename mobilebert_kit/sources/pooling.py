@@ -27,12 +27,14 @@ Example:
     Pooling(mode='mean', normalize=True)
 """
 
+import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
 
@@ -235,10 +237,6 @@ def write_pooling(directory, pooling, dimension=None):
         >>> read_pooling("out/student")  # doctest: +SKIP
         Pooling(mode='mean', normalize=True)
     """
-    import json
-
-    from mobilebert_kit.utils.atomic import atomic_file
-
     directory = Path(directory)
     names = ["Transformer", "Pooling"] + (["Normalize"] if pooling.normalize else [])
     paths = {"Transformer": "", "Pooling": "1_Pooling", "Normalize": "2_Normalize"}

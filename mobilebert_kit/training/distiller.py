@@ -45,17 +45,19 @@ import shutil
 import time
 from pathlib import Path
 
+from rich.console import Console
+
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.sources.pooling import carry_pooling
-from mobilebert_kit.errors import ConfigError, MbkError, first_line
+from mobilebert_kit.errors import ConfigError, DataError, TrainingError, first_line
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
-from mobilebert_kit.training.run_directory import RUN_FILE, RunDirectory
+from mobilebert_kit.training.run_directory import DISTILL_RUN, RUN_FILE, RunDirectory
 from mobilebert_kit.training.stage_progress import StageProgress
 from mobilebert_kit.training.stages import LAYER_TRANSFER, plan_stages, stage_variables
 from mobilebert_kit.training.strategies import is_chief, worker_label
@@ -117,8 +119,6 @@ class Distiller:
         self.teacher_cache = None
         self._cache_dir = None
         if console is None:
-            from rich.console import Console
-
             console = Console()
         self.console = console
 
@@ -294,8 +294,8 @@ class Distiller:
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
             # TensorFlow wraps the reason in the op's name: "{{function_node ...}} corrupted record at 0 [Op:...]".
             why = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:.*$", "", first_line(err.message))[:200]
-            raise MbkError(f"the data {self.data} has a record that cannot be read ({why}); re-create it with "
-                           "`mbk pretraining-data`") from None
+            raise DataError(f"the data {self.data} has a record that cannot be read ({why}); re-create it with "
+                            "`mbk pretraining-data`") from None
 
     # ---------------------------------------------------------- teacher cache
     def prepare_teacher_cache(self, start_stage=0, directory=None):
@@ -367,7 +367,7 @@ class Distiller:
 
         Raises:
             KeyboardInterrupt: after SIGINT or SIGTERM, once the current step is checkpointed.
-            MbkError / ConfigError: bad inputs, a mismatched resume.
+            DataError / TrainingError / ConfigError: bad inputs, a mismatched resume.
         """
         self._place()
         if self.chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
@@ -392,7 +392,7 @@ class Distiller:
         fresh = not resume and self.chief
         found = None
         try:
-            with (foreign_set_aside(self.out_dir, "distill-run", overwrite=overwrite, sources=self._sources())
+            with (foreign_set_aside(self.out_dir, DISTILL_RUN, overwrite=overwrite, sources=self._sources())
                   if fresh else contextlib.nullcontext()) as found:
                 return self._run_in_place(fresh, found, overwrite, latest, start_stage, start_step, history)
         except Exception:
@@ -485,7 +485,7 @@ class Distiller:
             # nothing reads and would hide the lost peer behind it.
             latest = tf.train.latest_checkpoint(str(self.run_dir.checkpoint_dir))
             where = f"its last checkpoint ({Path(latest).name})" if latest else "the start"
-            raise MbkError(
+            raise TrainingError(
                 f"{self.worker}: the cluster lost a worker at step {step + 1} of {stage.name} ({first}); "
                 f"start every worker again with the same command and --resume: the run continues from {where}"
             ) from err
@@ -506,7 +506,7 @@ class Distiller:
                 if logging:
                     values = {k: float(v.numpy()) for k, v in metrics.items()}
                     if not all(v == v for v in values.values()):
-                        raise MbkError(
+                        raise TrainingError(
                             f"the loss became NaN at step {step + 1} of {stage.name}; lower --learning-rate "
                             "or use float32/mixed_bfloat16 (resume from the last checkpoint with --resume)"
                         )

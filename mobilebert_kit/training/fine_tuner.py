@@ -14,21 +14,29 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
 
+from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.vocab import copy_tokenizer_files
-from mobilebert_kit.errors import MbkError, first_line
+from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.errors import DataError, MbkError, TrainingError, first_line
 from mobilebert_kit.models.api import check_positions, default_seq_len, load
 from mobilebert_kit.models.api import save as save_model
+from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_labels
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import FinetuneConfig
-from mobilebert_kit.training.finetune_run import FinetuneRun
+from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT, FinetuneRun
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
+from mobilebert_kit.training.lamb import Lamb
+from mobilebert_kit.training.stage_progress import StageProgress
 from mobilebert_kit.training.strategies import is_chief, worker_label
+from mobilebert_kit.training.summaries import write_scalars
 from mobilebert_kit.training.task_scoring import prepare as prepare_scoring
 from mobilebert_kit.training.task_scoring import score
 from mobilebert_kit.training.teacher_student import precision_policy
+from mobilebert_kit.training.warmup_decay import WarmupDecay
 from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir, relist
 from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.run_state import describe_path, interrupted_run, resume_hint
@@ -71,8 +79,6 @@ class _StepCallback:
     """
 
     def __new__(cls, bar, step, every, checkpoint_every, scalars, save, interrupt, total, on_step_end=None):
-        from mobilebert_kit.backend import keras
-
         class Callback(keras.callbacks.Callback):
             def __init__(self):
                 super().__init__()
@@ -130,8 +136,6 @@ class FineTuner:
         self.label_column = label_column
         self.strategy = strategy
         if console is None:
-            from rich.console import Console
-
             console = Console()
         self.console = console
 
@@ -161,18 +165,12 @@ class FineTuner:
         return features, {"logits": np.maximum(labels, 0)}, {"logits": weights}
 
     def _build(self, num_labels):
-        from mobilebert_kit.backend import keras
-        from mobilebert_kit.models.api import check_positions
-        from mobilebert_kit.models.heads import HEADS
-        from mobilebert_kit.training.lamb import Lamb
-        from mobilebert_kit.training.warmup_decay import WarmupDecay
-
         cfg = self.config
         encoder = load_encoder(self.model_spec, cfg.precision, seed=cfg.seed)
         size = getattr(self.tokenizer, "vocab_size", 0)
         if size > encoder.config["vocab_size"]:
             # Ids past the embedding table fail inside the first training step with a graph error.
-            raise MbkError(
+            raise DataError(
                 f"the vocabulary {getattr(self.tokenizer, 'source', '')} has {size} tokens but {self.model_spec} "
                 f"embeds only {encoder.config['vocab_size']}; pass --vocab with the vocab.txt the model was trained with"
             )
@@ -216,8 +214,6 @@ class FineTuner:
         The order depends on nothing else (not on the steps run before, as a ``shuffle`` op's does), so a
         resumed run, which starts again at ``(epoch, skip)``, sees exactly the uninterrupted run's batches.
         """
-        from mobilebert_kit.backend import tf
-
         cfg = self.config
         n = len(parts[0]["input_ids"])
         order = np.random.default_rng([cfg.seed, epoch]).permutation(n)
@@ -248,8 +244,6 @@ class FineTuner:
         Raises:
             KeyboardInterrupt: after SIGINT or SIGTERM, once the current step is checkpointed.
         """
-        from mobilebert_kit.backend import keras, tf
-
         cfg = self.config
         sources = [p for p in (train_path, eval_path, self.model_spec, self.tokenizer.source)
                    if isinstance(p, (str, Path))]
@@ -279,13 +273,13 @@ class FineTuner:
             eval_data = prepare_scoring(cfg.task, eval_path, self.tokenizer, _scoring_spec(spec))
         n = len(features["input_ids"])
         if n < cfg.batch_size:
-            raise MbkError(f"{train_path} yields {n} examples, fewer than --batch-size {cfg.batch_size}")
+            raise DataError(f"{train_path} yields {n} examples, fewer than --batch-size {cfg.batch_size}")
         per_epoch = n // cfg.batch_size
         self._steps = per_epoch * cfg.epochs
         num_labels = {"classification": len(spec["label_names"] or []), "regression": 1,
                       "token_classification": len(spec["label_names"] or []), "span_qa": 0}[cfg.task]
         if cfg.task == "classification" and num_labels < 2:
-            raise MbkError(f"{train_path} has a single label {spec['label_names']}; classification needs two or more")
+            raise DataError(f"{train_path} has a single label {spec['label_names']}; classification needs two or more")
         with self.strategy.scope():
             model = self._build(num_labels)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
@@ -303,7 +297,7 @@ class FineTuner:
                 status.assert_existing_objects_matched()
             except (ValueError, AssertionError) as err:
                 # A head of another size: the labels of the data changed (a class added or gone).
-                raise MbkError(
+                raise TrainingError(
                     f"the run in {out_dir} does not fit the model {train_path} now makes ({num_labels} output(s); "
                     f"{first_line(err)[:160]}): the training data changed; restore it, or start over with "
                     "--overwrite") from None
@@ -314,7 +308,7 @@ class FineTuner:
                 stored_total = self._steps
             if stored_total != self._steps or first > self._steps:
                 # Same path, other content: the data position and the schedule would mean other rows and rates.
-                raise MbkError(
+                raise TrainingError(
                     f"{train_path} now makes {self._steps} steps but the run in {out_dir} was started on "
                     f"{stored_total}: the training data changed; restore it, or start over with --overwrite")
         self.console.print(
@@ -366,15 +360,15 @@ class FineTuner:
             except MbkError as err:
                 # The file was read before training; what fails now is its metric for the trained model (a model
                 # that answers one value has no correlation). --resume would score the same model: say so.
-                raise MbkError(f"scoring the trained model on {eval_path} failed: {err}; the model was not saved "
-                               "(a model that answers one value diverged or learned nothing: a lower "
-                               "--learning-rate may help); run again with --overwrite") from err
+                raise TrainingError(f"scoring the trained model on {eval_path} failed: {err}; the model was not saved "
+                                    "(a model that answers one value diverged or learned nothing: a lower "
+                                    "--learning-rate may help); run again with --overwrite") from err
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
         if not chief:  # in a cluster only the chief writes out_dir
             self.console.print(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}", highlight=False,
                                soft_wrap=True)
             return results
-        with atomic_dir(out_dir, "finetune", overwrite=overwrite, sources=sources) as tmp:
+        with atomic_dir(out_dir, FINETUNE_OUTPUT, overwrite=overwrite, sources=sources) as tmp:
             save_model(model, tmp / "model")
             vocab = Path(self.tokenizer.source)
             shutil.copyfile(vocab, tmp / vocab.name)
@@ -389,8 +383,6 @@ class FineTuner:
         """Keras' ``fit``, one call per epoch from step ``first``; a checkpoint at every epoch's end (where a
         SIGKILL loses at most an epoch, whatever ``checkpoint_every``) and after the last step; SIGINT/SIGTERM
         checkpoint and raise KeyboardInterrupt, after printing ``stopped`` (what became of the run)."""
-        from mobilebert_kit.training.stage_progress import StageProgress
-
         cfg = self.config
         per_epoch = self._steps // cfg.epochs
         every = max(1, self._steps // 50)
@@ -404,7 +396,7 @@ class FineTuner:
                 try:
                     model.fit(self._epoch_dataset(parts, epoch, skip), epochs=1, verbose=0, callbacks=[callback])
                 except PEER_LOST as err:
-                    raise MbkError(
+                    raise TrainingError(
                         f"{worker}: the cluster lost a worker at step {callback.step + 1} ({peer_lost_line(err)}); "
                         "start every worker again with the same command and --resume: the run continues from its "
                         "last checkpoint"
@@ -425,9 +417,6 @@ class FineTuner:
 
 def _write_tensorboard(directory, scalars, results, last_step):
     """``OUT/tensorboard``: the collected training scalars and the evaluation metrics (``eval/NAME``) at the last step."""
-    from mobilebert_kit.backend import tf
-    from mobilebert_kit.training.summaries import write_scalars
-
     writer = tf.summary.create_file_writer(str(directory))
     for step, values in scalars:
         write_scalars(writer, values, step)
@@ -459,8 +448,6 @@ def _deployment_files(model_dir, tokenizer, label_names):
 
 
 def _predict(model, features, batch_size):
-    from mobilebert_kit.backend import tf
-
     dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
     return model.predict(dataset, verbose=0)
 
@@ -503,23 +490,23 @@ def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len
     try:
         source = ModelSource.load(model_dir, accept=("saved",))
     except MbkError as err:
-        raise MbkError(f"{model_dir} is neither a fine-tuned model ({TASK_FILE}) nor a saved task model "
-                       f"({first_line(err)}); evaluate an `mbk finetune` output or a file from `mbk export`") from err
+        raise TrainingError(f"{model_dir} is neither a fine-tuned model ({TASK_FILE}) nor a saved task model "
+                            f"({first_line(err)}); evaluate an `mbk finetune` output or a file from `mbk export`") from err
     model = source.model
     head = getattr(model, "architecture", None)
     tasks = [task for task, of in HEAD_OF_TASK.items() if of == head]
     if not tasks:
-        raise MbkError(f"{model_dir} holds {head or 'an encoder'} without a task head to score; evaluate a model "
-                       "from `mbk finetune` (or `mbk substitute` of one)")
+        raise TrainingError(f"{model_dir} holds {head or 'an encoder'} without a task head to score; evaluate a model "
+                            "from `mbk finetune` (or `mbk substitute` of one)")
     num_labels = getattr(model, "head_config", {}).get("num_labels")
     # A sequence head with one output column is a regressor (mbk finetune --task regression writes no labels).
     task = "regression" if "regression" in tasks and num_labels == 1 else tasks[0]
     if task in ("classification", "token_classification") and len(source.labels) != num_labels:
-        raise MbkError(f"{model_dir} names {len(source.labels)} class(es) in labels.txt for a head of {num_labels}; "
-                       "write one class name per line, in the head's order")
+        raise TrainingError(f"{model_dir} names {len(source.labels)} class(es) in labels.txt for a head of {num_labels}; "
+                            "write one class name per line, in the head's order")
     tokenizer = source.tokenizer
     if tokenizer is None:
-        raise MbkError(f"{model_dir} has no vocab.txt; copy the vocabulary the model was fine-tuned with beside it")
+        raise DataError(f"{model_dir} has no vocab.txt; copy the vocabulary the model was fine-tuned with beside it")
     config = source.encoder.config
     seq_len = seq_len or default_seq_len(config, FinetuneConfig.seq_len)
     check_positions(config, seq_len)
@@ -534,18 +521,16 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     ``columns`` (``{"text_columns", "label_column"}``) overrides the table columns ``task.json`` records
     where a value is given, and ``seq_len`` its length.
     """
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
-
     model_dir = Path(model_dir)
     task_file = model_dir / TASK_FILE
     if not task_file.is_file():
         if interrupted_run(model_dir):
-            raise MbkError(resume_hint(model_dir))
+            raise TrainingError(resume_hint(model_dir))
         return _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len)
-    spec = load_json(task_file, TASK_FILE, expect=dict, error=MbkError, fix="fine-tune again")
+    spec = load_json(task_file, TASK_FILE, expect=dict, error=TrainingError, fix="fine-tune again")
     vocab = spec.get("vocab")
     if not isinstance(vocab, str) or not vocab or Path(vocab).name != vocab:
-        raise MbkError(f"{task_file} names no vocabulary file in {model_dir} (vocab {vocab!r}); fine-tune again")
+        raise TrainingError(f"{task_file} names no vocabulary file in {model_dir} (vocab {vocab!r}); fine-tune again")
     tokenizer = WordPieceTokenizer.from_file(model_dir / vocab, lowercase=spec.get("lowercase"))
     model = load(model_dir / "model")
     given = {k: v for k, v in (columns or {}).items() if v}

@@ -22,6 +22,11 @@ resumed run sees the batches an uninterrupted run would have seen.
 
 from mobilebert_kit.checkpoints.resumable_run import ResumableRun
 from mobilebert_kit.training.finetune_config import RESUME_INSENSITIVE
+from mobilebert_kit.utils.output_check import OutputKind
+
+# The output kind of a finished ``mbk finetune --out`` (model/, task.json, tensorboard/; written by
+# ``fine_tuner.FineTuner``): its marker lets a re-run replace it (utils.output_check).
+FINETUNE_OUTPUT = OutputKind("finetune", True, "a fine-tuning output directory")
 
 
 class FinetuneRun(ResumableRun):
@@ -37,7 +42,7 @@ class FinetuneRun(ResumableRun):
     """
 
     command = "finetune"
-    output_kind = "finetune"
+    output_kind = FINETUNE_OUTPUT
     finished_file = "task.json"
     done_verb = "trained"
     # Where the metrics are measured and how often checkpoints are written do not change the training.

@@ -16,15 +16,19 @@ from pathlib import Path
 
 from mobilebert_kit.backend import tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import MbkError, TrainingError
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
+from mobilebert_kit.utils.output_check import OutputKind
 from mobilebert_kit.utils.run_state import read_run_record
 from mobilebert_kit.utils.structured import load_json
 
 RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
 CHECKPOINT_DIR = "checkpoints"
+# The output kind of a distillation run directory, filled in place; its marker lets a later run with
+# --overwrite start over in it (utils.output_check).
+DISTILL_RUN = OutputKind("distill-run", True, "a distillation run directory")
 # The run record's keys compared on resume besides the config.
 RECORD_KEYS = ("teacher", "student", "student_overrides", "data")
 
@@ -61,33 +65,33 @@ class RunDirectory:
             sources (list): the run's inputs, which the directory may never be or contain (``utils.atomic``).
 
         Raises:
-            MbkError: naming what to do (``--resume``, another ``--out``, the same options).
+            TrainingError: naming what to do (``--resume``, another ``--out``, the same options).
         """
         run_file = self.path / RUN_FILE
         if resume:
             if not run_file.is_file():
-                raise MbkError(f"nothing to resume in {self.path}: {RUN_FILE} is missing; start without --resume")
+                raise TrainingError(f"nothing to resume in {self.path}: {RUN_FILE} is missing; start without --resume")
             stored = self.read_record()
             differences = DistillConfig.from_dict(stored["config"]).differences(config)
             differences += [k for k in RECORD_KEYS if stored.get(k) != record[k]]
             if differences:
-                raise MbkError(
+                raise TrainingError(
                     f"{self.path} was started with different {', '.join(differences)}; "
                     "resume with the same options (see run.json) or use a new --out"
                 )
         elif run_file.is_file() and not overwrite:
-            raise MbkError(
+            raise TrainingError(
                 f"{self.path} already holds a distillation run; pass --resume to continue it, --overwrite to "
                 "start it over, or choose a new --out"
             )
         if not resume:
-            check_output(self.path, "distill-run", overwrite=overwrite, sources=sources)
+            check_output(self.path, DISTILL_RUN, overwrite=overwrite, sources=sources)
 
     def read_record(self):
         """The stored ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
 
         Raises:
-            MbkError: unreadable, too deep, not an object, or without ``config``.
+            TrainingError: unreadable, too deep, not an object, or without ``config``.
         """
         return read_run_record(self.path / RUN_FILE, "distillation", "start a new run in another directory")
 
@@ -99,7 +103,7 @@ class RunDirectory:
             overwrite (bool): as in :meth:`check`; an earlier run's files are discarded.
             sources (list): as in :meth:`check`.
         """
-        prepare_dir(self.path, "distill-run", overwrite=overwrite, fresh=overwrite, sources=sources)
+        prepare_dir(self.path, DISTILL_RUN, overwrite=overwrite, fresh=overwrite, sources=sources)
         with atomic_file(self.path / RUN_FILE, "w") as f:
             f.write(json.dumps(record, indent=2) + "\n")
 
@@ -112,7 +116,7 @@ class RunDirectory:
         """``(stage, stage_step, global_step)`` stored in checkpoint ``path``.
 
         Raises:
-            MbkError: the checkpoint has no progress record (not written by ``mbk distill``).
+            TrainingError: the checkpoint has no progress record (not written by ``mbk distill``).
         """
         reader = tf.train.load_checkpoint(path)
         names = {n for n in reader.get_variable_to_shape_map()}
@@ -120,7 +124,7 @@ class RunDirectory:
         def value(field):
             key = f"progress/{field}/.ATTRIBUTES/VARIABLE_VALUE"
             if key not in names:
-                raise MbkError(f"checkpoint {path} has no progress record; it was not written by mbk distill")
+                raise TrainingError(f"checkpoint {path} has no progress record; it was not written by mbk distill")
             return int(reader.get_tensor(key))
 
         return value("stage"), value("step"), value("global_step")

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from mobilebert_kit.errors import ConfigError, MbkError, check_choice, first_line
+from mobilebert_kit.errors import ConfigError, TrainingError, check_choice, first_line
 from mobilebert_kit.utils.structured import load_json
 
 # Job names MultiWorkerMirroredStrategy runs; "evaluator" is a side job it ignores.
@@ -68,8 +68,8 @@ def _multi_worker():
     try:
         return tf.distribute.MultiWorkerMirroredStrategy()
     except (RuntimeError, ValueError, tf.errors.OpError) as err:
-        raise MbkError(f"cannot join the cluster of TF_CONFIG ({first_line(err)}); start every worker with the same "
-                       "cluster and free ports, before TensorFlow runs anything else") from err
+        raise TrainingError(f"cannot join the cluster of TF_CONFIG ({first_line(err)}); start every worker with the same "
+                            "cluster and free ports, before TensorFlow runs anything else") from err
 
 
 # Seconds a worker waits for the others to start before it gives up (MBK_CLUSTER_WAIT_S sets another).
@@ -92,7 +92,7 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
         say (Callable | None): prints a line (default: to stderr).
 
     Raises:
-        MbkError: this worker's port is taken, or a peer did not start in time.
+        TrainingError: this worker's port is taken, or a peer did not start in time.
 
     Example:
         >>> wait_for_workers({"worker": ["localhost:12345"]}, "worker", 0)  # one worker: nothing to wait for
@@ -111,8 +111,8 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
         else:
             listener = socket.create_server(("", port))
     except OSError as err:
-        raise MbkError(f"cannot listen on port {port}, this process's address in TF_CONFIG ({err.strerror or err}); "
-                       "give each worker a free port") from err
+        raise TrainingError(f"cannot listen on port {port}, this process's address in TF_CONFIG ({err.strerror or err}); "
+                            "give each worker a free port") from err
     say(f"joining the cluster of TF_CONFIG as {kind} {index}; waiting up to {timeout_s:g} s for the other "
         f"{len(peers)} process(es) to start (Ctrl-C stops)")
     waiting = list(peers)
@@ -126,8 +126,8 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
             waiting = [peer for peer in waiting if not _answers(peer[2])]
             if waiting and time.monotonic() > deadline:
                 shown = ", ".join(f"{job} {i} ({address})" for job, i, address in waiting[:3])
-                raise MbkError(f"{shown} did not start within {timeout_s:g} s; start every worker of TF_CONFIG with "
-                               "the same command (or set MBK_CLUSTER_WAIT_S to wait longer)")
+                raise TrainingError(f"{shown} did not start within {timeout_s:g} s; start every worker of TF_CONFIG with "
+                                    "the same command (or set MBK_CLUSTER_WAIT_S to wait longer)")
             time.sleep(0.2)
         # The others may still be probing this port: answer them a little longer before TensorFlow takes it.
         until = time.monotonic() + 1.0
@@ -170,8 +170,8 @@ def _tpu():
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     except (RuntimeError, ValueError, tf.errors.OpError) as err:
-        raise MbkError(f"no TPU found ({first_line(err)}); run on a TPU VM (TPU_NAME names a remote one) or use "
-                       "--strategy default") from err
+        raise TrainingError(f"no TPU found ({first_line(err)}); run on a TPU VM (TPU_NAME names a remote one) or use "
+                            "--strategy default") from err
 
 
 STRATEGIES = {
@@ -198,7 +198,7 @@ def make_strategy(name):
 
     Raises:
         ConfigError: an unknown name, or a missing / malformed ``TF_CONFIG`` for ``multi_worker``.
-        MbkError: the cluster or the TPU cannot be reached.
+        TrainingError: the cluster or the TPU cannot be reached.
 
     Example:
         >>> strategy = make_strategy("default")  # doctest: +SKIP
@@ -323,8 +323,6 @@ def quiet_cluster_teardown(strategy):
     """
     if not worker_label(strategy) or os.environ.get("MBK_VERBOSE_TF") == "1":
         return
-    import sys
-
     sys.stderr.flush()
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)

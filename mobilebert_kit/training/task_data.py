@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import DataError
 from mobilebert_kit.utils.structured import load_json
 
 TASKS = ("classification", "regression", "span_qa", "token_classification")
@@ -35,7 +35,7 @@ def read_table(path):
     """Rows (dicts) of a ``.tsv``, ``.csv`` or ``.jsonl`` file with a header."""
     path = Path(path)
     if not path.is_file():
-        raise MbkError(f"{path} does not exist; pass a .tsv, .csv or .jsonl file")
+        raise DataError(f"{path} does not exist; pass a .tsv, .csv or .jsonl file")
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":
@@ -44,11 +44,11 @@ def read_table(path):
                 for number, line in enumerate(handle, 1):
                     if line.strip():
                         # The shared reader: bounded depth, duplicate keys refused, an object required.
-                        rows.append(load_json(line, f"{path}:{number}", expect=dict, error=MbkError,
+                        rows.append(load_json(line, f"{path}:{number}", expect=dict, error=DataError,
                                               fix="one JSON object per line"))
             return rows
         if suffix not in (".tsv", ".csv"):
-            raise MbkError(f"{path}: unknown table format {suffix!r}; use .tsv, .csv or .jsonl")
+            raise DataError(f"{path}: unknown table format {suffix!r}; use .tsv, .csv or .jsonl")
         # utf-8-sig: Excel and Notepad start UTF-8 files with a byte-order mark, which would stick to the
         # first column's name ("\ufeffsentence") and hide the column.
         with open(path, encoding="utf-8-sig", newline="") as handle:
@@ -67,16 +67,16 @@ def read_table(path):
                     if len(fields) != len(header):
                         how = ("tab-separated (a .tsv has no quoting: no tab inside a text)" if suffix == ".tsv"
                                else "comma-separated (quote a text that holds a comma)")
-                        raise MbkError(f"{path} line {reader.line_num} has {len(fields)} field(s) where the header has "
-                                       f"{len(header)}; give every row one value for each column, {how}")
+                        raise DataError(f"{path} line {reader.line_num} has {len(fields)} field(s) where the header has "
+                                        f"{len(header)}; give every row one value for each column, {how}")
                     rows.append(dict(zip(header, fields)))
                 return rows
             except csv.Error as err:  # a field over csv's 128 Ki-character limit, a NUL byte, a bad quote
                 # csv.reader's line_num counts the line that failed too.
-                raise MbkError(f"{path} line {reader.line_num} cannot be read as a table ({err}); "
-                               "fix that line (one example per line, text under 128 Ki characters)") from err
+                raise DataError(f"{path} line {reader.line_num} cannot be read as a table ({err}); "
+                                "fix that line (one example per line, text under 128 Ki characters)") from err
     except UnicodeDecodeError as err:
-        raise MbkError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
+        raise DataError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
 
 
 def resolve_columns(rows, path, text_columns=None, label_column=None, need_label=True, recorded=None):
@@ -84,7 +84,7 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
     file's fine-tune columns, ``{"text_columns", "label_column"}``) where the table has them, else GLUE's
     usual names are tried."""
     if not rows:
-        raise MbkError(f"{path} has no rows")
+        raise DataError(f"{path} has no rows")
     columns = list(rows[0])
     recorded = recorded if isinstance(recorded, dict) else {}
     if not text_columns and recorded.get("text_columns") and all(c in columns for c in recorded["text_columns"]):
@@ -94,15 +94,15 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
     if text_columns:
         missing = [c for c in text_columns if c not in columns]
         if missing:
-            raise MbkError(f"{path} has no column {missing[0]!r}; columns: {', '.join(columns)}")
+            raise DataError(f"{path} has no column {missing[0]!r}; columns: {', '.join(columns)}")
     else:
         pair = next((p for p in _TEXT_PAIRS if all(c in columns for c in p)), None)
         single = next((c for c in _TEXT_SINGLES if c in columns), None)
         text_columns = list(pair) if pair else [single] if single else None
         if not text_columns:
-            raise MbkError(f"{path}: cannot tell the text column(s); name it one of {', '.join(_TEXT_SINGLES)} (a pair: "
-                           f"sentence1 and sentence2) in the header, or pass --text-columns to `mbk finetune` / "
-                           f"`mbk evaluate` (columns: {', '.join(columns)})")
+            raise DataError(f"{path}: cannot tell the text column(s); name it one of {', '.join(_TEXT_SINGLES)} (a pair: "
+                            f"sentence1 and sentence2) in the header, or pass --text-columns to `mbk finetune` / "
+                            f"`mbk evaluate` (columns: {', '.join(columns)})")
     if label_column is None:
         label_column = next((c for c in _LABELS if c in columns), None)
     if need_label and (label_column is None or label_column not in columns):
@@ -111,7 +111,7 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
         else:
             problem = f"(none of {', '.join(_LABELS)})"
             fix = "name it one of those in the header, or pass --label-column to `mbk finetune` / `mbk evaluate`"
-        raise MbkError(f"{path}: no label column {problem}; {fix} (columns: {', '.join(columns)})")
+        raise DataError(f"{path}: no label column {problem}; {fix} (columns: {', '.join(columns)})")
     return list(text_columns), label_column
 
 
@@ -158,12 +158,12 @@ def numeric_labels(path, raw, what, why):
     try:
         values = np.asarray([float(x) for x in raw], np.float64)
     except (TypeError, ValueError) as err:
-        raise MbkError(f"{path}: {what}s must be numbers ({err}); give every row a number") from err
+        raise DataError(f"{path}: {what}s must be numbers ({err}); give every row a number") from err
     wide = np.flatnonzero(~np.isfinite(values) | (np.abs(values) > float(np.finfo(np.float32).max)))
     if wide.size:
         row = int(wide[0]) + 1
-        raise MbkError(f"{path}: the {what} of data row {row} is {raw[row - 1]!r}, not a finite float32 number "
-                       f"({why}); fix or remove the row")
+        raise DataError(f"{path}: the {what} of data row {row} is {raw[row - 1]!r}, not a finite float32 number "
+                        f"({why}); fix or remove the row")
     return values
 
 
@@ -184,8 +184,8 @@ def class_labels(path, raw):
     for row, name in enumerate(names, 1):
         seen = first.setdefault(name.casefold(), (name, row))
         if seen[0] != name:
-            raise MbkError(f"{path}: labels {seen[0]!r} (data row {seen[1]}) and {name!r} (data row {row}) differ only "
-                           "in case; write each class one way")
+            raise DataError(f"{path}: labels {seen[0]!r} (data row {seen[1]}) and {name!r} (data row {row}) differ only "
+                            "in case; write each class one way")
     return names
 
 
@@ -214,8 +214,8 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
             # as one ("None", a Python repr, ""); as a regression target it is no number.
             if value is None or isinstance(value, (list, dict)) or (isinstance(value, str) and not value.strip()):
                 shown = "empty" if isinstance(value, str) else json.dumps(value)[:40]
-                raise MbkError(f"{path}: the label of data row {row} is {shown}; give every row a label in column "
-                               f"{label_column!r}, or remove the row")
+                raise DataError(f"{path}: the label of data row {row} is {shown}; give every row a label in column "
+                                f"{label_column!r}, or remove the row")
         if task == "regression":
             labels = numeric_labels(path, raw, "regression label",
                                     "a NaN or infinite target makes every weight NaN").astype(np.float32)
@@ -227,8 +227,8 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
             unknown = sorted(set(raw) - set(index))
             if unknown:
                 row = raw.index(unknown[0]) + 1
-                raise MbkError(f"{path}: label {unknown[0]!r} (data row {row}) was not seen in training; known: "
-                               f"{', '.join(label_names)}")
+                raise DataError(f"{path}: label {unknown[0]!r} (data row {row}) was not seen in training; known: "
+                                f"{', '.join(label_names)}")
             labels = np.asarray([index[x] for x in raw], np.int32)
     return features, labels, label_names, {"text_columns": text_columns, "label_column": label_column}
 
@@ -238,16 +238,16 @@ def read_squad(path):
     """SQuAD v1.1/v2.0 examples: dicts with id, question, context, answers (text, start) and impossible."""
     path = Path(path)
     expected = 'expected {"data": [{"paragraphs": [{"context": "...", "qas": [...]}]}]}'
-    top = load_json(path, "the SQuAD file", expect=dict, error=MbkError, fix=expected)
+    top = load_json(path, "the SQuAD file", expect=dict, error=DataError, fix=expected)
     data = top.get("data")
     if not isinstance(data, list):
-        raise MbkError(f"{path} is not a SQuAD JSON file (no \"data\" list); {expected}")
+        raise DataError(f"{path} is not a SQuAD JSON file (no \"data\" list); {expected}")
 
     def field(where, record, key, kind, default=None):
         value = record.get(key, default) if isinstance(record, dict) else None
         if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
             name = "/".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
-            raise MbkError(f"{path}: {where} has no {name} {key!r} (got {type(value).__name__}); {expected}")
+            raise DataError(f"{path}: {where} has no {name} {key!r} (got {type(value).__name__}); {expected}")
         return value
 
     examples = []
@@ -265,14 +265,14 @@ def read_squad(path):
                     if not text.strip() or start < 0 or start + len(text) > len(context):
                         problem = "an empty text" if not text.strip() else \
                             f"answer_start {start}, outside its {len(context)}-character context"
-                        raise MbkError(f"{path}: {at}.answers[{n}] has {problem}; answer_start is the character "
-                                       "offset of the answer text in the paragraph's context")
+                        raise DataError(f"{path}: {at}.answers[{n}] has {problem}; answer_start is the character "
+                                        "offset of the answer text in the paragraph's context")
                     answers.append({"text": text, "start": start})
                 examples.append({"id": str(field(at, qa, "id", (str, int))), "question": field(at, qa, "question", str),
                                  "context": context, "answers": answers,
                                  "impossible": field(at, qa, "is_impossible", bool, False)})
     if not examples:
-        raise MbkError(f"{path} holds no questions")
+        raise DataError(f"{path} holds no questions")
     return examples
 
 
@@ -293,7 +293,7 @@ def squad_features(tokenizer, examples, seq_len, doc_stride=128, max_query_lengt
         _, c_ids, c_offsets = tokenizer.encode(example["context"])
         room = seq_len - len(q_ids) - 3
         if room < 8:
-            raise MbkError(f"seq_len {seq_len} leaves no room for the context after a {len(q_ids)}-token question; raise --seq-len")
+            raise DataError(f"seq_len {seq_len} leaves no room for the context after a {len(q_ids)}-token question; raise --seq-len")
         answer = None
         if training and example["answers"] and not example["impossible"]:
             first = example["answers"][0]
@@ -301,9 +301,9 @@ def squad_features(tokenizer, examples, seq_len, doc_stride=128, max_query_lengt
             if example["context"][start_char:end_char] != first["text"]:
                 # Training reads the span at answer_start: a wrong offset trained the model on other words.
                 found = example["context"][start_char:end_char]
-                raise MbkError(f"question {example['id']!r}: its answer {first['text'][:40]!r} is not at answer_start "
-                               f"{start_char} of its context (there: {found[:40]!r}); fix answer_start, the character "
-                               "offset of the answer in the context")
+                raise DataError(f"question {example['id']!r}: its answer {first['text'][:40]!r} is not at answer_start "
+                                f"{start_char} of its context (there: {found[:40]!r}); fix answer_start, the character "
+                                "offset of the answer in the context")
             tokens_in = [i for i, (s, e) in enumerate(c_offsets) if s < end_char and e > start_char]
             if tokens_in:
                 answer = (tokens_in[0], tokens_in[-1])
@@ -373,14 +373,14 @@ def read_tagged(path):
     """Sentences as ``(tokens, tags)`` from CoNLL text (last column is the tag) or JSONL."""
     path = Path(path)
     if not path.is_file():
-        raise MbkError(f"{path} does not exist; pass a CoNLL text file or a .jsonl file")
+        raise DataError(f"{path} does not exist; pass a CoNLL text file or a .jsonl file")
     sentences = []
     if path.suffix.lower() == ".jsonl":
         for row in read_table(path):
             tokens = row.get("tokens")
             tags = row.get("tags", row.get("ner_tags"))
             if tokens is None or tags is None or len(tokens) != len(tags):
-                raise MbkError(f"{path}: every line needs equally long 'tokens' and 'tags' lists")
+                raise DataError(f"{path}: every line needs equally long 'tokens' and 'tags' lists")
             sentences.append(([str(t) for t in tokens], [str(t) for t in tags]))
         return sentences
     tokens, tags = [], []
@@ -393,25 +393,25 @@ def read_tagged(path):
             tokens, tags = [], []
             continue
         if len(parts) < 2:
-            raise MbkError(f"{path}:{number}: expected 'token ... tag', got {line.strip()!r}")
+            raise DataError(f"{path}:{number}: expected 'token ... tag', got {line.strip()!r}")
         # A table of sentences (a GLUE .tsv) also splits into words: without these checks it trained as one
         # long "sentence" tagged with its labels' last words.
         if "\t" in line and any(" " in field.strip() for field in line.split("\t")):
-            raise MbkError(f"{path}:{number}: a tab-separated column holds spaces ({line.strip()[:60]!r}): this is a "
-                           "table of sentences, not CoNLL tokens; token_classification reads one 'token ... tag' per "
-                           "line, a blank line between sentences (or .jsonl with tokens and tags)")
+            raise DataError(f"{path}:{number}: a tab-separated column holds spaces ({line.strip()[:60]!r}): this is a "
+                            "table of sentences, not CoNLL tokens; token_classification reads one 'token ... tag' per "
+                            "line, a blank line between sentences (or .jsonl with tokens and tags)")
         if columns is None:
             columns = (len(parts), number)
         elif len(parts) != columns[0]:
-            raise MbkError(f"{path}:{number}: {len(parts)} columns where line {columns[1]} has {columns[0]}; "
-                           "token_classification reads CoNLL text, the same 'token ... tag' columns on every line "
-                           "(is this a table of sentences?)")
+            raise DataError(f"{path}:{number}: {len(parts)} columns where line {columns[1]} has {columns[0]}; "
+                            "token_classification reads CoNLL text, the same 'token ... tag' columns on every line "
+                            "(is this a table of sentences?)")
         tokens.append(parts[0])
         tags.append(parts[-1])
     if tokens:
         sentences.append((tokens, tags))
     if not sentences:
-        raise MbkError(f"{path} holds no tagged sentences")
+        raise DataError(f"{path} holds no tagged sentences")
     return sentences
 
 
@@ -434,7 +434,7 @@ def tagging_features(tokenizer, sentences, seq_len, tag_names):
             if w is not None and w != previous:
                 positions[w] = k + 1
                 if tags[w] not in index:
-                    raise MbkError(f"tag {tags[w]!r} was not seen in training; known: {', '.join(tag_names)}")
+                    raise DataError(f"tag {tags[w]!r} was not seen in training; known: {', '.join(tag_names)}")
                 labels[row, k + 1] = index[tags[w]]
             previous = w
         first_piece.append(positions)

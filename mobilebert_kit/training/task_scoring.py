@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from mobilebert_kit.artifacts.errors import ArtifactError
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import DataError, MbkError
 from mobilebert_kit.training import metrics as task_metrics
 from mobilebert_kit.training import task_data
 
@@ -171,11 +171,11 @@ def _check_gold(gold, each, values):
     """
     n = len(gold)
     if n < MIN_CORRELATION_ROWS:
-        raise MbkError(f"{n} row(s) cannot measure a correlation; score at least {MIN_CORRELATION_ROWS} (raise --limit "
-                       "or use more data)")
+        raise DataError(f"{n} row(s) cannot measure a correlation; score at least {MIN_CORRELATION_ROWS} (raise --limit "
+                        "or use more data)")
     if np.ptp(gold) == 0:
-        raise MbkError(f"every {each} in the data is {gold[0]:g}, so no correlation can be measured; score "
-                       f"{values}s with varied labels")
+        raise DataError(f"every {each} in the data is {gold[0]:g}, so no correlation can be measured; score "
+                        f"{values}s with varied labels")
 
 
 def _check_correlation(predicted, spec, same, why=""):
@@ -246,8 +246,8 @@ def _prepare_pairs(path, tokenizer, spec, limit):
                                                            spec.get("label_column"), need_label=True,
                                                            recorded=spec.get("recorded_columns"))
     if len(text_columns) != 2:
-        raise MbkError(f"{path}: an embedder is scored on sentence pairs with a similarity score (columns sentence1, "
-                       f"sentence2, label); this file has the columns {', '.join(rows[0])}")
+        raise DataError(f"{path}: an embedder is scored on sentence pairs with a similarity score (columns sentence1, "
+                        f"sentence2, label); this file has the columns {', '.join(rows[0])}")
     # Every row's score is checked, as for regression labels (one rule, task_data.numeric_labels): a "nan"
     # pair made the Spearman a ranking of the other pairs and the Pearson NaN (not JSON), without a word.
     scores = task_data.numeric_labels(path, [r[label_column] for r in rows], "similarity score",
@@ -339,7 +339,7 @@ def prepare(task, data, tokenizer, spec, limit=None):
     record = task_metric(task, spec.get("model", "the model"))
     prepared = record.prepare(Path(data), tokenizer, spec, limit)
     if not prepared.rows:
-        raise MbkError(f"{data} holds no examples to score; give it labelled {record.data}")
+        raise DataError(f"{data} holds no examples to score; give it labelled {record.data}")
     return prepared
 
 

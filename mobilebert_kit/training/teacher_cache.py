@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import ConfigError, DataError, MbkError, TrainingError
 from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit.utils.atomic import OutputError, atomic_file, remove_path
 from mobilebert_kit.utils.limits import Limit, within
@@ -108,8 +108,6 @@ def decide(mode, stages, rows, batch_size, size, free):
         >>> decide("auto", [Stage("layer_0", "layer_transfer", 100, (0,))], 50, 4, 10, 10**9)[0]
         True
     """
-    from mobilebert_kit.errors import ConfigError
-
     gib = f"{size / 2**30:.2f} GiB"
     if mode == "off" or not stages:
         return False, "off" if mode == "off" else "no layer-transfer stage left"
@@ -136,7 +134,7 @@ class TeacherCache:
         directory (str | Path): the cache directory.
 
     Raises:
-        MbkError: the directory holds no complete cache.
+        TrainingError: the directory holds no complete cache.
 
     Example:
         >>> cache = TeacherCache("runs/mb/teacher_cache")  # doctest: +SKIP
@@ -150,7 +148,7 @@ class TeacherCache:
         self.directory = Path(directory)
         self.meta = _read_meta(self.directory)
         if not self.meta or not self.meta["complete"] or _short_files(self.directory, self.meta):
-            raise MbkError(f"{self.directory} holds no complete teacher cache; delete it or run with --teacher-cache off")
+            raise TrainingError(f"{self.directory} holds no complete teacher cache; delete it or run with --teacher-cache off")
         rows, seq, hidden, heads = (self.meta[k] for k in ("rows", "seq_len", "hidden", "heads"))
         keys = np.fromfile(self.directory / "keys.bin", dtype=np.uint8, count=rows * KEY_BYTES).reshape(rows, KEY_BYTES)
         self.index = {bytes(k): i for i, k in enumerate(keys)}
@@ -169,14 +167,14 @@ class TeacherCache:
             layers (tuple[int]): the layers the stage transfers.
 
         Raises:
-            MbkError: a row is not in the cache (the data changed since it was built).
+            TrainingError: a row is not in the cache (the data changed since it was built).
         """
         digests = row_digests({name: np.asarray(batch[name]) for name in INPUT_NAMES})
         try:
             rows = np.array([self.index[d] for d in digests])
         except KeyError:
-            raise MbkError(f"an example of the data is not in the teacher cache {self.directory} (the data changed "
-                           "since it was built); delete that directory to rebuild it, or run with --teacher-cache off") from None
+            raise TrainingError(f"an example of the data is not in the teacher cache {self.directory} (the data changed "
+                                "since it was built); delete that directory to rebuild it, or run with --teacher-cache off") from None
         order = np.argsort(rows, kind="stable")  # read the memory maps forwards
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
@@ -202,7 +200,8 @@ class TeacherCache:
             progress (callable | None): ``progress(rows_done)`` after every batch.
 
         Raises:
-            MbkError: the disk filled or the directory cannot be written (one line, what to do).
+            TrainingError: the disk filled or the directory cannot be written (one line, what to do).
+            DataError: the data holds no records, or fewer or more than its metadata lists.
         """
         directory = Path(directory)
         meta = _read_meta(directory)
@@ -223,11 +222,11 @@ class TeacherCache:
             full = not isinstance(err, OSError) or err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
             why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
             fix = "free space there" if full else f"make {directory.parent} writable"
-            raise MbkError(f"cannot write the teacher cache {directory} ({why}); it was removed; {fix} or run with "
-                           "--teacher-cache off") from None
+            raise TrainingError(f"cannot write the teacher cache {directory} ({why}); it was removed; {fix} or run with "
+                                "--teacher-cache off") from None
         if meta["rows_done"] != rows:
-            raise MbkError(f"the teacher cache {directory} got {meta['rows_done']} rows but the data lists {rows}; "
-                           "re-create the data with `mbk pretraining-data`")
+            raise DataError(f"the teacher cache {directory} got {meta['rows_done']} rows but the data lists {rows}; "
+                            "re-create the data with `mbk pretraining-data`")
         _write_meta(directory, dict(meta, complete=True))
         return cls(directory)
 
@@ -264,8 +263,8 @@ def _append_rows(directory, meta, outputs, batches, layers, progress):
         for f in files.values():
             f.close()
     if "shapes" not in meta:
-        raise MbkError(f"the data holds no records to cache in {directory}; re-create the data with "
-                       "`mbk pretraining-data`")
+        raise DataError(f"the data holds no records to cache in {directory}; re-create the data with "
+                        "`mbk pretraining-data`")
     seq, hidden = meta["shapes"]["hidden"]
     meta.update(seq_len=seq, hidden=hidden, heads=meta["shapes"]["attention"][0], rows=meta["rows_done"])
     return meta

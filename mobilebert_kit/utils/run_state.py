@@ -18,7 +18,7 @@ command that wrote it (``"command"``); a record without one was written by ``mbk
 import os
 from pathlib import Path
 
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import MbkError, TrainingError
 from mobilebert_kit.utils.structured import load_json
 
 STATE_DIR = "run"
@@ -94,16 +94,16 @@ def read_run_record(run_file, kind, fix):
         fix (str): what the message tells the user to do.
 
     Raises:
-        MbkError: unreadable, too deep, not an object, or without ``config``.
+        TrainingError: unreadable, too deep, not an object, or without ``config``.
 
     Example:
         >>> read_run_record(Path("/tmp/no-such-mbk-run/run.json"), "fine-tuning", "start over")  # doctest: +SKIP
         Traceback (most recent call last):
-        mobilebert_kit.errors.MbkError: the fine-tuning run record /tmp/no-such-mbk-run/run.json does not exist; ...
+        mobilebert_kit.errors.TrainingError: the fine-tuning run record /tmp/no-such-mbk-run/run.json does not exist; ...
     """
-    stored = load_json(Path(run_file), f"the {kind} run record", expect=dict, error=MbkError, fix=fix)
+    stored = load_json(Path(run_file), f"the {kind} run record", expect=dict, error=TrainingError, fix=fix)
     if not isinstance(stored.get("config"), dict):
-        raise MbkError(f"{run_file} is not a {kind} run record (no 'config'); {fix}")
+        raise TrainingError(f"{run_file} is not a {kind} run record (no 'config'); {fix}")
     return stored
 
 

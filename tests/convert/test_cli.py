@@ -157,3 +157,21 @@ def test_substitute_writes_a_loadable_model_with_its_report(tmp_path):
     assert report["scale_migration"]["policy"] == "balance" and "scale migration (balance)" in proc.stdout
     config = mbk.load(out_dir).config
     assert (config["normalization_type"], config["hidden_act"]) == ("no_norm", "relu")
+
+
+def test_the_length_is_planned_from_the_source_under_an_explicit_task_and_through_a_recipe(tmp_path):
+    """Issue 34: the length was decided before the source loaded, so an explicit --task (and a recipe's
+    substitution, whose recovery read its data at 128) failed with "--seq-len 128 exceeds the model's 64
+    positions", a flag the user never typed. Both now plan from tiny-bert's 64 positions."""
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+
+    out = tmp_path / "features.tflite"
+    run_mbk("export", "tiny-bert", "--task", "features", "--out", out, "--no-validate", check=True)
+    assert read_artifact_metadata(out)["seq_len"] == 64
+    recipe = tmp_path / "nonorm.toml"
+    recipe.write_text('[source]\npreset = "tiny-bert"\n\n[substitute]\nnorm = "no_norm"\n\n'
+                      '[export]\nquantize = "dynamic"\nformats = ["onnx"]\nname = "nonorm"\n')
+    proc = run_mbk("export", "--recipe", recipe, "--no-validate", check=True)
+    meta = read_artifact_metadata(tmp_path / "out" / "nonorm.onnx")
+    assert (meta["seq_len"], meta["planned_seq_len"], meta["normalization_type"]) == (None, 64, "no_norm")
+    assert "seq 64 (dynamic axes)" in proc.stdout

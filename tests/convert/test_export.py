@@ -14,7 +14,7 @@ from mobilebert_kit.convert.errors import (
     OutputValueError,
     ValidationError,
 )
-from mobilebert_kit.convert.exporter import validate_file
+from mobilebert_kit.convert.file_validation import validate_file
 from tests.convert.conftest import SEQ, export_tiny, padded_inputs
 from tests.helpers import run_mbk
 
@@ -155,13 +155,13 @@ def test_failed_validation_leaves_no_artifact(tiny_mobilebert, tmp_path):
 
 
 def test_interrupted_export_leaves_no_artifact(tiny_mobilebert, tmp_path, monkeypatch):
-    from mobilebert_kit.convert import exporter
+    from mobilebert_kit.convert.file_validation import WRITERS
 
-    def interrupted(graph, options, calibration, metadata, path, calibrated=None):
+    def interrupted(graph, setting, calibration, metadata, path, calibrated=None):
         path.write_bytes(b"TFL3 half a model")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(exporter, "_write_tflite", interrupted)
+    monkeypatch.setitem(WRITERS, "tflite", interrupted)
     out = tmp_path / "m.tflite"
     with pytest.raises(KeyboardInterrupt):
         export_tiny(tiny_mobilebert, out)
@@ -269,13 +269,13 @@ def test_a_full_disk_while_writing_the_report_leaves_neither_file(tiny_bert, tmp
     import contextlib
     import errno
 
-    from mobilebert_kit.convert import exporter
+    from mobilebert_kit.convert import export_report
     from mobilebert_kit.utils.atomic import OutputError
 
     out = tmp_path / "m.tflite"
     export_tiny(tiny_bert, out)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    real = exporter.atomic_file
+    real = export_report.atomic_file
 
     @contextlib.contextmanager
     def full(path, *args, **kwargs):
@@ -283,7 +283,7 @@ def test_a_full_disk_while_writing_the_report_leaves_neither_file(tiny_bert, tmp
             raise OSError(errno.ENOSPC, "No space left on device")
             yield handle
 
-    monkeypatch.setattr(exporter, "atomic_file", full)
+    monkeypatch.setattr(export_report, "atomic_file", full)
     for target in (out, tmp_path / "new.tflite"):
         with pytest.raises(OutputError, match=r"disk full while writing .*\.report\.json.*nothing was written"):
             export_tiny(tiny_bert, target, quantize="dynamic")

@@ -10,6 +10,7 @@ import pytest
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.export_options import ExportOptions
+from mobilebert_kit.convert.export_plan import SourceFacts, plan_export
 from mobilebert_kit.errors import ConfigError
 from tests.convert.conftest import SEQ, export_tiny, padded_inputs
 
@@ -28,6 +29,11 @@ def options(fmt="tflite", **kwargs):
     return ExportOptions("tiny-bert", fmt, out=f"m.{fmt}", **kwargs)
 
 
+def plan(opts, architecture="encoder", declared=None, max_positions=None, num_outputs=None):
+    """The export plan of checked ``opts`` for a source with these facts."""
+    return plan_export(opts.check(), SourceFacts(architecture, max_positions, num_outputs, declared))
+
+
 @pytest.mark.parametrize("architecture, declared, fmt, task, seq_len", [
     ("encoder", None, "tflite", "features", 128),
     ("encoder", Declared("mean", True), "tflite", "embedding", 128),
@@ -37,25 +43,43 @@ def options(fmt="tflite", **kwargs):
     ("pretrainer", None, "tflite", "pretraining", 128),
 ])
 def test_auto_task_and_default_length_follow_the_source(architecture, declared, fmt, task, seq_len):
-    resolved = options(fmt).check().resolve(architecture, declared)
+    resolved = plan(options(fmt), architecture, declared)
     assert (resolved.task, resolved.seq_len) == (task, seq_len)
     if declared is not None:
         assert (resolved.pooling, resolved.normalize) == ("mean", True)
 
 
 def test_defaults_per_format():
-    tflite, onnx = options("tflite").check(), options("onnx").check()
+    tflite, onnx = plan(options("tflite")), plan(options("onnx"))
     assert (tflite.mask_dtype, tflite.dynamic_axes) == ("int32", False)
     assert (onnx.mask_dtype, onnx.dynamic_axes) == ("int64", True)
-    assert options("onnx", static_axes=True).check().dynamic_axes is False
-    assert options("tflite", static_axes=True).check().dynamic_axes is False  # one recipe serves both formats
-    assert options("tflite", mask_dtype="float32").check().mask_dtype == "float32"
+    assert plan(options("onnx", static_axes=True)).dynamic_axes is False
+    assert plan(options("tflite", static_axes=True)).dynamic_axes is False  # one recipe serves both formats
+    assert plan(options("tflite", mask_dtype="float32")).mask_dtype == "float32"
     # An int8-io (integer-only) file keeps a float mask, quantized to an int8 input: no float CAST.
-    assert options("tflite", quantize="int8", io_type="int8").check().mask_dtype == "float32"
+    assert plan(options("tflite", quantize="int8", io_type="int8")).mask_dtype == "float32"
     # A default length never exceeds the position table; a given one is refused in one line.
-    assert options().check().resolve("encoder", max_positions=64).seq_len == 64
+    assert plan(options(), max_positions=64).seq_len == 64
     with pytest.raises(ConfigError, match="exceeds the model's 64 positions"):
-        options(seq_len=100).check().resolve("encoder", max_positions=64)
+        plan(options(seq_len=100), max_positions=64)
+    # The options stay the user's words: checking them decides nothing.
+    given = options("onnx")
+    assert given.check() == given and (given.seq_len, given.mask_dtype, given.dynamic_axes) == (None, None, None)
+
+
+def test_the_length_is_decided_once_from_the_source_whatever_the_task():
+    # An explicit --task decided the length before the source's facts were known: `mbk export tiny-bert
+    # --task features` failed with "--seq-len 128 exceeds the model's 64 positions", a flag never typed.
+    for task in ("auto", "features"):
+        assert plan(options(task=task, named_by="flag"), max_positions=64).seq_len == 64
+    # A model fine-tuned at 32 tokens keeps its length under an explicit --task (it exported at 128).
+    facts = SourceFacts("sequence_classifier", 512, 2, trained_seq_len=32)
+    for task in ("auto", "classification"):
+        assert plan_export(options(task=task).check(), facts).seq_len == 32
+    # The task's own length for the format still comes first, and a given length always wins.
+    assert plan_export(options(task="span_qa").check(), SourceFacts("span_question_answerer", 512, 2, None, 256)
+                       ).seq_len == 384
+    assert plan_export(options(task="classification", seq_len=48).check(), facts).seq_len == 48
 
 
 @pytest.mark.parametrize("kwargs, architecture, message", [
@@ -66,7 +90,7 @@ def test_defaults_per_format():
 ])
 def test_a_task_the_source_cannot_export_is_one_line(kwargs, architecture, message):
     with pytest.raises(ConfigError, match=message) as err:
-        options(**kwargs, named_by="flag").check().resolve(architecture)
+        plan(options(**kwargs, named_by="flag"), architecture)
     assert "\n" not in str(err.value)
 
 
@@ -157,7 +181,7 @@ def test_classifier_tflite_outputs_probabilities_and_onnx_logits(tiny_mobilebert
             np.testing.assert_allclose(np.log(values) - np.log(values[:, :1]), logits - logits[:, :1], atol=1e-3)
         else:
             np.testing.assert_allclose(values, logits, atol=1e-4)
-    from mobilebert_kit.convert.exporter import client_metadata_args
+    from mobilebert_kit.convert.tflite_writer import client_metadata_args
 
     meta, vocab = read_artifact_metadata(tmp_path / "c.tflite", with_vocab=True)
     args = client_metadata_args(meta, vocab or None)
@@ -211,9 +235,9 @@ def test_float_mask_file_on_request(tiny_bert, tmp_path):
 
 def test_mbk_validate_reads_the_task_and_accepts_older_files(tiny_mobilebert, tmp_path, capsys):
     from mobilebert_kit.cli.main import main
-    from mobilebert_kit.convert import exporter
+    from mobilebert_kit.convert.tflite_writer import write_tflite
     from mobilebert_kit.convert.export_model import build_export_model
-    from mobilebert_kit.convert.exporter import validate_file
+    from mobilebert_kit.convert.file_validation import validate_file
     from mobilebert_kit.models.heads import HEADS
 
     model = HEADS["sequence_classifier"](tiny_mobilebert, num_labels=2)
@@ -223,7 +247,7 @@ def test_mbk_validate_reads_the_task_and_accepts_older_files(tiny_mobilebert, tm
     # A file from before issue 14: canonical names, a float mask, no task in its metadata.
     old = tmp_path / "old.tflite"
     graph = build_export_model(tiny_mobilebert, 1, SEQ)
-    exporter._write_tflite(graph, options(seq_len=SEQ).check(), None, ({"quantization": "none"}, None), old)
+    write_tflite(graph, plan(options(seq_len=SEQ)), None, ({"quantization": "none"}, None), old)
     assert ArtifactRunner(old).output_names == ["sequence_output", "pooled_output"]
     assert validate_file(old, tiny_mobilebert, padded_inputs(tiny_mobilebert), "none").passed
     # The reference must be able to produce the file's task: one line otherwise.
@@ -260,17 +284,17 @@ def test_full_int8_int32_mask_keeps_the_float_mask_files_ops_and_xnnpack_coverag
 def test_a_one_output_head_exports_its_raw_score_not_a_softmax():
     from mobilebert_kit.convert.export_tasks import export_task
 
-    options = ExportOptions("tiny-bert", out="m.tflite").check()
-    regressor = options.resolve("sequence_classifier", num_outputs=1)
+    options = ExportOptions("tiny-bert", out="m.tflite")
+    regressor = plan(options, "sequence_classifier", num_outputs=1)
     assert regressor.task == "regression" and export_task("regression").output_names("tflite") == ("score",)
     assert export_task("regression").canonical("tflite") == {"score": "logits"}  # no softmax in the graph
-    assert options.resolve("sequence_classifier", num_outputs=3).task == "classification"
+    assert plan(options, "sequence_classifier", num_outputs=3).task == "classification"
     with pytest.raises(ConfigError, match="needs a head with several outputs; this one has 1: use .*task regression"):
-        ExportOptions("tiny-bert", out="m.tflite", task="classification").check().resolve("sequence_classifier",
-                                                                                      num_outputs=1)
+        plan(ExportOptions("tiny-bert", out="m.tflite", task="classification"), "sequence_classifier",
+             num_outputs=1)
     with pytest.raises(ConfigError, match="needs a head with one output; this one has 2: use .*task classification"):
-        ExportOptions("tiny-bert", out="m.tflite", task="regression").check().resolve("sequence_classifier",
-                                                                                  num_outputs=2)
+        plan(ExportOptions("tiny-bert", out="m.tflite", task="regression"), "sequence_classifier",
+             num_outputs=2)
 
 
 def test_a_quantized_embedding_is_held_to_the_embedding_cosine_bar(tiny_bert, tmp_path):

@@ -7,7 +7,8 @@ import pytest
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import OutputValueError
-from mobilebert_kit.convert.exporter import ExportOptions, export, validate_file
+from mobilebert_kit.convert.exporter import ExportOptions, export
+from mobilebert_kit.convert.file_validation import validate_file
 from mobilebert_kit.convert.quantization_modes import CONVERTED_MODES, MODES as QUANTIZATION_MODES
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from tests.convert.conftest import export_tiny, padded_inputs
@@ -91,10 +92,10 @@ def test_full_int8_default_runs_in_xnnpack(tiny_mobilebert, calibration_npz, tmp
 def test_symmetric_pass_is_what_makes_xnnpack_take_the_matmuls(tiny_mobilebert, calibration_npz, tmp_path,
                                                                monkeypatch):
     """Without the pass, asymmetric K/V leave BATCH_MATMUL on builtin kernels (the measured XNNPACK rule)."""
-    from mobilebert_kit.convert import tflite_int8_graph
+    from mobilebert_kit.convert import tflite_export
     from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
 
-    monkeypatch.setattr(tflite_int8_graph, "symmetric_matmul_operands", lambda data: (data, 0))
+    monkeypatch.setattr(tflite_export, "symmetric_matmul_operands", lambda data: (data, 0))
     plain = export_tiny(tiny_mobilebert, tmp_path / "p.tflite", "tflite", "int8", calibration=str(calibration_npz),
                         validate=False)
     zero_points = _batch_matmul_second_zero_points(plain.path)
@@ -131,10 +132,10 @@ def test_drift_report_lists_every_layer(tiny_mobilebert, calibration_npz, tmp_pa
 def test_qat_drift_probe_is_the_written_model_and_qat_runs_once(tiny_mobilebert, calibration_npz, tmp_path,
                                                                  monkeypatch, fmt):
     """Issue 13 item 10: the drift report of a QAT export describes the artifact, and QAT is paid once."""
-    from mobilebert_kit.convert import exporter, qat
+    from mobilebert_kit.convert import exporter, file_validation
 
     calls = []
-    real_qat, real_probe = qat.quantization_aware_graph, exporter.write_drift_probe
+    real_qat, real_probe = exporter.quantization_aware_graph, file_validation.write_drift_probe
 
     def counting_qat(*args, **kwargs):
         calls.append(1)
@@ -144,8 +145,8 @@ def test_qat_drift_probe_is_the_written_model_and_qat_runs_once(tiny_mobilebert,
         real_probe(model, options, calibration, path, qat_graph=qat_graph)
         shutil.copy(path, tmp_path / f"probe.{fmt}")
 
-    monkeypatch.setattr(qat, "quantization_aware_graph", counting_qat)
-    monkeypatch.setattr(exporter, "write_drift_probe", kept_probe)
+    monkeypatch.setattr(exporter, "quantization_aware_graph", counting_qat)
+    monkeypatch.setattr(file_validation, "write_drift_probe", kept_probe)
     out = tmp_path / f"q.{fmt}"
     result = export_tiny(tiny_mobilebert, out, fmt, "qat", calibration=str(calibration_npz), qat_steps=3,
                          drift_report=True)

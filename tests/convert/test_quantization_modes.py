@@ -109,7 +109,7 @@ def test_flags_and_recipe_keys_are_generated_from_the_options_schema():
             assert _SECTIONS[table][key] is target.type
             assert ExportOptions.__dataclass_fields__[target.field].metadata["recipe"] == (table, key)
 
-    @dataclasses.dataclass
+    @dataclasses.dataclass(frozen=True)
     class Extended(ExportOptions):
         new_knob: int = option(3, flag="--new-knob", recipe=("export", "new_knob"), limit="seq_len",
                                help="a knob declared once")

@@ -270,7 +270,9 @@ def test_balance_reads_the_adders_outputs_and_the_sum_not_only_the_writer(nonorm
     # The adder's column is divided by c: the outlier column shrinks the most.
     ratio = np.abs(moved[kernel]).max(0) / np.abs(arrays[kernel]).max(0)
     assert int(np.argmin(ratio)) == channel, ratio
-    _assert_same_outputs(model, migrated, padded_inputs(model, seed=9))
+    # Exact in real arithmetic; in float32 a column 50x larger, divided and multiplied back, rounds at 50x the
+    # scale: pooled_output differed by 1.06e-5 on an Intel Xeon (AVX-512) and by less than 1e-5 on an AMD EPYC.
+    _assert_same_outputs(model, migrated, padded_inputs(model, seed=9), tolerance=3e-5)
 
 
 def test_export_fold_nonorm_drops_the_in_block_nonorm_ops_and_keeps_the_answers(tiny_mobilebert, tmp_path):

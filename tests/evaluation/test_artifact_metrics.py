@@ -33,8 +33,8 @@ def keras_evaluation(task_models, task, data):
 @pytest.mark.parametrize("task, fmt", HEADS)
 def test_a_float_export_scores_as_its_keras_model(task_models, exported, task, fmt):
     data = task_models["data"][task]
-    # A dynamic-axis ONNX file does not record the length it was fine-tuned at: pass it, as a user would.
-    ours = evaluate_artifact(exported[task, fmt], data, batch_size=7, seq_len=SEQ if fmt == "onnx" else None)
+    # A dynamic-axis ONNX file is scored at the length its export planned, which it records (planned_seq_len).
+    ours = evaluate_artifact(exported[task, fmt], data, batch_size=7)
     reference = keras_evaluation(task_models, task, data)
     assert (ours.task, ours.primary, ours.rows) == (reference.task, reference.primary, reference.rows)
     assert ours.primary == TASK_METRICS[task].primary and ours.primary in ours.metrics
@@ -271,3 +271,8 @@ def test_a_fine_tuned_model_exports_at_the_length_it_was_trained_at(task_models,
     export(ExportOptions(str(task_models["classification"]), "tflite", "none", out=str(given), seq_len=16,
                          validate=False), log=None)
     assert read_artifact(given).input_specs()[0]["shape"] == [1, 16]
+    # An explicit --task keeps the fine-tuned length too (the length was decided before the source loaded: 128).
+    named = tmp_path / "named.tflite"
+    export(ExportOptions(str(task_models["classification"]), "tflite", "none", out=str(named), task="classification",
+                         validate=False), log=None)
+    assert read_artifact(named).input_specs()[0]["shape"] == [1, SEQ]

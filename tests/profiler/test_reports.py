@@ -110,6 +110,30 @@ def test_writes_are_atomic(table6_results, tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["r.csv"]
 
 
+def test_a_csv_written_with_a_changed_header_is_still_its_own(table6_results, tmp_path, monkeypatch):
+    # Issue 34 item 3: utils/atomic.py recognised a profile CSV by a hard-coded copy of its header's first
+    # columns; a column added in front made the next run refuse its own file. The kind is now declared beside
+    # the header and built from the very line to_csv writes.
+    import mobilebert_kit.profiler.report as profile_report
+    from mobilebert_kit.utils.atomic import OutputError
+
+    report = build_report(table6_results)
+    old = tmp_path / "old.csv"
+    write_csv(report, old)
+    monkeypatch.setattr(profile_report, "CSV_COLUMNS", ("run_id",) + profile_report.CSV_COLUMNS)
+    target = tmp_path / "r.csv"
+    write_csv(report, target)
+    assert target.read_text().startswith("run_id,model,format,")
+    assert profile_report.PROFILE_CSV.recognises(target)
+    write_csv(report, target)  # the next run replaces it without --overwrite
+    assert list(csv.DictReader(io.StringIO(target.read_text())))[0]["model"] == "ln_gelu"
+    # A table with the former header is no longer this format: replaced only with --overwrite, like any file.
+    with pytest.raises(OutputError, match="is a file that is not a profile CSV table"):
+        write_csv(report, old)
+    write_csv(report, old, overwrite=True)
+    assert old.read_text().startswith("run_id,")
+
+
 def test_missing_output_directory_is_created(table6_results, tmp_path):
     # Every writer of the package creates missing parents (utils.atomic); a parent that is a file is refused.
     write_json(build_report(table6_results), tmp_path / "no" / "r.json")

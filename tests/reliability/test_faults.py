@@ -192,6 +192,7 @@ def test_leftovers_of_dead_writers_are_swept_and_live_ones_kept(tmp_path):
     """What a SIGKILLed ``mbk import`` or ``mbk distill`` leaves (a temp directory) goes with the next write."""
     import subprocess
 
+    from mobilebert_kit.models.api import SAVED_MODEL
     from mobilebert_kit.utils.atomic import atomic_dir, atomic_file
 
     dead = subprocess.Popen(["true"])
@@ -202,7 +203,7 @@ def test_leftovers_of_dead_writers_are_swept_and_live_ones_kept(tmp_path):
     (tmp_path / f".saved.{live}.def456.partial").mkdir()
     (tmp_path / f".saved.2.{dead.pid}.ghi789.partial").write_text("belongs to the file 'saved.2'")
     (tmp_path / f".r.json.{dead.pid}.jkl012.partial").write_text("{")
-    with atomic_dir(tmp_path / "saved", "model") as tmp:
+    with atomic_dir(tmp_path / "saved", SAVED_MODEL) as tmp:
         (tmp / "config.json").write_text("{}")
     assert _litter(tmp_path) == sorted([".r.json." + f"{dead.pid}.jkl012.partial", f".saved.2.{dead.pid}.ghi789.partial",
                                         f".saved.{live}.def456.partial", "saved"])
@@ -226,12 +227,14 @@ def test_finished_files_get_the_mode_a_plain_open_gives(tmp_path):
 
 
 def test_a_write_error_inside_a_directory_names_the_final_path_not_the_temporary_one(tmp_path):
+    from mobilebert_kit.models.api import SAVED_MODEL
+    from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT
     from mobilebert_kit.utils.atomic import OutputError, atomic_dir
 
     out = tmp_path / "ft"
     with pytest.raises(OutputError) as caught:
-        with atomic_dir(out, "finetune") as tmp:
-            with atomic_dir(tmp / "model", "model"):  # a model saved into the output, as mbk finetune does
+        with atomic_dir(out, FINETUNE_OUTPUT) as tmp:
+            with atomic_dir(tmp / "model", SAVED_MODEL):  # a model saved into the output, as mbk finetune does
                 raise OSError(errno.ENOSPC, "No space left on device")
     assert str(caught.value).startswith(f"disk full while writing {out / 'model'};"), caught.value
     assert _litter(tmp_path) == []

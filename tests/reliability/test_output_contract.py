@@ -7,6 +7,7 @@ an empty directory; anything else is refused with one line (exit 2) and left byt
 """
 
 import errno
+import importlib
 import json
 import os
 import stat
@@ -43,6 +44,34 @@ def inputs(tmp_path_factory):
     (root / "teacher").mkdir()
     (root / "data").mkdir()
     return root
+
+
+# Each output kind's record, declared by the module that owns the format (issue 34 item 3: no table in utils/).
+KIND_OWNERS = {
+    "model": "mobilebert_kit.models.api:SAVED_MODEL",
+    "pretraining-data": "mobilebert_kit.data.records:PRETRAINING_DATA",
+    "stdlib-corpus": "mobilebert_kit.data.stdlib_corpus:STDLIB_CORPUS",
+    "finetune": "mobilebert_kit.training.finetune_run:FINETUNE_OUTPUT",
+    "substitute": "mobilebert_kit.convert.recovery_run:SUBSTITUTE_OUTPUT",
+    "distill-run": "mobilebert_kit.training.run_directory:DISTILL_RUN",
+    "pipeline": "mobilebert_kit.pipeline.report:PIPELINE_OUTPUT",
+    "tflite": "mobilebert_kit.convert.tflite_writer:TFLITE_OUTPUT",
+    "onnx": "mobilebert_kit.convert.onnx_writer:ONNX_OUTPUT",
+    "export-report": "mobilebert_kit.convert.export_report:EXPORT_REPORT_OUTPUT",
+    "profile-json": "mobilebert_kit.profiler.report:PROFILE_JSON",
+    "profile-csv": "mobilebert_kit.profiler.report:PROFILE_CSV",
+    "profile-md": "mobilebert_kit.profiler.report:PROFILE_MD",
+    "profile-html": "mobilebert_kit.profiler.report_html:PROFILE_HTML",
+    "pipeline-json": "mobilebert_kit.pipeline.report:PIPELINE_JSON",
+    "pipeline-html": "mobilebert_kit.pipeline.report:PIPELINE_HTML",
+    "evaluation-json": "mobilebert_kit.pipeline.report:EVALUATION_JSON",
+}
+
+
+def owned_kind(name):
+    """The :class:`~mobilebert_kit.utils.output_check.OutputKind` of ``name``, from its owner's module."""
+    module, constant = KIND_OWNERS[name].split(":")
+    return getattr(importlib.import_module(module), constant)
 
 
 @dataclass(frozen=True)
@@ -184,11 +213,11 @@ def test_hostile_output_paths_are_refused_and_left_intact(mbk, inputs, tmp_path,
 
 def _own_previous_output(command, out):
     """What an earlier run of the command left at ``out`` (its marker or its kind's content) plus a stale file."""
-    from mobilebert_kit.utils.atomic import MARKER_FILE, OUTPUT_KINDS
+    from mobilebert_kit.utils.atomic import MARKER_FILE
 
     if command.is_dir:
         out.mkdir()
-        (out / MARKER_FILE).write_text(json.dumps({"format": OUTPUT_KINDS[command.kind].format, "version": 1}))
+        (out / MARKER_FILE).write_text(json.dumps({"format": owned_kind(command.kind).format, "version": 1}))
         (out / "stale.txt").write_text("from the previous run\n")
     elif command.kind == "onnx":
         out.write_bytes(b"\x08\x08\x12\x07tf2onnx" + b"mbk_metadata" + b"stale")
@@ -197,9 +226,7 @@ def _own_previous_output(command, out):
 
 
 def _assert_written(command, out):
-    from mobilebert_kit.utils.atomic import OUTPUT_KINDS
-
-    assert OUTPUT_KINDS[command.kind].recognises(out), f"{out} is not recognised as {command.kind}"
+    assert owned_kind(command.kind).recognises(out), f"{out} is not recognised as {command.kind}"
     umask = os.umask(0)
     os.umask(umask)
     paths = [out, *Path(out).rglob("*")] if command.is_dir else [out]
@@ -264,16 +291,25 @@ def test_save_fills_an_empty_directory_and_refuses_a_users(tmp_path):
     assert (tmp_path / "user" / "notes.txt").read_text() == "mine"
 
 
-def test_a_model_saved_before_markers_existed_is_replaced(tmp_path):
-    # Older saved models have no .mbk-output.json; their config.json's "format" still says they are ours.
+def test_a_model_saved_before_markers_existed_is_replaced_only_with_overwrite(tmp_path):
+    # Older saved models have no .mbk-output.json. utils/atomic.py used to recognise them by the saved-model
+    # format's own config.json (issue 34 item 3: the ground floor knew every format); now a directory is ours
+    # only by its marker, and an old one is replaced with --overwrite like any other.
     import mobilebert_kit as mbk
+    from mobilebert_kit.models.api import CONFIG_FILE, FORMAT
+    from mobilebert_kit.utils.atomic import OutputError
 
     out = tmp_path / "old"
     out.mkdir()
-    (out / "config.json").write_text(json.dumps({"format": "mobilebert-kit", "format_version": 1}))
+    (out / CONFIG_FILE).write_text(json.dumps({"format": FORMAT, "format_version": 1}))
     (out / "stale.txt").write_text("x")
-    mbk.save(mbk.build("tiny-bert"), out)
+    before = _snapshot(out)
+    with pytest.raises(OutputError, match="not written by mbk as a saved model directory .*pass --overwrite"):
+        mbk.save(mbk.build("tiny-bert"), out)
+    assert _snapshot(out) == before
+    mbk.save(mbk.build("tiny-bert"), out, overwrite=True)
     assert not (out / "stale.txt").exists() and mbk.load(out) is not None
+    mbk.save(mbk.build("tiny-bert"), out)  # marked now: the next save replaces it without --overwrite
 
 
 def test_profile_refuses_dev_null_before_profiling(mbk, inputs):
@@ -328,13 +364,24 @@ def test_file_size_limit_while_writing_the_profile_html(inputs, tmp_path):
 def test_decision_new_replace_empty_overwrite(tmp_path):
     from mobilebert_kit.utils.atomic import check_output
 
-    assert check_output(tmp_path / "new", "model") == "new"
-    assert check_output(tmp_path / "deep" / "er" / "new.json", "profile-json") == "new"
+    assert check_output(tmp_path / "new", owned_kind("model")) == "new"
+    assert check_output(tmp_path / "deep" / "er" / "new.json", owned_kind("profile-json")) == "new"
     (tmp_path / "empty").mkdir()
-    assert check_output(tmp_path / "empty", "finetune") == "empty"
+    assert check_output(tmp_path / "empty", owned_kind("finetune")) == "empty"
     (tmp_path / "r.json").write_text(json.dumps({"schema": "mobilebert_kit.profile"}))
-    assert check_output(tmp_path / "r.json", "profile-json") == "replace"
-    assert check_output(tmp_path / "r.json", "pipeline-json", overwrite=True) == "overwrite"
+    assert check_output(tmp_path / "r.json", owned_kind("profile-json")) == "replace"
+    assert check_output(tmp_path / "r.json", owned_kind("pipeline-json"), overwrite=True) == "overwrite"
+
+
+def test_decision_takes_the_owners_record_not_a_name(tmp_path):
+    from mobilebert_kit.utils.atomic import atomic_dir, check_output
+
+    with pytest.raises(TypeError, match="pass the record its owner declares"):
+        check_output(tmp_path / "new", "model")
+    with pytest.raises(TypeError, match="pass the record its owner declares"):
+        with atomic_dir(tmp_path / "new", "model"):
+            pass
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_decision_writes_to_find_out_whether_a_new_path_can_be_written(tmp_path, monkeypatch):
@@ -345,7 +392,7 @@ def test_decision_writes_to_find_out_whether_a_new_path_can_be_written(tmp_path,
 
     from mobilebert_kit.utils.atomic import OutputError, check_output
 
-    assert check_output(tmp_path / "a" / "b" / "new", "model") == "new" and list(tmp_path.iterdir()) == []
+    assert check_output(tmp_path / "a" / "b" / "new", owned_kind("model")) == "new" and list(tmp_path.iterdir()) == []
     real = tempfile.mkstemp
 
     def refused(*args, **kwargs):
@@ -355,7 +402,7 @@ def test_decision_writes_to_find_out_whether_a_new_path_can_be_written(tmp_path,
 
     monkeypatch.setattr(tempfile, "mkstemp", refused)
     with pytest.raises(OutputError, match="cannot write .*new: permission denied or read-only file system"):
-        check_output(tmp_path / "new", "model")
+        check_output(tmp_path / "new", owned_kind("model"))
 
 
 @pytest.mark.parametrize("path", ["/dev/null", "/dev/zero"])
@@ -364,7 +411,7 @@ def test_decision_never_writes_a_device_node(path, kind):
     from mobilebert_kit.utils.atomic import OutputError, check_output
 
     with pytest.raises(OutputError, match="character device"):
-        check_output(path, kind, overwrite=True)
+        check_output(path, owned_kind(kind), overwrite=True)
 
 
 def test_decision_refuses_a_kind_marked_as_another(tmp_path):
@@ -372,9 +419,9 @@ def test_decision_refuses_a_kind_marked_as_another(tmp_path):
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / MARKER_FILE).write_text(json.dumps({"format": "mobilebert-kit/distill-run", "version": 1}))
-    assert check_output(tmp_path / "run", "distill-run") == "replace"
+    assert check_output(tmp_path / "run", owned_kind("distill-run")) == "replace"
     with pytest.raises(OutputError, match="not written by mbk"):
-        check_output(tmp_path / "run", "model")
+        check_output(tmp_path / "run", owned_kind("model"))
 
 
 def test_decision_refuses_the_source_inside_and_around(tmp_path):
@@ -386,10 +433,11 @@ def test_decision_refuses_the_source_inside_and_around(tmp_path):
     for out, relation in ((src, "is the"), (src / "sub", "is inside"), (tmp_path, "contains"),
                           (src / "model", "is inside")):
         with pytest.raises(OutputError, match=relation):
-            check_output(out, "model", overwrite=True, sources=[src])
+            check_output(out, owned_kind("model"), overwrite=True, sources=[src])
     with pytest.raises(OutputError, match="contains"):  # a TF1 prefix stands for its .index file
-        check_output(tmp_path, "model", overwrite=True, sources=[src / "model"])
-    assert check_output(tmp_path / "other", "model", sources=[src, "tiny-bert"]) == "new"  # a preset is no path
+        check_output(tmp_path, owned_kind("model"), overwrite=True, sources=[src / "model"])
+    # A preset is no path.
+    assert check_output(tmp_path / "other", owned_kind("model"), sources=[src, "tiny-bert"]) == "new"
 
 
 def test_decision_refuses_the_source_under_another_name(tmp_path):
@@ -402,7 +450,7 @@ def test_decision_refuses_the_source_under_another_name(tmp_path):
     (src / "m.onnx").write_bytes(b"model")
     os.link(src / "m.onnx", tmp_path / "alias.onnx")
     with pytest.raises(OutputError, match="is the command's input"):
-        check_output(tmp_path / "alias.onnx", "profile-json", overwrite=True, sources=[src / "m.onnx"])
+        check_output(tmp_path / "alias.onnx", owned_kind("profile-json"), overwrite=True, sources=[src / "m.onnx"])
     alias = tmp_path / "alias"
     alias.mkdir()
     if subprocess.run(["mount", "--bind", src, alias], capture_output=True).returncode != 0:
@@ -411,34 +459,72 @@ def test_decision_refuses_the_source_under_another_name(tmp_path):
         for out, source, relation in ((alias, src, "is the"), (alias / "x", src, "is inside"),
                                       (alias / "m.onnx", src / "m.onnx", "is the")):
             with pytest.raises(OutputError, match=relation):
-                check_output(out, "model", overwrite=True, sources=[source])
+                check_output(out, owned_kind("model"), overwrite=True, sources=[source])
         with pytest.raises(OutputError, match="contains"):
-            check_output(alias, "model", overwrite=True, sources=[src / "m.onnx"])
+            check_output(alias, owned_kind("model"), overwrite=True, sources=[src / "m.onnx"])
     finally:
         subprocess.run(["umount", alias], capture_output=True)
-    assert check_output(tmp_path / "other", "model", sources=[src]) == "new"
+    assert check_output(tmp_path / "other", owned_kind("model"), sources=[src]) == "new"
 
 
 def test_sniffs_recognise_what_the_writers_write(tmp_path):
-    from mobilebert_kit.profiler.report import CSV_COLUMNS, SCHEMA
-    from mobilebert_kit.utils.atomic import OUTPUT_KINDS, generator_meta
+    from mobilebert_kit.pipeline import report as pipeline_report
+    from mobilebert_kit.pipeline import runner
+    from mobilebert_kit.profiler.report import SCHEMA, build_report, to_csv, to_markdown
+    from mobilebert_kit.profiler.report_html import PROFILE_HTML
+    from mobilebert_kit.utils.output_check import generator_meta
 
-    (tmp_path / "r.csv").write_text(",".join(CSV_COLUMNS) + "\n")
-    (tmp_path / "r.html").write_text(f"<!DOCTYPE html><html><head>{generator_meta('profile-html')}</head></html>")
+    (tmp_path / "r.csv").write_text(to_csv(build_report([])))
+    (tmp_path / "r.md").write_text(to_markdown(build_report([])))
+    (tmp_path / "r.html").write_text(f"<!DOCTYPE html><html><head>{generator_meta(PROFILE_HTML.name)}</head></html>")
     (tmp_path / "r.json").write_text(json.dumps({"schema": SCHEMA}))
-    assert OUTPUT_KINDS["profile-csv"].recognises(tmp_path / "r.csv")
-    assert OUTPUT_KINDS["profile-html"].recognises(tmp_path / "r.html")
-    assert not OUTPUT_KINDS["pipeline-html"].recognises(tmp_path / "r.html")
-    assert OUTPUT_KINDS["profile-json"].recognises(tmp_path / "r.json")
-    assert not OUTPUT_KINDS["pipeline-json"].recognises(tmp_path / "r.json")
+    (tmp_path / "e.json").write_text(json.dumps({"schema": runner.EVALUATION_SCHEMA}))
+    assert owned_kind("profile-csv").recognises(tmp_path / "r.csv")
+    assert owned_kind("profile-md").recognises(tmp_path / "r.md")
+    assert owned_kind("profile-html").recognises(tmp_path / "r.html")
+    assert not owned_kind("pipeline-html").recognises(tmp_path / "r.html")
+    assert owned_kind("profile-json").recognises(tmp_path / "r.json")
+    assert not owned_kind("pipeline-json").recognises(tmp_path / "r.json")
+    assert owned_kind("evaluation-json").recognises(tmp_path / "e.json")
+    assert pipeline_report.EVALUATION_SCHEMA == runner.EVALUATION_SCHEMA  # the runner writes what the kind reads
 
 
-def test_saved_model_format_constants_agree():
-    from mobilebert_kit.data.records import FORMAT as PRETRAINING
-    from mobilebert_kit.models.api import FORMAT as SAVED
-    from mobilebert_kit.utils import atomic
+def test_every_kind_is_declared_once_by_its_owner():
+    kinds = {name: owned_kind(name) for name in KIND_OWNERS}
+    assert all(kind.name == name for name, kind in kinds.items())
+    assert len({kind.format for kind in kinds.values()}) == len(kinds)
 
-    assert (atomic.SAVED_MODEL_FORMAT, atomic.PRETRAINING_FORMAT) == (SAVED, PRETRAINING)
+
+def test_the_ground_floor_names_no_format_of_the_floors_above():
+    # Issue 34 item 3: utils/atomic.py hard-coded report schemas, CSV headers, task.json, run.json, ...; a
+    # changed header in profiler/report.py made the next run refuse its own file. The mechanism names none.
+    from mobilebert_kit.utils import atomic, output_check
+
+    formats = ["mobilebert_kit.profile", "mobilebert_kit.pipeline", "mobilebert_kit.export", "mobilebert_kit.evaluation",
+               "mobilebert-kit-pretraining", '"mobilebert-kit"', "model,format", "mbk profile",
+               "mbk pipeline", "task.json", "run.json", "config.json", "dataset.json", "substitution.json",
+               ".stage.json", "mbk_metadata", "TFL3", "<title>"]
+    for module in (atomic, output_check):
+        source = Path(module.__file__).read_text()
+        found = [literal for literal in formats if literal in source]
+        assert not found, f"{module.__name__} names formats owned above it: {found}"
+    assert not hasattr(atomic, "OUTPUT_KINDS") and not hasattr(output_check, "OUTPUT_KINDS")
+
+
+def test_a_directory_kind_is_recognised_by_its_marker_only(tmp_path):
+    from mobilebert_kit.utils.output_check import MARKER_FILE, OutputKind
+
+    with pytest.raises(ValueError, match="marker only"):
+        OutputKind("x", True, "an x directory", lambda path: True)
+    with pytest.raises(ValueError, match="recogniser"):
+        OutputKind("x", False, "an x file")
+    (tmp_path / "finetune").mkdir()
+    (tmp_path / "finetune" / "task.json").write_text("{}")  # what recognised a fine-tune before markers
+    (tmp_path / "finetune" / "model").mkdir()
+    assert not owned_kind("finetune").recognises(tmp_path / "finetune")
+    (tmp_path / "finetune" / MARKER_FILE).write_text(json.dumps({"format": owned_kind("finetune").format}))
+    assert owned_kind("finetune").recognises(tmp_path / "finetune")
+    assert not owned_kind("substitute").recognises(tmp_path / "finetune")
 
 
 def test_the_profiler_has_no_second_writer():
@@ -455,8 +541,9 @@ def test_a_signal_during_the_final_swap_never_leaves_the_path_empty(tmp_path, mo
 
     from mobilebert_kit.utils.atomic import atomic_dir
 
+    model = owned_kind("model")
     out = tmp_path / "out"
-    with atomic_dir(out, "model") as tmp:
+    with atomic_dir(out, model) as tmp:
         (tmp / "config.json").write_text('{"v": "old"}')
     real_replace, calls = os.replace, []
 
@@ -472,7 +559,7 @@ def test_a_signal_during_the_final_swap_never_leaves_the_path_empty(tmp_path, mo
     monkeypatch.setattr(os, "replace", replace)
     try:
         with pytest.raises(KeyboardInterrupt):
-            with atomic_dir(out, "model") as tmp:
+            with atomic_dir(out, model) as tmp:
                 (tmp / "config.json").write_text('{"v": "new"}')
     finally:
         monkeypatch.undo()

@@ -115,7 +115,8 @@ def test_a_pipeline_refused_at_its_first_stage_leaves_no_directory(mbk, tmp_path
 
 
 def test_labels_must_name_each_class_of_the_head(tmp_path):
-    from mobilebert_kit.convert.exporter import ExportOptions, _check_labels
+    from mobilebert_kit.convert.export_plan import check_labels as _check_labels
+    from mobilebert_kit.convert.exporter import ExportOptions
 
     options = ExportOptions("tiny-bert", out="m.tflite", labels=("a", "b", "c"), named_by="recipe")
     with pytest.raises(ConfigError, match=re.escape("[export] labels lists 3 names and the model's head has 2 classes")):
@@ -322,7 +323,8 @@ def test_validation_checks_the_padding_mask_when_no_row_is_padded(tmp_path):
     # At --seq-len 16 the built-in sentences fill every row: an export with --mask-value 0 (padding attended)
     # passed validation and gave other answers on an app's short inputs.
     import mobilebert_kit as mbk_api
-    from mobilebert_kit.convert.exporter import ExportOptions, export, validate_file
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+    from mobilebert_kit.convert.file_validation import validate_file
     from mobilebert_kit.convert.input_set import InputSet
     from tests.convert.conftest import trained_like
 

@@ -1,0 +1,361 @@
+"""The export plan: every setting of one export, decided once, after the source loads.
+
+:class:`~mobilebert_kit.convert.export_options.ExportOptions` holds only what the user said (a flag, a
+recipe key, a Python keyword; ``None`` or ``"auto"`` where they said nothing). :class:`SourceFacts` holds
+what the loaded source declares (its head, position table, classes, sentence pooling, fine-tuned length,
+labels, tokenizer). :func:`plan_export` combines the two into a frozen :class:`ExportPlan`; everything
+after it (substitution and recovery, the calibration and validation inputs, the graph, the writers, the
+search, the metadata) reads the plan and decides nothing again. A searched setting is the same plan with
+another mode and float layers (:meth:`ExportPlan.setting`).
+
+The sequence length has one rule, :func:`sequence_length`, used by the plan and by every reader of a file
+that records no plan (``mbk validate``, ``mbk evaluate`` of an older file). A written file records its plan's
+length in its ``mbk_metadata`` (``planned_seq_len``), which those readers use first.
+
+Standard library and the TF-free task and mode tables only: ``mbk`` and the profiler import it without
+TensorFlow.
+
+Example:
+    >>> sequence_length(None, "features", "tflite", max_positions=64)
+    64
+"""
+
+from dataclasses import dataclass, field, replace
+
+from mobilebert_kit.convert.export_tasks import AUTO_TASK, AUTO_TASK_ONE_OUTPUT, INPUT_DTYPES, TASKS, export_task
+from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.errors import ConfigError
+
+# The sequence length of an export whose task record names none for its format (ExportTask.default_seq_len)
+# and whose source was not fine-tuned at a length of its own.
+DEFAULT_SEQ_LEN = 128
+# Heads whose outputs are classes: the architectures that carry labels into the file.
+LABELLED = ("sequence_classifier", "token_classifier")
+
+
+def sequence_length(asked, task=None, fmt=None, max_positions=None, trained=None, option="--seq-len"):
+    """The one rule for an export's sequence length.
+
+    The length the user asked for, refused past the position table; else the task's own length for the
+    format (the Task Library's question answerer runs 384 tokens), else the length a fine-tuned model was
+    trained at (its ``task.json``), else :data:`DEFAULT_SEQ_LEN`; a default never exceeds the position table.
+
+    Args:
+        asked (int | None): the user's length (``--seq-len``), or None.
+        task (str | None): the export task (None: unknown, a file that records none).
+        fmt (str | None): ``"tflite"`` / ``"onnx"``.
+        max_positions (int | None): the model's absolute position table (None: relative positions, no limit).
+        trained (int | None): the length a fine-tuned model was trained at.
+        option (str): the option as the user wrote it, named in the refusal.
+
+    Returns:
+        int: the length.
+
+    Raises:
+        ConfigError: ``asked`` exceeds the position table.
+
+    Example:
+        >>> sequence_length(None, "span_qa", "tflite", max_positions=512, trained=256)
+        384
+        >>> sequence_length(None, "classification", "tflite", max_positions=512, trained=32)
+        32
+    """
+    if asked is not None:
+        if max_positions and asked > max_positions:
+            raise ConfigError(f"{option} {asked} exceeds the model's {max_positions} positions; use at most "
+                              f"{max_positions}")
+        return int(asked)
+    # A model fine-tuned at 32 tokens exported at 128 ran 4x the work for inputs it was never trained on.
+    fallback = trained if isinstance(trained, int) and not isinstance(trained, bool) and trained > 1 \
+        else DEFAULT_SEQ_LEN
+    default = export_task(task).default_seq_len.get(fmt, fallback) if task else fallback
+    return min(default, max_positions) if max_positions else default
+
+
+def recorded_length(meta, max_positions=None):
+    """The length a written file was planned at (its ``mbk_metadata``), else :func:`sequence_length`'s default.
+
+    Args:
+        meta (dict): the file's ``mbk_metadata`` (``{}`` for a file without one).
+        max_positions (int | None): the reference model's position table, when known.
+
+    Example:
+        >>> recorded_length({"planned_seq_len": 48, "seq_len": None})
+        48
+        >>> recorded_length({}, max_positions=64)
+        64
+    """
+    for key in ("planned_seq_len", "seq_len"):
+        value = meta.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    positions = max_positions or meta.get("max_seq_len")
+    positions = positions if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0 \
+        else None
+    return sequence_length(None, meta.get("task"), meta.get("format"), positions)
+
+
+def input_layout(options):
+    """``(dynamic_axes, mask_dtype)`` of an export: what the user's words decide about its inputs.
+
+    ONNX has dynamic batch and sequence axes (optimum's signature) unless static axes are asked; TFLite is
+    static. The attention mask has the token ids' type (:data:`INPUT_DTYPES`), except in an int8-io file,
+    whose float mask becomes an int8 input on integer-only accelerators (an integer mask would need a float
+    CAST in front of the first layer there).
+
+    Example:
+        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> input_layout(ExportOptions("tiny-bert", "onnx", out="m.onnx"))
+        (True, 'int64')
+    """
+    dynamic = options.dynamic_axes
+    if dynamic is None:
+        dynamic = options.format == "onnx" and not options.static_axes
+    mask = options.mask_dtype
+    if mask is None:
+        mask = "float32" if options.io_type == "int8" else INPUT_DTYPES[options.format]
+    return bool(dynamic), mask
+
+
+def decide_task(options, architecture, declared_pooling=None, num_outputs=None):
+    """``(task, pooling, normalize)`` of an export of a source with ``architecture``.
+
+    ``task="auto"`` is the architecture's :data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK`, except that an
+    encoder with a declared sentence pooling (or an explicit ``pooling``) exports as ``embedding``, and a
+    sequence head with one output as its one-output task. ``pooling="auto"`` is the declared pooling,
+    refused for ``embedding`` when there is none.
+
+    Args:
+        options (ExportOptions): the user's words.
+        architecture (str): the source's head (``convert.rebuild.architecture_of``).
+        declared_pooling: the checkpoint's sentence-transformers pooling (``mode``, ``normalize``), or None.
+        num_outputs (int | None): a task head's output columns (``num_labels``).
+
+    Raises:
+        ConfigError: the source cannot export the task (naming the tasks it can), or ``embedding`` without a
+            pooling.
+
+    Example:
+        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> decide_task(ExportOptions("tiny-bert", out="m.tflite"), "encoder")
+        ('features', None, None)
+    """
+    task = options.task
+    if task == "auto":
+        wants_embedding = declared_pooling is not None or options.pooling != "auto"
+        task = "embedding" if architecture == "encoder" and wants_embedding else AUTO_TASK[architecture]
+        if num_outputs == 1:
+            task = AUTO_TASK_ONE_OUTPUT.get(architecture, task)
+    record = export_task(task)
+    if architecture not in record.architectures:
+        can = [name for name, t in TASKS.items() if architecture in t.architectures]
+        raise ConfigError(f"{options.name_of('task', task)} exports {' or '.join(record.architectures)} models; "
+                          f"this source is {architecture}: use {options.name_of('task')} {' or '.join(can)}")
+    if record.one_output is not None and num_outputs is not None and (num_outputs == 1) != record.one_output:
+        fits = [name for name, t in TASKS.items()
+                if architecture in t.architectures and t.one_output == (num_outputs == 1)]
+        raise ConfigError(f"{options.name_of('task', task)} needs a head with "
+                          f"{'one output' if record.one_output else 'several outputs'}; this one has "
+                          f"{num_outputs}: use {options.name_of('task')} {' or '.join(fits)}")
+    if task != "embedding":
+        return task, None, None
+    if options.pooling == "auto" and declared_pooling is None:
+        raise ConfigError(f"{options.name_of('task', 'embedding')}: the checkpoint declares no sentence pooling "
+                          f"(no sentence-transformers modules.json); pass {options.name_of('pooling')} mean|cls")
+    pooling = declared_pooling.mode if options.pooling == "auto" else options.pooling
+    normalize = options.normalize
+    if normalize is None:
+        # A declared Normalize module decides; without one the pooled vector is left as pooled.
+        normalize = bool(declared_pooling.normalize) if declared_pooling is not None else False
+    return task, pooling, bool(normalize)
+
+
+def check_labels(options, architecture, num_outputs):
+    """Given class names must name the head's classes one to one: MediaPipe's classifier maps output
+    column i to line i of ``labels.txt``, so a short or long list labels answers wrongly in the app.
+
+    Example:
+        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> check_labels(ExportOptions("m", out="m.tflite", labels=("neg", "pos")), "sequence_classifier", 2)
+    """
+    if not options.labels:
+        return
+    if architecture not in LABELLED:
+        raise ConfigError(f"{options.name_of('labels')} names classes, and this source is {architecture}, not a "
+                          "classifier; remove it")
+    if num_outputs is not None and len(options.labels) != num_outputs:
+        raise ConfigError(f"{options.name_of('labels')} lists {len(options.labels)} names and the model's head has "
+                          f"{num_outputs} classes; list one name per class, in the head's order")
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    """What a loaded source declares that an export plan depends on.
+
+    Args:
+        architecture (str): ``"encoder"`` or the head's name.
+        max_positions (int | None): the absolute position table (None: relative positions).
+        num_outputs (int | None): the head's output columns.
+        declared_pooling: the checkpoint's sentence pooling (``sources.pooling.Pooling``) or None.
+        trained_seq_len (int | None): the length a fine-tuned model was trained at.
+        labels (tuple): the source's class names.
+        tokenizer: the source's tokenizer, or None.
+
+    Example:
+        >>> SourceFacts("encoder", 64).max_positions
+        64
+    """
+
+    architecture: str
+    max_positions: int = None
+    num_outputs: int = None
+    declared_pooling: object = None
+    trained_seq_len: int = None
+    labels: tuple = ()
+    tokenizer: object = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """Every setting of one export, decided once by :func:`plan_export`; read, never changed, downstream.
+
+    Args:
+        options (ExportOptions): what the user said (the user's own words, for messages and reports).
+        architecture (str): the source's head.
+        task (str): the export task (never ``"auto"``).
+        pooling (str | None): the embedding's sentence pooling.
+        normalize (bool | None): the embedding's L2 normalization.
+        seq_len (int): the static input length, or for dynamic axes the length validated and calibrated at.
+        max_seq_len (int | None): the position table: the longest input the file takes.
+        dynamic_axes (bool): dynamic batch and sequence axes.
+        mask_dtype (str): the attention mask's input type.
+        quantize (str): the quantization mode written (a searched setting's own mode).
+        keep_float_layers (tuple): layer paths kept float.
+        keep_float_ops (tuple | None): op types kept float (None: the mode's default).
+        labels (tuple): the class names the file carries.
+        num_outputs (int | None): the head's output columns.
+        tokenizer: the checkpoint's tokenizer (None: no vocabulary).
+
+    Example:
+        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> plan = plan_export(ExportOptions("tiny-bert", out="m.tflite"), SourceFacts("encoder", 64))
+        >>> (plan.task, plan.seq_len, plan.dynamic_axes, plan.mask_dtype)
+        ('features', 64, False, 'int32')
+    """
+
+    options: object
+    architecture: str
+    task: str
+    pooling: str
+    normalize: bool
+    seq_len: int
+    max_seq_len: int
+    dynamic_axes: bool
+    mask_dtype: str
+    quantize: str
+    keep_float_layers: tuple = ()
+    keep_float_ops: tuple = None
+    labels: tuple = ()
+    num_outputs: int = None
+    tokenizer: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def mode(self):
+        """The :class:`~mobilebert_kit.convert.quantization_modes.QuantizationMode` record written."""
+        return quantization_mode(self.quantize)
+
+    @property
+    def asked(self):
+        """The mode record the user asked for (``auto`` for a search, whatever the setting written)."""
+        return quantization_mode(self.options.quantize)
+
+    @property
+    def format(self):
+        return self.options.format
+
+    @property
+    def ids_dtype(self):
+        """The token inputs' type of this format (``export_tasks.INPUT_DTYPES``)."""
+        return INPUT_DTYPES[self.options.format]
+
+    @property
+    def batch_size(self):
+        """The static batch size (None with dynamic axes)."""
+        return None if self.dynamic_axes else self.options.batch_size
+
+    @property
+    def static_seq_len(self):
+        """The inputs' sequence dimension: the planned length, or None with dynamic axes."""
+        return None if self.dynamic_axes else self.seq_len
+
+    # The user's settings that need no decision, read by the graph builder and the writers.
+    @property
+    def io_type(self):
+        return self.options.io_type
+
+    @property
+    def opset(self):
+        return self.options.opset
+
+    @property
+    def fold_nonorm(self):
+        return self.options.fold_nonorm
+
+    @property
+    def attention_mask_value(self):
+        return self.options.attention_mask_value
+
+    def name_of(self, name, *value):
+        """An option as the user wrote it (:meth:`ExportOptions.name_of`)."""
+        return self.options.name_of(name, *value)
+
+    def setting(self, quantize, keep_float_layers=()):
+        """The plan of one searched setting: ``quantize``'s mode with ``keep_float_layers`` float.
+
+        Example:
+            >>> plan.setting("dynamic").quantize  # doctest: +SKIP
+            'dynamic'
+        """
+        return replace(self, quantize=quantize, keep_float_layers=tuple(keep_float_layers))
+
+    def as_float(self):
+        """The float32 plan of the same export (the reference a search's budget is taken from)."""
+        return replace(self, quantize="none", keep_float_layers=(), keep_float_ops=None)
+
+    def describe(self):
+        """The plan in one line, for the log."""
+        seq = f"seq {self.seq_len}" + (" (dynamic axes)" if self.dynamic_axes else "")
+        return f"{self.format}, {self.options.quantize}, task {self.task}, {seq}"
+
+
+def plan_export(options, facts):
+    """The :class:`ExportPlan` of ``options`` for a source declaring ``facts``: every decision, once.
+
+    Args:
+        options (ExportOptions): the user's words (checked: ``options.check()``).
+        facts (SourceFacts): what the loaded source declares.
+
+    Returns:
+        ExportPlan: frozen.
+
+    Raises:
+        ConfigError: the task, pooling, length or labels do not fit the source (one line naming the option).
+
+    Example:
+        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> plan_export(ExportOptions("tiny-bert", out="m.tflite", task="features"), SourceFacts("encoder", 64)).seq_len
+        64
+    """
+    task, pooling, normalize = decide_task(options, facts.architecture, facts.declared_pooling, facts.num_outputs)
+    seq_len = sequence_length(options.seq_len, task, options.format, facts.max_positions, facts.trained_seq_len,
+                              option=options.name_of("seq_len"))
+    check_labels(options, facts.architecture, facts.num_outputs)
+    labels = tuple(options.labels) or (tuple(facts.labels) if facts.architecture in LABELLED else ())
+    dynamic, mask = input_layout(options)
+    return ExportPlan(
+        options=options, architecture=facts.architecture, task=task, pooling=pooling, normalize=normalize,
+        seq_len=seq_len, max_seq_len=facts.max_positions, dynamic_axes=dynamic, mask_dtype=mask,
+        quantize=options.quantize, keep_float_layers=tuple(options.keep_float_layers),
+        keep_float_ops=options.keep_float_ops, labels=labels, num_outputs=facts.num_outputs,
+        tokenizer=facts.tokenizer,
+    )

@@ -1,0 +1,140 @@
+"""An export's result and its report, ``OUT.report.json``, written beside the artifact.
+
+The report (sizes, float ops left in quantized models, validation metrics, per-layer drift, the search's
+frontier) is written before the artifact is put in place, so that a failure while writing it leaves
+neither; :func:`report_guard` removes it again when the artifact then is not put in place.
+"""
+
+import contextlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.convert.quantization_modes import MODES
+from mobilebert_kit.convert.quantization_search import Frontier, Tried
+from mobilebert_kit.utils.atomic import atomic_file, remove_path
+from mobilebert_kit.utils.output_check import OutputKind, json_field
+
+REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
+# A later export recognises its own report by the schema tag and replaces it (utils.output_check).
+EXPORT_REPORT_OUTPUT = OutputKind("export-report", False, "an export report", json_field("schema", REPORT_SCHEMA))
+
+
+@dataclass
+class ExportResult:
+    """What an export produced and measured.
+
+    Args:
+        path (str): the artifact's path (the user's ``--out``).
+        format (str): ``"tflite"`` or ``"onnx"``.
+        quantize (str): the quantization mode written.
+        size_bytes (int): the file's size.
+        seconds (float): the export's wall time.
+        source (str): the source as described to the user.
+        task (str): the export task.
+        seq_len (int): the planned sequence length (the static length, or the validated one).
+        notes (list[str]): what the user should know about the file.
+        float_ops (dict): op type -> count of ops left in float.
+        op_counts (dict): op type -> count.
+        validation: the ValidationReport (None without validation).
+        search (dict): the search's frontier (``Frontier.to_dict``), None when nothing was searched.
+
+    Example:
+        >>> ExportResult("m.tflite", "tflite", "none", 10, 0.1, "tiny-bert").format_text().split(":")[0]
+        'wrote m.tflite'
+    """
+
+    path: str
+    format: str
+    quantize: str
+    size_bytes: int
+    seconds: float
+    source: str
+    task: str = None
+    seq_len: int = None
+    notes: list = field(default_factory=list)
+    float_ops: dict = field(default_factory=dict)
+    op_counts: dict = field(default_factory=dict)
+    validation: object = None
+    search: dict = None
+
+    def to_dict(self):
+        out = {k: v for k, v in asdict(self).items() if k != "validation"}
+        out["validation"] = self.validation.to_dict() if self.validation is not None else None
+        return out
+
+    def format_text(self):
+        lines = [f"wrote {self.path}: {self.format} {self.quantize}, {self.size_bytes / 1e6:.2f} MB "
+                 f"({self.seconds:.1f} s) from {self.source}"
+                 + (f"; task {self.task}, seq {self.seq_len}" if self.task else "")]
+        lines += [f"  note: {n}" for n in self.notes]
+        if MODES[self.quantize].calibration:  # static activation ranges: list what stayed float
+            if self.float_ops:
+                lines.append("  ops left in float: " + ", ".join(f"{op} x{n}" for op, n in sorted(self.float_ops.items())))
+            else:
+                lines.append("  ops left in float: none")
+        if self.search:
+            lines.append(frontier_of(self.search).format_text())
+        if self.validation is not None:
+            lines.append(self.validation.format_text())
+        return "\n".join(lines)
+
+
+def frontier_of(data):
+    """The :class:`Frontier` of an ExportResult's ``search`` dict (the report's JSON form)."""
+    frontier = Frontier(data["asked"], data["judged_by"], ranking=data["ranking"], stopped=data["stopped"])
+    frontier.reference = Tried(**data["reference"]) if data["reference"] else None
+    frontier.rows = [Tried(**row) for row in data["frontier"]]
+    return frontier
+
+
+def report_path(out):
+    """The report of the artifact ``out``: ``OUT.report.json``."""
+    return Path(f"{out}.report.json")
+
+
+def write_report(out, result, start, overwrite, sources, note=None):
+    """Writes ``result`` as ``OUT.report.json`` (atomically); ``note`` is appended to its notes.
+
+    Args:
+        out: the artifact's path.
+        result (ExportResult): what to write; its ``seconds`` is set from ``start``.
+        start (float): the export's ``time.perf_counter()`` at its start.
+        overwrite (bool): the user's ``--overwrite``.
+        sources: the export's input paths (never overwritten).
+        note (str | None): why the artifact was not written, when it was not.
+
+    Example:
+        >>> write_report("m.tflite", result, start, False, [])  # doctest: +SKIP
+    """
+    result.seconds = time.perf_counter() - start
+    # The schema tag lets a later export recognise the report as its own and replace it (EXPORT_REPORT_OUTPUT).
+    data = {"schema": REPORT_SCHEMA, **result.to_dict()}
+    if note:
+        data["notes"] = data["notes"] + [note]
+    with atomic_file(report_path(out), "w", kind=EXPORT_REPORT_OUTPUT, overwrite=overwrite, sources=sources) as handle:
+        json.dump(data, handle, indent=2, default=_json_default)
+
+
+@contextlib.contextmanager
+def report_guard(out):
+    """Removes the success report written inside the block when the file itself is then not put in place.
+
+    Yields a dict whose ``"written"`` the block sets once the success report is written.
+    """
+    state = {"written": False}
+    try:
+        yield state
+    except BaseException:
+        if state["written"]:
+            remove_path(report_path(out), ignore_errors=True)
+        raise
+
+
+def _json_default(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return str(value)

@@ -1,0 +1,182 @@
+"""A written ``.tflite`` / ``.onnx`` file checked against its Keras source: outputs, per-layer drift.
+
+:func:`validate_file` runs the file (the one runner, ``artifacts.runner``) and the Keras model on the same
+inputs and compares every output with the mode's thresholds (``convert.validation``); it also compares the
+file through its clients' tokenization (``convert.client_fidelity``). :func:`drift` exports a probe with
+every hidden state as an output, quantized the same way, and reports each layer's drift. Used by the
+export's search (the fallback's judge), by ``mbk validate`` and by the drift report.
+"""
+
+from dataclasses import MISSING
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+from mobilebert_kit.artifacts.reader import artifact_format
+from mobilebert_kit.artifacts.runner import ArtifactRunner
+from mobilebert_kit.convert.client_fidelity import client_fidelity_of
+from mobilebert_kit.convert.export_model import (
+    hidden_state_names,
+    logit_outputs,
+    plan_graph,
+    task_names,
+    task_outputs,
+    token_outputs,
+)
+from mobilebert_kit.convert.export_tasks import export_task
+from mobilebert_kit.convert.input_set import InputSet
+from mobilebert_kit.convert.onnx_writer import write_onnx
+from mobilebert_kit.convert.qat import with_layer_outputs
+from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
+from mobilebert_kit.convert.tflite_writer import write_tflite
+from mobilebert_kit.convert.validation import drift_report, thresholds_for, validate_outputs
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.utils.scratch import scratch_directory
+
+# Each format's writer (a drift probe is written like the artifact it describes).
+WRITERS = {"tflite": write_tflite, "onnx": write_onnx}
+
+
+def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
+    """The Keras source's values of an export's outputs on ``inputs``: ``{exported name: array}``.
+
+    Args:
+        reference: the Keras source model.
+        inputs: an InputSet.
+        pairs: ``((exported name, canonical name), ...)`` (``export_model.task_names``).
+        pooling (str): the embedding's pooling; normalize (bool): its normalization.
+
+    The canonical values come from the source's own outputs (and its encoder's, for a head's
+    embedding); derived outputs go through ``export_model.task_outputs``, the graph's own function.
+
+    Example:
+        >>> reference_outputs(model, inputs, task_names(model, "features"))  # doctest: +SKIP
+    """
+    arrays = {k: np.asarray(v) for k, v in inputs.arrays.items()}
+    values = dict(reference(arrays, training=False))
+    if any(canonical in ("sequence_output", "sentence_embedding") and "sequence_output" not in values
+           for _, canonical in pairs):
+        values.update({k: v for k, v in encoder_of(reference)(arrays, training=False).items() if k not in values})
+    out = task_outputs(values, arrays["attention_mask"], pairs, pooling, normalize)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def validate_file(path, reference, inputs, precision, thresholds=None, artifact_name=None, fmt=None, task=MISSING,
+                  pooling=None, normalize=None, texts=None, tokenizer=None):
+    """Validates an artifact file against a Keras model; returns the ValidationReport (not raised).
+
+    Args:
+        path: the ``.tflite`` / ``.onnx`` file.
+        reference: the Keras source model.
+        inputs: an InputSet with the artifact's sequence length.
+        precision: the quantization mode (selects default thresholds).
+        thresholds: ``{name: value}`` overrides.
+        artifact_name: the name used in messages (default: ``path``).
+        fmt: ``"tflite"`` / ``"onnx"`` when ``path`` has another suffix (a temp file).
+        task: the file's export task; not given: its ``mbk_metadata``'s (a file without one, from an
+            earlier version, has the architecture's canonical outputs: ``task=None``).
+        pooling / normalize: the embedding's; not given: the metadata's.
+        texts / tokenizer: the validation text and the checkpoint's tokenizer: the file is also compared
+            through its clients' tokenization (``convert.client_fidelity``; a warning, never a failure).
+
+    Example:
+        >>> validate_file("m.tflite", model, inputs, "dynamic").passed  # doctest: +SKIP
+        True
+    """
+    fmt = artifact_format(Path(path), fmt)
+    if task is MISSING:
+        meta = read_artifact_metadata(path) if Path(path).suffix == f".{fmt}" else {}
+        task = meta.get("task")
+        declared = meta.get("pooling") or {}
+        pooling, normalize = declared.get("mode"), declared.get("normalize")
+    architecture = architecture_of(reference)
+    if task is not None and architecture not in export_task(task).architectures:
+        raise ConfigError(f"{artifact_name or path} is a {task} export, which a {architecture} cannot be compared "
+                          "with; pass the model it was exported from as the reference")
+    runner = ArtifactRunner(path, fmt=fmt)
+    inputs = inputs.with_padded_rows()
+    pairs = task_names(reference, task, fmt)
+    expected = [name for name, _ in pairs]
+    refs = reference_outputs(reference, inputs, pairs, pooling, bool(normalize))
+    limits = thresholds_for(precision, **(thresholds or {}))
+    floor = export_task(task).quantized_min_cosine if task is not None else None
+    if floor is not None and precision != "none" and "min_cosine" not in (thresholds or {}):
+        limits = limits.replace(min_cosine=max(limits.min_cosine or 0.0, floor))  # the task's own bar; yours wins
+    report = validate_outputs(
+        artifact_name or str(path), runner, refs, inputs, expected, token_outputs(reference, task, fmt),
+        logit_outputs(reference, task, fmt), precision, limits,
+    )
+    report.client_tokenization = client_fidelity_of(
+        runner, fmt or Path(path).suffix[1:], texts, tokenizer, inputs.seq_len,
+        lambda arrays: reference_outputs(reference, InputSet(arrays, "client ids"), pairs, pooling, bool(normalize)))
+    return report
+
+
+def changed_answers(validation, plan):
+    """A note when a quantized file passed validation but changed a classifier's answer on some of its rows.
+
+    The thresholds are loose (argmax agreement >= 0.7 for int8) and the rows few: a fine-tuned MiniLM whose
+    full-int8 file changed 1 of 16 validation answers lost 4.7 accuracy points on real held-out text, and the
+    export said only PASSED. Only a task metric on the user's labelled data says what the change costs.
+
+    Returns:
+        list[str]: the note, or nothing.
+    """
+    changed = [m for m in validation.outputs if m.argmax_agreement is not None and m.argmax_agreement < 1.0]
+    if not changed:
+        return []
+    worst = min(changed, key=lambda m: m.argmax_agreement)
+    return [f"{plan.quantize} changed the {worst.name} answer on {1 - worst.argmax_agreement:.0%} of the "
+            f"validation rows ({validation.inputs}); what that costs on your task only a metric on labelled data "
+            f"says: pass {plan.name_of('eval_data')} FILE (or {plan.name_of('quantize')} auto to pick the "
+            "fastest setting that holds it)"]
+
+
+def drift(model, plan, calibration, inputs, reference, qat_graph=None):
+    """Per-layer drift: export a probe with every hidden state as an output, quantized the same way.
+
+    Args:
+        model: the exported Keras model (after substitution).
+        plan: the setting's :class:`~mobilebert_kit.convert.export_plan.ExportPlan`.
+        calibration: the export's calibration InputSet.
+        inputs: the validation InputSet.
+        reference: the Keras source the hidden states are compared with.
+        qat_graph: for ``qat``, the quantization-aware graph that was converted; the probe is
+            cut from it (:func:`~mobilebert_kit.convert.qat.with_layer_outputs`), so the report
+            describes the written artifact and QAT runs once per export.
+
+    Returns:
+        list[dict]: one row per layer (:func:`~mobilebert_kit.convert.validation.drift_report`).
+
+    Example:
+        >>> drift(model, plan, calibration, inputs, model, qat_graph=graph)  # doctest: +SKIP
+    """
+    probe = rebuild(encoder_of(reference), output_hidden_states=True)
+    keras_out = probe({k: np.asarray(v) for k, v in inputs.arrays.items()}, training=False)
+    hidden = [np.asarray(h) for h in keras_out["hidden_states"]]
+    with scratch_directory("drift") as tmp:
+        path = Path(tmp) / f"probe.{plan.format}"
+        write_drift_probe(model, plan, calibration, path, qat_graph=qat_graph)
+        return drift_report(ArtifactRunner(path), hidden, inputs, hidden_state_names(model))
+
+
+def write_drift_probe(model, plan, calibration, path, qat_graph=None):
+    """Writes the per-layer probe artifact: the export graph with every hidden state as an output.
+
+    Args:
+        model: the exported Keras model.
+        plan: the setting's :class:`~mobilebert_kit.convert.export_plan.ExportPlan` (format, mode, shapes).
+        calibration: the export's calibration InputSet.
+        path: where the probe file goes.
+        qat_graph: for ``qat``, the graph that was converted (required then).
+
+    Example:
+        >>> write_drift_probe(model, plan, calibration, "probe.tflite", qat_graph=graph)  # doctest: +SKIP
+    """
+    names = hidden_state_names(model)
+    if plan.mode.trains:
+        graph = with_layer_outputs(qat_graph, names)
+    else:
+        graph = plan_graph(model, plan, hidden_states=True)
+    WRITERS[plan.format](graph, plan, calibration, ({}, None), path)

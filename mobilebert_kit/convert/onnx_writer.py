@@ -1,0 +1,57 @@
+"""The ``.onnx`` writer: a built export graph to the optimum-style file onnxruntime users load.
+
+tf2onnx converts (``onnx_export.convert``), onnxruntime's quantizer quantizes as the setting's mode
+record maps it (``QuantizationMode.onnx_as``), and our ``mbk_metadata`` (and the vocabulary) go into the
+model's metadata properties.
+"""
+
+import json
+
+import onnx
+
+from mobilebert_kit.artifacts.metadata import METADATA_JSON
+from mobilebert_kit.convert import onnx_export
+from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.convert.tflite_flatbuffer import FILE_IDENTIFIER as TFLITE_IDENTIFIER
+from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
+
+# A later export recognises an .onnx file it wrote, and replaces it: no TFLite flatbuffer, our metadata inside
+# (a protobuf has no magic number of its own).
+_IS_TFLITE, _HAS_METADATA = bytes_at(4, TFLITE_IDENTIFIER), contains(METADATA_JSON)
+ONNX_OUTPUT = OutputKind("onnx", False, "an .onnx model exported by mbk",
+                         lambda path: not _IS_TFLITE(path) and _HAS_METADATA(path))
+
+
+def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
+    """Converts ``graph`` with ``setting`` and writes the ``.onnx`` file at ``path``.
+
+    Args:
+        graph: the export graph (``export_model.build_export_model``).
+        setting: the :class:`~mobilebert_kit.convert.export_plan.ExportPlan` of the setting written.
+        calibration: the calibration InputSet (None for modes without static ranges).
+        metadata: ``(mbk_metadata dict, vocabulary lines or None)``.
+        path: the file to write.
+        calibrated: the TFLite writer's calibration cache; unused (ORT's quantizer calibrates inside
+            ``quantize_static`` each time), accepted so that both writers take the same arguments.
+
+    Returns:
+        list[str]: notes (none).
+
+    Example:
+        >>> write_onnx(graph, plan, None, (meta, vocab), "m.onnx")  # doctest: +SKIP
+        []
+    """
+    model = onnx_export.convert(graph, setting.opset)
+    onnx_as = quantization_mode(setting.quantize).onnx_as  # qat -> int8 (the record says why)
+    if onnx_as is not None:
+        model = onnx_export.quantize(
+            model, onnx_as, calibration, graph.input_dtypes, setting.keep_float_ops or (), setting.keep_float_layers,
+        )
+    meta, vocab = metadata
+    entries = {METADATA_JSON: json.dumps(meta, sort_keys=True)}
+    if vocab:
+        entries["mbk_vocab"] = "\n".join(vocab) + "\n"
+    onnx_export.add_metadata(model, entries)
+    onnx_export.check(model)
+    onnx.save(model, str(path))
+    return []

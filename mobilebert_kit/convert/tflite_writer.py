@@ -1,0 +1,89 @@
+"""The ``.tflite`` writer: a built export graph to a file the TFLite clients load.
+
+The converter (``tflite_export``) quantizes as the setting's mode record says; the file then gets our
+``mbk_metadata`` (and the vocabulary), the clients' TFLite Metadata (input names, tokenizer, labels) and
+the files that metadata names, packed after the flatbuffer (``tflite_metadata``).
+"""
+
+import json
+import warnings
+from pathlib import Path
+
+from mobilebert_kit.convert import tflite_export, tflite_flatbuffer, tflite_metadata
+from mobilebert_kit.models.encoder import INPUT_NAMES
+from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
+
+# A later export recognises a .tflite file it wrote, and replaces it: a TFLite flatbuffer with our metadata.
+_IS_TFLITE, _HAS_METADATA = bytes_at(4, tflite_flatbuffer.FILE_IDENTIFIER), contains(tflite_flatbuffer.METADATA_JSON)
+TFLITE_OUTPUT = OutputKind("tflite", False, "a .tflite model exported by mbk",
+                           lambda path: _IS_TFLITE(path) and _HAS_METADATA(path))
+
+
+def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
+    """Converts ``graph`` with ``setting`` and writes the ``.tflite`` file at ``path``.
+
+    Args:
+        graph: the export graph (``export_model.build_export_model``).
+        setting: the :class:`~mobilebert_kit.convert.export_plan.ExportPlan` of the setting written
+            (mode, io type, float ops and layers).
+        calibration: the calibration InputSet (None for modes without static ranges).
+        metadata: ``(mbk_metadata dict, vocabulary lines or None)``; ``({}, None)`` for a drift probe.
+        path: the file to write.
+        calibrated (dict | None): one calibration per mode, shared by the settings of one export.
+
+    Returns:
+        list[str]: the converter's notes.
+
+    Example:
+        >>> write_tflite(graph, plan, None, (meta, vocab), "m.tflite")  # doctest: +SKIP
+        []
+    """
+    with warnings.catch_warnings():
+        # The converter's calibrator still instantiates tf.lite.Interpreter internally.
+        warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
+        data, notes = tflite_export.convert(
+            graph, setting.quantize, calibration, setting.io_type,
+            setting.keep_float_ops, setting.keep_float_layers, calibrated,
+            layer_norm=metadata[0].get("normalization_type") == "layer_norm",
+        )
+    meta, vocab = metadata
+    entries = {tflite_flatbuffer.METADATA_JSON: json.dumps(meta, sort_keys=True).encode()}
+    if vocab:
+        entries[tflite_flatbuffer.METADATA_VOCAB] = ("\n".join(vocab) + "\n").encode()
+    # The TFLite clients' metadata (TFLITE_METADATA: input names, tokenizer, labels) and the files it
+    # names, packed after the flatbuffer; a drift probe (meta {}) is no client's file and gets none.
+    args = client_metadata_args(meta, vocab)
+    files = {}
+    if args:
+        metadata_bytes, files = tflite_metadata.client_metadata(**args)
+        entries[tflite_metadata.TFLITE_METADATA] = metadata_bytes
+    data = tflite_flatbuffer.finalize(data, INPUT_NAMES, graph.output_order, entries)
+    if files:
+        data = tflite_metadata.pack_files(data, files)
+    Path(path).write_bytes(data)
+    return notes
+
+
+def client_metadata_args(meta, vocab):
+    """The arguments of ``tflite_metadata.client_metadata`` for an export's ``mbk_metadata`` and vocabulary.
+
+    Args:
+        meta (dict): the ``mbk_metadata`` of an export (``{}`` for a drift probe).
+        vocab (list[str] | None): the vocabulary lines (None: the model has none, or ``--no-vocab``).
+
+    Returns:
+        dict | None: ``client``, ``output_names``, ``vocab_lines``, ``labels``, ``name``, ``description``;
+        None for a file without a task (a drift probe).
+
+    Example:
+        >>> client_metadata_args({"task": "classification", "client": "classifier", "outputs": ["probability"],
+        ...                       "labels": ["neg", "pos"], "source": "m"}, None)["labels"]
+        ['neg', 'pos']
+    """
+    if not meta.get("task"):
+        return None
+    return {
+        "client": meta["client"], "output_names": list(meta["outputs"]), "vocab_lines": vocab or None,
+        "labels": list(meta.get("labels") or []) or None, "name": meta["source"],
+        "description": f"{meta['task']} export of {meta['source']} by mobilebert-kit",
+    }
