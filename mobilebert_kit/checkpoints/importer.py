@@ -17,46 +17,23 @@ from mobilebert_kit.errors import CheckpointError, ConfigError, first_line
 from mobilebert_kit.utils.safetensors_io import (
     FLOAT_DTYPES, PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle, safetensors_dtype,
 )
+from mobilebert_kit.checkpoints.families import (
+    CONFIG_NAMES, FAMILIES, HF_ACTIVATIONS, common_fields, family_of, mobilebert_fields, no_model_type,
+)
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
 from mobilebert_kit.utils.quiet import quiet_fd2
 from mobilebert_kit.utils.run_state import interrupted_run, resume_hint
 from mobilebert_kit.utils.structured import load_json
 
+# TensorFlow-free at import: sources/spec.py (checkpoint_format) and pipeline/ import this module without
+# TensorFlow (tests/test_sources.py), so the model code and TensorFlow are imported in the functions that use them.
+
 log = logging.getLogger(__name__)
 
-HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                  "gelu_fast": "gelu_tanh", "relu": "relu", "relu6": "relu6"}
 # Buffers and metadata some checkpoints carry that are not weights.
 IGNORED_KEYS = ("embeddings.position_ids",)
 HEAD_PREFIXES = ("cls.", "classifier.", "qa_outputs.", "cls/", "generator_predictions.", "generator_lm_head.")
-# Prefix of the encoder's weights when a task model (``ConvBertForMaskedLM`` ...) was saved.
-HF_ENCODER_PREFIXES = {"mobilebert": "mobilebert.", "bert": "bert.", "convbert": "convbert.", "nezha": "nezha."}
 
-_HF_MOBILEBERT_DEFAULTS = dict(
-    vocab_size=30522, hidden_size=512, num_hidden_layers=24, num_attention_heads=4, intermediate_size=512,
-    hidden_act="relu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, embedding_size=128, trigram_input=True,
-    use_bottleneck=True, intra_bottleneck_size=128, use_bottleneck_attention=False, key_query_shared_bottleneck=True,
-    num_feedforward_networks=4, normalization_type="no_norm", classifier_activation=True,
-)
-_HF_BERT_DEFAULTS = dict(
-    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, position_embedding_type="absolute",
-)
-# transformers ConvBertConfig defaults (models/convbert/configuration_convbert.py).
-_HF_CONVBERT_DEFAULTS = dict(
-    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, embedding_size=768, head_ratio=2,
-    conv_kernel_size=9, num_groups=1,
-)
-# transformers NezhaConfig defaults (models/deprecated/nezha/configuration_nezha.py).
-_HF_NEZHA_DEFAULTS = dict(
-    vocab_size=21128, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    max_relative_position=64, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
-)
 # NEZHA-TensorFlow hard-codes the clipping distance in attention_layer (modeling.py: max_relative_position = 64).
 NEZHA_TF_MAX_RELATIVE_POSITION = 64
 
@@ -70,43 +47,7 @@ _TF1_DEFAULTS = dict(
 )
 
 
-# Encoder option -> the name Hugging Face and TF1 configs give it, where they differ (for messages).
-CONFIG_NAMES = {
-    "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads", "hidden_dropout": "hidden_dropout_prob",
-    "attention_dropout": "attention_probs_dropout_prob", "layer_norm_epsilon": "layer_norm_eps",
-}
-
-
-def _common(c, act):
-    # Values pass through unconverted: int("12") or bool("false") would accept what the file got wrong;
-    # Encoder's CONFIG_FIELDS table checks each one's type, finiteness and range (see _checked_fields).
-    config = {ours: c[CONFIG_NAMES.get(ours, ours)] for ours in (
-        "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "hidden_dropout",
-        "attention_dropout", "max_position_embeddings", "type_vocab_size", "initializer_range")}
-    config["hidden_act"] = act
-    return config
-
-
-def _or_hidden(c, key):
-    """``c[key]``, or the hidden size where the file leaves it unset; a 0 stays a 0, for the range check to refuse."""
-    return c["hidden_size"] if c[key] is None else c[key]
-
-
-def _mobilebert_fields(c):
-    return dict(
-        embedding_size=_or_hidden(c, "embedding_size"),
-        trigram_input=c["trigram_input"],
-        use_bottleneck=c["use_bottleneck"],
-        intra_bottleneck_size=_or_hidden(c, "intra_bottleneck_size"),
-        use_bottleneck_attention=c["use_bottleneck_attention"],
-        key_query_shared_bottleneck=c["key_query_shared_bottleneck"],
-        num_feedforward_networks=c["num_feedforward_networks"],
-        normalization_type=c["normalization_type"],
-        classifier_activation=c["classifier_activation"],
-    )
-
-
-def _checked_fields(convert, c, source):
+def _checked_fields(convert, c, source, names=CONFIG_NAMES):
     """Runs ``convert(c)`` and checks the result against Encoder's field table, before anything is built.
 
     A missing, mistyped, non-finite or out-of-range field of an untrusted
@@ -119,7 +60,7 @@ def _checked_fields(convert, c, source):
         raise CheckpointError(f"{source} must hold a JSON object, not {type(c).__name__}")
     try:
         config = convert(c)
-        check_fields(config, CONFIG_NAMES)
+        check_fields(config, names)
         check_size(config)
     except KeyError as err:
         raise CheckpointError(f"{source} lacks the field {err.args[0]!r}; pass the config the model was trained with") from err
@@ -134,11 +75,19 @@ def _checked_fields(convert, c, source):
 def config_from_hf(hf):
     """Converts a Hugging Face ``config.json`` dict to Encoder arguments.
 
-    Supported ``model_type``: ``mobilebert``, ``bert``, ``convbert``, ``nezha``.
+    Supported ``model_type``: the records of ``checkpoints/families.py`` (``mobilebert``, ``bert``,
+    ``convbert``, ``nezha``, ``distilbert``, ``electra``, ``albert``, ``roberta``, ``xlm-roberta``).
     Raises CheckpointError (one line) for a config that is not a JSON object or
     has missing or mistyped fields.
+
+    Example:
+        >>> config_from_hf({"model_type": "bert", "hidden_size": 32})["hidden_size"]  # doctest: +SKIP
+        32
     """
-    return _checked_fields(_config_from_hf, hf, "config.json")
+    model_type = hf.get("model_type") if isinstance(hf, dict) else None
+    names = FAMILIES[model_type].config_names if isinstance(model_type, str) and model_type in FAMILIES \
+        else CONFIG_NAMES
+    return _checked_fields(_config_from_hf, hf, "config.json", names)
 
 
 # Fields looked up in tables by their value: a list or an object there was a TypeError
@@ -153,30 +102,10 @@ def _check_string_fields(config, what):
                                   f"{str(config[key])[:40]}; fix the config")
 
 
-def _no_model_type(config_file):
-    return (f"{config_file} has no model_type, which tells the architecture; add \"model_type\": \"bert\" "
-            f"(or the checkpoint's own type: {', '.join(HF_ENCODER_PREFIXES)})")
-
-
 def _config_from_hf(hf):
     _check_string_fields(hf, "config.json")
-    model_type = hf.get("model_type")
-    if model_type == "mobilebert":
-        c = {**_HF_MOBILEBERT_DEFAULTS, **hf}
-    elif model_type == "bert":
-        c = {**_HF_BERT_DEFAULTS, **hf}
-        if c.get("position_embedding_type", "absolute") != "absolute":
-            raise CheckpointError(f"BERT position_embedding_type {c['position_embedding_type']!r} is not supported; only 'absolute'")
-    elif model_type == "convbert":
-        c = {**_HF_CONVBERT_DEFAULTS, **hf}
-    elif model_type == "nezha":
-        c = {**_HF_NEZHA_DEFAULTS, **hf}
-    elif model_type is None:
-        raise CheckpointError(_no_model_type("config.json"))
-    else:
-        raise CheckpointError(
-            f"unsupported Hugging Face model_type {model_type!r}; supported: {', '.join(HF_ENCODER_PREFIXES)}"
-        )
+    family = family_of(hf.get("model_type"))
+    c = {**family.defaults, **hf}
     for flag, what in (("is_decoder", "a causal decoder (each token sees only the tokens before it)"),
                        ("add_cross_attention", "a decoder with cross-attention")):
         # The encoders here attend both ways: imported as one, such a checkpoint gave other answers than
@@ -185,35 +114,16 @@ def _config_from_hf(hf):
             raise CheckpointError(f"config.json sets {flag}: true, so the checkpoint is {what}, and mbk builds "
                                   "bidirectional encoders only; import an encoder checkpoint (or set it false if the "
                                   "weights were trained as an encoder)")
-    act = c["hidden_act"]
-    if act not in HF_ACTIVATIONS:
-        raise CheckpointError(f"unsupported hidden_act {act!r} in config.json; supported: {', '.join(HF_ACTIVATIONS)}")
-    config = _common(c, HF_ACTIVATIONS[act])
-    config["layer_norm_epsilon"] = c["layer_norm_eps"]
-    if model_type == "mobilebert":
-        config.update(_mobilebert_fields(c))
-        # Hugging Face builds these two LayerNorms without passing layer_norm_eps (torch default 1e-5).
-        config["layer_norm_epsilon_overrides"] = {"embeddings": 1e-5, "final_ffn": 1e-5}
-    elif model_type == "convbert":
-        config.update(
-            normalization_type="layer_norm",
-            classifier_activation=False,  # ConvBertModel has no pooler: pooled_output is the first token
-            attention_type="convbert_mixed",
-            head_ratio=c["head_ratio"],
-            conv_kernel_size=c["conv_kernel_size"],
-            num_groups=c["num_groups"],
-            embedding_size=c["embedding_size"],
-            embedding_projection="after_norm",  # ELECTRA's embeddings_project after the embedding LayerNorm
-        )
-    elif model_type == "nezha":
-        config.update(
-            normalization_type="layer_norm",
-            classifier_activation=True,
-            position_embedding_type="relative_functional",
-            max_relative_position=c["max_relative_position"],
-        )
-    else:
-        config.update(classifier_activation=True, normalization_type="layer_norm")
+    act = c[family.activation_field]
+    if not isinstance(act, str) or act not in HF_ACTIVATIONS:
+        raise CheckpointError(f"unsupported {family.activation_field} {str(act)[:40]!r} in config.json; "
+                              f"supported: {', '.join(HF_ACTIVATIONS)}")
+    config = common_fields(c, HF_ACTIVATIONS[act], family.config_names)
+    config["layer_norm_epsilon"] = c[family.config_names.get("layer_norm_epsilon", "layer_norm_epsilon")]
+    config.update(family.encoder_fields(c))
+    offset = family.position_offset(c)
+    if offset:
+        config["position_offset"] = offset
     return config
 
 
@@ -233,8 +143,8 @@ def _config_from_tf1(official):
     act = {"gelu": "gelu_tanh", "relu": "relu", "relu6": "relu6"}.get(c["hidden_act"])
     if act is None:
         raise CheckpointError(f"unsupported hidden_act {c['hidden_act']!r} in the TF1 config; supported: gelu, relu, relu6")
-    config = _common(c, act)
-    config.update(_mobilebert_fields(c))
+    config = common_fields(c, act)
+    config.update(mobilebert_fields(c))
     config["layer_norm_epsilon"] = 1e-12  # tf.contrib.layers.layer_norm's variance epsilon
     if c.get("use_relative_position"):
         # NEZHA-TensorFlow (huawei-noah): BERT names, no position_embeddings, functional relative positions.
@@ -301,8 +211,13 @@ def _refuse_non_float(origin, source, dialect):
     )
 
 
-def _collect(model, arrays, dialect, source, encoder_prefix=""):
-    """Builds ``{our path: array}`` from reference-named ``arrays``; reports all problems at once."""
+def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_config=None):
+    """Builds ``{our path: array}`` from reference-named ``arrays``; reports all problems at once.
+
+    ``family`` (a Hugging Face :class:`~mobilebert_kit.checkpoints.families.Family`) renames BERT's names to its
+    own (from ``hf_config``, its config over its defaults), lists the head weights and unused tensors its
+    checkpoints carry, and says whether several of our weights read one tensor (ALBERT's shared layers).
+    """
     from mobilebert_kit.models.api import assign_weights, check_finite_weights, named_weights
 
     encoder = model if not encoder_prefix else model.encoder
@@ -312,21 +227,21 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
     for path, var in named_weights(model).items():
         rel = path[len(encoder_prefix):] if encoder_prefix and path.startswith(encoder_prefix) else path
         mapped = reference_name(rel, dialect, config)
-        if mapped is None or mapped[0] not in remaining:
+        if mapped is not None and family is not None:
+            mapped = (family.hf_name(mapped[0], hf_config), mapped[1])
+        shared = family is not None and family.shared_layers and mapped is not None and mapped[0] in origin
+        if mapped is None or (mapped[0] not in remaining and not shared):
             ours[path] = None
             missing.append(f"missing {mapped[0] if mapped else path} (for {path}, expected shape {list(var.shape)})")
             continue
         name, transpose = mapped
-        array = remaining.pop(name)
+        array = origin[name] if shared else remaining.pop(name)
         ours[path] = to_ours(array, transpose)
         origin[name] = array
     # First: an integer tensor's shape is counted in its own elements, so a "misshaped" report would mislead.
     _refuse_non_float(origin, source, dialect)
-    skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES)]
-    ignored = set(IGNORED_KEYS)
-    if dialect == "hf" and not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]:
-        # Hugging Face MobileBERT creates embedding_transformation even when its forward skips it.
-        ignored |= {"embeddings.embedding_transformation.weight", "embeddings.embedding_transformation.bias"}
+    skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES + (family.head_prefixes if family else ()))]
+    ignored = set(IGNORED_KEYS) | set(family.unused_keys(config) if family else ())
     unexpected = [k for k in remaining if k not in skipped and k not in ignored]
     misshaped = []
     targets = named_weights(model)
@@ -352,25 +267,28 @@ def _collect(model, arrays, dialect, source, encoder_prefix=""):
 _HF_CLASS_HEADS = (("ForSequenceClassification", "sequence_classifier"), ("ForTokenClassification", "token_classifier"))
 
 
+def _auto_head(keys, architectures):
+    """The head a checkpoint holds: from its keys, and for a classifier from the config's ``architectures``."""
+    has_mlm = any(k.startswith(("cls.predictions", "cls/predictions")) for k in keys)
+    has_nsp = any(k.startswith(("cls.seq_relationship", "cls/seq_relationship")) for k in keys)
+    named = [name for suffix, name in _HF_CLASS_HEADS
+             for arch in architectures if isinstance(arch, str) and arch.endswith(suffix)]
+    if has_mlm and has_nsp:
+        return "pretrainer"
+    if "qa_outputs.weight" in keys:
+        return "span_question_answerer"
+    if len(set(named)) == 1 and any(k.startswith("classifier.") for k in keys):
+        return named[0]  # a fine-tuned classifier imports with its head (it was dropped: encoder only)
+    return None
+
+
 def _wrap_head(encoder, head, arrays, dialect, architectures=()):
     """Returns the task model for ``head`` ("auto" picks one from the checkpoint's keys, and for a classifier
     from the config's ``architectures``)."""
     from mobilebert_kit.models.heads import HEADS
 
-    keys = set(arrays)
     if head == "auto":
-        has_mlm = any(k.startswith(("cls.predictions", "cls/predictions")) for k in keys)
-        has_nsp = any(k.startswith(("cls.seq_relationship", "cls/seq_relationship")) for k in keys)
-        named = [name for suffix, name in _HF_CLASS_HEADS
-                 for arch in architectures if isinstance(arch, str) and arch.endswith(suffix)]
-        if has_mlm and has_nsp:
-            head = "pretrainer"
-        elif "qa_outputs.weight" in keys:
-            head = "span_question_answerer"
-        elif "classifier.weight" in keys and len(set(named)) == 1:
-            head = named[0]  # a fine-tuned classifier imports with its head (it was dropped: encoder only)
-        else:
-            head = None
+        head = _auto_head(set(arrays), architectures)
     if head is None:
         return encoder, ""
     if head not in HEADS:
@@ -382,6 +300,67 @@ def _wrap_head(encoder, head, arrays, dialect, architectures=()):
             raise CheckpointError(f"head {head!r} needs classifier.weight in the checkpoint; it has none")
         kwargs["num_labels"] = int(weight.shape[0])
     return HEADS[head](encoder, **kwargs), "encoder/"
+
+
+def _family_head(family, head, arrays, architectures, directory):
+    """``(head, arrays)`` with the family's layout of ``head`` applied: its task weights under BERT's names.
+
+    A head whose layout does not fit ours is refused in one line when asked for by name; "auto" then
+    imports the encoder alone and says why (the head's weights are reported as skipped).
+    """
+    asked = head
+    if head == "auto":
+        head = _auto_head(set(arrays), architectures)
+    if head is None:
+        return None, arrays
+    layout = family.head(head)
+    if layout.refused:
+        if asked != "auto":
+            raise CheckpointError(f"{directory}: cannot import head {head!r} from a {family.model_type} checkpoint: "
+                                  f"{layout.refused}")
+        log.warning("%s: importing the encoder without its %s head: %s", directory, head, layout.refused)
+        return None, arrays
+    if layout.renames:
+        def rename(key):
+            for theirs, bert in layout.renames:
+                if key.startswith(theirs):
+                    return bert + key[len(theirs):]
+            return key
+
+        arrays = _renamed(arrays, rename, directory)
+    if asked == "auto" and head in ("sequence_classifier", "token_classifier") and "classifier.weight" not in arrays:
+        return None, arrays  # a classifier's name without its weights: the encoder, its keys reported as skipped
+    return head, arrays
+
+
+def _refuse_foreign_weights(family, hf_config, arrays, directory):
+    """Refuses, in one line, a checkpoint whose weights are another family's than its ``model_type`` says.
+
+    Three cheap cross-checks: the state dict's prefix, a position table ``pad_token_id + 1`` rows longer than
+    ``max_position_embeddings`` (RoBERTa's), and a tokenizer class that only another family uses. Imported as
+    the family the config names, such a checkpoint loads without a missing weight and answers wrongly
+    (RoBERTa read as BERT: every position off by two).
+    """
+    said = f"{directory / 'config.json'} says model_type {family.model_type!r}"
+    fix = "set \"model_type\" in config.json to the checkpoint's own type"
+    for other in FAMILIES.values():
+        if other.prefix != family.prefix and any(k.startswith(other.prefix) for k in arrays):
+            kinds = " / ".join(f.model_type for f in FAMILIES.values() if f.prefix == other.prefix)
+            raise CheckpointError(f"{said} but its weights are under {other.prefix!r}, the prefix of {kinds} "
+                                  f"checkpoints; {fix} ({kinds})")
+    table = arrays.get("embeddings.position_embeddings.weight")
+    rows, pad = (np.shape(table)[0] if table is not None and np.ndim(table) == 2 else None), hf_config.get("pad_token_id")
+    limit = hf_config.get("max_position_embeddings")
+    if (family.position_offset({**family.defaults, **hf_config}) == 0
+            and isinstance(pad, int) and isinstance(limit, int) and rows == limit + pad + 1):
+        raise CheckpointError(f"{said} but its position table has {rows} rows, max_position_embeddings ({limit}) + "
+                              f"pad_token_id ({pad}) + 1: the layout of RoBERTa / XLM-R, whose positions start at "
+                              f"pad_token_id + 1; {fix} (roberta or xlm-roberta)")
+    tokenizer = _read_json(directory / "tokenizer_config.json").get("tokenizer_class") or hf_config.get("tokenizer_class")
+    owners = [f.model_type for f in FAMILIES.values() if tokenizer in f.tokenizer_classes]
+    if isinstance(tokenizer, str) and owners and family.model_type not in owners:
+        raise CheckpointError(f"{said} but its tokenizer is {tokenizer}, which {' / '.join(owners)} checkpoints use; "
+                              f"{fix} ({' or '.join(owners)})")
 
 
 def _built(build, config, config_file):
@@ -399,8 +378,12 @@ def import_hf(directory, head=None, **overrides):
     directory = Path(directory)
     hf_config = load_json(directory / "config.json", "the Hugging Face config", expect=dict, error=CheckpointError)
     config = config_from_hf(hf_config)
+    family = FAMILIES[hf_config["model_type"]]
     arrays = read_safetensors_dir(directory)
-    arrays = _strip_prefix(arrays, (HF_ENCODER_PREFIXES[hf_config["model_type"]],), directory)
+    arrays = _strip_prefix(arrays, (family.prefix,), directory)
+    _refuse_foreign_weights(family, hf_config, arrays, directory)
+    architectures = hf_config.get("architectures") if isinstance(hf_config.get("architectures"), list) else []
+    head, arrays = _family_head(family, head, arrays, architectures, directory)
     if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):
         # *ForMaskedLM models are saved without a pooler (add_pooling_layer=False); rather than invent one,
         # the encoder is built without it and pooled_output is the first token.
@@ -408,9 +391,12 @@ def import_hf(directory, head=None, **overrides):
         config["classifier_activation"] = False
     config.update(overrides)
     encoder = _built(build, config, directory / "config.json")
-    architectures = hf_config.get("architectures") if isinstance(hf_config.get("architectures"), list) else []
     model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf", architectures)
-    _collect(model, arrays, "hf", f"{directory}", encoder_prefix)
+    if family.shared_layers:
+        # ALBERT: the encoder has no tied blocks, so each reads its group's tensors (outputs agree to 1e-6).
+        log.warning("%s shares its layer weights across %d layers; the imported encoder holds a copy per layer "
+                    "(the same outputs, more parameters)", directory, config["num_layers"])
+    _collect(model, arrays, "hf", f"{directory}", encoder_prefix, family, {**family.defaults, **hf_config})
     return model
 
 
@@ -583,7 +569,7 @@ def checkpoint_format(path):
                   fix="restore the checkpoint's config.json")
         if any((path / name).is_file() for name in ("model.safetensors", "model.safetensors.index.json")):
             # Both files are there: only the model_type that marks a Hugging Face config is not.
-            raise CheckpointError(_no_model_type(path / "config.json"))
+            raise CheckpointError(no_model_type(path / "config.json"))
     if path.is_dir():
         # A config.json or model.safetensors that is there but no regular file (a directory, a FIFO, a link to a
         # device) was reported as missing: "not a checkpoint: expected config.json + model.safetensors".

@@ -42,6 +42,10 @@ class TokenEmbedding(keras.layers.Layer):
         dropout: dropout rate on the output.
         initializer_range: stddev of the truncated-normal table initializer.
         embedding_projection: ``"before_norm"`` (default) or ``"after_norm"``.
+        position_offset: row of the position table that the first token reads
+            (default 0). RoBERTa and XLM-R start at ``pad_token_id + 1`` (2):
+            their tables have ``max_position_embeddings`` rows, of which
+            ``max_position_embeddings - position_offset`` are reachable.
         **kwargs: standard layer arguments.
 
     Example:
@@ -65,6 +69,7 @@ class TokenEmbedding(keras.layers.Layer):
         dropout=0.0,
         initializer_range=0.02,
         embedding_projection="before_norm",
+        position_offset=0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -82,6 +87,7 @@ class TokenEmbedding(keras.layers.Layer):
         self.dropout_rate = dropout
         self.initializer_range = initializer_range
         self.embedding_projection = check_choice("embedding_projection", embedding_projection, EMBEDDING_PROJECTIONS)
+        self.position_offset = position_offset
         if embedding_projection == "after_norm" and trigram_input:
             raise ConfigError(
                 "trigram_input needs embedding_projection='before_norm' (the trigram feeds the projection)"
@@ -136,7 +142,10 @@ class TokenEmbedding(keras.layers.Layer):
             x = self.embedding_transformation(x)  # (B, S, H)
         if self.position_embeddings is not None:
             seq = tf.shape(input_ids)[1]
-            x = x + tf.cast(self.position_embeddings[:seq], x.dtype)[tf.newaxis]
+            # Positions by index: Hugging Face RoBERTa numbers only the non-padding ids from pad_token_id + 1, so
+            # right-padded inputs agree on every real token (left padding would shift them there, not here).
+            start = self.position_offset
+            x = x + tf.cast(self.position_embeddings[start:start + seq], x.dtype)[tf.newaxis]
         if self.token_type_embeddings is not None and token_type_ids is not None:
             x = x + tf.cast(tf.gather(self.token_type_embeddings, token_type_ids), x.dtype)
         x = self.dropout(self.norm(x), training=training)
@@ -164,6 +173,7 @@ class TokenEmbedding(keras.layers.Layer):
                 "dropout": self.dropout_rate,
                 "initializer_range": self.initializer_range,
                 "embedding_projection": self.embedding_projection,
+                "position_offset": self.position_offset,
             }
         )
         return config

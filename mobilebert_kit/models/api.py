@@ -75,7 +75,8 @@ def max_positions(config):
     """
     if config.get("position_embedding_type", "absolute") != "absolute":
         return None
-    return config["max_position_embeddings"]
+    # RoBERTa's first token reads row pad_token_id + 1: the rows before it are never reached.
+    return config["max_position_embeddings"] - config.get("position_offset", 0)
 
 
 def default_seq_len(config, default=128):

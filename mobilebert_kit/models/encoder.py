@@ -101,6 +101,9 @@ class Encoder(keras.Model):
             (ELECTRA/ConvBERT: embedding-wide position/type tables and norm).
             Relative tables (NEZHA, composite) are built for
             ``max_position_embeddings``, the longest sequence the model accepts.
+        position_offset: first row of the absolute position table (default 0);
+            RoBERTa and XLM-R number positions from ``pad_token_id + 1``, so 2.
+            Inputs take at most ``max_position_embeddings - position_offset`` tokens.
         output_hidden_states: also return every block's output.
         output_attentions: also return every block's attention probabilities.
         dtype: layer dtype or mixed-precision policy name.
@@ -149,6 +152,7 @@ class Encoder(keras.Model):
         relative_window=8,
         relative_attention_variant="composite",
         embedding_projection="before_norm",
+        position_offset=0,
         output_hidden_states=False,
         output_attentions=False,
         dtype=None,
@@ -173,6 +177,7 @@ class Encoder(keras.Model):
             trigram_input=trigram_input,
             position_embedding_type="absolute" if position_embedding_type == "absolute" else "none",
             embedding_projection=embedding_projection,
+            position_offset=position_offset,
             normalization_type=normalization_type,
             layer_norm_epsilon=eps.get("embeddings", layer_norm_epsilon),
             dropout=hidden_dropout,
@@ -307,6 +312,7 @@ CONFIG_FIELDS = {
     "num_feedforward_networks": (_INT, 1, 64),
     "embedding_size": (_INT, 1, 16_384),
     "max_position_embeddings": (_INT, 1, 131_072),
+    "position_offset": (_INT, 0, 131_071),  # below max_position_embeddings: checked in _validate
     "type_vocab_size": (_INT, 0, 1_024),  # 0: no token-type table
     "head_ratio": (_INT, 1, 1_024),
     "conv_kernel_size": (_INT, 1, 1_023),
@@ -484,6 +490,11 @@ def _validate(config):
         raise ConfigError(
             f"position_embedding_type='relative_functional' (NEZHA) applies to attention_type='self_attention', "
             f"not {config['attention_type']!r}; use position_embedding_type='none' or 'absolute' with it"
+        )
+    if config["position_offset"] >= config["max_position_embeddings"]:
+        raise ConfigError(
+            f"position_offset={config['position_offset']} leaves no row of the {config['max_position_embeddings']}-row "
+            "position table; it must be below max_position_embeddings (RoBERTa: pad_token_id + 1)"
         )
     if config["conv_kernel_size"] % 2 == 0:
         raise ConfigError(f"conv_kernel_size must be odd (centred kernel), got {config['conv_kernel_size']}")

@@ -1,0 +1,410 @@
+"""The Hugging Face families ``import_checkpoint`` reads: one frozen record per ``model_type``.
+
+A family is data, not a branch: the prefix of its encoder in a task model's
+state dict, its ``config.json`` defaults and field names, the Encoder options
+that make it (position scheme, embedding projection, token types, attention),
+whether its layers share weights (ALBERT),
+how its weight names differ from BERT's, and which of our heads its task
+models fit. The importer reads the record and has no ``if model_type ==``.
+
+Every family's weight names are BERT's (``checkpoints/weight_names.py``)
+unless ``weight_renames`` says otherwise: DistilBERT renames every scope of a
+block (``q_lin``, ``sa_layer_norm``, ``ffn.lin1`` ...), and the record lists
+those renames in the order they apply. ALBERT's blocks read their layer
+group's weights (``layer_scope``): our encoder holds one copy per block, so the
+outputs are ALBERT's and the parameter count is that of unshared layers.
+
+TensorFlow-free: ``checkpoint_format`` and ``sources/`` import the importer
+(and so this module) without loading TensorFlow.
+"""
+
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from mobilebert_kit.errors import CheckpointError
+
+HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                  "gelu_fast": "gelu_tanh", "relu": "relu", "relu6": "relu6"}
+
+# Encoder option -> the name Hugging Face and TF1 configs give it, where they differ (for messages).
+CONFIG_NAMES = MappingProxyType({
+    "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads", "hidden_dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob", "layer_norm_epsilon": "layer_norm_eps",
+})
+_COMMON_OPTIONS = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "hidden_dropout",
+                   "attention_dropout", "max_position_embeddings", "type_vocab_size", "initializer_range")
+
+
+def common_fields(c, act, names=CONFIG_NAMES):
+    """The Encoder options every family has, read from ``c`` under the family's field ``names``.
+
+    Values pass through unconverted: int("12") or bool("false") would accept
+    what the file got wrong; Encoder's ``CONFIG_FIELDS`` table checks each one's
+    type, finiteness and range.
+
+    Args:
+        c (dict): the checkpoint's config over the family's defaults.
+        act (str): our ``hidden_act`` name.
+        names (Mapping[str, str]): Encoder option -> the config's field name, where they differ.
+
+    Returns:
+        dict: Encoder options.
+
+    Example:
+        >>> common_fields({"vocab_size": 9, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+        ...                "intermediate_size": 16, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+        ...                "max_position_embeddings": 8, "type_vocab_size": 2, "initializer_range": 0.02},
+        ...               "gelu")["num_layers"]
+        1
+    """
+    config = {ours: c[names.get(ours, ours)] for ours in _COMMON_OPTIONS}
+    config["hidden_act"] = act
+    return config
+
+
+def _or_hidden(c, key):
+    """``c[key]``, or the hidden size where the file leaves it unset; a 0 stays a 0, for the range check to refuse."""
+    return c["hidden_size"] if c[key] is None else c[key]
+
+
+def mobilebert_fields(c):
+    """MobileBERT's own Encoder options (bottlenecks, trigram input, stacked FFNs), shared with the TF1 path.
+
+    Example:
+        >>> mobilebert_fields({**HF_MOBILEBERT_DEFAULTS, "hidden_size": 512})["intra_bottleneck_size"]
+        128
+    """
+    return dict(
+        embedding_size=_or_hidden(c, "embedding_size"),
+        trigram_input=c["trigram_input"],
+        use_bottleneck=c["use_bottleneck"],
+        intra_bottleneck_size=_or_hidden(c, "intra_bottleneck_size"),
+        use_bottleneck_attention=c["use_bottleneck_attention"],
+        key_query_shared_bottleneck=c["key_query_shared_bottleneck"],
+        num_feedforward_networks=c["num_feedforward_networks"],
+        normalization_type=c["normalization_type"],
+        classifier_activation=c["classifier_activation"],
+    )
+
+
+def _absolute_only(c):
+    """BERT's ``position_embedding_type``: only the learned absolute table is built here."""
+    kind = c.get("position_embedding_type", "absolute")
+    if kind != "absolute":
+        raise CheckpointError(f"{c.get('model_type')} position_embedding_type {kind!r} is not supported; only "
+                              "'absolute' (mbk builds no relative_key attention): import an absolute-position checkpoint")
+    return {}
+
+
+def _padding_offset(c):
+    """RoBERTa numbers positions from ``pad_token_id + 1`` (``create_position_ids_from_input_ids``)."""
+    pad = c["pad_token_id"]
+    if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
+        raise CheckpointError(f"config.json: pad_token_id must be a non-negative integer, got {str(pad)[:40]}; "
+                              "RoBERTa's positions start at pad_token_id + 1: fix the config")
+    return pad + 1
+
+
+@dataclass(frozen=True)
+class HeadLayout:
+    """How one of our heads reads a family's task-model weights.
+
+    Args:
+        renames (tuple[tuple[str, str], ...]): ``(checkpoint prefix, the BERT-layout prefix it stands for)``,
+            applied to the checkpoint's names before import (RoBERTa's ``classifier.dense`` is our pooler).
+        refused (str): why the head cannot be imported, naming the fix; empty when it fits.
+
+    Example:
+        >>> HeadLayout(refused="its head is dense + ReLU").refused
+        'its head is dense + ReLU'
+    """
+
+    renames: tuple = ()
+    refused: str = ""
+
+
+FITS = HeadLayout()
+_BERT_LAYER = re.compile(r"encoder\.layer\.(\d+)\.")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One Hugging Face encoder family: everything the importer needs to know about its checkpoints.
+
+    Args:
+        model_type (str): ``config.json``'s ``model_type``.
+        prefix (str): the base model's prefix in a task model's state dict (``"bert."``).
+        defaults (Mapping): transformers' config defaults, under the file's field names.
+        encoder_fields (Callable[[dict], dict]): the family's own Encoder options from the config over its
+            defaults (normalization, pooler, attention, embedding projection, token types ...).
+        config_names (Mapping[str, str]): Encoder option -> the config's field name, where they differ.
+        activation_field (str): the config field naming the activation.
+        position_offset (Callable[[dict], int]): the first position row from the config (RoBERTa:
+            ``pad_token_id + 1``); 0 for the others.
+        weight_renames (tuple[tuple[str, str], ...]): ``(BERT name fragment, this family's)`` applied in order
+            to the Hugging Face name of each of our weights.
+        head_prefixes (tuple[str, ...]): prefixes of task-head weights the encoder leaves (skipped, reported).
+        heads (Mapping[str, HeadLayout]): our head name -> how it reads this family's task weights
+            (absent: BERT's names fit).
+        tokenizer_classes (tuple[str, ...]): tokenizer classes that mark this family's checkpoints (and no
+            other's), to refuse a config that names another ``model_type``.
+        unused_keys (Callable[[dict], tuple]): checkpoint weights the reference builds but never uses, for an
+            Encoder config.
+        layer_scope (Callable[[int, dict], str] | None): the checkpoint scope of our block ``i`` from the
+            config, where it is not BERT's ``encoder.layer.{i}.``; with ``shared_layers`` several blocks
+            read one scope (ALBERT's layer groups).
+        shared_layers (bool): blocks share the checkpoint's weights, each of ours holding a copy.
+
+    Example:
+        >>> FAMILIES["roberta"].position_offset({"pad_token_id": 1})
+        2
+    """
+
+    model_type: str
+    prefix: str
+    defaults: Mapping
+    encoder_fields: Callable[[dict], dict]
+    config_names: Mapping = field(default_factory=lambda: CONFIG_NAMES)
+    activation_field: str = "hidden_act"
+    position_offset: Callable[[dict], int] = lambda c: 0
+    weight_renames: tuple = ()
+    head_prefixes: tuple = ()
+    heads: Mapping = field(default_factory=lambda: MappingProxyType({}))
+    tokenizer_classes: tuple = ()
+    unused_keys: Callable[[dict], tuple] = lambda config: ()
+    layer_scope: Callable[[int, dict], str] | None = None
+    shared_layers: bool = False
+
+    def hf_name(self, name, hf_config):
+        """This family's name for the BERT-layout Hugging Face ``name`` of one of our weights.
+
+        Args:
+            name (str): the name BERT gives the weight (``encoder.layer.0.attention.self.query.weight``).
+            hf_config (dict): the checkpoint's config over the family's defaults (for ``layer_scope``).
+
+        Example:
+            >>> FAMILIES["distilbert"].hf_name("encoder.layer.0.attention.self.query.weight", {})
+            'transformer.layer.0.attention.q_lin.weight'
+        """
+        match = _BERT_LAYER.match(name)
+        if match and self.layer_scope is not None:
+            name = self.layer_scope(int(match.group(1)), hf_config) + name[match.end():]
+        for bert, ours in self.weight_renames:
+            name = name.replace(bert, ours)
+        return name
+
+    def head(self, name):
+        """The :class:`HeadLayout` of our head ``name`` for this family (BERT's names when it lists none)."""
+        return self.heads.get(name, FITS)
+
+
+HF_MOBILEBERT_DEFAULTS = MappingProxyType(dict(
+    vocab_size=30522, hidden_size=512, num_hidden_layers=24, num_attention_heads=4, intermediate_size=512,
+    hidden_act="relu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, embedding_size=128, trigram_input=True,
+    use_bottleneck=True, intra_bottleneck_size=128, use_bottleneck_attention=False, key_query_shared_bottleneck=True,
+    num_feedforward_networks=4, normalization_type="no_norm", classifier_activation=True,
+))
+_HF_BERT_DEFAULTS = MappingProxyType(dict(
+    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, position_embedding_type="absolute",
+))
+# transformers ConvBertConfig defaults (models/convbert/configuration_convbert.py).
+_HF_CONVBERT_DEFAULTS = MappingProxyType(dict(
+    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, embedding_size=768, head_ratio=2,
+    conv_kernel_size=9, num_groups=1,
+))
+# transformers NezhaConfig defaults (models/deprecated/nezha/configuration_nezha.py).
+_HF_NEZHA_DEFAULTS = MappingProxyType(dict(
+    vocab_size=21128, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    max_relative_position=64, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
+))
+# transformers DistilBertConfig defaults; its LayerNorms are built with eps 1e-12 (no config field), and it has
+# no token types.
+_HF_DISTILBERT_DEFAULTS = MappingProxyType(dict(
+    vocab_size=30522, max_position_embeddings=512, n_layers=6, n_heads=12, dim=768, hidden_dim=3072, dropout=0.1,
+    attention_dropout=0.1, activation="gelu", initializer_range=0.02, type_vocab_size=0, layer_norm_eps=1e-12,
+))
+# transformers ElectraConfig defaults (the small discriminator).
+_HF_ELECTRA_DEFAULTS = MappingProxyType(dict(
+    vocab_size=30522, embedding_size=128, hidden_size=256, num_hidden_layers=12, num_attention_heads=4,
+    intermediate_size=1024, hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+    max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
+    position_embedding_type="absolute",
+))
+# transformers AlbertConfig defaults (ALBERT-xxlarge's sizes).
+_HF_ALBERT_DEFAULTS = MappingProxyType(dict(
+    vocab_size=30000, embedding_size=128, hidden_size=4096, num_hidden_layers=12, num_hidden_groups=1,
+    num_attention_heads=64, intermediate_size=16384, inner_group_num=1, hidden_act="gelu_new", hidden_dropout_prob=0,
+    attention_probs_dropout_prob=0, max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02,
+    layer_norm_eps=1e-12, position_embedding_type="absolute",
+))
+# transformers RobertaConfig / XLMRobertaConfig defaults: BERT's with pad_token_id 1.
+_HF_ROBERTA_DEFAULTS = MappingProxyType({**_HF_BERT_DEFAULTS, "pad_token_id": 1})
+
+_BERT_LAYOUT = dict(normalization_type="layer_norm", classifier_activation=True)
+# DistilBERT's block: BERT's scopes under other names (transformers models/distilbert/modeling_distilbert.py).
+# Order matters: the attention output's dense and norm before the FFN's.
+_DISTILBERT_RENAMES = (
+    ("encoder.layer.", "transformer.layer."),
+    (".attention.self.query.", ".attention.q_lin."),
+    (".attention.self.key.", ".attention.k_lin."),
+    (".attention.self.value.", ".attention.v_lin."),
+    (".attention.output.dense.", ".attention.out_lin."),
+    (".attention.output.LayerNorm.", ".sa_layer_norm."),
+    (".intermediate.dense.", ".ffn.lin1."),
+    (".output.dense.", ".ffn.lin2."),
+    (".output.LayerNorm.", ".output_layer_norm."),
+)
+# ALBERT's layer (transformers models/albert/modeling_albert.py): BERT's post-LN block with flat scope names.
+_ALBERT_RENAMES = (
+    ("embeddings_project.", "encoder.embedding_hidden_mapping_in."),
+    ("pooler.dense.", "pooler."),
+    (".attention.self.", ".attention."),
+    (".attention.output.dense.", ".attention.dense."),
+    (".attention.output.LayerNorm.", ".attention.LayerNorm."),
+    (".intermediate.dense.", ".ffn."),
+    (".output.dense.", ".ffn_output."),
+    (".output.LayerNorm.", ".full_layer_layer_norm."),
+)
+_HEAD_ONLY_ENCODER = ("import the encoder alone (mbk import --head none, or head=None) and fine-tune a "
+                      "sequence_classifier on it (mbk finetune)")
+# RoBERTa's classification head is BERT's pooler (dense + tanh on the first token) and classifier under other
+# names, built without the base model's pooler (add_pooling_layer=False).
+_ROBERTA_HEADS = MappingProxyType({
+    "sequence_classifier": HeadLayout(renames=(("classifier.dense.", "pooler.dense."),
+                                               ("classifier.out_proj.", "classifier."))),
+})
+_ROBERTA_TOKENIZERS = ("RobertaTokenizer", "RobertaTokenizerFast")
+_XLM_ROBERTA_TOKENIZERS = ("XLMRobertaTokenizer", "XLMRobertaTokenizerFast")
+
+
+def _mobilebert_encoder(c):
+    # Hugging Face builds these two LayerNorms without passing layer_norm_eps (torch default 1e-5).
+    return dict(mobilebert_fields(c), layer_norm_epsilon_overrides={"embeddings": 1e-5, "final_ffn": 1e-5})
+
+
+def _mobilebert_unused(config):
+    # Hugging Face MobileBERT creates embedding_transformation even when its forward skips it.
+    if not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]:
+        return ("embeddings.embedding_transformation.weight", "embeddings.embedding_transformation.bias")
+    return ()
+
+
+def _albert_group(i, c):
+    """ALBERT's block ``i`` runs layer group ``int(i / (num_hidden_layers / num_hidden_groups))``."""
+    # transformers' own float expression (AlbertTransformer.forward), so every group boundary falls where it does there.
+    group = int(i / (c["num_hidden_layers"] / c["num_hidden_groups"]))
+    return f"encoder.albert_layer_groups.{group}.albert_layers.0."
+
+
+def _albert_encoder(c):
+    groups, inner, layers = c["num_hidden_groups"], c["inner_group_num"], c["num_hidden_layers"]
+    if inner != 1:
+        raise CheckpointError(f"config.json: inner_group_num {inner!r} runs several layers per ALBERT group; mbk "
+                              "imports inner_group_num 1 (every published ALBERT)")
+    if not isinstance(groups, int) or isinstance(groups, bool) or not isinstance(layers, int) \
+            or not 1 <= groups <= layers:
+        raise CheckpointError(f"config.json: num_hidden_groups must be an integer from 1 to num_hidden_layers "
+                              f"({layers}), got {str(groups)[:40]}; fix the config")
+    if c["embedding_size"] == c["hidden_size"]:
+        raise CheckpointError("config.json: ALBERT with embedding_size == hidden_size still projects "
+                              "(embedding_hidden_mapping_in), which mbk's encoder builds only between different "
+                              "widths; not supported")
+    return dict(_absolute_only(c), **_BERT_LAYOUT, embedding_size=c["embedding_size"],
+                embedding_projection="after_norm")  # encoder.embedding_hidden_mapping_in after the LayerNorm
+
+
+def _electra_layout(c):
+    return dict(
+        normalization_type="layer_norm",
+        classifier_activation=False,  # no pooler: pooled_output is the first token
+        embedding_size=c["embedding_size"],
+        embedding_projection="after_norm",  # ELECTRA's embeddings_project after the embedding LayerNorm
+    )
+
+
+_FAMILIES = (
+    Family("mobilebert", "mobilebert.", HF_MOBILEBERT_DEFAULTS, _mobilebert_encoder, unused_keys=_mobilebert_unused),
+    Family("bert", "bert.", _HF_BERT_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT)),
+    Family("convbert", "convbert.", _HF_CONVBERT_DEFAULTS, lambda c: dict(
+        _electra_layout(c), attention_type="convbert_mixed", head_ratio=c["head_ratio"],
+        conv_kernel_size=c["conv_kernel_size"], num_groups=c["num_groups"])),
+    Family("nezha", "nezha.", _HF_NEZHA_DEFAULTS, lambda c: dict(
+        _BERT_LAYOUT, position_embedding_type="relative_functional",
+        max_relative_position=c["max_relative_position"])),
+    Family(
+        "distilbert", "distilbert.", _HF_DISTILBERT_DEFAULTS,
+        lambda c: dict(normalization_type="layer_norm", classifier_activation=False),  # no pooler
+        config_names=MappingProxyType({
+            "hidden_size": "dim", "num_layers": "n_layers", "num_heads": "n_heads", "intermediate_size": "hidden_dim",
+            "hidden_dropout": "dropout", "attention_dropout": "attention_dropout",
+            "layer_norm_epsilon": "layer_norm_eps"}),
+        activation_field="activation",
+        weight_renames=_DISTILBERT_RENAMES,
+        head_prefixes=("pre_classifier.", "vocab_transform.", "vocab_layer_norm.", "vocab_projector."),
+        heads=MappingProxyType({"sequence_classifier": HeadLayout(refused=(
+            "DistilBERT's classification head is pre_classifier (dense + ReLU) then classifier, where mbk's "
+            "sequence_classifier reads a tanh pooler: " + _HEAD_ONLY_ENCODER))}),
+    ),
+    Family(
+        "electra", "electra.", _HF_ELECTRA_DEFAULTS, lambda c: dict(_absolute_only(c), **_electra_layout(c)),
+        head_prefixes=("discriminator_predictions.", "generator_predictions.", "generator_lm_head."),
+        heads=MappingProxyType({"sequence_classifier": HeadLayout(refused=(
+            "ELECTRA's classification head is dense + GELU then out_proj, where mbk's sequence_classifier reads "
+            "a tanh pooler: " + _HEAD_ONLY_ENCODER))}),
+    ),
+    Family(
+        "albert", "albert.", _HF_ALBERT_DEFAULTS, _albert_encoder,
+        weight_renames=_ALBERT_RENAMES, layer_scope=_albert_group, shared_layers=True,
+        head_prefixes=("predictions.", "sop_classifier."),
+    ),
+    Family(
+        "roberta", "roberta.", _HF_ROBERTA_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT),
+        position_offset=_padding_offset, head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS,
+        tokenizer_classes=_ROBERTA_TOKENIZERS,
+    ),
+    Family(
+        "xlm-roberta", "roberta.", _HF_ROBERTA_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT),
+        position_offset=_padding_offset, head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS,
+        tokenizer_classes=_XLM_ROBERTA_TOKENIZERS,
+    ),
+)
+FAMILIES = MappingProxyType({family.model_type: family for family in _FAMILIES})
+
+
+def family_of(model_type):
+    """The :class:`Family` record of a ``config.json``'s ``model_type``; one-line CheckpointError otherwise.
+
+    Args:
+        model_type (str | None): the config's ``model_type``.
+
+    Returns:
+        Family: its record.
+
+    Example:
+        >>> family_of("electra").prefix
+        'electra.'
+    """
+    if model_type is None:
+        raise CheckpointError(no_model_type("config.json"))
+    if model_type not in FAMILIES:
+        raise CheckpointError(f"unsupported Hugging Face model_type {model_type!r}; supported: {', '.join(FAMILIES)}")
+    return FAMILIES[model_type]
+
+
+def no_model_type(config_file):
+    """The one line for a Hugging Face config without ``model_type``, listing the supported ones.
+
+    Example:
+        >>> no_model_type("config.json").startswith("config.json has no model_type")
+        True
+    """
+    return (f"{config_file} has no model_type, which tells the architecture; add \"model_type\": \"bert\" "
+            f"(or the checkpoint's own type: {', '.join(FAMILIES)})")
