@@ -1,12 +1,13 @@
-"""The Hugging Face families of ``checkpoints/families.py``: DistilBERT, ELECTRA, ALBERT, RoBERTa and XLM-R.
+"""The Hugging Face families of ``checkpoints/families.py``: DistilBERT, ELECTRA, ALBERT, RoBERTa, XLM-R, MPNet.
 
 Each family is imported from a tiny random ``transformers`` model saved as
 safetensors and compared with it on the same ids (issue 35): hidden states,
 and the logits of each head our task models fit. Criterion as in
 ``test_parity_hf.py``: max |ours - ref| <= 1e-4 * max |ref|, here with weights
 far from init (:func:`~tests.parity_helpers.randomize`: init-scale weights
-hide transposition bugs). A head that does not fit ours is refused in one
-line, and a checkpoint whose config names another family is refused too.
+hide transposition bugs). Every family x head pair is one parametrized case
+(:data:`FAMILY_MODELS` x :data:`HEADS`). A family mbk cannot build is refused
+in one line, and so is a checkpoint whose config names another family.
 """
 
 import json
@@ -16,6 +17,7 @@ import pytest
 
 import mobilebert_kit as mbk
 from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.layers.relative_position_bias import relative_buckets
 from mobilebert_kit.models.api import max_positions
 from mobilebert_kit.models.encoder import Encoder
 from tests.helpers import assert_close_relative, assert_one_line_error, random_inputs, run_encoder
@@ -33,6 +35,9 @@ TINY_DISTILBERT = dict(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_d
 TINY_ELECTRA = dict(TINY, embedding_size=16)
 # RoBERTa's table: max_position_embeddings + pad_token_id + 1 rows, the first two never read.
 TINY_ROBERTA = dict(TINY, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1)
+# MPNet: RoBERTa's positions, no token types, 32 relative-distance buckets (distances to 63 reach the log ones).
+TINY_MPNET = dict(TINY, max_position_embeddings=66, pad_token_id=1)
+TINY_ALBERT = dict(TINY_ELECTRA, num_hidden_layers=4)
 
 
 def family_inputs(batch, seq, pad_last=0, pad_id=0, token_types=2, seed=0):
@@ -107,34 +112,6 @@ def test_distilbert_encoder_matches_transformers(distilbert_dir):
     check_encoder(ours, ref, token_types=0)
 
 
-HEADS_THAT_FIT = [
-    ("ForTokenClassification", "token_classifier", {"logits": "logits"}, 3),
-    ("ForQuestionAnswering", "span_question_answerer", {"start_logits": "start_logits", "end_logits": "end_logits"}, 2),
-]
-
-
-@pytest.mark.parametrize("cls,head,outputs,labels", HEADS_THAT_FIT, ids=["token", "qa"])
-def test_distilbert_heads_that_fit_import_with_their_logits(tmp_path, cls, head, outputs, labels):
-    cls = f"DistilBert{cls}"
-    config = transformers.DistilBertConfig(**TINY_DISTILBERT, num_labels=labels)
-    ref = saved(tmp_path, getattr(transformers, cls)(config), seed=1)
-    ours = mbk.import_checkpoint(tmp_path, head="auto")
-    assert ours.architecture == head
-    check_head(ours, ref, outputs, token_types=0)
-
-
-def test_distilbert_classification_head_is_refused_and_auto_keeps_the_encoder(tmp_path, caplog):
-    config = transformers.DistilBertConfig(**TINY_DISTILBERT, num_labels=3)
-    ref = saved(tmp_path, transformers.DistilBertForSequenceClassification(config), seed=2)
-    with pytest.raises(CheckpointError, match=r"pre_classifier \(dense \+ ReLU\).*--head none") as info:
-        mbk.import_checkpoint(tmp_path, head="sequence_classifier")
-    assert "\n" not in str(info.value)
-    encoder = mbk.import_checkpoint(tmp_path, head="auto")
-    assert getattr(encoder, "architecture", None) is None
-    assert "without its sequence_classifier head" in caplog.text
-    check_encoder(encoder, ref.distilbert, token_types=0)
-
-
 # === ELECTRA: embedding-wide tables, LayerNorm, then embeddings_project; no pooler ===
 
 @pytest.mark.parametrize("embedding_size", [16, 32], ids=["projected", "unprojected"])
@@ -148,26 +125,7 @@ def test_electra_encoder_matches_transformers(tmp_path, embedding_size):
     np.testing.assert_array_equal(out["pooled_output"], out["sequence_output"][:, 0])  # no pooler
 
 
-@pytest.mark.parametrize("cls,head,outputs,labels", HEADS_THAT_FIT, ids=["token", "qa"])
-def test_electra_heads_that_fit_import_with_their_logits(tmp_path, cls, head, outputs, labels):
-    cls = f"Electra{cls}"
-    config = transformers.ElectraConfig(**TINY_ELECTRA, num_labels=labels)
-    ref = saved(tmp_path, getattr(transformers, cls)(config), seed=1)
-    ours = mbk.import_checkpoint(tmp_path, head="auto")
-    assert ours.architecture == head
-    check_head(ours, ref, outputs)
-
-
-def test_electra_classification_head_is_refused_in_one_line(tmp_path):
-    config = transformers.ElectraConfig(**TINY_ELECTRA, num_labels=2)
-    saved(tmp_path, transformers.ElectraForSequenceClassification(config), seed=2)
-    with pytest.raises(CheckpointError, match=r"dense \+ GELU then out_proj.*--head none"):
-        mbk.import_checkpoint(tmp_path, head="sequence_classifier")
-
-
 # === ALBERT: factorized embeddings, layer groups shared across blocks ===
-
-TINY_ALBERT = dict(TINY_ELECTRA, num_hidden_layers=4)
 
 
 @pytest.mark.parametrize("groups", [1, 2])
@@ -179,14 +137,6 @@ def test_albert_encoder_matches_transformers(tmp_path, groups, caplog):
     query = [block.attention.query.get_weights()[0] for block in ours.blocks]
     np.testing.assert_array_equal(query[0], query[1])  # a group's blocks hold one tensor's copies
     assert groups == 1 or not np.array_equal(query[0], query[-1])
-
-
-def test_albert_classification_head_reads_the_pooler(tmp_path):
-    config = transformers.AlbertConfig(**TINY_ALBERT, num_labels=3)
-    ref = saved(tmp_path, transformers.AlbertForSequenceClassification(config), seed=1)
-    ours = mbk.import_checkpoint(tmp_path, head="auto")
-    assert ours.architecture == "sequence_classifier"
-    check_head(ours, ref, {"logits": "logits"})
 
 
 # === RoBERTa / XLM-R: positions from pad_token_id + 1 ===
@@ -224,19 +174,112 @@ def test_the_position_offset_survives_save_and_load(roberta_dir, tmp_path):
                 max_position_embeddings=64, position_offset=64)
 
 
-def test_roberta_classification_head_is_our_pooler_and_classifier(tmp_path):
-    config = transformers.RobertaConfig(**TINY_ROBERTA, num_labels=3)
-    ref = saved(tmp_path, transformers.RobertaForSequenceClassification(config), seed=1)
-    ours = mbk.import_checkpoint(tmp_path, head="auto")
-    assert ours.architecture == "sequence_classifier" and ours.encoder.config["classifier_activation"] is True
-    check_head(ours, ref, {"logits": "logits"}, token_types=1, pad_id=1)
-
-
 def test_xlm_roberta_encoder_matches_transformers(tmp_path):
     ref = saved(tmp_path, transformers.XLMRobertaModel(transformers.XLMRobertaConfig(**TINY_ROBERTA)), seed=3)
     ours = mbk.import_checkpoint(tmp_path)
     assert ours.config["position_offset"] == 2
     check_encoder(ours, ref, token_types=1, pad_id=1, pooled=True)
+
+
+# === MPNet: RoBERTa's positions, no token types, a bucketed relative-position bias in every layer ===
+
+@pytest.fixture(scope="module")
+def mpnet_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("mpnet")
+    ref = saved(directory, transformers.MPNetModel(transformers.MPNetConfig(**TINY_MPNET)), seed=5)
+    return directory, ref
+
+
+def test_mpnet_buckets_are_transformers_own():
+    # float32 rounding decides the buckets of distances 16, 32 and 64, where the log term is an integer.
+    from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
+
+    distance = torch.arange(-600, 601)
+    expected = MPNetEncoder.relative_position_bucket(distance).numpy()
+    np.testing.assert_array_equal(relative_buckets(distance.numpy()), expected)
+
+
+def test_mpnet_encoder_matches_transformers(mpnet_dir):
+    directory, ref = mpnet_dir
+    ours = mbk.import_checkpoint(directory)
+    config = ours.config
+    assert (config["attention_bias"], config["position_offset"], config["type_vocab_size"]) == ("relative_buckets", 2, 0)
+    check_encoder(ours, ref, token_types=0, pad_id=1, pooled=True)
+    # The longest input: distances up to 63 reach the logarithmic buckets.
+    inputs = family_inputs(1, 64, pad_id=1, token_types=0)
+    compare(run_encoder(ours, inputs)["sequence_output"], reference(ref, inputs, 0).last_hidden_state.numpy())
+    tables = [block.attention.relative_attention_bias.get_weights()[0] for block in ours.blocks]
+    np.testing.assert_array_equal(tables[0], tables[1])  # every block holds a copy of the one table
+    np.testing.assert_array_equal(tables[0], ref.encoder.relative_attention_bias.weight.detach().numpy())
+
+
+@pytest.mark.slow  # 10 s of conversion; the default tier is over budget
+def test_mpnet_bias_converts_to_tflite_with_a_dynamic_length(mpnet_dir):
+    import tensorflow as tf
+
+    ours = mbk.import_checkpoint(mpnet_dir[0])
+    spec = [tf.TensorSpec([1, None], tf.int32, name=name) for name in ("input_ids", "attention_mask")]
+    forward = tf.function(lambda ids, mask: ours({"input_ids": ids, "attention_mask": mask,
+                                                  "token_type_ids": tf.zeros_like(ids)})["sequence_output"],
+                          input_signature=spec)
+    blob = tf.lite.TFLiteConverter.from_concrete_functions([forward.get_concrete_function()], ours).convert()
+    interpreter = tf.lite.Interpreter(model_content=blob)
+    for length in (3, 40):
+        inputs = family_inputs(1, length, pad_id=1, token_types=0, seed=length)
+        runner = interpreter.get_signature_runner()
+        got = list(runner(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).values())[0]
+        compare(got, run_encoder(ours, inputs)["sequence_output"])
+
+
+# === Task heads: every family x head against the transformers task model ===
+
+# family -> (transformers class prefix, config class, tiny config, token types, pad id)
+FAMILY_MODELS = {
+    "distilbert": ("DistilBert", "DistilBertConfig", TINY_DISTILBERT, 0, 0),
+    "electra": ("Electra", "ElectraConfig", TINY_ELECTRA, 2, 0),
+    "albert": ("Albert", "AlbertConfig", TINY_ALBERT, 2, 0),
+    "roberta": ("Roberta", "RobertaConfig", TINY_ROBERTA, 1, 1),
+    "xlm-roberta": ("XLMRoberta", "XLMRobertaConfig", TINY_ROBERTA, 1, 1),
+    "mpnet": ("MPNet", "MPNetConfig", TINY_MPNET, 0, 1),
+}
+# our head -> (transformers class suffix, labels, our outputs -> theirs)
+HEADS = {
+    "sequence_classifier": ("ForSequenceClassification", 3, {"logits": "logits"}),
+    "token_classifier": ("ForTokenClassification", 5, {"logits": "logits"}),
+    "span_question_answerer": ("ForQuestionAnswering", 2, {"start_logits": "start_logits", "end_logits": "end_logits"}),
+}
+# The activation of the classification head each family's pooler stands for (transformers' source).
+POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu"}
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+@pytest.mark.parametrize("family", list(FAMILY_MODELS))
+def test_task_heads_import_with_their_logits(tmp_path, family, head):
+    prefix, config_class, tiny, token_types, pad_id = FAMILY_MODELS[family]
+    suffix, labels, outputs = HEADS[head]
+    config = getattr(transformers, config_class)(**tiny, num_labels=labels)
+    ref = saved(tmp_path, getattr(transformers, prefix + suffix)(config), seed=1)
+    ours = mbk.import_checkpoint(tmp_path, head="auto")
+    assert ours.architecture == head
+    if head == "sequence_classifier":
+        encoder = ours.encoder.config
+        assert encoder["classifier_activation"] is True
+        assert encoder["pooler_activation"] == POOLER_ACTIVATIONS.get(family, "tanh")
+    check_head(ours, ref, outputs, token_types=token_types, pad_id=pad_id)
+
+
+def test_a_relu_pooler_survives_save_and_load(tmp_path):
+    config = transformers.DistilBertConfig(**TINY_DISTILBERT, num_labels=3)
+    saved(tmp_path / "hf", transformers.DistilBertForSequenceClassification(config), seed=2)
+    ours = mbk.import_checkpoint(tmp_path / "hf", head="sequence_classifier")
+    mbk.save(ours, tmp_path / "saved")
+    loaded = mbk.load(tmp_path / "saved")
+    assert loaded.encoder.config["pooler_activation"] == "relu"
+    inputs = family_inputs(2, 7, token_types=0)
+    np.testing.assert_array_equal(run_encoder(loaded, inputs)["logits"], run_encoder(ours, inputs)["logits"])
+    with pytest.raises(ConfigError, match="unknown pooler_activation 'swish'"):
+        Encoder(vocab_size=VOCAB, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=37,
+                pooler_activation="swish")
 
 
 # === No silently wrong import: a config that names another family ===
@@ -258,23 +301,110 @@ def _relabel(directory, **changes):
 def test_roberta_weights_under_a_bert_config_are_refused_in_one_line(tmp_path, capsys):
     config = transformers.RobertaConfig(**TINY_ROBERTA)
     saved(tmp_path / "prefixed", transformers.RobertaForMaskedLM(config), randomized=False)
-    _relabel(tmp_path / "prefixed", model_type="bert")
+    # Relabelled thoroughly (architectures too): the weights still tell.
+    _relabel(tmp_path / "prefixed", model_type="bert", architectures=["BertForMaskedLM"])
     proc = _mbk_import(capsys, tmp_path / "prefixed", tmp_path / "out")
     assert proc.returncode == 2
     assert_one_line_error(proc, "says model_type 'bert'", "'roberta.'", '"model_type"', "roberta / xlm-roberta")
     # A base model has no prefix: its position table, pad_token_id + 1 rows longer than BERT's, tells.
     saved(tmp_path / "table", transformers.RobertaModel(config), randomized=False)
-    _relabel(tmp_path / "table", model_type="bert", max_position_embeddings=64)
+    _relabel(tmp_path / "table", model_type="bert", max_position_embeddings=64, architectures=["BertModel"])
     proc = _mbk_import(capsys, tmp_path / "table", tmp_path / "out")
     assert proc.returncode == 2
-    assert_one_line_error(proc, "position table has 66 rows", "RoBERTa / XLM-R", '"model_type"')
-    # With the table's own length in the config, the tokenizer tells.
+    assert_one_line_error(proc, "position table has 66 rows", '"model_type"', "(roberta or xlm-roberta or mpnet)")
+    # With the table's own length in the config, its padding row (zeros, never trained) tells.
     _relabel(tmp_path / "table", max_position_embeddings=66)
-    (tmp_path / "table" / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "RobertaTokenizer"}))
     proc = _mbk_import(capsys, tmp_path / "table", tmp_path / "out")
     assert proc.returncode == 2
-    assert_one_line_error(proc, "tokenizer is RobertaTokenizer", "(roberta)")
+    assert_one_line_error(proc, "row pad_token_id (1) of its position table is all zeros", '"model_type"')
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def xlmr_as_bert(tmp_path_factory):
+    """An XLM-R base model relabelled ``model_type: bert`` (its config's ``architectures`` left as saved), its
+    table's length in the config, trained weights (no zero padding row to give it away)."""
+    directory = tmp_path_factory.mktemp("xlmr_as_bert")
+    saved(directory, transformers.XLMRobertaModel(transformers.XLMRobertaConfig(**TINY_ROBERTA)), seed=6)
+    _relabel(directory, model_type="bert")
+    return directory
+
+
+def test_an_xlm_r_checkpoint_relabelled_bert_is_refused_by_its_architectures(xlmr_as_bert, tmp_path, capsys):
+    proc = _mbk_import(capsys, xlmr_as_bert, tmp_path / "out")
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "says model_type 'bert'", "XLMRobertaModel, a xlm-roberta class", '"model_type"')
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_roberta_tokenizer_under_a_bert_config_is_refused(xlmr_as_bert, tmp_path, capsys):
+    import shutil
+
+    shutil.copytree(xlmr_as_bert, tmp_path / "src")
+    _relabel(tmp_path / "src", architectures=["BertModel"])
+    (tmp_path / "src" / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "RobertaTokenizerFast"}))
+    proc = _mbk_import(capsys, tmp_path / "src", tmp_path / "out")
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "says model_type 'bert'", "tokenizer is RobertaTokenizerFast", "(roberta or xlm-roberta)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_relabelled_through_and_through_trained_xlm_r_weights_pass_as_bert(xlmr_as_bert, tmp_path):
+    # Documented limit: architectures rewritten too, XLM-R's tokenizer (which BERT checkpoints such as
+    # paraphrase-multilingual-MiniLM are published with), the table's length in the config and a trained
+    # padding row: nothing tells RoBERTa's layout from BERT's (type_vocab_size 1 is a BERT option too).
+    import shutil
+
+    shutil.copytree(xlmr_as_bert, tmp_path / "src")
+    _relabel(tmp_path / "src", architectures=["BertModel"])
+    (tmp_path / "src" / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "XLMRobertaTokenizer"}))
+    assert mbk.import_checkpoint(tmp_path / "src").config["position_offset"] == 0
+
+
+@pytest.mark.parametrize("family,tokenizer", [("distilbert", "BertTokenizerFast"), ("electra", "BertTokenizer"),
+                                              ("roberta", "XLMRobertaTokenizer")])
+def test_a_tokenizer_the_family_is_published_with_is_accepted(tmp_path, family, tokenizer):
+    prefix, config_class, tiny, _, _ = FAMILY_MODELS[family]
+    saved(tmp_path, getattr(transformers, prefix + "Model")(getattr(transformers, config_class)(**tiny)))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": tokenizer}))
+    assert mbk.import_checkpoint(tmp_path).config["vocab_size"] == VOCAB
+
+
+def _tokenizer_files(directory, pad_id):
+    (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "RobertaTokenizer",
+                                                                  "pad_token": "<pad>"}))
+    (directory / "tokenizer.json").write_text(json.dumps({
+        "added_tokens": [{"id": pad_id, "content": "<pad>"}, {"id": 2, "content": "</s>"}],
+        "model": {"type": "BPE", "vocab": {"<pad>": pad_id, "</s>": 2}},
+    }))
+
+
+def test_a_tokenizer_padding_with_another_id_than_the_positions_is_refused(roberta_dir, tmp_path):
+    import shutil
+
+    shutil.copytree(roberta_dir[0], tmp_path / "ckpt")
+    _tokenizer_files(tmp_path / "ckpt", pad_id=0)
+    with pytest.raises(CheckpointError, match=r"pads with '<pad>' \(id 0\) but roberta numbers positions from the "
+                                              r"padding id 1") as info:
+        mbk.import_checkpoint(tmp_path / "ckpt")
+    assert "\n" not in str(info.value)
+    _tokenizer_files(tmp_path / "ckpt", pad_id=1)
+    assert mbk.import_checkpoint(tmp_path / "ckpt").config["position_offset"] == 2
+
+
+@pytest.mark.parametrize("config,match", [
+    ({"model_type": "roberta", "max_position_embeddings": 2, "pad_token_id": 1},
+     r"max_position_embeddings \(2\) leaves no position: roberta numbers positions from 2"),
+    ({"model_type": "mpnet", "relative_attention_num_buckets": 64},
+     "relative_attention_num_buckets 64 differs from the 32 buckets"),
+    ({"model_type": "deberta-v2"}, "DeBERTa-v2 uses disentangled attention.*optimum"),
+])
+def test_configs_mbk_cannot_import_faithfully_are_refused_in_one_line(tmp_path, config, match):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=match) as info:
+        mbk.import_checkpoint(tmp_path)
+    assert "\n" not in str(info.value)
 
 
 def test_mbk_import_writes_a_saved_model_of_a_new_family(tmp_path, capsys):
@@ -287,5 +417,5 @@ def test_mbk_import_writes_a_saved_model_of_a_new_family(tmp_path, capsys):
 def test_unsupported_model_type_lists_the_families(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(CheckpointError, match="supported: mobilebert, bert, convbert, nezha, distilbert, electra, "
-                                              "albert, roberta, xlm-roberta"):
+                                              "albert, roberta, xlm-roberta, mpnet"):
         mbk.import_checkpoint(tmp_path)

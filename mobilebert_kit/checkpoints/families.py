@@ -4,8 +4,10 @@ A family is data, not a branch: the prefix of its encoder in a task model's
 state dict, its ``config.json`` defaults and field names, the Encoder options
 that make it (position scheme, embedding projection, token types, attention),
 whether its layers share weights (ALBERT),
-how its weight names differ from BERT's, and which of our heads its task
-models fit. The importer reads the record and has no ``if model_type ==``.
+how its weight names differ from BERT's, which of our heads its task
+models fit (and the Encoder options a head needs: DistilBERT's classification
+head is our pooler with ReLU), and which tokenizer classes its checkpoints
+come with. The importer reads the record and has no ``if model_type ==``.
 
 Every family's weight names are BERT's (``checkpoints/weight_names.py``)
 unless ``weight_renames`` says otherwise: DistilBERT renames every scope of a
@@ -13,6 +15,11 @@ block (``q_lin``, ``sa_layer_norm``, ``ffn.lin1`` ...), and the record lists
 those renames in the order they apply. ALBERT's blocks read their layer
 group's weights (``layer_scope``): our encoder holds one copy per block, so the
 outputs are ALBERT's and the parameter count is that of unshared layers.
+MPNet's one relative-position bias table is read the same way by every block
+(``shared_weights``).
+
+Families mbk cannot build are refused by ``model_type`` with the reason
+(:data:`REFUSED`): DeBERTa's disentangled attention has no Encoder option.
 
 TensorFlow-free: ``checkpoint_format`` and ``sources/`` import the importer
 (and so this module) without loading TensorFlow.
@@ -114,14 +121,17 @@ class HeadLayout:
     Args:
         renames (tuple[tuple[str, str], ...]): ``(checkpoint prefix, the BERT-layout prefix it stands for)``,
             applied to the checkpoint's names before import (RoBERTa's ``classifier.dense`` is our pooler).
+        encoder_options (Mapping[str, object]): Encoder options the head needs over the family's (DistilBERT's
+            ``pre_classifier`` + ReLU is our pooler with ``pooler_activation="relu"``).
         refused (str): why the head cannot be imported, naming the fix; empty when it fits.
 
     Example:
-        >>> HeadLayout(refused="its head is dense + ReLU").refused
-        'its head is dense + ReLU'
+        >>> HeadLayout(encoder_options={"pooler_activation": "relu"}).encoder_options["pooler_activation"]
+        'relu'
     """
 
     renames: tuple = ()
+    encoder_options: Mapping = field(default_factory=lambda: MappingProxyType({}))
     refused: str = ""
 
 
@@ -148,14 +158,20 @@ class Family:
         head_prefixes (tuple[str, ...]): prefixes of task-head weights the encoder leaves (skipped, reported).
         heads (Mapping[str, HeadLayout]): our head name -> how it reads this family's task weights
             (absent: BERT's names fit).
-        tokenizer_classes (tuple[str, ...]): tokenizer classes that mark this family's checkpoints (and no
-            other's), to refuse a config that names another ``model_type``.
+        class_prefix (str): transformers' class names of the family start with it (``XLMRoberta`` in
+            ``XLMRobertaForSequenceClassification``): a config's ``architectures`` naming another family's is a
+            contradiction.
+        tokenizer_classes (tuple[str, ...]): the tokenizer classes this family's checkpoints are published
+            with (each also in its ``...Fast`` form; many BERT-derived families use ``BertTokenizer``). A
+            ``tokenizer_class`` that some family lists and this one does not contradicts ``model_type``.
         unused_keys (Callable[[dict], tuple]): checkpoint weights the reference builds but never uses, for an
             Encoder config.
         layer_scope (Callable[[int, dict], str] | None): the checkpoint scope of our block ``i`` from the
             config, where it is not BERT's ``encoder.layer.{i}.``; with ``shared_layers`` several blocks
             read one scope (ALBERT's layer groups).
         shared_layers (bool): blocks share the checkpoint's weights, each of ours holding a copy.
+        shared_weights (tuple[str, ...]): checkpoint tensors that several of our weights read, one copy per
+            block (MPNet's ``encoder.relative_attention_bias.weight``).
 
     Example:
         >>> FAMILIES["roberta"].position_offset({"pad_token_id": 1})
@@ -173,9 +189,11 @@ class Family:
     head_prefixes: tuple = ()
     heads: Mapping = field(default_factory=lambda: MappingProxyType({}))
     tokenizer_classes: tuple = ()
+    class_prefix: str = ""
     unused_keys: Callable[[dict], tuple] = lambda config: ()
     layer_scope: Callable[[int, dict], str] | None = None
     shared_layers: bool = False
+    shared_weights: tuple = ()
 
     def hf_name(self, name, hf_config):
         """This family's name for the BERT-layout Hugging Face ``name`` of one of our weights.
@@ -198,6 +216,25 @@ class Family:
     def head(self, name):
         """The :class:`HeadLayout` of our head ``name`` for this family (BERT's names when it lists none)."""
         return self.heads.get(name, FITS)
+
+    def accepts_tokenizer(self, tokenizer_class):
+        """Whether this family's checkpoints come with ``tokenizer_class`` (its ``...Fast`` form included).
+
+        Example:
+            >>> FAMILIES["distilbert"].accepts_tokenizer("BertTokenizerFast")
+            True
+        """
+        return tokenizer_class_base(tokenizer_class) in self.tokenizer_classes
+
+
+def tokenizer_class_base(name):
+    """``name`` without transformers' ``Fast`` suffix: both classes read the same vocabulary.
+
+    Example:
+        >>> tokenizer_class_base("XLMRobertaTokenizerFast")
+        'XLMRobertaTokenizer'
+    """
+    return name[:-len("Fast")] if isinstance(name, str) and name.endswith("TokenizerFast") else name
 
 
 HF_MOBILEBERT_DEFAULTS = MappingProxyType(dict(
@@ -247,6 +284,13 @@ _HF_ALBERT_DEFAULTS = MappingProxyType(dict(
 ))
 # transformers RobertaConfig / XLMRobertaConfig defaults: BERT's with pad_token_id 1.
 _HF_ROBERTA_DEFAULTS = MappingProxyType({**_HF_BERT_DEFAULTS, "pad_token_id": 1})
+# transformers MPNetConfig defaults (models/mpnet/configuration_mpnet.py); MPNet has no token types.
+_HF_MPNET_DEFAULTS = MappingProxyType(dict(
+    vocab_size=30527, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    initializer_range=0.02, layer_norm_eps=1e-12, relative_attention_num_buckets=32, pad_token_id=1,
+    type_vocab_size=0,
+))
 
 _BERT_LAYOUT = dict(normalization_type="layer_norm", classifier_activation=True)
 # DistilBERT's block: BERT's scopes under other names (transformers models/distilbert/modeling_distilbert.py).
@@ -273,16 +317,28 @@ _ALBERT_RENAMES = (
     (".output.dense.", ".ffn_output."),
     (".output.LayerNorm.", ".full_layer_layer_norm."),
 )
-_HEAD_ONLY_ENCODER = ("import the encoder alone (mbk import --head none, or head=None) and fine-tune a "
-                      "sequence_classifier on it (mbk finetune)")
-# RoBERTa's classification head is BERT's pooler (dense + tanh on the first token) and classifier under other
-# names, built without the base model's pooler (add_pooling_layer=False).
+# MPNet's block (transformers models/mpnet/modeling_mpnet.py): BERT's post-LN block with the attention's
+# projections under attention.attn and its norm one scope up. The FFN's names are BERT's.
+_MPNET_RENAMES = (
+    (".attention.self.query.", ".attention.attn.q."),
+    (".attention.self.key.", ".attention.attn.k."),
+    (".attention.self.value.", ".attention.attn.v."),
+    (".attention.output.dense.", ".attention.attn.o."),
+    (".attention.output.LayerNorm.", ".attention.LayerNorm."),
+)
+# The classification heads of RoBERTa, XLM-R and MPNet (dense + tanh, then out_proj) and of ELECTRA (dense + GELU,
+# then out_proj) are our pooler and classifier under other names; their task models are built without the base
+# model's pooler (add_pooling_layer=False), so the head's dense is the only pooler there is.
+_CLASSIFICATION_HEAD_RENAMES = (("classifier.dense.", "pooler.dense."), ("classifier.out_proj.", "classifier."))
 _ROBERTA_HEADS = MappingProxyType({
-    "sequence_classifier": HeadLayout(renames=(("classifier.dense.", "pooler.dense."),
-                                               ("classifier.out_proj.", "classifier."))),
+    "sequence_classifier": HeadLayout(renames=_CLASSIFICATION_HEAD_RENAMES,
+                                      encoder_options=MappingProxyType({"classifier_activation": True})),
 })
-_ROBERTA_TOKENIZERS = ("RobertaTokenizer", "RobertaTokenizerFast")
-_XLM_ROBERTA_TOKENIZERS = ("XLMRobertaTokenizer", "XLMRobertaTokenizerFast")
+# Tokenizer classes (the ...Fast forms implied). Most BERT-derived families are published with BERT's WordPiece
+# tokenizer too, and some RoBERTa checkpoints (klue/roberta-*) with it; RoBERTa and XLM-R share one architecture,
+# so either's tokenizer with the other's model_type imports the same model.
+_BERT_TOKENIZERS = ("BertTokenizer",)
+_ROBERTA_TOKENIZERS = ("RobertaTokenizer", "XLMRobertaTokenizer") + _BERT_TOKENIZERS
 
 
 def _mobilebert_encoder(c):
@@ -330,15 +386,36 @@ def _electra_layout(c):
     )
 
 
+# transformers computes MPNet's buckets with relative_position_bucket's default num_buckets=32 whatever the
+# config says (MPNetEncoder.compute_position_bias), and its embeddings number positions from padding_idx 1 + 1
+# whatever pad_token_id says (MPNetEmbeddings.padding_idx = 1).
+MPNET_BUCKETS = 32
+MPNET_POSITION_OFFSET = 2
+
+
+def _mpnet_encoder(c):
+    buckets = c["relative_attention_num_buckets"]
+    if buckets != MPNET_BUCKETS:
+        raise CheckpointError(f"config.json: relative_attention_num_buckets {str(buckets)[:40]} differs from the "
+                              f"{MPNET_BUCKETS} buckets transformers' MPNet computes whatever the config says; set it "
+                              f"to {MPNET_BUCKETS} (every published MPNet)")
+    return dict(_BERT_LAYOUT, attention_bias="relative_buckets", relative_attention_num_buckets=MPNET_BUCKETS)
+
+
 _FAMILIES = (
-    Family("mobilebert", "mobilebert.", HF_MOBILEBERT_DEFAULTS, _mobilebert_encoder, unused_keys=_mobilebert_unused),
-    Family("bert", "bert.", _HF_BERT_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT)),
+    Family("mobilebert", "mobilebert.", HF_MOBILEBERT_DEFAULTS, _mobilebert_encoder, unused_keys=_mobilebert_unused,
+           tokenizer_classes=("MobileBertTokenizer",) + _BERT_TOKENIZERS, class_prefix="MobileBert"),
+    # paraphrase-multilingual-MiniLM: a BertModel trained with XLM-R's SentencePiece tokenizer (positions from 0;
+    # a relabelled XLM-R is told by its zero padding row, its position table or its architectures instead).
+    Family("bert", "bert.", _HF_BERT_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT),
+           tokenizer_classes=_BERT_TOKENIZERS + ("XLMRobertaTokenizer",), class_prefix="Bert"),
     Family("convbert", "convbert.", _HF_CONVBERT_DEFAULTS, lambda c: dict(
         _electra_layout(c), attention_type="convbert_mixed", head_ratio=c["head_ratio"],
-        conv_kernel_size=c["conv_kernel_size"], num_groups=c["num_groups"])),
+        conv_kernel_size=c["conv_kernel_size"], num_groups=c["num_groups"]),
+        tokenizer_classes=("ConvBertTokenizer",) + _BERT_TOKENIZERS, class_prefix="ConvBert"),
     Family("nezha", "nezha.", _HF_NEZHA_DEFAULTS, lambda c: dict(
         _BERT_LAYOUT, position_embedding_type="relative_functional",
-        max_relative_position=c["max_relative_position"])),
+        max_relative_position=c["max_relative_position"]), tokenizer_classes=_BERT_TOKENIZERS, class_prefix="Nezha"),
     Family(
         "distilbert", "distilbert.", _HF_DISTILBERT_DEFAULTS,
         lambda c: dict(normalization_type="layer_norm", classifier_activation=False),  # no pooler
@@ -349,34 +426,63 @@ _FAMILIES = (
         activation_field="activation",
         weight_renames=_DISTILBERT_RENAMES,
         head_prefixes=("pre_classifier.", "vocab_transform.", "vocab_layer_norm.", "vocab_projector."),
-        heads=MappingProxyType({"sequence_classifier": HeadLayout(refused=(
-            "DistilBERT's classification head is pre_classifier (dense + ReLU) then classifier, where mbk's "
-            "sequence_classifier reads a tanh pooler: " + _HEAD_ONLY_ENCODER))}),
+        # DistilBertForSequenceClassification: first token -> pre_classifier -> ReLU -> classifier.
+        heads=MappingProxyType({"sequence_classifier": HeadLayout(
+            renames=(("pre_classifier.", "pooler.dense."),),
+            encoder_options=MappingProxyType({"classifier_activation": True, "pooler_activation": "relu"}))}),
+        tokenizer_classes=("DistilBertTokenizer",) + _BERT_TOKENIZERS, class_prefix="DistilBert",
     ),
     Family(
         "electra", "electra.", _HF_ELECTRA_DEFAULTS, lambda c: dict(_absolute_only(c), **_electra_layout(c)),
         head_prefixes=("discriminator_predictions.", "generator_predictions.", "generator_lm_head."),
-        heads=MappingProxyType({"sequence_classifier": HeadLayout(refused=(
-            "ELECTRA's classification head is dense + GELU then out_proj, where mbk's sequence_classifier reads "
-            "a tanh pooler: " + _HEAD_ONLY_ENCODER))}),
+        # ElectraClassificationHead: first token -> dense -> get_activation("gelu") (exact erf GELU) -> out_proj.
+        heads=MappingProxyType({"sequence_classifier": HeadLayout(
+            renames=_CLASSIFICATION_HEAD_RENAMES,
+            encoder_options=MappingProxyType({"classifier_activation": True, "pooler_activation": "gelu"}))}),
+        tokenizer_classes=("ElectraTokenizer",) + _BERT_TOKENIZERS, class_prefix="Electra",
     ),
     Family(
         "albert", "albert.", _HF_ALBERT_DEFAULTS, _albert_encoder,
         weight_renames=_ALBERT_RENAMES, layer_scope=_albert_group, shared_layers=True,
-        head_prefixes=("predictions.", "sop_classifier."),
+        head_prefixes=("predictions.", "sop_classifier."), tokenizer_classes=("AlbertTokenizer",),
+        class_prefix="Albert",
     ),
     Family(
         "roberta", "roberta.", _HF_ROBERTA_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT),
         position_offset=_padding_offset, head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS,
-        tokenizer_classes=_ROBERTA_TOKENIZERS,
+        tokenizer_classes=_ROBERTA_TOKENIZERS, class_prefix="Roberta",
     ),
     Family(
         "xlm-roberta", "roberta.", _HF_ROBERTA_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT),
         position_offset=_padding_offset, head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS,
-        tokenizer_classes=_XLM_ROBERTA_TOKENIZERS,
+        tokenizer_classes=_ROBERTA_TOKENIZERS, class_prefix="XLMRoberta",
+    ),
+    Family(
+        "mpnet", "mpnet.", _HF_MPNET_DEFAULTS, _mpnet_encoder,
+        position_offset=lambda c: MPNET_POSITION_OFFSET, weight_renames=_MPNET_RENAMES,
+        head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS, tokenizer_classes=("MPNetTokenizer",), class_prefix="MPNet",
+        shared_weights=("encoder.relative_attention_bias.weight",),
     ),
 )
 FAMILIES = MappingProxyType({family.model_type: family for family in _FAMILIES})
+_CLASS_KINDS = ("Model", "For", "PreTrained")  # what follows the family's prefix in transformers' class names
+
+
+def family_of_class(name):
+    """The ``model_type`` whose transformers classes ``name`` is one of (the longest prefix wins), else None.
+
+    Example:
+        >>> family_of_class("XLMRobertaForSequenceClassification"), family_of_class("BertModel")
+        ('xlm-roberta', 'bert')
+    """
+    found = [f for f in _FAMILIES if f.class_prefix and name.startswith(f.class_prefix)
+             and name[len(f.class_prefix):].startswith(_CLASS_KINDS)]
+    return max(found, key=lambda f: len(f.class_prefix)).model_type if found else None
+# Hugging Face model_types mbk recognises and cannot build: model_type -> why, and what to do instead.
+_DEBERTA = ("{} uses disentangled attention (content-to-position and position-to-content scores over relative "
+            "positions), which mbk's encoder does not build; export it with optimum (optimum-cli export onnx) or "
+            "import a checkpoint of a supported family")
+REFUSED = MappingProxyType({"deberta": _DEBERTA.format("DeBERTa"), "deberta-v2": _DEBERTA.format("DeBERTa-v2")})
 
 
 def family_of(model_type):
@@ -394,6 +500,8 @@ def family_of(model_type):
     """
     if model_type is None:
         raise CheckpointError(no_model_type("config.json"))
+    if isinstance(model_type, str) and model_type in REFUSED:
+        raise CheckpointError(f"model_type {model_type!r} is not supported: {REFUSED[model_type]}")
     if model_type not in FAMILIES:
         raise CheckpointError(f"unsupported Hugging Face model_type {model_type!r}; supported: {', '.join(FAMILIES)}")
     return FAMILIES[model_type]

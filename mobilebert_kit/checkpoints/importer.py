@@ -18,7 +18,8 @@ from mobilebert_kit.utils.safetensors_io import (
     FLOAT_DTYPES, PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle, safetensors_dtype,
 )
 from mobilebert_kit.checkpoints.families import (
-    CONFIG_NAMES, FAMILIES, HF_ACTIVATIONS, common_fields, family_of, mobilebert_fields, no_model_type,
+    CONFIG_NAMES, FAMILIES, HF_ACTIVATIONS, common_fields, family_of, family_of_class, mobilebert_fields,
+    no_model_type,
 )
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
 from mobilebert_kit.utils.quiet import quiet_fd2
@@ -76,7 +77,7 @@ def config_from_hf(hf):
     """Converts a Hugging Face ``config.json`` dict to Encoder arguments.
 
     Supported ``model_type``: the records of ``checkpoints/families.py`` (``mobilebert``, ``bert``,
-    ``convbert``, ``nezha``, ``distilbert``, ``electra``, ``albert``, ``roberta``, ``xlm-roberta``).
+    ``convbert``, ``nezha``, ``distilbert``, ``electra``, ``albert``, ``roberta``, ``xlm-roberta``, ``mpnet``).
     Raises CheckpointError (one line) for a config that is not a JSON object or
     has missing or mistyped fields.
 
@@ -123,6 +124,12 @@ def _config_from_hf(hf):
     config.update(family.encoder_fields(c))
     offset = family.position_offset(c)
     if offset:
+        limit = c["max_position_embeddings"]
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit <= offset:
+            # The Encoder's own check would name position_offset, which no config.json has.
+            raise CheckpointError(f"config.json: max_position_embeddings ({limit}) leaves no position: "
+                                  f"{family.model_type} numbers positions from {offset} (pad_token_id + 1), so the "
+                                  f"table needs more than {offset} rows; fix the config")
         config["position_offset"] = offset
     return config
 
@@ -229,7 +236,8 @@ def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_
         mapped = reference_name(rel, dialect, config)
         if mapped is not None and family is not None:
             mapped = (family.hf_name(mapped[0], hf_config), mapped[1])
-        shared = family is not None and family.shared_layers and mapped is not None and mapped[0] in origin
+        shared = (family is not None and mapped is not None and mapped[0] in origin
+                  and (family.shared_layers or mapped[0] in family.shared_weights))
         if mapped is None or (mapped[0] not in remaining and not shared):
             ours[path] = None
             missing.append(f"missing {mapped[0] if mapped else path} (for {path}, expected shape {list(var.shape)})")
@@ -303,7 +311,8 @@ def _wrap_head(encoder, head, arrays, dialect, architectures=()):
 
 
 def _family_head(family, head, arrays, architectures, directory):
-    """``(head, arrays)`` with the family's layout of ``head`` applied: its task weights under BERT's names.
+    """``(head, arrays, encoder options)`` with the family's layout of ``head`` applied: its task weights under
+    BERT's names, and the Encoder options the head needs (DistilBERT's: a ReLU pooler).
 
     A head whose layout does not fit ours is refused in one line when asked for by name; "auto" then
     imports the encoder alone and says why (the head's weights are reported as skipped).
@@ -312,14 +321,14 @@ def _family_head(family, head, arrays, architectures, directory):
     if head == "auto":
         head = _auto_head(set(arrays), architectures)
     if head is None:
-        return None, arrays
+        return None, arrays, {}
     layout = family.head(head)
     if layout.refused:
         if asked != "auto":
             raise CheckpointError(f"{directory}: cannot import head {head!r} from a {family.model_type} checkpoint: "
                                   f"{layout.refused}")
         log.warning("%s: importing the encoder without its %s head: %s", directory, head, layout.refused)
-        return None, arrays
+        return None, arrays, {}
     if layout.renames:
         def rename(key):
             for theirs, bert in layout.renames:
@@ -329,38 +338,112 @@ def _family_head(family, head, arrays, architectures, directory):
 
         arrays = _renamed(arrays, rename, directory)
     if asked == "auto" and head in ("sequence_classifier", "token_classifier") and "classifier.weight" not in arrays:
-        return None, arrays  # a classifier's name without its weights: the encoder, its keys reported as skipped
-    return head, arrays
+        return None, arrays, {}  # a classifier's name without its weights: the encoder, its keys reported as skipped
+    return head, arrays, dict(layout.encoder_options)
 
 
 def _refuse_foreign_weights(family, hf_config, arrays, directory):
     """Refuses, in one line, a checkpoint whose weights are another family's than its ``model_type`` says.
 
-    Three cheap cross-checks: the state dict's prefix, a position table ``pad_token_id + 1`` rows longer than
-    ``max_position_embeddings`` (RoBERTa's), and a tokenizer class that only another family uses. Imported as
-    the family the config names, such a checkpoint loads without a missing weight and answers wrongly
-    (RoBERTa read as BERT: every position off by two).
+    Cheap cross-checks, each read from the family records: the config's ``architectures`` naming another
+    family's class (users relabel ``model_type`` only); the state dict's prefix; a position table
+    ``pad_token_id + 1`` rows longer than ``max_position_embeddings`` (RoBERTa's); a position row
+    ``pad_token_id`` of exact zeros (RoBERTa's ``padding_idx`` row, zeroed at init and never updated, where a
+    BERT-layout table trains every row); a tokenizer class that other families list and this one does not;
+    and, for a family that numbers positions from the padding id, a tokenizer padding with another id.
+    Imported as the family the config names, such a checkpoint loads without a missing weight and answers
+    wrongly (RoBERTa read as BERT: every position off by two).
     """
     said = f"{directory / 'config.json'} says model_type {family.model_type!r}"
     fix = "set \"model_type\" in config.json to the checkpoint's own type"
+    architectures = hf_config.get("architectures") if isinstance(hf_config.get("architectures"), list) else []
+    for name in (a for a in architectures if isinstance(a, str)):
+        owner = family_of_class(name)
+        if owner is not None and owner != family.model_type:
+            raise CheckpointError(f"{said} but its architectures name {name}, a {owner} class; {fix} ({owner})")
     for other in FAMILIES.values():
         if other.prefix != family.prefix and any(k.startswith(other.prefix) for k in arrays):
             kinds = " / ".join(f.model_type for f in FAMILIES.values() if f.prefix == other.prefix)
             raise CheckpointError(f"{said} but its weights are under {other.prefix!r}, the prefix of {kinds} "
                                   f"checkpoints; {fix} ({kinds})")
+    c = {**family.defaults, **hf_config}
+    offset = family.position_offset(c)
+    offset_families = " or ".join(f.model_type for f in FAMILIES.values() if f.position_offset(f.defaults))
     table = arrays.get("embeddings.position_embeddings.weight")
-    rows, pad = (np.shape(table)[0] if table is not None and np.ndim(table) == 2 else None), hf_config.get("pad_token_id")
-    limit = hf_config.get("max_position_embeddings")
-    if (family.position_offset({**family.defaults, **hf_config}) == 0
-            and isinstance(pad, int) and isinstance(limit, int) and rows == limit + pad + 1):
+    rows, pad = (np.shape(table)[0] if table is not None and np.ndim(table) == 2 else None), c.get("pad_token_id")
+    limit = c.get("max_position_embeddings")
+    if offset == 0 and _is_int(pad) and _is_int(limit) and rows == limit + pad + 1:
         raise CheckpointError(f"{said} but its position table has {rows} rows, max_position_embeddings ({limit}) + "
-                              f"pad_token_id ({pad}) + 1: the layout of RoBERTa / XLM-R, whose positions start at "
-                              f"pad_token_id + 1; {fix} (roberta or xlm-roberta)")
-    tokenizer = _read_json(directory / "tokenizer_config.json").get("tokenizer_class") or hf_config.get("tokenizer_class")
-    owners = [f.model_type for f in FAMILIES.values() if tokenizer in f.tokenizer_classes]
-    if isinstance(tokenizer, str) and owners and family.model_type not in owners:
-        raise CheckpointError(f"{said} but its tokenizer is {tokenizer}, which {' / '.join(owners)} checkpoints use; "
-                              f"{fix} ({' or '.join(owners)})")
+                              f"pad_token_id ({pad}) + 1: the layout of a family whose positions start at "
+                              f"pad_token_id + 1; {fix} ({offset_families})")
+    if offset == 0 and _is_int(pad) and rows is not None and 0 <= pad < rows and not np.any(table[pad]):
+        raise CheckpointError(f"{said} but row pad_token_id ({pad}) of its position table is all zeros, the padding "
+                              f"row a model whose positions start at pad_token_id + 1 never trains, where this "
+                              f"family reads it as position {pad}; {fix} ({offset_families})")
+    tokenizer_config = _read_json(directory / "tokenizer_config.json")
+    tokenizer = tokenizer_config.get("tokenizer_class") or hf_config.get("tokenizer_class")
+    if isinstance(tokenizer, str) and not family.accepts_tokenizer(tokenizer):
+        owners = [f.model_type for f in FAMILIES.values() if f.accepts_tokenizer(tokenizer)]
+        if owners:  # a class no family lists (PreTrainedTokenizerFast, a custom one) tells nothing
+            raise CheckpointError(f"{said} but its tokenizer is {tokenizer}, the tokenizer of "
+                                  f"{' / '.join(owners)} checkpoints, never of {family.model_type} ones; "
+                                  f"{fix} ({' or '.join(owners)})")
+    if offset:
+        _refuse_other_padding(family, offset, tokenizer_config, directory)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# tokenizer.json of a large vocabulary: XLM-R's is 17 MB.
+_TOKENIZER_JSON_BYTES = 64 * 1024 * 1024
+
+
+def _refuse_other_padding(family, offset, tokenizer_config, directory):
+    """Refuses a tokenizer that pads with another id than the one the family's positions count from.
+
+    RoBERTa, XLM-R and MPNet number a token's position from the padding id (``offset - 1``): ids equal to
+    it are padding and take no position. A tokenizer padding with another id shifts every position after
+    left padding, and a real token with the config's id loses its position.
+    """
+    if not (directory / "tokenizer.json").is_file():
+        return
+    special = _read_json(directory / "special_tokens_map.json")
+    token = tokenizer_config.get("pad_token") or special.get("pad_token")
+    token = token.get("content") if isinstance(token, dict) else token
+    if not isinstance(token, str):
+        return
+    pad_id = _token_id(token, tokenizer_config, directory / "tokenizer.json")
+    expected = offset - 1
+    if pad_id is not None and pad_id != expected:
+        raise CheckpointError(f"{directory / 'tokenizer.json'} pads with {token!r} (id {pad_id}) but {family.model_type} "
+                              f"numbers positions from the padding id {expected} (+ 1, config.json's pad_token_id), "
+                              f"so every position would move; set pad_token_id in config.json to {pad_id} if the "
+                              f"model was trained that way, else fix the tokenizer's pad_token")
+
+
+def _token_id(token, tokenizer_config, tokenizer_json):
+    """The id of ``token``: tokenizer.json's added tokens, tokenizer_config's, then the model's vocabulary."""
+    try:
+        tokenizer = load_json(tokenizer_json, "tokenizer.json", max_bytes=_TOKENIZER_JSON_BYTES, expect=dict,
+                              error=CheckpointError)
+    except CheckpointError:
+        return None  # the tokenizer's own loader reports a broken file; this check only reads a good one
+    for added in tokenizer.get("added_tokens") or ():
+        if isinstance(added, dict) and added.get("content") == token and _is_int(added.get("id")):
+            return added["id"]
+    decoder = tokenizer_config.get("added_tokens_decoder")
+    if isinstance(decoder, dict):
+        for key, added in decoder.items():
+            if isinstance(added, dict) and added.get("content") == token and key.isdigit():
+                return int(key)
+    vocab = (tokenizer.get("model") or {}).get("vocab") if isinstance(tokenizer.get("model"), dict) else None
+    if isinstance(vocab, dict):
+        return vocab.get(token) if _is_int(vocab.get(token)) else None
+    if isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the index
+        return next((i for i, entry in enumerate(vocab) if isinstance(entry, list) and entry[:1] == [token]), None)
+    return None
 
 
 def _built(build, config, config_file):
@@ -383,7 +466,8 @@ def import_hf(directory, head=None, **overrides):
     arrays = _strip_prefix(arrays, (family.prefix,), directory)
     _refuse_foreign_weights(family, hf_config, arrays, directory)
     architectures = hf_config.get("architectures") if isinstance(hf_config.get("architectures"), list) else []
-    head, arrays = _family_head(family, head, arrays, architectures, directory)
+    head, arrays, head_options = _family_head(family, head, arrays, architectures, directory)
+    config.update(head_options)
     if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):
         # *ForMaskedLM models are saved without a pooler (add_pooling_layer=False); rather than invent one,
         # the encoder is built without it and pooled_output is the first token.

@@ -100,6 +100,9 @@ def _block_scopes(rest, num_ffn, norm):
     return None, leaf
 
 
+_RELATIVE_ATTENTION_BIAS = re.compile(r"transformer_layer_\d+/attention/relative_attention_bias/embeddings")
+
+
 def reference_name(path, dialect, config):
     """Returns ``(name, layout)`` of our weight ``path`` in ``dialect``, or None if unmapped.
 
@@ -119,6 +122,10 @@ def reference_name(path, dialect, config):
     after_norm = config.get("embedding_projection", "before_norm") == "after_norm"
     if path.startswith("transformer_layer_") and "/attention/span_conv/" in path:
         return _span_conv_name(path, dialect)
+    if _RELATIVE_ATTENTION_BIAS.fullmatch(path):
+        # One table in the checkpoint (MPNet's encoder.relative_attention_bias, added in every layer); each of our
+        # blocks holds a copy, which the importer fills from it (Family.shared_weights).
+        return ("encoder.relative_attention_bias.weight", False) if dialect == "hf" else None
     if layer == "embeddings/embedding_transformation" and after_norm:
         # ELECTRA/ConvBERT: a top-level ``embeddings_project`` after the embedding norm.
         return (f"embeddings_project.{hf_leaf}", transpose) if dialect == "hf" else None

@@ -2,6 +2,7 @@
 
 from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.layers.bucketed_relative_attention import BucketedRelativeAttention
 from mobilebert_kit.layers.composite_attention import CompositeAttention
 from mobilebert_kit.layers.feed_forward import FeedForward
 from mobilebert_kit.layers.functional_relative_attention import FunctionalRelativeAttention
@@ -16,6 +17,9 @@ from mobilebert_kit.layers.projection_norm import ProjectionNorm
 ATTENTION_TYPES = ("self_attention", "convbert_mixed", "composite")
 # Position encodings applied inside attention rather than in the embeddings.
 RELATIVE_POSITION_EMBEDDING_TYPES = ("relative_functional",)
+# A score bias added to self-attention, next to whatever positions the embeddings add:
+#   none: BERT; relative_buckets: a learned bias per bucket of relative distance (MPNet, T5).
+ATTENTION_BIASES = ("none", "relative_buckets")
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -76,6 +80,9 @@ class TransformerBlock(keras.layers.Layer):
         max_relative_position: NEZHA clipping distance ``K``.
         relative_window: composite attention window ``k`` (kernel ``2k + 1``).
         relative_attention_variant: composite-attention terms (``RELATIVE_ATTENTION_VARIANTS``).
+        attention_bias: ``"none"`` or ``"relative_buckets"`` (MPNet: :class:`BucketedRelativeAttention`;
+            only with ``attention_type="self_attention"`` and no ``relative_functional`` positions).
+        relative_attention_num_buckets: buckets of ``"relative_buckets"`` (32 in MPNet).
         max_length: longest sequence; relative index tables are built for it.
         **kwargs: standard layer arguments.
 
@@ -114,6 +121,8 @@ class TransformerBlock(keras.layers.Layer):
         max_relative_position=64,
         relative_window=8,
         relative_attention_variant="composite",
+        attention_bias="none",
+        relative_attention_num_buckets=32,
         max_length=512,
         **kwargs,
     ):
@@ -143,6 +152,8 @@ class TransformerBlock(keras.layers.Layer):
         self.max_relative_position = max_relative_position
         self.relative_window = relative_window
         self.relative_attention_variant = relative_attention_variant
+        self.attention_bias = check_choice("attention_bias", attention_bias, ATTENTION_BIASES)
+        self.relative_attention_num_buckets = relative_attention_num_buckets
         self.max_length = max_length
 
         true_hidden = intra_bottleneck_size if use_bottleneck else hidden_size
@@ -216,6 +227,11 @@ class TransformerBlock(keras.layers.Layer):
                 self.num_heads, head_size, relative_window=self.relative_window,
                 relative_attention_variant=self.relative_attention_variant, max_length=self.max_length, **common,
             )
+        if self.attention_bias == "relative_buckets":
+            return BucketedRelativeAttention(
+                self.num_heads, head_size, num_buckets=self.relative_attention_num_buckets,
+                max_length=self.max_length, **common,
+            )
         if self.position_embedding_type == "relative_functional":
             return FunctionalRelativeAttention(
                 self.num_heads, head_size, max_relative_position=self.max_relative_position,
@@ -261,7 +277,7 @@ class TransformerBlock(keras.layers.Layer):
                     "hidden_dropout", "attention_dropout", "attention_mask_value", "attention_mask_mode",
                     "initializer_range", "attention_type", "position_embedding_type", "head_ratio",
                     "conv_kernel_size", "num_groups", "max_relative_position", "relative_window",
-                    "relative_attention_variant", "max_length",
+                    "relative_attention_variant", "attention_bias", "relative_attention_num_buckets", "max_length",
                 )
             }
         )

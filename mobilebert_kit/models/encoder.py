@@ -13,6 +13,7 @@ from mobilebert_kit.layers.normalization import NORMALIZATIONS
 from mobilebert_kit.layers.token_embedding import EMBEDDING_PROJECTIONS, TokenEmbedding
 from mobilebert_kit.layers.token_embedding import POSITION_EMBEDDING_TYPES as EMBEDDING_POSITION_TYPES
 from mobilebert_kit.layers.transformer_block import (
+    ATTENTION_BIASES,
     ATTENTION_TYPES,
     RELATIVE_POSITION_EMBEDDING_TYPES,
     TransformerBlock,
@@ -22,6 +23,9 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 EPSILON_OVERRIDE_KEYS = ("embeddings", "final_ffn")
 # "absolute" | "none" live in the embeddings; "relative_functional" (NEZHA) inside every attention layer.
 POSITION_EMBEDDING_TYPES = EMBEDDING_POSITION_TYPES + RELATIVE_POSITION_EMBEDDING_TYPES
+# The pooler's activation: BERT's tanh, or the task head it stands for (DistilBERT's pre_classifier + ReLU,
+# ELECTRA's classification head dense + GELU); the names of layers/activations.py besides tanh.
+POOLER_ACTIVATIONS = ("tanh",) + tuple(ACTIVATIONS)
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -69,7 +73,9 @@ class Encoder(keras.Model):
         hidden_act: ``"gelu"`` (exact), ``"gelu_tanh"``, ``"relu"`` or ``"relu6"``.
         trigram_input: trigram concatenation before the embedding projection.
         embedding_size: width of the word embedding table (defaults to ``hidden_size``).
-        classifier_activation: pooled output is ``tanh(dense(h[:, 0]))``; else ``h[:, 0]``.
+        classifier_activation: pooled output is ``pooler_activation(dense(h[:, 0]))``; else ``h[:, 0]``.
+        pooler_activation: the pooler's activation: ``"tanh"`` (BERT, default) or one of
+            ``hidden_act``'s names (``"relu"``: DistilBERT's classification head; ``"gelu"``: ELECTRA's).
         layer_norm_epsilon: LayerNorm epsilon (1e-12 in the TF reference code).
         layer_norm_epsilon_overrides: per-role epsilon, keys ``"embeddings"`` and
             ``"final_ffn"`` (Hugging Face MobileBERT builds those with 1e-5).
@@ -96,6 +102,10 @@ class Encoder(keras.Model):
         relative_attention_variant: composite-attention terms: ``"composite"``
             (Eq. 6, default), ``"fixed"`` (T5), ``"dynamic"`` (Shaw),
             ``"composite_key"``, ``"fixed_depthwise"`` (Eq. 7), ``"composite_depthwise"``.
+        attention_bias: ``"none"`` (default) or ``"relative_buckets"`` (MPNet: a learned
+            per-head score for each T5 bucket of ``j - i`` added in every self-attention
+            layer, next to the absolute positions; each layer holds a copy of the table).
+        relative_attention_num_buckets: buckets of ``"relative_buckets"`` (default 32, MPNet's).
         embedding_projection: where the ``embedding_size -> hidden_size`` projection
             sits: ``"before_norm"`` (default, MobileBERT) or ``"after_norm"``
             (ELECTRA/ConvBERT: embedding-wide position/type tables and norm).
@@ -134,6 +144,7 @@ class Encoder(keras.Model):
         trigram_input=False,
         embedding_size=None,
         classifier_activation=True,
+        pooler_activation="tanh",
         layer_norm_epsilon=1e-12,
         layer_norm_epsilon_overrides=None,
         max_position_embeddings=512,
@@ -151,6 +162,8 @@ class Encoder(keras.Model):
         max_relative_position=64,
         relative_window=8,
         relative_attention_variant="composite",
+        attention_bias="none",
+        relative_attention_num_buckets=32,
         embedding_projection="before_norm",
         position_offset=0,
         output_hidden_states=False,
@@ -212,6 +225,8 @@ class Encoder(keras.Model):
                 max_relative_position=max_relative_position,
                 relative_window=relative_window,
                 relative_attention_variant=relative_attention_variant,
+                attention_bias=attention_bias,
+                relative_attention_num_buckets=relative_attention_num_buckets,
                 max_length=max_position_embeddings,
                 name=f"transformer_layer_{i}",
                 dtype=dtype,
@@ -222,7 +237,8 @@ class Encoder(keras.Model):
         if classifier_activation:
             pooler = keras.layers.Dense(
                 hidden_size,
-                activation="tanh",
+                # "tanh" by name keeps BERT's graph as it was; the others are layers/activations.py's functions.
+                activation="tanh" if pooler_activation == "tanh" else ACTIVATIONS[pooler_activation],
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
                 name="pooler",
                 dtype=dtype,
@@ -319,6 +335,7 @@ CONFIG_FIELDS = {
     "num_groups": (_INT, 1, 1_024),
     "max_relative_position": (_INT, 1, 131_072),
     "relative_window": (_INT, 1, 4_096),
+    "relative_attention_num_buckets": (_INT, 4, 1_024),  # T5 bucketing: num_buckets // 4 exact buckets
     # > 0: an epsilon of 0 divides by zero on a constant row (NaN); NaN itself made every output NaN.
     "layer_norm_epsilon": (_FLOAT, 1e-30, 1.0),
     "hidden_dropout": (_FLOAT, 0.0, 0.99),
@@ -428,6 +445,8 @@ def estimate_parameters(config):
     if c["attention_type"] == "convbert_mixed":
         attention += inner * c["conv_kernel_size"] * 2
     ffn = c["num_feedforward_networks"] * 2 * inner * c["intermediate_size"] // c["num_groups"]
+    if c["attention_bias"] == "relative_buckets":
+        attention += c["relative_attention_num_buckets"] * c["num_heads"]  # each block's copy of the table
     pooler = hidden * hidden if c["classifier_activation"] else 0
     return int(embeddings + c["num_layers"] * (attention + ffn) + pooler)
 
@@ -480,6 +499,8 @@ def _validate(config):
     check_choice("attention_type", config["attention_type"], ATTENTION_TYPES)
     check_choice("relative_attention_variant", config["relative_attention_variant"], tuple(RELATIVE_ATTENTION_VARIANTS))
     check_choice("embedding_projection", config["embedding_projection"], EMBEDDING_PROJECTIONS)
+    check_choice("pooler_activation", config["pooler_activation"], POOLER_ACTIVATIONS)
+    check_choice("attention_bias", config["attention_bias"], ATTENTION_BIASES)
     for key in config["layer_norm_epsilon_overrides"]:
         check_choice("layer_norm_epsilon_overrides key", key, EPSILON_OVERRIDE_KEYS)
     check_fields(config)
@@ -490,6 +511,13 @@ def _validate(config):
         raise ConfigError(
             f"position_embedding_type='relative_functional' (NEZHA) applies to attention_type='self_attention', "
             f"not {config['attention_type']!r}; use position_embedding_type='none' or 'absolute' with it"
+        )
+    if config["attention_bias"] != "none" and (config["attention_type"] != "self_attention"
+                                               or config["position_embedding_type"] == "relative_functional"):
+        raise ConfigError(
+            f"attention_bias={config['attention_bias']!r} (MPNet) applies to attention_type='self_attention' with "
+            f"absolute or no positions, not {config['attention_type']!r} / {config['position_embedding_type']!r}; "
+            "use attention_bias='none' with them"
         )
     if config["position_offset"] >= config["max_position_embeddings"]:
         raise ConfigError(
