@@ -48,6 +48,12 @@ def test_each_file_kind_is_ready_for_its_clients():
         "MediaPipe TextEmbedder", "Task Library BertQuestionAnswerer", "Task Library TextEmbedder"]
     for outputs in (("last_hidden_state", "sentence_embedding"), ("logits",), ("start_logits", "end_logits")):
         assert ready(onnx(outputs=outputs)) == ["onnxruntime (optimum-style)"]
+    # RoBERTa-like families: their tokenizer returns no token_type_ids, and the file takes none (issue 35).
+    assert ready(onnx(names=("input_ids", "attention_mask"), outputs=("logits",))) == ["onnxruntime (optimum-style)"]
+    # A SentencePiece tokenizer with its model packed serves the same clients as a vocab.txt.
+    assert ready(tflite(meta_changes={"tokenizer": "sentencepiece", "vocab_file": "sentencepiece.model",
+                                      "packed_files": ("sentencepiece.model",)})) == [
+        "MediaPipe TextEmbedder", "Task Library TextEmbedder"]
     # A report lists the clients of the file's format only.
     assert set(readiness(onnx())) == {c.name for c in CLIENTS if c.format == "onnx"}
 
@@ -62,8 +68,11 @@ def test_each_file_kind_is_ready_for_its_clients():
     (dataclasses.replace(tflite(), inputs=tflite().inputs[:2]), "MediaPipe TextEmbedder",
      "the graph has 2 inputs; it feeds 3 (ids, mask, segment_ids)"),
     (tflite(meta_changes={"tokenizer": None, "vocab_file": None}), "Task Library TextEmbedder",
-     "no BertTokenizer input process unit"),
-    (tflite(meta_changes={"tokenizer": "sentencepiece"}), "MediaPipe TextEmbedder", "(found sentencepiece)"),
+     "no BertTokenizer or SentencePiece input process unit"),
+    (tflite(meta_changes={"tokenizer": "regex"}), "MediaPipe TextEmbedder", "(found regex)"),
+    # A SentencePiece model is run too (issue 35), but it must be packed.
+    (tflite(meta_changes={"tokenizer": "sentencepiece", "vocab_file": "sentencepiece.model"}),
+     "MediaPipe TextEmbedder", "the tokenizer's file sentencepiece.model is not packed"),
     (tflite(meta_changes={"packed_files": ()}), "MediaPipe TextEmbedder", "vocab.txt is not packed"),
     (tflite(meta_changes={"line_counts": {"vocab.txt": 0}}), "MediaPipe TextEmbedder", "vocab.txt is empty"),
     (tflite(meta_changes={"blank_lines": {"vocab.txt": 2}}), "MediaPipe TextEmbedder",
@@ -96,7 +105,9 @@ def test_each_file_kind_is_ready_for_its_clients():
      "Task Library BertNLClassifier", "the file has FULLY_CONNECTED version 12"),
     (onnx(dtype="int32"), "onnxruntime (optimum-style)", "every input must be int64; input_ids is int32"),
     (onnx(names=("ids", "mask", "segment_ids")), "onnxruntime (optimum-style)",
-     "it feeds inputs named input_ids, attention_mask, token_type_ids"),
+     "it feeds inputs named input_ids, attention_mask (found ids, mask, segment_ids)"),
+    (onnx(names=("input_ids", "attention_mask", "position_ids")), "onnxruntime (optimum-style)",
+     "it feeds nothing to position_ids"),
     (onnx(shape=(1, 128)), "onnxruntime (optimum-style)", "have a fixed batch or sequence length"),
     (onnx(outputs=("sequence_output", "pooled_output")), "onnxruntime (optimum-style)",
      "outputs sequence_output, pooled_output match none of last_hidden_state (feature-extraction)"),

@@ -88,6 +88,28 @@ def test_several_modes_at_once_and_no_mode_are_refused(st_dir):
     refused(st_dir, "no pooling mode", "--pooling")
 
 
+def write_v5_config(directory, mode):
+    """sentence-transformers 5's Pooling config: one ``pooling_mode`` field instead of the boolean keys."""
+    (directory / "1_Pooling" / "config.json").write_text(
+        json.dumps({"embedding_dimension": 384, "pooling_mode": mode, "include_prompt": True}))
+
+
+@pytest.mark.parametrize("mode, expected", [("mean", "mean"), ("cls", "cls"), (["cls"], "cls")])
+def test_sentence_transformers_5_pooling_mode_field_is_read(st_dir, mode, expected):
+    write_v5_config(st_dir, mode)
+    assert read_pooling(st_dir) == Pooling(expected, normalize=True)
+
+
+@pytest.mark.parametrize("mode, fragments", [
+    ("max", ("max pooling", "--pooling")), ("lasttoken", ("lasttoken pooling",)),
+    (["mean", "max"], ("several pooling modes at once", "mean, max")), (3, ("pooling_mode must be",)),
+    ([], ("pooling_mode must be",)),
+])
+def test_sentence_transformers_5_modes_we_cannot_export_are_refused(st_dir, mode, fragments):
+    write_v5_config(st_dir, mode)
+    refused(st_dir, *fragments)
+
+
 @pytest.mark.parametrize("modules, fragment", [
     ([module("Transformer"), module("Pooling", "1_Pooling"), module("Dense", "2_Dense"), module("Normalize")],
      "a Dense module"),

@@ -74,7 +74,7 @@ class ClientMetadata:
         inputs, outputs (tuple[TensorMetadata]): the first subgraph's tensor metadata, in order.
         tokenizer (str | None): ``"bert"``, ``"sentencepiece"``, ``"regex"``, ``"other"`` (a process unit that
             is no tokenizer), or None (no input process unit).
-        vocab_file (str | None): the tokenizer's vocabulary file name.
+        vocab_file (str | None): the file the tokenizer runs on: its ``vocab.txt``, or its SentencePiece model.
         packed_files (tuple[str]): the names in the archive appended to the model.
         line_counts (dict[str, int]): lines of each packed file the metadata names (vocabulary, labels).
         blank_lines (dict[str, int]): empty lines among them (MediaPipe skips them: later ids shift).
@@ -267,7 +267,9 @@ class _Walker:
             option = _OPTION_NAMES.get(self.byte(unit, "ProcessUnit", "options_type"))
             if option in schema.TOKENIZERS:
                 options = self._ref(unit, "ProcessUnit", "options")
-                vocab = self.files(options, option, "vocab_file") if options is not None else ()
+                # The file the tokenizer runs on: a vocab.txt, or a SentencePiece model.
+                key = "sentencePiece_model" if option == "SentencePieceTokenizerOptions" else "vocab_file"
+                vocab = self.files(options, option, key) if options is not None else ()
                 meta.update(tokenizer=schema.TOKENIZERS[option], vocab_file=vocab[0].name if vocab else None)
                 break
         else:
@@ -287,7 +289,7 @@ class _Walker:
 
 def _counted_files(meta):
     """The file names whose lines are counted: the tokenizer's vocabulary and the first output's labels."""
-    names = [meta.get("vocab_file")]
+    names = [meta.get("vocab_file")] if meta.get("tokenizer") == "bert" else []  # a SentencePiece model is binary
     if meta["outputs"]:
         names += [f.name for f in meta["outputs"][0].files if f.type == "TENSOR_AXIS_LABELS"]
     return [n for n in names if n]

@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
 from mobilebert_kit.artifacts.metadata_schema import CLIENT_INPUT_NAMES, TFLITE_METADATA
 
+# The tokenizers MediaPipe Tasks and the Task Library's BERT preprocessors run (BertPreprocessor builds either from
+# the first input process unit; measured in MediaPipe 1.2.2 with both, issue 35).
+CLIENT_TOKENIZERS = ("bert", "sentencepiece")
+
 
 @dataclass(frozen=True)
 class Client:
@@ -38,8 +42,11 @@ class Client:
         shape (str): ``"static"``: every input ``[1, seq]`` with one ``seq``; ``"dynamic"``: batch and
             sequence axes free (optimum-style code feeds any batch and the tokenizer's natural length).
         input_names (tuple): graph input names the client feeds by name (empty: by position).
+        optional_inputs (tuple): inputs it feeds when the graph takes them (optimum-style code feeds what the
+            checkpoint's tokenizer returns: ``token_type_ids`` only for the families that have token types).
         metadata (bool): needs TFLite Metadata: input metadata named ``ids``/``mask``/``segment_ids``, a
-            BertTokenizer process unit with its vocabulary packed, one output metadata per graph output.
+            BertTokenizer or SentencePiece process unit with its file packed, one output metadata per graph
+            output.
         seq_len (int | None): the one sequence length it runs.
         vector_output (bool): reads the first output as one vector, ``[1, N]`` (or ``[1, 1, 1, N]``).
         output_names (tuple): output names it looks up (metadata names in TFLite, graph names in ONNX).
@@ -54,6 +61,7 @@ class Client:
     input_dtype: str
     shape: str
     input_names: tuple = ()
+    optional_inputs: tuple = ()
     metadata: bool = False
     seq_len: int = None
     vector_output: bool = False
@@ -79,7 +87,7 @@ CLIENTS = (
     Client("Task Library TextEmbedder", **_TASK_LIBRARY, vector_output=True),
     # Code written for optimum's exports: the tokenizer's int64 arrays fed by name, outputs read by name.
     Client("onnxruntime (optimum-style)", "onnx", "int64", "dynamic",
-           input_names=("input_ids", "attention_mask", "token_type_ids"),
+           input_names=("input_ids", "attention_mask"), optional_inputs=("token_type_ids",),
            output_sets=(("feature-extraction", ("last_hidden_state",)), ("text-classification", ("logits",)),
                         ("question-answering", ("start_logits", "end_logits")))),
 )
@@ -116,7 +124,12 @@ def _input_names(client, facts):
     have = [s["name"] for s in facts.inputs]
     missing = [n for n in client.input_names if n not in have]
     found = f"found {_join(have)}" if have else "the graph has no inputs"
-    return [f"it feeds inputs named {_join(missing)} ({found})"] if missing else []
+    reasons = [f"it feeds inputs named {_join(missing)} ({found})"] if missing else []
+    unknown = [n for n in have if n not in client.input_names + client.optional_inputs] if client.input_names else []
+    if unknown:
+        reasons.append(f"it feeds nothing to {_join(unknown)} (it feeds "
+                       f"{_join(client.input_names + client.optional_inputs)})")
+    return reasons
 
 
 def _shapes(client, facts):
@@ -151,11 +164,17 @@ def _metadata(client, facts):
     if meta.input_names != CLIENT_INPUT_NAMES:
         reasons.append(f"input metadata names are {_join(meta.input_names)}; it looks up "
                        f"{_join(CLIENT_INPUT_NAMES)}, one per graph input in order")
-    if meta.tokenizer != "bert":
-        reasons.append(f"no BertTokenizer input process unit (found {meta.tokenizer or 'none'})")
+    if meta.tokenizer not in CLIENT_TOKENIZERS:
+        reasons.append(f"no BertTokenizer or SentencePiece input process unit (found {meta.tokenizer or 'none'}), so "
+                       "it cannot tokenize text for the model" + (
+                           "; mbk writes none for a byte-level BPE tokenizer (RoBERTa), which the TFLite Metadata "
+                           "cannot describe: feed the checkpoint tokenizer's ids through LiteRT, or use the .onnx"
+                           if meta.tokenizer is None else ""))
     elif not meta.vocab_file or meta.vocab_file not in meta.packed_files:
-        reasons.append(f"the tokenizer's vocabulary {meta.vocab_file or '(unnamed)'} is not packed in the model "
+        reasons.append(f"the tokenizer's file {meta.vocab_file or '(unnamed)'} is not packed in the model "
                        f"(packed: {_join(meta.packed_files)})")
+    elif meta.tokenizer == "sentencepiece":
+        pass  # a binary model: no lines to count
     elif not meta.vocab_size:
         reasons.append(f"the packed vocabulary {meta.vocab_file} is empty")
     elif meta.blank_lines.get(meta.vocab_file):

@@ -107,12 +107,13 @@ def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
         reference_outputs (callable): ``{input name: int32 [n, seq]} -> {output name: array}``, the
             Keras source's values under the artifact's output names (what validation compares with).
         lines (list[str]): the validation texts (a tab separates a sentence pair).
-        tokenizer (WordPieceTokenizer): the checkpoint's tokenizer.
+        tokenizer (WordPieceTokenizer | CheckpointTokenizer): the checkpoint's tokenizer.
         seq_len (int): the artifact's sequence length.
 
     Returns:
-        ClientFidelity: the counts and agreement (``output`` None when the first output is indexed by
-        token position, which two tokenizations do not share).
+        ClientFidelity | None: the counts and agreement (``output`` None when the first output is indexed by
+        token position, which two tokenizations do not share); None when no client can tokenize for the
+        tokenizer's kind.
 
     Example:
         >>> record = client_fidelity(runner, refs, SENTENCES[:16], tokenizer, 128)  # doctest: +SKIP
@@ -120,6 +121,8 @@ def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
         '3 of 16 validation sentences tokenize differently on the phone (accents); min cosine 0.3921'
     """
     client = tokenizer.client_tokenizer()
+    if client is None:
+        return None  # no client tokenizer for this kind (byte-level BPE): the readiness report says why
     ours = tokenizer.encode_inputs(lines, seq_len)
     theirs = client.encode_inputs(lines, seq_len)
     differs = np.zeros(len(lines), bool)

@@ -210,6 +210,7 @@ def build_export_model(
     pooling=None,
     normalize=False,
     ids_dtype="int32",
+    input_names=None,
 ):
     """Returns the functional Keras model that is converted to TFLite / ONNX.
 
@@ -233,10 +234,12 @@ def build_export_model(
         pooling: the ``embedding`` task's pooling, ``"mean"`` or ``"cls"``.
         normalize: L2-normalize the ``embedding`` task's vector.
         ids_dtype: ``"int32"`` or ``"int64"`` token ids (``export_tasks.INPUT_DTYPES``).
+        input_names: the graph's inputs (``export_tasks.graph_inputs``); without ``token_type_ids`` every token
+            reads type 0. None: all three.
 
     Returns:
-        A ``keras.Model`` with inputs ``input_ids``, ``attention_mask``,
-        ``token_type_ids`` and a dict of outputs named by :func:`output_names`;
+        A ``keras.Model`` with inputs ``input_names`` (``input_ids``, ``attention_mask``,
+        ``token_type_ids``) and a dict of outputs named by :func:`output_names`;
         ``output_order`` and ``input_dtypes`` record both.
 
     Example:
@@ -258,9 +261,13 @@ def build_export_model(
     if task is not None and architecture not in export_task(task).architectures:
         raise ConfigError(f"task {task} does not export a {architecture}")  # ExportOptions.resolve says more
     shape = (batch_size, seq_len)
-    dtypes = {"input_ids": ids_dtype, "attention_mask": mask_dtype, "token_type_ids": ids_dtype}
-    inputs = {name: keras.Input(batch_shape=shape, dtype=dtypes[name], name=name) for name in INPUT_NAMES}
-    ids, types, mask = inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]
+    input_names = tuple(input_names or INPUT_NAMES)
+    dtypes = {name: {"attention_mask": mask_dtype}.get(name, ids_dtype) for name in input_names}
+    inputs = {name: keras.Input(batch_shape=shape, dtype=dtypes[name], name=name) for name in input_names}
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    # A graph without token types (ONNX of RoBERTa-like families) reads type 0, as transformers does then.
+    types = inputs["token_type_ids"] if "token_type_ids" in inputs else keras.layers.Lambda(
+        tf.zeros_like, name="token_type_ids_zero")(ids)
     if mask_dtype != "float32":
         mask = tf.cast(mask, tf.float32)  # once here, not once per attention layer (see the module docstring)
     if for_qat:
@@ -290,7 +297,7 @@ def plan_graph(model, plan, hidden_states=False, for_qat=False):
     return build_export_model(model, plan.batch_size, plan.static_seq_len, plan.mask_dtype,
                               plan.attention_mask_value, hidden_states=hidden_states, for_qat=for_qat, task=plan.task,
                               fmt=plan.format, pooling=plan.pooling, normalize=bool(plan.normalize),
-                              ids_dtype=plan.ids_dtype)
+                              ids_dtype=plan.ids_dtype, input_names=plan.input_names)
 
 
 def _folded(model, plan):
@@ -315,13 +322,11 @@ _FOLDED = weakref.WeakKeyDictionary()
 def serving_function(graph):
     """A ``tf.function`` with keyword inputs named like the model inputs; returns the output dict."""
     by_name = {t.name.split(":")[0]: t for t in graph.inputs}
-    specs = [tf.TensorSpec(by_name[n].shape, by_name[n].dtype, name=n) for n in INPUT_NAMES]
+    names = [n for n in INPUT_NAMES if n in by_name]  # export order, whichever of the three the graph takes
+    specs = [tf.TensorSpec(by_name[n].shape, by_name[n].dtype, name=n) for n in names]
 
     @tf.function(input_signature=specs)
-    def serve(input_ids, attention_mask, token_type_ids):
-        return graph(
-            {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids},
-            training=False,
-        )
+    def serve(*tensors):
+        return graph(dict(zip(names, tensors)), training=False)
 
     return serve

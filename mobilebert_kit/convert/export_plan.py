@@ -21,8 +21,11 @@ Example:
 """
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
-from mobilebert_kit.convert.export_tasks import AUTO_TASK, AUTO_TASK_ONE_OUTPUT, INPUT_DTYPES, TASKS, export_task
+from mobilebert_kit.convert.export_tasks import (
+    AUTO_TASK, AUTO_TASK_ONE_OUTPUT, GRAPH_INPUTS, INPUT_DTYPES, TASKS, export_task, graph_inputs,
+)
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import ConfigError
 
@@ -188,6 +191,26 @@ def check_labels(options, architecture, num_outputs):
                           f"{num_outputs} classes; list one name per class, in the head's order")
 
 
+class FileMetadata(NamedTuple):
+    """What an export writes beside the weights, for every setting the search tries.
+
+    Args:
+        meta (dict): our ``mbk_metadata`` (``{}`` for a drift probe, which is no client's file).
+        vocab (list[str] | None): the vocabulary lines embedded as ``mbk_vocab`` (None: none).
+        client_unit (ClientUnit | None): the tokenizer the TFLite clients run, packed into a ``.tflite``
+            (``data.tokenizer_kinds``); None: no client tokenizer (none in the source, byte-level BPE,
+            ``--no-vocab``).
+
+    Example:
+        >>> FileMetadata({}, None).client_unit is None
+        True
+    """
+
+    meta: dict
+    vocab: list = None
+    client_unit: object = None
+
+
 @dataclass(frozen=True)
 class SourceFacts:
     """What a loaded source declares that an export plan depends on.
@@ -200,6 +223,7 @@ class SourceFacts:
         trained_seq_len (int | None): the length a fine-tuned model was trained at.
         labels (tuple): the source's class names.
         tokenizer: the source's tokenizer, or None.
+        type_vocab_size (int): the encoder's token-type table (0 or 1: no token types to feed).
 
     Example:
         >>> SourceFacts("encoder", 64).max_positions
@@ -213,6 +237,7 @@ class SourceFacts:
     trained_seq_len: int = None
     labels: tuple = ()
     tokenizer: object = field(default=None, compare=False)
+    type_vocab_size: int = 2
 
 
 @dataclass(frozen=True)
@@ -235,6 +260,7 @@ class ExportPlan:
         labels (tuple): the class names the file carries.
         num_outputs (int | None): the head's output columns.
         tokenizer: the checkpoint's tokenizer (None: no vocabulary).
+        input_names (tuple): the graph's inputs, in order (``export_tasks.graph_inputs``).
 
     Example:
         >>> from mobilebert_kit.convert.export_options import ExportOptions
@@ -258,6 +284,7 @@ class ExportPlan:
     labels: tuple = ()
     num_outputs: int = None
     tokenizer: object = field(default=None, compare=False, repr=False)
+    input_names: tuple = GRAPH_INPUTS
 
     @property
     def mode(self):
@@ -358,4 +385,6 @@ def plan_export(options, facts):
         quantize=options.quantize, keep_float_layers=tuple(options.keep_float_layers),
         keep_float_ops=options.keep_float_ops, labels=labels, num_outputs=facts.num_outputs,
         tokenizer=facts.tokenizer,
+        input_names=graph_inputs(options.format, facts.type_vocab_size,
+                                 getattr(facts.tokenizer, "token_types", None)),
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mobilebert_kit.convert.export_tasks import export_task
 from mobilebert_kit.convert.quantization_modes import MODES
 from mobilebert_kit.convert.quantization_search import Frontier, Tried
 from mobilebert_kit.utils.atomic import atomic_file, remove_path
@@ -41,6 +42,7 @@ class ExportResult:
         op_counts (dict): op type -> count.
         validation: the ValidationReport (None without validation).
         search (dict): the search's frontier (``Frontier.to_dict``), None when nothing was searched.
+        clients (dict): ``{client name: [reasons it is not ready]}`` (``artifacts.clients``; empty list: ready).
 
     Example:
         >>> ExportResult("m.tflite", "tflite", "none", 10, 0.1, "tiny-bert").format_text().split(":")[0]
@@ -60,6 +62,7 @@ class ExportResult:
     op_counts: dict = field(default_factory=dict)
     validation: object = None
     search: dict = None
+    clients: dict = field(default_factory=dict)
 
     def to_dict(self):
         out = {k: v for k, v in asdict(self).items() if k != "validation"}
@@ -71,6 +74,15 @@ class ExportResult:
                  f"({self.seconds:.1f} s) from {self.source}"
                  + (f"; task {self.task}, seq {self.seq_len}" if self.task else "")]
         lines += [f"  note: {n}" for n in self.notes]
+        if self.clients:
+            ready = [name for name, reasons in self.clients.items() if not reasons]
+            lines.append(f"  ready for: {', '.join(ready) or 'none'}")
+            # For a task an app client serves, the first reason of each MediaPipe task that is not ready
+            # (mbk inspect lists them all).
+            served = self.task is not None and export_task(self.task).client is not None
+            for name, reasons in self.clients.items() if served else ():
+                if reasons and name.startswith("MediaPipe"):
+                    lines.append(f"  not ready for {name}: {reasons[0]}")
         if MODES[self.quantize].calibration:  # static activation ranges: list what stayed float
             if self.float_ops:
                 lines.append("  ops left in float: " + ", ".join(f"{op} x{n}" for op, n in sorted(self.float_ops.items())))

@@ -37,6 +37,31 @@ from mobilebert_kit.errors import check_choice
 # The int type of the token inputs per format: TFLite clients (MediaPipe, the Task Library) accept int32
 # only (or all-string) inputs; code written for optimum's ONNX exports feeds the tokenizer's int64 arrays.
 INPUT_DTYPES = {"tflite": "int32", "onnx": "int64"}
+GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # models.encoder.INPUT_NAMES, in export order
+
+
+def graph_inputs(fmt, type_vocab_size, token_types=None):
+    """The inputs of an exported graph, in order: what its clients feed.
+
+    TFLite files take all three: MediaPipe's and the Task Library's ``BertPreprocessor`` fill ids, mask and
+    segment ids for every model. An ONNX file takes what the checkpoint's tokenizer returns, as optimum's
+    exports do: transformers' tokenizers of RoBERTa, XLM-R, DistilBERT and MPNet return no
+    ``token_type_ids`` (``data.tokenizer_kinds.returns_token_types``), so optimum-style code feeding
+    ``tokenizer(text)`` would be refused by a graph that requires them; without the input every token reads
+    type 0, as transformers does when none is given. A model with one token type or none takes none either.
+
+    Args:
+        fmt (str): ``"tflite"`` or ``"onnx"``.
+        type_vocab_size (int): the encoder's token-type table size (0: none).
+        token_types (bool | None): whether the checkpoint's tokenizer returns ``token_type_ids`` (None: unknown).
+
+    Example:
+        >>> graph_inputs("onnx", 1), graph_inputs("onnx", 2, token_types=False), graph_inputs("tflite", 1)[-1]
+        (('input_ids', 'attention_mask'), ('input_ids', 'attention_mask'), 'token_type_ids')
+    """
+    if fmt == "onnx" and (int(type_vocab_size or 0) <= 1 or token_types is False):
+        return GRAPH_INPUTS[:2]
+    return GRAPH_INPUTS
 # Metadata names of the three inputs, in graph order: the TFLite clients find the inputs by these names
 # ("ids", "mask", "segment_ids"); other names give "Input tensor indices form the set {-1, -1, -1}".
 CLIENT_INPUT_NAMES = metadata_schema.CLIENT_INPUT_NAMES  # declared with the schema: the lint on the floor reads it

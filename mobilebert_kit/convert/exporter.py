@@ -27,7 +27,7 @@ from pathlib import Path
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_model import plan_graph
 from mobilebert_kit.convert.export_options import DEFAULT_MAX_DROP, FORMATS, ExportOptions  # noqa: F401  (public)
-from mobilebert_kit.convert.export_plan import plan_export
+from mobilebert_kit.convert.export_plan import FileMetadata, plan_export
 from mobilebert_kit.convert.export_report import EXPORT_REPORT_OUTPUT, ExportResult, report_guard, report_path, write_report
 from mobilebert_kit.convert.export_tasks import export_task
 from mobilebert_kit.convert.file_validation import WRITERS, changed_answers, drift, validate_file
@@ -127,23 +127,24 @@ def export(options, source=None, log=print, score=None):
     calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
 
     def write(candidate):
-        meta = metadata[0]
+        meta = metadata.meta
         if candidate.step is not None:
             meta = candidate_metadata(meta, options.quantize, candidate.plan.quantize, candidate.label,
                                       candidate.plan.keep_float_layers, search.judged_by)
-        written = WRITERS[plan.format](graph, candidate.plan, calibration, (meta, metadata[1]), candidate.path,
+        written = WRITERS[plan.format](graph, candidate.plan, calibration, metadata._replace(meta=meta), candidate.path,
                                        calibrated)
         info = inspect_artifact(candidate.path, fmt=plan.format)
         return ExportResult(path=str(out), format=plan.format, quantize=candidate.plan.quantize,
                             size_bytes=info.size_bytes, seconds=time.perf_counter() - start,
                             source=source.describe(), task=plan.task, seq_len=plan.seq_len, notes=notes + written,
-                            float_ops=dict(info.float_ops), op_counts=dict(info.op_counts))
+                            float_ops=dict(info.float_ops), op_counts=dict(info.op_counts),
+                            clients={name: list(reasons) for name, reasons in (info.clients or {}).items()})
 
     def validate(candidate, precision, with_texts=True):
         return validate_file(candidate.path, model, validation_inputs, precision, options.thresholds,
                              artifact_name=str(out), fmt=plan.format, task=plan.task, pooling=plan.pooling,
                              normalize=plan.normalize, texts=texts if with_texts else None,
-                             tokenizer=plan.tokenizer if with_texts else None)
+                             tokenizer=plan.tokenizer if with_texts else None, input_names=plan.input_names)
 
     def judge(candidate):
         if plan.asked.search:
@@ -238,13 +239,14 @@ def _ranking(model, setting, calibration, inputs, frontier):
 def _float_reference(graph, plan, metadata, scratch, inputs, score):
     """``(frontier row, evaluation)`` of the float export on the eval data: the metric the budget is taken from."""
     path = scratch / f"float.{plan.format}"
-    WRITERS[plan.format](graph, plan.as_float(), None, (dict(metadata[0], quantization="none"), metadata[1]), path)
+    WRITERS[plan.format](graph, plan.as_float(), None, metadata._replace(meta=dict(metadata.meta, quantization="none")),
+                         path)
     evaluation = score(path, plan.options.eval_data)
     return Tried("float32 (reference)", "none", [], host_latency_ms(path, inputs), passed=True), evaluation
 
 
 def _metadata(source, model, graph, plan):
-    """``(mbk_metadata dict, vocabulary lines or None)`` of an export: the plan as the file records it.
+    """The :class:`~mobilebert_kit.convert.export_plan.FileMetadata` of an export: the plan as the file records it.
 
     Besides describing the file, the dict carries what the TFLite client metadata is written from
     (``tflite_writer.client_metadata_args``): the task's client family, the output names, the labels; and
@@ -266,11 +268,11 @@ def _metadata(source, model, graph, plan):
         "seq_len": plan.static_seq_len,
         "planned_seq_len": plan.seq_len,
         "batch_size": plan.batch_size,
-        "inputs": {
-            "input_ids": f"{dtypes['input_ids']} word-piece ids",
-            "attention_mask": f"{dtypes['attention_mask']}: 1 for real tokens, 0 for padding",
-            "token_type_ids": f"{dtypes['token_type_ids']} segment ids (0: first sentence, 1: second)",
-        },
+        "inputs": {name: f"{dtypes[name]} {what}" for name, what in (
+            ("input_ids", "token ids of the checkpoint's tokenizer"),
+            ("attention_mask", "1 for real tokens, 0 for padding"),
+            ("token_type_ids", "segment ids (0: first sentence, 1: second)")) if name in dtypes},
+        "input_names": list(plan.input_names),
         "input_dtypes": dict(dtypes),
         "outputs": list(graph.output_order),
         "mask_dtype": plan.mask_dtype,
@@ -280,15 +282,22 @@ def _metadata(source, model, graph, plan):
         # dynamic-axis file (the profiler, mbk validate) picks a default length within it.
         "max_seq_len": max_positions(config),
         "do_lower_case": tokenizer.do_lower_case if tokenizer is not None else None,
-        "special_tokens": {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"},
+        # The checkpoint's own special tokens and tokenizer kind (RoBERTa's <s>, not BERT's [CLS]).
+        "special_tokens": dict(getattr(tokenizer, "special_tokens", None) or
+                               {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"}),
+        "tokenizer_kind": tokenizer.kind.name if tokenizer is not None else None,
         "labels": list(plan.labels),
         # The table columns of the fine-tune (its task.json), so that `mbk evaluate FILE` reads the same table.
         "table_columns": getattr(source, "table_columns", None),
         "normalization_type": config["normalization_type"],
         "hidden_act": config["hidden_act"],
     }
-    vocab = tokenizer.vocab_lines() if (tokenizer is not None and plan.options.embed_vocab) else None
-    return meta, vocab
+    if tokenizer is None or not plan.options.embed_vocab:
+        return FileMetadata(meta)
+    # mbk_vocab is a vocab.txt (our evaluate and inspect read it as one): WordPiece only; the other kinds'
+    # files are run from the checkpoint's tokenizer.json (mbk evaluate --tokenizer DIR).
+    vocab = tokenizer.vocab_lines() if tokenizer.kind.name == "wordpiece" else None
+    return FileMetadata(meta, vocab, tokenizer.client_unit())
 
 
 def _input_sets(model, plan, say=None):

@@ -24,7 +24,8 @@ from mobilebert_kit.convert.export_model import (
     task_outputs,
     token_outputs,
 )
-from mobilebert_kit.convert.export_tasks import export_task
+from mobilebert_kit.convert.export_plan import FileMetadata
+from mobilebert_kit.convert.export_tasks import export_task, graph_inputs
 from mobilebert_kit.convert.input_set import InputSet
 from mobilebert_kit.convert.onnx_writer import write_onnx
 from mobilebert_kit.convert.qat import with_layer_outputs
@@ -63,7 +64,7 @@ def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
 
 
 def validate_file(path, reference, inputs, precision, thresholds=None, artifact_name=None, fmt=None, task=MISSING,
-                  pooling=None, normalize=None, texts=None, tokenizer=None):
+                  pooling=None, normalize=None, texts=None, tokenizer=None, input_names=None):
     """Validates an artifact file against a Keras model; returns the ValidationReport (not raised).
 
     Args:
@@ -79,14 +80,21 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
         pooling / normalize: the embedding's; not given: the metadata's.
         texts / tokenizer: the validation text and the checkpoint's tokenizer: the file is also compared
             through its clients' tokenization (``convert.client_fidelity``; a warning, never a failure).
+        input_names: the graph inputs the file must take (the plan's); None: as its metadata records them, else
+            ``export_tasks.graph_inputs`` of the reference and the tokenizer.
 
     Example:
         >>> validate_file("m.tflite", model, inputs, "dynamic").passed  # doctest: +SKIP
         True
     """
     fmt = artifact_format(Path(path), fmt)
+    meta = read_artifact_metadata(path) if Path(path).suffix == f".{fmt}" and (
+        task is MISSING or input_names is None) else {}
+    if input_names is None:
+        recorded = meta.get("input_names")
+        input_names = tuple(recorded) if isinstance(recorded, list) and recorded else graph_inputs(
+            fmt, encoder_of(reference).config["type_vocab_size"], getattr(tokenizer, "token_types", None))
     if task is MISSING:
-        meta = read_artifact_metadata(path) if Path(path).suffix == f".{fmt}" else {}
         task = meta.get("task")
         declared = meta.get("pooling") or {}
         pooling, normalize = declared.get("mode"), declared.get("normalize")
@@ -106,6 +114,7 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
     report = validate_outputs(
         artifact_name or str(path), runner, refs, inputs, expected, token_outputs(reference, task, fmt),
         logit_outputs(reference, task, fmt), precision, limits,
+        expected_inputs=tuple(input_names),
     )
     report.client_tokenization = client_fidelity_of(
         runner, fmt or Path(path).suffix[1:], texts, tokenizer, inputs.seq_len,
@@ -179,4 +188,4 @@ def write_drift_probe(model, plan, calibration, path, qat_graph=None):
         graph = with_layer_outputs(qat_graph, names)
     else:
         graph = plan_graph(model, plan, hidden_states=True)
-    WRITERS[plan.format](graph, plan, calibration, ({}, None), path)
+    WRITERS[plan.format](graph, plan, calibration, FileMetadata({}), path)

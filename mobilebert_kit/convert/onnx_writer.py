@@ -29,7 +29,8 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
         graph: the export graph (``export_model.build_export_model``).
         setting: the :class:`~mobilebert_kit.convert.export_plan.ExportPlan` of the setting written.
         calibration: the calibration InputSet (None for modes without static ranges).
-        metadata: ``(mbk_metadata dict, vocabulary lines or None)``.
+        metadata: the export's :class:`~mobilebert_kit.convert.export_plan.FileMetadata` (no client unit:
+            optimum-style code runs the checkpoint's own tokenizer).
         path: the file to write.
         calibrated: the TFLite writer's calibration cache; unused (ORT's quantizer calibrates inside
             ``quantize_static`` each time), accepted so that both writers take the same arguments.
@@ -38,7 +39,7 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
         list[str]: notes (none).
 
     Example:
-        >>> write_onnx(graph, plan, None, (meta, vocab), "m.onnx")  # doctest: +SKIP
+        >>> write_onnx(graph, plan, None, FileMetadata(meta, vocab), "m.onnx")  # doctest: +SKIP
         []
     """
     model = onnx_export.convert(graph, setting.opset)
@@ -47,7 +48,7 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
         model = onnx_export.quantize(
             model, onnx_as, calibration, graph.input_dtypes, setting.keep_float_ops or (), setting.keep_float_layers,
         )
-    meta, vocab = metadata
+    meta, vocab = metadata.meta, metadata.vocab
     entries = {METADATA_JSON: json.dumps(meta, sort_keys=True)}
     if vocab:
         entries["mbk_vocab"] = "\n".join(vocab) + "\n"

@@ -148,6 +148,7 @@ def source_facts(source, options=None):
         num_outputs=getattr(model, "head_config", {}).get("num_labels"),
         declared_pooling=_declared_pooling(source, options), trained_seq_len=source.trained_seq_len,
         labels=tuple(source.labels or ()), tokenizer=source.tokenizer,
+        type_vocab_size=encoder_of(model).config["type_vocab_size"],
     )
 
 

@@ -9,8 +9,11 @@ SubGraphMetadata:
 
 - ``input_tensor_metadata`` named ``ids``, ``mask``, ``segment_ids``
   (:data:`~mobilebert_kit.convert.export_tasks.CLIENT_INPUT_NAMES`), in graph input order;
-- ``input_process_units``: one ``BertTokenizerOptions`` whose ``vocab_file`` is
-  ``vocab.txt`` (type VOCABULARY), when the model has a vocabulary;
+- ``input_process_units``: the checkpoint's tokenizer as its kind's record says
+  (``data/tokenizer_kinds.py``): ``BertTokenizerOptions`` whose ``vocab_file`` is
+  ``vocab.txt`` (type VOCABULARY) for WordPiece, ``SentencePieceTokenizerOptions``
+  whose ``sentencePiece_model`` is ``sentencepiece.model`` for Unigram; none for
+  byte-level BPE, which the schema cannot describe;
 - ``output_tensor_metadata``: one entry per graph output, named as the output
   (MediaPipe refuses a count mismatch); a classifier's first output carries
   ``labels.txt`` (type TENSOR_AXIS_LABELS).
@@ -26,8 +29,8 @@ from its end record. Field slots and enum values are
 :mod:`~mobilebert_kit.artifacts.metadata_schema`'s, shared with the reader.
 
 Example:
-    >>> meta, files = client_metadata("embedder", ["sentence_embedding"], ["[PAD]", "[UNK]", "a"],
-    ...                               name="m", description="an embedder")
+    >>> unit = ClientUnit("BertTokenizerOptions", "vocab.txt", b"[PAD]\\n[UNK]\\na\\n")
+    >>> meta, files = client_metadata("embedder", ["sentence_embedding"], unit, name="m", description="an embedder")
     >>> sorted(files), meta[4:8]
     (['vocab.txt'], b'M001')
 """
@@ -41,21 +44,28 @@ from mobilebert_kit.artifacts import metadata_schema as schema
 from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA  # noqa: F401  (the exporter's entry name)
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_tasks import CLIENT_INPUT_NAMES
+from mobilebert_kit.data.tokenizer_kinds import ClientUnit
 
 CLIENTS = (None, "embedder", "classifier", "question_answerer")
-_INPUT_DESCRIPTIONS = ("token ids from the WordPiece vocabulary", "1 for real tokens, 0 for padding",
+# Each tokenizer process unit: the field naming its file, the file's AssociatedFileType, its description.
+_TOKENIZER_UNITS = {
+    "BertTokenizerOptions": ("vocab_file", "VOCABULARY", "WordPiece vocabulary"),
+    "SentencePieceTokenizerOptions": ("sentencePiece_model", "UNKNOWN", "SentencePiece model, the checkpoint's ids"),
+}
+_INPUT_DESCRIPTIONS = ("token ids of the checkpoint's tokenizer", "1 for real tokens, 0 for padding",
                        "0 for the first segment, 1 for the second")
 
 
-def client_metadata(client, output_names, vocab_lines, labels=None, *, name, description):
+def client_metadata(client, output_names, tokenizer, labels=None, *, name, description):
     """The ModelMetadata flatbuffer and the files to pack for one export.
 
     Args:
         client (str | None): :attr:`ExportTask.client`: ``None``, ``"embedder"``, ``"classifier"`` or
             ``"question_answerer"``.
         output_names (Sequence[str]): the graph's output names, in order.
-        vocab_lines (Sequence[str] | None): the WordPiece vocabulary, one token a line; None when the model
-            has none (then no tokenizer process unit and no ``vocab.txt``).
+        tokenizer (ClientUnit | Sequence[str] | None): the tokenizer process unit and its file
+            (``data.tokenizer_kinds.ClientUnit``), or WordPiece vocabulary lines (a ``vocab.txt``); None when
+            no client tokenizer applies (then no tokenizer process unit and no packed tokenizer file).
         labels (Sequence[str] | None): class names of a classifier, in output order (``labels.txt``);
             ignored for the other clients, whose outputs have no classes.
         name (str): the model's name in the metadata.
@@ -69,7 +79,7 @@ def client_metadata(client, output_names, vocab_lines, labels=None, *, name, des
             line break, an empty token or label, no outputs, an unknown client).
 
     Example:
-        >>> meta, files = client_metadata("classifier", ["probability"], ["[PAD]", "a"], ["neg", "pos"],
+        >>> meta, files = client_metadata("classifier", ["probability"], None, ["neg", "pos"],
         ...                               name="m", description="sentiment")
         >>> files["labels.txt"]
         b'neg\\npos\\n'
@@ -80,11 +90,22 @@ def client_metadata(client, output_names, vocab_lines, labels=None, *, name, des
     if not output_names:
         raise ExportError("the model has no outputs to describe in the TFLite Metadata; re-export it")
     files = {}
-    if vocab_lines is not None:
-        files[schema.VOCAB_FILE] = _lines_file("vocabulary token", vocab_lines)
+    if tokenizer is not None and not isinstance(tokenizer, ClientUnit):
+        tokenizer = ClientUnit("BertTokenizerOptions", schema.VOCAB_FILE, lines_file("vocabulary token", tokenizer))
+    if tokenizer is not None:
+        if tokenizer.options not in _TOKENIZER_UNITS:
+            raise ExportError(f"no TFLite Metadata tokenizer {tokenizer.options!r}; expected one of "
+                              f"{', '.join(_TOKENIZER_UNITS)}")
+        if tokenizer.options == "BertTokenizerOptions":
+            # The same checks as for lines given: the unit's vocab.txt is read a line a token.
+            lines_file("vocabulary token", bytes(tokenizer.data).decode("utf-8").split("\n")[:-1])
+        if not tokenizer.data:
+            raise ExportError(f"the tokenizer file {tokenizer.file_name} is empty; re-export with the checkpoint's "
+                              "tokenizer files")
+        files[tokenizer.file_name] = bytes(tokenizer.data)
     label_file = client == "classifier" and labels is not None
     if label_file:
-        files[schema.LABELS_FILE] = _lines_file("label", labels)
+        files[schema.LABELS_FILE] = lines_file("label", labels)
     b = flatbuffers.Builder(1024)
     inputs = [_tensor(b, n, d) for n, d in zip(CLIENT_INPUT_NAMES, _INPUT_DESCRIPTIONS)]
     outputs = []
@@ -93,9 +114,10 @@ def client_metadata(client, output_names, vocab_lines, labels=None, *, name, des
         attached = [_file(b, schema.LABELS_FILE, "TENSOR_AXIS_LABELS", "class names, one a line")] if labelled else []
         outputs.append(_tensor(b, out, f"output {out}", attached))
     units = []
-    if vocab_lines is not None:
-        vocab = _file(b, schema.VOCAB_FILE, "VOCABULARY", "WordPiece vocabulary")
-        units.append(_process_unit(b, "BertTokenizerOptions", {"vocab_file": _vector(b, [vocab])}))
+    if tokenizer is not None:
+        field_name, file_type, what = _TOKENIZER_UNITS[tokenizer.options]
+        packed = _file(b, tokenizer.file_name, file_type, what)
+        units.append(_process_unit(b, tokenizer.options, {field_name: _vector(b, [packed])}))
     sub = _table(b, "SubGraphMetadata", {
         "name": b.CreateString(name),
         "input_tensor_metadata": _vector(b, inputs),
@@ -150,7 +172,17 @@ def pack_files(model_bytes, files):
     return out.getvalue()
 
 
-def _lines_file(what, lines):
+def lines_file(what, lines):
+    """The bytes of a one-item-a-line file (``vocab.txt``, ``labels.txt``) as the clients read it.
+
+    Raises:
+        ExportError: no lines, a line break inside an item, an empty item (the clients skip empty lines, so every
+            later id would shift).
+
+    Example:
+        >>> lines_file("label", ["neg", "pos"])
+        b'neg\\npos\\n'
+    """
     lines = [str(line) for line in lines]
     if not lines:
         raise ExportError(f"the {what} list is empty; a {what} file needs at least one line")

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from mobilebert_kit.convert import tflite_export, tflite_flatbuffer, tflite_metadata
+from mobilebert_kit.data.tokenizer_kinds import KINDS, ClientUnit
 from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
 
@@ -27,7 +28,8 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
         setting: the :class:`~mobilebert_kit.convert.export_plan.ExportPlan` of the setting written
             (mode, io type, float ops and layers).
         calibration: the calibration InputSet (None for modes without static ranges).
-        metadata: ``(mbk_metadata dict, vocabulary lines or None)``; ``({}, None)`` for a drift probe.
+        metadata: the export's :class:`~mobilebert_kit.convert.export_plan.FileMetadata` (``FileMetadata({})`` for
+            a drift probe).
         path: the file to write.
         calibrated (dict | None): one calibration per mode, shared by the settings of one export.
 
@@ -35,7 +37,7 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
         list[str]: the converter's notes.
 
     Example:
-        >>> write_tflite(graph, plan, None, (meta, vocab), "m.tflite")  # doctest: +SKIP
+        >>> write_tflite(graph, plan, None, FileMetadata(meta, vocab, unit), "m.tflite")  # doctest: +SKIP
         []
     """
     with warnings.catch_warnings():
@@ -46,13 +48,13 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
             setting.keep_float_ops, setting.keep_float_layers, calibrated,
             layer_norm=metadata[0].get("normalization_type") == "layer_norm",
         )
-    meta, vocab = metadata
+    meta, vocab, unit = metadata
     entries = {tflite_flatbuffer.METADATA_JSON: json.dumps(meta, sort_keys=True).encode()}
     if vocab:
         entries[tflite_flatbuffer.METADATA_VOCAB] = ("\n".join(vocab) + "\n").encode()
     # The TFLite clients' metadata (TFLITE_METADATA: input names, tokenizer, labels) and the files it
     # names, packed after the flatbuffer; a drift probe (meta {}) is no client's file and gets none.
-    args = client_metadata_args(meta, vocab)
+    args = client_metadata_args(meta, vocab, unit)
     files = {}
     if args:
         metadata_bytes, files = tflite_metadata.client_metadata(**args)
@@ -64,15 +66,17 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
     return notes
 
 
-def client_metadata_args(meta, vocab):
-    """The arguments of ``tflite_metadata.client_metadata`` for an export's ``mbk_metadata`` and vocabulary.
+def client_metadata_args(meta, vocab, client_unit=None):
+    """The arguments of ``tflite_metadata.client_metadata`` for an export's ``mbk_metadata`` and tokenizer.
 
     Args:
         meta (dict): the ``mbk_metadata`` of an export (``{}`` for a drift probe).
-        vocab (list[str] | None): the vocabulary lines (None: the model has none, or ``--no-vocab``).
+        vocab (list[str] | None): the vocabulary lines (None: the model has none, or ``--no-vocab``); the
+            clients' ``vocab.txt`` when no ``client_unit`` is given.
+        client_unit (ClientUnit | None): the tokenizer the clients run (``data.tokenizer_kinds``), packed as is.
 
     Returns:
-        dict | None: ``client``, ``output_names``, ``vocab_lines``, ``labels``, ``name``, ``description``;
+        dict | None: ``client``, ``output_names``, ``tokenizer``, ``labels``, ``name``, ``description``;
         None for a file without a task (a drift probe).
 
     Example:
@@ -82,8 +86,11 @@ def client_metadata_args(meta, vocab):
     """
     if not meta.get("task"):
         return None
+    if client_unit is None and vocab:
+        client_unit = ClientUnit(KINDS["WordPiece"].client_options, KINDS["WordPiece"].client_file,
+                                 tflite_metadata.lines_file("vocabulary token", vocab))
     return {
-        "client": meta["client"], "output_names": list(meta["outputs"]), "vocab_lines": vocab or None,
+        "client": meta["client"], "output_names": list(meta["outputs"]), "tokenizer": client_unit,
         "labels": list(meta.get("labels") or []) or None, "name": meta["source"],
         "description": f"{meta['task']} export of {meta['source']} by mobilebert-kit",
     }

@@ -96,6 +96,9 @@ class ValidationReport:
     failures: list = field(default_factory=list)
     drift: list = field(default_factory=list)
     client_tokenization: object = None  # a convert.client_fidelity.ClientFidelity: warns, never fails
+    # What the file was compared with: the Keras model mbk built from the source, never the source's own framework
+    # (its parity with transformers is proven per family by the tests, docs/models.md#supported-checkpoints).
+    reference: str = "the Keras model mbk built from the source"
 
     @property
     def passed(self):
@@ -107,7 +110,7 @@ class ValidationReport:
     def to_dict(self):
         return {
             "artifact": self.artifact, "precision": self.precision, "passed": self.passed,
-            "thresholds": asdict(self.thresholds), "inputs": self.inputs,
+            "thresholds": asdict(self.thresholds), "inputs": self.inputs, "reference": self.reference,
             "outputs": [asdict(m) for m in self.outputs], "failures": [str(f) for f in self.failures],
             "drift": self.drift,
             "client_tokenization": self.client_tokenization.to_dict() if self.client_tokenization else None,
@@ -127,6 +130,9 @@ class ValidationReport:
         if self.client_tokenization is not None:
             lines += self.client_tokenization.format_text()
         lines.append("  PASSED" if self.passed else "  FAILED: " + "; ".join(str(f) for f in self.failures))
+        if self.outputs:
+            lines.append(f"  (compared with {self.reference}; its parity with transformers is tested per family: "
+                         "docs/models.md#supported-checkpoints)")
         return "\n".join(lines)
 
 
@@ -196,7 +202,7 @@ def check_values(metrics, thresholds):
 
 
 def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outputs, token_outputs, logit_outputs,
-                     precision="none", thresholds=None):
+                     precision="none", thresholds=None, expected_inputs=INPUT_NAMES):
     """Checks names, shapes and values of ``runner``'s outputs against ``reference_outputs``.
 
     Args:
@@ -209,6 +215,7 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
         logit_outputs: names whose argmax agreement is checked.
         precision: the quantization mode (a key of ``quantization_modes.MODES``).
         thresholds: a :class:`Thresholds` (default: the precision's).
+        expected_inputs: the graph's input names in order (``export_tasks.graph_inputs``).
 
     Returns:
         A :class:`ValidationReport` (call ``raise_for_failures()`` to raise).
@@ -216,8 +223,8 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
     thresholds = thresholds or thresholds_for(precision)
     report = ValidationReport(str(artifact), precision, thresholds, inputs.description)
     names = [s["name"] for s in runner.input_specs]
-    if names != list(INPUT_NAMES):
-        report.failures.append(InputNameError(f"inputs are {names}, expected {list(INPUT_NAMES)} in this order"))
+    if names != list(expected_inputs):
+        report.failures.append(InputNameError(f"inputs are {names}, expected {list(expected_inputs)} in this order"))
     missing = [n for n in expected_outputs if n not in runner.output_names]
     extra = [n for n in runner.output_names if n not in expected_outputs]
     if missing:
@@ -230,7 +237,7 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
     if seq is not None and seq != inputs.seq_len:
         report.failures.append(OutputShapeError(f"artifact sequence length {seq} != validation inputs' {inputs.seq_len}"))
         return report
-    if names and set(INPUT_NAMES) - set(names):
+    if names and set(names) - set(INPUT_NAMES):
         return report  # cannot feed it
     outputs = runner.run(inputs.arrays)
     mask = inputs.arrays["attention_mask"]

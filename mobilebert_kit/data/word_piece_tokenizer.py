@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import BertWordPieceTokenizer, Tokenizer, normalizers
 
+from mobilebert_kit.data.tokenizer_kinds import CLIENT_SPECIAL_NAMES, KINDS, ClientUnit
 from mobilebert_kit.data.vocab import VocabularyError, lower_case_of, read_vocab, strip_accents_of, vocab_ids
 from mobilebert_kit.errors import ConfigError, DataError
 from mobilebert_kit.utils.atomic import atomic_file
@@ -205,6 +206,16 @@ class WordPieceTokenizer:
         client._finish()
         return client
 
+    def client_unit(self):
+        """The ``vocab.txt`` the ``.tflite``'s TFLite Metadata packs for the clients (BERT's names, unchanged).
+
+        Example:
+            >>> WordPieceTokenizer.from_directory("all-MiniLM-L6-v2/").client_unit().file_name  # doctest: +SKIP
+            'vocab.txt'
+        """
+        return ClientUnit(self.kind.client_options, self.kind.client_file,
+                          ("\n".join(self.vocab_lines()) + "\n").encode("utf-8"))
+
     def vocab_lines(self):
         """The tokens in id order: the directory's ``vocab.txt`` for :meth:`from_directory`, else the vocabulary."""
         if self._vocab_lines is not None:
@@ -253,6 +264,9 @@ class WordPieceTokenizer:
         return self
 
     def _finish(self):
+        self.kind = KINDS["WordPiece"]
+        self.token_types = True  # BERT's tokenizers return token_type_ids
+        self.special_tokens = dict(CLIENT_SPECIAL_NAMES)  # BERT's names: the clients' own
         self.vocab = dict(self._tokenizer.get_vocab())
         self.inverse_vocab = {i: t for t, i in self.vocab.items()}
         self.vocab_size = max(self.vocab.values()) + 1
@@ -279,19 +293,8 @@ class WordPieceTokenizer:
             # The tokenizer cannot truncate a pair below its three special tokens: it returns longer rows.
             raise DataError(f"sentence pairs (lines with a tab) need a sequence length of at least {PAIR_MIN_LENGTH}, "
                             f"got {seq_len}; use a longer --seq-len or single sentences")
-        tok = self._tokenizer
-        tok.enable_truncation(max_length=seq_len)
-        tok.enable_padding(length=seq_len, pad_id=self.pad_id or 0, pad_token="[PAD]")
-        try:
-            encodings = tok.encode_batch([tuple(line.split("\t", 1)) if "\t" in line else line for line in lines])
-        finally:  # encode() and encode_words() work on unpadded, untruncated pieces
-            tok.no_padding()
-            tok.no_truncation()
-        return {
-            "input_ids": np.array([e.ids for e in encodings], np.int32),
-            "attention_mask": np.array([e.attention_mask for e in encodings], np.int32),
-            "token_type_ids": np.array([e.type_ids for e in encodings], np.int32),
-        }
+        items = [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
+        return padded_batch(self._tokenizer, items, seq_len, self.pad_id or 0, "[PAD]")
 
     def tokenize(self, text):
         """The WordPiece tokens of ``text``."""
@@ -322,6 +325,27 @@ class WordPieceTokenizer:
         if self.strip_accents != self.lowercase:  # only then: fingerprints of BERT's rule stay as they were
             digest.update(b"strip" if self.strip_accents else b"keep-accents")
         return digest.hexdigest()
+
+
+def padded_batch(tokenizer, items, seq_len, pad_id, pad_token):
+    """int32 ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[len(items), seq_len]`` of a ``tokenizers``
+    Tokenizer on texts or ``(a, b)`` pairs: its special tokens, right padded, truncated longest-first.
+
+    The tokenizer is left without padding and truncation again: ``encode()`` and ``encode_words()`` work on
+    unpadded, untruncated pieces.
+    """
+    tokenizer.enable_truncation(max_length=seq_len)
+    tokenizer.enable_padding(length=seq_len, pad_id=pad_id, pad_token=pad_token)
+    try:
+        encodings = tokenizer.encode_batch(list(items))
+    finally:
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+    return {
+        "input_ids": np.array([e.ids for e in encodings], np.int32),
+        "attention_mask": np.array([e.attention_mask for e in encodings], np.int32),
+        "token_type_ids": np.array([e.type_ids for e in encodings], np.int32),
+    }
 
 
 def train_wordpiece_vocab(files, out_path, vocab_size, lowercase=True):

@@ -37,6 +37,8 @@ from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.export_plan import recorded_length
 from mobilebert_kit.convert.export_tasks import TASKS as EXPORT_TASKS
+from mobilebert_kit.data.checkpoint_tokenizer import CheckpointTokenizer, tokenizer_of
+from mobilebert_kit.data.tokenizer_kinds import CLIENT_SPECIAL_NAMES
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 # ArtifactEvaluation and the records live with the training code, which scores Keras models with them too.
@@ -49,7 +51,19 @@ from mobilebert_kit.utils.terminal import escape
 # ------------------------------------------------------------- the artifact
 def _tokenizer_of(path, meta, vocab, tokenizer):
     if tokenizer is not None:
-        return WordPieceTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
+        given = Path(tokenizer)
+        found = tokenizer_of(given) if given.is_dir() else None
+        if found is None and given.name == "tokenizer.json" and meta.get("tokenizer_kind") not in (None, "wordpiece"):
+            found = CheckpointTokenizer(given)
+        return found or WordPieceTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
+    kind = meta.get("tokenizer_kind")
+    specials = meta.get("special_tokens") if isinstance(meta.get("special_tokens"), dict) else {}
+    if kind not in (None, "wordpiece") or any(specials.get(role, name) != name
+                                              for role, name in CLIENT_SPECIAL_NAMES.items()):
+        # Only a BERT vocab.txt travels in the file (mbk_vocab); any other tokenizer is the checkpoint's own.
+        raise ArtifactError(f"{path} was exported from a checkpoint whose tokenizer is {kind or 'WordPiece'} with "
+                            f"its own special tokens, which the file does not carry; pass --tokenizer with the "
+                            "checkpoint's directory (its tokenizer.json)")
     if not vocab:
         # The export records the casing only when its source had a tokenizer: without one, the source had no
         # vocab.txt (a preset, random weights) and --no-vocab is not the cause to name.
@@ -144,7 +158,8 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
         # The file is scored on the ids its app computes: MediaPipe and the Task Library tokenize with the packed
         # vocab.txt, lower-casing A-Z only and keeping accents, whatever the checkpoint's tokenizer does
         # (docs/clients/README.md). With the checkpoint's tokenizer, accented rows scored other ids than the app's.
-        text_tokenizer = text_tokenizer.client_tokenizer()
+        # A tokenizer no client runs (byte-level BPE): the app feeds the checkpoint tokenizer's ids through LiteRT.
+        text_tokenizer = text_tokenizer.client_tokenizer() or text_tokenizer
     return score(task, data, predict, text_tokenizer, spec, limit)
 
 

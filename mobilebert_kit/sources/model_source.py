@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mobilebert_kit.backend import keras
 from mobilebert_kit.checkpoints.importer import import_checkpoint
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.checkpoint_tokenizer import tokenizer_of
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.api import build
 from mobilebert_kit.sources.pooling import read_pooling
@@ -111,10 +111,9 @@ class ModelSource:
 
     @property
     def tokenizer(self):
-        """A WordPieceTokenizer when the source directory has a vocabulary, else None."""
-        if self.directory is not None and (self.directory / "vocab.txt").is_file():
-            return WordPieceTokenizer.from_directory(self.directory)
-        return None
+        """The checkpoint's tokenizer (``data.checkpoint_tokenizer.tokenizer_of``: BERT's vocab.txt, else its
+        tokenizer.json of any kind), or None without one."""
+        return tokenizer_of(self.directory) if self.directory is not None else None
 
     @property
     def trained_seq_len(self):

@@ -151,8 +151,32 @@ def _module_kind(module, index, modules_path):
     return escape(kind.rsplit(".", 1)[-1]), path
 
 
+# sentence-transformers 5's one ``pooling_mode`` field (a name, or a list of names for combined modes), each
+# value the pooling it selects (None: not supported here). Files it writes have this field instead of the keys above.
+POOLING_MODES = {"mean": "mean", "cls": "cls", "max": None, "mean_sqrt_len_tokens": None, "weightedmean": None,
+                 "lasttoken": None}
+
+
+def _mode_field(value, config_path):
+    """The pooling of sentence-transformers 5's ``pooling_mode`` field (a name or a list of names)."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{_where(config_path)}: pooling_mode must be a mode name or a list of them, not "
+                          f"{escape(repr(value))[:80]}; fix the pooling config")
+    if len(names) > 1:
+        raise ConfigError(f"{_where(config_path)} declares several pooling modes at once "
+                          f"({escape(', '.join(names))}); mobilebert-kit exports one of mean, cls: {_FIX}")
+    name = names[0]
+    if POOLING_MODES.get(name) is None:
+        raise ConfigError(f"{_where(config_path)} declares {escape(name)} pooling, which mobilebert-kit does not "
+                          f"export (mean and cls only); {_FIX}")
+    return POOLING_MODES[name]
+
+
 def _mode(config, config_path):
     """``"mean"`` or ``"cls"`` from a Pooling config, refusing every other or combined mode."""
+    if "pooling_mode" in config:
+        return _mode_field(config["pooling_mode"], config_path)
     chosen = []
     for key, value in config.items():
         if key not in POOLING_KEYS:

@@ -19,7 +19,7 @@ from rich.console import Console
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.vocab import copy_tokenizer_files
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.checkpoint_tokenizer import load_tokenizer
 from mobilebert_kit.errors import DataError, MbkError, TrainingError, first_line
 from mobilebert_kit.models.api import check_positions, default_seq_len, load
 from mobilebert_kit.models.api import save as save_model
@@ -372,6 +372,10 @@ class FineTuner:
             save_model(model, tmp / "model")
             vocab = Path(self.tokenizer.source)
             shutil.copyfile(vocab, tmp / vocab.name)
+            if vocab.name == "tokenizer.json":  # its special tokens are named in the files beside it
+                for name in ("special_tokens_map.json", "tokenizer_config.json"):
+                    if (vocab.parent / name).is_file():
+                        shutil.copyfile(vocab.parent / name, tmp / name)
             _deployment_files(tmp / "model", self.tokenizer, spec.get("label_names"))
             relist(tmp / "model")  # the vocabulary and labels beside the saved model are ours too
             spec.update(vocab=vocab.name, lowercase=self.tokenizer.lowercase, metrics=results)
@@ -433,7 +437,7 @@ def _deployment_files(model_dir, tokenizer, label_names):
     classifier would carry neither its vocabulary nor its class names.
     """
     copy_tokenizer_files(Path(tokenizer.source).parent, model_dir)
-    if not (model_dir / "vocab.txt").is_file():
+    if not (model_dir / "vocab.txt").is_file() and tokenizer.kind.name == "wordpiece":
         tokens = [tokenizer.inverse_vocab.get(i, "[UNK]") for i in range(tokenizer.vocab_size)]
         (model_dir / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
     config_path = model_dir / "tokenizer_config.json"
@@ -531,7 +535,7 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     vocab = spec.get("vocab")
     if not isinstance(vocab, str) or not vocab or Path(vocab).name != vocab:
         raise TrainingError(f"{task_file} names no vocabulary file in {model_dir} (vocab {vocab!r}); fine-tune again")
-    tokenizer = WordPieceTokenizer.from_file(model_dir / vocab, lowercase=spec.get("lowercase"))
+    tokenizer = load_tokenizer(model_dir / vocab, lowercase=spec.get("lowercase"))
     model = load(model_dir / "model")
     given = {k: v for k, v in (columns or {}).items() if v}
     if seq_len is not None:

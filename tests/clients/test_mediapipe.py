@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.clients.clients import (
+    REAL_SENTENCES,
     BREAKS,
     break_metadata,
     cosines,
@@ -23,16 +24,6 @@ from tests.clients.conftest import LABELS, TINY_SEQ, TINY_TEXTS
 
 pytest.importorskip("mediapipe", reason="mediapipe is a dev dependency: see the README's test command")
 
-# Sentences without accents: the clients never strip accents and MiniLM's tokenizer does (a known
-# difference the export report warns about), so accented text is not a test of the file.
-REAL_SENTENCES = [
-    "A man is playing a guitar on the street.",
-    "The new movie is awesome and I would watch it again.",
-    "How do I reset the password of my account?",
-    "Stock markets fell sharply after the announcement.",
-    "Two dogs are running through a snowy field.",
-    "The recipe needs three eggs, flour and a cup of milk.",
-]
 # Quantization costs fidelity; the Contract asks cosine >= 0.99 for dynamic int8 on real sentences. Full int8
 # of the tiny models here keeps 0.95; of MiniLM, see test_minilm_text_embedder_matches_sentence_transformers.
 MIN_COSINE = {"none": 0.9999, "dynamic": 0.99, "int8": 0.95}

@@ -77,3 +77,22 @@ def test_bert_question_answerer_at_384(tmp_path):
     answer = run_task_library("bert_question_answerer", out, context, "where does john live ?")
     assert answer["ok"], answer["error"]
     assert all(a["text"].lower() in context for a in answer["result"]), answer["result"]
+
+
+@pytest.mark.parametrize("family", ["xlm-roberta", pytest.param("mpnet", marks=pytest.mark.slow)])
+def test_bert_nl_classifier_runs_the_checkpoints_own_tokenizer(family, tmp_path):
+    # XLM-R: a SentencePiece model with fairseq's shifted ids; MPNet: a vocab.txt with its special tokens renamed
+    # (issue 35). The Task Library's BertPreprocessor tokenizes with the packed file, as MediaPipe's does.
+    from tests.clients.clients import mediapipe_classify
+    from tests.tokenizer_fixtures import LABELS as FAMILY_LABELS
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    save_checkpoint(family, tmp_path / "src")
+    path = tmp_path / "classifier.tflite"
+    mbk_ok("export", tmp_path / "src", "--format", "tflite", "--out", path)
+    texts = ["a man is playing a guitar on the street.", "how do i reset the password of my account?"]
+    answer = run_task_library("bert_nl_classifier", path, *texts)
+    assert answer["ok"], answer["error"]
+    for got, expected in zip(answer["result"], mediapipe_classify(path, texts)):
+        assert set(got) == set(FAMILY_LABELS)
+        np.testing.assert_allclose([got[k] for k in FAMILY_LABELS], [expected[k] for k in FAMILY_LABELS], atol=1e-5)

@@ -186,7 +186,7 @@ def test_classifier_tflite_outputs_probabilities_and_onnx_logits(tiny_mobilebert
     meta, vocab = read_artifact_metadata(tmp_path / "c.tflite", with_vocab=True)
     args = client_metadata_args(meta, vocab or None)
     assert args["client"] == "classifier" and args["output_names"] == ["probability"]
-    assert args["labels"] == ["neg", "neu", "pos"] and args["vocab_lines"] is None
+    assert args["labels"] == ["neg", "neu", "pos"] and args["tokenizer"] is None
 
 
 def test_onnx_runs_as_optimum_code_feeds_it(tiny_bert, tmp_path):
@@ -235,6 +235,7 @@ def test_float_mask_file_on_request(tiny_bert, tmp_path):
 
 def test_mbk_validate_reads_the_task_and_accepts_older_files(tiny_mobilebert, tmp_path, capsys):
     from mobilebert_kit.cli.main import main
+    from mobilebert_kit.convert.export_plan import FileMetadata
     from mobilebert_kit.convert.tflite_writer import write_tflite
     from mobilebert_kit.convert.export_model import build_export_model
     from mobilebert_kit.convert.file_validation import validate_file
@@ -247,7 +248,7 @@ def test_mbk_validate_reads_the_task_and_accepts_older_files(tiny_mobilebert, tm
     # A file from before issue 14: canonical names, a float mask, no task in its metadata.
     old = tmp_path / "old.tflite"
     graph = build_export_model(tiny_mobilebert, 1, SEQ)
-    write_tflite(graph, plan(options(seq_len=SEQ)), None, ({"quantization": "none"}, None), old)
+    write_tflite(graph, plan(options(seq_len=SEQ)), None, FileMetadata({"quantization": "none"}), old)
     assert ArtifactRunner(old).output_names == ["sequence_output", "pooled_output"]
     assert validate_file(old, tiny_mobilebert, padded_inputs(tiny_mobilebert), "none").passed
     # The reference must be able to produce the file's task: one line otherwise.

@@ -1,0 +1,125 @@
+"""Checkpoints of every family, tokenized by their own tokenizer, in the real clients (issue 35's Contract).
+
+For each family a tiny random-weight ``...ForSequenceClassification`` saved by
+transformers with the family's own tokenizer files (``tests/tokenizer_fixtures.py``)
+goes through what a user runs: ``mbk import DIR --out OUT``, ``mbk export DIR
+--format onnx`` and ``--format tflite --quantize dynamic``. Each file is
+compared with the PyTorch model on real sentences tokenized by the
+checkpoint's tokenizer (transformers' ``AutoTokenizer``), the ONNX file fed
+the way optimum users feed it (``dict(tokenizer(texts))``: no
+``token_type_ids`` for the families whose tokenizer returns none). MediaPipe's
+TextClassifier then loads the ``.tflite`` unchanged, tokenizes lower-cased
+text with the packed vocabulary or SentencePiece model, and must answer as
+the file does on the checkpoint tokenizer's ids and as PyTorch does; for
+byte-level BPE (RoBERTa) ``mbk inspect`` says why no client can tokenize.
+
+The default tier runs one family per tokenizer kind: XLM-R (SentencePiece with
+fairseq's shifted ids), MPNet (WordPiece whose special tokens are renamed for
+the client), RoBERTa (byte-level BPE); the others run with ``-m slow``.
+"""
+
+import numpy as np
+import pytest
+
+from tests.clients.clients import REAL_SENTENCES, mediapipe_classify, softmax
+from tests.clients.conftest import mbk_ok
+from tests.clients.clients import mediapipe_embed
+from tests.tokenizer_fixtures import LABELS, save_checkpoint, save_sentence_encoder
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+SENTENCES = REAL_SENTENCES + ["She said the service was slow but the food was great.",
+                              "Please book a table for four at seven tonight."]
+FAMILIES = [
+    "xlm-roberta", "mpnet", "roberta",
+    pytest.param("albert", marks=pytest.mark.slow),
+    pytest.param("distilbert", marks=pytest.mark.slow),
+    pytest.param("electra", marks=pytest.mark.slow),
+]
+
+
+def cosines(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+def transformers_probabilities(model, tokenizer, texts):
+    with torch.no_grad():
+        return torch.softmax(model(**tokenizer(list(texts), padding=True, return_tensors="pt")).logits, -1).numpy()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_checkpoint_in_the_clients(family, tmp_path, capsys):
+    import onnxruntime as ort
+
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.cli.main import main
+
+    source = tmp_path / family
+    model = save_checkpoint(family, source)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
+    mbk_ok("import", source, "--out", tmp_path / "imported")
+    onnx_file, tflite_file = tmp_path / "f.onnx", tmp_path / "f.tflite"
+    mbk_ok("export", source, "--format", "onnx", "--out", onnx_file)
+    mbk_ok("export", source, "--format", "tflite", "--quantize", "dynamic", "--out", tflite_file)
+    capsys.readouterr()
+
+    # ONNX, optimum-style: the tokenizer's own arrays, at their natural length, fed by name.
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    feeds = {k: v.astype(np.int64) for k, v in tokenizer(SENTENCES, padding=True, return_tensors="np").items()}
+    assert sorted(i.name for i in session.get_inputs()) == sorted(feeds)
+    logits = session.run(["logits"], feeds)[0]
+    with torch.no_grad():
+        expected = model(**tokenizer(SENTENCES, padding=True, return_tensors="pt")).logits.numpy()
+    assert cosines(logits, expected).min() >= 0.9999
+
+    # TFLite dynamic int8 on the checkpoint tokenizer's ids, padded to the file's length.
+    runner = ArtifactRunner(tflite_file)
+    encoded = tokenizer(SENTENCES, padding="max_length", max_length=runner.seq_len, return_tensors="np")
+    arrays = {k: encoded[k] if k in encoded else np.zeros_like(encoded["input_ids"]) for k in
+              ("input_ids", "attention_mask", "token_type_ids")}
+    probabilities = runner.run(arrays)["probability"]
+    assert cosines(probabilities, softmax(expected)).min() >= 0.99
+
+    lower = [s.lower() for s in SENTENCES]
+    if family == "roberta":
+        assert main(["inspect", str(tflite_file)]) == 0
+        said = capsys.readouterr().out
+        assert "not ready for MediaPipe TextClassifier" in said and "byte-level BPE" in said
+        return
+    # MediaPipe tokenizes on its own: the same answers as the file on the checkpoint's ids of the same text.
+    phone = np.array([[scores[label] for label in LABELS] for scores in mediapipe_classify(tflite_file, lower)])
+    encoded = tokenizer(lower, padding="max_length", max_length=runner.seq_len, return_tensors="np")
+    arrays = {k: encoded[k] if k in encoded else np.zeros_like(encoded["input_ids"]) for k in
+              ("input_ids", "attention_mask", "token_type_ids")}
+    np.testing.assert_allclose(phone, runner.run(arrays)["probability"], atol=1e-5)
+    reference = transformers_probabilities(model, tokenizer, lower)
+    assert cosines(phone, reference).min() >= 0.99
+    assert (phone.argmax(-1) == reference.argmax(-1)).mean() >= 0.75
+
+
+# paraphrase-multilingual-MiniLM's layout (a BERT with XLM-R's SentencePiece tokenizer, mean pooling, normalized),
+# and all-mpnet-base-v2's (MPNet) with -m slow.
+@pytest.mark.parametrize("family, tokenizer_family", [("bert", "xlm-roberta"),
+                                                      pytest.param("mpnet", None, marks=pytest.mark.slow)])
+def test_sentence_transformers_layout_in_the_clients(family, tokenizer_family, tmp_path):
+    pytest.importorskip("sentence_transformers")
+    import onnxruntime as ort
+
+    source = tmp_path / "st"
+    model = save_sentence_encoder(family, source, tokenizer_family)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
+    onnx_file, tflite_file = tmp_path / "e.onnx", tmp_path / "e.tflite"
+    mbk_ok("export", source, "--format", "onnx", "--out", onnx_file)
+    mbk_ok("export", source, "--format", "tflite", "--quantize", "dynamic", "--out", tflite_file)
+
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    feeds = {k: v.astype(np.int64) for k, v in tokenizer(SENTENCES, padding=True, return_tensors="np").items()}
+    assert sorted(i.name for i in session.get_inputs()) == sorted(feeds)  # XLM-R's tokenizer: no token types
+    embedding = session.run(["sentence_embedding"], feeds)[0]
+    assert cosines(embedding, model.encode(SENTENCES)).min() >= 0.9999
+
+    lower = [s.lower() for s in SENTENCES]
+    phone = mediapipe_embed(tflite_file, lower)
+    assert cosines(phone, model.encode(lower)).min() >= 0.99

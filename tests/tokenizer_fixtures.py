@@ -1,0 +1,178 @@
+"""Tiny tokenizers of each kind users' checkpoints ship, saved by transformers' own fast tokenizer classes.
+
+Nothing downloads: each is trained in well under a second by the ``tokenizers``
+library on the package's sample sentences and wrapped in the family's
+transformers class (``XLMRobertaTokenizerFast``, ``AlbertTokenizerFast``,
+``RobertaTokenizerFast``, ``MPNetTokenizerFast``), whose ``save_pretrained``
+writes the files a real checkpoint directory has (``tokenizer.json``,
+``tokenizer_config.json``, ``special_tokens_map.json``). The families' special
+tokens and ids are the real ones' (XLM-R: ``<s> <pad> </s> <unk>`` at 0-3,
+``<mask>`` last; RoBERTa the same; ALBERT ``<pad> <unk> [CLS] [SEP] [MASK]``;
+MPNet ``<s> <pad> </s> <unk>`` before a BERT vocabulary holding its own
+``[CLS]``... and ``<mask>`` last).
+
+Example:
+    >>> vocab_size = save_tokenizer("xlm-roberta", tmp_path)  # doctest: +SKIP
+"""
+
+from pathlib import Path
+
+from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCES
+
+TEXT = list(SENTENCES) + list(CALIBRATION_SENTENCES)
+UNIGRAM_SIZE = 300
+BPE_SIZE = 400
+
+
+def _unigram(specials, lowercase=False):
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
+    from tokenizers.models import Unigram
+
+    tok = Tokenizer(Unigram())
+    steps = [normalizers.NFKC()] + ([normalizers.Lowercase()] if lowercase else [])
+    steps.append(normalizers.Replace(" {2,}", " "))
+    tok.normalizer = normalizers.Sequence(steps)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.train_from_iterator(TEXT, trainers.UnigramTrainer(
+        vocab_size=UNIGRAM_SIZE, special_tokens=list(specials), unk_token="<unk>", show_progress=False))
+    return tok
+
+
+def _wordpiece_vocab():
+    from tokenizers import BertWordPieceTokenizer
+
+    tok = BertWordPieceTokenizer(lowercase=True)
+    tok.train_from_iterator(TEXT, vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                            show_progress=False)
+    return [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+
+
+def save_tokenizer(family, directory):
+    """Writes ``family``'s tiny tokenizer files into ``directory``; returns its vocabulary size.
+
+    Args:
+        family (str): ``"xlm-roberta"``, ``"albert"``, ``"roberta"``, ``"mpnet"``, or a BERT WordPiece family
+            (``"bert"``, ``"distilbert"``, ``"electra"``).
+        directory (str | os.PathLike): the checkpoint directory.
+    """
+    import transformers
+    from tokenizers import processors
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if family == "xlm-roberta":
+        tok = _unigram(["<s>", "<pad>", "</s>", "<unk>"])
+        tok.add_special_tokens(["<mask>"])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+        fast = transformers.XLMRobertaTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                                    sep_token="</s>", cls_token="<s>", unk_token="<unk>",
+                                                    pad_token="<pad>", mask_token="<mask>")
+    elif family == "albert":
+        tok = _unigram(["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], lowercase=True)
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        fast = transformers.AlbertTokenizerFast(tokenizer_object=tok, do_lower_case=True, unk_token="<unk>",
+                                                pad_token="<pad>", cls_token="[CLS]", sep_token="[SEP]",
+                                                mask_token="[MASK]", bos_token="[CLS]", eos_token="[SEP]")
+    elif family == "roberta":
+        from tokenizers import ByteLevelBPETokenizer
+
+        tok = ByteLevelBPETokenizer()
+        tok.train_from_iterator(TEXT, vocab_size=BPE_SIZE, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                show_progress=False)
+        tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+        fast = transformers.RobertaTokenizerFast(tokenizer_object=tok._tokenizer, bos_token="<s>", eos_token="</s>",
+                                                 sep_token="</s>", cls_token="<s>", unk_token="<unk>",
+                                                 pad_token="<pad>", mask_token="<mask>")
+    elif family in ("distilbert", "electra", "bert"):
+        (directory / "vocab.txt").write_text("\n".join(_wordpiece_vocab()) + "\n", encoding="utf-8")
+        cls = {"distilbert": transformers.DistilBertTokenizerFast, "electra": transformers.ElectraTokenizerFast,
+               "bert": transformers.BertTokenizerFast}[family]
+        fast = cls(vocab_file=str(directory / "vocab.txt"), do_lower_case=True)
+    elif family == "mpnet":
+        vocab = ["<s>", "<pad>", "</s>", "<unk>"] + _wordpiece_vocab() + ["<mask>"]
+        (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+        fast = transformers.MPNetTokenizerFast(vocab_file=str(directory / "vocab.txt"), do_lower_case=True)
+    else:
+        raise ValueError(f"no tiny tokenizer for {family}")
+    fast.save_pretrained(directory)
+    return len(fast)
+
+
+
+# Tiny random-weight task models of each family, sized to their tokenizer (``save_tokenizer``).
+_TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+POSITIONS = 64
+LABELS = ("negative", "neutral", "positive")
+
+
+def _config(family, vocab_size):
+    import transformers
+
+    if family == "distilbert":
+        return transformers.DistilBertConfig(vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4, hidden_dim=37,
+                                             max_position_embeddings=POSITIONS, dropout=0.0, attention_dropout=0.0)
+    offset = {"roberta": 2, "xlm-roberta": 2, "mpnet": 2}.get(family, 0)  # RoBERTa-style tables: pad + 1 more rows
+    common = dict(_TINY, vocab_size=vocab_size, max_position_embeddings=POSITIONS + offset)
+    return {
+        "roberta": lambda: transformers.RobertaConfig(**common, type_vocab_size=1, pad_token_id=1),
+        "xlm-roberta": lambda: transformers.XLMRobertaConfig(**common, type_vocab_size=1, pad_token_id=1),
+        "mpnet": lambda: transformers.MPNetConfig(**common, pad_token_id=1),
+        "albert": lambda: transformers.AlbertConfig(**common, embedding_size=16, pad_token_id=0),
+        "electra": lambda: transformers.ElectraConfig(**common, embedding_size=16),
+        "bert": lambda: transformers.BertConfig(**common),
+    }[family]()
+
+
+def save_checkpoint(family, directory, head="classification", seed=0):
+    """A tiny ``family`` checkpoint as users download them: ``config.json``, ``model.safetensors`` (weights far
+    from init), the family's tokenizer files; ``head`` ``"classification"`` (labels :data:`LABELS`) or ``None``.
+
+    Returns:
+        the PyTorch model (eval mode), the reference the tests compare with.
+    """
+    import transformers
+
+    from tests.parity_helpers import save_reference
+
+    vocab_size = save_tokenizer(family, directory)
+    config = _config(family, vocab_size)
+    if head == "classification":
+        config.num_labels = len(LABELS)
+        config.id2label = dict(enumerate(LABELS))
+        config.label2id = {label: i for i, label in enumerate(LABELS)}
+        model = transformers.AutoModelForSequenceClassification.from_config(config)
+    else:
+        model = transformers.AutoModel.from_config(config)
+    return save_reference(model, directory, seed=seed)
+
+
+def save_sentence_encoder(family, directory, tokenizer_family=None, seed=0):
+    """A tiny sentence-transformers checkpoint (Transformer -> mean Pooling -> Normalize) saved by the installed
+    sentence-transformers: ``family``'s encoder with ``tokenizer_family``'s tokenizer (default its own; a
+    ``bert`` with XLM-R's is paraphrase-multilingual-MiniLM's layout). Returns the SentenceTransformer.
+    """
+    import shutil
+
+    import transformers
+    from sentence_transformers import SentenceTransformer, models
+
+    from tests.parity_helpers import randomize
+
+    directory = Path(directory)
+    hf = directory.parent / f"{directory.name}-hf"
+    vocab_size = save_tokenizer(tokenizer_family or family, hf)
+    config = _config(family, vocab_size)
+    randomize(transformers.AutoModel.from_config(config), seed).save_pretrained(hf, safe_serialization=True)
+    word = models.Transformer(str(hf), max_seq_length=POSITIONS)
+    pooling = models.Pooling(word.get_word_embedding_dimension(), "mean")
+    model = SentenceTransformer(modules=[word, pooling, models.Normalize()], device="cpu")
+    model.save(str(directory))
+    shutil.rmtree(hf)
+    return model
+
+
+__all__ = ["save_tokenizer", "save_checkpoint", "save_sentence_encoder", "TEXT", "LABELS", "POSITIONS"]
