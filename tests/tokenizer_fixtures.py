@@ -1,8 +1,11 @@
 """Tiny tokenizers of each kind users' checkpoints ship, saved by transformers' own fast tokenizer classes.
 
-Nothing downloads: each is trained in well under a second by the ``tokenizers``
-library on the package's sample sentences and wrapped in the family's
-transformers class (``XLMRobertaTokenizerFast``, ``AlbertTokenizerFast``,
+Nothing downloads: each was trained by the ``tokenizers`` library on the
+package's sample sentences and is kept in ``tests/fixtures/tokenizers/``
+(training is not reproducible across processes: the library's hash maps break
+ties differently in each, and one vocabulary gave a tiny MPNet whose dynamic
+int8 file failed validation; :func:`regenerate` rewrites them), and wrapped in
+the family's transformers class (``XLMRobertaTokenizerFast``, ``AlbertTokenizerFast``,
 ``RobertaTokenizerFast``, ``MPNetTokenizerFast``), whose ``save_pretrained``
 writes the files a real checkpoint directory has (``tokenizer.json``,
 ``tokenizer_config.json``, ``special_tokens_map.json``). The families' special
@@ -22,6 +25,54 @@ from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCES
 TEXT = list(SENTENCES) + list(CALIBRATION_SENTENCES)
 UNIGRAM_SIZE = 300
 BPE_SIZE = 400
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tokenizers"
+_FIXTURE_FILES = {"xlm-roberta": "xlm-roberta.json", "albert": "albert.json", "roberta": "roberta.json",
+                  "wordpiece": "wordpiece-vocab.txt"}
+
+
+def regenerate():
+    """Trains the kept tokenizers again and rewrites ``tests/fixtures/tokenizers/`` (a maintainer's step)."""
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    for kind, name in _FIXTURE_FILES.items():
+        if kind == "wordpiece":
+            (FIXTURES / name).write_text("\n".join(_wordpiece_vocab()) + "\n", encoding="utf-8")
+        else:
+            _trained(kind).save(str(FIXTURES / name))
+
+
+def _kept(kind):
+    """The kept tokenizer of ``kind`` (a ``tokenizers.Tokenizer``, or the WordPiece vocabulary's lines)."""
+    from tokenizers import Tokenizer
+
+    path = FIXTURES / _FIXTURE_FILES[kind]
+    if kind == "wordpiece":
+        return path.read_text(encoding="utf-8").splitlines()
+    return Tokenizer.from_file(str(path))
+
+
+def _trained(kind):
+    """A freshly trained tokenizer of ``kind`` with its post-processor (what :func:`regenerate` keeps)."""
+    from tokenizers import ByteLevelBPETokenizer, processors
+
+    if kind == "xlm-roberta":
+        tok = _unigram(["<s>", "<pad>", "</s>", "<unk>"])
+        tok.add_special_tokens(["<mask>"])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+        return tok
+    if kind == "albert":
+        tok = _unigram(["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], lowercase=True)
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        return tok
+    tok = ByteLevelBPETokenizer()
+    tok.train_from_iterator(TEXT, vocab_size=BPE_SIZE, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                            show_progress=False)
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    return tok._tokenizer
 
 
 def _unigram(specials, lowercase=False):
@@ -56,43 +107,28 @@ def save_tokenizer(family, directory):
         directory (str | os.PathLike): the checkpoint directory.
     """
     import transformers
-    from tokenizers import processors
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     if family == "xlm-roberta":
-        tok = _unigram(["<s>", "<pad>", "</s>", "<unk>"])
-        tok.add_special_tokens(["<mask>"])
-        tok.post_processor = processors.TemplateProcessing(
-            single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
-        fast = transformers.XLMRobertaTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+        fast = transformers.XLMRobertaTokenizerFast(tokenizer_object=_kept(family), bos_token="<s>", eos_token="</s>",
                                                     sep_token="</s>", cls_token="<s>", unk_token="<unk>",
                                                     pad_token="<pad>", mask_token="<mask>")
     elif family == "albert":
-        tok = _unigram(["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], lowercase=True)
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-        fast = transformers.AlbertTokenizerFast(tokenizer_object=tok, do_lower_case=True, unk_token="<unk>",
+        fast = transformers.AlbertTokenizerFast(tokenizer_object=_kept(family), do_lower_case=True, unk_token="<unk>",
                                                 pad_token="<pad>", cls_token="[CLS]", sep_token="[SEP]",
                                                 mask_token="[MASK]", bos_token="[CLS]", eos_token="[SEP]")
     elif family == "roberta":
-        from tokenizers import ByteLevelBPETokenizer
-
-        tok = ByteLevelBPETokenizer()
-        tok.train_from_iterator(TEXT, vocab_size=BPE_SIZE, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-                                show_progress=False)
-        tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-        fast = transformers.RobertaTokenizerFast(tokenizer_object=tok._tokenizer, bos_token="<s>", eos_token="</s>",
+        fast = transformers.RobertaTokenizerFast(tokenizer_object=_kept(family), bos_token="<s>", eos_token="</s>",
                                                  sep_token="</s>", cls_token="<s>", unk_token="<unk>",
                                                  pad_token="<pad>", mask_token="<mask>")
     elif family in ("distilbert", "electra", "bert"):
-        (directory / "vocab.txt").write_text("\n".join(_wordpiece_vocab()) + "\n", encoding="utf-8")
+        (directory / "vocab.txt").write_text("\n".join(_kept("wordpiece")) + "\n", encoding="utf-8")
         cls = {"distilbert": transformers.DistilBertTokenizerFast, "electra": transformers.ElectraTokenizerFast,
                "bert": transformers.BertTokenizerFast}[family]
         fast = cls(vocab_file=str(directory / "vocab.txt"), do_lower_case=True)
     elif family == "mpnet":
-        vocab = ["<s>", "<pad>", "</s>", "<unk>"] + _wordpiece_vocab() + ["<mask>"]
+        vocab = ["<s>", "<pad>", "</s>", "<unk>"] + _kept("wordpiece") + ["<mask>"]
         (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
         fast = transformers.MPNetTokenizerFast(vocab_file=str(directory / "vocab.txt"), do_lower_case=True)
     else:
@@ -175,4 +211,5 @@ def save_sentence_encoder(family, directory, tokenizer_family=None, seed=0):
     return model
 
 
-__all__ = ["save_tokenizer", "save_checkpoint", "save_sentence_encoder", "TEXT", "LABELS", "POSITIONS"]
+__all__ = ["save_tokenizer", "save_checkpoint", "save_sentence_encoder", "regenerate", "TEXT", "LABELS",
+           "POSITIONS"]
