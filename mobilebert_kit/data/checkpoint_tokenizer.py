@@ -91,42 +91,44 @@ def _processor_specials(spec):
     return found
 
 
+def _first_node(node, kind):
+    """The first object of ``"type": kind`` anywhere in a ``tokenizer.json`` section (depth first), else None."""
+    if isinstance(node, dict):
+        if node.get("type") == kind:
+            return node
+        node = list(node.values())
+    for value in node if isinstance(node, list) else ():
+        found = _first_node(value, kind)
+        if found is not None:
+            return found
+    return None
+
+
 def _find_precompiled(node):
     """The base64 ``precompiled_charsmap`` of a ``Precompiled`` normalizer anywhere in ``node``, else b""."""
-    if isinstance(node, dict):
-        if node.get("type") == "Precompiled" and isinstance(node.get("precompiled_charsmap"), str):
-            return base64.b64decode(node["precompiled_charsmap"])
-        for value in node.values():
-            found = _find_precompiled(value)
-            if found:
-                return found
-    elif isinstance(node, list):
-        for value in node:
-            found = _find_precompiled(value)
-            if found:
-                return found
-    return b""
+    found = _first_node(node, "Precompiled")
+    charsmap = found.get("precompiled_charsmap") if found is not None else None
+    return base64.b64decode(charsmap) if isinstance(charsmap, str) else b""
 
 
 def _prepends_space(spec):
     """Whether the pre-tokenizer puts a space before the text (SentencePiece's ``add_dummy_prefix``)."""
-    def walk(node):
-        if isinstance(node, dict):
-            if node.get("type") == "Metaspace":
-                scheme = node.get("prepend_scheme")
-                return scheme != "never" if scheme is not None else bool(node.get("add_prefix_space", True))
-            for value in node.values():
-                found = walk(value)
-                if found is not None:
-                    return found
-        elif isinstance(node, list):
-            for value in node:
-                found = walk(value)
-                if found is not None:
-                    return found
-        return None
-    found = walk(spec.get("pre_tokenizer"))
-    return True if found is None else found
+    found = _first_node(spec.get("pre_tokenizer"), "Metaspace")
+    if found is None:
+        return True
+    scheme = found.get("prepend_scheme")
+    return scheme != "never" if scheme is not None else bool(found.get("add_prefix_space", True))
+
+
+def berts_names(specials):
+    """Whether ``{role: token}`` names every special token as BERT does (an absent role counts as BERT's): then
+    BERT's ``WordPieceTokenizer`` path and an embedded ``vocab.txt`` serve the checkpoint.
+
+    Example:
+        >>> berts_names({"cls": "[CLS]"}), berts_names({"cls": "<s>"})
+        (True, False)
+    """
+    return all(specials.get(role, name) == name for role, name in CLIENT_SPECIAL_NAMES.items())
 
 
 def _ascii_lower():
@@ -405,13 +407,11 @@ def tokenizer_of(directory):
     vocab = directory / "vocab.txt"
     if vocab.is_file():
         tokens = set(read_vocab(vocab))
-        if all(t in tokens for t in SPECIAL_TOKENS) and \
-                all(_declared_specials(directory).get(role, name) == name for role, name in CLIENT_SPECIAL_NAMES.items()):
+        if all(t in tokens for t in SPECIAL_TOKENS) and berts_names(_declared_specials(directory)):
             return WordPieceTokenizer.from_directory(directory)
     if (directory / "tokenizer.json").is_file():
         found = CheckpointTokenizer.from_directory(directory)
-        if found.kind.model_type == "WordPiece" and all(
-                found.special_tokens.get(role, name) == name for role, name in CLIENT_SPECIAL_NAMES.items()):
+        if found.kind.model_type == "WordPiece" and berts_names(found.special_tokens):
             return WordPieceTokenizer.from_file(directory)  # BERT's own, without a vocab.txt beside it
         return found
     if vocab.is_file():
@@ -446,10 +446,9 @@ def load_tokenizer(path, lowercase=None):
         spec = load_json(path, "the tokenizer", expect=dict)
         model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
         declared = _declared_specials(path.parent)
-        if model.get("type") != "WordPiece" or any(declared.get(role, name) != name
-                                                   for role, name in CLIENT_SPECIAL_NAMES.items()):
+        if model.get("type") != "WordPiece" or not berts_names(declared):
             return CheckpointTokenizer(path)
     return WordPieceTokenizer.from_file(path, lowercase=lowercase)
 
 
-__all__ = ["CheckpointTokenizer", "tokenizer_of", "load_tokenizer"]
+__all__ = ["CheckpointTokenizer", "tokenizer_of", "load_tokenizer", "berts_names"]

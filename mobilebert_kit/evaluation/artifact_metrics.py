@@ -37,8 +37,7 @@ from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.export_plan import recorded_length
 from mobilebert_kit.convert.export_tasks import TASKS as EXPORT_TASKS
-from mobilebert_kit.data.checkpoint_tokenizer import CheckpointTokenizer, tokenizer_of
-from mobilebert_kit.data.tokenizer_kinds import CLIENT_SPECIAL_NAMES
+from mobilebert_kit.data.checkpoint_tokenizer import CheckpointTokenizer, berts_names, tokenizer_of
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 # ArtifactEvaluation and the records live with the training code, which scores Keras models with them too.
@@ -58,8 +57,7 @@ def _tokenizer_of(path, meta, vocab, tokenizer):
         return found or WordPieceTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
     kind = meta.get("tokenizer_kind")
     specials = meta.get("special_tokens") if isinstance(meta.get("special_tokens"), dict) else {}
-    if kind not in (None, "wordpiece") or any(specials.get(role, name) != name
-                                              for role, name in CLIENT_SPECIAL_NAMES.items()):
+    if kind not in (None, "wordpiece") or not berts_names(specials):
         # Only a BERT vocab.txt travels in the file (mbk_vocab); any other tokenizer is the checkpoint's own.
         raise ArtifactError(f"{path} was exported from a checkpoint whose tokenizer is {kind or 'WordPiece'} with "
                             f"its own special tokens, which the file does not carry; pass --tokenizer with the "
