@@ -3,7 +3,10 @@
 Inputs are always given as the Keras model takes them (int32 ``[n, seq]``
 arrays; mask 1/0); the runner casts the mask to the artifact's input type,
 quantizes int8 inputs and dequantizes int8 outputs with the tensors' own scale
-and zero point, and splits ``n`` rows into the artifact's static batch.
+and zero point, and splits ``n`` rows into the artifact's static batch. A
+``.tflite`` input whose shape signature leaves an axis open (``-1``: a
+``--dynamic-axes`` file's sequence) is resized to the rows given, as the
+clients resize it to each text.
 
 :func:`load_tflite` and :func:`load_onnx` are the one place an interpreter or
 session is created, with one-line errors: the runner, the host profiler, the
@@ -200,8 +203,11 @@ class ArtifactRunner:
         self._interpreter = load_tflite(self.path, num_threads=num_threads, preserve_all_tensors=preserve_all_tensors)
         self._inputs = self._interpreter.get_input_details()
         self._outputs = self._interpreter.get_output_details()
+        # The signature's shape, None where it is open (-1), as onnxruntime reports a dynamic axis: a dynamic
+        # file's current shape is only the length it allocated last.
         self.input_specs = [
-            {"name": d["name"], "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name}
+            {"name": d["name"], "shape": [int(x) if x >= 0 else None for x in _signature(d)],
+             "dtype": np.dtype(d["dtype"]).name}
             for d in self._inputs
         ]
         self.output_names = [d["name"] for d in self._outputs]
@@ -209,6 +215,16 @@ class ArtifactRunner:
 
     def _run_tflite(self, feeds):
         it = self._interpreter
+        resized = False
+        for detail in self._inputs:
+            shape = list(np.shape(feeds[detail["name"]]))
+            if -1 in _signature(detail) and shape != [int(x) for x in detail["shape"]]:
+                # strict: only the open axes change; a static axis fed another size fails in set_tensor below.
+                it.resize_tensor_input(detail["index"], shape, strict=True)
+                resized = True
+        if resized:
+            it.allocate_tensors()
+            self._inputs, self._outputs = it.get_input_details(), it.get_output_details()
         for detail in self._inputs:
             value = feeds[detail["name"]]
             it.set_tensor(detail["index"], _to_input_type(value, detail))
@@ -280,6 +296,12 @@ class ArtifactRunner:
             keep = min(batch, n - start)
             parts.append({k: np.asarray(v)[:keep] for k, v in result.items()})
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _signature(detail):
+    """A LiteRT tensor detail's shape signature (-1: an open axis); its shape when it records none."""
+    signature = detail.get("shape_signature")
+    return [int(x) for x in (signature if signature is not None and len(signature) else detail["shape"])]
 
 
 def _to_input_type(value, detail):

@@ -127,8 +127,9 @@ class ExportOptions:
             -> 910). Off by default: it moves the NoNorm scales into the readers' weight rows, which cost a
             substituted real model int8 fidelity (benchmarks/RESULTS.md, issue 17).
         opset (int): ONNX opset.
-        dynamic_axes (bool): dynamic batch and sequence axes; None: ONNX dynamic (optimum's signature),
-            TFLite static (decided by ``export_plan.input_layout``).
+        dynamic_axes (bool): dynamic axes (``export_tasks.DYNAMIC_AXES``: ONNX batch and sequence, TFLite the
+            sequence only, batch 1); None: ONNX dynamic (optimum's signature), TFLite static (decided by
+            ``export_plan.input_layout``).
         static_axes (bool): ONNX with static ``[batch_size, seq_len]`` inputs.
         embed_vocab (bool): store the vocabulary in the artifact's metadata.
         labels (tuple): class names to record (default: from the source).
@@ -166,7 +167,8 @@ class ExportOptions:
                           help="embedding task: sentence vector pooling (default auto: the checkpoint's declared "
                           "pooling)")
     seq_len: int = option(None, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len", none_ok=True,
-                          help=f"sequence length: the static input length (dynamic ONNX: the validated one); "
+                          help=f"sequence length: the static input length (with dynamic axes: the validated and "
+                          f"calibrated one); "
                           f"default: the task's, 384 for TFLite span_qa, else a fine-tuned model's own (task.json), "
                           f"else {DEFAULT_SEQ_LEN}")
     batch_size: int = option(1, flag="--batch-size", recipe=("export", "batch_size"), limit="batch_size",
@@ -197,7 +199,9 @@ class ExportOptions:
     opset: int = option(17, flag="--opset", recipe=("export", "opset"), limit="opset",
                         help="ONNX opset (default %(default)s)")
     dynamic_axes: bool = option(None, flag="--dynamic-axes", recipe=("export", "dynamic_axes"), kind="switch",
-                                none_ok=True, help="ONNX: dynamic batch and sequence axes (the ONNX default)")
+                                none_ok=True, help="ONNX: dynamic batch and sequence axes (the ONNX default); "
+                                "TFLite: a dynamic sequence axis, batch 1 (inputs [1, -1]: any text up to the "
+                                "position table, no padding)")
     static_axes: bool = option(False, flag="--static-axes", recipe=("export", "static_axes"), kind="switch",
                                help="ONNX: static [--batch-size, --seq-len] inputs instead of dynamic axes")
     qat_steps: int = option(100, flag="--qat-steps", recipe=("export", "qat_steps"), limit="qat_steps",
@@ -285,10 +289,12 @@ class ExportOptions:
         if self.format == "onnx" and self.io_type != "float32":
             raise ConfigError(f"{self.name_of('io_type', self.io_type)}: int8 inputs/outputs are a TFLite option; "
                               "ONNX artifacts keep integer inputs and float32 outputs")
-        # static_axes is accepted for TFLite (its files are static anyway): one recipe serves both formats.
-        if self.format == "tflite" and self.dynamic_axes:
-            raise ConfigError(f"{self.name_of('dynamic_axes')}: TFLite artifacts have static [batch, seq] shapes; "
-                              "dynamic axes are an ONNX option")
+        # static_axes is accepted for TFLite (its files are static by default): one recipe serves both formats.
+        if self.format == "tflite" and self.dynamic_axes and self.batch_size != 1:
+            # DYNAMIC_AXES: a TFLite file leaves only its sequence open; its clients run one text at a time.
+            raise ConfigError(f"{self.name_of('batch_size', self.batch_size)} with {self.name_of('dynamic_axes')}: "
+                              "a dynamic TFLite file has batch 1 and a dynamic sequence (MediaPipe and the Task "
+                              f"Library run one text at a time); drop {self.name_of('batch_size')}")
         if self.dynamic_axes and self.static_axes:
             raise ConfigError(f"{self.name_of('dynamic_axes')} and {self.name_of('static_axes')} contradict each "
                               "other; pass one")

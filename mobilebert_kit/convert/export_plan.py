@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from mobilebert_kit.convert.export_tasks import (
-    AUTO_TASK, AUTO_TASK_ONE_OUTPUT, GRAPH_INPUTS, INPUT_DTYPES, TASKS, export_task, graph_inputs,
+    AUTO_TASK, AUTO_TASK_ONE_OUTPUT, DYNAMIC_AXES, GRAPH_INPUTS, INPUT_DTYPES, TASKS, export_task, graph_inputs,
 )
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import ConfigError
@@ -102,7 +102,8 @@ def input_layout(options):
     """``(dynamic_axes, mask_dtype)`` of an export: what the user's words decide about its inputs.
 
     ONNX has dynamic batch and sequence axes (optimum's signature) unless static axes are asked; TFLite is
-    static. The attention mask has the token ids' type (:data:`INPUT_DTYPES`), except in an int8-io file,
+    static unless ``--dynamic-axes`` is asked, and then only its sequence axis is (:data:`DYNAMIC_AXES`). The
+    attention mask has the token ids' type (:data:`INPUT_DTYPES`), except in an int8-io file,
     whose float mask becomes an int8 input on integer-only accelerators (an integer mask would need a float
     CAST in front of the first layer there).
 
@@ -252,7 +253,8 @@ class ExportPlan:
         normalize (bool | None): the embedding's L2 normalization.
         seq_len (int): the static input length, or for dynamic axes the length validated and calibrated at.
         max_seq_len (int | None): the position table: the longest input the file takes.
-        dynamic_axes (bool): dynamic batch and sequence axes.
+        dynamic_axes (bool): the format's dynamic axes (:data:`DYNAMIC_AXES`: ONNX batch and sequence, TFLite
+            the sequence only, batch 1).
         mask_dtype (str): the attention mask's input type.
         quantize (str): the quantization mode written (a searched setting's own mode).
         keep_float_layers (tuple): layer paths kept float.
@@ -306,14 +308,19 @@ class ExportPlan:
         return INPUT_DTYPES[self.options.format]
 
     @property
+    def open_axes(self):
+        """The input axes left dynamic: ``()``, or the format's :data:`DYNAMIC_AXES` with dynamic axes."""
+        return DYNAMIC_AXES[self.format] if self.dynamic_axes else ()
+
+    @property
     def batch_size(self):
-        """The static batch size (None with dynamic axes)."""
-        return None if self.dynamic_axes else self.options.batch_size
+        """The static batch size (None when the batch axis is dynamic: ONNX with dynamic axes)."""
+        return None if "batch" in self.open_axes else self.options.batch_size
 
     @property
     def static_seq_len(self):
-        """The inputs' sequence dimension: the planned length, or None with dynamic axes."""
-        return None if self.dynamic_axes else self.seq_len
+        """The inputs' sequence dimension: the planned length, or None when the sequence axis is dynamic."""
+        return None if "sequence" in self.open_axes else self.seq_len
 
     # The user's settings that need no decision, read by the graph builder and the writers.
     @property

@@ -38,6 +38,10 @@ from mobilebert_kit.errors import check_choice
 # only (or all-string) inputs; code written for optimum's ONNX exports feeds the tokenizer's int64 arrays.
 INPUT_DTYPES = {"tflite": "int32", "onnx": "int64"}
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # models.encoder.INPUT_NAMES, in export order
+# The input axes ``--dynamic-axes`` leaves open, per format. ONNX: batch and sequence (optimum's signature).
+# TFLite: the sequence only: MediaPipe and the Task Library refuse any batch but 1 ("Input tensors should all
+# have batch size 1") and resize the sequence axis to each text's token count when it is -1.
+DYNAMIC_AXES = {"tflite": ("sequence",), "onnx": ("batch", "sequence")}
 
 
 def graph_inputs(fmt, type_vocab_size, token_types=None):

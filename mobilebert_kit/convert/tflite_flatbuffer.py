@@ -8,6 +8,17 @@ in the export order (``input_ids``, ``attention_mask``, ``token_type_ids``;
 ``sequence_output`` first). The serving signature keeps mapping the same
 tensors, so signature runners work unchanged.
 
+The inputs are also renumbered to be tensors ``0, 1, 2``, in input order
+(:func:`inputs_first`): MediaPipe Tasks 1.2.2 resizes a dynamic input with
+the input's *position* where the interpreter takes a *tensor index*, so a
+``[1, -1]`` file whose inputs are other tensors (the converter's are
+tensors ``1, 0, 2``: it numbers them alphabetically) kept its ``[1, 1]``
+inputs and failed each text with ``tflite_tensor.bytes ==
+input_tensor.bytes() (4 vs. 24)``. Measured: the same file with its tensors
+renumbered runs every length. A dynamic file's inputs get the planned
+length as their default shape (``[1, seq_len]``, signature ``[1, -1]``), so
+an app that allocates without resizing runs the validated length.
+
 Metadata is stored as entries of the flatbuffer's ``Model.metadata`` list (a
 name and a buffer), the mechanism TFLite itself uses for
 ``min_runtime_version`` and TFLite Support's ``TFLITE_METADATA``:
@@ -31,14 +42,22 @@ def _name(value):
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def finalize(model_bytes, input_order, output_order, metadata=None):
-    """Returns ``model_bytes`` with named, ordered inputs/outputs and metadata entries.
+def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_len=None):
+    """Returns ``model_bytes`` with named, ordered inputs/outputs, the inputs as tensors ``0..n-1``, and metadata.
 
     Args:
-        model_bytes: the converter's output.
-        input_order: input names in the order the graph should list them.
-        output_order: output names (signature keys) in export order.
-        metadata: ``{entry name: bytes}`` added to ``Model.metadata``.
+        model_bytes (bytes): the converter's output.
+        input_order (Sequence[str]): input names in the order the graph should list them.
+        output_order (Sequence[str]): output names (signature keys) in export order.
+        metadata (dict[str, bytes] | None): ``{entry name: bytes}`` added to ``Model.metadata``.
+        default_seq_len (int | None): the shape a dynamic sequence axis (signature ``-1``) has before any
+            resize; None: the converter's (1).
+
+    Returns:
+        bytes: the finished flatbuffer.
+
+    Example:
+        >>> data = finalize(converted, INPUT_NAMES, ["probability"], {"mbk_metadata": b"{}"})  # doctest: +SKIP
     """
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     if not model.signatureDefs:
@@ -64,6 +83,12 @@ def finalize(model_bytes, input_order, output_order, metadata=None):
     for name in list(input_order) + list(output_order):
         index = (inputs.get(name) or outputs[name]).tensorIndex
         graph.tensors[index].name = name.encode()
+    inputs_first(model, signature.subgraphIndex)
+    for index in graph.inputs:
+        tensor = graph.tensors[index]
+        if default_seq_len and tensor.shapeSignature is not None and len(tensor.shape) == 2 \
+                and tensor.shapeSignature[1] == -1:
+            tensor.shape = np.array([tensor.shape[0], default_seq_len], dtype=np.int32)
     for key, value in (metadata or {}).items():
         buffer = schema.BufferT()
         buffer.data = np.frombuffer(bytes(value), dtype=np.uint8)
@@ -75,3 +100,71 @@ def finalize(model_bytes, input_order, output_order, metadata=None):
         kept = [m for m in (model.metadata or []) if _name(m.name) != key]
         model.metadata = kept + [entry]
     return bytes(fb.convert_object_to_bytearray(model))
+
+
+def inputs_first(model, subgraph_index=0):
+    """Renumbers a subgraph's tensors so that its inputs are tensors ``0, 1, ...``, in input order; in place.
+
+    MediaPipe resizes dynamic inputs by position, as if input ``i`` were tensor ``i`` (module docstring).
+
+    Args:
+        model (schema.ModelT): the unpacked model (``flatbuffer_utils.read_model_from_bytearray``).
+        subgraph_index (int): the subgraph whose tensors are renumbered.
+
+    Returns:
+        schema.ModelT: ``model``, its subgraph's ``inputs`` now ``[0, 1, ...]``.
+
+    Example:
+        >>> list(inputs_first(model).subgraphs[0].inputs)  # doctest: +SKIP
+        [0, 1, 2]
+    """
+    graph = model.subgraphs[subgraph_index]
+    first = [int(i) for i in graph.inputs]
+    return renumber_tensors(model, first + sorted(set(range(len(graph.tensors))) - set(first)), subgraph_index)
+
+
+def renumber_tensors(model, order, subgraph_index=0):
+    """Puts tensor ``order[i]`` of a subgraph at index ``i``, and every reference to it with it; in place.
+
+    One permutation applied to every field of the schema that holds a tensor index of the subgraph: its inputs
+    and outputs, each operator's inputs, outputs and intermediates, and the tensor maps of the signatures on
+    it. Buffers are untouched (a tensor keeps its buffer index) and an absent optional operand (``-1``) stays
+    absent, so the graph computes the same values.
+
+    Args:
+        model (schema.ModelT): the unpacked model.
+        order (Sequence[int]): a permutation of the subgraph's tensor indices: new index -> old index.
+        subgraph_index (int): the subgraph whose tensors are renumbered.
+
+    Returns:
+        schema.ModelT: ``model``.
+
+    Raises:
+        ArtifactError: ``order`` is not a permutation of the subgraph's tensors.
+
+    Example:
+        >>> renumber_tensors(model, list(range(len(model.subgraphs[0].tensors)))[::-1])  # doctest: +SKIP
+    """
+    graph = model.subgraphs[subgraph_index]
+    order = [int(i) for i in order]
+    if sorted(order) != list(range(len(graph.tensors))):
+        raise ArtifactError(f"a tensor order of subgraph {subgraph_index} must list each of its "
+                            f"{len(graph.tensors)} tensors once; got {len(order)} indices")
+    if order == sorted(order):
+        return model
+    new = np.empty(len(order), dtype=np.int64)
+    new[order] = np.arange(len(order))
+
+    def renumbered(indices):
+        return None if indices is None else [int(new[i]) if i >= 0 else int(i) for i in indices]
+
+    graph.tensors = [graph.tensors[i] for i in order]
+    graph.inputs, graph.outputs = renumbered(graph.inputs), renumbered(graph.outputs)
+    for op in graph.operators or []:
+        op.inputs, op.outputs, op.intermediates = (renumbered(op.inputs), renumbered(op.outputs),
+                                                   renumbered(op.intermediates))
+    for signature in model.signatureDefs or []:
+        if signature.subgraphIndex == subgraph_index:
+            for entry in list(signature.inputs or []) + list(signature.outputs or []):
+                entry.tensorIndex = int(new[entry.tensorIndex])
+    return model

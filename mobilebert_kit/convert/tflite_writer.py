@@ -59,7 +59,9 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
     if args:
         metadata_bytes, files = tflite_metadata.client_metadata(**args)
         entries[tflite_metadata.TFLITE_METADATA] = metadata_bytes
-    data = tflite_flatbuffer.finalize(data, INPUT_NAMES, graph.output_order, entries)
+    # A dynamic sequence axis ([1, -1]) allocates at the planned length until a client resizes it.
+    default_seq_len = setting.seq_len if setting.static_seq_len is None else None
+    data = tflite_flatbuffer.finalize(data, INPUT_NAMES, graph.output_order, entries, default_seq_len)
     if files:
         data = tflite_metadata.pack_files(data, files)
     Path(path).write_bytes(data)

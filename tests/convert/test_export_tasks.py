@@ -98,13 +98,23 @@ def test_a_task_the_source_cannot_export_is_one_line(kwargs, architecture, messa
     ({"mask_dtype": "int64"}, "--mask-dtype 'int64'|--mask-dtype int64"),
     ({"format": "onnx", "out": "m.onnx", "mask_dtype": "int32"}, "onnx token inputs are int64"),
     ({"format": "onnx", "out": "m.onnx", "dynamic_axes": True, "static_axes": True}, "contradict"),
-    ({"dynamic_axes": True}, "dynamic axes are an ONNX option"),
+    ({"dynamic_axes": True, "batch_size": 4}, "--batch-size 4 with --dynamic-axes: a dynamic TFLite file has batch 1"),
     ({"pooling": "mean", "task": "features"}, "applies to --task embedding"),
 ])
 def test_contradictory_options_are_refused(kwargs, message):
     values = {"source": "tiny-bert", "out": "m.tflite", **kwargs}
     with pytest.raises(ConfigError, match=message):
         ExportOptions(**values, named_by="flag").check()
+
+
+@pytest.mark.parametrize("fmt, batch_size, seq_len", [("tflite", 1, None), ("onnx", None, None)])
+def test_dynamic_axes_open_the_formats_axes(fmt, batch_size, seq_len):
+    # DYNAMIC_AXES: a TFLite file keeps batch 1 (its clients run one text), ONNX opens both; seq_len stays the
+    # length validated and calibrated at.
+    dynamic = plan(options(fmt, dynamic_axes=True, seq_len=16))
+    assert (dynamic.batch_size, dynamic.static_seq_len, dynamic.seq_len) == (batch_size, seq_len, 16)
+    static = plan(options(fmt, static_axes=True, seq_len=16))
+    assert (static.batch_size, static.static_seq_len) == (1, 16)
 
 
 def test_sentence_embedding_is_masked_mean_then_unit_norm_and_safe_on_padding():
