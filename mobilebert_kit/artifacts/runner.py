@@ -211,6 +211,8 @@ class ArtifactRunner:
             for d in self._inputs
         ]
         self.output_names = [d["name"] for d in self._outputs]
+        # Outputs whose second axis follows the open sequence (a sequence output, span logits): run_as_app pads them.
+        self._sequence_outputs = {d["name"] for d in self._outputs if _signature(d)[1:2] == [-1]}
         self._run_batch = self._run_tflite
 
     def _run_tflite(self, feeds):
@@ -252,6 +254,7 @@ class ArtifactRunner:
             for i in self._session.get_inputs()
         ]
         self.output_names = [o.name for o in self._session.get_outputs()]
+        self._sequence_outputs = set()
         self._run_batch = self._run_onnx
 
     def _run_onnx(self, feeds):
@@ -269,6 +272,33 @@ class ArtifactRunner:
     def seq_len(self):
         shape = self.input_specs[0]["shape"]
         return shape[1] if len(shape) > 1 and shape[1] not in (None, -1) else None
+
+    def run_as_app(self, inputs):
+        """Runs the rows of ``inputs`` as the client apps feed this file; returns what :meth:`run` returns.
+
+        A file with batch 1 and an open sequence (``[1, -1]``, the default ``.tflite``) is fed by MediaPipe and
+        the Task Library each text at its own token count, no padding: each row is cut after its last real
+        token (``attention_mask``) and run alone. Outputs that follow the sequence are padded back to the rows'
+        length with zeros, positions the app never computes. Any other file runs the rows as given.
+
+        Example:
+            >>> ArtifactRunner("model.tflite").run_as_app(inputs)["probability"].shape  # doctest: +SKIP
+            (16, 2)
+        """
+        if self.seq_len is not None or self.batch_size != 1 or "attention_mask" not in inputs:
+            return self.run(inputs)
+        mask = np.asarray(inputs["attention_mask"])
+        parts = []
+        for row in range(len(mask)):
+            real = np.flatnonzero(mask[row])
+            length = int(real[-1]) + 1 if real.size else 1
+            out = self.run({name: np.asarray(value)[row : row + 1, :length] for name, value in inputs.items()})
+            for name in self._sequence_outputs & set(out):
+                pad = [(0, 0)] * out[name].ndim
+                pad[1] = (0, mask.shape[1] - out[name].shape[1])  # a file that cuts long text returns fewer
+                out[name] = np.pad(out[name], pad)
+            parts.append(out)
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
     def run(self, inputs):
         """Runs every row of ``inputs`` (``{name: [n, seq]}``) and returns ``{output: [n, ...]}``."""

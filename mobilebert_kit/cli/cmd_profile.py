@@ -38,6 +38,12 @@ def register(subparsers):
     parser.add_argument("--max-time", type=number_option("max_time"), default=150.0, metavar="S", help="stop starting runs after S seconds (default 150)")
     parser.add_argument("--seq-len", type=_seq_lens, default=None, metavar="N[,N...]",
                         help="sequence length(s) (default: the length fixed in the file, else 128)")
+    parser.add_argument("--text", default=None, type=input_path_option("file"), metavar="FILE",
+                        help="time real text: each sentence (line) of FILE, tokenized as the file's app tokenizes "
+                        "it, one per call, at its own token count for a dynamic-length file and padded for a "
+                        "static one (host only; with --seq-len, the fixed lengths are timed too)")
+    parser.add_argument("--tokenizer", default=None, type=input_path_option("any"), metavar="PATH",
+                        help="--text: a vocab.txt or checkpoint directory, for a file that carries no tokenizer")
     parser.add_argument("--delegate", choices=("xnnpack", "none", "gpu", "nnapi"), default="xnnpack",
                         help="TFLite kernels: xnnpack (default), none (builtin kernels), gpu/nnapi (adb only)")
     parser.add_argument("--inter-op-threads", type=number_option("inter_op_threads"), default=1, help="ONNX Runtime inter-op threads (default 1)")
@@ -134,7 +140,11 @@ def _run_host(args):
     results = []
     try:
         for path in args.files:
-            for seq_len in args.seq_len or [None]:
+            if args.text:
+                from mobilebert_kit.profiler.real_text import RealText
+
+                results.append(profiler.profile_text(path, RealText.from_file(args.text, path, args.tokenizer)))
+            for seq_len in args.seq_len or ([] if args.text else [None]):
                 results.append(profiler.profile(path, seq_len=seq_len))
     except MbkError as err:
         err.partial_results = results
@@ -144,6 +154,12 @@ def _run_host(args):
 
 def _run_adb(args, serials):
     from mobilebert_kit.profiler.adb import AdbClient
+    from mobilebert_kit.profiler.errors import ProfilerError
+
+    if args.text:
+        # benchmark_model feeds one fixed shape per run: a sentence per call is a host loop.
+        raise ProfilerError("--text times real sentences on the host only; on a phone, time the text's lengths "
+                            "with --seq-len (mbk profile --text FILE on the host prints their median and p90)")
     from mobilebert_kit.profiler.device import profile_devices
 
     adb = AdbClient(args.adb)
@@ -198,7 +214,7 @@ def _emit(args, results, error):
         table.add_row(
             *(escape(text, markup=True) for text in (row["model"], row["precision"], row["variant"],
                                                       f"{row['target']} {row['serial']}".strip(), f"{row['cores']} ({row['mask']})")),
-            fmt(row["threads"]), fmt(row["seq_len"]), fmt(row["median_ms"]), fmt(row["p90_ms"]), fmt(row["cv"]), fmt(row["init_ms"], 2),
+            fmt(row["threads"]), row["seq"], fmt(row["median_ms"]), fmt(row["p90_ms"]), fmt(row["cv"]), fmt(row["init_ms"], 2),
             fmt(row["peak_rss_mb"], 1), fmt(row["gflops_per_s"], 2), "yes" if row["throttled"] else "no",
         )
     console.print(table)

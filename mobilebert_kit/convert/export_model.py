@@ -28,7 +28,7 @@ from mobilebert_kit.convert.export_tasks import POOLINGS, export_task
 from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
 from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
 from mobilebert_kit.errors import ConfigError, check_choice
-from mobilebert_kit.models.api import check_positions
+from mobilebert_kit.models.api import check_positions, max_positions
 from mobilebert_kit.models.encoder import INPUT_NAMES
 
 OUTPUTS = {
@@ -211,6 +211,7 @@ def build_export_model(
     normalize=False,
     ids_dtype="int32",
     input_names=None,
+    clip_to_positions=False,
 ):
     """Returns the functional Keras model that is converted to TFLite / ONNX.
 
@@ -236,6 +237,10 @@ def build_export_model(
         ids_dtype: ``"int32"`` or ``"int64"`` token ids (``export_tasks.INPUT_DTYPES``).
         input_names: the graph's inputs (``export_tasks.graph_inputs``); without ``token_type_ids`` every token
             reads type 0. None: all three.
+        clip_to_positions: with an open sequence, keep at most the position table's length of tokens: the
+            first ones and the last (``[CLS] ... [SEP]``, as a truncating tokenizer cuts a text). MediaPipe's
+            and the Task Library's dynamic path feed the whole text (``export_tasks.CLIPS_IN_GRAPH``); without
+            this, a text longer than the table fails in the position embedding's gather, in the app.
 
     Returns:
         A ``keras.Model`` with inputs ``input_names`` (``input_ids``, ``attention_mask``,
@@ -270,6 +275,10 @@ def build_export_model(
         tf.zeros_like, name="token_type_ids_zero")(ids)
     if mask_dtype != "float32":
         mask = tf.cast(mask, tf.float32)  # once here, not once per attention layer (see the module docstring)
+    positions = max_positions(config)
+    if clip_to_positions and seq_len is None and positions:
+        clip = keras.layers.Lambda(_first_and_last, arguments={"count": positions}, name="clip_to_positions")
+        ids, mask, types = clip(ids), clip(mask), clip(types)
     if for_qat:
         ids = keras.layers.Identity(name="input_ids_passthrough")(ids)
         types = keras.layers.Identity(name="token_type_ids_passthrough")(types)
@@ -285,6 +294,16 @@ def build_export_model(
     return graph
 
 
+def _first_and_last(tokens, count):
+    """The first ``count - 1`` columns of ``tokens`` (``[batch, n]``) and its last, when ``n > count``; else all.
+
+    One GATHER of at most ``count`` columns, no control flow: a row of ``n <= count`` tokens gathers itself.
+    """
+    n = tf.shape(tokens)[1]
+    keep = tf.minimum(n, count)
+    return tf.gather(tokens, tf.concat([tf.range(keep - 1), [n - 1]], 0), axis=1)
+
+
 def plan_graph(model, plan, hidden_states=False, for_qat=False):
     """The export graph of an :class:`~mobilebert_kit.convert.export_plan.ExportPlan`: the one place its arguments
     are read from the plan, for the artifact and the drift probe alike.
@@ -297,7 +316,8 @@ def plan_graph(model, plan, hidden_states=False, for_qat=False):
     return build_export_model(model, plan.batch_size, plan.static_seq_len, plan.mask_dtype,
                               plan.attention_mask_value, hidden_states=hidden_states, for_qat=for_qat, task=plan.task,
                               fmt=plan.format, pooling=plan.pooling, normalize=bool(plan.normalize),
-                              ids_dtype=plan.ids_dtype, input_names=plan.input_names)
+                              ids_dtype=plan.ids_dtype, input_names=plan.input_names,
+                              clip_to_positions=plan.clips_in_graph)
 
 
 def _folded(model, plan):

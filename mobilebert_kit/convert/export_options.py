@@ -128,9 +128,9 @@ class ExportOptions:
             substituted real model int8 fidelity (benchmarks/RESULTS.md, issue 17).
         opset (int): ONNX opset.
         dynamic_axes (bool): dynamic axes (``export_tasks.DYNAMIC_AXES``: ONNX batch and sequence, TFLite the
-            sequence only, batch 1); None: ONNX dynamic (optimum's signature), TFLite static (decided by
-            ``export_plan.input_layout``).
-        static_axes (bool): ONNX with static ``[batch_size, seq_len]`` inputs.
+            sequence only, batch 1); None: dynamic unless ``static_axes`` (or a TFLite ``batch_size`` above 1),
+            decided by ``export_plan.input_layout``.
+        static_axes (bool): static ``[batch_size, seq_len]`` inputs (GPU and NPU delegates need them).
         embed_vocab (bool): store the vocabulary in the artifact's metadata.
         labels (tuple): class names to record (default: from the source).
         substitutions (dict): ``{"norm": ..., "act": ..., "ffn": ...}`` applied before export (substitution.py).
@@ -199,11 +199,12 @@ class ExportOptions:
     opset: int = option(17, flag="--opset", recipe=("export", "opset"), limit="opset",
                         help="ONNX opset (default %(default)s)")
     dynamic_axes: bool = option(None, flag="--dynamic-axes", recipe=("export", "dynamic_axes"), kind="switch",
-                                none_ok=True, help="ONNX: dynamic batch and sequence axes (the ONNX default); "
-                                "TFLite: a dynamic sequence axis, batch 1 (inputs [1, -1]: any text up to the "
-                                "position table, no padding)")
+                                none_ok=True, help="dynamic axes (the default): ONNX batch and sequence; "
+                                "TFLite a dynamic sequence, batch 1 (inputs [1, -1]: each text runs at its own "
+                                "token count, up to the position table)")
     static_axes: bool = option(False, flag="--static-axes", recipe=("export", "static_axes"), kind="switch",
-                               help="ONNX: static [--batch-size, --seq-len] inputs instead of dynamic axes")
+                               help="static [--batch-size, --seq-len] inputs instead of dynamic axes (every text padded to "
+                               "--seq-len; GPU and NPU delegates need static shapes)")
     qat_steps: int = option(100, flag="--qat-steps", recipe=("export", "qat_steps"), limit="qat_steps",
                             help="quantization-aware fine-tuning steps (qat)")
     thresholds: dict = option(factory=dict, flag="--threshold", kind="thresholds",
@@ -289,7 +290,6 @@ class ExportOptions:
         if self.format == "onnx" and self.io_type != "float32":
             raise ConfigError(f"{self.name_of('io_type', self.io_type)}: int8 inputs/outputs are a TFLite option; "
                               "ONNX artifacts keep integer inputs and float32 outputs")
-        # static_axes is accepted for TFLite (its files are static by default): one recipe serves both formats.
         if self.format == "tflite" and self.dynamic_axes and self.batch_size != 1:
             # DYNAMIC_AXES: a TFLite file leaves only its sequence open; its clients run one text at a time.
             raise ConfigError(f"{self.name_of('batch_size', self.batch_size)} with {self.name_of('dynamic_axes')}: "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from mobilebert_kit.convert.export_tasks import (
-    AUTO_TASK, AUTO_TASK_ONE_OUTPUT, DYNAMIC_AXES, GRAPH_INPUTS, INPUT_DTYPES, TASKS, export_task, graph_inputs,
+    AUTO_TASK, AUTO_TASK_ONE_OUTPUT, CLIPS_IN_GRAPH, DYNAMIC_AXES, GRAPH_INPUTS, INPUT_DTYPES, TASKS, export_task, graph_inputs,
 )
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import ConfigError
@@ -101,8 +101,10 @@ def recorded_length(meta, max_positions=None):
 def input_layout(options):
     """``(dynamic_axes, mask_dtype)`` of an export: what the user's words decide about its inputs.
 
-    ONNX has dynamic batch and sequence axes (optimum's signature) unless static axes are asked; TFLite is
-    static unless ``--dynamic-axes`` is asked, and then only its sequence axis is (:data:`DYNAMIC_AXES`). The
+    Both formats have dynamic axes unless ``--static-axes`` is asked: ONNX its batch and sequence (optimum's
+    signature), TFLite its sequence only, at batch 1 (:data:`DYNAMIC_AXES`: the clients run one text at a time and
+    resize the sequence to its token count, so short text costs what it is long, not ``--seq-len``); a TFLite file
+    with ``--batch-size`` above 1 is static (GPU and NPU delegates need static shapes too: ``--static-axes``). The
     attention mask has the token ids' type (:data:`INPUT_DTYPES`), except in an int8-io file,
     whose float mask becomes an int8 input on integer-only accelerators (an integer mask would need a float
     CAST in front of the first layer there).
@@ -114,7 +116,8 @@ def input_layout(options):
     """
     dynamic = options.dynamic_axes
     if dynamic is None:
-        dynamic = options.format == "onnx" and not options.static_axes
+        # A TFLite file's open axis is its sequence only, at batch 1 (DYNAMIC_AXES): a --batch-size file is static.
+        dynamic = not options.static_axes and (options.format == "onnx" or options.batch_size == 1)
     mask = options.mask_dtype
     if mask is None:
         mask = "float32" if options.io_type == "int8" else INPUT_DTYPES[options.format]
@@ -311,6 +314,11 @@ class ExportPlan:
     def open_axes(self):
         """The input axes left dynamic: ``()``, or the format's :data:`DYNAMIC_AXES` with dynamic axes."""
         return DYNAMIC_AXES[self.format] if self.dynamic_axes else ()
+
+    @property
+    def clips_in_graph(self):
+        """Whether the graph cuts a text longer than the position table (an open sequence, :data:`CLIPS_IN_GRAPH`)."""
+        return "sequence" in self.open_axes and CLIPS_IN_GRAPH[self.format]
 
     @property
     def batch_size(self):

@@ -43,6 +43,7 @@ class ExportResult:
         validation: the ValidationReport (None without validation).
         search (dict): the search's frontier (``Frontier.to_dict``), None when nothing was searched.
         clients (dict): ``{client name: [reasons it is not ready]}`` (``artifacts.clients``; empty list: ready).
+        input_shape (list): the inputs' ``[batch, seq]``, -1 where an axis is open (``ExportPlan.open_axes``).
 
     Example:
         >>> ExportResult("m.tflite", "tflite", "none", 10, 0.1, "tiny-bert").format_text().split(":")[0]
@@ -63,6 +64,7 @@ class ExportResult:
     validation: object = None
     search: dict = None
     clients: dict = field(default_factory=dict)
+    input_shape: list = None
 
     def to_dict(self):
         out = {k: v for k, v in asdict(self).items() if k != "validation"}
@@ -72,7 +74,7 @@ class ExportResult:
     def format_text(self):
         lines = [f"wrote {self.path}: {self.format} {self.quantize}, {self.size_bytes / 1e6:.2f} MB "
                  f"({self.seconds:.1f} s) from {self.source}"
-                 + (f"; task {self.task}, seq {self.seq_len}" if self.task else "")]
+                 + (f"; task {self.task}, {self._length()}" if self.task else "")]
         lines += [f"  note: {n}" for n in self.notes]
         if self.clients:
             ready = [name for name, reasons in self.clients.items() if not reasons]
@@ -93,6 +95,12 @@ class ExportResult:
         if self.validation is not None:
             lines.append(self.validation.format_text())
         return "\n".join(lines)
+
+
+    def _length(self):
+        if self.input_shape and -1 in self.input_shape[1:]:
+            return f"inputs {self.input_shape} (each text at its own length), validated at {self.seq_len} tokens"
+        return f"seq {self.seq_len}"
 
 
 def frontier_of(data):

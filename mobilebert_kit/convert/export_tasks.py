@@ -42,6 +42,10 @@ GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # models.encod
 # TFLite: the sequence only: MediaPipe and the Task Library refuse any batch but 1 ("Input tensors should all
 # have batch size 1") and resize the sequence axis to each text's token count when it is -1.
 DYNAMIC_AXES = {"tflite": ("sequence",), "onnx": ("batch", "sequence")}
+# Whether a dynamic-length file cuts a text longer than its position table itself. TFLite: yes, MediaPipe's
+# BertPreprocessorCalculator truncates only for static inputs and feeds a dynamic file the whole text, which
+# would fail in the position embedding's gather. ONNX: no, optimum users' tokenizers truncate (truncation=True).
+CLIPS_IN_GRAPH = {"tflite": True, "onnx": False}
 
 
 def graph_inputs(fmt, type_vocab_size, token_types=None):

@@ -55,12 +55,23 @@ def _converter(graph):
 
 def _representative(graph, calibration):
     batch = graph.inputs[0].shape[0] or 1
+    # A dynamic-length file (inputs [1, -1]) is fed each text at its own token count by the clients, never
+    # padding: it is calibrated on the rows cut to their real tokens, so its ranges are those of the app's inputs
+    # and of several lengths (the converter's calibrator resizes the inputs per sample).
+    open_sequence = graph.inputs[0].shape[1] is None
 
     def generate():
         for rows in calibration.rows(batch):
-            yield {name: np.asarray(rows[name]).astype(dtype) for name, dtype in graph.input_dtypes.items()}
+            length = _real_length(rows["attention_mask"]) if open_sequence else None
+            yield {name: np.asarray(rows[name])[:, :length].astype(dtype) for name, dtype in graph.input_dtypes.items()}
 
     return generate
+
+
+def _real_length(mask):
+    """The tokens up to the last real one of any row of ``mask`` (``[n, seq]``; at least 1)."""
+    real = np.flatnonzero(np.asarray(mask).astype(bool).any(axis=0))
+    return int(real[-1]) + 1 if real.size else 1
 
 
 def convert(graph, quantize="none", calibration=None, io_type="float32", keep_float_ops=None, keep_float_layers=(),

@@ -147,18 +147,43 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
         n = len(features["input_ids"])
         parts = []
         for start in range(0, n, step):
-            out = runner.run({k: v[start : start + step] for k, v in features.items()})
+            # As the app feeds the file: a dynamic-length .tflite gets each text's own tokens, no padding.
+            out = runner.run_as_app({k: v[start : start + step] for k, v in features.items()})
             parts.append({canonical.get(k, k): v for k, v in out.items() if canonical.get(k, k) in wanted})
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
+    return score(task, data, predict, _app_tokenizer(path, graph, meta, vocab, tokenizer), spec, limit)
+
+
+def _app_tokenizer(path, graph, meta, vocab, tokenizer):
     text_tokenizer = _tokenizer_of(path, meta, vocab, tokenizer)
-    if fmt == "tflite" and TFLITE_METADATA in graph.metadata:
+    if graph.format == "tflite" and TFLITE_METADATA in graph.metadata:
         # The file is scored on the ids its app computes: MediaPipe and the Task Library tokenize with the packed
         # vocab.txt, lower-casing A-Z only and keeping accents, whatever the checkpoint's tokenizer does
         # (docs/clients/README.md). With the checkpoint's tokenizer, accented rows scored other ids than the app's.
         # A tokenizer no client runs (byte-level BPE): the app feeds the checkpoint tokenizer's ids through LiteRT.
         text_tokenizer = text_tokenizer.client_tokenizer() or text_tokenizer
-    return score(task, data, predict, text_tokenizer, spec, limit)
+    return text_tokenizer
+
+
+def app_tokenizer(path, tokenizer=None, fmt=None):
+    """The tokenizer whose ids an exported file's app feeds it (``mbk evaluate`` scores with it).
+
+    Args:
+        path (str | os.PathLike): a file written by ``mbk export``.
+        tokenizer (str | os.PathLike | None): a vocab.txt / model directory for a file without an embedded one.
+        fmt (str | None): ``"tflite"`` or ``"onnx"`` when the suffix does not say.
+
+    Raises:
+        ArtifactError: the file is unreadable or carries no tokenizer and none is given.
+
+    Example:
+        >>> app_tokenizer("clf.tflite").encode_inputs(["a fine film"], 16)["input_ids"].shape  # doctest: +SKIP
+        (1, 16)
+    """
+    graph = read_artifact(Path(path), fmt)
+    meta, vocab = parse_mbk_metadata(graph.metadata, path)
+    return _app_tokenizer(path, graph, meta, vocab, tokenizer)
 
 
 def _task_of(export_task, labels, graph, canonical):

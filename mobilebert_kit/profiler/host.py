@@ -181,6 +181,119 @@ class HostProfiler:
             self._add_op_profile(result, info, feeds, length, vocab)
         return finish_result(result)
 
+    def profile_text(self, path, text):
+        """Times one model file on real sentences, one sentence per call, as its app feeds them.
+
+        A file with an open sequence axis gets each sentence at its own token count, its inputs resized when
+        the length changes (MediaPipe's inference runner resizes and re-allocates the same way); a static file
+        gets each sentence padded to its length. Every call copies its sentence's inputs in, in both cases, so
+        the two compare as the app sees them. The runs cycle through the sentences, at least once through all.
+
+        Args:
+            path: a ``.tflite`` or ``.onnx`` file.
+            text (RealText): the sentences (``profiler.real_text``).
+
+        Raises:
+            ProfilerError: the file cannot be read or run.
+        """
+        info = ModelInfo(path)
+        static = info.static_seq_len
+        feeds = text.feeds(info.inputs, static_len=static)
+        result = new_result(info, target="host", seq_len=static or int(text.lengths.max()), flops_override=self.flops)
+        if self.flops is None:
+            result["flops"], result["flops_by_op"] = None, {}
+            result["flops_source"] = "real text: the work differs per sentence"
+        result["device"] = self.device_info()
+        result["text"] = text.summary(fed=f"padded to {static}" if static else "own length")
+        result["config"] = run_config(self, info.feed_vocab(self.vocab_size),
+                                      inputs=f"real text: {len(feeds)} sentence(s) of {text.source}, one per call")
+        runs = max(self.runs, len(feeds))
+        reset_peak_rss()
+        with _pinned(self.cpus):
+            if info.format == "tflite":
+                timing = self._run_tflite_rows(info, feeds, runs)
+            else:
+                timing = self._run_onnx_rows(info, feeds, runs)
+        samples = timing.pop("samples_ms")
+        result["runtime"] = timing.pop("runtime")
+        result["samples_ms"] = samples
+        result["latency_ms"] = summarize(samples)
+        for warning in (runs_warning(len(samples), runs, self.max_time_s), too_few_runs(result["latency_ms"])):
+            if warning:
+                result["warnings"].append(warning)
+        if text.truncated:
+            result["warnings"].append(f"{text.truncated} sentence(s) of {text.source} are longer than the "
+                                      f"{text.max_tokens} tokens the file takes and were cut, as the app cuts them")
+        result["init_ms"] = timing["init_ms"]
+        result["first_inference_ms"] = timing["first_ms"]
+        result["peak_rss_mb"], result["memory"]["peak_rss_source"] = _peak_rss_mb()
+        result["trials"] = [{"trial": 0, "count": len(samples), "duration_s": timing["timed_s"],
+                             "latency_ms": result["latency_ms"], "init_ms": timing["init_ms"],
+                             "first_inference_ms": timing["first_ms"], "throttled": False}]
+        return finish_result(result)
+
+    def _run_tflite_rows(self, info, feeds, runs):
+        start = time.perf_counter()
+        try:
+            interpreter = load_tflite(info.path, num_threads=self.threads, delegate=self.delegate)
+        except RuntimeLoadError as err:
+            raise ProfilerError(str(err) if err.__cause__ is None else
+                                _runtime_message(info, "ai-edge-litert", err.__cause__, None)) from err
+        init_ms = (time.perf_counter() - start) * 1000.0
+        details = interpreter.get_input_details()
+        missing = [d["name"] for d in details if d["name"] not in feeds[0]]
+        if missing:
+            raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
+        state = {"row": 0, "shape": None}
+
+        def call():
+            feed = feeds[state["row"] % len(feeds)]
+            state["row"] += 1
+            shape = feed[details[0]["name"]].shape
+            if shape != state["shape"]:  # a new length: resize and re-allocate, as the client's runner does
+                for detail in details:
+                    interpreter.resize_tensor_input(detail["index"], list(shape), strict=True)
+                interpreter.allocate_tensors()
+                state["shape"] = shape
+            for detail in details:
+                interpreter.set_tensor(detail["index"], feed[detail["name"]])
+            interpreter.invoke()
+
+        try:
+            timing = self._loop(call, runs)
+        except (RuntimeError, ValueError) as err:
+            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, None)) from err
+        timing["init_ms"] = init_ms
+        timing["runtime"] = {"name": "ai-edge-litert", "delegate_nodes": _delegate_nodes(interpreter),
+                             "version": litert_version, "delegate": self.delegate,
+                             "op_resolver": TFLITE_RESOLVERS[self.delegate].name, "threads": self.threads}
+        return timing
+
+    def _run_onnx_rows(self, info, feeds, runs):
+        start = time.perf_counter()
+        try:
+            session = load_onnx(info.path, self._onnx_options())
+        except RuntimeLoadError as err:
+            raise ProfilerError(_runtime_message(info, "onnxruntime", err.__cause__, None)) from err
+        init_ms = (time.perf_counter() - start) * 1000.0
+        names = [i.name for i in session.get_inputs()]
+        state = {"row": 0}
+
+        def call():
+            feed = feeds[state["row"] % len(feeds)]
+            state["row"] += 1
+            session.run(None, {n: feed[n] for n in names})
+
+        try:
+            timing = self._loop(call, runs)
+        except Exception as err:  # noqa: BLE001  (ORT's errors are pybind11 types outside Python's hierarchy)
+            raise ProfilerError(_runtime_message(info, "onnxruntime", err, None)) from err
+        timing["init_ms"] = init_ms
+        timing["runtime"] = {"name": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
+                             "threads": self.threads, "inter_op_threads": self.inter_op_threads,
+                             "graph_optimization": self.graph_optimization}
+        return timing
+
     # --- runtimes -----------------------------------------------------------------
 
     def _run_tflite(self, info, feeds, length):
@@ -265,8 +378,9 @@ class HostProfiler:
         }
         return timing
 
-    def _loop(self, call):
-        """Warm-up, then timed calls until ``runs`` and ``min_time_s`` are both reached."""
+    def _loop(self, call, runs=None):
+        """Warm-up, then timed calls until ``runs`` (default: the profiler's) and ``min_time_s`` are both reached."""
+        runs = self.runs if runs is None else runs
         clock = time.perf_counter_ns
         start = clock()
         call()
@@ -282,7 +396,7 @@ class HostProfiler:
             t1 = clock()
             samples.append((t1 - t0) / 1e6)
             elapsed = t1 - begin
-            if (len(samples) >= self.runs and elapsed >= min_ns) or elapsed >= max_ns:
+            if (len(samples) >= runs and elapsed >= min_ns) or elapsed >= max_ns:
                 break
         return {"samples_ms": samples, "first_ms": first_ms, "timed_s": (clock() - begin) / 1e9}
 

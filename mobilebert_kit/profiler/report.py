@@ -187,6 +187,7 @@ def flat_rows(report):
                 "runtime": runtime.get("name"),
                 "delegate": runtime.get("delegate", runtime.get("graph_optimization", "")),
                 "seq_len": r.get("seq_len"),
+                "seq": _seq_cell(r),
                 "trials": len(r.get("trials") or []),
                 "count": lat.get("count"),
                 "median_ms": lat.get("median"),
@@ -210,9 +211,18 @@ def flat_rows(report):
     return rows
 
 
+def _seq_cell(record):
+    """The sequence length a record ran at, or for real text the token counts fed (``median/max``)."""
+    text = record.get("text")
+    if isinstance(text, dict) and isinstance(text.get("tokens"), dict):
+        tokens = text["tokens"]
+        return f"text {tokens.get('median', 0):g}/{tokens.get('max')}" + (" pad" if text.get("fed") != "own length" else "")
+    return _fmt(record.get("seq_len"))
+
+
 def to_csv(report):
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n", extrasaction="ignore")
     buffer.write(csv_header())  # the very line PROFILE_CSV recognises
     for row in flat_rows(report):
         writer.writerow({k: "" if v is None else v for k, v in row.items()})
@@ -247,7 +257,7 @@ def to_markdown(report):
         device = row["device"] + (f" ({row['serial']})" if row["serial"] else "")
         cells = (
             row["model"], row["precision"], row["variant"], row["target"], device, f"{row['cores']} ({row['mask']})",
-            _fmt(row["threads"]), _fmt(row["seq_len"]), _fmt(row["median_ms"], 3), _fmt(row["p90_ms"], 3), _fmt(row["p99_ms"], 3),
+            _fmt(row["threads"]), row["seq"], _fmt(row["median_ms"], 3), _fmt(row["p90_ms"], 3), _fmt(row["p99_ms"], 3),
             _fmt(row["mean_ms"], 3), _fmt(row["std_ms"], 3), _fmt(row["cv"], 3), _fmt(row["init_ms"]), _fmt(row["first_inference_ms"], 3),
             _fmt(row["peak_rss_mb"], 1), _fmt(row["gflops_per_s"]), _fmt(row["throttled"]),
         )

@@ -113,6 +113,8 @@ def plots(report):
     # Latency against sequence length.
     series = {}
     for r in records:
+        if r.get("text"):  # a real-text record has no one length: it is a row of the table, not a point here
+            continue
         key = (r["model"]["name"], r["precision"], (r.get("device") or {}).get("serial") or r["target"])
         series.setdefault(key, []).append((r["seq_len"], r["latency_ms"]["median"]))
     multi = {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) > 1}
@@ -160,7 +162,7 @@ def to_html(report):
         _table(
             ["model", "precision", "variant", "target", "device", "cores", "threads", "seq", "median ms", "p90 ms", "p99 ms", "mean ms", "std ms", "MAD ms", "CV", "init ms", "first ms", "peak MB", "GFLOP/s", "throttled"],
             [
-                [r["model"], r["precision"], r["variant"], r["target"], r["device"], f"{r['cores']} ({r['mask']})", r["threads"], r["seq_len"],
+                [r["model"], r["precision"], r["variant"], r["target"], r["device"], f"{r['cores']} ({r['mask']})", r["threads"], r["seq"],
                  _num(r["median_ms"]), _num(r["p90_ms"]), _num(r["p99_ms"]), _num(r["mean_ms"]), _num(r["std_ms"]), _num(r["mad_ms"]),
                  _num(r["cv"]), _num(r["init_ms"], 2), _num(r["first_inference_ms"]), _num(r["peak_rss_mb"], 1), _num(r["gflops_per_s"], 2),
                  "yes" if r["throttled"] else "no"]

@@ -1,9 +1,11 @@
-"""A ``--dynamic-axes`` TFLite file (inputs ``[1, -1]``): the static file's answers at every length, in MediaPipe too.
+"""The default TFLite file (inputs ``[1, -1]``): the static file's answers at every length, in MediaPipe too.
 
-Issue 36's first step. The dynamic file is compared with the static files ``mbk export`` writes at the same
+Issue 36. The dynamic file is compared with the ``--static-axes`` files ``mbk export`` writes at the same
 token count (in LiteRT, on the same rows), with the Keras source on each text's own tokens (in MediaPipe,
 which feeds a dynamic file exactly the text's tokens, no padding), and its inputs must be tensors 0, 1, 2:
-MediaPipe 1.2.2 resizes input ``i`` as tensor ``i`` (``tflite_flatbuffer.inputs_first``).
+MediaPipe 1.2.2 resizes input ``i`` as tensor ``i`` (``tflite_flatbuffer.inputs_first``). MediaPipe does not
+cut a text for a dynamic file, so the file cuts one longer than its position table itself, as the static
+file's client does.
 """
 
 import numpy as np
@@ -46,18 +48,23 @@ def rows(model_dir, texts, seq_len):
 def test_dynamic_file_answers_as_the_static_file_at_each_length(tiny_classifier, exported, quantize):
     model = tiny_classifier / "model"
     dynamic = ArtifactRunner(exported(model, f"embedder-{quantize}-dynamic.tflite",
-                                      *embedder_flags(quantize, TINY_SEQ, "--dynamic-axes")))
+                                      *embedder_flags(quantize, TINY_SEQ)))  # the default: no flag
     assert [s["shape"] for s in dynamic.input_specs] == [[1, None]] * 3
     assert (dynamic.batch_size, dynamic.seq_len) == (1, None)
     for seq_len in LENGTHS:
         # Static references at other lengths skip validation: the dynamic file's export validated the graph.
-        more = () if seq_len == TINY_SEQ else ("--no-validate",)
+        more = ("--static-axes",) + (() if seq_len == TINY_SEQ else ("--no-validate",))
         static = ArtifactRunner(exported(model, f"embedder-{quantize}.tflite", *embedder_flags(quantize, seq_len, *more)))
         arrays = rows(model, TINY_TEXTS + [LONG_TEXT], seq_len)
         ours, theirs = dynamic.run(arrays)["sentence_embedding"], static.run(arrays)["sentence_embedding"]
         scale = np.abs(theirs).max()
         np.testing.assert_allclose(ours, theirs, atol=RTOL[quantize] * scale, err_msg=f"at {seq_len} tokens")
-        if quantize != "none":
+        if quantize == "none":
+            # As the app feeds it (run_as_app: each row at its own tokens): MobileBERT's trigram input reads the
+            # [PAD] embedding right of [SEP] in a padded row and zeros in an unpadded one, so the two agree
+            # closely, not to 1e-5 (test_mediapipe_runs_the_dynamic_file... checks the unpadded rows exactly).
+            assert cosines(dynamic.run_as_app(arrays)["sentence_embedding"], ours).min() >= 0.999
+        else:
             # No further from float than the static file: the quantized dynamic graph is as faithful.
             float32 = ArtifactRunner(exported(model, "embedder-none.tflite", *embedder_flags("none", seq_len, *more)))
             reference = float32.run(arrays)["sentence_embedding"]
@@ -65,15 +72,22 @@ def test_dynamic_file_answers_as_the_static_file_at_each_length(tiny_classifier,
             print(f"{quantize} at {seq_len}: vs static {np.abs(ours - theirs).max() / scale:.2e}, vs float: dynamic "
                   f"file {errors[0] / scale:.2e}, static file {errors[1] / scale:.2e} (of max|value| {scale:.3f})")
             assert errors[0] <= 1.5 * errors[1] + 1e-3 * scale, errors
+            # As the app feeds it (run_as_app: each row at its own tokens, no padding), as close to float fed
+            # the same way: the quantized rounding differs from the padded rows' (the activation ranges of a
+            # dynamic-range product are taken over the positions fed), the fidelity does not.
+            float_app = ArtifactRunner(exported(model, "embedder-none-dynamic.tflite", *embedder_flags("none", TINY_SEQ)))
+            app_error = np.abs(dynamic.run_as_app(arrays)["sentence_embedding"]
+                               - float_app.run_as_app(arrays)["sentence_embedding"]).max()
+            assert app_error <= 1.5 * errors[0] + 1e-3 * scale, (app_error, errors)
 
 
 def test_mediapipe_runs_the_dynamic_file_on_each_texts_own_tokens(tiny_classifier, exported):
     from mobilebert_kit.sources.model_source import ModelSource
 
     model = tiny_classifier / "model"
-    embedder = exported(model, "embedder-none-dynamic.tflite", *embedder_flags("none", TINY_SEQ, "--dynamic-axes"))
+    embedder = exported(model, "embedder-none-dynamic.tflite", *embedder_flags("none", TINY_SEQ))
     classifier = exported(model, "classifier-none-dynamic.tflite", "--format", "tflite", "--quantize", "none",
-                          "--seq-len", TINY_SEQ, "--dynamic-axes")
+                          "--seq-len", TINY_SEQ, "--dynamic-axes")  # the flag names the default
     texts = TINY_TEXTS + [LONG_TEXT]
     vectors, answers = mediapipe_embed(embedder, texts), mediapipe_classify(classifier, texts)
 
@@ -93,14 +107,29 @@ def test_mediapipe_runs_the_dynamic_file_on_each_texts_own_tokens(tiny_classifie
     # The static file at 16 pads each text to 16. Padding is masked in attention, but MobileBERT's trigram input
     # reads the [PAD] embedding right of [SEP] where an unpadded row reads zeros, so the two files agree closely,
     # not to 1e-5 (the dynamic file is the one that matches the unpadded source, above).
-    static = mediapipe_embed(exported(model, "embedder-none.tflite", *embedder_flags("none", TINY_SEQ)), TINY_TEXTS)
+    static = mediapipe_embed(exported(model, "embedder-none.tflite", *embedder_flags("none", TINY_SEQ, "--static-axes")),
+                             TINY_TEXTS)
     print("static-16 vs dynamic cosines", cosines(static, vectors[:len(TINY_TEXTS)]))
     assert cosines(static, vectors[:len(TINY_TEXTS)]).min() >= 0.999
 
 
+def test_mediapipe_text_longer_than_the_position_table_is_cut_as_the_static_client_cuts_it(tiny_classifier, exported):
+    """MediaPipe feeds a dynamic file the whole text (it cuts only for static inputs): the file keeps the first
+    tokens and the last ([SEP]) within its 64 positions, as MediaPipe cuts the text for a static file of 64."""
+    model = tiny_classifier / "model"
+    dynamic = exported(model, "embedder-none-dynamic.tflite", *embedder_flags("none", TINY_SEQ))
+    static = exported(model, "embedder-none-64.tflite", *embedder_flags("none", 64, "--static-axes", "--no-validate"))
+    long_texts = [" ".join(["the cat sat on a mat ."] * 12), "the film was good"]  # 86 tokens, and 6
+    ours, theirs = mediapipe_embed(dynamic, long_texts), mediapipe_embed(static, long_texts)
+    np.testing.assert_allclose(ours[0], theirs[0], atol=1e-5)
+    # The short text is not padded in the dynamic file: MobileBERT's trigram input reads [PAD] right of [SEP]
+    # in the static file, so the two agree closely, not exactly (test_mediapipe_runs_the_dynamic_file...).
+    assert cosines(ours[1:], theirs[1:]).min() >= 0.999
+
+
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_inputs_are_the_first_tensors_in_input_order(tiny_classifier, exported, dynamic):
-    flags = ("--format", "tflite", "--quantize", "none", "--seq-len", TINY_SEQ) + (("--dynamic-axes",) if dynamic else ())
+    flags = ("--format", "tflite", "--quantize", "none", "--seq-len", TINY_SEQ) + (() if dynamic else ("--static-axes",))
     path = exported(tiny_classifier / "model", f"classifier-none{'-dynamic' if dynamic else ''}.tflite", *flags)
     graph = fb.read_model(str(path)).subgraphs[0]
     assert list(graph.inputs) == [0, 1, 2]

@@ -1,0 +1,153 @@
+"""Real text as a model's app feeds it: the sentences ``mbk profile --text FILE`` times a file on.
+
+A fixed sequence length times a file at one amount of work; an app's text is short and of many lengths. The
+sentences of a text file are tokenized as the file's app tokenizes them (the vocabulary or SentencePiece model
+packed in the file, as ``mbk evaluate`` does; ``--tokenizer`` for a file that carries none) and cut at the
+longest input the file takes. A file whose sequence axis is open (the default ``.tflite``, ``[1, -1]``) is then
+fed each sentence at its own token count, resized per call as MediaPipe and the Task Library do; a static file
+gets each sentence padded to its length, as the clients pad it.
+
+TensorFlow-free, like the rest of the profiler.
+
+Example:
+    >>> text = RealText.from_file("tweets.txt", "model.tflite")  # doctest: +SKIP
+    >>> text.summary()["tokens"]["median"]  # doctest: +SKIP
+    21.0
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mobilebert_kit.errors import MbkError
+from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
+from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.profiler.model_info import ModelInfo
+
+# Sentences read from --text at most: a latency distribution needs hundreds, not a corpus.
+MAX_SENTENCES = 2000
+# The longest line read: a text file of one 3 GB line must not be read whole.
+MAX_LINE_CHARS = 100_000
+# A dynamic file without a recorded position table (no mbk metadata) takes at most this many tokens.
+FALLBACK_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class RealText:
+    """Token rows of real sentences, each at its own length, and where they came from.
+
+    Args:
+        source (str): the text file.
+        ids (tuple): one int64 array of token ids per sentence, at its own token count.
+        types (tuple): the token type ids of each sentence (zeros for one text).
+        max_tokens (int): the length the sentences were cut at.
+        truncated (int): sentences longer than ``max_tokens`` before the cut.
+    """
+
+    source: str
+    ids: tuple
+    types: tuple
+    max_tokens: int
+    truncated: int
+
+    @classmethod
+    def from_file(cls, text, model, tokenizer=None, limit=MAX_SENTENCES):
+        """Tokenizes the non-empty lines of ``text`` (at most ``limit``) as ``model``'s app does.
+
+        Args:
+            text (str | os.PathLike): a UTF-8 text file, one sentence per line.
+            model (str | os.PathLike): the ``.tflite`` / ``.onnx`` file to be timed.
+            tokenizer (str | os.PathLike | None): a vocab.txt or checkpoint directory, for a file that carries
+                no tokenizer (``mbk evaluate --tokenizer`` takes the same).
+            limit (int): sentences read at most.
+
+        Raises:
+            ProfilerError: the text is missing, not UTF-8 or empty, or the file carries no tokenizer.
+        """
+        lines = _read_lines(Path(text), limit)
+        info = ModelInfo(model)
+        max_tokens = info.static_seq_len or info.max_seq_len or FALLBACK_MAX_TOKENS
+        try:
+            encoder = app_tokenizer(model, tokenizer)
+            # One token over the cut tells a sentence that was cut from one that fits exactly.
+            arrays = encoder.encode_inputs(lines, max_tokens + 1)
+        except MbkError as err:
+            raise ProfilerError(f"--text {text}: {err}") from err
+        lengths = np.asarray(arrays["attention_mask"]).sum(axis=1).astype(int)
+        ids, types = [], []
+        for row, length in enumerate(lengths):
+            keep = min(int(length), max_tokens)
+            row_ids = np.asarray(arrays["input_ids"][row][:keep], dtype=np.int64)
+            if length > max_tokens:  # cut as a truncating tokenizer cuts: the last token ([SEP]) stays
+                row_ids[-1] = arrays["input_ids"][row][length - 1]
+            ids.append(row_ids)
+            types.append(np.asarray(arrays["token_type_ids"][row][:keep], dtype=np.int64))
+        return cls(str(text), tuple(ids), tuple(types), int(max_tokens), int((lengths > max_tokens).sum()))
+
+    @property
+    def lengths(self):
+        """The token count of each sentence as fed (after the cut)."""
+        return np.array([len(row) for row in self.ids])
+
+    def feeds(self, inputs, static_len=None):
+        """``{input name: [1, n] array}`` per sentence for a model's ``inputs`` (``ModelInfo.inputs``).
+
+        Args:
+            inputs (list[dict]): the model's inputs (``name``, ``role``, ``dtype``).
+            static_len (int | None): pad every sentence to this length (a static file); None: its own length.
+        """
+        out = []
+        for ids, types in zip(self.ids, self.types):
+            width = static_len or len(ids)
+            row = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": types}
+            feed = {}
+            for spec in inputs:
+                values = np.zeros((1, width), dtype=np.int64)
+                source = row.get(spec.get("role"))
+                if source is not None:
+                    values[0, : len(source)] = source
+                feed[spec["name"]] = values.astype(spec["dtype"])
+            out.append(feed)
+        return out
+
+    def summary(self, fed="own length"):
+        """The text's record in a profile result: its sentences and their token counts.
+
+        Args:
+            fed (str): how the sentences were fed (``"own length"`` or ``"padded to N"``).
+        """
+        lengths = self.lengths
+        return {
+            "source": self.source,
+            "sentences": int(len(lengths)),
+            "tokens": {"min": int(lengths.min()), "median": float(np.median(lengths)),
+                       "mean": float(lengths.mean()), "p90": float(np.percentile(lengths, 90)),
+                       "max": int(lengths.max())},
+            "max_tokens": self.max_tokens,
+            "truncated": self.truncated,
+            "fed": fed,
+        }
+
+
+def _read_lines(path, limit):
+    if not path.is_file():
+        raise ProfilerError(f"--text {path} does not exist; pass a UTF-8 text file with one sentence per line")
+    lines = []
+    with path.open("rb") as handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_CHARS * 4 + 1), b""), 1):
+            if len(raw) > MAX_LINE_CHARS * 4:
+                raise ProfilerError(f"--text {path} line {number} is longer than {MAX_LINE_CHARS:,} characters; "
+                                    "pass one sentence per line")
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as err:
+                raise ProfilerError(f"--text {path} line {number} is not UTF-8 text (byte 0x{raw[err.start]:02x}); "
+                                    "convert it to UTF-8") from err
+            if line:
+                lines.append(line)
+                if len(lines) >= limit:
+                    break
+    if not lines:
+        raise ProfilerError(f"--text {path} holds no text lines; put one sentence per line")
+    return lines
