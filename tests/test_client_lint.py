@@ -16,7 +16,7 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def tflite(seq=128, dtypes=("int32",) * 3, outputs=(("sentence_embedding", [1, 384]),), meta_changes=None,
-           labels=None):
+           labels=None, allocated=None):
     """The facts of a TFLite file with client metadata, changed by ``meta_changes`` (ClientMetadata fields)."""
     labels_file = (AssociatedFile("labels.txt", "TENSOR_AXIS_LABELS"),) if labels else ()
     meta = ClientMetadata(
@@ -27,7 +27,8 @@ def tflite(seq=128, dtypes=("int32",) * 3, outputs=(("sentence_embedding", [1, 3
         line_counts={"vocab.txt": 30522, **({"labels.txt": labels} if labels else {})},
     )
     meta = dataclasses.replace(meta, **(meta_changes or {}))
-    return FileFacts("tflite", [{"name": n, "dtype": d, "shape": [1, seq]} for n, d in zip(INPUTS, dtypes)],
+    extra = {"allocated": [1, allocated]} if allocated else {}  # a dynamic file's default shape
+    return FileFacts("tflite", [{"name": n, "dtype": d, "shape": [1, seq], **extra} for n, d in zip(INPUTS, dtypes)],
                      [{"name": n, "dtype": "float32", "shape": s} for n, s in outputs], meta)
 
 
@@ -42,6 +43,10 @@ def ready(facts):
 
 def test_each_file_kind_is_ready_for_its_clients():
     assert ready(tflite()) == ["MediaPipe TextEmbedder", "Task Library TextEmbedder"]
+    # The default .tflite: a dynamic length, allocated at its --seq-len (the QA file's 384).
+    assert ready(tflite(-1, allocated=128)) == ["MediaPipe TextEmbedder", "Task Library TextEmbedder"]
+    assert "Task Library BertQuestionAnswerer" in ready(
+        tflite(-1, outputs=(("start_logits", [1, -1]), ("end_logits", [1, -1])), allocated=384))
     assert ready(tflite(outputs=(("probability", [1, 3]),), labels=3)) == [
         "MediaPipe TextClassifier", "Task Library BertNLClassifier"]
     assert ready(tflite(384, outputs=(("start_logits", [1, 384]), ("end_logits", [1, 384])))) == [
@@ -90,6 +95,9 @@ def test_each_file_kind_is_ready_for_its_clients():
      "no output metadata named probability (found score)"),
     (tflite(128, outputs=(("start_logits", [1, 128]), ("end_logits", [1, 128]))), "Task Library BertQuestionAnswerer",
      "sequence length [128]; it runs 384"),
+    # A dynamic-length file ([1, -1]) is allocated at --seq-len until resized; this client never resizes.
+    (tflite(-1, outputs=(("start_logits", [1, -1]), ("end_logits", [1, -1])), allocated=128),
+     "Task Library BertQuestionAnswerer", "sequence length [128]; it runs 384"),
     (tflite(seq=16, dtypes=("int32",) * 3, meta_changes={}), "Task Library BertQuestionAnswerer",
      "no output metadata named start_logits, end_logits"),
     (dataclasses.replace(tflite(), meta=None), "MediaPipe TextEmbedder", "no TFLite Metadata (TFLITE_METADATA)"),

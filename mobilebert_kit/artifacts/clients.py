@@ -146,7 +146,9 @@ def _shapes(client, facts):
 def _seq_len(client, facts):
     if client.seq_len is None or not facts.inputs:
         return []
-    found = sorted({s["shape"][-1] for s in facts.inputs if s["shape"]})
+    # A client of one length copies its padded rows into the tensors as allocated, without resizing: a
+    # dynamic-length file serves it when it allocates that length (its default shape, [1, --seq-len]).
+    found = sorted({(s.get("allocated") or s["shape"])[-1] for s in facts.inputs if s["shape"]})
     return [f"sequence length {found}; it runs {client.seq_len} (re-export with --seq-len {client.seq_len})"] \
         if found != [client.seq_len] else []
 

@@ -71,6 +71,8 @@ class ArtifactInfo:
         for title, tensors in (("inputs", self.inputs), ("outputs", self.outputs)):
             lines.append(f"{title}:")
             lines += [f"  {escape(t['name']):<24} {escape(t['dtype']):<8} {escape(t['shape'])}" for t in tensors]
+            if title == "inputs" and self.format == "tflite" and any(-1 in list(t["shape"])[1:] for t in tensors):
+                lines.append("  (dynamic length: the clients feed each text at its own token count, unpadded)")
         total = sum(self.op_counts.values())
         lines.append(f"operators: {total} ({len(self.op_counts)} types)")
         for op, n in sorted(self.op_counts.items(), key=lambda kv: (-kv[1], kv[0])):

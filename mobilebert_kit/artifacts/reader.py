@@ -72,7 +72,11 @@ class ArtifactGraph:
 
     def _spec(self, key):
         tensor = self.tensors[key]
-        return {"name": tensor["name"], "dtype": tensor["dtype"], "shape": list(tensor["signature"])}
+        spec = {"name": tensor["name"], "dtype": tensor["dtype"], "shape": list(tensor["signature"])}
+        if -1 in spec["shape"] and tensor.get("shape") is not None and list(tensor["shape"]) != spec["shape"]:
+            # A TFLite tensor with an open axis is allocated at its default shape until a client resizes it.
+            spec["allocated"] = [int(d) for d in tensor["shape"]]
+        return spec
 
     def constant_values(self, key):
         """The values of a constant int32/int64 tensor as a flat array, or None."""

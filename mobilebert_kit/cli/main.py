@@ -166,6 +166,8 @@ def _main(argv):
         said = f"; {escape(str(err).strip())}" if str(err).strip() else _resume_note(args)
         print(f"mbk {args.command}: interrupted{said}", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # the reader of a pipe left (`mbk inspect F | head`): main() stops quietly
     except Exception as err:  # noqa: BLE001  (last line of defence: never a raw traceback)
         if args.debug:
             raise

@@ -27,6 +27,9 @@ validation thresholds; one file per deployment target. Example::
     data = "data/test.tsv"              # labelled, as `mbk finetune` / `mbk evaluate` read it
     min_ratio = 0.99                    # optional: quantized >= 0.99 x float (MLPerf Mobile's rule)
 
+    [profile]                           # mbk pipeline: latency on real sentences too
+    text = "data/sentences.txt"         # one per line, each fed as the app feeds it (mbk profile --text)
+
 Rules: every key is checked (an unknown key is a one-line error listing the
 valid ones; numbers against :data:`mobilebert_kit.utils.limits.LIMITS`, the
 same bounds as the command line's flags); relative paths are resolved against
@@ -66,6 +69,8 @@ _OWN_KEYS = {
     # `mbk pipeline` scores every exported file on [evaluation] data (limit, min_ratio: `mbk evaluate`'s
     # options); data and max_drop are also ExportOptions fields (quantize = "auto" holds the metric on data).
     "evaluation": {"limit": int, "min_ratio": float},
+    # `mbk pipeline` times every file on the sentences of [profile] text too (`mbk profile --text`).
+    "profile": {"text": str},
 }
 _SECTIONS = {table: {**own, **{key: option.type for key, option in _OPTION_KEYS.get(table, {}).items()}}
              for table, own in _OWN_KEYS.items()}
@@ -73,7 +78,7 @@ _FORMAT_TABLES = ("tflite", "onnx")
 # [substitute] keys that name a substitution record (convert/substitution.py: SUBSTITUTIONS), as mbk substitute's flags.
 _SUBSTITUTION_KEYS = {"norm": "norm", "act": "act", "intermediate_size": "ffn"}
 _PATH_KEYS = {("source", "model"), ("substitute", "data"), ("export", "out_dir"), ("calibration", "data"),
-              ("validation", "data"), ("evaluation", "data")}
+              ("validation", "data"), ("evaluation", "data"), ("profile", "text")}
 _OUTPUT_KEYS = {("export", "out_dir")}
 # Keys of [export] that place the artifacts; a per-format table ([export.onnx]) cannot move them.
 _PLACEMENT_KEYS = ("formats", "out_dir", "name")

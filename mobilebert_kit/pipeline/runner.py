@@ -120,8 +120,8 @@ class Pipeline:
         name = recipe.tables.get("export", {}).get("name", recipe.path.stem)
         serial = self._check_device()
         # The output directory is ours (marked), empty or new before any stage writes into it.
-        sources = [recipe.path] + [p for o in planned for p in (o.source, o.calibration, o.validation_data,
-                                                                o.recover_data, o.eval_data)]
+        sources = [recipe.path, recipe.tables.get("profile", {}).get("text")] + [
+            p for o in planned for p in (o.source, o.calibration, o.validation_data, o.recover_data, o.eval_data)]
         with prepared_dir(out_dir, PIPELINE_OUTPUT, overwrite=self.overwrite,
                           sources=[p for p in sources if isinstance(p, (str, os.PathLike))]):
             # After the directory's own checks (a refusal to touch the user's files comes first), before any export.
@@ -134,6 +134,7 @@ class Pipeline:
         if substitute.get("data"):
             substitute["data"] = file_hash(substitute["data"])
         evaluation = dict(recipe.tables.get("evaluation", {}))
+        self._text = recipe.tables.get("profile", {}).get("text")  # [profile] text (a checked input path)
         stages = len(planned) * (2 + (1 if serial else 0)) + 1 + (1 if evaluation.get("data") else 0)
         self._step = 0
         self._stages = stages
@@ -220,14 +221,20 @@ class Pipeline:
         # the default, fixes none).
         seq_len = recorded_length(read_artifact_metadata(opts.out))
         settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all"}
+        text = self._text
         inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings,
-                  "seq_len": seq_len}
+                  "seq_len": seq_len, "text": file_hash(text) if text else None}
 
         def work():
+            from mobilebert_kit.profiler.real_text import RealText
+
             profiler = HostProfiler(threads=self.threads, runs=self.runs, warmup=DEFAULT_WARMUP, min_time_s=0.0,
                                     max_time_s=120.0)
-            result = profiler.profile(opts.out, seq_len=seq_len)
-            write_json(build_report([result], options={"pipeline": str(self.recipe_path), **settings}), out, overwrite=self.overwrite)
+            results = [profiler.profile(opts.out, seq_len=seq_len)]
+            if text:  # [profile] text: the sentences as the app feeds them, beside the planned length
+                results.append(profiler.profile_text(opts.out, RealText.from_file(text, opts.out)))
+            write_json(build_report(results, options={"pipeline": str(self.recipe_path), **settings}), out,
+                       overwrite=self.overwrite)
 
         self._stage(f"profile {Path(opts.out).name} on the host ({self.runs} runs)", StageManifest("profile-host", [out], inputs), work)
         return out
@@ -291,28 +298,33 @@ class Pipeline:
 
 
 def _check_vocabulary(recipe, planned):
-    """Refuses, before any export, a recipe whose [evaluation] data its files could not tokenize.
+    """Refuses, before any export, a recipe whose [evaluation] data or [profile] text its files could not tokenize.
 
-    The evaluate stage (and an export's own score on the data) reads the vocabulary a file carries; a
-    source without vocab.txt (a preset) or ``embed_vocab = false`` wrote files without one, and the
-    failure came after the exports, naming --no-vocab and --tokenizer, neither of which a recipe has.
+    The evaluate stage (and an export's own score on the data) and the real-text timing read the vocabulary
+    a file carries; a source without vocab.txt (a preset) or ``embed_vocab = false`` wrote files without one,
+    and the failure came after the exports, naming --no-vocab and --tokenizer, neither of which a recipe has.
     """
-    data = next((opts.eval_data for opts in planned if opts.eval_data), None)
-    if not data:
-        return
+    texts = (("[evaluation] data", next((opts.eval_data for opts in planned if opts.eval_data), None)),
+             ("[profile] text", recipe.tables.get("profile", {}).get("text")))
+    for table, data in texts:
+        if data:
+            _check_tokenizable(recipe, planned, f"{table} {Path(data).name}", table)
+
+
+def _check_tokenizable(recipe, planned, named, table):
     from mobilebert_kit.sources.spec import classify
 
-    where = f"{recipe.path.name}: [evaluation] data {Path(data).name} is tokenized with the vocabulary"
+    where = f"{recipe.path.name}: {named} is tokenized with the vocabulary"
     no_vocab = [opts for opts in planned if not opts.embed_vocab]
     if no_vocab:
         raise MbkError(f"{where} the exported files carry, and embed_vocab = false writes none "
-                       f"({Path(no_vocab[0].out).name}); drop embed_vocab = false, or drop [evaluation] data")
+                       f"({Path(no_vocab[0].out).name}); drop embed_vocab = false, or drop {table}")
     spec = planned[0].source
     found = classify(spec)
     if found.directory is None or not (found.directory / "vocab.txt").is_file():
         what = f"the preset {spec} (random weights)" if found.kind == "preset" else f"the source {spec}"
         raise MbkError(f"{where} the exported files carry, but {what} has no vocab.txt; set [source] model "
-                       "(or --source) to a directory holding vocab.txt, or drop [evaluation] data")
+                       f"(or --source) to a directory holding vocab.txt, or drop {table}")
 
 
 def _float_baseline(opts):

@@ -117,6 +117,18 @@ def test_dynamic_axes_open_the_formats_axes(fmt, batch_size, seq_len):
     assert (static.batch_size, static.static_seq_len) == (1, 16)
 
 
+@pytest.mark.parametrize("fmt, kwargs, shape, clips", [
+    ("tflite", {}, (1, None), True),  # issue 36: each text at its own length, cut in the file past the table
+    ("tflite", {"batch_size": 4}, (4, 16), False),  # a batch above 1 is static (the clients run batch 1)
+    ("tflite", {"static_axes": True}, (1, 16), False),
+    ("onnx", {}, (None, None), False),  # optimum users' tokenizers truncate
+])
+def test_the_default_axes_of_each_format(fmt, kwargs, shape, clips):
+    planned = plan(options(fmt, seq_len=16, **kwargs))
+    assert (planned.batch_size, planned.static_seq_len) == shape
+    assert planned.clips_in_graph is clips and planned.seq_len == 16
+
+
 def test_sentence_embedding_is_masked_mean_then_unit_norm_and_safe_on_padding():
     from mobilebert_kit.backend import tf
     from mobilebert_kit.convert.export_model import sentence_embedding

@@ -133,11 +133,13 @@ def test_default_pipeline_end_to_end(tmp_path):
     assert "mbk pipeline summary" in proc.stdout
 
 
+@pytest.mark.parametrize("table", ["[evaluation]\ndata = \"test.tsv\"\n", "[profile]\ntext = \"test.tsv\"\n"],
+                         ids=["evaluation", "profile-text"])
 @pytest.mark.parametrize("source, export, problem", [
     ('preset = "tiny-bert"', "", "but the preset tiny-bert (random weights) has no vocab.txt; set [source] model"),
     ('model = "ckpt"', "embed_vocab = false\n", "and embed_vocab = false writes none (m.tflite); drop embed_vocab"),
 ])
-def test_evaluation_data_without_a_vocabulary_is_refused_before_any_export(tmp_path, source, export, problem):
+def test_evaluation_data_without_a_vocabulary_is_refused_before_any_export(tmp_path, source, export, problem, table):
     # The evaluate step failed after the exports with "exported with --no-vocab?; pass --tokenizer": neither is
     # something a recipe has, and nothing had used --no-vocab.
     from mobilebert_kit.errors import MbkError
@@ -149,9 +151,9 @@ def test_evaluation_data_without_a_vocabulary_is_refused_before_any_export(tmp_p
     (tmp_path / "ckpt" / "vocab.txt").write_text("[PAD]\n")
     (tmp_path / "test.tsv").write_text("sentence\tlabel\na\tpos\n")
     recipe = tmp_path / "r.toml"
-    recipe.write_text(f'[source]\n{source}\n[export]\nformats = ["tflite"]\nname = "m"\n{export}'
-                      '[evaluation]\ndata = "test.tsv"\n')
-    with pytest.raises(MbkError, match=re.escape(f"r.toml: [evaluation] data test.tsv is tokenized with the "
+    recipe.write_text(f'[source]\n{source}\n[export]\nformats = ["tflite"]\nname = "m"\n{export}{table}')
+    named = table.split("\n")[0] + " " + ("data" if "evaluation" in table else "text")
+    with pytest.raises(MbkError, match=re.escape(f"r.toml: {named} test.tsv is tokenized with the "
                                                  f"vocabulary the exported files carry, {problem}")):
         runner.Pipeline(recipe, out_dir=tmp_path / "out").run()
     assert not (tmp_path / "out").exists()
