@@ -117,7 +117,7 @@ def deployment_files(source_dir, model):
     encoder = getattr(model, "encoder", model)
     files = read_tokenizer_files(source_dir)
     if files:
-        check_tokenizer_fits(tokenizer_of(source_dir), encoder.config["vocab_size"], f"the model of {source_dir}")
+        check_tokenizer_fits(tokenizer_of(source_dir), encoder.config["vocab_size"], "the model")
     try:
         pooling = read_pooling(source_dir)
     except ConfigError:

@@ -429,7 +429,7 @@ def check_tokenizer_fits(tokenizer, vocab_size, model):
     Args:
         tokenizer: a :class:`WordPieceTokenizer` or :class:`CheckpointTokenizer` (None passes).
         vocab_size (int): the rows of the model's token embedding table.
-        model (str): the model, for the message.
+        model (str): the model, for the message (``"the model"``).
 
     Raises:
         DataError: the tokenizer has ids >= ``vocab_size``.
@@ -440,9 +440,9 @@ def check_tokenizer_fits(tokenizer, vocab_size, model):
     """
     size = getattr(tokenizer, "vocab_size", None)
     if tokenizer is not None and size is not None and size > vocab_size:
-        raise DataError(f"the tokenizer {tokenizer.source} has {size:,} token ids and {model} embeds only "
-                        f"{vocab_size:,} (its config's vocab_size): text using the other ids would fail in the app "
-                        "('gather index out of bounds'); pass the tokenizer files the model was trained with")
+        raise DataError(f"the vocabulary {tokenizer.source} has {size} tokens but {model} embeds only {vocab_size} "
+                        "(its config's vocab_size): text using the other ids would fail in the app ('gather index out "
+                        "of bounds'); use the vocab.txt the model was trained with (or its tokenizer files)")
     return tokenizer
 
 

@@ -5,7 +5,7 @@ column ``i``. Every reader of names (``labels.txt`` and ``config.json``'s ``id2l
 saved model, ``--labels``, the label column of fine-tuning data) goes through :func:`check_class_names`, so
 they cannot disagree. Each rule, for the failure it stops (issue 37):
 
-- a name is a string: ``id2label`` values that were objects became labels like ``{'name': 'neg'}``;
+- a name is a string of one line: ``id2label`` values that were objects became labels like ``{'name': 'neg'}``;
 - ``id2label`` keys are ints or int strings covering ``0 .. n-1`` once each (transformers reads them with
   ``int(key)``): a gap or a repeat would move every later name onto another column;
 - as many names as the head has classes: 3 names for a 2-class head were packed and validation said PASSED;
@@ -89,7 +89,8 @@ def check_class_names(names, what, classes=None, error=ConfigError, where=None):
             fine-tuning data says ``"data row n"``).
 
     Raises:
-        MbkError: (``error``) a name that is no string, empty or too long; a count other than ``classes``;
+        MbkError: (``error``) a name that is no string, empty, too long or holds a line break; a count other
+            than ``classes``;
             two look-alike names.
 
     Example:
@@ -104,6 +105,10 @@ def check_class_names(names, what, classes=None, error=ConfigError, where=None):
         if not isinstance(name, str):
             raise error(f"{what}: {where(i)} is {type(name).__name__} {str(name)[:40]!r}, not a string; "
                         "write each class name as a string")
+        if "\n" in name or "\r" in name:
+            # labels.txt holds a name a line, in the model directory and packed for the app alike.
+            raise error(f"{what}: {where(i)} ({name[:40]!r}) holds a line break, which labels.txt (one name a line) "
+                        "cannot hold; rename the class")
         if not name.strip() or len(name) > MAX_NAME_CHARS:
             size = "empty" if not name.strip() else f"{len(name):,} characters long (at most {MAX_NAME_CHARS:,})"
             raise error(f"{what}: {where(i)} is {size}; give each class a short name")

@@ -117,7 +117,7 @@ class ModelSource:
         table (``check_tokenizer_fits``), for every command that reads it."""
         if self.directory is None:
             return None
-        return check_tokenizer_fits(tokenizer_of(self.directory), self.encoder.config["vocab_size"], self.describe())
+        return check_tokenizer_fits(tokenizer_of(self.directory), self.encoder.config["vocab_size"], "the model")
 
     @property
     def trained_seq_len(self):

@@ -62,7 +62,7 @@ def _huge_side_file(source):
 @pytest.mark.parametrize("breakage, fragment", [
     (_duplicate_token, "lists 'cat' twice"),
     (_lower_case_zero, "do_lower_case is 0 (int), not true, false or null"),
-    (_larger_vocabulary, "has 65 token ids and the model of"),
+    (_larger_vocabulary, "has 65 tokens but the model embeds only 50"),
     (_huge_side_file, "over the 16,777,216-byte limit"),
 ])
 def test_a_refused_import_leaves_the_earlier_import_as_it_was(tmp_path, mbk, breakage, fragment):
@@ -88,7 +88,7 @@ def test_a_vocabulary_larger_than_the_embedding_table_is_refused_at_export(tmp_p
     save(build(dict(TINY_HF_ENCODER)), saved)
     write_vocab(saved / "vocab.txt", [f"w{i}" for i in range(60)])
     proc = mbk("export", saved, "--format", "tflite", "--out", tmp_path / "m.tflite", "--no-validate")
-    assert_one_line_error(proc, "has 65 token ids", "embeds only 50", "gather index out of bounds")
+    assert_one_line_error(proc, "has 65 tokens but the model embeds only 50", "gather index out of bounds")
     assert not (tmp_path / "m.tflite").exists()
 
 
