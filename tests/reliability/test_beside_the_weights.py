@@ -191,3 +191,16 @@ def test_a_labels_file_is_read_with_a_bound(tmp_path):
     with pytest.raises(ConfigError, match="over the 4,194,304-byte limit"):
         read_labels(tmp_path)
     os.remove(tmp_path / "labels.txt")
+
+
+def test_a_teachers_side_files_are_checked_before_distillation_writes_anything(mbk, tiny_run_inputs, tmp_path):
+    # They were copied beside the student at the end: a refusal came after the whole run (or its 3 GB file was
+    # read whole then).
+    import shutil
+
+    teacher = shutil.copytree(tiny_run_inputs / "teacher", tmp_path / "teacher")
+    (teacher / "tokenizer_config.json").write_text('{"do_lower_case": "yes"}')
+    proc = mbk("distill", "--teacher", teacher, "--student", "tiny-mobilebert", "--data", tiny_run_inputs / "data",
+               "--out", tmp_path / "run", "--layer-steps", 1, "--batch-size", 4)
+    assert_one_line_error(proc, "do_lower_case is 'yes' (str), not true, false or null")
+    assert not (tmp_path / "run").exists()
