@@ -360,6 +360,15 @@ def _packed_lines(archive, name, path):
 _CLIENT_SPECIALS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
 
 
+def _renamed_for_clients(index, ours, theirs, specials):
+    """Whether line ``index`` differs by the exporter's renaming (``CheckpointTokenizer._client_names``): a
+    special token given the name the clients look up (MPNet's ``<s>`` as ``[CLS]``), or the token that held
+    that name moved aside (``[CLS]`` at 104 as ``[unused-cls-104]``)."""
+    if theirs in _CLIENT_SPECIALS and ours in specials.values():
+        return True
+    return ours in _CLIENT_SPECIALS and theirs == f"[unused-{ours[1:-1].lower()}-{index}]"
+
+
 def packed_disagreements(meta, recorded, vocab):
     """Where the files packed for the clients disagree with the model they were exported with: reasons, or [].
 
@@ -396,8 +405,8 @@ def packed_disagreements(meta, recorded, vocab):
             reasons.append(f"the packed {meta.vocab_file} has {len(lines):,} lines and the model's vocabulary "
                            f"(mbk_vocab) {len(vocab):,}")
         else:
-            differ = next((i for i, (ours, theirs) in enumerate(zip(vocab, lines)) if ours != theirs and not (
-                theirs in _CLIENT_SPECIALS and ours in specials.values())), None)
+            differ = next((i for i, (ours, theirs) in enumerate(zip(vocab, lines))
+                           if ours != theirs and not _renamed_for_clients(i, ours, theirs, specials)), None)
             if differ is not None:
                 reasons.append(f"line {differ + 1} of the packed {meta.vocab_file} is {lines[differ][:40]!r} where "
                                f"the model's vocabulary has {vocab[differ][:40]!r} (mbk_vocab)")

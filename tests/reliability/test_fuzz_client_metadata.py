@@ -185,3 +185,15 @@ def test_packed_files_against_what_the_model_records(packed_vocab, packed_labels
 def test_packed_files_that_agree_give_no_reason():
     assert packed_disagreements(read_or_artifact_error(), {"vocab_size": len(VOCAB), "labels": ["neg", "pos"]},
                                 VOCAB) == []
+
+
+def test_tokens_renamed_for_the_clients_are_no_disagreement():
+    # MPNet: <s> is packed as [CLS], and BERT's own [CLS] (id 5 here) moved aside; any other difference counts.
+    ours = ["<s>", "<pad>", "</s>", "[UNK]", "<mask>", "[CLS]", "w"]
+    packed = ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]", "[unused-cls-5]", "w"]
+    specials = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "[UNK]", "mask": "<mask>"}
+    meta = ClientMetadata("m", "1.0", 1, (), (), "bert", "vocab.txt", ("vocab.txt",), packed_lines={"vocab.txt": packed})
+    assert packed_disagreements(meta, {"vocab_size": 7, "special_tokens": specials}, ours) == []
+    packed[6] = "x"
+    assert packed_disagreements(meta, {"vocab_size": 7, "special_tokens": specials}, ours) == [
+        "line 7 of the packed vocab.txt is 'x' where the model's vocabulary has 'w' (mbk_vocab)"]
