@@ -417,8 +417,6 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-
-
 def _refuse_other_padding(family, offset, tokenizer_config, directory):
     """Refuses a tokenizer that pads with another id than the one the family's positions count from.
 
@@ -445,8 +443,8 @@ def _refuse_other_padding(family, offset, tokenizer_config, directory):
 def _token_id(token, tokenizer_config, tokenizer_json):
     """The id of ``token``: tokenizer.json's added tokens, tokenizer_config's, then the model's vocabulary."""
     try:
-        tokenizer = load_json(tokenizer_json, "tokenizer.json", max_bytes=TOKENIZER_FILES["tokenizer.json"], expect=dict,
-                              error=CheckpointError)
+        tokenizer = load_json(tokenizer_json, "tokenizer.json", max_bytes=TOKENIZER_FILES["tokenizer.json"],
+                              expect=dict, error=CheckpointError)
     except CheckpointError:
         return None  # the tokenizer's own loader reports a broken file; this check only reads a good one
     for added in tokenizer.get("added_tokens") or ():

@@ -176,14 +176,19 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None):
 
 def check_labels(options, architecture, num_outputs, found=()):
     """Given class names must name the head's classes one to one: MediaPipe's classifier maps output
-    column i to line i of ``labels.txt``, so a short or long list labels answers wrongly in the app.
+    column i to line i of ``labels.txt``, so a short or long list labels answers wrongly in the app. The source's
+    own names (``found``: its ``labels.txt`` or ``id2label``) are held to the same rules (``data/class_names.py``):
+    3 names for a 2-class head were packed and validation said PASSED.
+
+    Args:
+        options (ExportOptions): the export's options (``labels``: names given in a recipe or the API).
+        architecture (str): the source's architecture.
+        num_outputs (int | None): the head's output columns.
+        found (tuple[str, ...]): the source's own class names.
 
     Example:
         >>> from mobilebert_kit.convert.export_options import ExportOptions
         >>> check_labels(ExportOptions("m", out="m.tflite", labels=("neg", "pos")), "sequence_classifier", 2)
-
-    The source's own names (``found``: its ``labels.txt`` or ``id2label``) are held to the same rules
-    (``data/class_names.py``): 3 names for a 2-class head were packed and validation said PASSED.
     """
     if not options.labels:
         if architecture in LABELLED and found:

@@ -35,7 +35,7 @@ MAX_TOKENS = 1_000_000  # the same bound as Encoder's vocab_size (models/encoder
 MAX_BYTES = 64 * 1024 * 1024
 # The files that make up a model's tokenizer, copied next to every model we write from one that has them, each
 # with the most bytes read of it (a 3 GB tokenizer side file was read whole: MemoryError, issue 37). XLM-R's
-# tokenizer.json, the largest published, is 17 MB; a tokenizer_config.json listing 250,000 added tokens, 30 MB.
+# tokenizer.json (250,002 tokens) is 17 MB; a special-tokens map lists a few names.
 TOKENIZER_FILES = {"vocab.txt": MAX_BYTES, "tokenizer.json": MAX_BYTES, "tokenizer_config.json": MAX_BYTES,
                    "special_tokens_map.json": 16 * 1024 * 1024}
 
@@ -213,6 +213,12 @@ def read_tokenizer_files(source_dir):
     The vocabulary is parsed (:func:`read_vocab`'s rules) and the casing settings typed (:func:`lower_case_of`,
     :func:`strip_accents_of`), so a command can check them all before its first write.
 
+    Args:
+        source_dir (str | os.PathLike | None): the model or checkpoint directory (None: no files).
+
+    Returns:
+        dict[str, bytes]: the contents of each tokenizer file the directory has.
+
     Raises:
         ConfigError: a file over its bound, not a regular file, or one the consumers would refuse.
 
@@ -233,7 +239,19 @@ def read_tokenizer_files(source_dir):
 
 
 def write_tokenizer_files(files, target_dir):
-    """Writes :func:`read_tokenizer_files`' ``{name: bytes}`` into ``target_dir``, each file whole or not at all."""
+    """Writes :func:`read_tokenizer_files`' ``{name: bytes}`` into ``target_dir``, each file whole or not at all.
+
+    Args:
+        files (dict[str, bytes]): what :func:`read_tokenizer_files` returned.
+        target_dir (str | os.PathLike): the directory written into.
+
+    Returns:
+        list[str]: the names written.
+
+    Example:
+        >>> write_tokenizer_files(read_tokenizer_files("all-MiniLM-L6-v2/"), "out/model")  # doctest: +SKIP
+        ['vocab.txt', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json']
+    """
     for name, data in files.items():
         # Each file appears whole or not at all: an interrupted copy must not leave half a vocabulary.
         with atomic_file(Path(target_dir) / name, "wb") as handle:

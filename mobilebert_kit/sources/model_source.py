@@ -216,10 +216,10 @@ def _labels(directory, classes=None):
     if not (directory / "config.json").is_file():
         return []
     try:
-        config = load_json(directory / "config.json", "config.json", max_bytes=LABELS_MAX_BYTES, expect=dict)
+        config = load_json(directory / "config.json", "config.json", expect=dict)
     except ConfigError:
         return []  # its own reader (the importer) says what is wrong with it
-    if config.get("id2label") is None:
-        return []
+    if not config.get("id2label"):
+        return []  # absent, null or empty: no names recorded
     return check_class_names(names_of_id2label(config["id2label"], str(directory / "config.json")),
                              f"{directory / 'config.json'} id2label", classes)
