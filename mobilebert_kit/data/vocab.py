@@ -24,6 +24,7 @@ Rules, each for a reason:
   vocabularies have ~250,000 tokens, a few MB).
 """
 
+import os
 import unicodedata
 from pathlib import Path
 
@@ -229,8 +230,10 @@ def read_tokenizer_files(source_dir):
     if source_dir is None:
         return {}
     source_dir = Path(source_dir)
+    # Whatever stands at a tokenizer file's name is read (a FIFO or a directory there is refused by read_bounded,
+    # not skipped: a model would be written without the file its consumers look for).
     files = {name: read_bounded(source_dir / name, "the tokenizer file", limit)
-             for name, limit in TOKENIZER_FILES.items() if (source_dir / name).is_file()}
+             for name, limit in TOKENIZER_FILES.items() if os.path.lexists(source_dir / name)}
     if "vocab.txt" in files:
         parse_vocab(files["vocab.txt"], str(source_dir / "vocab.txt"))
     lower_case_of(source_dir)
