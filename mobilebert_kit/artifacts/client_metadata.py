@@ -78,6 +78,8 @@ class ClientMetadata:
         packed_files (tuple[str]): the names in the archive appended to the model.
         line_counts (dict[str, int]): lines of each packed file the metadata names (vocabulary, labels).
         blank_lines (dict[str, int]): empty lines among them (MediaPipe skips them: later ids shift).
+        packed_lines (dict[str, tuple[str]]): the lines of those files as the clients split them (on ``"\\n"``),
+            decoded as UTF-8 (undecodable bytes replaced): what ``mbk evaluate`` tokenizes with and labels by.
     """
 
     name: str
@@ -90,6 +92,7 @@ class ClientMetadata:
     packed_files: tuple = ()
     line_counts: dict = field(default_factory=dict)
     blank_lines: dict = field(default_factory=dict)
+    packed_lines: dict = field(default_factory=dict, repr=False)
 
     @property
     def input_names(self):
@@ -182,8 +185,9 @@ def parse_client_metadata(entries, model_bytes, path="<bytes>"):
     except _Corrupt as err:
         raise ArtifactError(f"{path}: its {schema.TFLITE_METADATA} entry is corrupt ({err}); re-export the model") from None
     packed, counts = _read_archive(model_bytes, path, _counted_files(meta))
-    return ClientMetadata(**meta, packed_files=packed, line_counts={n: c[0] for n, c in counts.items()},
-                          blank_lines={n: c[1] for n, c in counts.items() if c[1]})
+    return ClientMetadata(**meta, packed_files=packed, line_counts={n: len(lines) for n, lines in counts.items()},
+                          blank_lines={n: lines.count("") for n, lines in counts.items() if "" in lines},
+                          packed_lines=counts)
 
 
 class _Corrupt(Exception):
@@ -296,7 +300,7 @@ def _counted_files(meta):
 
 
 def _read_archive(data, path, counted):
-    """``(names, {name: (lines, blank lines)})`` of the zip appended to the model; ``((), {})`` when there is none."""
+    """``(names, {name: lines})`` of the zip appended to the model; ``((), {})`` when there is none."""
     # Found as zipfile finds it (an end record without a comment first, else the last one in reach), so the
     # bounds below are checked on the record zipfile will read.
     if data[-_EOCD_SIZE:-_EOCD_SIZE + 4] == _EOCD and data[-2:] == b"\0\0":
@@ -325,7 +329,7 @@ def _read_archive(data, path, counted):
                 twice = sorted({n for n in names if names.count(n) > 1})
                 raise ArtifactError(f"{path}: its packed archive holds {twice[0]!r} more than once, so a client "
                                     "may read either copy; re-export the model")
-            counts = {name: _count_lines(archive, name, path) for name in counted if name in names}
+            counts = {name: _packed_lines(archive, name, path) for name in counted if name in names}
     except ArtifactError:
         raise
     except Exception as err:  # noqa: BLE001  (zipfile raises BadZipFile, OSError, ValueError, RuntimeError, zlib.error...)
@@ -334,7 +338,7 @@ def _read_archive(data, path, counted):
     return tuple(names), counts
 
 
-def _count_lines(archive, name, path):
+def _packed_lines(archive, name, path):
     limit = LIMITS["packed file bytes"]
     info = archive.getinfo(name)
     if info.file_size > limit:
@@ -348,4 +352,67 @@ def _count_lines(archive, name, path):
     lines = text.split(b"\n")
     if lines[-1] == b"":  # after the last "\n", or an empty file
         lines.pop()
-    return len(lines), lines.count(b"")
+    return tuple(line.decode("utf-8", "replace") for line in lines)
+
+
+# The names the clients' BertTokenizer looks special tokens up by: a packed vocab.txt carries them at the
+# checkpoint's special ids where its own names differ (MPNet's <s>), so a line there may differ by design.
+_CLIENT_SPECIALS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
+
+
+def _renamed_for_clients(index, ours, theirs, specials):
+    """Whether line ``index`` differs by the exporter's renaming (``CheckpointTokenizer._client_names``): a
+    special token given the name the clients look up (MPNet's ``<s>`` as ``[CLS]``), or the token that held
+    that name moved aside (``[CLS]`` at 104 as ``[unused-cls-104]``)."""
+    if theirs in _CLIENT_SPECIALS and ours in specials.values():
+        return True
+    return ours in _CLIENT_SPECIALS and theirs == f"[unused-{ours[1:-1].lower()}-{index}]"
+
+
+def packed_disagreements(meta, recorded, vocab):
+    """Where the files packed for the clients disagree with the model they were exported with: reasons, or [].
+
+    The apps read the packed ``vocab.txt`` and ``labels.txt``, not our ``mbk_vocab`` / ``mbk_metadata``; a packed
+    vocabulary emptied, swapped or larger than the embedding table, or labels other than the model's classes,
+    made the app answer wrongly while ``mbk evaluate`` and ``mbk inspect`` (which read our entries) saw nothing
+    (issue 37). The export refuses such a file, inspect calls it ready for no client, evaluate refuses it.
+
+    Args:
+        meta (ClientMetadata | None): the file's TFLite Metadata (None: nothing packed, nothing to compare).
+        recorded (dict): the file's ``mbk_metadata`` (``vocab_size``, ``labels``, ``special_tokens``).
+        vocab (list[str]): the file's ``mbk_vocab`` lines ([] when absent).
+
+    Returns:
+        list[str]: one reason per disagreement.
+
+    Example:
+        >>> meta = ClientMetadata("m", "1.0", 1, (), (), "bert", "vocab.txt", ("vocab.txt",),
+        ...                       packed_lines={"vocab.txt": ("[PAD]", "b", "a")})
+        >>> packed_disagreements(meta, {"vocab_size": 3}, ["[PAD]", "a", "b"])
+        ["line 2 of the packed vocab.txt is 'b' where the model's vocabulary has 'a' (mbk_vocab)"]
+    """
+    if meta is None:
+        return []
+    reasons = []
+    lines = meta.packed_lines.get(meta.vocab_file) if meta.tokenizer == "bert" else None
+    rows = recorded.get("vocab_size")
+    if lines is not None and isinstance(rows, int) and not isinstance(rows, bool) and len(lines) > rows:
+        reasons.append(f"the packed {meta.vocab_file} has {len(lines):,} tokens and the model embeds {rows:,}: ids "
+                       "past its table fail in the app (gather index out of bounds)")
+    if lines is not None and vocab:
+        specials = recorded.get("special_tokens") if isinstance(recorded.get("special_tokens"), dict) else {}
+        if len(lines) != len(vocab):
+            reasons.append(f"the packed {meta.vocab_file} has {len(lines):,} lines and the model's vocabulary "
+                           f"(mbk_vocab) {len(vocab):,}")
+        else:
+            differ = next((i for i, (ours, theirs) in enumerate(zip(vocab, lines))
+                           if ours != theirs and not _renamed_for_clients(i, ours, theirs, specials)), None)
+            if differ is not None:
+                reasons.append(f"line {differ + 1} of the packed {meta.vocab_file} is {lines[differ][:40]!r} where "
+                               f"the model's vocabulary has {vocab[differ][:40]!r} (mbk_vocab)")
+    labels = meta.packed_lines.get(meta.labels_file) if meta.labels_file else None
+    classes = recorded.get("labels")
+    if labels is not None and isinstance(classes, list) and classes and list(labels) != classes:
+        reasons.append(f"the packed {meta.labels_file} names {', '.join(labels)[:80] or 'nothing'} where the model's "
+                       f"classes are {', '.join(map(str, classes))[:80]}")
+    return reasons

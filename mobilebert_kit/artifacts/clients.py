@@ -23,7 +23,9 @@ Example:
 
 from dataclasses import dataclass
 
-from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
+from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_with_client_metadata
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.metadata_schema import CLIENT_INPUT_NAMES, TFLITE_METADATA
 
 # The tokenizers MediaPipe Tasks and the Task Library's BERT preprocessors run (BertPreprocessor builds either from
@@ -103,6 +105,8 @@ class FileFacts:
     outputs: list
     meta: object = None
     op_versions: dict = None  # {op type: highest version in the file} (TFLite)
+    # Where the packed vocab.txt / labels.txt disagree with the model (client_metadata.packed_disagreements).
+    disagreements: tuple = ()
 
     def output_names(self):
         """The names clients look outputs up by: the metadata's in TFLite (when present), the graph's in ONNX."""
@@ -188,6 +192,12 @@ def _metadata(client, facts):
     return reasons
 
 
+def _packed_files(client, facts):
+    if not client.metadata or facts.meta is None:
+        return []
+    return [f"{reason}; re-export the model" for reason in facts.disagreements]
+
+
 def _vector_output(client, facts):
     if not client.vector_output or not facts.outputs:
         return []
@@ -241,8 +251,8 @@ def _op_versions(client, facts):
 
 
 # One rule per requirement kind, in report order; each returns its reasons ([] when met or not required).
-RULES = (_dtypes, _input_names, _shapes, _seq_len, _metadata, _vector_output, _output_names, _output_sets, _labels,
-         _op_versions)
+RULES = (_dtypes, _input_names, _shapes, _seq_len, _metadata, _packed_files, _vector_output, _output_names,
+         _output_sets, _labels, _op_versions)
 
 
 def readiness(facts):
@@ -283,4 +293,9 @@ def facts_of(graph, meta):
     versions = {}
     for op in graph.ops:
         versions[op["type"]] = max(versions.get(op["type"], 0), int(op.get("version") or 0))
-    return FileFacts(graph.format, graph.input_specs(), graph.output_specs(), meta, versions)
+    try:
+        recorded, vocab = parse_mbk_metadata(graph.metadata, graph.path)
+    except ArtifactError:
+        recorded, vocab = {}, []  # a file we did not write, or one whose entry is damaged: nothing to compare with
+    return FileFacts(graph.format, graph.input_specs(), graph.output_specs(), meta, versions,
+                     tuple(packed_disagreements(meta, recorded, vocab)))

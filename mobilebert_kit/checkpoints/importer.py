@@ -22,6 +22,7 @@ from mobilebert_kit.checkpoints.families import (
     no_model_type,
 )
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
+from mobilebert_kit.data.vocab import TOKENIZER_FILES
 from mobilebert_kit.utils.quiet import quiet_fd2
 from mobilebert_kit.utils.run_state import interrupted_run, resume_hint
 from mobilebert_kit.utils.structured import load_json
@@ -342,6 +343,27 @@ def _family_head(family, head, arrays, architectures, directory):
     return head, arrays, dict(layout.encoder_options)
 
 
+def architectures_of(hf_config, config_file):
+    """The class names a Hugging Face config's ``architectures`` lists ([] when absent or null).
+
+    Refused unless a list of strings: transformers iterates the value, so a string is read character by
+    character and names no class (``auto_factory``), and here a string dropped a classifier's head (issue 37).
+
+    Example:
+        >>> architectures_of({"architectures": ["BertForSequenceClassification"]}, "config.json")
+        ['BertForSequenceClassification']
+    """
+    value = hf_config.get("architectures")
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        shown = f"the {type(value).__name__} {str(value)[:60]!r}" if not isinstance(value, list) else \
+            f"a list holding {next(type(n).__name__ for n in value if not isinstance(n, str))}"
+        raise CheckpointError(f"{config_file}: architectures is {shown}; write it as a list of class names, as "
+                              'transformers saves it (["BertForSequenceClassification"])')
+    return list(value)
+
+
 def _refuse_foreign_weights(family, hf_config, arrays, directory):
     """Refuses, in one line, a checkpoint whose weights are another family's than its ``model_type`` says.
 
@@ -356,8 +378,7 @@ def _refuse_foreign_weights(family, hf_config, arrays, directory):
     """
     said = f"{directory / 'config.json'} says model_type {family.model_type!r}"
     fix = "set \"model_type\" in config.json to the checkpoint's own type"
-    architectures = hf_config.get("architectures") if isinstance(hf_config.get("architectures"), list) else []
-    for name in (a for a in architectures if isinstance(a, str)):
+    for name in architectures_of(hf_config, directory / "config.json"):
         owner = family_of_class(name)
         if owner is not None and owner != family.model_type:
             raise CheckpointError(f"{said} but its architectures name {name}, a {owner} class; {fix} ({owner})")
@@ -396,10 +417,6 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# tokenizer.json of a large vocabulary: XLM-R's is 17 MB.
-_TOKENIZER_JSON_BYTES = 64 * 1024 * 1024
-
-
 def _refuse_other_padding(family, offset, tokenizer_config, directory):
     """Refuses a tokenizer that pads with another id than the one the family's positions count from.
 
@@ -426,8 +443,8 @@ def _refuse_other_padding(family, offset, tokenizer_config, directory):
 def _token_id(token, tokenizer_config, tokenizer_json):
     """The id of ``token``: tokenizer.json's added tokens, tokenizer_config's, then the model's vocabulary."""
     try:
-        tokenizer = load_json(tokenizer_json, "tokenizer.json", max_bytes=_TOKENIZER_JSON_BYTES, expect=dict,
-                              error=CheckpointError)
+        tokenizer = load_json(tokenizer_json, "tokenizer.json", max_bytes=TOKENIZER_FILES["tokenizer.json"],
+                              expect=dict, error=CheckpointError)
     except CheckpointError:
         return None  # the tokenizer's own loader reports a broken file; this check only reads a good one
     for added in tokenizer.get("added_tokens") or ():
@@ -465,7 +482,7 @@ def import_hf(directory, head=None, **overrides):
     arrays = read_safetensors_dir(directory)
     arrays = _strip_prefix(arrays, (family.prefix,), directory)
     _refuse_foreign_weights(family, hf_config, arrays, directory)
-    architectures = hf_config.get("architectures") if isinstance(hf_config.get("architectures"), list) else []
+    architectures = architectures_of(hf_config, directory / "config.json")
     head, arrays, head_options = _family_head(family, head, arrays, architectures, directory)
     config.update(head_options)
     if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):

@@ -47,38 +47,82 @@ def run(args):
     sources = [source, args.config]
     check_output(args.out, SAVED_MODEL, overwrite=args.overwrite, sources=sources)  # before the import's work
     model = import_checkpoint(source, head=head, config=args.config)
-    out = save(model, args.out, overwrite=args.overwrite, sources=sources)
+    # Everything that travels beside the weights is read and checked against the model before the first write:
+    # the model was saved first, so a refused vocabulary replaced a good earlier import with one without any.
+    beside = deployment_files(source if source.is_dir() else source.parent, model)
+    out = save(model, args.out, overwrite=args.overwrite, sources=sources, extra=beside.write)
     from mobilebert_kit.models.api import count_params
 
     kind = getattr(model, "architecture", "encoder") or "encoder"
-    carried = carry_deployment_files(source if source.is_dir() else source.parent, out, model)
+    carried = beside.carried
     print(f"imported {escape(source)} -> {escape(out)} ({kind}, {count_params(model) / 1e6:.2f}M parameters)"
           + (f"; {', '.join(carried)} carried alongside" if carried else ""))
     return 0
 
 
-def carry_deployment_files(source_dir, out, model):
-    """Copies what an app needs beside the weights from the checkpoint's directory into the saved model: the
-    tokenizer files, a sentence-transformers pooling declaration and a classifier's label names. Without them
-    `mbk export` of the imported model wrote token features with no vocabulary where the checkpoint itself
-    exports as a sentence embedder that tokenizes real text. Returns what was carried."""
-    from mobilebert_kit.data.vocab import copy_tokenizer_files
-    from mobilebert_kit.errors import ConfigError
-    from mobilebert_kit.sources.model_source import read_labels, write_labels
-    from mobilebert_kit.sources.pooling import carry_pooling
-    from mobilebert_kit.utils.atomic import relist
+class DeploymentFiles:
+    """What an app needs beside the weights, read from the checkpoint's directory and checked against the model:
+    the tokenizer files, a sentence-transformers pooling declaration and a classifier's label names. Without
+    them `mbk export` of the imported model wrote token features with no vocabulary where the checkpoint itself
+    exports as a sentence embedder that tokenizes real text.
 
-    carried = copy_tokenizer_files(source_dir, out)
+    Args:
+        tokenizer_files (dict[str, bytes]): the tokenizer files, read with their bounds.
+        pooling (Pooling | None): the declared sentence pooling (None: none, or one mbk cannot export).
+        dimension (int): the encoder's hidden size, which the pooling declaration records.
+        labels (list[str]): a classifier's class names, checked against its head.
+    """
+
+    def __init__(self, tokenizer_files, pooling, dimension, labels):
+        self.tokenizer_files, self.pooling, self.dimension, self.labels = tokenizer_files, pooling, dimension, labels
+
+    @property
+    def carried(self):
+        """What the import reports as carried, in the order it is written."""
+        return list(self.tokenizer_files) + (["sentence pooling (modules.json)"] if self.pooling else []) + (
+            ["labels.txt"] if self.labels else [])
+
+    def write(self, directory):
+        """Writes the files into ``directory`` (the saved model's temporary directory)."""
+        from mobilebert_kit.data.vocab import write_tokenizer_files
+        from mobilebert_kit.sources.model_source import write_labels
+        from mobilebert_kit.sources.pooling import write_pooling
+
+        write_tokenizer_files(self.tokenizer_files, directory)
+        if self.pooling is not None:
+            write_pooling(directory, self.pooling, self.dimension)
+        if self.labels:
+            write_labels(directory, self.labels)
+
+
+def deployment_files(source_dir, model):
+    """Reads and checks the :class:`DeploymentFiles` of ``source_dir`` for ``model``; writes nothing.
+
+    Raises:
+        MbkError: a tokenizer file over its bound or unreadable, a casing setting that is no boolean, a tokenizer
+            whose ids run past the embedding table, class names the clients would show wrongly or whose count
+            is not the head's.
+
+    Example:
+        >>> deployment_files(Path("hf-clf"), model).carried  # doctest: +SKIP
+        ['vocab.txt', 'tokenizer_config.json', 'labels.txt']
+    """
+    from mobilebert_kit.data.checkpoint_tokenizer import check_tokenizer_fits, tokenizer_of
+    from mobilebert_kit.data.class_names import LABELLED_HEADS
+    from mobilebert_kit.data.vocab import read_tokenizer_files
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.sources.model_source import read_labels
+    from mobilebert_kit.sources.pooling import read_pooling
+
+    encoder = getattr(model, "encoder", model)
+    files = read_tokenizer_files(source_dir)
+    if files:
+        check_tokenizer_fits(tokenizer_of(source_dir), encoder.config["vocab_size"], "the model")
     try:
-        if carry_pooling(source_dir, out, getattr(model, "encoder", model).config["hidden_size"]):
-            carried.append("sentence pooling (modules.json)")
+        pooling = read_pooling(source_dir)
     except ConfigError:
-        pass  # a pooling mbk cannot export: the model is written without one, as `mbk export SRC` would say
-    labels = read_labels(source_dir) if getattr(model, "architecture", None) in ("sequence_classifier",
-                                                                                 "token_classifier") else []
-    if labels:
-        write_labels(out, labels)
-        carried.append("labels.txt")
-    if carried:
-        relist(out)  # these files are ours too: a re-run replaces them
-    return carried
+        pooling = None  # a pooling mbk cannot export: the model is written without one, as `mbk export SRC` would say
+    labels = []
+    if getattr(model, "architecture", None) in LABELLED_HEADS:
+        labels = read_labels(source_dir, getattr(model, "head_config", {}).get("num_labels"))
+    return DeploymentFiles(files, pooling, encoder.config["hidden_size"], labels)

@@ -27,13 +27,13 @@ from mobilebert_kit.convert.export_tasks import (
     AUTO_TASK, AUTO_TASK_ONE_OUTPUT, CLIPS_IN_GRAPH, DYNAMIC_AXES, GRAPH_INPUTS, INPUT_DTYPES, TASKS, export_task, graph_inputs,
 )
 from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.data.class_names import LABELLED_HEADS, check_class_names
 from mobilebert_kit.errors import ConfigError
 
 # The sequence length of an export whose task record names none for its format (ExportTask.default_seq_len)
 # and whose source was not fine-tuned at a length of its own.
 DEFAULT_SEQ_LEN = 128
-# Heads whose outputs are classes: the architectures that carry labels into the file.
-LABELLED = ("sequence_classifier", "token_classifier")
+LABELLED = LABELLED_HEADS  # the architectures that carry labels into the file
 
 
 def sequence_length(asked, task=None, fmt=None, max_positions=None, trained=None, option="--seq-len"):
@@ -177,15 +177,25 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None):
     return task, pooling, bool(normalize)
 
 
-def check_labels(options, architecture, num_outputs):
+def check_labels(options, architecture, num_outputs, found=()):
     """Given class names must name the head's classes one to one: MediaPipe's classifier maps output
-    column i to line i of ``labels.txt``, so a short or long list labels answers wrongly in the app.
+    column i to line i of ``labels.txt``, so a short or long list labels answers wrongly in the app. The source's
+    own names (``found``: its ``labels.txt`` or ``id2label``) are held to the same rules (``data/class_names.py``):
+    3 names for a 2-class head were packed and validation said PASSED.
+
+    Args:
+        options (ExportOptions): the export's options (``labels``: names given in a recipe or the API).
+        architecture (str): the source's architecture.
+        num_outputs (int | None): the head's output columns.
+        found (tuple[str, ...]): the source's own class names.
 
     Example:
         >>> from mobilebert_kit.convert.export_options import ExportOptions
         >>> check_labels(ExportOptions("m", out="m.tflite", labels=("neg", "pos")), "sequence_classifier", 2)
     """
     if not options.labels:
+        if architecture in LABELLED and found:
+            check_class_names(found, "the source's class names (labels.txt or config.json id2label)", num_outputs)
         return
     if architecture not in LABELLED:
         raise ConfigError(f"{options.name_of('labels')} names classes, and this source is {architecture}, not a "
@@ -193,6 +203,7 @@ def check_labels(options, architecture, num_outputs):
     if num_outputs is not None and len(options.labels) != num_outputs:
         raise ConfigError(f"{options.name_of('labels')} lists {len(options.labels)} names and the model's head has "
                           f"{num_outputs} classes; list one name per class, in the head's order")
+    check_class_names(options.labels, options.name_of("labels"))
 
 
 class FileMetadata(NamedTuple):
@@ -391,7 +402,7 @@ def plan_export(options, facts):
     task, pooling, normalize = decide_task(options, facts.architecture, facts.declared_pooling, facts.num_outputs)
     seq_len = sequence_length(options.seq_len, task, options.format, facts.max_positions, facts.trained_seq_len,
                               option=options.name_of("seq_len"))
-    check_labels(options, facts.architecture, facts.num_outputs)
+    check_labels(options, facts.architecture, facts.num_outputs, facts.labels)
     labels = tuple(options.labels) or (tuple(facts.labels) if facts.architecture in LABELLED else ())
     dynamic, mask = input_layout(options)
     return ExportPlan(

@@ -9,7 +9,9 @@ import json
 import warnings
 from pathlib import Path
 
+from mobilebert_kit.artifacts.client_metadata import packed_disagreements, parse_client_metadata
 from mobilebert_kit.convert import tflite_export, tflite_flatbuffer, tflite_metadata
+from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.data.tokenizer_kinds import KINDS, ClientUnit
 from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
@@ -64,6 +66,13 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
     data = tflite_flatbuffer.finalize(data, INPUT_NAMES, graph.output_order, entries, default_seq_len)
     if files:
         data = tflite_metadata.pack_files(data, files)
+        # Read back as the clients will, before anything is written: the packed files must say what the
+        # model was exported with (vocabulary within its embedding table, the model's tokens and classes).
+        packed = parse_client_metadata(entries, data, str(path))
+        problems = packed_disagreements(packed, meta, list(vocab or []))
+        if problems:
+            raise ExportError(f"the files packed for the apps disagree with the model: {'; '.join(problems)}; "
+                              "export from a source whose tokenizer files and labels are the model's own")
     Path(path).write_bytes(data)
     return notes
 

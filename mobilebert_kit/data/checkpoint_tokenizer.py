@@ -35,7 +35,7 @@ from tokenizers.models import Unigram
 
 from mobilebert_kit.data import sentencepiece_model as spm
 from mobilebert_kit.data.tokenizer_kinds import CLIENT_SPECIAL_NAMES, KINDS, ClientUnit, returns_token_types
-from mobilebert_kit.data.vocab import read_vocab
+from mobilebert_kit.data.vocab import TOKENIZER_FILES, read_vocab
 from mobilebert_kit.data.word_piece_tokenizer import (
     PAIR_MIN_LENGTH, SPECIAL_TOKENS, WordPieceTokenizer, _check_one_token_per_id, _normalizer_behaviour, padded_batch,
 )
@@ -43,7 +43,7 @@ from mobilebert_kit.errors import ConfigError, DataError
 from mobilebert_kit.utils.structured import load_json
 
 ROLES = ("cls", "sep", "pad", "unk", "mask")
-_MAX_TOKENIZER_BYTES = 256 * 1024 * 1024  # XLM-R's tokenizer.json is 17 MB; far above any published one
+_MAX_TOKENIZER_BYTES = TOKENIZER_FILES["tokenizer.json"]
 
 
 def _content(value):
@@ -419,6 +419,33 @@ def tokenizer_of(directory):
     return None
 
 
+def check_tokenizer_fits(tokenizer, vocab_size, model):
+    """Refuses a tokenizer whose ids run past the model's embedding table; returns the tokenizer.
+
+    A vocabulary larger than the table imported and exported with exit 0, and the app then failed with
+    ``gather index out of bounds`` on text that used the extra tokens (issue 37). A smaller one is fine:
+    checkpoints pad their tables (multiples of 8), and rows no id reaches are never read.
+
+    Args:
+        tokenizer: a :class:`WordPieceTokenizer` or :class:`CheckpointTokenizer` (None passes).
+        vocab_size (int): the rows of the model's token embedding table.
+        model (str): the model, for the message (``"the model"``).
+
+    Raises:
+        DataError: the tokenizer has ids >= ``vocab_size``.
+
+    Example:
+        >>> check_tokenizer_fits(None, 30522, "tiny-bert") is None
+        True
+    """
+    size = getattr(tokenizer, "vocab_size", None)
+    if tokenizer is not None and size is not None and size > vocab_size:
+        raise DataError(f"the vocabulary {tokenizer.source} has {size} tokens but {model} embeds only {vocab_size} "
+                        "(its config's vocab_size): text using the other ids would fail in the app ('gather index out "
+                        "of bounds'); use the vocab.txt the model was trained with (or its tokenizer files)")
+    return tokenizer
+
+
 def load_tokenizer(path, lowercase=None):
     """The tokenizer of a file or directory, whatever its kind: what ``--vocab`` / ``--tokenizer`` name.
 
@@ -451,4 +478,4 @@ def load_tokenizer(path, lowercase=None):
     return WordPieceTokenizer.from_file(path, lowercase=lowercase)
 
 
-__all__ = ["CheckpointTokenizer", "tokenizer_of", "load_tokenizer", "berts_names"]
+__all__ = ["CheckpointTokenizer", "tokenizer_of", "load_tokenizer", "berts_names", "check_tokenizer_fits"]

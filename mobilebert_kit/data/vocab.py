@@ -24,6 +24,7 @@ Rules, each for a reason:
   vocabularies have ~250,000 tokens, a few MB).
 """
 
+import os
 import unicodedata
 from pathlib import Path
 
@@ -31,10 +32,13 @@ from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.structured import load_json, read_bounded
 
-# The files that make up a model's tokenizer, copied next to every model we write from one that has them.
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 MAX_TOKENS = 1_000_000  # the same bound as Encoder's vocab_size (models/encoder.py CONFIG_FIELDS)
 MAX_BYTES = 64 * 1024 * 1024
+# The files that make up a model's tokenizer, copied next to every model we write from one that has them, each
+# with the most bytes read of it (a 3 GB tokenizer side file was read whole: MemoryError, issue 37). XLM-R's
+# tokenizer.json (250,002 tokens) is 17 MB; a special-tokens map lists a few names.
+TOKENIZER_FILES = {"vocab.txt": MAX_BYTES, "tokenizer.json": MAX_BYTES, "tokenizer_config.json": MAX_BYTES,
+                   "special_tokens_map.json": 16 * 1024 * 1024}
 
 
 class VocabularyError(ConfigError):
@@ -122,12 +126,27 @@ def vocab_ids(tokens):
     return {token: index for index, token in enumerate(tokens)}
 
 
+def _flag(value, name, key):
+    """``value`` of the boolean setting ``key`` in the file ``name``: a bool, or None when absent or null.
+
+    Anything else is refused: transformers' fast tokenizer passes the value to the ``tokenizers`` library,
+    which refuses a non-bool (``'int' object cannot be converted to 'PyBool'``), while its slow tokenizer
+    tests truthiness, so ``0`` or ``"false"`` has no one meaning; ignored here, ``do_lower_case: 0`` lower-cased
+    a cased model's text (issue 37).
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    raise ConfigError(f"{name}: {key} is {repr(value)[:40]} ({type(value).__name__}), not true, false or null; "
+                      f"write {key} as a JSON boolean")
+
+
 def lower_case_of(directory, default=True):
     """The casing recorded in a model directory: the one rule every tokenizer consumer uses.
 
     ``tokenizer_config.json``'s ``do_lower_case`` wins; else ``tokenizer.json``'s
     normalizer ``lowercase``; else ``default`` (uncased, as BERT's original vocabularies).
-    Unreadable or mistyped files are ignored here (the tokenizer reports them when it loads).
+    Unreadable files are skipped here (the tokenizer reports them when it loads); a value that is
+    no boolean is refused (:func:`_flag`).
 
     Args:
         directory (str | os.PathLike): the model or tokenizer directory.
@@ -136,19 +155,24 @@ def lower_case_of(directory, default=True):
     Returns:
         bool | None: True for an uncased model.
 
+    Raises:
+        ConfigError: ``do_lower_case`` or the normalizer's ``lowercase`` is not a boolean.
+
     Example:
         >>> lower_case_of("all-MiniLM-L6-v2/")  # doctest: +SKIP
         True
     """
     directory = Path(directory)
-    for name, read in (("tokenizer_config.json", lambda spec: spec.get("do_lower_case")),
-                       ("tokenizer.json", lambda spec: (spec.get("normalizer") or {}).get("lowercase"))):
+    for name, read in (("tokenizer_config.json", lambda spec: (spec.get("do_lower_case"), "do_lower_case")),
+                       ("tokenizer.json", lambda spec: ((spec.get("normalizer") or {}).get("lowercase"),
+                                                        "normalizer.lowercase"))):
         if (directory / name).is_file():
             try:
-                value = read(load_json(directory / name, name, expect=dict))
+                value, key = read(load_json(directory / name, name, expect=dict))
             except (ConfigError, AttributeError):
                 continue
-            if isinstance(value, bool):
+            value = _flag(value, directory / name, key)
+            if value is not None:
                 return value
     return default
 
@@ -167,6 +191,9 @@ def strip_accents_of(directory):
     Returns:
         bool | None: None when the directory does not say (the tokenizer follows its casing).
 
+    Raises:
+        ConfigError: ``strip_accents`` is neither a boolean nor null (:func:`_flag`).
+
     Example:
         >>> strip_accents_of("all-MiniLM-L6-v2/") is None  # doctest: +SKIP
         True
@@ -177,29 +204,72 @@ def strip_accents_of(directory):
             value = load_json(path, "tokenizer_config.json", expect=dict).get("strip_accents")
         except ConfigError:
             return None
-        if isinstance(value, bool):
-            return value
+        return _flag(value, path, "strip_accents")
     return None
+
+
+def read_tokenizer_files(source_dir):
+    """The :data:`TOKENIZER_FILES` ``source_dir`` has, read with their bounds and checked: ``{name: bytes}``.
+
+    The vocabulary is parsed (:func:`read_vocab`'s rules) and the casing settings typed (:func:`lower_case_of`,
+    :func:`strip_accents_of`), so a command can check them all before its first write.
+
+    Args:
+        source_dir (str | os.PathLike | None): the model or checkpoint directory (None: no files).
+
+    Returns:
+        dict[str, bytes]: the contents of each tokenizer file the directory has.
+
+    Raises:
+        ConfigError: a file over its bound, not a regular file, or one the consumers would refuse.
+
+    Example:
+        >>> sorted(read_tokenizer_files("all-MiniLM-L6-v2/"))  # doctest: +SKIP
+        ['special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json', 'vocab.txt']
+    """
+    if source_dir is None:
+        return {}
+    source_dir = Path(source_dir)
+    # Whatever stands at a tokenizer file's name is read (a FIFO or a directory there is refused by read_bounded,
+    # not skipped: a model would be written without the file its consumers look for).
+    files = {name: read_bounded(source_dir / name, "the tokenizer file", limit)
+             for name, limit in TOKENIZER_FILES.items() if os.path.lexists(source_dir / name)}
+    if "vocab.txt" in files:
+        parse_vocab(files["vocab.txt"], str(source_dir / "vocab.txt"))
+    lower_case_of(source_dir)
+    strip_accents_of(source_dir)
+    return files
+
+
+def write_tokenizer_files(files, target_dir):
+    """Writes :func:`read_tokenizer_files`' ``{name: bytes}`` into ``target_dir``, each file whole or not at all.
+
+    Args:
+        files (dict[str, bytes]): what :func:`read_tokenizer_files` returned.
+        target_dir (str | os.PathLike): the directory written into.
+
+    Returns:
+        list[str]: the names written.
+
+    Example:
+        >>> write_tokenizer_files(read_tokenizer_files("all-MiniLM-L6-v2/"), "out/model")  # doctest: +SKIP
+        ['vocab.txt', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json']
+    """
+    for name, data in files.items():
+        # Each file appears whole or not at all: an interrupted copy must not leave half a vocabulary.
+        with atomic_file(Path(target_dir) / name, "wb") as handle:
+            handle.write(data)
+    return list(files)
 
 
 def copy_tokenizer_files(source_dir, target_dir):
     """Copies the :data:`TOKENIZER_FILES` that ``source_dir`` has into ``target_dir``; returns their names.
 
-    The vocabulary is checked first (:func:`read_vocab`), so a model is never
-    written next to a vocabulary its consumers would refuse.
+    Every file is read and checked first (:func:`read_tokenizer_files`), so a model is never written next
+    to a vocabulary its consumers would refuse.
 
     Example:
         >>> copy_tokenizer_files("all-MiniLM-L6-v2/", "out/student")  # doctest: +SKIP
         ['vocab.txt', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json']
     """
-    if source_dir is None:
-        return []
-    source_dir, target_dir = Path(source_dir), Path(target_dir)
-    names = [name for name in TOKENIZER_FILES if (source_dir / name).is_file()]
-    if "vocab.txt" in names:
-        read_vocab(source_dir / "vocab.txt")
-    for name in names:
-        # Each file appears whole or not at all: an interrupted copy must not leave half a vocabulary.
-        with atomic_file(target_dir / name, "wb") as handle:
-            handle.write((source_dir / name).read_bytes())
-    return names
+    return write_tokenizer_files(read_tokenizer_files(source_dir), target_dir)

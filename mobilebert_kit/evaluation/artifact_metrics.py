@@ -3,10 +3,12 @@
 Output cosine against the Keras model (``mbk validate``) is not a number a user
 can act on; the accuracy of the file the app ships is (issue 15: a classifier
 at 86.6% float and 86.3% dynamic int8 while full int8 failed a cosine bar). The
-file is read as the app reads it: its own vocabulary and casing (``mbk_vocab``
-and ``mbk_metadata``, written by ``mbk export`` in both formats), its own label
-names in index order, its static ``[1, seq]`` inputs (TFLite) or dynamic axes
-(ONNX).
+file is read as the app reads it: a ``.tflite`` with TFLite Metadata by the
+``vocab.txt`` and ``labels.txt`` packed in it for the app (refused when they
+disagree with the model it was exported from), other files by our own entries
+(``mbk_vocab`` and ``mbk_metadata``, written by ``mbk export`` in both formats);
+its casing, its label names in index order, its static ``[1, seq]`` inputs
+(TFLite) or dynamic axes (ONNX).
 
 Each task is one ``TaskMetric`` record in ``training.task_scoring.TASK_METRICS``:
 how its data file is read, how outputs are scored (``training/metrics.py``, the
@@ -30,10 +32,10 @@ from pathlib import Path
 import numpy as np
 from rich.table import Table
 
+from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_with_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA
-from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.export_plan import recorded_length
 from mobilebert_kit.convert.export_tasks import TASKS as EXPORT_TASKS
@@ -76,6 +78,27 @@ def _tokenizer_of(path, meta, vocab, tokenizer):
         return WordPieceTokenizer(vocab_file, lowercase=True if lowercase is None else bool(lowercase))
 
 
+def _packed_files(path, client, meta, vocab):
+    """``(vocabulary lines, label names | None)`` as the app reads them: a ``.tflite`` with TFLite Metadata is
+    tokenized with its packed ``vocab.txt`` and labelled by its packed ``labels.txt``, not by our ``mbk_vocab``
+    and ``mbk_metadata`` (an emptied or swapped packed file scored the same as the model before, issue 37).
+
+    A file whose packed files disagree with the model is refused: its metric would be neither the app's nor the
+    model's. Other files keep our entries.
+    """
+    if client is None:
+        return vocab, None
+    problems = packed_disagreements(client, meta, vocab)
+    if client.tokenizer == "bert" and client.vocab_file not in client.packed_lines:
+        problems.insert(0, f"its {client.vocab_file or 'vocabulary'} is not packed, so the app cannot tokenize")
+    if problems:
+        raise ArtifactError(f"{path}: {'; '.join(problems)}; the app would not run the model as exported: "
+                            "re-export it")
+    packed = client.packed_lines.get(client.vocab_file) if client.tokenizer == "bert" else None
+    labels = client.packed_lines.get(client.labels_file) if client.labels_file else None
+    return (list(packed) if packed is not None else vocab), (list(labels) if labels is not None else None)
+
+
 def _seq_len_of(path, runner, meta, seq_len):
     fixed = runner.seq_len
     if fixed is not None:
@@ -91,7 +114,8 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
     """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data.
 
     The task, vocabulary, casing, label names, table columns and sequence length come from the file
-    (``mbk_metadata`` / ``mbk_vocab``); nothing here imports TensorFlow. A ``.tflite`` with client metadata is fed
+    (the packed ``vocab.txt`` / ``labels.txt`` of a ``.tflite`` with client metadata, else ``mbk_metadata`` /
+    ``mbk_vocab``); nothing here imports TensorFlow. A ``.tflite`` with client metadata is fed
     the ids its app computes (MediaPipe / the Task Library: A-Z lower-cased, accents kept), so the metric is
     the one the app gets.
 
@@ -114,7 +138,8 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
         ArtifactEvaluation: the metrics, the headline key, the task and the rows scored.
 
     Raises:
-        ArtifactError: the file is not a readable artifact, carries no task/vocabulary/labels, or fails to run.
+        ArtifactError: the file is not a readable artifact, carries no task/vocabulary/labels, its packed files
+            disagree with its model, or it fails to run.
         MbkError: the data does not fit the file's task or labels.
 
     Example:
@@ -124,14 +149,15 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
     path = Path(path)
     if not path.is_file():
         raise ArtifactError(f"{path} does not exist; pass a file written by `mbk export`")
-    graph = read_artifact(path, fmt)
+    graph, client = read_with_client_metadata(path, fmt)
     fmt = graph.format
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
+    vocab, packed_labels = _packed_files(path, client, meta, vocab)
     export_task = meta.get("task")
     if export_task not in EXPORT_TASKS:
         raise ArtifactError(f"{path} records no export task (it was not written by `mbk export`, or is a drift probe); "
                             "evaluate a file exported by `mbk export`")
-    labels = list(meta.get("labels") or [])
+    labels = list(packed_labels if packed_labels is not None else meta.get("labels") or [])
     runner = ArtifactRunner(path, num_threads=num_threads, fmt=fmt)
     canonical = EXPORT_TASKS[export_task].canonical(fmt)
     task = _task_of(export_task, labels, graph, canonical)

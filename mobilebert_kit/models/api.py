@@ -210,7 +210,7 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=(), check_f
             var.assign(np.asarray(arrays[path], dtype=var.dtype.as_numpy_dtype))
 
 
-def save(model, directory, *, overwrite=False, sources=()):
+def save(model, directory, *, overwrite=False, sources=(), extra=None):
     """Saves an encoder or task model to ``directory`` (config JSON + safetensors).
 
     The directory appears only when complete: it is written under a temporary
@@ -222,6 +222,8 @@ def save(model, directory, *, overwrite=False, sources=()):
         directory: the output directory.
         overwrite: replace a directory or file that is not a saved model.
         sources: paths the model came from; the output may not be, contain or lie inside one.
+        extra (Callable[[Path], object] | None): writes what travels beside the weights (tokenizer files,
+            labels) into the directory before it appears, so the model never appears without them.
 
     Example:
         >>> save(build("tiny-bert"), "runs/tiny")  # doctest: +SKIP
@@ -239,6 +241,8 @@ def save(model, directory, *, overwrite=False, sources=()):
         (tmp / CONFIG_FILE).write_text(
             json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **meta}, indent=2, sort_keys=True) + "\n"
         )
+        if extra is not None:
+            extra(tmp)
     return Path(directory)
 
 

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from mobilebert_kit.backend import keras
 from mobilebert_kit.checkpoints.importer import import_checkpoint
-from mobilebert_kit.data.checkpoint_tokenizer import tokenizer_of
+from mobilebert_kit.data.checkpoint_tokenizer import check_tokenizer_fits, tokenizer_of
+from mobilebert_kit.data.class_names import LABELLED_HEADS, LABELS_MAX_BYTES, check_class_names, names_of_id2label
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.api import build
 from mobilebert_kit.sources.pooling import read_pooling
 from mobilebert_kit.sources.spec import KINDS, classify
-from mobilebert_kit.utils.structured import load_json
+from mobilebert_kit.utils.structured import load_json, read_bounded
 
 LABELS_FILE = "labels.txt"  # a classifier's class names in its model directory, one a line
 
@@ -89,7 +90,7 @@ class ModelSource:
             model = build(found.location, **overrides)
         else:
             model = import_checkpoint(found.location, head=head, **overrides)
-        labels = _labels(found.directory) if found.directory is not None else []
+        labels = _source_labels(model, found.directory) if found.directory is not None else []
         random_seed = seed if found.kind in ("preset", "config") else None
         return cls(model, found.kind, found.name, found.directory, labels, random_seed)
 
@@ -112,8 +113,11 @@ class ModelSource:
     @property
     def tokenizer(self):
         """The checkpoint's tokenizer (``data.checkpoint_tokenizer.tokenizer_of``: BERT's vocab.txt, else its
-        tokenizer.json of any kind), or None without one."""
-        return tokenizer_of(self.directory) if self.directory is not None else None
+        tokenizer.json of any kind), or None without one; refused when its ids run past the model's embedding
+        table (``check_tokenizer_fits``), for every command that reads it."""
+        if self.directory is None:
+            return None
+        return check_tokenizer_fits(tokenizer_of(self.directory), self.encoder.config["vocab_size"], "the model")
 
     @property
     def trained_seq_len(self):
@@ -167,29 +171,55 @@ def write_labels(directory, names):
     (Path(directory) / LABELS_FILE).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
 
 
-def read_labels(directory):
+def read_labels(directory, classes=None):
     """Class names from a ``labels.txt`` or a Hugging Face config's ``id2label``, in id order ([] when none).
 
+    Both are checked by ``data/class_names.py`` (strings, ``id2label`` ids ``0 .. n-1``, no look-alikes) and,
+    with ``classes``, counted against the head; ``labels.txt`` is read with a bound (``LABELS_MAX_BYTES``).
+
+    Args:
+        directory (str | os.PathLike): the model directory.
+        classes (int | None): the head's output columns (None: not counted).
+
+    Raises:
+        ConfigError: names the clients would show wrongly, or a count other than ``classes``.
+
     Example:
-        >>> read_labels("runs/sentiment/model")  # doctest: +SKIP
+        >>> read_labels("runs/sentiment/model", classes=2)  # doctest: +SKIP
         ['negative', 'positive']
     """
-    return _labels(Path(directory))
+    return _labels(Path(directory), classes)
 
 
-def _labels(directory):
-    """Class names from a ``labels.txt`` or a Hugging Face config's ``id2label``, in id order."""
+def _source_labels(model, directory):
+    """The class names beside ``model``: a classifier's are checked and counted against its head here, before any
+    command writes a thing; another model's are only carried along (no client reads them), [] when unreadable."""
+    if getattr(model, "architecture", None) in LABELLED_HEADS:
+        return _labels(directory, getattr(model, "head_config", {}).get("num_labels"))
+    try:
+        return _labels(directory)
+    except ConfigError:
+        return []
+
+
+def _labels(directory, classes=None):
     labels_file = directory / LABELS_FILE
     if labels_file.is_file():
-        return [line for line in labels_file.read_text(encoding="utf-8").splitlines() if line]
+        data = read_bounded(labels_file, "the class names", LABELS_MAX_BYTES)
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"{labels_file} is not UTF-8 text (byte {err.start}); save it as UTF-8") from err
+        # "\n" only, as the clients split the packed copy; a blank line holds no class.
+        names = [line.rstrip("\r") for line in text.split("\n")]
+        return check_class_names([n for n in names if n], str(labels_file), classes)
     if not (directory / "config.json").is_file():
         return []
     try:
         config = load_json(directory / "config.json", "config.json", expect=dict)
     except ConfigError:
-        return []
-    id2label = config.get("id2label") or {}
-    try:
-        return [id2label[k] for k in sorted(id2label, key=int)]
-    except (TypeError, ValueError):
-        return []
+        return []  # its own reader (the importer) says what is wrong with it
+    if not config.get("id2label"):
+        return []  # absent, null or empty: no names recorded
+    return check_class_names(names_of_id2label(config["id2label"], str(directory / "config.json")),
+                             f"{directory / 'config.json'} id2label", classes)

@@ -50,7 +50,7 @@ from rich.console import Console
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
-from mobilebert_kit.data.vocab import copy_tokenizer_files
+from mobilebert_kit.data.vocab import copy_tokenizer_files, read_tokenizer_files
 from mobilebert_kit.sources.pooling import carry_pooling
 from mobilebert_kit.errors import ConfigError, DataError, TrainingError, first_line
 from mobilebert_kit.models.api import named_weights, save
@@ -370,6 +370,10 @@ class Distiller:
             DataError / TrainingError / ConfigError: bad inputs, a mismatched resume.
         """
         self._place()
+        if isinstance(self.teacher_spec, (str, Path)) and Path(self.teacher_spec).is_dir():
+            # The teacher's tokenizer files are copied beside the student at the end: checked (bounds, casing
+            # types, the vocabulary) before the run writes anything, not after hours of training (issue 37).
+            read_tokenizer_files(self.teacher_spec)
         if self.chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             self.run_dir.check(self._run_record(), self.config, resume, overwrite=overwrite, sources=self._sources())
         self._setup()

@@ -20,6 +20,7 @@ from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.data.checkpoint_tokenizer import load_tokenizer
+from mobilebert_kit.data.class_names import check_class_names
 from mobilebert_kit.errors import DataError, MbkError, TrainingError, first_line
 from mobilebert_kit.models.api import check_positions, default_seq_len, load
 from mobilebert_kit.models.api import save as save_model
@@ -39,6 +40,7 @@ from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.training.warmup_decay import WarmupDecay
 from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir, relist
 from mobilebert_kit.utils.interrupt import InterruptFlag
+from mobilebert_kit.utils.limits import LIMITS, within
 from mobilebert_kit.utils.run_state import describe_path, interrupted_run, resume_hint
 from mobilebert_kit.utils.scratch import new_scratch
 from mobilebert_kit.utils.structured import load_json
@@ -159,7 +161,9 @@ class FineTuner:
             return features, targets, None
         sentences = task_data.read_tagged(path)
         if spec.get("label_names") is None:
-            spec["label_names"] = sorted({t for _, tags in sentences for t in tags})
+            # The tags are class names as a sequence head's labels are: look-alikes would be two classes.
+            spec["label_names"] = check_class_names(sorted({t for _, tags in sentences for t in tags}),
+                                                    f"the tags of {path}", error=DataError)
         features, labels, _ = task_data.tagging_features(self.tokenizer, sentences, cfg.seq_len, spec["label_names"])
         weights = (labels != task_data.IGNORE).astype(np.float32)
         return features, {"logits": np.maximum(labels, 0)}, {"logits": weights}
@@ -519,6 +523,22 @@ def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len
     return model_evaluation(model, spec, tokenizer, path, batch_size, limit)
 
 
+def _check_task_spec(spec, task_file, need_length):
+    """Refuses a hand-edited ``task.json`` whose length, casing or class names the evaluation would crash on or
+    misread (a seq_len of "24", 0 or 1.5 was an internal error deep in tokenization, issue 37)."""
+    if need_length and not within(LIMITS["seq_len"], spec.get("seq_len")):
+        raise TrainingError(f"{task_file}: seq_len is {repr(spec.get('seq_len'))[:40]}, not "
+                            f"{LIMITS['seq_len'].describe()}; restore the length the model was fine-tuned at "
+                            "(or pass --seq-len N)")
+    if spec.get("lowercase") is not None and not isinstance(spec["lowercase"], bool):
+        raise TrainingError(f"{task_file}: lowercase is {repr(spec['lowercase'])[:40]}, not true or false; "
+                            "restore the casing the model was fine-tuned with")
+    if spec.get("label_names") is not None:
+        if not isinstance(spec["label_names"], list):
+            raise TrainingError(f"{task_file}: label_names must be a list of class names; fine-tune again")
+        check_class_names(spec["label_names"], f"{task_file} label_names", error=TrainingError)
+
+
 def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=None, seq_len=None):
     """:func:`evaluate_directory` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`.
 
@@ -535,10 +555,13 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     vocab = spec.get("vocab")
     if not isinstance(vocab, str) or not vocab or Path(vocab).name != vocab:
         raise TrainingError(f"{task_file} names no vocabulary file in {model_dir} (vocab {vocab!r}); fine-tune again")
+    _check_task_spec(spec, task_file, seq_len is None)
     tokenizer = load_tokenizer(model_dir / vocab, lowercase=spec.get("lowercase"))
     model = load(model_dir / "model")
     given = {k: v for k, v in (columns or {}).items() if v}
     if seq_len is not None:
         check_positions(getattr(model, "encoder", model).config, seq_len)
         given["seq_len"] = seq_len
+    else:
+        check_positions(getattr(model, "encoder", model).config, spec["seq_len"], option=f"{task_file}: seq_len")
     return model_evaluation(model, {**spec, **given, "model": str(model_dir)}, tokenizer, path, batch_size, limit)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mobilebert_kit.data.class_names import how_alike, look_alike_key
 from mobilebert_kit.errors import DataError
 from mobilebert_kit.utils.structured import load_json
 
@@ -172,7 +173,8 @@ def numeric_labels(path, raw, what, why):
 
 
 def class_labels(path, raw):
-    """``raw`` label cells as class names: surrounding whitespace dropped, names that differ only in case refused.
+    """``raw`` label cells as class names: surrounding whitespace dropped, look-alike names refused (case,
+    NFC/NFD and NFKC forms, invisible characters: ``data/class_names.py``).
 
     Why: "pos " and "pos" (a stray space in a spreadsheet) or "Pos" and "pos" became separate classes without a
     word, so the head learned a split class and the score counted the same answer wrong. Whitespace is never
@@ -186,10 +188,11 @@ def class_labels(path, raw):
     names = [str(x).strip() for x in raw]
     first = {}
     for row, name in enumerate(names, 1):
-        seen = first.setdefault(name.casefold(), (name, row))
+        seen = first.setdefault(look_alike_key(name), (name, row))
         if seen[0] != name:
-            raise DataError(f"{path}: labels {seen[0]!r} (data row {seen[1]}) and {name!r} (data row {row}) differ only "
-                            "in case; write each class one way")
+            raise DataError(f"{path}: labels {seen[0]!r} (data row {seen[1]}) and {name!r} (data row {row}) "
+                            f"{how_alike(seen[0], name)}; "
+                            "write each class one way")
     return names
 
 

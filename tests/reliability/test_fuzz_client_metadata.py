@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mobilebert_kit.artifacts.client_metadata import LIMITS, ClientMetadata, parse_client_metadata
+from mobilebert_kit.artifacts.client_metadata import LIMITS, ClientMetadata, packed_disagreements, parse_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.metadata_schema import SLOTS, TFLITE_METADATA
 from mobilebert_kit.convert.tflite_metadata import client_metadata, pack_files
@@ -160,3 +160,40 @@ def test_a_bomb_that_hides_its_size_is_read_no_further_than_it_claims():
     entry = bomb.rfind(b"PK\x01\x02")
     err = read_or_artifact_error(META, _patched(bomb, entry + 24, 100), budget_s=2.0)
     assert isinstance(err, ArtifactError) and "packed archive is corrupt" in str(err), err
+
+
+_LINES = st.lists(st.text(st.sampled_from(["w", "1", "[", "]", "é", "\u200b", "\r", " "]), max_size=4), max_size=70)
+
+
+@FUZZ
+@given(_LINES, _LINES, st.none() | st.integers(-1, 80) | st.text(max_size=2))
+def test_packed_files_against_what_the_model_records(packed_vocab, packed_labels, rows):
+    # issue 37: whatever the packed vocab.txt and labels.txt hold, comparing them with the model's own record
+    # gives one-line reasons (none when they agree), never an error: inspect and evaluate both read them.
+    files = {"vocab.txt": "".join(f"{t}\n" for t in packed_vocab).encode(),
+             "labels.txt": "".join(f"{t}\n" for t in packed_labels).encode()}
+    read = read_or_artifact_error(packed=pack_files(MODEL, files))
+    assert isinstance(read, ClientMetadata)
+    recorded = {"vocab_size": rows, "labels": ["neg", "pos"], "special_tokens": {"cls": "[CLS]"}}
+    reasons = packed_disagreements(read, recorded, VOCAB)
+    assert all(isinstance(r, str) and "\n" not in r for r in reasons)
+    fits = not (isinstance(rows, int) and len(VOCAB) > rows)
+    agrees = packed_vocab == VOCAB and packed_labels == ["neg", "pos"] and fits
+    assert (reasons == []) == agrees
+
+
+def test_packed_files_that_agree_give_no_reason():
+    assert packed_disagreements(read_or_artifact_error(), {"vocab_size": len(VOCAB), "labels": ["neg", "pos"]},
+                                VOCAB) == []
+
+
+def test_tokens_renamed_for_the_clients_are_no_disagreement():
+    # MPNet: <s> is packed as [CLS], and BERT's own [CLS] (id 5 here) moved aside; any other difference counts.
+    ours = ["<s>", "<pad>", "</s>", "[UNK]", "<mask>", "[CLS]", "w"]
+    packed = ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]", "[unused-cls-5]", "w"]
+    specials = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "[UNK]", "mask": "<mask>"}
+    meta = ClientMetadata("m", "1.0", 1, (), (), "bert", "vocab.txt", ("vocab.txt",), packed_lines={"vocab.txt": packed})
+    assert packed_disagreements(meta, {"vocab_size": 7, "special_tokens": specials}, ours) == []
+    packed[6] = "x"
+    assert packed_disagreements(meta, {"vocab_size": 7, "special_tokens": specials}, ours) == [
+        "line 7 of the packed vocab.txt is 'x' where the model's vocabulary has 'w' (mbk_vocab)"]

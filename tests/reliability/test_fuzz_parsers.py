@@ -202,3 +202,38 @@ def test_fuzz_tf1_config(config):
     from mobilebert_kit.checkpoints.importer import config_from_tf1
 
     parses_or_mbk_error(config_from_tf1, config)
+
+
+# ------------------------------------------------------------------ class names beside the weights
+# Pieces of look-alikes: composed and decomposed letters, case, full-width forms, invisible characters, emoji joins.
+_NAME_PIECES = st.sampled_from(["a", "A", "b", "\u00e9", "e\u0301", "\u200b", "\u200f", "\u2060", "\ufeff", " ", "\uff50",
+                                "p", "\U0001f468", "\u200d", "\n", "1"])
+_NAMES = st.lists(_NAME_PIECES, max_size=4).map("".join)
+
+
+@FUZZ
+@given(st.one_of(_JSON, st.dictionaries(st.one_of(st.text(st.sampled_from("0123 x-"), max_size=3), st.integers(-1, 4)),
+                                        st.one_of(_NAMES, _JSON), max_size=5)),
+       st.none() | st.integers(0, 5))
+def test_fuzz_id2label(id2label, classes):
+    # issue 37: whatever a config holds, its names are strings in id order that no app shows alike, or one line.
+    from mobilebert_kit.data.class_names import check_class_names, look_alike_key, names_of_id2label
+
+    names = parses_or_mbk_error(lambda: check_class_names(names_of_id2label(id2label, "config.json"),
+                                                          "config.json", classes))
+    if isinstance(names, list):
+        assert all(isinstance(n, str) and n.strip() for n in names)
+        assert len({look_alike_key(n) for n in names}) == len(names)
+        assert classes is None or len(names) == classes
+
+
+@FUZZ
+@given(st.lists(_NAMES, max_size=6))
+def test_fuzz_labels_file(tmp_path, names):
+    from mobilebert_kit.data.class_names import look_alike_key
+    from mobilebert_kit.sources.model_source import read_labels
+
+    (tmp_path / "labels.txt").write_text("".join(f"{n}\n" for n in names), encoding="utf-8")
+    read = parses_or_mbk_error(read_labels, tmp_path)
+    if isinstance(read, list):
+        assert len({look_alike_key(n) for n in read}) == len(read)
