@@ -64,11 +64,16 @@ def _no_row_pass(model, exclude, weight_bits, per_channel):
     return 0
 
 
+def _scale_rows(model, exclude, weight_bits, per_channel):
+    # The weights are quantize_dynamic's to quantize afterwards (bits and channels from the same record).
+    return scale_rows(model, exclude)
+
+
 # OnnxQuantizer.activation_scales -> (the pass run on the float graph before quantize_dynamic, whether
 # quantize_dynamic still quantizes the weight MatMuls afterwards). "row-graph" quantizes them itself.
 _ROW_PASSES = {
     "tensor": (_no_row_pass, True),
-    "row": (lambda model, exclude, weight_bits, per_channel: scale_rows(model, exclude), True),
+    "row": (_scale_rows, True),
     "row-graph": (quantize_rows, False),
 }
 

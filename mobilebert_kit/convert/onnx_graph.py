@@ -30,7 +30,6 @@ Example:
 
 import math
 
-
 import numpy as np
 from onnx import numpy_helper, shape_inference
 
