@@ -6,13 +6,16 @@ Each quantization mode's ONNX Runtime settings are its record's
 
 - ``dynamic``: int8 weights (signed, per output channel), activations
   quantized at run time to uint8 with one scale per row (token) like
-  TFLite's dynamic range (:mod:`~mobilebert_kit.convert.onnx_row_quant`;
-  ``quantize_dynamic``'s one scale per tensor gave all-MiniLM-L6-v2 a worst
-  sentence cosine of 0.978 on 300 tweets, per row 0.993), so ORT uses its
-  fast u8 x s8 MatMulInteger kernel (performance-notes.md: s8 x s8 is ~15x
-  slower); ``quantize_dynamic`` then quantizes the embedding Gather. Per-channel
-  weight scales matter too: per-tensor weights gave a mean sentence-embedding
-  cosine of 0.965 (worst sentence 0.887).
+  TFLite's dynamic range (``quantize_dynamic``'s one scale per tensor gave
+  all-MiniLM-L6-v2 a worst sentence cosine of 0.978 on 300 tweets, per row
+  0.993). The record's ``activation_scales`` says how
+  (:data:`~mobilebert_kit.convert.quantization_modes.ACTIVATION_SCALES`); the
+  default rescales each row before ORT's own fused kernels
+  (:mod:`~mobilebert_kit.convert.onnx_row_scale`), which run u8 x s8
+  (performance-notes.md: s8 x s8 is ~15x slower); ``quantize_dynamic`` then
+  quantizes the weight MatMuls and the embedding Gather. Per-channel weight
+  scales matter too: per-tensor weights gave a mean sentence-embedding cosine
+  of 0.965 (worst sentence 0.887).
 - ``static``: ``quantize_static`` in QDQ format, calibrated, int8 per-channel
   weights and uint8 (``int8``) or int16 (``int16x8``: ORT's com.microsoft Q/DQ
   ops carry the 16-bit types; ORT raises the opset to 21, the first with
@@ -31,6 +34,7 @@ names) and passed as ``nodes_to_exclude``.
 """
 
 import contextlib
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
@@ -43,6 +47,7 @@ from onnxruntime import quantization as q
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx_graph import simplify
 from mobilebert_kit.convert.onnx_row_quant import quantize_rows
+from mobilebert_kit.convert.onnx_row_scale import scale_rows
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.scratch import scratch_directory
@@ -53,6 +58,24 @@ DEFAULT_OPSET = 17
 DYNAMIC_DIMS = ("batch_size", "sequence_length")
 # Weights smaller than this stay float32 in float16 mode (biases, norms: no size gain, some accuracy).
 _FLOAT16_MIN_ELEMENTS = 1024
+
+
+def _no_row_pass(model, exclude, weight_bits, per_channel):
+    return 0
+
+
+def _scale_rows(model, exclude, weight_bits, per_channel):
+    # The weights are quantize_dynamic's to quantize afterwards (bits and channels from the same record).
+    return scale_rows(model, exclude)
+
+
+# OnnxQuantizer.activation_scales -> (the pass run on the float graph before quantize_dynamic, whether
+# quantize_dynamic still quantizes the weight MatMuls afterwards). "row-graph" quantizes them itself.
+_ROW_PASSES = {
+    "tensor": (_no_row_pass, True),
+    "row": (_scale_rows, True),
+    "row-graph": (quantize_rows, False),
+}
 
 
 def convert(graph, opset=DEFAULT_OPSET):
@@ -140,7 +163,7 @@ def nodes_matching(model, layers):
 
 
 def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, keep_float_ops=(),
-             keep_float_layers=(), per_channel=True):
+             keep_float_layers=(), per_channel=True, activation_scales=None):
     """Quantizes a float ONNX ModelProto with ONNX Runtime; returns the new ModelProto.
 
     Args:
@@ -152,9 +175,18 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         keep_float_ops: ONNX op types not to quantize (e.g. ``"MatMul"``).
         keep_float_layers: layer paths whose nodes stay float.
         per_channel: per-output-channel weight scales.
+        activation_scales (str | None): a dynamic mode's activation scales, a key of
+            :data:`~mobilebert_kit.convert.quantization_modes.ACTIVATION_SCALES` (None: the record's own,
+            ``"row"``); benchmarks and tests compare the others with it.
+
+    Example:
+        >>> quantize(float_model, "dynamic", activation_scales="tensor")  # doctest: +SKIP
+        <onnx.ModelProto>
     """
     mode = quantization_mode(quantize)
     settings = mode.onnx
+    if activation_scales is not None and settings is not None:
+        settings = dataclasses.replace(settings, activation_scales=activation_scales)
     if settings is None:
         # A float mode, or one that runs another's quantizer (qat: its record's onnx_as).
         raise ExportError(f"quantize {quantize} has no ONNX Runtime quantizer of its own; pass its onnx_as "
@@ -175,18 +207,20 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         onnx.save(model, str(source))
         try:
             if settings.method == "dynamic":
-                rows = settings.row_activations and "MatMul" not in kept
-                if rows:
-                    # Weight MatMuls get per-row activation scales (OnnxQuantizer.row_activations says why);
-                    # ORT's quantizer then does the rest (Gather, Gemm) as before.
+                row_pass, ort_matmuls = _ROW_PASSES[settings.activation_scales]
+                if "MatMul" not in kept:
+                    # Per-row activation scales (OnnxQuantizer.row_activations says why; ACTIVATION_SCALES how).
                     work = onnx.ModelProto()
                     work.CopyFrom(model)
-                    quantize_rows(work, exclude, weight_bits=7 if settings.reduce_range else 8, per_channel=per_channel)
+                    row_pass(work, exclude, weight_bits=7 if settings.reduce_range else 8, per_channel=per_channel)
                     onnx.save(work, str(source))
-                ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather") if op not in kept and not (rows and op == "MatMul")]
+                ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather")
+                       if op not in kept and (ort_matmuls or op != "MatMul")]
                 q.quantize_dynamic(
                     str(source), str(target), weight_type=q.QuantType.QInt8, op_types_to_quantize=ops,
                     nodes_to_exclude=exclude, per_channel=per_channel, reduce_range=settings.reduce_range,
+                    # Activation x activation products (attention) stay float, as in TFLite's dynamic range.
+                    extra_options={"MatMulConstBOnly": True},
                 )
             else:
                 mode.check_calibration(calibration)

@@ -1,5 +1,10 @@
 """Dynamic int8 for ONNX with one activation scale per row (token), as TFLite's dynamic-range kernels do.
 
+Since issue 36 this is the ``row-graph`` record of
+:data:`~mobilebert_kit.convert.quantization_modes.ACTIVATION_SCALES`, no longer the default: it runs outside
+ONNX Runtime's fused kernels (2.1-2.4x Hugging Face's ``quantize_dynamic`` file on ``mobilebert``), and
+:mod:`~mobilebert_kit.convert.onnx_row_scale` gets per-row scales inside them.
+
 Why: ONNX Runtime's ``quantize_dynamic`` puts one ``DynamicQuantizeLinear``
 before each weight MatMul: one uint8 scale and zero point for the whole
 ``[batch, seq, in]`` activation. A trained encoder's tokens differ in range
@@ -47,6 +52,8 @@ Example:
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from mobilebert_kit.convert.onnx_row_scale import weight_matmuls
+
 # Smallest per-row scale: an all-zero row would divide by zero.
 _TINY_SCALE = 1e-12
 
@@ -58,14 +65,6 @@ def _const(graph, name, value):
 
 def _opset(model):
     return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=17)
-
-
-def quantizable_matmuls(model, exclude=()):
-    """The MatMul nodes whose second input is a 2-D float32 initializer (a weight), minus ``exclude`` names."""
-    weights = {i.name: i for i in model.graph.initializer if i.data_type == TensorProto.FLOAT and len(i.dims) == 2}
-    skip = set(exclude)
-    return [n for n in model.graph.node if n.op_type == "MatMul" and n.name not in skip
-            and n.input[1] in weights and n.input[0] not in weights]
 
 
 def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
@@ -85,7 +84,7 @@ def quantize_rows(model, exclude=(), weight_bits=8, per_channel=True):
         37
     """
     graph = model.graph
-    targets = {n.name for n in quantizable_matmuls(model, exclude)}
+    targets = {n.name for n in weight_matmuls(model, exclude)}
     if not targets:
         return 0
     weights = {i.name: i for i in graph.initializer}

@@ -28,6 +28,21 @@ from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.errors import check_choice
 
 
+# How a dynamic ONNX export scales each weight MatMul's activations (OnnxQuantizer.activation_scales), and why
+# each exists. all-MiniLM-L6-v2, min sentence-embedding cosine to PyTorch on 186 real sentences, 7-bit weights;
+# latency of `mobilebert` at seq 128 against Hugging Face's quantize_dynamic file, one core (benchmarks/RESULTS.md,
+# issue 36): "tensor" 0.9837, "row" 0.9905, "row-graph" 0.9930.
+ACTIVATION_SCALES = {
+    "tensor": "ONNX Runtime's quantize_dynamic as it is: one uint8 scale per activation tensor, fused kernels "
+              "(DynamicQuantizeMatMul); the fastest, but a few wide tokens take the range from the rest",
+    "row": "each row divided by its absolute maximum before ORT's fused kernels and multiplied back after "
+           "(convert/onnx_row_scale.py): per-row fidelity in ORT's own kernels",
+    "row-graph": "per-row asymmetric uint8 written out as 16 standard ops per MatMul around MatMulInteger "
+                 "(convert/onnx_row_quant.py): the closest to TFLite's kernels, and the slowest (outside ORT's "
+                 "fused kernels); kept for runtimes or studies that want the exact scheme",
+}
+
+
 @dataclass(frozen=True)
 class OnnxQuantizer:
     """How ONNX Runtime quantizes a mode (:func:`mobilebert_kit.convert.onnx_export.quantize`).
@@ -36,10 +51,19 @@ class OnnxQuantizer:
         method (str): ``"dynamic"`` (``quantize_dynamic``), ``"static"`` (``quantize_static``, QDQ)
             or ``"float16"`` (float16 initializers cast back at load).
         activations (str): ``"uint8"`` or ``"int16"`` activation type (``"float32"`` for float16).
+        activation_scales (str): for ``"dynamic"``, a key of :data:`ACTIVATION_SCALES` (what each costs and keeps).
+
+    Example:
+        >>> OnnxQuantizer("dynamic").activation_scales
+        'row'
     """
 
     method: str
     activations: str = "uint8"
+    activation_scales: str = "row"
+
+    def __post_init__(self):
+        check_choice("activation_scales", self.activation_scales, tuple(ACTIVATION_SCALES))
 
     @property
     def float_ops(self):
@@ -61,13 +85,16 @@ class OnnxQuantizer:
         ONNX Runtime's u8 x s8 GEMM on x86 CPUs without VNNI (AVX2, AVX-512F) sums pairs of
         products in int16 (vpmaddubsw) and saturates with full-range weights. Measured on an AVX2
         EPYC: tiny-bert dynamic int8 cosine 0.9957 -> 0.99990, tiny-mobilebert 0.9718 (refused)
-        -> 0.9981. On VNNI and ARM (sdot) the cost is one bit of weight precision.
+        -> 0.9981. On VNNI and ARM (sdot) the cost is one bit of weight precision: all-MiniLM-L6-v2's
+        min sentence cosine 0.9934 -> 0.9905 with per-row scales (issue 36). A file does not know the
+        CPU it will run on, so it is written for both. ORT offers no switch to force its non-VNNI
+        kernels on a VNNI host (none in 1.32), so that path is measured on an AVX2 host only.
         """
         return self.activations == "uint8"
 
     @property
     def row_activations(self):
-        """Dynamic int8 quantizes each activation row (token) with its own scale and zero point.
+        """Whether activations get one scale per row (token), as TFLite's dynamic range kernels do.
 
         ONNX Runtime's ``quantize_dynamic`` uses one scale per activation tensor; TFLite's dynamic
         range kernels one per row. That difference, not ``reduce_range``, the embedding Gather or
@@ -77,7 +104,7 @@ class OnnxQuantizer:
         :mod:`~mobilebert_kit.convert.onnx_row_quant`. Weight MatMuls only: activation x activation
         MatMuls (attention) stay float, as in TFLite's dynamic range and ORT's ``MatMulConstBOnly``.
         """
-        return self.method == "dynamic"
+        return self.method == "dynamic" and self.activation_scales != "tensor"
 
 
 @dataclass(frozen=True)

@@ -207,8 +207,9 @@ def app_tokenizer(path, tokenizer=None, fmt=None):
         >>> app_tokenizer("clf.tflite").encode_inputs(["a fine film"], 16)["input_ids"].shape  # doctest: +SKIP
         (1, 16)
     """
-    graph = read_artifact(Path(path), fmt)
+    graph, client = read_with_client_metadata(Path(path), fmt)
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
+    vocab, _ = _packed_files(path, client, meta, vocab)  # the packed vocab.txt the app reads
     return _app_tokenizer(path, graph, meta, vocab, tokenizer)
 
 

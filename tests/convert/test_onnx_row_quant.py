@@ -1,4 +1,5 @@
-"""ONNX dynamic int8 with one activation scale per row (convert/onnx_row_quant.py, issue 15 item 4)."""
+"""ONNX dynamic int8 with per-row scales written out as a graph (convert/onnx_row_quant.py, issue 15 item 4;
+the ``row-graph`` record of ``ACTIVATION_SCALES`` since issue 36)."""
 
 import numpy as np
 import onnx
@@ -110,6 +111,7 @@ def test_dynamic_record_chooses_row_scales():
     settings = quantization_mode("dynamic").onnx
     assert settings.row_activations and settings.reduce_range
     assert not quantization_mode("int8").onnx.row_activations
+    assert settings.activation_scales == "row"  # this module's scheme is the "row-graph" record (ACTIVATION_SCALES)
 
 
 def _min_token_cosine(ours, reference, mask):
@@ -118,12 +120,13 @@ def _min_token_cosine(ours, reference, mask):
 
 
 def test_tiny_bert_dynamic_onnx_is_no_worse_than_one_scale_per_tensor(tiny_bert, tmp_path):
-    """The export path: row scales applied (no DynamicQuantizeLinear left), fidelity at least ORT's own."""
+    """The export path with the "row-graph" record: row scales applied (no DynamicQuantizeLinear left), fidelity
+    at least ORT's own."""
     from onnxruntime import quantization as q
 
     float_path = export_tiny(tiny_bert, tmp_path / "f.onnx", "onnx", validate=False).path
     float_model = onnx.load(str(float_path))
-    ours = quantize(float_model, "dynamic")
+    ours = quantize(float_model, "dynamic", activation_scales="row-graph")
     types = [n.op_type for n in ours.graph.node]
     weight_matmuls = [n for n in float_model.graph.node if n.op_type == "MatMul"
                       and n.input[1] in {i.name for i in float_model.graph.initializer}]

