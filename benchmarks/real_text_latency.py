@@ -191,7 +191,10 @@ def main():
         peers["Model Garden static-128, dynamic int8"] = export_model_garden(minilm, args.workdir)
     except ImportError as err:
         print(f"Model Garden peer skipped: {err}")
-    text = RealText.from_file(text_file, files["ours default, dynamic int8"])
+    from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
+
+    text = RealText.from_file(text_file, files["ours default, dynamic int8"],
+                              app_tokenizer(files["ours default, dynamic int8"]))
     lengths = text.lengths
     print(f"{len(lines)} sentences ({described}): tokens min {lengths.min()}, median {np.median(lengths):g}, "
           f"p90 {np.percentile(lengths, 90):g}, max {lengths.max()}; core {args.core}, 1 thread, "

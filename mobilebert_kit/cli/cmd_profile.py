@@ -141,15 +141,26 @@ def _run_host(args):
     try:
         for path in args.files:
             if args.text:
-                from mobilebert_kit.profiler.real_text import RealText
-
-                results.append(profiler.profile_text(path, RealText.from_file(args.text, path, args.tokenizer)))
+                results.append(profiler.profile_text(path, _real_text(args, path)))
             for seq_len in args.seq_len or ([] if args.text else [None]):
                 results.append(profiler.profile(path, seq_len=seq_len))
     except MbkError as err:
         err.partial_results = results
         raise
     return results
+
+
+def _real_text(args, path):
+    """``--text``'s sentences as ``path``'s app tokenizes them (the packed vocabulary, as ``mbk evaluate`` reads it)."""
+    from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
+    from mobilebert_kit.profiler.errors import ProfilerError
+    from mobilebert_kit.profiler.real_text import RealText
+
+    try:
+        tokenizer = app_tokenizer(path, args.tokenizer)
+    except MbkError as err:
+        raise ProfilerError(f"--text {args.text}: {err}") from err
+    return RealText.from_file(args.text, path, tokenizer)
 
 
 def _run_adb(args, serials):

@@ -232,7 +232,10 @@ class Pipeline:
                                     max_time_s=120.0)
             results = [profiler.profile(opts.out, seq_len=seq_len)]
             if text:  # [profile] text: the sentences as the app feeds them, beside the planned length
-                results.append(profiler.profile_text(opts.out, RealText.from_file(text, opts.out)))
+                from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
+
+                sentences = RealText.from_file(text, opts.out, app_tokenizer(opts.out))
+                results.append(profiler.profile_text(opts.out, sentences))
             write_json(build_report(results, options={"pipeline": str(self.recipe_path), **settings}), out,
                        overwrite=self.overwrite)
 

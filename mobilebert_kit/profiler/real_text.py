@@ -1,16 +1,17 @@
 """Real text as a model's app feeds it: the sentences ``mbk profile --text FILE`` times a file on.
 
 A fixed sequence length times a file at one amount of work; an app's text is short and of many lengths. The
-sentences of a text file are tokenized as the file's app tokenizes them (the vocabulary or SentencePiece model
-packed in the file, as ``mbk evaluate`` does; ``--tokenizer`` for a file that carries none) and cut at the
-longest input the file takes. A file whose sequence axis is open (the default ``.tflite``, ``[1, -1]``) is then
+sentences of a text file are tokenized as the file's app tokenizes them (the caller passes that tokenizer:
+``evaluation.artifact_metrics.app_tokenizer`` reads the vocabulary packed in the file, as ``mbk evaluate`` does;
+the profiler itself stays on the TensorFlow-free floor and imports no tokenizer) and cut at the longest input
+the file takes. A file whose sequence axis is open (the default ``.tflite``, ``[1, -1]``) is then
 fed each sentence at its own token count, resized per call as MediaPipe and the Task Library do; a static file
 gets each sentence padded to its length, as the clients pad it.
 
 TensorFlow-free, like the rest of the profiler.
 
 Example:
-    >>> text = RealText.from_file("tweets.txt", "model.tflite")  # doctest: +SKIP
+    >>> text = RealText.from_file("tweets.txt", "model.tflite", app_tokenizer("model.tflite"))  # doctest: +SKIP
     >>> text.summary()["tokens"]["median"]  # doctest: +SKIP
     21.0
 """
@@ -21,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.errors import MbkError
-from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.profiler.model_info import ModelInfo
 
@@ -52,26 +52,25 @@ class RealText:
     truncated: int
 
     @classmethod
-    def from_file(cls, text, model, tokenizer=None, limit=MAX_SENTENCES):
-        """Tokenizes the non-empty lines of ``text`` (at most ``limit``) as ``model``'s app does.
+    def from_file(cls, text, model, tokenizer, limit=MAX_SENTENCES):
+        """Tokenizes the non-empty lines of ``text`` (at most ``limit``) with ``model``'s app tokenizer.
 
         Args:
             text (str | os.PathLike): a UTF-8 text file, one sentence per line.
             model (str | os.PathLike): the ``.tflite`` / ``.onnx`` file to be timed.
-            tokenizer (str | os.PathLike | None): a vocab.txt or checkpoint directory, for a file that carries
-                no tokenizer (``mbk evaluate --tokenizer`` takes the same).
+            tokenizer: the ids the app computes: any object with ``encode_inputs(lines, seq_len)`` returning
+                ``input_ids`` / ``attention_mask`` / ``token_type_ids`` rows (``app_tokenizer(model)``).
             limit (int): sentences read at most.
 
         Raises:
-            ProfilerError: the text is missing, not UTF-8 or empty, or the file carries no tokenizer.
+            ProfilerError: the text is missing, not UTF-8 or empty, or cannot be tokenized.
         """
         lines = _read_lines(Path(text), limit)
         info = ModelInfo(model)
         max_tokens = info.static_seq_len or info.max_seq_len or FALLBACK_MAX_TOKENS
         try:
-            encoder = app_tokenizer(model, tokenizer)
             # One token over the cut tells a sentence that was cut from one that fits exactly.
-            arrays = encoder.encode_inputs(lines, max_tokens + 1)
+            arrays = tokenizer.encode_inputs(lines, max_tokens + 1)
         except MbkError as err:
             raise ProfilerError(f"--text {text}: {err}") from err
         lengths = np.asarray(arrays["attention_mask"]).sum(axis=1).astype(int)

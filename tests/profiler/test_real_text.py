@@ -2,7 +2,7 @@
 
 The fixture files carry no vocabulary, so the tests pass ``--tokenizer`` with a vocab.txt of the fixtures'
 100-row embedding table; an exported file's own packed vocabulary is read by ``mbk evaluate``'s tokenizer
-(``evaluation.artifact_metrics.app_tokenizer``), tested there.
+(``evaluation.artifact_metrics.app_tokenizer``, which the command hands the profiler), tested there.
 """
 
 import json
@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.profiler.host import HostProfiler
 from mobilebert_kit.profiler.real_text import RealText
@@ -34,8 +35,8 @@ def fast():
 
 def test_sentences_are_cut_only_where_the_file_takes_fewer_tokens(models, text):
     lines, vocab = text
-    dynamic = RealText.from_file(lines, models["dynamic"], vocab)
-    static = RealText.from_file(lines, models["ln_gelu"], vocab)
+    dynamic = RealText.from_file(lines, models["dynamic"], app_tokenizer(models["dynamic"], vocab))
+    static = RealText.from_file(lines, models["ln_gelu"], app_tokenizer(models["ln_gelu"], vocab))
     assert list(dynamic.lengths) == [8, 3, 9, 22]
     assert list(static.lengths) == [8, 3, 9, 16] and static.truncated == 1 and dynamic.truncated == 0
     # A cut keeps the last token, [SEP] (id 3), as a truncating tokenizer does.
@@ -69,7 +70,7 @@ def test_profile_text_times_every_sentence_at_its_own_length(models, text, monke
         return interpreter
 
     monkeypatch.setattr(host, "load_tflite", spying_load)
-    result = fast().profile_text(models["dynamic"], RealText.from_file(lines, models["dynamic"], vocab))
+    result = fast().profile_text(models["dynamic"], RealText.from_file(lines, models["dynamic"], app_tokenizer(models["dynamic"], vocab)))
     assert result["text"]["fed"] == "own length" and result["text"]["sentences"] == 4
     assert result["text"]["tokens"]["max"] == 22 and result["seq_len"] == 22
     assert result["latency_ms"]["count"] >= 4  # at least one pass over the sentences
@@ -79,7 +80,7 @@ def test_profile_text_times_every_sentence_at_its_own_length(models, text, monke
 
 def test_static_file_is_fed_padded_sentences(models, text):
     lines, vocab = text
-    result = fast().profile_text(models["ln_gelu"], RealText.from_file(lines, models["ln_gelu"], vocab))
+    result = fast().profile_text(models["ln_gelu"], RealText.from_file(lines, models["ln_gelu"], app_tokenizer(models["ln_gelu"], vocab)))
     assert result["text"]["fed"] == "padded to 16" and result["seq_len"] == 16
     assert any("1 sentence(s)" in w and "cut" in w for w in result["warnings"])
 
@@ -127,6 +128,6 @@ def test_text_on_a_phone_is_refused_in_one_line(models, text):
 
 def test_real_text_lengths_of_a_sentence_set(models, text):
     lines, vocab = text
-    summary = RealText.from_file(lines, models["dynamic"], vocab).summary()
+    summary = RealText.from_file(lines, models["dynamic"], app_tokenizer(models["dynamic"], vocab)).summary()
     assert summary["tokens"] == {"min": 3, "median": 8.5, "mean": float(np.mean([8, 3, 9, 22])),
                                  "p90": float(np.percentile([8, 3, 9, 22], 90)), "max": 22}
