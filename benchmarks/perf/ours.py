@@ -127,9 +127,12 @@ def fidelity(output):
 def _export_cli(src, fmt, precision, seq_len, out_path, extra_args):
     from mobilebert_kit.cli.main import main
 
+    # The fixed-length tables compare static files, as the peers' TFLite exports are (issue 36 made the .tflite
+    # dynamic-length by default; benchmarks/real_text_latency.py times that default on real sentences).
+    static = ["--static-axes"] if fmt == "tflite" else []
     argv = [
         "export", str(src), "--format", fmt, "--quantize", QUANTIZE[precision],
-        "--seq-len", str(seq_len), "--out", str(out_path), *extra_args,
+        "--seq-len", str(seq_len), "--out", str(out_path), *static, *extra_args,
     ]
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
