@@ -97,30 +97,14 @@ def export_model_garden(minilm, workdir):
 def litert_callables(files, text):
     """One zero-argument callable per file: the next sentence, as ``mbk profile --text`` feeds it."""
     from mobilebert_kit.artifacts.runner import load_tflite
+    from mobilebert_kit.profiler.host import app_calls
     from mobilebert_kit.profiler.model_info import ModelInfo
 
     calls = {}
     for name, path in files.items():
         info = ModelInfo(path)
         feeds = text.feeds(info.inputs, static_len=info.static_seq_len)
-        interpreter = load_tflite(path, num_threads=1)
-        details = interpreter.get_input_details()
-        state = {"row": 0, "shape": None}
-
-        def call(interpreter=interpreter, details=details, feeds=feeds, state=state):
-            feed = feeds[state["row"] % len(feeds)]
-            state["row"] += 1
-            shape = feed[details[0]["name"]].shape
-            if shape != state["shape"]:
-                for detail in details:
-                    interpreter.resize_tensor_input(detail["index"], list(shape), strict=True)
-                interpreter.allocate_tensors()
-                state["shape"] = shape
-            for detail in details:
-                interpreter.set_tensor(detail["index"], feed[detail["name"]])
-            interpreter.invoke()
-
-        calls[f"LiteRT: {name}"] = call
+        calls[f"LiteRT: {name}"] = app_calls(load_tflite(path, num_threads=1), feeds)
     return calls
 
 

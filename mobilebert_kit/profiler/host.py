@@ -213,7 +213,7 @@ class HostProfiler:
             if info.format == "tflite":
                 timing = self._run_tflite_rows(info, feeds, runs)
             else:
-                timing = self._run_onnx_rows(info, feeds, runs)
+                timing = self._run_onnx(info, feeds, runs)
         samples = timing.pop("samples_ms")
         result["runtime"] = timing.pop("runtime")
         result["samples_ms"] = samples
@@ -244,54 +244,14 @@ class HostProfiler:
         missing = [d["name"] for d in details if d["name"] not in feeds[0]]
         if missing:
             raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
-        state = {"row": 0, "shape": None}
-
-        def call():
-            feed = feeds[state["row"] % len(feeds)]
-            state["row"] += 1
-            shape = feed[details[0]["name"]].shape
-            if shape != state["shape"]:  # a new length: resize and re-allocate, as the client's runner does
-                for detail in details:
-                    interpreter.resize_tensor_input(detail["index"], list(shape), strict=True)
-                interpreter.allocate_tensors()
-                state["shape"] = shape
-            for detail in details:
-                interpreter.set_tensor(detail["index"], feed[detail["name"]])
-            interpreter.invoke()
-
         try:
-            timing = self._loop(call, runs)
+            timing = self._loop(app_calls(interpreter, feeds), runs)
         except (RuntimeError, ValueError) as err:
             raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, None)) from err
         timing["init_ms"] = init_ms
         timing["runtime"] = {"name": "ai-edge-litert", "delegate_nodes": _delegate_nodes(interpreter),
                              "version": litert_version, "delegate": self.delegate,
                              "op_resolver": TFLITE_RESOLVERS[self.delegate].name, "threads": self.threads}
-        return timing
-
-    def _run_onnx_rows(self, info, feeds, runs):
-        start = time.perf_counter()
-        try:
-            session = load_onnx(info.path, self._onnx_options())
-        except RuntimeLoadError as err:
-            raise ProfilerError(_runtime_message(info, "onnxruntime", err.__cause__, None)) from err
-        init_ms = (time.perf_counter() - start) * 1000.0
-        names = [i.name for i in session.get_inputs()]
-        state = {"row": 0}
-
-        def call():
-            feed = feeds[state["row"] % len(feeds)]
-            state["row"] += 1
-            session.run(None, {n: feed[n] for n in names})
-
-        try:
-            timing = self._loop(call, runs)
-        except Exception as err:  # noqa: BLE001  (ORT's errors are pybind11 types outside Python's hierarchy)
-            raise ProfilerError(_runtime_message(info, "onnxruntime", err, None)) from err
-        timing["init_ms"] = init_ms
-        timing["runtime"] = {"name": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
-                             "threads": self.threads, "inter_op_threads": self.inter_op_threads,
-                             "graph_optimization": self.graph_optimization}
         return timing
 
     # --- runtimes -----------------------------------------------------------------
@@ -347,7 +307,9 @@ class HostProfiler:
             options.profile_file_prefix = profile_prefix
         return options
 
-    def _run_onnx(self, info, feeds):
+    def _run_onnx(self, info, feeds, runs=None):
+        """Times ``feeds`` (one ``{name: array}``, or a list of them run one per call, cycling) in a session."""
+        rows = feeds if isinstance(feeds, list) else [feeds]
         start = time.perf_counter()
         try:
             session = load_onnx(info.path, self._onnx_options())
@@ -355,16 +317,18 @@ class HostProfiler:
             raise ProfilerError(_runtime_message(info, "onnxruntime", err.__cause__, None)) from err
         init_ms = (time.perf_counter() - start) * 1000.0
         names = [i.name for i in session.get_inputs()]
-        missing = [n for n in names if n not in feeds]
+        missing = [n for n in names if n not in rows[0]]
         if missing:
             raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
-        run_feeds = {n: feeds[n] for n in names}
+        run_feeds = [{n: row[n] for n in names} for row in rows]
+        state = {"row": 0}
 
         def call():
-            session.run(None, run_feeds)
+            session.run(None, run_feeds[state["row"] % len(run_feeds)])
+            state["row"] += 1
 
         try:
-            timing = self._loop(call)
+            timing = self._loop(call, runs)
         except Exception as err:  # noqa: BLE001
             raise ProfilerError(_runtime_message(info, "onnxruntime", err, None)) from err
         timing["init_ms"] = init_ms
@@ -466,6 +430,35 @@ class HostProfiler:
             with open(trace_path) as f:
                 events = json.load(f)
         return onnx_op_summary(events, self.profile_runs, skip_runs=self.warmup)
+
+
+def app_calls(interpreter, feeds):
+    """A zero-argument callable that runs the next of ``feeds`` (cycling) on ``interpreter``, as a client app does.
+
+    A feed of a new length resizes the inputs and re-allocates (MediaPipe's inference runner does the same for
+    a dynamic-length file); every call copies its inputs in. ``benchmarks/real_text_latency.py`` times with it.
+
+    Args:
+        interpreter: an allocated LiteRT interpreter.
+        feeds (list[dict]): ``{input name: array}`` per call.
+    """
+    details = interpreter.get_input_details()
+    state = {"row": 0, "shape": None}
+
+    def call():
+        feed = feeds[state["row"] % len(feeds)]
+        state["row"] += 1
+        shape = feed[details[0]["name"]].shape
+        if shape != state["shape"]:
+            for detail in details:
+                interpreter.resize_tensor_input(detail["index"], list(shape), strict=True)
+            interpreter.allocate_tensors()
+            state["shape"] = shape
+        for detail in details:
+            interpreter.set_tensor(detail["index"], feed[detail["name"]])
+        interpreter.invoke()
+
+    return call
 
 
 def onnx_op_summary(events, runs, skip_runs=0):

@@ -96,9 +96,9 @@ def test_timed_loop_runs_on_the_pinned_core(models, monkeypatch):
     seen = []
     real = host.HostProfiler._loop
 
-    def spy(self, call):
+    def spy(self, call, *runs):
         seen.append(os.sched_getaffinity(0))
-        return real(self, call)
+        return real(self, call, *runs)
 
     monkeypatch.setattr(host.HostProfiler, "_loop", spy)
     cpu = max(os.sched_getaffinity(0))
