@@ -291,7 +291,7 @@ def check_parent(path):
         return
 
 
-def check_output(path, kind, *, overwrite=False, sources=()):
+def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
     """Decides whether ``path`` may be written as an output of ``kind``; the one place of that rule.
 
     Args:
@@ -299,6 +299,8 @@ def check_output(path, kind, *, overwrite=False, sources=()):
         kind (OutputKind): the record the output's owner declares (``models.api.SAVED_MODEL``).
         overwrite: the user passed ``--overwrite``: a regular file or directory that is not ours may be replaced.
         sources: the command's inputs; the output may be none of them, inside one, or contain one.
+        keep_foreign (bool): ``path`` is a run's own directory, whose finished output keeps files the user added
+            (``utils.atomic.atomic_dir``): they are no reason to refuse.
 
     Returns:
         ``"new"`` (nothing there), ``"replace"`` (our own output of this kind), ``"empty"`` (an empty
@@ -344,7 +346,7 @@ def check_output(path, kind, *, overwrite=False, sources=()):
         marker = marker_record(path) if is_dir else None
         ours = (marker or {}).get("format") == kind.format if is_dir else kind.recognises(path)
         if ours:
-            foreign = _foreign_files(path, marker) if is_dir else []
+            foreign = _foreign_files(path, marker) if is_dir and not keep_foreign else []
             if not foreign:
                 return REPLACE
             if not overwrite:
