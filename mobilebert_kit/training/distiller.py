@@ -370,6 +370,14 @@ class Distiller:
             DataError / TrainingError / ConfigError: bad inputs, a mismatched resume.
         """
         self._place()
+        self.run_dir.locks = self.chief  # the workers of a cluster share the chief's directory, and its lock
+        try:
+            return self._run(resume, overwrite)
+        finally:
+            self.run_dir.release()  # the lock the check or the record took (utils.run_state)
+
+    def _run(self, resume, overwrite):
+        """:meth:`run` once the devices are placed; the caller releases the run directory's lock."""
         if self.chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             self.run_dir.check(self._run_record(), self.config, resume, overwrite=overwrite, sources=self._sources())
         self._setup()

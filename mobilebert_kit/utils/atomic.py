@@ -54,6 +54,7 @@ from mobilebert_kit.utils.output_check import (  # noqa: F401
     overlap,
     require_kind,
     temp_prefix,
+    temp_stem,
     write_error,
 )
 
@@ -103,10 +104,10 @@ def _apply_access(old, target):
 
 # --- the writers ----------------------------------------------------------------------------------------------
 
-def _begin(path, kind, overwrite, sources):
+def _begin(path, kind, overwrite, sources, keep_foreign=False):
     path = Path(path)
     if kind is not None:
-        check_output(path, kind, overwrite=overwrite, sources=sources)
+        check_output(path, kind, overwrite=overwrite, sources=sources, keep_foreign=keep_foreign)
     else:
         _check_internal(path)
     try:
@@ -242,7 +243,7 @@ def _prune_empty(root, relative):
 
 
 @contextlib.contextmanager
-def _signals_held(signals=("SIGINT", "SIGTERM")):
+def _signals_held(signals=("SIGINT", "SIGTERM", "SIGHUP")):
     """Holds ``signals`` back inside the block; one that arrives is delivered, to the handler it would have
     reached, when the block ends.
 
@@ -289,6 +290,15 @@ def relist(directory):
     else:
         data["files"] = files
     _store_marker(directory, data)
+
+
+def relist_as(directory, record):
+    """Replaces our output ``directory``'s marker with ``record`` (a run listing what its ``OUT`` holds).
+
+    Example:
+        >>> relist_as("runs/sst2", {"format": FINETUNE_OUTPUT.format, "version": 1, "files": []})  # doctest: +SKIP
+    """
+    _store_marker(directory, record)
 
 
 def _write_marker(directory, kind):
@@ -392,7 +402,7 @@ def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
         >>> with atomic_dir("runs/model", SAVED_MODEL) as tmp:  # doctest: +SKIP
         ...     save_into(tmp)
     """
-    path = _begin(path, kind, overwrite, sources)
+    path = _begin(path, kind, overwrite, sources, keep_foreign)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent))
     except OSError as err:
@@ -536,7 +546,7 @@ def _alive(pid):
 
 def _sweep_leftovers(path):
     """Removes ``.NAME.PID.*.partial`` / ``.old`` siblings of ``path`` left by writers that no longer run."""
-    prefix = f".{path.name}."
+    prefix = f".{temp_stem(path)}."
     try:
         names = os.listdir(path.parent)
     except OSError:

@@ -78,6 +78,23 @@ def held(path):
     return False
 
 
+def same_file(fd, path):
+    """True when descriptor ``fd`` is (still) the file or directory at ``path``: one removed and made again is
+    another, and a lock held on the old one guards nothing.
+
+    Example:
+        >>> same_file(None, "/tmp")
+        False
+    """
+    if fd is None:
+        return False
+    try:
+        held_st, path_st = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return (held_st.st_dev, held_st.st_ino) == (path_st.st_dev, path_st.st_ino)
+
+
 def _open(path):
     """A read-only descriptor of ``path`` that does not follow a link (``flock`` needs no write access, so a
     directory and a read-only file can be locked too); None when it cannot be opened."""

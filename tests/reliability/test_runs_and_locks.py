@@ -76,3 +76,290 @@ def test_the_scratch_sweep_keeps_a_directory_whose_owner_holds_its_lock(tmp_path
     with scratch.scratch_directory("export") as mine:
         assert kernel_lock.held(mine)
     assert not scratch._locks
+
+
+# --- runs own their directories ---------------------------------------------------------------------------------
+
+from tests.training.test_finetune import _quiet, _sentiment, tokenizer  # noqa: E402,F401  (a fixture)
+from tests.training.test_finetune_resume import CONFIG, _cli  # noqa: E402
+
+# 32 rows, batch 8: 4 steps per epoch, 8 in all, a checkpoint every 2.
+SMALL = {**CONFIG, "checkpoint_every": 2}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs_locks")
+    return _sentiment(root / "train.tsv", 32, 0), _sentiment(root / "dev.tsv", 16, 1)
+
+
+def _mbk(capsys, *args):
+    import types
+
+    from mobilebert_kit.cli.main import main
+
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+
+def _tuner(tokenizer, hook=None, **config):
+    from mobilebert_kit.training.fine_tuner import FineTuner
+    from mobilebert_kit.training.finetune_config import FinetuneConfig
+
+    return FineTuner("tiny-bert", tokenizer, FinetuneConfig(**{**SMALL, **config}), console=_quiet(),
+                     on_step_end=hook)
+
+
+def _interrupted(tokenizer, data, out, step=3):
+    from tests.helpers import stop_at
+
+    with pytest.raises(KeyboardInterrupt):
+        _tuner(tokenizer, stop_at(step, "sigint")).train(data[0], out)
+    return out
+
+
+def test_a_second_command_on_a_live_run_is_refused_naming_it(tokenizer, data, tmp_path, capsys):
+    """Two fine-tunes into one --out, the second while the first trains: it is refused in one line (it crashed,
+    left a stray run/ in the other's output, or asked for --resume and then trained the live run's checkpoint)."""
+    from tests.helpers import assert_one_line_error
+
+    out, seen = tmp_path / "out", {}
+
+    def second_command(step):
+        if step != 5:
+            return
+        # The first run is alive (this process, inside its step hook) and holds OUT's lock.
+        seen["again"] = _mbk(capsys, *_cli(tokenizer, data, out))
+        seen["resume"] = _mbk(capsys, "finetune", "--out", out, "--resume")
+        seen["overwrite"] = _mbk(capsys, *_cli(tokenizer, data, out, "--overwrite"))
+        seen["evaluate"] = _mbk(capsys, "evaluate", "--model", out, "--data", data[1])
+
+    _tuner(tokenizer, second_command).train(data[0], out)
+    for name in ("again", "resume", "overwrite", "evaluate"):
+        line = assert_one_line_error(seen[name], "still alive", f"mbk finetune, process {os.getpid()}")
+        assert seen[name].returncode == 2, (name, line)
+    # The first run finished untouched, and its lock went with it: a reader sees a plain output now.
+    assert sorted(p.name for p in out.iterdir()) == [".mbk-output.json", "model", "task.json", "tensorboard",
+                                                    "vocab.txt"]
+    assert _mbk(capsys, "evaluate", "--model", out, "--data", data[1]).returncode == 0
+
+
+def test_a_run_alive_in_another_pid_namespace_is_not_resumed(tokenizer, data, tmp_path, capsys):
+    """The run's owner record names a PID that does not run here; its kernel lock says it lives."""
+    from mobilebert_kit.utils.run_state import OWNER_FILE
+    from tests.helpers import assert_one_line_error
+
+    out = _interrupted(tokenizer, data, tmp_path / "out")
+    dead = _dead_pid()
+    (out / OWNER_FILE).write_text(f'{{"command": "finetune", "pid": {dead}, "host": "container-b"}}')
+    before = sorted(p.name for p in (out / "run" / "checkpoints").iterdir())
+    with _lock_held_elsewhere(out):
+        proc = _mbk(capsys, "finetune", "--out", out, "--resume")
+        assert_one_line_error(proc, "still alive", f"process {dead} on container-b", "wait for it to end")
+        assert proc.returncode == 2
+    assert sorted(p.name for p in (out / "run" / "checkpoints").iterdir()) == before
+    # Once its holder is gone, the run is an interrupted one, and resumes.
+    assert "resuming at step 4" in _mbk(capsys, "finetune", "--out", out, "--resume").stdout
+
+
+def test_a_resumed_run_keeps_the_files_the_user_added_while_it_was_interrupted(tokenizer, data, tmp_path, capsys):
+    out = _interrupted(tokenizer, data, tmp_path / "out")
+    (out / "notes.md").write_text("why this run")
+    (out / "exports").mkdir()
+    (out / "exports" / "a.onnx").write_bytes(b"the user's")
+    proc = _mbk(capsys, "finetune", "--out", out, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "notes.md").read_text() == "why this run"
+    assert (out / "exports" / "a.onnx").read_bytes() == b"the user's"
+    assert (out / "task.json").is_file() and not (out / "run").exists()
+    # The marker lists what the run wrote, so the next run knows the user's files from its own.
+    import json
+
+    listed = json.loads((out / ".mbk-output.json").read_text())["files"]
+    assert "task.json" in listed and "notes.md" not in listed
+    assert_refused = _mbk(capsys, *_cli(tokenizer, data, out))
+    assert assert_refused.returncode == 2 and "notes.md" in assert_refused.stderr
+
+
+def test_a_resume_over_training_data_with_every_label_swapped_is_refused(tokenizer, data, tmp_path, capsys):
+    """Same path, same rows and steps, every label swapped: only a fingerprint of the content tells."""
+    from tests.helpers import assert_one_line_error
+
+    train = tmp_path / "train.tsv"
+    train.write_text(data[0].read_text())
+    out = _interrupted(tokenizer, (train, data[1]), tmp_path / "out")
+    swapped = {"pos": "neg", "neg": "pos"}
+    lines = train.read_text().splitlines()
+    train.write_text("\n".join([lines[0]] + [f"{text}\t{swapped[label]}" for text, label in
+                                              (line.rsplit("\t", 1) for line in lines[1:])]) + "\n")
+    proc = _mbk(capsys, "finetune", "--out", out, "--resume")
+    assert_one_line_error(proc, f"{train} changed since the run", "same path, other content", "--overwrite")
+    assert proc.returncode == 2 and (out / "run" / "run.json").is_file()
+
+
+# --- writers on real file systems --------------------------------------------------------------------------------
+
+def test_an_existing_empty_directory_is_filled_not_renamed_over(tmp_path):
+    """A mount point cannot be renamed over (EBUSY): the output goes inside it, which keeps its inode and mode."""
+    from mobilebert_kit.models.api import SAVED_MODEL
+    from mobilebert_kit.utils.atomic import atomic_dir
+
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    os.chmod(mount, 0o700)
+    before = os.stat(mount)
+    with atomic_dir(mount, SAVED_MODEL) as tmp:
+        (tmp / "config.json").write_text("{}")
+        (tmp / "assets").mkdir()
+        (tmp / "assets" / "vocab.txt").write_text("[PAD]\n")
+    after = os.stat(mount)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    assert sorted(p.name for p in mount.iterdir()) == [".mbk-output.json", "assets", "config.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["mnt"]  # no temporary left beside it
+
+
+def test_our_output_on_a_mount_point_is_replaced_inside_it(tmp_path, monkeypatch):
+    """rename() of a mount point fails with EBUSY: the replaced output is swapped file by file instead."""
+    from mobilebert_kit.models.api import SAVED_MODEL
+    from mobilebert_kit.utils import atomic
+    from mobilebert_kit.utils.atomic import atomic_dir
+
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    with atomic_dir(mount, SAVED_MODEL) as tmp:
+        (tmp / "old.bin").write_text("first")
+    real_replace = os.replace
+
+    def busy(src, dst, *args, **kwargs):
+        if os.fspath(src) == str(mount):
+            raise OSError(errno.EBUSY, "Device or resource busy", str(src))
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(atomic.os, "replace", busy)
+    with atomic_dir(mount, SAVED_MODEL) as tmp:
+        (tmp / "new.bin").write_text("second")
+    assert sorted(p.name for p in mount.iterdir()) == [".mbk-output.json", "new.bin"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt"]
+
+
+@pytest.mark.parametrize("writer", ["file", "directory"])
+def test_a_valid_long_output_name_is_written_and_its_leftovers_swept(tmp_path, writer):
+    """240 bytes is a valid name; its temporary sibling (``.NAME.PID.RANDOM.partial``) was not."""
+    from mobilebert_kit.models.api import SAVED_MODEL
+    from mobilebert_kit.utils.atomic import atomic_dir, atomic_file
+    from mobilebert_kit.utils.output_check import temp_stem
+
+    name = "é" * 100 + "m" * 34 + ".json"  # 239 bytes
+    assert len(name.encode()) == 239
+    dead = _dead_pid()
+    leftover = tmp_path / f".{temp_stem(tmp_path / name)}.{dead}.abcd1234.partial"
+    leftover.write_text("a killed writer's")
+    if writer == "file":
+        with atomic_file(tmp_path / name, "w") as handle:
+            handle.write("{}")
+    else:
+        with atomic_dir(tmp_path / name, SAVED_MODEL) as tmp:
+            (tmp / "config.json").write_text("{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def _corpus(tmp_path, lines=4000):
+    from tests.data.conftest import write_vocab
+
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"{' '.join(words[i % 9:] + words[:i % 9])}.\n" + ("\n" if i % 5 == 4 else "")
+                              for i in range(lines)))
+    return corpus, write_vocab(tmp_path / "vocab.txt", words + ["."])
+
+
+def test_a_file_size_limit_during_pretraining_data_is_one_line_and_leaves_nothing(tmp_path):
+    """`ulimit -f` as a user sets it (SIGXFSZ not ignored): the process was killed by the signal with no message,
+    or, with the signal ignored, TensorFlow's OutOfRangeError was an internal error; its shards were left."""
+    import resource
+
+    from tests.reliability.faults import REPO, _env
+
+    corpus, vocab = _corpus(tmp_path, 2000)
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+    command = ["pretraining-data", "--input", corpus, "--vocab", vocab, "--out", work / "data", "--seq-len", 32,
+               "--dupe-factor", 20]
+    proc = subprocess.run([sys.executable, "-m", "mobilebert_kit.cli.main", *map(str, command)], cwd=REPO, env=_env(), preexec_fn=limit, capture_output=True, text=True, timeout=300)
+    from tests.helpers import assert_one_line_error
+
+    assert_one_line_error(proc, "file size limit reached while writing", str(work / "data"), "nothing was written")
+    assert proc.returncode == 2 and os.listdir(work) == []
+
+
+def test_a_full_disk_reported_by_tensorflow_is_one_line(tmp_path, monkeypatch):
+    from mobilebert_kit.backend import tf
+    from mobilebert_kit.data.pretraining_examples import PretrainingDataOptions, write_pretraining_data
+    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.errors import MbkError
+
+    corpus, vocab = _corpus(tmp_path, 200)
+    real = tf.io.TFRecordWriter
+
+    class FullDisk:
+        def __init__(self, path):
+            self.inner = real(path)
+
+        def write(self, record):
+            raise tf.errors.ResourceExhaustedError(None, None, "shard-00000-of-00001.tfrecord; No space left on device")
+
+        def close(self):
+            self.inner.close()
+
+    monkeypatch.setattr(tf.io, "TFRecordWriter", FullDisk)
+    with pytest.raises(MbkError, match=r"^disk full while writing .*data; free space"):
+        write_pretraining_data([corpus], WordPieceTokenizer(vocab), tmp_path / "data",
+                               PretrainingDataOptions(seq_len=32, num_shards=1))
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "vocab.txt"]
+
+
+def test_sighup_unwinds_like_ctrl_c(tmp_path):
+    """A closed terminal sends SIGHUP: its default action left the .partial output and the scratch directory."""
+    import signal
+
+    from tests.reliability.faults import kill_when, start_mbk
+
+    corpus, vocab = _corpus(tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    log = tmp_path / "log.txt"
+    os.environ["TMPDIR"], saved = str(scratch), os.environ.get("TMPDIR")
+    try:
+        proc = start_mbk("pretraining-data", "--input", corpus, "--vocab", vocab, "--out", tmp_path / "data",
+                         "--seq-len", 32, "--dupe-factor", 200, log=log)
+    finally:
+        os.environ.pop("TMPDIR") if saved is None else os.environ.__setitem__("TMPDIR", saved)
+    kill_when(proc, lambda: any(n.endswith(".partial") for n in os.listdir(tmp_path)), signum=signal.SIGHUP)
+    assert proc.returncode == 130, log.read_text()
+    assert "mbk pretraining-data: interrupted" in log.read_text() and "Traceback" not in log.read_text()
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "log.txt", "tmp", "vocab.txt"]
+    assert os.listdir(scratch) == []
+
+
+def test_numpy_warnings_are_not_printed_before_the_one_line_error(tmp_path):
+    from tests.reliability.faults import REPO, _env
+
+    script = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from mobilebert_kit.cli import cmd_presets, main\n"
+        "from mobilebert_kit.errors import MbkError\n"
+        "def run(args):\n"
+        "    np.float16(np.float32(1e6)); np.log(np.zeros(2)); np.zeros(2) / np.zeros(2)\n"
+        "    raise MbkError('the model answers inf; re-export it')\n"
+        "cmd_presets.run = run\n"
+        "sys.exit(main.main(['presets']))\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["mbk presets: error: the model answers inf; re-export it"]
