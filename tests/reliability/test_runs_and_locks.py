@@ -363,3 +363,25 @@ def test_numpy_warnings_are_not_printed_before_the_one_line_error(tmp_path):
                           timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["mbk presets: error: the model answers inf; re-export it"]
+
+
+def test_a_tflite_file_truncated_while_it_runs_cannot_kill_the_process(tmp_path):
+    """`mbk profile` died with SIGBUS (exit 135, no message) when the file it had memory-mapped was truncated
+    during timing; the interpreter now runs a private copy of the bytes."""
+    from tests.profiler.fixture_models import build_tflite_bert
+    from tests.reliability.faults import REPO, _env
+
+    model = build_tflite_bert(tmp_path / "m.tflite")
+    script = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from mobilebert_kit.artifacts.runner import load_tflite\n"
+        "interpreter = load_tflite(sys.argv[1], delegate='none')\n"
+        "open(sys.argv[1], 'r+b').truncate(0)  # a re-export into the same name, mid-timing\n"
+        "for detail in interpreter.get_input_details():\n"
+        "    interpreter.set_tensor(detail['index'], np.zeros(detail['shape'], detail['dtype']))\n"
+        "interpreter.invoke()\n"
+        "print('timed')\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(model)], cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "timed", (proc.returncode, proc.stderr[-500:])
