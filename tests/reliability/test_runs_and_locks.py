@@ -385,3 +385,100 @@ def test_a_tflite_file_truncated_while_it_runs_cannot_kill_the_process(tmp_path)
     proc = subprocess.run([sys.executable, "-c", script, str(model)], cwd=REPO, env=_env(), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "timed", (proc.returncode, proc.stderr[-500:])
+
+
+@pytest.mark.parametrize("command", ["distill", "substitute"])
+def test_every_resumable_command_refuses_a_run_that_is_still_alive(tmp_path, command):
+    """The lock and its refusal are the same for the run directories of mbk distill and mbk substitute."""
+    import json
+
+    from mobilebert_kit.errors import TrainingError
+    from mobilebert_kit.utils.run_state import OWNER_FILE
+
+    out = tmp_path / "run"
+    out.mkdir()
+    if command == "distill":
+        from mobilebert_kit.training.distill_config import DistillConfig
+        from mobilebert_kit.training.run_directory import RunDirectory
+
+        record = {"teacher": "t", "student": "s", "student_overrides": {}, "data": "d"}
+        (out / "run.json").write_text(json.dumps({**record, "config": DistillConfig().to_dict()}))
+        run = RunDirectory(out)
+
+        def check(resume):
+            run.check(record, DistillConfig(), resume, overwrite=not resume)
+    else:
+        from mobilebert_kit.convert.recovery_run import SUBSTITUTE_OUTPUT, RecoveryRun, substitute_record
+
+        record = substitute_record("tiny-bert", None, {"norm": "no_norm"})
+        (out / ".mbk-output.json").write_text(json.dumps({"format": SUBSTITUTE_OUTPUT.format, "version": 1,
+                                                          "files": []}))
+        (out / "run").mkdir()
+        (out / "run" / "run.json").write_text(json.dumps({"command": "substitute", **record}))
+        run = RecoveryRun(out, record)
+
+        def check(resume):
+            run.check(record, resume, overwrite=not resume)
+    dead = _dead_pid()
+    (out / OWNER_FILE).write_text(json.dumps({"command": command, "pid": dead, "host": "container-b"}))
+    with _lock_held_elsewhere(out):
+        for resume in (True, False):
+            with pytest.raises(TrainingError, match=f"still alive \\(mbk {command}, process {dead} on container-b"):
+                check(resume)
+    check(True)  # its holder gone, the run is an interrupted one; this process holds it now, and names itself
+    assert json.loads((out / OWNER_FILE).read_text())["pid"] == os.getpid()
+    run.release()
+    assert not (out / OWNER_FILE).exists()
+
+
+def test_fuzz_output_names_targets_and_leftovers(tmp_path):
+    """Seeded: valid names up to NAME_MAX bytes (multi-byte characters), into nothing, an empty directory (a mount
+    point) or an earlier output of ours, beside a dead writer's leftover and a live writer's temporary whose PID
+    looks dead (another PID namespace: its kernel lock is held, here by a second open file of this process)."""
+    import random
+
+    from mobilebert_kit.models.api import SAVED_MODEL
+    from mobilebert_kit.utils import kernel_lock
+    from mobilebert_kit.utils.atomic import atomic_dir, atomic_file
+    from mobilebert_kit.utils.output_check import temp_stem
+
+    pool = "abcXYZ09_-. " + "é" + "中" + "😀"
+    dead = _dead_pid()
+    for seed in range(40):
+        rng = random.Random(seed)
+        root = tmp_path / str(seed)
+        root.mkdir()
+        size = rng.choice([1, 20, 200, 230, 240, 250, 255])
+        name = ""
+        while len((name + "x").encode()) <= size:
+            name += rng.choice(pool)
+        name = name.strip(" .") or "x"
+        path = root / name
+        directory = rng.random() < 0.5
+        state = rng.choice(["missing", "empty", "ours"])
+        if state == "empty" and directory:
+            path.mkdir()
+        elif state == "ours":
+            if directory:
+                with atomic_dir(path, SAVED_MODEL) as tmp:
+                    (tmp / "old.txt").write_text("old")
+            else:
+                with atomic_file(path, "w") as handle:
+                    handle.write("old")
+        stem = temp_stem(path)
+        (root / f".{stem}.{dead}.aaaaaaaa.partial").write_text("dead writer")
+        live = root / f".{stem}.{dead}.bbbbbbbb.partial"
+        live.mkdir()
+        lock = kernel_lock.hold(live)
+        try:
+            if directory:
+                with atomic_dir(path, SAVED_MODEL) as tmp:
+                    (tmp / "new.txt").write_text("new")
+                assert (path / "new.txt").read_text() == "new" and not (path / "old.txt").exists(), seed
+            else:
+                with atomic_file(path, "w") as handle:
+                    handle.write("new")
+                assert path.read_text() == "new", seed
+        finally:
+            kernel_lock.release(lock)
+        assert sorted(p.name for p in root.iterdir()) == sorted([name, live.name]), seed
