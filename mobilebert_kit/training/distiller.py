@@ -73,6 +73,7 @@ from mobilebert_kit.training.teacher_student import (
 )
 from mobilebert_kit.utils.atomic import EMPTY, NEW, OVERWRITE, foreign_set_aside, relist, remove_path
 from mobilebert_kit.utils.interrupt import InterruptFlag
+from mobilebert_kit.utils.run_state import data_fingerprint
 from mobilebert_kit.utils.scratch import new_scratch
 
 __all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
@@ -136,6 +137,7 @@ class Distiller:
             "student": self._describe(self.student_spec),
             "student_overrides": self.student_overrides,
             "data": str(self.data),
+            "data_fingerprint": data_fingerprint(self.data),
             "config": self.config.to_dict(),
         }
 

@@ -92,6 +92,12 @@ class RunDirectory:
             if not run_file.is_file():
                 raise TrainingError(f"nothing to resume in {self.path}: {RUN_FILE} is missing; start without --resume")
             stored = self.read_record()
+            # A record of the data's content (same path, other content: regenerated shards); records from
+            # before it existed have none to compare.
+            if stored.get("data_fingerprint") not in (None, record.get("data_fingerprint")):
+                raise TrainingError(
+                    f"{record['data']} changed since the run in {self.path} started (same path, other content); "
+                    "restore it, or start over with --overwrite")
             differences = DistillConfig.from_dict(stored["config"]).differences(config)
             differences += [k for k in RECORD_KEYS if stored.get(k) != record[k]]
             if differences:

@@ -380,7 +380,7 @@ def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False)
                           "another path (--overwrite does not apply)")
     is_dir = stat.S_ISDIR(mode)
     if is_dir == kind.is_dir:
-        if is_dir and not os.listdir(path):
+        if is_dir and not set(os.listdir(path)) - {OWNER_FILE}:  # a run's lock names its owner in it
             return EMPTY
         marker = marker_record(path) if is_dir else None
         ours = (marker or {}).get("format") == kind.format if is_dir else kind.recognises(path)

@@ -84,6 +84,40 @@ def run_command(out_dir):
     return command if command in RUN_KINDS else None
 
 
+def data_fingerprint(path):
+    """SHA-256 of a data directory's listing and of its small files (each file's name and size, and the bytes of
+    those up to 1 MB: ``dataset.json`` with its inputs' hashes and options); of a file, its bytes. None when
+    ``path`` is not a file or directory. Shards of gigabytes are known by their size beside that record, so a
+    resume does not read them all once more.
+
+    Example:
+        >>> data_fingerprint("/tmp/no-such-mbk-data") is None
+        True
+    """
+    import hashlib
+
+    path = Path(path)
+    digest = hashlib.sha256()
+    try:
+        if path.is_file():
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            return digest.hexdigest()
+        if not path.is_dir():
+            return None
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            size = entry.stat(follow_symlinks=False).st_size
+            digest.update(f"{entry.name}\0{size}\0".encode())
+            if size <= 1 << 20:
+                digest.update(Path(entry.path).read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
 def describe_path(spec):
     """How a run record names an input: the real path of an existing file or directory, the name given (a
     preset), or the class of an object passed through the API (its repr differs in every process).

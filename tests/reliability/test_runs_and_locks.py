@@ -482,3 +482,41 @@ def test_fuzz_output_names_targets_and_leftovers(tmp_path):
         finally:
             kernel_lock.release(lock)
         assert sorted(p.name for p in root.iterdir()) == sorted([name, live.name]), seed
+
+
+def test_an_empty_directory_a_run_has_locked_is_still_empty_to_the_output_check(tmp_path):
+    from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT
+    from mobilebert_kit.utils.output_check import EMPTY, check_output
+    from mobilebert_kit.utils.run_state import claim_run, release_run
+
+    fd = claim_run(tmp_path, "finetune")
+    try:
+        assert check_output(tmp_path, FINETUNE_OUTPUT) == EMPTY
+    finally:
+        release_run(tmp_path, fd)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_distillation_resumed_over_regenerated_data_is_refused(tmp_path):
+    import json
+
+    from mobilebert_kit.errors import TrainingError
+    from mobilebert_kit.training.distill_config import DistillConfig
+    from mobilebert_kit.training.run_directory import RunDirectory
+    from mobilebert_kit.utils.run_state import data_fingerprint
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "dataset.json").write_text('{"seed": 1}')
+    record = {"teacher": "t", "student": "s", "student_overrides": {}, "data": str(data),
+              "data_fingerprint": data_fingerprint(data)}
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({**record, "config": DistillConfig().to_dict()}))
+    first = RunDirectory(out)
+    first.check(record, DistillConfig(), resume=True)
+    first.release()
+    (data / "dataset.json").write_text('{"seed": 2}')  # `mbk pretraining-data` again, another seed
+    changed = {**record, "data_fingerprint": data_fingerprint(data)}
+    with pytest.raises(TrainingError, match=f"^{data} changed since the run in {out} started"):
+        RunDirectory(out).check(changed, DistillConfig(), resume=True)
