@@ -145,57 +145,55 @@ def test_a_second_command_on_a_live_run_is_refused_naming_it(tokenizer, data, tm
     assert _mbk(capsys, "evaluate", "--model", out, "--data", data[1]).returncode == 0
 
 
-def test_a_run_alive_in_another_pid_namespace_is_not_resumed(tokenizer, data, tmp_path, capsys):
-    """The run's owner record names a PID that does not run here; its kernel lock says it lives."""
-    from mobilebert_kit.utils.run_state import OWNER_FILE
-    from tests.helpers import assert_one_line_error
-
-    out = _interrupted(tokenizer, data, tmp_path / "out")
-    dead = _dead_pid()
-    (out / OWNER_FILE).write_text(f'{{"command": "finetune", "pid": {dead}, "host": "container-b"}}')
-    before = sorted(p.name for p in (out / "run" / "checkpoints").iterdir())
-    with _lock_held_elsewhere(out):
-        proc = _mbk(capsys, "finetune", "--out", out, "--resume")
-        assert_one_line_error(proc, "still alive", f"process {dead} on container-b", "wait for it to end")
-        assert proc.returncode == 2
-    assert sorted(p.name for p in (out / "run" / "checkpoints").iterdir()) == before
-    # Once its holder is gone, the run is an interrupted one, and resumes.
-    assert "resuming at step 4" in _mbk(capsys, "finetune", "--out", out, "--resume").stdout
-
-
-def test_a_resumed_run_keeps_the_files_the_user_added_while_it_was_interrupted(tokenizer, data, tmp_path, capsys):
-    out = _interrupted(tokenizer, data, tmp_path / "out")
-    (out / "notes.md").write_text("why this run")
-    (out / "exports").mkdir()
-    (out / "exports" / "a.onnx").write_bytes(b"the user's")
-    proc = _mbk(capsys, "finetune", "--out", out, "--resume")
-    assert proc.returncode == 0, proc.stderr
-    assert (out / "notes.md").read_text() == "why this run"
-    assert (out / "exports" / "a.onnx").read_bytes() == b"the user's"
-    assert (out / "task.json").is_file() and not (out / "run").exists()
-    # The marker lists what the run wrote, so the next run knows the user's files from its own.
+def test_an_interrupted_run_resumes_only_unheld_on_the_same_data_and_keeps_the_user_s_files(tokenizer, data,
+                                                                                              tmp_path, capsys):
+    """One interrupted fine-tune, three causes: a holder in another PID namespace (its recorded PID does not run
+    here, its kernel lock says it lives), training data with every label swapped under the same path (same rows
+    and steps: only a fingerprint tells), and files the user added meanwhile (the finished run replaced the
+    whole directory)."""
     import json
 
-    listed = json.loads((out / ".mbk-output.json").read_text())["files"]
-    assert "task.json" in listed and "notes.md" not in listed
-    assert_refused = _mbk(capsys, *_cli(tokenizer, data, out))
-    assert assert_refused.returncode == 2 and "notes.md" in assert_refused.stderr
-
-
-def test_a_resume_over_training_data_with_every_label_swapped_is_refused(tokenizer, data, tmp_path, capsys):
-    """Same path, same rows and steps, every label swapped: only a fingerprint of the content tells."""
+    from mobilebert_kit.utils.run_state import OWNER_FILE
     from tests.helpers import assert_one_line_error
 
     train = tmp_path / "train.tsv"
     train.write_text(data[0].read_text())
     out = _interrupted(tokenizer, (train, data[1]), tmp_path / "out")
+    (out / "notes.md").write_text("why this run")
+    (out / "exports").mkdir()
+    (out / "exports" / "a.onnx").write_bytes(b"the user's")
+    checkpoints = sorted(p.name for p in (out / "run" / "checkpoints").iterdir())
+
+    dead = _dead_pid()
+    (out / OWNER_FILE).write_text(json.dumps({"command": "finetune", "pid": dead, "host": "container-b"}))
+    with _lock_held_elsewhere(out):
+        proc = _mbk(capsys, "finetune", "--out", out, "--resume")
+        assert_one_line_error(proc, "still alive", f"process {dead} on container-b", "wait for it to end")
+        assert proc.returncode == 2
+    # Its holder gone, the record it left is stale: no one reads it without the lock held, and the next run's
+    # replaces it.
+
+    original = train.read_text()
     swapped = {"pos": "neg", "neg": "pos"}
-    lines = train.read_text().splitlines()
+    lines = original.splitlines()
     train.write_text("\n".join([lines[0]] + [f"{text}\t{swapped[label]}" for text, label in
                                               (line.rsplit("\t", 1) for line in lines[1:])]) + "\n")
     proc = _mbk(capsys, "finetune", "--out", out, "--resume")
     assert_one_line_error(proc, f"{train} changed since the run", "same path, other content", "--overwrite")
-    assert proc.returncode == 2 and (out / "run" / "run.json").is_file()
+    assert proc.returncode == 2
+    assert sorted(p.name for p in (out / "run" / "checkpoints").iterdir()) == checkpoints
+
+    train.write_text(original)
+    proc = _mbk(capsys, "finetune", "--out", out, "--resume")
+    assert proc.returncode == 0 and "resuming at step 4" in proc.stdout, proc.stderr
+    assert (out / "notes.md").read_text() == "why this run"
+    assert (out / "exports" / "a.onnx").read_bytes() == b"the user's"
+    assert (out / "task.json").is_file() and not (out / "run").exists() and not (out / OWNER_FILE).exists()
+    # The marker lists what the run wrote, so the next run knows the user's files from its own.
+    listed = json.loads((out / ".mbk-output.json").read_text())["files"]
+    assert "task.json" in listed and "notes.md" not in listed
+    proc = _mbk(capsys, *_cli(tokenizer, data, out))
+    assert proc.returncode == 2 and "notes.md" in proc.stderr
 
 
 # --- writers on real file systems --------------------------------------------------------------------------------
