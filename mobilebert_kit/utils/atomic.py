@@ -51,6 +51,7 @@ from mobilebert_kit.utils.output_check import (  # noqa: F401
     json_object,
     marker_format,
     marker_record,
+    os_error_in,
     overlap,
     require_kind,
     temp_prefix,
@@ -379,6 +380,10 @@ def atomic_path(path, *, kind=None, overwrite=False, sources=()):
     except OSError as err:
         remove_path(tmp)
         raise write_error(path, err) from err
+    except Exception as err:
+        remove_path(tmp)
+        _raise_write_failure(path, err)
+        raise
     except BaseException:
         remove_path(tmp)
         raise
@@ -422,11 +427,24 @@ def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
         if str(tmp) in str(err):
             raise OutputError(str(err).replace(str(tmp), str(path))) from err
         raise
+    except Exception as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _raise_write_failure(path, err)
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
         kernel_lock.release(lock)
+
+
+def _raise_write_failure(path, err):
+    """Raises the one-line write error of a library's own error type that reports a full disk or a file size
+    limit in words (TensorFlow's ResourceExhaustedError / OutOfRangeError, onnx's and safetensors' errors): it
+    was an internal error, with the temporary output already removed. Anything else returns."""
+    failed = os_error_in(err)
+    if failed is not None:
+        raise write_error(path, failed) from err
 
 
 def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):

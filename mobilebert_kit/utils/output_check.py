@@ -408,8 +408,9 @@ def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False)
 
 # --- write errors ---------------------------------------------------------------------------------------------
 
-# What a library that reports a failed write in its own error type (TensorFlow's OpError) says, by errno.
-_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES)
+# What a library that reports a failed write in its own error type (TensorFlow's OpError) says, by errno: only
+# conditions no read has (a permission error might be an input's).
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
 
 
 def os_error_in(err):

@@ -518,3 +518,26 @@ def test_a_distillation_resumed_over_regenerated_data_is_refused(tmp_path):
     changed = {**record, "data_fingerprint": data_fingerprint(data)}
     with pytest.raises(TrainingError, match=f"^{data} changed since the run in {out} started"):
         RunDirectory(out).check(changed, DistillConfig(), resume=True)
+
+
+@pytest.mark.parametrize("writer", ["file", "directory"])
+@pytest.mark.parametrize("text, message", [("No space left on device", "disk full while writing"),
+                                           ("File too large", "file size limit reached while writing")])
+def test_a_library_s_own_error_for_a_full_disk_is_the_one_line_write_error(tmp_path, writer, text, message):
+    """TensorFlow, onnx and safetensors report a failed write in their own error types; it was an internal
+    error. The temporary output is gone either way."""
+    from mobilebert_kit.errors import MbkError
+    from mobilebert_kit.models.api import SAVED_MODEL
+    from mobilebert_kit.utils.atomic import atomic_dir, atomic_path
+
+    class LibraryError(RuntimeError):
+        pass
+
+    out = tmp_path / ("m.onnx" if writer == "file" else "saved")
+    with pytest.raises(MbkError, match=f"^{message} {out}; .*nothing was written"):
+        with (atomic_path(out) if writer == "file" else atomic_dir(out, SAVED_MODEL)) as tmp:
+            raise LibraryError(f"{tmp}/variables.data; {text}")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(LibraryError, match="unrelated"):  # any other error passes through as it was
+        with atomic_path(out):
+            raise LibraryError("unrelated")
