@@ -541,3 +541,36 @@ def test_a_library_s_own_error_for_a_full_disk_is_the_one_line_write_error(tmp_p
     with pytest.raises(LibraryError, match="unrelated"):  # any other error passes through as it was
         with atomic_path(out):
             raise LibraryError("unrelated")
+
+
+@pytest.mark.slow
+def test_two_fine_tune_processes_into_one_out(tokenizer, data, tmp_path, capsys):
+    """Two real `mbk finetune` processes: the first stops itself (SIGSTOP) at step 3, alive and holding OUT; the
+    second is refused naming that process, and the first then finishes as if alone."""
+    import signal
+
+    from tests.helpers import assert_one_line_error
+    from tests.reliability.faults import REPO, _env
+
+    import time
+
+    out = tmp_path / "out"
+    log = tmp_path / "first.log"
+    args = [str(a) for a in _cli(tokenizer, data, out)[1:]]
+    with open(log, "w") as sink:  # a file, not a pipe: TensorFlow's log would fill a pipe and block the child
+        first = subprocess.Popen([sys.executable, "-m", "tests.training.finetune_script", "STOP", "3", *args],
+                                 cwd=REPO, env=_env(), stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "run" / "run.json").is_file() or open(f"/proc/{first.pid}/stat").read().split()[2] != "T":
+            assert first.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        for command in (_cli(tokenizer, data, out), ("finetune", "--out", out, "--resume")):
+            proc = _mbk(capsys, *command)
+            assert_one_line_error(proc, "still alive", f"mbk finetune, process {first.pid}")
+        first.send_signal(signal.SIGCONT)
+        assert first.wait(timeout=240) == 0, log.read_text()[-2000:]
+    finally:
+        first.kill()
+        first.wait()
+    assert (out / "task.json").is_file() and not (out / "run").exists()
