@@ -53,6 +53,12 @@ def model_source(path):
             return "content", handle.read()
 
 
+def _read_model(path):
+    """The bytes of model file ``path`` (for a runtime that would otherwise map it)."""
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None, preserve_all_tensors=False,
                 per_op_delegate_nodes=False):
     """Creates and allocates a LiteRT interpreter for ``path``.
@@ -79,9 +85,14 @@ def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None
     try:
         # quiet: LiteRT's C++ "Created TensorFlow Lite XNNPACK delegate" banner would split CLI output.
         with quiet_fd2():
-            kind, model = model_source(path)
+            # The file's bytes, read once, never the path: LiteRT memory-maps a path and reads the weights from the
+            # mapping at every invoke, so a file truncated or rewritten meanwhile (a re-export into the same name
+            # while `mbk profile` times it) killed the process with SIGBUS (exit 135, no message, no report). A
+            # private copy in memory cannot change under the runtime; a SIGBUS handler could not resume the kernel
+            # that faulted, and a scratch copy would cost disk and still be a file someone can touch.
             interpreter = Interpreter(
-                **{("model_path" if kind == "path" else "model_content"): model}, num_threads=num_threads, experimental_op_resolver_type=TFLITE_RESOLVERS[delegate],
+                model_content=_read_model(path), num_threads=num_threads,
+                experimental_op_resolver_type=TFLITE_RESOLVERS[delegate],
                 experimental_preserve_all_tensors=preserve_all_tensors,
                 experimental_disable_delegate_node_fusion=per_op_delegate_nodes,
             )
@@ -92,7 +103,7 @@ def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None
                 if want is not None and list(detail["shape"]) != list(want):
                     interpreter.resize_tensor_input(detail["index"], list(want))
             interpreter.allocate_tensors()
-    except (ValueError, RuntimeError) as err:
+    except (ValueError, RuntimeError, OSError) as err:
         raise RuntimeLoadError(f"{path} cannot be loaded by the TFLite interpreter: {first_line(err)}") from err
     return interpreter
 

@@ -27,25 +27,49 @@ The subclasses say which command they are and what a resume may change:
 ``convert/`` may not import ``training/``.
 """
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
+import numpy as np
+
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.errors import MbkError, TrainingError
-from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, remove_path
+from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir, relist_as, remove_path
+from mobilebert_kit.utils.output_check import marker_record
 from mobilebert_kit.utils.run_state import (
     CHECKPOINT_DIR,
     PROGRESS_FILE,
     RUN_FILE,
     RUN_KINDS,
     STATE_DIR,
+    claim_run,
     interrupted_run,
     read_run_record,
+    release_run,
     resume_hint,
     run_command,
 )
 from mobilebert_kit.utils.structured import load_json
+
+
+def array_digest(arrays):
+    """SHA-256 of ``arrays`` (dtype, shape and values, in order): the fingerprint of what a run reads.
+
+    Args:
+        arrays (iterable): numpy arrays, or values numpy turns into arrays.
+
+    Example:
+        >>> array_digest([np.zeros(2, np.int32)])[:8]
+        '8bfc794a'
+    """
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 class ResumableRun:
@@ -75,10 +99,27 @@ class ResumableRun:
     done_verb = "trained"
     record_insensitive = ()
     config_insensitive = ()
+    locks = True  # False for the workers of a cluster, which share the chief's OUT and its lock
 
     def __init__(self, out_dir):
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / STATE_DIR
+        self._lock = None  # the descriptor holding OUT's kernel lock while this run lives (utils.run_state)
+        self._found_run = False  # whether check() found an interrupted run in OUT (start() removes only that one)
+
+    def claim(self):
+        """Takes ``OUT``'s run lock, if ``OUT`` exists and this run does not hold it yet.
+
+        Raises:
+            TrainingError: a live run holds ``OUT`` (one line naming it and its process).
+        """
+        if self.locks and self._lock is None and self.out_dir.is_dir() and not self.out_dir.is_symlink():
+            self._lock = claim_run(self.out_dir, self.command)
+
+    def release(self):
+        """Drops ``OUT``'s run lock (at the end of the command, however it ends)."""
+        release_run(self.out_dir, self._lock)
+        self._lock = None
 
     @property
     def kind(self):
@@ -114,8 +155,11 @@ class ResumableRun:
             write, which only ``overwrite`` lets the run replace).
 
         Raises:
-            TrainingError: naming what to do (``--resume``, ``--overwrite``, another ``--out``, the same options).
+            TrainingError: naming what to do (``--resume``, ``--overwrite``, another ``--out``, the same options),
+                or the live run that holds ``OUT`` (a run that is still alive is never resumed or started over).
         """
+        self.claim()
+        self._found_run = interrupted_run(self.out_dir)
         if resume:
             self.require_interrupted()
             differences = self.differences(record)
@@ -131,7 +175,27 @@ class ResumableRun:
             )
         elif interrupted_run(self.out_dir) and not overwrite:  # another command's run: not ours to discard
             raise TrainingError(f"{resume_hint(self.out_dir)}, or choose a new --out")
-        return check_output(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources)
+        # The files the user put in OUT while the run was interrupted stay: the finished output keeps them.
+        return check_output(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources, keep_foreign=resume)
+
+    def check_fingerprint(self, fingerprints, names):
+        """Refuses a resume whose inputs changed under the same path since the run started.
+
+        Args:
+            fingerprints (dict): this run's :func:`array_digest` of each input, keyed as ``names``.
+            names (dict): each key's name in the message (``{"train": "train.tsv"}``).
+
+        Raises:
+            TrainingError: one line naming every input whose content changed. A record written before
+                fingerprints existed has none to compare, and passes.
+        """
+        stored = self.read_record().get("fingerprint")
+        if not isinstance(stored, dict):
+            return
+        changed = [names[key] for key in fingerprints if key in stored and stored[key] != fingerprints[key]]
+        if changed:
+            raise TrainingError(f"{' and '.join(map(str, changed))} changed since the run in {self.out_dir} started "
+                                "(same path, other content); restore it, or start over with --overwrite")
 
     def require_interrupted(self):
         """Raises the one-line TrainingError of ``--resume`` where there is nothing of this command to resume."""
@@ -212,10 +276,25 @@ class ResumableRun:
             sources (list): as in :meth:`check`.
         """
         prepare_dir(self.out_dir, self.output_kind, sources=sources)
+        self.claim()  # OUT is new: the lock is taken once it exists
+        if interrupted_run(self.out_dir) and not self._found_run:
+            # Another run started in OUT since this one checked it (two commands on one new --out), and died:
+            # its state is not this run's to discard.
+            raise TrainingError(f"{resume_hint(self.out_dir)}; another run started there after this one began, "
+                                "or choose a new --out")
         remove_path(self.path)
         self.path.mkdir()
+        self._list_files()
         with atomic_file(self.path / RUN_FILE, "w") as handle:
             handle.write(json.dumps({"command": self.command, **record}, indent=2) + "\n")
+
+    def _list_files(self):
+        """Makes OUT's marker list the files of the output it holds (none for a new one): a file the user adds
+        while the run is interrupted is then known as the user's, and the finished output keeps it
+        (``utils.atomic.atomic_dir``'s ``keep_foreign``)."""
+        marker = marker_record(self.out_dir)
+        if marker is not None and not isinstance(marker.get("files"), list):
+            relist_as(self.out_dir, {**marker, "files": []})
 
     def latest_checkpoint(self, skipped=None):
         """The newest checkpoint that reads whole (its path prefix), or None; ``skipped`` collects damaged

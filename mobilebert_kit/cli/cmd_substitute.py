@@ -107,36 +107,41 @@ def run(args):
     record = substitute_record(settings["src"], settings["data"], {key: settings[key] for key in CONFIG_KEYS})
     state = RecoveryRun(args.out, record, resume=args.resume, sources=sources,
                         checkpoint_every=settings["checkpoint_every"])
-    decision = state.check(record, args.resume, overwrite=args.overwrite, sources=sources)  # before any work
-    resumable = bool(settings["recover_steps"])
-    if resumable and decision == OVERWRITE and not args.resume:
-        # The run's state would have to replace the user's directory before the output is complete; without
-        # it the directory is replaced only by the finished output, as --overwrite always did.
-        resumable = False
-        print(f"{args.out} is not an output of mbk: --overwrite replaces it once the output is complete, so this "
-              "recovery keeps no state to resume from (remove the directory or choose a new --out for that)")
-    recovery = Recovery(steps=settings["recover_steps"], data=settings["data"], seq_len=settings["seq_len"],
-                        learning_rate=settings["learning_rate"], batch_size=settings["batch_size"],
-                        fit=settings["fit"], migrate=settings["scale_migration"], seed=settings["seed"])
-    prepared = prepare_source(settings["src"], {"norm": settings["norm"], "act": settings["act"],
-                                                 "ffn": settings["intermediate_size"]}, recovery,
-                              log=print, run=state if resumable else None)
-    with atomic_dir(args.out, SUBSTITUTE_OUTPUT, overwrite=args.overwrite, sources=sources) as tmp:
-        save(prepared.source.model, tmp)
-        copy_tokenizer_files(prepared.source.directory, tmp)
-        if prepared.original.labels:  # a classifier's class names: an export embeds them for the clients
-            write_labels(tmp, prepared.original.labels)
-        pooling = _carry_pooling(prepared, tmp)
-        (tmp / "substitution.json").write_text(json.dumps({
-            "source": prepared.original.describe(),
-            "changes": {k: list(v) for k, v in prepared.substitution.changes.items()},
-            "rules": prepared.substitution.rules, "fit_to_data": settings["fit"], "data": prepared.data.description,
-            "fidelity": prepared.fidelity.to_dict(), "scale_migration": prepared.migration,
-        }, indent=2) + "\n")
-    if pooling:
-        print(f"sentence pooling carried over from the source: {pooling}")
-    print(f"wrote {args.out}")
-    return 0
+    try:  # the lock of OUT that the check takes (utils.run_state), dropped however the command ends
+        decision = state.check(record, args.resume, overwrite=args.overwrite, sources=sources)  # before any work
+        resumable = bool(settings["recover_steps"])
+        if resumable and decision == OVERWRITE and not args.resume:
+            # The run's state would have to replace the user's directory before the output is complete; without
+            # it the directory is replaced only by the finished output, as --overwrite always did.
+            resumable = False
+            print(f"{args.out} is not an output of mbk: --overwrite replaces it once the output is complete, so this "
+                  "recovery keeps no state to resume from (remove the directory or choose a new --out for that)")
+        recovery = Recovery(steps=settings["recover_steps"], data=settings["data"], seq_len=settings["seq_len"],
+                            learning_rate=settings["learning_rate"], batch_size=settings["batch_size"],
+                            fit=settings["fit"], migrate=settings["scale_migration"], seed=settings["seed"])
+        prepared = prepare_source(settings["src"], {"norm": settings["norm"], "act": settings["act"],
+                                                     "ffn": settings["intermediate_size"]}, recovery,
+                                  log=print, run=state if resumable else None)
+        # A recovery that kept its state in OUT finishes inside it: files the user put there meanwhile stay.
+        with atomic_dir(args.out, SUBSTITUTE_OUTPUT, overwrite=args.overwrite, sources=sources,
+                        keep_foreign=resumable and decision != OVERWRITE) as tmp:
+            save(prepared.source.model, tmp)
+            copy_tokenizer_files(prepared.source.directory, tmp)
+            if prepared.original.labels:  # a classifier's class names: an export embeds them for the clients
+                write_labels(tmp, prepared.original.labels)
+            pooling = _carry_pooling(prepared, tmp)
+            (tmp / "substitution.json").write_text(json.dumps({
+                "source": prepared.original.describe(),
+                "changes": {k: list(v) for k, v in prepared.substitution.changes.items()},
+                "rules": prepared.substitution.rules, "fit_to_data": settings["fit"], "data": prepared.data.description,
+                "fidelity": prepared.fidelity.to_dict(), "scale_migration": prepared.migration,
+            }, indent=2) + "\n")
+        if pooling:
+            print(f"sentence pooling carried over from the source: {pooling}")
+        print(f"wrote {args.out}")
+        return 0
+    finally:
+        state.release()
 
 
 def _carry_pooling(prepared, directory):

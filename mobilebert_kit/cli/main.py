@@ -135,6 +135,24 @@ def main(argv=None):
         sys.stdout = stdout
 
 
+def _quiet_process():
+    """What the command line sets for its whole process, so that a failure stays one line.
+
+    * numpy's floating-point warnings (``RuntimeWarning: overflow encountered in cast``) went to stderr before
+      the one-line error that explains them (a model answering inf, a metric that overflows); what they warn
+      of is checked and named where it matters (``convert/validation.py``, ``evaluation/``).
+    * A file size limit (``ulimit -f``, RLIMIT_FSIZE): SIGXFSZ's default action kills the process with no
+      message, its temporaries left behind. Ignored, the write fails with EFBIG and the writer's one-line
+      error says so and removes what it wrote (``utils/output_check.write_error``).
+    """
+    import signal
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".* encountered in ", category=RuntimeWarning)
+    with contextlib.suppress(AttributeError, ValueError):  # no SIGXFSZ (Windows), or not the main thread
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
 def _main(argv):
     parser = build_parser()
     try:
@@ -145,6 +163,7 @@ def _main(argv):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    _quiet_process()
     try:
         from mobilebert_kit.utils.interrupt import TerminateAsInterrupt
         from mobilebert_kit.utils.scratch import scratch_directory

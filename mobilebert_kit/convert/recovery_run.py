@@ -21,14 +21,13 @@ source model's weights) is fingerprinted in ``run.json``: a source or data file
 changed under the same path is refused, not silently mixed in.
 """
 
-import hashlib
 import math
 import os
 
 import numpy as np
 
 from mobilebert_kit.backend import tf
-from mobilebert_kit.checkpoints.resumable_run import ResumableRun
+from mobilebert_kit.checkpoints.resumable_run import ResumableRun, array_digest
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import LIMITS, within
@@ -82,17 +81,9 @@ def fingerprint(original, inputs):
         >>> fingerprint(model, inputs)["inputs"][:8]  # doctest: +SKIP
         '3f1c9a2e'
     """
-    def digest(arrays):
-        h = hashlib.sha256()
-        for array in arrays:
-            array = np.ascontiguousarray(array)
-            h.update(f"{array.dtype.str}{array.shape}".encode())
-            h.update(array.tobytes())
-        return h.hexdigest()
-
     # Values in build order, not by name: Keras' generated layer names differ between processes.
-    return {"inputs": digest(np.asarray(inputs.arrays[k]) for k in sorted(inputs.arrays)),
-            "source": digest(np.asarray(w) for w in original.weights)}
+    return {"inputs": array_digest(np.asarray(inputs.arrays[k]) for k in sorted(inputs.arrays)),
+            "source": array_digest(np.asarray(w) for w in original.weights)}
 
 
 class RecoveryRun(ResumableRun):

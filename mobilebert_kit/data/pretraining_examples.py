@@ -17,6 +17,7 @@ Everything random draws from one ``random.Random(seed)``: the same inputs and
 options give byte-identical shards.
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -34,6 +35,7 @@ from mobilebert_kit.data.records import (
 )
 from mobilebert_kit.errors import ConfigError, DataError, check_choice
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.output_check import os_error_in
 from mobilebert_kit.utils.limits import LIMITS, within
 
 # The valid values of each numeric option: ``field: (utils.limits key, bounds)``. The command line's argparse
@@ -307,9 +309,22 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
                     counts["random_next"] += example["next_sentence_labels"]
                 if on_progress is not None:
                     on_progress(read[0], total, counts["examples"])
-        finally:
             for writer in writers:
                 writer.close()
+        except tf.errors.OpError as err:
+            # TensorFlow reports a full disk (ENOSPC) or a file size limit (EFBIG) as its own error: as the OSError
+            # it is, atomic_dir removes the partial shards and says so in one line (it was an internal error).
+            for writer in writers:
+                with contextlib.suppress(tf.errors.OpError):
+                    writer.close()
+            failed = os_error_in(err)
+            if failed is None:
+                raise
+            raise failed from err
+        finally:
+            for writer in writers:
+                with contextlib.suppress(tf.errors.OpError):
+                    writer.close()  # closed already, or after another failure: its error would hide that one
         if counts["documents"] == 0:
             raise _too_few_documents(0, files)
         meta = {

@@ -73,6 +73,7 @@ from mobilebert_kit.training.teacher_student import (
 )
 from mobilebert_kit.utils.atomic import EMPTY, NEW, OVERWRITE, foreign_set_aside, relist, remove_path
 from mobilebert_kit.utils.interrupt import InterruptFlag
+from mobilebert_kit.utils.run_state import data_fingerprint
 from mobilebert_kit.utils.scratch import new_scratch
 
 __all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
@@ -136,6 +137,7 @@ class Distiller:
             "student": self._describe(self.student_spec),
             "student_overrides": self.student_overrides,
             "data": str(self.data),
+            "data_fingerprint": data_fingerprint(self.data),
             "config": self.config.to_dict(),
         }
 
@@ -374,6 +376,14 @@ class Distiller:
             # The teacher's tokenizer files are copied beside the student at the end: checked (bounds, casing
             # types, the vocabulary) before the run writes anything, not after hours of training (issue 37).
             read_tokenizer_files(self.teacher_spec)
+        self.run_dir.locks = self.chief  # the workers of a cluster share the chief's directory, and its lock
+        try:
+            return self._run(resume, overwrite)
+        finally:
+            self.run_dir.release()  # the lock the check or the record took (utils.run_state)
+
+    def _run(self, resume, overwrite):
+        """:meth:`run` once the devices are placed; the caller releases the run directory's lock."""
         if self.chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             self.run_dir.check(self._run_record(), self.config, resume, overwrite=overwrite, sources=self._sources())
         self._setup()

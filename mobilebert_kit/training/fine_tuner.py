@@ -18,6 +18,7 @@ from rich.console import Console
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
+from mobilebert_kit.checkpoints.resumable_run import array_digest
 from mobilebert_kit.data.vocab import copy_tokenizer_files
 from mobilebert_kit.data.checkpoint_tokenizer import load_tokenizer
 from mobilebert_kit.data.class_names import check_class_names
@@ -247,15 +248,24 @@ class FineTuner:
 
         Raises:
             KeyboardInterrupt: after SIGINT or SIGTERM, once the current step is checkpointed.
+            TrainingError: among others, a live run holds ``out_dir`` (its kernel lock, ``utils.run_state``).
         """
+        run = FinetuneRun(out_dir)
+        try:
+            return self._train(run, train_path, out_dir, eval_path, overwrite, resume)
+        finally:
+            run.release()  # the lock of OUT that check() or start() took
+
+    def _train(self, run, train_path, out_dir, eval_path, overwrite, resume):
+        """:meth:`train` with ``run`` (its :class:`FinetuneRun`), whose lock the caller releases."""
         cfg = self.config
         sources = [p for p in (train_path, eval_path, self.model_spec, self.tokenizer.source)
                    if isinstance(p, (str, Path))]
         self.strategy = self.strategy or tf.distribute.get_strategy()
         chief = is_chief(self.strategy)
-        run = FinetuneRun(out_dir)
         record = self.record(train_path, eval_path)
         decision = None
+        run.locks = chief  # the workers of a cluster share the chief's OUT, and its lock
         if chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             decision = run.check(record, resume, overwrite=overwrite, sources=sources)
         # OUT is not a fine-tuning output of mbk and --overwrite lets the run replace it: its state would have
@@ -271,6 +281,13 @@ class FineTuner:
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
                 "max_query_length": cfg.max_query_length, "label_names": None}
         features, targets, weights = self._data(train_path, spec)
+        # What the run trains on, as tokenized: a training file changed under the same path (every label swapped,
+        # the same row count) resumed on other rows with exit 0 when only the path was compared.
+        rows = [features, targets, weights or {}]
+        fingerprints = {"train": array_digest([np.asarray(json.dumps(spec.get("label_names")))]
+                                              + [part[k] for part in rows for k in sorted(part)])}
+        if resume:
+            run.check_fingerprint(fingerprints, {"train": train_path})
         eval_data = None
         if eval_path is not None:
             # Read now, with the training labels: a bad evaluation file was found only after the whole run.
@@ -335,7 +352,7 @@ class FineTuner:
         if keeps and not resume:
             # Written once the data is read and the model built (a run failing there leaves nothing), and
             # before the first step: a run killed before its first checkpoint is resumed from step 0.
-            run.start(record, sources=sources)
+            run.start({**record, "fingerprint": fingerprints}, sources=sources)
 
         def save(step):
             if not keeps and scratch is None:  # one process keeping no state
@@ -372,7 +389,8 @@ class FineTuner:
             self.console.print(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}", highlight=False,
                                soft_wrap=True)
             return results
-        with atomic_dir(out_dir, FINETUNE_OUTPUT, overwrite=overwrite, sources=sources) as tmp:
+        # A run that kept its state in OUT finishes inside it: files the user put there meanwhile stay.
+        with atomic_dir(out_dir, FINETUNE_OUTPUT, overwrite=overwrite, sources=sources, keep_foreign=keeps) as tmp:
             save_model(model, tmp / "model")
             vocab = Path(self.tokenizer.source)
             shutil.copyfile(vocab, tmp / vocab.name)

@@ -18,9 +18,10 @@ from mobilebert_kit.backend import tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
 from mobilebert_kit.errors import MbkError, TrainingError
 from mobilebert_kit.training.distill_config import DistillConfig
+from mobilebert_kit.utils import kernel_lock
 from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
 from mobilebert_kit.utils.output_check import OutputKind
-from mobilebert_kit.utils.run_state import read_run_record
+from mobilebert_kit.utils.run_state import claim_run, read_run_record, release_run
 from mobilebert_kit.utils.structured import load_json
 
 RUN_FILE = "run.json"
@@ -44,8 +45,25 @@ class RunDirectory:
         >>> run_dir.check(record, config, resume=False)  # doctest: +SKIP
     """
 
+    locks = True  # False for the workers of a cluster, which share the chief's directory and its lock
+
     def __init__(self, path):
         self.path = Path(path)
+        self._lock = None  # the descriptor holding the directory's kernel lock while this run lives
+
+    def claim(self):
+        """Takes the directory's run lock (``utils.run_state.claim_run``), if it exists and is not held yet.
+
+        Raises:
+            TrainingError: a live run holds the directory (one line naming it and its process).
+        """
+        if self.locks and self._lock is None and self.path.is_dir() and not self.path.is_symlink():
+            self._lock = claim_run(self.path, "distill")
+
+    def release(self):
+        """Drops the directory's run lock (at the end of the run, however it ends)."""
+        release_run(self.path, self._lock)
+        self._lock = None
 
     @property
     def checkpoint_dir(self):
@@ -65,13 +83,21 @@ class RunDirectory:
             sources (list): the run's inputs, which the directory may never be or contain (``utils.atomic``).
 
         Raises:
-            TrainingError: naming what to do (``--resume``, another ``--out``, the same options).
+            TrainingError: naming what to do (``--resume``, another ``--out``, the same options), or the live
+                run that holds the directory.
         """
+        self.claim()
         run_file = self.path / RUN_FILE
         if resume:
             if not run_file.is_file():
                 raise TrainingError(f"nothing to resume in {self.path}: {RUN_FILE} is missing; start without --resume")
             stored = self.read_record()
+            # A record of the data's content (same path, other content: regenerated shards); records from
+            # before it existed have none to compare.
+            if stored.get("data_fingerprint") not in (None, record.get("data_fingerprint")):
+                raise TrainingError(
+                    f"{record['data']} changed since the run in {self.path} started (same path, other content); "
+                    "restore it, or start over with --overwrite")
             differences = DistillConfig.from_dict(stored["config"]).differences(config)
             differences += [k for k in RECORD_KEYS if stored.get(k) != record[k]]
             if differences:
@@ -104,6 +130,9 @@ class RunDirectory:
             sources (list): as in :meth:`check`.
         """
         prepare_dir(self.path, DISTILL_RUN, overwrite=overwrite, fresh=overwrite, sources=sources)
+        if self._lock is not None and not kernel_lock.same_file(self._lock, self.path):
+            self.release()  # a directory started over is a new one: its lock is taken again below
+        self.claim()
         with atomic_file(self.path / RUN_FILE, "w") as f:
             f.write(json.dumps(record, indent=2) + "\n")
 

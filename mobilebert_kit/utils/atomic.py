@@ -13,13 +13,17 @@ the modules owning the formats declare; this module names no format.
 
 A process killed mid-write (SIGKILL, power loss) cannot clean up: its hidden
 ``.NAME.PID.*.partial`` sibling stays behind. Its name never looks finished,
-and the next write of the same ``NAME`` removes leftovers whose writer process
-is gone, so they do not pile up across crashed runs.
+and the next write of the same ``NAME`` removes leftovers whose writer is gone,
+so they do not pile up across crashed runs. A writer holds the kernel lock of
+its temporary (``utils/kernel_lock.py``) while it writes: a writer in another
+PID namespace (two containers on one volume) has a PID that looks dead here,
+and its live temporary was deleted when the PID alone decided.
 
 This module must stay free of TensorFlow: the profiler writes its reports here.
 """
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -28,9 +32,12 @@ import tempfile
 from pathlib import Path
 
 # The decision and its names, importable from here as before (callers write ``from ...atomic import``).
+from mobilebert_kit.utils import kernel_lock
+from mobilebert_kit.utils.run_state import STATE_DIR, interrupted_run
 from mobilebert_kit.utils.output_check import (  # noqa: F401
     EMPTY,
     MARKER_FILE,
+    MAX_LISTED,
     MARKER_VERSION,
     NEW,
     OVERWRITE,
@@ -43,9 +50,12 @@ from mobilebert_kit.utils.output_check import (  # noqa: F401
     files_under,
     json_object,
     marker_format,
+    marker_record,
+    os_error_in,
     overlap,
     require_kind,
     temp_prefix,
+    temp_stem,
     write_error,
 )
 
@@ -95,10 +105,10 @@ def _apply_access(old, target):
 
 # --- the writers ----------------------------------------------------------------------------------------------
 
-def _begin(path, kind, overwrite, sources):
+def _begin(path, kind, overwrite, sources, keep_foreign=False):
     path = Path(path)
     if kind is not None:
-        check_output(path, kind, overwrite=overwrite, sources=sources)
+        check_output(path, kind, overwrite=overwrite, sources=sources, keep_foreign=keep_foreign)
     else:
         _check_internal(path)
     try:
@@ -123,13 +133,23 @@ def _check_internal(path):
         raise OutputError(f"{path} is not a regular file; mbk replaces only files it wrote: move it away")
 
 
-def _finish(tmp, path, kind, overwrite, sources):
-    """Moves the finished ``tmp`` onto ``path`` after checking ``path`` again (it may have changed meanwhile)."""
-    decision = check_output(path, kind, overwrite=overwrite, sources=sources) if kind is not None else None
+def _finish(tmp, path, kind, overwrite, sources, keep_foreign=False):
+    """Moves the finished ``tmp`` onto ``path`` after checking ``path`` again (it may have changed meanwhile).
+
+    A directory goes *inside* an existing empty directory, and inside a run's directory whose user added files
+    (``keep_foreign``), rather than being renamed over it (:func:`_install_inside`): ``rename()`` cannot replace
+    a mount point (EBUSY), and a user's empty directory keeps its owner, mode and inode.
+    """
+    decision = (check_output(path, kind, overwrite=overwrite, sources=sources, keep_foreign=keep_foreign)
+                if kind is not None else None)
     if kind is None:
         _check_internal(path)
     _plain_mode(tmp)
     exists = decision in (REPLACE, EMPTY, OVERWRITE) or (decision is None and os.path.lexists(path))
+    in_place = os.path.isdir(tmp) and not os.path.islink(path) and os.path.isdir(path)
+    if in_place and (decision == EMPTY or keep_foreign):
+        _install_inside(tmp, path, keep_foreign)
+        return
     if exists:
         _keep_access(path, tmp)
     if exists and (os.path.isdir(path) or os.path.isdir(tmp)):
@@ -139,9 +159,17 @@ def _finish(tmp, path, kind, overwrite, sources):
         # ``path`` (and the clean-up below would then delete the old one): both signals wait until the swap
         # is done or undone.
         old = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".old", dir=path.parent))
+        lock = kernel_lock.hold(old)  # it holds the old output for a moment: no sweep may take it for a leftover
         try:
             with _signals_held():
-                os.replace(path, old / "previous")
+                try:
+                    os.replace(path, old / "previous")
+                except OSError as err:
+                    if not (in_place and err.errno in (errno.EBUSY, errno.EXDEV, errno.EPERM)):
+                        raise
+                    # A mount point (or a directory the kernel will not move): replace what is inside it.
+                    _install_inside(tmp, path, keep_foreign)
+                    return
                 try:
                     os.replace(tmp, path)
                 except BaseException:
@@ -152,12 +180,71 @@ def _finish(tmp, path, kind, overwrite, sources):
             # old output while nothing else is at the path (a failed undo leaves it there to be recovered).
             if os.path.lexists(path):
                 shutil.rmtree(old, ignore_errors=True)
+            kernel_lock.release(lock)
     else:
         os.replace(tmp, path)
 
 
+def _install_inside(tmp, path, keep_foreign):
+    """Puts the finished directory ``tmp`` in place inside the existing directory ``path``, file by file.
+
+    What ``path`` holds is removed first, except, with ``keep_foreign``, the files its marker does not list (the
+    user's, added while a run was interrupted: a run's marker lists what the run wrote). A file of the user's
+    where the output puts one of its own is refused before anything changes. Crash-safe in order: the marker
+    first lists old and new files (so a half-done install is ours to replace, never the user's), a run's state
+    (``run/``) goes last (so ``--resume`` can write the output again), and the final marker comes in last.
+    """
+    path, tmp = Path(path), Path(tmp)
+    found = files_under(path)
+    if found is None:
+        raise OutputError(f"{path} holds more than {MAX_LISTED} files; move them away and run again "
+                          "(nothing was written)")
+    listed = (marker_record(path) or {}).get("files")
+    state = [f for f in found if f.split(os.sep)[0] == STATE_DIR] if interrupted_run(path) else []
+    if keep_foreign and isinstance(listed, list):
+        ours = (set(listed) & set(found)) | set(state)
+    else:
+        ours = set(found)  # nothing is kept: an empty directory, or one whose files are all ours
+    new = files_under(tmp) or []
+    foreign = set(found) - ours
+    clash = sorted(f for f in foreign if f in new or any(n.startswith(f + os.sep) for n in new)
+                   or any(f.startswith(n + os.sep) for n in new))
+    if clash:
+        raise OutputError(f"{path / clash[0]} is not mbk's, and the finished output puts its own file there; move it "
+                          "away and run again (nothing was written)")
+    _store_marker(path, {**(marker_record(tmp) or {}), "files": sorted(ours | set(new))})
+    for name in sorted(ours - set(state), key=lambda f: -f.count(os.sep)):
+        remove_path(path / name)
+        _prune_empty(path, Path(name).parent)
+    for root, dirs, files in os.walk(tmp):
+        here = path / os.path.relpath(root, tmp)
+        for name in dirs:
+            if os.path.islink(os.path.join(root, name)):
+                os.replace(os.path.join(root, name), here / name)
+            elif not os.path.isdir(here / name):
+                os.mkdir(here / name)
+        for name in files:
+            if not (root == str(tmp) and name == MARKER_FILE):
+                os.replace(os.path.join(root, name), here / name)
+    os.replace(tmp / MARKER_FILE, path / MARKER_FILE)
+    if state:
+        remove_path(path / STATE_DIR)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _prune_empty(root, relative):
+    """Removes the now empty directories ``relative`` and its parents below ``root`` (a user's file keeps its
+    directory)."""
+    while relative.parts:
+        try:
+            os.rmdir(root / relative)
+        except OSError:
+            return
+        relative = relative.parent
+
+
 @contextlib.contextmanager
-def _signals_held(signals=("SIGINT", "SIGTERM")):
+def _signals_held(signals=("SIGINT", "SIGTERM", "SIGHUP")):
     """Holds ``signals`` back inside the block; one that arrives is delivered, to the handler it would have
     reached, when the block ends.
 
@@ -204,6 +291,15 @@ def relist(directory):
     else:
         data["files"] = files
     _store_marker(directory, data)
+
+
+def relist_as(directory, record):
+    """Replaces our output ``directory``'s marker with ``record`` (a run listing what its ``OUT`` holds).
+
+    Example:
+        >>> relist_as("runs/sst2", {"format": FINETUNE_OUTPUT.format, "version": 1, "files": []})  # doctest: +SKIP
+    """
+    _store_marker(directory, record)
 
 
 def _write_marker(directory, kind):
@@ -277,37 +373,50 @@ def atomic_path(path, *, kind=None, overwrite=False, sources=()):
         os.close(fd)
     except OSError as err:
         raise write_error(path, err) from err
+    lock = kernel_lock.hold(tmp)  # the sign that its writer lives, for a sweep in another PID namespace
     try:
         yield Path(tmp)
         _finish(tmp, path, kind, overwrite, sources)
     except OSError as err:
         remove_path(tmp)
         raise write_error(path, err) from err
+    except Exception as err:
+        remove_path(tmp)
+        _raise_write_failure(path, err)
+        raise
     except BaseException:
         remove_path(tmp)
         raise
+    finally:
+        kernel_lock.release(lock)
 
 
 @contextlib.contextmanager
-def atomic_dir(path, kind, *, overwrite=False, sources=()):
+def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
     """Yields a temporary directory that replaces directory ``path`` if the block succeeds.
 
     The finished directory carries the marker ``.mbk-output.json`` of ``kind``, so a later run may replace it;
-    an existing ``path`` is kept until the new one is complete. Arguments as :func:`atomic_file`.
+    an existing ``path`` is kept until the new one is complete. An existing empty directory (a mount point) is
+    filled, not renamed over. Arguments as :func:`atomic_file`, and:
+
+    Args:
+        keep_foreign (bool): ``path`` is a run's own directory (``checkpoints/resumable_run.py``): files the user
+            put there while the run was interrupted stay, and only what the run wrote is replaced.
 
     Example:
         >>> with atomic_dir("runs/model", SAVED_MODEL) as tmp:  # doctest: +SKIP
         ...     save_into(tmp)
     """
-    path = _begin(path, kind, overwrite, sources)
+    path = _begin(path, kind, overwrite, sources, keep_foreign)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent))
     except OSError as err:
         raise write_error(path, err) from err
+    lock = kernel_lock.hold(tmp)  # as in atomic_path
     try:
         yield tmp
         _write_marker(tmp, kind)
-        _finish(tmp, path, kind, overwrite, sources)
+        _finish(tmp, path, kind, overwrite, sources, keep_foreign=keep_foreign)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise write_error(path, err) from err
@@ -318,9 +427,24 @@ def atomic_dir(path, kind, *, overwrite=False, sources=()):
         if str(tmp) in str(err):
             raise OutputError(str(err).replace(str(tmp), str(path))) from err
         raise
+    except Exception as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _raise_write_failure(path, err)
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        kernel_lock.release(lock)
+
+
+def _raise_write_failure(path, err):
+    """Raises the one-line write error of a library's own error type that reports a full disk or a file size
+    limit in words (TensorFlow's ResourceExhaustedError / OutOfRangeError, onnx's and safetensors' errors): it
+    was an internal error, with the temporary output already removed. Anything else returns."""
+    failed = os_error_in(err)
+    if failed is not None:
+        raise write_error(path, failed) from err
 
 
 def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
@@ -433,14 +557,14 @@ def _alive(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True  # another user's live process
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's live process, or a number the kernel does not take: not ours to judge
     return True
 
 
 def _sweep_leftovers(path):
     """Removes ``.NAME.PID.*.partial`` / ``.old`` siblings of ``path`` left by writers that no longer run."""
-    prefix = f".{path.name}."
+    prefix = f".{temp_stem(path)}."
     try:
         names = os.listdir(path.parent)
     except OSError:
@@ -455,7 +579,16 @@ def _sweep_leftovers(path):
         pid = int(parts[0])
         if pid == os.getpid() or _alive(pid):
             continue  # ours, or a writer still at work
-        remove_path(path.parent / name, ignore_errors=True)
+        # The PID is one of this namespace: a writer in another one (a container sharing the volume) has an id
+        # that looks dead here. Its kernel lock says it lives; the lock taken here keeps it from starting to
+        # write meanwhile.
+        lock = kernel_lock.hold(path.parent / name)
+        if lock is None and os.path.lexists(path.parent / name) and not os.path.islink(path.parent / name):
+            continue
+        try:
+            remove_path(path.parent / name, ignore_errors=True)
+        finally:
+            kernel_lock.release(lock)
 
 
 def remove_path(path, ignore_errors=False):

@@ -1,10 +1,11 @@
-"""Stopping a long loop without losing a step: SIGINT and SIGTERM as a flag checked between steps.
+"""Stopping a long loop without losing a step: SIGINT, SIGTERM and SIGHUP as a flag checked between steps.
 
 ``mbk distill``, ``mbk finetune`` and the recovery of ``mbk substitute`` check :class:`InterruptFlag` between
 steps: the first Ctrl-C (SIGINT) or SIGTERM lets the current step finish, the loop checkpoints it and stops,
 and ``--resume`` continues from there. SIGTERM is what a scheduler, a container runtime or ``timeout`` sends
-before SIGKILL, so a preempted run keeps its last step too. A second signal interrupts at once (the last
-periodic checkpoint is then the resume point).
+before SIGKILL, so a preempted run keeps its last step too; SIGHUP is what a closed terminal or a dropped
+ssh session sends (its default action left the ``.partial`` output and the scratch directory behind). A
+second signal interrupts at once (the last periodic checkpoint is then the resume point).
 
 Here, below ``training/`` and ``convert/``, because both loops use it (``convert/`` may not import
 ``training/``: tests/test_layering.py). Standard library only.
@@ -26,7 +27,7 @@ class InterruptFlag:
         ...             save(); raise KeyboardInterrupt
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
         self.raised = False
@@ -53,11 +54,13 @@ class InterruptFlag:
 
 
 class TerminateAsInterrupt:
-    """Makes SIGTERM stop the command the way Ctrl-C does (``KeyboardInterrupt``), for the whole command.
+    """Makes SIGTERM and SIGHUP stop the command the way Ctrl-C does (``KeyboardInterrupt``), for the whole
+    command.
 
     SIGTERM's default action ends the process at once: a command outside a training loop (``mbk
     pretraining-data``, an export) then left its hidden ``.partial`` output behind and printed nothing.
     As ``KeyboardInterrupt`` it unwinds: temporary outputs are removed, and ``mbk`` prints ``interrupted``.
+    SIGHUP (the terminal closed) likewise, unless the command was started to ignore it (``nohup``).
     An :class:`InterruptFlag` inside takes the signal over for its loop and gives it back. Main thread only.
 
     Example:
@@ -72,11 +75,13 @@ class TerminateAsInterrupt:
 
     def __enter__(self):
         TerminateAsInterrupt.received = False
-        self._previous_int = None
+        self._previous_int = self._previous_hup = None
         try:
             self._previous = signal.signal(signal.SIGTERM, self._handle)
             if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
                 self._previous_int = signal.signal(signal.SIGINT, self._handle)
+            if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:  # not under nohup, which sets SIG_IGN
+                self._previous_hup = signal.signal(signal.SIGHUP, self._handle)
         except ValueError:  # not the main thread
             self._previous = None
         return self
@@ -91,4 +96,6 @@ class TerminateAsInterrupt:
             signal.signal(signal.SIGTERM, self._previous)
         if self._previous_int is not None:
             signal.signal(signal.SIGINT, self._previous_int)
+        if self._previous_hup is not None:
+            signal.signal(signal.SIGHUP, self._previous_hup)
         return False

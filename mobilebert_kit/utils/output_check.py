@@ -22,6 +22,7 @@ No TensorFlow here: the profiler checks its reports with this module.
 
 import contextlib
 import errno
+import hashlib
 import mmap
 import os
 import stat
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from mobilebert_kit.errors import MbkError
-from mobilebert_kit.utils.run_state import STATE_DIR, interrupted_run
+from mobilebert_kit.utils.run_state import OWNER_FILE, STATE_DIR, interrupted_run
 from mobilebert_kit.utils.structured import load_json
 
 MARKER_FILE = ".mbk-output.json"
@@ -39,6 +40,10 @@ MARKER_VERSION = 1
 FORMAT_PREFIX = "mobilebert-kit/"  # a marker's "format" is FORMAT_PREFIX + the kind's name
 HEAD_BYTES = 65536  # a text sniff reads at most this much
 MAX_LISTED = 4096  # files a marker lists (a model directory holds a handful); more: the directory is not checked
+NAME_MAX = 255  # bytes in one file name on Linux and macOS file systems
+# What a temporary sibling adds to the name it stands for: ".", ".PID." (10 digits at most), the random part of
+# mkstemp (8) or of foreign_set_aside (8) and the longest suffix (".overwritten"), with room to spare.
+TEMP_EXTRA = 40
 # The help of every writing command's --overwrite flag.
 OVERWRITE_HELP = ("replace a file or directory at the output path that mbk did not write (never the command's own "
                   "input, a special file or a symbolic link)")
@@ -176,12 +181,13 @@ def marker_format(path):
 
 
 def files_under(directory):
-    """Relative paths of the files (and links) under ``directory``, the marker left out; None past MAX_LISTED."""
+    """Relative paths of the files (and links) under ``directory``, the marker and a live run's owner record
+    (``utils.run_state.OWNER_FILE``) left out; None past MAX_LISTED."""
     found = []
     for root, dirs, files in os.walk(directory):
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             rel = os.path.relpath(os.path.join(root, name), directory)
-            if rel != MARKER_FILE:
+            if rel not in (MARKER_FILE, OWNER_FILE):
                 found.append(rel)
             if len(found) > MAX_LISTED:
                 return None
@@ -265,8 +271,41 @@ def _identities(path):
 
 def temp_prefix(path):
     """The name prefix of ``path``'s temporary siblings, ``.NAME.PID.``: the writer's pid in the name tells a
-    later run whether the writer is still alive (``utils.atomic`` sweeps the leftovers of dead ones)."""
-    return f".{Path(path).name}.{os.getpid()}."
+    later run whether the writer is still alive (``utils.atomic`` sweeps the leftovers of dead ones).
+
+    A name near the file system's limit (NAME_MAX, 255 bytes) is shortened in the prefix (:func:`temp_stem`):
+    the sibling of a valid 240-byte name was refused as "the name is too long".
+
+    Example:
+        >>> temp_prefix("/tmp/m.onnx").startswith(".m.onnx.")
+        True
+    """
+    return f".{temp_stem(path)}.{os.getpid()}."
+
+
+def temp_stem(path):
+    """``path``'s name as its temporary siblings carry it: whole when ``.NAME.PID.RANDOM.overwritten`` fits in
+    NAME_MAX (255 bytes), else cut to fit, with a hash of the whole name so two long names do not share it.
+
+    Example:
+        >>> len(temp_stem("x" * 250).encode()) <= NAME_MAX - TEMP_EXTRA
+        True
+    """
+    name = Path(path).name
+    raw = os.fsencode(name)
+    if len(raw) <= NAME_MAX - TEMP_EXTRA:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:12]
+    keep = raw[:NAME_MAX - TEMP_EXTRA - len(digest) - 1]
+    return f"{keep.decode('utf-8', 'ignore') if _utf8(raw) else os.fsdecode(keep)}~{digest}"
+
+
+def _utf8(raw):
+    try:
+        raw.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def check_parent(path):
@@ -291,7 +330,7 @@ def check_parent(path):
         return
 
 
-def check_output(path, kind, *, overwrite=False, sources=()):
+def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
     """Decides whether ``path`` may be written as an output of ``kind``; the one place of that rule.
 
     Args:
@@ -299,6 +338,8 @@ def check_output(path, kind, *, overwrite=False, sources=()):
         kind (OutputKind): the record the output's owner declares (``models.api.SAVED_MODEL``).
         overwrite: the user passed ``--overwrite``: a regular file or directory that is not ours may be replaced.
         sources: the command's inputs; the output may be none of them, inside one, or contain one.
+        keep_foreign (bool): ``path`` is a run's own directory, whose finished output keeps files the user added
+            (``utils.atomic.atomic_dir``): they are no reason to refuse.
 
     Returns:
         ``"new"`` (nothing there), ``"replace"`` (our own output of this kind), ``"empty"`` (an empty
@@ -339,12 +380,12 @@ def check_output(path, kind, *, overwrite=False, sources=()):
                           "another path (--overwrite does not apply)")
     is_dir = stat.S_ISDIR(mode)
     if is_dir == kind.is_dir:
-        if is_dir and not os.listdir(path):
+        if is_dir and not set(os.listdir(path)) - {OWNER_FILE}:  # a run's lock names its owner in it
             return EMPTY
         marker = marker_record(path) if is_dir else None
         ours = (marker or {}).get("format") == kind.format if is_dir else kind.recognises(path)
         if ours:
-            foreign = _foreign_files(path, marker) if is_dir else []
+            foreign = _foreign_files(path, marker) if is_dir and not keep_foreign else []
             if not foreign:
                 return REPLACE
             if not overwrite:
@@ -366,6 +407,26 @@ def check_output(path, kind, *, overwrite=False, sources=()):
 
 
 # --- write errors ---------------------------------------------------------------------------------------------
+
+# What a library that reports a failed write in its own error type (TensorFlow's OpError) says, by errno: only
+# conditions no read has (a permission error might be an input's).
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def os_error_in(err):
+    """The ``OSError`` a third-party error reports in words (TensorFlow: ``OutOfRangeError: ...; File too
+    large``), so that :func:`write_error` gives it the one-line contract; None when it names none.
+
+    Example:
+        >>> os_error_in(RuntimeError("shard-1.tfrecord; No space left on device")).errno == errno.ENOSPC
+        True
+    """
+    text = str(err)
+    for code in _WRITE_ERRNOS:
+        if os.strerror(code) in text:
+            return OSError(code, os.strerror(code))
+    return None
+
 
 def write_error(path, err):
     """The one-line :class:`OutputError` for an ``OSError`` met while writing ``path``.

@@ -13,12 +13,23 @@ readers (``mbk export`` and ``mbk evaluate`` through ``checkpoints/`` and ``trai
 layers, so the layout's names live here, TensorFlow-free, and all of them read them. ``run.json`` names the
 command that wrote it (``"command"``); a record without one was written by ``mbk finetune`` before
 ``mbk substitute`` resumed.
+
+A live run holds the kernel lock of its directory (``OUT`` for ``mbk finetune`` and ``mbk substitute``, the
+run directory of ``mbk distill``) from its check until its end (:func:`claim_run`), and names itself in
+``OWNER_FILE`` there: a second command on that directory is refused in one line naming the run and its
+process, whether it would resume it, start it over or read it. The kernel drops the lock when the process
+dies however it dies, so a killed run is an interrupted one at once; a PID would not tell (another PID
+namespace, a reused number).
 """
 
+import json
 import os
+import socket
+import time
 from pathlib import Path
 
 from mobilebert_kit.errors import MbkError, TrainingError
+from mobilebert_kit.utils import kernel_lock
 from mobilebert_kit.utils.structured import load_json
 
 STATE_DIR = "run"
@@ -29,6 +40,9 @@ CHECKPOINT_DIR = "checkpoints"
 RUN_KINDS = {"finetune": "fine-tuning", "substitute": "substitution"}
 # A run.json is a few kB; a larger one is not ours (and is not read whole to find out).
 RECORD_BYTES = 1 << 20
+# Who holds a live run's lock: its command, process and host, for the refusal of a second command. Hidden, and
+# never listed as an output's file (utils/output_check.files_under).
+OWNER_FILE = ".mbk-owner.json"
 
 
 def interrupted_run(out_dir, command=None):
@@ -68,6 +82,40 @@ def run_command(out_dir):
         return None
     command = record.get("command", "finetune")  # records of mbk finetune from before the key existed
     return command if command in RUN_KINDS else None
+
+
+def data_fingerprint(path):
+    """SHA-256 of a data directory's listing and of its small files (each file's name and size, and the bytes of
+    those up to 1 MB: ``dataset.json`` with its inputs' hashes and options); of a file, its bytes. None when
+    ``path`` is not a file or directory. Shards of gigabytes are known by their size beside that record, so a
+    resume does not read them all once more.
+
+    Example:
+        >>> data_fingerprint("/tmp/no-such-mbk-data") is None
+        True
+    """
+    import hashlib
+
+    path = Path(path)
+    digest = hashlib.sha256()
+    try:
+        if path.is_file():
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            return digest.hexdigest()
+        if not path.is_dir():
+            return None
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            size = entry.stat(follow_symlinks=False).st_size
+            digest.update(f"{entry.name}\0{size}\0".encode())
+            if size <= 1 << 20:
+                digest.update(Path(entry.path).read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def describe_path(spec):
@@ -114,9 +162,100 @@ def resume_hint(out_dir):
         >>> resume_hint("runs/sst2")  # doctest: +SKIP
         'runs/sst2 holds an interrupted fine-tuning run, not a model yet; finish it with `mbk finetune --out runs/sst2 --resume`'
     """
+    line = live_line(out_dir)
+    if line is not None:
+        return line
     command = run_command(out_dir)
     if command is None:
         return (f"{out_dir} holds the state of an interrupted run ({STATE_DIR}/{RUN_FILE}), not a model yet; "
                 "finish it with the command that started it and --resume")
     return (f"{out_dir} holds an interrupted {RUN_KINDS[command]} run, not a model yet; finish it with "
             f"`mbk {command} --out {out_dir} --resume`")
+
+
+def live_run(directory):
+    """How the refusal names the live run holding ``directory``'s lock (``"mbk finetune, process 42 on host
+    h, since 2026-11-27 22:40"``), or None when no live process holds it.
+
+    Example:
+        >>> live_run("/tmp/no-such-mbk-run") is None
+        True
+    """
+    if not kernel_lock.held(directory):
+        return None
+    try:
+        owner = load_json(Path(directory) / OWNER_FILE, OWNER_FILE, max_bytes=1 << 16, expect=dict, error=MbkError)
+    except MbkError:
+        owner = {}  # between the lock and its record, or a record that cannot be read: the lock alone decides
+    parts = [f"mbk {owner['command']}" if isinstance(owner.get("command"), str) else "an mbk command"]
+    if isinstance(owner.get("pid"), int):
+        parts.append(f"process {owner['pid']}" + (f" on {owner['host']}" if isinstance(owner.get("host"), str)
+                                                  else ""))
+    if isinstance(owner.get("started"), str):
+        parts.append(f"since {owner['started']}")
+    return ", ".join(parts)
+
+
+def live_line(directory):
+    """The one-line refusal of a command on ``directory`` while a live run holds it (None when none does).
+
+    Example:
+        >>> live_line("/tmp/no-such-mbk-run") is None
+        True
+    """
+    owner = live_run(directory)
+    if owner is None:
+        return None
+    return (f"{directory} is in use by a run that is still alive ({owner}); wait for it to end, or stop it "
+            "(Ctrl-C) and run again")
+
+
+def claim_run(directory, command):
+    """Takes the kernel lock of the run directory ``directory`` for this process and names the owner in it.
+
+    Args:
+        directory (str | Path): the run's directory (it exists).
+        command (str): the command, for the refusal a second command gets (``"finetune"``).
+
+    Returns:
+        int | None: the descriptor holding the lock, for :func:`release_run`; None where the file system takes
+        no lock (a network file system without ``flock``): the run goes on as before locks existed.
+
+    Raises:
+        TrainingError: a live run holds ``directory`` (:func:`live_line`).
+
+    Example:
+        >>> fd = claim_run(Path("/tmp"), "finetune")  # doctest: +SKIP
+    """
+    fd = kernel_lock.hold(directory)
+    if fd is None:
+        line = live_line(directory)
+        if line is not None:
+            raise TrainingError(line)
+        return None
+    owner = {"command": command, "pid": os.getpid(), "host": socket.gethostname(),
+             "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    tmp = Path(directory) / f"{OWNER_FILE}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(owner) + "\n")
+        os.replace(tmp, Path(directory) / OWNER_FILE)
+    except OSError:  # the lock decides; the record only names the owner
+        tmp.unlink(missing_ok=True)
+    return fd
+
+
+def release_run(directory, fd):
+    """Removes this process's owner record from ``directory`` and drops its lock (:func:`claim_run`'s ``fd``).
+
+    Example:
+        >>> release_run("/tmp/no-such-mbk-run", None)
+    """
+    if fd is None:
+        return
+    try:
+        owner = load_json(Path(directory) / OWNER_FILE, OWNER_FILE, max_bytes=1 << 16, expect=dict, error=MbkError)
+        if owner.get("pid") == os.getpid():
+            os.remove(Path(directory) / OWNER_FILE)
+    except (MbkError, OSError):
+        pass
+    kernel_lock.release(fd)

@@ -9,9 +9,12 @@ then left its files behind.
 
 So a scratch directory is named after its owner, ``mbk-KIND-HOST-PID-*``, and
 the next command removes those of dead owners: same host, a
-process id that no longer runs, the same user, and untouched for
-:data:`STALE_AFTER_S` (the age guards against a process of another PID
-namespace that shares the directory). Every ``mbk`` command runs inside one
+process id that no longer runs, the same user, untouched for
+:data:`STALE_AFTER_S`, and no owner holding its kernel lock. The owner holds
+an ``flock`` on its directory while it lives (``utils/kernel_lock.py``): a
+process of another PID namespace that shares the directory (two containers on
+one ``/tmp`` volume, both named after the same host) has an id that looks dead
+here, and the age alone did not save a long export's live directory. Every ``mbk`` command runs inside one
 (``cli/main.py``) that captures Python's ``tempfile`` (``capture=True``): the
 converters' temporary SavedModels and AutoGraph's generated modules (which
 TensorFlow removes only at a normal exit) land inside it and go with it. Only
@@ -33,6 +36,7 @@ import time
 from pathlib import Path
 
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.utils import kernel_lock
 
 STALE_AFTER_S = 3600.0
 _NAME = re.compile(r"^mbk-[a-z]+-(?P<host>[A-Za-z0-9_.-]{1,64})-(?P<pid>[0-9]{1,10})-")
@@ -83,7 +87,7 @@ def sweep(directory=None, now=None):
         # A real directory of ours (never a link someone planted), idle long enough, whose owner is gone.
         if not entry.is_dir(follow_symlinks=False) or info.st_uid != uid or now - info.st_mtime < STALE_AFTER_S:
             continue
-        if _alive(int(match["pid"])):
+        if _alive(int(match["pid"])) or kernel_lock.held(entry.path):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.path)
@@ -103,10 +107,22 @@ def new_scratch(kind):
     try:
         base = base_directory()  # tempfile raises when no candidate directory (TMPDIR, /tmp, ...) is writable
         sweep(base)
-        return Path(tempfile.mkdtemp(prefix=f"mbk-{kind}-{_host()}-{os.getpid()}-", dir=base))
+        path = Path(tempfile.mkdtemp(prefix=f"mbk-{kind}-{_host()}-{os.getpid()}-", dir=base))
     except OSError as err:
         raise MbkError(f"cannot make a scratch directory in {base} ({err.strerror or err}); set TMPDIR to a writable "
                        "directory with free space") from None
+    # Held until the process ends (the kernel drops it then, however it ends): a descriptor per scratch directory,
+    # a handful per command.
+    _locks[str(path)] = kernel_lock.hold(path)
+    return path
+
+
+def _drop_lock(path):
+    """Releases the kernel lock of scratch directory ``path`` once it is removed."""
+    kernel_lock.release(_locks.pop(str(path), None))
+
+
+_locks = {}  # scratch directory -> the descriptor holding its kernel lock
 
 
 _outer = []  # the temporary directories that capturing scratch directories replaced, innermost last
@@ -144,3 +160,4 @@ def scratch_directory(kind, capture=False, required=True):
             tempfile.tempdir = saved
             _outer.pop()
         shutil.rmtree(path, ignore_errors=True)
+        _drop_lock(path)

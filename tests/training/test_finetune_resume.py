@@ -315,7 +315,18 @@ def test_resuming_on_changed_training_data_is_refused(tokenizer, data, interrupt
     with train.open("a") as handle:  # 8 more rows: another step per epoch
         handle.write("".join(f"the movie was good\tpos\n" for _ in range(8)))
     assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False),
+                          f"{train} changed since the run", "same path, other content")  # issue 37's fingerprint
+    _drop_fingerprint(interrupted)  # a record from before fingerprints: the step count still tells
+    assert_one_line_error(mbk(capsys, "finetune", "--out", interrupted, "--resume", check=False),
                           "now makes 14 steps", "started on 12", "the training data changed")
+
+
+def _drop_fingerprint(out):
+    """Makes ``out``'s run record one written before run records kept the data's fingerprint (issue 37)."""
+    record_file = out / "run" / "run.json"
+    record = json.loads(record_file.read_text())
+    record.pop("fingerprint")
+    record_file.write_text(json.dumps(record))
 
 
 @pytest.mark.parametrize("field, value, fragment", [
@@ -399,6 +410,9 @@ def test_resuming_after_the_data_gained_a_class_is_one_line(tokenizer, tmp_path,
                   on_step_end=stop_at(3, "sigint")).train(train, out)
     lines = train.read_text().splitlines()
     train.write_text("\n".join(lines[:-1] + [lines[-1].rsplit("\t", 1)[0] + "\tneutral"]) + "\n")
+    assert_one_line_error(mbk(capsys, "finetune", "--out", out, "--resume", check=False),
+                          f"{train} changed since the run", "same path, other content")  # issue 37's fingerprint
+    _drop_fingerprint(out)  # a record from before fingerprints: the head's size still tells
     assert_one_line_error(mbk(capsys, "finetune", "--out", out, "--resume", check=False),
                           "does not fit the model", "3 output(s)", "the training data changed", "--overwrite")
     assert (out / "run" / "checkpoints").is_dir()
