@@ -28,6 +28,7 @@ from mobilebert_kit.convert.export_tasks import POOLINGS, export_task
 from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
 from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
 from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.layers.position_clip import PositionClip
 from mobilebert_kit.models.api import check_positions, max_positions
 from mobilebert_kit.models.encoder import INPUT_NAMES
 
@@ -277,7 +278,7 @@ def build_export_model(
         mask = tf.cast(mask, tf.float32)  # once here, not once per attention layer (see the module docstring)
     positions = max_positions(config)
     if clip_to_positions and seq_len is None and positions:
-        clip = keras.layers.Lambda(_first_and_last, arguments={"count": positions}, name="clip_to_positions")
+        clip = PositionClip(positions, name="clip_to_positions")
         ids, mask, types = clip(ids), clip(mask), clip(types)
     if for_qat:
         ids = keras.layers.Identity(name="input_ids_passthrough")(ids)
@@ -292,16 +293,6 @@ def build_export_model(
     graph.mask_dtype = mask_dtype
     graph.input_dtypes = dtypes
     return graph
-
-
-def _first_and_last(tokens, count):
-    """The first ``count - 1`` columns of ``tokens`` (``[batch, n]``) and its last, when ``n > count``; else all.
-
-    One GATHER of at most ``count`` columns, no control flow: a row of ``n <= count`` tokens gathers itself.
-    """
-    n = tf.shape(tokens)[1]
-    keep = tf.minimum(n, count)
-    return tf.gather(tokens, tf.concat([tf.range(keep - 1), [n - 1]], 0), axis=1)
 
 
 def plan_graph(model, plan, hidden_states=False, for_qat=False):

@@ -19,10 +19,11 @@ from tests.convert.conftest import SEQ, export_tiny, padded_inputs
 from tests.helpers import run_mbk
 
 INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
-# The default signature per format (issue 14): TFLite static all-int32 (MediaPipe, the Task Library),
-# ONNX dynamic all-int64 with optimum's output names.
+# The default signature per format (issues 14, 36): TFLite all-int32 with batch 1 and a dynamic sequence
+# (MediaPipe, the Task Library feed each text at its own length), ONNX dynamic all-int64 with optimum's names.
 CONTRACT = {
-    "tflite": {"shape": [1, SEQ], "dtype": "int32", "outputs": ["sequence_output", "pooled_output"], "seq_len": SEQ},
+    "tflite": {"shape": [1, None], "dtype": "int32", "outputs": ["sequence_output", "pooled_output"],
+               "seq_len": None},
     "onnx": {"shape": [None, None], "dtype": "int64", "outputs": ["last_hidden_state", "pooler_output"],
              "seq_len": None},
 }

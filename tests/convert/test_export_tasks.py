@@ -51,7 +51,7 @@ def test_auto_task_and_default_length_follow_the_source(architecture, declared, 
 
 def test_defaults_per_format():
     tflite, onnx = plan(options("tflite")), plan(options("onnx"))
-    assert (tflite.mask_dtype, tflite.dynamic_axes) == ("int32", False)
+    assert (tflite.mask_dtype, tflite.dynamic_axes) == ("int32", True)  # issue 36: each text at its own length
     assert (onnx.mask_dtype, onnx.dynamic_axes) == ("int64", True)
     assert plan(options("onnx", static_axes=True)).dynamic_axes is False
     assert plan(options("tflite", static_axes=True)).dynamic_axes is False  # one recipe serves both formats
