@@ -256,7 +256,10 @@ class _TfliteGraph:
                 continue
             seen.add(tensor)
             for op in consumers.get(tensor, []):
-                if op["type"] in ("GATHER", "EMBEDDING_LOOKUP") and len(op["inputs"]) >= 2:
+                if op["type"] == "GATHER" and op["inputs"][0] == tensor:
+                    # The ids gathered by position (a dynamic-length file's PositionClip): still the ids.
+                    frontier.extend(op["outputs"])
+                elif op["type"] in ("GATHER", "EMBEDDING_LOOKUP") and len(op["inputs"]) >= 2:
                     table, indices = (op["inputs"][0], op["inputs"][1]) if op["type"] == "GATHER" else (op["inputs"][1], op["inputs"][0])
                     rows = self._table_rows(table) if indices == tensor else None
                     if rows is None and indices == tensor and self.tensors[table]["shape"]:
