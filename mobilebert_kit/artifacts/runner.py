@@ -4,9 +4,9 @@ Inputs are always given as the Keras model takes them (int32 ``[n, seq]``
 arrays; mask 1/0); the runner casts the mask to the artifact's input type,
 quantizes int8 inputs and dequantizes int8 outputs with the tensors' own scale
 and zero point, and splits ``n`` rows into the artifact's static batch. A
-``.tflite`` input whose shape signature leaves an axis open (``-1``: a
-``--dynamic-axes`` file's sequence) is resized to the rows given, as the
-clients resize it to each text.
+``.tflite`` input whose shape signature leaves an axis open (``-1``: the
+default file's sequence) is resized to the rows given, as the clients resize
+it to each text.
 
 :func:`load_tflite` and :func:`load_onnx` are the one place an interpreter or
 session is created, with one-line errors: the runner, the host profiler, the
