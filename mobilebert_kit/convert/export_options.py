@@ -128,8 +128,8 @@ class ExportOptions:
             substituted real model int8 fidelity (benchmarks/RESULTS.md, issue 17).
         opset (int): ONNX opset.
         dynamic_axes (bool): dynamic axes (``export_tasks.DYNAMIC_AXES``: ONNX batch and sequence, TFLite the
-            sequence only, batch 1); None: dynamic unless ``static_axes`` (or a TFLite ``batch_size`` above 1),
-            decided by ``export_plan.input_layout``.
+            sequence only, batch 1); None: dynamic unless ``static_axes``, a TFLite ``batch_size`` above 1 or a
+            TFLite task with an output of the text's length (decided by ``export_plan.input_layout``).
         static_axes (bool): static ``[batch_size, seq_len]`` inputs (GPU and NPU delegates need them).
         embed_vocab (bool): store the vocabulary in the artifact's metadata.
         labels (tuple): class names to record (default: from the source).
@@ -199,9 +199,10 @@ class ExportOptions:
     opset: int = option(17, flag="--opset", recipe=("export", "opset"), limit="opset",
                         help="ONNX opset (default %(default)s)")
     dynamic_axes: bool = option(None, flag="--dynamic-axes", recipe=("export", "dynamic_axes"), kind="switch",
-                                none_ok=True, help="dynamic axes (the default): ONNX batch and sequence; "
+                                none_ok=True, help="dynamic axes: ONNX batch and sequence (the default); "
                                 "TFLite a dynamic sequence, batch 1 (inputs [1, -1]: each text runs at its own "
-                                "token count, up to the position table)")
+                                "token count, up to the position table; the default of the embedding, "
+                                "classification and regression tasks)")
     static_axes: bool = option(False, flag="--static-axes", recipe=("export", "static_axes"), kind="switch",
                                help="static [--batch-size, --seq-len] inputs instead of dynamic axes (every text padded to "
                                "--seq-len; GPU and NPU delegates need static shapes)")

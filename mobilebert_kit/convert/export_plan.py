@@ -98,13 +98,15 @@ def recorded_length(meta, max_positions=None):
     return sequence_length(None, meta.get("task"), meta.get("format"), positions)
 
 
-def input_layout(options):
-    """``(dynamic_axes, mask_dtype)`` of an export: what the user's words decide about its inputs.
+def input_layout(options, task=None):
+    """``(dynamic_axes, mask_dtype)`` of an export of ``task``: what the user's words decide about its inputs.
 
     Both formats have dynamic axes unless ``--static-axes`` is asked: ONNX its batch and sequence (optimum's
     signature), TFLite its sequence only, at batch 1 (:data:`DYNAMIC_AXES`: the clients run one text at a time and
-    resize the sequence to its token count, so short text costs what it is long, not ``--seq-len``); a TFLite file
-    with ``--batch-size`` above 1 is static (GPU and NPU delegates need static shapes too: ``--static-axes``). The
+    resize the sequence to its token count, so short text costs what it is long, not ``--seq-len``). A TFLite
+    file is static with ``--batch-size`` above 1 (GPU and NPU delegates need static shapes too:
+    ``--static-axes``), and for a task whose outputs follow the text's length (``ExportTask.per_text_outputs``
+    False: features, token and span logits), which MediaPipe cannot run dynamic. The
     attention mask has the token ids' type (:data:`INPUT_DTYPES`), except in an int8-io file,
     whose float mask becomes an int8 input on integer-only accelerators (an integer mask would need a float
     CAST in front of the first layer there).
@@ -117,7 +119,8 @@ def input_layout(options):
     dynamic = options.dynamic_axes
     if dynamic is None:
         # A TFLite file's open axis is its sequence only, at batch 1 (DYNAMIC_AXES): a --batch-size file is static.
-        dynamic = not options.static_axes and (options.format == "onnx" or options.batch_size == 1)
+        per_text = task is None or export_task(task).per_text_outputs
+        dynamic = not options.static_axes and (options.format == "onnx" or (options.batch_size == 1 and per_text))
     mask = options.mask_dtype
     if mask is None:
         mask = "float32" if options.io_type == "int8" else INPUT_DTYPES[options.format]
@@ -404,7 +407,7 @@ def plan_export(options, facts):
                               option=options.name_of("seq_len"))
     check_labels(options, facts.architecture, facts.num_outputs, facts.labels)
     labels = tuple(options.labels) or (tuple(facts.labels) if facts.architecture in LABELLED else ())
-    dynamic, mask = input_layout(options)
+    dynamic, mask = input_layout(options, task)
     return ExportPlan(
         options=options, architecture=facts.architecture, task=task, pooling=pooling, normalize=normalize,
         seq_len=seq_len, max_seq_len=facts.max_positions, dynamic_axes=dynamic, mask_dtype=mask,

@@ -93,6 +93,12 @@ class ExportTask:
         quantized_min_cosine (float | None): the least mean cosine a quantized file's outputs must keep, above a
             mode's looser generic bar: an embedding's cosine to its float vector is the task's own measure
             (retrieval ranks by it), where a classifier's logit cosine is only a proxy.
+        per_text_outputs (bool): every output is one per text (a vector, class scores), none follows the text's
+            length. Such a TFLite file is dynamic-length by default; one with an output of the text's length
+            stays static unless ``--dynamic-axes`` is asked: MediaPipe copies a dynamic file's outputs into
+            tensors of the model's default shape and fails ("TfLiteTensor and Tensor shape do not match: ...
+            [1, 5, 32] vs. [1, 1, 32]", tests/convert/test_tflite_metadata.py), and the Task Library's
+            BertQuestionAnswerer never resizes.
         description (str): one line for ``--help`` and the docs.
     """
 
@@ -103,6 +109,7 @@ class ExportTask:
     one_output: bool = None
     default_seq_len: dict = field(default_factory=dict)
     quantized_min_cosine: float = None
+    per_text_outputs: bool = False
     description: str = ""
 
     def output_names(self, fmt):
@@ -131,19 +138,19 @@ TASKS = {
              "onnx": (("last_hidden_state", "sequence_output"), ("sentence_embedding", "sentence_embedding"))},
             # Full int8 of all-MiniLM-L6-v2 with its LayerNorms float passed int8's generic 0.9 at 0.904, and gave
             # 0.90 in MediaPipe where the fallback's file gave 0.984 (benchmarks/RESULTS.md, LayerNorm models).
-            client="embedder", quantized_min_cosine=0.95,
+            client="embedder", quantized_min_cosine=0.95, per_text_outputs=True,
             description="one sentence vector: the checkpoint's declared pooling (--pooling otherwise)",
         ),
         ExportTask(
             "classification", ("sequence_classifier",),
             {"tflite": (("probability", "probabilities"),), "onnx": (("logits", "logits"),)},
-            client="classifier", one_output=False,
+            client="classifier", one_output=False, per_text_outputs=True,
             description="class probabilities (TFLite) / logits (ONNX) of a sequence classifier",
         ),
         ExportTask(
             "regression", ("sequence_classifier",),
             {"tflite": (("score", "logits"),), "onnx": (("logits", "logits"),)},
-            one_output=True,
+            one_output=True, per_text_outputs=True,
             description="the raw score of a one-output (regression) sequence head, e.g. STS-B similarity",
         ),
         ExportTask(

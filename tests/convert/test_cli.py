@@ -167,8 +167,7 @@ def test_the_length_is_planned_from_the_source_under_an_explicit_task_and_throug
 
     out = tmp_path / "features.tflite"
     run_mbk("export", "tiny-bert", "--task", "features", "--out", out, "--no-validate", check=True)
-    meta = read_artifact_metadata(out)  # a dynamic-length file (the default) planned at the table's 64
-    assert (meta["seq_len"], meta["planned_seq_len"]) == (None, 64)
+    assert read_artifact_metadata(out)["seq_len"] == 64  # features: static (its output follows the length)
     recipe = tmp_path / "nonorm.toml"
     recipe.write_text('[source]\npreset = "tiny-bert"\n\n[substitute]\nnorm = "no_norm"\n\n'
                       '[export]\nquantize = "dynamic"\nformats = ["onnx"]\nname = "nonorm"\n')

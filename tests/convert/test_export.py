@@ -19,11 +19,11 @@ from tests.convert.conftest import SEQ, export_tiny, padded_inputs
 from tests.helpers import run_mbk
 
 INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
-# The default signature per format (issues 14, 36): TFLite all-int32 with batch 1 and a dynamic sequence
-# (MediaPipe, the Task Library feed each text at its own length), ONNX dynamic all-int64 with optimum's names.
+# The default signature per format (issues 14, 36): TFLite static all-int32 for this features task, whose
+# sequence output follows the text's length (MediaPipe cannot run it dynamic; an embedder or classifier is
+# dynamic-length, tests/clients/test_dynamic_tflite.py), ONNX dynamic all-int64 with optimum's output names.
 CONTRACT = {
-    "tflite": {"shape": [1, None], "dtype": "int32", "outputs": ["sequence_output", "pooled_output"],
-               "seq_len": None},
+    "tflite": {"shape": [1, SEQ], "dtype": "int32", "outputs": ["sequence_output", "pooled_output"], "seq_len": SEQ},
     "onnx": {"shape": [None, None], "dtype": "int64", "outputs": ["last_hidden_state", "pooler_output"],
              "seq_len": None},
 }

@@ -51,7 +51,8 @@ def test_auto_task_and_default_length_follow_the_source(architecture, declared, 
 
 def test_defaults_per_format():
     tflite, onnx = plan(options("tflite")), plan(options("onnx"))
-    assert (tflite.mask_dtype, tflite.dynamic_axes) == ("int32", True)  # issue 36: each text at its own length
+    assert (tflite.mask_dtype, tflite.dynamic_axes) == ("int32", False)  # features: its output follows the length
+    assert plan(options("tflite", task="embedding", pooling="mean")).dynamic_axes is True  # issue 36
     assert (onnx.mask_dtype, onnx.dynamic_axes) == ("int64", True)
     assert plan(options("onnx", static_axes=True)).dynamic_axes is False
     assert plan(options("tflite", static_axes=True)).dynamic_axes is False  # one recipe serves both formats
@@ -117,10 +118,15 @@ def test_dynamic_axes_open_the_formats_axes(fmt, batch_size, seq_len):
     assert (static.batch_size, static.static_seq_len) == (1, 16)
 
 
+EMBEDDING = {"task": "embedding", "pooling": "mean"}
+
+
 @pytest.mark.parametrize("fmt, kwargs, shape, clips", [
-    ("tflite", {}, (1, None), True),  # issue 36: each text at its own length, cut in the file past the table
-    ("tflite", {"batch_size": 4}, (4, 16), False),  # a batch above 1 is static (the clients run batch 1)
-    ("tflite", {"static_axes": True}, (1, 16), False),
+    ("tflite", EMBEDDING, (1, None), True),  # issue 36: each text at its own length, cut in the file past the table
+    ("tflite", {"task": "features"}, (1, 16), False),  # an output of the text's length: MediaPipe needs it static
+    ("tflite", {**EMBEDDING, "batch_size": 4}, (4, 16), False),  # a batch above 1 is static (the clients run 1)
+    ("tflite", {**EMBEDDING, "static_axes": True}, (1, 16), False),
+    ("tflite", {"task": "features", "dynamic_axes": True}, (1, None), True),  # asked for: as asked
     ("onnx", {}, (None, None), False),  # optimum users' tokenizers truncate
 ])
 def test_the_default_axes_of_each_format(fmt, kwargs, shape, clips):
