@@ -137,7 +137,7 @@ def test_classification_learns_and_round_trips(tokenizer, tmp_path):
     alone = directory_evaluation(tmp_path / "out" / "model", dev, seq_len=12)
     assert alone.task == "classification" and alone.metrics == pytest.approx(results)
     (tmp_path / "out" / "model" / "labels.txt").write_text("neg\npos\nmeh\n")
-    with pytest.raises(MbkError, match="names 3 class\\(es\\) in labels.txt for a head of 2"):
+    with pytest.raises(MbkError, match="labels.txt names 3 class\\(es\\) and the model's head has 2"):
         directory_evaluation(tmp_path / "out" / "model", dev, seq_len=12)
     with pytest.raises(MbkError, match="exceeds the model's 64 positions"):
         directory_evaluation(tmp_path / "out", dev, seq_len=65)
