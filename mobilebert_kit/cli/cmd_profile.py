@@ -46,6 +46,9 @@ def register(subparsers):
                         help="--text: a vocab.txt or checkpoint directory, for a file that carries no tokenizer")
     parser.add_argument("--delegate", choices=("xnnpack", "none", "gpu", "nnapi"), default="xnnpack",
                         help="TFLite kernels: xnnpack (default), none (builtin kernels), gpu/nnapi (adb only)")
+    parser.add_argument("--runtime", choices=("auto", "interpreter", "compiled-model"), default="auto",
+                        help="host .tflite API: LiteRT's CompiledModel or its Interpreter; auto (default) takes "
+                        "CompiledModel where it can run the file (static shapes) and says when it falls back")
     parser.add_argument("--inter-op-threads", type=number_option("inter_op_threads"), default=1, help="ONNX Runtime inter-op threads (default 1)")
     parser.add_argument("--graph-opt", choices=("all", "extended", "basic", "disabled"), default="all",
                         help="ONNX Runtime graph optimisation level (default all)")
@@ -136,6 +139,7 @@ def _run_host(args):
         op_profile=args.op_profile,
         benchmark_binary=args.benchmark_binary,
         flops=args.flops,
+        runtime=args.runtime,
     )
     results = []
     try:
