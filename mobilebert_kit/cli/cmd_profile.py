@@ -54,7 +54,8 @@ def register(subparsers):
                         help="ONNX Runtime graph optimisation level (default all)")
     parser.add_argument("--op-profile", action="store_true", help="add a per-op profile (ORT profiler / benchmark_model)")
     parser.add_argument("--benchmark-binary", default=None, type=input_path_option("file"), metavar="PATH",
-                        help="LiteRT benchmark_model (adb: for the phone's ABI; host: enables TFLite op profiles)")
+                        help="LiteRT benchmark_model or benchmark_litert_model (adb: for the phone's ABI, either tool; "
+                        "host: benchmark_model, enables TFLite op profiles)")
     parser.add_argument("--adb", default=None, type=input_path_option("file", or_name=True), metavar="PATH", help="adb client to use (default: adb on PATH)")
     parser.add_argument("--list-devices", action="store_true", help="list attached phones (model, SoC, Android, ABI) and exit")
     parser.add_argument("--trials", type=number_option("trials"), default=3, help="benchmark_model invocations per model on a phone (default 3)")

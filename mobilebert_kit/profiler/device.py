@@ -163,7 +163,7 @@ def _describe(props):
 
 
 class DeviceProfiler:
-    """Runs benchmark_model trials on one phone.
+    """Runs benchmark trials on one phone, with benchmark_model or benchmark_litert_model (``BENCHMARK_TOOLS``).
 
     Args:
         adb: an :class:`~mobilebert_kit.profiler.adb.AdbClient`.
@@ -184,7 +184,8 @@ class DeviceProfiler:
             session's baseline, polling every ``poll_s`` seconds, at most
             ``cooldown_timeout_s``.
         lock_freq: None, ``"max"`` or a frequency in kHz (root only).
-        benchmark_binary: path of benchmark_model; None uses the cache.
+        benchmark_binary: path of benchmark_model or benchmark_litert_model (which one: ``tool_of``); None uses
+            the cached benchmark_model.
         bench_script: path of ``bench_loop.sh``; None uses ``android_bench/``.
         workdir: device directory under which the run directory is made.
         flops: FLOPs per inference overriding the count from the file.
