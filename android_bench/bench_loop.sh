@@ -12,10 +12,11 @@
 #       one JSON object: thermal zones (millidegrees C) and core frequencies (kHz)
 #   sh bench_loop.sh run --bin PATH --mask HEX [--trials N] [--baseline-mc MC]
 #                        [--tolerance-mc MC] [--cooldown-timeout S] [--poll S]
-#                        [--lock-freq max|KHZ] -- BENCHMARK_MODEL_ARGS...
+#                        [--lock-freq max|KHZ] [--result-file PATH] -- BENCHMARK_MODEL_ARGS...
 #       for each trial: cool down to the baseline, snapshot, run
 #       `taskset MASK BIN ARGS`, snapshot, then print
 #         @@MBK_LOG_BEGIN i / <tool output> / @@MBK_LOG_END i rc
+#         @@MBK_RESULT_HEX i <hex bytes of PATH>   (with --result-file: the file the tool wrote, then removed)
 #         @@MBK_JSON {"trial":i,...}
 #       and finally @@MBK_DONE. Errors are "@@MBK_ERROR message" and exit 3.
 #
@@ -152,6 +153,7 @@ cmd_run() {
     TIMEOUT=120
     POLL=2
     LOCK=""
+    RESULT=""
     while [ $# -gt 0 ]; do
         case "$1" in
             --bin) BIN=$2; shift 2 ;;
@@ -162,6 +164,7 @@ cmd_run() {
             --cooldown-timeout) TIMEOUT=$2; shift 2 ;;
             --poll) POLL=$2; shift 2 ;;
             --lock-freq) LOCK=$2; shift 2 ;;
+            --result-file) RESULT=$2; shift 2 ;;
             --) shift; break ;;
             *) die "unknown option $1" ;;
         esac
@@ -198,10 +201,16 @@ cmd_run() {
             done
         fi
         before=$(snapshot_json)
+        [ -n "$RESULT" ] && rm -f "$RESULT"
         echo "@@MBK_LOG_BEGIN $i"
         taskset "$MASK" "$BIN" "$@" 2>&1
         rc=$?
         echo "@@MBK_LOG_END $i $rc"
+        # benchmark_litert_model's result file is binary (a proto): sent as hex, since adb shell carries text.
+        if [ -n "$RESULT" ] && [ -f "$RESULT" ]; then
+            echo "@@MBK_RESULT_HEX $i $(od -An -v -tx1 "$RESULT" | tr -d ' \n')"
+            rm -f "$RESULT"
+        fi
         after=$(snapshot_json)
         echo "@@MBK_JSON {\"trial\":$i,\"mask\":\"$MASK\",\"cooldown_s\":$waited,\"cooldown_timed_out\":$timed_out,\"baseline_mc\":$(num "$BASELINE"),\"exit_code\":$rc,\"before\":$before,\"after\":$after}"
         [ "$rc" -eq 0 ] || break

@@ -8,10 +8,13 @@ and zero point, and splits ``n`` rows into the artifact's static batch. A
 default file's sequence) is resized to the rows given, as the clients resize
 it to each text.
 
-:func:`load_tflite` and :func:`load_onnx` are the one place an interpreter or
-session is created, with one-line errors: the runner, the host profiler, the
-profiler's FLOPs count of dynamic models and the XNNPACK coverage check all
-load files through them.
+:func:`load_tflite`, :func:`load_compiled_model` and :func:`load_onnx` are the
+one place an interpreter, compiled model or session is created, with one-line
+errors: the runner, the host profiler, the profiler's FLOPs count of dynamic
+models and the XNNPACK coverage check all load files through them. Which LiteRT
+API runs a ``.tflite`` is decided by :func:`~mobilebert_kit.artifacts.tflite_runtimes.choose_tflite_runtime`
+(``runtime="auto"``: CompiledModel for a static file with float / int32 inputs
+and outputs, the Interpreter otherwise); ``runner.runtime`` says which ran.
 """
 
 import os
@@ -22,7 +25,8 @@ import onnxruntime as ort
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
-from mobilebert_kit.artifacts.reader import artifact_format
+from mobilebert_kit.artifacts.reader import artifact_format, read_artifact
+from mobilebert_kit.artifacts.tflite_runtimes import CompiledModel, choose_tflite_runtime, compiled_model_options, file_needs
 from mobilebert_kit.utils.quiet import quiet_fd2
 from mobilebert_kit.errors import first_line
 
@@ -154,6 +158,89 @@ def _survives_in_a_child(path, delegate, input_shapes):
                                "--quantize int8 or dynamic instead")
 
 
+class CompiledTflite:
+    """A LiteRT ``CompiledModel`` with its buffers made once, run like an allocated Interpreter.
+
+    Inputs and outputs are the first signature's, named as the Interpreter names them (the converter
+    writes the signature names on the tensors). Shapes stay as compiled: see ``tflite_runtimes`` on resize.
+
+    Args:
+        model (CompiledModel): compiled for the CPU.
+
+    Attributes:
+        input_details (list[dict]): ``{"name", "index", "dtype", "shape"}`` per input, in signature order.
+        output_details (list[dict]): the same per output.
+
+    Example:
+        >>> compiled = load_compiled_model("model.tflite", num_threads=1)  # doctest: +SKIP
+        >>> compiled.set_inputs(feeds); compiled.invoke(); compiled.outputs()["pooled_output"].shape  # doctest: +SKIP
+        (1, 512)
+    """
+
+    def __init__(self, model):
+        self.model = model
+        key = model.get_signature_by_index(0)["key"]
+        self.input_details = list(model.get_input_tensor_details(key).values())
+        self.output_details = list(model.get_output_tensor_details(key).values())
+        self._inputs = model.create_input_buffers(0)
+        self._outputs = model.create_output_buffers(0)
+
+    def set_inputs(self, feeds):
+        """Copies ``{name: array}`` into the input buffers (cast to each input's dtype)."""
+        for detail, buffer in zip(self.input_details, self._inputs):
+            buffer.write(np.ascontiguousarray(feeds[detail["name"]], dtype=detail["dtype"]))
+
+    def invoke(self):
+        """Runs the model once on the inputs last set."""
+        self.model.run_by_index(0, self._inputs, self._outputs)
+
+    def outputs(self):
+        """``{name: array}`` of the outputs of the last run."""
+        return {d["name"]: b.read(int(np.prod(d["shape"])), d["dtype"]).reshape(d["shape"])
+                for d, b in zip(self.output_details, self._outputs)}
+
+
+_LITERT_ENVIRONMENT = {}
+
+
+def load_compiled_model(path, *, num_threads=None, delegate="xnnpack"):
+    """Compiles ``path`` with LiteRT's CompiledModel API on the CPU accelerator.
+
+    Args:
+        path (str | os.PathLike): a ``.tflite`` file with static input shapes.
+        num_threads (int | None): CPU threads (None: LiteRT decides).
+        delegate (str): ``"xnnpack"`` or ``"none"`` (``CpuKernelMode.BUILTIN``: the builtin kernels).
+
+    Returns:
+        CompiledTflite: compiled, buffers made, ready for ``set_inputs`` / ``invoke``.
+
+    Raises:
+        RuntimeLoadError: LiteRT cannot compile the model, or this ai-edge-litert has no CompiledModel.
+
+    Example:
+        >>> load_compiled_model("model.tflite", num_threads=1).input_details[0]["name"]  # doctest: +SKIP
+        'input_ids'
+    """
+    if CompiledModel is None:
+        raise RuntimeLoadError(f"{path} cannot be compiled: this ai-edge-litert has no CompiledModel (2.x adds it)")
+    try:
+        # quiet: CompiledModel's environment logs a dozen INFO / WARNING lines (accelerator and plugin registry).
+        with quiet_fd2():
+            kind, model = model_source(path)
+            options = compiled_model_options(num_threads, delegate)
+            make = CompiledModel.from_file if kind == "path" else CompiledModel.from_buffer
+            compiled = make(model, options=options, environment=_LITERT_ENVIRONMENT.get("shared"))
+            # One environment for the process: each model's own one registers the accelerators again and logs
+            # their teardown to fd 2 whenever Python collects it, outside any quiet block.
+            _LITERT_ENVIRONMENT.setdefault("shared", compiled.environment)
+            loaded = CompiledTflite(compiled)
+            # The first buffer write of the process creates LiteRT's global environment, with the same log lines.
+            loaded.set_inputs({d["name"]: np.zeros(d["shape"], d["dtype"]) for d in loaded.input_details})
+            return loaded
+    except (ValueError, RuntimeError) as err:
+        raise RuntimeLoadError(f"{path} cannot be compiled by LiteRT's CompiledModel: {first_line(err)}") from err
+
+
 def load_onnx(path, options=None):
     """Creates an onnxruntime CPU session for ``path``.
 
@@ -185,10 +272,14 @@ class ArtifactRunner:
         path: a ``.tflite`` or ``.onnx`` file.
         num_threads: interpreter / session threads.
         fmt: ``"tflite"`` or ``"onnx"`` when the suffix does not say (a temporary file).
+        runtime (str): the LiteRT API of a ``.tflite``: ``auto`` (CompiledModel where it serves, see
+            :mod:`~mobilebert_kit.artifacts.tflite_runtimes`), ``interpreter`` or ``compiled_model``.
 
     Attributes:
         input_specs: ``[{"name", "shape", "dtype"}]`` in graph order.
         output_names: output names in graph order.
+        runtime (TfliteRuntime | None): the LiteRT API that runs a ``.tflite`` (None for ``.onnx``).
+        runtime_warnings (tuple[str, ...]): why a requested or preferred API was passed over.
 
     Example:
         >>> runner = ArtifactRunner("model.tflite")  # doctest: +SKIP
@@ -196,12 +287,19 @@ class ArtifactRunner:
         (16, 128, 512)
     """
 
-    def __init__(self, path, num_threads=None, fmt=None):
+    def __init__(self, path, num_threads=None, fmt=None, runtime="auto"):
         self.path = Path(path)
         if not self.path.is_file():
             raise ArtifactError(f"{self.path} does not exist")
+        self.runtime, self.runtime_warnings = None, ()
         if artifact_format(self.path, fmt) == "tflite":
-            self._init_tflite(num_threads)
+            graph = read_artifact(self.path, "tflite")
+            choice = choose_tflite_runtime(runtime, **file_needs(graph))
+            self.runtime, self.runtime_warnings = choice.runtime, choice.warnings
+            if choice.runtime.name == "compiled_model":
+                self._init_compiled(num_threads, [spec["name"] for spec in graph.output_specs()])
+            else:
+                self._init_tflite(num_threads)
         else:
             self._init_onnx(num_threads)
         if not self.input_specs:
@@ -250,6 +348,23 @@ class ArtifactRunner:
                 value = (value.astype(np.float32) - zero) * scale
             out[detail["name"]] = value
         return out
+
+    # === TFLite through CompiledModel (static shapes, float / int32 inputs and outputs: see tflite_runtimes) ===
+    def _init_compiled(self, num_threads, graph_outputs):
+        self._compiled = load_compiled_model(self.path, num_threads=num_threads)
+        self.input_specs = [{"name": d["name"], "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name}
+                            for d in self._compiled.input_details]
+        # Graph order, as the Interpreter lists them (callers take output_names[0] as the hidden states); the
+        # signature may list them in another order.
+        names = [d["name"] for d in self._compiled.output_details]
+        self.output_names = sorted(names, key=lambda n: graph_outputs.index(n) if n in graph_outputs else len(names))
+        self._sequence_outputs = set()  # a static file: run_as_app runs its rows as given
+        self._run_batch = self._run_compiled
+
+    def _run_compiled(self, feeds):
+        self._compiled.set_inputs(feeds)
+        self._compiled.invoke()
+        return self._compiled.outputs()
 
     # === ONNX ===
     def _init_onnx(self, num_threads):

@@ -46,12 +46,16 @@ def register(subparsers):
                         help="--text: a vocab.txt or checkpoint directory, for a file that carries no tokenizer")
     parser.add_argument("--delegate", choices=("xnnpack", "none", "gpu", "nnapi"), default="xnnpack",
                         help="TFLite kernels: xnnpack (default), none (builtin kernels), gpu/nnapi (adb only)")
+    parser.add_argument("--runtime", choices=("auto", "interpreter", "compiled-model"), default="auto",
+                        help="host .tflite API: LiteRT's CompiledModel or its Interpreter; auto (default) takes "
+                        "CompiledModel where it can run the file (static shapes) and says when it falls back")
     parser.add_argument("--inter-op-threads", type=number_option("inter_op_threads"), default=1, help="ONNX Runtime inter-op threads (default 1)")
     parser.add_argument("--graph-opt", choices=("all", "extended", "basic", "disabled"), default="all",
                         help="ONNX Runtime graph optimisation level (default all)")
     parser.add_argument("--op-profile", action="store_true", help="add a per-op profile (ORT profiler / benchmark_model)")
     parser.add_argument("--benchmark-binary", default=None, type=input_path_option("file"), metavar="PATH",
-                        help="LiteRT benchmark_model (adb: for the phone's ABI; host: enables TFLite op profiles)")
+                        help="LiteRT benchmark_model or benchmark_litert_model (adb: for the phone's ABI, either tool; "
+                        "host: benchmark_model, enables TFLite op profiles)")
     parser.add_argument("--adb", default=None, type=input_path_option("file", or_name=True), metavar="PATH", help="adb client to use (default: adb on PATH)")
     parser.add_argument("--list-devices", action="store_true", help="list attached phones (model, SoC, Android, ABI) and exit")
     parser.add_argument("--trials", type=number_option("trials"), default=3, help="benchmark_model invocations per model on a phone (default 3)")
@@ -136,6 +140,7 @@ def _run_host(args):
         op_profile=args.op_profile,
         benchmark_binary=args.benchmark_binary,
         flops=args.flops,
+        runtime=args.runtime,
     )
     results = []
     try:

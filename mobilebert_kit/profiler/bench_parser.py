@@ -31,6 +31,7 @@ Example:
 import dataclasses
 import math
 import re
+import struct
 
 from mobilebert_kit.profiler.errors import BenchmarkParseError
 
@@ -87,7 +88,8 @@ _LITERT_FIELDS = [
     ("throughput_mb_s", re.compile(rf"^Throughput:\s*({_NUM}) MB/s")),
     ("init_footprint_mb", re.compile(rf"^Init footprint:\s*({_NUM}) MB")),
     ("overall_footprint_mb", re.compile(rf"^Overall footprint:\s*({_NUM}) MB")),
-    ("peak_memory_mb", re.compile(rf"^Peak memory usage:\s*({_NUM}) MB")),
+    # "Peak memory usage:" in early builds, "Peak memory:" in benchmark_litert_model.h of 2025.
+    ("peak_memory_mb", re.compile(rf"^Peak memory(?: usage)?:\s*({_NUM}) MB")),
 ]
 
 _SECTION = re.compile(r"^(Profiling Info for Benchmark Initialization|Operator-wise Profiling Info for Regular Benchmark Runs):?\s*$")
@@ -551,6 +553,121 @@ def parse_benchmark_output(text, *, require_result=True):
             "no benchmark result found: expected a line like 'count=50 first=.. avg=.. std=..' or "
             f"'Inference timings in us: ...'; the text starts with {shown!r}"
         )
+    return log
+
+
+# benchmark_litert_model's --result_file_path: a binary tflite.tools.benchmark.BenchmarkResult (proto2,
+# tflite/tools/benchmark/proto/benchmark_result.proto). Field number -> (our key, wire type); floats are
+# fixed32 (5), integers varints (0), sub-messages length-delimited (2).
+_RESULT_FIELDS = {
+    "latency": {1: ("avg_ms", 5), 2: ("min_ms", 5), 3: ("max_ms", 5), 4: ("std_ms", 5), 5: ("median_ms", 5),
+                6: ("p5_ms", 5), 7: ("p95_ms", 5), 8: ("init_ms", 5), 9: ("first_inference_ms", 5),
+                10: ("warmup_avg_ms", 5)},
+    "memory": {1: ("init_footprint_kb", 0), 2: ("overall_footprint_kb", 0), 3: ("peak_mem_mb", 5)},
+    "misc": {1: ("model_size_mb", 5), 2: ("num_runs", 0), 3: ("num_warmup_runs", 0),
+             4: ("throughput_mb_per_s", 5), 5: ("throughput_fps", 5)},
+}
+_RESULT_MESSAGES = {2: "latency", 3: "memory", 4: "misc"}
+
+
+def parse_benchmark_result(data):
+    """Reads benchmark_litert_model's result file (``--result_file_path``) into plain dicts.
+
+    The tool writes a binary ``BenchmarkResult`` proto; this reads its wire format directly, so no protobuf
+    schema package is needed. Unknown fields are skipped, as a proto reader skips them.
+
+    Args:
+        data (bytes): the file's content.
+
+    Returns:
+        dict: ``{"name": str | None, "latency": {...}, "memory": {...}, "misc": {...}}`` with the fields present.
+
+    Raises:
+        BenchmarkParseError: the bytes are not a well-formed message.
+
+    Example:
+        >>> parse_benchmark_result(bytes.fromhex("12050d0000803f"))["latency"]
+        {'avg_ms': 1.0}
+    """
+    out = {"name": None, "latency": {}, "memory": {}, "misc": {}}
+    for field, wire, value in _proto_fields(bytes(data)):
+        if field == 1 and wire == 2:
+            out["name"] = value.decode("utf-8", "replace")
+        elif field in _RESULT_MESSAGES and wire == 2:
+            group = _RESULT_MESSAGES[field]
+            for inner, inner_wire, inner_value in _proto_fields(value):
+                key, want = _RESULT_FIELDS[group].get(inner, (None, None))
+                if key is not None and inner_wire == want:
+                    out[group][key] = inner_value
+    return out
+
+
+def _proto_fields(data):
+    """``(field number, wire type, value)`` of each field of one proto message; floats decoded from fixed32."""
+    fields, at = [], 0
+
+    def varint():
+        nonlocal at
+        value, shift = 0, 0
+        while True:
+            if at >= len(data) or shift > 63:
+                raise BenchmarkParseError(f"benchmark result file: a truncated number at byte {at}")
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while at < len(data):
+        tag = varint()
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value = varint()
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            if at + size > len(data):
+                raise BenchmarkParseError(f"benchmark result file: field {field} runs past the end")
+            value = struct.unpack("<d" if wire == 1 else "<f", data[at:at + size])[0]
+            at += size
+        elif wire == 2:
+            size = varint()
+            if at + size > len(data):
+                raise BenchmarkParseError(f"benchmark result file: field {field} runs past the end")
+            value, at = data[at:at + size], at + size
+        else:
+            raise BenchmarkParseError(f"benchmark result file: wire type {wire} of field {field} is not a proto2 message")
+        fields.append((field, wire, value))
+    return fields
+
+
+def merge_benchmark_result(log, result):
+    """Fills ``log`` (the tool's printed output) with what only the result file holds: median, p5, p95.
+
+    Args:
+        log (BenchmarkLog): from :func:`parse_benchmark_output`.
+        result (dict): from :func:`parse_benchmark_result`.
+
+    Returns:
+        BenchmarkLog: ``log``, with ``inference`` completed (microseconds, as the stats lines give them).
+    """
+    latency = result.get("latency") or {}
+    if not latency:
+        return log
+    stats = dict(log.inference or {})
+    for key, ms_key in (("avg", "avg_ms"), ("min", "min_ms"), ("max", "max_ms"), ("std", "std_ms"),
+                        ("median", "median_ms"), ("p5", "p5_ms"), ("p95", "p95_ms")):
+        if stats.get(key) is None and latency.get(ms_key) is not None:
+            stats[key] = latency[ms_key] * 1000.0
+    if stats.get("count") is None:
+        stats["count"] = (result.get("misc") or {}).get("num_runs") or log.litert.get("inference_runs")
+    log.inference = stats
+    log.formats.add("result_file")
+    for key, target in (("init_ms", "init"), ("first_inference_ms", "first")):
+        if target not in log.timings_us and latency.get(key) is not None:
+            log.timings_us[target] = latency[key] * 1000.0
+    if (result.get("name") or "").startswith("SIMULATED"):
+        log.simulated = True
     return log
 
 

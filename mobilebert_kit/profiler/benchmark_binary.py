@@ -1,4 +1,16 @@
-"""Finding LiteRT's ``benchmark_model`` binary and checking it fits the device.
+"""Finding LiteRT's benchmark binary, knowing which of the two tools it is, and checking it fits the device.
+
+Two tools time a ``.tflite`` on a phone, described as records in
+:data:`BENCHMARK_TOOLS` (the flags each takes, how its result is read, what it
+cannot do); :func:`tool_of` says which one a binary is. The profiler's pinning,
+cool-down, throttle detection and statistics are the same for both.
+
+- ``benchmark_model``: the Interpreter API; input shapes and values from flags.
+- ``benchmark_litert_model``: LiteRT's CompiledModel API (``--use_cpu/--use_gpu/--use_npu``);
+  it takes no input flags (int32 inputs are random in [0, 99], shapes as written
+  in the file) and writes its figures, median and p5/p95 included, to
+  ``--result_file_path`` as a binary ``tflite.tools.benchmark.BenchmarkResult``
+  proto (the log prints no median), read by :func:`~mobilebert_kit.profiler.bench_parser.parse_benchmark_result`.
 
 The binary is the user's (``--benchmark-binary PATH``) or comes from a local
 cache, ``$MBK_CACHE_DIR/benchmark_model/<abi>/benchmark_model`` (default
@@ -16,6 +28,7 @@ Example:
     'arm64-v8a'
 """
 
+import dataclasses
 import os
 
 from mobilebert_kit.profiler.errors import DeviceError
@@ -28,6 +41,79 @@ NIGHTLY_URLS = {
     "armeabi-v7a": "https://storage.googleapis.com/tensorflow-nightly-public/prod/tensorflow/release/lite/tools/nightly/latest/android_arm_benchmark_model",
     "x86_64": "https://storage.googleapis.com/tensorflow-nightly-public/prod/tensorflow/release/lite/tools/nightly/latest/linux_x86-64_benchmark_model",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkTool:
+    """One benchmark binary kind: the flags it takes and how its result is read.
+
+    Args:
+        name (str): the tool's name, also its file name on the phone.
+        api (str): the LiteRT API it times.
+        delegate_flags (dict[str, tuple[str, ...]]): ``--delegate`` value -> the tool's flags; a value missing
+            here is one the tool cannot run.
+        input_flags (bool): takes ``--input_layer*`` shapes and value files (else it fills inputs itself).
+        op_profile_flag (str): the flag that adds a per-op profile to its output.
+        result_file_flag (str | None): the flag naming a result file it writes after the runs.
+        marker (bytes): a string found in its binary (its own flag name), when the file name does not say.
+        failure_hints (tuple[tuple[str, str], ...]): ``(text in its output, what it means)`` for its known failures.
+    """
+
+    name: str
+    api: str
+    delegate_flags: dict
+    input_flags: bool
+    op_profile_flag: str
+    result_file_flag: str | None
+    marker: bytes
+    failure_hints: tuple = ()
+
+
+BENCHMARK_TOOLS = {
+    "benchmark_model": BenchmarkTool(
+        name="benchmark_model", api="Interpreter",
+        delegate_flags={"xnnpack": ("--use_xnnpack=true",), "none": ("--use_xnnpack=false",),
+                        "gpu": ("--use_gpu=true",), "nnapi": ("--use_nnapi=true",)},
+        input_flags=True, op_profile_flag="--enable_op_profiling=true", result_file_flag=None, marker=b"use_xnnpack",
+    ),
+    "benchmark_litert_model": BenchmarkTool(
+        name="benchmark_litert_model", api="CompiledModel",
+        # The CPU accelerator is XNNPACK with no switch to the builtin kernels; NNAPI is not among its accelerators.
+        delegate_flags={"xnnpack": ("--use_cpu=true",), "gpu": ("--use_gpu=true", "--use_cpu=true")},
+        input_flags=False, op_profile_flag="--use_profiler=true", result_file_flag="--result_file_path",
+        marker=b"use_npu",
+        failure_hints=(("gather index out of bounds",
+                        "benchmark_litert_model fills int32 inputs with random values in [0, 99] and takes no input "
+                        "values, so token_type_ids beyond the model's segment table fail; time this file with "
+                        "benchmark_model"),),
+    ),
+}
+
+
+def tool_of(path):
+    """The :class:`BenchmarkTool` a binary is: by its file name, else by a flag name inside it.
+
+    Args:
+        path (str): the binary (or the simulator's script).
+
+    Returns:
+        BenchmarkTool: ``benchmark_litert_model`` when named so or holding its ``use_npu`` flag, else ``benchmark_model``.
+
+    Example:
+        >>> tool_of("/tmp/benchmark_litert_model").api  # doctest: +SKIP
+        'CompiledModel'
+    """
+    name = os.path.basename(str(path))
+    for tool in BENCHMARK_TOOLS.values():
+        if tool.name in name:
+            return tool
+    try:
+        with open(path, "rb") as f:
+            content = f.read()
+    except OSError:
+        content = b""
+    return BENCHMARK_TOOLS["benchmark_litert_model" if BENCHMARK_TOOLS["benchmark_litert_model"].marker in content
+                           else "benchmark_model"]
 
 
 def cache_dir():
@@ -49,10 +135,13 @@ def elf_abi(path):
 
 
 class BenchmarkBinary:
-    """A benchmark_model executable and the ABI it was built for.
+    """A benchmark executable, the ABI it was built for and which tool it is.
 
     Args:
         path: the file.
+
+    Attributes:
+        tool (BenchmarkTool): from :func:`tool_of`.
 
     Raises:
         DeviceError: the file is missing or is not an executable (ELF or script).
@@ -63,6 +152,7 @@ class BenchmarkBinary:
         if not os.path.isfile(self.path):
             raise DeviceError(f"benchmark binary {path} does not exist; check --benchmark-binary")
         self.abi = elf_abi(self.path)
+        self.tool = tool_of(self.path)
         if self.abi is None:
             raise DeviceError(
                 f"{path} is not an executable (no ELF header); download benchmark_model for your phone's ABI "

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.errors import MbkError, check_choice, first_line
-from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
-from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
+from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
+from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
 from mobilebert_kit.profiler.model_info import ModelInfo
@@ -54,13 +54,8 @@ _CPU = Limit(int, 0, 1023)
 _KHZ = Limit(int, 1, 100_000_000)  # 100 GHz
 _CAPACITY = Limit(int, 0, 1_000_000)
 
+# Every --delegate value some benchmark tool runs; which tool takes which, and with what flags, is its record's.
 DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
-_DELEGATE_FLAGS = {
-    "xnnpack": ["--use_xnnpack=true"],
-    "none": ["--use_xnnpack=false"],
-    "gpu": ["--use_gpu=true"],
-    "nnapi": ["--use_nnapi=true"],
-}
 
 
 def android_bench_dir():
@@ -168,7 +163,7 @@ def _describe(props):
 
 
 class DeviceProfiler:
-    """Runs benchmark_model trials on one phone.
+    """Runs benchmark trials on one phone, with benchmark_model or benchmark_litert_model (``BENCHMARK_TOOLS``).
 
     Args:
         adb: an :class:`~mobilebert_kit.profiler.adb.AdbClient`.
@@ -189,7 +184,8 @@ class DeviceProfiler:
             session's baseline, polling every ``poll_s`` seconds, at most
             ``cooldown_timeout_s``.
         lock_freq: None, ``"max"`` or a frequency in kHz (root only).
-        benchmark_binary: path of benchmark_model; None uses the cache.
+        benchmark_binary: path of benchmark_model or benchmark_litert_model (which one: ``tool_of``); None uses
+            the cached benchmark_model.
         bench_script: path of ``bench_loop.sh``; None uses ``android_bench/``.
         workdir: device directory under which the run directory is made.
         flops: FLOPs per inference overriding the count from the file.
@@ -288,9 +284,14 @@ class DeviceProfiler:
         binary.check_abi(info["abilist"] or [info["abi"]], f"device {self.serial}")
         self.binary = binary
         self.adb.push(self.serial, self.bench_script, f"{self.remote_dir}/bench_loop.sh")
-        self.adb.push(self.serial, binary.path, f"{self.remote_dir}/benchmark_model")
+        self.tool = binary.tool
+        if self.delegate not in self.tool.delegate_flags:
+            other = next(t.name for t in BENCHMARK_TOOLS.values() if self.delegate in t.delegate_flags)
+            raise ProfilerError(f"{self.tool.name} cannot run --delegate {self.delegate} (it takes "
+                                f"{', '.join(self.tool.delegate_flags)}); pass a {other} binary with --benchmark-binary")
+        self.adb.push(self.serial, binary.path, f"{self.remote_dir}/{self.tool.name}")
         out = self._shell(
-            f"cd {self._q(self.remote_dir)} && chmod 755 ./benchmark_model && sh ./bench_loop.sh topology && "
+            f"cd {self._q(self.remote_dir)} && chmod 755 ./{self.tool.name} && sh ./bench_loop.sh topology && "
             "echo @@MBK_SNAPSHOT && sh ./bench_loop.sh snapshot"
         )
         topo_text, _, snapshot = out.partition("@@MBK_SNAPSHOT")
@@ -364,6 +365,10 @@ class DeviceProfiler:
             )
         if info.format != "tflite":
             raise ProfilerError(f"{info.path}: the adb target runs .tflite files with benchmark_model; profile .onnx files with --target host")
+        if not self.tool.input_flags and not info.static_seq_len:
+            # It has no --input_layer_shape: a [1, -1] file would be timed at the length it was written with (1).
+            raise ProfilerError(f"{info.path} has an open sequence axis and {self.tool.name} cannot set input shapes; "
+                                "export it with --static-axes (and --seq-len) or pass a benchmark_model binary")
         result = new_result(info, target="adb", seq_len=length, flops_override=self.flops)
         result["device"] = dict(self.device_info())
         result["simulated"] = bool(self.info.get("simulated"))
@@ -375,10 +380,12 @@ class DeviceProfiler:
             cooldown_timeout_s=self.cooldown_timeout_s,
             cooldown_tolerance_c=self.tolerance_mc / 1000.0,
             lock_freq=self.lock_freq,
-            inputs="benchmark_model value ranges: ids [1, vocab-1], mask all ones, segment ids {0, 1}",
+            inputs=("benchmark_model value ranges: ids [1, vocab-1], mask all ones, segment ids {0, 1}" if self.tool.input_flags
+                    else f"{self.tool.name}'s own: every int32 input random in [0, 99] (the tool takes no input values)"),
         )
         result["runtime"] = {
-            "name": "benchmark_model",
+            "name": self.tool.name,
+            "api": self.tool.api,
             "binary": self.binary.path,
             "binary_abi": self.binary.abi,
             "delegate": self.delegate,
@@ -386,10 +393,15 @@ class DeviceProfiler:
         }
         if self.threads > len(self.cpus):
             result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
+        if not self.tool.input_flags:
+            result["warnings"].append(f"{self.tool.name} feeds random ids in [0, 99], not the vocabulary range "
+                                      "benchmark_model is given: the work is the same, the values are not")
         return result
 
     def _model_args(self, info, result, remote_model, value_files):
         input_flags, _ = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
+        if not self.tool.input_flags:
+            input_flags = []
         args = [
             f"--graph={remote_model}",
             f"--num_threads={self.threads}",
@@ -397,9 +409,11 @@ class DeviceProfiler:
             f"--warmup_runs={self.warmup}",
             f"--min_secs={self.min_time_s:g}",
             f"--max_secs={self.max_time_s:g}",
-            *_DELEGATE_FLAGS[self.delegate],
+            *self.tool.delegate_flags[self.delegate],
             *input_flags,
         ]
+        if self.tool.result_file_flag:
+            args.append(f"{self.tool.result_file_flag}={self._result_file()}")
         if value_files:
             args.append("--input_layer_value_files=" + ",".join(f"{name}:{path}" for name, path in value_files.items()))
         if self.peak_memory:
@@ -410,6 +424,7 @@ class DeviceProfiler:
         remote_model = f"{self.remote_dir}/{os.path.basename(info.path)}"
         self.adb.push(self.serial, info.path, remote_model)
         _, value_data = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
+        value_data = value_data if self.tool.input_flags else {}
         value_files = {}
         with tempfile.TemporaryDirectory(prefix="mbk-values-") as tmp:
             for name, data in value_data.items():
@@ -427,15 +442,18 @@ class DeviceProfiler:
         _summarize_trials(result)
         if self.op_profile:
             # Op profiling slows every run, so it gets its own invocation, not counted in the latency.
-            for _, log in self._run_loop(args + ["--enable_op_profiling=true"], 1, info):
+            for _, log in self._run_loop(args + [self.tool.op_profile_flag], 1, info):
                 result["op_profile"] = log.op_summary()
-                result["op_profile_source"] = "benchmark_model --enable_op_profiling=true (separate invocation)"
+                result["op_profile_source"] = f"{self.tool.name} {self.tool.op_profile_flag} (separate invocation)"
         self._shell(f"rm -f {self._q(remote_model)}", timeout_s=60)
+
+    def _result_file(self):
+        return f"{self.remote_dir}/result.pb"
 
     def _run_loop(self, args, trials, info):
         """Runs bench_loop.sh and yields ``(record, parsed log)`` per finished trial."""
         command = (
-            f"cd {self._q(self.remote_dir)} && sh ./bench_loop.sh run --bin ./benchmark_model --mask {self._q(self.mask)} "
+            f"cd {self._q(self.remote_dir)} && sh ./bench_loop.sh run --bin ./{self.tool.name} --mask {self._q(self.mask)} "
             f"--trials {int(trials)} --tolerance-mc {self.tolerance_mc} --cooldown-timeout {self.cooldown_timeout_s} "
             f"--poll {self.poll_s}"
         )
@@ -443,12 +461,14 @@ class DeviceProfiler:
             command += f" --baseline-mc {int(self.baseline_mc)}"
         if self.lock_freq:
             command += f" --lock-freq {self._q(self.lock_freq)}"
+        if self.tool.result_file_flag:
+            command += f" --result-file {self._q(self._result_file())}"
         command += " -- " + self._q(*args)
         limit = trials * (self.cooldown_timeout_s + 2 * self.max_time_s + 120) + 60
         process = self.adb.shell_stream(self.serial, command)
         timer = threading.Timer(limit, process.kill)
         timer.start()
-        log_lines, in_log, done, tail = [], False, False, []
+        log_lines, in_log, done, tail, result_hex = [], False, False, [], None
         finished = 0
         try:
             for raw in process.stdout:
@@ -459,6 +479,8 @@ class DeviceProfiler:
                     in_log = False
                 elif in_log:
                     log_lines.append(line)
+                elif line.startswith("@@MBK_RESULT_HEX "):
+                    result_hex = line.split(" ", 2)[2] if line.count(" ") >= 2 else ""
                 elif line.startswith("@@MBK_JSON "):
                     try:
                         record = json.loads(line[len("@@MBK_JSON "):])
@@ -474,13 +496,17 @@ class DeviceProfiler:
                         raise DeviceError(f"device script printed trial data whose exit_code is {escape(repr(raw_code)[:40])}, "
                                           "not an integer; is android_bench/bench_loop.sh intact?")
                     if record["exit_code"] != 0:
-                        raise ProfilerError(_failure_message(info, text, record["exit_code"]))
+                        raise ProfilerError(_failure_message(info, text, record["exit_code"], self.tool))
                     try:
                         log = parse_benchmark_output(text)
-                    except BenchmarkParseError as err:
-                        raise ProfilerError(f"benchmark_model output for {os.path.basename(info.path)} was not understood: {err}") from err
+                        if result_hex:
+                            merge_benchmark_result(log, parse_benchmark_result(bytes.fromhex(result_hex)))
+                    except (BenchmarkParseError, ValueError) as err:
+                        raise ProfilerError(f"{self.tool.name} output for {os.path.basename(info.path)} was not understood: "
+                                            f"{first_line(err)}") from err
+                    result_hex = None
                     if log.failed:
-                        raise ProfilerError(_failure_message(info, text, record.get("exit_code")))
+                        raise ProfilerError(_failure_message(info, text, record.get("exit_code"), self.tool))
                     finished += 1
                     record["_log"] = text
                     yield record, log
@@ -506,7 +532,7 @@ class DeviceProfiler:
             raise DeviceError(f"the benchmark loop on {self.serial} stopped early ({last.strip()[:160]}); re-run, or run bench_loop.sh by hand to see why")
 
 
-def _failure_message(info, text, code):
+def _failure_message(info, text, code, tool):
     try:
         log = parse_benchmark_output(text, require_result=False)
         reason = log.errors[0] if log.errors else None
@@ -515,7 +541,8 @@ def _failure_message(info, text, code):
     if reason is None:
         lines = [l.strip() for l in text.splitlines() if l.strip()]
         reason = lines[-1][:200] if lines else "no output"
-    return f"benchmark_model failed on {os.path.basename(info.path)} (exit {code}): {reason}"
+    hint = next((meaning for needle, meaning in tool.failure_hints if needle in text), None)
+    return f"{tool.name} failed on {os.path.basename(info.path)} (exit {code}): {reason}" + (f"; {hint}" if hint else "")
 
 
 def _trial(record, log, cpus, log_text=None):

@@ -1,8 +1,10 @@
 """Latency of ``.tflite`` / ``.onnx`` files on this machine.
 
-``.tflite`` runs with ai-edge-litert's ``Interpreter`` (XNNPACK on, or the
-builtin kernels with ``delegate="none"``), ``.onnx`` with ONNX Runtime's CPU
-provider. The process is pinned to the chosen cores before the runtime
+``.tflite`` runs with ai-edge-litert's ``CompiledModel`` or its ``Interpreter``
+(``runtime``: ``auto`` takes CompiledModel where it serves, the choice and any
+fallback are recorded as ``runtime.api`` and in the warnings; see
+``artifacts/tflite_runtimes.py``), XNNPACK on, or the builtin kernels with
+``delegate="none"``; ``.onnx`` runs with ONNX Runtime's CPU provider. The process is pinned to the chosen cores before the runtime
 creates its thread pools, so they inherit the mask. The loop follows
 benchmark_model: warm-up runs (the first one is reported as the first
 inference), then timed runs until both ``runs`` and ``min_time_s`` are
@@ -33,7 +35,8 @@ import onnxruntime as ort
 from ai_edge_litert import __version__ as litert_version
 
 from mobilebert_kit.artifacts.errors import RuntimeLoadError
-from mobilebert_kit.artifacts.runner import TFLITE_RESOLVERS, load_onnx, load_tflite
+from mobilebert_kit.artifacts.runner import TFLITE_RESOLVERS, load_compiled_model, load_onnx, load_tflite
+from mobilebert_kit.artifacts.tflite_runtimes import RUNTIME_CHOICES, choose_tflite_runtime
 from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
 from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
@@ -72,6 +75,8 @@ class HostProfiler:
             TFLite per-op profile.
         flops: FLOPs per inference overriding the count from the file.
         seed: seed of the input token ids.
+        runtime (str): the LiteRT API of ``.tflite`` files: ``auto`` (CompiledModel where it serves, else the
+            Interpreter), ``interpreter`` or ``compiled_model`` (``compiled-model``); see :data:`RUNTIME_CHOICES`.
     """
 
     def __init__(
@@ -93,10 +98,12 @@ class HostProfiler:
         benchmark_binary=None,
         flops=None,
         seed=0,
+        runtime="auto",
     ):
         if delegate in ("gpu", "nnapi"):
             raise ProfilerError(f"delegate {delegate!r} runs on a phone only; use --target adb, or --delegate xnnpack|none on the host")
         self.delegate = check_choice("delegate", delegate, DELEGATES)
+        self.runtime = choose_tflite_runtime(runtime).requested  # checked here, decided per file in _choose_runtime
         self.graph_optimization = check_choice("graph optimization level", graph_optimization, GRAPH_OPTIMIZATIONS)
         for name, value, low in (("threads", threads, 1), ("runs", runs, 1), ("warmup", warmup, 1), ("inter-op threads", inter_op_threads, 1)):
             if int(value) < low:
@@ -147,6 +154,8 @@ class HostProfiler:
         result["config"] = run_config(
             self, vocab, inputs="sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1"
         )
+        if info.format == "tflite":
+            result["config"]["runtime"] = self.runtime
         if self.threads > len(self.cpus):
             result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
@@ -158,6 +167,7 @@ class HostProfiler:
                 timing = self._run_onnx(info, feeds)
         samples = timing.pop("samples_ms")
         result["runtime"] = timing.pop("runtime")
+        result["warnings"].extend(timing.pop("runtime_warnings", ()))
         result["samples_ms"] = samples
         result["latency_ms"] = summarize(samples)
         for warning in (runs_warning(len(samples), self.runs, self.max_time_s), too_few_runs(result["latency_ms"])):
@@ -207,6 +217,8 @@ class HostProfiler:
         result["text"] = text.summary(fed=f"padded to {static}" if static else "own length")
         result["config"] = run_config(self, info.feed_vocab(self.vocab_size),
                                       inputs=f"real text: {len(feeds)} sentence(s) of {text.source}, one per call")
+        if info.format == "tflite":
+            result["config"]["runtime"] = self.runtime
         runs = max(self.runs, len(feeds))
         reset_peak_rss()
         with _pinned(self.cpus):
@@ -216,6 +228,7 @@ class HostProfiler:
                 timing = self._run_onnx(info, feeds, runs)
         samples = timing.pop("samples_ms")
         result["runtime"] = timing.pop("runtime")
+        result["warnings"].extend(timing.pop("runtime_warnings", ()))
         result["samples_ms"] = samples
         result["latency_ms"] = summarize(samples)
         for warning in (runs_warning(len(samples), runs, self.max_time_s), too_few_runs(result["latency_ms"])):
@@ -233,6 +246,16 @@ class HostProfiler:
         return finish_result(result)
 
     def _run_tflite_rows(self, info, feeds, runs):
+        choice = self._choose_runtime(info)
+        if choice.runtime.name == "compiled_model":
+            state = {"row": 0}
+
+            def feed_next(compiled):  # a static file: every sentence is padded to the same shape, no resize
+                compiled.set_inputs(feeds[state["row"] % len(feeds)])
+                state["row"] += 1
+                compiled.invoke()
+
+            return self._run_compiled(info, choice, feed_next, None, runs)
         start = time.perf_counter()
         try:
             interpreter = load_tflite(info.path, num_threads=self.threads, delegate=self.delegate)
@@ -249,14 +272,50 @@ class HostProfiler:
         except (RuntimeError, ValueError) as err:
             raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, None)) from err
         timing["init_ms"] = init_ms
-        timing["runtime"] = {"name": "ai-edge-litert", "delegate_nodes": _delegate_nodes(interpreter),
-                             "version": litert_version, "delegate": self.delegate,
-                             "op_resolver": TFLITE_RESOLVERS[self.delegate].name, "threads": self.threads}
+        timing["runtime"] = self._interpreter_record(interpreter, choice)
+        timing["runtime_warnings"] = choice.warnings
         return timing
 
     # --- runtimes -----------------------------------------------------------------
 
+    def _choose_runtime(self, info):
+        """The LiteRT API for ``info``'s file, decided once from what the file needs (tflite_runtimes)."""
+        return choose_tflite_runtime(self.runtime, delegate=self.delegate, **info.runtime_needs)
+
+    def _interpreter_record(self, interpreter, choice):
+        return {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
+                "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version, "delegate": self.delegate,
+                "op_resolver": TFLITE_RESOLVERS[self.delegate].name, "threads": self.threads}
+
+    def _run_compiled(self, info, choice, call, feeds, runs=None):
+        """Times ``call(compiled)`` on a CompiledModel (inputs written once first when ``feeds`` is given)."""
+        start = time.perf_counter()
+        try:
+            compiled = load_compiled_model(info.path, num_threads=self.threads, delegate=self.delegate)
+        except RuntimeLoadError as err:
+            raise ProfilerError(str(err) if err.__cause__ is None else
+                                _runtime_message(info, "LiteRT CompiledModel", err.__cause__, None)) from err
+        init_ms = (time.perf_counter() - start) * 1000.0
+        if feeds is not None:
+            missing = [d["name"] for d in compiled.input_details if d["name"] not in feeds]
+            if missing:
+                raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
+            compiled.set_inputs(feeds)
+        try:
+            timing = self._loop(lambda: call(compiled), runs)
+        except (RuntimeError, ValueError) as err:
+            raise ProfilerError(_runtime_message(info, "LiteRT CompiledModel", err, None)) from err
+        timing["init_ms"] = init_ms
+        timing["runtime"] = {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
+                             "version": litert_version, "delegate": self.delegate, "accelerator": "CPU",
+                             "kernel_mode": "BUILTIN" if self.delegate == "none" else "XNNPACK", "threads": self.threads}
+        timing["runtime_warnings"] = choice.warnings
+        return timing
+
     def _run_tflite(self, info, feeds, length):
+        choice = self._choose_runtime(info)
+        if choice.runtime.name == "compiled_model":
+            return self._run_compiled(info, choice, lambda compiled: compiled.invoke(), feeds)
         start = time.perf_counter()
         try:
             interpreter = load_tflite(info.path, num_threads=self.threads, delegate=self.delegate,
@@ -279,14 +338,8 @@ class HostProfiler:
         except RuntimeError as err:
             raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, length)) from err
         timing["init_ms"] = init_ms
-        timing["runtime"] = {
-            "name": "ai-edge-litert",
-            "delegate_nodes": _delegate_nodes(interpreter),
-            "version": litert_version,
-            "delegate": self.delegate,
-            "op_resolver": TFLITE_RESOLVERS[self.delegate].name,
-            "threads": self.threads,
-        }
+        timing["runtime"] = self._interpreter_record(interpreter, choice)
+        timing["runtime_warnings"] = choice.warnings
         return timing
 
     def _onnx_options(self, profile_prefix=None):

@@ -31,6 +31,7 @@ from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import load_tflite
+from mobilebert_kit.artifacts.tflite_runtimes import file_needs
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.errors import first_line
 
@@ -133,6 +134,8 @@ class ModelInfo:
         self.op_counts = Counter(op["type"] for op in artifact.ops)
         self.fused_activations = Counter(op["fused"] for op in artifact.ops if op.get("fused"))
         self.precision = taxonomy.precision(artifact)
+        # What the file asks of a LiteRT API (open axes, quantized inputs/outputs, int16): picks CompiledModel or not.
+        self.runtime_needs = file_needs(artifact) if self.format == "tflite" else {}
         self.variant = taxonomy.variant_name(set(self.op_counts) | set(self.fused_activations), self.format)
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
         self.static_seq_len = _static_seq_len(self.inputs)

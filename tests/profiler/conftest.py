@@ -32,6 +32,8 @@ def models(tmp_path_factory):
         "ln_gelu_int8": str(build_tflite_bert(root / "ln_gelu_int8.tflite", quantization="dynamic")),
         "nn_relu_int8": str(build_tflite_bert(root / "nn_relu_int8.tflite", norm="nonorm", activation="relu", quantization="dynamic")),
         "dynamic": str(build_tflite_bert(root / "dynamic.tflite", dynamic_seq=True)),
+        # Takes every id in [0, 100) in every input: what benchmark_litert_model feeds (it takes no input values).
+        "any_ids": str(build_tflite_bert(root / "any_ids.tflite", type_vocab_size=100)),
         "onnx": str(build_onnx_bert(root / "tiny.onnx")),
         "onnx16_float_mask": str(build_onnx_bert(root / "tiny16.onnx", seq_len=16, mask_dtype="float32")),
     }

@@ -29,6 +29,7 @@ def build_tflite_bert(
     dynamic_seq=False,
     quantization=None,
     seed=0,
+    type_vocab_size=2,
 ):
     """Writes a tiny BERT-like encoder as a ``.tflite`` file and returns its path.
 
@@ -44,6 +45,7 @@ def build_tflite_bert(
         dynamic_seq: if True the sequence dimension is ``None`` (resizable).
         quantization: None (float32) or ``"dynamic"`` (dynamic-range int8).
         seed: weight seed.
+        type_vocab_size: rows of the segment embedding table.
     """
     import tensorflow as tf
 
@@ -54,7 +56,7 @@ def build_tflite_bert(
 
     weights = {
         "word": var(vocab_size, hidden),
-        "segment": var(2, hidden),
+        "segment": var(type_vocab_size, hidden),
         "position": var(max(seq_len, 256), hidden),
     }
     for i in range(layers):

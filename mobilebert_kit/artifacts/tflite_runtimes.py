@@ -1,0 +1,188 @@
+"""The two Python APIs of LiteRT that run a ``.tflite`` file on this machine, as records in one table.
+
+ai-edge-litert 2.x offers the ``Interpreter`` (kept for backward compatibility)
+and ``CompiledModel`` (what Google now calls the standard API; the Android
+``com.google.ai.edge.litert`` 2.x library is the same runtime). Both run the
+same XNNPACK and builtin kernels; they differ in what they can do from Python.
+Each :class:`TfliteRuntime` says what it supports, and :func:`choose_tflite_runtime`
+decides once, per use, which one runs a file, with the reason for every fallback
+in its warnings. The runners and the host profiler read the decision; none of
+them tests API names of its own.
+
+What CompiledModel cannot do in ai-edge-litert 2.3.0, measured on the tiny fixtures:
+- resize: after ``resize_input_tensor`` its ``create_output_buffers`` still sizes
+  outputs for the old shape, and a run into them reports "Custom allocation is
+  too small" and then corrupts the heap ("corrupted double-linked list"); so a
+  file with an open axis (``[1, -1]``, the default export) runs on the Interpreter.
+- intermediate tensors: no ``preserve_all_tensors``, no tensor read besides the
+  signature's outputs (the drift report's probes need both).
+- quantized inputs/outputs: its tensor details carry no scale / zero point.
+
+Example:
+    >>> choice = choose_tflite_runtime("auto", dynamic=True)
+    >>> choice.runtime.name, choice.warnings[0][:40]
+    ('interpreter', 'CompiledModel cannot resize inputs in ai')
+"""
+
+import dataclasses
+
+from mobilebert_kit.errors import check_choice
+
+try:  # CompiledModel arrived in ai-edge-litert 2.x; an older install keeps the Interpreter alone.
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.cpu_kernel_mode import CpuKernelMode
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    from ai_edge_litert.options import CpuOptions, Options
+except ImportError:  # pragma: no cover  (2.3.0 is pinned; the branch keeps an older install working)
+    CompiledModel = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TfliteRuntime:
+    """One Python API of LiteRT and what it can do.
+
+    Args:
+        name (str): the key in :data:`TFLITE_RUNTIMES` (``mbk profile --runtime`` spells ``_`` as ``-``).
+        api (str): the class that runs the file, as a report names it.
+        available (bool): the installed ai-edge-litert offers it.
+        dynamic_shapes (bool): inputs with an open axis can be resized per call.
+        delegates (tuple[str, ...]): the ``delegate`` values it runs (``xnnpack``, ``none``: builtin kernels).
+        preserve_all_tensors (bool): intermediate tensors can be read after a run.
+        quantized_io (bool): int8 inputs / outputs with their scale and zero point.
+        int16_guard (bool): its loader first runs a file with int16 tensors in a child process, since
+            LiteRT's int16 kernels abort (SIGABRT) on some graphs instead of raising.
+        why_not (dict[str, str]): for each capability it lacks, the evidence (the fallback warning's text).
+    """
+
+    name: str
+    api: str
+    available: bool
+    dynamic_shapes: bool
+    delegates: tuple
+    preserve_all_tensors: bool
+    quantized_io: bool
+    int16_guard: bool
+    why_not: dict = dataclasses.field(default_factory=dict)
+
+
+TFLITE_RUNTIMES = {
+    "interpreter": TfliteRuntime(
+        name="interpreter", api="ai_edge_litert.interpreter.Interpreter", available=True,
+        dynamic_shapes=True, delegates=("xnnpack", "none"), preserve_all_tensors=True, quantized_io=True,
+        int16_guard=True,
+    ),
+    "compiled_model": TfliteRuntime(
+        name="compiled_model", api="ai_edge_litert.compiled_model.CompiledModel", available=CompiledModel is not None,
+        # delegate "none": CpuKernelMode.BUILTIN (TFLite's builtin kernels, no XNNPACK), as the Interpreter's resolver.
+        dynamic_shapes=False, delegates=("xnnpack", "none"), preserve_all_tensors=False, quantized_io=False,
+        int16_guard=False,
+        why_not={
+            "available": "this ai-edge-litert has no ai_edge_litert.compiled_model (2.x adds it)",
+            "dynamic_shapes": "CompiledModel cannot resize inputs in ai-edge-litert 2.3.0 (its output buffers keep "
+                              "the old size and the run overflows them)",
+            "preserve_all_tensors": "CompiledModel exposes no intermediate tensors",
+            "quantized_io": "CompiledModel reports no scale / zero point for int8 inputs or outputs",
+            "int16_guard": "int16 kernels may abort the process and only the Interpreter's loader tries them in a "
+                           "child first",
+        },
+    ),
+}
+# What ``--runtime`` accepts: a runtime's name, or ``auto`` (CompiledModel where it serves, else the Interpreter).
+RUNTIME_CHOICES = ("auto", *TFLITE_RUNTIMES)
+_PREFERRED = ("compiled_model", "interpreter")
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeChoice:
+    """The runtime one use gets, and why any other was passed over.
+
+    Args:
+        runtime (TfliteRuntime): the record that runs the file.
+        requested (str): what the caller asked for (``auto`` or a name).
+        warnings (tuple[str, ...]): one line per fallback, for the result's warnings.
+    """
+
+    runtime: TfliteRuntime
+    requested: str
+    warnings: tuple = ()
+
+
+def file_needs(graph):
+    """What running a ``.tflite`` needs of its runtime, read from the file alone.
+
+    Args:
+        graph (ArtifactGraph): :func:`~mobilebert_kit.artifacts.reader.read_artifact` of the file.
+
+    Returns:
+        dict[str, bool]: ``dynamic``, ``quantized_io`` and ``int16_guard``, as :func:`choose_tflite_runtime` takes them.
+
+    Example:
+        >>> file_needs(read_artifact("model.tflite"))  # doctest: +SKIP
+        {'dynamic': True, 'quantized_io': False, 'int16_guard': False}
+    """
+    io = graph.input_specs() + graph.output_specs()
+    return {
+        "dynamic": any(-1 in spec["shape"] for spec in graph.input_specs()),
+        "quantized_io": any(spec["dtype"] in ("int8", "uint8", "int16") for spec in io),
+        "int16_guard": any(tensor["dtype"] == "int16" for tensor in graph.tensors.values()),
+    }
+
+
+def choose_tflite_runtime(requested="auto", *, dynamic=False, delegate="xnnpack", preserve_all_tensors=False,
+                          quantized_io=False, int16_guard=False):
+    """Decides once which LiteRT API runs a file for one use.
+
+    ``auto`` takes CompiledModel where it can do all the use needs and the Interpreter otherwise; a named
+    runtime that cannot do it falls back to the Interpreter too, and says so (a profile still runs).
+
+    Args:
+        requested (str): ``auto``, ``interpreter`` or ``compiled_model`` (``compiled-model`` accepted).
+        dynamic (bool): the use resizes an open input axis.
+        delegate (str): ``xnnpack`` or ``none``.
+        preserve_all_tensors (bool): the use reads intermediate tensors.
+        quantized_io (bool): the file has quantized (int8 with a scale) inputs or outputs.
+        int16_guard (bool): the file has int16 tensors.
+
+    Returns:
+        RuntimeChoice: the runtime and the fallback warnings.
+
+    Raises:
+        ConfigError: ``requested`` is not one of :data:`RUNTIME_CHOICES`.
+
+    Example:
+        >>> choose_tflite_runtime("compiled-model").runtime.api
+        'ai_edge_litert.compiled_model.CompiledModel'
+    """
+    requested = check_choice("TFLite runtime", str(requested).replace("-", "_"), RUNTIME_CHOICES)
+    needs = {"available": True, "dynamic_shapes": dynamic, "preserve_all_tensors": preserve_all_tensors,
+             "quantized_io": quantized_io, "int16_guard": int16_guard}
+    warnings = []
+    for name in (_PREFERRED if requested == "auto" else (requested, "interpreter")):
+        runtime = TFLITE_RUNTIMES[name]
+        lacking = [need for need, wanted in needs.items() if wanted and not getattr(runtime, need)]
+        if delegate not in runtime.delegates:
+            lacking.append("delegates")
+        if not lacking:
+            return RuntimeChoice(runtime, requested, tuple(warnings))
+        reasons = "; ".join(runtime.why_not.get(need, f"{runtime.name} lacks {need}") for need in lacking)
+        warnings.append(f"{reasons}: ran on the Interpreter instead")
+    raise AssertionError("the Interpreter can do every use")  # pragma: no cover  (its record has every capability)
+
+
+def compiled_model_options(num_threads=None, delegate="xnnpack"):
+    """CompiledModel's CPU options for ``num_threads`` and ``delegate`` (``none``: the builtin kernels).
+
+    Args:
+        num_threads (int | None): CPU threads; None lets LiteRT decide (0), as the Interpreter does.
+        delegate (str): ``xnnpack`` or ``none``.
+
+    Returns:
+        Options: for ``CompiledModel.from_file`` / ``from_buffer``.
+
+    Example:
+        >>> compiled_model_options(1, "none").cpu_options.kernel_mode.name
+        'BUILTIN'
+    """
+    kernel_mode = CpuKernelMode.BUILTIN if delegate == "none" else CpuKernelMode.XNNPACK
+    return Options(HardwareAccelerator.CPU,
+                   cpu_options=CpuOptions(num_threads=int(num_threads or 0), kernel_mode=kernel_mode))
