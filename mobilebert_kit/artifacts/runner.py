@@ -17,6 +17,7 @@ API runs a ``.tflite`` is decided by :func:`~mobilebert_kit.artifacts.tflite_run
 and outputs, the Interpreter otherwise); ``runner.runtime`` says which ran.
 """
 
+import gc
 import os
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
 from mobilebert_kit.artifacts.reader import artifact_format, read_artifact
 from mobilebert_kit.artifacts.tflite_runtimes import CompiledModel, choose_tflite_runtime, compiled_model_options, file_needs
-from mobilebert_kit.utils.quiet import quiet_fd2
+from mobilebert_kit.utils.quiet import quiet_fd2, quiet_teardown
 from mobilebert_kit.errors import first_line
 
 # ``delegate`` -> LiteRT op resolver: XNNPACK (the default delegate) or the builtin kernels alone.
@@ -203,6 +204,12 @@ class CompiledTflite:
 _LITERT_ENVIRONMENT = {}
 
 
+def _release_litert():
+    """Drops the shared environment at exit (its teardown then logs into the quiet block, not after the output)."""
+    _LITERT_ENVIRONMENT.clear()
+    gc.collect()
+
+
 def load_compiled_model(path, *, num_threads=None, delegate="xnnpack"):
     """Compiles ``path`` with LiteRT's CompiledModel API on the CPU accelerator.
 
@@ -233,6 +240,7 @@ def load_compiled_model(path, *, num_threads=None, delegate="xnnpack"):
             # One environment for the process: each model's own one registers the accelerators again and logs
             # their teardown to fd 2 whenever Python collects it, outside any quiet block.
             _LITERT_ENVIRONMENT.setdefault("shared", compiled.environment)
+            quiet_teardown(_release_litert)
             loaded = CompiledTflite(compiled)
             # The first buffer write of the process creates LiteRT's global environment, with the same log lines.
             loaded.set_inputs({d["name"]: np.zeros(d["shape"], d["dtype"]) for d in loaded.input_details})

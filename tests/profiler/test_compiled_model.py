@@ -1,5 +1,9 @@
 """The host profiler on LiteRT's CompiledModel: the runtime table's choice, its fallbacks, equal outputs."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -88,3 +92,16 @@ def test_artifact_runner_on_the_fixtures_equals_the_interpreter(models):
         assert ours.keys() == theirs.keys()
         for key in ours:
             np.testing.assert_array_equal(ours[key], theirs[key])
+
+
+def test_litert_teardown_logs_nothing_after_the_commands_output(models, tmp_path):
+    """CompiledModel's global environment logs 'DestroyAccelerator' from a C++ destructor at exit; quiet_teardown
+    keeps that off a command's stderr while what the command itself prints to fd 2 still arrives."""
+    script = ("import sys\nfrom mobilebert_kit.artifacts.runner import load_compiled_model\n"
+              f"m = load_compiled_model({str(models['ln_gelu'])!r}, num_threads=1)\nm.invoke()\n"
+              "print('the command printed this', file=sys.stderr)\n")
+    env = {k: v for k, v in os.environ.items() if k != "MBK_VERBOSE_TF"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "the command printed this" in done.stderr
+    assert "DestroyAccelerator" not in done.stderr and "INFO:" not in done.stderr, done.stderr
