@@ -117,7 +117,12 @@ class ModelSource:
         table (``check_tokenizer_fits``), for every command that reads it."""
         if self.directory is None:
             return None
-        return check_tokenizer_fits(tokenizer_of(self.directory), self.encoder.config["vocab_size"], "the model")
+        # Read once: an export asks for it in its plan, its calibration, its validation and its metadata, and
+        # each read parses the checkpoint's tokenizer.json (the same object serves every one of them).
+        if "_tokenizer" not in self.__dict__:
+            self._tokenizer = check_tokenizer_fits(tokenizer_of(self.directory), self.encoder.config["vocab_size"],
+                                                   "the model")
+        return self._tokenizer
 
     @property
     def trained_seq_len(self):
