@@ -4,26 +4,15 @@ the ``row-graph`` record of ``ACTIVATION_SCALES`` since issue 36)."""
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.onnx_export import quantize
 from mobilebert_kit.convert.onnx_row_quant import quantize_rows
 from mobilebert_kit.convert.quantization_modes import quantization_mode
+from tests.convert import two_dense
 from tests.convert.conftest import export_tiny, padded_inputs
-
-ROWS, K, N = 6, 16, 8
-
-
-def two_dense_model(w1, w2, opset=17):
-    """``x @ w1`` and ``x @ w2`` on one input (as Q and K share theirs)."""
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["y1"], name="dense_1/MatMul"),
-             helper.make_node("MatMul", ["x", "w2"], ["y2"], name="dense_2/MatMul")]
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, ROWS, K])],
-        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, ROWS, N]) for y in ("y1", "y2")],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+from tests.convert.two_dense import two_dense_model
 
 
 def run(model, x):
@@ -47,11 +36,7 @@ def reference_rows(x, w, weight_bits):
 
 @pytest.fixture
 def outlier_rows():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(1, ROWS, K)).astype(np.float32)
-    x[0, 0] *= 100.0  # one token 100x wider than the rest ([CLS]/[SEP] in a trained encoder)
-    w1, w2 = (rng.normal(size=(K, N)).astype(np.float32) for _ in range(2))
-    return x, w1, w2
+    return two_dense.outlier_rows(zero_row=False)
 
 
 @pytest.mark.parametrize("opset", [17, 18])  # ReduceMax's axes: attribute before 18, input from 18
