@@ -235,12 +235,12 @@ def build_export_model(
         fmt: the format whose output names the task uses.
         pooling: the ``embedding`` task's pooling, ``"mean"`` or ``"cls"``.
         normalize: L2-normalize the ``embedding`` task's vector.
-        ids_dtype: ``"int32"`` or ``"int64"`` token ids (``export_tasks.INPUT_DTYPES``).
+        ids_dtype: ``"int32"`` or ``"int64"`` token ids (``export_tasks.FORMATS``).
         input_names: the graph's inputs (``export_tasks.graph_inputs``); without ``token_type_ids`` every token
             reads type 0. None: all three.
         clip_to_positions: with an open sequence, keep at most the position table's length of tokens: the
             first ones and the last (``[CLS] ... [SEP]``, as a truncating tokenizer cuts a text). MediaPipe's
-            and the Task Library's dynamic path feed the whole text (``export_tasks.CLIPS_IN_GRAPH``); without
+            and the Task Library's dynamic path feed the whole text (``export_tasks.FORMATS``); without
             this, a text longer than the table fails in the position embedding's gather, in the app.
 
     Returns:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_plan import DEFAULT_SEQ_LEN
-from mobilebert_kit.convert.export_tasks import AUTO_TASK, INPUT_DTYPES, POOLINGS, TASKS
+from mobilebert_kit.convert.export_tasks import AUTO_TASK, FORMATS, POOLINGS, TASKS
 from mobilebert_kit.convert.quantization_modes import (
     MODES,
     THRESHOLD_KEYS,
@@ -35,9 +35,8 @@ from mobilebert_kit.utils.limits import check_number, number_option
 # (models.heads.HEADS, whose keys AUTO_TASK lists; this module needs no TensorFlow).
 HEAD_CHOICES = ("auto",) + tuple(name for name in AUTO_TASK if name != "encoder")
 
-FORMATS = ("tflite", "onnx")
 NAMED_BY = ("field", "flag", "recipe")
-# attention_mask input types: an integer mask has the format's token-id type (INPUT_DTYPES: all-int32
+# attention_mask input types: an integer mask has the format's token-id type (the format's input_dtype: all-int32
 # inputs for the TFLite clients, int64 for optimum-style ONNX code); float32 is the pre-issue-14 file.
 MASK_DTYPES = ("float32", "int32", "int64")
 # --quantize auto's budget when none is given: MLPerf Mobile accepts a quantized model at >= 99% of float.
@@ -113,7 +112,7 @@ class ExportOptions:
         drift_report (bool): also export a per-layer probe and report each layer's drift (quantized only).
         io_type (str): ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
         mask_dtype (str): attention-mask input type; None: the format's token-id type
-            (:data:`~mobilebert_kit.convert.export_tasks.INPUT_DTYPES`: TFLite int32, ONNX int64), except
+            (:data:`~mobilebert_kit.convert.export_tasks.FORMATS`: TFLite int32, ONNX int64), except
             with ``io_type="int8"`` (float32, quantized to an int8 input: no float CAST);
             ``"float32"``: the float-mask file of earlier versions.
         attention_mask_value (float): score of padded keys in the exported graph (None keeps the model's).
@@ -127,7 +126,7 @@ class ExportOptions:
             -> 910). Off by default: it moves the NoNorm scales into the readers' weight rows, which cost a
             substituted real model int8 fidelity (benchmarks/RESULTS.md, issue 17).
         opset (int): ONNX opset.
-        dynamic_axes (bool): dynamic axes (``export_tasks.DYNAMIC_AXES``: ONNX batch and sequence, TFLite the
+        dynamic_axes (bool): dynamic axes (``export_tasks.FORMATS``: ONNX batch and sequence, TFLite the
             sequence only, batch 1); None: dynamic unless ``static_axes``, a TFLite ``batch_size`` above 1 or a
             TFLite task with an output of the text's length (decided by ``export_plan.input_layout``).
         static_axes (bool): static ``[batch_size, seq_len]`` inputs (GPU and NPU delegates need them).
@@ -157,7 +156,7 @@ class ExportOptions:
 
     source: object = option(MISSING, flag="src", kind="source",
                             help="saved-model directory, Hugging Face directory or preset name")
-    format: str = option("tflite", flag="--format", choices=FORMATS, help=None)
+    format: str = option("tflite", flag="--format", choices=tuple(FORMATS), help=None)
     quantize: str = option("none", flag="--quantize", recipe=("export", "quantize"), choices=MODES, help=None)
     task: str = option("auto", flag="--task", recipe=("export", "task"), choices=("auto",) + tuple(TASKS),
                        help="what the file is for: its outputs, named for its clients (default auto: by the "
@@ -292,14 +291,14 @@ class ExportOptions:
             raise ConfigError(f"{self.name_of('io_type', self.io_type)}: int8 inputs/outputs are a TFLite option; "
                               "ONNX artifacts keep integer inputs and float32 outputs")
         if self.format == "tflite" and self.dynamic_axes and self.batch_size != 1:
-            # DYNAMIC_AXES: a TFLite file leaves only its sequence open; its clients run one text at a time.
+            # FORMATS' dynamic_axes: a TFLite file leaves only its sequence open; its clients run one text at a time.
             raise ConfigError(f"{self.name_of('batch_size', self.batch_size)} with {self.name_of('dynamic_axes')}: "
                               "a dynamic TFLite file has batch 1 and a dynamic sequence (MediaPipe and the Task "
                               f"Library run one text at a time); drop {self.name_of('batch_size')}")
         if self.dynamic_axes and self.static_axes:
             raise ConfigError(f"{self.name_of('dynamic_axes')} and {self.name_of('static_axes')} contradict each "
                               "other; pass one")
-        ids = INPUT_DTYPES[self.format]
+        ids = FORMATS[self.format].input_dtype
         if self.mask_dtype not in (None, "float32", ids):
             raise ConfigError(f"{self.name_of('mask_dtype', self.mask_dtype)}: {self.format} token inputs are {ids} "
                               f"(what its clients feed); use {ids} (the default) or float32")

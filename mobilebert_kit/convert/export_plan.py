@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from mobilebert_kit.convert.export_tasks import (
-    AUTO_TASK, AUTO_TASK_ONE_OUTPUT, CLIPS_IN_GRAPH, DYNAMIC_AXES, GRAPH_INPUTS, INPUT_DTYPES, TASKS, export_task, graph_inputs,
+    AUTO_TASK, AUTO_TASK_ONE_OUTPUT, FORMATS, GRAPH_INPUTS, TASKS, export_task, graph_inputs,
 )
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.data.class_names import LABELLED_HEADS, check_class_names
@@ -102,12 +102,12 @@ def input_layout(options, task=None):
     """``(dynamic_axes, mask_dtype)`` of an export of ``task``: what the user's words decide about its inputs.
 
     Both formats have dynamic axes unless ``--static-axes`` is asked: ONNX its batch and sequence (optimum's
-    signature), TFLite its sequence only, at batch 1 (:data:`DYNAMIC_AXES`: the clients run one text at a time and
+    signature), TFLite its sequence only, at batch 1 (the format's ``dynamic_axes``: the clients run one text at a time and
     resize the sequence to its token count, so short text costs what it is long, not ``--seq-len``). A TFLite
     file is static with ``--batch-size`` above 1 (GPU and NPU delegates need static shapes too:
     ``--static-axes``), and for a task whose outputs follow the text's length (``ExportTask.per_text_outputs``
     False: features, token and span logits), which MediaPipe cannot run dynamic. The
-    attention mask has the token ids' type (:data:`INPUT_DTYPES`), except in an int8-io file,
+    attention mask has the token ids' type (the format's ``input_dtype``), except in an int8-io file,
     whose float mask becomes an int8 input on integer-only accelerators (an integer mask would need a float
     CAST in front of the first layer there).
 
@@ -118,12 +118,12 @@ def input_layout(options, task=None):
     """
     dynamic = options.dynamic_axes
     if dynamic is None:
-        # A TFLite file's open axis is its sequence only, at batch 1 (DYNAMIC_AXES): a --batch-size file is static.
+        # A TFLite file's open axis is its sequence only, at batch 1 (its format's dynamic_axes): a --batch-size file is static.
         per_text = task is None or export_task(task).per_text_outputs
         dynamic = not options.static_axes and (options.format == "onnx" or (options.batch_size == 1 and per_text))
     mask = options.mask_dtype
     if mask is None:
-        mask = "float32" if options.io_type == "int8" else INPUT_DTYPES[options.format]
+        mask = "float32" if options.io_type == "int8" else FORMATS[options.format].input_dtype
     return bool(dynamic), mask
 
 
@@ -270,7 +270,7 @@ class ExportPlan:
         normalize (bool | None): the embedding's L2 normalization.
         seq_len (int): the static input length, or for dynamic axes the length validated and calibrated at.
         max_seq_len (int | None): the position table: the longest input the file takes.
-        dynamic_axes (bool): the format's dynamic axes (:data:`DYNAMIC_AXES`: ONNX batch and sequence, TFLite
+        dynamic_axes (bool): the format's dynamic axes (the format's ``dynamic_axes``: ONNX batch and sequence, TFLite
             the sequence only, batch 1).
         mask_dtype (str): the attention mask's input type.
         quantize (str): the quantization mode written (a searched setting's own mode).
@@ -321,18 +321,18 @@ class ExportPlan:
 
     @property
     def ids_dtype(self):
-        """The token inputs' type of this format (``export_tasks.INPUT_DTYPES``)."""
-        return INPUT_DTYPES[self.options.format]
+        """The token inputs' type of this format (``export_tasks.FORMATS``)."""
+        return FORMATS[self.options.format].input_dtype
 
     @property
     def open_axes(self):
-        """The input axes left dynamic: ``()``, or the format's :data:`DYNAMIC_AXES` with dynamic axes."""
-        return DYNAMIC_AXES[self.format] if self.dynamic_axes else ()
+        """The input axes left dynamic: ``()``, or the format's the format's ``dynamic_axes`` with dynamic axes."""
+        return FORMATS[self.format].dynamic_axes if self.dynamic_axes else ()
 
     @property
     def clips_in_graph(self):
-        """Whether the graph cuts a text longer than the position table (an open sequence, :data:`CLIPS_IN_GRAPH`)."""
-        return "sequence" in self.open_axes and CLIPS_IN_GRAPH[self.format]
+        """Whether the graph cuts a text longer than the position table (an open sequence, the format's ``clips_in_graph``)."""
+        return "sequence" in self.open_axes and FORMATS[self.format].clips_in_graph
 
     @property
     def batch_size(self):

@@ -34,18 +34,42 @@ from dataclasses import dataclass, field
 from mobilebert_kit.artifacts import metadata_schema
 from mobilebert_kit.errors import check_choice
 
-# The int type of the token inputs per format: TFLite clients (MediaPipe, the Task Library) accept int32
-# only (or all-string) inputs; code written for optimum's ONNX exports feeds the tokenizer's int64 arrays.
-INPUT_DTYPES = {"tflite": "int32", "onnx": "int64"}
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # models.encoder.INPUT_NAMES, in export order
-# The input axes ``--dynamic-axes`` leaves open, per format. ONNX: batch and sequence (optimum's signature).
-# TFLite: the sequence only: MediaPipe and the Task Library refuse any batch but 1 ("Input tensors should all
-# have batch size 1") and resize the sequence axis to each text's token count when it is -1.
-DYNAMIC_AXES = {"tflite": ("sequence",), "onnx": ("batch", "sequence")}
-# Whether a dynamic-length file cuts a text longer than its position table itself. TFLite: yes, MediaPipe's
-# BertPreprocessorCalculator truncates only for static inputs and feeds a dynamic file the whole text, which
-# would fail in the position embedding's gather. ONNX: no, optimum users' tokenizers truncate (truncation=True).
-CLIPS_IN_GRAPH = {"tflite": True, "onnx": False}
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """What the export plan decides by an artifact's format (one record per format in :data:`FORMATS`).
+
+    Args:
+        name (str): ``--format``'s value.
+        input_dtype (str): the int type of the token inputs. TFLite clients (MediaPipe, the Task Library) accept
+            int32 only (or all-string) inputs; code written for optimum's ONNX exports feeds the tokenizer's
+            int64 arrays.
+        dynamic_axes (tuple): the input axes ``--dynamic-axes`` leaves open. ONNX: batch and sequence (optimum's
+            signature). TFLite: the sequence only: MediaPipe and the Task Library refuse any batch but 1 ("Input
+            tensors should all have batch size 1") and resize the sequence axis to each text's token count when
+            it is -1.
+        clips_in_graph (bool): whether a dynamic-length file cuts a text longer than its position table itself.
+            TFLite: yes, MediaPipe's BertPreprocessorCalculator truncates only for static inputs and feeds a
+            dynamic file the whole text, which would fail in the position embedding's gather. ONNX: no, optimum
+            users' tokenizers truncate (``truncation=True``).
+
+    Example:
+        >>> FORMATS["tflite"].dynamic_axes
+        ('sequence',)
+    """
+
+    name: str
+    input_dtype: str
+    dynamic_axes: tuple
+    clips_in_graph: bool
+
+
+FORMATS = {f.name: f for f in (
+    ExportFormat("tflite", input_dtype="int32", dynamic_axes=("sequence",), clips_in_graph=True),
+    ExportFormat("onnx", input_dtype="int64", dynamic_axes=("batch", "sequence"), clips_in_graph=False),
+)}
 
 
 def graph_inputs(fmt, type_vocab_size, token_types=None):

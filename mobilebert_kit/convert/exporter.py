@@ -31,7 +31,6 @@ from mobilebert_kit.convert.export_plan import FileMetadata, plan_export
 from mobilebert_kit.convert.export_report import EXPORT_REPORT_OUTPUT, ExportResult, report_guard, report_path, write_report
 from mobilebert_kit.convert.export_tasks import export_task
 from mobilebert_kit.convert.file_validation import WRITERS, changed_answers, drift, validate_file
-from mobilebert_kit.convert.onnx_writer import ONNX_OUTPUT
 from mobilebert_kit.convert.input_set import InputSet, default_inputs, validation_lines
 from mobilebert_kit.convert.prepare import Recovery, prepare_source, source_facts
 from mobilebert_kit.convert.qat import quantization_aware_graph
@@ -45,7 +44,6 @@ from mobilebert_kit.convert.quantization_search import (
     sensitivity,
 )
 from mobilebert_kit.convert.rebuild import encoder_of
-from mobilebert_kit.convert.tflite_writer import TFLITE_OUTPUT
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import check_finite_weights, max_positions, named_weights
@@ -54,8 +52,6 @@ from mobilebert_kit.utils.atomic import atomic_path, check_output
 from mobilebert_kit.utils.scratch import scratch_directory
 
 FORMAT_VERSION = 1
-# The output kind of each format's artifact (declared by its writer).
-ARTIFACT_OUTPUTS = {"tflite": TFLITE_OUTPUT, "onnx": ONNX_OUTPUT}
 
 
 def export(options, source=None, log=print, score=None):
@@ -131,7 +127,7 @@ def export(options, source=None, log=print, score=None):
         if candidate.step is not None:
             meta = candidate_metadata(meta, options.quantize, candidate.plan.quantize, candidate.label,
                                       candidate.plan.keep_float_layers, search.judged_by)
-        written = WRITERS[plan.format](graph, candidate.plan, calibration, metadata._replace(meta=meta), candidate.path,
+        written = WRITERS[plan.format].write(graph, candidate.plan, calibration, metadata._replace(meta=meta), candidate.path,
                                        calibrated)
         info = inspect_artifact(candidate.path, fmt=plan.format)
         return ExportResult(path=str(out), format=plan.format, quantize=candidate.plan.quantize,
@@ -156,7 +152,7 @@ def export(options, source=None, log=print, score=None):
         return Verdict(passed=report.passed, why=report.summary_line(), report=report)
 
     with report_guard(out) as report, \
-            atomic_path(out, kind=ARTIFACT_OUTPUTS[options.format], overwrite=options.overwrite, sources=sources) as tmp, \
+            atomic_path(out, kind=WRITERS[options.format].output, overwrite=options.overwrite, sources=sources) as tmp, \
             scratch_directory("export") as scratch, _named_for_user(scratch, out):
         if search.budget_needed:
             row, evaluation = _float_reference(graph, plan, metadata, Path(scratch), validation_inputs, score)
@@ -240,7 +236,7 @@ def _ranking(model, setting, calibration, inputs, frontier):
 def _float_reference(graph, plan, metadata, scratch, inputs, score):
     """``(frontier row, evaluation)`` of the float export on the eval data: the metric the budget is taken from."""
     path = scratch / f"float.{plan.format}"
-    WRITERS[plan.format](graph, plan.as_float(), None, metadata._replace(meta=dict(metadata.meta, quantization="none")),
+    WRITERS[plan.format].write(graph, plan.as_float(), None, metadata._replace(meta=dict(metadata.meta, quantization="none")),
                          path)
     evaluation = score(path, plan.options.eval_data)
     return Tried("float32 (reference)", "none", [], host_latency_ms(path, inputs), passed=True), evaluation
@@ -328,7 +324,7 @@ def _input_sets(model, plan, say=None):
 
 def _outputs(options):
     """The files an export writes, each with its output kind (``utils.atomic``)."""
-    return [(Path(options.out), ARTIFACT_OUTPUTS[options.format]), (report_path(options.out), EXPORT_REPORT_OUTPUT)]
+    return [(Path(options.out), WRITERS[options.format].output), (report_path(options.out), EXPORT_REPORT_OUTPUT)]
 
 
 def _sources(options, source=None):

@@ -27,16 +27,17 @@ from mobilebert_kit.convert.export_model import (
 from mobilebert_kit.convert.export_plan import FileMetadata
 from mobilebert_kit.convert.export_tasks import export_task, graph_inputs
 from mobilebert_kit.convert.input_set import InputSet
-from mobilebert_kit.convert.onnx_writer import write_onnx
+from mobilebert_kit.convert.artifact_writer import ArtifactWriter
+from mobilebert_kit.convert.onnx_writer import ONNX_OUTPUT, write_onnx
 from mobilebert_kit.convert.qat import with_layer_outputs
 from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
-from mobilebert_kit.convert.tflite_writer import write_tflite
+from mobilebert_kit.convert.tflite_writer import TFLITE_OUTPUT, write_tflite
 from mobilebert_kit.convert.validation import drift_report, thresholds_for, validate_outputs
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.scratch import scratch_directory
 
-# Each format's writer (a drift probe is written like the artifact it describes).
-WRITERS = {"tflite": write_tflite, "onnx": write_onnx}
+# Each format's writer and the output kind it declares (a drift probe is written like the artifact it describes).
+WRITERS = {"tflite": ArtifactWriter(write_tflite, TFLITE_OUTPUT), "onnx": ArtifactWriter(write_onnx, ONNX_OUTPUT)}
 
 
 def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
@@ -188,4 +189,4 @@ def write_drift_probe(model, plan, calibration, path, qat_graph=None):
         graph = with_layer_outputs(qat_graph, names)
     else:
         graph = plan_graph(model, plan, hidden_states=True)
-    WRITERS[plan.format](graph, plan, calibration, FileMetadata({}), path)
+    WRITERS[plan.format].write(graph, plan, calibration, FileMetadata({}), path)

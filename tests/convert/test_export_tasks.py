@@ -110,7 +110,7 @@ def test_contradictory_options_are_refused(kwargs, message):
 
 @pytest.mark.parametrize("fmt, batch_size, seq_len", [("tflite", 1, None), ("onnx", None, None)])
 def test_dynamic_axes_open_the_formats_axes(fmt, batch_size, seq_len):
-    # DYNAMIC_AXES: a TFLite file keeps batch 1 (its clients run one text), ONNX opens both; seq_len stays the
+    # FORMATS' dynamic_axes: a TFLite file keeps batch 1 (its clients run one text), ONNX opens both; seq_len stays the
     # length validated and calibrated at.
     dynamic = plan(options(fmt, dynamic_axes=True, seq_len=16))
     assert (dynamic.batch_size, dynamic.static_seq_len, dynamic.seq_len) == (batch_size, seq_len, 16)
