@@ -1,5 +1,6 @@
 """Float export: the contract (names, order, shapes, metadata), validation, and that validation catches breakage."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -162,7 +163,7 @@ def test_interrupted_export_leaves_no_artifact(tiny_mobilebert, tmp_path, monkey
         path.write_bytes(b"TFL3 half a model")
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(WRITERS, "tflite", interrupted)
+    monkeypatch.setitem(WRITERS, "tflite", dataclasses.replace(WRITERS["tflite"], write=interrupted))
     out = tmp_path / "m.tflite"
     with pytest.raises(KeyboardInterrupt):
         export_tiny(tiny_mobilebert, out)
