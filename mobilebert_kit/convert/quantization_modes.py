@@ -107,6 +107,41 @@ class OnnxQuantizer:
         return self.method == "dynamic" and self.activation_scales != "tensor"
 
 
+# int4 weight layouts (Int4Weights.block_size -> ai-edge-quantizer's QuantGranularity); 0 is one scale per output
+# channel. The quantizer's blockwise layouts store a float16 scale per block of the input dimension.
+INT4_BLOCK_SIZES = (0, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class Int4Weights:
+    """How ai-edge-quantizer writes a mode's int4 weights (:mod:`mobilebert_kit.convert.tflite_int4`).
+
+    Args:
+        activations (str): ``"int8"``: the matrix products quantize their input to int8 on the fly
+            (the quantizer's dynamic recipe; XNNPACK runs them as ``qd8-f32-qc4w`` / ``qb4w`` GEMMs);
+            ``"float32"``: each int4 weight is expanded to float32 by a ``DEQUANTIZE`` and the product runs
+            in float (the weight-only recipe; only per-channel is in the quantizer's policy).
+        block_size (int): 0 for one scale per output channel, else the block of the input dimension that
+            shares a scale (one of :data:`INT4_BLOCK_SIZES`; every quantized dimension must be a multiple).
+
+    Example:
+        >>> Int4Weights("int8", 32).granularity
+        'BLOCKWISE_32'
+    """
+
+    activations: str = "int8"
+    block_size: int = 0
+
+    def __post_init__(self):
+        check_choice("int4 activations", self.activations, ("int8", "float32"))
+        check_choice("int4 block_size", self.block_size, INT4_BLOCK_SIZES)
+
+    @property
+    def granularity(self):
+        """The name of ai-edge-quantizer's ``QuantGranularity`` member."""
+        return f"BLOCKWISE_{self.block_size}" if self.block_size else "CHANNELWISE"
+
+
 @dataclass(frozen=True)
 class TfliteSettings:
     """How the TFLite converter is configured for a mode (:func:`mobilebert_kit.convert.tflite_export.convert`).
@@ -123,6 +158,7 @@ class TfliteSettings:
             XNNPACK takes the depthwise convolutions that dynamic-range quantization made hybrid.
         layer_norm_float_nodes (tuple): layer paths kept float by default in a model that normalizes with
             LayerNorm (not NoNorm).
+        int4 (Int4Weights | None): convert in float, then write int4 weights with ai-edge-quantizer.
     """
 
     optimize: bool = True
@@ -133,13 +169,14 @@ class TfliteSettings:
     default_float_nodes: tuple = ()
     float_hybrid_convs: bool = False
     layer_norm_float_nodes: tuple = ()
+    int4: Int4Weights = None
 
 
 # Validation thresholds a record sets and a user may override (convert.validation.Thresholds fields).
 THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_error")
 
 # What a mode can be asked for beyond its name; each record lists the ones it refuses, with the reason.
-CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "default_calibration")
+CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "default_calibration", "format:onnx")
 
 
 @dataclass(frozen=True)
@@ -276,6 +313,10 @@ _FLOAT16_WHOLE = "float16 weights are stored whole and cast back at load; there 
 _QAT_TRAINS = ("QAT trains on its data, and built-in rows would teach the model random ids or text that is "
                "not your app's")
 _NOT_CALIBRATED = "this mode is not calibrated"
+_INT4_BY_RECIPE = ("ai-edge-quantizer writes int4 into every fully connected layer and the word-embedding table by "
+                   "op type; keeping single layers float is not offered for int4")
+_INT4_NO_ONNX = ("int4 is a TFLite mode (ai-edge-quantizer); ONNX Runtime's int4 MatMulNBits path is not wired or "
+                 "validated yet: export --format tflite, or ONNX with --quantize dynamic")
 
 # Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone
 # (benchmarks/perf/NOTES.md has the op profile): SOFTMAX stays float because XNNPACK has no int8
@@ -317,9 +358,13 @@ _INT8_FALLBACK = (_RANKED_RESIDUAL, SearchStep("int8", _RESIDUAL_PATH))
 # int8 (weights only: no calibrated activation range to lose, ~1.3x slower than full int8 on XNNPACK,
 # docs/export.md). The residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15).
 _AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("dynamic"))
+_INT4_REFUSED = {"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _INT4_BY_RECIPE, "keep_float:onnx": _INT4_NO_ONNX,
+                 "default_calibration": _NOT_CALIBRATED, "format:onnx": _INT4_NO_ONNX}
 _SEARCH_CHOOSES = "auto chooses the float layers itself from their measured sensitivity"
 _LOOSE = {"min_cosine": 0.9, "min_snr_db": 5.0, "min_argmax_agreement": 0.7}
 _DYNAMIC = {"min_cosine": 0.98, "min_snr_db": 12.0, "min_argmax_agreement": 0.9}
+# int4 weights (round to nearest, 16 levels) move a trained encoder's outputs far more than int8 does: MEASURED.
+_INT4 = {"min_cosine": 0.8, "min_snr_db": 3.0, "min_argmax_agreement": 0.6}
 
 # "default_calibration": a calibrated mode run without --calibration measures its ranges on built-in data
 # (InputSet.default_calibration): a model with a vocabulary on the built-in calibration sentences (issue 14:
@@ -365,6 +410,26 @@ MODES = {m.name: m for m in (
         calibration=True, trains=True,
         refused={"keep_float:tflite": _TFLITE_SELECTIVE, "default_calibration": _QAT_TRAINS},
         onnx_as="int8", tflite=TfliteSettings(symmetric_matmuls=True), thresholds=_LOOSE, profiled_as="int8",
+    ),
+    QuantizationMode(
+        "int4", "int4 weights (one scale per output channel), activations quantized to int8 on the fly; no "
+        "calibration", refused=_INT4_REFUSED, tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 0)),
+        thresholds=_INT4, profiled_as="dynamic-int4",
+    ),
+    QuantizationMode(
+        "int4-block32", "int4 weights, one scale per 32 inputs of each output channel, int8 activations on the fly",
+        refused=_INT4_REFUSED, tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 32)),
+        thresholds=_INT4, profiled_as="dynamic-int4",
+    ),
+    QuantizationMode(
+        "int4-block128", "int4 weights, one scale per 128 inputs of each output channel, int8 activations on the fly",
+        refused=_INT4_REFUSED, tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 128)),
+        thresholds=_INT4, profiled_as="dynamic-int4",
+    ),
+    QuantizationMode(
+        "int4-weight-only", "int4 weights (per channel) expanded to float32 at run time, float compute: size only",
+        refused=_INT4_REFUSED, tflite=TfliteSettings(optimize=False, int4=Int4Weights("float32", 0)),
+        thresholds=_INT4, profiled_as="int4-weight-only",
     ),
     QuantizationMode(
         # Calibrated (its int8 rungs are), on built-in text when no --calibration is given, like int8.
