@@ -22,6 +22,7 @@ Example:
 
 import contextlib
 import io
+import re
 
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
@@ -34,6 +35,8 @@ from mobilebert_kit.utils.quiet import quiet_fd2
 # Tables smaller than this stay float (position and segment embeddings: 512 x 384 and 2 x 384 in MiniLM, 0.8 MB):
 # a RESHAPE pair per lookup buys nothing there.
 _MIN_TABLE_ROWS = 1024
+# ai-edge-quantizer's message for a blockwise layout the weight does not divide (0.10).
+_UNDIVIDED = re.compile(r"for tensor: (\S+)\. Error: Quantized dimension \d+ in tensor shape (\([\d, ]+\))")
 
 
 def int4_weights(model_bytes, settings):
@@ -69,8 +72,13 @@ def int4_weights(model_bytes, settings):
             add(".*", qtyping.TFLOperationName.ALL_SUPPORTED, 4, granularity)
             quantized = bytes(q.quantize().quantized_model)
     except Exception as err:  # noqa: BLE001  (ValueError, RuntimeError ... from the quantizer)
-        raise ExportError(f"int4 quantization ({settings.granularity.lower()}, {settings.activations} activations) "
-                          f"failed: {first_line(err)}") from err
+        what = f"int4 quantization ({settings.granularity.lower()}, {settings.activations} activations)"
+        undivided = _UNDIVIDED.search(str(err))
+        if undivided:
+            raise ExportError(f"{what}: weight {undivided.group(2)} of {undivided.group(1)} is not a multiple of "
+                              f"{settings.block_size} in its input dimension; use a smaller block (int4-block32) or "
+                              "per-channel int4 (--quantize int4)") from err
+        raise ExportError(f"{what} failed: {first_line(err)}") from err
     if quantized == data or len(quantized) >= len(data):
         raise ExportError(f"int4 quantization ({settings.granularity.lower()}, {settings.activations} activations) "
                           "quantized no weight: the quantizer's policy has no such recipe for this graph's ops")
