@@ -26,7 +26,8 @@ pytest.importorskip("mediapipe", reason="mediapipe is a dev dependency: see the 
 
 # Quantization costs fidelity; the Contract asks cosine >= 0.99 for dynamic int8 on real sentences. Full int8
 # of the tiny models here keeps 0.95; of MiniLM, see test_minilm_text_embedder_matches_sentence_transformers.
-MIN_COSINE = {"none": 0.9999, "dynamic": 0.99, "int8": 0.95}
+# int4 weights (issue 38): MEASURED_INT4.
+MIN_COSINE = {"none": 0.9999, "dynamic": 0.99, "int8": 0.95, "int4": 0.95}
 
 
 def keras_reference(model_dir, texts):
@@ -43,7 +44,7 @@ def keras_reference(model_dir, texts):
 
 # Float and full int8 in the default tier (the issue asks both); dynamic int8 runs with -m slow (the real
 # MiniLM test below covers dynamic int8 in MediaPipe by default).
-@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8"])
+@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8", "int4"])
 def test_text_embedder_returns_the_sentence_embedding(tiny_classifier, exported, quantize):
     path = exported(tiny_classifier / "model", f"embedder-{quantize}.tflite", "--format", "tflite", "--task",
                     "embedding", "--pooling", "mean", "--quantize", quantize, "--seq-len", TINY_SEQ)
@@ -56,13 +57,13 @@ def test_text_embedder_returns_the_sentence_embedding(tiny_classifier, exported,
 
 # Float and full int8 in the default tier (the issue asks both); dynamic int8 runs with -m slow (the real
 # MiniLM test below covers dynamic int8 in MediaPipe by default).
-@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8"])
+@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8", "int4"])
 def test_text_classifier_shows_labels_and_probabilities(tiny_classifier, exported, quantize):
     path = exported(tiny_classifier / "model", f"classifier-{quantize}.tflite", "--format", "tflite",
                     "--quantize", quantize, "--seq-len", TINY_SEQ)
     results = mediapipe_classify(path, TINY_TEXTS)
     _, reference = keras_reference(tiny_classifier / "model", TINY_TEXTS)
-    tolerance = 1e-4 if quantize == "none" else 0.05  # int8 outputs are quantized probabilities
+    tolerance = 1e-4 if quantize == "none" else 0.05  # int8 outputs are quantized probabilities; int4: MEASURED
     for result, expected in zip(results, reference):
         assert tuple(result) == LABELS, f"categories by output index {list(result)} are not the labels {LABELS}"
         assert all(0.0 <= score <= 1.0 for score in result.values()), result
