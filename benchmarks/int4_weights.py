@@ -3,7 +3,7 @@
 Three measurements, each step skipped when its output is already there (rerun with the same WORK to resume):
 
 (a) size: ``mbk export --quantize dynamic`` and every int4 mode of all-MiniLM-L6-v2 (embedding task) and of the
-    ``mobilebert`` preset (random weights: size only, ``--no-validate``), ratio int4 / dynamic (target <= 0.6);
+    ``mobilebert`` preset (random weights), ``--no-validate`` (size only), ratio int4 / dynamic (target <= 0.6);
 (b) accuracy: the fine-tuned crowdflower-sentiment MiniLM classifier of ``benchmarks/quantization_accuracy.py``
     (``--train-rows`` tweets, 1 epoch, seq 64; fine-tuned here into WORK/ft-sent when missing), exported
     with dynamic axes in float32, dynamic int8 and every int4 mode; ``mbk evaluate`` on ``--test-rows``
@@ -44,7 +44,7 @@ from benchmarks.quantization_accuracy import (  # noqa: E402
 )
 
 # The modes compared; dynamic int8 is the baseline of size and latency, float32 the one of accuracy.
-MODES = ("none", "dynamic", "int4", "int4-block32", "int4-block128", "int4-weight-only")
+MODES = ("none", "dynamic", "int4", "int4-channel", "int4-block128", "int4-weight-only")
 INT4 = tuple(m for m in MODES if m.startswith("int4"))
 
 
@@ -59,7 +59,9 @@ def export(source, out, quantize, *extra):
 
 def sizes(work, minilm, with_mobilebert):
     """(a): ``{model: {mode: bytes or why}}``."""
-    models = {"all-MiniLM-L6-v2 (embedding)": (minilm, ("--task", "embedding", "--seq-len", "128"))}
+    # Size only, --no-validate: per-channel, block-128 and weight-only int4 miss the embedding task's 0.95
+    # sentence-cosine floor (docs/export.md#int4-weights), and a refused export has no size.
+    models = {"all-MiniLM-L6-v2 (embedding)": (minilm, ("--task", "embedding", "--seq-len", "128", "--no-validate"))}
     if with_mobilebert:
         models["mobilebert preset (random weights)"] = ("mobilebert", ("--seq-len", "128", "--no-validate"))
     out = {}

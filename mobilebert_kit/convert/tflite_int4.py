@@ -28,6 +28,7 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils as fb
 
+from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.quiet import quiet_fd2
@@ -35,6 +36,9 @@ from mobilebert_kit.utils.quiet import quiet_fd2
 # Tables smaller than this stay float (position and segment embeddings: 512 x 384 and 2 x 384 in MiniLM, 0.8 MB):
 # a RESHAPE pair per lookup buys nothing there.
 _MIN_TABLE_ROWS = 1024
+# TFLite op type -> ai-edge-quantizer's TFLOperationName member, for the ops whose weights the int4 recipes store
+# (input 1: the fully connected kernel [out, in], the lookup table [rows, width]).
+_WEIGHTED = {"FULLY_CONNECTED": "FULLY_CONNECTED", "EMBEDDING_LOOKUP": "EMBEDDING_LOOKUP"}
 # ai-edge-quantizer's message for a blockwise layout the weight does not divide (0.10).
 _UNDIVIDED = re.compile(r"for tensor: (\S+)\. Error: Quantized dimension \d+ in tensor shape (\([\d, ]+\))")
 
@@ -64,25 +68,54 @@ def int4_weights(model_bytes, settings):
     notes = [f"{lookups} embedding table(s) read by EMBEDDING_LOOKUP so they are stored in int4 (one scale per row)"] \
         if lookups else []
     granularity = qtyping.QuantGranularity[settings.granularity]
+    undivided = _undivided(data, settings.block_size)
+    if undivided:
+        notes.append(f"{len(undivided)} weight(s) whose input width is not a multiple of {settings.block_size} "
+                     f"stored per channel: {', '.join(sorted(undivided.values()))}")
     try:
         # The quantizer prints progress bars and a size summary: the export report says what it needs.
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), quiet_fd2():
             q = quantizer.Quantizer(bytearray(data))
             add = q.add_dynamic_config if settings.activations == "int8" else q.add_weight_only_config
             add(".*", qtyping.TFLOperationName.ALL_SUPPORTED, 4, granularity)
+            # The quantizer has no blockwise layout for a width the block does not divide and refuses the
+            # whole graph (tiny-mobilebert's trigram embedding projection is 48 wide); those ops get one scale
+            # per output channel instead. A later entry of the recipe overrides an earlier one for its ops.
+            for scope, op_type in undivided:
+                add(f"^{re.escape(scope)}$", getattr(qtyping.TFLOperationName, op_type), 4,
+                    qtyping.QuantGranularity.CHANNELWISE)
             quantized = bytes(q.quantize().quantized_model)
     except Exception as err:  # noqa: BLE001  (ValueError, RuntimeError ... from the quantizer)
         what = f"int4 quantization ({settings.granularity.lower()}, {settings.activations} activations)"
         undivided = _UNDIVIDED.search(str(err))
         if undivided:
             raise ExportError(f"{what}: weight {undivided.group(2)} of {undivided.group(1)} is not a multiple of "
-                              f"{settings.block_size} in its input dimension; use a smaller block (int4-block32) or "
-                              "per-channel int4 (--quantize int4)") from err
+                              f"{settings.block_size} in its input dimension; use --quantize int4 (blocks of 32) or "
+                              "per-channel int4 (--quantize int4-channel)") from err
         raise ExportError(f"{what} failed: {first_line(err)}") from err
     if quantized == data or len(quantized) >= len(data):
         raise ExportError(f"int4 quantization ({settings.granularity.lower()}, {settings.activations} activations) "
                           "quantized no weight: the quantizer's policy has no such recipe for this graph's ops")
     return quantized, notes
+
+
+def _undivided(model_bytes, block_size):
+    """``{(op scope, op type): op label}`` of the weighted ops whose input width ``block_size`` does not divide
+    (none for per-channel); the scope is the quantizer's name of the op (its output tensor names, each followed
+    by ``;``), the label names the layer for the export report."""
+    if not block_size:
+        return {}
+    graph = read_tflite_bytes(model_bytes)
+    found = {}
+    for op in graph.ops:
+        if op["type"] not in _WEIGHTED or len(op["inputs"]) < 2 or op["inputs"][1] < 0:
+            continue
+        weight = graph.tensors[op["inputs"][1]]
+        if weight["constant"] and len(weight["shape"]) == 2 and weight["shape"][-1] % block_size:
+            names = [graph.tensors[i]["name"] for i in op["outputs"] if i >= 0]
+            label = f"{names[0].split(';')[0].split('/Tensordot')[0]} ({weight['shape'][-1]} wide)"
+            found[("".join(f"{n};" for n in names), _WEIGHTED[op["type"]])] = label
+    return found
 
 
 def embedding_lookups(model_bytes):

@@ -26,7 +26,8 @@ pytest.importorskip("mediapipe", reason="mediapipe is a dev dependency: see the 
 
 # Quantization costs fidelity; the Contract asks cosine >= 0.99 for dynamic int8 on real sentences. Full int8
 # of the tiny models here keeps 0.95; of MiniLM, see test_minilm_text_embedder_matches_sentence_transformers.
-# int4 weights (issue 38): MEASURED_INT4.
+# int4 weights (issue 38) are held to full int8's bounds here, and pass them; the real classifier's
+# accuracy is benchmarks/int4_weights.py's.
 MIN_COSINE = {"none": 0.9999, "dynamic": 0.99, "int8": 0.95, "int4": 0.95}
 
 
@@ -63,7 +64,7 @@ def test_text_classifier_shows_labels_and_probabilities(tiny_classifier, exporte
                     "--quantize", quantize, "--seq-len", TINY_SEQ)
     results = mediapipe_classify(path, TINY_TEXTS)
     _, reference = keras_reference(tiny_classifier / "model", TINY_TEXTS)
-    tolerance = 1e-4 if quantize == "none" else 0.05  # int8 outputs are quantized probabilities; int4: MEASURED
+    tolerance = 1e-4 if quantize == "none" else 0.05  # int8 outputs are quantized probabilities
     for result, expected in zip(results, reference):
         assert tuple(result) == LABELS, f"categories by output index {list(result)} are not the labels {LABELS}"
         assert all(0.0 <= score <= 1.0 for score in result.values()), result
