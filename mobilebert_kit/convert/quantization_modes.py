@@ -357,11 +357,14 @@ _INT8_FALLBACK = (_RANKED_RESIDUAL, SearchStep("int8", _RESIDUAL_PATH))
 # --quantize auto: fastest first. Full int8, then int8 with the most sensitive layers float, then dynamic
 # int8 (weights only: no calibrated activation range to lose, ~1.3x slower than full int8 on XNNPACK,
 # docs/export.md). The residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15).
-# int4 (per channel, int8 activations on the fly) sits before dynamic int8: it reads half the weight bytes and ran
-# faster than dynamic int8 on the host's XNNPACK at real-text lengths (MEASURED), and its file is smaller, but
-# it loses more of the metric, so the int8 rungs, which keep it better, come first. Once a rung passes, every
-# plain setting of the ladder is measured and the fastest that holds the budget is written (Search.fastest).
-_AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("int4"), SearchStep("dynamic"))
+# int4 per channel (int8 activations on the fly) sits before dynamic int8: it reads half the weight bytes and ran
+# faster than dynamic int8 on the host's XNNPACK at real-text lengths (benchmarks/RESULTS.md, issue 38: the
+# fine-tuned MiniLM classifier, LATENCY_CHANNEL), and its file is 0.55x as large, but it loses more of the metric
+# (-1.3 accuracy points against dynamic int8's 0.0), so the int8 rungs come first. The default int4 layout (blocks
+# of 32) is no rung: more accurate, but slower than dynamic int8 on x86 (LATENCY_BLOCK32), and auto judges by
+# the metric, which is what the per-channel layout's accuracy needs. Once a rung passes, every plain setting of
+# the ladder is measured and the fastest that holds the budget is written (Search.fastest).
+_AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("int4-channel"), SearchStep("dynamic"))
 _INT4_REFUSED = {"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _INT4_BY_RECIPE, "keep_float:onnx": _INT4_NO_ONNX,
                  "default_calibration": _NOT_CALIBRATED, "format:onnx": _INT4_NO_ONNX}
 _SEARCH_CHOOSES = "auto chooses the float layers itself from their measured sensitivity"
@@ -444,7 +447,7 @@ MODES = {m.name: m for m in (
     QuantizationMode(
         # Calibrated (its int8 rungs are), on built-in text when no --calibration is given, like int8.
         "auto", "the fastest setting that holds the task metric on --eval-data: int8, then the most sensitive "
-        "layers float, then int4 weights, then dynamic int8",
+        "layers float, then int4 weights (per channel), then dynamic int8",
         calibration=True,
         refused={"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _SEARCH_CHOOSES, "keep_float:onnx": _SEARCH_CHOOSES},
         thresholds=_LOOSE, profiled_as="int8", search=_AUTO_SEARCH,

@@ -132,11 +132,11 @@ def _auto(tmp_path, metric, latency):
 
 
 def test_auto_keeps_the_fastest_setting_that_holds_the_budget(tmp_path):
-    # int8 (first rung) holds the budget; int4 and dynamic, measured after it, hold it too; dynamic runs 2x faster.
+    # int8 (first rung) holds the budget; int4-channel and dynamic, measured after it, hold it too; dynamic runs 2x faster.
     search, chosen, fakes = _auto(tmp_path, metric=lambda c: 0.795,
                                   latency={"candidate-0.tflite": 4.0, "candidate-1.tflite": 3.0,
                                            "candidate-2.tflite": 2.0})
-    assert [r.setting for r in search.frontier.rows] == ["int8", "int4", "dynamic"]
+    assert [r.setting for r in search.frontier.rows] == ["int8", "int4-channel", "dynamic"]
     assert chosen.plan.quantize == "dynamic" and search.passed
     assert search.frontier.stopped.startswith("dynamic passed and ran faster on this host than int8")
     # Not faster by more than 5%: the first that passed stays.
@@ -150,18 +150,18 @@ def test_auto_writes_int4_when_it_holds_the_budget_and_runs_fastest(tmp_path):
     search, chosen, _ = _auto(tmp_path, metric=lambda c: 0.795,
                               latency={"candidate-0.tflite": 4.0, "candidate-1.tflite": 2.0,
                                        "candidate-2.tflite": 3.0})
-    assert chosen.plan.quantize == "int4" and search.passed
+    assert chosen.plan.quantize == "int4-channel" and search.passed
     # int4 that loses the metric is a rung like the others: refused, and the next rung is written.
-    search, chosen, _ = _auto(tmp_path, metric=lambda c: 0.70 if c.plan.quantize in ("int8", "int4") else 0.79,
+    search, chosen, _ = _auto(tmp_path, metric=lambda c: 0.70 if c.plan.quantize in ("int8", "int4-channel") else 0.79,
                               latency={})
-    assert ("int4", False) in [(r.setting, r.passed) for r in search.frontier.rows]
+    assert ("int4-channel", False) in [(r.setting, r.passed) for r in search.frontier.rows]
     assert chosen.plan.quantize == "dynamic"
 
 
 def test_an_onnx_search_has_no_int4_rung():
     # The int4 record refuses ONNX (format:onnx): its rung is left out rather than tried and failed.
     search = search_of(plan_of("auto", "onnx"), Fakes(passes=None, metric=lambda c: 0.5))
-    assert "int4" not in _ladder_labels(search) and "dynamic" in _ladder_labels(search)
+    assert "int4-channel" not in _ladder_labels(search) and "dynamic" in _ladder_labels(search)
 
 
 def test_auto_climbs_the_ladder_past_a_setting_that_loses_the_metric(tmp_path):
@@ -177,4 +177,4 @@ def test_auto_that_finds_nothing_says_so(tmp_path):
     search, chosen, _ = _auto(tmp_path, metric=lambda c: 0.5, latency={})
     assert not search.passed and search.frontier.stopped == "no setting met the budget"
     assert chosen is not None and not chosen.row.passed  # the last written, for the report of the refusal
-    assert {r.quantize for r in search.frontier.rows} == {"int8", "int4", "dynamic"}
+    assert {r.quantize for r in search.frontier.rows} == {"int8", "int4-channel", "dynamic"}
