@@ -1,23 +1,27 @@
 """int4 weights for a float ``.tflite`` graph, written by ai-edge-quantizer (the ``int4*`` quantization modes).
 
 The TFLite converter writes no int4; ai-edge-quantizer 0.10 does, on a float
-flatbuffer, one recipe entry per op type. Two things stand between our float
-graphs and a small int4 file:
+flatbuffer, one recipe entry per op type (``Int4Weights``: int8 activations
+on the fly or weight-only, per channel or in blocks). Three things stand
+between our float graphs and a small int4 file:
 
-- The word-embedding table is most of a small encoder (all-MiniLM-L6-v2: 11.7M
+- The word-embedding table is half of a small encoder (all-MiniLM-L6-v2: 11.7M
   of its 22.7M weights) and our graphs read it with ``GATHER``, which the
   quantizer does not quantize (its policy has ``EMBEDDING_LOOKUP``). Left float,
-  the int4 MiniLM file was 53.7 MB against dynamic int8's 23 MB.
-  :func:`embedding_lookups` rewrites each gather of a constant 2-D float table by
-  rows (``axis 0``) as ``RESHAPE`` (ids to 1-D) -> ``EMBEDDING_LOOKUP`` ->
-  ``RESHAPE`` (back to ``[..., seq, hidden]``); the quantizer then stores the
-  table in int4 with one scale per row, which LiteRT's builtin
-  ``EMBEDDING_LOOKUP`` reads (XNNPACK takes no gather either way).
-- The quantizer rewrites the flatbuffer, so our names and metadata are applied
-  afterwards, as for every mode (``tflite_flatbuffer.finalize``).
+  the int4 MiniLM file was 53.7 MB against dynamic int8's 24.1 MB.
+  :func:`embedding_lookups` rewrites each gather of a large constant 2-D float
+  table by rows (``axis 0``) as ``RESHAPE`` (ids to 1-D) -> ``EMBEDDING_LOOKUP``
+  -> ``RESHAPE`` (back to ``[..., seq, hidden]``); the quantizer then stores the
+  table in int4 (a scale per row, or per block of a row), which LiteRT's builtin
+  ``EMBEDDING_LOOKUP`` reads (XNNPACK takes no gather either way): 13.3 MB.
+- The quantizer refuses a whole graph when a blockwise layout does not divide
+  one weight's input width (tiny-mobilebert's 48-wide trigram projection under
+  blocks of 32); those weights get one scale per output channel instead.
+- The quantizer rewrites the flatbuffer, so our names, metadata and packed
+  files are applied afterwards, as for every mode (``tflite_writer``).
 
 Example:
-    >>> data, notes = int4_weights(float_bytes, Int4Weights("dynamic", 32))  # doctest: +SKIP
+    >>> data, notes = int4_weights(float_bytes, Int4Weights("int8", 32))  # doctest: +SKIP
 """
 
 import contextlib
@@ -36,9 +40,9 @@ from mobilebert_kit.utils.quiet import quiet_fd2
 # Tables smaller than this stay float (position and segment embeddings: 512 x 384 and 2 x 384 in MiniLM, 0.8 MB):
 # a RESHAPE pair per lookup buys nothing there.
 _MIN_TABLE_ROWS = 1024
-# TFLite op type -> ai-edge-quantizer's TFLOperationName member, for the ops whose weights the int4 recipes store
-# (input 1: the fully connected kernel [out, in], the lookup table [rows, width]).
-_WEIGHTED = {"FULLY_CONNECTED": "FULLY_CONNECTED", "EMBEDDING_LOOKUP": "EMBEDDING_LOOKUP"}
+# The op types whose weights the int4 recipes store (input 1: the fully connected kernel [out, in], the lookup
+# table [rows, width]); ai-edge-quantizer's TFLOperationName members carry the same names.
+_WEIGHTED = ("FULLY_CONNECTED", "EMBEDDING_LOOKUP")
 # ai-edge-quantizer's message for a blockwise layout the weight does not divide (0.10).
 _UNDIVIDED = re.compile(r"for tensor: (\S+)\. Error: Quantized dimension \d+ in tensor shape (\([\d, ]+\))")
 
@@ -114,7 +118,7 @@ def _undivided(model_bytes, block_size):
         if weight["constant"] and len(weight["shape"]) == 2 and weight["shape"][-1] % block_size:
             names = [graph.tensors[i]["name"] for i in op["outputs"] if i >= 0]
             label = f"{names[0].split(';')[0].split('/Tensordot')[0]} ({weight['shape'][-1]} wide)"
-            found[("".join(f"{n};" for n in names), _WEIGHTED[op["type"]])] = label
+            found[("".join(f"{n};" for n in names), op["type"])] = label
     return found
 
 
@@ -210,6 +214,4 @@ def _opcode(model, codes, code):
 def _operator(opcode, inputs, outputs):
     op = schema.OperatorT()
     op.opcodeIndex, op.inputs, op.outputs = opcode, list(inputs), list(outputs)
-    if opcode is not None and op.builtinOptionsType is None:
-        op.builtinOptionsType = 0
     return op
