@@ -359,10 +359,11 @@ _INT8_FALLBACK = (_RANKED_RESIDUAL, SearchStep("int8", _RESIDUAL_PATH))
 # docs/export.md). The residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15).
 # int4 per channel (int8 activations on the fly) sits before dynamic int8: it reads half the weight bytes and ran
 # faster than dynamic int8 on the host's XNNPACK at real-text lengths (benchmarks/RESULTS.md, issue 38: the
-# fine-tuned MiniLM classifier, LATENCY_CHANNEL), and its file is 0.55x as large, but it loses more of the metric
-# (-1.3 accuracy points against dynamic int8's 0.0), so the int8 rungs come first. The default int4 layout (blocks
-# of 32) is no rung: more accurate, but slower than dynamic int8 on x86 (LATENCY_BLOCK32), and auto judges by
-# the metric, which is what the per-channel layout's accuracy needs. Once a rung passes, every plain setting of
+# fine-tuned MiniLM classifier on 200 held-out tweets at their own length, one core of an AVX-512 VNNI Xeon: 0.88x
+# dynamic int8's time), and its file is 0.55x as large, but it loses more of the metric (-1.3 accuracy points against
+# dynamic int8's 0.0), so the int8 rungs come first. The default int4 layout (blocks of 32) is no rung: more
+# accurate (-0.7), but slower than dynamic int8 on that host (1.79x; blocks of 128 1.68x), and auto judges by the
+# metric, which is what the per-channel layout's accuracy needs. Once a rung passes, every plain setting of
 # the ladder is measured and the fastest that holds the budget is written (Search.fastest).
 _AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("int4-channel"), SearchStep("dynamic"))
 _INT4_REFUSED = {"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _INT4_BY_RECIPE, "keep_float:onnx": _INT4_NO_ONNX,
@@ -425,8 +426,10 @@ MODES = {m.name: m for m in (
         onnx_as="int8", tflite=TfliteSettings(symmetric_matmuls=True), thresholds=_LOOSE, profiled_as="int8",
     ),
     QuantizationMode(
-        # The default layout is blockwise 32 (_INT4 says why): the only one that kept all-MiniLM-L6-v2's sentence
-        # embeddings above the embedding task's floor.
+        # The default layout is blocks of 32 (docs/export.md#int4-weights): the only one that kept all-MiniLM-L6-v2's
+        # sentence embeddings above the embedding task's 0.95 floor (0.958; per channel 0.910), and the closest to
+        # float on the fine-tuned classifier (-0.7 points; per channel -1.3). The price, on x86: 1.79x dynamic
+        # int8's time where per channel runs in 0.88x (_AUTO_SEARCH).
         "int4", "int4 weights, one scale per 32 inputs of each output channel, activations quantized to int8 on "
         "the fly; no calibration", refused=_INT4_REFUSED,
         tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 32)), thresholds=_INT4,
