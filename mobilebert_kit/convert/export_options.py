@@ -347,7 +347,7 @@ class ExportOptions:
 
     def _unknown(self, name, value, choices):
         """The message for a value outside ``choices``; a recipe keeps its key alone, like an unknown key's
-        message (``unknown quantize 'int4' in [export]``)."""
+        message (``unknown quantize 'int3' in [export]``)."""
         recipe = self.__dataclass_fields__[name].metadata["recipe"]
         what = f"{recipe[1]} {value!r} in [{recipe[0]}]" if self.named_by == "recipe" and recipe else \
             f"{self.name_of(name)} {value!r}"

@@ -39,7 +39,7 @@ def test_shipped_recipes_parse(name):
         ("[source]\npreset = 'tiny-bert'\n[export]\nout_dir = '..'\n", "escapes"),
         ("[source]\npreset = 'tiny-bert'\n[export.onnx]\nopset = 'x'\n", "opset must be a int"),
         ("[source]\npreset = 'tiny-bert'\n[validation]\nmin_cosine = 'high'\n", "min_cosine must be a float"),
-        ("[source]\npreset = 'tiny-bert'\n[export]\nquantize = 'int4'\n", "unknown quantize 'int4'"),
+        ("[source]\npreset = 'tiny-bert'\n[export]\nquantize = 'int3'\n", "unknown quantize 'int3'"),
         ("[source]\npreset = 'tiny-bert'\nmodel = 'x'\n", "exactly one of"),
         ("[source\n", "not valid TOML"),
         ("[source]\npreset = 'tiny-bert'\n[substitute]\nnorm = 'no_norm'\nbatch_size = 0\n", "[substitute] batch_size"),
