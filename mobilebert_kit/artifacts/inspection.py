@@ -81,7 +81,7 @@ class ArtifactInfo:
                 ("q/dq", self.conversion_ops), ("other", self.other_ops)) if c.get(op)]
             lines.append(f"  {escape(op):<28} {n:>5}   {', '.join(parts)}")
         lines.append(
-            f"integer ops: {sum(self.quantized_ops.values())}, hybrid (int8 weights, float activations): "
+            f"integer ops: {sum(self.quantized_ops.values())}, hybrid (int8 or int4 weights, float activations): "
             f"{sum(self.hybrid_ops.values())}, float ops: {sum(self.float_ops.values())}, "
             f"quantize/dequantize: {sum(self.conversion_ops.values())}"
         )

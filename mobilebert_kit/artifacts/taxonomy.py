@@ -184,7 +184,9 @@ def compute_census(graph):
 
 
 def precision(graph):
-    """``"float32"``, ``"float16"``, ``"dynamic-int8"`` or ``"int8"``: how the matrix products compute.
+    """How the matrix products compute: ``"float32"``, ``"float16"``, ``"dynamic-int8"``, ``"int8"``,
+    ``"dynamic-int4"`` (int4 weights read by the product itself, its input quantized to int8 on the fly) or
+    ``"int4-weight-only"`` (int4 weights expanded to float by a ``DEQUANTIZE``, float compute).
 
     Args:
         graph (ArtifactGraph): a read artifact.
@@ -208,7 +210,7 @@ def precision(graph):
         }
         return "float16" if "float16" in weight_types else "float32"
     producers = {out: op for op in graph.ops for out in op["outputs"]}
-    activation_types, weight_types = set(), set()
+    activation_types, weight_types, expanded_types = set(), set(), set()
     for op in graph.ops:
         if op["type"] not in TFLITE_MATRIX_OPS or len(op["inputs"]) < 2 or min(op["inputs"][:2]) < 0:
             continue
@@ -216,11 +218,14 @@ def precision(graph):
         weight = op["inputs"][1]
         producer = producers.get(weight)
         if producer is not None and producer["type"] == "DEQUANTIZE" and producer["inputs"]:
-            weight = producer["inputs"][0]  # float16 / int8 weights expanded at load time
+            weight = producer["inputs"][0]  # float16 / int8 / int4 weights expanded at load time
+            expanded_types.add(graph.tensors[weight]["dtype"])
         weight_types.add(graph.tensors[weight]["dtype"])
     if activation_types & {"int8", "uint8", "int16"}:
         return "int8"
-    if weight_types & {"int8", "uint8", "int4"}:
+    if "int4" in weight_types:
+        return "int4-weight-only" if "int4" in expanded_types else "dynamic-int4"
+    if weight_types & {"int8", "uint8"}:
         return "dynamic-int8"
     if "float16" in weight_types:
         return "float16"

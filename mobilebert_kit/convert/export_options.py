@@ -310,6 +310,8 @@ class ExportOptions:
         if self.keep_float_ops or self.keep_float_layers:
             which = self.name_of("keep_float_ops" if self.keep_float_ops else "keep_float_layers")
             self._refuse_unless(mode, f"keep_float:{self.format}", f"{which} ({self.format})")
+        if self.format == "onnx":
+            self._refuse_unless(mode, "format:onnx", self.name_of("format", "onnx"))
         if mode.search and not self.eval_data:
             raise ConfigError(f"{self.name_of('quantize', self.quantize)} needs labelled data to judge by: "
                               f"{self.name_of('eval_data', 'FILE')} (a .tsv like mbk finetune's, see docs/export.md)")
@@ -344,7 +346,7 @@ class ExportOptions:
 
     def _unknown(self, name, value, choices):
         """The message for a value outside ``choices``; a recipe keeps its key alone, like an unknown key's
-        message (``unknown quantize 'int4' in [export]``)."""
+        message (``unknown quantize 'int3' in [export]``)."""
         recipe = self.__dataclass_fields__[name].metadata["recipe"]
         what = f"{recipe[1]} {value!r} in [{recipe[0]}]" if self.named_by == "recipe" and recipe else \
             f"{self.name_of(name)} {value!r}"

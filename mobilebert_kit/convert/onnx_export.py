@@ -184,6 +184,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         <onnx.ModelProto>
     """
     mode = quantization_mode(quantize)
+    if not mode.allows("format:onnx"):
+        raise ExportError(f"quantize {quantize} has no ONNX export: {mode.refused['format:onnx']}")
     settings = mode.onnx
     if activation_scales is not None and settings is not None:
         settings = dataclasses.replace(settings, activation_scales=activation_scales)

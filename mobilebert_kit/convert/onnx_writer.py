@@ -11,6 +11,7 @@ import onnx
 
 from mobilebert_kit.artifacts.metadata import METADATA_JSON
 from mobilebert_kit.convert import onnx_export
+from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.convert.tflite_flatbuffer import FILE_IDENTIFIER as TFLITE_IDENTIFIER
 from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
@@ -42,8 +43,12 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
         >>> write_onnx(graph, plan, None, FileMetadata(meta, vocab), "m.onnx")  # doctest: +SKIP
         []
     """
+    mode = quantization_mode(setting.quantize)
+    # ExportOptions.check refuses it first in the user's spelling; a library caller must not get a float file.
+    if not mode.allows("format:onnx"):
+        raise ExportError(f"quantize {mode.name} has no ONNX export: {mode.refused['format:onnx']}")
     model = onnx_export.convert(graph, setting.opset)
-    onnx_as = quantization_mode(setting.quantize).onnx_as  # qat -> int8 (the record says why)
+    onnx_as = mode.onnx_as  # qat -> int8 (the record says why)
     if onnx_as is not None:
         model = onnx_export.quantize(
             model, onnx_as, calibration, graph.input_dtypes, setting.keep_float_ops or (), setting.keep_float_layers,

@@ -107,6 +107,41 @@ class OnnxQuantizer:
         return self.method == "dynamic" and self.activation_scales != "tensor"
 
 
+# int4 weight layouts (Int4Weights.block_size -> ai-edge-quantizer's QuantGranularity); 0 is one scale per output
+# channel. The quantizer's blockwise layouts store a float16 scale per block of the input dimension.
+INT4_BLOCK_SIZES = (0, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class Int4Weights:
+    """How ai-edge-quantizer writes a mode's int4 weights (:mod:`mobilebert_kit.convert.tflite_int4`).
+
+    Args:
+        activations (str): ``"int8"``: the matrix products quantize their input to int8 on the fly
+            (the quantizer's dynamic recipe; XNNPACK runs them as ``qd8-f32-qc4w`` / ``qb4w`` GEMMs);
+            ``"float32"``: each int4 weight is expanded to float32 by a ``DEQUANTIZE`` and the product runs
+            in float (the weight-only recipe; only per-channel is in the quantizer's policy).
+        block_size (int): 0 for one scale per output channel, else the block of the input dimension that
+            shares a scale (one of :data:`INT4_BLOCK_SIZES`; every quantized dimension must be a multiple).
+
+    Example:
+        >>> Int4Weights("int8", 32).granularity
+        'BLOCKWISE_32'
+    """
+
+    activations: str = "int8"
+    block_size: int = 0
+
+    def __post_init__(self):
+        check_choice("int4 activations", self.activations, ("int8", "float32"))
+        check_choice("int4 block_size", self.block_size, INT4_BLOCK_SIZES)
+
+    @property
+    def granularity(self):
+        """The name of ai-edge-quantizer's ``QuantGranularity`` member."""
+        return f"BLOCKWISE_{self.block_size}" if self.block_size else "CHANNELWISE"
+
+
 @dataclass(frozen=True)
 class TfliteSettings:
     """How the TFLite converter is configured for a mode (:func:`mobilebert_kit.convert.tflite_export.convert`).
@@ -123,6 +158,7 @@ class TfliteSettings:
             XNNPACK takes the depthwise convolutions that dynamic-range quantization made hybrid.
         layer_norm_float_nodes (tuple): layer paths kept float by default in a model that normalizes with
             LayerNorm (not NoNorm).
+        int4 (Int4Weights | None): convert in float, then write int4 weights with ai-edge-quantizer.
     """
 
     optimize: bool = True
@@ -133,13 +169,14 @@ class TfliteSettings:
     default_float_nodes: tuple = ()
     float_hybrid_convs: bool = False
     layer_norm_float_nodes: tuple = ()
+    int4: Int4Weights = None
 
 
 # Validation thresholds a record sets and a user may override (convert.validation.Thresholds fields).
 THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_error")
 
 # What a mode can be asked for beyond its name; each record lists the ones it refuses, with the reason.
-CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "default_calibration")
+CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "default_calibration", "format:onnx")
 
 
 @dataclass(frozen=True)
@@ -276,6 +313,10 @@ _FLOAT16_WHOLE = "float16 weights are stored whole and cast back at load; there 
 _QAT_TRAINS = ("QAT trains on its data, and built-in rows would teach the model random ids or text that is "
                "not your app's")
 _NOT_CALIBRATED = "this mode is not calibrated"
+_INT4_BY_RECIPE = ("ai-edge-quantizer writes int4 into every fully connected layer and the word-embedding table by "
+                   "op type; keeping single layers float is not offered for int4")
+_INT4_NO_ONNX = ("int4 is a TFLite mode (ai-edge-quantizer); ONNX Runtime's int4 MatMulNBits path is not wired or "
+                 "validated yet: export --format tflite, or ONNX with --quantize dynamic")
 
 # Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone
 # (benchmarks/perf/NOTES.md has the op profile): SOFTMAX stays float because XNNPACK has no int8
@@ -316,10 +357,28 @@ _INT8_FALLBACK = (_RANKED_RESIDUAL, SearchStep("int8", _RESIDUAL_PATH))
 # --quantize auto: fastest first. Full int8, then int8 with the most sensitive layers float, then dynamic
 # int8 (weights only: no calibrated activation range to lose, ~1.3x slower than full int8 on XNNPACK,
 # docs/export.md). The residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15).
-_AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("dynamic"))
+# int4 per channel (int8 activations on the fly) sits before dynamic int8: it reads half the weight bytes and ran
+# faster than dynamic int8 on the host's XNNPACK at real-text lengths (benchmarks/RESULTS.md, issue 38: the
+# fine-tuned MiniLM classifier on 200 held-out tweets at their own length, one core of an AVX-512 VNNI Xeon: 0.88x
+# dynamic int8's time), and its file is 0.55x as large, but it loses more of the metric (-1.3 accuracy points against
+# dynamic int8's 0.0), so the int8 rungs come first. The default int4 layout (blocks of 32) is no rung: more
+# accurate (-0.7), but slower than dynamic int8 on that host (1.79x; blocks of 128 1.68x), and auto judges by the
+# metric, which is what the per-channel layout's accuracy needs. Once a rung passes, every plain setting of
+# the ladder is measured and the fastest that holds the budget is written (Search.fastest).
+_AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("int4-channel"), SearchStep("dynamic"))
+_INT4_REFUSED = {"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _INT4_BY_RECIPE, "keep_float:onnx": _INT4_NO_ONNX,
+                 "default_calibration": _NOT_CALIBRATED, "format:onnx": _INT4_NO_ONNX}
 _SEARCH_CHOOSES = "auto chooses the float layers itself from their measured sensitivity"
 _LOOSE = {"min_cosine": 0.9, "min_snr_db": 5.0, "min_argmax_agreement": 0.7}
 _DYNAMIC = {"min_cosine": 0.98, "min_snr_db": 12.0, "min_argmax_agreement": 0.9}
+# int4 weights (round to nearest, 16 levels) move a trained encoder's outputs far more than int8 does. Measured
+# (issue 38, benchmarks/RESULTS.md): the fine-tuned MiniLM classifier's probabilities on 16 sample sentences, cosine
+# 0.9995 / SNR 29.4 dB (blocks of 32), 0.9983 / 24.6 dB (per channel), argmax agreement 1.0; all-MiniLM-L6-v2's
+# sentence embeddings 0.958 / 10.7 dB (blocks of 32), 0.936 / 8.9 dB (128), 0.910 / 7.4 dB (per channel; the
+# embedding task's own 0.95 floor refuses all but blocks of 32); its token states (features, seq 64) 0.960 / 11.2 dB
+# (blocks of 32), 0.907 / 7.6 dB (per channel); tiny-bert 0.996 / 21 dB. A zeroed kernel still
+# fails them (tests/convert/test_quantization.py).
+_INT4 = {"min_cosine": 0.9, "min_snr_db": 6.0, "min_argmax_agreement": 0.7}
 
 # "default_calibration": a calibrated mode run without --calibration measures its ranges on built-in data
 # (InputSet.default_calibration): a model with a vocabulary on the built-in calibration sentences (issue 14:
@@ -367,9 +426,37 @@ MODES = {m.name: m for m in (
         onnx_as="int8", tflite=TfliteSettings(symmetric_matmuls=True), thresholds=_LOOSE, profiled_as="int8",
     ),
     QuantizationMode(
+        # The default layout is blocks of 32 (docs/export.md#int4-weights): the only one that kept all-MiniLM-L6-v2's
+        # sentence embeddings above the embedding task's 0.95 floor (0.958; per channel 0.910), and the closest to
+        # float on the fine-tuned classifier (-0.7 points; per channel -1.3). The price, on x86: 1.79x dynamic
+        # int8's time where per channel runs in 0.88x (_AUTO_SEARCH).
+        "int4", "int4 weights, one scale per 32 inputs of each output channel, activations quantized to int8 on "
+        "the fly; no calibration", refused=_INT4_REFUSED,
+        tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 32)), thresholds=_INT4,
+        profiled_as="dynamic-int4",
+    ),
+    QuantizationMode(
+        "int4-channel", "int4 weights, one scale per output channel, int8 activations on the fly: the fastest int4 "
+        "on x86 XNNPACK, the least accurate", refused=_INT4_REFUSED,
+        tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 0)), thresholds=_INT4,
+        profiled_as="dynamic-int4",
+    ),
+    QuantizationMode(
+        "int4-block128", "int4 weights, one scale per 128 inputs of each output channel, int8 activations on the fly",
+        refused=_INT4_REFUSED, tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 128)),
+        thresholds=_INT4, profiled_as="dynamic-int4",
+    ),
+    QuantizationMode(
+        # ai-edge-quantizer's weight-only policy has no blockwise int4.
+        "int4-weight-only", "int4 weights (per channel) expanded to float32 at load, float compute: file size only "
+        "(XNNPACK leaves these products to the builtin kernels)",
+        refused=_INT4_REFUSED, tflite=TfliteSettings(optimize=False, int4=Int4Weights("float32", 0)),
+        thresholds=_INT4, profiled_as="int4-weight-only",
+    ),
+    QuantizationMode(
         # Calibrated (its int8 rungs are), on built-in text when no --calibration is given, like int8.
         "auto", "the fastest setting that holds the task metric on --eval-data: int8, then the most sensitive "
-        "layers float, then dynamic int8",
+        "layers float, then int4 weights (per channel), then dynamic int8",
         calibration=True,
         refused={"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _SEARCH_CHOOSES, "keep_float:onnx": _SEARCH_CHOOSES},
         thresholds=_LOOSE, profiled_as="int8", search=_AUTO_SEARCH,

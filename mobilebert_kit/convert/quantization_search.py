@@ -33,7 +33,7 @@ import numpy as np
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.quantization_modes import ranked_counts
+from mobilebert_kit.convert.quantization_modes import quantization_mode, ranked_counts
 from mobilebert_kit.errors import first_line
 
 
@@ -340,7 +340,9 @@ class Search:
         """
         if not self.mode.search:
             yield None, (), self.plan
-        steps = self.mode.search or self.fallback
+        # A rung whose mode has no file of this format (int4 ONNX) is no candidate: its record says why.
+        steps = tuple(step for step in self.mode.search or self.fallback
+                      if self.plan.format != "onnx" or quantization_mode(step.quantize).allows("format:onnx"))
         ladder = settings(steps, self._ranking)
         while not self.passed:  # checked before the next rung: a ranked rung costs a probe conversion to expand
             step_layers = next(ladder, None)

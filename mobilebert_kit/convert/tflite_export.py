@@ -15,6 +15,9 @@ module applies a record to ``tf.lite.TFLiteConverter``:
 - ``symmetric_matmuls``: :mod:`~mobilebert_kit.convert.tflite_int8_graph`
   gives the second operand of every attention ``BATCH_MATMUL`` symmetric
   parameters so that XNNPACK takes it.
+- ``int4``: the converter writes float, then
+  :mod:`~mobilebert_kit.convert.tflite_int4` writes int4 weights with
+  ai-edge-quantizer (the converter has no int4).
 
 Selective quantization (``keep_float_ops`` by TFLite op type such as
 ``"SOFTMAX"``, ``keep_float_layers`` by layer name such as
@@ -34,6 +37,7 @@ from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.export_model import serving_function
 from mobilebert_kit.convert.quantization_modes import quantization_mode
 from mobilebert_kit.convert.tflite_hybrid_convs import float_hybrid_depthwise
+from mobilebert_kit.convert.tflite_int4 import int4_weights
 from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
 from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.utils.quiet import quiet_fd2
@@ -148,6 +152,9 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
         first = first_line(err)
         raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
+    if settings.int4 is not None:
+        data, written = int4_weights(data, settings.int4)
+        notes.extend(written)
     if settings.float_hybrid_convs:
         data, changed = float_hybrid_depthwise(data)
         if changed:

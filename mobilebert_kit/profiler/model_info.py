@@ -92,7 +92,8 @@ class ModelInfo:
         inputs: list of dicts ``{name, role, dtype, shape}``; ``shape`` uses -1
             for dynamic dimensions.
         op_counts: ``Counter`` of operator types in the main graph.
-        precision: ``"float32"``, ``"float16"``, ``"dynamic-int8"`` or ``"int8"``.
+        precision: ``"float32"``, ``"float16"``, ``"dynamic-int8"``, ``"int8"``, ``"dynamic-int4"`` or
+            ``"int4-weight-only"`` (:func:`mobilebert_kit.artifacts.taxonomy.precision`).
         variant: e.g. ``"LayerNorm+GELU"`` or ``"NoNorm+ReLU"`` (paper Table 6).
         vocab_size, vocab_source: the embedding rows token ids must stay below,
             and where that number came from.

@@ -13,7 +13,7 @@ Example:
 """
 
 SETTINGS = ("LayerNorm+GELU", "NoNorm+GELU", "LayerNorm+ReLU", "NoNorm+ReLU")
-PRECISIONS = ("float32", "float16", "dynamic-int8", "int8")
+PRECISIONS = ("float32", "float16", "dynamic-int8", "int8", "dynamic-int4", "int4-weight-only")
 BASELINE = "LayerNorm+GELU"
 
 

@@ -26,7 +26,9 @@ pytest.importorskip("mediapipe", reason="mediapipe is a dev dependency: see the 
 
 # Quantization costs fidelity; the Contract asks cosine >= 0.99 for dynamic int8 on real sentences. Full int8
 # of the tiny models here keeps 0.95; of MiniLM, see test_minilm_text_embedder_matches_sentence_transformers.
-MIN_COSINE = {"none": 0.9999, "dynamic": 0.99, "int8": 0.95}
+# int4 weights (issue 38) are held to full int8's bounds here, and pass them; the real classifier's
+# accuracy is benchmarks/int4_weights.py's.
+MIN_COSINE = {"none": 0.9999, "dynamic": 0.99, "int8": 0.95, "int4": 0.95}
 
 
 def keras_reference(model_dir, texts):
@@ -43,7 +45,9 @@ def keras_reference(model_dir, texts):
 
 # Float and full int8 in the default tier (the issue asks both); dynamic int8 runs with -m slow (the real
 # MiniLM test below covers dynamic int8 in MediaPipe by default).
-@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8"])
+# int4 (issue 38) loads in MediaPipe in the default tier through the classifier test below; the embedder with -m slow.
+@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8",
+                                      pytest.param("int4", marks=pytest.mark.slow)])
 def test_text_embedder_returns_the_sentence_embedding(tiny_classifier, exported, quantize):
     path = exported(tiny_classifier / "model", f"embedder-{quantize}.tflite", "--format", "tflite", "--task",
                     "embedding", "--pooling", "mean", "--quantize", quantize, "--seq-len", TINY_SEQ)
@@ -56,7 +60,7 @@ def test_text_embedder_returns_the_sentence_embedding(tiny_classifier, exported,
 
 # Float and full int8 in the default tier (the issue asks both); dynamic int8 runs with -m slow (the real
 # MiniLM test below covers dynamic int8 in MediaPipe by default).
-@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8"])
+@pytest.mark.parametrize("quantize", ["none", pytest.param("dynamic", marks=pytest.mark.slow), "int8", "int4"])
 def test_text_classifier_shows_labels_and_probabilities(tiny_classifier, exported, quantize):
     path = exported(tiny_classifier / "model", f"classifier-{quantize}.tflite", "--format", "tflite",
                     "--quantize", quantize, "--seq-len", TINY_SEQ)

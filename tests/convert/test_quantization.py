@@ -15,13 +15,16 @@ from tests.convert.conftest import export_tiny, padded_inputs
 
 # Every quantized mode of the table: a new record is converted and validated in both formats here.
 # auto is a search over these modes, with its own tests (test_quantization_search.py)
-MODES = [name for name in CONVERTED_MODES if QUANTIZATION_MODES[name].quantized]
+# Of the int4 family, the default here; its layouts each have a test in test_int4.py (the default tier's time).
+MODES = [name for name in CONVERTED_MODES if QUANTIZATION_MODES[name].quantized
+         and (QUANTIZATION_MODES[name].tflite.int4 is None or name == "int4")]
 
 
 # QAT trains before it converts (about 21 s per format): its ONNX case is in the slow tier.
 @pytest.mark.parametrize("quantize, fmt", [
     pytest.param(quantize, fmt, marks=[pytest.mark.slow] if (quantize, fmt) == ("qat", "onnx") else [])
-    for quantize in MODES for fmt in ("tflite", "onnx")])
+    for quantize in MODES for fmt in ("tflite", "onnx")
+    if fmt == "tflite" or QUANTIZATION_MODES[quantize].allows("format:onnx")])
 def test_quantized_export_passes_and_catches_breakage(tiny_mobilebert, broken_mobilebert, float_sizes, calibration_npz,
                                                       tmp_path, fmt, quantize):
     out = tmp_path / f"m.{fmt}"

