@@ -109,9 +109,13 @@ ARM64_CPUS = {
                               "fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid",
                               "little cores and budget phones (A53, A55 without dotprod kernels)"),
     # QEMU 7.2 models no Armv9 core; `max` is the one with i8mm and bf16 (the Armv9 cores of 2022+ phones:
-    # A710, A715, X2, X3). Its SME must be off: QEMU 7.2's SME emulation returned wrong int8 results
-    # (measured: XNNPACK/KleidiAI take SME kernels when the CPU advertises SME).
-    "max-sme-off": EmulatedCpu("max-sme-off", "max,sme=off", (0x00, 0x0, 0x051, 0),
+    # A710, A715, X2, X3). Its SME must be off: with SME advertised, QEMU 7.2's SME emulation gave wrong int8
+    # results (KleidiAI takes SME kernels when the CPU has SME; found when issue 38 was first tried).
+    # Its cpuinfo names a Neoverse N2 (the server sibling of the A710, the same Armv9 core with i8mm). Measured
+    # on a full-int8 tiny file with ai-edge-litert 2.3.0: QEMU's own `max` MIDR (implementer 0) and a Cortex-A710
+    # MIDR (0xd47) both killed the run with SIGSEGV, the A710 one even under `-cpu cortex-a76`, so the crash
+    # follows the MIDR the runtime reads, not an instruction; N2 (0xd49) and A76 (0xd0b) run.
+    "max-sme-off": EmulatedCpu("max-sme-off", "max,sme=off", (0x41, 0x0, 0xD49, 0),
                                _A76 + " dit uscat ilrcpc flagm sb paca pacg dcpodp sve2 sveaes svepmull svebitperm "
                                "svesha3 svesm4 flagm2 frint svei8mm svebf16 i8mm bf16 dgh rng bti",
                                "Armv9 big cores of 2022+ phones (A710, A715, X2, X3: i8mm kernels)"),
