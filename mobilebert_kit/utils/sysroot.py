@@ -212,7 +212,9 @@ def _build(spec, tmp, say):
     say(f"building the {spec.debian_arch} emulation cache once, into {tmp.parent / spec.name}: Debian "
         f"{DEBIAN_SUITE} {spec.python} ({spec.debian_arch}) from {mirror}, {spec.qemu_package}, and the wheels "
         f"{', '.join(spec.wheels)} ({spec.debian_arch})")
-    _run(apt + ["update"], "apt-get update of Debian's package lists", f"check the network and {mirror} "
+    # --error-on=any: apt-get update exits 0 when a source cannot be reached (a warning), and the root would be
+    # built from the other sources' packages (measured: 9 of 36 came from the security archive alone).
+    _run(apt + ["update", "--error-on=any"], "apt-get update of Debian's package lists", f"check the network and {mirror} "
          "(MBK_DEBIAN_MIRROR picks another mirror)")
     packages = _dependencies(apt, (spec.python, *spec.extra_packages))
     debs = work / "debs"
@@ -302,10 +304,11 @@ def _run(command, what, fix, cwd=None):
     except (OSError, subprocess.TimeoutExpired) as err:
         raise EmulationError(f"building the emulation cache: {what} failed ({first_line(err)}); {fix}") from err
     if done.returncode != 0:
-        lines = [ln.strip() for ln in (done.stderr + done.stdout).splitlines()
+        lines = [ln.strip() for ln in (done.stdout + "\n" + done.stderr).splitlines()
                  if ln.strip() and not ln.startswith(("WARNING: Location", "W: Download is performed"))]
-        last = next((ln for ln in reversed(lines) if ln.startswith(("E:", "ERROR:", "Err:"))), lines[-1] if lines else "")
-        raise EmulationError(f"building the emulation cache: {what} failed ({last or f'exit {done.returncode}'}); {fix}")
+        # apt's first "E:" names the URL and the socket error; its last only says that indexes failed.
+        cause = next((ln for ln in lines if ln.startswith(("E:", "ERROR:"))), lines[-1] if lines else "")
+        raise EmulationError(f"building the emulation cache: {what} failed ({cause or f'exit {done.returncode}'}); {fix}")
     return done.stdout
 
 
