@@ -71,6 +71,17 @@ def test_a_wrong_aarch64_output_fails_validation(tiny_mobilebert, tmp_path, monk
     assert report.outputs and all(m.cosine > 0.9999 for m in report.outputs)  # x86-64 vs Keras as before
 
 
+def test_export_refuses_a_file_that_disagrees_on_arm64_and_writes_nothing(tiny_mobilebert, tmp_path, monkeypatch):
+    from mobilebert_kit.convert.errors import ValidationError
+
+    run = EmulatedRunner.run
+    monkeypatch.setattr(EmulatedRunner, "run", lambda self, inputs: {k: -v for k, v in run(self, inputs).items()})
+    out = tmp_path / "m.tflite"
+    with pytest.raises(ValidationError, match="on arm64 \\(cortex-a76\\) vs x86-64 cosine"):
+        export_tiny(tiny_mobilebert, out, "tflite", "dynamic", check_arch="arm64")
+    assert not out.exists()
+
+
 def test_onnx_runs_on_onnxruntimes_aarch64_build(tiny_bert, tmp_path):
     from mobilebert_kit.convert.file_validation import validate_file
 
@@ -92,11 +103,18 @@ def test_bad_arch_input_is_one_line_exit_2(exported, args, fragments):
     assert_one_line_error(proc, *fragments)
 
 
-def test_export_refuses_check_arch_without_validation(tmp_path):
-    out = tmp_path / "m.tflite"
-    proc = run_mbk("export", "tiny-bert", "--out", out, "--check-arch", "arm64", "--no-validate")
-    assert proc.returncode == 2 and not out.exists()
-    assert_one_line_error(proc, "--check-arch arm64 is part of the validation")
+@pytest.mark.parametrize("options, message", [
+    ({"check_arch": "arm64", "validate": False}, "--check-arch arm64 is part of the validation; drop --no-validate"),
+    ({"check_arch": "arm64", "check_cpu": "z80"}, "unknown --check-cpu 'z80'"),
+    ({"check_cpu": "cortex-a53"}, "pass --check-arch arm64 too"),
+    ({"check_arch": "sparc"}, "--check-arch"),
+])
+def test_export_check_arch_options_are_checked_before_any_work(options, message):
+    from mobilebert_kit.convert.exporter import ExportOptions
+    from mobilebert_kit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        ExportOptions("tiny-bert", "tflite", "none", out="m.tflite", named_by="flag", **options).check()
 
 
 # === The cache: built once, atomically, under a lock ===
