@@ -117,6 +117,28 @@ def test_export_check_arch_options_are_checked_before_any_work(options, message)
         ExportOptions("tiny-bert", "tflite", "none", out="m.tflite", named_by="flag", **options).check()
 
 
+def test_a_crash_of_the_emulated_runtime_is_one_line(exported, monkeypatch):
+    import sys
+
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.utils.sysroot import Sysroot
+
+    runner = EmulatedRunner(ArtifactRunner(exported["none"]), "arm64")
+    crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    monkeypatch.setattr(Sysroot, "command", lambda self, root, cpu, argv: crash)
+    with pytest.raises(EmulationError) as caught:
+        runner.run(padded_inputs_for(runner))
+    assert str(caught.value).startswith("the aarch64 runtime could not run tiny-none.tflite on arm64 (cortex-a76, "
+                                        "emulated): it died of SIGSEGV")
+    assert "\n" not in str(caught.value)
+
+
+def padded_inputs_for(runner):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 100, (2, 16)).astype(np.int32)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
 # === The cache: built once, atomically, under a lock ===
 def _spec(**changes):
     values = dict(debian_arch="arm64", python="python3.11", wheels=("numpy==2.4.6",),
