@@ -11,7 +11,8 @@ Why the cpuinfo: QEMU 7.2 passes the host's x86 ``/proc/cpuinfo`` through, and t
 library (pytorch/cpuinfo) crashes on it (onnxruntime: SIGSEGV at import); it also picks microarchitecture-
 tuned kernels by the MIDR it reads there. Each emulated root gets an arm64 ``proc/cpuinfo`` of its CPU
 (``qemu -L`` looks a path up in the root first). The features QEMU really enables come from its CPU model
-(``AT_HWCAP``), which the runtimes read too; the two lists agree.
+(``AT_HWCAP``), which the runtimes read for the instruction sets; the ``Features`` line below is written
+from QEMU's models for a reader, not checked against them.
 
 What emulation cannot show: timing (an emulated instruction costs nothing like a real one), and any
 difference between QEMU's model of an instruction and the silicon's (QEMU implements the architecture's
@@ -97,7 +98,7 @@ class Arch:
         return self.cpus[name]
 
 
-# The Features lines are QEMU 7.2's models (target/arm/cpu64.c) as Linux prints them.
+# The Features lines follow QEMU 7.2's models (target/arm/cpu64.c) as Linux would print them (not checked).
 _A76 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs"
 ARM64_CPUS = {
     # The default: the big core of most Android phones sold since 2019 (Cortex-A76/A77/A78 and the X1 run
