@@ -7,10 +7,11 @@ non-zero, without a traceback. Messages name what is wrong and what to do.
 The subclasses here say what is wrong, so a caller can tell the failures apart:
 ``ConfigError`` (an option or configuration), ``CheckpointError`` (a checkpoint
 that cannot be read or does not fit), ``TrainingError`` (a training run that
-cannot start, continue or finish) and ``DataError`` (training or evaluation
-data that cannot be read or used). Others live beside the code that raises
+cannot start, continue or finish), ``DataError`` (training or evaluation
+data that cannot be read or used) and ``EmulationError`` (a foreign-architecture
+runtime, run under QEMU, that cannot be built or run). Others live beside the code that raises
 them (``artifacts/errors.py``, ``convert/errors.py``, ``profiler/errors.py``).
-All four exit with ``MbkError.exit_code`` (2).
+All five exit with ``MbkError.exit_code`` (2).
 """
 
 
@@ -78,6 +79,13 @@ class DataError(MbkError):
     A missing or malformed table, SQuAD or CoNLL file, pre-training record
     shard or corpus, a vocabulary or tokenizer that does not fit, labels the
     task cannot use.
+    """
+
+
+class EmulationError(MbkError):
+    """A foreign-architecture runtime (``--arch arm64``: QEMU, an emulated Python, the runtime's wheel) that
+    cannot be built into the cache or cannot run a file: a download that failed, a missing host tool, a
+    crash or timeout of the emulated run.
     """
 
 

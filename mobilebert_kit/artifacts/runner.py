@@ -434,11 +434,20 @@ class ArtifactRunner:
             parts.append(out)
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    def run(self, inputs):
-        """Runs every row of ``inputs`` (``{name: [n, seq]}``) and returns ``{output: [n, ...]}``."""
+    def batches(self, inputs):
+        """``[(feeds, rows kept)]``: the runs that :meth:`run` makes of ``inputs``, each cast to the graph's inputs.
+
+        The file's static batch splits the rows (the last batch is filled with repeated rows, ``rows kept``
+        says how many are real). The emulated runner (``emulated_runner``) feeds the same runs to the
+        file's foreign-architecture run, so both see identical inputs.
+
+        Example:
+            >>> [kept for _, kept in ArtifactRunner("model.tflite").batches(inputs)]  # doctest: +SKIP
+            [1, 1, 1]
+        """
         n = len(next(iter(inputs.values())))
         batch = self.batch_size or n
-        parts = []
+        runs = []
         for start in range(0, n, batch):
             index = np.arange(start, start + batch) % n  # the last batch is filled with repeated rows
             feeds = {}
@@ -448,6 +457,13 @@ class ArtifactRunner:
                 feeds[spec["name"]] = np.asarray(inputs[spec["name"]])[index].astype(
                     spec["dtype"] if spec["dtype"] in ("int32", "int64", "float32", "float16") else np.float32
                 )
+            runs.append((feeds, min(batch, n - start)))
+        return runs
+
+    def run(self, inputs):
+        """Runs every row of ``inputs`` (``{name: [n, seq]}``) and returns ``{output: [n, ...]}``."""
+        parts = []
+        for feeds, keep in self.batches(inputs):
             try:
                 result = self._run_batch(feeds)
             except ArtifactError:
@@ -457,7 +473,6 @@ class ArtifactRunner:
                 first = first_line(err)
                 raise ArtifactError(f"the runtime could not run {self.path.name}: {first}; re-export the model "
                                     "(or report it with the file)") from err
-            keep = min(batch, n - start)
             parts.append({k: np.asarray(v)[:keep] for k, v in result.items()})
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 

@@ -1,5 +1,9 @@
-"""``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure."""
+"""``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure.
 
+``--arch arm64`` also runs the file on the runtime's aarch64 build, emulated (``convert/arch_validation.py``).
+"""
+
+from mobilebert_kit.artifacts.arches import ARCHES, arch
 from mobilebert_kit.convert.export_options import parse_thresholds
 from mobilebert_kit.convert.export_plan import recorded_length
 from mobilebert_kit.convert.quantization_modes import CONVERTED_MODES
@@ -24,6 +28,12 @@ def register(subparsers):
                    help="threshold set (default: the quantization recorded in the file's metadata)")
     p.add_argument("--seq-len", type=number_option("seq_len"), help="sequence length for dynamic-axis ONNX files (default: metadata or 128, at most the model's positions)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE", help="override a threshold")
+    p.add_argument("--arch", choices=tuple(ARCHES), help="also run the file on this CPU architecture's build of the "
+                   "runtime under QEMU user-mode emulation and compare it with the x86-64 run and the Keras model "
+                   "(numerics only; the emulator and runtime are fetched into the cache on first use: "
+                   "docs/export.md#arm-numerics-under-emulation)")
+    p.add_argument("--cpu", help="the emulated CPU for --arch (arm64: " + ", ".join(ARCHES["arm64"].cpus)
+                   + f"; default {ARCHES['arm64'].default_cpu}, a phone big core)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
     return p
@@ -36,6 +46,10 @@ def run(args):
 
     meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads
     thresholds = parse_thresholds(args.threshold)
+    if args.cpu is not None and args.arch is None:
+        raise ConfigError(f"--cpu {args.cpu} names an emulated CPU; pass --arch too (--arch arm64 --cpu {args.cpu})")
+    if args.arch is not None:
+        arch(args.arch).cpu(args.cpu)  # an unknown CPU fails here, before TensorFlow loads
     from mobilebert_kit.artifacts.runner import ArtifactRunner
     from mobilebert_kit.convert.file_validation import validate_file
     from mobilebert_kit.convert.input_set import InputSet, default_inputs, validation_lines
@@ -61,7 +75,8 @@ def run(args):
     else:
         inputs = default_inputs(config, seq_len, source.tokenizer, count=args.count)
     report = validate_file(args.file, source.model, inputs, precision, thresholds,
-                           texts=validation_lines(args.data, source.tokenizer, args.count, seq_len), tokenizer=source.tokenizer)
+                           texts=validation_lines(args.data, source.tokenizer, args.count, seq_len), tokenizer=source.tokenizer,
+                           arch=args.arch, cpu=args.cpu)
     print(json.dumps(report.to_dict(), indent=2, default=str) if args.json else report.format_text())
     report.raise_for_failures()
     return 0

@@ -16,6 +16,7 @@ from here without loading TensorFlow.
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
+from mobilebert_kit.artifacts.arches import ARCHES
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_plan import DEFAULT_SEQ_LEN
 from mobilebert_kit.convert.export_tasks import AUTO_TASK, FORMATS, POOLINGS, TASKS
@@ -220,6 +221,15 @@ class ExportOptions:
                                 help="per-layer drift report (quantized exports)")
     validate: bool = option(True, flag="--no-validate", kind="negated",
                             help="write the artifact without validating it")
+    check_arch: str = option(None, flag="--check-arch", recipe=("validation", "check_arch"), choices=ARCHES,
+                             none_ok=True,
+                             help="also run the file on this CPU architecture's runtime, emulated (QEMU), before "
+                             "writing it: a file whose outputs there miss the mode's thresholds against the x86-64 "
+                             "run or the Keras model is refused (numerics only, docs/export.md#arm-numerics-under-"
+                             "emulation)")
+    check_cpu: str = option(None, flag="--check-cpu", recipe=("validation", "check_cpu"), none_ok=True,
+                            help="the emulated CPU of --check-arch (arm64: " + ", ".join(ARCHES["arm64"].cpus)
+                            + f"; default {ARCHES['arm64'].default_cpu})")
     embed_vocab: bool = option(True, flag="--no-vocab", recipe=("export", "embed_vocab"), kind="negated",
                                help="do not embed the vocabulary in the metadata")
     calibration_count: int = option(200, recipe=("calibration", "count"), limit="count",
@@ -321,6 +331,15 @@ class ExportOptions:
         if mode.search and not self.validate:
             raise ConfigError(f"{self.name_of('quantize', self.quantize)} judges each setting on "
                               f"{self.name_of('eval_data')}; drop {self.name_of('validate')}")
+        if self.check_cpu is not None and self.check_arch is None:
+            raise ConfigError(f"{self.name_of('check_cpu', self.check_cpu)} names an emulated CPU; pass "
+                              f"{self.name_of('check_arch', 'arm64')} too")
+        if self.check_arch is not None:
+            if not self.validate:
+                raise ConfigError(f"{self.name_of('check_arch', self.check_arch)} is part of the validation; drop "
+                                  f"{self.name_of('validate')}")
+            check_choice(self.name_of("check_cpu"), self.check_cpu or ARCHES[self.check_arch].default_cpu,
+                         tuple(ARCHES[self.check_arch].cpus))
         if mode.calibration and not self.calibration and not mode.allows("default_calibration"):
             raise ExportError(self.needs_calibration(mode.refused["default_calibration"]))
         for name, what, kinds in (("calibration", "calibration data", "a .txt or .npz file"),

@@ -137,11 +137,12 @@ def export(options, source=None, log=print, score=None):
                             float_ops=dict(info.float_ops), op_counts=dict(info.op_counts),
                             clients={name: list(reasons) for name, reasons in (info.clients or {}).items()})
 
-    def validate(candidate, precision, with_texts=True):
+    def validate(candidate, precision, with_texts=True, arch=None):
         return validate_file(candidate.path, model, validation_inputs, precision, options.thresholds,
                              artifact_name=str(out), fmt=plan.format, task=plan.task, pooling=plan.pooling,
                              normalize=plan.normalize, texts=texts if with_texts else None,
-                             tokenizer=plan.tokenizer if with_texts else None, input_names=plan.input_names)
+                             tokenizer=plan.tokenizer if with_texts else None, input_names=plan.input_names,
+                             arch=arch, cpu=options.check_cpu)  # the cache build, if any, speaks on stderr
 
     def judge(candidate):
         if plan.asked.search:
@@ -168,6 +169,13 @@ def export(options, source=None, log=print, score=None):
         result.search = search.frontier.to_dict() if search.searched else None
         if options.validate:
             _judge_written(result, chosen, search, plan, validate, score, say)
+            if options.check_arch and result.validation.passed:
+                # Only the chosen file: an emulated run costs seconds a row, too much for every setting searched.
+                say(f"running {chosen.label} on {options.check_arch} (emulated) on {validation_inputs.description} ...")
+                emulated = validate(chosen, result.quantize, with_texts=False, arch=options.check_arch).arch
+                if emulated is not None:
+                    result.validation.arch = emulated
+                    result.validation.failures.extend(emulated.failures)
             if options.drift_report and plan.mode.quantized:
                 result.validation.drift = drift(model, chosen.plan, calibration, validation_inputs, model,
                                                 qat_graph=graph if plan.mode.trains else None)

@@ -15,6 +15,7 @@ import numpy as np
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.reader import artifact_format
 from mobilebert_kit.artifacts.runner import ArtifactRunner
+from mobilebert_kit.convert.arch_validation import compare_on_arch
 from mobilebert_kit.convert.client_fidelity import client_fidelity_of
 from mobilebert_kit.convert.export_model import (
     hidden_state_names,
@@ -65,7 +66,8 @@ def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
 
 
 def validate_file(path, reference, inputs, precision, thresholds=None, artifact_name=None, fmt=None, task=MISSING,
-                  pooling=None, normalize=None, texts=None, tokenizer=None, input_names=None):
+                  pooling=None, normalize=None, texts=None, tokenizer=None, input_names=None, arch=None, cpu=None,
+                  say=None):
     """Validates an artifact file against a Keras model; returns the ValidationReport (not raised).
 
     Args:
@@ -83,6 +85,10 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
             through its clients' tokenization (``convert.client_fidelity``; a warning, never a failure).
         input_names: the graph inputs the file must take (the plan's); None: as its metadata records them, else
             ``export_tasks.graph_inputs`` of the reference and the tokenizer.
+        arch (str | None): also run the file on this architecture's runtime, emulated (``arm64``), and compare
+            it with the x86-64 run and the Keras model (``convert.arch_validation``; ``report.arch``).
+        cpu (str | None): the emulated CPU (None: the arch's default).
+        say (callable | None): the emulation cache's build lines (default: stderr).
 
     Example:
         >>> validate_file("m.tflite", model, inputs, "dynamic").passed  # doctest: +SKIP
@@ -112,11 +118,15 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
     floor = export_task(task).quantized_min_cosine if task is not None else None
     if floor is not None and precision != "none" and "min_cosine" not in (thresholds or {}):
         limits = limits.replace(min_cosine=max(limits.min_cosine or 0.0, floor))  # the task's own bar; yours wins
+    tokens, logits = token_outputs(reference, task, fmt), logit_outputs(reference, task, fmt)
     report = validate_outputs(
-        artifact_name or str(path), runner, refs, inputs, expected, token_outputs(reference, task, fmt),
-        logit_outputs(reference, task, fmt), precision, limits,
+        artifact_name or str(path), runner, refs, inputs, expected, tokens, logits, precision, limits,
         expected_inputs=tuple(input_names),
     )
+    if arch is not None and report.outputs:  # a file that could not be run here is not run there either
+        report.arch = compare_on_arch(runner, runner.run(inputs.arrays), refs, inputs, tokens, logits, limits,
+                                      arch, cpu, say)
+        report.failures.extend(report.arch.failures)
     report.client_tokenization = client_fidelity_of(
         runner, fmt or Path(path).suffix[1:], texts, tokenizer, inputs.seq_len,
         lambda arrays: reference_outputs(reference, InputSet(arrays, "client ids"), pairs, pooling, bool(normalize)))

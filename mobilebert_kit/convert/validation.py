@@ -96,6 +96,9 @@ class ValidationReport:
     failures: list = field(default_factory=list)
     drift: list = field(default_factory=list)
     client_tokenization: object = None  # a convert.client_fidelity.ClientFidelity: warns, never fails
+    # A convert.arch_validation.ArchComparison (--arch): the emulated run vs x86-64 and Keras; its failures
+    # are in ``failures`` too.
+    arch: object = None
     # What the file was compared with: the Keras model mbk built from the source, never the source's own framework
     # (its parity with transformers is proven per family by the tests, docs/models.md#supported-checkpoints).
     reference: str = "the Keras model mbk built from the source"
@@ -114,6 +117,7 @@ class ValidationReport:
             "outputs": [asdict(m) for m in self.outputs], "failures": [str(f) for f in self.failures],
             "drift": self.drift,
             "client_tokenization": self.client_tokenization.to_dict() if self.client_tokenization else None,
+            "arch": self.arch.to_dict() if self.arch is not None else None,
         }
 
     def summary_line(self):
@@ -127,6 +131,8 @@ class ValidationReport:
             lines.append("  per-layer drift (hidden state vs Keras, real tokens):")
             lines += [f"    {d['layer']:<22} cos {d['cosine']:.6f}  SNR {d['snr_db']:6.1f} dB  max|err| {d['max_abs_error']:.3e}"
                       for d in self.drift]
+        if self.arch is not None:
+            lines += self.arch.format_text()
         if self.client_tokenization is not None:
             lines += self.client_tokenization.format_text()
         lines.append("  PASSED" if self.passed else "  FAILED: " + "; ".join(str(f) for f in self.failures))
