@@ -51,6 +51,8 @@ class TfliteRuntime:
         quantized_io (bool): int8 inputs / outputs with their scale and zero point.
         int16_guard (bool): its loader first runs a file with int16 tensors in a child process, since
             LiteRT's int16 kernels abort (SIGABRT) on some graphs instead of raising.
+        repeated_output_names (bool): a file whose outputs share a name (a drift probe whose last layer is also
+            the model's output) gets each output's own values.
         why_not (dict[str, str]): for each capability it lacks, the evidence (the fallback warning's text).
     """
 
@@ -62,6 +64,7 @@ class TfliteRuntime:
     preserve_all_tensors: bool
     quantized_io: bool
     int16_guard: bool
+    repeated_output_names: bool
     why_not: dict = dataclasses.field(default_factory=dict)
 
 
@@ -69,13 +72,13 @@ TFLITE_RUNTIMES = {
     "interpreter": TfliteRuntime(
         name="interpreter", api="ai_edge_litert.interpreter.Interpreter", available=True,
         dynamic_shapes=True, delegates=("xnnpack", "none"), preserve_all_tensors=True, quantized_io=True,
-        int16_guard=True,
+        int16_guard=True, repeated_output_names=True,
     ),
     "compiled_model": TfliteRuntime(
         name="compiled_model", api="ai_edge_litert.compiled_model.CompiledModel", available=CompiledModel is not None,
         # delegate "none": CpuKernelMode.BUILTIN (TFLite's builtin kernels, no XNNPACK), as the Interpreter's resolver.
         dynamic_shapes=False, delegates=("xnnpack", "none"), preserve_all_tensors=False, quantized_io=False,
-        int16_guard=False,
+        int16_guard=False, repeated_output_names=False,
         why_not={
             "available": "this ai-edge-litert has no ai_edge_litert.compiled_model (2.x adds it)",
             "dynamic_shapes": "CompiledModel cannot resize inputs in ai-edge-litert 2.3.0 (its output buffers keep "
@@ -84,6 +87,10 @@ TFLITE_RUNTIMES = {
             "quantized_io": "CompiledModel reports no scale / zero point for int8 inputs or outputs",
             "int16_guard": "int16 kernels may abort the process and only the Interpreter's loader tries them in a "
                            "child first",
+            # Found by the QAT drift-probe test: the probe's fifth output repeats the first's name, and
+            # CompiledModel gave it NaN and 1e24 values where the Interpreter gives the layer's output.
+            "repeated_output_names": "CompiledModel in ai-edge-litert 2.3.0 keys outputs by signature name and "
+                                     "returned wrong values (NaN) for an output whose name another output repeats",
         },
     ),
 }
@@ -114,22 +121,23 @@ def file_needs(graph):
         graph (ArtifactGraph): :func:`~mobilebert_kit.artifacts.reader.read_artifact` of the file.
 
     Returns:
-        dict[str, bool]: ``dynamic``, ``quantized_io`` and ``int16_guard``, as :func:`choose_tflite_runtime` takes them.
+        dict[str, bool]: ``dynamic``, ``quantized_io``, ``int16_guard`` and ``repeated_output_names``, as :func:`choose_tflite_runtime` takes them.
 
     Example:
         >>> file_needs(read_artifact("model.tflite"))  # doctest: +SKIP
-        {'dynamic': True, 'quantized_io': False, 'int16_guard': False}
+        {'dynamic': True, 'quantized_io': False, 'int16_guard': False, 'repeated_output_names': False}
     """
     io = graph.input_specs() + graph.output_specs()
     return {
         "dynamic": any(-1 in spec["shape"] for spec in graph.input_specs()),
         "quantized_io": any(spec["dtype"] in ("int8", "uint8", "int16") for spec in io),
         "int16_guard": any(tensor["dtype"] == "int16" for tensor in graph.tensors.values()),
+        "repeated_output_names": len({spec["name"] for spec in graph.output_specs()}) < len(graph.output_specs()),
     }
 
 
 def choose_tflite_runtime(requested="auto", *, dynamic=False, delegate="xnnpack", preserve_all_tensors=False,
-                          quantized_io=False, int16_guard=False):
+                          quantized_io=False, int16_guard=False, repeated_output_names=False):
     """Decides once which LiteRT API runs a file for one use.
 
     ``auto`` takes CompiledModel where it can do all the use needs and the Interpreter otherwise; a named
@@ -142,6 +150,7 @@ def choose_tflite_runtime(requested="auto", *, dynamic=False, delegate="xnnpack"
         preserve_all_tensors (bool): the use reads intermediate tensors.
         quantized_io (bool): the file has quantized (int8 with a scale) inputs or outputs.
         int16_guard (bool): the file has int16 tensors.
+        repeated_output_names (bool): two of the file's outputs share a name.
 
     Returns:
         RuntimeChoice: the runtime and the fallback warnings.
@@ -155,7 +164,7 @@ def choose_tflite_runtime(requested="auto", *, dynamic=False, delegate="xnnpack"
     """
     requested = check_choice("TFLite runtime", str(requested).replace("-", "_"), RUNTIME_CHOICES)
     needs = {"available": True, "dynamic_shapes": dynamic, "preserve_all_tensors": preserve_all_tensors,
-             "quantized_io": quantized_io, "int16_guard": int16_guard}
+             "quantized_io": quantized_io, "int16_guard": int16_guard, "repeated_output_names": repeated_output_names}
     warnings = []
     for name in (_PREFERRED if requested == "auto" else (requested, "interpreter")):
         runtime = TFLITE_RUNTIMES[name]

@@ -26,7 +26,8 @@ def _feeds(shape, seed=0):
 
 def test_every_record_says_why_it_lacks_a_capability():
     for runtime in TFLITE_RUNTIMES.values():
-        lacking = [c for c in ("available", "dynamic_shapes", "preserve_all_tensors", "quantized_io", "int16_guard")
+        lacking = [c for c in ("available", "dynamic_shapes", "preserve_all_tensors", "quantized_io", "int16_guard",
+                                "repeated_output_names")
                    if not getattr(runtime, c)]
         assert set(lacking) <= set(runtime.why_not), runtime.name
     interpreter = TFLITE_RUNTIMES["interpreter"]
@@ -37,6 +38,7 @@ def test_every_record_says_why_it_lacks_a_capability():
     ("auto", {}, "compiled_model", False),
     ("auto", {"dynamic": True}, "interpreter", True),
     ("auto", {"preserve_all_tensors": True}, "interpreter", True),
+    ("auto", {"repeated_output_names": True}, "interpreter", True),
     ("compiled-model", {"quantized_io": True}, "interpreter", True),
     ("interpreter", {}, "interpreter", False),
     ("compiled_model", {"delegate": "none"}, "compiled_model", False),
