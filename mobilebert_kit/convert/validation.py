@@ -32,6 +32,7 @@ from mobilebert_kit.convert.errors import (
 from mobilebert_kit.convert.input_set import INPUT_NAMES
 from mobilebert_kit.convert.quantization_modes import MODES, THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.utils.structured import strict_json_values
 
 
 @dataclass(frozen=True)
@@ -111,14 +112,15 @@ class ValidationReport:
         raise_for_failures(self.artifact, self.failures)
 
     def to_dict(self):
-        return {
+        """The report as JSON-ready data; an infinite SNR (exact agreement) is the string ``"inf"``."""
+        return strict_json_values({
             "artifact": self.artifact, "precision": self.precision, "passed": self.passed,
             "thresholds": asdict(self.thresholds), "inputs": self.inputs, "reference": self.reference,
             "outputs": [asdict(m) for m in self.outputs], "failures": [str(f) for f in self.failures],
             "drift": self.drift,
             "client_tokenization": self.client_tokenization.to_dict() if self.client_tokenization else None,
             "arch": self.arch.to_dict() if self.arch is not None else None,
-        }
+        })
 
     def summary_line(self):
         """The failures in one line (what a fallback note quotes)."""

@@ -21,6 +21,7 @@ artifact readers use it.
 """
 
 import json
+import math
 import os
 import stat
 import tomllib
@@ -201,3 +202,25 @@ def _kind(value):
     if isinstance(value, (int, float)):
         return "a number"
     return {dict: "an object", list: "an array", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def strict_json_values(value):
+    """``value`` with every non-finite float written as the string ``"inf"``, ``"-inf"`` or ``"nan"``.
+
+    Why: ``json.dumps`` writes ``Infinity`` and ``NaN``, which Python reads back but strict JSON tools (``jq``,
+    JavaScript's ``JSON.parse``) refuse; an exact comparison's SNR is infinite, not an error.
+
+    Args:
+        value: a JSON-like structure (dicts, lists, tuples, scalars).
+
+    Example:
+        >>> strict_json_values({"snr_db": float("inf"), "rows": [1.0, float("nan")]})
+        {'snr_db': 'inf', 'rows': [1.0, 'nan']}
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {key: strict_json_values(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json_values(item) for item in value]
+    return value
