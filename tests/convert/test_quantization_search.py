@@ -258,8 +258,10 @@ def test_a_passing_int8_file_that_changed_answers_says_so_and_how_to_measure_it(
     from mobilebert_kit.convert.exporter import ExportOptions, export
 
     model, _, _ = sensitive
+    # Static, as when the fixture was tuned: its int8 file sits just above the 0.7 agreement floor (12 of 16), and
+    # a dynamic-length file's calibration (rows at their own length, 8 of them padded too) lands it at 11 of 16.
     result = export(ExportOptions(model, "tflite", "int8", out=str(tmp_path / "m.tflite"), seq_len=SEQ,
-                                  calibration=str(calibration)), log=None)
+                                  calibration=str(calibration), static_axes=True), log=None)
     assert result.validation.passed and result.search is None
     note = next(n for n in result.notes if " changed the " in n)
     assert note.startswith("int8 changed the probability answer on ") and "eval_data FILE" in note, note  # API spelling
