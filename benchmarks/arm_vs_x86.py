@@ -5,7 +5,7 @@ own code, default options and its validation: the embedding task, ``.tflite`` dy
 int16x8 calibrated on ``export/data/calibration.txt``; int8 with ``--keep-float norm,add,output``, the
 float residual path a LayerNorm model needs in full int8, and written unvalidated because it misses the
 embedding's 0.95 on x86 already), then each file is validated
-as ``mbk validate FILE --arch arm64 --cpu CPU`` does (``convert.file_validation.validate_file``): the
+as ``mbk validate FILE --arch arm64 --cpu CPU`` does (``convert.validation.file_validation.validate_file``): the
 runtime's aarch64 wheel of the host's version runs the file under QEMU user-mode emulation on real
 sentences (``export/data/sentences.txt``, tokenized by the checkpoint's tokenizer), and every output is
 compared with the x86-64 run of the same file and with the Keras model.
@@ -44,9 +44,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, str(REPO))
 
 from mobilebert_kit.convert.exporter import ExportOptions, export  # noqa: E402
-from mobilebert_kit.convert.file_validation import validate_file  # noqa: E402
-from mobilebert_kit.convert.input_set import InputSet  # noqa: E402
-from mobilebert_kit.convert.rebuild import encoder_of  # noqa: E402
+from mobilebert_kit.convert.validation.file_validation import validate_file  # noqa: E402
+from mobilebert_kit.convert.plan.input_set import InputSet  # noqa: E402
+from mobilebert_kit.convert.prepare.rebuild import encoder_of  # noqa: E402
 from mobilebert_kit.errors import MbkError  # noqa: E402
 from mobilebert_kit.sources.model_source import ModelSource  # noqa: E402
 

@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mobilebert_kit.convert.quantization_modes import MODES  # noqa: E402  (after the path insert)
+from mobilebert_kit.convert.quantization.modes import MODES  # noqa: E402  (after the path insert)
 
 PRECISIONS = tuple(MODES)  # every quantization mode the exporter knows
 FORMATS = ("tflite", "onnx")
@@ -45,7 +45,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from mobilebert_kit.convert.exporter import ExportOptions, export, validate_file
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
     from mobilebert_kit.sources.model_source import ModelSource
 
     start = time.perf_counter()

@@ -48,7 +48,7 @@ def measure(family, workdir):
     import mobilebert_kit as mbk
     from mobilebert_kit.artifacts.runner import ArtifactRunner
     from mobilebert_kit.cli.main import main
-    from mobilebert_kit.convert.sample_text import SENTENCES
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES
     from tests.clients.clients import mediapipe_classify
     from tests.tokenizer_fixtures import LABELS, save_checkpoint
 

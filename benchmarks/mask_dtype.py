@@ -50,7 +50,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from mobilebert_kit.convert.exporter import ExportOptions, export
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
     from mobilebert_kit.sources.model_source import ModelSource
 
     source = ModelSource.load(args.preset)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.input_set import InputSet
+from mobilebert_kit.convert.plan.input_set import InputSet
 from mobilebert_kit.sources.model_source import ModelSource
 
 def _minilm():
@@ -128,7 +128,7 @@ def main():
     if args.migrate:
         migrated = src.with_name(f"{src.name}-{args.migrate}")
         if not migrated.exists():
-            from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales
+            from mobilebert_kit.convert.prepare.scale_migration import migrate_nonorm_scales
             from mobilebert_kit.data.vocab import copy_tokenizer_files
             from mobilebert_kit.models.api import save
 

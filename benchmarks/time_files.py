@@ -32,7 +32,7 @@ def main():
     args = parser.parse_args()
 
     from mobilebert_kit.artifacts.runner import ArtifactRunner
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
     from mobilebert_kit.sources.model_source import ModelSource
 
     line = next(t for t in Path(args.text).read_text(encoding="utf-8").splitlines() if t.strip())

@@ -20,7 +20,7 @@ Example:
 
 from pathlib import Path
 
-from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCES
+from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCES
 
 TEXT = list(SENTENCES) + list(CALIBRATION_SENTENCES)
 UNIGRAM_SIZE = 300

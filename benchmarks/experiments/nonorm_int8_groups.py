@@ -129,7 +129,7 @@ def main():
     args = parser.parse_args()
     from safetensors.numpy import load_file
 
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
     from mobilebert_kit.sources.model_source import ModelSource
 
     data = Path(args.data_dir)

@@ -11,7 +11,7 @@ printed, float32 rounding).
 
 Superseded: ``migrate_nonorm_scales`` with a data policy (``balance``, the default of
 ``mbk substitute``) now moves this stream itself, with the embedding sum and the ReLU
-FFN units (convert/scale_migration.py, "With data"). Kept to reproduce its row in
+FFN units (convert/prepare/scale_migration.py, "With data"). Kept to reproduce its row in
 benchmarks/RESULTS.md (the 600-step substituted MiniLM, before that change).
 
 Usage:
@@ -28,10 +28,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np  # noqa: E402
 
-from mobilebert_kit.convert import scale_migration  # noqa: E402
-from mobilebert_kit.convert.input_set import InputSet  # noqa: E402
-from mobilebert_kit.convert.rebuild import rebuild, weight_arrays  # noqa: E402
-from mobilebert_kit.convert.substitution import recorded_batches  # noqa: E402
+from mobilebert_kit.convert.prepare.source import scale_migration  # noqa: E402
+from mobilebert_kit.convert.plan.input_set import InputSet  # noqa: E402
+from mobilebert_kit.convert.prepare.rebuild import rebuild, weight_arrays  # noqa: E402
+from mobilebert_kit.convert.prepare.substitution import recorded_batches  # noqa: E402
 from mobilebert_kit.data.vocab import copy_tokenizer_files  # noqa: E402
 from mobilebert_kit.layers.no_norm import NoNorm  # noqa: E402
 from mobilebert_kit.models.api import save  # noqa: E402

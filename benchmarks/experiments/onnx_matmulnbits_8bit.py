@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.perf.runners import OnnxRunner, realistic_inputs  # noqa: E402
 from benchmarks.perf.timing import interleaved, pinned  # noqa: E402
-from mobilebert_kit.convert.onnx_row_scale import weight_matmuls  # noqa: E402
+from mobilebert_kit.convert.onnx.row_scale import weight_matmuls  # noqa: E402
 
 
 def to_matmulnbits(model, block=0, weight_bits=8):
@@ -91,7 +91,7 @@ def main(argv=None):
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--core", type=int, default=1)
     args = parser.parse_args(argv)
-    from mobilebert_kit.convert.onnx_export import quantize
+    from mobilebert_kit.convert.onnx.export import quantize
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 import mobilebert_kit as mbk  # noqa: E402
 from mobilebert_kit.convert.exporter import ExportOptions, export  # noqa: E402
-from mobilebert_kit.convert.input_set import InputSet  # noqa: E402
-from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales  # noqa: E402
-from mobilebert_kit.convert.substitution import substitute  # noqa: E402
+from mobilebert_kit.convert.plan.input_set import InputSet  # noqa: E402
+from mobilebert_kit.convert.prepare.scale_migration import migrate_nonorm_scales  # noqa: E402
+from mobilebert_kit.convert.prepare.substitution import substitute  # noqa: E402
 from tests.convert.conftest import trained_like, with_outliers  # noqa: E402
 
 SEQ = 16

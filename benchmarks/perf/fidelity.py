@@ -59,7 +59,7 @@ def _export(src, fmt, quantize, extra, seq_len, out, calibration, validation):
 
     argv = ["export", src, "--format", fmt, "--quantize", quantize, "--seq-len", str(seq_len), "--out", out,
             "--no-validate"]
-    from mobilebert_kit.convert.quantization_modes import MODES
+    from mobilebert_kit.convert.quantization.modes import MODES
 
     if MODES[quantize].calibration:  # the mode record's rule, qat included
         argv += ["--calibration", calibration]
@@ -103,7 +103,7 @@ def main(argv=None):
     calibration = os.path.join(here, "..", "..", "export", "data", "calibration.txt")
     os.makedirs(args.workdir, exist_ok=True)
     # Validation sentences: not the calibration ones (the default validation set is the built-in samples).
-    from mobilebert_kit.convert.sample_text import SENTENCES as SAMPLE_SENTENCES
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES as SAMPLE_SENTENCES
 
     validation = os.path.join(args.workdir, "validation.txt")
     with open(validation, "w") as f:
@@ -176,7 +176,7 @@ def _markdown(rows, args, substitution):
 
 
 def _sample():
-    from mobilebert_kit.convert.sample_text import SENTENCES
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES
 
     return SENTENCES
 

@@ -12,7 +12,7 @@ Table 6 mixes), a directory written by ``mbk.save`` with the preset's seed.
 
 Until ``mbk export`` exists, TFLite exports fall back to the converter's
 Python functions (``convert.export_model.build_export_model`` +
-``convert.tflite_export.convert``) when those import, and ONNX exports are
+``convert.tflite.export.convert``) when those import, and ONNX exports are
 skipped; either way the reason is reported with the result.
 """
 
@@ -148,9 +148,9 @@ def _export_cli(src, fmt, precision, seq_len, out_path, extra_args):
 def _export_api(src, precision, seq_len, out_path, reason):
     try:
         from mobilebert_kit.convert.export_model import build_export_model
-        from mobilebert_kit.convert.input_set import InputSet
+        from mobilebert_kit.convert.plan.input_set import InputSet
         from mobilebert_kit.sources.model_source import ModelSource
-        from mobilebert_kit.convert.tflite_export import convert
+        from mobilebert_kit.convert.tflite.export import convert
     except ImportError as err:
         raise ExportUnavailable(f"{reason}; converter modules not importable either ({err})") from err
     try:

@@ -5,7 +5,7 @@ The app-side clients (MediaPipe Tasks, the TFLite Task Library) read a
 flatbuffer with file identifier ``M001``, defined by ``metadata_schema.fbs``
 (tensorflow/tflite-support, ``tensorflow_lite_support/metadata/``; mediapipe
 ships the same file as ``mediapipe/tasks/metadata/metadata_schema.fbs``). The
-writer (:mod:`mobilebert_kit.convert.tflite_metadata`) and the reader
+writer (:mod:`mobilebert_kit.convert.tflite.metadata`) and the reader
 (:mod:`mobilebert_kit.artifacts.client_metadata`) take the field slots and
 enum values from here, so they cannot disagree.
 
@@ -13,7 +13,7 @@ Slots are the zero-based field positions of each table in the schema (a union
 field takes two: its ``_type`` byte, then the value). The schema only ever
 appends fields, so these slots hold for every schema version since 1.1.0.
 
-Standard library only: ``convert/export_tasks.py`` imports the client input
+Standard library only: ``convert/plan/export_tasks.py`` imports the client input
 names from here without loading anything else.
 
 Example:

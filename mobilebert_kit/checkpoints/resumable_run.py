@@ -22,7 +22,7 @@ it before the output is complete, so that run keeps no state and says so
 never removes such a path.
 
 The subclasses say which command they are and what a resume may change:
-``training/finetune_run.py`` (``mbk finetune``) and ``convert/recovery_run.py``
+``training/finetune_run.py`` (``mbk finetune``) and ``convert/prepare/recovery_run.py``
 (the recovery of ``mbk substitute``). Here, in ``checkpoints/``, because
 ``convert/`` may not import ``training/``.
 """

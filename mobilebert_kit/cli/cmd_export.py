@@ -1,12 +1,12 @@
 """``mbk export``: a model to a validated ``.tflite`` / ``.onnx`` file, from flags or a recipe.
 
 Contract:
-    mbk export SRC --format tflite|onnx --quantize MODE (convert/quantization_modes.py)
+    mbk export SRC --format tflite|onnx --quantize MODE (convert/quantization/modes.py)
                --seq-len N --out FILE [--calibration FILE]
     mbk export --recipe export/NAME.toml
 """
 
-from mobilebert_kit.convert.export_options import add_arguments, from_arguments
+from mobilebert_kit.convert.plan.export_options import add_arguments, from_arguments
 from mobilebert_kit.utils.input_paths import input_path_option
 
 
@@ -18,7 +18,7 @@ def register(subparsers):
         "against its Keras source before writing it (temp file, then rename).",
     )
     p.add_argument("--recipe", type=input_path_option("file"), help="a TOML recipe (export/NAME.toml) instead of SRC and flags")
-    # Every other flag is an ExportOptions field's declaration (convert/export_options.py).
+    # Every other flag is an ExportOptions field's declaration (convert/plan/export_options.py).
     add_arguments(p)
     p.set_defaults(func=run)
     return p

@@ -1,5 +1,5 @@
 """``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``, and
-``mbk substitute --out DIR --resume`` to continue an interrupted recovery (``convert/recovery_run.py``)."""
+``mbk substitute --out DIR --resume`` to continue an interrupted recovery (``convert/prepare/recovery_run.py``)."""
 
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
@@ -7,7 +7,7 @@ from mobilebert_kit.utils.limits import number_option
 
 
 # Defaults of the options a resumed run takes from its record when they are not given (None on the command
-# line means "not given"). The same values as convert/prepare.py's Recovery and convert/recovery_run.py's
+# line means "not given"). The same values as convert/prepare/source.py's Recovery and convert/prepare/recovery_run.py's
 # DEFAULT_CHECKPOINT_EVERY (tests/convert/test_substitute_resume.py checks), written out here so that
 # `mbk --help` does not load TensorFlow.
 _DEFAULTS = {"recover_steps": 0, "seq_len": 128, "learning_rate": 1e-4, "batch_size": 8, "seed": 0,
@@ -68,7 +68,7 @@ def _settings(args):
     defaults. The stored values are checked as the command line's are (``RecoveryRun.stored_settings``)."""
     stored = {}
     if args.resume:
-        from mobilebert_kit.convert.recovery_run import RecoveryRun
+        from mobilebert_kit.convert.prepare.recovery_run import RecoveryRun
 
         stored = RecoveryRun(args.out).stored_settings()
     given = {"src": args.src, "data": args.data, "norm": args.norm, "act": args.act,
@@ -96,8 +96,8 @@ def run(args):
         check_choice("--act", settings["act"], ("gelu", "gelu_tanh", "relu", "relu6"))
     # scale_migration.MIGRATION_POLICIES
     check_choice("--scale-migration", settings["scale_migration"], ("unit", "balance", "smoothquant", "none"))
-    from mobilebert_kit.convert.prepare import Recovery, prepare_source
-    from mobilebert_kit.convert.recovery_run import CONFIG_KEYS, SUBSTITUTE_OUTPUT, RecoveryRun, substitute_record
+    from mobilebert_kit.convert.prepare.source import Recovery, prepare_source
+    from mobilebert_kit.convert.prepare.recovery_run import CONFIG_KEYS, SUBSTITUTE_OUTPUT, RecoveryRun, substitute_record
     from mobilebert_kit.data.vocab import copy_tokenizer_files
     from mobilebert_kit.models.api import save
     from mobilebert_kit.sources.model_source import write_labels

@@ -1,12 +1,12 @@
 """``mbk validate FILE --reference SRC``: compare an artifact with its Keras source; non-zero exit on failure.
 
-``--arch arm64`` also runs the file on the runtime's aarch64 build, emulated (``convert/arch_validation.py``).
+``--arch arm64`` also runs the file on the runtime's aarch64 build, emulated (``convert/validation/arch_validation.py``).
 """
 
 from mobilebert_kit.artifacts.arches import ARCHES, arch
-from mobilebert_kit.convert.export_options import parse_thresholds
-from mobilebert_kit.convert.export_plan import recorded_length
-from mobilebert_kit.convert.quantization_modes import CONVERTED_MODES
+from mobilebert_kit.convert.plan.export_options import parse_thresholds
+from mobilebert_kit.convert.plan.export_plan import recorded_length
+from mobilebert_kit.convert.quantization.modes import CONVERTED_MODES
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -51,9 +51,9 @@ def run(args):
     if args.arch is not None:
         arch(args.arch).cpu(args.cpu)  # an unknown CPU fails here, before TensorFlow loads
     from mobilebert_kit.artifacts.runner import ArtifactRunner
-    from mobilebert_kit.convert.file_validation import validate_file
-    from mobilebert_kit.convert.input_set import InputSet, default_inputs, validation_lines
-    from mobilebert_kit.convert.rebuild import encoder_of
+    from mobilebert_kit.convert.validation.file_validation import validate_file
+    from mobilebert_kit.convert.plan.input_set import InputSet, default_inputs, validation_lines
+    from mobilebert_kit.convert.prepare.rebuild import encoder_of
     from mobilebert_kit.models.api import max_positions
     from mobilebert_kit.sources.model_source import ModelSource
 

@@ -140,7 +140,7 @@ def _quiet_process():
 
     * numpy's floating-point warnings (``RuntimeWarning: overflow encountered in cast``) went to stderr before
       the one-line error that explains them (a model answering inf, a metric that overflows); what they warn
-      of is checked and named where it matters (``convert/validation.py``, ``evaluation/``).
+      of is checked and named where it matters (``convert/validation/compare.py``, ``evaluation/``).
     * A file size limit (``ulimit -f``, RLIMIT_FSIZE): SIGXFSZ's default action kills the process with no
       message, its temporaries left behind. Ignored, the write fails with EFBIG and the writer's one-line
       error says so and removes what it wrote (``utils/output_check.write_error``).

@@ -14,7 +14,7 @@ class ArtifactWriter:
         output (OutputKind): what ``utils.atomic`` may replace at the output path (a file this writer made).
 
     Example:
-        >>> from mobilebert_kit.convert.file_validation import WRITERS  # doctest: +SKIP
+        >>> from mobilebert_kit.convert.validation.file_validation import WRITERS  # doctest: +SKIP
         >>> WRITERS["tflite"].output.name  # doctest: +SKIP
         'tflite'
     """

@@ -2,7 +2,7 @@
 
 Export capability as data: ``OUTPUTS`` says which *canonical* outputs each
 architecture computes (the encoder's first output is ``sequence_output``);
-the export task (:mod:`mobilebert_kit.convert.export_tasks`) picks some of
+the export task (:mod:`mobilebert_kit.convert.plan.export_tasks`) picks some of
 them, plus the derived ones of :data:`DERIVED` (``sentence_embedding``:
 pooling and normalization; ``probabilities``: softmax), and names them per
 format. :func:`task_outputs` is the one computation of the derived values:
@@ -23,10 +23,10 @@ model and 24 float mask ADDs in the Model Garden full-int8 export).
 import weakref
 
 from mobilebert_kit.backend import keras, tf
-from mobilebert_kit.convert.export_options import MASK_DTYPES
-from mobilebert_kit.convert.export_tasks import POOLINGS, export_task
-from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
-from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
+from mobilebert_kit.convert.plan.export_options import MASK_DTYPES
+from mobilebert_kit.convert.plan.export_tasks import POOLINGS, export_task
+from mobilebert_kit.convert.prepare.rebuild import architecture_of, encoder_of, rebuild
+from mobilebert_kit.convert.prepare.scale_migration import migrate_nonorm_scales, unmigratable
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.position_clip import PositionClip
 from mobilebert_kit.models.api import check_positions, max_positions
@@ -296,7 +296,7 @@ def build_export_model(
 
 
 def plan_graph(model, plan, hidden_states=False, for_qat=False):
-    """The export graph of an :class:`~mobilebert_kit.convert.export_plan.ExportPlan`: the one place its arguments
+    """The export graph of an :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan`: the one place its arguments
     are read from the plan, for the artifact and the drift probe alike.
 
     Example:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.convert.export_tasks import export_task
-from mobilebert_kit.convert.quantization_modes import MODES
-from mobilebert_kit.convert.quantization_search import Frontier, Tried
+from mobilebert_kit.convert.plan.export_tasks import export_task
+from mobilebert_kit.convert.quantization.modes import MODES
+from mobilebert_kit.convert.quantization.search import Frontier, Tried
 from mobilebert_kit.utils.atomic import atomic_file, remove_path
 from mobilebert_kit.utils.output_check import OutputKind, json_field
 

@@ -2,7 +2,7 @@
 
 The story of one export, each step in its own module:
 
-1. **plan** (``export_plan``): the source loads, and :func:`~mobilebert_kit.convert.export_plan.plan_export`
+1. **plan** (``export_plan``): the source loads, and :func:`~mobilebert_kit.convert.plan.export_plan.plan_export`
    decides every setting once (task, pooling, length, axes, input types, mode, labels, tokenizer) from
    what the user said and what the source declares;
 2. **prepare** (``prepare``): operator substitution and recovery, at the planned length;
@@ -26,15 +26,15 @@ from pathlib import Path
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_model import plan_graph
-from mobilebert_kit.convert.export_options import DEFAULT_MAX_DROP, FORMATS, ExportOptions  # noqa: F401  (public)
-from mobilebert_kit.convert.export_plan import FileMetadata, plan_export
+from mobilebert_kit.convert.plan.export_options import DEFAULT_MAX_DROP, FORMATS, ExportOptions  # noqa: F401  (public)
+from mobilebert_kit.convert.plan.export_plan import FileMetadata, plan_export
 from mobilebert_kit.convert.export_report import EXPORT_REPORT_OUTPUT, ExportResult, report_guard, report_path, write_report
-from mobilebert_kit.convert.export_tasks import export_task
-from mobilebert_kit.convert.file_validation import WRITERS, changed_answers, drift, validate_file
-from mobilebert_kit.convert.input_set import InputSet, default_inputs, validation_lines
-from mobilebert_kit.convert.prepare import Recovery, prepare_source, source_facts
-from mobilebert_kit.convert.qat import quantization_aware_graph
-from mobilebert_kit.convert.quantization_search import (
+from mobilebert_kit.convert.plan.export_tasks import export_task
+from mobilebert_kit.convert.validation.file_validation import WRITERS, changed_answers, drift, validate_file
+from mobilebert_kit.convert.plan.input_set import InputSet, default_inputs, validation_lines
+from mobilebert_kit.convert.prepare.source import Recovery, prepare_source, source_facts
+from mobilebert_kit.convert.quantization.qat import quantization_aware_graph
+from mobilebert_kit.convert.quantization.search import (
     Search,
     Tried,
     Verdict,
@@ -43,7 +43,7 @@ from mobilebert_kit.convert.quantization_search import (
     refusal,
     sensitivity,
 )
-from mobilebert_kit.convert.rebuild import encoder_of
+from mobilebert_kit.convert.prepare.rebuild import encoder_of
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import check_finite_weights, max_positions, named_weights
@@ -251,7 +251,7 @@ def _float_reference(graph, plan, metadata, scratch, inputs, score):
 
 
 def _metadata(source, model, graph, plan):
-    """The :class:`~mobilebert_kit.convert.export_plan.FileMetadata` of an export: the plan as the file records it.
+    """The :class:`~mobilebert_kit.convert.plan.export_plan.FileMetadata` of an export: the plan as the file records it.
 
     Besides describing the file, the dict carries what the TFLite client metadata is written from
     (``tflite_writer.client_metadata_args``): the task's client family, the output names, the labels; and

@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import RecipeError
-from mobilebert_kit.convert.export_options import ExportOptions, recipe_keys
-from mobilebert_kit.convert.export_plan import plan_export
-from mobilebert_kit.convert.quantization_modes import THRESHOLD_KEYS
+from mobilebert_kit.convert.plan.export_options import ExportOptions, recipe_keys
+from mobilebert_kit.convert.plan.export_plan import plan_export
+from mobilebert_kit.convert.quantization.modes import THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.presets import PRESETS
 from mobilebert_kit.utils.input_paths import check_input_path
@@ -75,7 +75,7 @@ _OWN_KEYS = {
 _SECTIONS = {table: {**own, **{key: option.type for key, option in _OPTION_KEYS.get(table, {}).items()}}
              for table, own in _OWN_KEYS.items()}
 _FORMAT_TABLES = ("tflite", "onnx")
-# [substitute] keys that name a substitution record (convert/substitution.py: SUBSTITUTIONS), as mbk substitute's flags.
+# [substitute] keys that name a substitution record (convert/prepare/substitution.py: SUBSTITUTIONS), as mbk substitute's flags.
 _SUBSTITUTION_KEYS = {"norm": "norm", "act": "act", "intermediate_size": "ffn"}
 _PATH_KEYS = {("source", "model"), ("substitute", "data"), ("export", "out_dir"), ("calibration", "data"),
               ("validation", "data"), ("evaluation", "data"), ("profile", "text")}
@@ -130,7 +130,7 @@ class Recipe:
         return source.get("model") or source["preset"]
 
     def options(self, validate=True):
-        """One :class:`~mobilebert_kit.convert.export_options.ExportOptions` per format."""
+        """One :class:`~mobilebert_kit.convert.plan.export_options.ExportOptions` per format."""
         export = dict(self.tables.get("export", {}))
         formats = export.pop("formats", ["tflite"])
         per_format = {fmt: export.pop(fmt, {}) for fmt in _FORMAT_TABLES}
@@ -188,7 +188,7 @@ class Recipe:
             >>> recipe = Recipe.load("export/nonorm.toml")  # doctest: +SKIP
             >>> source = recipe.prepare(recipe.options()[0])  # doctest: +SKIP
         """
-        from mobilebert_kit.convert.prepare import Recovery, prepare_source, source_facts
+        from mobilebert_kit.convert.prepare.source import Recovery, prepare_source, source_facts
         from mobilebert_kit.sources.model_source import ModelSource
 
         loaded = ModelSource.load(options.source, head=options.head)

@@ -354,7 +354,7 @@ class CheckpointTokenizer:
 
         They ASCII-lower-case the text, tokenize it with the packed file and add the literal ``[CLS]`` /
         ``[SEP]`` (``BertPreprocessor``); the packed file keeps the checkpoint's ids. Used by the export's
-        client-fidelity check (``convert/client_fidelity.py``).
+        client-fidelity check (``convert/validation/client_fidelity.py``).
 
         Returns:
             WordPieceTokenizer | CheckpointTokenizer | None: a tokenizer with this one's ids.

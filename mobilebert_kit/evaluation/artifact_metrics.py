@@ -37,8 +37,8 @@ from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.export_plan import recorded_length
-from mobilebert_kit.convert.export_tasks import TASKS as EXPORT_TASKS
+from mobilebert_kit.convert.plan.export_plan import recorded_length
+from mobilebert_kit.convert.plan.export_tasks import TASKS as EXPORT_TASKS
 from mobilebert_kit.data.checkpoint_tokenizer import CheckpointTokenizer, berts_names, tokenizer_of
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
 from mobilebert_kit.training.finetune_config import FinetuneConfig

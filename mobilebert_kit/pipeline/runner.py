@@ -33,7 +33,7 @@ from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-from mobilebert_kit.convert.export_plan import recorded_length
+from mobilebert_kit.convert.plan.export_plan import recorded_length
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, PIPELINE_OUTPUT

@@ -93,7 +93,7 @@ LIMITS = {
     "checkpoint_every": Limit(int, 1, _MANY),
     "keep_checkpoints": Limit(int, 1, 1000),
     "log_every": Limit(int, 1, _MANY),
-    # validation thresholds (convert/validation.py THRESHOLD_KEYS)
+    # validation thresholds (convert/validation/compare.py THRESHOLD_KEYS)
     "min_cosine": Limit(float, -1.0, 1.0),
     "min_snr_db": Limit(float, -1e12, 1e12),  # finite; a huge bar is a way to make validation fail on purpose
     "min_argmax_agreement": Limit(float, 0.0, 1.0),

@@ -13,7 +13,7 @@ import pytest
 from ai_edge_litert.tools import flatbuffer_utils as fb
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.export_tasks import GRAPH_INPUTS
+from mobilebert_kit.convert.plan.export_tasks import GRAPH_INPUTS
 from tests.clients.clients import cosines, mean_pooled, mediapipe_classify, mediapipe_embed, softmax
 from tests.clients.conftest import TINY_SEQ, TINY_TEXTS
 
@@ -142,9 +142,9 @@ def test_inputs_are_the_first_tensors_in_input_order(tiny_classifier, exported, 
 
 
 def test_renumbered_tensors_compute_the_same_and_validate(tiny_classifier, exported, tmp_path):
-    from mobilebert_kit.convert.file_validation import validate_file
-    from mobilebert_kit.convert.input_set import InputSet
-    from mobilebert_kit.convert.tflite_flatbuffer import inputs_first, renumber_tensors
+    from mobilebert_kit.convert.validation.file_validation import validate_file
+    from mobilebert_kit.convert.plan.input_set import InputSet
+    from mobilebert_kit.convert.tflite.flatbuffer import inputs_first, renumber_tensors
     from mobilebert_kit.sources.model_source import ModelSource
 
     model_dir = tiny_classifier / "model"

@@ -62,7 +62,7 @@ def float_sizes(tiny_mobilebert, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def calibration_npz(tmp_path_factory):
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
 
     path = tmp_path_factory.mktemp("calibration") / "calib.npz"
     InputSet.random(vocab_size=512, count=8, seq_len=SEQ, seed=1).save(path)
@@ -79,7 +79,7 @@ def export_tiny(model, path, fmt="tflite", quantize="none", **options):
 
 def corrupted(model, path="transformer_layer_1/attention/value/kernel"):
     """A copy of ``model`` with one kernel zeroed: what a broken export looks like."""
-    from mobilebert_kit.convert.rebuild import rebuild, weight_arrays
+    from mobilebert_kit.convert.prepare.rebuild import rebuild, weight_arrays
 
     arrays = weight_arrays(model)
     key = next(k for k in arrays if k.endswith(path))
@@ -88,8 +88,8 @@ def corrupted(model, path="transformer_layer_1/attention/value/kernel"):
 
 
 def padded_inputs(model, count=6, seed=3):
-    from mobilebert_kit.convert.input_set import InputSet
-    from mobilebert_kit.convert.rebuild import encoder_of
+    from mobilebert_kit.convert.plan.input_set import InputSet
+    from mobilebert_kit.convert.prepare.rebuild import encoder_of
 
     return InputSet.random(encoder_of(model).config["vocab_size"], count, SEQ, seed=seed)
 
@@ -104,7 +104,7 @@ def with_outliers(model, factor=20.0, channels=2, seed=0, layers=None, weights=(
     the norm scales by default; ``("output/kernel", "output/bias")`` puts the outliers in the feed-forward
     output of a LayerNorm model instead, which full int8 keeps integer (its LayerNorms stay float).
     """
-    from mobilebert_kit.convert.rebuild import rebuild, weight_arrays
+    from mobilebert_kit.convert.prepare.rebuild import rebuild, weight_arrays
 
     rng = np.random.default_rng(seed)
     arrays = weight_arrays(model)
@@ -124,7 +124,7 @@ def with_outliers(model, factor=20.0, channels=2, seed=0, layers=None, weights=(
 def tiny_with_vocab(tmp_path_factory):
     """tiny-bert saved next to an uncased WordPiece vocabulary learnt from the built-in English text."""
     import mobilebert_kit as mbk
-    from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
+    from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
     from mobilebert_kit.data.word_piece_tokenizer import train_wordpiece_vocab
     from mobilebert_kit.sources.model_source import ModelSource
 

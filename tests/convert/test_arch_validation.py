@@ -55,7 +55,7 @@ def test_a_threshold_the_aarch64_run_misses_exits_1(exported):
 
 
 def test_a_wrong_aarch64_output_fails_validation(tiny_mobilebert, tmp_path, monkeypatch):
-    from mobilebert_kit.convert.file_validation import validate_file
+    from mobilebert_kit.convert.validation.file_validation import validate_file
 
     path = export_tiny(tiny_mobilebert, tmp_path / "m.tflite", validate=False).path
     run = EmulatedRunner.run
@@ -83,7 +83,7 @@ def test_export_refuses_a_file_that_disagrees_on_arm64_and_writes_nothing(tiny_m
 
 
 def test_onnx_runs_on_onnxruntimes_aarch64_build(tiny_bert, tmp_path):
-    from mobilebert_kit.convert.file_validation import validate_file
+    from mobilebert_kit.convert.validation.file_validation import validate_file
 
     path = export_tiny(tiny_bert, tmp_path / "m.onnx", "onnx", "dynamic", validate=False).path
     report = validate_file(path, tiny_bert, padded_inputs(tiny_bert), "dynamic", arch="arm64", cpu="cortex-a53")

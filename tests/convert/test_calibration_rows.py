@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from mobilebert_kit.convert.input_set import InputSet
-from mobilebert_kit.convert.tflite_export import PADDED_CALIBRATION_ROWS, _representative
+from mobilebert_kit.convert.plan.input_set import InputSet
+from mobilebert_kit.convert.tflite.export import PADDED_CALIBRATION_ROWS, _representative
 
 
 def graph_with(seq_len):

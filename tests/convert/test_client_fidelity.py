@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from mobilebert_kit.convert.client_fidelity import ClientFidelity, client_fidelity
-from mobilebert_kit.convert.input_set import sample_lines
+from mobilebert_kit.convert.validation.client_fidelity import ClientFidelity, client_fidelity
+from mobilebert_kit.convert.plan.input_set import sample_lines
 from tests.convert.conftest import SEQ, export_tiny
 from tests.helpers import run_mbk
 
@@ -110,13 +110,13 @@ PHONE_TEXTS = ["naïve café", "Émile Zola wrote Germinal.", "ΣΟΦΙΑ and σ
 
 def test_client_tokenizer_gives_the_ids_mediapipe_feeds(tmp_path):
     # The TFLite Metadata writer is c1's (issue 14); this runs once it is in the package.
-    metadata = pytest.importorskip("mobilebert_kit.convert.tflite_metadata")
+    metadata = pytest.importorskip("mobilebert_kit.convert.tflite.metadata")
     text_embedder = pytest.importorskip("mediapipe.tasks.python.text.text_embedder")
     from mediapipe.tasks.python.core import base_options
 
     import mobilebert_kit as mbk
     from mobilebert_kit.artifacts.runner import ArtifactRunner
-    from mobilebert_kit.convert import tflite_flatbuffer
+    from mobilebert_kit.convert.tflite import flatbuffer as tflite_flatbuffer
     from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
     from mobilebert_kit.models.presets import preset_config
     from mobilebert_kit.sources.model_source import ModelSource

@@ -3,8 +3,8 @@
 import pytest
 
 from mobilebert_kit.convert.exporter import ExportOptions, export
-from mobilebert_kit.convert.input_set import InputSet
-from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
+from mobilebert_kit.convert.plan.input_set import InputSet
+from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
 from tests.convert.conftest import SEQ
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.export_options import ExportOptions
-from mobilebert_kit.convert.export_plan import SourceFacts, plan_export
+from mobilebert_kit.convert.plan.export_options import ExportOptions
+from mobilebert_kit.convert.plan.export_plan import SourceFacts, plan_export
 from mobilebert_kit.errors import ConfigError
 from tests.convert.conftest import SEQ, export_tiny, padded_inputs
 
@@ -209,7 +209,7 @@ def test_classifier_tflite_outputs_probabilities_and_onnx_logits(tiny_mobilebert
             np.testing.assert_allclose(np.log(values) - np.log(values[:, :1]), logits - logits[:, :1], atol=1e-3)
         else:
             np.testing.assert_allclose(values, logits, atol=1e-4)
-    from mobilebert_kit.convert.tflite_writer import client_metadata_args
+    from mobilebert_kit.convert.tflite.writer import client_metadata_args
 
     meta, vocab = read_artifact_metadata(tmp_path / "c.tflite", with_vocab=True)
     args = client_metadata_args(meta, vocab or None)
@@ -221,7 +221,7 @@ def test_onnx_runs_as_optimum_code_feeds_it(tiny_bert, tmp_path):
     """int64 feeds of any batch and any length up to the position table, named outputs, quantized alike."""
     import onnx
 
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
 
     positions = tiny_bert.config["max_position_embeddings"]
     rows = InputSet.like_text(tiny_bert.config["vocab_size"], 3, positions, 2, seed=4).arrays
@@ -263,10 +263,10 @@ def test_float_mask_file_on_request(tiny_bert, tmp_path):
 
 def test_mbk_validate_reads_the_task_and_accepts_older_files(tiny_mobilebert, tmp_path, capsys):
     from mobilebert_kit.cli.main import main
-    from mobilebert_kit.convert.export_plan import FileMetadata
-    from mobilebert_kit.convert.tflite_writer import write_tflite
+    from mobilebert_kit.convert.plan.export_plan import FileMetadata
+    from mobilebert_kit.convert.tflite.writer import write_tflite
     from mobilebert_kit.convert.export_model import build_export_model
-    from mobilebert_kit.convert.file_validation import validate_file
+    from mobilebert_kit.convert.validation.file_validation import validate_file
     from mobilebert_kit.models.heads import HEADS
 
     model = HEADS["sequence_classifier"](tiny_mobilebert, num_labels=2)
@@ -311,7 +311,7 @@ def test_full_int8_int32_mask_keeps_the_float_mask_files_ops_and_xnnpack_coverag
 
 
 def test_a_one_output_head_exports_its_raw_score_not_a_softmax():
-    from mobilebert_kit.convert.export_tasks import export_task
+    from mobilebert_kit.convert.plan.export_tasks import export_task
 
     options = ExportOptions("tiny-bert", out="m.tflite")
     regressor = plan(options, "sequence_classifier", num_outputs=1)

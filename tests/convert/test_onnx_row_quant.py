@@ -1,4 +1,4 @@
-"""ONNX dynamic int8 with per-row scales written out as a graph (convert/onnx_row_quant.py, issue 15 item 4;
+"""ONNX dynamic int8 with per-row scales written out as a graph (convert/onnx/row_quant.py, issue 15 item 4;
 the ``row-graph`` record of ``ACTIVATION_SCALES`` since issue 36)."""
 
 import numpy as np
@@ -7,9 +7,9 @@ import pytest
 from onnx import TensorProto
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.onnx_export import quantize
-from mobilebert_kit.convert.onnx_row_quant import quantize_rows
-from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.convert.onnx.export import quantize
+from mobilebert_kit.convert.onnx.row_quant import quantize_rows
+from mobilebert_kit.convert.quantization.modes import quantization_mode
 from tests.convert import two_dense
 from tests.convert.conftest import export_tiny, padded_inputs
 from tests.convert.two_dense import two_dense_model

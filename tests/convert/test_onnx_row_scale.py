@@ -1,4 +1,4 @@
-"""ONNX dynamic int8 with per-row scales inside ONNX Runtime's fused kernels (convert/onnx_row_scale.py, issue 36)."""
+"""ONNX dynamic int8 with per-row scales inside ONNX Runtime's fused kernels (convert/onnx/row_scale.py, issue 36)."""
 
 import collections
 
@@ -7,9 +7,9 @@ import onnx
 import pytest
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.onnx_export import quantize
-from mobilebert_kit.convert.onnx_row_scale import scale_rows, weight_matmuls
-from mobilebert_kit.convert.quantization_modes import ACTIVATION_SCALES, OnnxQuantizer, quantization_mode
+from mobilebert_kit.convert.onnx.export import quantize
+from mobilebert_kit.convert.onnx.row_scale import scale_rows, weight_matmuls
+from mobilebert_kit.convert.quantization.modes import ACTIVATION_SCALES, OnnxQuantizer, quantization_mode
 from mobilebert_kit.errors import ConfigError
 from tests.convert import two_dense
 from tests.convert.conftest import export_tiny, padded_inputs

@@ -8,8 +8,8 @@ import pytest
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import OutputValueError
 from mobilebert_kit.convert.exporter import ExportOptions, export
-from mobilebert_kit.convert.file_validation import validate_file
-from mobilebert_kit.convert.quantization_modes import CONVERTED_MODES, MODES as QUANTIZATION_MODES
+from mobilebert_kit.convert.validation.file_validation import validate_file
+from mobilebert_kit.convert.quantization.modes import CONVERTED_MODES, MODES as QUANTIZATION_MODES
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from tests.convert.conftest import export_tiny, padded_inputs
 
@@ -69,7 +69,7 @@ def test_selective_quantization_keeps_named_layers_and_ops_float(tiny_mobilebert
 
 def test_full_int8_default_runs_in_xnnpack(tiny_mobilebert, calibration_npz, tmp_path):
     """Issue 7: the default full-int8 graph is one XNNPACK graph: float softmax and mask add, symmetric K/V."""
-    from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
+    from mobilebert_kit.convert.tflite.int8_graph import symmetric_matmul_operands
     from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
 
     result = export_tiny(tiny_mobilebert, tmp_path / "d.tflite", "tflite", "int8", calibration=str(calibration_npz))
@@ -95,7 +95,7 @@ def test_full_int8_default_runs_in_xnnpack(tiny_mobilebert, calibration_npz, tmp
 def test_symmetric_pass_is_what_makes_xnnpack_take_the_matmuls(tiny_mobilebert, calibration_npz, tmp_path,
                                                                monkeypatch):
     """Without the pass, asymmetric K/V leave BATCH_MATMUL on builtin kernels (the measured XNNPACK rule)."""
-    from mobilebert_kit.convert import tflite_export
+    from mobilebert_kit.convert.tflite import export as tflite_export
     from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
 
     monkeypatch.setattr(tflite_export, "symmetric_matmul_operands", lambda data: (data, 0))
@@ -135,7 +135,8 @@ def test_drift_report_lists_every_layer(tiny_mobilebert, calibration_npz, tmp_pa
 def test_qat_drift_probe_is_the_written_model_and_qat_runs_once(tiny_mobilebert, calibration_npz, tmp_path,
                                                                  monkeypatch, fmt):
     """Issue 13 item 10: the drift report of a QAT export describes the artifact, and QAT is paid once."""
-    from mobilebert_kit.convert import exporter, file_validation
+    from mobilebert_kit.convert import exporter
+    from mobilebert_kit.convert.validation.compare import file_validation
 
     calls = []
     real_qat, real_probe = exporter.quantization_aware_graph, file_validation.write_drift_probe
@@ -189,7 +190,7 @@ def test_full_int8_without_a_vocabulary_calibrates_on_realistic_random_rows(tiny
 
 
 def test_qat_configs_cover_every_kernel_of_our_layers(tiny_mobilebert):
-    from mobilebert_kit.convert import qat
+    from mobilebert_kit.convert.quantization import qat
     from mobilebert_kit.convert.export_model import build_export_model
 
     graph = build_export_model(tiny_mobilebert, 1, 16, for_qat=True)

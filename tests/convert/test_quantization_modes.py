@@ -12,12 +12,13 @@ import pytest
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.taxonomy import precision
 from mobilebert_kit.cli.main import build_parser
-from mobilebert_kit.convert import onnx_export, tflite_export
+from mobilebert_kit.convert.onnx import export as onnx_export
+from mobilebert_kit.convert.tflite import export as tflite_export
 from mobilebert_kit.convert.errors import ExportError, RecipeError
-from mobilebert_kit.convert.export_options import ExportOptions, add_arguments, option, recipe_keys
-from mobilebert_kit.convert.quantization_modes import CAPABILITIES, CONVERTED_MODES, MODES
+from mobilebert_kit.convert.plan.export_options import ExportOptions, add_arguments, option, recipe_keys
+from mobilebert_kit.convert.quantization.modes import CAPABILITIES, CONVERTED_MODES, MODES
 from mobilebert_kit.convert.recipe import _SECTIONS, Recipe
-from mobilebert_kit.convert.validation import thresholds_for
+from mobilebert_kit.convert.validation.compare import thresholds_for
 from mobilebert_kit.errors import ConfigError
 from tests.convert.conftest import SEQ, export_tiny
 from tests.reliability.conftest import mbk  # noqa: F401  (the in-process mbk fixture)

@@ -51,7 +51,7 @@ def _accuracy(path, data):
 def sensitive(tmp_path_factory):
     """(classifier, saved directory, eval .npz) with transformer_layer_1 made int8-sensitive."""
     import mobilebert_kit as mbk
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
     from mobilebert_kit.models.heads import HEADS
 
     encoder = mbk.build("tiny-bert", attention_mask_value=-120.0)
@@ -70,7 +70,7 @@ def sensitive(tmp_path_factory):
 @pytest.fixture(scope="module")
 def calibration(tmp_path_factory):
     """32 calibration rows: a sixth of the default's conversion time, the same verdicts (measured)."""
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
 
     path = tmp_path_factory.mktemp("calibration") / "calib.npz"
     InputSet.random(vocab_size=512, count=32, seq_len=SEQ, seed=1).save(path)

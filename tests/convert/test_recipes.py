@@ -52,7 +52,7 @@ def test_bad_recipes_are_one_line_errors(tmp_path, text, fragment):
 
 
 def test_recipe_substitutes_once_and_exports_every_format(tmp_path):
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
 
     (tmp_path / "data").mkdir()
     InputSet.random(512, 8, 16).save(tmp_path / "data" / "calib.npz")
@@ -118,7 +118,7 @@ def test_minilm_recipe_through_a_symlinked_checkpoint(tmp_path):
 
 
 def test_input_names_agree_with_the_encoder():
-    from mobilebert_kit.convert.input_set import INPUT_NAMES
+    from mobilebert_kit.convert.plan.input_set import INPUT_NAMES
     from mobilebert_kit.models.encoder import INPUT_NAMES as ENCODER_INPUTS
 
     assert INPUT_NAMES == ENCODER_INPUTS

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from mobilebert_kit.convert.input_set import InputSet
-from mobilebert_kit.convert.rebuild import rebuild, weight_arrays
-from mobilebert_kit.convert.scale_migration import RELU_MAX_GROWTH, migrate_nonorm_scales
-from mobilebert_kit.convert.substitution import substitute
+from mobilebert_kit.convert.plan.input_set import InputSet
+from mobilebert_kit.convert.prepare.rebuild import rebuild, weight_arrays
+from mobilebert_kit.convert.prepare.scale_migration import RELU_MAX_GROWTH, migrate_nonorm_scales
+from mobilebert_kit.convert.prepare.substitution import substitute
 from mobilebert_kit.errors import ConfigError
 from tests.convert.conftest import SEQ, export_tiny, padded_inputs, trained_like, with_outliers
 
@@ -234,7 +234,7 @@ def test_substitution_applies_the_default_migration_exactly(tiny_bert):
     # prepare_source (mbk substitute, export --norm, recipes, the pipeline) migrates after recovery by
     # default: the NoNorm scales move (the weights differ from the unmigrated substitution) while every
     # output stays within 1e-5 of it.
-    from mobilebert_kit.convert.prepare import DEFAULT_SCALE_MIGRATION, Recovery, prepare_source
+    from mobilebert_kit.convert.prepare.source import DEFAULT_SCALE_MIGRATION, Recovery, prepare_source
 
     source = tiny_bert
     plain = prepare_source(source, {"norm": "no_norm", "act": "relu"}, Recovery(steps=0, seq_len=SEQ, migrate="none"))
@@ -253,7 +253,7 @@ def test_balance_reads_the_adders_outputs_and_the_sum_not_only_the_writer(nonorm
     # the segment does not: ranges taken from the writer alone never saw them (all-int8 sentence cosine
     # 0.852 -> 0.926 once counted, benchmarks/nonorm_int8.py). One FFN output column made 50x larger must
     # show in the segment's ranges and get the segment's largest scale.
-    from mobilebert_kit.convert.scale_migration import _model_segments, _segment_ranges
+    from mobilebert_kit.convert.prepare.scale_migration import _model_segments, _segment_ranges
 
     arrays = weight_arrays(nonorm_bert)
     kernel = next(k for k in arrays if k.endswith("transformer_layer_0/ffn_0/output/kernel"))

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.export_options import ExportOptions
-from mobilebert_kit.convert.export_plan import SourceFacts, plan_export
-from mobilebert_kit.convert.quantization_search import Search, Tried, Verdict
+from mobilebert_kit.convert.plan.export_options import ExportOptions
+from mobilebert_kit.convert.plan.export_plan import SourceFacts, plan_export
+from mobilebert_kit.convert.quantization.search import Search, Tried, Verdict
 
 RANKING = ["transformer_layer_1", "transformer_layer_0", "embeddings"]
 

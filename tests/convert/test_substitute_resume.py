@@ -44,7 +44,7 @@ def _report(directory):
 def stop(monkeypatch):
     """``stop(step, how)``: the next recoveries stop after ``step`` (``sigint``, ``sigterm`` or ``crash``);
     ``stop(None)``: they run to the end."""
-    from mobilebert_kit.convert.recovery_run import RecoveryRun
+    from mobilebert_kit.convert.prepare.recovery_run import RecoveryRun
 
     def at(step, how="sigint"):
         monkeypatch.setattr(RecoveryRun, "on_step_end", None if step is None else stop_at(step, how))
@@ -68,7 +68,7 @@ def uninterrupted(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stopped_at_3(tmp_path_factory):
     """An ``OUT`` holding a recovery stopped by Ctrl-C at step 3 (checkpoints of steps 2 and 3); copied per test."""
-    from mobilebert_kit.convert.recovery_run import RecoveryRun
+    from mobilebert_kit.convert.prepare.recovery_run import RecoveryRun
 
     out = tmp_path_factory.mktemp("sub_stopped") / "out"
     RecoveryRun.on_step_end = stop_at(3, "sigint")
@@ -210,7 +210,7 @@ def test_a_new_run_keeps_the_finished_output_until_it_completes(uninterrupted, s
 
 def test_overwrite_replaces_a_user_s_directory_only_with_the_finished_output(uninterrupted, monkeypatch, tmp_path,
                                                                             capsys):
-    from mobilebert_kit.convert import recovery
+    from mobilebert_kit.convert.prepare.source import recovery
 
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -269,7 +269,7 @@ def test_a_deep_or_broken_run_record_is_one_line(interrupted, capsys):
 
 
 def test_resuming_on_changed_data_is_refused(stop, tmp_path, capsys):
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
 
     data, out = tmp_path / "rows.npz", tmp_path / "out"
     InputSet.random(vocab_size=512, count=24, seq_len=16, seed=1).save(data)
@@ -325,8 +325,8 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_the_run_resumes(uninterrupt
 
 def test_the_cli_defaults_are_the_library_defaults():
     from mobilebert_kit.cli.cmd_substitute import _DEFAULTS
-    from mobilebert_kit.convert.prepare import Recovery
-    from mobilebert_kit.convert.recovery_run import DEFAULT_CHECKPOINT_EVERY
+    from mobilebert_kit.convert.prepare.source import Recovery
+    from mobilebert_kit.convert.prepare.recovery_run import DEFAULT_CHECKPOINT_EVERY
 
     library = Recovery()
     assert _DEFAULTS == {"recover_steps": library.steps, "seq_len": library.seq_len,
@@ -336,7 +336,7 @@ def test_the_cli_defaults_are_the_library_defaults():
 
 
 def test_each_step_draws_its_rows_from_the_seed_and_the_step_alone():
-    from mobilebert_kit.convert.recovery import step_rows
+    from mobilebert_kit.convert.prepare.recovery import step_rows
 
     rows = [step_rows(3, step, 40, 8) for step in range(5)]
     assert [list(r) for r in rows[2:]] == [list(step_rows(3, step, 40, 8)) for step in range(2, 5)]  # no history

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from mobilebert_kit.artifacts.inspection import inspect_artifact
-from mobilebert_kit.convert.input_set import InputSet
-from mobilebert_kit.convert.rebuild import weight_arrays
-from mobilebert_kit.convert.substitution import SUBSTITUTIONS, substitute
+from mobilebert_kit.convert.plan.input_set import InputSet
+from mobilebert_kit.convert.prepare.rebuild import weight_arrays
+from mobilebert_kit.convert.prepare.substitution import SUBSTITUTIONS, substitute
 from mobilebert_kit.errors import ConfigError
 from tests.convert.conftest import SEQ, export_tiny
 
@@ -25,7 +25,7 @@ def test_weights_carry_over_by_name(tiny_bert):
 
 
 def test_fit_to_data_brings_nonorm_closer_to_layernorm(tiny_bert):
-    from mobilebert_kit.convert.recovery import fidelity
+    from mobilebert_kit.convert.prepare.recovery import fidelity
 
     data = InputSet.random(512, 32, SEQ, seed=4)
     copied = fidelity(tiny_bert, substitute(tiny_bert, norm="no_norm").model, data)
@@ -35,7 +35,7 @@ def test_fit_to_data_brings_nonorm_closer_to_layernorm(tiny_bert):
 
 
 def test_recovery_reduces_the_loss_and_reports_both_sides(tiny_bert):
-    from mobilebert_kit.convert.recovery import recover
+    from mobilebert_kit.convert.prepare.recovery import recover
 
     data = InputSet.random(512, 32, SEQ, seed=5)
     model = substitute(tiny_bert, fit_inputs=data, norm="no_norm", act="relu").model
@@ -48,7 +48,7 @@ def test_recovery_reduces_the_loss_and_reports_both_sides(tiny_bert):
 def test_recovery_trains_only_what_its_loss_reads(tiny_bert):
     # The pooler is not in the hidden-state loss: it must neither move nor make TensorFlow warn
     # "Gradients do not exist for variables ['pooler/kernel:0', ...]" (issue 12; the log is not filtered).
-    from mobilebert_kit.convert.recovery import recover
+    from mobilebert_kit.convert.prepare.recovery import recover
 
     records = []
     handler = logging.Handler()
@@ -95,9 +95,9 @@ def test_fit_and_report_run_in_bounded_batches_and_match_the_one_pass_fit(tiny_b
     # every LayerNorm's input and output (all-MiniLM-L6-v2, 1,800 lines at seq 64: about 10 GB). Each
     # forward pass must see at most RECORD_ROWS / FIDELITY_ROWS rows, whatever the data size, and the
     # running sums must give the same fit as the centred one-pass formula.
-    import mobilebert_kit.convert.substitution as substitution
+    import mobilebert_kit.convert.prepare.substitution as substitution
     from mobilebert_kit.backend import keras
-    from mobilebert_kit.convert.recovery import FIDELITY_ROWS, fidelity
+    from mobilebert_kit.convert.prepare.recovery import FIDELITY_ROWS, fidelity
 
     data = InputSet.random(512, 3 * substitution.RECORD_ROWS + 5, SEQ, seed=7)
     seen = []
@@ -131,7 +131,7 @@ def test_fit_and_report_run_in_bounded_batches_and_match_the_one_pass_fit(tiny_b
 
 def _with_dead_units(model, dead):
     """``model`` with the output rows of FFN units ``dead`` zeroed in every FFN: those units contribute nothing."""
-    from mobilebert_kit.convert.rebuild import rebuild
+    from mobilebert_kit.convert.prepare.rebuild import rebuild
 
     arrays = weight_arrays(model)
     for path in arrays:

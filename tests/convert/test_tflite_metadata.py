@@ -25,10 +25,10 @@ from mobilebert_kit.artifacts.client_metadata import parse_client_metadata, read
 from mobilebert_kit.artifacts.clients import client_readiness
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.reader import read_artifact
-from mobilebert_kit.convert import tflite_flatbuffer
-from mobilebert_kit.convert import tflite_metadata
+from mobilebert_kit.convert.tflite import flatbuffer as tflite_flatbuffer
+from mobilebert_kit.convert.tflite import metadata as tflite_metadata
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.tflite_metadata import TFLITE_METADATA, client_metadata, pack_files
+from mobilebert_kit.convert.tflite.metadata import TFLITE_METADATA, client_metadata, pack_files
 from tests.convert.conftest import SEQ, export_tiny
 from tests.helpers import assert_one_line_error, run_mbk
 

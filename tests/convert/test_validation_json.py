@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-from mobilebert_kit.convert.validation import ValidationReport, compare, thresholds_for
+from mobilebert_kit.convert.validation.compare import ValidationReport, compare, thresholds_for
 
 
 def test_an_exact_comparison_reports_as_strict_json():

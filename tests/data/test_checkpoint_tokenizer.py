@@ -11,7 +11,7 @@ emulating the client must give the checkpoint's ids on lower-cased ASCII text
 import numpy as np
 import pytest
 
-from mobilebert_kit.convert.sample_text import SENTENCE_PAIRS, SENTENCES
+from mobilebert_kit.convert.plan.sample_text import SENTENCE_PAIRS, SENTENCES
 from mobilebert_kit.data import sentencepiece_model as spm
 from mobilebert_kit.data.checkpoint_tokenizer import CheckpointTokenizer, load_tokenizer, tokenizer_of
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer

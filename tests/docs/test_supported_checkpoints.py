@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from doc_runner import DOCS  # noqa: E402
 
 from mobilebert_kit.checkpoints.families import FAMILIES  # noqa: E402
-from mobilebert_kit.convert.export_tasks import graph_inputs  # noqa: E402
+from mobilebert_kit.convert.plan.export_tasks import graph_inputs  # noqa: E402
 
 TOKENIZER_WORDS = {"wordpiece": "WordPiece", "sentencepiece": "SentencePiece", "bpe": "byte-level BPE"}
 BUILT = ("distilbert", "electra", "albert", "roberta", "xlm-roberta", "mpnet")

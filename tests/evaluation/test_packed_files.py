@@ -19,7 +19,7 @@ from tests.helpers import assert_one_line_error
 
 def _repacked(source, target, change):
     """``source`` with its packed files replaced by ``change({name: bytes})``'s (the flatbuffer untouched)."""
-    from mobilebert_kit.convert.tflite_metadata import pack_files
+    from mobilebert_kit.convert.tflite.metadata import pack_files
 
     data = source.read_bytes()
     with zipfile.ZipFile(io.BytesIO(data)) as archive:

@@ -156,7 +156,7 @@ def test_every_input_path_is_checked(mbk, tmp_path, make, fragment, args):
 _MEMORY_CHILD = r"""
 import resource, sys
 import numpy as np
-from mobilebert_kit.convert.input_set import InputSet
+from mobilebert_kit.convert.plan.input_set import InputSet
 
 class Tokenizer:
     vocab_size = 100
@@ -191,7 +191,7 @@ def test_large_data_file_is_read_only_as_far_as_the_rows_used(tmp_path, kind):
 
 
 def test_zero_row_npz_is_refused(mbk, tmp_path):
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
     from mobilebert_kit.convert.errors import ExportError
 
     path = tmp_path / "empty.npz"

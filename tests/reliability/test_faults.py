@@ -298,7 +298,7 @@ def test_onnx_quantization_on_a_full_temporary_directory_names_it(tmp_path, monk
 
     import onnx
 
-    from mobilebert_kit.convert.onnx_export import _short_of_room
+    from mobilebert_kit.convert.onnx.export import _short_of_room
     from tests.profiler.fixture_models import build_onnx_bert
 
     build_onnx_bert(tmp_path / "m.onnx", vocab_size=20, hidden=8, layers=1, seq_len=8)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from mobilebert_kit.artifacts.client_metadata import LIMITS, ClientMetadata, packed_disagreements, parse_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.metadata_schema import SLOTS, TFLITE_METADATA
-from mobilebert_kit.convert.tflite_metadata import client_metadata, pack_files
+from mobilebert_kit.convert.tflite.metadata import client_metadata, pack_files
 
 FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(60)]

@@ -166,7 +166,7 @@ def test_segment_ids_past_the_models_segments_are_refused_naming_the_array(tmp_p
     import numpy as np
 
     from mobilebert_kit.convert.errors import ExportError
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
 
     rows = {"input_ids": np.full((2, 8), 5), "attention_mask": np.ones((2, 8)), "token_type_ids": np.zeros((2, 8))}
     rows["token_type_ids"][1, 3] = 9

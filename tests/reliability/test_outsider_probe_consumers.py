@@ -115,7 +115,7 @@ def test_a_pipeline_refused_at_its_first_stage_leaves_no_directory(mbk, tmp_path
 
 
 def test_labels_must_name_each_class_of_the_head(tmp_path):
-    from mobilebert_kit.convert.export_plan import check_labels as _check_labels
+    from mobilebert_kit.convert.plan.export_plan import check_labels as _check_labels
     from mobilebert_kit.convert.exporter import ExportOptions
 
     options = ExportOptions("tiny-bert", out="m.tflite", labels=("a", "b", "c"), named_by="recipe")
@@ -126,7 +126,7 @@ def test_labels_must_name_each_class_of_the_head(tmp_path):
 
 
 def test_head_choices_are_the_model_heads():
-    from mobilebert_kit.convert.export_options import HEAD_CHOICES
+    from mobilebert_kit.convert.plan.export_options import HEAD_CHOICES
     from mobilebert_kit.models.heads import HEADS
 
     assert set(HEAD_CHOICES) == {"auto"} | set(HEADS)
@@ -229,7 +229,7 @@ def test_stdlib_corpus_is_an_output_that_never_replaces_the_user_s_files(mbk, tm
 def test_npz_inputs_that_no_tokenizer_makes_are_refused(tmp_path, name, value, problem):
     # They were cast to int32 silently: validation passed on wrapped ids and on masks of 7.
     from mobilebert_kit.convert.errors import ExportError
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.plan.input_set import InputSet
 
     arrays = {"input_ids": np.full((2, 8), 5, np.int32), "attention_mask": np.ones((2, 8), np.int32),
               "token_type_ids": np.zeros((2, 8), np.int32)}
@@ -324,8 +324,8 @@ def test_validation_checks_the_padding_mask_when_no_row_is_padded(tmp_path):
     # passed validation and gave other answers on an app's short inputs.
     import mobilebert_kit as mbk_api
     from mobilebert_kit.convert.exporter import ExportOptions, export
-    from mobilebert_kit.convert.file_validation import validate_file
-    from mobilebert_kit.convert.input_set import InputSet
+    from mobilebert_kit.convert.validation.file_validation import validate_file
+    from mobilebert_kit.convert.plan.input_set import InputSet
     from tests.convert.conftest import trained_like
 
     model = trained_like(mbk_api.build("tiny-bert", attention_mask_value=-120.0), seed=3)

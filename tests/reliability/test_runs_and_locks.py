@@ -406,7 +406,7 @@ def test_every_resumable_command_refuses_a_run_that_is_still_alive(tmp_path, com
         def check(resume):
             run.check(record, DistillConfig(), resume, overwrite=not resume)
     else:
-        from mobilebert_kit.convert.recovery_run import SUBSTITUTE_OUTPUT, RecoveryRun, substitute_record
+        from mobilebert_kit.convert.prepare.recovery_run import SUBSTITUTE_OUTPUT, RecoveryRun, substitute_record
 
         record = substitute_record("tiny-bert", None, {"norm": "no_norm"})
         (out / ".mbk-output.json").write_text(json.dumps({"format": SUBSTITUTE_OUTPUT.format, "version": 1,

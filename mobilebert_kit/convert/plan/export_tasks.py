@@ -106,7 +106,7 @@ class ExportTask:
 
     Args:
         name (str): the ``--task`` value.
-        architectures (tuple): source architectures (``convert.rebuild.architecture_of``) it exports from.
+        architectures (tuple): source architectures (``convert.prepare.rebuild.architecture_of``) it exports from.
         outputs (dict): per format, ``((exported name, canonical name), ...)`` in export order.
         client (str | None): the TFLite client family the metadata targets: ``"embedder"``,
             ``"classifier"``, ``"question_answerer"``, or None (metadata with the tokenizer only).

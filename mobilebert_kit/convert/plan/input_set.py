@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
+from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
 from mobilebert_kit.data.word_piece_tokenizer import PAIR_MIN_LENGTH
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.atomic import atomic_file

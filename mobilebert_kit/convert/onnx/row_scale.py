@@ -4,7 +4,7 @@ Why: ``quantize_dynamic`` quantizes each weight MatMul's activation with one
 uint8 scale per tensor (ORT fuses that into ``DynamicQuantizeMatMul`` /
 ``MatMulIntegerToFloat``: fast, but a trained encoder's few wide tokens
 ([CLS], [SEP]) take the range from the others). Our hand-written per-row
-scheme (:mod:`~mobilebert_kit.convert.onnx_row_quant`, 16 ops per MatMul)
+scheme (:mod:`~mobilebert_kit.convert.onnx.row_quant`, 16 ops per MatMul)
 kept the fidelity and lost the fused kernels: ``mobilebert`` dynamic int8 ran
 at 1.87x Hugging Face's ``quantize_dynamic`` file (issue 36).
 
@@ -75,7 +75,7 @@ def scale_rows(model, exclude=()):
     """Rewrites weight MatMuls in place to ``MatMul(x / s, W) * s`` with ``s`` per row; returns how many.
 
     Args:
-        model (onnx.ModelProto): a float model (after :func:`~mobilebert_kit.convert.onnx_graph.simplify`).
+        model (onnx.ModelProto): a float model (after :func:`~mobilebert_kit.convert.onnx.graph.simplify`).
         exclude (Iterable[str]): node names left as they are (``keep_float_layers`` matches).
 
     Returns:

@@ -36,16 +36,16 @@ ACTIVATION_SCALES = {
     "tensor": "ONNX Runtime's quantize_dynamic as it is: one uint8 scale per activation tensor, fused kernels "
               "(DynamicQuantizeMatMul); the fastest, but a few wide tokens take the range from the rest",
     "row": "each row divided by its absolute maximum before ORT's fused kernels and multiplied back after "
-           "(convert/onnx_row_scale.py): per-row fidelity in ORT's own kernels",
+           "(convert/onnx/row_scale.py): per-row fidelity in ORT's own kernels",
     "row-graph": "per-row asymmetric uint8 written out as 16 standard ops per MatMul around MatMulInteger "
-                 "(convert/onnx_row_quant.py): the closest to TFLite's kernels, and the slowest (outside ORT's "
+                 "(convert/onnx/row_quant.py): the closest to TFLite's kernels, and the slowest (outside ORT's "
                  "fused kernels); kept for runtimes or studies that want the exact scheme",
 }
 
 
 @dataclass(frozen=True)
 class OnnxQuantizer:
-    """How ONNX Runtime quantizes a mode (:func:`mobilebert_kit.convert.onnx_export.quantize`).
+    """How ONNX Runtime quantizes a mode (:func:`mobilebert_kit.convert.onnx.export.quantize`).
 
     Args:
         method (str): ``"dynamic"`` (``quantize_dynamic``), ``"static"`` (``quantize_static``, QDQ)
@@ -101,7 +101,7 @@ class OnnxQuantizer:
         one group of layers, is why ORT dynamic int8 lost more than TFLite: all-MiniLM-L6-v2 at seq
         64, sentence-embedding cosine on 300 held-out tweets, per tensor mean 0.9898 / min 0.9785,
         per row 0.9967 / 0.9926 (TFLite 0.9985 / 0.9965); the table and the graph are in
-        :mod:`~mobilebert_kit.convert.onnx_row_quant`. Weight MatMuls only: activation x activation
+        :mod:`~mobilebert_kit.convert.onnx.row_quant`. Weight MatMuls only: activation x activation
         MatMuls (attention) stay float, as in TFLite's dynamic range and ORT's ``MatMulConstBOnly``.
         """
         return self.method == "dynamic" and self.activation_scales != "tensor"
@@ -114,7 +114,7 @@ INT4_BLOCK_SIZES = (0, 32, 64, 128, 256)
 
 @dataclass(frozen=True)
 class Int4Weights:
-    """How ai-edge-quantizer writes a mode's int4 weights (:mod:`mobilebert_kit.convert.tflite_int4`).
+    """How ai-edge-quantizer writes a mode's int4 weights (:mod:`mobilebert_kit.convert.tflite.int4`).
 
     Args:
         activations (str): ``"int8"``: the matrix products quantize their input to int8 on the fly
@@ -144,17 +144,17 @@ class Int4Weights:
 
 @dataclass(frozen=True)
 class TfliteSettings:
-    """How the TFLite converter is configured for a mode (:func:`mobilebert_kit.convert.tflite_export.convert`).
+    """How the TFLite converter is configured for a mode (:func:`mobilebert_kit.convert.tflite.export.convert`).
 
     Args:
         optimize (bool): ``converter.optimizations = [Optimize.DEFAULT]``.
         float16_weights (bool): ``target_spec.supported_types = [tf.float16]``.
         int16_activations (bool): the ``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8`` op set.
-        symmetric_matmuls (bool): run :mod:`~mobilebert_kit.convert.tflite_int8_graph` afterwards, so
+        symmetric_matmuls (bool): run :mod:`~mobilebert_kit.convert.tflite.int8_graph` afterwards, so
             XNNPACK takes the int8 attention matmuls.
         default_float_ops (tuple): op types kept float when the user does not say (``keep_float_ops=None``).
         default_float_nodes (tuple): layer paths kept float with them (no error when a model has none).
-        float_hybrid_convs (bool): run :mod:`~mobilebert_kit.convert.tflite_hybrid_convs` afterwards, so
+        float_hybrid_convs (bool): run :mod:`~mobilebert_kit.convert.tflite.hybrid_convs` afterwards, so
             XNNPACK takes the depthwise convolutions that dynamic-range quantization made hybrid.
         layer_norm_float_nodes (tuple): layer paths kept float by default in a model that normalizes with
             LayerNorm (not NoNorm).
@@ -172,7 +172,7 @@ class TfliteSettings:
     int4: Int4Weights = None
 
 
-# Validation thresholds a record sets and a user may override (convert.validation.Thresholds fields).
+# Validation thresholds a record sets and a user may override (convert.validation.compare.Thresholds fields).
 THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_error")
 
 # What a mode can be asked for beyond its name; each record lists the ones it refuses, with the reason.
@@ -195,7 +195,7 @@ class QuantizationMode:
         onnx_as (str): the mode whose ONNX Runtime quantizer runs (``qat`` -> ``int8``); None for float.
         onnx (OnnxQuantizer): the ONNX Runtime settings when ``onnx_as`` is this mode itself.
         tflite (TfliteSettings): the TFLite converter settings.
-        thresholds (dict): default validation thresholds (``convert.validation.Thresholds`` keys), set
+        thresholds (dict): default validation thresholds (``convert.validation.compare.Thresholds`` keys), set
             from measurements (docs/export.md): several times looser than a healthy export of a random
             tiny model and of all-MiniLM-L6-v2 reached, far tighter than a broken export gives.
         profiled_as (str): the precision the profiler reads from such a file
@@ -204,7 +204,7 @@ class QuantizationMode:
             and the user chose no float ops or layers (``quantization_search.Search``); the first that passes is written.
         search (tuple): :class:`SearchStep` records of a searched mode (``auto``): nothing is converted as
             this mode itself; each step is tried in order and judged by the task metric on ``--eval-data``
-            (``convert.quantization_search``).
+            (``convert.quantization.search``).
     """
 
     name: str

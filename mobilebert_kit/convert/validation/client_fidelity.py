@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from mobilebert_kit.convert.input_set import INPUT_NAMES
+from mobilebert_kit.convert.plan.input_set import INPUT_NAMES
 from mobilebert_kit.utils.terminal import escape
 
 # Formats whose clients tokenize on their own (shared/reference/clients.md): TFLite's MediaPipe and Task Library.

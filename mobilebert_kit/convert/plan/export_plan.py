@@ -1,6 +1,6 @@
 """The export plan: every setting of one export, decided once, after the source loads.
 
-:class:`~mobilebert_kit.convert.export_options.ExportOptions` holds only what the user said (a flag, a
+:class:`~mobilebert_kit.convert.plan.export_options.ExportOptions` holds only what the user said (a flag, a
 recipe key, a Python keyword; ``None`` or ``"auto"`` where they said nothing). :class:`SourceFacts` holds
 what the loaded source declares (its head, position table, classes, sentence pooling, fine-tuned length,
 labels, tokenizer). :func:`plan_export` combines the two into a frozen :class:`ExportPlan`; everything
@@ -23,10 +23,10 @@ Example:
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from mobilebert_kit.convert.export_tasks import (
+from mobilebert_kit.convert.plan.export_tasks import (
     AUTO_TASK, AUTO_TASK_ONE_OUTPUT, FORMATS, GRAPH_INPUTS, TASKS, export_task, graph_inputs,
 )
-from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.convert.quantization.modes import quantization_mode
 from mobilebert_kit.data.class_names import LABELLED_HEADS, check_class_names
 from mobilebert_kit.errors import ConfigError
 
@@ -112,7 +112,7 @@ def input_layout(options, task=None):
     CAST in front of the first layer there).
 
     Example:
-        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
         >>> input_layout(ExportOptions("tiny-bert", "onnx", out="m.onnx"))
         (True, 'int64')
     """
@@ -130,14 +130,14 @@ def input_layout(options, task=None):
 def decide_task(options, architecture, declared_pooling=None, num_outputs=None):
     """``(task, pooling, normalize)`` of an export of a source with ``architecture``.
 
-    ``task="auto"`` is the architecture's :data:`~mobilebert_kit.convert.export_tasks.AUTO_TASK`, except that an
+    ``task="auto"`` is the architecture's :data:`~mobilebert_kit.convert.plan.export_tasks.AUTO_TASK`, except that an
     encoder with a declared sentence pooling (or an explicit ``pooling``) exports as ``embedding``, and a
     sequence head with one output as its one-output task. ``pooling="auto"`` is the declared pooling,
     refused for ``embedding`` when there is none.
 
     Args:
         options (ExportOptions): the user's words.
-        architecture (str): the source's head (``convert.rebuild.architecture_of``).
+        architecture (str): the source's head (``convert.prepare.rebuild.architecture_of``).
         declared_pooling: the checkpoint's sentence-transformers pooling (``mode``, ``normalize``), or None.
         num_outputs (int | None): a task head's output columns (``num_labels``).
 
@@ -146,7 +146,7 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None):
             pooling.
 
     Example:
-        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
         >>> decide_task(ExportOptions("tiny-bert", out="m.tflite"), "encoder")
         ('features', None, None)
     """
@@ -193,7 +193,7 @@ def check_labels(options, architecture, num_outputs, found=()):
         found (tuple[str, ...]): the source's own class names.
 
     Example:
-        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
         >>> check_labels(ExportOptions("m", out="m.tflite", labels=("neg", "pos")), "sequence_classifier", 2)
     """
     if not options.labels:
@@ -282,7 +282,7 @@ class ExportPlan:
         input_names (tuple): the graph's inputs, in order (``export_tasks.graph_inputs``).
 
     Example:
-        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
         >>> plan = plan_export(ExportOptions("tiny-bert", out="m.tflite"), SourceFacts("encoder", 64))
         >>> (plan.task, plan.seq_len, plan.dynamic_axes, plan.mask_dtype)
         ('features', 64, False, 'int32')
@@ -307,7 +307,7 @@ class ExportPlan:
 
     @property
     def mode(self):
-        """The :class:`~mobilebert_kit.convert.quantization_modes.QuantizationMode` record written."""
+        """The :class:`~mobilebert_kit.convert.quantization.modes.QuantizationMode` record written."""
         return quantization_mode(self.quantize)
 
     @property
@@ -398,7 +398,7 @@ def plan_export(options, facts):
         ConfigError: the task, pooling, length or labels do not fit the source (one line naming the option).
 
     Example:
-        >>> from mobilebert_kit.convert.export_options import ExportOptions
+        >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
         >>> plan_export(ExportOptions("tiny-bert", out="m.tflite", task="features"), SourceFacts("encoder", 64)).seq_len
         64
     """

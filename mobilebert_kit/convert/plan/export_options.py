@@ -18,9 +18,9 @@ from pathlib import Path
 
 from mobilebert_kit.artifacts.arches import ARCHES
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.export_plan import DEFAULT_SEQ_LEN
-from mobilebert_kit.convert.export_tasks import AUTO_TASK, FORMATS, POOLINGS, TASKS
-from mobilebert_kit.convert.quantization_modes import (
+from mobilebert_kit.convert.plan.export_plan import DEFAULT_SEQ_LEN
+from mobilebert_kit.convert.plan.export_tasks import AUTO_TASK, FORMATS, POOLINGS, TASKS
+from mobilebert_kit.convert.quantization.modes import (
     MODES,
     THRESHOLD_KEYS,
     modes_allowing,
@@ -86,16 +86,16 @@ class ExportOptions:
 
     Frozen, and only the user's words: ``None`` / ``"auto"`` where they said nothing. What follows from the
     source (task, pooling, length, axes, input types) is decided once, after the source loads, by
-    :func:`~mobilebert_kit.convert.export_plan.plan_export`.
+    :func:`~mobilebert_kit.convert.plan.export_plan.plan_export`.
 
     Args:
         source (str | ModelSource | keras.Model): saved-model directory, Hugging Face directory, preset name,
             or a model object.
         format (str): ``"tflite"`` or ``"onnx"``.
         quantize (str): the quantization mode, a key of
-            :data:`~mobilebert_kit.convert.quantization_modes.MODES`.
+            :data:`~mobilebert_kit.convert.quantization.modes.MODES`.
         out (str): the artifact path.
-        task (str): ``"auto"`` or a key of :data:`~mobilebert_kit.convert.export_tasks.TASKS`: which outputs
+        task (str): ``"auto"`` or a key of :data:`~mobilebert_kit.convert.plan.export_tasks.TASKS`: which outputs
             the file carries, named for its clients (the plan decides ``auto`` from the source).
         pooling (str): ``"auto"`` (the checkpoint's declared pooling), ``"mean"`` or ``"cls"``; the
             ``embedding`` task's sentence vector.
@@ -113,7 +113,7 @@ class ExportOptions:
         drift_report (bool): also export a per-layer probe and report each layer's drift (quantized only).
         io_type (str): ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
         mask_dtype (str): attention-mask input type; None: the format's token-id type
-            (:data:`~mobilebert_kit.convert.export_tasks.FORMATS`: TFLite int32, ONNX int64), except
+            (:data:`~mobilebert_kit.convert.plan.export_tasks.FORMATS`: TFLite int32, ONNX int64), except
             with ``io_type="int8"`` (float32, quantized to an int8 input: no float CAST);
             ``"float32"``: the float-mask file of earlier versions.
         attention_mask_value (float): score of padded keys in the exported graph (None keeps the model's).
@@ -139,7 +139,7 @@ class ExportOptions:
         qat_steps (int): quantization-aware fine-tuning steps for ``qat``.
         qat_learning_rate (float): its learning rate.
         eval_data (str): labelled data (``training.task_data.read_table`` format) whose task metric
-            ``quantize="auto"`` holds (``convert.quantization_search``).
+            ``quantize="auto"`` holds (``convert.quantization.search``).
         max_drop (float): ``auto``'s budget: the largest drop of the metric, a fraction of the float export's
             (None: :data:`DEFAULT_MAX_DROP`).
         head (str): head to load from a Hugging Face directory (``"auto"``).

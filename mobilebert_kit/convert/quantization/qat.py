@@ -33,7 +33,7 @@ import numpy as np
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.convert.quantization.modes import quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.layers.feed_forward import FeedForward
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention

@@ -22,10 +22,10 @@ import numpy as np
 from mobilebert_kit import losses
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.export_model import LOGIT_OUTPUTS, output_names, token_outputs
-from mobilebert_kit.convert.input_set import InputSet
-from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
-from mobilebert_kit.convert.recovery_run import fingerprint
-from mobilebert_kit.convert.validation import compare
+from mobilebert_kit.convert.plan.input_set import InputSet
+from mobilebert_kit.convert.prepare.rebuild import encoder_of, rebuild, weight_arrays
+from mobilebert_kit.convert.prepare.recovery_run import fingerprint
+from mobilebert_kit.convert.validation.compare import compare
 from mobilebert_kit.layers.no_norm import NoNorm
 from mobilebert_kit.models.api import assign_weights
 from mobilebert_kit.utils.interrupt import InterruptFlag
@@ -141,7 +141,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
         seed: row sampling seed (each step's rows are keyed by ``(seed, step)``: :func:`step_rows`).
         log: optional callable for progress lines.
         range_weight: weight of :func:`outlier_penalty` on the student's NoNorm inputs (0: off).
-        run: a :class:`~mobilebert_kit.convert.recovery_run.RecoveryRun` keeping the recovery resumable in
+        run: a :class:`~mobilebert_kit.convert.prepare.recovery_run.RecoveryRun` keeping the recovery resumable in
             ``OUT/run`` (``mbk substitute``), or None: nothing is written, and Ctrl-C stops at once.
 
     Returns:

@@ -2,7 +2,7 @@
 
 ``mbk validate FILE --arch arm64`` (and ``mbk export --check-arch arm64``, before the file is written) runs
 the file on the runtime's aarch64 build (``artifacts.emulated_runner``) on the validation inputs. Each output
-is compared twice, both judged by the mode's thresholds (``convert.validation.check_values``):
+is compared twice, both judged by the mode's thresholds (``convert.validation.compare.check_values``):
 
 - aarch64 against x86-64: the same file, the same runtime version, other kernels. A float file's outputs
   differ by the order of summation (FMA, the kernels' tiling); an int8 file's by the integer kernels'
@@ -22,7 +22,7 @@ Example:
 from dataclasses import asdict, dataclass, field
 
 from mobilebert_kit.artifacts.emulated_runner import EmulatedRunner
-from mobilebert_kit.convert.validation import check_values, compare
+from mobilebert_kit.convert.validation.compare import check_values, compare
 
 
 @dataclass
@@ -34,7 +34,7 @@ class ArchComparison:
         cpu (str): the emulated CPU (``--cpu``).
         runtime (str): what ran (package, version, kernels, emulator).
         outputs (list[dict]): per output: ``name``, ``vs_x86`` and ``vs_reference`` (each an
-            :class:`~mobilebert_kit.convert.validation.OutputMetrics` as a dict: ``cosine_min``, ``cosine``,
+            :class:`~mobilebert_kit.convert.validation.compare.OutputMetrics` as a dict: ``cosine_min``, ``cosine``,
             ``max_abs_error``, ``snr_db``, ...).
         failures (list[OutputValueError]): the thresholds either comparison missed.
     """

@@ -10,10 +10,10 @@ import json
 import onnx
 
 from mobilebert_kit.artifacts.metadata import METADATA_JSON
-from mobilebert_kit.convert import onnx_export
+from mobilebert_kit.convert.onnx import export as onnx_export
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.quantization_modes import quantization_mode
-from mobilebert_kit.convert.tflite_flatbuffer import FILE_IDENTIFIER as TFLITE_IDENTIFIER
+from mobilebert_kit.convert.quantization.modes import quantization_mode
+from mobilebert_kit.convert.tflite.flatbuffer import FILE_IDENTIFIER as TFLITE_IDENTIFIER
 from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
 
 # A later export recognises an .onnx file it wrote, and replaces it: no TFLite flatbuffer, our metadata inside
@@ -28,9 +28,9 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
 
     Args:
         graph: the export graph (``export_model.build_export_model``).
-        setting: the :class:`~mobilebert_kit.convert.export_plan.ExportPlan` of the setting written.
+        setting: the :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan` of the setting written.
         calibration: the calibration InputSet (None for modes without static ranges).
-        metadata: the export's :class:`~mobilebert_kit.convert.export_plan.FileMetadata` (no client unit:
+        metadata: the export's :class:`~mobilebert_kit.convert.plan.export_plan.FileMetadata` (no client unit:
             optimum-style code runs the checkpoint's own tokenizer).
         path: the file to write.
         calibrated: the TFLite writer's calibration cache; unused (ORT's quantizer calibrates inside

@@ -1,8 +1,8 @@
 """A written ``.tflite`` / ``.onnx`` file checked against its Keras source: outputs, per-layer drift.
 
 :func:`validate_file` runs the file (the one runner, ``artifacts.runner``) and the Keras model on the same
-inputs and compares every output with the mode's thresholds (``convert.validation``); it also compares the
-file through its clients' tokenization (``convert.client_fidelity``). :func:`drift` exports a probe with
+inputs and compares every output with the mode's thresholds (``convert.validation.compare``); it also compares the
+file through its clients' tokenization (``convert.validation.client_fidelity``). :func:`drift` exports a probe with
 every hidden state as an output, quantized the same way, and reports each layer's drift. Used by the
 export's search (the fallback's judge), by ``mbk validate`` and by the drift report.
 """
@@ -15,8 +15,8 @@ import numpy as np
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.reader import artifact_format
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.arch_validation import compare_on_arch
-from mobilebert_kit.convert.client_fidelity import client_fidelity_of
+from mobilebert_kit.convert.validation.arch_validation import compare_on_arch
+from mobilebert_kit.convert.validation.client_fidelity import client_fidelity_of
 from mobilebert_kit.convert.export_model import (
     hidden_state_names,
     logit_outputs,
@@ -25,15 +25,15 @@ from mobilebert_kit.convert.export_model import (
     task_outputs,
     token_outputs,
 )
-from mobilebert_kit.convert.export_plan import FileMetadata
-from mobilebert_kit.convert.export_tasks import export_task, graph_inputs
-from mobilebert_kit.convert.input_set import InputSet
+from mobilebert_kit.convert.plan.export_plan import FileMetadata
+from mobilebert_kit.convert.plan.export_tasks import export_task, graph_inputs
+from mobilebert_kit.convert.plan.input_set import InputSet
 from mobilebert_kit.convert.artifact_writer import ArtifactWriter
-from mobilebert_kit.convert.onnx_writer import ONNX_OUTPUT, write_onnx
-from mobilebert_kit.convert.qat import with_layer_outputs
-from mobilebert_kit.convert.rebuild import architecture_of, encoder_of, rebuild
-from mobilebert_kit.convert.tflite_writer import TFLITE_OUTPUT, write_tflite
-from mobilebert_kit.convert.validation import drift_report, thresholds_for, validate_outputs
+from mobilebert_kit.convert.onnx.writer import ONNX_OUTPUT, write_onnx
+from mobilebert_kit.convert.quantization.qat import with_layer_outputs
+from mobilebert_kit.convert.prepare.rebuild import architecture_of, encoder_of, rebuild
+from mobilebert_kit.convert.tflite.writer import TFLITE_OUTPUT, write_tflite
+from mobilebert_kit.convert.validation.compare import drift_report, thresholds_for, validate_outputs
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.scratch import scratch_directory
 
@@ -82,11 +82,11 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
             earlier version, has the architecture's canonical outputs: ``task=None``).
         pooling / normalize: the embedding's; not given: the metadata's.
         texts / tokenizer: the validation text and the checkpoint's tokenizer: the file is also compared
-            through its clients' tokenization (``convert.client_fidelity``; a warning, never a failure).
+            through its clients' tokenization (``convert.validation.client_fidelity``; a warning, never a failure).
         input_names: the graph inputs the file must take (the plan's); None: as its metadata records them, else
             ``export_tasks.graph_inputs`` of the reference and the tokenizer.
         arch (str | None): also run the file on this architecture's runtime, emulated (``arm64``), and compare
-            it with the x86-64 run and the Keras model (``convert.arch_validation``; ``report.arch``).
+            it with the x86-64 run and the Keras model (``convert.validation.arch_validation``; ``report.arch``).
         cpu (str | None): the emulated CPU (None: the arch's default).
         say (callable | None): the emulation cache's build lines (default: stderr).
 
@@ -158,16 +158,16 @@ def drift(model, plan, calibration, inputs, reference, qat_graph=None):
 
     Args:
         model: the exported Keras model (after substitution).
-        plan: the setting's :class:`~mobilebert_kit.convert.export_plan.ExportPlan`.
+        plan: the setting's :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan`.
         calibration: the export's calibration InputSet.
         inputs: the validation InputSet.
         reference: the Keras source the hidden states are compared with.
         qat_graph: for ``qat``, the quantization-aware graph that was converted; the probe is
-            cut from it (:func:`~mobilebert_kit.convert.qat.with_layer_outputs`), so the report
+            cut from it (:func:`~mobilebert_kit.convert.quantization.qat.with_layer_outputs`), so the report
             describes the written artifact and QAT runs once per export.
 
     Returns:
-        list[dict]: one row per layer (:func:`~mobilebert_kit.convert.validation.drift_report`).
+        list[dict]: one row per layer (:func:`~mobilebert_kit.convert.validation.compare.drift_report`).
 
     Example:
         >>> drift(model, plan, calibration, inputs, model, qat_graph=graph)  # doctest: +SKIP
@@ -186,7 +186,7 @@ def write_drift_probe(model, plan, calibration, path, qat_graph=None):
 
     Args:
         model: the exported Keras model.
-        plan: the setting's :class:`~mobilebert_kit.convert.export_plan.ExportPlan` (format, mode, shapes).
+        plan: the setting's :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan` (format, mode, shapes).
         calibration: the export's calibration InputSet.
         path: where the probe file goes.
         qat_graph: for ``qat``, the graph that was converted (required then).

@@ -1,9 +1,9 @@
 """Dynamic int8 for ONNX with one activation scale per row (token), as TFLite's dynamic-range kernels do.
 
 Since issue 36 this is the ``row-graph`` record of
-:data:`~mobilebert_kit.convert.quantization_modes.ACTIVATION_SCALES`, no longer the default: it runs outside
+:data:`~mobilebert_kit.convert.quantization.modes.ACTIVATION_SCALES`, no longer the default: it runs outside
 ONNX Runtime's fused kernels (2.1-2.4x Hugging Face's ``quantize_dynamic`` file on ``mobilebert``), and
-:mod:`~mobilebert_kit.convert.onnx_row_scale` gets per-row scales inside them.
+:mod:`~mobilebert_kit.convert.onnx.row_scale` gets per-row scales inside them.
 
 Why: ONNX Runtime's ``quantize_dynamic`` puts one ``DynamicQuantizeLinear``
 before each weight MatMul: one uint8 scale and zero point for the whole
@@ -52,7 +52,7 @@ Example:
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from mobilebert_kit.convert.onnx_row_scale import weight_matmuls
+from mobilebert_kit.convert.onnx.row_scale import weight_matmuls
 
 # Smallest per-row scale: an all-zero row would divide by zero.
 _TINY_SCALE = 1e-12

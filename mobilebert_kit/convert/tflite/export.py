@@ -1,8 +1,8 @@
 """TFLite conversion in every quantization mode the toolkit offers.
 
 The modes, what each needs and allows, and the converter settings each one
-uses are records in :mod:`mobilebert_kit.convert.quantization_modes`
-(:class:`~mobilebert_kit.convert.quantization_modes.TfliteSettings`); this
+uses are records in :mod:`mobilebert_kit.convert.quantization.modes`
+(:class:`~mobilebert_kit.convert.quantization.modes.TfliteSettings`); this
 module applies a record to ``tf.lite.TFLiteConverter``:
 
 - ``optimize``: ``Optimize.DEFAULT`` (every mode but ``none``).
@@ -12,11 +12,11 @@ module applies a record to ``tf.lite.TFLiteConverter``:
   the same data. ``io_type="int8"`` also quantizes the float inputs/outputs
   (the mask and the outputs; token ids stay int32).
 - ``int16_activations``: the int16x8 op set.
-- ``symmetric_matmuls``: :mod:`~mobilebert_kit.convert.tflite_int8_graph`
+- ``symmetric_matmuls``: :mod:`~mobilebert_kit.convert.tflite.int8_graph`
   gives the second operand of every attention ``BATCH_MATMUL`` symmetric
   parameters so that XNNPACK takes it.
 - ``int4``: the converter writes float, then
-  :mod:`~mobilebert_kit.convert.tflite_int4` writes int4 weights with
+  :mod:`~mobilebert_kit.convert.tflite.int4` writes int4 weights with
   ai-edge-quantizer (the converter has no int4).
 
 Selective quantization (``keep_float_ops`` by TFLite op type such as
@@ -35,10 +35,10 @@ from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.export_model import serving_function
-from mobilebert_kit.convert.quantization_modes import quantization_mode
-from mobilebert_kit.convert.tflite_hybrid_convs import float_hybrid_depthwise
-from mobilebert_kit.convert.tflite_int4 import int4_weights
-from mobilebert_kit.convert.tflite_int8_graph import symmetric_matmul_operands
+from mobilebert_kit.convert.quantization.modes import quantization_mode
+from mobilebert_kit.convert.tflite.hybrid_convs import float_hybrid_depthwise
+from mobilebert_kit.convert.tflite.int4 import int4_weights
+from mobilebert_kit.convert.tflite.int8_graph import symmetric_matmul_operands
 from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.utils.quiet import quiet_fd2
 
@@ -99,7 +99,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     Args:
         graph: the export graph (or, for ``qat``, the quantization-aware one).
         quantize: a quantization mode (a key of ``quantization_modes.MODES``).
-        calibration: an :class:`~mobilebert_kit.convert.input_set.InputSet` (calibrated modes).
+        calibration: an :class:`~mobilebert_kit.convert.plan.input_set.InputSet` (calibrated modes).
         io_type: ``"float32"`` or ``"int8"`` (modes allowing ``int8_io``).
         keep_float_ops: TFLite op types left in float (modes allowing ``keep_float:tflite``);
             None: the mode's ``default_float_ops``.

@@ -1,7 +1,7 @@
 """Quantization searches: ``--quantize auto`` (judged by the task metric) and full int8's fallback (by validation).
 
 A searched setting is a mode plus the layers kept float. The ladders are data, the
-:class:`~mobilebert_kit.convert.quantization_modes.SearchStep` records of a mode's ``search`` (``auto``) or
+:class:`~mobilebert_kit.convert.quantization.modes.SearchStep` records of a mode's ``search`` (``auto``) or
 ``fallback`` (``int8``); :func:`settings` expands them, fastest first. A ``"ranked"`` step keeps the k most
 sensitive layers float, k = 1, 2, 4, ...: the ranking is the per-layer drift probe
 (``file_validation.drift``) of the step's mode, one extra conversion, read as the noise each layer adds
@@ -33,7 +33,7 @@ import numpy as np
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.quantization_modes import quantization_mode, ranked_counts
+from mobilebert_kit.convert.quantization.modes import quantization_mode, ranked_counts
 from mobilebert_kit.errors import first_line
 
 
@@ -130,12 +130,12 @@ def settings(steps, ranking):
     """The ``(step, layers kept float)`` settings of a ladder in order, each distinct one once.
 
     Args:
-        steps (tuple): :class:`~mobilebert_kit.convert.quantization_modes.SearchStep` records.
+        steps (tuple): :class:`~mobilebert_kit.convert.quantization.modes.SearchStep` records.
         ranking (callable): ``ranking(mode) -> [layer, ...]``, most sensitive first; called only when a
             ``"ranked"`` step is reached (it converts a probe).
 
     Example:
-        >>> from mobilebert_kit.convert.quantization_modes import SearchStep
+        >>> from mobilebert_kit.convert.quantization.modes import SearchStep
         >>> [layers for _, layers in settings((SearchStep("int8", "ranked"),), lambda mode: ["b", "a", "c"])]
         [('b',), ('b', 'a')]
     """
@@ -271,9 +271,9 @@ class Candidate:
 
     Args:
         label (str): the setting as the frontier names it (``int8 + float transformer_layer_5``).
-        plan: the setting's :class:`~mobilebert_kit.convert.export_plan.ExportPlan`.
+        plan: the setting's :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan`.
         path: its scratch file.
-        step: the :class:`~mobilebert_kit.convert.quantization_modes.SearchStep` (None: the user's own setting).
+        step: the :class:`~mobilebert_kit.convert.quantization.modes.SearchStep` (None: the user's own setting).
         written: what the writer returned for it (the exporter's ``ExportResult``).
         verdict (Verdict | None): the judge's, when judged.
         row (Tried | None): its frontier row.
@@ -298,7 +298,7 @@ class Search:
     held the budget (:meth:`fastest`).
 
     Args:
-        plan: the export's :class:`~mobilebert_kit.convert.export_plan.ExportPlan`.
+        plan: the export's :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan`.
         ranking (callable): ``ranking(mode) -> [layer, ...]``, most drift-sensitive first (a ranked step's
             probe conversion; called only when such a step is reached).
         latency (callable): ``latency(path) -> ms`` on this host (default: :func:`host_latency_ms` of the

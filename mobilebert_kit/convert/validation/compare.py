@@ -14,7 +14,7 @@ discarded by every consumer. Per output: max and mean absolute error, cosine
 dB (``10 log10(sum ref^2 / sum err^2)``) and, for logits, argmax agreement.
 
 Thresholds depend on the quantization mode: each mode's record
-(:data:`mobilebert_kit.convert.quantization_modes.MODES`) holds its defaults and
+(:data:`mobilebert_kit.convert.quantization.modes.MODES`) holds its defaults and
 the measurements they were set from.
 """
 
@@ -29,8 +29,8 @@ from mobilebert_kit.convert.errors import (
     OutputValueError,
     raise_for_failures,
 )
-from mobilebert_kit.convert.input_set import INPUT_NAMES
-from mobilebert_kit.convert.quantization_modes import MODES, THRESHOLD_KEYS
+from mobilebert_kit.convert.plan.input_set import INPUT_NAMES
+from mobilebert_kit.convert.quantization.modes import MODES, THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.structured import strict_json_values
 
@@ -96,8 +96,8 @@ class ValidationReport:
     outputs: list = field(default_factory=list)
     failures: list = field(default_factory=list)
     drift: list = field(default_factory=list)
-    client_tokenization: object = None  # a convert.client_fidelity.ClientFidelity: warns, never fails
-    # A convert.arch_validation.ArchComparison (--arch): the emulated run vs x86-64 and Keras; its failures
+    client_tokenization: object = None  # a convert.validation.client_fidelity.ClientFidelity: warns, never fails
+    # A convert.validation.arch_validation.ArchComparison (--arch): the emulated run vs x86-64 and Keras; its failures
     # are in ``failures`` too.
     arch: object = None
     # What the file was compared with: the Keras model mbk built from the source, never the source's own framework
@@ -217,7 +217,7 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
         artifact: the file name, for messages.
         runner: an :class:`~mobilebert_kit.artifacts.runner.ArtifactRunner`.
         reference_outputs: ``{name: array}`` of the Keras source on ``inputs``.
-        inputs: an :class:`~mobilebert_kit.convert.input_set.InputSet`.
+        inputs: an :class:`~mobilebert_kit.convert.plan.input_set.InputSet`.
         expected_outputs: output names in export order.
         token_outputs: names compared at real tokens only.
         logit_outputs: names whose argmax agreement is checked.

@@ -11,7 +11,7 @@ integer modes of a model with a vocabulary when no ``--calibration`` file is
 given (``tests/convert/test_default_calibration.py`` checks they share no line).
 A few validation sentences carry accents: the TFLite clients never strip them
 while uncased checkpoints such as all-MiniLM-L6-v2 do, and client-fidelity
-validation (``convert/client_fidelity.py``) must see that difference.
+validation (``convert/validation/client_fidelity.py``) must see that difference.
 """
 
 SENTENCES = (

@@ -11,19 +11,19 @@ so what is exported or saved afterwards carries them.
 
 from dataclasses import dataclass
 
-from mobilebert_kit.convert.export_plan import DEFAULT_SEQ_LEN, SourceFacts
-from mobilebert_kit.convert.input_set import InputSet, default_inputs
-from mobilebert_kit.convert.rebuild import architecture_of, encoder_of
-from mobilebert_kit.convert.recovery import recover
-from mobilebert_kit.convert.scale_migration import migrate_nonorm_scales, unmigratable
-from mobilebert_kit.convert.substitution import substitute
+from mobilebert_kit.convert.plan.export_plan import DEFAULT_SEQ_LEN, SourceFacts
+from mobilebert_kit.convert.plan.input_set import InputSet, default_inputs
+from mobilebert_kit.convert.prepare.rebuild import architecture_of, encoder_of
+from mobilebert_kit.convert.prepare.recovery import recover
+from mobilebert_kit.convert.prepare.scale_migration import migrate_nonorm_scales, unmigratable
+from mobilebert_kit.convert.prepare.substitution import substitute
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.api import check_positions, max_positions
 from mobilebert_kit.sources.model_source import ModelSource
 
 # Rows of the default recovery inputs: enough for NoNorm's per-channel fit and the fidelity report.
 DEFAULT_RECOVERY_ROWS = 64
-# The scale migration applied after recovery (convert/scale_migration.py; exact in float). Evidence for
+# The scale migration applied after recovery (convert/prepare/scale_migration.py; exact in float). Evidence for
 # the choice: benchmarks/RESULTS.md, "substituted MiniLM full int8" (issue 15).
 DEFAULT_SCALE_MIGRATION = "balance"
 
@@ -97,7 +97,7 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
         head (str | None): the head to load from a checkpoint.
         log (Callable[[str], None] | None): where the substitution summary and recovery lines go.
         run (RecoveryRun | None): keeps the recovery resumable in ``OUT/run`` (``mbk substitute``;
-            ``convert/recovery_run.py``); None: the recovery runs in memory only.
+            ``convert/prepare/recovery_run.py``); None: the recovery runs in memory only.
 
     Returns:
         PreparedSource: the source to use, the original and, after a substitution, its record.
@@ -130,7 +130,7 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
 
 
 def source_facts(source, options=None):
-    """The :class:`~mobilebert_kit.convert.export_plan.SourceFacts` of a loaded source: what an export plan needs.
+    """The :class:`~mobilebert_kit.convert.plan.export_plan.SourceFacts` of a loaded source: what an export plan needs.
 
     Args:
         source (ModelSource): the loaded (or prepared) source.

@@ -1,7 +1,7 @@
 """ONNX export with tf2onnx, and ONNX Runtime quantization of the result.
 
 Each quantization mode's ONNX Runtime settings are its record's
-:class:`~mobilebert_kit.convert.quantization_modes.OnnxQuantizer`
+:class:`~mobilebert_kit.convert.quantization.modes.OnnxQuantizer`
 (``onnx_as`` maps ``qat`` to ``int8``); this module applies them:
 
 - ``dynamic``: int8 weights (signed, per output channel), activations
@@ -9,9 +9,9 @@ Each quantization mode's ONNX Runtime settings are its record's
   TFLite's dynamic range (``quantize_dynamic``'s one scale per tensor gave
   all-MiniLM-L6-v2 a worst sentence cosine of 0.978 on 300 tweets, per row
   0.993). The record's ``activation_scales`` says how
-  (:data:`~mobilebert_kit.convert.quantization_modes.ACTIVATION_SCALES`); the
+  (:data:`~mobilebert_kit.convert.quantization.modes.ACTIVATION_SCALES`); the
   default rescales each row before ORT's own fused kernels
-  (:mod:`~mobilebert_kit.convert.onnx_row_scale`), which run u8 x s8
+  (:mod:`~mobilebert_kit.convert.onnx.row_scale`), which run u8 x s8
   (performance-notes.md: s8 x s8 is ~15x slower); ``quantize_dynamic`` then
   quantizes the weight MatMuls and the embedding Gather. Per-channel weight
   scales matter too: per-tensor weights gave a mean sentence-embedding cosine
@@ -45,10 +45,10 @@ from onnx import helper, numpy_helper
 from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
-from mobilebert_kit.convert.onnx_graph import simplify
-from mobilebert_kit.convert.onnx_row_quant import quantize_rows
-from mobilebert_kit.convert.onnx_row_scale import scale_rows
-from mobilebert_kit.convert.quantization_modes import quantization_mode
+from mobilebert_kit.convert.onnx.graph import simplify
+from mobilebert_kit.convert.onnx.row_quant import quantize_rows
+from mobilebert_kit.convert.onnx.row_scale import scale_rows
+from mobilebert_kit.convert.quantization.modes import quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.scratch import scratch_directory
 
@@ -156,7 +156,7 @@ class _Reader:
 
 def nodes_matching(model, layers):
     """Names of nodes whose name contains one of the layer paths as consecutive segments."""
-    from mobilebert_kit.convert.tflite_export import _contains  # loads TensorFlow: imported where used
+    from mobilebert_kit.convert.tflite.export import _contains  # loads TensorFlow: imported where used
 
     patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
     return [n.name for n in model.graph.node if any(_contains(n.name.split("/"), p) for p in patterns)]
@@ -176,7 +176,7 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         keep_float_layers: layer paths whose nodes stay float.
         per_channel: per-output-channel weight scales.
         activation_scales (str | None): a dynamic mode's activation scales, a key of
-            :data:`~mobilebert_kit.convert.quantization_modes.ACTIVATION_SCALES` (None: the record's own,
+            :data:`~mobilebert_kit.convert.quantization.modes.ACTIVATION_SCALES` (None: the record's own,
             ``"row"``); benchmarks and tests compare the others with it.
 
     Example:

@@ -106,8 +106,8 @@ from typing import NamedTuple
 import numpy as np
 
 from mobilebert_kit.backend import keras
-from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
-from mobilebert_kit.convert.substitution import recorded_batches
+from mobilebert_kit.convert.prepare.rebuild import encoder_of, rebuild, weight_arrays
+from mobilebert_kit.convert.prepare.substitution import recorded_batches
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.no_norm import NoNorm
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mobilebert_kit.backend import keras, tf
-from mobilebert_kit.convert.rebuild import encoder_of, rebuild, weight_arrays
+from mobilebert_kit.convert.prepare.rebuild import encoder_of, rebuild, weight_arrays
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.activations import ACTIVATIONS
 from mobilebert_kit.layers.normalization import NORMALIZATIONS

@@ -10,7 +10,9 @@ import warnings
 from pathlib import Path
 
 from mobilebert_kit.artifacts.client_metadata import packed_disagreements, parse_client_metadata
-from mobilebert_kit.convert import tflite_export, tflite_flatbuffer, tflite_metadata
+from mobilebert_kit.convert.tflite import export as tflite_export
+from mobilebert_kit.convert.tflite import flatbuffer as tflite_flatbuffer
+from mobilebert_kit.convert.tflite import metadata as tflite_metadata
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.data.tokenizer_kinds import KINDS, ClientUnit
 from mobilebert_kit.models.encoder import INPUT_NAMES
@@ -27,10 +29,10 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
 
     Args:
         graph: the export graph (``export_model.build_export_model``).
-        setting: the :class:`~mobilebert_kit.convert.export_plan.ExportPlan` of the setting written
+        setting: the :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan` of the setting written
             (mode, io type, float ops and layers).
         calibration: the calibration InputSet (None for modes without static ranges).
-        metadata: the export's :class:`~mobilebert_kit.convert.export_plan.FileMetadata` (``FileMetadata({})`` for
+        metadata: the export's :class:`~mobilebert_kit.convert.plan.export_plan.FileMetadata` (``FileMetadata({})`` for
             a drift probe).
         path: the file to write.
         calibrated (dict | None): one calibration per mode, shared by the settings of one export.

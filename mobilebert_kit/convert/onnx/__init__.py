@@ -1,0 +1,1 @@
+"""The ``.onnx`` format: tf2onnx, graph clean-up, ONNX Runtime quantization, the writer."""

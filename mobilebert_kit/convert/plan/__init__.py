@@ -1,0 +1,1 @@
+"""What one export will do: its options, task records, plan and input rows."""

@@ -1,0 +1,1 @@
+"""The source made ready to export: loaded, substituted, recovered, rebuilt."""

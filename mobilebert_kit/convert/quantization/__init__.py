@@ -1,0 +1,1 @@
+"""Quantization modes (one record each), the searches over them, quantization-aware training."""

@@ -1,0 +1,1 @@
+"""The ``.tflite`` format: conversion, graph passes, names and metadata, the writer."""

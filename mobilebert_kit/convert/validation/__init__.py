@@ -1,0 +1,1 @@
+"""A written file checked against its source: outputs, clients, the phone's CPU architecture."""
