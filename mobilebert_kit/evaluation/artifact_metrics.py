@@ -34,10 +34,9 @@ from rich.table import Table
 
 from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_with_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
-from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length
 from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.plan.export_plan import recorded_length
 from mobilebert_kit.convert.plan.export_tasks import TASKS as EXPORT_TASKS
 from mobilebert_kit.data.checkpoint_tokenizer import CheckpointTokenizer, berts_names, tokenizer_of
 from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
@@ -106,7 +105,7 @@ def _seq_len_of(path, runner, meta, seq_len):
             raise ArtifactError(f"{path} takes {fixed} tokens, not {seq_len}; drop --seq-len or re-export at {seq_len}")
         return fixed
     # A dynamic-axis file: the requested length, else the length its export planned (recorded in it).
-    return int(seq_len or recorded_length(meta))
+    return planned_length(meta, requested=seq_len)
 
 
 def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, tokenizer=None, fmt=None,
