@@ -107,7 +107,7 @@ def deployment_files(source_dir, model):
         >>> deployment_files(Path("hf-clf"), model).carried  # doctest: +SKIP
         ['vocab.txt', 'tokenizer_config.json', 'labels.txt']
     """
-    from mobilebert_kit.data.checkpoint_tokenizer import check_tokenizer_fits, tokenizer_of
+    from mobilebert_kit.data.text_tokenizer import check_tokenizer_fits, tokenizer_of
     from mobilebert_kit.data.class_names import LABELLED_HEADS
     from mobilebert_kit.data.vocab import read_tokenizer_files
     from mobilebert_kit.errors import ConfigError

@@ -38,7 +38,9 @@ MAX_BYTES = 64 * 1024 * 1024
 # with the most bytes read of it (a 3 GB tokenizer side file was read whole: MemoryError, issue 37). XLM-R's
 # tokenizer.json (250,002 tokens) is 17 MB; a special-tokens map lists a few names.
 TOKENIZER_FILES = {"vocab.txt": MAX_BYTES, "tokenizer.json": MAX_BYTES, "tokenizer_config.json": MAX_BYTES,
-                   "special_tokens_map.json": 16 * 1024 * 1024}
+                   "special_tokens_map.json": 16 * 1024 * 1024,
+                   # transformers' slow tokenizers keep the tokens added with add_tokens here, with their ids.
+                   "added_tokens.json": 16 * 1024 * 1024}
 
 
 class VocabularyError(ConfigError):

@@ -4,7 +4,7 @@ Validation compares the artifact with its Keras source on the *same ids*. An
 app does not send our ids: the TFLite clients (MediaPipe Tasks, the Task
 Library) tokenize the text themselves with the packed ``vocab.txt``,
 ASCII-lower-casing it and never stripping accents
-(:meth:`~mobilebert_kit.data.word_piece_tokenizer.WordPieceTokenizer.client_tokenizer`).
+(:meth:`~mobilebert_kit.data.text_tokenizer.TextTokenizer.client_tokenizer`).
 all-MiniLM-L6-v2's own tokenizer strips accents, so on "naïve café" the phone
 computes another embedding (cosine 0.37, issue 14) while validation passes.
 
@@ -107,7 +107,7 @@ def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
         reference_outputs (callable): ``{input name: int32 [n, seq]} -> {output name: array}``, the
             Keras source's values under the artifact's output names (what validation compares with).
         lines (list[str]): the validation texts (a tab separates a sentence pair).
-        tokenizer (WordPieceTokenizer | CheckpointTokenizer): the checkpoint's tokenizer.
+        tokenizer (TextTokenizer): the checkpoint's tokenizer.
         seq_len (int): the artifact's sequence length.
 
     Returns:
@@ -159,7 +159,7 @@ def client_fidelity_of(runner, fmt, texts, tokenizer, seq_len, reference_outputs
         runner (ArtifactRunner): the artifact.
         fmt (str): its format.
         texts (list[str] | None): the validation text (``input_set.validation_lines``).
-        tokenizer (WordPieceTokenizer | None): the checkpoint's tokenizer.
+        tokenizer (TextTokenizer | None): the checkpoint's tokenizer.
         seq_len (int): the validated sequence length.
         reference_outputs (callable): as in :func:`client_fidelity`.
 
