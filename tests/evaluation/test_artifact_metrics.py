@@ -202,11 +202,14 @@ def test_a_metric_that_is_no_finite_number_is_refused_before_any_output(tmp_path
      "its source, preset tiny-bert (random weights, seed 0), had no vocab.txt"),
 ])
 def test_a_file_without_vocabulary_names_why_it_has_none(meta, cause):
+    from types import SimpleNamespace
+
     from mobilebert_kit.evaluation.artifact_metrics import _tokenizer_of
 
+    onnx = SimpleNamespace(format="onnx", metadata={})
     with pytest.raises(MbkError, match=re.escape(f"u.onnx carries no vocabulary ({cause}), so the data cannot be "
                                                  "tokenized; pass --tokenizer")):
-        _tokenizer_of("u.onnx", meta, None, None)
+        _tokenizer_of("u.onnx", onnx, None, meta, [], None)
 
 
 def test_a_file_reads_tables_by_its_fine_tunes_column_names(task_models, tmp_path):
