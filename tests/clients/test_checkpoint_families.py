@@ -98,6 +98,26 @@ def test_family_checkpoint_in_the_clients(family, tmp_path, capsys):
     reference = transformers_probabilities(model, tokenizer, lower)
     assert cosines(phone, reference).min() >= 0.99
     assert (phone.argmax(-1) == reference.argmax(-1)).mean() >= 0.75
+    _commands_agree_on_the_carried_tokenizer(tflite_file, runner, lower, phone, tmp_path, capsys)
+
+
+def _commands_agree_on_the_carried_tokenizer(tflite_file, runner, texts, phone, tmp_path, capsys):
+    """Issue 47 item 4: the file MediaPipe runs from its packed tokenizer alone is tokenized from it by
+    ``mbk evaluate`` and ``mbk profile --text`` too (they asked for --tokenizer for MPNet-style and SentencePiece
+    files while inspect called them ready), and with MediaPipe's ids."""
+    from mobilebert_kit.cli.main import main
+    from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer, evaluate_artifact
+
+    assert main(["inspect", str(tflite_file)]) == 0
+    said = capsys.readouterr().out
+    assert "ready for: MediaPipe TextClassifier" in said and "tokenized by the packed" in said, said
+    app = app_tokenizer(tflite_file)  # what profile --text and evaluate use, no --tokenizer
+    ours = np.concatenate([runner.run(app.encode_inputs([t], len(app.encode(t)[1]) + 2))["probability"]
+                           for t in texts])
+    np.testing.assert_allclose(ours, phone, atol=1e-5)
+    data = tmp_path / "labelled.tsv"
+    data.write_text("sentence\tlabel\n" + "".join(f"{t}\t{LABELS[i % len(LABELS)]}\n" for i, t in enumerate(texts)))
+    assert evaluate_artifact(tflite_file, data).rows == len(texts)
 
 
 # paraphrase-multilingual-MiniLM's layout (a BERT with XLM-R's SentencePiece tokenizer, mean pooling, normalized),
