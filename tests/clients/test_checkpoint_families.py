@@ -144,3 +144,42 @@ def test_sentence_transformers_layout_in_the_clients(family, tokenizer_family, t
     lower = [s.lower() for s in SENTENCES]
     phone = mediapipe_embed(tflite_file, lower)
     assert cosines(phone, model.encode(lower)).min() >= 0.99
+
+
+def test_tokens_added_with_add_tokens_reach_mediapipe(tmp_path):
+    # Issue 47: a WordPiece checkpoint whose tokenizer gained a word with add_tokens was validated with its
+    # tokenizer.json and packed with its vocab.txt, which lacks the word: MediaPipe read it as [UNK] (exit 0,
+    # PASSED). The packed vocab.txt now comes from the one reading, so the app computes the checkpoint's ids.
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers import SentenceTransformer, models
+
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from tests.parity_helpers import randomize
+    from tests.tokenizer_fixtures import POSITIONS, _config, save_tokenizer
+
+    hf = tmp_path / "hf"
+    save_tokenizer("bert", hf)
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(str(hf))
+    tokenizer.add_tokens(["mbkword"])
+    tokenizer.save_pretrained(str(hf))
+    assert "mbkword" not in (hf / "vocab.txt").read_text().split()
+    randomize(transformers.AutoModel.from_config(_config("bert", len(tokenizer))), 0).save_pretrained(
+        hf, safe_serialization=True)
+    word = models.Transformer(str(hf), max_seq_length=POSITIONS)
+    model = SentenceTransformer(modules=[word, models.Pooling(word.get_word_embedding_dimension(), "mean"),
+                                         models.Normalize()], device="cpu")
+    model.save(str(tmp_path / "st"))
+    tflite_file = tmp_path / "e.tflite"
+    mbk_ok("export", tmp_path / "st", "--format", "tflite", "--quantize", "dynamic", "--out", tflite_file)
+
+    texts = ["the mbkword was good", "i like mbkword", "mbkword"]
+    phone = np.asarray(mediapipe_embed(tflite_file, texts))
+    runner = ArtifactRunner(tflite_file)
+    ours = []
+    for text in texts:  # the checkpoint's own ids, at each text's length (the file's sequence axis is open)
+        ids = np.array([tokenizer(text)["input_ids"]], np.int32)
+        assert tokenizer.convert_tokens_to_ids("mbkword") in ids
+        ours.append(runner.run({"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                "token_type_ids": np.zeros_like(ids)})["sentence_embedding"][0])
+    np.testing.assert_allclose(phone, np.asarray(ours), atol=1e-5)
+    assert cosines(phone, model.encode(texts)).min() >= 0.99
