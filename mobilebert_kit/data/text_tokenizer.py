@@ -37,14 +37,15 @@ from tokenizers.models import Unigram
 
 from mobilebert_kit.data import sentencepiece_model as spm
 from mobilebert_kit.data.tokenizer_kinds import (
-    CLIENT_KINDS, CLIENT_SPECIAL_NAMES, COMMON_FILES, KINDS, VOCAB_FILE, VOCAB_KIND, ClientUnit, returns_token_types,
+    CLIENT_KINDS, CLIENT_SPECIAL_NAMES, KINDS, VOCAB_FILE, VOCAB_KIND, ClientUnit, returns_token_types,
 )
 from mobilebert_kit.data.vocab import (
-    TOKENIZER_FILES, VocabularyError, lower_case_of, parse_vocab, read_vocab, strip_accents_of, vocab_ids,
+    TOKENIZER_FILES, VocabularyError, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab, strip_accents_of,
+    vocab_ids,
 )
 from mobilebert_kit.errors import ConfigError, DataError
 from mobilebert_kit.utils.atomic import atomic_file
-from mobilebert_kit.utils.structured import load_json, read_bounded
+from mobilebert_kit.utils.structured import load_json
 
 SPECIAL_TOKENS = tuple(CLIENT_SPECIAL_NAMES[role] for role in ("pad", "unk", "cls", "sep", "mask"))
 ROLES = ("cls", "sep", "pad", "unk", "mask")
@@ -52,7 +53,6 @@ ROLES = ("cls", "sep", "pad", "unk", "mask")
 # (the fewest of any layout; each tokenizer's own count is its post-processor's, see encode_inputs).
 PAIR_MIN_LENGTH = 3
 _MAX_TOKENIZER_BYTES = TOKENIZER_FILES["tokenizer.json"]
-_MAX_SIDE_FILE_BYTES = 64 * 1024 * 1024  # a SentencePiece model, merges.txt: XLM-R's is 5 MB
 
 # Probes of what a tokenizer.json's normalizer does, whatever its form (BertNormalizer, Lowercase, a Sequence
 # of NFD, Lowercase and StripAccents, ...): upper-case letters of several scripts, precomposed accented
@@ -393,7 +393,7 @@ class TextTokenizer:
             'vocab.txt'
         """
         directory = Path(directory)
-        files = _read_checkpoint_files(directory)
+        files = read_tokenizer_files(directory)  # every tokenizer file, bounded, read once
         if lowercase is None:
             lowercase = lower_case_of(directory, default=None)
         strip_accents = strip_accents_of(directory)
@@ -667,20 +667,6 @@ class TextTokenizer:
         if unit is None:
             return None
         return TextTokenizer.from_packed(self.kind.client, unit.data, self.source, self.token_types)
-
-
-def _read_checkpoint_files(directory):
-    """Every tokenizer file a checkpoint directory carries, each read once with its bound: ``{name: bytes}``."""
-    names = ["tokenizer.json", VOCAB_FILE, *COMMON_FILES]
-    for kind in KINDS.values():
-        names += [n for n in kind.model_files if n not in names]
-    files = {}
-    for name in names:
-        path = directory / name
-        if path.is_file():
-            limit = TOKENIZER_FILES.get(name, _MAX_SIDE_FILE_BYTES)
-            files[name] = read_bounded(path, "the tokenizer file", limit, DataError)
-    return files
 
 
 def _added_tokens(files, directory, size):

@@ -39,11 +39,6 @@ VOCAB_FILE = "vocab.txt"
 SENTENCEPIECE_FILE = "sentencepiece.model"
 
 
-# What a checkpoint carries beside ``tokenizer.json`` for every kind: read once, checked against it
-# (``TextTokenizer.from_directory``).
-COMMON_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
-
-
 @dataclass(frozen=True)
 class TokenizerKind:
     """One tokenizer model of ``tokenizer.json`` and what the TFLite clients can do with it.
@@ -153,4 +148,4 @@ class ClientUnit:
     renamed: tuple = ()
 
 
-__all__ = ["TokenizerKind", "KINDS", "VOCAB_KIND", "CLIENT_KINDS", "COMMON_FILES", "ClientUnit", "returns_token_types", "NO_TOKEN_TYPES", "CLIENT_SPECIAL_NAMES", "VOCAB_FILE", "SENTENCEPIECE_FILE"]
+__all__ = ["TokenizerKind", "KINDS", "VOCAB_KIND", "CLIENT_KINDS", "ClientUnit", "returns_token_types", "NO_TOKEN_TYPES", "CLIENT_SPECIAL_NAMES", "VOCAB_FILE", "SENTENCEPIECE_FILE"]

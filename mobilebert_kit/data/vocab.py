@@ -28,6 +28,7 @@ import os
 import unicodedata
 from pathlib import Path
 
+from mobilebert_kit.data.tokenizer_kinds import KINDS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.structured import load_json, read_bounded
@@ -41,6 +42,9 @@ TOKENIZER_FILES = {"vocab.txt": MAX_BYTES, "tokenizer.json": MAX_BYTES, "tokeniz
                    "special_tokens_map.json": 16 * 1024 * 1024,
                    # transformers' slow tokenizers keep the tokens added with add_tokens here, with their ids.
                    "added_tokens.json": 16 * 1024 * 1024}
+# Each kind's own files (a SentencePiece model, BPE's vocab.json and merges.txt): read and carried the same way.
+TOKENIZER_FILES.update({name: MAX_BYTES for kind in KINDS.values() for name in kind.model_files
+                        if name not in TOKENIZER_FILES})
 
 
 class VocabularyError(ConfigError):
