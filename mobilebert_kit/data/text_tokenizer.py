@@ -569,19 +569,8 @@ class TextTokenizer:
             "token_type_ids": np.array([e.type_ids for e in encodings], np.int32),
         }
 
-    def convert_tokens_to_ids(self, tokens):
-        return [self.vocab.get(t, self.unk_id) for t in tokens]
-
     def convert_ids_to_tokens(self, ids):
         return [self.inverse_vocab.get(int(i), self.special_tokens.get("unk", "")) for i in ids]
-
-    def decode(self, ids):
-        """Text of ids: WordPiece's ``##`` continuations glued; other kinds by their own decoder."""
-        glue = self.kind.continuation
-        if not glue:
-            return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
-        text = " ".join(self.convert_ids_to_tokens(ids))
-        return text.replace(" " + glue, "").replace(glue, "")
 
     def fingerprint(self):
         """sha256 of the vocabulary, the special tokens and the casing: data and models must agree on it.

@@ -56,7 +56,6 @@ class TokenizerKind:
         no_client (str): why no client can tokenize for it (empty when one can).
         bert_names (bool): BERT's ``[CLS]``/``[SEP]``/``[PAD]``/``[UNK]``/``[MASK]`` are its default special
             tokens, so a bare ``vocab.txt`` describes it (token types and casing follow BERT's rules).
-        continuation (str): the prefix of a word's later pieces (WordPiece's ``##``), glued by ``decode``.
         pair_layout (str): how a sentence pair is laid out by the families of this kind (the post-processor
             of each checkpoint decides; this is what reports and docs say).
         added_tokens (str): what the packed client file does with tokens added by ``add_tokens``
@@ -76,14 +75,13 @@ class TokenizerKind:
     client_file: str = None
     no_client: str = ""
     bert_names: bool = False
-    continuation: str = ""
     pair_layout: str = ""
     added_tokens: str = ""
 
 
 KINDS = MappingProxyType({kind.model_type: kind for kind in (
     TokenizerKind("WordPiece", "wordpiece", (VOCAB_FILE,), "bert", "BertTokenizerOptions", VOCAB_FILE,
-                  bert_names=True, continuation="##", pair_layout="[CLS] A [SEP] B [SEP] (MPNet: <s> A </s></s> B </s>)",
+                  bert_names=True, pair_layout="[CLS] A [SEP] B [SEP] (MPNet: <s> A </s></s> B </s>)",
                   added_tokens="whole-word"),
     TokenizerKind("Unigram", "sentencepiece", ("sentencepiece.bpe.model", "spiece.model"), "sentencepiece",
                   "SentencePieceTokenizerOptions", SENTENCEPIECE_FILE,

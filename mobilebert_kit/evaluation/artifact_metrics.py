@@ -73,25 +73,20 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
         return TextTokenizer.from_vocab(vocab_file, lowercase=carried.lowercase)
 
 
-def _packed_files(path, client, meta, vocab):
-    """``(vocabulary lines, label names | None)`` as the app reads them: a ``.tflite`` with TFLite Metadata is
-    tokenized with its packed ``vocab.txt`` and labelled by its packed ``labels.txt``, not by our ``mbk_vocab``
-    and ``mbk_metadata`` (an emptied or swapped packed file scored the same as the model before, issue 37).
-
-    A file whose packed files disagree with the model is refused: its metric would be neither the app's nor the
-    model's. Other files keep our entries.
-    """
+def _packed_labels(path, client, meta, vocab):
+    """The label names as the app reads them (the packed ``labels.txt`` of a ``.tflite`` with TFLite Metadata),
+    or None; a file whose packed files disagree with the model is refused: its metric would be neither the
+    app's nor the model's (an emptied or swapped packed file scored the same as the model before, issue 37)."""
     if client is None:
-        return vocab, None
+        return None
     problems = packed_disagreements(client, meta, vocab)
     if client.tokenizer == "bert" and client.vocab_file not in client.packed_lines:
         problems.insert(0, f"its {client.vocab_file or 'vocabulary'} is not packed, so the app cannot tokenize")
     if problems:
         raise ArtifactError(f"{path}: {'; '.join(problems)}; the app would not run the model as exported: "
                             "re-export it")
-    packed = client.packed_lines.get(client.vocab_file) if client.tokenizer == "bert" else None
     labels = client.packed_lines.get(client.labels_file) if client.labels_file else None
-    return (list(packed) if packed is not None else vocab), (list(labels) if labels is not None else None)
+    return list(labels) if labels is not None else None
 
 
 def _seq_len_of(path, runner, meta, seq_len):
@@ -147,7 +142,7 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
     graph, client = read_with_client_metadata(path, fmt)
     fmt = graph.format
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
-    _, packed_labels = _packed_files(path, client, meta, vocab)
+    packed_labels = _packed_labels(path, client, meta, vocab)
     export_task = meta.get("task")
     if export_task not in EXPORT_TASKS:
         raise ArtifactError(f"{path} records no export task (it was not written by `mbk export`, or is a drift probe); "
@@ -193,7 +188,7 @@ def app_tokenizer(path, tokenizer=None, fmt=None):
     """
     graph, client = read_with_client_metadata(Path(path), fmt)
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
-    _packed_files(path, client, meta, vocab)  # refuses packed files that disagree with the model
+    _packed_labels(path, client, meta, vocab)  # refuses packed files that disagree with the model
     return _tokenizer_of(path, graph, client, meta, vocab, tokenizer)
 
 
