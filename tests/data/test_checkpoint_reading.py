@@ -148,3 +148,26 @@ def test_one_rule_says_what_tokenizer_a_file_carries():
     assert app.encode_inputs(["Hello"], 4)["input_ids"].tolist() == [[0, 4, 2, 1]]
     # The same file without its TFLite Metadata (the .onnx export) carries no tokenizer for an app: one line.
     assert "pass --tokenizer" in carried_tokenizer("m.onnx", None, mpnet, []).missing
+
+
+def test_model_files_hand_the_kind_to_another_runtime(tmp_path):
+    # What the ONNX text front end (onnxruntime-extensions) builds its tokenizer from: the kind's own model files,
+    # from the one reading, with the checkpoint's ids and names. Checked here by the libraries that read them.
+    sentencepiece = pytest.importorskip("sentencepiece")
+    from tokenizers import ByteLevelBPETokenizer
+
+    texts = ["the film was good", "please book a table for four"]
+    save_tokenizer("roberta", tmp_path / "r")
+    roberta = tokenizer_of(tmp_path / "r")
+    files = roberta.model_files()
+    (tmp_path / "vocab.json").write_bytes(files["vocab.json"])
+    (tmp_path / "merges.txt").write_bytes(files["merges.txt"])
+    bpe = ByteLevelBPETokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    for text in texts:
+        assert bpe.encode(text).ids == roberta.encode(text)[1], text
+    save_tokenizer("xlm-roberta", tmp_path / "x")
+    xlmr = tokenizer_of(tmp_path / "x")
+    processor = sentencepiece.SentencePieceProcessor(model_proto=xlmr.model_files()["sentencepiece.model"])
+    assert processor.id_to_piece(xlmr.cls_id) == xlmr.special_tokens["cls"] == "<s>"
+    for text in texts:
+        assert processor.encode(text) == xlmr.encode(text)[1], text
