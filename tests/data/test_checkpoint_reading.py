@@ -171,3 +171,25 @@ def test_model_files_hand_the_kind_to_another_runtime(tmp_path):
     assert processor.id_to_piece(xlmr.cls_id) == xlmr.special_tokens["cls"] == "<s>"
     for text in texts:
         assert processor.encode(text) == xlmr.encode(text)[1], text
+
+
+def test_mbk_export_refuses_an_added_token_the_app_cannot_produce_before_writing(tmp_path, capsys):
+    # The whole command: one line, exit 2, nothing at --out (was exit 0: the token missing from the app's vocab).
+    import types
+
+    from mobilebert_kit.cli.main import main
+    from tests.helpers import assert_one_line_error
+    from tests.parity_helpers import randomize
+    from tests.tokenizer_fixtures import _config
+
+    source = tmp_path / "ckpt"
+    hf = _checkpoint(source, added=("mbk-word",))
+    model = randomize(transformers.BertForSequenceClassification(_config("bert", len(hf))), 0)
+    model.save_pretrained(source, safe_serialization=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    code = main(["export", str(source), "--format", "tflite", "--out", str(out / "m.tflite")])
+    captured = capsys.readouterr()
+    line = assert_one_line_error(types.SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err),
+                                 "adds the token 'mbk-word' (id 15) with add_tokens")
+    assert code == 2 and "punctuation" in line and list(out.iterdir()) == []
