@@ -118,6 +118,25 @@ def _commands_agree_on_the_carried_tokenizer(tflite_file, runner, texts, phone, 
     data = tmp_path / "labelled.tsv"
     data.write_text("sentence\tlabel\n" + "".join(f"{t}\t{LABELS[i % len(LABELS)]}\n" for i, t in enumerate(texts)))
     assert evaluate_artifact(tflite_file, data).rows == len(texts)
+    if "sentencepiece.model" in said:
+        # A packed SentencePiece model other than the exported one is flagged and refused, as a vocab.txt is.
+        from tests.evaluation.test_packed_files import _repacked
+        from mobilebert_kit.artifacts.errors import ArtifactError
+        from mobilebert_kit.data import sentencepiece_model as spm
+
+        def swap(files):
+            model = spm.read_model(files["sentencepiece.model"])
+            pieces = model["pieces"]
+            pieces[-2], pieces[-3] = pieces[-3], pieces[-2]
+            return {**files, "sentencepiece.model": spm.write_model(pieces, model["unk_id"],
+                                                                    precompiled_charsmap=model["precompiled_charsmap"])}
+
+        swapped = _repacked(tflite_file, tmp_path / "swapped.tflite", swap)
+        assert main(["inspect", str(swapped)]) == 0
+        said = capsys.readouterr().out
+        assert "not ready for MediaPipe TextClassifier" in said and "is not the tokenizer exported" in said
+        with pytest.raises(ArtifactError, match="is not the tokenizer exported with the model"):
+            evaluate_artifact(swapped, data)
 
 
 # paraphrase-multilingual-MiniLM's layout (a BERT with XLM-R's SentencePiece tokenizer, mean pooling, normalized),
