@@ -504,6 +504,14 @@ class TextTokenizer:
                     f"{label} line {differ + 1} is {listed[differ][:40]!r} but tokenizer.json gives id {differ} to "
                     f"{theirs[:42]}: the two files are different vocabularies and the packed vocab.txt would give "
                     "the app other ids; keep the pair the model was trained with (save_pretrained writes both)")
+        for name in self.kind.model_files:  # the kind's own files, when the checkpoint kept them
+            if name in files and name != VOCAB_FILE and self._spec is not None:
+                missing = _SIDE_FILE_CHECKS[name](files[name], self.vocab, directory / name)
+                if missing:
+                    raise DataError(
+                        f"{directory / name} holds {missing[:40]!r}, which tokenizer.json does not give the same "
+                        "place: the two files are different tokenizers and the one packed for the app would follow "
+                        "tokenizer.json; keep the files the model was trained with (save_pretrained writes both)")
         if "added_tokens.json" in files:
             added = load_json(directory / "added_tokens.json", "added_tokens.json", expect=dict)
             for token, index in added.items():
@@ -656,6 +664,28 @@ class TextTokenizer:
         if unit is None:
             return None
         return TextTokenizer.from_packed(self.kind.client, unit.data, self.source, self.token_types)
+
+
+def _sentencepiece_missing(data, vocab, path):
+    """The first ordinary piece of a checkpoint's SentencePiece model that ``tokenizer.json`` lacks (XLM-R's ids
+    are the model's shifted by fairseq's specials, so names are compared, not ids), else None."""
+    try:
+        pieces = spm.read_model(data)["pieces"]
+    except DataError as err:
+        raise DataError(f"{path}: {err}; keep the SentencePiece model the checkpoint was saved with") from None
+    return next((p for p, _, kind in pieces if kind == spm.NORMAL and p not in vocab), None)
+
+
+def _bpe_vocab_missing(data, vocab, path):
+    """The first token of a checkpoint's ``vocab.json`` whose id ``tokenizer.json`` does not give it, else None."""
+    listed = load_json(path, path.name, expect=dict)
+    return next((t for t, i in listed.items() if vocab.get(t) != i), None)
+
+
+# How each kind's own file is compared with tokenizer.json (vocab.txt line by line in _check_files; merges.txt
+# holds no ids).
+_SIDE_FILE_CHECKS = {"sentencepiece.bpe.model": _sentencepiece_missing, "spiece.model": _sentencepiece_missing,
+                     "vocab.json": _bpe_vocab_missing, "merges.txt": lambda data, vocab, path: None}
 
 
 def _added_tokens(files, directory, size):

@@ -193,3 +193,19 @@ def test_mbk_export_refuses_an_added_token_the_app_cannot_produce_before_writing
     line = assert_one_line_error(types.SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err),
                                  "adds the token 'mbk-word' (id 15) with add_tokens")
     assert code == 2 and "punctuation" in line and list(out.iterdir()) == []
+
+
+def test_a_kinds_own_file_that_disagrees_with_tokenizer_json_is_refused(tmp_path):
+    # A checkpoint's SentencePiece model (or BPE vocab.json) is read with the rest and compared by name.
+    save_tokenizer("xlm-roberta", tmp_path / "x")
+    tok = tokenizer_of(tmp_path / "x")
+    (tmp_path / "x" / "sentencepiece.bpe.model").write_bytes(tok.model_files()["sentencepiece.model"])
+    assert tokenizer_of(tmp_path / "x").vocab == tok.vocab  # the same pieces: accepted
+    other = spm.write_model([("<unk>", 0.0, spm.UNKNOWN), ("▁zzzqqq", -1.0, spm.NORMAL)], 0)
+    (tmp_path / "x" / "sentencepiece.bpe.model").write_bytes(other)
+    with pytest.raises(DataError, match=r"sentencepiece.bpe.model holds '▁zzzqqq', which tokenizer.json does not"):
+        tokenizer_of(tmp_path / "x")
+    save_tokenizer("roberta", tmp_path / "r")
+    (tmp_path / "r" / "vocab.json").write_text(json.dumps({"<s>": 0, "hello": 1}))
+    with pytest.raises(DataError, match=r"vocab.json holds 'hello'"):
+        tokenizer_of(tmp_path / "r")
