@@ -782,15 +782,18 @@ def _pack_sentencepiece(tok):
 def _read_packed_vocab(kind, data, source, token_types):
     """The clients' BERT tokenizer on a packed ``vocab.txt``: A-Z lower-cased, accents kept, BERT's names."""
     lines = parse_vocab(data, source)
-    missing = [t for t in SPECIAL_TOKENS if t not in lines]
+    # What the clients look up literally ([PAD] and [MASK] they never need: a file without them is still ready).
+    missing = [t for t in ("[CLS]", "[SEP]", "[UNK]") if t not in lines]
     if missing:
-        raise DataError(f"{source} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
+        raise DataError(f"{source} lacks the special token(s) {', '.join(missing)}, which the clients look up; "
+                        "re-export the model")
     tokenizer = _bert_wordpiece(lines, lowercase=False, strip_accents=False)
     tokenizer.normalizer = normalizers.Sequence(
         [normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False)]
         + _ascii_lower())
-    return TextTokenizer(tokenizer, kind, dict(CLIENT_SPECIAL_NAMES), source=source, lowercase=True,
-                         strip_accents=False, token_types=token_types)
+    specials = {role: name for role, name in CLIENT_SPECIAL_NAMES.items() if name in lines}
+    return TextTokenizer(tokenizer, kind, specials, source=source, lowercase=True, strip_accents=False,
+                         token_types=token_types)
 
 
 def _read_packed_sentencepiece(kind, data, source, token_types):
