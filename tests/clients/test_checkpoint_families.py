@@ -118,6 +118,11 @@ def _commands_agree_on_the_carried_tokenizer(tflite_file, runner, texts, phone, 
     data = tmp_path / "labelled.tsv"
     data.write_text("sentence\tlabel\n" + "".join(f"{t}\t{LABELS[i % len(LABELS)]}\n" for i, t in enumerate(texts)))
     assert evaluate_artifact(tflite_file, data).rows == len(texts)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("\n".join(texts) + "\n")
+    assert main(["profile", str(tflite_file), "--text", str(lines), "--runs", "2", "--warmup", "1",
+                 "--min-time", "0"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
     if "sentencepiece.model" in said:
         # A packed SentencePiece model other than the exported one is flagged and refused, as a vocab.txt is.
         from tests.evaluation.test_packed_files import _repacked
