@@ -38,30 +38,34 @@ _ORT_TYPES = {"tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(float)
               "tensor(float16)": "float16", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
 
 
-def model_source(path):
-    """What to hand a runtime for ``path``: ``("path", str)``, or ``("content", bytes)`` when the name is not UTF-8.
+def read_model(path):
+    """The bytes of model file ``path``, read once: what every runtime is handed, never the path.
 
-    LiteRT and onnxruntime encode a path argument as UTF-8; a valid model whose name holds other
-    bytes (kept by ``os.fsdecode`` as surrogates) crashed ``mbk profile`` (issue 12). Both runtimes
-    also take the model's bytes.
+    LiteRT (Interpreter and CompiledModel alike) memory-maps a path and reads the weights from the mapping at
+    every invoke, so a file truncated or rewritten meanwhile (a re-export into the same name while
+    ``mbk profile`` times it) killed the process with SIGBUS (exit 135, no message, no report). A private copy
+    in memory cannot change under the runtime; a SIGBUS handler could not resume the kernel that faulted, and
+    a scratch copy would cost disk and still be a file someone can touch. Bytes also serve a path whose name
+    is not UTF-8 (issue 12: the runtimes encode a path argument as UTF-8).
+
+    Args:
+        path (str | os.PathLike): the model file.
+
+    Returns:
+        bytes: the file's content.
+
+    Raises:
+        RuntimeLoadError: the file cannot be read.
 
     Example:
-        >>> model_source("model.tflite")
-        ('path', 'model.tflite')
+        >>> len(read_model("model.tflite")) > 0  # doctest: +SKIP
+        True
     """
-    path = os.fspath(path)
     try:
-        path.encode("utf-8")
-        return "path", path
-    except UnicodeEncodeError:
         with open(path, "rb") as handle:
-            return "content", handle.read()
-
-
-def _read_model(path):
-    """The bytes of model file ``path`` (for a runtime that would otherwise map it)."""
-    with open(path, "rb") as handle:
-        return handle.read()
+            return handle.read()
+    except OSError as err:
+        raise RuntimeLoadError(f"{path} cannot be read: {err.strerror or err}; check the file") from err
 
 
 def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None, preserve_all_tensors=False,
@@ -90,19 +94,16 @@ def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None
     try:
         # quiet: LiteRT's C++ "Created TensorFlow Lite XNNPACK delegate" banner would split CLI output.
         with quiet_fd2():
-            # The file's bytes, read once, never the path: LiteRT memory-maps a path and reads the weights from the
-            # mapping at every invoke, so a file truncated or rewritten meanwhile (a re-export into the same name
-            # while `mbk profile` times it) killed the process with SIGBUS (exit 135, no message, no report). A
-            # private copy in memory cannot change under the runtime; a SIGBUS handler could not resume the kernel
-            # that faulted, and a scratch copy would cost disk and still be a file someone can touch.
+            # The file's bytes, never the path (read_model says why: SIGBUS on a file changed under a mapping).
+            content = read_model(path)
             interpreter = Interpreter(
-                model_content=_read_model(path), num_threads=num_threads,
+                model_content=content, num_threads=num_threads,
                 experimental_op_resolver_type=TFLITE_RESOLVERS[delegate],
                 experimental_preserve_all_tensors=preserve_all_tensors,
                 experimental_disable_delegate_node_fusion=per_op_delegate_nodes,
             )
             if any(np.dtype(d["dtype"]) == np.int16 for d in interpreter.get_tensor_details()):
-                _survives_in_a_child(path, delegate, input_shapes)
+                _survives_in_a_child(path, content, delegate, input_shapes)
             for detail in interpreter.get_input_details():
                 want = (input_shapes or {}).get(detail["name"])
                 if want is not None and list(detail["shape"]) != list(want):
@@ -118,9 +119,9 @@ _CHILD = """
 import json, sys
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
-path, resolver, shapes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+resolver, shapes = sys.argv[1], json.loads(sys.argv[2])
 kind = OpResolverType.AUTO if resolver == "xnnpack" else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-it = Interpreter(model_path=path, experimental_op_resolver_type=kind)
+it = Interpreter(model_content=sys.stdin.buffer.read(), experimental_op_resolver_type=kind)
 for d in it.get_input_details():
     if d["name"] in shapes:
         it.resize_tensor_input(d["index"], shapes[d["name"]])
@@ -131,7 +132,7 @@ it.invoke()
 """
 
 
-def _survives_in_a_child(path, delegate, input_shapes):
+def _survives_in_a_child(path, content, delegate, input_shapes):
     """Raises RuntimeLoadError when LiteRT kills a process that prepares and runs ``path``.
 
     LiteRT's int16 kernels (``--quantize int16x8``) abort the process (SIGABRT, exit 134, no message) on
@@ -143,13 +144,10 @@ def _survives_in_a_child(path, delegate, input_shapes):
     import subprocess
     import sys
 
-    kind, _ = model_source(path)
-    if kind != "path":
-        return  # a name the child cannot be given: loaded in process as before
-    try:
-        done = subprocess.run([sys.executable, "-c", _CHILD, os.fspath(path), delegate,
+    try:  # the bytes already read go in on stdin: the child runs what the caller will run, not the path again
+        done = subprocess.run([sys.executable, "-c", _CHILD, delegate,
                                json.dumps({k: list(map(int, v)) for k, v in (input_shapes or {}).items()})],
-                              capture_output=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                              input=content, capture_output=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     except (OSError, subprocess.TimeoutExpired):
         return
     if done.returncode < 0:
@@ -167,6 +165,7 @@ class CompiledTflite:
 
     Args:
         model (CompiledModel): compiled for the CPU.
+        content (bytes | None): the model bytes it was compiled from (held so they outlive it).
 
     Attributes:
         input_details (list[dict]): ``{"name", "index", "dtype", "shape"}`` per input, in signature order.
@@ -178,8 +177,9 @@ class CompiledTflite:
         (1, 512)
     """
 
-    def __init__(self, model):
+    def __init__(self, model, content=None):
         self.model = model
+        self._content = content  # the bytes from_buffer compiled: kept alive as long as the model that reads them
         key = model.get_signature_by_index(0)["key"]
         self.input_details = list(model.get_input_tensor_details(key).values())
         self.output_details = list(model.get_output_tensor_details(key).values())
@@ -233,15 +233,16 @@ def load_compiled_model(path, *, num_threads=None, delegate="xnnpack"):
     try:
         # quiet: CompiledModel's environment logs a dozen INFO / WARNING lines (accelerator and plugin registry).
         with quiet_fd2():
-            kind, model = model_source(path)
+            # from_buffer, never from_file: from_file maps the file and a file truncated in place then killed
+            # `mbk profile --runtime compiled-model` with SIGBUS (issue 47; read_model says why bytes).
+            content = read_model(path)
             options = compiled_model_options(num_threads, delegate)
-            make = CompiledModel.from_file if kind == "path" else CompiledModel.from_buffer
-            compiled = make(model, options=options, environment=_LITERT_ENVIRONMENT.get("shared"))
+            compiled = CompiledModel.from_buffer(content, options=options, environment=_LITERT_ENVIRONMENT.get("shared"))
             # One environment for the process: each model's own one registers the accelerators again and logs
             # their teardown to fd 2 whenever Python collects it, outside any quiet block.
             _LITERT_ENVIRONMENT.setdefault("shared", compiled.environment)
             quiet_teardown(_release_litert)
-            loaded = CompiledTflite(compiled)
+            loaded = CompiledTflite(compiled, content)
             # The first buffer write of the process creates LiteRT's global environment, with the same log lines.
             loaded.set_inputs({d["name"]: np.zeros(d["shape"], d["dtype"]) for d in loaded.input_details})
             return loaded
@@ -267,7 +268,7 @@ def load_onnx(path, options=None):
         'input_ids'
     """
     try:
-        return ort.InferenceSession(model_source(path)[1], options or ort.SessionOptions(),
+        return ort.InferenceSession(read_model(path), options or ort.SessionOptions(),
                                     providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001  (onnxruntime raises its own Fail/InvalidGraph/... types)
         raise RuntimeLoadError(f"{path} cannot be loaded by onnxruntime: {first_line(err)}") from err

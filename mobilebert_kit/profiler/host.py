@@ -257,13 +257,8 @@ class HostProfiler:
                 compiled.invoke()
 
             return self._run_compiled(info, choice, feed_next, None, runs)
-        start = time.perf_counter()
-        try:
-            interpreter = load_tflite(info.path, num_threads=self.threads, delegate=self.delegate)
-        except RuntimeLoadError as err:
-            raise ProfilerError(str(err) if err.__cause__ is None else
-                                _runtime_message(info, "ai-edge-litert", err.__cause__, None)) from err
-        init_ms = (time.perf_counter() - start) * 1000.0
+        interpreter, init_ms = self._timed_load(info, "ai-edge-litert", lambda: load_tflite(
+            info.path, num_threads=self.threads, delegate=self.delegate))
         details = interpreter.get_input_details()
         missing = [d["name"] for d in details if d["name"] not in feeds[0]]
         if missing:
@@ -283,6 +278,21 @@ class HostProfiler:
         """The LiteRT API for ``info``'s file, decided once from what the file needs (tflite_runtimes)."""
         return choose_tflite_runtime(self.runtime, delegate=self.delegate, **info.runtime_needs)
 
+    def _timed_load(self, info, runtime, load, length=None):
+        """``(loaded, init_ms)`` of ``load()``: the one path by which every runtime loads a file here.
+
+        Each loader reads the file's bytes once (artifacts.runner.read_model), so a file changed meanwhile
+        is refused in one line rather than SIGBUS. A loader's own finding (no cause: an int16 file that
+        crashes LiteRT, no CompiledModel installed) is said as it is; a runtime's error gets the hint.
+        """
+        start = time.perf_counter()
+        try:
+            loaded = load()
+        except RuntimeLoadError as err:
+            raise ProfilerError(str(err) if err.__cause__ is None else
+                                _runtime_message(info, runtime, err.__cause__, length)) from err
+        return loaded, (time.perf_counter() - start) * 1000.0
+
     def _interpreter_record(self, interpreter, choice):
         return {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
                 "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version, "delegate": self.delegate,
@@ -290,13 +300,8 @@ class HostProfiler:
 
     def _run_compiled(self, info, choice, call, feeds, runs=None):
         """Times ``call(compiled)`` on a CompiledModel (inputs written once first when ``feeds`` is given)."""
-        start = time.perf_counter()
-        try:
-            compiled = load_compiled_model(info.path, num_threads=self.threads, delegate=self.delegate)
-        except RuntimeLoadError as err:
-            raise ProfilerError(str(err) if err.__cause__ is None else
-                                _runtime_message(info, "LiteRT CompiledModel", err.__cause__, None)) from err
-        init_ms = (time.perf_counter() - start) * 1000.0
+        compiled, init_ms = self._timed_load(info, "LiteRT CompiledModel", lambda: load_compiled_model(
+            info.path, num_threads=self.threads, delegate=self.delegate))
         if feeds is not None:
             missing = [d["name"] for d in compiled.input_details if d["name"] not in feeds]
             if missing:
@@ -317,15 +322,9 @@ class HostProfiler:
         choice = self._choose_runtime(info)
         if choice.runtime.name == "compiled_model":
             return self._run_compiled(info, choice, lambda compiled: compiled.invoke(), feeds)
-        start = time.perf_counter()
-        try:
-            interpreter = load_tflite(info.path, num_threads=self.threads, delegate=self.delegate,
-                                      input_shapes={name: list(value.shape) for name, value in feeds.items()})
-        except RuntimeLoadError as err:
-            if err.__cause__ is None:  # the loader's own finding (a file that crashes the interpreter): as it says
-                raise ProfilerError(str(err)) from err
-            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err.__cause__, length)) from err
-        init_ms = (time.perf_counter() - start) * 1000.0
+        interpreter, init_ms = self._timed_load(info, "ai-edge-litert", lambda: load_tflite(
+            info.path, num_threads=self.threads, delegate=self.delegate,
+            input_shapes={name: list(value.shape) for name, value in feeds.items()}), length)
         for detail in interpreter.get_input_details():
             if detail["name"] not in feeds:
                 raise ProfilerError(f"{info.path}: input {detail['name']!r} is not among the model inputs read from the file")
@@ -364,12 +363,7 @@ class HostProfiler:
     def _run_onnx(self, info, feeds, runs=None):
         """Times ``feeds`` (one ``{name: array}``, or a list of them run one per call, cycling) in a session."""
         rows = feeds if isinstance(feeds, list) else [feeds]
-        start = time.perf_counter()
-        try:
-            session = load_onnx(info.path, self._onnx_options())
-        except RuntimeLoadError as err:
-            raise ProfilerError(_runtime_message(info, "onnxruntime", err.__cause__, None)) from err
-        init_ms = (time.perf_counter() - start) * 1000.0
+        session, init_ms = self._timed_load(info, "onnxruntime", lambda: load_onnx(info.path, self._onnx_options()))
         names = [i.name for i in session.get_inputs()]
         missing = [n for n in names if n not in rows[0]]
         if missing:

@@ -7,6 +7,7 @@ the kernel lock of a temporary whose name carries a PID that does not run here.
 
 import contextlib
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -383,6 +384,103 @@ def test_a_tflite_file_truncated_while_it_runs_cannot_kill_the_process(tmp_path)
     proc = subprocess.run([sys.executable, "-c", script, str(model)], cwd=REPO, env=_env(), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "timed", (proc.returncode, proc.stderr[-500:])
+
+
+# Each runtime as `mbk profile --runtime` reaches it: (file builder, --runtime value or None for .onnx).
+_TRUNCATION_RUNTIMES = {"interpreter": ("m.tflite", "interpreter"), "compiled-model": ("m.tflite", "compiled-model"),
+                        "onnxruntime": ("m.onnx", None)}
+
+
+def _truncation_model(tmp_path, runtime):
+    from tests.profiler.fixture_models import build_onnx_bert, build_tflite_bert
+
+    name, _ = _TRUNCATION_RUNTIMES[runtime]
+    if name.endswith(".onnx"):
+        return build_onnx_bert(str(tmp_path / name), seq_len=16)
+    return build_tflite_bert(tmp_path / name)  # static [1, 16]: CompiledModel runs it (no fallback)
+
+
+@pytest.mark.parametrize("runtime", list(_TRUNCATION_RUNTIMES))
+def test_a_file_truncated_in_place_after_loading_is_timed_from_the_bytes_read(tmp_path, runtime):
+    """Issue 47: the CompiledModel path loaded with ``from_file`` (a mapping) and bypassed the in-memory load, so
+    a file truncated in place while `mbk profile --runtime compiled-model` timed it died of SIGBUS (exit 135, no
+    message). Every runtime's loader now runs the bytes read once: the profile completes on what was read."""
+    from tests.reliability.faults import REPO, _env
+
+    model = _truncation_model(tmp_path, runtime)
+    loader = {"interpreter": "load_tflite", "compiled-model": "load_compiled_model", "onnxruntime": "load_onnx"}[runtime]
+    flag = _TRUNCATION_RUNTIMES[runtime][1]
+    # The real command, with its loader wrapped so the file is cut to a third right after the runtime loaded it
+    # (a re-export into the same name, mid-timing).
+    script = (
+        "import os, sys\n"
+        "from mobilebert_kit.cli import main\n"
+        "from mobilebert_kit.profiler import host\n"
+        f"real = host.{loader}\n"
+        "def cut_after_load(path, *args, **kwargs):\n"
+        "    loaded = real(path, *args, **kwargs)\n"
+        "    os.truncate(path, os.path.getsize(path) // 3)\n"
+        "    return loaded\n"
+        f"host.{loader} = cut_after_load\n"
+        "sys.exit(main.main(sys.argv[1:]))\n")
+    args = ["profile", str(model), "--target", "host", "--runs", "3", "--json", str(tmp_path / "r.json")]
+    args += ["--runtime", flag] if flag else []
+    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode in (0, 2), (proc.returncode, proc.stderr[-800:])  # never -7 (SIGBUS) nor 1
+    assert "Traceback" not in proc.stderr, proc.stderr[-800:]
+    if proc.returncode == 2:  # a later reading of the cut file: refused in one line
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    else:
+        assert (tmp_path / "r.json").is_file()
+        if flag == "compiled-model":  # the path that was bypassed really ran
+            assert json.loads((tmp_path / "r.json").read_text())["results"][0]["runtime"]["api"] == "compiled_model"
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize("runtime", list(_TRUNCATION_RUNTIMES))
+def test_mbk_profile_of_a_file_truncated_in_place_is_one_line_exit_2(tmp_path, runtime, fraction):
+    """A real file cut with os.truncate before `mbk profile` reads it: one line, exit 2, no SIGBUS, no traceback,
+    no report, under every runtime."""
+    from tests.reliability.faults import REPO, _env
+
+    model = _truncation_model(tmp_path, runtime)
+    os.truncate(model, int(os.path.getsize(model) * fraction))
+    flag = _TRUNCATION_RUNTIMES[runtime][1]
+    args = ["profile", str(model), "--target", "host", "--runs", "3", "--json", str(tmp_path / "r.json")]
+    args += ["--runtime", flag] if flag else []
+    proc = subprocess.run([sys.executable, "-m", "mobilebert_kit.cli.main", *args], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-800:])
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("runtime", list(_TRUNCATION_RUNTIMES))
+def test_every_runtime_loader_runs_the_bytes_it_read(tmp_path, runtime):
+    """The loader itself: load, cut the file to nothing, run. A mapping of the file (CompiledModel.from_file)
+    dies of SIGBUS here; the bytes read once cannot change."""
+    from tests.reliability.faults import REPO, _env
+
+    model = _truncation_model(tmp_path, runtime)
+    run = {
+        "interpreter": "m = runner.load_tflite(p, delegate='none')\n"
+                       "os.truncate(p, 0)\n"
+                       "for d in m.get_input_details(): m.set_tensor(d['index'], np.zeros(d['shape'], d['dtype']))\n"
+                       "m.invoke()\n",
+        "compiled-model": "m = runner.load_compiled_model(p, delegate='none')\n"
+                          "os.truncate(p, 0)\n"
+                          "m.set_inputs({d['name']: np.zeros(d['shape'], d['dtype']) for d in m.input_details})\n"
+                          "m.invoke(); m.outputs()\n",
+        "onnxruntime": "m = runner.load_onnx(p)\n"
+                       "os.truncate(p, 0)\n"
+                       "m.run(None, {i.name: np.zeros([1, 16], np.int32) for i in m.get_inputs()})\n",
+    }[runtime]
+    script = ("import os, sys\nimport numpy as np\nfrom mobilebert_kit.artifacts import runner\np = sys.argv[1]\n"
+              + run + "print('ran')\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(model)], cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ran"), (proc.returncode, proc.stderr[-500:])
 
 
 @pytest.mark.parametrize("command", ["distill", "substitute"])
