@@ -34,6 +34,7 @@ from pathlib import Path
 
 from mobilebert_kit.artifacts import metadata_schema as schema
 from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.reader import artifact_format, read_artifact, read_tflite_bytes
 
 # Far above any text model (3 inputs, a few outputs, one tokenizer, two packed files) and far below what costs
@@ -160,7 +161,7 @@ def read_client_metadata(path, fmt=None):
 def read_with_client_metadata(path, fmt=None):
     """``(ArtifactGraph, ClientMetadata | None)`` from one read of the file (``mbk inspect`` and the lint)."""
     path = Path(path)
-    if artifact_format(path, fmt) != "tflite" or not path.is_file():
+    if not FORMATS[artifact_format(path, fmt)].client_metadata or not path.is_file():
         return read_artifact(path, fmt), None
     data = path.read_bytes()
     graph = read_tflite_bytes(data, str(path))

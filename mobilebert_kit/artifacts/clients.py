@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_with_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.metadata_schema import CLIENT_INPUT_NAMES, TFLITE_METADATA
 
@@ -110,7 +111,7 @@ class FileFacts:
 
     def output_names(self):
         """The names clients look outputs up by: the metadata's in TFLite (when present), the graph's in ONNX."""
-        if self.format == "tflite":
+        if FORMATS[self.format].client_metadata:
             return self.meta.output_names if self.meta is not None else ()
         return tuple(spec["name"] for spec in self.outputs)
 
@@ -215,7 +216,7 @@ def _vector_output(client, facts):
 def _output_names(client, facts):
     have = facts.output_names()
     missing = [n for n in client.output_names if n not in have]
-    where = "output metadata" if client.format == "tflite" else "output"
+    where = "output metadata" if FORMATS[client.format].client_metadata else "output"
     return [f"no {where} named {_join(missing)} (found {_join(have)})"] if missing else []
 
 

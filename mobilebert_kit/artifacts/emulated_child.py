@@ -67,7 +67,8 @@ def run_onnx(path, threads, batches):
     options.log_severity_level = 4
     if threads:
         options.intra_op_num_threads = threads
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    with open(path, "rb") as handle:  # bytes, as run_tflite: never a file that can change under the session
+        session = ort.InferenceSession(handle.read(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     out = {}
     for run, feeds in enumerate(batches):
@@ -76,12 +77,15 @@ def run_onnx(path, threads, batches):
     return out
 
 
+# A format's name (artifacts.formats: Format.name) -> the function that runs a file of it here.
+RUNNERS = {"tflite": run_tflite, "onnx": run_onnx}
+
+
 def main(argv):
     path, fmt, threads, inputs, outputs = argv
     with np.load(inputs, allow_pickle=False) as arrays:
         batches = _batches(arrays)
-    runner = run_tflite if fmt == "tflite" else run_onnx
-    np.savez(outputs, **runner(path, int(threads) or None, batches))
+    np.savez(outputs, **RUNNERS[fmt](path, int(threads) or None, batches))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.artifacts.arches import arch as arch_record
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import EmulationError
 from mobilebert_kit.utils.sysroot import SysrootSpec, ensure_sysroot
 
@@ -71,11 +72,10 @@ class EmulatedRunner:
         self.host = host
         self.arch = arch_record(arch)
         self.cpu = self.arch.cpu(cpu)
-        self.format = "onnx" if host.runtime is None else "tflite"
+        self.format = host.format
         spec = sysroot_spec(self.arch)
         self.sysroot = ensure_sysroot(spec, say)
-        package = "onnxruntime" if self.format == "onnx" else "ai-edge-litert"
-        kernels = "CPU provider" if self.format == "onnx" else "XNNPACK"
+        package, kernels = FORMATS[self.format].runtime_package, FORMATS[self.format].emulated_kernels
         self.runtime = (f"{package} {metadata.version(package)} ({self.arch.machine}, {kernels}) under "
                         f"{spec.qemu_binary} -cpu {self.cpu.qemu_cpu}")
 

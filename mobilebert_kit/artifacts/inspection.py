@@ -21,6 +21,7 @@ from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
 from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.clients import facts_of, readiness
 from mobilebert_kit.utils.terminal import escape
@@ -79,7 +80,7 @@ class ArtifactInfo:
         for title, tensors in (("inputs", self.inputs), ("outputs", self.outputs)):
             lines.append(f"{title}:")
             lines += [f"  {escape(t['name']):<24} {escape(t['dtype']):<8} {escape(t['shape'])}" for t in tensors]
-            if title == "inputs" and self.format == "tflite" and any(-1 in list(t["shape"])[1:] for t in tensors):
+            if title == "inputs" and FORMATS[self.format].open_dim == "-1" and any(-1 in list(t["shape"])[1:] for t in tensors):
                 lines.append("  (dynamic length: the clients feed each text at its own token count, unpadded)")
         total = sum(self.op_counts.values())
         lines.append(f"operators: {total} ({len(self.op_counts)} types)")
@@ -116,7 +117,7 @@ class ArtifactInfo:
             lines.append(f"client metadata: inputs {names(meta.inputs)}; tokenizer {escape(meta.tokenizer or 'none')}"
                          f"{vocab}; outputs {names(meta.outputs)}{labels}; packed files: "
                          f"{', '.join(escape(n) for n in meta.packed_files) or 'none'}")
-        elif self.format == "tflite":
+        elif FORMATS[self.format].client_metadata:
             lines.append("client metadata: none (no TFLITE_METADATA entry)")
         ready = [name for name, reasons in self.clients.items() if not reasons]
         if self.clients:
@@ -169,5 +170,5 @@ def _shown(graph, key):
     """A tensor as ``mbk inspect`` prints it: dynamic dimensions by their ONNX name (``?`` when unnamed)."""
     tensor = graph.tensors[key]
     names = tensor.get("dim_names") or [None] * len(tensor["signature"])
-    shape = [d if d >= 0 or graph.format == "tflite" else (name or "?") for d, name in zip(tensor["signature"], names)]
+    shape = [d if d >= 0 or FORMATS[graph.format].open_dim == "-1" else (name or "?") for d, name in zip(tensor["signature"], names)]
     return {"name": tensor["name"], "shape": shape, "dtype": tensor["dtype"]}

@@ -23,9 +23,9 @@ from onnx import numpy_helper
 from ai_edge_litert import schema_py_generated as schema
 
 from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.taxonomy import dtype_name
 
-FORMATS = ("tflite", "onnx")
 _BUILTIN_NAMES = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
 _OPTION_CLASSES = {v: k for k, v in vars(schema.BuiltinOptions).items() if not k.startswith("_")}
 _ACTIVATIONS = {v: k for k, v in vars(schema.ActivationFunctionType).items() if not k.startswith("_")}
@@ -91,7 +91,8 @@ def artifact_format(path, fmt=None):
         >>> artifact_format("m.onnx")
         'onnx'
     """
-    fmt = fmt or Path(str(path)).suffix.lower().lstrip(".")
+    by_suffix = {record.suffix: name for name, record in FORMATS.items()}
+    fmt = fmt or by_suffix.get(Path(str(path)).suffix.lower())
     if fmt not in FORMATS:
         raise ArtifactError(f"{path}: unknown model type {Path(str(path)).suffix!r}; expected .tflite or .onnx")
     return fmt
@@ -117,10 +118,7 @@ def read_artifact(path, fmt=None):
     path = Path(path)
     if not path.is_file():
         raise ArtifactError(f"{path} does not exist")
-    fmt = artifact_format(path, fmt)
-    if fmt == "tflite":
-        return read_tflite_bytes(path.read_bytes(), str(path))
-    return _read_onnx(path)
+    return _READERS[artifact_format(path, fmt)](path)
 
 
 def read_tflite_bytes(data, path="<bytes>"):
@@ -345,3 +343,7 @@ def _read_onnx(path):
         ops=ops, metadata={p.key: p.value.encode() for p in model.metadata_props}, proto=model,
         _constants={"reader": constant_values},
     )
+
+
+# How a file of each format (artifacts.formats.FORMATS) is read into an ArtifactGraph.
+_READERS = {"tflite": lambda path: read_tflite_bytes(path.read_bytes(), str(path)), "onnx": _read_onnx}

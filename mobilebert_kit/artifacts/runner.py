@@ -26,6 +26,7 @@ import onnxruntime as ort
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.reader import artifact_format, read_artifact
 from mobilebert_kit.artifacts.tflite_runtimes import CompiledModel, choose_tflite_runtime, compiled_model_options, file_needs
 from mobilebert_kit.utils.quiet import quiet_fd2, quiet_teardown
@@ -301,8 +302,9 @@ class ArtifactRunner:
         if not self.path.is_file():
             raise ArtifactError(f"{self.path} does not exist")
         self.runtime, self.runtime_warnings = None, ()
-        if artifact_format(self.path, fmt) == "tflite":
-            graph = read_artifact(self.path, "tflite")
+        self.format = artifact_format(self.path, fmt)
+        if FORMATS[self.format].litert:
+            graph = read_artifact(self.path, self.format)
             choice = choose_tflite_runtime(runtime, **file_needs(graph))
             self.runtime, self.runtime_warnings = choice.runtime, choice.warnings
             if choice.runtime.name == "compiled_model":

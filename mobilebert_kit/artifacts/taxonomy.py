@@ -43,7 +43,7 @@ def dtype_name(code, fmt):
         >>> dtype_name(9, "tflite"), dtype_name(1, "onnx")
         ('int8', 'float32')
     """
-    return (TFLITE_TYPES if fmt == "tflite" else ONNX_TYPES).get(int(code), f"type{int(code)}")
+    return _TYPES[fmt].get(int(code), f"type{int(code)}")
 
 
 # Each family: the op sets any one of which shows the family is in the graph.
@@ -150,22 +150,30 @@ def compute_census(graph):
         Counter({'SOFTMAX': 2})
     """
     census = {kind: Counter() for kind in ("quantized", "hybrid", "float", "conversion", "other")}
-    if graph.format == "tflite":
-        for op in graph.ops:
-            in_types = [graph.tensors[i]["dtype"] for i in op["inputs"] if i >= 0]
-            out_types = [graph.tensors[i]["dtype"] for i in op["outputs"]]
-            if op["type"] in CONVERSION_OPS:
-                kind = "conversion"
-            elif any(t in QUANT_TYPES for t in out_types):
-                kind = "quantized"
-            elif any(t in FLOAT_TYPES for t in out_types) and any(t in QUANT_TYPES for t in in_types):
-                kind = "hybrid"
-            elif any(t in FLOAT_TYPES for t in out_types):
-                kind = "float"
-            else:
-                kind = "other"
-            census[kind][op["label"]] += 1
-        return census
+    _CENSUS[graph.format](graph, census)
+    return census
+
+
+def _tflite_census(graph, census):
+    """Counts a TFLite graph's ops into ``census`` by the dtypes of their tensors."""
+    for op in graph.ops:
+        in_types = [graph.tensors[i]["dtype"] for i in op["inputs"] if i >= 0]
+        out_types = [graph.tensors[i]["dtype"] for i in op["outputs"]]
+        if op["type"] in CONVERSION_OPS:
+            kind = "conversion"
+        elif any(t in QUANT_TYPES for t in out_types):
+            kind = "quantized"
+        elif any(t in FLOAT_TYPES for t in out_types) and any(t in QUANT_TYPES for t in in_types):
+            kind = "hybrid"
+        elif any(t in FLOAT_TYPES for t in out_types):
+            kind = "float"
+        else:
+            kind = "other"
+        census[kind][op["label"]] += 1
+
+
+def _onnx_census(graph, census):
+    """Counts an ONNX graph's ops into ``census`` by op type (intermediate dtypes are not stored in the file)."""
     produced_by = {out: op["type"] for op in graph.ops for out in op["outputs"]}
     for op in graph.ops:
         if op["type"] in CONVERSION_OPS:
@@ -180,7 +188,6 @@ def compute_census(graph):
         else:
             kind = "float"
         census[kind][op["label"]] += 1
-    return census
 
 
 def precision(graph):
@@ -195,20 +202,28 @@ def precision(graph):
         >>> precision(read_artifact("m.tflite"))  # doctest: +SKIP
         'dynamic-int8'
     """
-    if graph.format == "onnx":
-        kinds = {op["type"] for op in graph.ops}
-        if kinds & {"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
-            return "dynamic-int8"
-        if kinds & {"QLinearMatMul", "QLinearConv", "QGemm"} or {"QuantizeLinear", "DequantizeLinear"} <= kinds:
-            return "int8"
-        weight_types = {
-            graph.tensors[name]["dtype"]
-            for op in graph.ops
-            if op["type"] in ("MatMul", "Gemm", "Conv")
-            for name in op["inputs"][1:2]
-            if name in graph.tensors and graph.tensors[name]["constant"]
-        }
-        return "float16" if "float16" in weight_types else "float32"
+    return _PRECISION[graph.format](graph)
+
+
+def _onnx_precision(graph):
+    """:func:`precision` of an ONNX graph, by its op types and constant weights."""
+    kinds = {op["type"] for op in graph.ops}
+    if kinds & {"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
+        return "dynamic-int8"
+    if kinds & {"QLinearMatMul", "QLinearConv", "QGemm"} or {"QuantizeLinear", "DequantizeLinear"} <= kinds:
+        return "int8"
+    weight_types = {
+        graph.tensors[name]["dtype"]
+        for op in graph.ops
+        if op["type"] in ("MatMul", "Gemm", "Conv")
+        for name in op["inputs"][1:2]
+        if name in graph.tensors and graph.tensors[name]["constant"]
+    }
+    return "float16" if "float16" in weight_types else "float32"
+
+
+def _tflite_precision(graph):
+    """:func:`precision` of a TFLite graph, by its matrix ops' activation and weight dtypes."""
     producers = {out: op for op in graph.ops for out in op["outputs"]}
     activation_types, weight_types, expanded_types = set(), set(), set()
     for op in graph.ops:
@@ -230,3 +245,9 @@ def precision(graph):
     if "float16" in weight_types:
         return "float16"
     return "float32"
+
+
+# What each format (artifacts.formats.FORMATS) calls its dtypes, and how its ops are classified.
+_TYPES = {"tflite": TFLITE_TYPES, "onnx": ONNX_TYPES}
+_CENSUS = {"tflite": _tflite_census, "onnx": _onnx_census}
+_PRECISION = {"tflite": _tflite_precision, "onnx": _onnx_precision}

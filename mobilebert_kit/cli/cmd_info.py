@@ -31,7 +31,9 @@ def load_source(source):
         raise ConfigError(
             f"{source!r} is neither a preset nor an existing path; presets: {', '.join(PRESETS)}"
         )
-    if Path(source).is_file() and Path(source).suffix.lower() in (".tflite", ".onnx"):
+    from mobilebert_kit.artifacts.formats import FORMATS
+
+    if Path(source).is_file() and Path(source).suffix.lower() in {f.suffix for f in FORMATS.values()}:
         # An exported file has no Keras model to summarize; "not a checkpoint: expected config.json" sent the
         # user looking for a config the file never had.
         raise ConfigError(f"{source} is a {Path(source).suffix.lower()} file (an exported model), not a preset or "

@@ -30,9 +30,10 @@ def run(args):
     report = info.to_dict()
     text = info.format_text()
     if args.xnnpack:
+        from mobilebert_kit.artifacts.formats import FORMATS
         from mobilebert_kit.errors import ConfigError
 
-        if info.format != "tflite":
+        if not FORMATS[info.format].xnnpack:
             raise ConfigError("--xnnpack applies to .tflite files (ONNX Runtime has no XNNPACK delegate here)")
         from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
 

@@ -1,6 +1,14 @@
-"""One artifact format's writer and the output kind it declares (``file_validation.WRITERS`` holds one per format)."""
+"""Each artifact format's writer and the output kind it declares: :data:`WRITERS`, one per format, beside the writers.
+
+The TensorFlow-free half of a format (suffix, magic number, runtimes, what clients and inspection need) is its
+:class:`~mobilebert_kit.artifacts.formats.ArtifactFormat` record on the floor; this is the half that writes.
+"""
 
 from dataclasses import dataclass
+
+from mobilebert_kit.artifacts.formats import FORMATS
+from mobilebert_kit.convert.onnx.writer import ONNX_OUTPUT, write_onnx
+from mobilebert_kit.convert.tflite.writer import TFLITE_OUTPUT, write_tflite
 
 
 @dataclass(frozen=True)
@@ -8,16 +16,22 @@ class ArtifactWriter:
     """How an artifact of one format is written and recognised.
 
     Args:
+        format (ArtifactFormat): the format's TF-free record (suffix, magic, runtimes, ...).
         write (callable): ``write(graph, setting, calibration, metadata, path, calibrated=None)`` writes the file
-            (``tflite_writer.write_tflite``, ``onnx_writer.write_onnx``); a drift probe is written like the
+            (``tflite.writer.write_tflite``, ``onnx.writer.write_onnx``); a drift probe is written like the
             artifact it describes.
         output (OutputKind): what ``utils.atomic`` may replace at the output path (a file this writer made).
 
     Example:
-        >>> from mobilebert_kit.convert.validation.file_validation import WRITERS  # doctest: +SKIP
-        >>> WRITERS["tflite"].output.name  # doctest: +SKIP
-        'tflite'
+        >>> WRITERS["tflite"].output.name, WRITERS["onnx"].format.suffix
+        ('tflite', '.onnx')
     """
 
+    format: object
     write: object
     output: object
+
+
+# One writer per format record: a format is added by adding its record and its writer here.
+WRITERS = {name: ArtifactWriter(FORMATS[name], write, output)
+           for name, write, output in (("tflite", write_tflite, TFLITE_OUTPUT), ("onnx", write_onnx, ONNX_OUTPUT))}

@@ -31,7 +31,8 @@ from mobilebert_kit.convert.plan.export_options import DEFAULT_MAX_DROP, FORMATS
 from mobilebert_kit.convert.plan.export_plan import FileMetadata, plan_export
 from mobilebert_kit.convert.export_report import EXPORT_REPORT_OUTPUT, ExportResult, report_guard, report_path, write_report
 from mobilebert_kit.convert.plan.export_tasks import export_task
-from mobilebert_kit.convert.validation.file_validation import WRITERS, changed_answers, drift, validate_file
+from mobilebert_kit.convert.artifact_writer import WRITERS
+from mobilebert_kit.convert.validation.file_validation import changed_answers, drift, validate_file
 from mobilebert_kit.convert.plan.input_set import InputSet, default_inputs, validation_lines
 from mobilebert_kit.convert.prepare.source import Recovery, prepare_source, source_facts
 from mobilebert_kit.convert.quantization.qat import quantization_aware_graph

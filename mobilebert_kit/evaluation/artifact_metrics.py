@@ -35,6 +35,7 @@ from rich.table import Table
 from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
 from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_with_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length
 from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA
 from mobilebert_kit.artifacts.runner import ArtifactRunner
@@ -54,7 +55,7 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     the rule ``mbk inspect`` and ``mbk profile --text`` use (``artifacts.carried_tokenizer``)."""
     if tokenizer is not None:
         given = TextTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
-        if graph.format == "tflite" and TFLITE_METADATA in graph.metadata:
+        if FORMATS[graph.format].client_metadata and TFLITE_METADATA in graph.metadata:
             # The file is scored on the ids its app computes: MediaPipe and the Task Library tokenize with the
             # packed file, lower-casing A-Z only and keeping accents, whatever the checkpoint's tokenizer does
             # (docs/clients/README.md). A tokenizer no client runs (byte-level BPE): the app feeds the

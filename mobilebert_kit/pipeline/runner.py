@@ -33,6 +33,7 @@ from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.artifacts.metadata import planned_length, read_artifact_metadata
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, PIPELINE_OUTPUT
@@ -149,7 +150,7 @@ class Pipeline:
                         manifest, lambda o=opts: self._export(recipe, o))
             exports.append(_read_json(f"{opts.out}.report.json"))
         host = [self._profile_host(opts) for opts in planned]
-        device = [self._profile_device(opts, serial) for opts in planned if serial and opts.format == "tflite"]
+        device = [self._profile_device(opts, serial) for opts in planned if serial and FORMATS[opts.format].on_device]
         evaluation_path = self._evaluate(evaluation, planned, out_dir / f"{name}.evaluation.json")
         from mobilebert_kit.pipeline import report as pipeline_report
 

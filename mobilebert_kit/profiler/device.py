@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.artifacts.metadata import planned_length
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError, check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
 from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary
@@ -364,7 +365,7 @@ class DeviceProfiler:
                 f"{info.path} has a fixed sequence length {info.static_seq_len}, not {length}; "
                 f"use --seq-len {info.static_seq_len} or export the model with a dynamic sequence length"
             )
-        if info.format != "tflite":
+        if not FORMATS[info.format].on_device:
             raise ProfilerError(f"{info.path}: the adb target runs .tflite files with benchmark_model; profile .onnx files with --target host")
         if not self.tool.input_flags and not info.static_seq_len:
             # It has no --input_layer_shape: a [1, -1] file would be timed at the length it was written with (1).

@@ -36,6 +36,7 @@ from ai_edge_litert import __version__ as litert_version
 
 from mobilebert_kit.artifacts.metadata import planned_length
 from mobilebert_kit.artifacts.errors import RuntimeLoadError
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.runner import TFLITE_RESOLVERS, load_compiled_model, load_onnx, load_tflite
 from mobilebert_kit.artifacts.tflite_runtimes import RUNTIME_CHOICES, choose_tflite_runtime
 from mobilebert_kit.errors import check_choice, first_line
@@ -155,14 +156,14 @@ class HostProfiler:
         result["config"] = run_config(
             self, vocab, inputs="sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1"
         )
-        if info.format == "tflite":
+        if FORMATS[info.format].litert:
             result["config"]["runtime"] = self.runtime
         if self.threads > len(self.cpus):
             result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
         reset_peak_rss()
         with _pinned(self.cpus):
-            if info.format == "tflite":
+            if FORMATS[info.format].litert:
                 timing = self._run_tflite(info, feeds, length)
             else:
                 timing = self._run_onnx(info, feeds)
@@ -218,12 +219,12 @@ class HostProfiler:
         result["text"] = text.summary(fed=f"padded to {static}" if static else "own length")
         result["config"] = run_config(self, info.feed_vocab(self.vocab_size),
                                       inputs=f"real text: {len(feeds)} sentence(s) of {text.source}, one per call")
-        if info.format == "tflite":
+        if FORMATS[info.format].litert:
             result["config"]["runtime"] = self.runtime
         runs = max(self.runs, len(feeds))
         reset_peak_rss()
         with _pinned(self.cpus):
-            if info.format == "tflite":
+            if FORMATS[info.format].litert:
                 timing = self._run_tflite_rows(info, feeds, runs)
             else:
                 timing = self._run_onnx(info, feeds, runs)
@@ -415,7 +416,7 @@ class HostProfiler:
     # --- per-op profiles --------------------------------------------------------------
 
     def _add_op_profile(self, result, info, feeds, length, vocab):
-        if info.format == "onnx":
+        if not FORMATS[info.format].litert:
             result["op_profile"] = self._onnx_op_profile(info, feeds)
             result["op_profile_source"] = f"onnxruntime profiler, {self.profile_runs} runs in a separate session"
             return

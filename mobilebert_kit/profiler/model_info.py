@@ -28,6 +28,7 @@ import onnx
 
 from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import load_tflite
@@ -119,7 +120,7 @@ class ModelInfo:
             artifact = read_artifact(self.path, self.format)
         except ArtifactError as err:
             raise ProfilerError(str(err)) from err
-        if self.format == "tflite":
+        if FORMATS[self.format].litert:
             self._graph = _TfliteGraph(artifact)
         else:
             if not artifact.ops:
@@ -136,7 +137,7 @@ class ModelInfo:
         self.fused_activations = Counter(op["fused"] for op in artifact.ops if op.get("fused"))
         self.precision = taxonomy.precision(artifact)
         # What the file asks of a LiteRT API (open axes, quantized inputs/outputs, int16): picks CompiledModel or not.
-        self.runtime_needs = file_needs(artifact) if self.format == "tflite" else {}
+        self.runtime_needs = file_needs(artifact) if FORMATS[self.format].litert else {}
         self.variant = taxonomy.variant_name(set(self.op_counts) | set(self.fused_activations), self.format)
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
         self.static_seq_len = _static_seq_len(self.inputs)

@@ -157,7 +157,7 @@ def test_failed_validation_leaves_no_artifact(tiny_mobilebert, tmp_path):
 
 
 def test_interrupted_export_leaves_no_artifact(tiny_mobilebert, tmp_path, monkeypatch):
-    from mobilebert_kit.convert.validation.file_validation import WRITERS
+    from mobilebert_kit.convert.artifact_writer import WRITERS
 
     def interrupted(graph, setting, calibration, metadata, path, calibrated=None):
         path.write_bytes(b"TFL3 half a model")

@@ -13,14 +13,15 @@ from mobilebert_kit.artifacts.metadata import METADATA_JSON
 from mobilebert_kit.convert.onnx import export as onnx_export
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.quantization.modes import quantization_mode
-from mobilebert_kit.convert.tflite.flatbuffer import FILE_IDENTIFIER as TFLITE_IDENTIFIER
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
 
-# A later export recognises an .onnx file it wrote, and replaces it: no TFLite flatbuffer, our metadata inside
-# (a protobuf has no magic number of its own).
-_IS_TFLITE, _HAS_METADATA = bytes_at(4, TFLITE_IDENTIFIER), contains(METADATA_JSON)
+# A later export recognises an .onnx file it wrote, and replaces it: no other format's magic number, our metadata
+# inside (a protobuf has no magic number of its own).
+_OTHER_MAGIC = tuple(bytes_at(*f.magic) for f in FORMATS.values() if f.magic)
+_HAS_METADATA = contains(METADATA_JSON)
 ONNX_OUTPUT = OutputKind("onnx", False, "an .onnx model exported by mbk",
-                         lambda path: not _IS_TFLITE(path) and _HAS_METADATA(path))
+                         lambda path: not any(magic(path) for magic in _OTHER_MAGIC) and _HAS_METADATA(path))
 
 
 def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):

@@ -294,13 +294,13 @@ class ExportOptions:
         mode = quantization_mode(self.quantize)
         if not self.out:
             raise ConfigError(f"no output file; pass {self.name_of('out')} FILE")
-        if Path(self.out).suffix != f".{self.format}":
+        if Path(self.out).suffix != FORMATS[self.format].suffix:
             raise ConfigError(f"{self.name_of('out', self.out)} should end in .{self.format} for "
                               f"{self.name_of('format', self.format)}")
-        if self.format == "onnx" and self.io_type != "float32":
+        if not FORMATS[self.format].quantized_io and self.io_type != "float32":
             raise ConfigError(f"{self.name_of('io_type', self.io_type)}: int8 inputs/outputs are a TFLite option; "
                               "ONNX artifacts keep integer inputs and float32 outputs")
-        if self.format == "tflite" and self.dynamic_axes and self.batch_size != 1:
+        if "batch" not in FORMATS[self.format].dynamic_axes and self.dynamic_axes and self.batch_size != 1:
             # FORMATS' dynamic_axes: a TFLite file leaves only its sequence open; its clients run one text at a time.
             raise ConfigError(f"{self.name_of('batch_size', self.batch_size)} with {self.name_of('dynamic_axes')}: "
                               "a dynamic TFLite file has batch 1 and a dynamic sequence (MediaPipe and the Task "
@@ -320,8 +320,7 @@ class ExportOptions:
         if self.keep_float_ops or self.keep_float_layers:
             which = self.name_of("keep_float_ops" if self.keep_float_ops else "keep_float_layers")
             self._refuse_unless(mode, f"keep_float:{self.format}", f"{which} ({self.format})")
-        if self.format == "onnx":
-            self._refuse_unless(mode, "format:onnx", self.name_of("format", "onnx"))
+        self._refuse_unless(mode, f"format:{self.format}", self.name_of("format", self.format))
         if mode.search and not self.eval_data:
             raise ConfigError(f"{self.name_of('quantize', self.quantize)} needs labelled data to judge by: "
                               f"{self.name_of('eval_data', 'FILE')} (a .tsv like mbk finetune's, see docs/export.md)")

@@ -98,7 +98,7 @@ def input_layout(options, task=None):
     if dynamic is None:
         # A TFLite file's open axis is its sequence only, at batch 1 (its format's dynamic_axes): a --batch-size file is static.
         per_text = task is None or export_task(task).per_text_outputs
-        dynamic = not options.static_axes and (options.format == "onnx" or (options.batch_size == 1 and per_text))
+        dynamic = not options.static_axes and (FORMATS[options.format].open_by_default or (options.batch_size == 1 and per_text))
     mask = options.mask_dtype
     if mask is None:
         mask = "float32" if options.io_type == "int8" else FORMATS[options.format].input_dtype

@@ -32,44 +32,14 @@ Example:
 from dataclasses import dataclass, field
 
 from mobilebert_kit.artifacts import metadata_schema
+from mobilebert_kit.artifacts.formats import FORMATS as ARTIFACT_FORMATS
 from mobilebert_kit.errors import check_choice
 
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # models.encoder.INPUT_NAMES, in export order
 
 
-@dataclass(frozen=True)
-class ExportFormat:
-    """What the export plan decides by an artifact's format (one record per format in :data:`FORMATS`).
-
-    Args:
-        name (str): ``--format``'s value.
-        input_dtype (str): the int type of the token inputs. TFLite clients (MediaPipe, the Task Library) accept
-            int32 only (or all-string) inputs; code written for optimum's ONNX exports feeds the tokenizer's
-            int64 arrays.
-        dynamic_axes (tuple): the input axes ``--dynamic-axes`` leaves open. ONNX: batch and sequence (optimum's
-            signature). TFLite: the sequence only: MediaPipe and the Task Library refuse any batch but 1 ("Input
-            tensors should all have batch size 1") and resize the sequence axis to each text's token count when
-            it is -1.
-        clips_in_graph (bool): whether a dynamic-length file cuts a text longer than its position table itself.
-            TFLite: yes, MediaPipe's BertPreprocessorCalculator truncates only for static inputs and feeds a
-            dynamic file the whole text, which would fail in the position embedding's gather. ONNX: no, optimum
-            users' tokenizers truncate (``truncation=True``).
-
-    Example:
-        >>> FORMATS["tflite"].dynamic_axes
-        ('sequence',)
-    """
-
-    name: str
-    input_dtype: str
-    dynamic_axes: tuple
-    clips_in_graph: bool
-
-
-FORMATS = {f.name: f for f in (
-    ExportFormat("tflite", input_dtype="int32", dynamic_axes=("sequence",), clips_in_graph=True),
-    ExportFormat("onnx", input_dtype="int64", dynamic_axes=("batch", "sequence"), clips_in_graph=False),
-)}
+# The export plan reads the format's one record (artifacts.formats), as every other module does.
+FORMATS = ARTIFACT_FORMATS
 
 
 def graph_inputs(fmt, type_vocab_size, token_types=None):
@@ -91,7 +61,7 @@ def graph_inputs(fmt, type_vocab_size, token_types=None):
         >>> graph_inputs("onnx", 1), graph_inputs("onnx", 2, token_types=False), graph_inputs("tflite", 1)[-1]
         (('input_ids', 'attention_mask'), ('input_ids', 'attention_mask'), 'token_type_ids')
     """
-    if fmt == "onnx" and (int(type_vocab_size or 0) <= 1 or token_types is False):
+    if not FORMATS[fmt].every_input and (int(type_vocab_size or 0) <= 1 or token_types is False):
         return GRAPH_INPUTS[:2]
     return GRAPH_INPUTS
 # Metadata names of the three inputs, in graph order: the TFLite clients find the inputs by these names
@@ -193,7 +163,7 @@ TASKS = {
             "pretraining", ("pretrainer",),
             {fmt: (("mlm_logits", "mlm_logits"), ("nsp_logits", "nsp_logits"),
                    ("sequence_output", "sequence_output"), ("pooled_output", "pooled_output"))
-             for fmt in ("tflite", "onnx")},
+             for fmt in FORMATS},
             description="masked-LM and next-sentence logits with the hidden states",
         ),
     )

@@ -176,7 +176,7 @@ class TfliteSettings:
 THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_error")
 
 # What a mode can be asked for beyond its name; each record lists the ones it refuses, with the reason.
-CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "default_calibration", "format:onnx")
+CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "default_calibration", "format:tflite", "format:onnx")
 
 
 @dataclass(frozen=True)

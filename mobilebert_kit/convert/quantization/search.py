@@ -342,7 +342,7 @@ class Search:
             yield None, (), self.plan
         # A rung whose mode has no file of this format (int4 ONNX) is no candidate: its record says why.
         steps = tuple(step for step in self.mode.search or self.fallback
-                      if self.plan.format != "onnx" or quantization_mode(step.quantize).allows("format:onnx"))
+                      if quantization_mode(step.quantize).allows(f"format:{self.plan.format}"))
         ladder = settings(steps, self._ranking)
         while not self.passed:  # checked before the next rung: a ranked rung costs a probe conversion to expand
             step_layers = next(ladder, None)

@@ -31,11 +31,12 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils as fb
 
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import METADATA_JSON, METADATA_VOCAB  # noqa: F401  (the exporter writes them)
 from mobilebert_kit.convert.errors import ArtifactError
 from mobilebert_kit.utils.scratch import base_directory
 
-FILE_IDENTIFIER = b"TFL3"  # the TFLite schema's flatbuffer file identifier: bytes 4..8 of every .tflite file
+FILE_IDENTIFIER = FORMATS["tflite"].magic[1]  # the TFLite schema's flatbuffer file identifier: bytes 4..8 of every .tflite file
 
 
 def _name(value):

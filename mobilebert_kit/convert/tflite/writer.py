@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from mobilebert_kit.artifacts.client_metadata import packed_disagreements, parse_client_metadata
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.convert.tflite import export as tflite_export
 from mobilebert_kit.convert.tflite import flatbuffer as tflite_flatbuffer
 from mobilebert_kit.convert.tflite import metadata as tflite_metadata
@@ -19,7 +20,7 @@ from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
 
 # A later export recognises a .tflite file it wrote, and replaces it: a TFLite flatbuffer with our metadata.
-_IS_TFLITE, _HAS_METADATA = bytes_at(4, tflite_flatbuffer.FILE_IDENTIFIER), contains(tflite_flatbuffer.METADATA_JSON)
+_IS_TFLITE, _HAS_METADATA = bytes_at(*FORMATS["tflite"].magic), contains(tflite_flatbuffer.METADATA_JSON)
 TFLITE_OUTPUT = OutputKind("tflite", False, "a .tflite model exported by mbk",
                            lambda path: _IS_TFLITE(path) and _HAS_METADATA(path))
 

@@ -28,18 +28,12 @@ from mobilebert_kit.convert.export_model import (
 from mobilebert_kit.convert.plan.export_plan import FileMetadata
 from mobilebert_kit.convert.plan.export_tasks import export_task, graph_inputs
 from mobilebert_kit.convert.plan.input_set import InputSet
-from mobilebert_kit.convert.artifact_writer import ArtifactWriter
-from mobilebert_kit.convert.onnx.writer import ONNX_OUTPUT, write_onnx
+from mobilebert_kit.convert.artifact_writer import WRITERS
 from mobilebert_kit.convert.quantization.qat import with_layer_outputs
 from mobilebert_kit.convert.prepare.rebuild import architecture_of, encoder_of, rebuild
-from mobilebert_kit.convert.tflite.writer import TFLITE_OUTPUT, write_tflite
 from mobilebert_kit.convert.validation.compare import drift_report, thresholds_for, validate_outputs
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.scratch import scratch_directory
-
-# Each format's writer and the output kind it declares (a drift probe is written like the artifact it describes).
-WRITERS = {"tflite": ArtifactWriter(write_tflite, TFLITE_OUTPUT), "onnx": ArtifactWriter(write_onnx, ONNX_OUTPUT)}
-
 
 def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
     """The Keras source's values of an export's outputs on ``inputs``: ``{exported name: array}``.

@@ -1,0 +1,109 @@
+"""A model file format as one record: how a file of it is named, recognised, run and described, and what the export plan decides by it.
+
+TensorFlow-free on purpose (``artifacts/`` and ``profiler/`` import no TensorFlow): the writer side of a format
+(the function that writes it and the output kind it declares) sits beside its writer, in
+``convert/tflite/writer.py`` and ``convert/onnx/writer.py`` (``convert.artifact_writer.WRITERS``). Every module
+asks the record (``FORMATS[name].<capability>``) instead of comparing a format's name.
+
+Example:
+    >>> FORMATS["tflite"].suffix, FORMATS["onnx"].runtime_package
+    ('.tflite', 'onnxruntime')
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ArtifactFormat:
+    """One model file format and everything decided by it.
+
+    Args:
+        name (str): ``--format``'s value and the name reports carry (``tflite``, ``onnx``).
+        suffix (str): the file suffix that names the format.
+        label (str): how messages name it (``TFLite``, ``ONNX``).
+        magic (tuple[int, bytes] | None): ``(offset, bytes)`` every file of it holds (the TFLite schema's ``TFL3``
+            flatbuffer identifier at byte 4); None for a protobuf, which has no magic number of its own.
+        runtimes (tuple[str, ...]): the host runtimes that run it (``artifacts.tflite_runtimes`` for LiteRT's).
+        runtime_package (str): the Python package of those runtimes, as reports and emulation name it.
+        emulated_kernels (str): the kernels its runtime runs under emulation (what ``mbk validate --arch`` says).
+        client_metadata (bool): files carry the TFLite metadata the Android clients (MediaPipe, the Task
+            Library) read inputs, outputs and the tokenizer from; their output names are the metadata's.
+        xnnpack (bool): ``mbk inspect --xnnpack`` reports the file's XNNPACK coverage.
+        on_device (bool): the phone's ``benchmark_model`` runs it (``mbk profile --target adb``).
+        open_dim (str): how an open axis shows in a tensor's shape: ``-1`` (TFLite) or a symbolic name (ONNX).
+        input_dtype (str): the int type of the token inputs. TFLite clients (MediaPipe, the Task Library) accept
+            int32 only (or all-string) inputs; code written for optimum's ONNX exports feeds the tokenizer's
+            int64 arrays.
+        dynamic_axes (tuple): the input axes ``--dynamic-axes`` leaves open. ONNX: batch and sequence (optimum's
+            signature). TFLite: the sequence only: MediaPipe and the Task Library refuse any batch but 1 ("Input
+            tensors should all have batch size 1") and resize the sequence axis to each text's token count when
+            it is -1.
+        open_by_default (bool): a default export leaves ``dynamic_axes`` open whatever its batch (ONNX, as
+            optimum's exports); TFLite opens them for one text at a time only.
+        clips_in_graph (bool): whether a dynamic-length file cuts a text longer than its position table itself.
+            TFLite: yes, MediaPipe's BertPreprocessorCalculator truncates only for static inputs and feeds a
+            dynamic file the whole text, which would fail in the position embedding's gather. ONNX: no, optimum
+            users' tokenizers truncate (``truncation=True``).
+        every_input (bool): the graph takes ids, mask and segment ids whatever the tokenizer returns (TFLite:
+            the clients' ``BertPreprocessor`` fills all three); else only what the checkpoint's tokenizer returns
+            (ONNX, as optimum's exports).
+        quantized_io (bool): ``--io-type int8`` can write int8 inputs / outputs in this format.
+
+    Example:
+        >>> FORMATS["tflite"].dynamic_axes
+        ('sequence',)
+    """
+
+    name: str
+    suffix: str
+    label: str
+    magic: tuple
+    runtimes: tuple
+    runtime_package: str
+    emulated_kernels: str
+    client_metadata: bool
+    xnnpack: bool
+    on_device: bool
+    open_dim: str
+    input_dtype: str
+    dynamic_axes: tuple
+    open_by_default: bool
+    clips_in_graph: bool
+    every_input: bool
+    quantized_io: bool
+
+    @property
+    def litert(self):
+        """Whether LiteRT (its Interpreter or CompiledModel, ``artifacts.tflite_runtimes``) runs files of this format.
+
+        Example:
+            >>> FORMATS["tflite"].litert, FORMATS["onnx"].litert
+            (True, False)
+        """
+        return "interpreter" in self.runtimes
+
+    def has_magic(self, head):
+        """Whether ``head`` (the file's first bytes) carries this format's magic number (None: it has none).
+
+        Example:
+            >>> FORMATS["tflite"].has_magic(b"\\x1c\\x00\\x00\\x00TFL3"), FORMATS["onnx"].has_magic(b"\\x08\\x07")
+            (True, None)
+        """
+        if self.magic is None:
+            return None
+        offset, magic = self.magic
+        return head[offset:offset + len(magic)] == magic
+
+
+FORMATS = {f.name: f for f in (
+    ArtifactFormat("tflite", suffix=".tflite", label="TFLite", magic=(4, b"TFL3"),
+                   runtimes=("interpreter", "compiled_model"), runtime_package="ai-edge-litert",
+                   emulated_kernels="XNNPACK", client_metadata=True, xnnpack=True, on_device=True, open_dim="-1",
+                   input_dtype="int32", dynamic_axes=("sequence",), open_by_default=False, clips_in_graph=True,
+                   every_input=True, quantized_io=True),
+    ArtifactFormat("onnx", suffix=".onnx", label="ONNX", magic=None,
+                   runtimes=("onnxruntime",), runtime_package="onnxruntime",
+                   emulated_kernels="CPU provider", client_metadata=False, xnnpack=False, on_device=False,
+                   open_dim="name", input_dtype="int64", dynamic_axes=("batch", "sequence"), open_by_default=True,
+                   clips_in_graph=False, every_input=False, quantized_io=False),
+)}
