@@ -38,8 +38,6 @@ from mobilebert_kit.errors import first_line
 
 
 
-FORMATS = ("tflite", "onnx")
-
 # Names the three BERT inputs go by in common exports (TF Hub, Hugging Face, Model Garden).
 _ROLE_ALIASES = {
     "input_ids": ("input_ids", "input_word_ids", "word_ids"),
@@ -76,10 +74,12 @@ def input_role(name):
 
 def file_format(path):
     """Returns ``"tflite"`` or ``"onnx"`` from the file name, or raises ProfilerError."""
-    ext = os.path.splitext(str(path))[1].lower().lstrip(".")
-    if ext not in FORMATS:
-        raise ProfilerError(f"{path}: unsupported model file type {ext!r}; the profiler takes .tflite or .onnx files")
-    return ext
+    ext = os.path.splitext(str(path))[1].lower()
+    by_suffix = {record.suffix: name for name, record in FORMATS.items()}
+    if ext not in by_suffix:
+        raise ProfilerError(f"{path}: unsupported model file type {ext.lstrip('.')!r}; the profiler takes .tflite or "
+                            ".onnx files")
+    return by_suffix[ext]
 
 
 class ModelInfo:
