@@ -279,7 +279,7 @@ def build_export_model(
     positions = max_positions(config)
     if clip_to_positions and seq_len is None and positions:
         clip = PositionClip(positions, name="clip_to_positions")
-        ids, mask, types = clip(ids), clip(mask), clip(types)
+        ids, mask, types = clip([ids, mask, types])  # one index for the three inputs
     if for_qat:
         ids = keras.layers.Identity(name="input_ids_passthrough")(ids)
         types = keras.layers.Identity(name="token_type_ids_passthrough")(types)

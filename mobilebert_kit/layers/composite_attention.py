@@ -130,16 +130,13 @@ class CompositeAttention(MultiHeadAttention):
         if self.depthwise_conv is None:
             return super().call(query, key, value, attention_mask=attention_mask, training=training,
                                 return_attention_scores=return_attention_scores)
-        batch = tf.shape(query)[0]
-        seq_q, seq_k = tf.shape(query)[1], tf.shape(key)[1]
-        width = self.num_heads * self.head_size
         values = self.value(value)  # (B, S, N*D)
-        q = self._split_heads(self.query(query), batch, seq_q)
-        k = self._split_heads(self.key(key), batch, seq_k)
-        v = self._split_heads(values, batch, seq_k)
+        q = self._split_heads(self.query(query))
+        k = self._split_heads(self.key(key))
+        v = self._split_heads(values)
         probs = tf.nn.softmax(self.apply_mask(self.attention_scores(q, k), attention_mask), axis=-1)
         context = tf.matmul(self.dropout(probs, training=training), v)
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, seq_q, width])
+        context = self._merge_heads(context)  # (B, S, N*D)
         if attention_mask is not None:
             # Padding values are zeroed before the convolution (reference code), so outputs at
             # real tokens do not depend on what the padded positions hold.

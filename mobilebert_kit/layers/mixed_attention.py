@@ -68,15 +68,13 @@ class MixedAttention(MultiHeadAttention):
         )
 
     def call(self, query, key, value, attention_mask=None, training=None, return_attention_scores=False):
-        batch = tf.shape(query)[0]
-        seq_q, seq_k = tf.shape(query)[1], tf.shape(key)[1]
         mixed_query = self.query(query)  # (B, S, N*D), shared by both branches
-        q = self._split_heads(mixed_query, batch, seq_q)
-        k = self._split_heads(self.key(key), batch, seq_k)
-        v = self._split_heads(self.value(value), batch, seq_k)
+        q = self._split_heads(mixed_query)
+        k = self._split_heads(self.key(key))
+        v = self._split_heads(self.value(value))
         probs = tf.nn.softmax(self.apply_mask(self.attention_scores(q, k), attention_mask), axis=-1)
         context = self.attention_context(self.dropout(probs, training=training), v)  # (B, N, S, D)
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, seq_q, self.num_heads * self.head_size])
+        context = self._merge_heads(context)  # (B, S, N*D)
         convolved = self.span_conv(mixed_query, key, value)  # (B, S, N*D)
         context = tf.concat([context, convolved], axis=-1)  # attention heads, then convolution heads
         if return_attention_scores:

@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from mobilebert_kit.backend import tf
+from mobilebert_kit.layers.shapes import leading_dims
 
 
 def relative_index(max_length, max_distance):
@@ -106,12 +107,12 @@ def skew(x):
     ``S - 1`` elements and re-reading rows of ``2S - 1`` lines them up.
     Exact (data movement only); works for S = 1.
     """
-    batch, heads = tf.shape(x)[0], tf.shape(x)[1]
+    batch, heads = leading_dims(x)  # static where known: the open length costs only its own arithmetic
     length = static_length(x, 2)
     x = tf.pad(x, [[0, 0], [0, 0], [0, 0], [0, 1]])  # (B, N, S, 2S)
     flat = tf.reshape(x, [batch, heads, -1])  # (B, N, 2S*S)
     flat = flat[:, :, length - 1 : length - 1 + length * (2 * length - 1)]
-    return tf.reshape(flat, [batch, heads, length, 2 * length - 1])[:, :, :, :length]
+    return tf.reshape(flat, [batch, heads, -1, 2 * length - 1])[:, :, :, :length]
 
 
 def unskew(p):
@@ -120,12 +121,12 @@ def unskew(p):
     ``out[..., i, j - i + S - 1] = p[..., i, j]``: column ``m`` collects the
     weight that query ``i`` puts on distance ``m - (S - 1)``.
     """
-    batch, heads = tf.shape(p)[0], tf.shape(p)[1]
+    batch, heads = leading_dims(p)
     length = static_length(p, 2)
     p = tf.pad(p, [[0, 0], [0, 0], [0, 0], [0, length - 1]])  # (B, N, S, 2S-1)
     flat = tf.reshape(p, [batch, heads, -1])
     flat = tf.pad(flat, [[0, 0], [0, 0], [length - 1, 1]])  # (B, N, 2S*S)
-    return tf.reshape(flat, [batch, heads, length, 2 * length])[:, :, :, : 2 * length - 1]
+    return tf.reshape(flat, [batch, heads, -1, 2 * length])[:, :, :, : 2 * length - 1]
 
 
 def spread_offsets(per_offset, index):
