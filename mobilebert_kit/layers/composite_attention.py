@@ -112,11 +112,12 @@ class CompositeAttention(MultiHeadAttention):
         scores = tf.matmul(query, key, transpose_b=True)  # (B, N, S, S)
         if self.relative_query_embeddings is not None:
             table = tf.cast(self.relative_query_embeddings, query.dtype)
-            per_offset = tf.einsum("bnid,rd->bnir", query, table)  # (B, N, S, 2k+1)
+            # A broadcast matmul, not an einsum: one FULLY_CONNECTED at an open length too (layers/token_dense.py).
+            per_offset = tf.matmul(query, table, transpose_b=True)  # (B, N, S, 2k+1)
             scores = scores + rel.spread_offsets(per_offset, index)
         if self.relative_key_embeddings is not None:
             table = tf.cast(self.relative_key_embeddings, key.dtype)
-            per_offset = tf.einsum("bnjd,rd->bnjr", key, table)  # (B, N, S_key, 2k+1)
+            per_offset = tf.matmul(key, table, transpose_b=True)  # (B, N, S_key, 2k+1)
             # spread gives [j, i] = k_j . W_K[clip(i - j) + k]; transpose to (query, key).
             scores = scores + tf.transpose(rel.spread_offsets(per_offset, index), [0, 1, 3, 2])
         scores = scores * rel.inverse_sqrt(self.head_size, scores.dtype)

@@ -57,9 +57,10 @@ class FunctionalRelativeAttention(MultiHeadAttention):
 
     def attention_scores(self, query, key):
         length = rel.static_length(query, 2)
-        table = tf.constant(self._table, dtype=query.dtype)  # (2K+1, D)
         scores = tf.matmul(query, key, transpose_b=True)  # (B, N, S, S)
-        per_offset = tf.einsum("bnid,rd->bnir", query, table)  # (B, N, S, 2K+1)
+        # q @ T^T as a broadcast matmul against the constant [D, 2K+1]: one FULLY_CONNECTED at any length, where
+        # the einsum was a BATCH_MATMUL with run-time reshapes at an open one.
+        per_offset = tf.matmul(query, tf.constant(self._table.T, dtype=query.dtype))  # (B, N, S, 2K+1)
         scores = scores + rel.spread_offsets(per_offset, self._index(length))
         return scores * rel.inverse_sqrt(self.head_size, scores.dtype)
 

@@ -74,13 +74,13 @@ class MultiHeadAttention(keras.layers.Layer):
     def _split_heads(self, x):
         # (B, S, N*D) -> (B, N, S, D). The static head count and size, the sequence left to the reshape: no
         # run-time shape arithmetic at an open length (layers/shapes.py).
-        x = reshape_leading(x, leading_dims(x), [self.num_heads, self.head_size])
+        x = reshape_leading(x, [self.num_heads, self.head_size])
         return tf.transpose(x, [0, 2, 1, 3])
 
     def _merge_heads(self, context):
         # (B, N, S, D) -> (B, S, N*D)
         context = tf.transpose(context, [0, 2, 1, 3])
-        return reshape_leading(context, leading_dims(context), [self.num_heads * self.head_size])
+        return reshape_leading(context, [self.num_heads * self.head_size])
 
     def attention_scores(self, query, key):
         """Raw scaled scores ``(B, N, S, S)``; variants add position terms here."""

@@ -32,38 +32,43 @@ def leading_dims(x, count=2):
         >>> leading_dims(tf.ones([1, 7, 32]))
         [1, 7]
     """
-    static = x.shape[:count].as_list()
+    static = tf.TensorShape(x.shape)[:count].as_list()  # a numpy array (eager callers) has a tuple shape
     if all(d is not None for d in static):
         return static
     dynamic = tf.shape(x)
     return [d if d is not None else dynamic[i] for i, d in enumerate(static)]
 
 
-def reshape_leading(x, dims, tail):
-    """Reshapes ``x`` to ``dims + tail`` with the last open entry of ``dims`` as ``-1``.
+def reshape_leading(x, tail, count=2):
+    """Reshapes ``x`` to its first ``count`` dimensions + ``tail``, the last open one of them as ``-1``.
 
-    ``dims`` are leading dimensions from :func:`leading_dims` (ints or
-    scalars); ``tail`` the static trailing sizes. The reshape keeps the
-    element count, so one open dimension can always be left to the reshape:
-    with a static batch (every export) the shape is a constant and the
-    converter writes one RESHAPE and nothing else.
+    The reshape keeps the element count, so one open dimension can always be
+    left to it: with a static batch (every export) the new shape is a
+    constant and the converter writes one RESHAPE and nothing else. Other
+    open dimensions (the batch too, while training) are read with one
+    ``tf.shape``.
 
     Args:
         x (tf.Tensor): the tensor to reshape.
-        dims (list): leading dimensions (ints or scalar tensors).
-        tail (list[int]): static trailing sizes.
+        tail (list[int]): static trailing sizes replacing the dimensions after the first ``count``.
+        count (int): leading dimensions kept.
 
     Returns:
-        tf.Tensor: ``x`` reshaped.
+        tf.Tensor: ``x`` reshaped to ``x.shape[:count] + tail``.
 
     Example:
-        >>> reshape_leading(tf.ones([1, 5, 8]), [1, 5], [2, 4]).shape
+        >>> reshape_leading(tf.ones([1, 5, 8]), [2, 4]).shape
         TensorShape([1, 5, 2, 4])
     """
-    dims = list(dims)
-    open_axes = [i for i, d in enumerate(dims) if not isinstance(d, int)]
+    static = tf.TensorShape(x.shape)[:count].as_list()
+    open_axes = [i for i, d in enumerate(static) if d is None]
+    dims = list(static)
     if open_axes:
         dims[open_axes[-1]] = -1
+        if len(open_axes) > 1:
+            dynamic = tf.shape(x)
+            for i in open_axes[:-1]:
+                dims[i] = dynamic[i]
     shape = dims + [int(t) for t in tail]
     if all(isinstance(d, int) for d in shape):
         return tf.reshape(x, shape)
