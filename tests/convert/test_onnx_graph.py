@@ -97,7 +97,7 @@ def test_dynamic_axes_graph_has_no_dense_reshapes_or_their_shape_computations(ti
     # before and 162 after simplify (2 layers; before TokenDense tf2onnx wrote 268 and simplify left 139). The
     # remaining Shape nodes read the open batch of the head reshapes (one per reshape, plus the mask's).
     assert before["Reshape"] == after["Reshape"] <= 4 * 2 + 1 and after["Shape"] <= 10, (before, after)
-    assert len(simplified.graph.node) <= len(plain.graph.node) <= 170
+    assert len(simplified.graph.node) <= len(plain.graph.node) <= 175
     onnx_export.check(simplified)
     import onnxruntime as ort
 
