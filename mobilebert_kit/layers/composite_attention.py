@@ -7,6 +7,7 @@ from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers import relative_positions as rel
 from mobilebert_kit.layers.initializers import fresh_initializer
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention
+from mobilebert_kit.layers.shapes import leading_dims
 
 # The variants compared by Chang et al. (2021), as the terms each adds to self-attention:
 #   query: dynamic lightweight convolution from the query (Shaw et al. relative keys, Eq. 5)
@@ -131,13 +132,14 @@ class CompositeAttention(MultiHeadAttention):
         if self.depthwise_conv is None:
             return super().call(query, key, value, attention_mask=attention_mask, training=training,
                                 return_attention_scores=return_attention_scores)
+        dims = leading_dims(query)  # one read of an open batch for every reshape of the layer
         values = self.value(value)  # (B, S, N*D)
-        q = self._split_heads(self.query(query))
-        k = self._split_heads(self.key(key))
-        v = self._split_heads(values)
+        q = self._split_heads(self.query(query), dims)
+        k = self._split_heads(self.key(key), dims)
+        v = self._split_heads(values, dims)
         probs = tf.nn.softmax(self.apply_mask(self.attention_scores(q, k), attention_mask), axis=-1)
         context = tf.matmul(self.dropout(probs, training=training), v)
-        context = self._merge_heads(context)  # (B, S, N*D)
+        context = self._merge_heads(context, dims)  # (B, S, N*D)
         if attention_mask is not None:
             # Padding values are zeroed before the convolution (reference code), so outputs at
             # real tokens do not depend on what the padded positions hold.

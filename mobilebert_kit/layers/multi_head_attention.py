@@ -71,16 +71,16 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
 
-    def _split_heads(self, x):
+    def _split_heads(self, x, dims=None):
         # (B, S, N*D) -> (B, N, S, D). The static head count and size, the sequence left to the reshape: no
-        # run-time shape arithmetic at an open length (layers/shapes.py).
-        x = reshape_leading(x, [self.num_heads, self.head_size])
+        # run-time shape arithmetic at an open length (layers/shapes.py). ``dims``: the batch read once per call.
+        x = reshape_leading(x, [self.num_heads, self.head_size], dims)
         return tf.transpose(x, [0, 2, 1, 3])
 
-    def _merge_heads(self, context):
+    def _merge_heads(self, context, dims=None):
         # (B, N, S, D) -> (B, S, N*D)
         context = tf.transpose(context, [0, 2, 1, 3])
-        return reshape_leading(context, [self.num_heads * self.head_size])
+        return reshape_leading(context, [self.num_heads * self.head_size], dims)
 
     def attention_scores(self, query, key):
         """Raw scaled scores ``(B, N, S, S)``; variants add position terms here."""
@@ -109,13 +109,14 @@ class MultiHeadAttention(keras.layers.Layer):
         return scores + masked
 
     def call(self, query, key, value, attention_mask=None, training=None, return_attention_scores=False):
-        q = self._split_heads(self.query(query))  # (B, N, Sq, D)
-        k = self._split_heads(self.key(key))  # (B, N, Sk, D)
-        v = self._split_heads(self.value(value))  # (B, N, Sk, D)
+        dims = leading_dims(query)  # one read of an open batch for every reshape of the layer
+        q = self._split_heads(self.query(query), dims)  # (B, N, Sq, D)
+        k = self._split_heads(self.key(key), dims)  # (B, N, Sk, D)
+        v = self._split_heads(self.value(value), dims)  # (B, N, Sk, D)
         scores = self.apply_mask(self.attention_scores(q, k), attention_mask)
         probs = tf.nn.softmax(scores, axis=-1)
         context = self.attention_context(self.dropout(probs, training=training), v)  # (B, N, Sq, D)
-        context = self._merge_heads(context)  # (B, Sq, N*D)
+        context = self._merge_heads(context, dims)  # (B, Sq, N*D)
         if return_attention_scores:
             return context, probs
         return context

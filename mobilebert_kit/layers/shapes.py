@@ -39,18 +39,20 @@ def leading_dims(x, count=2):
     return [d if d is not None else dynamic[i] for i, d in enumerate(static)]
 
 
-def reshape_leading(x, tail, count=2):
+def reshape_leading(x, tail, dims=None, count=2):
     """Reshapes ``x`` to its first ``count`` dimensions + ``tail``, the last open one of them as ``-1``.
 
     The reshape keeps the element count, so one open dimension can always be
-    left to it: with a static batch (every export) the new shape is a
+    left to it: with a static batch (every TFLite export) the new shape is a
     constant and the converter writes one RESHAPE and nothing else. Other
-    open dimensions (the batch too, while training) are read with one
-    ``tf.shape``.
+    open dimensions (the batch of an ONNX file or of training) are taken from
+    ``dims``, the :func:`leading_dims` a layer reads once for all its
+    reshapes (else from ``tf.shape(x)``).
 
     Args:
         x (tf.Tensor): the tensor to reshape.
         tail (list[int]): static trailing sizes replacing the dimensions after the first ``count``.
+        dims (list | None): leading dimensions read once by the caller (the batch is all that is used).
         count (int): leading dimensions kept.
 
     Returns:
@@ -62,14 +64,14 @@ def reshape_leading(x, tail, count=2):
     """
     static = tf.TensorShape(x.shape)[:count].as_list()
     open_axes = [i for i, d in enumerate(static) if d is None]
-    dims = list(static)
+    shape = list(static)
     if open_axes:
-        dims[open_axes[-1]] = -1
+        shape[open_axes[-1]] = -1
         if len(open_axes) > 1:
-            dynamic = tf.shape(x)
+            source = dims if dims is not None else tf.shape(x)
             for i in open_axes[:-1]:
-                dims[i] = dynamic[i]
-    shape = dims + [int(t) for t in tail]
+                shape[i] = source[i]
+    shape += [int(t) for t in tail]
     if all(isinstance(d, int) for d in shape):
         return tf.reshape(x, shape)
     return tf.reshape(x, tf.stack([tf.cast(d, tf.int32) for d in shape]))
