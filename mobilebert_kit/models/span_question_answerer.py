@@ -1,6 +1,6 @@
 """SpanQuestionAnswerer: span QA (SQuAD): start and end logits per token."""
 
-from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.backend import tf
 from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.models.task_model import TaskModel, head_initializer, task_inputs
 

@@ -1,8 +1,7 @@
 """TokenClassifier: token tagging (NER, POS): logits per token."""
 
-from mobilebert_kit.backend import keras
-from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.layers.keyed_dropout import KeyedDropout
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.models.task_model import TaskModel, head_initializer, task_inputs
 
 
