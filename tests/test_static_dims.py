@@ -26,13 +26,13 @@ TENSORDOT = ("REDUCE_PROD",)
 
 # What the open length costs in every family with absolute positions: PositionClip (SHAPE, STRIDED_SLICE,
 # MINIMUM, 2 SUB, RANGE, RESHAPE, CONCATENATION, 3 GATHER: 11) and the position table's slice (SHAPE,
-# 2 STRIDED_SLICE, RESHAPE: 4). Measured (float, seq 16; static / dynamic ops): tiny-bert 107 / 122,
-# tiny-mobilebert 75 / 90, tiny-ib-bert 159 / 174, tiny-convbert 206 / 221, ALBERT-like 108 / 123,
-# DistilBERT-like 105 / 119 (no token types: 2 GATHERs). Before TokenDense and layers/shapes.py: tiny-bert
-# 217 ops, tiny-mobilebert 268.
+# 2 STRIDED_SLICE, RESHAPE: 4). Measured (float, seq 16; static / dynamic ops): tiny-bert 106 / 121,
+# tiny-mobilebert 74 / 89, tiny-ib-bert 158 / 173, tiny-convbert 205 / 220, ALBERT-like 107 / 122,
+# DistilBERT-like 104 / 118 (no token types: 2 GATHERs). Before TokenDense and layers/shapes.py: tiny-bert
+# 108 / 217 ops, tiny-mobilebert 76 / 268.
 OPEN_LENGTH = 15
 # The relative-position families compute their index slices and skews from the length in every layer
-# (2 layers here): measured NEZHA 148 / 214, composite 135 / 173, MPNet 109 / 187 (before: 149 / 291,
+# (2 layers here): measured NEZHA 147 / 213, composite 134 / 172, MPNet 108 / 184 (before: 149 / 291,
 # 136 / 259, 110 / 282).
 FAMILIES = {
     "tiny-bert": ("tiny-bert", {}, OPEN_LENGTH),
@@ -44,7 +44,7 @@ FAMILIES = {
     "roberta": ("tiny-bert", {"position_offset": 2}, OPEN_LENGTH + 1),  # + the ADD of offset + length
     "tiny-nezha": ("tiny-nezha", {}, 66),
     "tiny-composite": ("tiny-composite", {}, 38),
-    "mpnet": ("tiny-bert", {"attention_bias": "relative_buckets", "position_offset": 2}, 78),
+    "mpnet": ("tiny-bert", {"attention_bias": "relative_buckets", "position_offset": 2}, 76),
 }
 
 

@@ -123,7 +123,8 @@ def sentence_embedding(sequence_output, attention_mask, pooling, normalize):
     if pooling == "cls":
         vector = sequence_output[:, 0, :]
     else:
-        mask = tf.cast(attention_mask, sequence_output.dtype)[:, :, tf.newaxis]
+        # expand_dims, not [:, :, tf.newaxis]: one op at an open length, where the slice added a STRIDED_SLICE.
+        mask = tf.expand_dims(tf.cast(attention_mask, sequence_output.dtype), -1)
         count = tf.maximum(tf.reduce_sum(mask, axis=1), _POOL_EPSILON)
         vector = tf.reduce_sum(sequence_output * mask, axis=1) / count
     if normalize:
