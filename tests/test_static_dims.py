@@ -32,7 +32,7 @@ TENSORDOT = ("REDUCE_PROD",)
 # 108 / 217 ops, tiny-mobilebert 76 / 268.
 OPEN_LENGTH = 15
 # The relative-position families compute their index slices and skews from the length in every layer
-# (2 layers here): measured NEZHA 147 / 213, composite 134 / 172, MPNet 108 / 184 (before: 149 / 291,
+# (2 layers here): measured NEZHA 147 / 209, composite 134 / 168, MPNet 108 / 180 (before: 149 / 291,
 # 136 / 259, 110 / 282).
 FAMILIES = {
     "tiny-bert": ("tiny-bert", {}, OPEN_LENGTH),
@@ -42,9 +42,9 @@ FAMILIES = {
     "albert": ("tiny-bert", {"embedding_size": 16}, OPEN_LENGTH),
     "distilbert": ("tiny-bert", {"type_vocab_size": 0, "pooler_activation": "relu"}, OPEN_LENGTH - 1),
     "roberta": ("tiny-bert", {"position_offset": 2}, OPEN_LENGTH + 1),  # + the ADD of offset + length
-    "tiny-nezha": ("tiny-nezha", {}, 66),
-    "tiny-composite": ("tiny-composite", {}, 38),
-    "mpnet": ("tiny-bert", {"attention_bias": "relative_buckets", "position_offset": 2}, 76),
+    "tiny-nezha": ("tiny-nezha", {}, 62),
+    "tiny-composite": ("tiny-composite", {}, 34),
+    "mpnet": ("tiny-bert", {"attention_bias": "relative_buckets", "position_offset": 2}, 72),
 }
 
 

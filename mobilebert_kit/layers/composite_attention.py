@@ -115,12 +115,12 @@ class CompositeAttention(MultiHeadAttention):
             table = tf.cast(self.relative_query_embeddings, query.dtype)
             # A broadcast matmul, not an einsum: one FULLY_CONNECTED at an open length too (layers/token_dense.py).
             per_offset = tf.matmul(query, table, transpose_b=True)  # (B, N, S, 2k+1)
-            scores = scores + rel.spread_offsets(per_offset, index)
+            scores = scores + rel.spread_offsets(per_offset, index, length)
         if self.relative_key_embeddings is not None:
             table = tf.cast(self.relative_key_embeddings, key.dtype)
             per_offset = tf.matmul(key, table, transpose_b=True)  # (B, N, S_key, 2k+1)
             # spread gives [j, i] = k_j . W_K[clip(i - j) + k]; transpose to (query, key).
-            scores = scores + tf.transpose(rel.spread_offsets(per_offset, index), [0, 1, 3, 2])
+            scores = scores + tf.transpose(rel.spread_offsets(per_offset, index, length), [0, 1, 3, 2])
         scores = scores * rel.inverse_sqrt(self.head_size, scores.dtype)
         if self.relative_bias is not None:
             positions = rel.slice_relative_index(self._relative_index, length, self.max_length)  # (S, S)

@@ -108,7 +108,7 @@ class RelativePositionBias(keras.layers.Layer):
         per_distance = tf.reshape(tf.transpose(per_distance), [1, self.num_heads, 1, -1])  # (1, N, 1, 2S-1)
         # x * 1 is exact: every query row reads the same per-distance vector before the skew shifts it.
         rows = per_distance * tf.ones(tf.stack([1, 1, length, 1]), scores.dtype)  # (1, N, S, 2S-1)
-        return rel.skew(rows)  # (1, N, S, S): [i, j] = bias of bucket(j - i)
+        return rel.skew(rows, length)  # (1, N, S, S): [i, j] = bias of bucket(j - i)
 
     def get_config(self):
         config = super().get_config()
