@@ -107,7 +107,7 @@ def deployment_files(source_dir, model):
         >>> deployment_files(Path("hf-clf"), model).carried  # doctest: +SKIP
         ['vocab.txt', 'tokenizer_config.json', 'labels.txt']
     """
-    from mobilebert_kit.data.checkpoint_tokenizer import check_tokenizer_fits, tokenizer_of
+    from mobilebert_kit.data.text_tokenizer import check_tokenizer_fits, tokenizer_of
     from mobilebert_kit.data.class_names import LABELLED_HEADS
     from mobilebert_kit.data.vocab import read_tokenizer_files
     from mobilebert_kit.errors import ConfigError
@@ -115,9 +115,10 @@ def deployment_files(source_dir, model):
     from mobilebert_kit.sources.pooling import read_pooling
 
     encoder = getattr(model, "encoder", model)
-    files = read_tokenizer_files(source_dir)
-    if files:
-        check_tokenizer_fits(tokenizer_of(source_dir), encoder.config["vocab_size"], "the model")
+    # The one reading of the checkpoint's tokenizer files (checked against each other) is what is carried.
+    tokenizer = tokenizer_of(source_dir)
+    files = tokenizer.checkpoint_files() if tokenizer is not None else read_tokenizer_files(source_dir)
+    check_tokenizer_fits(tokenizer, encoder.config["vocab_size"], "the model")
     try:
         pooling = read_pooling(source_dir)
     except ConfigError:

@@ -202,7 +202,7 @@ def _head_forward(model, architecture, encoded):
 def build_export_model(
     model,
     batch_size=1,
-    seq_len=128,
+    seq_len=None,
     mask_dtype="float32",
     attention_mask_value=DEFAULT_MASK_VALUE,
     hidden_states=False,

@@ -136,7 +136,7 @@ def test_qat_drift_probe_is_the_written_model_and_qat_runs_once(tiny_mobilebert,
                                                                  monkeypatch, fmt):
     """Issue 13 item 10: the drift report of a QAT export describes the artifact, and QAT is paid once."""
     from mobilebert_kit.convert import exporter
-    from mobilebert_kit.convert.validation.compare import file_validation
+    from mobilebert_kit.convert.validation import file_validation
 
     calls = []
     real_qat, real_probe = exporter.quantization_aware_graph, file_validation.write_drift_probe

@@ -327,14 +327,14 @@ def _vocab_bytes(tokens, bom, crlf):
 @given(_TOKENS, st.booleans(), st.booleans())
 def test_fuzz_vocab_every_consumer_reads_the_same_tokens_or_refuses(tmp_path, tokens, bom, crlf):
     from mobilebert_kit.data.vocab import read_vocab
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     directory = tmp_path / "tok"
     directory.mkdir(exist_ok=True)
     (directory / "vocab.txt").write_bytes(_vocab_bytes(tokens, bom, crlf))
     results = [parses_or_mbk_error(read_vocab, directory / "vocab.txt"),
-               parses_or_mbk_error(WordPieceTokenizer.from_file, directory),  # pretraining-data, finetune
-               parses_or_mbk_error(WordPieceTokenizer.from_directory, directory)]  # export
+               parses_or_mbk_error(TextTokenizer.from_file, directory),  # pretraining-data, finetune
+               parses_or_mbk_error(TextTokenizer.from_directory, directory)]  # export
     refused = [isinstance(r, MbkError) for r in results]
     assert refused in ([True] * 3, [False] * 3), results  # pretraining-data and export never disagree
     if not refused[0]:
@@ -359,11 +359,11 @@ def test_vocab_bom_duplicates_blanks_and_bad_bytes_are_refused_with_line_numbers
 
 def test_vocab_bom_is_stripped_for_every_consumer(tmp_path):
     from mobilebert_kit.sources.model_source import ModelSource
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     directory = mbk_api.save(mbk_api.build("tiny-bert"), tmp_path / "saved")
     (directory / "vocab.txt").write_bytes(_vocab_bytes(["hello"], bom=True, crlf=True))
-    data, export = WordPieceTokenizer.from_file(directory), ModelSource.load(directory).tokenizer
+    data, export = TextTokenizer.from_file(directory), ModelSource.load(directory).tokenizer
     assert data.pad_id == 0 and "\ufeff[PAD]" not in data.vocab and data.tokenize("hello") == ["hello"]
     assert export.vocab_lines()[0] == "[PAD]" and export.encode_inputs(["hello"], 4)["input_ids"][0].tolist() == [2, 5, 3, 0]
     assert data.tokenize("hello") == ["hello"]  # encode_inputs' padding does not leak into later calls
