@@ -1,5 +1,6 @@
 """``mbk import``: convert a checkpoint into a mobilebert-kit saved model."""
 
+from mobilebert_kit.checkpoints.families import FAMILIES
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.terminal import escape
@@ -9,8 +10,8 @@ def register(subparsers):
     parser = subparsers.add_parser(
         "import",
         help="import a Hugging Face or TF1 checkpoint into a saved model",
-        description="Import a Hugging Face directory (config.json + model.safetensors; MobileBERT, BERT, ConvBERT, "
-        "NEZHA, DistilBERT, ELECTRA, ALBERT, RoBERTa or XLM-RoBERTa) or an "
+        description="Import a Hugging Face directory (config.json + model.safetensors; its model_type one of "
+        f"{', '.join(FAMILIES)}) or an "
         "original TF1 MobileBERT checkpoint (with its bert_config.json) and write a saved model directory, with the "
         "checkpoint's tokenizer files, sentence-transformers pooling and class labels beside the weights (what "
         "`mbk export` embeds for apps). Every variable must match; pickle checkpoints (.bin/.pt) are refused.",
