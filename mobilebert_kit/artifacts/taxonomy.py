@@ -197,6 +197,8 @@ def precision(graph):
     """
     if graph.format == "onnx":
         kinds = {op["type"] for op in graph.ops}
+        if "MatMulNBits" in kinds:  # ONNX Runtime's int4 weights, int8 compute (accuracy_level 4)
+            return "dynamic-int4"
         if kinds & {"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
             return "dynamic-int8"
         if kinds & {"QLinearMatMul", "QLinearConv", "QGemm"} or {"QuantizeLinear", "DequantizeLinear"} <= kinds:
