@@ -86,16 +86,46 @@ def _run(path, ids):
     return interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
 
 
-@pytest.mark.parametrize("fmt, flags, fragments", [
-    ("onnx", (), ("--format onnx needs --quantize", MODES["int4"].refused["format:onnx"])),
-    ("tflite", ("--keep-float-ops", "SOFTMAX"), ("--keep-float-ops", MODES["int4"].refused["keep_float:tflite"])),
+@pytest.mark.parametrize("fmt, quantize, flags, fragments", [
+    # MatMulNBits has no per-channel layout: int4-channel keeps a one-line refusal for ONNX.
+    ("onnx", "int4-channel", (), ("--format onnx needs --quantize", MODES["int4-channel"].refused["format:onnx"])),
+    ("onnx", "int4", ("--keep-float-ops", "Softmax"), ("--keep-float-ops", MODES["int4"].refused["keep_float:onnx"])),
+    ("tflite", "int4", ("--keep-float-ops", "SOFTMAX"), ("--keep-float-ops", MODES["int4"].refused["keep_float:tflite"])),
 ])
-def test_what_int4_refuses_is_one_line_with_the_records_reason(tmp_path, mbk, fmt, flags, fragments):  # noqa: F811
+def test_what_int4_refuses_is_one_line_with_the_records_reason(tmp_path, mbk, fmt, quantize, flags,  # noqa: F811
+                                                               fragments):
     out = tmp_path / f"m.{fmt}"
-    proc = mbk("export", "tiny-bert", "--format", fmt, "--quantize", "int4", "--out", out, *flags)
+    proc = mbk("export", "tiny-bert", "--format", fmt, "--quantize", quantize, "--out", out, *flags)
     assert proc.returncode == 2
     assert_one_line_error(proc, *fragments)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("quantize, block", [("int4", 32), ("int4-block128", 128)])
+def test_onnx_int4_writes_matmulnbits_in_blocks_and_validates(tiny_bert, tmp_path, quantize, block):
+    """``--format onnx --quantize int4``: ORT's own MatMulNBits / GatherBlockQuantized (issue 45 item 3)."""
+    import onnx
+    import onnxruntime as ort
+
+    out = tmp_path / f"{quantize}.onnx"
+    result = export_tiny(tiny_bert, out, fmt="onnx", quantize=quantize)
+    assert result.validation.passed
+    assert result.validation.thresholds.min_cosine == MODES[quantize].thresholds["min_cosine"]
+    model = onnx.load(str(out))
+    nbits = [n for n in model.graph.node if n.op_type == "MatMulNBits"]
+    # Every weight MatMul (4 attention + 2 FFN per layer, 2 layers, the pooler) is int4; the embedding tables too.
+    assert len(nbits) == 2 * 6 + 1 and all(n.domain == "com.microsoft" for n in nbits)
+    attrs = {a.name: a.i for a in nbits[0].attribute}
+    assert attrs["bits"] == 4 and attrs["block_size"] == block and attrs["accuracy_level"] == 4
+    assert any(n.op_type == "GatherBlockQuantized" for n in model.graph.node)
+    assert precision(read_artifact(out)) == "dynamic-int4"
+    assert json.loads(next(p.value for p in model.metadata_props if p.key == "mbk_metadata"))["quantization"] == quantize
+    # Dynamic batch and sequence axes survive: two lengths, two batch sizes.
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    for batch, seq in ((1, 7), (3, 20)):
+        feeds = {i.name: np.ones((batch, seq), np.int64 if i.type == "tensor(int64)" else np.int32)
+                 for i in session.get_inputs()}
+        assert session.run(None, feeds)[0].shape[:2] == (batch, seq)
 
 
 def test_a_weight_the_block_does_not_divide_is_stored_per_channel(tiny_bert, tmp_path):

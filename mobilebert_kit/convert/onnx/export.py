@@ -26,6 +26,9 @@ Each quantization mode's ONNX Runtime settings are its record's
   fake-quants become QuantizeLinear/DequantizeLinear pairs; the fake-quantized
   weights are folded into float constants), then static QDQ int8 as for
   ``int8``, calibrated on the same data, so the fine-tuned weights run in int8.
+- ``int4`` / ``int4-block128``: ``MatMulNBitsQuantizer`` (:func:`int4_weights`):
+  symmetric int4 weights in blocks of 32 / 128 inputs, ``MatMulNBits`` for the
+  weight MatMuls, ``GatherBlockQuantized`` for the embedding tables.
 
 Selective quantization: ``keep_float_ops`` are ONNX op types left out of
 ``op_types_to_quantize``; ``keep_float_layers`` are layer paths matched
@@ -43,6 +46,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from onnxruntime import quantization as q
+from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.graph import simplify
@@ -199,6 +203,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                           f"{mode.refused['keep_float:onnx']}")
     if settings.method == "float16":
         return float16_weights(model)
+    if settings.method == "int4":
+        return int4_weights(model, settings.block_size)
     exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
@@ -245,6 +251,42 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
             first = first_line(err)
             raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}{_short_of_room(tmp, model)}") from err
         return onnx.load(str(target))
+
+
+def int4_weights(model, block_size):
+    """int4 weights in ONNX Runtime's own kernels: ``MatMulNBits`` for the weight MatMuls and
+    ``GatherBlockQuantized`` for the embedding tables, symmetric, one scale per ``block_size`` inputs.
+
+    Accuracy level 4 runs the products with int8 activations quantized on the fly (the TFLite int4's
+    ``"int8"`` activations); activation x activation MatMuls (attention) have no constant weight and stay float.
+
+    Args:
+        model: the float ModelProto (not changed).
+        block_size (int): inputs of one output channel that share a scale (16..256, a power of two).
+
+    Returns:
+        onnx.ModelProto: the int4 model.
+
+    Example:
+        >>> int4_weights(float_model, 32)  # doctest: +SKIP
+        <onnx.ModelProto>
+    """
+    work = onnx.ModelProto()
+    work.CopyFrom(model)  # the quantizer rewrites the proto it is given in place
+    nbits_log = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
+    level = nbits_log.level
+    nbits_log.setLevel(logging.ERROR)  # one INFO line per node it skips
+    with _quiet_root_logger():
+        try:
+            quantizer = MatMulNBitsQuantizer(
+                work, bits=4, block_size=block_size, is_symmetric=True, accuracy_level=4,
+                op_types_to_quantize=("MatMul", "Gather"), quant_axes=(("MatMul", 0), ("Gather", 1)))
+            quantizer.process()
+        except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
+            raise ExportError(f"ONNX Runtime int4 (MatMulNBits) quantization failed: {first_line(err)}") from err
+        finally:
+            nbits_log.setLevel(level)
+    return quantizer.model.model
 
 
 def _short_of_room(directory, model):

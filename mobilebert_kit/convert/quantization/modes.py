@@ -48,10 +48,13 @@ class OnnxQuantizer:
     """How ONNX Runtime quantizes a mode (:func:`mobilebert_kit.convert.onnx.export.quantize`).
 
     Args:
-        method (str): ``"dynamic"`` (``quantize_dynamic``), ``"static"`` (``quantize_static``, QDQ)
-            or ``"float16"`` (float16 initializers cast back at load).
-        activations (str): ``"uint8"`` or ``"int16"`` activation type (``"float32"`` for float16).
+        method (str): ``"dynamic"`` (``quantize_dynamic``), ``"static"`` (``quantize_static``, QDQ),
+            ``"float16"`` (float16 initializers cast back at load) or ``"int4"`` (ORT's ``MatMulNBits`` and
+            ``GatherBlockQuantized`` through ``MatMulNBitsQuantizer``).
+        activations (str): ``"uint8"`` or ``"int16"`` activation type (``"float32"`` for float16; ``"int8"`` for
+            int4: MatMulNBits' accuracy level 4 quantizes activations to int8 on the fly, as TFLite's int4 does).
         activation_scales (str): for ``"dynamic"``, a key of :data:`ACTIVATION_SCALES` (what each costs and keeps).
+        block_size (int): for ``"int4"``, the inputs of an output channel that share one scale.
 
     Example:
         >>> OnnxQuantizer("dynamic").activation_scales
@@ -61,9 +64,11 @@ class OnnxQuantizer:
     method: str
     activations: str = "uint8"
     activation_scales: str = "row"
+    block_size: int = 0
 
     def __post_init__(self):
         check_choice("activation_scales", self.activation_scales, tuple(ACTIVATION_SCALES))
+        check_choice("ONNX quantization method", self.method, ("dynamic", "static", "float16", "int4"))
 
     @property
     def float_ops(self):
@@ -315,8 +320,10 @@ _QAT_TRAINS = ("QAT trains on its data, and built-in rows would teach the model 
 _NOT_CALIBRATED = "this mode is not calibrated"
 _INT4_BY_RECIPE = ("ai-edge-quantizer writes int4 into every fully connected layer and the word-embedding table by "
                    "op type; keeping single layers float is not offered for int4")
-_INT4_NO_ONNX = ("int4 is a TFLite mode (ai-edge-quantizer); ONNX Runtime's int4 MatMulNBits path is not wired or "
-                 "validated yet: export --format tflite, or ONNX with --quantize dynamic")
+_INT4_NO_ONNX = ("ONNX Runtime's MatMulNBits has int4 blocks of 16 to 256 inputs computed with int8 activations "
+                 "only, no per-channel or float-compute layout: use --quantize int4 or int4-block128 for ONNX")
+_INT4_ONNX_BY_TYPE = ("ONNX Runtime's MatMulNBitsQuantizer writes int4 into every weight MatMul and the embedding "
+                      "tables by op type; keeping single layers float is not offered for int4")
 
 # Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone
 # (benchmarks/perf/NOTES.md has the op profile): SOFTMAX stays float because XNNPACK has no int8
@@ -368,6 +375,9 @@ _INT8_FALLBACK = (_RANKED_RESIDUAL, SearchStep("int8", _RESIDUAL_PATH))
 _AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("int4-channel"), SearchStep("dynamic"))
 _INT4_REFUSED = {"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _INT4_BY_RECIPE, "keep_float:onnx": _INT4_NO_ONNX,
                  "default_calibration": _NOT_CALIBRATED, "format:onnx": _INT4_NO_ONNX}
+# The blockwise layouts map onto MatMulNBits (docs/export.md#int4-weights).
+_INT4_BLOCKS_REFUSED = {**{k: v for k, v in _INT4_REFUSED.items() if k != "format:onnx"},
+                        "keep_float:onnx": _INT4_ONNX_BY_TYPE}
 _SEARCH_CHOOSES = "auto chooses the float layers itself from their measured sensitivity"
 _LOOSE = {"min_cosine": 0.9, "min_snr_db": 5.0, "min_argmax_agreement": 0.7}
 _DYNAMIC = {"min_cosine": 0.98, "min_snr_db": 12.0, "min_argmax_agreement": 0.9}
@@ -431,7 +441,8 @@ MODES = {m.name: m for m in (
         # float on the fine-tuned classifier (-0.7 points; per channel -1.3). The price, on x86: 1.79x dynamic
         # int8's time where per channel runs in 0.88x (_AUTO_SEARCH).
         "int4", "int4 weights, one scale per 32 inputs of each output channel, activations quantized to int8 on "
-        "the fly; no calibration", refused=_INT4_REFUSED,
+        "the fly; no calibration", refused=_INT4_BLOCKS_REFUSED,
+        onnx_as="int4", onnx=OnnxQuantizer("int4", "int8", block_size=32),
         tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 32)), thresholds=_INT4,
         profiled_as="dynamic-int4",
     ),
@@ -443,7 +454,8 @@ MODES = {m.name: m for m in (
     ),
     QuantizationMode(
         "int4-block128", "int4 weights, one scale per 128 inputs of each output channel, int8 activations on the fly",
-        refused=_INT4_REFUSED, tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 128)),
+        refused=_INT4_BLOCKS_REFUSED, onnx_as="int4-block128", onnx=OnnxQuantizer("int4", "int8", block_size=128),
+        tflite=TfliteSettings(optimize=False, int4=Int4Weights("int8", 128)),
         thresholds=_INT4, profiled_as="dynamic-int4",
     ),
     QuantizationMode(
