@@ -160,3 +160,18 @@ def test_real_minilm_int4_exports_and_validates(minilm_dir, tmp_path):
     assert precision(graph) == "dynamic-int4" and json.loads(graph.metadata["mbk_metadata"])["quantization"] == "int4"
     proc = run_mbk("validate", out, "--reference", minilm_dir)
     assert proc.returncode == 0 and "PASSED" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_real_minilm_onnx_int4_is_at_most_0_6x_the_dynamic_int8_file_and_validates(minilm_dir, tmp_path):
+    """Issue 45 item 3's size bar, on the real checkpoint: MatMulNBits weights, GatherBlockQuantized tables."""
+    sizes = {}
+    for quantize in ("dynamic", "int4"):
+        out = tmp_path / f"minilm-{quantize}.onnx"
+        proc = run_mbk("export", minilm_dir, "--format", "onnx", "--quantize", quantize, "--seq-len", 64, "--out", out)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        sizes[quantize] = out.stat().st_size
+    assert precision(read_artifact(out)) == "dynamic-int4"
+    assert sizes["int4"] <= 0.6 * sizes["dynamic"], sizes
+    proc = run_mbk("validate", out, "--reference", minilm_dir)
+    assert proc.returncode == 0 and "PASSED" in proc.stdout, proc.stdout[-2000:]
