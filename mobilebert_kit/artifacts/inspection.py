@@ -18,7 +18,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mobilebert_kit.artifacts import taxonomy
+from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
 from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.clients import facts_of, readiness
 from mobilebert_kit.utils.terminal import escape
 
@@ -49,6 +52,8 @@ class ArtifactInfo:
     metadata_keys: list = field(default_factory=list)
     client_metadata: object = None
     clients: dict = field(default_factory=dict)
+    # What tokenizes text for the file (artifacts.carried_tokenizer: the rule evaluate and profile --text use).
+    text_tokenizer: object = None
     contrib_ops: Counter = field(default_factory=Counter)
 
     def variant_ops(self):
@@ -66,6 +71,9 @@ class ArtifactInfo:
             "variant_ops": self.variant_ops(),
             "client_metadata": self.client_metadata.to_dict() if self.client_metadata is not None else None,
             "clients": {name: {"ready": not reasons, "reasons": reasons} for name, reasons in self.clients.items()},
+            "text_tokenizer": None if self.text_tokenizer is None else {
+                "runs_as": self.text_tokenizer.runs_as, "tokenizer": self.text_tokenizer.tokenizer,
+                "file": self.text_tokenizer.file_name, "missing": self.text_tokenizer.missing or None},
         }
 
     def format_text(self):
@@ -128,6 +136,8 @@ class ArtifactInfo:
         if self.clients:
             lines.append("ready for: " + (", ".join(ready) or "none"))
         lines += [f"not ready for {name}: {escape('; '.join(reasons))}" for name, reasons in self.clients.items() if reasons]
+        if self.text_tokenizer is not None:
+            lines.append(f"text (mbk evaluate, mbk profile --text): tokenized by {escape(self.text_tokenizer.describe())}")
         return lines
 
 
@@ -154,9 +164,20 @@ def inspect_artifact(path, fmt=None):
         Counter(op["label"] for op in graph.ops),
         quantized_ops=census["quantized"], hybrid_ops=census["hybrid"], float_ops=census["float"],
         conversion_ops=census["conversion"], other_ops=census["other"], metadata_keys=list(graph.metadata),
-        client_metadata=meta, clients=readiness(facts_of(graph, meta)),
+        client_metadata=meta, clients=readiness(facts_of(graph, meta)), text_tokenizer=_text_tokenizer(graph, meta),
         contrib_ops=Counter(op["label"] for op in graph.ops if op["domain"] not in ("", "ai.onnx")),
     )
+
+
+def _text_tokenizer(graph, meta):
+    """The :class:`CarriedTokenizer` of a file we wrote (None for a file without ``mbk_metadata``)."""
+    try:
+        recorded, vocab = parse_mbk_metadata(graph.metadata, graph.path)
+    except ArtifactError:
+        return None  # a damaged entry: the readiness lines say what the clients find
+    if not recorded and meta is None:
+        return None
+    return carried_tokenizer(graph.path, meta, recorded, vocab)
 
 
 def _shown(graph, key):

@@ -71,8 +71,8 @@ ONNX_INTEGER_OPS = {
     "DynamicQuantizeMatMul", "QGemm", "QLinearSoftmax", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
     "QEmbedLayerNormalization", "QLinearGlobalAveragePool",
 }
-# ONNX Runtime's block-quantized int4 weight kernels (float activations in and out; MatMulNBits at accuracy level 4
-# quantizes its input to int8 on the fly, the TFLite int4's "dynamic-int4").
+# ONNX Runtime's block-quantized int4 weight kernels: float activations in and out (MatMulNBits at accuracy level 4
+# quantizes its input to int8 on the fly), so mbk inspect counts them with the hybrid ops, not the float ones.
 ONNX_HYBRID_OPS = {"MatMulNBits", "GatherBlockQuantized"}
 # ONNX ops that only move or reshape data: neither float nor integer arithmetic.
 ONNX_DATA_MOVEMENT_OPS = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Reshape", "Cast", "Slice",
@@ -202,7 +202,7 @@ def precision(graph):
     """
     if graph.format == "onnx":
         kinds = {op["type"] for op in graph.ops}
-        if "MatMulNBits" in kinds:
+        if "MatMulNBits" in kinds:  # ONNX Runtime's int4 weights, int8 compute (accuracy_level 4)
             return "dynamic-int4"
         if kinds & {"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
             return "dynamic-int8"

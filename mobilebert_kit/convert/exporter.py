@@ -18,6 +18,7 @@ A failed validation or an interrupted run leaves no file at ``out`` (``utils.ato
 """
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ from mobilebert_kit.convert.quantization.search import (
     sensitivity,
 )
 from mobilebert_kit.convert.prepare.rebuild import encoder_of
+from mobilebert_kit.data.tokenizer_kinds import VOCAB_FILE
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import check_finite_weights, max_positions, named_weights
@@ -301,8 +303,13 @@ def _metadata(source, model, graph, plan):
         return FileMetadata(meta)
     # mbk_vocab is a vocab.txt (our evaluate and inspect read it as one): WordPiece only; the other kinds'
     # files are run from the checkpoint's tokenizer.json (mbk evaluate --tokenizer DIR).
-    vocab = tokenizer.vocab_lines() if tokenizer.kind.name == "wordpiece" else None
-    return FileMetadata(meta, vocab, tokenizer.client_unit())
+    vocab = tokenizer.vocab_lines() if VOCAB_FILE in tokenizer.kind.model_files else None
+    unit = tokenizer.client_unit()
+    if unit is not None:
+        # What inspect and evaluate compare the packed file with, whatever its kind (a SentencePiece model has no
+        # lines to compare with mbk_vocab).
+        meta["client_tokenizer_sha256"] = hashlib.sha256(unit.data).hexdigest()
+    return FileMetadata(meta, vocab, unit)
 
 
 def _input_sets(model, plan, say=None):

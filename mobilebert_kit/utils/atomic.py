@@ -33,6 +33,7 @@ from pathlib import Path
 
 # The decision and its names, importable from here as before (callers write ``from ...atomic import``).
 from mobilebert_kit.utils import kernel_lock
+from mobilebert_kit.utils.scratch import alive
 from mobilebert_kit.utils.run_state import STATE_DIR, interrupted_run
 from mobilebert_kit.utils.output_check import (  # noqa: F401
     EMPTY,
@@ -552,16 +553,6 @@ def prepared_dir(path, kind, **kwargs):
             raise
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True  # another user's live process, or a number the kernel does not take: not ours to judge
-    return True
-
-
 def _sweep_leftovers(path):
     """Removes ``.NAME.PID.*.partial`` / ``.old`` siblings of ``path`` left by writers that no longer run."""
     prefix = f".{temp_stem(path)}."
@@ -577,7 +568,7 @@ def _sweep_leftovers(path):
         if len(parts) != 3 or not parts[0].isdigit():
             continue
         pid = int(parts[0])
-        if pid == os.getpid() or _alive(pid):
+        if pid == os.getpid() or alive(pid):
             continue  # ours, or a writer still at work
         # The PID is one of this namespace: a writer in another one (a container sharing the volume) has an id
         # that looks dead here. Its kernel lock says it lives; the lock taken here keeps it from starting to

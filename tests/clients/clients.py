@@ -105,7 +105,7 @@ def wordpiece_tokenizer(vocab_path, lowercase=True):
     """
     from tokenizers import BertWordPieceTokenizer
 
-    tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=lowercase)
+    tokenizer = BertTextTokenizer.from_vocab(str(vocab_path), lowercase=lowercase)
     tokenizer.enable_padding()
     return tokenizer
 

@@ -298,7 +298,7 @@ def test_a_file_size_limit_during_pretraining_data_is_one_line_and_leaves_nothin
 def test_a_full_disk_reported_by_tensorflow_is_one_line(tmp_path, monkeypatch):
     from mobilebert_kit.backend import tf
     from mobilebert_kit.data.pretraining_examples import PretrainingDataOptions, write_pretraining_data
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.errors import MbkError
 
     corpus, vocab = _corpus(tmp_path, 200)
@@ -316,7 +316,7 @@ def test_a_full_disk_reported_by_tensorflow_is_one_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tf.io, "TFRecordWriter", FullDisk)
     with pytest.raises(MbkError, match=r"^disk full while writing .*data; free space"):
-        write_pretraining_data([corpus], WordPieceTokenizer(vocab), tmp_path / "data",
+        write_pretraining_data([corpus], TextTokenizer.from_vocab(vocab), tmp_path / "data",
                                PretrainingDataOptions(seq_len=32, num_shards=1))
     assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "vocab.txt"]
 

@@ -22,13 +22,15 @@ Each quantization mode's ONNX Runtime settings are its record's
   16-bit QuantizeLinear) activations.
 - ``float16``: float16 weights stored, cast to float32 at load (the
   counterpart of TFLite's float16 weights; compute stays float32).
+- ``int4`` / ``int4-block128``: int4 weights through ONNX Runtime's own
+  quantizer (:func:`int4_weights`): ``MatMulNBits`` for the weight MatMuls
+  (symmetric blocks of the record's size, int8 compute: ``accuracy_level`` 4)
+  and ``GatherBlockQuantized`` for the embedding tables (blocks of
+  :data:`~mobilebert_kit.convert.quantization.modes.ONNX_INT4_TABLE_BLOCK`).
 - ``qat``: the quantization-aware graph through tf2onnx (its output
   fake-quants become QuantizeLinear/DequantizeLinear pairs; the fake-quantized
   weights are folded into float constants), then static QDQ int8 as for
   ``int8``, calibrated on the same data, so the fine-tuned weights run in int8.
-- ``int4`` / ``int4-block128``: ``MatMulNBitsQuantizer`` (:func:`int4_weights`):
-  symmetric int4 weights in blocks of 32 / 128 inputs, ``MatMulNBits`` for the
-  weight MatMuls, ``GatherBlockQuantized`` for the embedding tables.
 
 Selective quantization: ``keep_float_ops`` are ONNX op types left out of
 ``op_types_to_quantize``; ``keep_float_layers`` are layer paths matched
@@ -46,13 +48,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from onnxruntime import quantization as q
-from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.graph import simplify
 from mobilebert_kit.convert.onnx.row_quant import quantize_rows
 from mobilebert_kit.convert.onnx.row_scale import scale_rows
-from mobilebert_kit.convert.quantization.modes import quantization_mode
+from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.scratch import scratch_directory
 
@@ -62,8 +64,6 @@ DEFAULT_OPSET = 17
 DYNAMIC_DIMS = ("batch_size", "sequence_length")
 # Weights smaller than this stay float32 in float16 mode (biases, norms: no size gain, some accuracy).
 _FLOAT16_MIN_ELEMENTS = 1024
-# int4 embedding tables: inputs per scale (int4_weights says why not the weights' block).
-_INT4_TABLE_BLOCK = 128
 
 
 def _no_row_pass(model, exclude, weight_bits, per_channel):
@@ -168,6 +168,31 @@ def nodes_matching(model, layers):
     return [n.name for n in model.graph.node if any(_contains(n.name.split("/"), p) for p in patterns)]
 
 
+def int4_weights(model, block_size):
+    """int4 weights through ONNX Runtime's own quantizer; returns the new ModelProto.
+
+    ``MatMulNBits`` takes every weight MatMul (symmetric int4 in blocks of ``block_size`` inputs, int8
+    compute: ``accuracy_level`` 4, ORT's fastest on x86 and ARM CPUs), ``GatherBlockQuantized`` the
+    embedding tables (blocks of :data:`ONNX_INT4_TABLE_BLOCK`, whose float32 scales cost less than
+    blocks of 32 would). Activation x activation products (attention) stay float.
+
+    Args:
+        model: the float ``onnx.ModelProto`` from :func:`convert`.
+        block_size (int): the weight MatMuls' block (16 to 256, a power of two).
+
+    Example:
+        >>> int4_weights(float_model, 32)  # doctest: +SKIP
+        <onnx.ModelProto>
+    """
+    for op, axis, block in (("Gather", 1, ONNX_INT4_TABLE_BLOCK), ("MatMul", 0, block_size)):
+        config = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=True, accuracy_level=4,
+                                              op_types_to_quantize=(op,), quant_axes=((op, axis),))
+        quantizer = MatMulNBitsQuantizer(model, algo_config=config)
+        quantizer.process()
+        model = quantizer.model.model
+    return model
+
+
 def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, keep_float_ops=(),
              keep_float_layers=(), per_channel=True, activation_scales=None):
     """Quantizes a float ONNX ModelProto with ONNX Runtime; returns the new ModelProto.
@@ -206,7 +231,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     if settings.method == "float16":
         return float16_weights(model)
     if settings.method == "int4":
-        return int4_weights(model, settings.block_size)
+        with _quiet_root_logger():
+            return int4_weights(model, settings.block_size)
     exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
@@ -253,48 +279,6 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
             first = first_line(err)
             raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}{_short_of_room(tmp, model)}") from err
         return onnx.load(str(target))
-
-
-def int4_weights(model, block_size):
-    """int4 weights in ONNX Runtime's own kernels: ``MatMulNBits`` for the weight MatMuls and
-    ``GatherBlockQuantized`` for the embedding tables (one scale per 128 values of a row, or ``block_size`` when
-    larger), symmetric, one scale per ``block_size`` inputs of each weight's output channel.
-
-    Accuracy level 4 runs the products with int8 activations quantized on the fly (the TFLite int4's
-    ``"int8"`` activations); activation x activation MatMuls (attention) have no constant weight and stay float.
-
-    Args:
-        model: the float ModelProto (not changed).
-        block_size (int): inputs of one output channel that share a scale (16..256, a power of two).
-
-    Returns:
-        onnx.ModelProto: the int4 model.
-
-    Example:
-        >>> int4_weights(float_model, 32)  # doctest: +SKIP
-        <onnx.ModelProto>
-    """
-    work = onnx.ModelProto()
-    work.CopyFrom(model)  # the quantizer rewrites the proto it is given in place
-    nbits_log = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
-    level = nbits_log.level
-    nbits_log.setLevel(logging.ERROR)  # one INFO line per node it skips
-    with _quiet_root_logger():
-        try:
-            # Weights first, then the embedding tables in blocks of their own: MatMulNBits' and
-            # GatherBlockQuantized's scales are float32 (the model's type), and all-MiniLM-L6-v2's word table
-            # in blocks of 32 kept 1.5 MB of them, leaving the file at 0.64x the dynamic int8 one.
-            for op_type, axis, block in (("MatMul", 0, block_size), ("Gather", 1, max(block_size, _INT4_TABLE_BLOCK))):
-                quantizer = MatMulNBitsQuantizer(
-                    work, bits=4, block_size=block, is_symmetric=True, accuracy_level=4,
-                    op_types_to_quantize=(op_type,), quant_axes=((op_type, axis),))
-                quantizer.process()
-                work = quantizer.model.model
-        except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
-            raise ExportError(f"ONNX Runtime int4 (MatMulNBits) quantization failed: {first_line(err)}") from err
-        finally:
-            nbits_log.setLevel(level)
-    return work
 
 
 def _short_of_room(directory, model):

@@ -8,9 +8,10 @@ after it (substitution and recovery, the calibration and validation inputs, the 
 search, the metadata) reads the plan and decides nothing again. A searched setting is the same plan with
 another mode and float layers (:meth:`ExportPlan.setting`).
 
-The sequence length has one rule, :func:`sequence_length`, used by the plan and by every reader of a file
-that records no plan (``mbk validate``, ``mbk evaluate`` of an older file). A written file records its plan's
-length in its ``mbk_metadata`` (``planned_seq_len``), which those readers use first.
+An export's sequence length has one rule, :func:`sequence_length`. A written file records its plan's length
+in its ``mbk_metadata`` (``planned_seq_len``); every reader of a written file (``mbk profile``, ``validate``,
+``evaluate``, the pipeline) runs it at the length one TF-free function reads back,
+:func:`mobilebert_kit.artifacts.metadata.planned_length`.
 
 Standard library and the TF-free task and mode tables only: ``mbk`` and the profiler import it without
 TensorFlow.
@@ -73,29 +74,6 @@ def sequence_length(asked, task=None, fmt=None, max_positions=None, trained=None
         else DEFAULT_SEQ_LEN
     default = export_task(task).default_seq_len.get(fmt, fallback) if task else fallback
     return min(default, max_positions) if max_positions else default
-
-
-def recorded_length(meta, max_positions=None):
-    """The length a written file was planned at (its ``mbk_metadata``), else :func:`sequence_length`'s default.
-
-    Args:
-        meta (dict): the file's ``mbk_metadata`` (``{}`` for a file without one).
-        max_positions (int | None): the reference model's position table, when known.
-
-    Example:
-        >>> recorded_length({"planned_seq_len": 48, "seq_len": None})
-        48
-        >>> recorded_length({}, max_positions=64)
-        64
-    """
-    for key in ("planned_seq_len", "seq_len"):
-        value = meta.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    positions = max_positions or meta.get("max_seq_len")
-    positions = positions if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0 \
-        else None
-    return sequence_length(None, meta.get("task"), meta.get("format"), positions)
 
 
 def input_layout(options, task=None):
