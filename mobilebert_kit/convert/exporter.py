@@ -50,7 +50,7 @@ from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import check_finite_weights, max_positions, named_weights
 from mobilebert_kit.sources.model_source import ModelSource
-from mobilebert_kit.utils.atomic import atomic_path, check_output
+from mobilebert_kit.utils.atomic import atomic_path, check_output, file_signature, install_lock
 from mobilebert_kit.utils.scratch import scratch_directory
 
 FORMAT_VERSION = 1
@@ -84,6 +84,7 @@ def export(options, source=None, log=print, score=None):
     # Checked before loading and converting: a refused --out must not cost the whole export first.
     for path, kind in _outputs(options):
         check_output(path, kind, overwrite=options.overwrite, sources=sources)
+    began = file_signature(options.out)  # what OUT was when this export began: another may install one meanwhile
     say = log or (lambda *_: None)
     start = time.perf_counter()
 
@@ -154,7 +155,7 @@ def export(options, source=None, log=print, score=None):
         candidate.written.validation = report = validate(candidate, candidate.plan.quantize)
         return Verdict(passed=report.passed, why=report.summary_line(), report=report)
 
-    with report_guard(out) as report, \
+    with install_lock(out) as install, report_guard(out) as report, \
             atomic_path(out, kind=WRITERS[options.format].output, overwrite=options.overwrite, sources=sources) as tmp, \
             scratch_directory("export") as scratch, _named_for_user(scratch, out):
         if search.budget_needed:
@@ -188,6 +189,14 @@ def export(options, source=None, log=print, score=None):
                              note=f"{out} was not written: validation failed")
             result.validation.raise_for_failures()
         shutil.copyfile(chosen.path, tmp)
+        # The file and its report are installed as one unit, under the lock of OUT's directory, which every export
+        # into it takes for the moment of its install (its exit comes after atomic_path's rename): two exports
+        # into one OUT each wrote their report and renamed their file, and one's file stood beside the other's
+        # report, both saying "wrote".
+        install.hold()
+        if file_signature(out) != began and not options.overwrite:
+            raise ExportError(f"another export wrote {out} while this one ran; its file and report are kept and "
+                              f"nothing of this run was installed: run again (with --overwrite) to replace them")
         # The report is written before the file is put in place, so that a full disk (or any failure) while
         # writing it leaves neither: the file alone would be an export whose report says nothing.
         write_report(out, result, start, options.overwrite, sources)

@@ -29,6 +29,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 # The decision and its names, importable from here as before (callers write ``from ...atomic import``).
@@ -356,6 +357,60 @@ def write_text(path, text, *, kind=None, overwrite=False, sources=()):
     with atomic_file(path, "w", kind=kind, overwrite=overwrite, sources=sources) as handle:
         handle.write(text)
     return str(path)
+
+
+def file_signature(path):
+    """``(device, inode, size, mtime_ns)`` of ``path`` as it is now (not following a link), None when absent:
+    a file replaced by a rename has another inode, even at the same size and time.
+
+    Example:
+        >>> file_signature("/no/such/file") is None
+        True
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class _InstallLock:
+    """The lock of a directory, taken when :meth:`hold` is called and kept until the ``with`` block ends."""
+
+    def __init__(self, directory, wait_s):
+        self.directory, self.wait_s, self.fd = directory, wait_s, None
+
+    def hold(self):
+        deadline = time.monotonic() + self.wait_s
+        while self.fd is None:
+            self.fd = kernel_lock.hold(self.directory)
+            if self.fd is None and not kernel_lock.held(self.directory):
+                return  # no lock can be taken here (a file system without flock): installed as before locks existed
+            if self.fd is None and time.monotonic() > deadline:
+                raise OutputError(f"{self.directory} stayed locked by another mbk command for {self.wait_s:.0f} s; "
+                                  "run again once it is done")
+            if self.fd is None:
+                time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def install_lock(path, wait_s=120.0):
+    """Yields an object whose ``hold()`` takes the lock of ``path``'s directory until the block ends.
+
+    Writers that install several files that belong together (a file and its report) call ``hold()`` just before
+    their first rename: their installs then follow one another instead of interleaving. A block that never calls
+    it takes no lock. The lock of a directory is also what a running command holds on its own run directory, so
+    waiting is bounded (``wait_s``).
+
+    Example:
+        >>> with install_lock("/tmp/m.onnx") as install:  # doctest: +SKIP
+        ...     install.hold(); write_both()
+    """
+    lock = _InstallLock(os.path.dirname(os.path.realpath(path)), wait_s)
+    try:
+        yield lock
+    finally:
+        kernel_lock.release(lock.fd)
 
 
 @contextlib.contextmanager

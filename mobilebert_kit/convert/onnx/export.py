@@ -48,7 +48,6 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from onnxruntime import quantization as q
-from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.graph import simplify
@@ -184,6 +183,10 @@ def int4_weights(model, block_size):
         >>> int4_weights(float_model, 32)  # doctest: +SKIP
         <onnx.ModelProto>
     """
+    # Imported here, inside quantize()'s _quiet_root_logger: the module calls logging.basicConfig at import, which
+    # made every later tf2onnx INFO line of the process print to stderr.
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
     for op, axis, block in (("Gather", 1, ONNX_INT4_TABLE_BLOCK), ("MatMul", 0, block_size)):
         config = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=True, accuracy_level=4,
                                               op_types_to_quantize=(op,), quant_axes=((op, axis),))
@@ -306,14 +309,19 @@ def _input_dtypes(model):
 
 @contextlib.contextmanager
 def _quiet_root_logger():
-    """ONNX Runtime's quantizer logs advice ("consider pre-processing", opset upgrades) on the root logger."""
-    root = logging.getLogger()
-    level = root.level
+    """ONNX Runtime's quantizer logs advice ("consider pre-processing", opset upgrades) on the root logger, and
+    its int4 module (``matmul_nbits_quantizer``) calls ``logging.basicConfig`` at import and logs each skipped
+    node on its own logger: the root's handlers and level, and that logger's level, are put back afterwards."""
+    root, nbits = logging.getLogger(), logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
+    handlers, level, nbits_level = list(root.handlers), root.level, nbits.level
     root.setLevel(logging.ERROR)
+    nbits.setLevel(logging.ERROR)
     try:
         yield
     finally:
+        root.handlers[:] = handlers
         root.setLevel(level)
+        nbits.setLevel(nbits_level)
 
 
 def float16_weights(model):
