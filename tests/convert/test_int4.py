@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.taxonomy import precision
@@ -63,6 +64,11 @@ def test_an_onnx_int4_file_runs_onnx_runtimes_int4_kernels_as_optimum_users_load
             if a.name == "block_size"} == {block}
     assert precision(read_artifact(out)) == "dynamic-int4" == MODES[quantize].profiled_as
     assert out.stat().st_size < int8.stat().st_size
+    # mbk inspect: the int4 kernels are hybrid ops (int4 weights, float activations) and the contrib ops named.
+    info = inspect_artifact(out)
+    assert {"com.microsoft.MatMulNBits", "com.microsoft.GatherBlockQuantized"} <= set(info.hybrid_ops)
+    assert not {"com.microsoft.MatMulNBits", "com.microsoft.GatherBlockQuantized"} & set(info.float_ops)
+    assert set(info.contrib_ops) >= {"com.microsoft.MatMulNBits", "com.microsoft.GatherBlockQuantized"}
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     ids = np.random.default_rng(0).integers(1, 100, (3, 9))
     feeds = {i.name: ids if i.name == "input_ids" else np.ones_like(ids) if i.name == "attention_mask"
