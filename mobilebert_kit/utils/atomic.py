@@ -215,6 +215,15 @@ def _install_inside(tmp, path, keep_foreign):
         raise OutputError(f"{path / clash[0]} is not mbk's, and the finished output puts its own file there; move it "
                           "away and run again (nothing was written)")
     _store_marker(path, {**(marker_record(tmp) or {}), "files": sorted(ours | set(new))})
+    try:
+        _move_inside(tmp, path, ours, state)
+    except OSError as err:
+        err.partly_written = True  # the message must not say "nothing was written" (utils.output_check.write_error)
+        raise
+
+
+def _move_inside(tmp, path, ours, state):
+    """The second half of :func:`_install_inside`: our old files out of ``path``, the new ones in."""
     for name in sorted(ours - set(state), key=lambda f: -f.count(os.sep)):
         remove_path(path / name)
         _prune_empty(path, Path(name).parent)
@@ -222,16 +231,45 @@ def _install_inside(tmp, path, keep_foreign):
         here = path / os.path.relpath(root, tmp)
         for name in dirs:
             if os.path.islink(os.path.join(root, name)):
-                os.replace(os.path.join(root, name), here / name)
+                _move(os.path.join(root, name), here / name)
             elif not os.path.isdir(here / name):
                 os.mkdir(here / name)
         for name in files:
             if not (root == str(tmp) and name == MARKER_FILE):
-                os.replace(os.path.join(root, name), here / name)
-    os.replace(tmp / MARKER_FILE, path / MARKER_FILE)
+                _move(os.path.join(root, name), here / name)
+    _move(tmp / MARKER_FILE, path / MARKER_FILE)
     if state:
         remove_path(path / STATE_DIR)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move(source, target):
+    """Renames ``source`` onto ``target``; across file systems (``target`` in a mount point, ``source`` in the
+    temporary beside it, on the parent's device: EXDEV) it is copied beside ``target`` first, then renamed there,
+    so ``target`` still changes in one step. ``mbk import --out MOUNT`` failed with EXDEV after the work, saying
+    "nothing was written" while the mount held part of its files."""
+    try:
+        os.replace(source, target)
+        return
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+    target = Path(target)
+    fd, staged = tempfile.mkstemp(prefix=temp_prefix(target), suffix=".partial", dir=target.parent)
+    os.close(fd)
+    try:
+        if os.path.islink(source):
+            os.unlink(staged)
+            os.symlink(os.readlink(source), staged)
+        else:
+            shutil.copyfile(source, staged)
+            with open(staged, "rb+") as handle:
+                os.fsync(handle.fileno())
+        os.replace(staged, target)
+    except BaseException:
+        remove_path(staged)
+        raise
+    remove_path(source)
 
 
 def _prune_empty(root, relative):
