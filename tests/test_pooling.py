@@ -285,3 +285,20 @@ def test_mbk_import_refuses_a_pipeline_it_would_drop_naming_the_module(tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Dense module" in proc.stderr and "mbk export SRC --pooling" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_pooling_or_normalize_that_contradicts_the_checkpoint_is_honoured_with_a_note():
+    """Issue 47 item 2: ``--pooling cls`` on a checkpoint declaring mean pooling exported without a word."""
+    from mobilebert_kit.convert.plan.export_options import ExportOptions
+    from mobilebert_kit.convert.plan.export_plan import pooling_notes
+
+    declared = read_pooling(MINILM)
+    flagged = ExportOptions(str(MINILM), pooling="cls", named_by="flag")
+    assert pooling_notes(flagged, declared) == [
+        "--pooling cls replaces the mean pooling the checkpoint declares (modules.json): its vectors will differ "
+        "from the checkpoint's"]
+    assert pooling_notes(ExportOptions(str(MINILM), pooling="mean"), declared) == []
+    assert pooling_notes(ExportOptions(str(MINILM)), declared) == []
+    (note,) = pooling_notes(ExportOptions(str(MINILM), normalize=False), declared)
+    assert "which declares a Normalize module" in note
+    assert pooling_notes(flagged, None) == []

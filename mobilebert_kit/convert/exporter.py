@@ -28,7 +28,7 @@ from pathlib import Path
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_model import plan_graph
 from mobilebert_kit.convert.plan.export_options import DEFAULT_MAX_DROP, FORMATS, ExportOptions  # noqa: F401  (public)
-from mobilebert_kit.convert.plan.export_plan import FileMetadata, plan_export
+from mobilebert_kit.convert.plan.export_plan import FileMetadata, plan_export, pooling_notes
 from mobilebert_kit.convert.export_report import EXPORT_REPORT_OUTPUT, ExportResult, report_guard, report_path, write_report
 from mobilebert_kit.convert.plan.export_tasks import export_task
 from mobilebert_kit.convert.validation.file_validation import WRITERS, changed_answers, drift, validate_file
@@ -93,7 +93,8 @@ def export(options, source=None, log=print, score=None):
         say(f"loading {options.source} ...")  # up to a minute for a full-size preset
     loaded = source or (options.source if isinstance(options.source, ModelSource)
                         else ModelSource.load(options.source, head=options.head))
-    plan = plan_export(options, source_facts(loaded, options))
+    facts = source_facts(loaded, options)
+    plan = plan_export(options, facts)
     # 2. prepare: substitution and recovery at the planned length.
     if source is None and options.substitutions:
         recovery = Recovery(steps=options.recover_steps, data=options.recover_data, seq_len=plan.seq_len)
@@ -106,7 +107,7 @@ def export(options, source=None, log=print, score=None):
     # 3. build: the graph and the inputs, at the planned length.
     calibration, validation_inputs = _input_sets(model, plan, say)
     graph = plan_graph(model, plan, for_qat=plan.mode.trains)
-    notes = []
+    notes = pooling_notes(options, facts.declared_pooling)  # shown with the result and kept in the report
     if calibration is not None and not options.calibration:
         notes.append(f"calibrated on {calibration.description}: pass --calibration FILE (text like your app's) "
                      "so the int8 ranges fit your inputs")
