@@ -38,7 +38,7 @@ import numpy as np
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.data.packaged_text import write_packaged_tsv
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer
 from mobilebert_kit.models.api import load
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.fine_tuner import _predict
@@ -151,7 +151,7 @@ def _macro_f1(gold, pred, k):
 def measure(work, ft, files, test_path):
     spec = json.loads((ft / "task.json").read_text())
     names = spec["label_names"]
-    tokenizer = WordPieceTokenizer.from_file(ft / spec["vocab"], lowercase=spec.get("lowercase"))
+    tokenizer = TextTokenizer.from_file(ft / spec["vocab"], lowercase=spec.get("lowercase"))
     features, labels, _, _ = task_data.load_sequence_task(test_path, tokenizer, SEQ, "classification",
                                                           spec.get("text_columns"), spec.get("label_column"),
                                                           names, need_label=True)

@@ -52,7 +52,7 @@ def prepare(work, seq_len, max_predictions):
     from mobilebert_kit.backend import keras
     from mobilebert_kit.data.pretraining_examples import PretrainingDataOptions, write_pretraining_data
     from mobilebert_kit.data.stdlib_corpus import build_stdlib_corpus
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / "corpus"
@@ -60,7 +60,7 @@ def prepare(work, seq_len, max_predictions):
         stats = build_stdlib_corpus(corpus / "train.txt", corpus / "heldout.txt", heldout_fraction=0.05)
         (corpus / "stats.json").write_text(json.dumps(stats))
     teacher_dir = Path(get_model_path())
-    tokenizer = WordPieceTokenizer.from_file(teacher_dir)
+    tokenizer = TextTokenizer.from_file(teacher_dir)
     for split in ("train", "heldout"):
         if not (work / f"data_{split}" / "dataset.json").is_file():
             options = PretrainingDataOptions(seq_len=seq_len, max_predictions=max_predictions,

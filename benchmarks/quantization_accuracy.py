@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.perf.runners import load_runner  # noqa: E402  (after the path insert)
 from benchmarks.perf.timing import interleaved, pinned, stats  # noqa: E402
 from mobilebert_kit.data.packaged_text import write_packaged_tsv  # noqa: E402
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer  # noqa: E402
+from mobilebert_kit.data.text_tokenizer import TextTokenizer  # noqa: E402
 
 SEQ = 64
 DATASET = "crowdflower-sentiment"
@@ -227,7 +227,7 @@ def main(argv=None):
     for name, path in files.items():
         rows[name] = {"metrics": evaluate(path, data["test"])} if isinstance(path, Path) else {"note": path}
     spec = json.loads((ft / "task.json").read_text())
-    tokenizer = WordPieceTokenizer.from_file(ft / spec["vocab"], lowercase=spec.get("lowercase"))
+    tokenizer = TextTokenizer.from_file(ft / spec["vocab"], lowercase=spec.get("lowercase"))
     text = data["test"].read_text(encoding="utf-8").splitlines()[1].split("\t")[0]
     timed = latencies({n: p for n, p in files.items() if isinstance(p, Path)}, tokenizer, text, args.runs, args.core)
     for name, ms in timed.items():

@@ -13,7 +13,7 @@ import pytest
 
 from mobilebert_kit.cli import cmd_evaluate
 from mobilebert_kit.data.records import read_metadata
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer
 from mobilebert_kit.errors import ConfigError, DataError, MbkError, TrainingError
 from mobilebert_kit.training.strategies import wait_for_workers
 from mobilebert_kit.training.task_data import read_table
@@ -52,7 +52,7 @@ def test_a_vocabulary_without_special_tokens_is_a_data_error(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("hello\nworld\n", encoding="utf-8")
     with pytest.raises(DataError, match="lacks the special token") as caught:
-        WordPieceTokenizer(vocab)
+        TextTokenizer.from_vocab(vocab)
     _is_one_kind(caught.value, DataError)
 
 

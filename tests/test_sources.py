@@ -102,7 +102,7 @@ def test_prepare_source_substitutes_once_and_keeps_tokenizer_and_labels(tmp_path
 
 
 def test_a_recipe_prepares_its_source_from_the_substitute_table_without_changing_its_options(tmp_path, monkeypatch):
-    from mobilebert_kit.convert.prepare.source import source as prepare
+    from mobilebert_kit.convert.prepare import source as prepare
     from mobilebert_kit.convert.recipe import Recipe
 
     path = tmp_path / "r.toml"

@@ -28,7 +28,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np  # noqa: E402
 
-from mobilebert_kit.convert.prepare.source import scale_migration  # noqa: E402
+from mobilebert_kit.convert.prepare import scale_migration  # noqa: E402
 from mobilebert_kit.convert.plan.input_set import InputSet  # noqa: E402
 from mobilebert_kit.convert.prepare.rebuild import rebuild, weight_arrays  # noqa: E402
 from mobilebert_kit.convert.prepare.substitution import recorded_batches  # noqa: E402

@@ -25,6 +25,7 @@ Example:
     (('ids', 'mask', 'segment_ids'), 'bert', 30522)
 """
 
+import hashlib
 import io
 import struct
 import zipfile
@@ -80,6 +81,8 @@ class ClientMetadata:
         blank_lines (dict[str, int]): empty lines among them (MediaPipe skips them: later ids shift).
         packed_lines (dict[str, tuple[str]]): the lines of those files as the clients split them (on ``"\\n"``),
             decoded as UTF-8 (undecodable bytes replaced): what ``mbk evaluate`` tokenizes with and labels by.
+        packed_tokenizer (bytes): the tokenizer's packed file as the clients read it (a ``vocab.txt`` or a
+            SentencePiece model; b"" when it is not packed): what ``artifacts.carried_tokenizer`` hands out.
     """
 
     name: str
@@ -93,6 +96,7 @@ class ClientMetadata:
     line_counts: dict = field(default_factory=dict)
     blank_lines: dict = field(default_factory=dict)
     packed_lines: dict = field(default_factory=dict, repr=False)
+    packed_tokenizer: bytes = field(default=b"", repr=False)
 
     @property
     def input_names(self):
@@ -184,10 +188,11 @@ def parse_client_metadata(entries, model_bytes, path="<bytes>"):
         meta = walker.model_metadata()
     except _Corrupt as err:
         raise ArtifactError(f"{path}: its {schema.TFLITE_METADATA} entry is corrupt ({err}); re-export the model") from None
-    packed, counts = _read_archive(model_bytes, path, _counted_files(meta))
+    tokenizer_file = meta.get("vocab_file") if meta.get("tokenizer") in schema.TOKENIZERS.values() else None
+    packed, counts, raw = _read_archive(model_bytes, path, _counted_files(meta), tokenizer_file)
     return ClientMetadata(**meta, packed_files=packed, line_counts={n: len(lines) for n, lines in counts.items()},
                           blank_lines={n: lines.count("") for n, lines in counts.items() if "" in lines},
-                          packed_lines=counts)
+                          packed_lines=counts, packed_tokenizer=raw)
 
 
 class _Corrupt(Exception):
@@ -299,8 +304,9 @@ def _counted_files(meta):
     return [n for n in names if n]
 
 
-def _read_archive(data, path, counted):
-    """``(names, {name: lines})`` of the zip appended to the model; ``((), {})`` when there is none."""
+def _read_archive(data, path, counted, raw_name=None):
+    """``(names, {name: lines}, bytes of raw_name)`` of the zip appended to the model; ``((), {}, b"")`` when
+    there is none."""
     # Found as zipfile finds it (an end record without a comment first, else the last one in reach), so the
     # bounds below are checked on the record zipfile will read.
     if data[-_EOCD_SIZE:-_EOCD_SIZE + 4] == _EOCD and data[-2:] == b"\0\0":
@@ -308,7 +314,7 @@ def _read_archive(data, path, counted):
     else:
         end = data.rfind(_EOCD, max(0, len(data) - _EOCD_SIZE - _MAX_COMMENT))
     if end < 0 or end + _EOCD_SIZE > len(data):
-        return (), {}
+        return (), {}, b""
     entries, cd_size = struct.unpack_from("<HI", data, end + 10)
     # zipfile takes a zip64 record's (64-bit) counts whenever its locator precedes the end record.
     if entries == 0xFFFF or cd_size == 0xFFFFFFFF or (end >= 20 and data[end - 20: end - 16] == _ZIP64_LOCATOR):
@@ -330,15 +336,25 @@ def _read_archive(data, path, counted):
                 raise ArtifactError(f"{path}: its packed archive holds {twice[0]!r} more than once, so a client "
                                     "may read either copy; re-export the model")
             counts = {name: _packed_lines(archive, name, path) for name in counted if name in names}
+            raw = _packed_bytes(archive, raw_name, path) if raw_name in names else b""
     except ArtifactError:
         raise
     except Exception as err:  # noqa: BLE001  (zipfile raises BadZipFile, OSError, ValueError, RuntimeError, zlib.error...)
         raise ArtifactError(f"{path}: its packed archive is corrupt ({type(err).__name__}: {err}); "
                             "re-export the model") from None
-    return tuple(names), counts
+    return tuple(names), counts, raw
 
 
 def _packed_lines(archive, name, path):
+    text = _packed_bytes(archive, name, path)
+    # The clients split on "\n" alone; a last line without one still counts.
+    lines = text.split(b"\n")
+    if lines[-1] == b"":  # after the last "\n", or an empty file
+        lines.pop()
+    return tuple(line.decode("utf-8", "replace") for line in lines)
+
+
+def _packed_bytes(archive, name, path):
     limit = LIMITS["packed file bytes"]
     info = archive.getinfo(name)
     if info.file_size > limit:
@@ -348,11 +364,7 @@ def _packed_lines(archive, name, path):
         text = stream.read(limit + 1)  # bounded whatever the header claims: a zip bomb stops here
     if len(text) > limit:
         raise ArtifactError(f"{path}: its packed {name} inflates past {limit} bytes; re-export the model")
-    # The clients split on "\n" alone; a last line without one still counts.
-    lines = text.split(b"\n")
-    if lines[-1] == b"":  # after the last "\n", or an empty file
-        lines.pop()
-    return tuple(line.decode("utf-8", "replace") for line in lines)
+    return text
 
 
 # The names the clients' BertTokenizer looks special tokens up by: a packed vocab.txt carries them at the
@@ -361,12 +373,41 @@ _CLIENT_SPECIALS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
 
 
 def _renamed_for_clients(index, ours, theirs, specials):
-    """Whether line ``index`` differs by the exporter's renaming (``CheckpointTokenizer._client_names``): a
+    """Whether line ``index`` differs by the exporter's renaming (``TextTokenizer._client_names``): a
     special token given the name the clients look up (MPNet's ``<s>`` as ``[CLS]``), or the token that held
     that name moved aside (``[CLS]`` at 104 as ``[unused-cls-104]``)."""
     if theirs in _CLIENT_SPECIALS and ours in specials.values():
         return True
     return ours in _CLIENT_SPECIALS and theirs == f"[unused-{ours[1:-1].lower()}-{index}]"
+
+
+def _packed_model_disagreements(meta, recorded, compared):
+    """Where a packed tokenizer file of any kind is not the one exported with the model: a SentencePiece model
+    that does not parse or holds ids past the embedding table, or any packed tokenizer whose sha256 differs from
+    the one the export recorded (``client_tokenizer_sha256``; a ``vocab.txt`` already compared line by line with
+    ``mbk_vocab`` is not reported twice)."""
+    data = meta.packed_tokenizer
+    if not data:
+        return []
+    reasons = []
+    if meta.tokenizer == "sentencepiece":
+        # The generated module of the sentencepiece package: the same parser the clients' SentencePiece runs.
+        from sentencepiece import sentencepiece_model_pb2  # noqa: PLC0415  (only SentencePiece files need it)
+        model = sentencepiece_model_pb2.ModelProto()
+        try:
+            model.ParseFromString(data)
+        except Exception as err:  # noqa: BLE001  (protobuf's DecodeError and its C errors)
+            return [f"the packed {meta.vocab_file} is not a SentencePiece model ({str(err)[:60]})"]
+        rows = recorded.get("vocab_size")
+        if isinstance(rows, int) and not isinstance(rows, bool) and len(model.pieces) > rows:
+            reasons.append(f"the packed {meta.vocab_file} has {len(model.pieces):,} pieces and the model embeds "
+                           f"{rows:,}: ids past its table fail in the app (gather index out of bounds)")
+    recorded_sha = recorded.get("client_tokenizer_sha256")
+    if isinstance(recorded_sha, str) and not compared and not reasons and \
+            hashlib.sha256(data).hexdigest() != recorded_sha:
+        reasons.append(f"the packed {meta.vocab_file} is not the tokenizer exported with the model (its sha256 "
+                       "differs from client_tokenizer_sha256 in mbk_metadata), so the app would compute other ids")
+    return reasons
 
 
 def packed_disagreements(meta, recorded, vocab):
@@ -410,6 +451,7 @@ def packed_disagreements(meta, recorded, vocab):
             if differ is not None:
                 reasons.append(f"line {differ + 1} of the packed {meta.vocab_file} is {lines[differ][:40]!r} where "
                                f"the model's vocabulary has {vocab[differ][:40]!r} (mbk_vocab)")
+    reasons += _packed_model_disagreements(meta, recorded, compared=lines is not None and bool(vocab))
     labels = meta.packed_lines.get(meta.labels_file) if meta.labels_file else None
     classes = recorded.get("labels")
     if labels is not None and isinstance(classes, list) and classes and list(labels) != classes:

@@ -18,7 +18,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mobilebert_kit.artifacts import taxonomy
+from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
 from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.clients import facts_of, readiness
 from mobilebert_kit.utils.terminal import escape
 
@@ -29,6 +32,8 @@ class ArtifactInfo:
 
     ``op_counts`` counts every operator by type; ``quantized_ops``, ``hybrid_ops``,
     ``float_ops`` and ``conversion_ops`` split the same operators by how they compute.
+    ``contrib_ops`` counts the ONNX operators outside the standard domain (``com.microsoft.Attention``...):
+    a reduced (mobile) ONNX Runtime build runs the file only if it includes them.
     ``client_metadata`` is the file's TFLite Metadata (None without one); ``clients`` maps each client of
     the file's format to the reasons it is not ready for it (empty: ready).
     """
@@ -47,6 +52,9 @@ class ArtifactInfo:
     metadata_keys: list = field(default_factory=list)
     client_metadata: object = None
     clients: dict = field(default_factory=dict)
+    # What tokenizes text for the file (artifacts.carried_tokenizer: the rule evaluate and profile --text use).
+    text_tokenizer: object = None
+    contrib_ops: Counter = field(default_factory=Counter)
 
     def variant_ops(self):
         """``{"layer_norm": {op: n}, "gelu": {op: n}}``: the operators left of each family."""
@@ -58,10 +66,14 @@ class ArtifactInfo:
             "inputs": self.inputs, "outputs": self.outputs, "op_counts": dict(self.op_counts),
             "quantized_ops": dict(self.quantized_ops), "hybrid_ops": dict(self.hybrid_ops),
             "float_ops": dict(self.float_ops), "conversion_ops": dict(self.conversion_ops),
-            "other_ops": dict(self.other_ops), "metadata_keys": self.metadata_keys,
+            "other_ops": dict(self.other_ops), "contrib_ops": dict(self.contrib_ops),
+            "metadata_keys": self.metadata_keys,
             "variant_ops": self.variant_ops(),
             "client_metadata": self.client_metadata.to_dict() if self.client_metadata is not None else None,
             "clients": {name: {"ready": not reasons, "reasons": reasons} for name, reasons in self.clients.items()},
+            "text_tokenizer": None if self.text_tokenizer is None else {
+                "runs_as": self.text_tokenizer.runs_as, "tokenizer": self.text_tokenizer.tokenizer,
+                "file": self.text_tokenizer.file_name, "missing": self.text_tokenizer.missing or None},
         }
 
     def format_text(self):
@@ -87,12 +99,22 @@ class ArtifactInfo:
         )
         if self.float_ops:
             lines.append("float ops: " + ", ".join(f"{escape(op)} x{n}" for op, n in sorted(self.float_ops.items())))
+        if self.format == "onnx":
+            lines.append(self._contrib_line())
         left = {k: v for k, v in self.variant_ops().items() if v}
         lines.append("layer_norm/gelu ops: " + (str(left) if left else "none"))
         if self.metadata_keys:
             lines.append("metadata: " + ", ".join(escape(k) for k in self.metadata_keys))
         lines += self._client_lines()
         return "\n".join(lines)
+
+    def _contrib_line(self):
+        # onnxruntime's full package (onnxruntime-android included) has the com.microsoft kernels; a reduced
+        # (mobile) build has only the ops its build config lists, so the app developer needs the names.
+        if not self.contrib_ops:
+            return "contrib ops: none (standard ONNX operators only)"
+        named = ", ".join(f"{escape(op)} x{n}" for op, n in sorted(self.contrib_ops.items()))
+        return (f"contrib ops: {named} (in onnxruntime's full package; a reduced build must include them)")
 
     def _client_lines(self):
         meta = self.client_metadata
@@ -114,6 +136,8 @@ class ArtifactInfo:
         if self.clients:
             lines.append("ready for: " + (", ".join(ready) or "none"))
         lines += [f"not ready for {name}: {escape('; '.join(reasons))}" for name, reasons in self.clients.items() if reasons]
+        if self.text_tokenizer is not None:
+            lines.append(f"text (mbk evaluate, mbk profile --text): tokenized by {escape(self.text_tokenizer.describe())}")
         return lines
 
 
@@ -140,8 +164,20 @@ def inspect_artifact(path, fmt=None):
         Counter(op["label"] for op in graph.ops),
         quantized_ops=census["quantized"], hybrid_ops=census["hybrid"], float_ops=census["float"],
         conversion_ops=census["conversion"], other_ops=census["other"], metadata_keys=list(graph.metadata),
-        client_metadata=meta, clients=readiness(facts_of(graph, meta)),
+        client_metadata=meta, clients=readiness(facts_of(graph, meta)), text_tokenizer=_text_tokenizer(graph, meta),
+        contrib_ops=Counter(op["label"] for op in graph.ops if op["domain"] not in ("", "ai.onnx")),
     )
+
+
+def _text_tokenizer(graph, meta):
+    """The :class:`CarriedTokenizer` of a file we wrote (None for a file without ``mbk_metadata``)."""
+    try:
+        recorded, vocab = parse_mbk_metadata(graph.metadata, graph.path)
+    except ArtifactError:
+        return None  # a damaged entry: the readiness lines say what the clients find
+    if not recorded and meta is None:
+        return None
+    return carried_tokenizer(graph.path, meta, recorded, vocab)
 
 
 def _shown(graph, key):

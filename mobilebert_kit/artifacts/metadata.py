@@ -10,10 +10,54 @@ from pathlib import Path
 
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.utils.limits import LIMITS, within
 from mobilebert_kit.utils.structured import load_json
 
 METADATA_JSON = "mbk_metadata"
 METADATA_VOCAB = "mbk_vocab"
+# The lengths, sizes and counts of a file's mbk_metadata that readers size work by, with their bounds.
+BOUNDED = {"seq_len": LIMITS["seq_len"], "planned_seq_len": LIMITS["seq_len"], "max_seq_len": LIMITS["seq_len"],
+           "batch_size": LIMITS["batch_size"], "vocab_size": LIMITS["vocab_size"]}
+
+# The length a file runs at when neither the user, nor its own inputs, nor its export's plan fix one: the
+# paper's setting (MobileBERT, Table 6), within the position table the file records (a tiny model has 64 rows).
+DEFAULT_LENGTH = 128
+
+
+def _positive(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def planned_length(meta, static_len=None, requested=None, max_positions=None):
+    """The sequence length a written file is run at: the one rule of ``mbk profile``, ``validate``, ``evaluate``
+    and the pipeline.
+
+    The length the user asked for; else the length fixed in the file's inputs; else the length its export
+    planned and validated at (``planned_seq_len`` in its ``mbk_metadata``, written by every export since the
+    dynamic-length default); else :data:`DEFAULT_LENGTH` within the position table.
+
+    Args:
+        meta (dict): the file's ``mbk_metadata`` (``{}`` for a file without one).
+        static_len (int | None): the length fixed in the file's inputs (None: an open length).
+        requested (int | None): the user's ``--seq-len``.
+        max_positions (int | None): the position table when known from elsewhere (else the file's record).
+
+    Returns:
+        int: the length.
+
+    Example:
+        >>> planned_length({"planned_seq_len": 32, "seq_len": None})
+        32
+        >>> planned_length({}, static_len=48)
+        48
+        >>> planned_length({"max_seq_len": 64})
+        64
+    """
+    for value in (requested, static_len, meta.get("planned_seq_len"), meta.get("seq_len")):
+        if _positive(value):
+            return int(value)
+    positions = max_positions if _positive(max_positions) else meta.get("max_seq_len")
+    return min(DEFAULT_LENGTH, positions) if _positive(positions) else DEFAULT_LENGTH
 
 
 def parse_mbk_metadata(entries, path):
@@ -36,6 +80,12 @@ def parse_mbk_metadata(entries, path):
     # load_json: bounded depth and size, duplicate keys refused, a JSON object required.
     meta = load_json(entries[METADATA_JSON], f"the {METADATA_JSON} of {path}", expect=dict, error=ArtifactError,
                      fix="re-export it") if METADATA_JSON in entries else {}
+    for key, limit in BOUNDED.items():
+        # A hand-edited length or size is bounded here, once, before any reader sizes a buffer by it: a
+        # max_seq_len of 10**12 made `mbk profile --text` abort in a 4 GB allocation.
+        if meta.get(key) is not None and not within(limit, meta[key]):
+            raise ArtifactError(f"{path}: its {METADATA_JSON} gives {key} = {meta[key]!r}, which must be "
+                                f"{limit.describe()}; re-export the file (its metadata was changed)")
     try:
         vocab = entries[METADATA_VOCAB].decode().splitlines() if METADATA_VOCAB in entries else []
     except UnicodeDecodeError as err:

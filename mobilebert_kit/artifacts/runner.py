@@ -233,22 +233,21 @@ def load_compiled_model(path, *, num_threads=None, delegate="xnnpack"):
     try:
         # quiet: CompiledModel's environment logs a dozen INFO / WARNING lines (accelerator and plugin registry).
         with quiet_fd2():
-            # From the bytes read once, never from_file: LiteRT maps a path, and a file truncated in place while
-            # or after loading killed the process with SIGBUS (issue 47), as it did on the Interpreter path.
-            model = _read_model(path)
+            # From the bytes, read once, as load_tflite does (it says why): CompiledModel.from_file maps the file,
+            # and `mbk profile` of a file truncated while it was timed died of SIGBUS on this path.
+            data = _read_model(path)
             options = compiled_model_options(num_threads, delegate)
-            compiled = CompiledModel.from_buffer(model, options=options, environment=_LITERT_ENVIRONMENT.get("shared"))
+            compiled = CompiledModel.from_buffer(data, options=options, environment=_LITERT_ENVIRONMENT.get("shared"))
             # One environment for the process: each model's own one registers the accelerators again and logs
             # their teardown to fd 2 whenever Python collects it, outside any quiet block.
             _LITERT_ENVIRONMENT.setdefault("shared", compiled.environment)
             quiet_teardown(_release_litert)
             loaded = CompiledTflite(compiled)
-            # The buffer lives as long as the model: LiteRT may keep pointers into it rather than a copy.
-            loaded.model_bytes = model
+            loaded.model_bytes = data  # the runtime reads the weights from this buffer: it lives as long as the model
             # The first buffer write of the process creates LiteRT's global environment, with the same log lines.
             loaded.set_inputs({d["name"]: np.zeros(d["shape"], d["dtype"]) for d in loaded.input_details})
             return loaded
-    except (ValueError, RuntimeError, OSError) as err:
+    except (ValueError, RuntimeError) as err:
         raise RuntimeLoadError(f"{path} cannot be compiled by LiteRT's CompiledModel: {first_line(err)}") from err
 
 

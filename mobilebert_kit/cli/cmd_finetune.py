@@ -126,7 +126,7 @@ def _stored_inputs(args):
 
 
 def run(args):
-    from mobilebert_kit.data.checkpoint_tokenizer import load_tokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.errors import DataError, TrainingError
     from mobilebert_kit.training.fine_tuner import FineTuner
     from mobilebert_kit.training.finetune_config import FinetuneConfig
@@ -145,7 +145,7 @@ def run(args):
     vocab = args.vocab or stored.get("vocab") or find_vocab(model)
     if vocab is None:
         raise DataError(f"no vocabulary found in {model}; pass --vocab (the vocab.txt the model was trained with)")
-    tokenizer = load_tokenizer(vocab, lowercase=False if cased else None)
+    tokenizer = TextTokenizer.from_file(vocab, lowercase=False if cased else None)
     known = {k: v for k, v in stored_config.items() if k in FinetuneConfig.__dataclass_fields__}
     config = FinetuneConfig(**{**known, **given, "task": task})
     strategy = make_strategy(args.strategy)  # before TensorFlow runs anything (collective ops)

@@ -57,7 +57,7 @@ def run(args):
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from mobilebert_kit.data.pretraining_examples import PretrainingDataOptions, write_pretraining_data
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     console = Console()
     options = PretrainingDataOptions(
@@ -65,7 +65,7 @@ def run(args):
         whole_word=args.whole_word, short_seq_prob=args.short_seq_prob, dupe_factor=args.dupe_factor,
         num_shards=args.shards, chunk_documents=args.chunk_documents, seed=args.seed,
     )
-    tokenizer = WordPieceTokenizer.from_file(args.vocab, lowercase=False if args.cased else None)
+    tokenizer = TextTokenizer.from_file(args.vocab, lowercase=False if args.cased else None)
     files = args.input
     if args.stdlib_corpus:
         from mobilebert_kit.data.records import PRETRAINING_DATA

@@ -37,7 +37,8 @@ def register(subparsers):
     parser.add_argument("--min-time", type=number_option("min_time"), default=None, metavar="S", help="minimum seconds of timed runs (default 1, or --max-time when shorter)")
     parser.add_argument("--max-time", type=number_option("max_time"), default=150.0, metavar="S", help="stop starting runs after S seconds (default 150)")
     parser.add_argument("--seq-len", type=_seq_lens, default=None, metavar="N[,N...]",
-                        help="sequence length(s) (default: the length fixed in the file, else 128)")
+                        help="sequence length(s) (default: the length fixed in the file, else the length its export planned, "
+                             "else 128 within its position table)")
     parser.add_argument("--text", default=None, type=input_path_option("file"), metavar="FILE",
                         help="time real text: each sentence (line) of FILE, tokenized as the file's app tokenizes "
                         "it, one per call, at its own token count for a dynamic-length file and padded for a "

@@ -10,7 +10,7 @@ from mobilebert_kit.utils.limits import number_option
 # line means "not given"). The same values as convert/prepare/source.py's Recovery and convert/prepare/recovery_run.py's
 # DEFAULT_CHECKPOINT_EVERY (tests/convert/test_substitute_resume.py checks), written out here so that
 # `mbk --help` does not load TensorFlow.
-_DEFAULTS = {"recover_steps": 0, "seq_len": 128, "learning_rate": 1e-4, "batch_size": 8, "seed": 0,
+_DEFAULTS = {"recover_steps": 0, "seq_len": None, "learning_rate": 1e-4, "batch_size": 8, "seed": 0,
              "checkpoint_every": 100, "fit": True, "scale_migration": "balance"}
 
 
@@ -38,7 +38,8 @@ def register(subparsers):
                    help=f"recovery distillation steps (default {_DEFAULTS['recover_steps']})")
     p.add_argument("--data", type=input_path_option("file"), help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
     p.add_argument("--seq-len", type=number_option("seq_len"), default=None,
-                   help=f"sequence length of text data (default {_DEFAULTS['seq_len']})")
+                   help="sequence length of text data (default: the export's rule, 128 within the model's position table, "
+                        "or the length a fine-tuned model was trained at)")
     p.add_argument("--learning-rate", type=number_option("learning_rate"), default=None,
                    help="recovery learning rate at the first step, decaying linearly to 0 (default "
                    f"{_DEFAULTS['learning_rate']:.0e})".replace("e-0", "e-"))  # 1e-4, not 0.0001

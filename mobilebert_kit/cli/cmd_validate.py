@@ -5,7 +5,6 @@
 
 from mobilebert_kit.artifacts.arches import ARCHES, arch
 from mobilebert_kit.convert.plan.export_options import parse_thresholds
-from mobilebert_kit.convert.plan.export_plan import recorded_length
 from mobilebert_kit.convert.quantization.modes import CONVERTED_MODES
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
@@ -42,7 +41,7 @@ def register(subparsers):
 def run(args):
     import json
 
-    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+    from mobilebert_kit.artifacts.metadata import planned_length, read_artifact_metadata
 
     meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads
     thresholds = parse_thresholds(args.threshold)
@@ -64,7 +63,7 @@ def run(args):
     # a file without one, at the export rule's default within the reference's position table.
     positions = max_positions(config)
     fixed = ArtifactRunner(args.file).seq_len
-    seq_len = fixed or args.seq_len or recorded_length(meta, positions)
+    seq_len = fixed or planned_length(meta, requested=args.seq_len, max_positions=positions)
     if positions and seq_len > positions:
         # The reference would read past its position table (an internal error deep in the embedding).
         what = f"{args.file} takes {seq_len} tokens" if fixed else f"--seq-len {seq_len} is"

@@ -14,10 +14,18 @@ As in Google's code, once a word is chosen each of its tokens independently
 becomes ``[MASK]`` (80%), stays (10%) or becomes a random token (10%).
 """
 
-from mobilebert_kit.data.word_piece_tokenizer import _is_cjk
 from mobilebert_kit.errors import DataError, check_choice
 
 WHOLE_WORD_MODES = ("none", "wordpiece", "jieba")
+
+
+def _is_cjk(char):
+    """The CJK Unified Ideograph blocks BERT splits into single characters (BasicTokenizer._is_chinese_char)."""
+    cp = ord(char)
+    return (
+        0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F
+    )
 
 
 def _jieba_spans(text):

@@ -250,7 +250,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
 
     Args:
         files: input text files (one sentence per line, blank line between documents).
-        tokenizer: a :class:`~mobilebert_kit.data.word_piece_tokenizer.WordPieceTokenizer`.
+        tokenizer: a :class:`~mobilebert_kit.data.text_tokenizer.TextTokenizer`.
         out_dir: output directory.
         options: :class:`PretrainingDataOptions`.
         on_progress: optional callable ``(bytes_read, total_bytes, examples_written)``.
@@ -260,7 +260,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
         The metadata dict written to ``dataset.json``.
 
     Example:
-        >>> write_pretraining_data(["corpus.txt"], WordPieceTokenizer("vocab.txt"), "data/")  # doctest: +SKIP
+        >>> write_pretraining_data(["corpus.txt"], TextTokenizer.from_vocab("vocab.txt"), "data/")  # doctest: +SKIP
     """
     from mobilebert_kit.backend import tf
 

@@ -13,12 +13,12 @@ construction; the graph is never re-indexed (LiteRT users feed the checkpoint
 tokenizer's ids). The checkpoint's class and separator tokens are renamed
 ``[CLS]`` / ``[SEP]`` so that the clients' lookups find them.
 
-The protobuf wire format is written by hand (three messages, a dozen fields of
-``sentencepiece_model.proto``): the package has no ``sentencepiece`` or
-generated ``_pb2`` dependency. The normalizer is the ``tokenizer.json``'s
-``Precompiled`` character map when it has one (what SentencePiece itself
-runs); other normalizers cannot be expressed, and the client-fidelity check
-measures what that changes.
+The message is built with the ``sentencepiece`` package's generated
+``sentencepiece_model_pb2`` (protobuf does the wire format; it loads under
+protobuf 7). The normalizer is the ``tokenizer.json``'s ``Precompiled``
+character map when it has one (what SentencePiece itself runs); other
+normalizers cannot be expressed, and the client-fidelity check measures what
+that changes.
 
 Example:
     >>> data = write_model([("<unk>", 0.0, UNKNOWN), ("▁a", -1.0, NORMAL)], unk_id=0)
@@ -26,44 +26,14 @@ Example:
     ['<unk>', '▁a']
 """
 
-import struct
+from google.protobuf.message import DecodeError
+from sentencepiece import sentencepiece_model_pb2 as pb
 
 from mobilebert_kit.errors import DataError
 
-# ModelProto.SentencePiece.Type
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
-UNIGRAM = 1  # TrainerSpec.ModelType
-_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
-
-
-def _varint(value):
-    value &= (1 << 64) - 1  # negative int32 fields are ten-byte two's complement varints
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _key(number, wire):
-    return _varint(number << 3 | wire)
-
-
-def _int(number, value):
-    return _key(number, _VARINT) + _varint(int(value))
-
-
-def _bytes(number, value):
-    value = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-    return _key(number, _BYTES) + _varint(len(value)) + value
-
-
-def _float(number, value):
-    return _key(number, _FIXED32) + struct.pack("<f", float(value))
+_PIECE = pb.ModelProto.SentencePiece
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = (_PIECE.NORMAL, _PIECE.UNKNOWN, _PIECE.CONTROL,
+                                                      _PIECE.USER_DEFINED, _PIECE.UNUSED, _PIECE.BYTE)
 
 
 def write_model(pieces, unk_id, *, bos_id=-1, eos_id=-1, pad_id=-1, precompiled_charsmap=b"",
@@ -90,51 +60,21 @@ def write_model(pieces, unk_id, *, bos_id=-1, eos_id=-1, pad_id=-1, precompiled_
     """
     if not 0 <= unk_id < len(pieces) or pieces[unk_id][2] != UNKNOWN:
         raise DataError(f"a SentencePiece model needs its unknown piece at id {unk_id}; the tokenizer has none there")
-    out = bytearray()
+    model = pb.ModelProto()
     for piece, score, kind in pieces:
         if not piece:
             raise DataError("the tokenizer has an empty piece, which a SentencePiece model cannot hold")
-        out += _bytes(1, _bytes(1, piece) + _float(2, score) + _int(3, kind))
-    trainer = (_int(3, UNIGRAM) + _int(4, len(pieces)) + _int(40, unk_id) + _int(41, bos_id) + _int(42, eos_id)
-               + _int(43, pad_id))
-    normalizer = (_bytes(1, "precompiled" if precompiled_charsmap else "identity")
-                  + (_bytes(2, precompiled_charsmap) if precompiled_charsmap else b"")
-                  + _int(3, add_dummy_prefix) + _int(4, remove_extra_whitespaces) + _int(5, True))
-    out += _bytes(2, trainer) + _bytes(3, normalizer)
-    return bytes(out)
-
-
-def _fields(data):
-    """``(number, wire type, value)`` of one message's fields (bounded: every length is checked)."""
-    data, i = memoryview(data), 0
-    while i < len(data):
-        key, i = _read_varint(data, i)
-        number, wire = key >> 3, key & 7
-        if wire == _VARINT:
-            value, i = _read_varint(data, i)
-        elif wire == _BYTES:
-            size, i = _read_varint(data, i)
-            if i + size > len(data):
-                raise DataError("the SentencePiece model is truncated")
-            value, i = bytes(data[i:i + size]), i + size
-        elif wire == _FIXED32 and i + 4 <= len(data):
-            value, i = struct.unpack("<f", data[i:i + 4])[0], i + 4
-        elif wire == _FIXED64 and i + 8 <= len(data):
-            value, i = bytes(data[i:i + 8]), i + 8
-        else:
-            raise DataError(f"the SentencePiece model has an unreadable field {number} (wire type {wire})")
-        yield number, wire, value
-
-
-def _read_varint(data, i):
-    value = shift = 0
-    while i < len(data) and shift < 70:
-        byte = data[i]
-        value |= (byte & 0x7F) << shift
-        i, shift = i + 1, shift + 7
-        if not byte & 0x80:
-            return value, i
-    raise DataError("the SentencePiece model is truncated or malformed")
+        model.pieces.add(piece=piece, score=float(score), type=int(kind))
+    model.trainer_spec.MergeFrom(pb.TrainerSpec(model_type=pb.TrainerSpec.UNIGRAM, vocab_size=len(pieces),
+                                                unk_id=unk_id, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id))
+    normalizer = model.normalizer_spec
+    normalizer.name = "precompiled" if precompiled_charsmap else "identity"
+    if precompiled_charsmap:
+        normalizer.precompiled_charsmap = bytes(precompiled_charsmap)
+    normalizer.add_dummy_prefix = bool(add_dummy_prefix)
+    normalizer.remove_extra_whitespaces = bool(remove_extra_whitespaces)
+    normalizer.escape_whitespaces = True
+    return model.SerializeToString()
 
 
 def read_model(data):
@@ -148,37 +88,30 @@ def read_model(data):
         ``add_dummy_prefix``, ``remove_extra_whitespaces``.
 
     Raises:
-        DataError: bytes that are not a SentencePiece model.
+        DataError: bytes that are not a SentencePiece model (truncated, malformed, a piece not UTF-8, no pieces).
 
     Example:
         >>> read_model(write_model([("<unk>", 0.0, UNKNOWN)], unk_id=0))["unk_id"]
         0
     """
-    model = {"pieces": [], "unk_id": 0, "precompiled_charsmap": b"", "add_dummy_prefix": True,
-             "remove_extra_whitespaces": True}
-    for number, _, value in _fields(data):
-        if number == 1 and isinstance(value, bytes):
-            piece = {1: "", 2: 0.0, 3: NORMAL}
-            for n, _, v in _fields(value):
-                piece[n] = v
-            try:
-                text = piece[1].decode("utf-8") if isinstance(piece[1], bytes) else piece[1]
-            except UnicodeDecodeError as err:
-                raise DataError("the SentencePiece model has a piece that is not UTF-8") from err
-            model["pieces"].append((text, float(piece[2]), int(piece[3])))
-        elif number == 2 and isinstance(value, bytes):
-            for n, _, v in _fields(value):
-                if n == 40:
-                    model["unk_id"] = v
-        elif number == 3 and isinstance(value, bytes):
-            for n, _, v in _fields(value):
-                if n == 2:
-                    model["precompiled_charsmap"] = v
-                elif n in (3, 4):
-                    model["add_dummy_prefix" if n == 3 else "remove_extra_whitespaces"] = bool(v)
-    if not model["pieces"]:
+    model = pb.ModelProto()
+    try:
+        model.ParseFromString(bytes(data))
+    except DecodeError as err:
+        raise DataError(f"the SentencePiece model is truncated or malformed ({err})") from None
+    pieces = []
+    for piece in model.pieces:
+        # proto2 strings are not checked on parse: an undecodable piece comes back as bytes.
+        if not isinstance(piece.piece, str):
+            raise DataError("the SentencePiece model has a piece that is not UTF-8")
+        pieces.append((piece.piece, float(piece.score), int(piece.type)))
+    if not pieces:
         raise DataError("the SentencePiece model has no pieces")
-    return model
+    normalizer = model.normalizer_spec
+    return {"pieces": pieces, "unk_id": int(model.trainer_spec.unk_id),
+            "precompiled_charsmap": bytes(normalizer.precompiled_charsmap),
+            "add_dummy_prefix": bool(normalizer.add_dummy_prefix),
+            "remove_extra_whitespaces": bool(normalizer.remove_extra_whitespaces)}
 
 
 __all__ = ["write_model", "read_model", "NORMAL", "UNKNOWN", "CONTROL", "USER_DEFINED", "UNUSED", "BYTE"]

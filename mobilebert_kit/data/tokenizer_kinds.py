@@ -19,8 +19,9 @@ MediaPipe 1.2.2 with a model that returns the ids it is fed, issue 35):
   it, so no client can tokenize for it; the ``.tflite`` serves LiteRT users who
   feed the checkpoint tokenizer's ids, the ``.onnx`` optimum users.
 
-Each record names its client unit builder; ``CheckpointTokenizer.client_unit``
-calls it. TensorFlow-free.
+``TextTokenizer`` (``data/text_tokenizer.py``) asks the record, never the kind's
+name: what to read, which client unit to pack, how to read one back.
+TensorFlow-free.
 
 Example:
     >>> KINDS["BPE"].client_options is None, KINDS["Unigram"].name
@@ -44,31 +45,57 @@ class TokenizerKind:
 
     Args:
         model_type (str): ``tokenizer.json``'s ``model.type``.
-        name (str): how reports name it (``"wordpiece"``, ``"sentencepiece"``, ``"bpe"``).
+        name (str): how reports and ``mbk_metadata`` name it (``"wordpiece"``, ``"sentencepiece"``, ``"bpe"``).
+        model_files (tuple[str, ...]): the kind's own files a checkpoint may carry beside ``tokenizer.json``
+            (each is read and compared with it); the first one is what :meth:`TextTokenizer.model_files`
+            hands out for another runtime (onnxruntime-extensions), with the others of that kind.
+        client (str | None): the clients' tokenizer (``"bert"``, ``"sentencepiece"``: the names ``artifacts``
+            reads back from a file's TFLite Metadata); None: none can tokenize for it.
         client_options (str | None): the TFLite Metadata process unit the clients run; None: none can.
         client_file (str | None): the file that unit names, packed into the ``.tflite``.
         no_client (str): why no client can tokenize for it (empty when one can).
+        bert_names (bool): BERT's ``[CLS]``/``[SEP]``/``[PAD]``/``[UNK]``/``[MASK]`` are its default special
+            tokens, so a bare ``vocab.txt`` describes it (token types and casing follow BERT's rules).
+        pair_layout (str): how a sentence pair is laid out by the families of this kind (the post-processor
+            of each checkpoint decides; this is what reports and docs say).
+        added_tokens (str): what the packed client file does with tokens added by ``add_tokens``
+            (``"whole-word"``: a ``vocab.txt`` line, matched only as a whole word by the client's
+            WordPiece; ``"user-defined"``: a SentencePiece USER_DEFINED piece, matched anywhere; ``""``: none).
 
     Example:
-        >>> KINDS["WordPiece"].client_file
-        'vocab.txt'
+        >>> KINDS["WordPiece"].client_file, KINDS["BPE"].client
+        ('vocab.txt', None)
     """
 
     model_type: str
     name: str
+    model_files: tuple = ()
+    client: str = None
     client_options: str = None
     client_file: str = None
     no_client: str = ""
+    bert_names: bool = False
+    pair_layout: str = ""
+    added_tokens: str = ""
 
 
 KINDS = MappingProxyType({kind.model_type: kind for kind in (
-    TokenizerKind("WordPiece", "wordpiece", "BertTokenizerOptions", VOCAB_FILE),
-    TokenizerKind("Unigram", "sentencepiece", "SentencePieceTokenizerOptions", SENTENCEPIECE_FILE),
-    TokenizerKind("BPE", "bpe", no_client=(
+    TokenizerKind("WordPiece", "wordpiece", (VOCAB_FILE,), "bert", "BertTokenizerOptions", VOCAB_FILE,
+                  bert_names=True, pair_layout="[CLS] A [SEP] B [SEP] (MPNet: <s> A </s></s> B </s>)",
+                  added_tokens="whole-word"),
+    TokenizerKind("Unigram", "sentencepiece", ("sentencepiece.bpe.model", "spiece.model"), "sentencepiece",
+                  "SentencePieceTokenizerOptions", SENTENCEPIECE_FILE,
+                  pair_layout="<s> A </s></s> B </s> (XLM-R), [CLS] A [SEP] B [SEP] (ALBERT)",
+                  added_tokens="user-defined"),
+    TokenizerKind("BPE", "bpe", ("vocab.json", "merges.txt"), no_client=(
         "the checkpoint's tokenizer is byte-level BPE, which the TFLite Metadata cannot describe: MediaPipe and the "
         "Task Library cannot tokenize text for this model; feed it the ids of the checkpoint's own tokenizer "
-        "through LiteRT, or use the .onnx export")),
+        "through LiteRT, or use the .onnx export"), pair_layout="<s> A </s></s> B </s>"),
 )})
+# The kind a bare vocab.txt describes (no tokenizer.json): the one kind with BERT's names.
+VOCAB_KIND = next(kind for kind in KINDS.values() if kind.bert_names)
+# The kind of each client tokenizer a file can carry (``artifacts``' names), for reading a packed file back.
+CLIENT_KINDS = MappingProxyType({kind.client: kind for kind in KINDS.values() if kind.client})
 
 
 # transformers' tokenizer classes whose ``model_input_names`` have no ``token_type_ids`` (what ``tokenizer(text)``
@@ -119,4 +146,4 @@ class ClientUnit:
     renamed: tuple = ()
 
 
-__all__ = ["TokenizerKind", "KINDS", "ClientUnit", "returns_token_types", "NO_TOKEN_TYPES", "CLIENT_SPECIAL_NAMES", "VOCAB_FILE", "SENTENCEPIECE_FILE"]
+__all__ = ["TokenizerKind", "KINDS", "VOCAB_KIND", "CLIENT_KINDS", "ClientUnit", "returns_token_types", "NO_TOKEN_TYPES", "CLIENT_SPECIAL_NAMES", "VOCAB_FILE", "SENTENCEPIECE_FILE"]

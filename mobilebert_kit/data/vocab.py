@@ -28,6 +28,7 @@ import os
 import unicodedata
 from pathlib import Path
 
+from mobilebert_kit.data.tokenizer_kinds import KINDS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.structured import load_json, read_bounded
@@ -38,7 +39,12 @@ MAX_BYTES = 64 * 1024 * 1024
 # with the most bytes read of it (a 3 GB tokenizer side file was read whole: MemoryError, issue 37). XLM-R's
 # tokenizer.json (250,002 tokens) is 17 MB; a special-tokens map lists a few names.
 TOKENIZER_FILES = {"vocab.txt": MAX_BYTES, "tokenizer.json": MAX_BYTES, "tokenizer_config.json": MAX_BYTES,
-                   "special_tokens_map.json": 16 * 1024 * 1024}
+                   "special_tokens_map.json": 16 * 1024 * 1024,
+                   # transformers' slow tokenizers keep the tokens added with add_tokens here, with their ids.
+                   "added_tokens.json": 16 * 1024 * 1024}
+# Each kind's own files (a SentencePiece model, BPE's vocab.json and merges.txt): read and carried the same way.
+TOKENIZER_FILES.update({name: MAX_BYTES for kind in KINDS.values() for name in kind.model_files
+                        if name not in TOKENIZER_FILES})
 
 
 class VocabularyError(ConfigError):

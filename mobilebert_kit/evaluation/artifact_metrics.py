@@ -32,15 +32,14 @@ from pathlib import Path
 import numpy as np
 from rich.table import Table
 
+from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
 from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_with_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
-from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length
 from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA
 from mobilebert_kit.artifacts.runner import ArtifactRunner
-from mobilebert_kit.convert.plan.export_plan import recorded_length
 from mobilebert_kit.convert.plan.export_tasks import TASKS as EXPORT_TASKS
-from mobilebert_kit.data.checkpoint_tokenizer import CheckpointTokenizer, berts_names, tokenizer_of
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 # ArtifactEvaluation and the records live with the training code, which scores Keras models with them too.
 from mobilebert_kit.training.task_scoring import (  # noqa: F401  (re-exported: this module's interface)
@@ -50,53 +49,43 @@ from mobilebert_kit.utils.terminal import escape
 
 
 # ------------------------------------------------------------- the artifact
-def _tokenizer_of(path, meta, vocab, tokenizer):
+def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
+    """The tokenizer whose ids the file's app feeds it: ``--tokenizer`` when given, else what the file carries by
+    the rule ``mbk inspect`` and ``mbk profile --text`` use (``artifacts.carried_tokenizer``)."""
     if tokenizer is not None:
-        given = Path(tokenizer)
-        found = tokenizer_of(given) if given.is_dir() else None
-        if found is None and given.name == "tokenizer.json" and meta.get("tokenizer_kind") not in (None, "wordpiece"):
-            found = CheckpointTokenizer(given)
-        return found or WordPieceTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
-    kind = meta.get("tokenizer_kind")
-    specials = meta.get("special_tokens") if isinstance(meta.get("special_tokens"), dict) else {}
-    if kind not in (None, "wordpiece") or not berts_names(specials):
-        # Only a BERT vocab.txt travels in the file (mbk_vocab); any other tokenizer is the checkpoint's own.
-        raise ArtifactError(f"{path} was exported from a checkpoint whose tokenizer is {kind or 'WordPiece'} with "
-                            f"its own special tokens, which the file does not carry; pass --tokenizer with the "
-                            "checkpoint's directory (its tokenizer.json)")
-    if not vocab:
-        # The export records the casing only when its source had a tokenizer: without one, the source had no
-        # vocab.txt (a preset, random weights) and --no-vocab is not the cause to name.
-        why = ("exported with --no-vocab or embed_vocab = false" if meta.get("do_lower_case") is not None else
-               f"its source, {meta.get('source') or 'the model'}, had no vocab.txt")
-        raise ArtifactError(f"{path} carries no vocabulary ({why}), so the data cannot be tokenized; pass "
-                            "--tokenizer with the model's vocab.txt or directory")
+        given = TextTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
+        if graph.format == "tflite" and TFLITE_METADATA in graph.metadata:
+            # The file is scored on the ids its app computes: MediaPipe and the Task Library tokenize with the
+            # packed file, lower-casing A-Z only and keeping accents, whatever the checkpoint's tokenizer does
+            # (docs/clients/README.md). A tokenizer no client runs (byte-level BPE): the app feeds the
+            # checkpoint tokenizer's ids through LiteRT.
+            return given.client_tokenizer() or given
+        return given
+    carried = carried_tokenizer(path, client, meta, vocab)
+    if not carried.ready:
+        raise ArtifactError(carried.missing)
+    if carried.runs_as == "client":
+        return TextTokenizer.from_packed(carried.tokenizer, carried.data, f"{path}'s packed {carried.file_name}")
     with tempfile.TemporaryDirectory(prefix="mbk-eval-") as tmp:
         vocab_file = Path(tmp) / "vocab.txt"
-        vocab_file.write_text("\n".join(vocab) + "\n", encoding="utf-8")
-        lowercase = meta.get("do_lower_case")
-        return WordPieceTokenizer(vocab_file, lowercase=True if lowercase is None else bool(lowercase))
+        vocab_file.write_bytes(carried.data)
+        return TextTokenizer.from_vocab(vocab_file, lowercase=carried.lowercase)
 
 
-def _packed_files(path, client, meta, vocab):
-    """``(vocabulary lines, label names | None)`` as the app reads them: a ``.tflite`` with TFLite Metadata is
-    tokenized with its packed ``vocab.txt`` and labelled by its packed ``labels.txt``, not by our ``mbk_vocab``
-    and ``mbk_metadata`` (an emptied or swapped packed file scored the same as the model before, issue 37).
-
-    A file whose packed files disagree with the model is refused: its metric would be neither the app's nor the
-    model's. Other files keep our entries.
-    """
+def _packed_labels(path, client, meta, vocab):
+    """The label names as the app reads them (the packed ``labels.txt`` of a ``.tflite`` with TFLite Metadata),
+    or None; a file whose packed files disagree with the model is refused: its metric would be neither the
+    app's nor the model's (an emptied or swapped packed file scored the same as the model before, issue 37)."""
     if client is None:
-        return vocab, None
+        return None
     problems = packed_disagreements(client, meta, vocab)
     if client.tokenizer == "bert" and client.vocab_file not in client.packed_lines:
         problems.insert(0, f"its {client.vocab_file or 'vocabulary'} is not packed, so the app cannot tokenize")
     if problems:
         raise ArtifactError(f"{path}: {'; '.join(problems)}; the app would not run the model as exported: "
                             "re-export it")
-    packed = client.packed_lines.get(client.vocab_file) if client.tokenizer == "bert" else None
     labels = client.packed_lines.get(client.labels_file) if client.labels_file else None
-    return (list(packed) if packed is not None else vocab), (list(labels) if labels is not None else None)
+    return list(labels) if labels is not None else None
 
 
 def _seq_len_of(path, runner, meta, seq_len):
@@ -106,7 +95,7 @@ def _seq_len_of(path, runner, meta, seq_len):
             raise ArtifactError(f"{path} takes {fixed} tokens, not {seq_len}; drop --seq-len or re-export at {seq_len}")
         return fixed
     # A dynamic-axis file: the requested length, else the length its export planned (recorded in it).
-    return int(seq_len or recorded_length(meta))
+    return planned_length(meta, requested=seq_len)
 
 
 def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, tokenizer=None, fmt=None,
@@ -152,7 +141,7 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
     graph, client = read_with_client_metadata(path, fmt)
     fmt = graph.format
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
-    vocab, packed_labels = _packed_files(path, client, meta, vocab)
+    packed_labels = _packed_labels(path, client, meta, vocab)
     export_task = meta.get("task")
     if export_task not in EXPORT_TASKS:
         raise ArtifactError(f"{path} records no export task (it was not written by `mbk export`, or is a drift probe); "
@@ -178,18 +167,7 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
             parts.append({canonical.get(k, k): v for k, v in out.items() if canonical.get(k, k) in wanted})
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    return score(task, data, predict, _app_tokenizer(path, graph, meta, vocab, tokenizer), spec, limit)
-
-
-def _app_tokenizer(path, graph, meta, vocab, tokenizer):
-    text_tokenizer = _tokenizer_of(path, meta, vocab, tokenizer)
-    if graph.format == "tflite" and TFLITE_METADATA in graph.metadata:
-        # The file is scored on the ids its app computes: MediaPipe and the Task Library tokenize with the packed
-        # vocab.txt, lower-casing A-Z only and keeping accents, whatever the checkpoint's tokenizer does
-        # (docs/clients/README.md). With the checkpoint's tokenizer, accented rows scored other ids than the app's.
-        # A tokenizer no client runs (byte-level BPE): the app feeds the checkpoint tokenizer's ids through LiteRT.
-        text_tokenizer = text_tokenizer.client_tokenizer() or text_tokenizer
-    return text_tokenizer
+    return score(task, data, predict, _tokenizer_of(path, graph, client, meta, vocab, tokenizer), spec, limit)
 
 
 def app_tokenizer(path, tokenizer=None, fmt=None):
@@ -209,8 +187,8 @@ def app_tokenizer(path, tokenizer=None, fmt=None):
     """
     graph, client = read_with_client_metadata(Path(path), fmt)
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
-    vocab, _ = _packed_files(path, client, meta, vocab)  # the packed vocab.txt the app reads
-    return _app_tokenizer(path, graph, meta, vocab, tokenizer)
+    _packed_labels(path, client, meta, vocab)  # refuses packed files that disagree with the model
+    return _tokenizer_of(path, graph, client, meta, vocab, tokenizer)
 
 
 def _task_of(export_task, labels, graph, canonical):

@@ -32,8 +32,7 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
-from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-from mobilebert_kit.convert.plan.export_plan import recorded_length
+from mobilebert_kit.artifacts.metadata import planned_length, read_artifact_metadata
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, PIPELINE_OUTPUT
@@ -219,7 +218,7 @@ class Pipeline:
         out = Path(f"{opts.out}.host.json")
         # The length the export planned and validated at, as the file records it (a dynamic-axis ONNX file,
         # the default, fixes none).
-        seq_len = recorded_length(read_artifact_metadata(opts.out))
+        seq_len = planned_length(read_artifact_metadata(opts.out))
         settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all"}
         text = self._text
         inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings,

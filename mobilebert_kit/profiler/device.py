@@ -33,13 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
+from mobilebert_kit.artifacts.metadata import planned_length
 from mobilebert_kit.errors import MbkError, check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
 from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
 from mobilebert_kit.profiler.model_info import ModelInfo
-from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, resolve_seq_len, run_config, runs_warning
+from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, run_config, runs_warning
 from mobilebert_kit.profiler.stats import combine_trials, too_few_runs
 from mobilebert_kit.profiler.thermal import MILLIDEGREES, checked_record, trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
@@ -357,7 +358,7 @@ class DeviceProfiler:
         return results
 
     def _new_result(self, info, requested):
-        length = resolve_seq_len(info, requested or self.seq_len)
+        length = planned_length(info.metadata, info.static_seq_len, requested or self.seq_len)
         if info.static_seq_len and length != info.static_seq_len:
             raise ProfilerError(
                 f"{info.path} has a fixed sequence length {info.static_seq_len}, not {length}; "

@@ -34,6 +34,7 @@ import numpy as np
 import onnxruntime as ort
 from ai_edge_litert import __version__ as litert_version
 
+from mobilebert_kit.artifacts.metadata import planned_length
 from mobilebert_kit.artifacts.errors import RuntimeLoadError
 from mobilebert_kit.artifacts.runner import TFLITE_RESOLVERS, load_compiled_model, load_onnx, load_tflite
 from mobilebert_kit.artifacts.tflite_runtimes import RUNTIME_CHOICES, choose_tflite_runtime
@@ -43,7 +44,7 @@ from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
 from mobilebert_kit.profiler.model_info import ModelInfo
-from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, resolve_seq_len, run_config, runs_warning
+from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, run_config, runs_warning
 from mobilebert_kit.profiler.stats import summarize, too_few_runs
 from mobilebert_kit.profiler.topology import CpuTopology
 
@@ -147,7 +148,7 @@ class HostProfiler:
             ProfilerError: the file cannot be read or run.
         """
         info = ModelInfo(path)
-        length = resolve_seq_len(info, seq_len or self.seq_len)
+        length = planned_length(info.metadata, info.static_seq_len, seq_len or self.seq_len)
         vocab = info.feed_vocab(self.vocab_size)
         result = new_result(info, target="host", seq_len=length, flops_override=self.flops)
         result["device"] = self.device_info()

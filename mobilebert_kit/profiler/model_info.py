@@ -140,7 +140,8 @@ class ModelInfo:
         self.variant = taxonomy.variant_name(set(self.op_counts) | set(self.fused_activations), self.format)
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
         self.static_seq_len = _static_seq_len(self.inputs)
-        self.max_seq_len = _max_seq_len(self.path)
+        self.metadata = _mbk_metadata(self.path)
+        self.max_seq_len = _positive(self.metadata.get("max_seq_len"))
 
     def feed_vocab(self, given=None):
         """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's.
@@ -198,12 +199,16 @@ def _sha256(path):
     return digest.hexdigest()
 
 
-def _max_seq_len(path):
-    """The position table's length from the file's ``mbk_metadata`` (None: not recorded, or no table)."""
+def _mbk_metadata(path):
+    """The file's ``mbk_metadata`` (its planned length, position table, ...), ``{}`` when absent; values out of
+    their bounds refused in one line (``artifacts.metadata.BOUNDED``)."""
     try:
-        value = read_artifact_metadata(path).get("max_seq_len")
-    except ArtifactError:
-        return None
+        return read_artifact_metadata(path)
+    except ArtifactError as err:
+        raise ProfilerError(str(err)) from err
+
+
+def _positive(value):
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 

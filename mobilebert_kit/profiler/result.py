@@ -115,16 +115,3 @@ def finish_result(result):
     if result.get("flops") and median and median > 0 and math.isfinite(median):
         result["gflops_per_s"] = result["flops"] / (median / 1000.0) / 1e9
     return result
-
-
-def resolve_seq_len(info, requested):
-    """Returns the sequence length to run ``info`` at.
-
-    A requested length wins (the runner reports a fixed-length model that
-    cannot take it); otherwise the length fixed in the file, else 128, the
-    paper's setting, within the position table a dynamic-axis file records
-    (``max_seq_len`` in its metadata: a tiny model's table has 64 rows).
-    """
-    if requested:
-        return int(requested)
-    return info.static_seq_len or min(128, getattr(info, "max_seq_len", None) or 128)

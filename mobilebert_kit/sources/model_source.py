@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mobilebert_kit.backend import keras
 from mobilebert_kit.checkpoints.importer import import_checkpoint
-from mobilebert_kit.data.checkpoint_tokenizer import check_tokenizer_fits, tokenizer_of
+from mobilebert_kit.data.text_tokenizer import check_tokenizer_fits, tokenizer_of
 from mobilebert_kit.data.class_names import LABELLED_HEADS, LABELS_MAX_BYTES, check_class_names, names_of_id2label
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.api import build
@@ -112,7 +112,7 @@ class ModelSource:
 
     @property
     def tokenizer(self):
-        """The checkpoint's tokenizer (``data.checkpoint_tokenizer.tokenizer_of``: BERT's vocab.txt, else its
+        """The checkpoint's tokenizer (``data.text_tokenizer.tokenizer_of``: BERT's vocab.txt, else its
         tokenizer.json of any kind), or None without one; refused when its ids run past the model's embedding
         table (``check_tokenizer_fits``), for every command that reads it."""
         if self.directory is None:

@@ -20,7 +20,8 @@ from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.checkpoints.resumable_run import array_digest
 from mobilebert_kit.data.vocab import copy_tokenizer_files
-from mobilebert_kit.data.checkpoint_tokenizer import load_tokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer
+from mobilebert_kit.data.tokenizer_kinds import VOCAB_FILE
 from mobilebert_kit.data.class_names import check_class_names
 from mobilebert_kit.errors import DataError, MbkError, TrainingError, first_line
 from mobilebert_kit.models.api import check_positions, default_seq_len, load
@@ -117,7 +118,7 @@ class FineTuner:
 
     Args:
         model: preset name, saved model directory or checkpoint (e.g. a distilled ``student/``).
-        tokenizer: a :class:`~mobilebert_kit.data.word_piece_tokenizer.WordPieceTokenizer`.
+        tokenizer: a :class:`~mobilebert_kit.data.text_tokenizer.TextTokenizer`.
         config: a :class:`FinetuneConfig`.
         text_columns, label_column: table columns (auto-detected for GLUE names).
         strategy: any ``tf.distribute.Strategy`` (default: the current one).
@@ -459,9 +460,9 @@ def _deployment_files(model_dir, tokenizer, label_names):
     classifier would carry neither its vocabulary nor its class names.
     """
     copy_tokenizer_files(Path(tokenizer.source).parent, model_dir)
-    if not (model_dir / "vocab.txt").is_file() and tokenizer.kind.name == "wordpiece":
+    if not (model_dir / VOCAB_FILE).is_file() and VOCAB_FILE in tokenizer.kind.model_files:
         tokens = [tokenizer.inverse_vocab.get(i, "[UNK]") for i in range(tokenizer.vocab_size)]
-        (model_dir / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+        (model_dir / VOCAB_FILE).write_text("\n".join(tokens) + "\n", encoding="utf-8")
     config_path = model_dir / "tokenizer_config.json"
     try:  # the source's own tokenizer_config.json, updated; an unreadable one is replaced
         config = load_json(config_path, config_path.name, expect=dict, error=MbkError) if config_path.is_file() else {}
@@ -574,7 +575,7 @@ def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=Non
     if not isinstance(vocab, str) or not vocab or Path(vocab).name != vocab:
         raise TrainingError(f"{task_file} names no vocabulary file in {model_dir} (vocab {vocab!r}); fine-tune again")
     _check_task_spec(spec, task_file, seq_len is None)
-    tokenizer = load_tokenizer(model_dir / vocab, lowercase=spec.get("lowercase"))
+    tokenizer = TextTokenizer.from_file(model_dir / vocab, lowercase=spec.get("lowercase"))
     model = load(model_dir / "model")
     given = {k: v for k, v in (columns or {}).items() if v}
     if seq_len is not None:

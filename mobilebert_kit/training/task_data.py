@@ -118,7 +118,7 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
 
 def sequence_features(tokenizer, texts_a, texts_b, seq_len):
     """Encodes single texts or pairs as ``[CLS] a [SEP] (b [SEP])``, truncating the longer part first; a
-    checkpoint's own tokenizer (``CheckpointTokenizer.encode_pairs``) lays them out as the checkpoint does."""
+    checkpoint's own tokenizer (``TextTokenizer.encode_pairs``) lays them out as the checkpoint does."""
     own_layout = getattr(tokenizer, "encode_pairs", None)
     if own_layout is not None:
         return own_layout(list(texts_a), list(texts_b) if texts_b is not None else None, seq_len)

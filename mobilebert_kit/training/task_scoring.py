@@ -353,7 +353,7 @@ def score(task, data, predict, tokenizer, spec, limit=None, prepared=None):
         task (str): the task (see :data:`TASK_METRICS`).
         data (str | os.PathLike): the labelled data file.
         predict (Callable): ``dict[str, np.ndarray] -> dict[str, np.ndarray]`` by canonical output name.
-        tokenizer (WordPieceTokenizer): the model's tokenizer.
+        tokenizer (TextTokenizer): the model's tokenizer.
         spec (dict): ``task.json``-like settings (``seq_len``, ``label_names``, ...).
         limit (int | None): score at most this many examples, spread over the file.
         prepared (Prepared | None): ``data`` as :func:`prepare` returned it, when already read.

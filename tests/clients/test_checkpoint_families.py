@@ -98,6 +98,50 @@ def test_family_checkpoint_in_the_clients(family, tmp_path, capsys):
     reference = transformers_probabilities(model, tokenizer, lower)
     assert cosines(phone, reference).min() >= 0.99
     assert (phone.argmax(-1) == reference.argmax(-1)).mean() >= 0.75
+    _commands_agree_on_the_carried_tokenizer(tflite_file, runner, lower, phone, tmp_path, capsys)
+
+
+def _commands_agree_on_the_carried_tokenizer(tflite_file, runner, texts, phone, tmp_path, capsys):
+    """Issue 47 item 4: the file MediaPipe runs from its packed tokenizer alone is tokenized from it by
+    ``mbk evaluate`` and ``mbk profile --text`` too (they asked for --tokenizer for MPNet-style and SentencePiece
+    files while inspect called them ready), and with MediaPipe's ids."""
+    from mobilebert_kit.cli.main import main
+    from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer, evaluate_artifact
+
+    assert main(["inspect", str(tflite_file)]) == 0
+    said = capsys.readouterr().out
+    assert "ready for: MediaPipe TextClassifier" in said and "tokenized by the packed" in said, said
+    app = app_tokenizer(tflite_file)  # what profile --text and evaluate use, no --tokenizer
+    ours = np.concatenate([runner.run(app.encode_inputs([t], len(app.encode(t)[1]) + 2))["probability"]
+                           for t in texts])
+    np.testing.assert_allclose(ours, phone, atol=1e-5)
+    data = tmp_path / "labelled.tsv"
+    data.write_text("sentence\tlabel\n" + "".join(f"{t}\t{LABELS[i % len(LABELS)]}\n" for i, t in enumerate(texts)))
+    assert evaluate_artifact(tflite_file, data).rows == len(texts)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("\n".join(texts) + "\n")
+    assert main(["profile", str(tflite_file), "--text", str(lines), "--runs", "2", "--warmup", "1",
+                 "--min-time", "0"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    if "sentencepiece.model" in said:
+        # A packed SentencePiece model other than the exported one is flagged and refused, as a vocab.txt is.
+        from tests.evaluation.test_packed_files import _repacked
+        from mobilebert_kit.artifacts.errors import ArtifactError
+        from mobilebert_kit.data import sentencepiece_model as spm
+
+        def swap(files):
+            model = spm.read_model(files["sentencepiece.model"])
+            pieces = model["pieces"]
+            pieces[-2], pieces[-3] = pieces[-3], pieces[-2]
+            return {**files, "sentencepiece.model": spm.write_model(pieces, model["unk_id"],
+                                                                    precompiled_charsmap=model["precompiled_charsmap"])}
+
+        swapped = _repacked(tflite_file, tmp_path / "swapped.tflite", swap)
+        assert main(["inspect", str(swapped)]) == 0
+        said = capsys.readouterr().out
+        assert "not ready for MediaPipe TextClassifier" in said and "is not the tokenizer exported" in said
+        with pytest.raises(ArtifactError, match="is not the tokenizer exported with the model"):
+            evaluate_artifact(swapped, data)
 
 
 # paraphrase-multilingual-MiniLM's layout (a BERT with XLM-R's SentencePiece tokenizer, mean pooling, normalized),
@@ -124,3 +168,42 @@ def test_sentence_transformers_layout_in_the_clients(family, tokenizer_family, t
     lower = [s.lower() for s in SENTENCES]
     phone = mediapipe_embed(tflite_file, lower)
     assert cosines(phone, model.encode(lower)).min() >= 0.99
+
+
+def test_tokens_added_with_add_tokens_reach_mediapipe(tmp_path):
+    # Issue 47: a WordPiece checkpoint whose tokenizer gained a word with add_tokens was validated with its
+    # tokenizer.json and packed with its vocab.txt, which lacks the word: MediaPipe read it as [UNK] (exit 0,
+    # PASSED). The packed vocab.txt now comes from the one reading, so the app computes the checkpoint's ids.
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers import SentenceTransformer, models
+
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from tests.parity_helpers import randomize
+    from tests.tokenizer_fixtures import POSITIONS, _config, save_tokenizer
+
+    hf = tmp_path / "hf"
+    save_tokenizer("bert", hf)
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(str(hf))
+    tokenizer.add_tokens(["mbkword"])
+    tokenizer.save_pretrained(str(hf))
+    assert "mbkword" not in (hf / "vocab.txt").read_text().split()
+    randomize(transformers.AutoModel.from_config(_config("bert", len(tokenizer))), 0).save_pretrained(
+        hf, safe_serialization=True)
+    word = models.Transformer(str(hf), max_seq_length=POSITIONS)
+    model = SentenceTransformer(modules=[word, models.Pooling(word.get_word_embedding_dimension(), "mean"),
+                                         models.Normalize()], device="cpu")
+    model.save(str(tmp_path / "st"))
+    tflite_file = tmp_path / "e.tflite"
+    mbk_ok("export", tmp_path / "st", "--format", "tflite", "--quantize", "dynamic", "--out", tflite_file)
+
+    texts = ["the mbkword was good", "i like mbkword", "mbkword"]
+    phone = np.asarray(mediapipe_embed(tflite_file, texts))
+    runner = ArtifactRunner(tflite_file)
+    ours = []
+    for text in texts:  # the checkpoint's own ids, at each text's length (the file's sequence axis is open)
+        ids = np.array([tokenizer(text)["input_ids"]], np.int32)
+        assert tokenizer.convert_tokens_to_ids("mbkword") in ids
+        ours.append(runner.run({"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                "token_type_ids": np.zeros_like(ids)})["sentence_embedding"][0])
+    np.testing.assert_allclose(phone, np.asarray(ours), atol=1e-5)
+    assert cosines(phone, model.encode(texts)).min() >= 0.99

@@ -125,7 +125,7 @@ def tiny_with_vocab(tmp_path_factory):
     """tiny-bert saved next to an uncased WordPiece vocabulary learnt from the built-in English text."""
     import mobilebert_kit as mbk
     from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
-    from mobilebert_kit.data.word_piece_tokenizer import train_wordpiece_vocab
+    from mobilebert_kit.data.text_tokenizer import train_wordpiece_vocab
     from mobilebert_kit.sources.model_source import ModelSource
 
     tmp = tmp_path_factory.mktemp("vocab")

@@ -117,7 +117,7 @@ def test_client_tokenizer_gives_the_ids_mediapipe_feeds(tmp_path):
     import mobilebert_kit as mbk
     from mobilebert_kit.artifacts.runner import ArtifactRunner
     from mobilebert_kit.convert.tflite import flatbuffer as tflite_flatbuffer
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.models.presets import preset_config
     from mobilebert_kit.sources.model_source import ModelSource
 
@@ -130,7 +130,7 @@ def test_client_tokenizer_gives_the_ids_mediapipe_feeds(tmp_path):
     # (a dynamic file's [1, -1, 32] output it refuses to copy: the file is ready for no embedder either way).
     export_tiny(str(saved), plain, mask_dtype="int32", validate=False, static_axes=True)
     runner = ArtifactRunner(plain)
-    checkpoint = WordPieceTokenizer.from_directory(saved)
+    checkpoint = TextTokenizer.from_directory(saved)
     client = checkpoint.client_tokenizer()
     meta, files = metadata.client_metadata("embedder", runner.output_names, checkpoint.vocab_lines(), name="t",
                                            description="t")

@@ -32,9 +32,9 @@ def test_full_int8_of_a_model_with_a_vocabulary_calibrates_on_built_in_sentences
 
 
 def test_default_calibration_rows_are_the_tokenized_calibration_sentences(tiny_with_vocab):
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
-    tokenizer = WordPieceTokenizer.from_directory(tiny_with_vocab)
+    tokenizer = TextTokenizer.from_directory(tiny_with_vocab)
     rows = InputSet.default_calibration(tokenizer, 512, 200, SEQ)
     expected = tokenizer.encode_inputs(list(CALIBRATION_SENTENCES), SEQ)
     assert rows.count == len(CALIBRATION_SENTENCES)

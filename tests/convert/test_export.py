@@ -224,9 +224,9 @@ def test_text_at_the_shortest_sequence(tiny_with_vocab, tmp_path):
     # (three special tokens) came back longer than the row and the export was "internal error (ValueError:
     # inhomogeneous shape)". The built-in pairs are left out there; the user's own pairs are refused in one line.
     from mobilebert_kit.convert.plan.input_set import InputSet, sample_lines, validation_lines
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
-    tokenizer = WordPieceTokenizer.from_file(tiny_with_vocab)
+    tokenizer = TextTokenizer.from_file(tiny_with_vocab)
     for seq_len in (2, 3):
         rows = InputSet.sample(tokenizer, seq_len)
         assert rows.arrays["input_ids"].shape == (len(sample_lines(None, seq_len)), seq_len)

@@ -210,7 +210,7 @@ def test_a_new_run_keeps_the_finished_output_until_it_completes(uninterrupted, s
 
 def test_overwrite_replaces_a_user_s_directory_only_with_the_finished_output(uninterrupted, monkeypatch, tmp_path,
                                                                             capsys):
-    from mobilebert_kit.convert.prepare.source import recovery
+    from mobilebert_kit.convert.prepare import recovery
 
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -9,7 +9,7 @@ import pytest
 @pytest.fixture(scope="session")
 def email_corpus(tmp_path_factory):
     from mobilebert_kit.data.stdlib_corpus import build_stdlib_corpus
-    from mobilebert_kit.data.word_piece_tokenizer import train_wordpiece_vocab
+    from mobilebert_kit.data.text_tokenizer import train_wordpiece_vocab
 
     root = tmp_path_factory.mktemp("corpus")
     build_stdlib_corpus(root / "train.txt", root=Path(sysconfig.get_paths()["stdlib"]) / "email")

@@ -8,7 +8,7 @@ import pytest
 
 from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.data.pretraining_examples import PretrainingDataOptions, write_pretraining_data
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer
 from mobilebert_kit.errors import MbkError
 
 # Long enough that most segments hold several sentences: a lone sentence forces a random next
@@ -18,7 +18,7 @@ OPTIONS = dict(seq_len=96, max_predictions=12, num_shards=3, chunk_documents=10)
 
 @pytest.fixture(scope="module")
 def written(email_corpus, tmp_path_factory):
-    tok = WordPieceTokenizer(email_corpus / "vocab.txt")
+    tok = TextTokenizer.from_vocab(email_corpus / "vocab.txt")
     out = tmp_path_factory.mktemp("pretraining") / "data"
     meta = write_pretraining_data([email_corpus / "train.txt"], tok, out, PretrainingDataOptions(**OPTIONS))
     return tok, out, meta
@@ -71,7 +71,7 @@ def test_creation_is_deterministic_given_the_seed(written, email_corpus, tmp_pat
 
 
 def test_whole_word_masking_in_written_examples(email_corpus, tmp_path):
-    tok = WordPieceTokenizer(email_corpus / "vocab.txt")
+    tok = TextTokenizer.from_vocab(email_corpus / "vocab.txt")
     write_pretraining_data([email_corpus / "train.txt"], tok, tmp_path / "wwm",
                            PretrainingDataOptions(**dict(OPTIONS, whole_word="wordpiece", num_shards=1)))
     data, _ = _records(tmp_path / "wwm")
@@ -112,7 +112,7 @@ def test_stream_resumes_from_a_checkpointed_iterator(written):
 
 
 def test_bad_inputs_leave_nothing_behind(email_corpus, tmp_path):
-    tok = WordPieceTokenizer(email_corpus / "vocab.txt")
+    tok = TextTokenizer.from_vocab(email_corpus / "vocab.txt")
     (tmp_path / "blank.txt").write_text("\n\n   \n")
     with pytest.raises(MbkError, match="no examples"):
         write_pretraining_data([tmp_path / "blank.txt"], tok, tmp_path / "out")
@@ -194,7 +194,7 @@ def test_more_shards_than_open_files_raises_the_soft_limit_or_refuses(email_corp
     low = open_now + 80
     if hard != resource.RLIM_INFINITY and hard < low + 200:
         pytest.skip(f"the hard open-file limit {hard} leaves no room to raise a lowered soft limit")
-    tok = WordPieceTokenizer(email_corpus / "vocab.txt")
+    tok = TextTokenizer.from_vocab(email_corpus / "vocab.txt")
     options = pe.PretrainingDataOptions(seq_len=64, max_predictions=8, num_shards=low + 100, chunk_documents=10)
     resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
     try:
@@ -229,7 +229,7 @@ def test_a_random_next_segment_never_comes_from_its_own_document(tmp_path):
     # 5 documents in chunks of 2: the lone fifth joins the chunk before. It used to make a chunk of its own,
     # and its "random next" segment was its own text, labelled 1 (as was every one-document input).
     vocab = _lettered_corpus(tmp_path / "corpus.txt", documents=5)
-    tok = WordPieceTokenizer(vocab)
+    tok = TextTokenizer.from_vocab(vocab)
     meta = write_pretraining_data([tmp_path / "corpus.txt"], tok, tmp_path / "data", PretrainingDataOptions(
         seq_len=16, max_predictions=3, num_shards=1, chunk_documents=2, dupe_factor=30))
     data, _ = _records(tmp_path / "data")
@@ -285,7 +285,7 @@ def test_the_other_document_is_drawn_among_the_others():
 def test_an_input_of_fewer_than_two_documents_is_refused(tmp_path, text, count):
     from tests.data.conftest import write_vocab
 
-    tok = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", ["the", "cat", "dog", "sat", "on", "mat", "."]))
+    tok = TextTokenizer.from_vocab(write_vocab(tmp_path / "vocab.txt", ["the", "cat", "dog", "sat", "on", "mat", "."]))
     (tmp_path / "one.txt").write_text(text)
     with pytest.raises(MbkError) as err:
         write_pretraining_data([tmp_path / "one.txt"], tok, tmp_path / "out", PretrainingDataOptions(seq_len=16))

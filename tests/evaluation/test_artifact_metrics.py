@@ -21,13 +21,13 @@ HEADS = [("classification", "tflite"), ("classification", "onnx"), ("regression"
 def keras_evaluation(task_models, task, data):
     import json
 
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.models.api import load
     from mobilebert_kit.training.fine_tuner import model_evaluation
 
     directory = task_models[task]
     spec = json.loads((directory / "task.json").read_text())
-    return model_evaluation(load(directory / "model"), spec, WordPieceTokenizer(directory / "vocab.txt"), data)
+    return model_evaluation(load(directory / "model"), spec, TextTokenizer.from_vocab(directory / "vocab.txt"), data)
 
 
 @pytest.mark.parametrize("task, fmt", HEADS)
@@ -42,14 +42,14 @@ def test_a_float_export_scores_as_its_keras_model(task_models, exported, task, f
 
 
 def test_an_embedding_export_scores_pairs_by_the_cosine_of_its_keras_vectors(task_models, exported):
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.models.api import load
     from mobilebert_kit.training import metrics, task_data
 
     data = task_models["data"]["embedding"]
     ours = evaluate_artifact(exported["embedding", "tflite"], data)
     rows = task_data.read_table(data)
-    tokenizer = WordPieceTokenizer(task_models["classification"] / "vocab.txt")
+    tokenizer = TextTokenizer.from_vocab(task_models["classification"] / "vocab.txt")
     encoder = load(task_models["classification"] / "model").encoder
     vectors = []
     for column in ("sentence1", "sentence2"):
@@ -153,11 +153,11 @@ def test_labels_no_correlation_can_use_are_refused_when_the_data_is_read(tmp_pat
 
 
 def _tiny_tokenizer(tmp_path):
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d"]) + "\n")
-    return WordPieceTokenizer(vocab)
+    return TextTokenizer.from_vocab(vocab)
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-Infinity", "1e39"])
@@ -202,11 +202,14 @@ def test_a_metric_that_is_no_finite_number_is_refused_before_any_output(tmp_path
      "its source, preset tiny-bert (random weights, seed 0), had no vocab.txt"),
 ])
 def test_a_file_without_vocabulary_names_why_it_has_none(meta, cause):
+    from types import SimpleNamespace
+
     from mobilebert_kit.evaluation.artifact_metrics import _tokenizer_of
 
+    onnx = SimpleNamespace(format="onnx", metadata={})
     with pytest.raises(MbkError, match=re.escape(f"u.onnx carries no vocabulary ({cause}), so the data cannot be "
                                                  "tokenized; pass --tokenizer")):
-        _tokenizer_of("u.onnx", meta, None, None)
+        _tokenizer_of("u.onnx", onnx, None, meta, [], None)
 
 
 def test_a_file_reads_tables_by_its_fine_tunes_column_names(task_models, tmp_path):

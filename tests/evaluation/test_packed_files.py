@@ -85,14 +85,14 @@ def test_an_export_whose_packed_files_would_disagree_is_refused_before_it_is_wri
     from mobilebert_kit.convert.errors import ExportError
     from mobilebert_kit.convert.exporter import ExportOptions, export
     from mobilebert_kit.data.tokenizer_kinds import ClientUnit
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     def swapped_unit(self):
         lines = self.vocab_lines()
         lines[5], lines[6] = lines[6], lines[5]
         return ClientUnit("BertTokenizerOptions", "vocab.txt", ("\n".join(lines) + "\n").encode())
 
-    monkeypatch.setattr(WordPieceTokenizer, "client_unit", swapped_unit)
+    monkeypatch.setattr(TextTokenizer, "client_unit", swapped_unit)
     out = tmp_path / "m.tflite"
     with pytest.raises(ExportError, match="line 6 of the packed vocab.txt is 'bad'"):
         export(ExportOptions(str(task_models["classification"] / "model"), "tflite", "none", out=str(out), seq_len=24,

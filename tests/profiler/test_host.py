@@ -190,3 +190,22 @@ def test_a_dynamic_onnx_export_profiles_within_its_position_table(tmp_path):
     export(ExportOptions("tiny-bert", "onnx", "none", out=str(out), validate=False), log=None)
     result = HostProfiler(runs=3, warmup=1, min_time_s=0.0, max_time_s=5.0).profile(str(out))
     assert result["seq_len"] == 64, result["seq_len"]
+
+
+def test_a_default_export_is_timed_at_the_length_it_was_exported_at(tmp_path, mbk):
+    """Issue 44 item 3: ``mbk export ... --seq-len 32`` then ``mbk profile`` timed the file at 64 (the profiler's own
+    rule); the length is read where the export wrote it (``artifacts.metadata.planned_length``)."""
+    out, report = tmp_path / "e.tflite", tmp_path / "p.json"
+    code, _, stderr = mbk("export", "tiny-bert", "--task", "embedding", "--pooling", "mean", "--seq-len", "32",
+                          "--no-validate", "--out", out)
+    assert code == 0, stderr
+    code, _, stderr = mbk("profile", out, "--runs", "3", "--warmup", "1", "--min-time", "0", "--json", report)
+    assert code == 0, stderr
+    assert [r["seq_len"] for r in json.loads(report.read_text())["results"]] == [32]
+
+
+def test_a_file_without_a_plan_runs_at_its_own_static_length(models):
+    """A file that records no plan (the fixtures carry no ``mbk_metadata``) runs at the length its inputs fix."""
+    from mobilebert_kit.profiler.host import HostProfiler
+
+    assert HostProfiler(**QUICK).profile(models["ln_gelu"])["seq_len"] == 16

@@ -159,14 +159,14 @@ def test_architectures_as_a_string_is_refused_not_read_as_no_head(tmp_path, mbk)
 def test_tokenizer_settings_must_have_the_types_transformers_gives_them(tmp_path, setting, value):
     # do_lower_case: 0 was ignored and a cased model's text lower-cased; transformers' fast tokenizer refuses
     # a non-bool ("'int' object cannot be converted to 'PyBool'") and its slow one tests truthiness.
-    from mobilebert_kit.data.checkpoint_tokenizer import load_tokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     write_vocab(tmp_path / "vocab.txt", WORDS)
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({setting: value}))
     with pytest.raises(ConfigError, match=f"{setting} is .* not true, false or null"):
-        load_tokenizer(tmp_path)
+        TextTokenizer.from_file(tmp_path)
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({setting: False}))
-    assert load_tokenizer(tmp_path).lowercase is (setting != "do_lower_case")
+    assert TextTokenizer.from_file(tmp_path).lowercase is (setting != "do_lower_case")
 
 
 @pytest.mark.parametrize("raw, fragment", [

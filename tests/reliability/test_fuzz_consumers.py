@@ -312,6 +312,29 @@ def test_onnx_metadata_that_is_not_a_json_object_is_refused(tmp_path, metadata):
     _expect_mbk_error(read_artifact_metadata, path, fragment="mbk_metadata")
 
 
+
+@pytest.mark.parametrize("key, value", [("max_seq_len", 10**12), ("planned_seq_len", -5), ("seq_len", 1e300),
+                                        ("vocab_size", 2**40), ("batch_size", "many")])
+def test_implausible_lengths_and_sizes_in_metadata_are_refused_before_use(tmp_path, key, value):
+    """Issue 47 item 7: a hand-edited ``max_seq_len`` made ``mbk profile --text`` abort in a 4 GB allocation;
+    each length, size and count is bounded where the metadata is read, and every command says so in one line."""
+    import onnx
+
+    from mobilebert_kit.cli.main import main
+    from tests.profiler.fixture_models import build_onnx_bert
+
+    path = build_onnx_bert(tmp_path / "m.onnx")
+    model = onnx.load(str(path))
+    model.metadata_props.add(key="mbk_metadata", value=json.dumps({key: value}))
+    onnx.save(model, str(path))
+    text = tmp_path / "t.txt"
+    text.write_text("a short real sentence\n")
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+
+    _expect_mbk_error(read_artifact_metadata, path, fragment=key)
+    assert main(["profile", str(path), "--text", str(text), "--runs", "2", "--warmup", "1"]) == 2
+
+
 # ------------------------------------------------------------------ vocabularies
 _SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _TOKENS = st.lists(st.sampled_from(["the", "a", "##s", "hello", "[PAD]", "", " ", "é", "x\r"]) | st.text(max_size=3),
@@ -327,14 +350,14 @@ def _vocab_bytes(tokens, bom, crlf):
 @given(_TOKENS, st.booleans(), st.booleans())
 def test_fuzz_vocab_every_consumer_reads_the_same_tokens_or_refuses(tmp_path, tokens, bom, crlf):
     from mobilebert_kit.data.vocab import read_vocab
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     directory = tmp_path / "tok"
     directory.mkdir(exist_ok=True)
     (directory / "vocab.txt").write_bytes(_vocab_bytes(tokens, bom, crlf))
     results = [parses_or_mbk_error(read_vocab, directory / "vocab.txt"),
-               parses_or_mbk_error(WordPieceTokenizer.from_file, directory),  # pretraining-data, finetune
-               parses_or_mbk_error(WordPieceTokenizer.from_directory, directory)]  # export
+               parses_or_mbk_error(TextTokenizer.from_file, directory),  # pretraining-data, finetune
+               parses_or_mbk_error(TextTokenizer.from_directory, directory)]  # export
     refused = [isinstance(r, MbkError) for r in results]
     assert refused in ([True] * 3, [False] * 3), results  # pretraining-data and export never disagree
     if not refused[0]:
@@ -359,11 +382,11 @@ def test_vocab_bom_duplicates_blanks_and_bad_bytes_are_refused_with_line_numbers
 
 def test_vocab_bom_is_stripped_for_every_consumer(tmp_path):
     from mobilebert_kit.sources.model_source import ModelSource
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     directory = mbk_api.save(mbk_api.build("tiny-bert"), tmp_path / "saved")
     (directory / "vocab.txt").write_bytes(_vocab_bytes(["hello"], bom=True, crlf=True))
-    data, export = WordPieceTokenizer.from_file(directory), ModelSource.load(directory).tokenizer
+    data, export = TextTokenizer.from_file(directory), ModelSource.load(directory).tokenizer
     assert data.pad_id == 0 and "\ufeff[PAD]" not in data.vocab and data.tokenize("hello") == ["hello"]
     assert export.vocab_lines()[0] == "[PAD]" and export.encode_inputs(["hello"], 4)["input_ids"][0].tolist() == [2, 5, 3, 0]
     assert data.tokenize("hello") == ["hello"]  # encode_inputs' padding does not leak into later calls

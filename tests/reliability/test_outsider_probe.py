@@ -84,10 +84,10 @@ def test_missing_label_column_and_unknown_label_say_what_and_where(tmp_path):
     with pytest.raises(MbkError, match=r"no label column \(none of label, score"):
         resolve_columns([{"sentence": "a"}], path)
     path.write_text("sentence\tlabel\na\tpos\nb\tneg\nc\tpositive\n")
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from tests.data.conftest import write_vocab
 
-    tokenizer = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", ["a", "b", "c"]))
+    tokenizer = TextTokenizer.from_vocab(write_vocab(tmp_path / "vocab.txt", ["a", "b", "c"]))
     with pytest.raises(MbkError, match=r"label 'positive' \(data row 3\) was not seen in training"):
         load_sequence_task(path, tokenizer, 8, "classification", label_names=["neg", "pos"])
 
@@ -149,13 +149,13 @@ def test_vocabulary_line_with_a_control_character_is_refused(token):
 def test_a_label_that_is_no_label_is_refused_naming_its_row(tmp_path, name, body, task, problem):
     # A NaN regression target trained a model of NaN weights and exited 0; null, empty and object labels
     # became classes ("None", "", a Python repr).
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.training.task_data import load_sequence_task
     from tests.data.conftest import write_vocab
 
     path = tmp_path / name
     path.write_text(body)
-    tokenizer = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", ["a", "b"]))
+    tokenizer = TextTokenizer.from_vocab(write_vocab(tmp_path / "vocab.txt", ["a", "b"]))
     with pytest.raises(MbkError, match=re.escape(problem)) as caught:
         load_sequence_task(path, tokenizer, 8, task)
     assert "\n" not in str(caught.value)

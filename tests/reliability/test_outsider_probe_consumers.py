@@ -255,11 +255,11 @@ def test_keep_float_ops_the_model_lacks_are_refused(mbk, tmp_path, fmt, ops, pro
 
 def test_a_squad_answer_not_at_its_offset_is_refused_for_training(tmp_path):
     # Training read the span at answer_start whatever the text said: "The cat sa" was learned as "on the mat".
-    from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.training.task_data import squad_features
     from tests.data.conftest import write_vocab
 
-    tokenizer = WordPieceTokenizer(write_vocab(tmp_path / "vocab.txt", ["the", "cat", "sat", "on", "mat", "where"]))
+    tokenizer = TextTokenizer.from_vocab(write_vocab(tmp_path / "vocab.txt", ["the", "cat", "sat", "on", "mat", "where"]))
     example = {"id": "q1", "question": "where", "context": "The cat sat on the mat", "impossible": False,
                "answers": [{"text": "on the mat", "start": 0}]}
     with pytest.raises(MbkError, match=re.escape("question 'q1': its answer 'on the mat' is not at answer_start 0 "

@@ -30,7 +30,7 @@ def corpus_and_vocab(tmp_path_factory):
     from pathlib import Path
 
     from mobilebert_kit.data.stdlib_corpus import build_stdlib_corpus
-    from mobilebert_kit.data.word_piece_tokenizer import train_wordpiece_vocab
+    from mobilebert_kit.data.text_tokenizer import train_wordpiece_vocab
 
     root = tmp_path_factory.mktemp("cli")
     build_stdlib_corpus(root / "train.txt", root=Path(sysconfig.get_paths()["stdlib"]) / "json")

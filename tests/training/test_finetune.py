@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer
 from mobilebert_kit.training import metrics, task_data
 from mobilebert_kit.training.fine_tuner import FineTuner, evaluate_directory
 from mobilebert_kit.training.finetune_config import FinetuneConfig
@@ -20,7 +20,7 @@ WORDS = ["good", "bad", "movie", "film", "plot", "was", "is", "the", "a", "very"
 def tokenizer(tmp_path_factory):
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
-    return WordPieceTokenizer(path)
+    return TextTokenizer.from_vocab(path)
 
 
 def _quiet():

@@ -20,7 +20,7 @@ PAIRS = [("A man is playing a guitar.", "A person plays an instrument.", "yes"),
 
 
 def test_training_rows_are_the_checkpoint_tokenizers_pairs(tmp_path):
-    from mobilebert_kit.data.checkpoint_tokenizer import tokenizer_of
+    from mobilebert_kit.data.text_tokenizer import tokenizer_of
     from mobilebert_kit.training.task_data import sequence_features
 
     save_checkpoint("xlm-roberta", tmp_path, head=None)

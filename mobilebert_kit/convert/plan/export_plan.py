@@ -8,9 +8,10 @@ after it (substitution and recovery, the calibration and validation inputs, the 
 search, the metadata) reads the plan and decides nothing again. A searched setting is the same plan with
 another mode and float layers (:meth:`ExportPlan.setting`).
 
-The sequence length has one rule, :func:`sequence_length`, used by the plan and by every reader of a file
-that records no plan (``mbk validate``, ``mbk evaluate`` of an older file). A written file records its plan's
-length in its ``mbk_metadata`` (``planned_seq_len``), which those readers use first.
+An export's sequence length has one rule, :func:`sequence_length`. A written file records its plan's length
+in its ``mbk_metadata`` (``planned_seq_len``); every reader of a written file (``mbk profile``, ``validate``,
+``evaluate``, the pipeline) runs it at the length one TF-free function reads back,
+:func:`mobilebert_kit.artifacts.metadata.planned_length`.
 
 Standard library and the TF-free task and mode tables only: ``mbk`` and the profiler import it without
 TensorFlow.
@@ -75,29 +76,6 @@ def sequence_length(asked, task=None, fmt=None, max_positions=None, trained=None
     return min(default, max_positions) if max_positions else default
 
 
-def recorded_length(meta, max_positions=None):
-    """The length a written file was planned at (its ``mbk_metadata``), else :func:`sequence_length`'s default.
-
-    Args:
-        meta (dict): the file's ``mbk_metadata`` (``{}`` for a file without one).
-        max_positions (int | None): the reference model's position table, when known.
-
-    Example:
-        >>> recorded_length({"planned_seq_len": 48, "seq_len": None})
-        48
-        >>> recorded_length({}, max_positions=64)
-        64
-    """
-    for key in ("planned_seq_len", "seq_len"):
-        value = meta.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    positions = max_positions or meta.get("max_seq_len")
-    positions = positions if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0 \
-        else None
-    return sequence_length(None, meta.get("task"), meta.get("format"), positions)
-
-
 def input_layout(options, task=None):
     """``(dynamic_axes, mask_dtype)`` of an export of ``task``: what the user's words decide about its inputs.
 
@@ -125,6 +103,28 @@ def input_layout(options, task=None):
     if mask is None:
         mask = "float32" if options.io_type == "int8" else FORMATS[options.format].input_dtype
     return bool(dynamic), mask
+
+
+def pooling_notes(options, declared_pooling):
+    """The notes of an export whose ``--pooling`` / ``--normalize`` contradict the checkpoint's declaration: it
+    is honoured, and the export says what the checkpoint declares (it said nothing).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> pooling_notes(NS(pooling="cls", normalize=None, name_of=lambda n: f"--{n}"), NS(mode="mean", normalize=True))
+        ['--pooling cls replaces the mean pooling the checkpoint declares (modules.json): its vectors will differ from the checkpoint's']
+    """
+    if declared_pooling is None:
+        return []
+    notes = []
+    if options.pooling not in ("auto", declared_pooling.mode):
+        notes.append(f"{options.name_of('pooling')} {options.pooling} replaces the {declared_pooling.mode} pooling the "
+                     "checkpoint declares (modules.json): its vectors will differ from the checkpoint's")
+    if options.normalize is not None and bool(options.normalize) != bool(declared_pooling.normalize):
+        declared = "a Normalize module" if declared_pooling.normalize else "no Normalize module"
+        notes.append(f"{options.name_of('normalize')} {str(options.normalize).lower()} overrides the checkpoint, "
+                     f"which declares {declared} (modules.json)")
+    return notes
 
 
 def decide_task(options, architecture, declared_pooling=None, num_outputs=None):

@@ -18,7 +18,7 @@ import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
-from mobilebert_kit.data.word_piece_tokenizer import PAIR_MIN_LENGTH
+from mobilebert_kit.data.text_tokenizer import PAIR_MIN_LENGTH
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.input_paths import open_regular
@@ -281,7 +281,7 @@ class InputSet:
         (``quantization_modes.py``).
 
         Args:
-            tokenizer (WordPieceTokenizer | None): the model's tokenizer.
+            tokenizer (TextTokenizer | None): the model's tokenizer.
             vocab_size (int): the model's vocabulary size.
             count (int): rows at most.
             seq_len (int): row length.
@@ -319,7 +319,7 @@ def validation_lines(path, tokenizer, count, seq_len=None):
 
     Args:
         path (str | os.PathLike | None): ``--validation-data`` / ``--data`` (None: the built-in sentences).
-        tokenizer (WordPieceTokenizer | None): the model's tokenizer (None: no text can be validated).
+        tokenizer (TextTokenizer | None): the model's tokenizer (None: no text can be validated).
         count (int): lines at most (the validated rows).
         seq_len (int | None): the validated length (the built-in pairs are left out below a pair's minimum).
 

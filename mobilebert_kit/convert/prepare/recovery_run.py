@@ -153,6 +153,8 @@ class RecoveryRun(ResumableRun):
             raise bad("intermediate_size")
         for key in ("recover_steps", "seq_len", "learning_rate", "batch_size", "seed", "checkpoint_every"):
             value = config.get(key)
+            if key == "seq_len" and value is None:
+                continue  # the export rule's length, decided when the recovery runs
             if not within(LIMITS[key], value) or (key == "recover_steps" and value < 1):
                 raise bad(key)  # a run with no step keeps no state: a record of 0 steps is not ours
         if not isinstance(config.get("fit"), bool):

@@ -11,7 +11,7 @@ so what is exported or saved afterwards carries them.
 
 from dataclasses import dataclass
 
-from mobilebert_kit.convert.plan.export_plan import DEFAULT_SEQ_LEN, SourceFacts
+from mobilebert_kit.convert.plan.export_plan import SourceFacts, sequence_length
 from mobilebert_kit.convert.plan.input_set import InputSet, default_inputs
 from mobilebert_kit.convert.prepare.rebuild import architecture_of, encoder_of
 from mobilebert_kit.convert.prepare.recovery import recover
@@ -35,7 +35,8 @@ class Recovery:
     Args:
         steps (int): recovery distillation steps (0: fit and report only).
         data (str | None): ``.txt`` (tokenized) or ``.npz`` inputs; None: the default inputs.
-        seq_len (int): sequence length of text data.
+        seq_len (int | None): sequence length of text data; None: the export rule's length
+            (:func:`~mobilebert_kit.convert.plan.export_plan.sequence_length`) within the model's position table.
         learning_rate (float): recovery learning rate at the first step (it decays linearly to 0).
         batch_size (int): recovery rows per step.
         fit (bool): fit NoNorm's scale and bias to the data (else start from LayerNorm's gamma and beta).
@@ -51,7 +52,7 @@ class Recovery:
 
     steps: int = 0
     data: str = None
-    seq_len: int = DEFAULT_SEQ_LEN
+    seq_len: int = None
     learning_rate: float = 1e-4
     batch_size: int = 8
     fit: bool = True
@@ -113,11 +114,13 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
     recovery = recovery or Recovery()
     say = log or (lambda *_: None)
     config = encoder_of(original.model).config
-    check_positions(config, recovery.seq_len)  # an .npz's rows must have --seq-len tokens too (InputSet)
+    seq_len = recovery.seq_len or sequence_length(None, max_positions=max_positions(config),
+                                                  trained=original.trained_seq_len)
+    check_positions(config, seq_len)  # an .npz's rows must have --seq-len tokens too (InputSet)
     if recovery.data:
-        data = InputSet.for_model(recovery.data, recovery.seq_len, original.tokenizer, config)
+        data = InputSet.for_model(recovery.data, seq_len, original.tokenizer, config)
     else:
-        data = default_inputs(config, recovery.seq_len, original.tokenizer, count=DEFAULT_RECOVERY_ROWS)
+        data = default_inputs(config, seq_len, original.tokenizer, count=DEFAULT_RECOVERY_ROWS)
     result = substitute(original.model, fit_inputs=data if recovery.fit else None, **substitutions)
     say(result.summary())
     report = recover(original.model, result.model, data, steps=recovery.steps, learning_rate=recovery.learning_rate,

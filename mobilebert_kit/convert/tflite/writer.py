@@ -14,7 +14,7 @@ from mobilebert_kit.convert.tflite import export as tflite_export
 from mobilebert_kit.convert.tflite import flatbuffer as tflite_flatbuffer
 from mobilebert_kit.convert.tflite import metadata as tflite_metadata
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.data.tokenizer_kinds import KINDS, ClientUnit
+from mobilebert_kit.data.tokenizer_kinds import VOCAB_KIND, ClientUnit
 from mobilebert_kit.models.encoder import INPUT_NAMES
 from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
 
@@ -100,7 +100,7 @@ def client_metadata_args(meta, vocab, client_unit=None):
     if not meta.get("task"):
         return None
     if client_unit is None and vocab:
-        client_unit = ClientUnit(KINDS["WordPiece"].client_options, KINDS["WordPiece"].client_file,
+        client_unit = ClientUnit(VOCAB_KIND.client_options, VOCAB_KIND.client_file,
                                  tflite_metadata.lines_file("vocabulary token", vocab))
     return {
         "client": meta["client"], "output_names": list(meta["outputs"]), "tokenizer": client_unit,

@@ -4,7 +4,7 @@ Validation compares the artifact with its Keras source on the *same ids*. An
 app does not send our ids: the TFLite clients (MediaPipe Tasks, the Task
 Library) tokenize the text themselves with the packed ``vocab.txt``,
 ASCII-lower-casing it and never stripping accents
-(:meth:`~mobilebert_kit.data.word_piece_tokenizer.WordPieceTokenizer.client_tokenizer`).
+(:meth:`~mobilebert_kit.data.text_tokenizer.TextTokenizer.client_tokenizer`).
 all-MiniLM-L6-v2's own tokenizer strips accents, so on "naïve café" the phone
 computes another embedding (cosine 0.37, issue 14) while validation passes.
 
@@ -107,7 +107,7 @@ def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
         reference_outputs (callable): ``{input name: int32 [n, seq]} -> {output name: array}``, the
             Keras source's values under the artifact's output names (what validation compares with).
         lines (list[str]): the validation texts (a tab separates a sentence pair).
-        tokenizer (WordPieceTokenizer | CheckpointTokenizer): the checkpoint's tokenizer.
+        tokenizer (TextTokenizer): the checkpoint's tokenizer.
         seq_len (int): the artifact's sequence length.
 
     Returns:
@@ -159,7 +159,7 @@ def client_fidelity_of(runner, fmt, texts, tokenizer, seq_len, reference_outputs
         runner (ArtifactRunner): the artifact.
         fmt (str): its format.
         texts (list[str] | None): the validation text (``input_set.validation_lines``).
-        tokenizer (WordPieceTokenizer | None): the checkpoint's tokenizer.
+        tokenizer (TextTokenizer | None): the checkpoint's tokenizer.
         seq_len (int): the validated sequence length.
         reference_outputs (callable): as in :func:`client_fidelity`.
 
@@ -188,7 +188,9 @@ def _reason(texts, lowercase):
         reasons.append("the phone lower-cases a cased model's text")
     if any(c.isupper() and not c.isascii() for text in texts for c in text):
         reasons.append("non-ASCII capitals")
-    return ", ".join(reasons) or "accents"
+    # None of the known normalisation gaps: say so rather than blame accents the texts do not have (issue 47:
+    # a vocab.txt disagreeing with tokenizer.json was reported as accents; the one reading now refuses it).
+    return ", ".join(reasons) or "the packed tokenizer splits them otherwise than the checkpoint's"
 
 
 __all__ = ["ClientFidelity", "client_fidelity", "client_fidelity_of", "CLIENT_TOKENIZED_FORMATS"]

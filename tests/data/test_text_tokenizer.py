@@ -3,7 +3,7 @@
 Each family's tiny tokenizer is saved by transformers' own fast tokenizer class
 (``tests/tokenizer_fixtures.py``) and compared with ``AutoTokenizer`` on real
 sentences and sentence pairs. The client unit (a renamed ``vocab.txt`` or a
-SentencePiece model written by hand) must keep every id, and the tokenizer
+SentencePiece model written with sentencepiece_model_pb2) must keep every id, and the tokenizer
 emulating the client must give the checkpoint's ids on lower-cased ASCII text
 (MediaPipe itself is run on these files in ``tests/clients/test_checkpoint_families.py``).
 """
@@ -13,8 +13,7 @@ import pytest
 
 from mobilebert_kit.convert.plan.sample_text import SENTENCE_PAIRS, SENTENCES
 from mobilebert_kit.data import sentencepiece_model as spm
-from mobilebert_kit.data.checkpoint_tokenizer import CheckpointTokenizer, load_tokenizer, tokenizer_of
-from mobilebert_kit.data.word_piece_tokenizer import WordPieceTokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer, tokenizer_of
 from mobilebert_kit.errors import DataError
 from tests.tokenizer_fixtures import save_tokenizer
 
@@ -92,9 +91,10 @@ def test_byte_level_bpe_has_no_client_tokenizer(saved):
 
 def test_bert_directories_keep_the_wordpiece_path(saved, tmp_path):
     save_tokenizer("bert", tmp_path)
-    assert isinstance(tokenizer_of(tmp_path), WordPieceTokenizer)
-    assert isinstance(load_tokenizer(saved["xlm-roberta"] / "tokenizer.json"), CheckpointTokenizer)
-    assert isinstance(load_tokenizer(saved["mpnet"]), CheckpointTokenizer)  # its vocab.txt lacks BERT's names
+    bert = tokenizer_of(tmp_path)
+    assert bert.kind.bert_names and bert.special_tokens["cls"] == "[CLS]" and bert.token_types
+    assert TextTokenizer.from_file(saved["xlm-roberta"] / "tokenizer.json").kind.name == "sentencepiece"
+    assert TextTokenizer.from_file(saved["mpnet"]).special_tokens["cls"] == "<s>"  # its own names, not BERT's
 
 
 def test_sentencepiece_model_round_trips_and_refuses_bad_bytes():

@@ -1,0 +1,120 @@
+"""What tokenizer a model file carries for its app: the one rule ``mbk inspect``, ``mbk evaluate`` and ``mbk profile --text`` use.
+
+Before, ``mbk inspect`` called a file ready for MediaPipe from its packed
+tokenizer while ``mbk evaluate`` and ``mbk profile --text`` looked only at
+``mbk_vocab`` and the recorded special tokens, so an MPNet-style WordPiece file
+(``<s>``/``</s>``, packed renamed ``[CLS]``/``[SEP]``) or a SentencePiece file
+that MediaPipe runs exactly was refused, asking for ``--tokenizer`` (issue 47).
+The rule, in order:
+
+1. a ``.tflite`` whose TFLite Metadata packs a client tokenizer (a
+   ``vocab.txt`` for BertTokenizer, a SentencePiece model) that agrees with
+   the model: the app's own tokenization runs on that file (what MediaPipe and
+   the Task Library compute: A-Z lower-cased, accents kept, literal
+   ``[CLS]``/``[SEP]``);
+2. else our ``mbk_vocab`` when the export recorded BERT's WordPiece (its
+   names, its casing): the checkpoint's tokenizer rebuilt from it;
+3. else none: the reason names what the file lacks and ``--tokenizer``.
+
+TensorFlow-free and tokenizer-free (the ``artifacts`` floor): the record hands
+the bytes and the casing to ``data.text_tokenizer.TextTokenizer.from_packed``.
+
+Example:
+    >>> carried = carried_tokenizer("e.tflite", meta, recorded, vocab)  # doctest: +SKIP
+    >>> carried.runs_as, carried.tokenizer, carried.describe()  # doctest: +SKIP
+    ('client', 'sentencepiece', 'the packed sentencepiece.model, as MediaPipe and the Task Library run it')
+"""
+
+from dataclasses import dataclass
+
+from mobilebert_kit.artifacts.client_metadata import packed_disagreements
+from mobilebert_kit.artifacts.clients import CLIENT_TOKENIZERS
+
+_BERT_NAMES = {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"}
+
+
+@dataclass(frozen=True)
+class CarriedTokenizer:
+    """The tokenizer a file carries for its app, by the one rule of this module.
+
+    Args:
+        runs_as (str | None): ``"client"`` (the app's client tokenizer on the packed file), ``"checkpoint"``
+            (the checkpoint's WordPiece from ``mbk_vocab``), None (the file carries none).
+        tokenizer (str | None): the file's kind as the clients name it: ``"bert"`` (a ``vocab.txt``) or
+            ``"sentencepiece"`` (a model).
+        file_name (str | None): the file it is read from (``vocab.txt``, ``sentencepiece.model``, ``mbk_vocab``).
+        data (bytes): that file's content.
+        lowercase (bool | None): the recorded casing (``"checkpoint"`` only; the clients always lower-case A-Z).
+        missing (str): why the file carries none, with the fix (empty when it carries one).
+
+    Example:
+        >>> CarriedTokenizer(None, missing="it carries no vocabulary").ready
+        False
+    """
+
+    runs_as: str = None
+    tokenizer: str = None
+    file_name: str = None
+    data: bytes = b""
+    lowercase: bool = None
+    missing: str = ""
+
+    @property
+    def ready(self):
+        """Whether text can be tokenized from the file alone."""
+        return self.runs_as is not None
+
+    def describe(self):
+        """One phrase for ``mbk inspect``: what tokenizes text for this file, or what is missing."""
+        if self.runs_as == "client":
+            return f"the packed {self.file_name}, as MediaPipe and the Task Library run it"
+        if self.runs_as == "checkpoint":
+            return "the recorded WordPiece vocabulary (mbk_vocab)"
+        return f"none ({self.missing})"
+
+
+def carried_tokenizer(path, client, recorded, vocab):
+    """The tokenizer a file carries, by the rule every command uses (module docstring).
+
+    Args:
+        path (str | os.PathLike): the file, for messages.
+        client (ClientMetadata | None): its TFLite Metadata (None: none, or not a ``.tflite``).
+        recorded (dict): its ``mbk_metadata`` ({} when absent).
+        vocab (list[str]): its ``mbk_vocab`` lines ([] when absent).
+
+    Returns:
+        CarriedTokenizer: what tokenizes text for the file, or why nothing does.
+
+    Example:
+        >>> carried_tokenizer("m.onnx", None, {}, []).ready
+        False
+    """
+    if client is not None and client.tokenizer in CLIENT_TOKENIZERS and client.packed_tokenizer:
+        problems = packed_disagreements(client, recorded, vocab)
+        if problems:
+            return CarriedTokenizer(missing=f"{path}: {'; '.join(problems)}; the app would not run the model as "
+                                            "exported: re-export it")
+        return CarriedTokenizer("client", client.tokenizer, client.vocab_file, client.packed_tokenizer)
+    kind = recorded.get("tokenizer_kind")
+    specials = recorded.get("special_tokens") if isinstance(recorded.get("special_tokens"), dict) else {}
+    # The one comparison of a kind's name outside data/tokenizer_kinds.py: this floor imports no data/ code, and
+    # mbk_metadata records the kind by its name (TokenizerKind.name).
+    if kind not in (None, "wordpiece") or any(specials.get(r, n) != n for r, n in _BERT_NAMES.items()):
+        # Only a BERT vocab.txt travels in mbk_vocab; any other tokenizer is the checkpoint's own.
+        return CarriedTokenizer(missing=(
+            f"{path} was exported from a checkpoint whose tokenizer is {kind or 'WordPiece'} with its own special "
+            "tokens, which the file does not carry for its app; pass --tokenizer with the checkpoint's directory "
+            "(its tokenizer.json)"))
+    if not vocab:
+        # The export records the casing only when its source had a tokenizer: without one, the source had no
+        # vocab.txt (a preset, random weights) and --no-vocab is not the cause to name.
+        why = ("exported with --no-vocab or embed_vocab = false" if recorded.get("do_lower_case") is not None else
+               f"its source, {recorded.get('source') or 'the model'}, had no vocab.txt")
+        return CarriedTokenizer(missing=f"{path} carries no vocabulary ({why}), so the data cannot be tokenized; "
+                                        "pass --tokenizer with the model's vocab.txt or directory")
+    lowercase = recorded.get("do_lower_case")
+    return CarriedTokenizer("checkpoint", "bert", "mbk_vocab", ("\n".join(vocab) + "\n").encode("utf-8"),
+                            True if lowercase is None else bool(lowercase))
+
+
+__all__ = ["CarriedTokenizer", "carried_tokenizer"]
