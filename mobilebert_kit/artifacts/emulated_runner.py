@@ -2,7 +2,7 @@
 
 The same file, the same inputs (the host runner's own batches, ``ArtifactRunner.batches``), run by the
 runtime's foreign-architecture wheel of the host's version (ai-edge-litert's on XNNPACK, the app's default
-delegate; onnxruntime's CPU provider) inside an emulated Python (``utils/sysroot.py``, built once into the
+delegate; onnxruntime's CPU provider) inside an emulated Python (``artifacts/sysroot.py``, built once into the
 cache). The outputs are what a phone's CPU kernels compute, up to QEMU's fidelity to the architecture.
 
 Arrays cross the process boundary as ``.npz`` files, read with ``allow_pickle=False``; the child
@@ -26,7 +26,7 @@ import numpy as np
 from mobilebert_kit.artifacts.arches import arch as arch_record
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import EmulationError
-from mobilebert_kit.utils.sysroot import SysrootSpec, ensure_sysroot
+from mobilebert_kit.artifacts.sysroot import SysrootSpec, ensure_sysroot
 
 CHILD = Path(__file__).with_name("emulated_child.py")
 # The host's runtime packages: the emulated root gets the same versions, so a difference is the architecture's.
@@ -36,7 +36,7 @@ TIMEOUT_S = 3600
 
 
 def sysroot_spec(arch):
-    """The :class:`~mobilebert_kit.utils.sysroot.SysrootSpec` of ``arch`` (an Arch record) with the host's versions.
+    """The :class:`~mobilebert_kit.artifacts.sysroot.SysrootSpec` of ``arch`` (an Arch record) with the host's versions.
 
     Example:
         >>> sysroot_spec(ARCHES["arm64"]).wheels[0].startswith("numpy==")

@@ -33,6 +33,8 @@ class ArtifactInfo:
 
     ``op_counts`` counts every operator by type; ``quantized_ops``, ``hybrid_ops``,
     ``float_ops`` and ``conversion_ops`` split the same operators by how they compute.
+    ``contrib_ops`` counts the ONNX operators outside the standard domain (``com.microsoft.Attention``...):
+    a reduced (mobile) ONNX Runtime build runs the file only if it includes them.
     ``client_metadata`` is the file's TFLite Metadata (None without one); ``clients`` maps each client of
     the file's format to the reasons it is not ready for it (empty: ready).
     """
@@ -53,6 +55,7 @@ class ArtifactInfo:
     clients: dict = field(default_factory=dict)
     # What tokenizes text for the file (artifacts.carried_tokenizer: the rule evaluate and profile --text use).
     text_tokenizer: object = None
+    contrib_ops: Counter = field(default_factory=Counter)
 
     def variant_ops(self):
         """``{"layer_norm": {op: n}, "gelu": {op: n}}``: the operators left of each family."""
@@ -64,7 +67,8 @@ class ArtifactInfo:
             "inputs": self.inputs, "outputs": self.outputs, "op_counts": dict(self.op_counts),
             "quantized_ops": dict(self.quantized_ops), "hybrid_ops": dict(self.hybrid_ops),
             "float_ops": dict(self.float_ops), "conversion_ops": dict(self.conversion_ops),
-            "other_ops": dict(self.other_ops), "metadata_keys": self.metadata_keys,
+            "other_ops": dict(self.other_ops), "contrib_ops": dict(self.contrib_ops),
+            "metadata_keys": self.metadata_keys,
             "variant_ops": self.variant_ops(),
             "client_metadata": self.client_metadata.to_dict() if self.client_metadata is not None else None,
             "clients": {name: {"ready": not reasons, "reasons": reasons} for name, reasons in self.clients.items()},
@@ -96,12 +100,22 @@ class ArtifactInfo:
         )
         if self.float_ops:
             lines.append("float ops: " + ", ".join(f"{escape(op)} x{n}" for op, n in sorted(self.float_ops.items())))
+        if self.format == "onnx":
+            lines.append(self._contrib_line())
         left = {k: v for k, v in self.variant_ops().items() if v}
         lines.append("layer_norm/gelu ops: " + (str(left) if left else "none"))
         if self.metadata_keys:
             lines.append("metadata: " + ", ".join(escape(k) for k in self.metadata_keys))
         lines += self._client_lines()
         return "\n".join(lines)
+
+    def _contrib_line(self):
+        # onnxruntime's full package (onnxruntime-android included) has the com.microsoft kernels; a reduced
+        # (mobile) build has only the ops its build config lists, so the app developer needs the names.
+        if not self.contrib_ops:
+            return "contrib ops: none (standard ONNX operators only)"
+        named = ", ".join(f"{escape(op)} x{n}" for op, n in sorted(self.contrib_ops.items()))
+        return (f"contrib ops: {named} (in onnxruntime's full package; a reduced build must include them)")
 
     def _client_lines(self):
         meta = self.client_metadata
@@ -152,6 +166,7 @@ def inspect_artifact(path, fmt=None):
         quantized_ops=census["quantized"], hybrid_ops=census["hybrid"], float_ops=census["float"],
         conversion_ops=census["conversion"], other_ops=census["other"], metadata_keys=list(graph.metadata),
         client_metadata=meta, clients=readiness(facts_of(graph, meta)), text_tokenizer=_text_tokenizer(graph, meta),
+        contrib_ops=Counter(op["label"] for op in graph.ops if op["domain"] not in ("", "ai.onnx")),
     )
 
 

@@ -10,10 +10,14 @@ from pathlib import Path
 
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.utils.limits import LIMITS, within
 from mobilebert_kit.utils.structured import load_json
 
 METADATA_JSON = "mbk_metadata"
 METADATA_VOCAB = "mbk_vocab"
+# The lengths, sizes and counts of a file's mbk_metadata that readers size work by, with their bounds.
+BOUNDED = {"seq_len": LIMITS["seq_len"], "planned_seq_len": LIMITS["seq_len"], "max_seq_len": LIMITS["seq_len"],
+           "batch_size": LIMITS["batch_size"], "vocab_size": LIMITS["vocab_size"]}
 
 # The length a file runs at when neither the user, nor its own inputs, nor its export's plan fix one: the
 # paper's setting (MobileBERT, Table 6), within the position table the file records (a tiny model has 64 rows).
@@ -76,6 +80,12 @@ def parse_mbk_metadata(entries, path):
     # load_json: bounded depth and size, duplicate keys refused, a JSON object required.
     meta = load_json(entries[METADATA_JSON], f"the {METADATA_JSON} of {path}", expect=dict, error=ArtifactError,
                      fix="re-export it") if METADATA_JSON in entries else {}
+    for key, limit in BOUNDED.items():
+        # A hand-edited length or size is bounded here, once, before any reader sizes a buffer by it: a
+        # max_seq_len of 10**12 made `mbk profile --text` abort in a 4 GB allocation.
+        if meta.get(key) is not None and not within(limit, meta[key]):
+            raise ArtifactError(f"{path}: its {METADATA_JSON} gives {key} = {meta[key]!r}, which must be "
+                                f"{limit.describe()}; re-export the file (its metadata was changed)")
     try:
         vocab = entries[METADATA_VOCAB].decode().splitlines() if METADATA_VOCAB in entries else []
     except UnicodeDecodeError as err:

@@ -71,6 +71,9 @@ ONNX_INTEGER_OPS = {
     "DynamicQuantizeMatMul", "QGemm", "QLinearSoftmax", "QLinearConcat", "QLinearLeakyRelu", "QLinearSigmoid",
     "QEmbedLayerNormalization", "QLinearGlobalAveragePool",
 }
+# ONNX Runtime's block-quantized int4 weight kernels: float activations in and out (MatMulNBits at accuracy level 4
+# quantizes its input to int8 on the fly), so mbk inspect counts them with the hybrid ops, not the float ones.
+ONNX_HYBRID_OPS = {"MatMulNBits", "GatherBlockQuantized"}
 # ONNX ops that only move or reshape data: neither float nor integer arithmetic.
 ONNX_DATA_MOVEMENT_OPS = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Reshape", "Cast", "Slice",
                           "Transpose", "Identity", "Constant", "ConstantOfShape", "Range", "Expand"}
@@ -180,6 +183,8 @@ def _onnx_census(graph, census):
             kind = "conversion"
         elif op["type"] in ONNX_INTEGER_OPS:
             kind = "quantized"
+        elif op["type"] in ONNX_HYBRID_OPS:
+            kind = "hybrid"
         elif any(produced_by.get(i) == "DequantizeLinear" for i in op["inputs"] if i):
             # QDQ format: the float op between DequantizeLinear and QuantizeLinear runs in int8 in ORT.
             kind = "quantized"
@@ -208,6 +213,8 @@ def precision(graph):
 def _onnx_precision(graph):
     """:func:`precision` of an ONNX graph, by its op types and constant weights."""
     kinds = {op["type"] for op in graph.ops}
+    if "MatMulNBits" in kinds:  # ONNX Runtime's int4 weights, int8 compute (accuracy_level 4)
+        return "dynamic-int4"
     if kinds & {"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
         return "dynamic-int8"
     if kinds & {"QLinearMatMul", "QLinearConv", "QGemm"} or {"QuantizeLinear", "DequantizeLinear"} <= kinds:

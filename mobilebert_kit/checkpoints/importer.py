@@ -226,7 +226,7 @@ def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_
     own (from ``hf_config``, its config over its defaults), lists the head weights and unused tensors its
     checkpoints carry, and says whether several of our weights read one tensor (ALBERT's shared layers).
     """
-    from mobilebert_kit.models.api import assign_weights, check_finite_weights, named_weights
+    from mobilebert_kit.models.api import assign_weights, check_finite_weights, does_not_fit, named_weights
 
     encoder = model if not encoder_prefix else model.encoder
     config = encoder.config
@@ -257,13 +257,9 @@ def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_
     for path, array in ours.items():
         if array is not None and tuple(array.shape) != tuple(targets[path].shape):
             misshaped.append(f"misshaped {path}: expected shape {list(targets[path].shape)}, got {list(array.shape)}")
-    details = missing + [f"unexpected {k} (shape {list(np.shape(remaining[k]))})" for k in unexpected] + misshaped
-    if details:
-        raise CheckpointError(
-            f"{source} does not fit the model: {len(missing)} missing, {len(unexpected)} unexpected, "
-            f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
-            details,
-        )
+    if missing or unexpected or misshaped:
+        raise does_not_fit(source, missing, [f"unexpected {k} (shape {list(np.shape(remaining[k]))})"
+                                             for k in unexpected], misshaped)
     if skipped:
         log.info("skipped %d head weight(s) of %s (pass head= to keep them)", len(skipped), source)
     check_finite_weights(origin, source, fix="the checkpoint is corrupt or its training diverged; use an earlier one")

@@ -46,8 +46,7 @@ def run(args):
         from mobilebert_kit.convert.recipe import Recipe
 
         recipe = Recipe.load(args.recipe)
-        # --no-validate is stored under its field's name, `validate` (True when the flag is given).
-        results = recipe.run(validate=not args.validate, log=_progress_log(), score=_score())
+        results = recipe.run(validate=args.validate, log=_progress_log(), score=_score())
         for result in results:
             print(result.format_text())
         return 0

@@ -1,5 +1,6 @@
 """``mbk import``: convert a checkpoint into a mobilebert-kit saved model."""
 
+from mobilebert_kit.checkpoints.families import FAMILIES
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.terminal import escape
@@ -9,8 +10,8 @@ def register(subparsers):
     parser = subparsers.add_parser(
         "import",
         help="import a Hugging Face or TF1 checkpoint into a saved model",
-        description="Import a Hugging Face directory (config.json + model.safetensors; MobileBERT, BERT, ConvBERT, "
-        "NEZHA, DistilBERT, ELECTRA, ALBERT, RoBERTa or XLM-RoBERTa) or an "
+        description="Import a Hugging Face directory (config.json + model.safetensors; its model_type one of "
+        f"{', '.join(FAMILIES)}) or an "
         "original TF1 MobileBERT checkpoint (with its bert_config.json) and write a saved model directory, with the "
         "checkpoint's tokenizer files, sentence-transformers pooling and class labels beside the weights (what "
         "`mbk export` embeds for apps). Every variable must match; pickle checkpoints (.bin/.pt) are refused.",
@@ -95,6 +96,11 @@ class DeploymentFiles:
             write_labels(directory, self.labels)
 
 
+# What an import whose sentence-transformers pipeline mbk cannot export says to do.
+IMPORT_FIX = ("the import would drop it and the exported vectors would not be the checkpoint's: export the "
+              "checkpoint directly with `mbk export SRC --pooling mean|cls` to choose another pooling knowingly")
+
+
 def deployment_files(source_dir, model):
     """Reads and checks the :class:`DeploymentFiles` of ``source_dir`` for ``model``; writes nothing.
 
@@ -112,17 +118,20 @@ def deployment_files(source_dir, model):
     from mobilebert_kit.data.vocab import read_tokenizer_files
     from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.sources.model_source import read_labels
-    from mobilebert_kit.sources.pooling import read_pooling
+    from mobilebert_kit.sources.pooling import FIX as POOLING_FIX, read_pooling
 
     encoder = getattr(model, "encoder", model)
     # The one reading of the checkpoint's tokenizer files (checked against each other) is what is carried.
     tokenizer = tokenizer_of(source_dir)
     files = tokenizer.checkpoint_files() if tokenizer is not None else read_tokenizer_files(source_dir)
     check_tokenizer_fits(tokenizer, encoder.config["vocab_size"], "the model")
+    # A pipeline mbk cannot export (a Dense projection, max pooling, ...) is refused, naming the module: a model
+    # written without it exported vectors of another width or meaning than the checkpoint's, without a word.
     try:
         pooling = read_pooling(source_dir)
-    except ConfigError:
-        pooling = None  # a pooling mbk cannot export: the model is written without one, as `mbk export SRC` would say
+    except ConfigError as err:
+        # read_pooling's fix names `mbk export --pooling`; an import has no such option.
+        raise ConfigError(str(err).replace(POOLING_FIX, IMPORT_FIX)) from None
     labels = []
     if getattr(model, "architecture", None) in LABELLED_HEADS:
         labels = read_labels(source_dir, getattr(model, "head_config", {}).get("num_labels"))

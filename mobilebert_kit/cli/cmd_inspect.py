@@ -10,7 +10,8 @@ def register(subparsers):
         description="Read a .tflite or .onnx file and list its inputs, outputs, operators by type (integer, "
         "hybrid, float), size and metadata; the TFLite Metadata the app-side clients read (input names, "
         "tokenizer and vocabulary, packed files, labels); and which clients (MediaPipe, the TFLite Task Library, "
-        "optimum-style onnxruntime) it is ready for, or why not. Needs no Keras model.",
+        "optimum-style onnxruntime) it is ready for, or why not; for .onnx, the contrib (com.microsoft) ops a "
+        "reduced onnxruntime build must include. Needs no Keras model.",
     )
     p.add_argument("file", type=input_path_option("file"), help="the .tflite or .onnx file")
     p.add_argument("--json", action="store_true", help="print as JSON")

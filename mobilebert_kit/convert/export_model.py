@@ -123,7 +123,8 @@ def sentence_embedding(sequence_output, attention_mask, pooling, normalize):
     if pooling == "cls":
         vector = sequence_output[:, 0, :]
     else:
-        mask = tf.cast(attention_mask, sequence_output.dtype)[:, :, tf.newaxis]
+        # expand_dims, not [:, :, tf.newaxis]: one op at an open length, where the slice added a STRIDED_SLICE.
+        mask = tf.expand_dims(tf.cast(attention_mask, sequence_output.dtype), -1)
         count = tf.maximum(tf.reduce_sum(mask, axis=1), _POOL_EPSILON)
         vector = tf.reduce_sum(sequence_output * mask, axis=1) / count
     if normalize:
@@ -279,7 +280,7 @@ def build_export_model(
     positions = max_positions(config)
     if clip_to_positions and seq_len is None and positions:
         clip = PositionClip(positions, name="clip_to_positions")
-        ids, mask, types = clip(ids), clip(mask), clip(types)
+        ids, mask, types = clip([ids, mask, types])  # one index for the three inputs
     if for_qat:
         ids = keras.layers.Identity(name="input_ids_passthrough")(ids)
         types = keras.layers.Identity(name="token_type_ids_passthrough")(types)

@@ -28,7 +28,7 @@ from pathlib import Path
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.export_model import plan_graph
 from mobilebert_kit.convert.plan.export_options import DEFAULT_MAX_DROP, FORMATS, ExportOptions  # noqa: F401  (public)
-from mobilebert_kit.convert.plan.export_plan import FileMetadata, plan_export
+from mobilebert_kit.convert.plan.export_plan import FileMetadata, plan_export, pooling_notes
 from mobilebert_kit.convert.export_report import EXPORT_REPORT_OUTPUT, ExportResult, report_guard, report_path, write_report
 from mobilebert_kit.convert.plan.export_tasks import export_task
 from mobilebert_kit.convert.artifact_writer import WRITERS
@@ -51,7 +51,7 @@ from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import check_finite_weights, max_positions, named_weights
 from mobilebert_kit.sources.model_source import ModelSource
-from mobilebert_kit.utils.atomic import atomic_path, check_output
+from mobilebert_kit.utils.atomic import atomic_path, check_output, file_signature, install_lock
 from mobilebert_kit.utils.scratch import scratch_directory
 
 FORMAT_VERSION = 1
@@ -85,6 +85,7 @@ def export(options, source=None, log=print, score=None):
     # Checked before loading and converting: a refused --out must not cost the whole export first.
     for path, kind in _outputs(options):
         check_output(path, kind, overwrite=options.overwrite, sources=sources)
+    began = file_signature(options.out)  # what OUT was when this export began: another may install one meanwhile
     say = log or (lambda *_: None)
     start = time.perf_counter()
 
@@ -93,7 +94,8 @@ def export(options, source=None, log=print, score=None):
         say(f"loading {options.source} ...")  # up to a minute for a full-size preset
     loaded = source or (options.source if isinstance(options.source, ModelSource)
                         else ModelSource.load(options.source, head=options.head))
-    plan = plan_export(options, source_facts(loaded, options))
+    facts = source_facts(loaded, options)
+    plan = plan_export(options, facts)
     # 2. prepare: substitution and recovery at the planned length.
     if source is None and options.substitutions:
         recovery = Recovery(steps=options.recover_steps, data=options.recover_data, seq_len=plan.seq_len)
@@ -106,7 +108,7 @@ def export(options, source=None, log=print, score=None):
     # 3. build: the graph and the inputs, at the planned length.
     calibration, validation_inputs = _input_sets(model, plan, say)
     graph = plan_graph(model, plan, for_qat=plan.mode.trains)
-    notes = []
+    notes = pooling_notes(options, facts.declared_pooling)  # shown with the result and kept in the report
     if calibration is not None and not options.calibration:
         notes.append(f"calibrated on {calibration.description}: pass --calibration FILE (text like your app's) "
                      "so the int8 ranges fit your inputs")
@@ -155,7 +157,7 @@ def export(options, source=None, log=print, score=None):
         candidate.written.validation = report = validate(candidate, candidate.plan.quantize)
         return Verdict(passed=report.passed, why=report.summary_line(), report=report)
 
-    with report_guard(out) as report, \
+    with install_lock(out) as install, report_guard(out) as report, \
             atomic_path(out, kind=WRITERS[options.format].output, overwrite=options.overwrite, sources=sources) as tmp, \
             scratch_directory("export") as scratch, _named_for_user(scratch, out):
         if search.budget_needed:
@@ -189,6 +191,14 @@ def export(options, source=None, log=print, score=None):
                              note=f"{out} was not written: validation failed")
             result.validation.raise_for_failures()
         shutil.copyfile(chosen.path, tmp)
+        # The file and its report are installed as one unit, under the lock of OUT's directory, which every export
+        # into it takes for the moment of its install (its exit comes after atomic_path's rename): two exports
+        # into one OUT each wrote their report and renamed their file, and one's file stood beside the other's
+        # report, both saying "wrote".
+        install.hold()
+        if file_signature(out) != began and not options.overwrite:
+            raise ExportError(f"another export wrote {out} while this one ran; its file and report are kept and "
+                              f"nothing of this run was installed: run again (with --overwrite) to replace them")
         # The report is written before the file is put in place, so that a full disk (or any failure) while
         # writing it leaves neither: the file alone would be an export whose report says nothing.
         write_report(out, result, start, options.overwrite, sources)

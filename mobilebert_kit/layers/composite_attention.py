@@ -7,6 +7,7 @@ from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers import relative_positions as rel
 from mobilebert_kit.layers.initializers import fresh_initializer
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention
+from mobilebert_kit.layers.shapes import leading_dims
 
 # The variants compared by Chang et al. (2021), as the terms each adds to self-attention:
 #   query: dynamic lightweight convolution from the query (Shaw et al. relative keys, Eq. 5)
@@ -112,13 +113,14 @@ class CompositeAttention(MultiHeadAttention):
         scores = tf.matmul(query, key, transpose_b=True)  # (B, N, S, S)
         if self.relative_query_embeddings is not None:
             table = tf.cast(self.relative_query_embeddings, query.dtype)
-            per_offset = tf.einsum("bnid,rd->bnir", query, table)  # (B, N, S, 2k+1)
-            scores = scores + rel.spread_offsets(per_offset, index)
+            # A broadcast matmul, not an einsum: one FULLY_CONNECTED at an open length too (layers/token_dense.py).
+            per_offset = tf.matmul(query, table, transpose_b=True)  # (B, N, S, 2k+1)
+            scores = scores + rel.spread_offsets(per_offset, index, length)
         if self.relative_key_embeddings is not None:
             table = tf.cast(self.relative_key_embeddings, key.dtype)
-            per_offset = tf.einsum("bnjd,rd->bnjr", key, table)  # (B, N, S_key, 2k+1)
+            per_offset = tf.matmul(key, table, transpose_b=True)  # (B, N, S_key, 2k+1)
             # spread gives [j, i] = k_j . W_K[clip(i - j) + k]; transpose to (query, key).
-            scores = scores + tf.transpose(rel.spread_offsets(per_offset, index), [0, 1, 3, 2])
+            scores = scores + tf.transpose(rel.spread_offsets(per_offset, index, length), [0, 1, 3, 2])
         scores = scores * rel.inverse_sqrt(self.head_size, scores.dtype)
         if self.relative_bias is not None:
             positions = rel.slice_relative_index(self._relative_index, length, self.max_length)  # (S, S)
@@ -130,16 +132,14 @@ class CompositeAttention(MultiHeadAttention):
         if self.depthwise_conv is None:
             return super().call(query, key, value, attention_mask=attention_mask, training=training,
                                 return_attention_scores=return_attention_scores)
-        batch = tf.shape(query)[0]
-        seq_q, seq_k = tf.shape(query)[1], tf.shape(key)[1]
-        width = self.num_heads * self.head_size
+        dims = leading_dims(query)  # one read of an open batch for every reshape of the layer
         values = self.value(value)  # (B, S, N*D)
-        q = self._split_heads(self.query(query), batch, seq_q)
-        k = self._split_heads(self.key(key), batch, seq_k)
-        v = self._split_heads(values, batch, seq_k)
+        q = self._split_heads(self.query(query), dims)
+        k = self._split_heads(self.key(key), dims)
+        v = self._split_heads(values, dims)
         probs = tf.nn.softmax(self.apply_mask(self.attention_scores(q, k), attention_mask), axis=-1)
         context = tf.matmul(self.dropout(probs, training=training), v)
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, seq_q, width])
+        context = self._merge_heads(context, dims)  # (B, S, N*D)
         if attention_mask is not None:
             # Padding values are zeroed before the convolution (reference code), so outputs at
             # real tokens do not depend on what the padded positions hold.

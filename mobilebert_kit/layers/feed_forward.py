@@ -1,6 +1,7 @@
 """FeedForward: one position-wise feed-forward network with residual and norm."""
 
 from mobilebert_kit.backend import keras
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.layers.initializers import fresh_initializer
 from mobilebert_kit.layers.activations import get_activation
@@ -58,7 +59,7 @@ class FeedForward(keras.layers.Layer):
                 name="intermediate", dtype=self.dtype_policy,
             )
         else:
-            self.intermediate = keras.layers.Dense(
+            self.intermediate = TokenDense(
                 intermediate_size,
                 activation=get_activation(hidden_act),
                 kernel_initializer=fresh_initializer(self.kernel_initializer),
@@ -77,7 +78,7 @@ class FeedForward(keras.layers.Layer):
                 dtype=self.dtype_policy,
             )
         else:
-            self.output_dense = keras.layers.Dense(
+            self.output_dense = TokenDense(
                 width, kernel_initializer=fresh_initializer(self.kernel_initializer), name="output",
                 dtype=self.dtype_policy,
             )

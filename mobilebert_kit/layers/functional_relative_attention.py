@@ -57,21 +57,23 @@ class FunctionalRelativeAttention(MultiHeadAttention):
 
     def attention_scores(self, query, key):
         length = rel.static_length(query, 2)
-        table = tf.constant(self._table, dtype=query.dtype)  # (2K+1, D)
         scores = tf.matmul(query, key, transpose_b=True)  # (B, N, S, S)
-        per_offset = tf.einsum("bnid,rd->bnir", query, table)  # (B, N, S, 2K+1)
-        scores = scores + rel.spread_offsets(per_offset, self._index(length))
+        # q @ T^T as a broadcast matmul against the constant [D, 2K+1]: one FULLY_CONNECTED at any length, where
+        # the einsum was a BATCH_MATMUL with run-time reshapes at an open one.
+        per_offset = tf.matmul(query, tf.constant(self._table.T, dtype=query.dtype))  # (B, N, S, 2K+1)
+        scores = scores + rel.spread_offsets(per_offset, self._index(length), length)
         return scores * rel.inverse_sqrt(self.head_size, scores.dtype)
 
     def attention_context(self, probs, value):
-        index = self._index(rel.static_length(probs, 2))
+        length = rel.static_length(probs, 2)
+        index = self._index(length)
         context = tf.matmul(probs, value)  # (B, N, S, D)
         if isinstance(index, np.ndarray):
             by_distance = tf.constant(self._table[index], dtype=probs.dtype)  # static: a [2S-1, D] constant
         else:
             by_distance = tf.gather(tf.constant(self._table, dtype=probs.dtype), index)
         # unskew: (B, N, S, 2S-1), the probability mass each query puts on distance m - (S-1).
-        return context + tf.einsum("bnim,md->bnid", rel.unskew(probs), by_distance)
+        return context + tf.einsum("bnim,md->bnid", rel.unskew(probs, length), by_distance)
 
     def get_config(self):
         config = super().get_config()

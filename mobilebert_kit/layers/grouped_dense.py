@@ -4,6 +4,7 @@ from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.activations import get_activation
 from mobilebert_kit.layers.initializers import fresh_initializer
+from mobilebert_kit.layers.shapes import leading_dims, reshape_leading
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -54,10 +55,10 @@ class GroupedDense(keras.layers.Layer):
 
     def call(self, inputs):
         g = self.num_groups
-        batch, seq = tf.shape(inputs)[0], tf.shape(inputs)[1]
-        x = tf.reshape(inputs, [batch, seq, g, inputs.shape[-1] // g])  # (B, S, g, in/g)
+        dims = leading_dims(inputs)  # static where known (layers/shapes.py): no shape ops at an open length
+        x = reshape_leading(inputs, [g, inputs.shape[-1] // g], dims)  # (B, S, g, in/g)
         x = tf.einsum("bsgi,gio->bsgo", x, tf.cast(self.kernel, x.dtype))  # (B, S, g, out/g)
-        x = tf.reshape(x, [batch, seq, self.units]) + tf.cast(self.bias, x.dtype)
+        x = reshape_leading(x, [self.units], dims) + tf.cast(self.bias, x.dtype)
         return self.activation(x) if self.activation is not None else x
 
     def get_config(self):

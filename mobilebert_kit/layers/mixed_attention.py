@@ -3,6 +3,7 @@
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention
+from mobilebert_kit.layers.shapes import leading_dims
 from mobilebert_kit.layers.span_dynamic_convolution import SpanDynamicConvolution
 
 
@@ -68,15 +69,14 @@ class MixedAttention(MultiHeadAttention):
         )
 
     def call(self, query, key, value, attention_mask=None, training=None, return_attention_scores=False):
-        batch = tf.shape(query)[0]
-        seq_q, seq_k = tf.shape(query)[1], tf.shape(key)[1]
+        dims = leading_dims(query)  # one read of an open batch for every reshape of the layer
         mixed_query = self.query(query)  # (B, S, N*D), shared by both branches
-        q = self._split_heads(mixed_query, batch, seq_q)
-        k = self._split_heads(self.key(key), batch, seq_k)
-        v = self._split_heads(self.value(value), batch, seq_k)
+        q = self._split_heads(mixed_query, dims)
+        k = self._split_heads(self.key(key), dims)
+        v = self._split_heads(self.value(value), dims)
         probs = tf.nn.softmax(self.apply_mask(self.attention_scores(q, k), attention_mask), axis=-1)
         context = self.attention_context(self.dropout(probs, training=training), v)  # (B, N, S, D)
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, seq_q, self.num_heads * self.head_size])
+        context = self._merge_heads(context, dims)  # (B, S, N*D)
         convolved = self.span_conv(mixed_query, key, value)  # (B, S, N*D)
         context = tf.concat([context, convolved], axis=-1)  # attention heads, then convolution heads
         if return_attention_scores:

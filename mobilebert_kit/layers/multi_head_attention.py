@@ -3,8 +3,10 @@
 import math
 
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.layers.initializers import fresh_initializer
+from mobilebert_kit.layers.shapes import leading_dims, reshape_leading
 from mobilebert_kit.errors import check_choice
 
 MASK_MODES = ("add", "mul_add")
@@ -62,17 +64,23 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         width = num_heads * head_size
         self.query, self.key, self.value = (
-            keras.layers.Dense(
+            TokenDense(
                 width, kernel_initializer=fresh_initializer(self.kernel_initializer), name=n, dtype=self.dtype_policy
             )
             for n in ("query", "key", "value")
         )
         self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
 
-    def _split_heads(self, x, batch, seq):
-        # (B, S, N*D) -> (B, N, S, D)
-        x = tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+    def _split_heads(self, x, dims=None):
+        # (B, S, N*D) -> (B, N, S, D). The static head count and size, the sequence left to the reshape: no
+        # run-time shape arithmetic at an open length (layers/shapes.py). ``dims``: the batch read once per call.
+        x = reshape_leading(x, [self.num_heads, self.head_size], dims)
         return tf.transpose(x, [0, 2, 1, 3])
+
+    def _merge_heads(self, context, dims=None):
+        # (B, N, S, D) -> (B, S, N*D)
+        context = tf.transpose(context, [0, 2, 1, 3])
+        return reshape_leading(context, [self.num_heads * self.head_size], dims)
 
     def attention_scores(self, query, key):
         """Raw scaled scores ``(B, N, S, S)``; variants add position terms here."""
@@ -90,7 +98,10 @@ class MultiHeadAttention(keras.layers.Layer):
         """Applies a ``[batch, seq]`` 1/0 mask to ``(B, N, S, S)`` scores."""
         if attention_mask is None:
             return scores
-        mask = tf.cast(attention_mask, scores.dtype)[:, tf.newaxis, tf.newaxis, :]
+        # One RESHAPE to (B, 1, 1, S), the static batch named: indexing with tf.newaxis left a RESHAPE and a
+        # STRIDED_SLICE per layer at an open length.
+        batch = leading_dims(attention_mask, 1)[0]
+        mask = tf.reshape(tf.cast(attention_mask, scores.dtype), [batch, 1, 1, -1])
         # (1 - m) * value: exact 0 for real tokens, so unpadded inputs are untouched.
         masked = (1.0 - mask) * tf.cast(self.mask_value, scores.dtype)
         if self.mask_mode == "mul_add":
@@ -98,17 +109,14 @@ class MultiHeadAttention(keras.layers.Layer):
         return scores + masked
 
     def call(self, query, key, value, attention_mask=None, training=None, return_attention_scores=False):
-        batch = tf.shape(query)[0]
-        seq_q = tf.shape(query)[1]
-        seq_k = tf.shape(key)[1]
-        q = self._split_heads(self.query(query), batch, seq_q)  # (B, N, Sq, D)
-        k = self._split_heads(self.key(key), batch, seq_k)  # (B, N, Sk, D)
-        v = self._split_heads(self.value(value), batch, seq_k)  # (B, N, Sk, D)
+        dims = leading_dims(query)  # one read of an open batch for every reshape of the layer
+        q = self._split_heads(self.query(query), dims)  # (B, N, Sq, D)
+        k = self._split_heads(self.key(key), dims)  # (B, N, Sk, D)
+        v = self._split_heads(self.value(value), dims)  # (B, N, Sk, D)
         scores = self.apply_mask(self.attention_scores(q, k), attention_mask)
         probs = tf.nn.softmax(scores, axis=-1)
         context = self.attention_context(self.dropout(probs, training=training), v)  # (B, N, Sq, D)
-        context = tf.transpose(context, [0, 2, 1, 3])  # (B, Sq, N, D)
-        context = tf.reshape(context, [batch, seq_q, self.num_heads * self.head_size])
+        context = self._merge_heads(context, dims)  # (B, Sq, N*D)
         if return_attention_scores:
             return context, probs
         return context

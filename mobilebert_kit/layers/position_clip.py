@@ -10,9 +10,11 @@ class PositionClip(keras.layers.Layer):
     A dynamic-length export (``[1, -1]`` inputs) is fed the whole text by MediaPipe and the Task Library, which
     cut a text only for static inputs; a text longer than the position table then failed in the position
     embedding's gather, in the app. This cuts it as a truncating tokenizer does (``[CLS] ... [SEP]``): the
-    tokens a static file of ``count`` gets from its client. One GATHER, no control flow: a row of ``n <= count``
-    tokens gathers itself. A layer, not a ``Lambda``, so the graph serializes (quantization-aware training
-    clones it).
+    tokens a static file of ``count`` gets from its client. One GATHER per input, no control flow: a row of
+    ``n <= count`` tokens gathers itself. Called on a list of inputs of one shape (ids, mask, token types), it
+    computes the kept positions once for all of them (the index arithmetic is the open length's cost: 3 times
+    as many ops when each input computed its own). A layer, not a ``Lambda``, so the graph serializes
+    (quantization-aware training clones it).
 
     Args:
         count (int): the position table's length.
@@ -21,6 +23,9 @@ class PositionClip(keras.layers.Layer):
     Example:
         >>> PositionClip(4)(tf.constant([[101, 7, 8, 9, 10, 102]])).numpy().tolist()
         [[101, 7, 8, 102]]
+        >>> ids, mask = PositionClip(4)([tf.constant([[101, 7, 8, 9, 10, 102]]), tf.ones([1, 6], tf.int32)])
+        >>> mask.numpy().tolist()
+        [[1, 1, 1, 1]]
     """
 
     def __init__(self, count, **kwargs):
@@ -28,9 +33,13 @@ class PositionClip(keras.layers.Layer):
         self.count = int(count)
 
     def call(self, tokens):
-        n = tf.shape(tokens)[1]
+        many = isinstance(tokens, (list, tuple))
+        tensors = list(tokens) if many else [tokens]
+        n = tf.shape(tensors[0])[1]
         keep = tf.minimum(n, self.count)
-        return tf.gather(tokens, tf.concat([tf.range(keep - 1), [n - 1]], 0), axis=1)
+        index = tf.concat([tf.range(keep - 1), [n - 1]], 0)
+        clipped = [tf.gather(t, index, axis=1) for t in tensors]
+        return clipped if many else clipped[0]
 
     def get_config(self):
         return {**super().get_config(), "count": self.count}

@@ -1,6 +1,7 @@
 """ProjectionNorm: dense projection, dropout, optional residual, then normalization."""
 
 from mobilebert_kit.backend import keras
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.layers.initializers import fresh_initializer
 from mobilebert_kit.layers.normalization import make_norm
@@ -45,7 +46,7 @@ class ProjectionNorm(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.dropout_rate = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.dense = keras.layers.Dense(
+        self.dense = TokenDense(
             units, kernel_initializer=fresh_initializer(self.kernel_initializer), name="dense", dtype=self.dtype_policy
         )
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)

@@ -104,10 +104,11 @@ class RelativePositionBias(keras.layers.Layer):
         length = rel.static_length(scores, 2)
         index = rel.slice_distance_index(self._buckets, length, self.max_length)  # (2S-1,)
         per_distance = tf.gather(tf.cast(self.embeddings, scores.dtype), index)  # (2S-1, N)
-        per_distance = tf.transpose(per_distance)[tf.newaxis, :, tf.newaxis, :]  # (1, N, 1, 2S-1)
+        # One constant-shape RESHAPE (tf.newaxis indexing added a STRIDED_SLICE at an open length).
+        per_distance = tf.reshape(tf.transpose(per_distance), [1, self.num_heads, 1, -1])  # (1, N, 1, 2S-1)
         # x * 1 is exact: every query row reads the same per-distance vector before the skew shifts it.
         rows = per_distance * tf.ones(tf.stack([1, 1, length, 1]), scores.dtype)  # (1, N, S, 2S-1)
-        return rel.skew(rows)  # (1, N, S, S): [i, j] = bias of bucket(j - i)
+        return rel.skew(rows, length)  # (1, N, S, S): [i, j] = bias of bucket(j - i)
 
     def get_config(self):
         config = super().get_config()

@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from mobilebert_kit.backend import tf
+from mobilebert_kit.layers.shapes import leading_dims
 
 
 def relative_index(max_length, max_distance):
@@ -97,48 +98,51 @@ def _check_length(length, max_length):
         )
 
 
-def skew(x):
+def skew(x, length=None):
     """``[B, N, S, 2S - 1] -> [B, N, S, S]`` with ``out[..., i, j] = x[..., i, j - i + S - 1]``.
 
     Column ``m`` of ``x`` holds distance ``m - (S - 1)``. One zero column makes
     every row ``2S`` long; in the flattened array row ``i``'s entry for key
     ``j`` then sits at ``(S - 1) + i * (2S - 1) + j``, so dropping the first
     ``S - 1`` elements and re-reading rows of ``2S - 1`` lines them up.
-    Exact (data movement only); works for S = 1.
+    Exact (data movement only); works for S = 1. ``length``: ``S`` as the caller
+    already read it (an open length read again is another SHAPE op per call).
     """
-    batch, heads = tf.shape(x)[0], tf.shape(x)[1]
-    length = static_length(x, 2)
+    batch, heads = leading_dims(x)  # static where known: the open length costs only its own arithmetic
+    length = static_length(x, 2) if length is None else length
     x = tf.pad(x, [[0, 0], [0, 0], [0, 0], [0, 1]])  # (B, N, S, 2S)
     flat = tf.reshape(x, [batch, heads, -1])  # (B, N, 2S*S)
     flat = flat[:, :, length - 1 : length - 1 + length * (2 * length - 1)]
-    return tf.reshape(flat, [batch, heads, length, 2 * length - 1])[:, :, :, :length]
+    return tf.reshape(flat, [batch, heads, -1, 2 * length - 1])[:, :, :, :length]
 
 
-def unskew(p):
+def unskew(p, length=None):
     """Inverse layout of :func:`skew`: ``[B, N, S, S] -> [B, N, S, 2S - 1]``, zeros elsewhere.
 
     ``out[..., i, j - i + S - 1] = p[..., i, j]``: column ``m`` collects the
-    weight that query ``i`` puts on distance ``m - (S - 1)``.
+    weight that query ``i`` puts on distance ``m - (S - 1)``. ``length``: ``S``
+    if the caller has it.
     """
-    batch, heads = tf.shape(p)[0], tf.shape(p)[1]
-    length = static_length(p, 2)
+    batch, heads = leading_dims(p)
+    length = static_length(p, 2) if length is None else length
     p = tf.pad(p, [[0, 0], [0, 0], [0, 0], [0, length - 1]])  # (B, N, S, 2S-1)
     flat = tf.reshape(p, [batch, heads, -1])
     flat = tf.pad(flat, [[0, 0], [0, 0], [length - 1, 1]])  # (B, N, 2S*S)
-    return tf.reshape(flat, [batch, heads, length, 2 * length])[:, :, :, : 2 * length - 1]
+    return tf.reshape(flat, [batch, heads, -1, 2 * length])[:, :, :, : 2 * length - 1]
 
 
-def spread_offsets(per_offset, index):
+def spread_offsets(per_offset, index, length=None):
     """Spreads per-offset scores ``[B, N, S, 2K+1]`` to ``[B, N, S, S]`` by clipped distance.
 
     Args:
         per_offset: ``X[..., i, r]``, the score of query ``i`` for offset index ``r``.
         index: the :func:`distance_index` slice for this length (``[2S - 1]``).
+        length: ``S`` if the caller has it (int or scalar tensor).
 
     Returns:
         ``out[..., i, j] = X[..., i, clip(j - i, -K, K) + K]``.
     """
-    return skew(expand_offsets(per_offset, index))
+    return skew(expand_offsets(per_offset, index), length)
 
 
 def expand_offsets(per_offset, index):

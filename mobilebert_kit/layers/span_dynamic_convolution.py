@@ -1,8 +1,10 @@
 """SpanDynamicConvolution: ConvBERT's span-based dynamic convolution heads."""
 
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.layers.initializers import fresh_initializer
+from mobilebert_kit.layers.shapes import leading_dims, reshape_leading
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -67,11 +69,11 @@ class SpanDynamicConvolution(keras.layers.Layer):
             name="key_conv",
             dtype=self.dtype_policy,
         )
-        self.conv_kernel = keras.layers.Dense(
+        self.conv_kernel = TokenDense(
             num_heads * kernel_size, kernel_initializer=fresh_initializer(self.kernel_initializer),
             name="conv_kernel", dtype=self.dtype_policy,
         )
-        self.conv_value = keras.layers.Dense(
+        self.conv_value = TokenDense(
             width, kernel_initializer=fresh_initializer(self.kernel_initializer), name="conv_value",
             dtype=self.dtype_policy,
         )
@@ -79,19 +81,21 @@ class SpanDynamicConvolution(keras.layers.Layer):
     def call(self, query, key, value):
         """``query``: the projected query ``[B, S, width]`` shared with self-attention;
         ``key``/``value``: the key and value inputs ``[B, S, *]``. Returns ``[B, S, width]``."""
-        batch, seq = tf.shape(value)[0], tf.shape(value)[1]
+        dims = leading_dims(value)  # static where known (layers/shapes.py): no shape ops at an open length
         k, pad = self.kernel_size, (self.kernel_size - 1) // 2
         kernels = self.conv_kernel(query * self.key_conv(key))  # (B, S, N*k), Eq. 4 before softmax
-        kernels = tf.nn.softmax(tf.reshape(kernels, [batch, seq, self.num_heads, k]), axis=-1)
+        kernels = tf.nn.softmax(reshape_leading(kernels, [self.num_heads, k], dims), axis=-1)
         values = self.conv_value(value)  # (B, S, N*D)
         padded = tf.pad(values, [[0, 0], [pad, pad], [0, 0]])  # (B, S + k - 1, N*D)
-        padded = tf.reshape(padded, [batch, -1, self.num_heads, self.head_size])  # (B, S + k - 1, N, D)
-        length = value.shape[1] if value.shape[1] is not None else seq
+        padded = reshape_leading(padded, [self.num_heads, self.head_size], dims)  # (B, S + k - 1, N, D)
         out = None
         for t in range(k):  # Eq. 5: tap t reads position s + t - pad, one weight per head and position
-            term = padded[:, t : t + length] * kernels[:, :, :, t : t + 1]  # (B, S, N, D) * (B, S, N, 1)
+            # Positions t .. t + S of the padded values, the end counted from the back (k - 1 - t before it): a
+            # constant slice at any length, where t + S needed the length at run time.
+            stop = t - (k - 1) if t < k - 1 else None
+            term = padded[:, t:stop] * kernels[:, :, :, t : t + 1]  # (B, S, N, D) * (B, S, N, 1)
             out = term if out is None else out + term
-        return tf.reshape(out, [batch, seq, self.num_heads * self.head_size])
+        return reshape_leading(out, [self.num_heads * self.head_size], dims)
 
     def get_config(self):
         config = super().get_config()

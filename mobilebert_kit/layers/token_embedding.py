@@ -1,6 +1,7 @@
 """TokenEmbedding: word (optionally trigram), position and token-type embeddings."""
 
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.normalization import make_norm
@@ -96,7 +97,7 @@ class TokenEmbedding(keras.layers.Layer):
         self._table_width = embedding_size if embedding_projection == "after_norm" else hidden_size
         self.embedding_transformation = None
         if trigram_input or embedding_size != hidden_size:
-            self.embedding_transformation = keras.layers.Dense(
+            self.embedding_transformation = TokenDense(
                 hidden_size,
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
                 name="embedding_transformation", dtype=self.dtype_policy
@@ -145,7 +146,7 @@ class TokenEmbedding(keras.layers.Layer):
             # Positions by index: Hugging Face RoBERTa numbers only the non-padding ids from pad_token_id + 1, so
             # right-padded inputs agree on every real token (left padding would shift them there, not here).
             start = self.position_offset
-            x = x + tf.cast(self.position_embeddings[start:start + seq], x.dtype)[tf.newaxis]
+            x = x + tf.cast(self.position_embeddings[start:start + seq], x.dtype)  # (S, H) broadcasts over B
         if self.token_type_embeddings is not None and token_type_ids is not None:
             x = x + tf.cast(tf.gather(self.token_type_embeddings, token_type_ids), x.dtype)
         x = self.dropout(self.norm(x), training=training)

@@ -171,6 +171,23 @@ def check_finite_weights(arrays, source, error=CheckpointError, fix="re-export o
         raise error(f"{source} has non-finite weights in {len(bad)} tensor(s): {shown}; {fix}")
 
 
+def does_not_fit(source, missing, unexpected, misshaped):
+    """The one error for weights that do not fit a model (``mbk.load``, checkpoint import).
+
+    Args:
+        source (str): what the weights came from.
+        missing, unexpected, misshaped (list[str]): one line per mismatch, in that order in the details.
+
+    Returns:
+        CheckpointError: the counts in its message, every mismatch in its details.
+    """
+    return CheckpointError(
+        f"{source} does not fit the model: {len(missing)} missing, {len(unexpected)} unexpected, "
+        f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
+        list(missing) + list(unexpected) + list(misshaped),
+    )
+
+
 def assign_weights(model, arrays, source="checkpoint", allow_missing=(), check_finite=True):
     """Assigns ``{path: array}`` to ``model`` by name; reports every mismatch in one error.
 
@@ -194,15 +211,10 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=(), check_f
         for p in targets
         if p in arrays and tuple(targets[p].shape) != tuple(np.shape(arrays[p]))
     ]
-    details = [f"missing {p} (expected shape {list(targets[p].shape)})" for p in missing]
-    details += [f"unexpected {p} (shape {list(np.shape(arrays[p]))})" for p in unexpected]
-    details += [f"misshaped {d}" for d in misshaped]
-    if details:
-        raise CheckpointError(
-            f"{source} does not fit the model: {len(missing)} missing, {len(unexpected)} unexpected, "
-            f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
-            details,
-        )
+    if missing or unexpected or misshaped:
+        raise does_not_fit(source, [f"missing {p} (expected shape {list(targets[p].shape)})" for p in missing],
+                           [f"unexpected {p} (shape {list(np.shape(arrays[p]))})" for p in unexpected],
+                           [f"misshaped {d}" for d in misshaped])
     if check_finite:
         check_finite_weights(arrays, source)
     for path, var in targets.items():

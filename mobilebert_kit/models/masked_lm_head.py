@@ -1,6 +1,7 @@
 """MaskedLMHead: MobileBERT's masked-LM output layer with extra output weights."""
 
 from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.layers.activations import get_activation
 
 
@@ -35,7 +36,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.hidden_act = hidden_act
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
-        self.transform = keras.layers.Dense(
+        self.transform = TokenDense(
             hidden_size,
             activation=get_activation(hidden_act),
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),

@@ -1,6 +1,7 @@
 """SpanQuestionAnswerer: span QA (SQuAD): start and end logits per token."""
 
-from mobilebert_kit.backend import keras, tf
+from mobilebert_kit.backend import tf
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.models.task_model import TaskModel, head_initializer, task_inputs
 
 
@@ -21,7 +22,7 @@ class SpanQuestionAnswerer(TaskModel):
     def __init__(self, encoder, name="span_question_answerer", **kwargs):
         inputs = task_inputs()
         seq = encoder(inputs)["sequence_output"]
-        logits = keras.layers.Dense(2, kernel_initializer=head_initializer(encoder), name="qa_outputs")(seq)  # (B, S, 2)
+        logits = TokenDense(2, kernel_initializer=head_initializer(encoder), name="qa_outputs")(seq)  # (B, S, 2)
         start, end = tf.unstack(logits, axis=-1)
         super().__init__(inputs=inputs, outputs={"start_logits": start, "end_logits": end}, name=name, **kwargs)
         self._finish(encoder, {})

@@ -1,7 +1,7 @@
 """TokenClassifier: token tagging (NER, POS): logits per token."""
 
-from mobilebert_kit.backend import keras
 from mobilebert_kit.layers.keyed_dropout import KeyedDropout
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.models.task_model import TaskModel, head_initializer, task_inputs
 
 
@@ -25,6 +25,6 @@ class TokenClassifier(TaskModel):
         inputs = task_inputs()
         seq = encoder(inputs)["sequence_output"]
         seq = KeyedDropout(dropout, name="classifier_dropout")(seq)
-        logits = keras.layers.Dense(num_labels, kernel_initializer=head_initializer(encoder), name="classifier")(seq)
+        logits = TokenDense(num_labels, kernel_initializer=head_initializer(encoder), name="classifier")(seq)
         super().__init__(inputs=inputs, outputs={"logits": logits}, name=name, **kwargs)
         self._finish(encoder, {"num_labels": num_labels, "dropout": dropout})

@@ -29,9 +29,12 @@ Example:
 """
 
 import dataclasses
+import functools
 import math
 import re
-import struct
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
 
 from mobilebert_kit.profiler.errors import BenchmarkParseError
 
@@ -557,24 +560,45 @@ def parse_benchmark_output(text, *, require_result=True):
 
 
 # benchmark_litert_model's --result_file_path: a binary tflite.tools.benchmark.BenchmarkResult (proto2,
-# tflite/tools/benchmark/proto/benchmark_result.proto). Field number -> (our key, wire type); floats are
-# fixed32 (5), integers varints (0), sub-messages length-delimited (2).
+# tflite/tools/benchmark/proto/benchmark_result.proto). No installed package ships its generated module, so the
+# message classes are made by protobuf from this descriptor of the fields we read: field number -> (our key,
+# proto type); protobuf parses the wire format and skips unknown fields.
 _RESULT_FIELDS = {
-    "latency": {1: ("avg_ms", 5), 2: ("min_ms", 5), 3: ("max_ms", 5), 4: ("std_ms", 5), 5: ("median_ms", 5),
-                6: ("p5_ms", 5), 7: ("p95_ms", 5), 8: ("init_ms", 5), 9: ("first_inference_ms", 5),
-                10: ("warmup_avg_ms", 5)},
-    "memory": {1: ("init_footprint_kb", 0), 2: ("overall_footprint_kb", 0), 3: ("peak_mem_mb", 5)},
-    "misc": {1: ("model_size_mb", 5), 2: ("num_runs", 0), 3: ("num_warmup_runs", 0),
-             4: ("throughput_mb_per_s", 5), 5: ("throughput_fps", 5)},
+    "latency": {1: ("avg_ms", "float"), 2: ("min_ms", "float"), 3: ("max_ms", "float"), 4: ("std_ms", "float"),
+                5: ("median_ms", "float"), 6: ("p5_ms", "float"), 7: ("p95_ms", "float"), 8: ("init_ms", "float"),
+                9: ("first_inference_ms", "float"), 10: ("warmup_avg_ms", "float")},
+    "memory": {1: ("init_footprint_kb", "int64"), 2: ("overall_footprint_kb", "int64"), 3: ("peak_mem_mb", "float")},
+    "misc": {1: ("model_size_mb", "float"), 2: ("num_runs", "int32"), 3: ("num_warmup_runs", "int32"),
+             4: ("throughput_mb_per_s", "float"), 5: ("throughput_fps", "float")},
 }
 _RESULT_MESSAGES = {2: "latency", 3: "memory", 4: "misc"}
+
+
+@functools.lru_cache(maxsize=None)
+def _result_message():
+    """The ``BenchmarkResult`` message class, built once from the fields above."""
+    field = descriptor_pb2.FieldDescriptorProto
+    optional = field.LABEL_OPTIONAL
+    types = {"float": field.TYPE_FLOAT, "int64": field.TYPE_INT64, "int32": field.TYPE_INT32}
+    proto = descriptor_pb2.FileDescriptorProto(name="mbk_benchmark_result.proto", package="mbk.benchmark",
+                                               syntax="proto2")
+    result = proto.message_type.add(name="BenchmarkResult")
+    result.field.add(name="name", number=1, label=optional, type=field.TYPE_STRING)
+    for number, group in _RESULT_MESSAGES.items():
+        message = proto.message_type.add(name=group.capitalize())
+        for inner, (key, kind) in _RESULT_FIELDS[group].items():
+            message.field.add(name=key, number=inner, label=optional, type=types[kind])
+        result.field.add(name=group, number=number, label=optional, type=field.TYPE_MESSAGE,
+                         type_name=f".mbk.benchmark.{group.capitalize()}")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("mbk.benchmark.BenchmarkResult"))
 
 
 def parse_benchmark_result(data):
     """Reads benchmark_litert_model's result file (``--result_file_path``) into plain dicts.
 
-    The tool writes a binary ``BenchmarkResult`` proto; this reads its wire format directly, so no protobuf
-    schema package is needed. Unknown fields are skipped, as a proto reader skips them.
+    The tool writes a binary ``BenchmarkResult`` proto, parsed by protobuf (:func:`_result_message`).
 
     Args:
         data (bytes): the file's content.
@@ -589,56 +613,16 @@ def parse_benchmark_result(data):
         >>> parse_benchmark_result(bytes.fromhex("12050d0000803f"))["latency"]
         {'avg_ms': 1.0}
     """
-    out = {"name": None, "latency": {}, "memory": {}, "misc": {}}
-    for field, wire, value in _proto_fields(bytes(data)):
-        if field == 1 and wire == 2:
-            out["name"] = value.decode("utf-8", "replace")
-        elif field in _RESULT_MESSAGES and wire == 2:
-            group = _RESULT_MESSAGES[field]
-            for inner, inner_wire, inner_value in _proto_fields(value):
-                key, want = _RESULT_FIELDS[group].get(inner, (None, None))
-                if key is not None and inner_wire == want:
-                    out[group][key] = inner_value
+    message = _result_message()()
+    try:
+        message.ParseFromString(bytes(data))
+    except DecodeError as err:
+        raise BenchmarkParseError(f"benchmark result file: not a BenchmarkResult message ({err})") from err
+    out = {"name": message.name if message.HasField("name") else None, "latency": {}, "memory": {}, "misc": {}}
+    for group, fields in _RESULT_FIELDS.items():
+        inner = getattr(message, group)
+        out[group] = {key: getattr(inner, key) for key, _ in fields.values() if inner.HasField(key)}
     return out
-
-
-def _proto_fields(data):
-    """``(field number, wire type, value)`` of each field of one proto message; floats decoded from fixed32."""
-    fields, at = [], 0
-
-    def varint():
-        nonlocal at
-        value, shift = 0, 0
-        while True:
-            if at >= len(data) or shift > 63:
-                raise BenchmarkParseError(f"benchmark result file: a truncated number at byte {at}")
-            byte = data[at]
-            at += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return value
-
-    while at < len(data):
-        tag = varint()
-        field, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value = varint()
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            if at + size > len(data):
-                raise BenchmarkParseError(f"benchmark result file: field {field} runs past the end")
-            value = struct.unpack("<d" if wire == 1 else "<f", data[at:at + size])[0]
-            at += size
-        elif wire == 2:
-            size = varint()
-            if at + size > len(data):
-                raise BenchmarkParseError(f"benchmark result file: field {field} runs past the end")
-            value, at = data[at:at + size], at + size
-        else:
-            raise BenchmarkParseError(f"benchmark result file: wire type {wire} of field {field} is not a proto2 message")
-        fields.append((field, wire, value))
-    return fields
 
 
 def merge_benchmark_result(log, result):

@@ -201,11 +201,12 @@ def _sha256(path):
 
 
 def _mbk_metadata(path):
-    """The file's ``mbk_metadata`` (its planned length, position table, ...), ``{}`` when unreadable or absent."""
+    """The file's ``mbk_metadata`` (its planned length, position table, ...), ``{}`` when absent; values out of
+    their bounds refused in one line (``artifacts.metadata.BOUNDED``)."""
     try:
         return read_artifact_metadata(path)
-    except ArtifactError:
-        return {}
+    except ArtifactError as err:
+        raise ProfilerError(str(err)) from err
 
 
 def _positive(value):

@@ -18,7 +18,10 @@ is refused in one line that says what the checkpoint declares and to pass
 The files are untrusted: read through :func:`~mobilebert_kit.utils.structured.load_json`
 (bounded size and depth, regular files only), module paths must stay inside
 the checkpoint directory, and symlinks are refused (a checkpoint's pooling is
-not read from elsewhere on the machine).
+not read from elsewhere on the machine), except in a Hugging Face hub cache
+snapshot (``models--ORG--NAME/snapshots/REV/``, every file a link into
+``../../blobs/``), where a link that resolves inside the same cached
+repository is read.
 
 Standard library only (no TensorFlow): the CLI and artifact readers may use it.
 
@@ -63,7 +66,7 @@ _UNSUPPORTED_NAMES = {
     "pooling_mode_weightedmean_tokens": "weighted mean",
     "pooling_mode_lasttoken": "last token",
 }
-_FIX = "pass --pooling mean|cls to export that pooling instead (the phone's vectors will differ from the checkpoint's)"
+FIX = "pass --pooling mean|cls to export that pooling instead (the phone's vectors will differ from the checkpoint's)"
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def read_pooling(directory):
     names = [kind for kind, _ in kinds]
     if "Pooling" not in names:
         raise ConfigError(f"{_where(modules_path)} declares no Pooling module (modules: {', '.join(names) or 'none'}); "
-                          f"{_FIX}")
+                          f"{FIX}")
     expected = (["Transformer"] if names[:1] == ["Transformer"] else []) + ["Pooling"]
     rest = names[len(expected):]
     if names[:len(expected)] != expected or rest not in ([], ["Normalize"]):
@@ -129,7 +132,7 @@ def read_pooling(directory):
         what = (f"a {', '.join(dict.fromkeys(others))} module" if others
                 else f"the module order {' -> '.join(names)}")
         raise ConfigError(f"{_where(modules_path)} declares {what}; mobilebert-kit exports Transformer -> Pooling "
-                          f"[-> Normalize] only: {_FIX}")
+                          f"[-> Normalize] only: {FIX}")
     pooling_dir = kinds[names.index("Pooling")][1]
     config_path = _inside(directory, pooling_dir, modules_path) / "config.json"
     config = _load(config_path, directory, dict)
@@ -165,11 +168,11 @@ def _mode_field(value, config_path):
                           f"{escape(repr(value))[:80]}; fix the pooling config")
     if len(names) > 1:
         raise ConfigError(f"{_where(config_path)} declares several pooling modes at once "
-                          f"({escape(', '.join(names))}); mobilebert-kit exports one of mean, cls: {_FIX}")
+                          f"({escape(', '.join(names))}); mobilebert-kit exports one of mean, cls: {FIX}")
     name = names[0]
     if POOLING_MODES.get(name) is None:
         raise ConfigError(f"{_where(config_path)} declares {escape(name)} pooling, which mobilebert-kit does not "
-                          f"export (mean and cls only); {_FIX}")
+                          f"export (mean and cls only); {FIX}")
     return POOLING_MODES[name]
 
 
@@ -189,13 +192,13 @@ def _mode(config, config_path):
     if len(chosen) != 1:
         declared = ", ".join(_UNSUPPORTED_NAMES.get(k) or POOLING_KEYS[k] for k in chosen) or "none set"
         raise ConfigError(f"{_where(config_path)} declares {'several pooling modes at once' if chosen else 'no pooling mode'}"
-                          f" ({declared}); mobilebert-kit exports one of mean, cls: {_FIX}")
+                          f" ({declared}); mobilebert-kit exports one of mean, cls: {FIX}")
     key = chosen[0]
     mode = POOLING_KEYS[key]
     if mode is None:
         name = _UNSUPPORTED_NAMES[key]
         raise ConfigError(f"{_where(config_path)} declares {name} pooling, which mobilebert-kit does not export "
-                          f"(mean and cls only); {_FIX}")
+                          f"(mean and cls only); {FIX}")
     return mode
 
 
@@ -208,9 +211,25 @@ def _inside(directory, relative, modules_path):
     return directory.joinpath(*parts)
 
 
+def cached_repository(directory):
+    """The Hugging Face hub cache repository (``.../models--ORG--NAME``, resolved) that ``directory`` is a
+    snapshot of (``.../models--ORG--NAME/snapshots/REV``), else None.
+
+    Example:
+        >>> cached_repository("/tmp/other") is None
+        True
+    """
+    parts = Path(os.path.abspath(directory)).parts
+    if len(parts) >= 4 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return Path(os.path.realpath(Path(*parts[:-2])))
+    return None
+
+
 def _load(path, directory, expect):
-    """A JSON file of the checkpoint: no symlink on the way, a regular file, bounded."""
+    """A JSON file of the checkpoint: no symlink on the way (but a hub snapshot's own links), a regular file,
+    bounded."""
     relative = path.relative_to(directory)
+    repository = cached_repository(directory)
     current = directory
     for part in relative.parts:
         current = current / part
@@ -222,7 +241,8 @@ def _load(path, directory, expect):
         except OSError as err:
             raise ConfigError(f"cannot read {_where(current)} ({escape(err.strerror or err)}); check its "
                               "permissions") from err
-        if stat.S_ISLNK(info.st_mode):
+        if stat.S_ISLNK(info.st_mode) and not (
+                repository and Path(os.path.realpath(current)).is_relative_to(repository)):
             raise ConfigError(f"{_where(current)} is a symbolic link; the pooling is read from the checkpoint's own "
                               "files: replace the link with the file it points to")
     what = "the sentence-transformers file"

@@ -29,10 +29,12 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 # The decision and its names, importable from here as before (callers write ``from ...atomic import``).
 from mobilebert_kit.utils import kernel_lock
+from mobilebert_kit.utils.scratch import alive
 from mobilebert_kit.utils.run_state import STATE_DIR, interrupted_run
 from mobilebert_kit.utils.output_check import (  # noqa: F401
     EMPTY,
@@ -213,6 +215,15 @@ def _install_inside(tmp, path, keep_foreign):
         raise OutputError(f"{path / clash[0]} is not mbk's, and the finished output puts its own file there; move it "
                           "away and run again (nothing was written)")
     _store_marker(path, {**(marker_record(tmp) or {}), "files": sorted(ours | set(new))})
+    try:
+        _move_inside(tmp, path, ours, state)
+    except OSError as err:
+        err.partly_written = True  # the message must not say "nothing was written" (utils.output_check.write_error)
+        raise
+
+
+def _move_inside(tmp, path, ours, state):
+    """The second half of :func:`_install_inside`: our old files out of ``path``, the new ones in."""
     for name in sorted(ours - set(state), key=lambda f: -f.count(os.sep)):
         remove_path(path / name)
         _prune_empty(path, Path(name).parent)
@@ -220,16 +231,45 @@ def _install_inside(tmp, path, keep_foreign):
         here = path / os.path.relpath(root, tmp)
         for name in dirs:
             if os.path.islink(os.path.join(root, name)):
-                os.replace(os.path.join(root, name), here / name)
+                _move(os.path.join(root, name), here / name)
             elif not os.path.isdir(here / name):
                 os.mkdir(here / name)
         for name in files:
             if not (root == str(tmp) and name == MARKER_FILE):
-                os.replace(os.path.join(root, name), here / name)
-    os.replace(tmp / MARKER_FILE, path / MARKER_FILE)
+                _move(os.path.join(root, name), here / name)
+    _move(tmp / MARKER_FILE, path / MARKER_FILE)
     if state:
         remove_path(path / STATE_DIR)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move(source, target):
+    """Renames ``source`` onto ``target``; across file systems (``target`` in a mount point, ``source`` in the
+    temporary beside it, on the parent's device: EXDEV) it is copied beside ``target`` first, then renamed there,
+    so ``target`` still changes in one step. ``mbk import --out MOUNT`` failed with EXDEV after the work, saying
+    "nothing was written" while the mount held part of its files."""
+    try:
+        os.replace(source, target)
+        return
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+    target = Path(target)
+    fd, staged = tempfile.mkstemp(prefix=temp_prefix(target), suffix=".partial", dir=target.parent)
+    os.close(fd)
+    try:
+        if os.path.islink(source):
+            os.unlink(staged)
+            os.symlink(os.readlink(source), staged)
+        else:
+            shutil.copyfile(source, staged)
+            with open(staged, "rb+") as handle:
+                os.fsync(handle.fileno())
+        os.replace(staged, target)
+    except BaseException:
+        remove_path(staged)
+        raise
+    remove_path(source)
 
 
 def _prune_empty(root, relative):
@@ -355,6 +395,60 @@ def write_text(path, text, *, kind=None, overwrite=False, sources=()):
     with atomic_file(path, "w", kind=kind, overwrite=overwrite, sources=sources) as handle:
         handle.write(text)
     return str(path)
+
+
+def file_signature(path):
+    """``(device, inode, size, mtime_ns)`` of ``path`` as it is now (not following a link), None when absent:
+    a file replaced by a rename has another inode, even at the same size and time.
+
+    Example:
+        >>> file_signature("/no/such/file") is None
+        True
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class _InstallLock:
+    """The lock of a directory, taken when :meth:`hold` is called and kept until the ``with`` block ends."""
+
+    def __init__(self, directory, wait_s):
+        self.directory, self.wait_s, self.fd = directory, wait_s, None
+
+    def hold(self):
+        deadline = time.monotonic() + self.wait_s
+        while self.fd is None:
+            self.fd = kernel_lock.hold(self.directory)
+            if self.fd is None and not kernel_lock.held(self.directory):
+                return  # no lock can be taken here (a file system without flock): installed as before locks existed
+            if self.fd is None and time.monotonic() > deadline:
+                raise OutputError(f"{self.directory} stayed locked by another mbk command for {self.wait_s:.0f} s; "
+                                  "run again once it is done")
+            if self.fd is None:
+                time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def install_lock(path, wait_s=120.0):
+    """Yields an object whose ``hold()`` takes the lock of ``path``'s directory until the block ends.
+
+    Writers that install several files that belong together (a file and its report) call ``hold()`` just before
+    their first rename: their installs then follow one another instead of interleaving. A block that never calls
+    it takes no lock. The lock of a directory is also what a running command holds on its own run directory, so
+    waiting is bounded (``wait_s``).
+
+    Example:
+        >>> with install_lock("/tmp/m.onnx") as install:  # doctest: +SKIP
+        ...     install.hold(); write_both()
+    """
+    lock = _InstallLock(os.path.dirname(os.path.realpath(path)), wait_s)
+    try:
+        yield lock
+    finally:
+        kernel_lock.release(lock.fd)
 
 
 @contextlib.contextmanager
@@ -552,16 +646,6 @@ def prepared_dir(path, kind, **kwargs):
             raise
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True  # another user's live process, or a number the kernel does not take: not ours to judge
-    return True
-
-
 def _sweep_leftovers(path):
     """Removes ``.NAME.PID.*.partial`` / ``.old`` siblings of ``path`` left by writers that no longer run."""
     prefix = f".{temp_stem(path)}."
@@ -577,7 +661,7 @@ def _sweep_leftovers(path):
         if len(parts) != 3 or not parts[0].isdigit():
             continue
         pid = int(parts[0])
-        if pid == os.getpid() or _alive(pid):
+        if pid == os.getpid() or alive(pid):
             continue  # ours, or a writer still at work
         # The PID is one of this namespace: a writer in another one (a container sharing the volume) has an id
         # that looks dead here. Its kernel lock says it lives; the lock taken here keeps it from starting to

@@ -429,12 +429,22 @@ def os_error_in(err):
 
 
 def write_error(path, err):
-    """The one-line :class:`OutputError` for an ``OSError`` met while writing ``path``.
+    """The one-line :class:`OutputError` for an ``OSError`` met while writing ``path``; it says "nothing was
+    written" unless the error came while the output was moved into an existing directory (``err.partly_written``,
+    set by ``utils.atomic``): then it says what is there.
 
     Example:
         >>> str(write_error("/x", OSError(errno.ENOSPC, "No space left on device")))[:30]
         'disk full while writing /x; fr'
     """
+    error = _write_error(path, err)
+    if getattr(err, "partly_written", False):
+        return OutputError(str(error).replace("(nothing was written)", f"(part of the output is in {path}, marked as "
+                                              "mbk's: the next run replaces it)"))
+    return error
+
+
+def _write_error(path, err):
     code = getattr(err, "errno", None)
     if code in (errno.ENOSPC, errno.EDQUOT):
         return OutputError(f"disk full while writing {path}; free space and run again (nothing was written)")

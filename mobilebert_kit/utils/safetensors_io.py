@@ -1,40 +1,38 @@
-"""A strict safetensors reader: validates the whole header before touching data.
+"""Safetensors checkpoints read with the ``safetensors`` package, behind a strict header check.
 
-Written here rather than delegated so that a truncated or corrupt file gives a
-message naming the file and the problem, and so that bfloat16/float16 tensors
-load as float32 without torch. Pickled checkpoints are refused outright.
-
-Order of reading (nothing reads more of a file than it uses): the 8-byte
-header length, checked against the file size; the header, parsed by the one
-bounded JSON reader and validated entry by entry (dtype, shape, offsets, no
-duplicates); the offsets, which must tile the data region exactly, as the
-official ``safetensors`` library requires (it refuses overlaps and gaps with
-``InvalidOffset``); only then the tensors, through a read-only memory map.
-A 3 GB file that never finished downloading fails on its first 8 bytes.
+The package decodes the tensors (``safetensors.deserialize``); what it does not do is say, in one line
+naming the file, what is wrong with a truncated or corrupt one, so the header is validated first:
+the 8-byte header length, checked against the file size; the header, parsed by the one bounded JSON
+reader and validated entry by entry (dtype, shape, offsets, no duplicates); the offsets, which must tile
+the data region exactly (the package refuses overlaps and gaps too, as ``InvalidOffset``). A 3 GB file
+that never finished downloading fails on its first 8 bytes. The file is read once into memory, never
+mapped: a file truncated while it is read fails in one line instead of a SIGBUS. bfloat16 (through
+``ml_dtypes``), float16 and float64 load as float32 without torch. Pickled checkpoints are refused outright.
 """
 
-import mmap
 import os
 import re
 import struct
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
+import safetensors
 
 from mobilebert_kit.errors import CheckpointError
 from mobilebert_kit.utils.structured import load_json
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
-# name: (numpy dtype read from the file, bytes per element); BF16 is widened to float32 by hand.
+# name: (numpy dtype read from the file, bytes per element).
 _DTYPES = {
-    "F64": (np.float64, 8), "F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (None, 2),
+    "F64": (np.float64, 8), "F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (ml_dtypes.bfloat16, 2),
     "I64": (np.int64, 8), "I32": (np.int32, 4), "I16": (np.int16, 2), "I8": (np.int8, 1), "U8": (np.uint8, 1),
     "BOOL": (np.bool_, 1),
 }
 # The dtypes a weight may have; the others hold ids, masks or counters (HF's I64 position_ids buffer).
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 # numpy dtype -> name, for the dtypes read_safetensors returns unconverted (every one but F16, BF16 and F64).
-_NAMES = {np.dtype(numpy_dtype): name for name, (numpy_dtype, _) in _DTYPES.items() if numpy_dtype is not None}
+_NAMES = {np.dtype(numpy_dtype): name for name, (numpy_dtype, _) in _DTYPES.items()}
 # The official library's limit (safetensors/src/tensor.rs: MAX_HEADER_SIZE = 100_000_000).
 _MAX_HEADER = 100_000_000
 # No BERT-family tensor has more than 4 dimensions; a header claiming 1,000 is corrupt, not a model.
@@ -143,8 +141,8 @@ def read_header(path):
 def read_safetensors(path):
     """Reads every tensor of a ``.safetensors`` file into float32/int numpy arrays.
 
-    The header is validated whole (:func:`read_header`) before any tensor byte
-    is read; tensors are then copied out of a read-only memory map one by one.
+    The header is validated whole (:func:`read_header`) before any tensor byte is read; the tensors are
+    then decoded by the ``safetensors`` package from the file's bytes, read once.
 
     Args:
         path (str | os.PathLike): the file.
@@ -164,21 +162,21 @@ def read_safetensors(path):
     if not path.is_file():
         raise CheckpointError(f"{path} does not exist; pass the directory holding model.safetensors")
     entries, data_start = read_header(path)
+    try:
+        data = path.read_bytes()
+        # The file changed between the header check and this read (truncated, replaced): decode nothing stale.
+        if len(data) != data_start + sum(end - start for _, _, start, end in entries.values()):
+            raise CheckpointError(f"{path} changed while it was read; read it again once nothing writes to it")
+        tensors = safetensors.deserialize(data)
+    except OSError as err:
+        raise CheckpointError(f"cannot read {path} ({err.strerror or err}); check the file and its permissions") from err
+    except safetensors.SafetensorError as err:
+        raise CheckpointError(f"{path} is not a valid safetensors file ({err}); re-download or re-convert it") from err
     arrays = {}
-    if not entries:
-        return arrays
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        for name, (dtype, shape, start, end) in entries.items():
-            raw = mapped[data_start + start : data_start + end]  # a bytes copy: the map can close afterwards
-            numpy_dtype, _ = _DTYPES[dtype]
-            if numpy_dtype is None:  # BF16: the high half of a float32
-                array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-            else:
-                array = np.frombuffer(raw, dtype=np.dtype(numpy_dtype).newbyteorder("<"))
-            array = array.reshape(shape)
-            if array.dtype in (np.float16, np.float64):
-                array = array.astype(np.float32)
-            arrays[name] = array
+    for name, tensor in tensors:
+        array = np.frombuffer(tensor["data"], dtype=np.dtype(_DTYPES[tensor["dtype"]][0]).newbyteorder("<"))
+        array = array.reshape(tensor["shape"])
+        arrays[name] = array.astype(np.float32) if array.dtype.name in ("float16", "float64", "bfloat16") else array
     return arrays
 
 

@@ -47,7 +47,8 @@ def _host():
     return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:64] or "host"
 
 
-def _alive(pid):
+def alive(pid):
+    """Whether process ``pid`` runs (a writer's or a scratch directory's owner), as the kernel answers ``kill(pid, 0)``."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -87,7 +88,7 @@ def sweep(directory=None, now=None):
         # A real directory of ours (never a link someone planted), idle long enough, whose owner is gone.
         if not entry.is_dir(follow_symlinks=False) or info.st_uid != uid or now - info.st_mtime < STALE_AFTER_S:
             continue
-        if _alive(int(match["pid"])) or kernel_lock.held(entry.path):
+        if alive(int(match["pid"])) or kernel_lock.held(entry.path):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.path)

@@ -1,11 +1,12 @@
 """``mbk validate FILE --arch arm64``: the file on the runtime's aarch64 build under QEMU, against x86-64 and Keras.
 
-The emulation cache is built by the command's own code path (``utils/sysroot.py``) in the user's cache
+The emulation cache is built by the command's own code path (``artifacts/sysroot.py``) in the user's cache
 (``MBK_CACHE_DIR`` or ``~/.cache/mobilebert-kit``) on first use: this needs the network (Debian's mirror,
 PyPI) once. A build that fails fails the test with the build's own line; nothing is skipped.
 """
 
 import json
+import os
 import threading
 import time
 
@@ -14,7 +15,7 @@ import pytest
 
 from mobilebert_kit.artifacts.emulated_runner import EmulatedRunner
 from mobilebert_kit.errors import EmulationError
-from mobilebert_kit.utils import sysroot
+from mobilebert_kit.artifacts import sysroot
 from tests.convert.conftest import export_tiny, padded_inputs
 from tests.helpers import assert_one_line_error, run_mbk
 
@@ -121,7 +122,7 @@ def test_a_crash_of_the_emulated_runtime_is_one_line(exported, monkeypatch):
     import sys
 
     from mobilebert_kit.artifacts.runner import ArtifactRunner
-    from mobilebert_kit.utils.sysroot import Sysroot
+    from mobilebert_kit.artifacts.sysroot import Sysroot
 
     runner = EmulatedRunner(ArtifactRunner(exported["none"]), "arm64")
     crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
@@ -165,7 +166,7 @@ def test_the_cache_is_built_once_under_concurrent_first_uses(tmp_path, monkeypat
         builds.append(tmp)
         time.sleep(1.0)
         (tmp / "sysroot").mkdir()
-        (tmp / "manifest.json").write_text("{}")
+        sysroot.seal(tmp, {})
 
     monkeypatch.setattr(sysroot, "_build", slow_build)
     results = []
@@ -198,3 +199,42 @@ def test_a_killed_build_is_never_used_and_is_cleaned_up(tmp_path, monkeypatch):
     assert not leftover.exists()
     assert not any(p.name.startswith(f".{name}.building-") for p in parent.iterdir())  # its own temp removed too
     assert not (parent / name / "manifest.json").exists()
+
+
+def test_a_damaged_cache_entry_is_named_with_the_command_that_rebuilds_it(tmp_path, monkeypatch):
+    """Issue 47 item 6: a cache entry missing a file (or holding one cut short) was blamed on the runtime with no
+    fix named; its manifest lists every file and size, checked at each use."""
+    monkeypatch.setenv("MBK_CACHE_DIR", str(tmp_path))
+    entry = tmp_path / "emulation" / _spec().name
+    (entry / "qemu").mkdir(parents=True)
+    (entry / "qemu" / "qemu-aarch64-static").write_bytes(b"\x7fELF" + bytes(60))
+    (entry / "sysroot").mkdir()
+    (entry / "sysroot" / "libc.so").write_bytes(bytes(100))
+    sysroot.seal(entry, {"layout": 2})
+    assert sysroot.ensure_sysroot(_spec(), say=lambda _: None).directory == entry
+    os.truncate(entry / "qemu" / "qemu-aarch64-static", 10)
+    with pytest.raises(EmulationError, match=r"damaged \(qemu/qemu-aarch64-static has 10 bytes, 64") as caught:
+        sysroot.ensure_sysroot(_spec(), say=lambda _: None)
+    assert f"rm -rf {entry}" in str(caught.value) and "\n" not in str(caught.value)
+    (entry / "sysroot" / "libc.so").unlink()
+    os.truncate(entry / "qemu" / "qemu-aarch64-static", 64)
+    with pytest.raises(EmulationError, match=r"sysroot/libc.so is missing"):
+        sysroot.ensure_sysroot(_spec(), say=lambda _: None)
+
+
+def test_a_read_only_cache_is_one_line_exit_2(tmp_path, monkeypatch):
+    """Issue 47 item 6: a read-only cache directory was an internal error (exit 1); a real read-only mount."""
+    import subprocess
+
+    cache = tmp_path / "ro"
+    cache.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(cache)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a read-only tmpfs needs root and a kernel that allows it here")
+    try:
+        monkeypatch.setenv("MBK_CACHE_DIR", str(cache))
+        with pytest.raises(EmulationError, match="cannot write the emulation cache") as caught:
+            sysroot.ensure_sysroot(_spec(), say=lambda _: None)
+        assert "MBK_CACHE_DIR" in str(caught.value) and EmulationError.exit_code == 2
+    finally:
+        subprocess.run(["umount", str(cache)], capture_output=True)

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.taxonomy import precision
@@ -40,6 +41,39 @@ def test_an_int4_mode_writes_int4_weights_validates_and_keeps_the_metadata(tiny_
         assert "float16" in dtypes  # the quantizer's blockwise scales
     else:
         assert "float16" not in dtypes
+
+
+@pytest.mark.parametrize("quantize, block", [("int4", 32), ("int4-block128", 128)])
+def test_an_onnx_int4_file_runs_onnx_runtimes_int4_kernels_as_optimum_users_load_it(tiny_bert, tmp_path, quantize,
+                                                                                     block):
+    """Issue 45 item 3: ``--format onnx --quantize int4`` through ONNX Runtime's own MatMulNBits (blocks of the
+    record's size) and GatherBlockQuantized (the embedding tables), validated by the int4 thresholds, a fraction of
+    the dynamic-int8 file, and loaded in a plain ``InferenceSession`` at any batch and length."""
+    import onnx
+    import onnxruntime as ort
+
+    out, int8 = tmp_path / f"{quantize}.onnx", tmp_path / "dynamic.onnx"
+    result = export_tiny(tiny_bert, out, fmt="onnx", quantize=quantize)
+    assert result.validation.passed
+    assert result.validation.thresholds.min_cosine == MODES[quantize].thresholds["min_cosine"]
+    export_tiny(tiny_bert, int8, fmt="onnx", quantize="dynamic", validate=False)
+    model = onnx.load(str(out))
+    ops = {n.op_type for n in model.graph.node}
+    assert {"MatMulNBits", "GatherBlockQuantized"} <= ops and "DynamicQuantizeMatMul" not in ops
+    assert {a.i for n in model.graph.node if n.op_type == "MatMulNBits" for a in n.attribute
+            if a.name == "block_size"} == {block}
+    assert precision(read_artifact(out)) == "dynamic-int4" == MODES[quantize].profiled_as
+    assert out.stat().st_size < int8.stat().st_size
+    # mbk inspect: the int4 kernels are hybrid ops (int4 weights, float activations) and the contrib ops named.
+    info = inspect_artifact(out)
+    assert {"com.microsoft.MatMulNBits", "com.microsoft.GatherBlockQuantized"} <= set(info.hybrid_ops)
+    assert not {"com.microsoft.MatMulNBits", "com.microsoft.GatherBlockQuantized"} & set(info.float_ops)
+    assert set(info.contrib_ops) >= {"com.microsoft.MatMulNBits", "com.microsoft.GatherBlockQuantized"}
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    ids = np.random.default_rng(0).integers(1, 100, (3, 9))
+    feeds = {i.name: ids if i.name == "input_ids" else np.ones_like(ids) if i.name == "attention_mask"
+             else np.zeros_like(ids) for i in session.get_inputs()}
+    assert session.run(None, feeds)[0].shape[:2] == (3, 9)
 
 
 def test_mbk_validate_reads_the_int4_thresholds_from_the_files_metadata(tmp_path, mbk):  # noqa: F811
@@ -86,13 +120,14 @@ def _run(path, ids):
     return interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).copy()
 
 
-@pytest.mark.parametrize("fmt, flags, fragments", [
-    ("onnx", (), ("--format onnx needs --quantize", MODES["int4"].refused["format:onnx"])),
-    ("tflite", ("--keep-float-ops", "SOFTMAX"), ("--keep-float-ops", MODES["int4"].refused["keep_float:tflite"])),
+@pytest.mark.parametrize("fmt, mode, flags, fragments", [
+    ("onnx", "int4-channel", (), ("--format onnx needs --quantize", MODES["int4-channel"].refused["format:onnx"])),
+    ("onnx", "int4", ("--keep-float-ops", "Softmax"), ("--keep-float-ops", MODES["int4"].refused["keep_float:onnx"])),
+    ("tflite", "int4", ("--keep-float-ops", "SOFTMAX"), ("--keep-float-ops", MODES["int4"].refused["keep_float:tflite"])),
 ])
-def test_what_int4_refuses_is_one_line_with_the_records_reason(tmp_path, mbk, fmt, flags, fragments):  # noqa: F811
+def test_what_int4_refuses_is_one_line_with_the_records_reason(tmp_path, mbk, fmt, mode, flags, fragments):  # noqa: F811
     out = tmp_path / f"m.{fmt}"
-    proc = mbk("export", "tiny-bert", "--format", fmt, "--quantize", "int4", "--out", out, *flags)
+    proc = mbk("export", "tiny-bert", "--format", fmt, "--quantize", mode, "--out", out, *flags)
     assert proc.returncode == 2
     assert_one_line_error(proc, *fragments)
     assert not out.exists()

@@ -27,8 +27,10 @@ def test_simplify_removes_reshapes_and_folds_nonorm_exactly(tiny_mobilebert, mon
     plain = onnx_export.convert(graph)
     before = collections.Counter(n.op_type for n in plain.graph.node)
     after = collections.Counter(n.op_type for n in simplified.graph.node)
-    # tiny-mobilebert: 2 layers; every dense lost its Reshape pair except where the 2-D product is read.
-    assert after["Reshape"] < before["Reshape"] / 2, (before, after)
+    # tiny-mobilebert: 2 layers. The layers emit no Reshape pair around a dense product (TokenDense: one broadcast
+    # MatMul, issue 46), so tf2onnx's graph keeps only the head split/merge reshapes (4 per layer) and one more:
+    # measured 9 before and after (before TokenDense: tf2onnx wrote a pair per dense, which simplify removed).
+    assert before["Reshape"] == after["Reshape"] <= 4 * 2 + 1, (before, after)
     # NoNorm after the bottleneck dense layers (no residual between) folded: one Mul + one Add each.
     assert before["Mul"] - after["Mul"] >= 2 * 2, (before, after)
     assert after["MatMul"] == before["MatMul"]
@@ -75,9 +77,9 @@ def test_affine_fold_leaves_a_residual_read_alone():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_dynamic_axes_graph_loses_its_dense_reshapes_and_shape_computations(tiny_mobilebert, monkeypatch):
-    """With [batch, sequence] open, tf2onnx computes each un-flatten shape at run time; the pair still folds
-    (checked at two probe sizes), the shape computations go with it, and any batch and length give the same."""
+def test_dynamic_axes_graph_has_no_dense_reshapes_or_their_shape_computations(tiny_mobilebert, monkeypatch):
+    """With [batch, sequence] open, the graph has no dense Reshape pairs to fold and no shape computations for
+    them, and the simplified graph gives the same at any batch and length."""
     import onnx
 
     from mobilebert_kit.convert.onnx import export as onnx_export
@@ -91,8 +93,12 @@ def test_dynamic_axes_graph_loses_its_dense_reshapes_and_shape_computations(tiny
     simplify(simplified)
     before = collections.Counter(n.op_type for n in plain.graph.node)
     after = collections.Counter(n.op_type for n in simplified.graph.node)
-    assert after["Reshape"] < before["Reshape"] / 2 and after["Shape"] < before["Shape"] / 2, (before, after)
-    assert len(simplified.graph.node) < 0.6 * len(plain.graph.node)  # 268 -> 139 nodes (2 layers)
+    # No dense Reshape pair reaches tf2onnx any more (TokenDense), so nothing is left to fold, and each layer reads
+    # its open batch once for all its reshapes (layers/shapes.py): measured 144 nodes before simplify and 136 after
+    # (2 layers; before TokenDense tf2onnx wrote 268 and simplify left 139), 4 Shape nodes (one per attention
+    # layer, the mask's, the position slice's).
+    assert before["Reshape"] == after["Reshape"] <= 4 * 2 + 1 and after["Shape"] <= 4, (before, after)
+    assert len(simplified.graph.node) <= len(plain.graph.node) <= 150
     onnx_export.check(simplified)
     import onnxruntime as ort
 

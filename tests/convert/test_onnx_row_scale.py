@@ -113,7 +113,7 @@ def test_tiny_bert_dynamic_onnx_runs_fused_kernels_and_keeps_its_fidelity(tiny_b
     fused = collections.Counter(n.op_type for n in onnx.load(str(tmp_path / "row.opt.onnx")).graph.node)
     assert fused["DynamicQuantizeMatMul"] + fused["MatMulIntegerToFloat"] == matmuls > 0, fused
     # The heads' split and merge (4 per layer) are all the Reshapes left: none around a dense layer.
-    assert fused["MatMulInteger"] == 0 and fused["Reshape"] <= 4 * tiny_bert.config["num_layers"], fused
+    assert fused["MatMulInteger"] == 0 and fused["Reshape"] <= 4 * tiny_bert.config["num_layers"] + 1, fused  # + the mask's one RESHAPE (issue 46)
     inputs = padded_inputs(tiny_bert).arrays
     name = "last_hidden_state"
     reference = ArtifactRunner(float_path).run(inputs)[name]

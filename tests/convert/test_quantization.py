@@ -208,3 +208,24 @@ def test_qat_configs_cover_every_kernel_of_our_layers(tiny_mobilebert):
                if type(layer).__name__ == "QuantizeAnnotate"}
     assert wrapped["embeddings"] == "TrigramEmbeddingQuantizeConfig"
     assert wrapped["transformer_layer_0"] == wrapped["transformer_layer_1"] == "TransformerBlockQuantizeConfig"
+
+
+def test_qat_wraps_a_token_head_s_token_dense(tiny_mobilebert):
+    # A token classifier's head is a TokenDense (one broadcast matmul, issue 46), which tfmot's registry does not know
+    # (it matches Dense by its exact class): our config wraps it, and the fake-quantized graph runs.
+    import tensorflow_model_optimization as tfmot
+
+    from mobilebert_kit.convert.export_model import build_export_model
+    from mobilebert_kit.convert.quantization import qat
+    from mobilebert_kit.models.token_classifier import TokenClassifier
+
+    model = TokenClassifier(tiny_mobilebert, num_labels=3)
+    graph = build_export_model(model, 1, 16, for_qat=True, task="token_classification")
+    annotated = qat.annotate(graph)
+    wrapped = {layer.layer.name: type(layer.quantize_config).__name__ for layer in annotated.layers
+               if type(layer).__name__ == "QuantizeAnnotate"}
+    assert wrapped["classifier"] == "TokenDenseQuantizeConfig"
+    with qat._scope():
+        fake = tfmot.quantization.keras.quantize_apply(annotated)
+    inputs = {name: np.ones([1, 16], dtype) for name, dtype in graph.input_dtypes.items()}
+    assert np.isfinite(np.asarray(fake(inputs, training=False)["logits"])).all()

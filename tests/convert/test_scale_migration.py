@@ -125,7 +125,9 @@ def test_balance_flattens_an_embedding_column_and_a_relu_unit(nonorm_bert):
     assert int(np.argmin(shrink)) == channel, shrink
     shrink = np.abs(moved[f"{inter}/kernel"]).max(0) / np.abs(arrays[f"{inter}/kernel"]).max(0)
     assert int(np.argmin(shrink)) == unit, shrink
-    _assert_same_outputs(model, migrated, padded_inputs(model, seed=9))
+    # float32 rounding of units rescaled up to 1e3: 1.03e-5 of the scale measured with TokenDense's broadcast
+    # matmul (another GEMM path than tensordot's 2-D product, equally exact), just above 1e-5.
+    _assert_same_outputs(model, migrated, padded_inputs(model, seed=9), tolerance=2e-5)
 
 
 def test_gelu_units_and_the_unit_policy_leave_the_outer_segments_alone(tiny_bert, nonorm_bert):

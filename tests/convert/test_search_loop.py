@@ -159,7 +159,8 @@ def test_auto_writes_int4_when_it_holds_the_budget_and_runs_fastest(tmp_path):
 
 
 def test_an_onnx_search_has_no_int4_rung():
-    # The int4 record refuses ONNX (format:onnx): its rung is left out rather than tried and failed.
+    # The int4-channel record refuses ONNX (MatMulNBits has no per-channel layout): its rung is left out
+    # rather than tried and failed.
     search = search_of(plan_of("auto", "onnx"), Fakes(passes=None, metric=lambda c: 0.5))
     assert "int4-channel" not in _ladder_labels(search) and "dynamic" in _ladder_labels(search)
 

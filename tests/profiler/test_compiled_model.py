@@ -107,3 +107,39 @@ def test_litert_teardown_logs_nothing_after_the_commands_output(models, tmp_path
     assert done.returncode == 0, done.stderr
     assert "the command printed this" in done.stderr
     assert "DestroyAccelerator" not in done.stderr and "INFO:" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("runtime", ["compiled-model", "interpreter", "auto"])
+def test_profile_of_a_file_truncated_in_place_is_one_line_exit_2(models, tmp_path, runtime):
+    """A real file cut with os.truncate: every runtime loads the bytes read once, so no SIGBUS (issue 47)."""
+    path = tmp_path / "cut.tflite"
+    data = open(models["ln_gelu"], "rb").read()
+    path.write_bytes(data)
+    os.truncate(path, len(data) // 3)
+    done = subprocess.run([sys.executable, "-m", "mobilebert_kit.cli.main", "profile", str(path), "--runtime", runtime],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr and "SIGBUS" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("loader", ["load_compiled_model", "load_tflite"])
+def test_a_file_truncated_in_place_while_it_runs_is_not_a_sigbus(models, tmp_path, loader):
+    """Issue 47 item 8: the CompiledModel path mapped the file (``CompiledModel.from_file``), so a file truncated
+    in place while ``mbk profile`` timed it killed the process with SIGBUS; every runtime path loads the bytes."""
+    import shutil
+
+    path = tmp_path / "m.tflite"
+    shutil.copy(models["ln_gelu"], path)
+    script = (
+        "import os, sys, numpy as np\n"
+        f"from mobilebert_kit.artifacts.runner import {loader} as load\n"
+        "m = load(sys.argv[1], num_threads=1)\n"
+        "os.truncate(sys.argv[1], 64)  # a re-export into the same name, cut short\n"
+        "for d in ([] if hasattr(m, 'set_inputs') else m.get_input_details()):  # the Interpreter's inputs\n"
+        "    m.set_tensor(d['index'], np.zeros(d['shape'], d['dtype']))\n"
+        "m.invoke(); print('ran')\n")
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0 and "ran" in done.stdout, (done.returncode, done.stderr[-500:])
+    assert os.path.getsize(path) == 64

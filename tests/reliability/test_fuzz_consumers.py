@@ -312,6 +312,29 @@ def test_onnx_metadata_that_is_not_a_json_object_is_refused(tmp_path, metadata):
     _expect_mbk_error(read_artifact_metadata, path, fragment="mbk_metadata")
 
 
+
+@pytest.mark.parametrize("key, value", [("max_seq_len", 10**12), ("planned_seq_len", -5), ("seq_len", 1e300),
+                                        ("vocab_size", 2**40), ("batch_size", "many")])
+def test_implausible_lengths_and_sizes_in_metadata_are_refused_before_use(tmp_path, key, value):
+    """Issue 47 item 7: a hand-edited ``max_seq_len`` made ``mbk profile --text`` abort in a 4 GB allocation;
+    each length, size and count is bounded where the metadata is read, and every command says so in one line."""
+    import onnx
+
+    from mobilebert_kit.cli.main import main
+    from tests.profiler.fixture_models import build_onnx_bert
+
+    path = build_onnx_bert(tmp_path / "m.onnx")
+    model = onnx.load(str(path))
+    model.metadata_props.add(key="mbk_metadata", value=json.dumps({key: value}))
+    onnx.save(model, str(path))
+    text = tmp_path / "t.txt"
+    text.write_text("a short real sentence\n")
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+
+    _expect_mbk_error(read_artifact_metadata, path, fragment=key)
+    assert main(["profile", str(path), "--text", str(text), "--runs", "2", "--warmup", "1"]) == 2
+
+
 # ------------------------------------------------------------------ vocabularies
 _SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _TOKENS = st.lists(st.sampled_from(["the", "a", "##s", "hello", "[PAD]", "", " ", "é", "x\r"]) | st.text(max_size=3),

@@ -242,6 +242,73 @@ def test_our_output_on_a_mount_point_is_replaced_inside_it(tmp_path, monkeypatch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt"]
 
 
+@contextlib.contextmanager
+def _tmpfs(path):
+    """A real tmpfs mounted at ``path`` (another file system than its parent's), unmounted afterwards."""
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(path)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root and a kernel that allows it here")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_an_import_into_an_empty_mount_point_is_written_there(tmp_path, capsys):
+    """Issue 47 item 8: ``mbk import --out MOUNT`` staged its output beside the mount (the parent's device) and the
+    moves into it failed with EXDEV after the work, saying "nothing was written" while the mount held part of its
+    files; files now cross the device by a copy renamed in place."""
+    from tests.test_pooling import MINILM
+
+    with _tmpfs(tmp_path / "mnt") as mount:
+        assert os.stat(mount).st_dev != os.stat(tmp_path).st_dev
+        proc = _mbk(capsys, "import", MINILM, "--out", mount)
+        assert proc.returncode == 0, proc.stderr
+        assert {"config.json", "model.safetensors", "modules.json", ".mbk-output.json"} <= {p.name for p in mount.iterdir()}
+        assert not [p for p in mount.iterdir() if p.name.endswith(".partial")]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["mnt"]  # nothing staged beside it is left
+        proc = _mbk(capsys, "import", MINILM, "--out", mount)  # ours now: replaced, again across the device
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_a_finetune_into_an_empty_mount_point_is_written_there(tmp_path, capsys, tokenizer, data):
+    """The same cause for ``mbk finetune --out MOUNT`` (its run state and its output inside the mount)."""
+    with _tmpfs(tmp_path / "mnt") as mount:
+        proc = _mbk(capsys, *_cli(tokenizer, data, mount))
+        assert proc.returncode == 0, proc.stderr
+        assert (mount / "task.json").is_file() and not (mount / "run").exists()
+
+
+def test_a_failure_half_way_into_a_mount_point_says_what_is_there(tmp_path, monkeypatch):
+    """A write refused half-way through filling an existing directory said "nothing was written" while the
+    directory held part of the output; the message says what is there, and the next run replaces it."""
+    from mobilebert_kit.models.api import SAVED_MODEL
+    from mobilebert_kit.utils import atomic
+    from mobilebert_kit.utils.atomic import atomic_dir
+    from mobilebert_kit.utils.output_check import OutputError
+
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    real_replace, moved = os.replace, []
+
+    def full_after_one(src, dst, *args, **kwargs):
+        if os.fspath(dst).startswith(str(mount)) and moved:
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        moved.append(dst)
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(atomic.os, "replace", full_after_one)
+    with pytest.raises(OutputError) as caught:
+        with atomic_dir(mount, SAVED_MODEL) as tmp:
+            (tmp / "a.bin").write_text("a")
+            (tmp / "b.bin").write_text("b")
+    assert "nothing was written" not in str(caught.value) and f"part of the output is in {mount}" in str(caught.value)
+    monkeypatch.setattr(atomic.os, "replace", real_replace)
+    with atomic_dir(mount, SAVED_MODEL) as tmp:  # marked as ours: the next run replaces it
+        (tmp / "c.bin").write_text("c")
+    assert sorted(p.name for p in mount.iterdir()) == [".mbk-output.json", "c.bin"]
+
+
 @pytest.mark.parametrize("writer", ["file", "directory"])
 def test_a_valid_long_output_name_is_written_and_its_leftovers_swept(tmp_path, writer):
     """240 bytes is a valid name; its temporary sibling (``.NAME.PID.RANDOM.partial``) was not."""

@@ -22,6 +22,11 @@ Each quantization mode's ONNX Runtime settings are its record's
   16-bit QuantizeLinear) activations.
 - ``float16``: float16 weights stored, cast to float32 at load (the
   counterpart of TFLite's float16 weights; compute stays float32).
+- ``int4`` / ``int4-block128``: int4 weights through ONNX Runtime's own
+  quantizer (:func:`int4_weights`): ``MatMulNBits`` for the weight MatMuls
+  (symmetric blocks of the record's size, int8 compute: ``accuracy_level`` 4)
+  and ``GatherBlockQuantized`` for the embedding tables (blocks of
+  :data:`~mobilebert_kit.convert.quantization.modes.ONNX_INT4_TABLE_BLOCK`).
 - ``qat``: the quantization-aware graph through tf2onnx (its output
   fake-quants become QuantizeLinear/DequantizeLinear pairs; the fake-quantized
   weights are folded into float constants), then static QDQ int8 as for
@@ -48,7 +53,7 @@ from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.graph import simplify
 from mobilebert_kit.convert.onnx.row_quant import quantize_rows
 from mobilebert_kit.convert.onnx.row_scale import scale_rows
-from mobilebert_kit.convert.quantization.modes import quantization_mode
+from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.scratch import scratch_directory
 
@@ -162,6 +167,35 @@ def nodes_matching(model, layers):
     return [n.name for n in model.graph.node if any(_contains(n.name.split("/"), p) for p in patterns)]
 
 
+def int4_weights(model, block_size):
+    """int4 weights through ONNX Runtime's own quantizer; returns the new ModelProto.
+
+    ``MatMulNBits`` takes every weight MatMul (symmetric int4 in blocks of ``block_size`` inputs, int8
+    compute: ``accuracy_level`` 4, ORT's fastest on x86 and ARM CPUs), ``GatherBlockQuantized`` the
+    embedding tables (blocks of :data:`ONNX_INT4_TABLE_BLOCK`, whose float32 scales cost less than
+    blocks of 32 would). Activation x activation products (attention) stay float.
+
+    Args:
+        model: the float ``onnx.ModelProto`` from :func:`convert`.
+        block_size (int): the weight MatMuls' block (16 to 256, a power of two).
+
+    Example:
+        >>> int4_weights(float_model, 32)  # doctest: +SKIP
+        <onnx.ModelProto>
+    """
+    # Imported here, inside quantize()'s _quiet_root_logger: the module calls logging.basicConfig at import, which
+    # made every later tf2onnx INFO line of the process print to stderr.
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    for op, axis, block in (("Gather", 1, ONNX_INT4_TABLE_BLOCK), ("MatMul", 0, block_size)):
+        config = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=True, accuracy_level=4,
+                                              op_types_to_quantize=(op,), quant_axes=((op, axis),))
+        quantizer = MatMulNBitsQuantizer(model, algo_config=config)
+        quantizer.process()
+        model = quantizer.model.model
+    return model
+
+
 def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, keep_float_ops=(),
              keep_float_layers=(), per_channel=True, activation_scales=None):
     """Quantizes a float ONNX ModelProto with ONNX Runtime; returns the new ModelProto.
@@ -199,6 +233,9 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                           f"{mode.refused['keep_float:onnx']}")
     if settings.method == "float16":
         return float16_weights(model)
+    if settings.method == "int4":
+        with _quiet_root_logger():
+            return int4_weights(model, settings.block_size)
     exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
@@ -272,14 +309,19 @@ def _input_dtypes(model):
 
 @contextlib.contextmanager
 def _quiet_root_logger():
-    """ONNX Runtime's quantizer logs advice ("consider pre-processing", opset upgrades) on the root logger."""
-    root = logging.getLogger()
-    level = root.level
+    """ONNX Runtime's quantizer logs advice ("consider pre-processing", opset upgrades) on the root logger, and
+    its int4 module (``matmul_nbits_quantizer``) calls ``logging.basicConfig`` at import and logs each skipped
+    node on its own logger: the root's handlers and level, and that logger's level, are put back afterwards."""
+    root, nbits = logging.getLogger(), logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
+    handlers, level, nbits_level = list(root.handlers), root.level, nbits.level
     root.setLevel(logging.ERROR)
+    nbits.setLevel(logging.ERROR)
     try:
         yield
     finally:
+        root.handlers[:] = handlers
         root.setLevel(level)
+        nbits.setLevel(nbits_level)
 
 
 def float16_weights(model):

@@ -1,87 +1,33 @@
 """Graph clean-up of tf2onnx output before ONNX Runtime sees it: fewer nodes, same numbers.
 
-Why: tf2onnx lowers every Keras ``Dense`` on a ``[batch, seq, in]`` tensor to
-``Reshape([batch*seq, in]) -> MatMul -> Reshape([batch, seq, out])``, so a
-float32 MobileBERT arrives with 722 Reshape nodes among 2,300, and ONNX
-Runtime runs each as its own kernel. ONNX ``MatMul`` broadcasts over leading
-dimensions and MLAS runs a ``[b, s, k] x [k, n]`` product as one GEMM, so the
-reshapes buy nothing. NoNorm (``x * gamma + beta``, MobileBERT Sec. 4.1)
-after a dense layer with no residual between them is linear in the dense
-output; it folds into the dense weights (``W * gamma``, ``b * gamma + beta``),
-which ORT does not do by itself (its MatMul fusions take a bias Add, not a
-per-channel Mul).
+NoNorm (``x * gamma + beta``, MobileBERT Sec. 4.1) after a dense layer with no residual between them is
+linear in the dense output; it folds into the dense weights (``W * gamma``, ``b * gamma + beta``), which ORT
+does not do by itself (its MatMul fusions take a bias Add, not a per-channel Mul). Nodes left unread are
+dropped.
 
-Both passes read shapes from ``onnx.shape_inference``. With dynamic axes
-(the default ONNX signature, optimum's ``[batch, sequence]``) tf2onnx computes
-each un-flatten shape at run time (``Shape -> Cast -> Slice -> Concat``:
-2,300 of a dynamic MobileBERT's 3,900 nodes), so the shapes are inferred
-twice, with the dynamic dimensions fixed to two different sets of primes
-(:data:`_PROBE_DIMS`) and data propagation on; a Reshape pair is folded only
-where it collapses and restores the leading dimensions under both. Folding
-them in the dynamic graph is also what lets ONNX Runtime fuse the bias Add
-into its quantized kernels (``DynamicQuantizeMatMul``): tf2onnx puts the bias
-after the un-flatten Reshape. The shape computations left unread are dropped.
+The dense-Reshape pass that used to sit here (tf2onnx lowered every Keras ``Dense`` on a ``[batch, seq, in]``
+tensor to ``Reshape -> MatMul -> Reshape``, 722 Reshapes in a float32 MobileBERT) went with the layers that
+made the pairs: every token Dense is a ``TokenDense`` now, one broadcast MatMul (issue 46), and the layers
+name every static dimension (``layers/shapes.py``), so tf2onnx writes no such pair.
 
 Example:
     >>> counts = simplify(model)  # doctest: +SKIP
     >>> counts
-    {'reshapes_removed': 602, 'affine_folded': 48}
+    {'affine_folded': 48}
 """
 
-import math
-
 import numpy as np
-from onnx import numpy_helper, shape_inference
-
-# Values given to each dynamic input dimension (``dim_param``) in the two shape probes: distinct primes, so a
-# Reshape target that only looks right at one size (7 rows read as a batch of 7) cannot pass both.
-_PROBE_DIMS = ((3, 7, 11, 13), (5, 17, 19, 23))
-
+from onnx import numpy_helper
 
 def simplify(model):
-    """Applies both passes in place; returns what each changed.
+    """Folds NoNorm into the dense weights and drops unread nodes, in place; returns what changed.
 
     Args:
         model: an ``onnx.ModelProto`` from tf2onnx (float, before quantization).
     """
-    removed = fold_dense_reshapes(model)
     folded = fold_affine_into_matmul(model)
-    return {"reshapes_removed": removed, "affine_folded": folded}
-
-
-def _static_shapes(model):
-    inferred = shape_inference.infer_shapes(model, data_prop=True)
-    shapes = {}
-    graph = inferred.graph
-    for value in list(graph.value_info) + list(graph.input) + list(graph.output):
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
-        shapes[value.name] = dims if dims and None not in dims else None
-    return shapes
-
-
-def _shape_probes(model):
-    """Static shapes of every tensor: one dict for a static model, one per :data:`_PROBE_DIMS` set otherwise."""
-    names = []
-    for value in model.graph.input:
-        for dim in value.type.tensor_type.shape.dim:
-            label = dim.dim_param or "?"
-            if not dim.HasField("dim_value") and label not in names:
-                names.append(label)
-    if not names:
-        return [_static_shapes(model)]
-    if len(names) > len(_PROBE_DIMS[0]):
-        return []  # more open dimensions than probe values: leave the graph as it is
-    probes = []
-    for values in _PROBE_DIMS:
-        fixed = type(model)()
-        fixed.CopyFrom(model)
-        size = dict(zip(names, values))
-        for value in fixed.graph.input:
-            for dim in value.type.tensor_type.shape.dim:
-                if not dim.HasField("dim_value"):
-                    dim.dim_value = size[dim.dim_param or "?"]
-        probes.append(_static_shapes(fixed))
-    return probes
+    _drop_dead_nodes(model.graph)
+    return {"affine_folded": folded}
 
 
 def _index(graph):
@@ -91,61 +37,6 @@ def _index(graph):
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     return producer, consumers
-
-
-def fold_dense_reshapes(model):
-    """Feeds each dense ``MatMul`` its N-D input directly; returns the number of Reshape nodes removed.
-
-    ``Reshape(x: [..., k] -> [prod, k]) -> MatMul(W) -> Reshape(-> [..., n])``
-    becomes ``MatMul(x, W)``. A trailing Reshape to another shape (the split
-    into attention heads) stays, now applied to the N-D product.
-    """
-    graph = model.graph
-    probes = _shape_probes(model)
-    if not probes:
-        return 0
-    initializers = {init.name for init in graph.initializer}
-    producer, consumers = _index(graph)
-    outputs = {o.name for o in graph.output}
-    dropped = set()
-
-    def collapses(flatten, matmul):
-        for shapes in probes:
-            x_shape, flat_shape = shapes.get(flatten.input[0]), shapes.get(flatten.output[0])
-            if not x_shape or len(x_shape) < 3 or flat_shape != [math.prod(x_shape[:-1]), x_shape[-1]]:
-                return False
-            if not shapes.get(matmul.output[0]):
-                return False
-        return True
-
-    def restores(flatten, matmul, unflatten):
-        for shapes in probes:
-            x_shape, out_shape = shapes[flatten.input[0]], shapes[matmul.output[0]]
-            if shapes.get(unflatten.output[0]) != list(x_shape[:-1]) + [out_shape[-1]]:
-                return False
-        return True
-
-    for matmul in graph.node:
-        if matmul.op_type != "MatMul" or matmul.input[1] not in initializers:
-            continue
-        flatten = producer.get(matmul.input[0])
-        if flatten is None or flatten.op_type != "Reshape" or not collapses(flatten, matmul):
-            continue
-        users = consumers.get(matmul.output[0], [])
-        if matmul.output[0] in outputs or not users or any(u.op_type != "Reshape" for u in users):
-            continue  # someone reads the 2-D product itself
-        matmul.input[0] = flatten.input[0]
-        for unflatten in users:
-            if restores(flatten, matmul, unflatten) and unflatten.output[0] not in outputs:
-                _rewire(graph, unflatten.output[0], matmul.output[0])
-                dropped.add(id(unflatten))
-    reshapes = sum(n.op_type == "Reshape" for n in graph.node)
-    keep = [n for n in graph.node if id(n) not in dropped]
-    del graph.node[:]
-    graph.node.extend(keep)
-    _drop_dead_nodes(graph)  # the flattens, now unread, and the shape computations of the removed Reshapes
-    _drop_unused_initializers(graph)
-    return reshapes - sum(n.op_type == "Reshape" for n in graph.node)
 
 
 def fold_affine_into_matmul(model):
@@ -234,16 +125,8 @@ def _split_const(node, const):
     return None, None
 
 
-def _rewire(graph, old, new):
-    for node in graph.node:
-        for i, name in enumerate(node.input):
-            if name == old:
-                node.input[i] = new
-
-
 def _drop_dead_nodes(graph):
-    """Removes nodes none of whose outputs is read (the flatten Reshapes and the shape computations that fed
-    only removed Reshapes), repeating until none is left."""
+    """Removes nodes none of whose outputs is read, repeating until none is left."""
     outputs = {o.name for o in graph.output}
     while True:
         read = {name for node in graph.node for name in node.input} | outputs

@@ -433,7 +433,6 @@ def parse_thresholds(items):
 
 # Command-line text -> field value, per kind (argparse has already applied type= and choices=).
 _FROM_CLI = {
-    "negated": lambda value: not value,
     "csv": _split,
     "csv-or-none": lambda text: None if text is None else (() if text.strip().lower() == "none" else _split(text)),
     "thresholds": parse_thresholds,
@@ -457,10 +456,10 @@ def add_arguments(parser, schema=None):
         kind, kwargs = meta["kind"], {}
         if meta["help"]:
             kwargs["help"] = meta["help"]
-        if kind in ("switch", "negated"):
-            kwargs["action"] = "store_true"
-            if kind == "switch":
-                kwargs["default"] = f.default  # None: the format decides (dynamic_axes)
+        if kind == "switch":
+            kwargs.update(action="store_true", default=f.default)  # None: the format decides (dynamic_axes)
+        elif kind == "negated":
+            kwargs.update(action="store_false", default=f.default)  # --no-x stores x = False: the field's own value
         elif kind == "thresholds":
             kwargs.update(action="append", default=[], metavar="KEY=VALUE")
         elif kind == "source":

@@ -105,6 +105,28 @@ def input_layout(options, task=None):
     return bool(dynamic), mask
 
 
+def pooling_notes(options, declared_pooling):
+    """The notes of an export whose ``--pooling`` / ``--normalize`` contradict the checkpoint's declaration: it
+    is honoured, and the export says what the checkpoint declares (it said nothing).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> pooling_notes(NS(pooling="cls", normalize=None, name_of=lambda n: f"--{n}"), NS(mode="mean", normalize=True))
+        ['--pooling cls replaces the mean pooling the checkpoint declares (modules.json): its vectors will differ from the checkpoint's']
+    """
+    if declared_pooling is None:
+        return []
+    notes = []
+    if options.pooling not in ("auto", declared_pooling.mode):
+        notes.append(f"{options.name_of('pooling')} {options.pooling} replaces the {declared_pooling.mode} pooling the "
+                     "checkpoint declares (modules.json): its vectors will differ from the checkpoint's")
+    if options.normalize is not None and bool(options.normalize) != bool(declared_pooling.normalize):
+        declared = "a Normalize module" if declared_pooling.normalize else "no Normalize module"
+        notes.append(f"{options.name_of('normalize')} {str(options.normalize).lower()} overrides the checkpoint, "
+                     f"which declares {declared} (modules.json)")
+    return notes
+
+
 def decide_task(options, architecture, declared_pooling=None, num_outputs=None):
     """``(task, pooling, normalize)`` of an export of a source with ``architecture``.
 

@@ -149,21 +149,33 @@ def recording_calls(cls, layers):
         ...     encoder(arrays, training=False)
         >>> (x, y), = records[id(norm)]  # doctest: +SKIP
     """
-    original = cls.call
+    # The class of each recorded layer is patched too: a subclass with its own call (TokenDense, a Dense on token
+    # tensors) does not go through cls.call. Originals are read before any patch, so none records twice.
+    classes = [cls] + [c for c in dict.fromkeys(type(layer) for layer in layers) if c is not cls]
+    own = {c: c.__dict__.get("call") for c in classes}
+    originals = {c: c.call for c in classes}
     wanted = {id(layer): layer for layer in layers}
     records = {key: [] for key in wanted}
 
-    def call(self, inputs, *args, **kwargs):
-        outputs = original(self, inputs, *args, **kwargs)
-        if id(self) in wanted and tf.executing_eagerly():
-            records[id(self)].append((np.asarray(inputs), np.asarray(outputs)))
-        return outputs
+    def patched(original):
+        def call(self, inputs, *args, **kwargs):
+            outputs = original(self, inputs, *args, **kwargs)
+            if id(self) in wanted and tf.executing_eagerly():
+                records[id(self)].append((np.asarray(inputs), np.asarray(outputs)))
+            return outputs
 
-    cls.call = call
+        return call
+
+    for c in classes:
+        c.call = patched(originals[c])
     try:
         yield records
     finally:
-        cls.call = original
+        for c in classes:
+            if own[c] is None:
+                del c.call
+            else:
+                c.call = own[c]
 
 
 # Rows per forward pass while recording. Recording the whole data set at once kept every LayerNorm's

@@ -15,6 +15,8 @@ sublayer kind, found by name:
 - ``TrigramEmbeddingQuantizeConfig``: the word table (an int8 GATHER), the
   trigram ``embedding_transformation`` kernel, and the output.
 - ``TransformerBlockQuantizeConfig``: every sublayer's weights, the block output.
+- ``TokenDenseQuantizeConfig``: a task head's TokenDense (token and span logits): its kernel and output, as
+  tfmot's registry does for a Dense (which knows Dense by its exact class, not a subclass).
 
 Kernels use per-tensor symmetric 8-bit fake quantization (as tfmot's own
 Dense config), outputs moving-average asymmetric 8-bit ranges. Ops inside a
@@ -39,6 +41,7 @@ from mobilebert_kit.layers.feed_forward import FeedForward
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention
 from mobilebert_kit.layers.no_norm import NoNorm
 from mobilebert_kit.layers.projection_norm import ProjectionNorm
+from mobilebert_kit.layers.token_dense import TokenDense
 from mobilebert_kit.layers.token_embedding import TokenEmbedding
 from mobilebert_kit.layers.transformer_block import TransformerBlock
 
@@ -189,6 +192,16 @@ class TrigramEmbeddingQuantizeConfig(_SublayerConfig):
         super().set_quantize_weights(layer, quantize_weights[1:])
 
 
+class TokenDenseQuantizeConfig(_SublayerConfig):
+    """TokenDense at the top level (a task head): its own kernel, its output."""
+
+    def get_weights_and_quantizers(self, layer):
+        return [(layer.kernel, _kernel_quantizer())]
+
+    def set_quantize_weights(self, layer, quantize_weights):
+        layer.kernel = quantize_weights[0]
+
+
 class TransformerBlockQuantizeConfig(_SublayerConfig):
     """TransformerBlock: the weights of every sublayer (by name), the block output."""
 
@@ -218,7 +231,7 @@ class TransformerBlockQuantizeConfig(_SublayerConfig):
 
 CONFIG_CLASSES = (
     BottleneckQuantizeConfig, AttentionQuantizeConfig, FeedForwardQuantizeConfig, NoNormQuantizeConfig,
-    TrigramEmbeddingQuantizeConfig, TransformerBlockQuantizeConfig,
+    TrigramEmbeddingQuantizeConfig, TransformerBlockQuantizeConfig, TokenDenseQuantizeConfig,
 )
 
 
@@ -231,7 +244,7 @@ def _config_for(layer):
     table = {
         TransformerBlock: TransformerBlockQuantizeConfig, TokenEmbedding: TrigramEmbeddingQuantizeConfig,
         ProjectionNorm: BottleneckQuantizeConfig, MultiHeadAttention: AttentionQuantizeConfig,
-        FeedForward: FeedForwardQuantizeConfig, NoNorm: NoNormQuantizeConfig,
+        FeedForward: FeedForwardQuantizeConfig, NoNorm: NoNormQuantizeConfig, TokenDense: TokenDenseQuantizeConfig,
     }
     for cls, config in table.items():
         if type(layer) is cls:
@@ -241,8 +254,8 @@ def _config_for(layer):
 
 def _scope():
     objects = {c.__name__: _registered(c) for c in CONFIG_CLASSES}
-    objects.update({c.__name__: c for c in (FeedForward, MultiHeadAttention, NoNorm, ProjectionNorm, TokenEmbedding,
-                                            TransformerBlock)})
+    objects.update({c.__name__: c for c in (FeedForward, MultiHeadAttention, NoNorm, ProjectionNorm, TokenDense,
+                                            TokenEmbedding, TransformerBlock)})
     return _tfmot().quantization.keras.quantize_scope(objects)
 
 

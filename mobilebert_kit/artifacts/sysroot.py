@@ -35,7 +35,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -44,6 +46,7 @@ from pathlib import Path
 
 from mobilebert_kit.errors import EmulationError, first_line
 from mobilebert_kit.utils import kernel_lock
+from mobilebert_kit.utils.structured import load_json
 
 # Where Debian's packages come from; MBK_DEBIAN_MIRROR replaces the main archive (a local mirror, a proxy).
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -52,7 +55,7 @@ DEBIAN_SUITE = "bookworm"  # Debian 12: its QEMU (7.2) and Python (3.11) are the
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 # Not needed to run Python from an unpacked root (they are what dpkg itself needs to install packages).
 _PACKAGING_TOOLS = {"dpkg", "perl", "perl-base", "perl-modules-5.36", "libperl5.36", "tar", "install-info"}
-_LAYOUT_VERSION = 1  # bump when the directory's layout changes, so an old cache is never read as a new one
+_LAYOUT_VERSION = 2  # 2: the manifest lists every file and its size. Bump when the directory's layout changes, so an old cache is never read as a new one
 
 
 def cache_root():
@@ -153,17 +156,22 @@ def ensure_sysroot(spec, say=None):
     parent = cache_root() / "emulation"
     final = parent / spec.name
     if (final / "manifest.json").is_file():
-        return Sysroot(final, spec)
+        return Sysroot(_checked(final), spec)
+    unwritable = "; set MBK_CACHE_DIR to a writable directory"
     try:
         parent.mkdir(parents=True, exist_ok=True)
+        lock = parent / f".{spec.name}.lock"
+        lock.touch(exist_ok=True)
     except OSError as err:
-        raise EmulationError(f"cannot create the emulation cache {parent}: {first_line(err)}; set MBK_CACHE_DIR "
-                             "to a writable directory") from err
-    with _build_lock(parent / f".{spec.name}.lock", say):
+        raise EmulationError(f"cannot write the emulation cache {parent}: {first_line(err)}{unwritable}") from err
+    with _build_lock(lock, say):
         if (final / "manifest.json").is_file():  # built by the run we waited for
-            return Sysroot(final, spec)
+            return Sysroot(_checked(final), spec)
         _remove_leftovers(parent, spec.name)  # we hold the lock: any temporary is a killed build's
-        tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.building-", dir=parent))
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.building-", dir=parent))
+        except OSError as err:
+            raise EmulationError(f"cannot write the emulation cache {parent}: {first_line(err)}{unwritable}") from err
         try:
             _build(spec, tmp, say)
             if final.exists():  # a directory without a manifest: not ours to trust, not a finished build
@@ -174,10 +182,41 @@ def ensure_sysroot(spec, say=None):
     return Sysroot(final, spec)
 
 
+def seal(entry, manifest):
+    """Writes ``entry``'s manifest, last: the entry is complete. It lists every regular file and its size, so
+    that a file lost or cut short later is found before the emulated runtime trips over it (:func:`_checked`)."""
+    files = {}
+    for folder, _, names in os.walk(entry):  # links (each CPU root's into the shared sysroot) are not followed
+        for name in names:
+            path = Path(folder) / name
+            if path.is_file() and not path.is_symlink():
+                files[str(path.relative_to(entry))] = path.stat().st_size
+    (entry / "manifest.json").write_text(json.dumps({**manifest, "files": files}, indent=2))
+
+
+def _checked(entry):
+    """``entry``, once every file its manifest lists is there with its size; else an EmulationError naming the
+    damage and the command that rebuilds it (it was blamed on the runtime, with no fix)."""
+    rebuild = f"rebuild it: rm -rf {shlex.quote(str(entry))}, then run the command again (it builds the entry anew)"
+    manifest = load_json(entry / "manifest.json", f"the manifest of the emulation cache entry {entry}", expect=dict,
+                         error=EmulationError, fix=rebuild)
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise EmulationError(f"the emulation cache entry {entry} is damaged (its manifest lists no files); {rebuild}")
+    for name, size in files.items():
+        try:
+            info = os.lstat(entry / name)
+        except OSError:
+            raise EmulationError(f"the emulation cache entry {entry} is damaged ({name} is missing); {rebuild}") from None
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            raise EmulationError(f"the emulation cache entry {entry} is damaged ({name} has {info.st_size} bytes, "
+                                 f"{size} when it was built); {rebuild}")
+    return entry
+
+
 @contextlib.contextmanager
 def _build_lock(path, say):
     """Holds the build lock at ``path``, waiting (and saying so once) while another run builds."""
-    path.touch(exist_ok=True)
     fd = kernel_lock.hold(path)
     if fd is None:
         say(f"waiting for another run that is building the emulation cache ({path.parent}) ...")
@@ -254,7 +293,7 @@ def _build(spec, tmp, say):
     seconds = time.perf_counter() - start
     manifest = {"spec": dataclasses.asdict(spec), "packages": sorted(packages), "mirror": mirror,
                 "built_seconds": round(seconds, 1), "layout": _LAYOUT_VERSION}
-    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))  # last: the entry is complete
+    seal(tmp, manifest)  # last: the entry is complete
     say(f"  built in {seconds:.0f} s ({_megabytes(tmp)} MB)")
 
 
