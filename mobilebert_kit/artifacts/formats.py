@@ -48,6 +48,8 @@ class ArtifactFormat:
             the clients' ``BertPreprocessor`` fills all three); else only what the checkpoint's tokenizer returns
             (ONNX, as optimum's exports).
         quantized_io (bool): ``--io-type int8`` can write int8 inputs / outputs in this format.
+        contrib_ops (bool): operators carry a domain, and those outside the standard one (onnxruntime's
+            ``com.microsoft``) need the runtime's full package: ``mbk inspect`` names them.
 
     Example:
         >>> FORMATS["tflite"].dynamic_axes
@@ -71,6 +73,7 @@ class ArtifactFormat:
     clips_in_graph: bool
     every_input: bool
     quantized_io: bool
+    contrib_ops: bool
 
     @property
     def litert(self):
@@ -100,10 +103,10 @@ FORMATS = {f.name: f for f in (
                    runtimes=("interpreter", "compiled_model"), runtime_package="ai-edge-litert",
                    emulated_kernels="XNNPACK", client_metadata=True, xnnpack=True, on_device=True, open_dim="-1",
                    input_dtype="int32", dynamic_axes=("sequence",), open_by_default=False, clips_in_graph=True,
-                   every_input=True, quantized_io=True),
+                   every_input=True, quantized_io=True, contrib_ops=False),
     ArtifactFormat("onnx", suffix=".onnx", label="ONNX", magic=None,
                    runtimes=("onnxruntime",), runtime_package="onnxruntime",
                    emulated_kernels="CPU provider", client_metadata=False, xnnpack=False, on_device=False,
                    open_dim="name", input_dtype="int64", dynamic_axes=("batch", "sequence"), open_by_default=True,
-                   clips_in_graph=False, every_input=False, quantized_io=False),
+                   clips_in_graph=False, every_input=False, quantized_io=False, contrib_ops=True),
 )}

@@ -100,7 +100,7 @@ class ArtifactInfo:
         )
         if self.float_ops:
             lines.append("float ops: " + ", ".join(f"{escape(op)} x{n}" for op, n in sorted(self.float_ops.items())))
-        if self.format == "onnx":
+        if FORMATS[self.format].contrib_ops:
             lines.append(self._contrib_line())
         left = {k: v for k, v in self.variant_ops().items() if v}
         lines.append("layer_norm/gelu ops: " + (str(left) if left else "none"))
