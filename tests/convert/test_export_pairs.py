@@ -5,36 +5,62 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-
-ROUNDS = 2
-
-
-def _start(out, seq_len):
-    return subprocess.Popen([sys.executable, "-m", "mobilebert_kit.cli.main", "export", "tiny-bert", "--format", "onnx",
-                             "--task", "embedding", "--pooling", "mean", "--seq-len", str(seq_len), "--no-validate",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+from mobilebert_kit.convert.errors import ExportError
 
 
-def test_two_exports_into_one_new_out_give_one_whole_pair_and_one_refusal(tmp_path):
-    """Both began with no OUT; the one that installs second finds OUT replaced since it began and refuses in one
-    line, keeping the other's pair (before: both said "wrote", and a file could stand beside the other's report)."""
-    for round_ in range(ROUNDS):
-        out = tmp_path / f"m{round_}.onnx"
-        runs = [_start(out, 16), _start(out, 32)]
-        done = [(run.wait(timeout=600), *run.communicate()) for run in runs]
-        codes = sorted(code for code, _, _ in done)
-        assert codes == [0, 2], done
-        wrote = [stdout for code, stdout, _ in done if code == 0]
-        refused = [stderr for code, _, stderr in done if code == 2][0]
-        assert sum("wrote" in stdout for _, stdout, _ in done) == 1
-        # (tf2onnx logs its INFO lines to stderr before the refusal; the error itself is one line)
-        assert "another export wrote" in refused.strip().splitlines()[-1] and "Traceback" not in refused
-        # The pair on disk is one writer's: the report describes the file beside it.
-        report = json.loads((tmp_path / f"{out.name}.report.json").read_text())
-        meta = read_artifact_metadata(out)
-        assert report["size_bytes"] == out.stat().st_size
-        assert meta["planned_seq_len"] == report["seq_len"] and f"{report['seq_len']} tokens" in wrote[0]
-        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(f"m{round_}")) == \
-            [out.name, f"{out.name}.report.json"]  # no temporary left behind
+def _options(out, seq_len):
+    from mobilebert_kit.convert.exporter import ExportOptions
+
+    return ExportOptions("tiny-bert", "onnx", "none", out=str(out), task="embedding", pooling="mean", seq_len=seq_len,
+                         validate=False)
+
+
+def _pair_is_one_writers(out):
+    report = json.loads(out.with_name(f"{out.name}.report.json").read_text())
+    assert report["size_bytes"] == out.stat().st_size
+    assert read_artifact_metadata(out)["planned_seq_len"] == report["seq_len"]
+    return report["seq_len"]
+
+
+def test_an_export_whose_new_out_another_wrote_meanwhile_refuses_and_keeps_that_pair(tmp_path, monkeypatch):
+    """Deterministic interleaving: export B runs whole while export A is about to install. A began with no OUT,
+    finds B's pair, and refuses in one line; B's file and report stay together (before: A's file beside B's
+    report, and both said "wrote")."""
+    from mobilebert_kit.convert import exporter
+    from mobilebert_kit.utils import atomic
+
+    out = tmp_path / "m.onnx"
+    real_hold, ran = atomic._InstallLock.hold, []
+
+    def hold_after_another_export(lock):
+        if not ran:
+            ran.append("B")  # before B runs: B's own install must take the lock, not start a third export
+            exporter.export(_options(out, 32), log=None)  # B, start to finish
+        return real_hold(lock)
+
+    monkeypatch.setattr(atomic._InstallLock, "hold", hold_after_another_export)
+    with pytest.raises(ExportError, match="another export wrote .* while this one ran") as caught:
+        exporter.export(_options(out, 16), log=None)  # A
+    assert "\n" not in str(caught.value)
+    assert _pair_is_one_writers(out) == 32
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.report.json"]  # no temporary left
+
+
+def test_two_real_exports_into_one_new_out_leave_one_writers_pair(tmp_path):
+    """Two processes at once: one installs, and the other either refuses in one line (it began before the first
+    installed) or, had it begun after, replaces the pair whole. Never a file beside the other's report."""
+    out = tmp_path / "m.onnx"
+    runs = [subprocess.Popen([sys.executable, "-m", "mobilebert_kit.cli.main", "export", "tiny-bert", "--format", "onnx",
+                              "--task", "embedding", "--pooling", "mean", "--seq-len", str(n), "--no-validate",
+                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}) for n in (16, 32)]
+    done = [(run.wait(timeout=600), *run.communicate()) for run in runs]
+    assert all(code in (0, 2) for code, _, _ in done) and any(code == 0 for code, _, _ in done), done
+    for code, _, stderr in done:
+        if code == 2:
+            assert "another export wrote" in stderr.strip().splitlines()[-1] and "Traceback" not in stderr
+    _pair_is_one_writers(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.report.json"]
