@@ -142,7 +142,7 @@ class ModelInfo:
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
         self.static_seq_len = _static_seq_len(self.inputs)
         self.metadata = _mbk_metadata(self.path)
-        self.max_seq_len = _positive(self.metadata.get("max_seq_len"))
+        self.max_seq_len = self.metadata.get("max_seq_len")  # bounded where it is read (metadata.BOUNDED)
 
     def feed_vocab(self, given=None):
         """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's.
@@ -207,10 +207,6 @@ def _mbk_metadata(path):
         return read_artifact_metadata(path)
     except ArtifactError as err:
         raise ProfilerError(str(err)) from err
-
-
-def _positive(value):
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _static_seq_len(inputs):
