@@ -116,9 +116,8 @@ def deployment_files(source_dir, model):
     from mobilebert_kit.data.text_tokenizer import check_tokenizer_fits, tokenizer_of
     from mobilebert_kit.data.class_names import LABELLED_HEADS
     from mobilebert_kit.data.vocab import read_tokenizer_files
-    from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.sources.model_source import read_labels
-    from mobilebert_kit.sources.pooling import FIX as POOLING_FIX, read_pooling
+    from mobilebert_kit.sources.pooling import read_pooling
 
     encoder = getattr(model, "encoder", model)
     # The one reading of the checkpoint's tokenizer files (checked against each other) is what is carried.
@@ -127,11 +126,7 @@ def deployment_files(source_dir, model):
     check_tokenizer_fits(tokenizer, encoder.config["vocab_size"], "the model")
     # A pipeline mbk cannot export (a Dense projection, max pooling, ...) is refused, naming the module: a model
     # written without it exported vectors of another width or meaning than the checkpoint's, without a word.
-    try:
-        pooling = read_pooling(source_dir)
-    except ConfigError as err:
-        # read_pooling's fix names `mbk export --pooling`; an import has no such option.
-        raise ConfigError(str(err).replace(POOLING_FIX, IMPORT_FIX)) from None
+    pooling = read_pooling(source_dir, fix=IMPORT_FIX)
     labels = []
     if getattr(model, "architecture", None) in LABELLED_HEADS:
         labels = read_labels(source_dir, getattr(model, "head_config", {}).get("num_labels"))

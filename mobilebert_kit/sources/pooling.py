@@ -94,11 +94,13 @@ class Pooling:
         return {"mode": self.mode, "normalize": self.normalize}
 
 
-def read_pooling(directory):
+def read_pooling(directory, fix=FIX):
     """The pooling a sentence-transformers checkpoint declares, or None when ``directory`` is not one.
 
     Args:
         directory (str | os.PathLike): the checkpoint directory.
+        fix (str): what a refusal of an unsupported declaration tells the user to do (:data:`FIX`, the export's;
+            ``mbk import`` has no ``--pooling`` and says its own).
 
     Returns:
         Pooling | None: None when the directory has no ``modules.json``.
@@ -124,7 +126,7 @@ def read_pooling(directory):
     names = [kind for kind, _ in kinds]
     if "Pooling" not in names:
         raise ConfigError(f"{_where(modules_path)} declares no Pooling module (modules: {', '.join(names) or 'none'}); "
-                          f"{FIX}")
+                          f"{fix}")
     expected = (["Transformer"] if names[:1] == ["Transformer"] else []) + ["Pooling"]
     rest = names[len(expected):]
     if names[:len(expected)] != expected or rest not in ([], ["Normalize"]):
@@ -132,11 +134,11 @@ def read_pooling(directory):
         what = (f"a {', '.join(dict.fromkeys(others))} module" if others
                 else f"the module order {' -> '.join(names)}")
         raise ConfigError(f"{_where(modules_path)} declares {what}; mobilebert-kit exports Transformer -> Pooling "
-                          f"[-> Normalize] only: {FIX}")
+                          f"[-> Normalize] only: {fix}")
     pooling_dir = kinds[names.index("Pooling")][1]
     config_path = _inside(directory, pooling_dir, modules_path) / "config.json"
     config = _load(config_path, directory, dict)
-    return Pooling(_mode(config, config_path), normalize=bool(rest))
+    return Pooling(_mode(config, config_path, fix), normalize=bool(rest))
 
 
 def _module_kind(module, index, modules_path):
@@ -160,7 +162,7 @@ POOLING_MODES = {"mean": "mean", "cls": "cls", "max": None, "mean_sqrt_len_token
                  "lasttoken": None}
 
 
-def _mode_field(value, config_path):
+def _mode_field(value, config_path, fix):
     """The pooling of sentence-transformers 5's ``pooling_mode`` field (a name or a list of names)."""
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
@@ -168,18 +170,18 @@ def _mode_field(value, config_path):
                           f"{escape(repr(value))[:80]}; fix the pooling config")
     if len(names) > 1:
         raise ConfigError(f"{_where(config_path)} declares several pooling modes at once "
-                          f"({escape(', '.join(names))}); mobilebert-kit exports one of mean, cls: {FIX}")
+                          f"({escape(', '.join(names))}); mobilebert-kit exports one of mean, cls: {fix}")
     name = names[0]
     if POOLING_MODES.get(name) is None:
         raise ConfigError(f"{_where(config_path)} declares {escape(name)} pooling, which mobilebert-kit does not "
-                          f"export (mean and cls only); {FIX}")
+                          f"export (mean and cls only); {fix}")
     return POOLING_MODES[name]
 
 
-def _mode(config, config_path):
+def _mode(config, config_path, fix):
     """``"mean"`` or ``"cls"`` from a Pooling config, refusing every other or combined mode."""
     if "pooling_mode" in config:
-        return _mode_field(config["pooling_mode"], config_path)
+        return _mode_field(config["pooling_mode"], config_path, fix)
     chosen = []
     for key, value in config.items():
         if key not in POOLING_KEYS:
@@ -192,13 +194,13 @@ def _mode(config, config_path):
     if len(chosen) != 1:
         declared = ", ".join(_UNSUPPORTED_NAMES.get(k) or POOLING_KEYS[k] for k in chosen) or "none set"
         raise ConfigError(f"{_where(config_path)} declares {'several pooling modes at once' if chosen else 'no pooling mode'}"
-                          f" ({declared}); mobilebert-kit exports one of mean, cls: {FIX}")
+                          f" ({declared}); mobilebert-kit exports one of mean, cls: {fix}")
     key = chosen[0]
     mode = POOLING_KEYS[key]
     if mode is None:
         name = _UNSUPPORTED_NAMES[key]
         raise ConfigError(f"{_where(config_path)} declares {name} pooling, which mobilebert-kit does not export "
-                          f"(mean and cls only); {FIX}")
+                          f"(mean and cls only); {fix}")
     return mode
 
 
