@@ -12,6 +12,15 @@ Example:
 
 from dataclasses import dataclass
 
+from mobilebert_kit.utils.limits import Limit
+
+# The shapes a file of any format is planned at, bounded alike wherever they are given or read back: every
+# command's --seq-len, --batch-size and --vocab-size, a recipe's keys, a file's mbk_metadata (metadata.BOUNDED).
+# 8192 tokens is 16x BERT's 512 positions; longer builds an attention matrix of > 256 MiB per head.
+SEQ_LEN = Limit(int, 2, 8192)
+BATCH_SIZE = Limit(int, 1, 65536)
+VOCAB_SIZE = Limit(int, 2, 10_000_000)
+
 
 @dataclass(frozen=True)
 class ArtifactFormat:

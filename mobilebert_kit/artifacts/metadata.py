@@ -9,15 +9,16 @@ for ``mbk validate``, the exporter and the profiler alike.
 from pathlib import Path
 
 from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.artifacts.formats import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE
 from mobilebert_kit.artifacts.reader import read_artifact
-from mobilebert_kit.utils.limits import LIMITS, within
+from mobilebert_kit.utils.limits import within
 from mobilebert_kit.utils.structured import load_json
 
 METADATA_JSON = "mbk_metadata"
 METADATA_VOCAB = "mbk_vocab"
 # The lengths, sizes and counts of a file's mbk_metadata that readers size work by, with their bounds.
-BOUNDED = {"seq_len": LIMITS["seq_len"], "planned_seq_len": LIMITS["seq_len"], "max_seq_len": LIMITS["seq_len"],
-           "batch_size": LIMITS["batch_size"], "vocab_size": LIMITS["vocab_size"]}
+BOUNDED = {"seq_len": SEQ_LEN, "planned_seq_len": SEQ_LEN, "max_seq_len": SEQ_LEN, "batch_size": BATCH_SIZE,
+           "vocab_size": VOCAB_SIZE}
 
 # The length a file runs at when neither the user, nor its own inputs, nor its export's plan fix one: the
 # paper's setting (MobileBERT, Table 6), within the position table the file records (a tiny model has 64 rows).

@@ -1,5 +1,6 @@
 """``mbk distill``: progressive knowledge transfer and pre-training distillation of a student."""
 
+from mobilebert_kit.training.finetune_config import TRAINING_LIMITS
 from mobilebert_kit.training.strategies import STRATEGY_HELP
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
@@ -64,7 +65,7 @@ def register(subparsers):
                         help=f"tf.distribute strategy: {STRATEGY_HELP}. With multi_worker only the chief writes --out; "
                         "--batch-size is the global batch")
     for flag, dest, kind, text in _OPTIONS:
-        parser.add_argument(flag, dest=dest, type=number_option(dest) if kind in (int, float) else kind, default=None,
+        parser.add_argument(flag, dest=dest, type=number_option(TRAINING_LIMITS[dest]) if kind in (int, float) else kind, default=None,
                             help=text)
     parser.set_defaults(func=run)
 

@@ -1,5 +1,7 @@
 """``mbk evaluate``: task metrics of a fine-tuned model directory or an exported file, alone or side by side."""
 
+from mobilebert_kit.artifacts.formats import BATCH_SIZE, SEQ_LEN
+from mobilebert_kit.convert.plan.export_options import EVALUATE_LIMITS
 from mobilebert_kit.training.task_scoring import DEFAULT_MIN_RATIO
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -22,10 +24,10 @@ def register(subparsers):
                         "vocab.txt, such as `mbk substitute` of one), or a .tflite/.onnx file; repeat to compare (the "
                         "first is the reference)")
     parser.add_argument("--data", required=True, type=input_path_option("file"), metavar="FILE", help="labelled evaluation data")
-    parser.add_argument("--batch-size", type=number_option("batch_size"), default=32)
-    parser.add_argument("--limit", type=number_option("limit"), metavar="N",
+    parser.add_argument("--batch-size", type=number_option(BATCH_SIZE), default=32)
+    parser.add_argument("--limit", type=number_option(EVALUATE_LIMITS["limit"]), metavar="N",
                         help="score N examples spread evenly over the file (quick runs)")
-    parser.add_argument("--seq-len", type=number_option("seq_len"), metavar="N",
+    parser.add_argument("--seq-len", type=number_option(SEQ_LEN), metavar="N",
                         help="tokens per example for a dynamic-axis .onnx file or a model directory (default: a directory's "
                         "task.json, else 128 within the position table)")
     parser.add_argument("--tokenizer", type=input_path_option("any"), metavar="PATH",
@@ -36,7 +38,7 @@ def register(subparsers):
     parser.add_argument("--label-column", metavar="NAME",
                         help="label column of the table (default: the fine-tune's, from the directory's task.json or "
                         "recorded in the exported file, else label/score/...)")
-    parser.add_argument("--min-ratio", type=number_option("min_ratio"), default=DEFAULT_MIN_RATIO, metavar="R",
+    parser.add_argument("--min-ratio", type=number_option(EVALUATE_LIMITS["min_ratio"]), default=DEFAULT_MIN_RATIO, metavar="R",
                         help="with several --model: each must keep >= R x the first model's headline metric "
                         f"(default {DEFAULT_MIN_RATIO}, MLPerf Mobile's rule)")
     parser.add_argument("--json", action="store_true",

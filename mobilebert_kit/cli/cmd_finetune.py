@@ -2,7 +2,7 @@
 
 import os
 
-from mobilebert_kit.training.finetune_config import FinetuneConfig
+from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
 from mobilebert_kit.training.strategies import STRATEGY_HELP
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
@@ -62,7 +62,7 @@ def register(subparsers):
     parser.add_argument("--text-columns", metavar="A[,B]", help="text column(s) of a table (default: GLUE names)")
     parser.add_argument("--label-column", metavar="NAME", help="label column of a table (default: label/score/...)")
     for flag, dest, kind, text in _OPTIONS:
-        parser.add_argument(flag, dest=dest, type=number_option(dest) if kind in (int, float) else kind, default=None,
+        parser.add_argument(flag, dest=dest, type=number_option(TRAINING_LIMITS[dest]) if kind in (int, float) else kind, default=None,
                             help=f"{text} (default {getattr(FinetuneConfig, dest)})")
     parser.add_argument("--strategy", default="default", metavar="NAME",
                         help=f"tf.distribute strategy: {STRATEGY_HELP}. With multi_worker only the chief writes --out; "
@@ -129,7 +129,7 @@ def run(args):
     from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.errors import DataError, TrainingError
     from mobilebert_kit.training.fine_tuner import FineTuner
-    from mobilebert_kit.training.finetune_config import FinetuneConfig
+    from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
     from mobilebert_kit.training.strategies import make_strategy, quiet_cluster_teardown
 
     stored, stored_config = _stored_inputs(args)

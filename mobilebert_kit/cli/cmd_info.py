@@ -1,5 +1,6 @@
 """``mbk info``: parameters and FLOPs of a preset or saved/imported model."""
 
+from mobilebert_kit.artifacts.formats import SEQ_LEN
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -12,7 +13,7 @@ def register(subparsers):
         "parameters by component and FLOPs (2 x multiply-accumulates of every matrix product) at --seq-len.",
     )
     parser.add_argument("source", type=input_path_option("any", tree=True, or_name=True), metavar="PRESET_OR_DIR", help="preset name or model directory")
-    parser.add_argument("--seq-len", type=number_option("seq_len"), default=None,
+    parser.add_argument("--seq-len", type=number_option(SEQ_LEN), default=None,
                         help="sequence length for FLOPs (default 128, or the model's positions when fewer)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.set_defaults(func=run)

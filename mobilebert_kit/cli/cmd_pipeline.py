@@ -5,6 +5,7 @@ Contract:
                  [--device SERIAL [--adb PATH] [--benchmark-binary PATH] [--trials N]]
 """
 
+from mobilebert_kit.profiler.result import PROFILE_LIMITS
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -29,13 +30,13 @@ def register(subparsers):
                    "or TF1 checkpoint")
     p.add_argument("--out", metavar="DIR", help="output directory (default: the recipe's out_dir)")
     p.add_argument("--force", action="store_true", help="re-run every stage, even unchanged ones")
-    p.add_argument("--runs", type=number_option("runs"), default=20, help="timed runs per artifact and target (default 20)")
-    p.add_argument("--threads", type=number_option("threads"), default=1, help="inference threads when profiling (default 1)")
+    p.add_argument("--runs", type=number_option(PROFILE_LIMITS["runs"]), default=20, help="timed runs per artifact and target (default 20)")
+    p.add_argument("--threads", type=number_option(PROFILE_LIMITS["threads"]), default=1, help="inference threads when profiling (default 1)")
     p.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     p.add_argument("--device", metavar="SERIAL", help="also profile the .tflite files on this Android phone (adb)")
     p.add_argument("--adb", type=input_path_option("file", or_name=True), metavar="PATH", help="adb client to use with --device (default: adb on PATH)")
     p.add_argument("--benchmark-binary", type=input_path_option("file"), metavar="PATH", help="LiteRT benchmark_model for the phone's ABI")
-    p.add_argument("--trials", type=number_option("trials"), default=2, help="benchmark_model invocations per file on the phone (default 2)")
+    p.add_argument("--trials", type=number_option(PROFILE_LIMITS["trials"]), default=2, help="benchmark_model invocations per file on the phone (default 2)")
     p.set_defaults(func=run)
     return p
 

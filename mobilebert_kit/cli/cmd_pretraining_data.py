@@ -11,7 +11,7 @@ from mobilebert_kit.utils.limits import number_option
 def _option(field):
     """The argparse ``type=`` of a PretrainingDataOptions field: its bounds in ``OPTION_LIMITS``, two of them
     tighter than the shared records (a --seq-len of 3 passed the parser and failed later)."""
-    return number_option(*OPTION_LIMITS[field])
+    return number_option(OPTION_LIMITS[field])
 
 
 def register(subparsers):

@@ -4,7 +4,9 @@ Only the model files, the standard library and the runtimes are needed: this
 command never imports TensorFlow or the Keras model code.
 """
 
+from mobilebert_kit.artifacts.formats import SEQ_LEN, VOCAB_SIZE
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.profiler.result import PROFILE_LIMITS
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -13,7 +15,7 @@ from mobilebert_kit.utils.terminal import escape
 
 def _seq_lens(text):
     """``"128,256"`` -> ``[128, 256]``, each checked like every other --seq-len."""
-    one = number_option("seq_len")
+    one = number_option(SEQ_LEN)
     return [one(part) for part in str(text).split(",")]
 
 
@@ -31,11 +33,11 @@ def register(subparsers):
                         help="device serial (adb); repeat or comma-separate to run several phones in parallel")
     parser.add_argument("--cores", default=None, metavar="SET",
                         help="big, little, prime, all, or a hex mask such as f0 (default: all on the host, big on a phone)")
-    parser.add_argument("--threads", type=number_option("threads"), default=1, help="inference threads (default 1: the paper's single big core)")
-    parser.add_argument("--runs", type=number_option("runs"), default=50, help="minimum timed runs (default 50)")
-    parser.add_argument("--warmup", type=number_option("warmup"), default=5, help="warm-up runs (default 5)")
-    parser.add_argument("--min-time", type=number_option("min_time"), default=None, metavar="S", help="minimum seconds of timed runs (default 1, or --max-time when shorter)")
-    parser.add_argument("--max-time", type=number_option("max_time"), default=150.0, metavar="S", help="stop starting runs after S seconds (default 150)")
+    parser.add_argument("--threads", type=number_option(PROFILE_LIMITS["threads"]), default=1, help="inference threads (default 1: the paper's single big core)")
+    parser.add_argument("--runs", type=number_option(PROFILE_LIMITS["runs"]), default=50, help="minimum timed runs (default 50)")
+    parser.add_argument("--warmup", type=number_option(PROFILE_LIMITS["warmup"]), default=5, help="warm-up runs (default 5)")
+    parser.add_argument("--min-time", type=number_option(PROFILE_LIMITS["min_time"]), default=None, metavar="S", help="minimum seconds of timed runs (default 1, or --max-time when shorter)")
+    parser.add_argument("--max-time", type=number_option(PROFILE_LIMITS["max_time"]), default=150.0, metavar="S", help="stop starting runs after S seconds (default 150)")
     parser.add_argument("--seq-len", type=_seq_lens, default=None, metavar="N[,N...]",
                         help="sequence length(s) (default: the length fixed in the file, else the length its export planned, "
                              "else 128 within its position table)")
@@ -50,7 +52,7 @@ def register(subparsers):
     parser.add_argument("--runtime", choices=("auto", "interpreter", "compiled-model"), default="auto",
                         help="host .tflite API: LiteRT's CompiledModel or its Interpreter; auto (default) takes "
                         "CompiledModel where it can run the file (static shapes) and says when it falls back")
-    parser.add_argument("--inter-op-threads", type=number_option("inter_op_threads"), default=1, help="ONNX Runtime inter-op threads (default 1)")
+    parser.add_argument("--inter-op-threads", type=number_option(PROFILE_LIMITS["inter_op_threads"]), default=1, help="ONNX Runtime inter-op threads (default 1)")
     parser.add_argument("--graph-opt", choices=("all", "extended", "basic", "disabled"), default="all",
                         help="ONNX Runtime graph optimisation level (default all)")
     parser.add_argument("--op-profile", action="store_true", help="add a per-op profile (ORT profiler / benchmark_model)")
@@ -59,15 +61,15 @@ def register(subparsers):
                         "host: benchmark_model, enables TFLite op profiles)")
     parser.add_argument("--adb", default=None, type=input_path_option("file", or_name=True), metavar="PATH", help="adb client to use (default: adb on PATH)")
     parser.add_argument("--list-devices", action="store_true", help="list attached phones (model, SoC, Android, ABI) and exit")
-    parser.add_argument("--trials", type=number_option("trials"), default=3, help="benchmark_model invocations per model on a phone (default 3)")
-    parser.add_argument("--cooldown-timeout", type=number_option("cooldown_timeout"), default=120, metavar="S", help="longest wait for the phone to cool (default 120)")
-    parser.add_argument("--cooldown-tolerance", type=number_option("cooldown_tolerance"), default=2.0, metavar="C",
+    parser.add_argument("--trials", type=number_option(PROFILE_LIMITS["trials"]), default=3, help="benchmark_model invocations per model on a phone (default 3)")
+    parser.add_argument("--cooldown-timeout", type=number_option(PROFILE_LIMITS["cooldown_timeout"]), default=120, metavar="S", help="longest wait for the phone to cool (default 120)")
+    parser.add_argument("--cooldown-tolerance", type=number_option(PROFILE_LIMITS["cooldown_tolerance"]), default=2.0, metavar="C",
                         help="cool down to within C degrees of the starting temperature (default 2)")
-    parser.add_argument("--poll", type=number_option("poll"), default=2, metavar="S", help="temperature poll interval during cooldown (default 2)")
+    parser.add_argument("--poll", type=number_option(PROFILE_LIMITS["poll"]), default=2, metavar="S", help="temperature poll interval during cooldown (default 2)")
     parser.add_argument("--lock-freq", default=None, metavar="max|KHZ", help="pin the cores' frequency (root only)")
     parser.add_argument("--peak-memory", action="store_true", help="benchmark_model --report_peak_memory_footprint=true")
-    parser.add_argument("--vocab-size", type=number_option("vocab_size"), default=None, help="token ids stay below this (default: read from the model)")
-    parser.add_argument("--flops", type=number_option("flops"), default=None, help="FLOPs per inference (default: counted from the model file)")
+    parser.add_argument("--vocab-size", type=number_option(VOCAB_SIZE), default=None, help="token ids stay below this (default: read from the model)")
+    parser.add_argument("--flops", type=number_option(PROFILE_LIMITS["flops"]), default=None, help="FLOPs per inference (default: counted from the model file)")
     parser.add_argument("--table6", action="store_true", help="print the paper's Table 6 layout (LayerNorm/GELU vs NoNorm/ReLU)")
     parser.add_argument("--json", default=None, metavar="OUT", help="write the JSON report")
     parser.add_argument("--csv", default=None, metavar="OUT", help="write a CSV table")

@@ -1,5 +1,6 @@
 """``mbk quickstart``: the first thing to run: build MobileBERT, import a real checkpoint."""
 
+from mobilebert_kit.artifacts.formats import SEQ_LEN
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.limits import number_option
 
@@ -13,7 +14,7 @@ def register(subparsers):
         "mobilebert-kit's format and embed a few sentences with it.",
     )
     parser.add_argument("--out", default="runs/quickstart", help="where to save the imported model")
-    parser.add_argument("--seq-len", type=number_option("seq_len"), default=128, help="sequence length for FLOPs (default 128)")
+    parser.add_argument("--seq-len", type=number_option(SEQ_LEN), default=128, help="sequence length for FLOPs (default 128)")
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     parser.set_defaults(func=run)
 

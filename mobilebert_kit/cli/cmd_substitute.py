@@ -1,6 +1,7 @@
 """``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``, and
 ``mbk substitute --out DIR --resume`` to continue an interrupted recovery (``convert/prepare/recovery_run.py``)."""
 
+from mobilebert_kit.convert.plan.export_options import SUBSTITUTE_LIMITS
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -27,28 +28,28 @@ def register(subparsers):
                    help="saved-model directory, Hugging Face directory or preset name (required unless --resume)")
     p.add_argument("--norm", help="normalization: no_norm or layer_norm")
     p.add_argument("--act", help="activation: relu, relu6, gelu or gelu_tanh")
-    p.add_argument("--intermediate-size", type=number_option("intermediate_size"), default=None,
+    p.add_argument("--intermediate-size", type=number_option(SUBSTITUTE_LIMITS["intermediate_size"]), default=None,
                    help="narrow every FFN to this many hidden units, keeping the most active ones on --data (their "
                    "weights unchanged; structured pruning that recovery then trains back towards the source)")
     p.add_argument("--out", required=True, help="output directory (a saved model; replaced when the run completes)")
     p.add_argument("--resume", action="store_true",
                    help="continue the interrupted recovery in --out from its last checkpoint (SRC and options not "
                    "given are taken from OUT/run/run.json)")
-    p.add_argument("--recover-steps", type=number_option("recover_steps"), default=None,
+    p.add_argument("--recover-steps", type=number_option(SUBSTITUTE_LIMITS["recover_steps"]), default=None,
                    help=f"recovery distillation steps (default {_DEFAULTS['recover_steps']})")
     p.add_argument("--data", type=input_path_option("file"), help="text (.txt) or input arrays (.npz) for the NoNorm fit, recovery and the report")
-    p.add_argument("--seq-len", type=number_option("seq_len"), default=None,
+    p.add_argument("--seq-len", type=number_option(SUBSTITUTE_LIMITS["seq_len"]), default=None,
                    help="sequence length of text data (default: the export's rule, 128 within the model's position table, "
                         "or the length a fine-tuned model was trained at)")
-    p.add_argument("--learning-rate", type=number_option("learning_rate"), default=None,
+    p.add_argument("--learning-rate", type=number_option(SUBSTITUTE_LIMITS["learning_rate"]), default=None,
                    help="recovery learning rate at the first step, decaying linearly to 0 (default "
                    f"{_DEFAULTS['learning_rate']:.0e})".replace("e-0", "e-"))  # 1e-4, not 0.0001
-    p.add_argument("--batch-size", type=number_option("batch_size"), default=None,
+    p.add_argument("--batch-size", type=number_option(SUBSTITUTE_LIMITS["batch_size"]), default=None,
                    help=f"recovery rows per step (default {_DEFAULTS['batch_size']}; more rows per step recover more "
                    "within the same steps)")
-    p.add_argument("--seed", type=number_option("seed"), default=None,
+    p.add_argument("--seed", type=number_option(SUBSTITUTE_LIMITS["seed"]), default=None,
                    help=f"seed of the rows each recovery step draws (default {_DEFAULTS['seed']})")
-    p.add_argument("--checkpoint-every", type=number_option("checkpoint_every"), default=None,
+    p.add_argument("--checkpoint-every", type=number_option(SUBSTITUTE_LIMITS["checkpoint_every"]), default=None,
                    help=f"recovery steps between checkpoints in OUT/run, from which --resume continues (default "
                    f"{_DEFAULTS['checkpoint_every']})")
     p.add_argument("--scale-migration", default=None,

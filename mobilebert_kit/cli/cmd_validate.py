@@ -4,7 +4,8 @@
 """
 
 from mobilebert_kit.artifacts.arches import ARCHES, arch
-from mobilebert_kit.convert.plan.export_options import parse_thresholds
+from mobilebert_kit.artifacts.formats import SEQ_LEN
+from mobilebert_kit.convert.plan.export_options import ROWS, parse_thresholds
 from mobilebert_kit.convert.quantization.modes import CONVERTED_MODES
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
@@ -21,11 +22,11 @@ def register(subparsers):
     p.add_argument("file", type=input_path_option("file"), help="the .tflite or .onnx artifact")
     p.add_argument("--reference", required=True, type=input_path_option("any", tree=True, or_name=True), help="saved-model directory, Hugging Face directory or preset name")
     p.add_argument("--data", type=input_path_option("file"), help="validation inputs: .txt (one sentence per line) or .npz input arrays")
-    p.add_argument("--count", type=number_option("count"), default=16, help="rows validated (default 16)")
+    p.add_argument("--count", type=number_option(ROWS), default=16, help="rows validated (default 16)")
     # --precision is the quantization mode's name (kept for the contract); its record holds the thresholds.
     p.add_argument("--precision", choices=CONVERTED_MODES,
                    help="threshold set (default: the quantization recorded in the file's metadata)")
-    p.add_argument("--seq-len", type=number_option("seq_len"), help="sequence length for dynamic-axis ONNX files (default: metadata or 128, at most the model's positions)")
+    p.add_argument("--seq-len", type=number_option(SEQ_LEN), help="sequence length for dynamic-axis ONNX files (default: metadata or 128, at most the model's positions)")
     p.add_argument("--threshold", action="append", default=[], metavar="KEY=VALUE", help="override a threshold")
     p.add_argument("--arch", choices=tuple(ARCHES), help="also run the file on this CPU architecture's build of the "
                    "runtime under QEMU user-mode emulation and compare it with the x86-64 run and the Keras model "

@@ -31,7 +31,7 @@ validation thresholds; one file per deployment target. Example::
     text = "data/sentences.txt"         # one per line, each fed as the app feeds it (mbk profile --text)
 
 Rules: every key is checked (an unknown key is a one-line error listing the
-valid ones; numbers against :data:`mobilebert_kit.utils.limits.LIMITS`, the
+valid ones; numbers against the bounds their commands declare, the
 same bounds as the command line's flags); relative paths are resolved against
 the recipe's directory (the recipe path itself resolved first, so
 ``cd export && mbk export --recipe default.toml`` works) and must stay inside
@@ -47,13 +47,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mobilebert_kit.convert.errors import RecipeError
-from mobilebert_kit.convert.plan.export_options import ExportOptions, recipe_keys
+from mobilebert_kit.convert.plan.export_options import EVALUATE_LIMITS, SUBSTITUTE_LIMITS, ExportOptions, recipe_keys
 from mobilebert_kit.convert.plan.export_plan import plan_export
-from mobilebert_kit.convert.quantization.modes import THRESHOLD_KEYS
+from mobilebert_kit.convert.quantization.modes import THRESHOLD_KEYS, THRESHOLD_LIMITS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.presets import PRESETS
 from mobilebert_kit.utils.input_paths import check_input_path
-from mobilebert_kit.utils.limits import LIMITS, check_number
+from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.structured import load_toml
 from mobilebert_kit.utils.terminal import escape
 
@@ -72,6 +72,8 @@ _OWN_KEYS = {
     # `mbk pipeline` times every file on the sentences of [profile] text too (`mbk profile --text`).
     "profile": {"text": str},
 }
+# The bounds of the numbers above, from the commands that own them.
+_OWN_LIMITS = {"substitute": SUBSTITUTE_LIMITS, "validation": THRESHOLD_LIMITS, "evaluation": EVALUATE_LIMITS}
 _SECTIONS = {table: {**own, **{key: option.type for key, option in _OPTION_KEYS.get(table, {}).items()}}
              for table, own in _OWN_KEYS.items()}
 _FORMAT_TABLES = ("tflite", "onnx")
@@ -239,9 +241,9 @@ def _check_name(recipe, name):
 
 
 def _limit_of(section, key):
-    """The LIMITS key of a recipe number: its option's declared ``limit``, else the key itself."""
+    """The bounds of a recipe number: its option's declared ``limit``, else its own table's."""
     option = _OPTION_KEYS.get(section, {}).get(key)
-    return option.limit if option is not None else (key if key in LIMITS else None)
+    return option.limit if option is not None else _OWN_LIMITS.get(section, {}).get(key)
 
 
 def _check(path, raw):

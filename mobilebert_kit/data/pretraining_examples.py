@@ -35,23 +35,24 @@ from mobilebert_kit.data.records import (
 )
 from mobilebert_kit.errors import ConfigError, DataError, check_choice
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.limits import SEED, Limit, within
 from mobilebert_kit.utils.output_check import os_error_in
-from mobilebert_kit.utils.limits import LIMITS, within
 
-# The valid values of each numeric option: ``field: (utils.limits key, bounds)``. The command line's argparse
-# types and PretrainingDataOptions both check these, so a value the parser takes is one the builder can use
-# (--seq-len 3 used to pass the parser and fail later with another range). Two bounds are the builder's own:
+# The valid values of each numeric option. The command line's argparse types and PretrainingDataOptions both
+# check these, so a value the parser takes is one the builder can use (--seq-len 3 used to pass the parser and
+# fail later with another range).
 OPTION_LIMITS = {
     # [CLS] A [SEP] B [SEP] with a token in each segment; the short target is drawn from 2 to seq_len - 3
-    "seq_len": ("seq_len", dataclasses.replace(LIMITS["seq_len"], lo=5)),
-    "max_predictions": ("max_predictions", LIMITS["max_predictions"]),
-    "masked_lm_prob": ("masked_lm_prob", LIMITS["masked_lm_prob"]),
-    "short_seq_prob": ("short_seq_prob", LIMITS["short_seq_prob"]),
-    "dupe_factor": ("dupe_factor", LIMITS["dupe_factor"]),
-    "num_shards": ("shards", LIMITS["shards"]),
+    # (artifacts.formats.SEQ_LEN's upper bound)
+    "seq_len": Limit(int, 5, 8192),
+    "max_predictions": Limit(int, 1, 8192),
+    "masked_lm_prob": Limit(float, 0.0, 1.0, lo_open=True),
+    "short_seq_prob": Limit(float, 0.0, 1.0),
+    "dupe_factor": Limit(int, 1, 1000),
+    "num_shards": Limit(int, 1, 100_000),
     # a random next segment comes from another document of the same chunk
-    "chunk_documents": ("chunk_documents", dataclasses.replace(LIMITS["chunk_documents"], lo=2)),
-    "seed": ("seed", LIMITS["seed"]),
+    "chunk_documents": Limit(int, 2, 10_000_000),
+    "seed": SEED,
 }
 
 
@@ -84,7 +85,7 @@ class PretrainingDataOptions:
 
     def __post_init__(self):
         check_choice("whole_word", self.whole_word, WHOLE_WORD_MODES)
-        for field, (_, limit) in OPTION_LIMITS.items():
+        for field, limit in OPTION_LIMITS.items():
             value = getattr(self, field)
             if not within(limit, value):
                 raise ConfigError(f"{field} must be {limit.describe()}, got {value!r}")

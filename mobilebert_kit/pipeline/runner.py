@@ -37,6 +37,7 @@ from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, PIPELINE_OUTPUT
+from mobilebert_kit.profiler.result import PROFILE_LIMITS
 from mobilebert_kit.sources.spec import locate
 from mobilebert_kit.utils.atomic import prepared_dir, write_text
 from mobilebert_kit.utils.limits import check_number
@@ -75,7 +76,7 @@ class Pipeline:
     def __init__(self, recipe, *, source=None, out_dir=None, force=False, runs=DEFAULT_RUNS, threads=1, device=None,
                  adb=None, benchmark_binary=None, trials=2, console=None, overwrite=False):
         for name, value in (("runs", runs), ("threads", threads), ("trials", trials)):
-            check_number(f"--{name}", value, name)
+            check_number(f"--{name}", value, PROFILE_LIMITS[name])
         self.recipe_path = Path(recipe)
         self.source = source
         self.out_dir = Path(out_dir) if out_dir else None

@@ -25,7 +25,6 @@ Example:
 
 import importlib
 
-from mobilebert_kit.profiler.bench_parser import BenchmarkLog, parse_benchmark_output
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 
 __all__ = [
@@ -44,10 +43,12 @@ __all__ = [
 
 _LAZY = {
     "AdbClient": "mobilebert_kit.profiler.adb",
+    "BenchmarkLog": "mobilebert_kit.profiler.bench_parser",
     "CpuTopology": "mobilebert_kit.profiler.topology",
     "DeviceProfiler": "mobilebert_kit.profiler.device",
     "HostProfiler": "mobilebert_kit.profiler.host",
     "ModelInfo": "mobilebert_kit.profiler.model_info",
+    "parse_benchmark_output": "mobilebert_kit.profiler.bench_parser",
 }
 
 

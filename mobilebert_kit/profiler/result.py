@@ -8,6 +8,23 @@ module validates and serialises these records; the fields are documented in
 import math
 
 from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.utils.limits import Limit
+
+_DAY_S = 86400.0
+# The profiler's numeric options (`mbk profile`, and `mbk pipeline`'s timing of every file).
+PROFILE_LIMITS = {
+    "runs": Limit(int, 1, 1_000_000),
+    "warmup": Limit(int, 1, 1_000_000),  # the profiler needs one untimed run (host.py)
+    "threads": Limit(int, 1, 1024),
+    "inter_op_threads": Limit(int, 1, 1024),
+    "trials": Limit(int, 1, 1000),
+    "min_time": Limit(float, 0.0, _DAY_S),
+    "max_time": Limit(float, 0.0, _DAY_S, lo_open=True),
+    "cooldown_timeout": Limit(int, 0, 86400),
+    "cooldown_tolerance": Limit(float, 0.0, 100.0),
+    "poll": Limit(int, 1, 3600),
+    "flops": Limit(float, 0.0, 1e18, lo_open=True),
+}
 
 
 def new_result(info, *, target, seq_len, flops_override=None):

@@ -5,7 +5,7 @@ import dataclasses
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.losses import DEFAULT_ALPHA, DEFAULT_WEIGHTS
 from mobilebert_kit.training.warmup_decay import DECAYS
-from mobilebert_kit.utils.limits import check_number
+from mobilebert_kit.training.finetune_config import check_numbers
 
 SCHEDULES = ("progressive", "end_to_end", "none")
 OPTIMIZERS = ("lamb", "adamw")
@@ -20,24 +20,10 @@ JIT_MIN_STEPS = 100
 # instructions (186 GFLOP/s), so the compiled bfloat16 step is the slower one (0.78x eager with the teacher live,
 # 0.91x with the teacher cache; RESULTS.md, "bfloat16 on a CPU with bf16 instructions").
 EAGER_ON_CPU = ("mixed_bfloat16",)
-# Numeric options, each checked against its utils/limits.py record; None allowed where the option may be unset.
+# Numeric options, each checked against finetune_config.TRAINING_LIMITS; None allowed where the option may be unset.
 NUMERIC_OPTIONS = ("layer_steps", "pd_steps", "batch_size", "learning_rate", "pd_learning_rate", "warmup_proportion",
                    "lower_layer_lr_multiplier", "weight_decay", "clip_norm", "alpha", "seed", "shuffle_buffer",
                    "checkpoint_every", "keep_checkpoints", "log_every")
-OPTIONAL_NUMBERS = ("pd_learning_rate", "clip_norm")
-
-
-def check_numbers(config, names):
-    """Checks each named field of a config dataclass with ``utils.limits.check_number`` (ints stay ints).
-
-    Example:
-        >>> check_numbers(DistillConfig(), NUMERIC_OPTIONS)
-    """
-    for name in names:
-        value = getattr(config, name)
-        if value is None and name in OPTIONAL_NUMBERS:
-            continue
-        setattr(config, name, check_number(name, value))
 
 
 # Options that may differ between a run and its --resume (they do not change the result).

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from mobilebert_kit.artifacts.formats import SEQ_LEN
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
 from mobilebert_kit.checkpoints.resumable_run import array_digest
@@ -42,7 +43,7 @@ from mobilebert_kit.training.teacher_student import precision_policy
 from mobilebert_kit.training.warmup_decay import WarmupDecay
 from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir, relist
 from mobilebert_kit.utils.interrupt import InterruptFlag
-from mobilebert_kit.utils.limits import LIMITS, within
+from mobilebert_kit.utils.limits import within
 from mobilebert_kit.utils.run_state import describe_path, interrupted_run, resume_hint
 from mobilebert_kit.utils.scratch import new_scratch
 from mobilebert_kit.utils.structured import load_json
@@ -545,9 +546,9 @@ def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len
 def _check_task_spec(spec, task_file, need_length):
     """Refuses a hand-edited ``task.json`` whose length, casing or class names the evaluation would crash on or
     misread (a seq_len of "24", 0 or 1.5 was an internal error deep in tokenization, issue 37)."""
-    if need_length and not within(LIMITS["seq_len"], spec.get("seq_len")):
+    if need_length and not within(SEQ_LEN, spec.get("seq_len")):
         raise TrainingError(f"{task_file}: seq_len is {repr(spec.get('seq_len'))[:40]}, not "
-                            f"{LIMITS['seq_len'].describe()}; restore the length the model was fine-tuned at "
+                            f"{SEQ_LEN.describe()}; restore the length the model was fine-tuned at "
                             "(or pass --seq-len N)")
     if spec.get("lowercase") is not None and not isinstance(spec["lowercase"], bool):
         raise TrainingError(f"{task_file}: lowercase is {repr(spec['lowercase'])[:40]}, not true or false; "

@@ -2,11 +2,54 @@
 
 import dataclasses
 
+from mobilebert_kit.artifacts.formats import BATCH_SIZE, SEQ_LEN
 from mobilebert_kit.errors import check_choice
 from mobilebert_kit.training.task_data import TASKS
+from mobilebert_kit.utils.limits import SEED, check_number, Limit
 
-# Numeric options, each checked against its utils/limits.py record (a recipe or a Python caller is held to the
-# CLI's bounds).
+_MANY = 10**9  # step counts: far above any run on one machine, far below what overflows int32/int64 maths
+# The numeric options of the training commands (`mbk finetune`, `mbk distill`, and the recovery training of
+# `mbk substitute`): the command line, a resumed run's record and a Python caller are held to the same bounds.
+TRAINING_LIMITS = {
+    "seq_len": SEQ_LEN,
+    "batch_size": BATCH_SIZE,
+    "seed": SEED,
+    "learning_rate": Limit(float, 0.0, 10.0, lo_open=True),
+    "pd_learning_rate": Limit(float, 0.0, 10.0, lo_open=True),
+    "epochs": Limit(int, 1, 100_000),
+    "warmup_proportion": Limit(float, 0.0, 1.0),
+    "weight_decay": Limit(float, 0.0, 1.0),
+    "doc_stride": Limit(int, 1, 8192),
+    "max_query_length": Limit(int, 1, 8192),
+    "dropout": Limit(float, 0.0, 0.99),
+    "layer_steps": Limit(int, 1, _MANY),
+    "pd_steps": Limit(int, 0, _MANY),
+    "lower_layer_lr_multiplier": Limit(float, 0.0, 100.0),
+    "clip_norm": Limit(float, 0.0, 1e6, lo_open=True),
+    "alpha": Limit(float, 0.0, 1.0),
+    "shuffle_buffer": Limit(int, 1, 10_000_000),
+    "checkpoint_every": Limit(int, 1, _MANY),
+    "keep_checkpoints": Limit(int, 1, 1000),
+    "log_every": Limit(int, 1, _MANY),
+}
+# Numeric fields a config may leave unset.
+OPTIONAL_NUMBERS = ("pd_learning_rate", "clip_norm")
+
+
+def check_numbers(config, names):
+    """Checks each named field of a config dataclass against :data:`TRAINING_LIMITS` (ints stay ints).
+
+    Example:
+        >>> check_numbers(FinetuneConfig(), NUMERIC_OPTIONS)
+    """
+    for name in names:
+        value = getattr(config, name)
+        if value is None and name in OPTIONAL_NUMBERS:
+            continue
+        setattr(config, name, check_number(name, value, TRAINING_LIMITS[name]))
+
+
+# The fine-tuning run's numeric options.
 NUMERIC_OPTIONS = ("epochs", "batch_size", "learning_rate", "warmup_proportion", "weight_decay", "seq_len",
                    "doc_stride", "max_query_length", "dropout", "seed", "checkpoint_every")
 # Options a resumed run may change: they do not change what is trained.
@@ -50,7 +93,7 @@ class FinetuneConfig:
     checkpoint_every: int = 500
 
     def __post_init__(self):
-        from mobilebert_kit.training.distill_config import OPTIMIZERS, PRECISIONS, check_numbers
+        from mobilebert_kit.training.distill_config import OPTIMIZERS, PRECISIONS
 
         check_choice("task", self.task, TASKS)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)

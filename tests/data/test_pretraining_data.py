@@ -325,7 +325,7 @@ def test_the_parser_and_the_builder_take_the_same_values():
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices["pretraining-data"]
     types = {a.dest: a.type for a in sub._actions}
     flag_of = {"num_shards": "shards"}
-    for field, (_, limit) in OPTION_LIMITS.items():
+    for field, limit in OPTION_LIMITS.items():
         parse = types[flag_of.get(field, field)]
         edges = [limit.lo, limit.hi] if not limit.lo_open else [limit.hi]
         outside = [limit.hi + 1, limit.lo if limit.lo_open else limit.lo - 1]

@@ -1,7 +1,8 @@
 """Numeric options, recipes, input-path hazards and escaped output (issue 12), through the command line.
 
-The numeric cases are generated from the parser itself: every flag whose type comes from
-mobilebert_kit.utils.limits is tried with values just outside its bounds, non-finite and non-numeric.
+The numeric cases are generated from the parser itself: every flag whose type is a
+mobilebert_kit.utils.limits.number_option (bounds declared by the command that owns the flag) is tried
+with values just outside its bounds, non-finite and non-numeric.
 """
 
 import math
@@ -15,8 +16,7 @@ import pytest
 
 from mobilebert_kit.cli.main import build_parser
 from mobilebert_kit.convert.errors import RecipeError
-from mobilebert_kit.convert.recipe import _SECTIONS, Recipe
-from mobilebert_kit.utils.limits import LIMITS
+from mobilebert_kit.convert.recipe import _SECTIONS, Recipe, _limit_of
 from tests.helpers import REPO, run_mbk
 from tests.reliability.test_bad_inputs import assert_refused
 
@@ -26,9 +26,9 @@ def _numeric_flags():
     sub = next(a for a in parser._actions if a.dest == "command")
     for command, subparser in sorted(sub.choices.items()):
         for action in subparser._actions:
-            key = getattr(action.type, "limit_key", None)
-            if key and action.option_strings:
-                yield command, action.option_strings[0], key
+            limit = getattr(action.type, "limit", None)
+            if limit and action.option_strings:
+                yield command, action.option_strings[0], limit
 
 
 def _bad_values(limit):
@@ -39,7 +39,7 @@ def _bad_values(limit):
     return [str(int(v)) if isinstance(v, float) and limit.kind is int and math.isfinite(v) else str(v) for v in values]
 
 
-NUMERIC = [(c, f, k, v) for c, f, k in _numeric_flags() for v in _bad_values(LIMITS[k])]
+NUMERIC = [(c, f, k, v) for c, f, k in _numeric_flags() for v in _bad_values(k)]
 
 
 def test_every_numeric_flag_is_bounded():
@@ -57,7 +57,7 @@ def test_bad_numbers_are_one_line_errors_naming_the_flag(mbk, command, flag, key
 
 
 # ------------------------------------------------------------------ recipes
-RECIPE_NUMBERS = [(s, k) for s, keys in _SECTIONS.items() for k, t in keys.items() if t in (int, float) and k in LIMITS]
+RECIPE_NUMBERS = [(s, k) for s, keys in _SECTIONS.items() for k, t in keys.items() if t in (int, float) and _limit_of(s, k)]
 
 
 def _recipe(tmp_path, body, name="r.toml"):
@@ -69,7 +69,7 @@ def _recipe(tmp_path, body, name="r.toml"):
 @pytest.mark.parametrize("section, key", RECIPE_NUMBERS)
 @pytest.mark.parametrize("value", ["nan", "inf", "-1e300", "1e300", "0", "-1"])
 def test_recipe_numbers_are_checked_with_the_flags_bounds(tmp_path, section, key, value):
-    limit = LIMITS[key]
+    limit = _limit_of(section, key)
     literal = value if limit.kind is float or value in ("0", "-1") else None
     if literal is None:
         pytest.skip("not an integer literal")

@@ -17,12 +17,14 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from mobilebert_kit.artifacts.arches import ARCHES
+from mobilebert_kit.artifacts.formats import BATCH_SIZE, SEQ_LEN
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.plan.export_plan import DEFAULT_SEQ_LEN
 from mobilebert_kit.convert.plan.export_tasks import AUTO_TASK, FORMATS, POOLINGS, TASKS
 from mobilebert_kit.convert.quantization.modes import (
     MODES,
     THRESHOLD_KEYS,
+    THRESHOLD_LIMITS,
     modes_allowing,
     needs_calibration_message,
     quantization_mode,
@@ -30,7 +32,7 @@ from mobilebert_kit.convert.quantization.modes import (
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
-from mobilebert_kit.utils.limits import check_number, number_option
+from mobilebert_kit.utils.limits import SEED, Limit, check_number, number_option
 
 # [source] head: "auto" (the head the checkpoint holds) or a task head, by its architecture name
 # (models.heads.HEADS, whose keys AUTO_TASK lists; this module needs no TensorFlow).
@@ -43,6 +45,24 @@ MASK_DTYPES = ("float32", "int32", "int64")
 # --quantize auto's budget when none is given: MLPerf Mobile accepts a quantized model at >= 99% of float.
 DEFAULT_MAX_DROP = 0.01
 
+# Rows of calibration / validation data (each row is tokenized and run).
+ROWS = Limit(int, 1, 1_000_000)
+# `mbk evaluate`'s numbers, also a recipe's [evaluation] keys (max_drop is an export option below): rows scored
+# (--limit) and the quantized/float ratio a file must keep (--min-ratio).
+EVALUATE_LIMITS = {"limit": Limit(int, 1, 10**9), "min_ratio": Limit(float, 0.0, 10.0)}
+_MANY = 10**9  # step counts: far above any run on one machine, far below what overflows int32/int64 maths
+# The recovery training of `mbk substitute` and a recipe's [substitute] table (checked again when a run resumes).
+SUBSTITUTE_LIMITS = {
+    # FFN hidden units kept by --intermediate-size (BERT-large has 4,096; 65,536 is 16x that)
+    "intermediate_size": Limit(int, 1, 65536),
+    "recover_steps": Limit(int, 0, _MANY),
+    "seq_len": SEQ_LEN,
+    "learning_rate": Limit(float, 0.0, 10.0, lo_open=True),
+    "batch_size": BATCH_SIZE,
+    "seed": SEED,
+    "checkpoint_every": Limit(int, 1, _MANY),
+}
+
 
 def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=None, kind=None, factory=None,
            none_ok=False):
@@ -53,7 +73,7 @@ def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=No
         help (str): the ``--help`` text.
         flag (str): the ``mbk export`` flag (``"src"`` for the positional), or None when only a recipe sets it.
         recipe (tuple): ``(table, key)`` in a recipe, or None when only the command line sets it.
-        limit (str): the :data:`~mobilebert_kit.utils.limits.LIMITS` key of a number.
+        limit (Limit): the bounds of a number.
         choices (tuple | dict): the valid values of a string (a dict: its keys, read when used, so the
             mode table's records are the choices).
         kind (str): how the flag parses: ``"value"`` (default), ``"switch"`` (store_true),
@@ -64,7 +84,7 @@ def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=No
         none_ok (bool): None is valid (a dynamic shape, the model's own value).
 
     Example:
-        >>> seq_len: int = option(128, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len",
+        >>> seq_len: int = option(128, flag="--seq-len", recipe=("export", "seq_len"), limit=SEQ_LEN,
         ...                       help="static sequence length (default %(default)s)")  # doctest: +SKIP
     """
     meta = {"help": help, "flag": flag, "recipe": recipe, "limit": limit, "choices": choices,
@@ -166,12 +186,12 @@ class ExportOptions:
                           none_ok=True,
                           help="embedding task: sentence vector pooling (default auto: the checkpoint's declared "
                           "pooling)")
-    seq_len: int = option(None, flag="--seq-len", recipe=("export", "seq_len"), limit="seq_len", none_ok=True,
+    seq_len: int = option(None, flag="--seq-len", recipe=("export", "seq_len"), limit=SEQ_LEN, none_ok=True,
                           help=f"sequence length: the static input length (with dynamic axes: the validated and "
                           f"calibrated one); "
                           f"default: the task's, 384 for TFLite span_qa, else a fine-tuned model's own (task.json), "
                           f"else {DEFAULT_SEQ_LEN}")
-    batch_size: int = option(1, flag="--batch-size", recipe=("export", "batch_size"), limit="batch_size",
+    batch_size: int = option(1, flag="--batch-size", recipe=("export", "batch_size"), limit=BATCH_SIZE,
                              none_ok=True, help="static batch size (default %(default)s)")
     out: str = option(None, flag="--out", help="output file (.tflite or .onnx)")
     calibration: str = option(None, flag="--calibration", recipe=("calibration", "data"), kind="path",
@@ -186,7 +206,7 @@ class ExportOptions:
                              none_ok=True, help="attention_mask input type (default: the token ids' type, TFLite "
                              "int32 and ONNX int64; float32: the float-mask file for apps that feed one)")
     attention_mask_value: float = option(-120.0, flag="--mask-value", recipe=("export", "mask_value"),
-                                         limit="mask_value", none_ok=True,
+                                         limit=Limit(float, -1e9, 0.0), none_ok=True,
                                          help="score of padded keys in the exported graph (default %(default)g: int8 friendly)")
     keep_float_layers: tuple = option((), flag="--keep-float", recipe=("export", "keep_float_layers"), kind="csv",
                                       help="comma-separated layer paths kept in float (e.g. "
@@ -196,7 +216,8 @@ class ExportOptions:
     fold_nonorm: bool = option(False, flag="--fold-nonorm", recipe=("export", "fold_nonorm"), kind="switch",
                                help="fold each block's NoNorms into its dense layers (exact in float; fewer "
                                "ops, see docs/export.md); NoNorm models with self-attention only")
-    opset: int = option(17, flag="--opset", recipe=("export", "opset"), limit="opset",
+    # tf2onnx 1.16 knows opsets up to 18 (tf2onnx.constants.OPSET_TO_IR_VERSION); per-axis Q/DQ needs 13
+    opset: int = option(17, flag="--opset", recipe=("export", "opset"), limit=Limit(int, 13, 18),
                         help="ONNX opset (default %(default)s)")
     dynamic_axes: bool = option(None, flag="--dynamic-axes", recipe=("export", "dynamic_axes"), kind="switch",
                                 none_ok=True, help="dynamic axes: ONNX batch and sequence (the default); "
@@ -206,14 +227,14 @@ class ExportOptions:
     static_axes: bool = option(False, flag="--static-axes", recipe=("export", "static_axes"), kind="switch",
                                help="static [--batch-size, --seq-len] inputs instead of dynamic axes (every text padded to "
                                "--seq-len; GPU and NPU delegates need static shapes)")
-    qat_steps: int = option(100, flag="--qat-steps", recipe=("export", "qat_steps"), limit="qat_steps",
+    qat_steps: int = option(100, flag="--qat-steps", recipe=("export", "qat_steps"), limit=Limit(int, 0, _MANY),
                             help="quantization-aware fine-tuning steps (qat)")
     thresholds: dict = option(factory=dict, flag="--threshold", kind="thresholds",
                               help="override a validation threshold (" + ", ".join(THRESHOLD_KEYS) + ")")
     eval_data: str = option(None, flag="--eval-data", recipe=("evaluation", "data"), kind="path",
                             help="labelled data (the .tsv of mbk finetune / mbk evaluate) whose task metric "
                             "--quantize auto holds; with another mode the report shows the written file's metric")
-    max_drop: float = option(None, flag="--max-drop", recipe=("evaluation", "max_drop"), limit="max_drop",
+    max_drop: float = option(None, flag="--max-drop", recipe=("evaluation", "max_drop"), limit=Limit(float, 0.0, 0.5),
                              none_ok=True,
                              help=f"--quantize auto: largest drop of the task metric, as a fraction of the float "
                              f"export's (default {DEFAULT_MAX_DROP}: quantized >= 99%% of float, MLPerf Mobile's rule)")
@@ -232,15 +253,15 @@ class ExportOptions:
                             + f"; default {ARCHES['arm64'].default_cpu})")
     embed_vocab: bool = option(True, flag="--no-vocab", recipe=("export", "embed_vocab"), kind="negated",
                                help="do not embed the vocabulary in the metadata")
-    calibration_count: int = option(200, recipe=("calibration", "count"), limit="count",
+    calibration_count: int = option(200, recipe=("calibration", "count"), limit=ROWS,
                                     help="rows of calibration data used at most")
-    validation_count: int = option(16, recipe=("validation", "count"), limit="count", help="rows validated")
+    validation_count: int = option(16, recipe=("validation", "count"), limit=ROWS, help="rows validated")
     labels: tuple = option((), recipe=("export", "labels"), help="class names to record")
     substitutions: dict = option(factory=dict, help="operator substitutions ([substitute] norm / act / intermediate_size)")
-    recover_steps: int = option(0, recipe=("substitute", "recover_steps"), limit="recover_steps",
+    recover_steps: int = option(0, recipe=("substitute", "recover_steps"), limit=SUBSTITUTE_LIMITS["recover_steps"],
                                 help="recovery distillation steps after substitution")
     recover_data: str = option(None, recipe=("substitute", "data"), help="recovery data file")
-    qat_learning_rate: float = option(1e-5, recipe=("export", "qat_learning_rate"), limit="qat_learning_rate",
+    qat_learning_rate: float = option(1e-5, recipe=("export", "qat_learning_rate"), limit=Limit(float, 0.0, 10.0, lo_open=True),
                                       help="quantization-aware fine-tuning learning rate")
     head: str = option("auto", recipe=("source", "head"), choices=HEAD_CHOICES,
                        help="head to load from a Hugging Face directory")
@@ -290,7 +311,7 @@ class ExportOptions:
             raise ConfigError(f"{self.name_of('thresholds')} must map threshold names to numbers")
         for key, value in self.thresholds.items():
             check_choice("validation threshold", key, THRESHOLD_KEYS)
-            check_number(f"{self.name_of('thresholds')} {key}", value, key)
+            check_number(f"{self.name_of('thresholds')} {key}", value, THRESHOLD_LIMITS[key])
         mode = quantization_mode(self.quantize)
         if not self.out:
             raise ConfigError(f"no output file; pass {self.name_of('out')} FILE")
@@ -378,11 +399,11 @@ _TYPES = {"str": str, "int": int, "float": float, "bool": bool, "tuple": list, "
 
 @dataclass(frozen=True)
 class RecipeKey:
-    """What a recipe key sets: the ExportOptions ``field``, the TOML ``type`` it must have, its ``limit`` key."""
+    """What a recipe key sets: the ExportOptions ``field``, the TOML ``type`` it must have, its ``limit``."""
 
     field: str
     type: type
-    limit: str = None
+    limit: Limit = None
 
 
 def recipe_keys(schema=None):
@@ -427,7 +448,7 @@ def parse_thresholds(items):
             raise ConfigError(f"bad --threshold {item!r}: {value!r} is not a number") from err
         # The same bounds as a recipe's [validation] keys: a NaN or a cosine of 5 failed every export
         # with "cosine 1.000000 < nan" instead of naming the option.
-        out[key] = check_number(f"--threshold {key}", number, key)
+        out[key] = check_number(f"--threshold {key}", number, THRESHOLD_LIMITS[key])
     return out
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.plan.export_options import ROWS
 from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
 from mobilebert_kit.data.text_tokenizer import PAIR_MIN_LENGTH
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.input_paths import open_regular
-from mobilebert_kit.utils.limits import LIMITS
 from mobilebert_kit.utils.terminal import escape
 
 # models.encoder.INPUT_NAMES, repeated so that reading data files and recipes does not
@@ -31,7 +31,7 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 TEXT_SUFFIXES = (".txt", ".tsv", ".text")
 # Rows read when the caller uses every row (recovery data): the largest --count / [calibration] count.
-MAX_ROWS = int(LIMITS["count"].hi)
+MAX_ROWS = int(ROWS.hi)
 # Characters kept of one text line: the tokenizer keeps at most seq_len (<= 8192) tokens of a line, and
 # WordPiece turns a word of more than 100 characters into one [UNK], so 1 Mi characters is never the limit
 # on a real sentence; a file without newlines is not read whole to find that out.

@@ -28,9 +28,10 @@ import numpy as np
 
 from mobilebert_kit.backend import tf
 from mobilebert_kit.checkpoints.resumable_run import ResumableRun, array_digest
+from mobilebert_kit.convert.plan.export_options import SUBSTITUTE_LIMITS
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.input_paths import check_input_path
-from mobilebert_kit.utils.limits import LIMITS, within
+from mobilebert_kit.utils.limits import within
 from mobilebert_kit.utils.output_check import OutputKind
 from mobilebert_kit.utils.run_state import RUN_FILE, describe_path
 
@@ -149,13 +150,13 @@ class RecoveryRun(ResumableRun):
         if config.get("norm") is None and config.get("act") is None and config.get("intermediate_size") is None:
             raise bad("norm")
         width = config.get("intermediate_size")
-        if width is not None and not within(LIMITS["intermediate_size"], width):
+        if width is not None and not within(SUBSTITUTE_LIMITS["intermediate_size"], width):
             raise bad("intermediate_size")
         for key in ("recover_steps", "seq_len", "learning_rate", "batch_size", "seed", "checkpoint_every"):
             value = config.get(key)
             if key == "seq_len" and value is None:
                 continue  # the export rule's length, decided when the recovery runs
-            if not within(LIMITS[key], value) or (key == "recover_steps" and value < 1):
+            if not within(SUBSTITUTE_LIMITS[key], value) or (key == "recover_steps" and value < 1):
                 raise bad(key)  # a run with no step keeps no state: a record of 0 steps is not ours
         if not isinstance(config.get("fit"), bool):
             raise bad("fit")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.errors import check_choice
+from mobilebert_kit.utils.limits import Limit
 
 
 # How a dynamic ONNX export scales each weight MatMul's activations (OnnxQuantizer.activation_scales), and why
@@ -177,7 +178,14 @@ class TfliteSettings:
 
 
 # Validation thresholds a record sets and a user may override (convert.validation.compare.Thresholds fields).
-THRESHOLD_KEYS = ("min_cosine", "min_snr_db", "min_argmax_agreement", "max_abs_error")
+# Validation thresholds a recipe or --threshold may override, with their bounds.
+THRESHOLD_LIMITS = {
+    "min_cosine": Limit(float, -1.0, 1.0),
+    "min_snr_db": Limit(float, -1e12, 1e12),  # finite; a huge bar is a way to make validation fail on purpose
+    "min_argmax_agreement": Limit(float, 0.0, 1.0),
+    "max_abs_error": Limit(float, 0.0, 1e30),
+}
+THRESHOLD_KEYS = tuple(THRESHOLD_LIMITS)
 
 # What a mode can be asked for beyond its name; each record lists the ones it refuses, with the reason.
 CAPABILITIES = ("int8_io", "keep_float:tflite", "keep_float:onnx", "default_calibration", "format:tflite", "format:onnx")
