@@ -73,6 +73,7 @@ class TokenEmbedding(keras.layers.Layer):
         position_offset=0,
         **kwargs,
     ):
+        self._embedding_config = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "__class__")}
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
@@ -159,22 +160,4 @@ class TokenEmbedding(keras.layers.Layer):
         return tf.TensorShape(input_shape).concatenate([self.hidden_size])
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocab_size": self.vocab_size,
-                "embedding_size": self.embedding_size,
-                "hidden_size": self.hidden_size,
-                "max_position_embeddings": self.max_position_embeddings,
-                "type_vocab_size": self.type_vocab_size,
-                "trigram_input": self.trigram_input,
-                "position_embedding_type": self.position_embedding_type,
-                "normalization_type": self.normalization_type,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "dropout": self.dropout_rate,
-                "initializer_range": self.initializer_range,
-                "embedding_projection": self.embedding_projection,
-                "position_offset": self.position_offset,
-            }
-        )
-        return config
+        return {**super().get_config(), **self._embedding_config}

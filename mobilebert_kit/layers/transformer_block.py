@@ -1,5 +1,7 @@
 """TransformerBlock: one encoder layer of BERT, IB-BERT or MobileBERT."""
 
+import inspect
+
 from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.bucketed_relative_attention import BucketedRelativeAttention
@@ -126,35 +128,14 @@ class TransformerBlock(keras.layers.Layer):
         max_length=512,
         **kwargs,
     ):
+        config = {k: v for k, v in locals().items() if k in BLOCK_OPTIONS}
         super().__init__(**kwargs)
-        self.hidden_size = hidden_size
-        self.num_heads = num_heads
-        self.intermediate_size = intermediate_size
-        self.intra_bottleneck_size = intra_bottleneck_size
-        self.use_bottleneck = use_bottleneck
-        self.use_bottleneck_attention = use_bottleneck_attention
-        self.key_query_shared_bottleneck = key_query_shared_bottleneck
-        self.num_feedforward_networks = num_feedforward_networks
-        self.normalization_type = normalization_type
-        self.hidden_act = hidden_act
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.final_ffn_layer_norm_epsilon = final_ffn_layer_norm_epsilon
-        self.hidden_dropout = hidden_dropout
-        self.attention_dropout = attention_dropout
-        self.attention_mask_value = attention_mask_value
-        self.attention_mask_mode = attention_mask_mode
-        self.initializer_range = initializer_range
-        self.attention_type = check_choice("attention_type", attention_type, ATTENTION_TYPES)
-        self.position_embedding_type = position_embedding_type
-        self.head_ratio = head_ratio
-        self.conv_kernel_size = conv_kernel_size
-        self.num_groups = num_groups
-        self.max_relative_position = max_relative_position
-        self.relative_window = relative_window
-        self.relative_attention_variant = relative_attention_variant
-        self.attention_bias = check_choice("attention_bias", attention_bias, ATTENTION_BIASES)
-        self.relative_attention_num_buckets = relative_attention_num_buckets
-        self.max_length = max_length
+        check_choice("attention_type", attention_type, ATTENTION_TYPES)
+        check_choice("attention_bias", attention_bias, ATTENTION_BIASES)
+        # Every option is also an attribute of the same name (substitution and distillation read them).
+        self._block_config = config
+        for key, value in config.items():
+            setattr(self, key, value)
 
         true_hidden = intra_bottleneck_size if use_bottleneck else hidden_size
         if use_bottleneck and not intra_bottleneck_size:
@@ -266,19 +247,8 @@ class TransformerBlock(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                key: getattr(self, key)
-                for key in (
-                    "hidden_size", "num_heads", "intermediate_size", "intra_bottleneck_size", "use_bottleneck",
-                    "use_bottleneck_attention", "key_query_shared_bottleneck", "num_feedforward_networks",
-                    "normalization_type", "hidden_act", "layer_norm_epsilon", "final_ffn_layer_norm_epsilon",
-                    "hidden_dropout", "attention_dropout", "attention_mask_value", "attention_mask_mode",
-                    "initializer_range", "attention_type", "position_embedding_type", "head_ratio",
-                    "conv_kernel_size", "num_groups", "max_relative_position", "relative_window",
-                    "relative_attention_variant", "attention_bias", "relative_attention_num_buckets", "max_length",
-                )
-            }
-        )
-        return config
+        return {**super().get_config(), **self._block_config}
+
+
+# The block's options, in signature order: an Encoder passes its own options of these names through.
+BLOCK_OPTIONS = tuple(p for p in inspect.signature(TransformerBlock.__init__).parameters if p not in ("self", "kwargs"))

@@ -15,6 +15,7 @@ from mobilebert_kit.layers.token_embedding import POSITION_EMBEDDING_TYPES as EM
 from mobilebert_kit.layers.transformer_block import (
     ATTENTION_BIASES,
     ATTENTION_TYPES,
+    BLOCK_OPTIONS,
     RELATIVE_POSITION_EMBEDDING_TYPES,
     TransformerBlock,
 )
@@ -198,39 +199,11 @@ class Encoder(keras.Model):
             name="embeddings",
             dtype=dtype,
         )
+        # Options of the same name go to every block as they are; the two below are the encoder's own words.
+        block_options = {k: config[k] for k in BLOCK_OPTIONS if k in config}
         blocks = [
-            TransformerBlock(
-                hidden_size=hidden_size,
-                num_heads=num_heads,
-                intermediate_size=intermediate_size,
-                intra_bottleneck_size=intra_bottleneck_size,
-                use_bottleneck=use_bottleneck,
-                use_bottleneck_attention=use_bottleneck_attention,
-                key_query_shared_bottleneck=key_query_shared_bottleneck,
-                num_feedforward_networks=num_feedforward_networks,
-                normalization_type=normalization_type,
-                hidden_act=hidden_act,
-                layer_norm_epsilon=layer_norm_epsilon,
-                final_ffn_layer_norm_epsilon=eps.get("final_ffn"),
-                hidden_dropout=hidden_dropout,
-                attention_dropout=attention_dropout,
-                attention_mask_value=attention_mask_value,
-                attention_mask_mode=attention_mask_mode,
-                initializer_range=initializer_range,
-                attention_type=attention_type,
-                position_embedding_type=position_embedding_type,
-                head_ratio=head_ratio,
-                conv_kernel_size=conv_kernel_size,
-                num_groups=num_groups,
-                max_relative_position=max_relative_position,
-                relative_window=relative_window,
-                relative_attention_variant=relative_attention_variant,
-                attention_bias=attention_bias,
-                relative_attention_num_buckets=relative_attention_num_buckets,
-                max_length=max_position_embeddings,
-                name=f"transformer_layer_{i}",
-                dtype=dtype,
-            )
+            TransformerBlock(**block_options, final_ffn_layer_norm_epsilon=eps.get("final_ffn"),
+                             max_length=max_position_embeddings, name=f"transformer_layer_{i}", dtype=dtype)
             for i in range(num_layers)
         ]
         pooler = None
