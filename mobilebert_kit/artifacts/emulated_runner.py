@@ -26,7 +26,7 @@ import numpy as np
 from mobilebert_kit.artifacts.arches import arch as arch_record
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import EmulationError
-from mobilebert_kit.artifacts.sysroot import SysrootSpec, ensure_sysroot
+from mobilebert_kit.artifacts.sysroot import SysrootSpec, ensure_sysroot, sysroot_built
 
 CHILD = Path(__file__).with_name("emulated_child.py")
 # The host's runtime packages: the emulated root gets the same versions, so a difference is the architecture's.
@@ -48,6 +48,16 @@ def sysroot_spec(arch):
         wheel_platforms=arch.wheel_platforms, qemu_package=arch.qemu_package, qemu_binary=arch.qemu_binary,
         cpuinfo={name: cpu.cpuinfo() for name, cpu in arch.cpus.items()},
     )
+
+
+def emulation_ready(arch):
+    """Whether ``arch``'s emulated runtimes are in the cache already (``mbk validate --arch`` builds them once).
+
+    Example:
+        >>> emulation_ready("arm64") in (True, False)
+        True
+    """
+    return sysroot_built(sysroot_spec(arch_record(arch)))
 
 
 class EmulatedRunner:

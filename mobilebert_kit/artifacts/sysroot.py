@@ -139,6 +139,11 @@ class Sysroot:
         return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file() and not p.is_symlink())
 
 
+def sysroot_built(spec):
+    """Whether the cache holds a finished root of ``spec`` (nothing is built or downloaded to find out)."""
+    return (cache_root() / "emulation" / spec.name / "manifest.json").is_file()
+
+
 def ensure_sysroot(spec, say=None):
     """The :class:`Sysroot` of ``spec``, built first if the cache has none (once, even under concurrent runs).
 

@@ -1,14 +1,22 @@
 """The pipeline's report: one JSON document and one self-contained HTML page built from it.
 
-JSON (``schema: "mobilebert_kit.pipeline"``, ``schema_version: 1``):
+JSON (``schema: "mobilebert_kit.pipeline"``, ``schema_version: 2``; docs/pipeline.md explains every field):
 
 - ``artifacts``: one row per exported file: path, format, quantization, size,
   fidelity (the lowest mean cosine over the outputs against the Keras
-  source), host (and phone) median latency, speed-up over the float32 export
-  of the same format;
+  source), the app clients it is ready for and the first reason for each it
+  is not (``clients``, as ``mbk inspect`` says), its latency on the host (and
+  phone) at the planned length with the 95% interval of the median and a
+  ``noisy`` flag, its latency on real sentences at their own length
+  (``real_text``, as ``mbk profile --text`` times it), the speed-up over the
+  float32 export of the same format (None where either figure is noisy), and
+  the arm64 line (``arm64``: the emulated run's agreement with x86-64 when the
+  emulation cache exists, else how to get it);
 - ``validation``: one row per artifact and output (cosine, min cosine, SNR,
   max and mean absolute error, argmax agreement) with the thresholds' verdict;
-- ``latency``: one row per artifact and target (median, p90, mean, CV, init);
+- ``latency``: one row per artifact, target and input kind (``padded`` at the
+  planned length, ``real text``): median, its 95% interval, p90, mean, CV,
+  runs, the attempts it took, init;
 - ``profile``: the profiler report (schema ``mobilebert_kit.profile``) of every
   measurement, from which the plots are drawn;
 - ``stages``: which stages ran in this invocation and how long they took;
@@ -16,9 +24,12 @@ JSON (``schema: "mobilebert_kit.pipeline"``, ``schema_version: 1``):
   every artifact on that data, with its drop and ratio against the first (float)
   file and the pass/fail of ``min_ratio`` (``<name>.evaluation.json``), else None.
 
-The HTML page has the summary, validation and latency tables and the
-profiler's plots (PNG embedded as base64). Both files are written to a
-temporary name and renamed.
+Version 2 (issue 49) added ``clients``, ``real_text``, ``arm64``, the interval and ``noisy``, and the
+``latency`` rows' ``kind``; version 1's fields keep their meaning.
+
+The HTML page has the summary, clients, validation and latency tables and the
+profiler's plots (PNG embedded as base64; no external request). Both files are
+written to a temporary name and renamed.
 """
 
 import datetime
@@ -31,7 +42,17 @@ from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator, json_field
 
 SCHEMA = "mobilebert_kit.pipeline"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# A timing is reported as a speed-up only when the 95% interval of its median is within this fraction of it
+# (the pipeline reruns a wider one with more runs first: runner.MAX_ATTEMPTS).
+NOISE_TOLERANCE = 0.05
+# What the report says of arm64 when the emulation cache is not built.
+ARM64_HOWTO = ("not checked: the arm64 emulation cache is not built; `mbk validate FILE --arch arm64` builds it once "
+               "(Debian's arm64 Python and the runtimes' aarch64 wheels), then every `mbk pipeline` checks the "
+               "recipe's files")
+# ... and of the float32 baselines the pipeline adds for the speed-up column, which it does not emulate.
+ARM64_BASELINE = ("not checked: the float32 baseline of the speed-up column (emulated float kernels take minutes a "
+                  "file); `mbk validate FILE --arch arm64` checks it")
 EVALUATION_SCHEMA = "mobilebert_kit.evaluation"  # the "schema" of <name>.evaluation.json (runner.py writes it)
 # The pipeline's outputs, each recognised by a later run as its own (utils.output_check): the directory by
 # its marker, the reports by their schema and the page by its generator tag.
@@ -42,21 +63,28 @@ EVALUATION_JSON = OutputKind("evaluation-json", False, "a task-metrics JSON repo
                              json_field("schema", EVALUATION_SCHEMA))
 
 
-def build(recipe, planned, exports, profiles, timings=(), evaluation=None):
+def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64_ready=False):
     """Returns the report document.
 
     Args:
         recipe: the :class:`~mobilebert_kit.convert.recipe.Recipe`.
         planned: the ExportOptions of every artifact, in order (baselines included).
         exports: the export reports (``<artifact>.report.json``), same order.
-        profiles: profiler report documents (host and device), any order.
+        profiles: profiler report documents (host and device), any order; a host report's options carry the
+            attempts each timing took (``attempts``) and why a file was not timed on real text (``real_text``).
         timings: ``[{"stage", "skipped", "seconds"}]`` of this invocation.
         evaluation: the ``<name>.evaluation.json`` document, or None.
+        arm64_ready (bool): the arm64 emulation cache exists (the recipe's files were run on it).
     """
     from mobilebert_kit.profiler.report import build_report
 
-    records = []
+    records, attempts, skipped = [], {}, {}
     for profile in profiles:
+        options = profile.get("options") or {}
+        for name, tries in (options.get("attempts") or {}).items():
+            attempts[name] = tries
+        if (options.get("real_text") or {}).get("skipped"):
+            skipped[options["real_text"]["artifact"]] = options["real_text"]["skipped"]
         for record in profile["results"]:
             # Plot labels use the model name: keep the extension so .tflite and .onnx rows differ.
             model = dict(record["model"], name=record["model"]["path"].rsplit("/", 1)[-1])
@@ -75,7 +103,10 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None):
             "seq_len": exported.get("seq_len") or opts.seq_len, "size_bytes": exported["size_bytes"],
             "fidelity_cosine": min(cosines) if cosines else None,
             "validation_passed": (exported.get("validation") or {}).get("passed"),
-            "latency_ms": {}, "speedup_vs_float": {},
+            "clients": clients_of(exported["path"]),
+            "latency_ms": {}, "latency_ci95_ms": {}, "noisy": {}, "speedup_vs_float": {}, "speedup_withheld": {},
+            "real_text": None,
+            "arm64": arm64_of(exported, ARM64_BASELINE if arm64_ready else ARM64_HOWTO),
         }
         for out in outputs:
             validation.append({"artifact": row["name"], "output": out["name"], "cosine": out["cosine"],
@@ -84,19 +115,30 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None):
                                "argmax_agreement": out.get("argmax_agreement"),
                                "passed": exported["validation"]["passed"]})
         for record in _records_for(by_path, exported["path"]):
-            where = _where(record)
-            lat = record.get("latency_ms") or {}
-            row["latency_ms"][where] = lat.get("median")
-            latency.append({"artifact": row["name"], "target": where, "simulated": record.get("simulated", False),
-                            "median_ms": lat.get("median"), "p90_ms": lat.get("p90"), "mean_ms": lat.get("mean"),
-                            "cv": lat.get("cv"), "count": lat.get("count"), "init_ms": record.get("init_ms"),
-                            "threads": (record.get("config") or {}).get("threads")})
+            where, timing = _where(record), _timing(record, attempts)
+            latency.append({"artifact": row["name"], "target": where, **timing})
+            if record.get("text"):
+                text = record["text"]
+                row["real_text"] = {"source": text.get("source"), "sentences": text.get("sentences"),
+                                    "tokens_median": (text.get("tokens") or {}).get("median"), "fed": text.get("fed"),
+                                    "target": where, "median_ms": timing["median_ms"],
+                                    "ci95_ms": [timing["ci95_low_ms"], timing["ci95_high_ms"]], "cv": timing["cv"],
+                                    "noisy": timing["noisy"]}
+                continue
+            row["latency_ms"][where] = timing["median_ms"]
+            row["latency_ci95_ms"][where] = [timing["ci95_low_ms"], timing["ci95_high_ms"]]
+            row["noisy"][where] = timing["noisy"]
+        if row["real_text"] is None:
+            row["real_text"] = {"skipped": skipped.get(row["name"], "not timed")}
         artifacts.append(row)
     for row in artifacts:
         baseline = next((b for b in artifacts if b["format"] == row["format"] and b["quantize"] == "none"), None)
         for where, median in row["latency_ms"].items():
             base = (baseline or {}).get("latency_ms", {}).get(where)
-            row["speedup_vs_float"][where] = base / median if base and median else None
+            steady = not row["noisy"].get(where) and not (baseline or {}).get("noisy", {}).get(where)
+            # A ratio of two figures either of which is noise is not printed as a speed-up (it is None).
+            row["speedup_vs_float"][where] = base / median if base and median and steady else None
+            row["speedup_withheld"][where] = bool(base and median and not steady)
     return _finite({
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -114,6 +156,52 @@ def _records_for(by_path, artifact):
 
     want = str(Path(artifact).resolve())
     return [r for path, records in by_path.items() if str(Path(path).resolve()) == want for r in records]
+
+
+def _timing(record, attempts):
+    """One latency row's figures: the median with its 95% interval, the spread, and whether it is noise."""
+    from mobilebert_kit.profiler.stats import median_interval
+
+    lat = record.get("latency_ms") or {}
+    interval = median_interval(record.get("samples_ms") or []) if record.get("samples_ms") else None
+    median = lat.get("median")
+    noisy = interval is None or not median or (interval[1] - interval[0]) / 2 > NOISE_TOLERANCE * median
+    kind = "real text" if record.get("text") else "padded"
+    return {"kind": kind, "seq_len": None if record.get("text") else record.get("seq_len"),
+            "simulated": record.get("simulated", False), "median_ms": median,
+            "ci95_low_ms": interval[0] if interval else None, "ci95_high_ms": interval[1] if interval else None,
+            "noisy": bool(noisy) if record.get("samples_ms") else None, "p90_ms": lat.get("p90"),
+            "mean_ms": lat.get("mean"), "cv": lat.get("cv"), "count": lat.get("count"),
+            "attempts": attempts.get(f"{record['model']['name']} {kind}"), "init_ms": record.get("init_ms"),
+            "threads": (record.get("config") or {}).get("threads")}
+
+
+def clients_of(path):
+    """``{"ready": [client], "not_ready": {client: first reason}}`` as ``mbk inspect`` reads the file."""
+    from mobilebert_kit.artifacts.clients import client_readiness
+    from mobilebert_kit.artifacts.errors import ArtifactError
+
+    try:
+        readiness = client_readiness(path)
+    except ArtifactError as err:
+        return {"ready": [], "not_ready": {}, "error": str(err)}
+    return {"ready": [name for name, reasons in readiness.items() if not reasons],
+            "not_ready": {name: reasons[0] for name, reasons in readiness.items() if reasons}}
+
+
+def arm64_of(exported, unchecked=ARM64_HOWTO):
+    """The arm64 line of one export: its emulated run against x86-64 (``mbk validate --arch arm64``'s figures),
+    or ``unchecked``: why there is none and how to get one."""
+    arch = (exported.get("validation") or {}).get("arch")
+    if not arch:
+        return {"checked": False, "line": unchecked}
+    outputs = arch.get("outputs") or []
+    worst = min((o["vs_x86"]["cosine_min"] for o in outputs), default=None)
+    passed = not arch.get("failures")
+    line = (f"{arch['arch']} ({arch['cpu']}, emulated): min cosine vs x86-64 "
+            f"{'n/a' if worst is None else f'{worst:.6f}'}, {'within' if passed else 'OUTSIDE'} the mode's thresholds")
+    return {"checked": True, "arch": arch["arch"], "cpu": arch["cpu"], "runtime": arch.get("runtime"),
+            "min_cosine_vs_x86": worst, "passed": passed, "line": line}
 
 
 def _where(record):
@@ -142,22 +230,43 @@ def _fmt(value, digits=3):
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def _ms(median, cv, noisy):
+    """``4.946 (CV 0.02)``: a median and its coefficient of variation, NOISY where its 95% interval is too wide."""
+    if median is None:
+        return "n/a"
+    return f"{median:.3f} (CV {_fmt(cv, 2)})" + (" NOISY" if noisy else "")
+
+
 def summary_rows(report):
-    """``[[artifact, size MB, fidelity, median ms, speed-up]]`` for every artifact and target."""
+    """``[[artifact, size MB, fidelity, ready clients, ms @tokens, real-text ms, speed-up, arm64]]`` per target."""
+    cvs = {(r["artifact"], r["target"], r["kind"]): r["cv"] for r in report["latency"]}
     rows = []
     for a in report["artifacts"]:
         targets = list(a["latency_ms"]) or [None]
+        text = a.get("real_text") or {}
+        real = "n/a" if text.get("skipped") else (
+            f"{_ms(text.get('median_ms'), text.get('cv'), text.get('noisy'))}, {_fmt(text.get('tokens_median'), 0)} tok")
+        arm = a.get("arm64") or {}
+        arm_cell = (_fmt(arm.get("min_cosine_vs_x86"), 6) + ("" if arm.get("passed") else " FAILED")
+                    if arm.get("checked") else "not checked")
         for where in targets:
             median = a["latency_ms"].get(where) if where else None
             speedup = a["speedup_vs_float"].get(where) if where else None
+            at = f" @{a['seq_len']}" if a.get("seq_len") else ""
             rows.append([a["name"], f"{a['size_bytes'] / 1e6:.2f}",
                          _fmt(a["fidelity_cosine"], 6) + ("" if a["validation_passed"] is not False else " FAILED"),
-                         ("n/a" if median is None else f"{median:.3f} ({where})"),
-                         "n/a" if speedup is None else f"{speedup:.2f}x"])
+                         ", ".join(a.get("clients", {}).get("ready") or []) or "none",
+                         "n/a" if median is None else
+                         f"{_ms(median, cvs.get((a['name'], where, 'padded')), a['noisy'].get(where))}{at} ({where})",
+                         real,
+                         "noisy: not compared" if a["speedup_withheld"].get(where) else
+                         "n/a" if speedup is None else f"{speedup:.2f}x",
+                         arm_cell])
     return rows
 
 
-SUMMARY_HEADERS = ["artifact", "size MB", "fidelity (cosine)", "median latency ms", "speed-up over float"]
+SUMMARY_HEADERS = ["artifact", "size MB", "fidelity (cosine)", "ready clients", "median ms @tokens",
+                   "real text median ms", "speed-up over float", "arm64 vs x86-64 (min cosine)"]
 
 
 def print_summary(report, console):
@@ -171,6 +280,11 @@ def print_summary(report, console):
     for row in summary_rows(report):
         table.add_row(*(escape(cell, markup=True) for cell in row))  # artifact names come from the recipe
     console.print(table)
+    for why in dict.fromkeys(a["real_text"]["skipped"] for a in report["artifacts"] if a["real_text"].get("skipped")):
+        console.print(f"real text not timed: {escape(why, markup=True)}", highlight=False)
+    arm = next((a["arm64"] for a in report["artifacts"] if not a["arm64"]["checked"]), None)
+    if arm:
+        console.print(f"arm64: {escape(arm['line'], markup=True)}", highlight=False)
     evaluation = report.get("evaluation")
     if evaluation:
         from mobilebert_kit.evaluation.artifact_metrics import comparison_table
@@ -198,6 +312,14 @@ def to_html(report):
         parts.append("<p class='warn'><b>SIMULATED</b>: device figures come from the device simulator, not a phone.</p>")
     parts.append("<h2>Summary</h2>")
     parts.append(_table(SUMMARY_HEADERS, summary_rows(report)))
+    parts.append("<h2>App clients</h2><p>Read from each file as <code>mbk inspect</code> reads it: the clients "
+                 "that load it as it is, and the first reason for each that would not.</p>")
+    parts.append(_table(["artifact", "ready for", "not ready (first reason)"],
+                        [[a["name"], ", ".join(a["clients"].get("ready") or []) or "none",
+                          "; ".join(f"{c}: {r}" for c, r in a["clients"].get("not_ready", {}).items()) or "-"]
+                         for a in report["artifacts"]]))
+    parts.append("<h2>The phone's kernels (arm64)</h2>")
+    parts.append(_table(["artifact", "arm64"], [[a["name"], a["arm64"]["line"]] for a in report["artifacts"]]))
     parts.append("<h2>Validation against the Keras source</h2>")
     parts.append(_table(
         ["artifact", "output", "cosine", "min cosine", "SNR dB", "max |err|", "mean |err|", "argmax", "passed"],
@@ -212,11 +334,18 @@ def to_html(report):
              f">= {evaluation['min_ratio']:g}"],
             [[m["model"], *(_fmt(v, 4) for v in m["metrics"].values()), _fmt(m["drop"], 4), _fmt(m["ratio"], 4),
               "ref" if i == 0 else ("pass" if m["passed"] else "FAIL")] for i, m in enumerate(evaluation["models"])]))
-    parts.append("<h2>Latency</h2>")
+    parts.append("<h2>Latency</h2><p>Padded: every run at the file's planned length. Real text: the sentences one "
+                 "per call, each at its own length (a static file: padded to it), as the app feeds them. The 95% "
+                 f"interval of the median is distribution-free; wider than &plusmn;{NOISE_TOLERANCE:.0%} after the "
+                 "reruns, a figure is NOISY and gets no speed-up.</p>")
     parts.append(_table(
-        ["artifact", "target", "median ms", "p90 ms", "mean ms", "CV", "runs", "init ms", "threads"],
-        [[r["artifact"], r["target"], _fmt(r["median_ms"]), _fmt(r["p90_ms"]), _fmt(r["mean_ms"]), _fmt(r["cv"]),
-          _fmt(r["count"]), _fmt(r["init_ms"], 1), _fmt(r["threads"])] for r in report["latency"]]))
+        ["artifact", "target", "input", "median ms", "95% CI ms", "noisy", "p90 ms", "mean ms", "CV", "runs",
+         "attempts", "init ms", "threads"],
+        [[r["artifact"], r["target"], r["kind"] + (f" @{r['seq_len']}" if r.get("seq_len") else ""),
+          _fmt(r["median_ms"]),
+          "n/a" if r.get("ci95_low_ms") is None else f"{r['ci95_low_ms']:.3f}-{r['ci95_high_ms']:.3f}",
+          _fmt(r.get("noisy")), _fmt(r["p90_ms"]), _fmt(r["mean_ms"]), _fmt(r["cv"]), _fmt(r["count"]),
+          _fmt(r.get("attempts")), _fmt(r["init_ms"], 1), _fmt(r["threads"])] for r in report["latency"]]))
     for title, png in plots(report["profile"]):
         parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
     stages = report.get("stages") or []

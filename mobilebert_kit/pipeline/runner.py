@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
-from mobilebert_kit.artifacts.metadata import planned_length, read_artifact_metadata
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length, read_artifact_metadata
+from mobilebert_kit.artifacts.emulated_runner import emulation_ready
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
@@ -45,6 +46,9 @@ from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
 
 DEFAULT_RUNS = 20
+# Timings of a noisy machine are taken again with 4x the runs, at most this many times in all (report.py flags
+# what is still noisy after them).
+MAX_ATTEMPTS = 3
 DEFAULT_WARMUP = 3
 _FILE_OPTIONS = ("calibration", "validation_data", "recover_data")
 
@@ -105,10 +109,16 @@ class Pipeline:
         options = recipe.options()
         if self.out_dir is not None:
             options = [dataclasses.replace(opts, out=str(self.out_dir / Path(opts.out).name)) for opts in options]
+        arm64 = emulation_ready("arm64")
         planned = []
         for opts in options:
             if opts.quantize != "none":
                 planned.append(_float_baseline(opts))
+            if arm64 and opts.validate and opts.check_arch is None:
+                # Where the arm64 runtimes are built already, the recipe's files are also run on them (the export's
+                # --check-arch): the report's arm64 line. Without them, the line says how to get them. The float32
+                # baselines added above are not: emulated float kernels cost minutes a file (report.ARM64_BASELINE).
+                opts = dataclasses.replace(opts, check_arch="arm64")
             planned.append(opts)
         return recipe, planned
 
@@ -165,7 +175,7 @@ class Pipeline:
 
         def write_report():
             data = pipeline_report.build(recipe, planned, exports, [_read_json(p) for p in profile_files],
-                                         timings=self._timings,
+                                         timings=self._timings, arm64_ready=emulation_ready("arm64"),
                                          evaluation=_read_json(evaluation_path) if evaluation_path else None)
             pipeline_report.write(data, json_path, html_path, overwrite=self.overwrite)
 
@@ -214,6 +224,7 @@ class Pipeline:
                 self._log(line)
 
     def _profile_host(self, opts):
+        from mobilebert_kit.convert.plan.sample_text import SAMPLE_TEXT
         from mobilebert_kit.profiler.host import HostProfiler
         from mobilebert_kit.profiler.report import build_report, write_json
 
@@ -221,27 +232,55 @@ class Pipeline:
         # The length the export planned and validated at, as the file records it (a dynamic-axis ONNX file,
         # the default, fixes none).
         seq_len = planned_length(read_artifact_metadata(opts.out))
-        settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all"}
-        text = self._text
+        settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all",
+                    "max_attempts": MAX_ATTEMPTS}
+        # Real sentences at their own length beside the planned length: [profile] text, else the package's sample.
+        text = self._text or SAMPLE_TEXT
         inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings,
-                  "seq_len": seq_len, "text": file_hash(text) if text else None}
+                  "seq_len": seq_len, "text": file_hash(text)}
+        name = Path(opts.out).name
 
         def work():
-            from mobilebert_kit.profiler.real_text import RealText
-
             profiler = HostProfiler(threads=self.threads, runs=self.runs, warmup=DEFAULT_WARMUP, min_time_s=0.0,
                                     max_time_s=120.0)
-            results = [profiler.profile(opts.out, seq_len=seq_len)]
-            if text:  # [profile] text: the sentences as the app feeds them, beside the planned length
-                from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
+            attempts, real = {}, {"artifact": name, "source": str(text)}
+            results = [self._steady(profiler, lambda: profiler.profile(opts.out, seq_len=seq_len), attempts,
+                                    f"{name} padded")]
+            sentences, why = _real_text(opts.out, text, opts.source)
+            if sentences is not None:
+                results.append(self._steady(profiler, lambda: profiler.profile_text(opts.out, sentences), attempts,
+                                            f"{name} real text"))
+            else:
+                real["skipped"] = why
+            write_json(build_report(results, options={"pipeline": str(self.recipe_path), **settings,
+                                                      "attempts": attempts, "real_text": real}),
+                       out, overwrite=self.overwrite)
 
-                sentences = RealText.from_file(text, opts.out, app_tokenizer(opts.out))
-                results.append(profiler.profile_text(opts.out, sentences))
-            write_json(build_report(results, options={"pipeline": str(self.recipe_path), **settings}), out,
-                       overwrite=self.overwrite)
-
-        self._stage(f"profile {Path(opts.out).name} on the host ({self.runs} runs)", StageManifest("profile-host", [out], inputs), work)
+        self._stage(f"profile {name} on the host ({self.runs} runs)", StageManifest("profile-host", [out], inputs), work)
         return out
+
+    def _steady(self, profiler, measure, attempts, key):
+        """``measure()``'s record, timed again with 4x the runs while the 95% interval of its median is wider than
+        the report's tolerance (at most :data:`MAX_ATTEMPTS` times); ``attempts[key]`` counts the tries."""
+        from mobilebert_kit.pipeline.report import NOISE_TOLERANCE
+        from mobilebert_kit.profiler.stats import median_interval
+
+        runs = profiler.runs
+        try:
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                profiler.runs = runs * 4 ** (attempt - 1)
+                record = measure()
+                interval = median_interval(record.get("samples_ms") or [])
+                median = (record.get("latency_ms") or {}).get("median")
+                attempts[key] = attempt
+                if interval and median and (interval[1] - interval[0]) / 2 <= NOISE_TOLERANCE * median:
+                    break
+                if attempt < MAX_ATTEMPTS:
+                    self._log(f"{key}: the 95% interval of the median is wider than {NOISE_TOLERANCE:.0%} after "
+                              f"{len(record.get('samples_ms') or [])} runs; timing again with {runs * 4 ** attempt}")
+        finally:
+            profiler.runs = runs
+        return record
 
     def _evaluate(self, settings, planned, out):
         """Task metrics of every artifact on ``[evaluation] data``, each against the first (the float file)."""
@@ -299,6 +338,30 @@ class Pipeline:
 
         (serial,) = AdbClient(self.adb).ready_serials([self.device])
         return serial
+
+
+def _real_text(artifact, text, source):
+    """``(RealText, None)``: ``text``'s sentences tokenized as ``artifact``'s app tokenizes them (with what the file
+    carries, else the source checkpoint's own tokenizer, as ``mbk profile --text --tokenizer`` would); or
+    ``(None, why)`` when neither has one (a preset's random weights come without a vocabulary)."""
+    from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
+    from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
+    from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
+    from mobilebert_kit.profiler.real_text import RealText
+    from mobilebert_kit.sources.spec import classify
+
+    graph, client = read_with_client_metadata(Path(artifact))
+    meta, vocab = parse_mbk_metadata(graph.metadata, artifact)
+    carried = carried_tokenizer(artifact, client, meta, vocab)
+    tokenizer = None
+    if not carried.ready:
+        directory = classify(source).directory if source else None
+        if directory is None or not any((directory / n).is_file() for n in ("tokenizer.json", "vocab.txt")):
+            return None, (f"neither the file nor its source ({source}) carries a tokenizer to feed real sentences "
+                          "with (a preset's random weights come without one); set [source] model or --source to a "
+                          "checkpoint directory with its tokenizer")
+        tokenizer = directory
+    return RealText.from_file(text, artifact, app_tokenizer(artifact, tokenizer)), None
 
 
 def _check_vocabulary(recipe, planned):

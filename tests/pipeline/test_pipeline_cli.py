@@ -74,8 +74,12 @@ def test_report_has_validation_and_latency_for_every_artifact(first_run):
         assert quantized["size_bytes"] < base["size_bytes"]
         assert 0.99 < quantized["fidelity_cosine"] < base["fidelity_cosine"]
         speedup = quantized["speedup_vs_float"]["host"]
-        assert speedup == pytest.approx(base["latency_ms"]["host"] / quantized["latency_ms"]["host"])
-        assert base["speedup_vs_float"]["host"] == pytest.approx(1.0)
+        if quantized["speedup_withheld"]["host"]:  # either figure stayed noisy after the reruns: no ratio printed
+            assert speedup is None and (quantized["noisy"]["host"] or base["noisy"]["host"])
+        else:
+            assert speedup == pytest.approx(base["latency_ms"]["host"] / quantized["latency_ms"]["host"])
+        if not base["noisy"]["host"]:
+            assert base["speedup_vs_float"]["host"] == pytest.approx(1.0)
     # The page carries the tables and the embedded plots.
     assert "Validation against the Keras source" in html and "<h2>Latency</h2>" in html
     assert html.count("data:image/png;base64,") >= 2

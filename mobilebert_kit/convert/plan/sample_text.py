@@ -2,11 +2,14 @@
 
 Real text matters for validation and calibration: random token ids give
 attention patterns and activation ranges that real sentences never produce.
-These lines were written for this package (no data set is downloaded).
+These lines were written for this package (no data set is downloaded): everyday English at the lengths
+apps send (short queries and statements, a few long lines), one per line in the text files beside this
+module, so ``mbk profile --text`` and a recipe's ``[profile] text`` can name them too.
 
 Two separate sets, because an artifact must never be validated on the rows it
 was calibrated on (its ranges would fit the test): :data:`SENTENCES` and
-:data:`SENTENCE_PAIRS` validate, :data:`CALIBRATION_SENTENCES` calibrate full
+:data:`SENTENCE_PAIRS` validate (``sentences.txt``, ``sentence_pairs.txt``: one pair per line, the two
+texts separated by a tab), :data:`CALIBRATION_SENTENCES` (``calibration_sentences.txt``) calibrate full
 integer modes of a model with a vocabulary when no ``--calibration`` file is
 given (``tests/convert/test_default_calibration.py`` checks they share no line).
 A few validation sentences carry accents: the TFLite clients never strip them
@@ -14,199 +17,21 @@ while uncased checkpoints such as all-MiniLM-L6-v2 do, and client-fidelity
 validation (``convert/validation/client_fidelity.py``) must see that difference.
 """
 
-SENTENCES = (
-    "The quick brown fox jumps over the lazy dog.",
-    "A man is playing a guitar on the street corner.",
-    "The weather forecast says it will rain tomorrow afternoon.",
-    "We had crème brûlée at a little café near the Champs-Élysées.",
-    "She bought three apples and a loaf of bread at the market.",
-    "Machine learning models can run directly on mobile phones.",
-    "The train to the airport leaves every twenty minutes.",
-    "Her naïve résumé listed a rôle at the Zürich office.",
-    "He forgot his umbrella at the office again.",
-    "Our team won the football match by two goals.",
-    "Please turn off the lights when you leave the room.",
-    "The museum is closed on Mondays and public holidays.",
-    "A small dog is running through the green grass.",
-    "The children built a sandcastle at the beach.",
-    "José and Zoë flew from São Paulo to Málaga last spring.",
-    "Quantized networks trade a little accuracy for a lot of speed.",
-    "I would like to book a table for two at eight o'clock.",
-    "The new phone has a larger screen and a better camera.",
-    "Scientists discovered a new species of frog in the rainforest.",
-    "The meeting has been moved to Thursday morning.",
-    "Cooking pasta only takes about ten minutes.",
-    "The bank raised interest rates for the third time this year.",
-    "My grandmother tells the best stories about her childhood.",
-    "The river flooded the village after days of heavy rain.",
-    "Can you recommend a good book about history?",
-    "The company reported record profits in the last quarter.",
-    "A woman is slicing onions in the kitchen.",
-    "Traffic on the highway was slow because of an accident.",
-    "The concert was cancelled due to the storm.",
-    "Learning a new language takes patience and practice.",
-    "The cat is sleeping on the warm windowsill.",
-    "Electric cars are becoming cheaper every year.",
-    "The doctor advised him to drink more water.",
-    "Two men are playing chess in the park.",
-    "The library offers free courses on computer programming.",
-    "How long does it take to fly from London to Tokyo?",
-    "The bridge was built more than a hundred years ago.",
-    "She plays the piano every evening after dinner.",
-    "This restaurant serves the best pizza in town.",
-    "The software update fixed several security problems.",
-    "A group of students is studying for the final exam.",
-    "The mountains were covered with fresh snow.",
-    "He repaired the old bicycle in his garage.",
-    "The price of coffee has gone up recently.",
-    "Birds migrate south when the weather gets cold.",
-    "The hotel room had a beautiful view of the sea.",
-    "Customer support answered my question within an hour.",
-    "A baby is laughing at a puppy.",
-    "The election results will be announced tonight.",
-    "Regular exercise improves both body and mind.",
-    "The package was delivered to the wrong address.",
-    "Solar panels convert sunlight into electricity.",
-    "The film received excellent reviews from critics.",
-    "A chef is preparing a meal in a busy kitchen.",
-    "The students asked the teacher to explain the problem again.",
-    "Our flight was delayed by three hours.",
-    "The garden is full of roses and tulips in spring.",
-    "Is this seat taken?",
-    "The old castle attracts thousands of tourists every summer.",
-    "Prices at the supermarket vary from week to week.",
-    "The phone battery lasts for almost two days.",
-    "A person is riding a horse along the beach.",
-    "The government announced a new plan for public transport.",
-    "The recipe calls for two eggs and a cup of flour.",
-    "It is a truth universally acknowledged that good tea needs boiling water.",
-    "Where is the nearest pharmacy?",
-    "The orchestra played a symphony by Beethoven.",
-)
+from pathlib import Path
 
-SENTENCE_PAIRS = (
-    "A man is playing a guitar.\tA person plays an instrument.",
-    "The cat sleeps on the sofa.\tA dog is barking loudly outside.",
-    "The meeting was moved to Thursday.\tThe meeting now takes place on Thursday.",
-    "Children are playing in the park.\tKids play outdoors.",
-)
+_HERE = Path(__file__).parent
+# The sentences `mbk pipeline` times every file on when the recipe names no [profile] text: the validation set,
+# real sentences at their own lengths (median 9 words), the same for every file and every run.
+SAMPLE_TEXT = _HERE / "sentences.txt"
 
+
+def _lines(name):
+    return tuple(line for line in (_HERE / name).read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+SENTENCES = _lines("sentences.txt")
+SENTENCE_PAIRS = _lines("sentence_pairs.txt")
 # Calibration text: other sentences than the validation ones above, of the lengths and topics apps send
 # (short queries, everyday statements, a few long multi-sentence lines that fill more positions, and
 # sentence pairs separated by a tab).
-CALIBRATION_SENTENCES = (
-    "The committee postponed its decision until the next meeting.",
-    "A boy is throwing a ball to his dog in the yard.",
-    "Fresh bread is baked every morning at the corner shop.",
-    "The printer on the second floor has run out of paper.",
-    "We watched the sunset from the top of the hill.",
-    "The nurse checked the patient's temperature twice a day.",
-    "Several flights were cancelled because of the fog.",
-    "He spent the whole weekend painting the fence.",
-    "The teacher handed back the graded essays on Friday.",
-    "A cyclist is waiting at the red light.",
-    "What time does the pharmacy open on Sundays?",
-    "The farmers expect a good harvest this autumn.",
-    "Our neighbours adopted a kitten from the shelter.",
-    "The lecture on climate change was fully booked.",
-    "Turn left at the second traffic light and park behind the bank.",
-    "The app crashes whenever I try to upload a photo.",
-    "My sister is learning to play the violin.",
-    "The city plans to plant a thousand new trees.",
-    "Two women are sharing a pot of tea in the garden.",
-    "The battery of my laptop drains too quickly.",
-    "Can I pay by card or only in cash?",
-    "The storm knocked down power lines across the region.",
-    "He ordered a vegetarian burger with extra cheese.",
-    "The kids are drawing pictures with coloured chalk.",
-    "Sales of winter coats rose during the cold spell.",
-    "The translator finished the contract in two days.",
-    "A fisherman is repairing his nets on the pier.",
-    "I need to renew my passport before the trip.",
-    "The hospital opened a new wing for children.",
-    "The dog barked at the postman all morning.",
-    "Please send me the report by the end of the day.",
-    "The band will release its new album in March.",
-    "The soup needs a little more salt and pepper.",
-    "Thousands of runners took part in the city marathon.",
-    "The old lighthouse is now a small museum.",
-    "A waiter is carrying a tray of drinks.",
-    "How many calories are in a banana?",
-    "The engineers tested the bridge before it opened.",
-    "My phone keeps losing its connection to the network.",
-    "The students planted vegetables in the school garden.",
-    "The judge asked the witness to speak louder.",
-    "Our holiday cottage has no television and no internet.",
-    "The bakery sells out of croissants before nine.",
-    "The lake is still too cold for swimming in early May.",
-    "She is writing a novel about a family of sailors.",
-    "The company hired fifty new employees this month.",
-    "A little girl is blowing out the candles on her cake.",
-    "Is there a direct bus from the station to the university?",
-    "The heating system broke down during the night.",
-    "Volunteers cleaned up the rubbish along the river bank.",
-    "The goalkeeper stopped a penalty in the final seconds.",
-    "I forgot my password and cannot log in.",
-    "The painter mixed blue and yellow to get green.",
-    "Prices for flights usually rise before the holidays.",
-    "The cat knocked a glass off the kitchen table.",
-    "The researchers published their results in a journal.",
-    "A man is jogging along the river with headphones on.",
-    "The shop will be closed for renovation next week.",
-    "Which platform does the train to Edinburgh leave from?",
-    "The village holds a music festival every summer.",
-    "He cut his finger while chopping carrots.",
-    "The cinema shows old films on Wednesday evenings.",
-    "This jacket is waterproof but not very warm.",
-    "The pilot announced that we would land early.",
-    "Our internet provider doubled the monthly price.",
-    "Three friends are hiking up a steep mountain path.",
-    "The baby finally fell asleep after midnight.",
-    "Wind turbines now supply a third of the country's power.",
-    "The mechanic said the brakes need to be replaced.",
-    "I prefer reading on paper rather than on a screen.",
-    "The exhibition features paintings from the last century.",
-    "Do you know a good dentist near the city centre?",
-    "The parcel arrived damaged, so I asked for a refund.",
-    "A street musician is playing the saxophone.",
-    "The council voted to build a new swimming pool.",
-    "My grandfather grows tomatoes in his greenhouse.",
-    "The match was postponed because the pitch was frozen.",
-    "Smartphones have changed how people read the news.",
-    "She apologised for arriving late to the interview.",
-    "The fire brigade rescued a cat from a tall tree.",
-    "The printer makes a strange noise when it starts.",
-    "Could you speak a little more slowly, please?",
-    "A group of tourists photographed the old cathedral.",
-    "He keeps his bicycle in the hallway of the flat.",
-    "The chemistry exam was harder than we expected.",
-    "A couple is dancing in the middle of the square.",
-    "The recipe works just as well with oat milk.",
-    "Unemployment fell for the fourth month in a row.",
-    "The lift is out of order, so please use the stairs.",
-    "We are looking for a flat with two bedrooms.",
-    "I tried to call you yesterday, but nobody answered the phone, so I left a message with your "
-    "colleague and asked her to tell you that the meeting had been moved to the following week.",
-    "The museum's new exhibition traces the history of the railway from the first steam engines to "
-    "modern high-speed trains, with models, photographs and a restored dining car that visitors can enter.",
-    "After the heavy rain last night, several streets in the old town were flooded, and the police "
-    "asked drivers to avoid the area until the water had drained away.",
-    "If you want to return an item, bring it back within thirty days together with the receipt, and "
-    "we will refund the full price or exchange it for another size.",
-    "The small startup built an app that translates menus in real time, and within a year it had "
-    "millions of users in more than forty countries.",
-    "When the power went out, the whole neighbourhood went quiet; people lit candles, brought chairs "
-    "outside and talked with each other until late in the evening.",
-    "Doctors recommend at least seven hours of sleep a night, regular meals and some time outdoors "
-    "every day, especially for people who work in front of a screen.",
-    "Our team spent three months testing the new model on real customer questions before we decided "
-    "it was accurate enough to replace the old search engine.",
-    "A woman is reading a newspaper on the train.\tSomeone is reading on public transport.",
-    "The shop opens at nine.\tThe store closes at six in the evening.",
-    "He bought a new car last week.\tHe recently purchased a vehicle.",
-    "The soup is too hot to eat.\tA child is riding a bicycle down the hill.",
-    "The flight was cancelled.\tThe plane did not take off.",
-    "Two dogs are playing in the snow.\tAnimals are running outside in winter.",
-    "The report is due on Monday.\tThe deadline for the report is next week.",
-    "She loves jazz music.\tThe museum is closed for repairs.",
-)
+CALIBRATION_SENTENCES = _lines("calibration_sentences.txt")
