@@ -301,7 +301,7 @@ def to_html(report):
         f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta(PIPELINE_HTML.name)}"
         "<title>mbk pipeline report</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
-        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}"
+        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}"
         ".warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}img{max-width:100%}</style></head><body>",
         "<h1>mbk pipeline report</h1>",
         f"<p>Recipe {html.escape(report['recipe'])}, source {html.escape(str(report['source']))}. "
