@@ -130,6 +130,11 @@ def test_default_pipeline_end_to_end(tmp_path):
         "default-float32.tflite", "default.tflite", "default-float32.onnx", "default.onnx"]
     for artifact in report["artifacts"]:
         assert artifact["validation_passed"] and artifact["latency_ms"]["host"] > 0
+        # The report's facts (issue 49): ready clients, real-text latency (MiniLM carries its vocabulary; the
+        # preset has none), the arm64 line.
+        assert artifact["clients"]["ready"] and artifact["arm64"]["line"]
+        if spec != "mobilebert":
+            assert 0 < artifact["real_text"]["median_ms"] < artifact["latency_ms"]["host"]
     assert "mbk pipeline summary" in proc.stdout
 
 
