@@ -4,7 +4,7 @@ Latency: ``mobilebert`` (trained-like vectors, ``benchmarks/perf/ours.py``)
 exported by ``mbk export --format onnx`` in float32 and dynamic int8 (with
 validation against Keras: its verdict is printed), the same float file
 quantized with each other activation-scale record
-(``quantization_modes.ACTIVATION_SCALES``: ``tensor``, ``row-graph``), and
+(``quantization_modes.ACTIVATION_SCALES``: ``tensor``), and
 Hugging Face's ``MobileBertModel`` of the same architecture through
 ``torch.onnx.export`` and ``onnxruntime.quantization.quantize_dynamic``
 defaults (``benchmarks/perf/peers.py``). All files are timed in one process,
@@ -46,7 +46,7 @@ from benchmarks.perf.runners import OnnxRunner, realistic_inputs  # noqa: E402
 from benchmarks.perf.timing import interleaved, pinned  # noqa: E402
 
 # The records compared with the default ("row"), quantized from our float file.
-OTHER_SCALES = ("tensor", "row-graph")
+OTHER_SCALES = ("tensor",)
 PEER = "hf dynamic"
 
 

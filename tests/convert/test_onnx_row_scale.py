@@ -72,6 +72,17 @@ def test_ordinary_rows_keep_their_precision_in_the_fused_kernel(outlier_rows, tm
     assert np.abs(ours - exact).max() * 5 < np.abs(theirs - exact).max()
 
 
+def test_constant_and_zero_rows_stay_finite_in_the_fused_kernel(outlier_rows, tmp_path):
+    """A padded (all-zero) row divides by the tiny floor, not by 0; a constant row keeps int8 precision."""
+    x, w1, w2 = outlier_rows
+    x[0, 2] = 3.5  # one value everywhere
+    rows = two_dense_model(w1, w2)
+    scale_rows(rows)
+    y1 = session(dynamic_int8(rows, tmp_path)).run(["y1"], {"x": x})[0]
+    assert np.all(np.isfinite(y1)) and np.allclose(y1[0, 1], 0.0)
+    np.testing.assert_allclose(y1[0, 2], (x @ w1)[0, 2], rtol=0.03, atol=0.03 * np.abs(x[0, 2] @ w1).max())
+
+
 def test_excluded_nodes_are_left_alone(outlier_rows):
     _, w1, w2 = outlier_rows
     model = two_dense_model(w1, w2)
@@ -83,7 +94,7 @@ def test_excluded_nodes_are_left_alone(outlier_rows):
 def test_the_dynamic_record_scales_rows_in_the_kernels():
     settings = quantization_mode("dynamic").onnx
     assert settings.activation_scales == "row" and settings.row_activations and settings.reduce_range
-    assert set(ACTIVATION_SCALES) == {"tensor", "row", "row-graph"}
+    assert set(ACTIVATION_SCALES) == {"tensor", "row"}
     assert not OnnxQuantizer("dynamic", activation_scales="tensor").row_activations
     with pytest.raises(ConfigError, match="valid values"):
         OnnxQuantizer("dynamic", activation_scales="per-block")

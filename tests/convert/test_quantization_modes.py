@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from mobilebert_kit.artifacts.formats import SEQ_LEN
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.taxonomy import precision
 from mobilebert_kit.cli.main import build_parser
@@ -122,13 +123,13 @@ def test_flags_and_recipe_keys_are_generated_from_the_options_schema():
 
     @dataclasses.dataclass(frozen=True)
     class Extended(ExportOptions):
-        new_knob: int = option(3, flag="--new-knob", recipe=("export", "new_knob"), limit="seq_len",
+        new_knob: int = option(3, flag="--new-knob", recipe=("export", "new_knob"), limit=SEQ_LEN,
                                help="a knob declared once")
 
     parser = add_arguments(argparse.ArgumentParser(), Extended)
     assert parser.parse_args(["src", "--new-knob", "7"]).new_knob == 7
     with pytest.raises(SystemExit):
-        parser.parse_args(["src", "--new-knob", "1"])  # its LIMITS bound (seq_len >= 2) applies to the flag
+        parser.parse_args(["src", "--new-knob", "1"])  # its declared bound (SEQ_LEN: >= 2) applies to the flag
     assert recipe_keys(Extended)["export"]["new_knob"].field == "new_knob"
 
 

@@ -1,4 +1,4 @@
-"""The two-MatMul ONNX graph and its outlier rows, shared by the per-row int8 tests (row-graph and row scales)."""
+"""The two-MatMul ONNX graph and its outlier rows, of the per-row int8 tests (row scales)."""
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper

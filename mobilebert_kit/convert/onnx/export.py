@@ -51,7 +51,6 @@ from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.graph import simplify
-from mobilebert_kit.convert.onnx.row_quant import quantize_rows
 from mobilebert_kit.convert.onnx.row_scale import scale_rows
 from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
 from mobilebert_kit.errors import first_line
@@ -74,13 +73,8 @@ def _scale_rows(model, exclude, weight_bits, per_channel):
     return scale_rows(model, exclude)
 
 
-# OnnxQuantizer.activation_scales -> (the pass run on the float graph before quantize_dynamic, whether
-# quantize_dynamic still quantizes the weight MatMuls afterwards). "row-graph" quantizes them itself.
-_ROW_PASSES = {
-    "tensor": (_no_row_pass, True),
-    "row": (_scale_rows, True),
-    "row-graph": (quantize_rows, False),
-}
+# OnnxQuantizer.activation_scales -> the pass run on the float graph before quantize_dynamic.
+_ROW_PASSES = {"tensor": _no_row_pass, "row": _scale_rows}
 
 
 def convert(graph, opset=DEFAULT_OPSET):
@@ -246,15 +240,14 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         onnx.save(model, str(source))
         try:
             if settings.method == "dynamic":
-                row_pass, ort_matmuls = _ROW_PASSES[settings.activation_scales]
+                row_pass = _ROW_PASSES[settings.activation_scales]
                 if "MatMul" not in kept:
                     # Per-row activation scales (OnnxQuantizer.row_activations says why; ACTIVATION_SCALES how).
                     work = onnx.ModelProto()
                     work.CopyFrom(model)
                     row_pass(work, exclude, weight_bits=7 if settings.reduce_range else 8, per_channel=per_channel)
                     onnx.save(work, str(source))
-                ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather")
-                       if op not in kept and (ort_matmuls or op != "MatMul")]
+                ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather") if op not in kept]
                 q.quantize_dynamic(
                     str(source), str(target), weight_type=q.QuantType.QInt8, op_types_to_quantize=ops,
                     nodes_to_exclude=exclude, per_channel=per_channel, reduce_range=settings.reduce_range,

@@ -3,8 +3,8 @@
 Why: ``quantize_dynamic`` quantizes each weight MatMul's activation with one
 uint8 scale per tensor (ORT fuses that into ``DynamicQuantizeMatMul`` /
 ``MatMulIntegerToFloat``: fast, but a trained encoder's few wide tokens
-([CLS], [SEP]) take the range from the others). Our hand-written per-row
-scheme (:mod:`~mobilebert_kit.convert.onnx.row_quant`, 16 ops per MatMul)
+([CLS], [SEP]) take the range from the others). The hand-written per-row
+scheme of issue 15 (16 ops per MatMul around ``MatMulInteger``; removed by issue 45)
 kept the fidelity and lost the fused kernels: ``mobilebert`` dynamic int8 ran
 at 1.87x Hugging Face's ``quantize_dynamic`` file (issue 36).
 
