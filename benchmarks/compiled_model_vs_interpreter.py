@@ -2,7 +2,7 @@
 
 Both APIs are timed as the host profiler times them (inputs written once, then one run per sample), on one
 pinned core and one thread, with XNNPACK (``--delegate xnnpack``) or the builtin kernels (``none``). A file
-with an open axis is refused: CompiledModel cannot resize it (artifacts/tflite_runtimes.py says why). Only
+with an open axis is refused: CompiledModel cannot resize it (artifacts/runtimes.py says why). Only
 the ratios within one run are meant to be compared (benchmarks/perf/timing.py says why); no timed asserts.
 
 Usage:

@@ -32,7 +32,7 @@ class ArtifactFormat:
         label (str): how messages name it (``TFLite``, ``ONNX``).
         magic (tuple[int, bytes] | None): ``(offset, bytes)`` every file of it holds (the TFLite schema's ``TFL3``
             flatbuffer identifier at byte 4); None for a protobuf, which has no magic number of its own.
-        runtimes (tuple[str, ...]): the host runtimes that run it (``artifacts.tflite_runtimes`` for LiteRT's).
+        runtimes (tuple[str, ...]): the host runtimes that run it (``artifacts.runtimes`` for LiteRT's).
         runtime_package (str): the Python package of those runtimes, as reports and emulation name it.
         emulated_kernels (str): the kernels its runtime runs under emulation (what ``mbk validate --arch`` says).
         client_metadata (bool): files carry the TFLite metadata the Android clients (MediaPipe, the Task
@@ -86,7 +86,7 @@ class ArtifactFormat:
 
     @property
     def litert(self):
-        """Whether LiteRT (its Interpreter or CompiledModel, ``artifacts.tflite_runtimes``) runs files of this format.
+        """Whether LiteRT (its Interpreter or CompiledModel, ``artifacts.runtimes``) runs files of this format.
 
         Example:
             >>> FORMATS["tflite"].litert, FORMATS["onnx"].litert

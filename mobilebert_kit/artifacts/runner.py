@@ -12,7 +12,7 @@ it to each text.
 one place an interpreter, compiled model or session is created, with one-line
 errors: the runner, the host profiler, the profiler's FLOPs count of dynamic
 models and the XNNPACK coverage check all load files through them. Which LiteRT
-API runs a ``.tflite`` is decided by :func:`~mobilebert_kit.artifacts.tflite_runtimes.choose_tflite_runtime`
+API runs a ``.tflite`` is decided by :func:`~mobilebert_kit.artifacts.runtimes.choose_tflite_runtime`
 (``runtime="auto"``: CompiledModel for a static file with float / int32 inputs
 and outputs, the Interpreter otherwise); ``runner.runtime`` says which ran.
 """
@@ -28,7 +28,13 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.reader import artifact_format, read_artifact
-from mobilebert_kit.artifacts.tflite_runtimes import CompiledModel, choose_tflite_runtime, compiled_model_options, file_needs
+from mobilebert_kit.artifacts.runtimes import (
+    RUNTIMES,
+    CompiledModel,
+    choose_tflite_runtime,
+    compiled_model_options,
+    file_needs,
+)
 from mobilebert_kit.utils.quiet import quiet_fd2, quiet_teardown
 from mobilebert_kit.errors import first_line
 
@@ -162,7 +168,7 @@ class CompiledTflite:
     """A LiteRT ``CompiledModel`` with its buffers made once, run like an allocated Interpreter.
 
     Inputs and outputs are the first signature's, named as the Interpreter names them (the converter
-    writes the signature names on the tensors). Shapes stay as compiled: see ``tflite_runtimes`` on resize.
+    writes the signature names on the tensors). Shapes stay as compiled: see ``runtimes`` on resize.
 
     Args:
         model (CompiledModel): compiled for the CPU.
@@ -283,12 +289,12 @@ class ArtifactRunner:
         num_threads: interpreter / session threads.
         fmt: ``"tflite"`` or ``"onnx"`` when the suffix does not say (a temporary file).
         runtime (str): the LiteRT API of a ``.tflite``: ``auto`` (CompiledModel where it serves, see
-            :mod:`~mobilebert_kit.artifacts.tflite_runtimes`), ``interpreter`` or ``compiled_model``.
+            :mod:`~mobilebert_kit.artifacts.runtimes`), ``interpreter`` or ``compiled_model``.
 
     Attributes:
         input_specs: ``[{"name", "shape", "dtype"}]`` in graph order.
         output_names: output names in graph order.
-        runtime (TfliteRuntime | None): the LiteRT API that runs a ``.tflite`` (None for ``.onnx``).
+        runtime (Runtime): the record of what runs the file (``artifacts.runtimes``: a LiteRT API or ONNX Runtime).
         runtime_warnings (tuple[str, ...]): why a requested or preferred API was passed over.
 
     Example:
@@ -301,18 +307,16 @@ class ArtifactRunner:
         self.path = Path(path)
         if not self.path.is_file():
             raise ArtifactError(f"{self.path} does not exist")
-        self.runtime, self.runtime_warnings = None, ()
         self.format = artifact_format(self.path, fmt)
-        if FORMATS[self.format].litert:
+        self.runtime, self.runtime_warnings = RUNTIMES[FORMATS[self.format].runtimes[0]], ()
+        if FORMATS[self.format].litert:  # which LiteRT API: decided once from what the file needs
             graph = read_artifact(self.path, self.format)
             choice = choose_tflite_runtime(runtime, **file_needs(graph))
             self.runtime, self.runtime_warnings = choice.runtime, choice.warnings
-            if choice.runtime.name == "compiled_model":
-                self._init_compiled(num_threads, [spec["name"] for spec in graph.output_specs()])
-            else:
-                self._init_tflite(num_threads)
-        else:
-            self._init_onnx(num_threads)
+        # The record names its loader (load_tflite, load_compiled_model, load_onnx): each one's set-up here.
+        {"load_tflite": lambda: self._init_tflite(num_threads),
+         "load_compiled_model": lambda: self._init_compiled(num_threads, [s["name"] for s in graph.output_specs()]),
+         "load_onnx": lambda: self._init_onnx(num_threads)}[self.runtime.load]()
         if not self.input_specs:
             # Every caller feeds token arrays; without this, the first look at the inputs was an IndexError.
             raise ArtifactError(f"{self.path} has no inputs, so it is not an encoder export; pass a file that "
@@ -360,7 +364,7 @@ class ArtifactRunner:
             out[detail["name"]] = value
         return out
 
-    # === TFLite through CompiledModel (static shapes, float / int32 inputs and outputs: see tflite_runtimes) ===
+    # === TFLite through CompiledModel (static shapes, float / int32 inputs and outputs: see artifacts.runtimes) ===
     def _init_compiled(self, num_threads, graph_outputs):
         self._compiled = load_compiled_model(self.path, num_threads=num_threads)
         self.input_specs = [{"name": d["name"], "shape": [int(x) for x in d["shape"]], "dtype": np.dtype(d["dtype"]).name}

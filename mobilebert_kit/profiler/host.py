@@ -3,7 +3,7 @@
 ``.tflite`` runs with ai-edge-litert's ``CompiledModel`` or its ``Interpreter``
 (``runtime``: ``auto`` takes CompiledModel where it serves, the choice and any
 fallback are recorded as ``runtime.api`` and in the warnings; see
-``artifacts/tflite_runtimes.py``), XNNPACK on, or the builtin kernels with
+``artifacts/runtimes.py``), XNNPACK on, or the builtin kernels with
 ``delegate="none"``; ``.onnx`` runs with ONNX Runtime's CPU provider. The process is pinned to the chosen cores before the runtime
 creates its thread pools, so they inherit the mask. The loop follows
 benchmark_model: warm-up runs (the first one is reported as the first
@@ -38,7 +38,7 @@ from mobilebert_kit.artifacts.metadata import planned_length
 from mobilebert_kit.artifacts.errors import RuntimeLoadError
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.runner import TFLITE_RESOLVERS, load_compiled_model, load_onnx, load_tflite
-from mobilebert_kit.artifacts.tflite_runtimes import RUNTIME_CHOICES, choose_tflite_runtime
+from mobilebert_kit.artifacts.runtimes import RUNTIME_CHOICES, choose_tflite_runtime
 from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
 from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
@@ -276,7 +276,7 @@ class HostProfiler:
     # --- runtimes -----------------------------------------------------------------
 
     def _choose_runtime(self, info):
-        """The LiteRT API for ``info``'s file, decided once from what the file needs (tflite_runtimes)."""
+        """The LiteRT API for ``info``'s file, decided once from what the file needs (runtimes)."""
         return choose_tflite_runtime(self.runtime, delegate=self.delegate, **info.runtime_needs)
 
     def _timed_load(self, info, runtime, load, length=None):

@@ -32,7 +32,7 @@ from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
 from mobilebert_kit.artifacts.reader import read_artifact
 from mobilebert_kit.artifacts.runner import load_tflite
-from mobilebert_kit.artifacts.tflite_runtimes import file_needs
+from mobilebert_kit.artifacts.runtimes import file_needs
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.errors import first_line
 

@@ -37,3 +37,12 @@ def test_a_dynamic_export_runs_on_the_interpreter_and_says_why(tiny_bert, tiny_b
     static = ArtifactRunner(tiny_bert_files["static"]).run_as_app(inputs)
     dynamic = runner.run_as_app(inputs)
     np.testing.assert_allclose(dynamic["pooled_output"], static["pooled_output"], atol=1e-5)
+
+
+def test_every_format_names_runtimes_that_run_its_files():
+    from mobilebert_kit.artifacts.formats import FORMATS
+    from mobilebert_kit.artifacts.runtimes import RUNTIMES
+
+    for fmt in FORMATS.values():
+        assert fmt.runtimes and all(RUNTIMES[name].format == fmt.name for name in fmt.runtimes)
+    assert {r.load for r in RUNTIMES.values()} == {"load_tflite", "load_compiled_model", "load_onnx"}

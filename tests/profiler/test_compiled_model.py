@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mobilebert_kit.artifacts.runner import ArtifactRunner, load_compiled_model, load_tflite
-from mobilebert_kit.artifacts.tflite_runtimes import TFLITE_RUNTIMES, choose_tflite_runtime
+from mobilebert_kit.artifacts.runtimes import TFLITE_RUNTIMES, choose_tflite_runtime
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.profiler.host import HostProfiler
 

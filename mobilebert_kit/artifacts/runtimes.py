@@ -1,10 +1,15 @@
-"""The two Python APIs of LiteRT that run a ``.tflite`` file on this machine, as records in one table.
+"""The runtimes that run a model file on this machine, as records in one table: LiteRT's two Python APIs for
+``.tflite`` files, ONNX Runtime for ``.onnx`` files.
+
+Every runtime loads a file from bytes read once (``artifacts.runner.read_model``), never from a mapping of the
+user's file, which a change on disk would turn into a SIGBUS mid-run; the ``load`` of each record names its
+loader in ``artifacts/runner.py``. A format's record (``artifacts.formats``) lists the runtimes that run it.
 
 ai-edge-litert 2.x offers the ``Interpreter`` (kept for backward compatibility)
 and ``CompiledModel`` (what Google now calls the standard API; the Android
 ``com.google.ai.edge.litert`` 2.x library is the same runtime). Both run the
 same XNNPACK and builtin kernels; they differ in what they can do from Python.
-Each :class:`TfliteRuntime` says what it supports, and :func:`choose_tflite_runtime`
+Each :class:`Runtime` says what it supports, and :func:`choose_tflite_runtime`
 decides once, per use, which one runs a file, with the reason for every fallback
 in its warnings. The runners and the host profiler read the decision; none of
 them tests API names of its own.
@@ -38,11 +43,13 @@ except ImportError:  # pragma: no cover  (2.3.0 is pinned; the branch keeps an o
 
 
 @dataclasses.dataclass(frozen=True)
-class TfliteRuntime:
-    """One Python API of LiteRT and what it can do.
+class Runtime:
+    """One runtime and what it can do.
 
     Args:
-        name (str): the key in :data:`TFLITE_RUNTIMES` (``mbk profile --runtime`` spells ``_`` as ``-``).
+        name (str): the key in :data:`RUNTIMES` (``mbk profile --runtime`` spells ``_`` as ``-``).
+        format (str): the format of the files it runs (``artifacts.formats``).
+        load (str): its loader in ``artifacts/runner.py`` (each reads the file's bytes once).
         api (str): the class that runs the file, as a report names it.
         available (bool): the installed ai-edge-litert offers it.
         dynamic_shapes (bool): inputs with an open axis can be resized per call.
@@ -57,6 +64,8 @@ class TfliteRuntime:
     """
 
     name: str
+    format: str
+    load: str
     api: str
     available: bool
     dynamic_shapes: bool
@@ -68,14 +77,16 @@ class TfliteRuntime:
     why_not: dict = dataclasses.field(default_factory=dict)
 
 
-TFLITE_RUNTIMES = {
-    "interpreter": TfliteRuntime(
-        name="interpreter", api="ai_edge_litert.interpreter.Interpreter", available=True,
+RUNTIMES = {
+    "interpreter": Runtime(
+        name="interpreter", format="tflite", load="load_tflite", api="ai_edge_litert.interpreter.Interpreter",
+        available=True,
         dynamic_shapes=True, delegates=("xnnpack", "none"), preserve_all_tensors=True, quantized_io=True,
         int16_guard=True, repeated_output_names=True,
     ),
-    "compiled_model": TfliteRuntime(
-        name="compiled_model", api="ai_edge_litert.compiled_model.CompiledModel", available=CompiledModel is not None,
+    "compiled_model": Runtime(
+        name="compiled_model", format="tflite", load="load_compiled_model",
+        api="ai_edge_litert.compiled_model.CompiledModel", available=CompiledModel is not None,
         # delegate "none": CpuKernelMode.BUILTIN (TFLite's builtin kernels, no XNNPACK), as the Interpreter's resolver.
         dynamic_shapes=False, delegates=("xnnpack", "none"), preserve_all_tensors=False, quantized_io=False,
         int16_guard=False, repeated_output_names=False,
@@ -93,7 +104,16 @@ TFLITE_RUNTIMES = {
                                      "returned wrong values (NaN) for an output whose name another output repeats",
         },
     ),
+    # ONNX Runtime's CPU execution provider: open axes, int8 I/O and every output by its own name; intermediate
+    # tensors only as graph outputs (the ONNX drift probes add them), no delegates to choose.
+    "onnxruntime": Runtime(
+        name="onnxruntime", format="onnx", load="load_onnx", api="onnxruntime.InferenceSession", available=True,
+        dynamic_shapes=True, delegates=("cpu",), preserve_all_tensors=False, quantized_io=True, int16_guard=False,
+        repeated_output_names=True,
+        why_not={"preserve_all_tensors": "an ONNX Runtime session returns graph outputs only"},
+    ),
 }
+TFLITE_RUNTIMES = {name: r for name, r in RUNTIMES.items() if r.format == "tflite"}
 # What ``--runtime`` accepts: a runtime's name, or ``auto`` (CompiledModel where it serves, else the Interpreter).
 RUNTIME_CHOICES = ("auto", *TFLITE_RUNTIMES)
 _PREFERRED = ("compiled_model", "interpreter")
@@ -104,12 +124,12 @@ class RuntimeChoice:
     """The runtime one use gets, and why any other was passed over.
 
     Args:
-        runtime (TfliteRuntime): the record that runs the file.
+        runtime (Runtime): the record that runs the file.
         requested (str): what the caller asked for (``auto`` or a name).
         warnings (tuple[str, ...]): one line per fallback, for the result's warnings.
     """
 
-    runtime: TfliteRuntime
+    runtime: Runtime
     requested: str
     warnings: tuple = ()
 
