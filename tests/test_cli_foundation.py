@@ -133,7 +133,7 @@ def test_a_second_ctrl_c_still_says_how_to_resume(tmp_path, capsys):
 
     out = tmp_path / "sub"
     (out / "run").mkdir(parents=True)
-    (out / "run" / "run.json").write_text(json.dumps({"command": "substitute", "config": {}}))
+    (out / "run" / "run.json").write_text(json.dumps({"command": "substitute", "kind": "substitution", "config": {}}))
     note = cli_main._resume_note(argparse.Namespace(out=str(out)))
     assert note == f"; {out} holds an interrupted substitution run, not a model yet; finish it with " \
                    f"`mbk substitute --out {out} --resume`"

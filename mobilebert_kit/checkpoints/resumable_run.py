@@ -42,7 +42,6 @@ from mobilebert_kit.utils.run_state import (
     CHECKPOINT_DIR,
     PROGRESS_FILE,
     RUN_FILE,
-    RUN_KINDS,
     STATE_DIR,
     claim_run,
     interrupted_run,
@@ -50,6 +49,7 @@ from mobilebert_kit.utils.run_state import (
     release_run,
     resume_hint,
     run_command,
+    run_kind,
 )
 from mobilebert_kit.utils.structured import load_json
 
@@ -76,7 +76,8 @@ class ResumableRun:
     """Reads and writes the resumable state of one run in ``OUT/run``; subclasses name the command.
 
     Class attributes a subclass sets:
-        command (str): ``"finetune"`` or ``"substitute"`` (a key of ``utils.run_state.RUN_KINDS``).
+        command (str): the command (``"finetune"``, ``"substitute"``), recorded in ``run.json``.
+        kind (str): what messages call the run (``"fine-tuning"``), recorded beside it.
         output_kind (OutputKind): the output kind of the finished ``OUT`` (``utils.output_check``), declared
             beside the subclass (``training.finetune_run.FINETUNE_OUTPUT``).
         finished_file (str): the file only a finished output holds (``"task.json"``).
@@ -94,6 +95,7 @@ class ResumableRun:
     """
 
     command = None
+    kind = None
     output_kind = None
     finished_file = None
     done_verb = "trained"
@@ -120,11 +122,6 @@ class ResumableRun:
         """Drops ``OUT``'s run lock (at the end of the command, however it ends)."""
         release_run(self.out_dir, self._lock)
         self._lock = None
-
-    @property
-    def kind(self):
-        """What a message calls this run (``"fine-tuning"``)."""
-        return RUN_KINDS[self.command]
 
     @property
     def checkpoint_dir(self):
@@ -204,7 +201,8 @@ class ResumableRun:
         if interrupted_run(self.out_dir):
             other = run_command(self.out_dir)
             raise TrainingError(f"nothing to resume in {self.out_dir} for mbk {self.command}: it holds an interrupted "
-                                f"{RUN_KINDS[other]} run; finish it with `mbk {other} --out {self.out_dir} --resume`")
+                                f"{run_kind(self.out_dir) or 'other'} run; finish it with `mbk {other} --out "
+                                f"{self.out_dir} --resume`")
         finished = (self.out_dir / self.finished_file).is_file()
         raise TrainingError(
             f"nothing to resume in {self.out_dir}: "
@@ -286,7 +284,7 @@ class ResumableRun:
         self.path.mkdir()
         self._list_files()
         with atomic_file(self.path / RUN_FILE, "w") as handle:
-            handle.write(json.dumps({"command": self.command, **record}, indent=2) + "\n")
+            handle.write(json.dumps({"command": self.command, "kind": self.kind, **record}, indent=2) + "\n")
 
     def _list_files(self):
         """Makes OUT's marker list the files of the output it holds (none for a new one): a file the user adds

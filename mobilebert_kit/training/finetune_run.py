@@ -42,6 +42,7 @@ class FinetuneRun(ResumableRun):
     """
 
     command = "finetune"
+    kind = "fine-tuning"
     output_kind = FINETUNE_OUTPUT
     finished_file = "task.json"
     done_verb = "trained"

@@ -24,6 +24,7 @@ namespace, a reused number).
 
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -37,7 +38,9 @@ RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
 CHECKPOINT_DIR = "checkpoints"
 # The commands that keep a run in OUT/run, and what a message calls such a run.
-RUN_KINDS = {"finetune": "fine-tuning", "substitute": "substitution"}
+# A run record names its command ("command", one word) and what messages call the run ("kind"): the commands
+# own those words (checkpoints/resumable_run.py subclasses), this floor only reads them back.
+_WORD = re.compile(r"[a-z][a-z-]{0,31}")
 # A run.json is a few kB; a larger one is not ours (and is not read whole to find out).
 RECORD_BYTES = 1 << 20
 # Who holds a live run's lock: its command, process and host, for the refusal of a second command. Hidden, and
@@ -81,7 +84,24 @@ def run_command(out_dir):
     except MbkError:
         return None
     command = record.get("command", "finetune")  # records of mbk finetune from before the key existed
-    return command if command in RUN_KINDS else None
+    return command if isinstance(command, str) and _WORD.fullmatch(command) else None
+
+
+def run_kind(out_dir):
+    """What messages call the interrupted run in ``out_dir`` (``"fine-tuning"``), as its record says; None when
+    the record says nothing readable.
+
+    Example:
+        >>> run_kind("/tmp/no-such-mbk-run") is None
+        True
+    """
+    try:
+        record = load_json(Path(out_dir) / STATE_DIR / RUN_FILE, RUN_FILE, max_bytes=RECORD_BYTES, expect=dict,
+                           error=MbkError)
+    except MbkError:
+        return None
+    kind = record.get("kind", "fine-tuning" if "command" not in record else None)  # the oldest mbk finetune records
+    return kind if isinstance(kind, str) and re.fullmatch(r"[a-z][a-z -]{0,31}", kind) else None
 
 
 def data_fingerprint(path):
@@ -169,8 +189,9 @@ def resume_hint(out_dir):
     if command is None:
         return (f"{out_dir} holds the state of an interrupted run ({STATE_DIR}/{RUN_FILE}), not a model yet; "
                 "finish it with the command that started it and --resume")
-    return (f"{out_dir} holds an interrupted {RUN_KINDS[command]} run, not a model yet; finish it with "
-            f"`mbk {command} --out {out_dir} --resume`")
+    kind = run_kind(out_dir)
+    return (f"{out_dir} holds an interrupted {kind + ' run' if kind else f'run of mbk {command}'}, not a model yet; "
+            f"finish it with `mbk {command} --out {out_dir} --resume`")
 
 
 def live_run(directory):

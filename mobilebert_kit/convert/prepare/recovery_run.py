@@ -104,6 +104,7 @@ class RecoveryRun(ResumableRun):
     """
 
     command = "substitute"
+    kind = "substitution"
     output_kind = SUBSTITUTE_OUTPUT
     finished_file = "substitution.json"
     done_verb = "recovered"
