@@ -1,4 +1,5 @@
-"""The Hugging Face families of ``checkpoints/families.py``: DistilBERT, ELECTRA, ALBERT, RoBERTa, XLM-R, MPNet.
+"""The Hugging Face families of ``checkpoints/families.py``: DistilBERT, ELECTRA, ALBERT, RoBERTa, XLM-R, MPNet,
+DeBERTa-v2/v3.
 
 Each family is imported from a tiny random ``transformers`` model saved as
 safetensors and compared with it on the same ids (issue 35): hidden states,
@@ -17,11 +18,13 @@ import pytest
 
 import mobilebert_kit as mbk
 from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.layers.disentangled_attention import log_bucket_positions
 from mobilebert_kit.layers.relative_position_bias import relative_buckets
 from mobilebert_kit.models.api import max_positions
 from mobilebert_kit.models.encoder import Encoder
 from tests.helpers import assert_close_relative, assert_one_line_error, random_inputs, run_encoder
 from tests.parity_helpers import save_reference
+from tests.tokenizer_fixtures import TINY_DEBERTA_V3
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -38,6 +41,9 @@ TINY_ROBERTA = dict(TINY, max_position_embeddings=66, type_vocab_size=1, pad_tok
 # MPNet: RoBERTa's positions, no token types, 32 relative-distance buckets (distances to 63 reach the log ones).
 TINY_MPNET = dict(TINY, max_position_embeddings=66, pad_token_id=1)
 TINY_ALBERT = dict(TINY_ELECTRA, num_hidden_layers=4)
+# DeBERTa-v3's layout (no position or token-type table, c2p + p2c over a layer-normed table shared by the layers'
+# own query and key), 8 log buckets: distances past 4 reach the logarithmic ones within 64 tokens.
+TINY_DEBERTA = dict(TINY, **TINY_DEBERTA_V3)
 
 
 def family_inputs(batch, seq, pad_last=0, pad_id=0, token_types=2, seed=0):
@@ -231,6 +237,61 @@ def test_mpnet_bias_converts_to_tflite_with_a_dynamic_length(mpnet_dir):
         compare(got, run_encoder(ours, inputs)["sequence_output"])
 
 
+# === DeBERTa-v2/v3: disentangled attention over log-bucketed relative positions ===
+
+@pytest.fixture(scope="module")
+def deberta_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("deberta")
+    ref = saved(directory, transformers.DebertaV2Model(transformers.DebertaV2Config(**TINY_DEBERTA)), seed=8)
+    return directory, ref
+
+
+@pytest.mark.parametrize("buckets,longest", [(256, 512), (8, 64), (16, 64), (6, 33)])
+def test_deberta_buckets_are_transformers_own(buckets, longest):
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+    relative = torch.arange(-1500, 1501)
+    expected = make_log_bucket_position(relative, buckets, longest).long().numpy()
+    np.testing.assert_array_equal(log_bucket_positions(relative.numpy(), buckets, longest), expected)
+
+
+def test_deberta_v2_encoder_matches_transformers(deberta_dir):
+    directory, ref = deberta_dir
+    ours = mbk.import_checkpoint(directory)
+    config = ours.config
+    assert (config["attention_bias"], config["position_embedding_type"], config["type_vocab_size"]) == \
+        ("disentangled", "none", 0)
+    assert (config["position_buckets"], config["max_relative_positions"], config["disentangled_terms"]) == \
+        (8, 64, "c2p_p2c")
+    diffs = [check_encoder(ours, ref, token_types=0)]
+    # The longest input and a padded long batch: distances up to 63 read the logarithmic buckets.
+    for batch, seq, pad in ((1, 64, 0), (2, 40, 9)):
+        inputs = family_inputs(batch, seq, pad, token_types=0, seed=seq)
+        diffs.append(compare(run_encoder(ours, inputs)["sequence_output"],
+                             reference(ref, inputs, 0).last_hidden_state.numpy(),
+                             mask=inputs["attention_mask"] if pad else None))
+    print(f"deberta-v2 max |ours - transformers| {max(diffs):.2e}")
+    assert max(diffs) <= 1e-4
+    tables = [block.attention.rel_embeddings.get_weights()[0] for block in ours.blocks]
+    np.testing.assert_array_equal(tables[0], tables[1])  # every block holds a copy of the one table
+    np.testing.assert_array_equal(tables[0], ref.encoder.rel_embeddings.weight.detach().numpy())
+
+
+@pytest.mark.parametrize("changes", [
+    {"position_buckets": -1, "max_relative_positions": 20},  # the clamped distance itself, no buckets
+    {"pos_att_type": "c2p", "norm_rel_ebd": "none"},  # the older string form; no norm on the table
+    {"pos_att_type": ["p2c"], "position_biased_input": True, "type_vocab_size": 2},  # absolute positions too
+], ids=["unbucketed", "c2p", "p2c-absolute"])
+def test_deberta_v2_variants_match_transformers(tmp_path, changes):
+    ref = saved(tmp_path, transformers.DebertaV2Model(transformers.DebertaV2Config(**{**TINY_DEBERTA, **changes})),
+                seed=9)
+    ours = mbk.import_checkpoint(tmp_path)
+    types = changes.get("type_vocab_size", 0)
+    check_encoder(ours, ref, token_types=types)
+    inputs = family_inputs(1, 64, token_types=types)
+    compare(run_encoder(ours, inputs)["sequence_output"], reference(ref, inputs, types).last_hidden_state.numpy())
+
+
 # === Task heads: every family x head against the transformers task model ===
 
 # family -> (transformers class prefix, config class, tiny config, token types, pad id)
@@ -241,6 +302,7 @@ FAMILY_MODELS = {
     "roberta": ("Roberta", "RobertaConfig", TINY_ROBERTA, 1, 1),
     "xlm-roberta": ("XLMRoberta", "XLMRobertaConfig", TINY_ROBERTA, 1, 1),
     "mpnet": ("MPNet", "MPNetConfig", TINY_MPNET, 0, 1),
+    "deberta-v2": ("DebertaV2", "DebertaV2Config", TINY_DEBERTA, 0, 0),
 }
 # our head -> (transformers class suffix, labels, our outputs -> theirs)
 HEADS = {
@@ -249,7 +311,7 @@ HEADS = {
     "span_question_answerer": ("ForQuestionAnswering", 2, {"start_logits": "start_logits", "end_logits": "end_logits"}),
 }
 # The activation of the classification head each family's pooler stands for (transformers' source).
-POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu"}
+POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu", "deberta-v2": "gelu"}  # DeBERTa: ContextPooler
 
 
 @pytest.mark.parametrize("head", list(HEADS))
@@ -392,12 +454,20 @@ def test_a_tokenizer_padding_with_another_id_than_the_positions_is_refused(rober
     assert mbk.import_checkpoint(tmp_path / "ckpt").config["position_offset"] == 2
 
 
+DEBERTA_V3_CONFIG = dict(TINY_DEBERTA, model_type="deberta-v2")
+
+
 @pytest.mark.parametrize("config,match", [
     ({"model_type": "roberta", "max_position_embeddings": 2, "pad_token_id": 1},
      r"max_position_embeddings \(2\) leaves no position: roberta numbers positions from 2"),
     ({"model_type": "mpnet", "relative_attention_num_buckets": 64},
      "relative_attention_num_buckets 64 differs from the 32 buckets"),
-    ({"model_type": "deberta-v2"}, "DeBERTa-v2 uses disentangled attention.*optimum"),
+    ({"model_type": "deberta"}, r"DeBERTa \(v1\) uses disentangled attention.*'deberta-v2'.*optimum"),
+    ({**DEBERTA_V3_CONFIG, "conv_kernel_size": 3}, "conv_kernel_size 3 adds DeBERTa-v2-xlarge's convolution.*optimum"),
+    ({**DEBERTA_V3_CONFIG, "share_att_key": False}, "share_att_key is not true.*pos_key_proj"),
+    ({**DEBERTA_V3_CONFIG, "relative_attention": False}, "relative_attention is not true"),
+    ({**DEBERTA_V3_CONFIG, "attention_head_size": 16}, "attention_head_size 16 differs from 8"),
+    ({**DEBERTA_V3_CONFIG, "pos_att_type": ["p2p"]}, "pos_att_type.*'c2p' and 'p2c'"),
 ])
 def test_configs_mbk_cannot_import_faithfully_are_refused_in_one_line(tmp_path, config, match):
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -417,5 +487,5 @@ def test_mbk_import_writes_a_saved_model_of_a_new_family(tmp_path, capsys):
 def test_unsupported_model_type_lists_the_families(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(CheckpointError, match="supported: mobilebert, bert, convbert, nezha, distilbert, electra, "
-                                              "albert, roberta, xlm-roberta, mpnet"):
+                                              "albert, roberta, xlm-roberta, mpnet, deberta-v2"):
         mbk.import_checkpoint(tmp_path)
