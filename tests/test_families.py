@@ -489,3 +489,58 @@ def test_unsupported_model_type_lists_the_families(tmp_path):
     with pytest.raises(CheckpointError, match="supported: mobilebert, bert, convbert, nezha, distilbert, electra, "
                                               "albert, roberta, xlm-roberta, mpnet, deberta-v2"):
         mbk.import_checkpoint(tmp_path)
+
+
+# === DeBERTa-v3 end to end: mbk import and export of a checkpoint with its own tokenizer ===
+
+def _cosines(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+@pytest.mark.parametrize("head", ["classification", None], ids=["sequence_classifier", "model"])
+def test_deberta_v3_checkpoint_imports_and_exports(tmp_path, capsys, head):
+    import onnxruntime as ort
+
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.cli.main import main
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    source = tmp_path / "deberta-v3"
+    model = save_checkpoint("deberta-v2", source, head=head, seed=11)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
+    texts = list(SENTENCES[:6]) + ["a long one: " + " ".join(SENTENCES[6:12])]  # up to 64 tokens: the log buckets
+    encoded = tokenizer(texts, padding=True, truncation=True, max_length=64, return_tensors="np")
+    with torch.no_grad():
+        out = model(**{k: torch.tensor(v) for k, v in encoded.items()})
+    expected = out.logits.numpy() if head else out.last_hidden_state.numpy()[:, 0]
+
+    proc = _mbk_import(capsys, source, tmp_path / "imported")
+    assert proc.returncode == 0, proc.stderr
+    onnx_file, tflite_file = tmp_path / "f.onnx", tmp_path / "f.tflite"
+    task = [] if head else ["--task", "embedding", "--pooling", "cls"]
+    for fmt, path, quantize in (("onnx", onnx_file, []), ("tflite", tflite_file, ["--quantize", "dynamic"])):
+        code = main(["export", str(source), "--format", fmt, "--out", str(path), *quantize, *task])
+        assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # ONNX as optimum users feed it: the tokenizer's arrays by name (no token types: DeBERTa-v3 has none).
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    assert sorted(names) == ["attention_mask", "input_ids"]
+    got = session.run(["logits" if head else "sentence_embedding"], {k: encoded[k].astype(np.int64) for k in names})[0]
+    onnx_cosine = _cosines(got, expected).min()
+    # TFLite dynamic int8, one sentence at a time at its own length: the file's sequence is open.
+    runner = ArtifactRunner(tflite_file)
+    assert [spec["shape"] for spec in runner.input_specs] == [[1, None]] * 3
+    rows = []
+    for i in range(len(texts)):
+        length = int(encoded["attention_mask"][i].sum())
+        ids = encoded["input_ids"][i:i + 1, :length]
+        result = runner.run({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})
+        rows.append(result["probability" if head else "sentence_embedding"][0])
+    softmax = np.exp(expected - expected.max(-1, keepdims=True))
+    reference_rows = softmax / softmax.sum(-1, keepdims=True) if head else expected
+    tflite_cosine = _cosines(np.stack(rows), reference_rows).min()
+    print(f"deberta-v3 {head or 'model'}: onnx min cosine {onnx_cosine:.7f}, tflite dynamic {tflite_cosine:.5f}")
+    assert onnx_cosine >= 0.9999 and tflite_cosine >= 0.99
