@@ -277,6 +277,15 @@ def test_deberta_v2_encoder_matches_transformers(deberta_dir):
     np.testing.assert_array_equal(tables[0], ref.encoder.rel_embeddings.weight.detach().numpy())
 
 
+def test_a_deberta_v2_encoder_survives_save_and_load(deberta_dir, tmp_path):
+    ours = mbk.import_checkpoint(deberta_dir[0])
+    loaded = mbk.load(mbk.save(ours, tmp_path / "saved"))
+    assert loaded.config["attention_bias"] == "disentangled" and loaded.config["position_buckets"] == 8
+    inputs = family_inputs(2, 30, 4, token_types=0)
+    np.testing.assert_array_equal(run_encoder(loaded, inputs)["sequence_output"],
+                                  run_encoder(ours, inputs)["sequence_output"])
+
+
 @pytest.mark.parametrize("changes", [
     {"position_buckets": -1, "max_relative_positions": 20},  # the clamped distance itself, no buckets
     {"pos_att_type": "c2p", "norm_rel_ebd": "none"},  # the older string form; no norm on the table
