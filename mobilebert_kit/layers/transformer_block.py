@@ -84,10 +84,10 @@ class TransformerBlock(keras.layers.Layer):
         max_relative_position: NEZHA clipping distance ``K``.
         relative_window: composite attention window ``k`` (kernel ``2k + 1``).
         relative_attention_variant: composite-attention terms (``RELATIVE_ATTENTION_VARIANTS``).
-        attention_bias: ``"none"`` or ``"relative_buckets"`` (MPNet: :class:`BucketedRelativeAttention`;
-            only with ``attention_type="self_attention"`` and no ``relative_functional`` positions).
+        attention_bias: ``"none"``, ``"relative_buckets"`` (MPNet: :class:`BucketedRelativeAttention`) or
+            ``"disentangled"`` (DeBERTa-v2/v3: :class:`DisentangledAttention`, with the four options below);
+            only with ``attention_type="self_attention"`` and no ``relative_functional`` positions.
         relative_attention_num_buckets: buckets of ``"relative_buckets"`` (32 in MPNet).
-            ``"disentangled"``: DeBERTa-v2/v3 (:class:`DisentangledAttention`), with the four options below.
         position_buckets: ``"disentangled"``: log buckets of the relative distance (256 in DeBERTa-v3; 0: none).
         max_relative_positions: ``"disentangled"``: DeBERTa's ``max_relative_positions`` (the table's half-size
             without buckets, the log scale with them).

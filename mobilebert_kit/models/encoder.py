@@ -104,13 +104,14 @@ class Encoder(keras.Model):
         relative_attention_variant: composite-attention terms: ``"composite"``
             (Eq. 6, default), ``"fixed"`` (T5), ``"dynamic"`` (Shaw),
             ``"composite_key"``, ``"fixed_depthwise"`` (Eq. 7), ``"composite_depthwise"``.
-        attention_bias: ``"none"`` (default) or ``"relative_buckets"`` (MPNet: a learned
+        attention_bias: ``"none"`` (default), ``"relative_buckets"`` (MPNet: a learned
             per-head score for each T5 bucket of ``j - i`` added in every self-attention
-            layer, next to the absolute positions; each layer holds a copy of the table).
+            layer, next to the absolute positions; each layer holds a copy of the table) or
+            ``"disentangled"`` (DeBERTa-v2/v3, He et al., 2021: content-to-position and
+            position-to-content scores over one relative table, projected by each layer's own
+            query and key; each layer holds a copy of the table and its norm; the four options
+            below; inputs take at most ``max_position_embeddings`` tokens).
         relative_attention_num_buckets: buckets of ``"relative_buckets"`` (default 32, MPNet's).
-            ``attention_bias="disentangled"`` is DeBERTa-v2/v3's attention (He et al., 2021): content-to-position
-            and position-to-content scores over one relative table, projected by each layer's own query and key
-            (each layer holds a copy of the table and its norm), with the four options below.
         position_buckets: ``"disentangled"``: log buckets of the relative distance (default 256, DeBERTa-v3's;
             0: the clamped distance itself).
         max_relative_positions: ``"disentangled"``: DeBERTa's ``max_relative_positions`` (default 512); not
