@@ -1,4 +1,5 @@
-"""The Hugging Face families of ``checkpoints/families.py``: DistilBERT, ELECTRA, ALBERT, RoBERTa, XLM-R, MPNet.
+"""The Hugging Face families of ``checkpoints/families.py``: DistilBERT, ELECTRA, ALBERT, RoBERTa, XLM-R, MPNet,
+DeBERTa-v2/v3.
 
 Each family is imported from a tiny random ``transformers`` model saved as
 safetensors and compared with it on the same ids (issue 35): hidden states,
@@ -17,11 +18,13 @@ import pytest
 
 import mobilebert_kit as mbk
 from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.layers.disentangled_attention import log_bucket_positions
 from mobilebert_kit.layers.relative_position_bias import relative_buckets
 from mobilebert_kit.models.api import max_positions
 from mobilebert_kit.models.encoder import Encoder
 from tests.helpers import assert_close_relative, assert_one_line_error, random_inputs, run_encoder
 from tests.parity_helpers import save_reference
+from tests.tokenizer_fixtures import TINY_DEBERTA_V3
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -38,6 +41,9 @@ TINY_ROBERTA = dict(TINY, max_position_embeddings=66, type_vocab_size=1, pad_tok
 # MPNet: RoBERTa's positions, no token types, 32 relative-distance buckets (distances to 63 reach the log ones).
 TINY_MPNET = dict(TINY, max_position_embeddings=66, pad_token_id=1)
 TINY_ALBERT = dict(TINY_ELECTRA, num_hidden_layers=4)
+# DeBERTa-v3's layout (no position or token-type table, c2p + p2c over a layer-normed table shared by the layers'
+# own query and key), 8 log buckets: distances past 4 reach the logarithmic ones within 64 tokens.
+TINY_DEBERTA = dict(TINY, **TINY_DEBERTA_V3)
 
 
 def family_inputs(batch, seq, pad_last=0, pad_id=0, token_types=2, seed=0):
@@ -231,6 +237,70 @@ def test_mpnet_bias_converts_to_tflite_with_a_dynamic_length(mpnet_dir):
         compare(got, run_encoder(ours, inputs)["sequence_output"])
 
 
+# === DeBERTa-v2/v3: disentangled attention over log-bucketed relative positions ===
+
+@pytest.fixture(scope="module")
+def deberta_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("deberta")
+    ref = saved(directory, transformers.DebertaV2Model(transformers.DebertaV2Config(**TINY_DEBERTA)), seed=8)
+    return directory, ref
+
+
+@pytest.mark.parametrize("buckets,longest", [(256, 512), (8, 64), (16, 64), (6, 33)])
+def test_deberta_buckets_are_transformers_own(buckets, longest):
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+    relative = torch.arange(-1500, 1501)
+    expected = make_log_bucket_position(relative, buckets, longest).long().numpy()
+    np.testing.assert_array_equal(log_bucket_positions(relative.numpy(), buckets, longest), expected)
+
+
+def test_deberta_v2_encoder_matches_transformers(deberta_dir):
+    directory, ref = deberta_dir
+    ours = mbk.import_checkpoint(directory)
+    config = ours.config
+    assert (config["attention_bias"], config["position_embedding_type"], config["type_vocab_size"]) == \
+        ("disentangled", "none", 0)
+    assert (config["position_buckets"], config["max_relative_positions"], config["disentangled_terms"]) == \
+        (8, 64, "c2p_p2c")
+    diffs = [check_encoder(ours, ref, token_types=0)]
+    # The longest input and a padded long batch: distances up to 63 read the logarithmic buckets.
+    for batch, seq, pad in ((1, 64, 0), (2, 40, 9)):
+        inputs = family_inputs(batch, seq, pad, token_types=0, seed=seq)
+        diffs.append(compare(run_encoder(ours, inputs)["sequence_output"],
+                             reference(ref, inputs, 0).last_hidden_state.numpy(),
+                             mask=inputs["attention_mask"] if pad else None))
+    print(f"deberta-v2 max |ours - transformers| {max(diffs):.2e}")
+    assert max(diffs) <= 1e-4
+    tables = [block.attention.rel_embeddings.get_weights()[0] for block in ours.blocks]
+    np.testing.assert_array_equal(tables[0], tables[1])  # every block holds a copy of the one table
+    np.testing.assert_array_equal(tables[0], ref.encoder.rel_embeddings.weight.detach().numpy())
+
+
+def test_a_deberta_v2_encoder_survives_save_and_load(deberta_dir, tmp_path):
+    ours = mbk.import_checkpoint(deberta_dir[0])
+    loaded = mbk.load(mbk.save(ours, tmp_path / "saved"))
+    assert loaded.config["attention_bias"] == "disentangled" and loaded.config["position_buckets"] == 8
+    inputs = family_inputs(2, 30, 4, token_types=0)
+    np.testing.assert_array_equal(run_encoder(loaded, inputs)["sequence_output"],
+                                  run_encoder(ours, inputs)["sequence_output"])
+
+
+@pytest.mark.parametrize("changes", [
+    {"position_buckets": -1, "max_relative_positions": 20},  # the clamped distance itself, no buckets
+    {"pos_att_type": "c2p", "norm_rel_ebd": "none"},  # the older string form; no norm on the table
+    {"pos_att_type": ["p2c"], "position_biased_input": True, "type_vocab_size": 2},  # absolute positions too
+], ids=["unbucketed", "c2p", "p2c-absolute"])
+def test_deberta_v2_variants_match_transformers(tmp_path, changes):
+    ref = saved(tmp_path, transformers.DebertaV2Model(transformers.DebertaV2Config(**{**TINY_DEBERTA, **changes})),
+                seed=9)
+    ours = mbk.import_checkpoint(tmp_path)
+    types = changes.get("type_vocab_size", 0)
+    check_encoder(ours, ref, token_types=types)
+    inputs = family_inputs(1, 64, token_types=types)
+    compare(run_encoder(ours, inputs)["sequence_output"], reference(ref, inputs, types).last_hidden_state.numpy())
+
+
 # === Task heads: every family x head against the transformers task model ===
 
 # family -> (transformers class prefix, config class, tiny config, token types, pad id)
@@ -241,6 +311,7 @@ FAMILY_MODELS = {
     "roberta": ("Roberta", "RobertaConfig", TINY_ROBERTA, 1, 1),
     "xlm-roberta": ("XLMRoberta", "XLMRobertaConfig", TINY_ROBERTA, 1, 1),
     "mpnet": ("MPNet", "MPNetConfig", TINY_MPNET, 0, 1),
+    "deberta-v2": ("DebertaV2", "DebertaV2Config", TINY_DEBERTA, 0, 0),
 }
 # our head -> (transformers class suffix, labels, our outputs -> theirs)
 HEADS = {
@@ -249,7 +320,7 @@ HEADS = {
     "span_question_answerer": ("ForQuestionAnswering", 2, {"start_logits": "start_logits", "end_logits": "end_logits"}),
 }
 # The activation of the classification head each family's pooler stands for (transformers' source).
-POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu"}
+POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu", "deberta-v2": "gelu"}  # DeBERTa: ContextPooler
 
 
 @pytest.mark.parametrize("head", list(HEADS))
@@ -392,12 +463,20 @@ def test_a_tokenizer_padding_with_another_id_than_the_positions_is_refused(rober
     assert mbk.import_checkpoint(tmp_path / "ckpt").config["position_offset"] == 2
 
 
+DEBERTA_V3_CONFIG = dict(TINY_DEBERTA, model_type="deberta-v2")
+
+
 @pytest.mark.parametrize("config,match", [
     ({"model_type": "roberta", "max_position_embeddings": 2, "pad_token_id": 1},
      r"max_position_embeddings \(2\) leaves no position: roberta numbers positions from 2"),
     ({"model_type": "mpnet", "relative_attention_num_buckets": 64},
      "relative_attention_num_buckets 64 differs from the 32 buckets"),
-    ({"model_type": "deberta-v2"}, "DeBERTa-v2 uses disentangled attention.*optimum"),
+    ({"model_type": "deberta"}, r"DeBERTa \(v1\) uses disentangled attention.*'deberta-v2'.*optimum"),
+    ({**DEBERTA_V3_CONFIG, "conv_kernel_size": 3}, "conv_kernel_size 3 adds DeBERTa-v2-xlarge's convolution.*optimum"),
+    ({**DEBERTA_V3_CONFIG, "share_att_key": False}, "share_att_key is not true.*pos_key_proj"),
+    ({**DEBERTA_V3_CONFIG, "relative_attention": False}, "relative_attention is not true"),
+    ({**DEBERTA_V3_CONFIG, "attention_head_size": 16}, "attention_head_size 16 differs from 8"),
+    ({**DEBERTA_V3_CONFIG, "pos_att_type": ["p2p"]}, "pos_att_type.*'c2p' and 'p2c'"),
 ])
 def test_configs_mbk_cannot_import_faithfully_are_refused_in_one_line(tmp_path, config, match):
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -417,5 +496,60 @@ def test_mbk_import_writes_a_saved_model_of_a_new_family(tmp_path, capsys):
 def test_unsupported_model_type_lists_the_families(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(CheckpointError, match="supported: mobilebert, bert, convbert, nezha, distilbert, electra, "
-                                              "albert, roberta, xlm-roberta, mpnet"):
+                                              "albert, roberta, xlm-roberta, mpnet, deberta-v2"):
         mbk.import_checkpoint(tmp_path)
+
+
+# === DeBERTa-v3 end to end: mbk import and export of a checkpoint with its own tokenizer ===
+
+def _cosines(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+@pytest.mark.parametrize("head", ["classification", None], ids=["sequence_classifier", "model"])
+def test_deberta_v3_checkpoint_imports_and_exports(tmp_path, capsys, head):
+    import onnxruntime as ort
+
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.cli.main import main
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    source = tmp_path / "deberta-v3"
+    model = save_checkpoint("deberta-v2", source, head=head, seed=11)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
+    texts = list(SENTENCES[:6]) + ["a long one: " + " ".join(SENTENCES[6:12])]  # up to 64 tokens: the log buckets
+    encoded = tokenizer(texts, padding=True, truncation=True, max_length=64, return_tensors="np")
+    with torch.no_grad():
+        out = model(**{k: torch.tensor(v) for k, v in encoded.items()})
+    expected = out.logits.numpy() if head else out.last_hidden_state.numpy()[:, 0]
+
+    proc = _mbk_import(capsys, source, tmp_path / "imported")
+    assert proc.returncode == 0, proc.stderr
+    onnx_file, tflite_file = tmp_path / "f.onnx", tmp_path / "f.tflite"
+    task = [] if head else ["--task", "embedding", "--pooling", "cls"]
+    for fmt, path, quantize in (("onnx", onnx_file, []), ("tflite", tflite_file, ["--quantize", "dynamic"])):
+        code = main(["export", str(source), "--format", fmt, "--out", str(path), *quantize, *task])
+        assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # ONNX as optimum users feed it: the tokenizer's arrays by name (no token types: DeBERTa-v3 has none).
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    assert sorted(names) == ["attention_mask", "input_ids"]
+    got = session.run(["logits" if head else "sentence_embedding"], {k: encoded[k].astype(np.int64) for k in names})[0]
+    onnx_cosine = _cosines(got, expected).min()
+    # TFLite dynamic int8, one sentence at a time at its own length: the file's sequence is open.
+    runner = ArtifactRunner(tflite_file)
+    assert [spec["shape"] for spec in runner.input_specs] == [[1, None]] * 3
+    rows = []
+    for i in range(len(texts)):
+        length = int(encoded["attention_mask"][i].sum())
+        ids = encoded["input_ids"][i:i + 1, :length]
+        result = runner.run({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})
+        rows.append(result["probability" if head else "sentence_embedding"][0])
+    softmax = np.exp(expected - expected.max(-1, keepdims=True))
+    reference_rows = softmax / softmax.sum(-1, keepdims=True) if head else expected
+    tflite_cosine = _cosines(np.stack(rows), reference_rows).min()
+    print(f"deberta-v3 {head or 'model'}: onnx min cosine {onnx_cosine:.7f}, tflite dynamic {tflite_cosine:.5f}")
+    assert onnx_cosine >= 0.9999 and tflite_cosine >= 0.99

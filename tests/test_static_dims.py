@@ -33,7 +33,11 @@ TENSORDOT = ("REDUCE_PROD",)
 OPEN_LENGTH = 15
 # The relative-position families compute their index slices and skews from the length in every layer
 # (2 layers here): measured NEZHA 147 / 209, composite 134 / 168, MPNet 108 / 180 (before: 149 / 291,
-# 136 / 259, 110 / 282).
+# 136 / 259, 110 / 282), DeBERTa-v3 135 / 195 (per layer: the c2p and p2c index slices, the gathers of their
+# rows from the projected table, which the converter folds into a constant in both files, and two skews).
+# DeBERTa-v3's layout at tiny size: no position or token-type table, disentangled attention over 8 log buckets.
+DEBERTA_V3 = {"attention_bias": "disentangled", "position_embedding_type": "none", "type_vocab_size": 0,
+              "position_buckets": 8, "max_relative_positions": 64}
 FAMILIES = {
     "tiny-bert": ("tiny-bert", {}, OPEN_LENGTH),
     "tiny-mobilebert": ("tiny-mobilebert", {}, OPEN_LENGTH),
@@ -45,6 +49,7 @@ FAMILIES = {
     "tiny-nezha": ("tiny-nezha", {}, 62),
     "tiny-composite": ("tiny-composite", {}, 34),
     "mpnet": ("tiny-bert", {"attention_bias": "relative_buckets", "position_offset": 2}, 72),
+    "deberta-v2": ("tiny-bert", DEBERTA_V3, 64),
 }
 
 

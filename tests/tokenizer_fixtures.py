@@ -6,13 +6,14 @@ package's sample sentences and is kept in ``tests/fixtures/tokenizers/``
 ties differently in each, and one vocabulary gave a tiny MPNet whose dynamic
 int8 file failed validation; :func:`regenerate` rewrites them), and wrapped in
 the family's transformers class (``XLMRobertaTokenizerFast``, ``AlbertTokenizerFast``,
-``RobertaTokenizerFast``, ``MPNetTokenizerFast``), whose ``save_pretrained``
+``RobertaTokenizerFast``, ``MPNetTokenizerFast``, ``DebertaV2TokenizerFast``), whose ``save_pretrained``
 writes the files a real checkpoint directory has (``tokenizer.json``,
 ``tokenizer_config.json``, ``special_tokens_map.json``). The families' special
 tokens and ids are the real ones' (XLM-R: ``<s> <pad> </s> <unk>`` at 0-3,
 ``<mask>`` last; RoBERTa the same; ALBERT ``<pad> <unk> [CLS] [SEP] [MASK]``;
 MPNet ``<s> <pad> </s> <unk>`` before a BERT vocabulary holding its own
-``[CLS]``... and ``<mask>`` last).
+``[CLS]``... and ``<mask>`` last; DeBERTa-v3 ``[PAD] [CLS] [SEP] [UNK]`` at 0-3,
+``[MASK]`` last, cased, its pairs ``[CLS] A [SEP] B [SEP]`` with segments 0/1).
 
 Example:
     >>> vocab_size = save_tokenizer("xlm-roberta", tmp_path)  # doctest: +SKIP
@@ -29,7 +30,7 @@ BPE_SIZE = 400
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tokenizers"
 _FIXTURE_FILES = {"xlm-roberta": "xlm-roberta.json", "albert": "albert.json", "roberta": "roberta.json",
-                  "wordpiece": "wordpiece-vocab.txt"}
+                  "wordpiece": "wordpiece-vocab.txt", "deberta-v2": "deberta-v2.json"}
 
 
 def regenerate():
@@ -62,6 +63,13 @@ def _trained(kind):
         tok.post_processor = processors.TemplateProcessing(
             single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
         return tok
+    if kind == "deberta-v2":  # DeBERTa-v3's spm.model as its tokenizer.json: cased Unigram, BERT-named specials
+        tok = _unigram(["[PAD]", "[CLS]", "[SEP]", "[UNK]"], unk="[UNK]")
+        tok.add_special_tokens(["[MASK]"])
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+        return tok
     if kind == "albert":
         tok = _unigram(["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], lowercase=True)
         tok.post_processor = processors.TemplateProcessing(
@@ -75,7 +83,7 @@ def _trained(kind):
     return tok._tokenizer
 
 
-def _unigram(specials, lowercase=False):
+def _unigram(specials, lowercase=False, unk="<unk>"):
     from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
     from tokenizers.models import Unigram
 
@@ -85,7 +93,7 @@ def _unigram(specials, lowercase=False):
     tok.normalizer = normalizers.Sequence(steps)
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.train_from_iterator(TEXT, trainers.UnigramTrainer(
-        vocab_size=UNIGRAM_SIZE, special_tokens=list(specials), unk_token="<unk>", show_progress=False))
+        vocab_size=UNIGRAM_SIZE, special_tokens=list(specials), unk_token=unk, show_progress=False))
     return tok
 
 
@@ -102,7 +110,7 @@ def save_tokenizer(family, directory):
     """Writes ``family``'s tiny tokenizer files into ``directory``; returns its vocabulary size.
 
     Args:
-        family (str): ``"xlm-roberta"``, ``"albert"``, ``"roberta"``, ``"mpnet"``, or a BERT WordPiece family
+        family (str): ``"xlm-roberta"``, ``"albert"``, ``"roberta"``, ``"mpnet"``, ``"deberta-v2"``, or a BERT WordPiece family
             (``"bert"``, ``"distilbert"``, ``"electra"``).
         directory (str | os.PathLike): the checkpoint directory.
     """
@@ -118,6 +126,11 @@ def save_tokenizer(family, directory):
         fast = transformers.AlbertTokenizerFast(tokenizer_object=_kept(family), do_lower_case=True, unk_token="<unk>",
                                                 pad_token="<pad>", cls_token="[CLS]", sep_token="[SEP]",
                                                 mask_token="[MASK]", bos_token="[CLS]", eos_token="[SEP]")
+    elif family == "deberta-v2":
+        fast = transformers.DebertaV2TokenizerFast(tokenizer_object=_kept(family), do_lower_case=False,
+                                                   unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                                   sep_token="[SEP]", mask_token="[MASK]", bos_token="[CLS]",
+                                                   eos_token="[SEP]")
     elif family == "roberta":
         fast = transformers.RobertaTokenizerFast(tokenizer_object=_kept(family), bos_token="<s>", eos_token="</s>",
                                                  sep_token="</s>", cls_token="<s>", unk_token="<unk>",
@@ -142,6 +155,10 @@ def save_tokenizer(family, directory):
 _TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 POSITIONS = 64
+# DeBERTa-v3's layout at tiny size: 8 position buckets (distances past 4 fall in log buckets within 64 tokens).
+TINY_DEBERTA_V3 = dict(type_vocab_size=0, relative_attention=True, position_buckets=8, max_relative_positions=-1,
+                       pos_att_type=["p2c", "c2p"], share_att_key=True, norm_rel_ebd="layer_norm",
+                       position_biased_input=False, pad_token_id=0)
 LABELS = ("negative", "neutral", "positive")
 
 
@@ -160,6 +177,7 @@ def _config(family, vocab_size):
         "albert": lambda: transformers.AlbertConfig(**common, embedding_size=16, pad_token_id=0),
         "electra": lambda: transformers.ElectraConfig(**common, embedding_size=16),
         "bert": lambda: transformers.BertConfig(**common),
+        "deberta-v2": lambda: transformers.DebertaV2Config(**common, **TINY_DEBERTA_V3),
     }[family]()
 
 
@@ -212,4 +230,4 @@ def save_sentence_encoder(family, directory, tokenizer_family=None, seed=0):
 
 
 __all__ = ["save_tokenizer", "save_checkpoint", "save_sentence_encoder", "regenerate", "TEXT", "LABELS",
-           "POSITIONS"]
+           "POSITIONS", "TINY_DEBERTA_V3"]

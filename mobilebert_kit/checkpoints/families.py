@@ -16,10 +16,11 @@ those renames in the order they apply. ALBERT's blocks read their layer
 group's weights (``layer_scope``): our encoder holds one copy per block, so the
 outputs are ALBERT's and the parameter count is that of unshared layers.
 MPNet's one relative-position bias table is read the same way by every block
-(``shared_weights``).
+(``shared_weights``), and so are DeBERTa-v2's relative table and its norm.
 
 Families mbk cannot build are refused by ``model_type`` with the reason
-(:data:`REFUSED`): DeBERTa's disentangled attention has no Encoder option.
+(:data:`REFUSED`): DeBERTa (v1) attends with its own projections of the
+positions, which the Encoder does not build.
 
 TensorFlow-free: ``checkpoint_format`` and ``sources/`` import the importer
 (and so this module) without loading TensorFlow.
@@ -292,6 +293,15 @@ _HF_MPNET_DEFAULTS = MappingProxyType(dict(
     type_vocab_size=0,
 ))
 
+# transformers DebertaV2Config defaults, and those of the fields it reads with getattr (models/deberta_v2/).
+_HF_DEBERTA_V2_DEFAULTS = MappingProxyType(dict(
+    vocab_size=128100, hidden_size=1536, num_hidden_layers=24, num_attention_heads=24, intermediate_size=6144,
+    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+    type_vocab_size=0, initializer_range=0.02, layer_norm_eps=1e-7, relative_attention=False,
+    max_relative_positions=-1, pad_token_id=0, position_biased_input=True, pos_att_type=None,
+    pooler_hidden_act="gelu", position_buckets=-1, share_att_key=False, norm_rel_ebd="none", conv_kernel_size=0,
+))
+
 _BERT_LAYOUT = dict(normalization_type="layer_norm", classifier_activation=True)
 # DistilBERT's block: BERT's scopes under other names (transformers models/distilbert/modeling_distilbert.py).
 # Order matters: the attention output's dense and norm before the FFN's.
@@ -402,6 +412,70 @@ def _mpnet_encoder(c):
     return dict(_BERT_LAYOUT, attention_bias="relative_buckets", relative_attention_num_buckets=MPNET_BUCKETS)
 
 
+# DeBERTa-v2's attention projections (transformers DisentangledSelfAttention); everything else has BERT's names.
+_DEBERTA_V2_RENAMES = (
+    (".attention.self.query.", ".attention.self.query_proj."),
+    (".attention.self.key.", ".attention.self.key_proj."),
+    (".attention.self.value.", ".attention.self.value_proj."),
+)
+_DEBERTA_V3 = "every DeBERTa-v3 checkpoint"
+_POOLER_ACTIVATIONS = {"tanh": "tanh", **HF_ACTIVATIONS}
+
+
+def _refuse(condition, message):
+    if condition:
+        raise CheckpointError(f"config.json: {message}")
+
+
+def _deberta_terms(value):
+    """``pos_att_type`` (a list, or the older ``"p2c|c2p"`` string) as the Encoder's ``disentangled_terms``."""
+    terms = [t.strip().lower() for t in value.split("|")] if isinstance(value, str) else value
+    _refuse(not isinstance(terms, list) or not terms or not all(t in ("c2p", "p2c") for t in terms),
+            f"pos_att_type {str(value)[:40]!r} is not a non-empty list of 'c2p' and 'p2c'; mbk builds DeBERTa-v2's "
+            f"content-to-position and position-to-content terms only (['p2c', 'c2p'] in {_DEBERTA_V3})")
+    return "_".join(t for t in ("c2p", "p2c") if t in terms)
+
+
+def _deberta_v2_encoder(c):
+    """DeBERTa-v2/v3: disentangled attention over one relative table, word embeddings only (v3), ContextPooler."""
+    hidden, heads = c["hidden_size"], c["num_attention_heads"]
+    _refuse(c["relative_attention"] is not True, "relative_attention is not true: mbk builds DeBERTa-v2 with its "
+            f"disentangled relative attention ({_DEBERTA_V3}); import a checkpoint trained with it")
+    _refuse(c["share_att_key"] is not True, "share_att_key is not true: mbk projects DeBERTa's positions with each "
+            f"layer's own query and key ({_DEBERTA_V3}), not with separate pos_key_proj / pos_query_proj")
+    kernel = c["conv_kernel_size"]
+    _refuse(not isinstance(kernel, int) or kernel != 0, f"conv_kernel_size {str(kernel)[:20]} adds DeBERTa-v2-xlarge's "
+            "convolution after the first layer, which mbk's encoder does not build; import a checkpoint without it "
+            f"(conv_kernel_size 0, {_DEBERTA_V3}) or export this one with optimum (optimum-cli export onnx)")
+    for key in ("embedding_size", "attention_head_size", "pooler_hidden_size"):
+        expected = hidden // heads if key == "attention_head_size" and isinstance(hidden, int) and \
+            isinstance(heads, int) and heads > 0 else hidden
+        _refuse(c.get(key, expected) != expected, f"{key} {str(c.get(key))[:20]} differs from {expected}, which "
+                f"mbk's DeBERTa-v2 needs ({_DEBERTA_V3}); import a checkpoint where it does not")
+    act = c["pooler_hidden_act"]
+    _refuse(not isinstance(act, str) or act not in _POOLER_ACTIVATIONS, f"unsupported pooler_hidden_act "
+            f"{str(act)[:40]!r}; supported: {', '.join(_POOLER_ACTIVATIONS)}")
+    norms = c["norm_rel_ebd"]
+    _refuse(not isinstance(norms, str), f"norm_rel_ebd must be a string ('layer_norm' or 'none'), got "
+            f"{str(norms)[:40]}; fix the config")
+    buckets, longest = c["position_buckets"], c["max_relative_positions"]
+    if isinstance(longest, int) and not isinstance(longest, bool) and longest < 1:
+        longest = c["max_position_embeddings"]  # transformers: -1 means max_position_embeddings
+    if isinstance(buckets, int) and not isinstance(buckets, bool) and buckets < 0:
+        buckets = 0  # -1: no buckets
+    return dict(
+        normalization_type="layer_norm",
+        classifier_activation=False,  # DebertaV2Model has no pooler; the classifier's ContextPooler turns it on
+        pooler_activation=_POOLER_ACTIVATIONS[act],
+        position_embedding_type="absolute" if c["position_biased_input"] else "none",
+        attention_bias="disentangled",
+        position_buckets=buckets,
+        max_relative_positions=longest,
+        disentangled_terms=_deberta_terms(c["pos_att_type"]),
+        relative_embedding_norm="layer_norm" in [x.strip() for x in norms.lower().split("|")],
+    )
+
+
 _FAMILIES = (
     Family("mobilebert", "mobilebert.", HF_MOBILEBERT_DEFAULTS, _mobilebert_encoder, unused_keys=_mobilebert_unused,
            tokenizer_classes=("MobileBertTokenizer",) + _BERT_TOKENIZERS, class_prefix="MobileBert"),
@@ -463,6 +537,16 @@ _FAMILIES = (
         head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS, tokenizer_classes=("MPNetTokenizer",), class_prefix="MPNet",
         shared_weights=("encoder.relative_attention_bias.weight",),
     ),
+    Family(
+        "deberta-v2", "deberta.", _HF_DEBERTA_V2_DEFAULTS, _deberta_v2_encoder,
+        weight_renames=_DEBERTA_V2_RENAMES, head_prefixes=("lm_predictions.",),
+        # DebertaV2ForSequenceClassification: ContextPooler (first token -> pooler.dense -> pooler_hidden_act) is
+        # our pooler under BERT's names; the token and QA heads are BERT's.
+        heads=MappingProxyType({"sequence_classifier": HeadLayout(
+            encoder_options=MappingProxyType({"classifier_activation": True}))}),
+        tokenizer_classes=("DebertaV2Tokenizer",), class_prefix="DebertaV2",
+        shared_weights=("encoder.rel_embeddings.weight", "encoder.LayerNorm.weight", "encoder.LayerNorm.bias"),
+    ),
 )
 FAMILIES = MappingProxyType({family.model_type: family for family in _FAMILIES})
 _CLASS_KINDS = ("Model", "For", "PreTrained")  # what follows the family's prefix in transformers' class names
@@ -479,10 +563,11 @@ def family_of_class(name):
              and name[len(f.class_prefix):].startswith(_CLASS_KINDS)]
     return max(found, key=lambda f: len(f.class_prefix)).model_type if found else None
 # Hugging Face model_types mbk recognises and cannot build: model_type -> why, and what to do instead.
-_DEBERTA = ("{} uses disentangled attention (content-to-position and position-to-content scores over relative "
-            "positions), which mbk's encoder does not build; export it with optimum (optimum-cli export onnx) or "
-            "import a checkpoint of a supported family")
-REFUSED = MappingProxyType({"deberta": _DEBERTA.format("DeBERTa"), "deberta-v2": _DEBERTA.format("DeBERTa-v2")})
+# DeBERTa (v1) projects its positions with its own pos_proj / pos_q_proj and a byte-level BPE tokenizer.
+_DEBERTA = ("DeBERTa (v1) uses disentangled attention with its own position projections (pos_proj, pos_q_proj), "
+            "which mbk's encoder does not build (it builds DeBERTa-v2/v3: model_type 'deberta-v2'); export it with "
+            "optimum (optimum-cli export onnx) or import a checkpoint of a supported family")
+REFUSED = MappingProxyType({"deberta": _DEBERTA})
 
 
 def family_of(model_type):

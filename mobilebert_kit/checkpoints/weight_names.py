@@ -101,6 +101,10 @@ def _block_scopes(rest, num_ffn, norm):
 
 
 _RELATIVE_ATTENTION_BIAS = re.compile(r"transformer_layer_\d+/attention/relative_attention_bias/embeddings")
+# DeBERTa's one relative table and its norm (encoder.rel_embeddings, encoder.LayerNorm), a copy in every block.
+_REL_EMBEDDINGS = re.compile(r"transformer_layer_\d+/attention/rel_embeddings/(embeddings|norm/gamma|norm/beta)")
+_REL_EMBEDDINGS_HF = {"embeddings": "encoder.rel_embeddings.weight", "norm/gamma": "encoder.LayerNorm.weight",
+                      "norm/beta": "encoder.LayerNorm.bias"}
 
 
 def reference_name(path, dialect, config):
@@ -126,6 +130,10 @@ def reference_name(path, dialect, config):
         # One table in the checkpoint (MPNet's encoder.relative_attention_bias, added in every layer); each of our
         # blocks holds a copy, which the importer fills from it (Family.shared_weights).
         return ("encoder.relative_attention_bias.weight", False) if dialect == "hf" else None
+    match = _REL_EMBEDDINGS.fullmatch(path)
+    if match:
+        # DeBERTa-v2: every block's copy reads the one table and norm (Family.shared_weights).
+        return (_REL_EMBEDDINGS_HF[match.group(1)], False) if dialect == "hf" else None
     if layer == "embeddings/embedding_transformation" and after_norm:
         # ELECTRA/ConvBERT: a top-level ``embeddings_project`` after the embedding norm.
         return (f"embeddings_project.{hf_leaf}", transpose) if dialect == "hf" else None

@@ -5,6 +5,7 @@ Dependencies run one way: ``layers`` <- ``models`` <- ``training`` / ``convert``
 
 from mobilebert_kit.layers.activations import ACTIVATIONS, get_activation
 from mobilebert_kit.layers.composite_attention import RELATIVE_ATTENTION_VARIANTS, CompositeAttention
+from mobilebert_kit.layers.disentangled_attention import DisentangledAttention
 from mobilebert_kit.layers.feed_forward import FeedForward
 from mobilebert_kit.layers.functional_relative_attention import FunctionalRelativeAttention
 from mobilebert_kit.layers.grouped_dense import GroupedDense
@@ -25,6 +26,7 @@ __all__ = [
     "NORMALIZATIONS",
     "RELATIVE_ATTENTION_VARIANTS",
     "CompositeAttention",
+    "DisentangledAttention",
     "FeedForward",
     "FunctionalRelativeAttention",
     "GroupedDense",

@@ -6,6 +6,7 @@ from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.bucketed_relative_attention import BucketedRelativeAttention
 from mobilebert_kit.layers.composite_attention import CompositeAttention
+from mobilebert_kit.layers.disentangled_attention import DisentangledAttention
 from mobilebert_kit.layers.feed_forward import FeedForward
 from mobilebert_kit.layers.functional_relative_attention import FunctionalRelativeAttention
 from mobilebert_kit.layers.mixed_attention import MixedAttention, mixed_attention_heads
@@ -20,8 +21,9 @@ ATTENTION_TYPES = ("self_attention", "convbert_mixed", "composite")
 # Position encodings applied inside attention rather than in the embeddings.
 RELATIVE_POSITION_EMBEDDING_TYPES = ("relative_functional",)
 # A score bias added to self-attention, next to whatever positions the embeddings add:
-#   none: BERT; relative_buckets: a learned bias per bucket of relative distance (MPNet, T5).
-ATTENTION_BIASES = ("none", "relative_buckets")
+#   none: BERT; relative_buckets: a learned bias per bucket of relative distance (MPNet, T5);
+#   disentangled: DeBERTa-v2's content-to-position and position-to-content scores over a relative table.
+ATTENTION_BIASES = ("none", "relative_buckets", "disentangled")
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -82,9 +84,15 @@ class TransformerBlock(keras.layers.Layer):
         max_relative_position: NEZHA clipping distance ``K``.
         relative_window: composite attention window ``k`` (kernel ``2k + 1``).
         relative_attention_variant: composite-attention terms (``RELATIVE_ATTENTION_VARIANTS``).
-        attention_bias: ``"none"`` or ``"relative_buckets"`` (MPNet: :class:`BucketedRelativeAttention`;
-            only with ``attention_type="self_attention"`` and no ``relative_functional`` positions).
+        attention_bias: ``"none"``, ``"relative_buckets"`` (MPNet: :class:`BucketedRelativeAttention`) or
+            ``"disentangled"`` (DeBERTa-v2/v3: :class:`DisentangledAttention`, with the four options below);
+            only with ``attention_type="self_attention"`` and no ``relative_functional`` positions.
         relative_attention_num_buckets: buckets of ``"relative_buckets"`` (32 in MPNet).
+        position_buckets: ``"disentangled"``: log buckets of the relative distance (256 in DeBERTa-v3; 0: none).
+        max_relative_positions: ``"disentangled"``: DeBERTa's ``max_relative_positions`` (the table's half-size
+            without buckets, the log scale with them).
+        disentangled_terms: ``"disentangled"``: ``"c2p_p2c"``, ``"c2p"`` or ``"p2c"`` (``pos_att_type``).
+        relative_embedding_norm: ``"disentangled"``: LayerNorm on the relative table (``norm_rel_ebd``).
         max_length: longest sequence; relative index tables are built for it.
         **kwargs: standard layer arguments.
 
@@ -125,6 +133,10 @@ class TransformerBlock(keras.layers.Layer):
         relative_attention_variant="composite",
         attention_bias="none",
         relative_attention_num_buckets=32,
+        position_buckets=256,
+        max_relative_positions=512,
+        disentangled_terms="c2p_p2c",
+        relative_embedding_norm=True,
         max_length=512,
         **kwargs,
     ):
@@ -207,6 +219,13 @@ class TransformerBlock(keras.layers.Layer):
             return CompositeAttention(
                 self.num_heads, head_size, relative_window=self.relative_window,
                 relative_attention_variant=self.relative_attention_variant, max_length=self.max_length, **common,
+            )
+        if self.attention_bias == "disentangled":
+            return DisentangledAttention(
+                self.num_heads, head_size, position_buckets=self.position_buckets,
+                max_relative_positions=self.max_relative_positions, disentangled_terms=self.disentangled_terms,
+                relative_embedding_norm=self.relative_embedding_norm, layer_norm_epsilon=self.layer_norm_epsilon,
+                max_length=self.max_length, **common,
             )
         if self.attention_bias == "relative_buckets":
             return BucketedRelativeAttention(

@@ -69,10 +69,15 @@ def check_path_argument(value, what):
 def max_positions(config):
     """The longest input an encoder's learned (absolute) position table takes; None for relative positions.
 
+    DeBERTa's disentangled attention has no absolute table (v3) but gathers its relative table's rows through
+    index vectors built for ``max_position_embeddings`` tokens: that is its longest input.
+
     Example:
         >>> max_positions(build("tiny-bert").config)
         64
     """
+    if config.get("attention_bias") == "disentangled":
+        return config["max_position_embeddings"] - config.get("position_offset", 0)
     if config.get("position_embedding_type", "absolute") != "absolute":
         return None
     # RoBERTa's first token reads row pad_token_id + 1: the rows before it are never reached.

@@ -8,6 +8,7 @@ from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.activations import ACTIVATIONS
 from mobilebert_kit.layers.composite_attention import RELATIVE_ATTENTION_VARIANTS
+from mobilebert_kit.layers.disentangled_attention import DISENTANGLED_TERMS
 from mobilebert_kit.layers.multi_head_attention import MASK_MODES
 from mobilebert_kit.layers.normalization import NORMALIZATIONS
 from mobilebert_kit.layers.token_embedding import EMBEDDING_PROJECTIONS, TokenEmbedding
@@ -103,10 +104,20 @@ class Encoder(keras.Model):
         relative_attention_variant: composite-attention terms: ``"composite"``
             (Eq. 6, default), ``"fixed"`` (T5), ``"dynamic"`` (Shaw),
             ``"composite_key"``, ``"fixed_depthwise"`` (Eq. 7), ``"composite_depthwise"``.
-        attention_bias: ``"none"`` (default) or ``"relative_buckets"`` (MPNet: a learned
+        attention_bias: ``"none"`` (default), ``"relative_buckets"`` (MPNet: a learned
             per-head score for each T5 bucket of ``j - i`` added in every self-attention
-            layer, next to the absolute positions; each layer holds a copy of the table).
+            layer, next to the absolute positions; each layer holds a copy of the table) or
+            ``"disentangled"`` (DeBERTa-v2/v3, He et al., 2021: content-to-position and
+            position-to-content scores over one relative table, projected by each layer's own
+            query and key; each layer holds a copy of the table and its norm; the four options
+            below; inputs take at most ``max_position_embeddings`` tokens).
         relative_attention_num_buckets: buckets of ``"relative_buckets"`` (default 32, MPNet's).
+        position_buckets: ``"disentangled"``: log buckets of the relative distance (default 256, DeBERTa-v3's;
+            0: the clamped distance itself).
+        max_relative_positions: ``"disentangled"``: DeBERTa's ``max_relative_positions`` (default 512); not
+            NEZHA's ``max_relative_position``.
+        disentangled_terms: ``"disentangled"``: ``"c2p_p2c"`` (default), ``"c2p"`` or ``"p2c"``.
+        relative_embedding_norm: ``"disentangled"``: LayerNorm on the relative table (default True).
         embedding_projection: where the ``embedding_size -> hidden_size`` projection
             sits: ``"before_norm"`` (default, MobileBERT) or ``"after_norm"``
             (ELECTRA/ConvBERT: embedding-wide position/type tables and norm).
@@ -165,6 +176,10 @@ class Encoder(keras.Model):
         relative_attention_variant="composite",
         attention_bias="none",
         relative_attention_num_buckets=32,
+        position_buckets=256,
+        max_relative_positions=512,
+        disentangled_terms="c2p_p2c",
+        relative_embedding_norm=True,
         embedding_projection="before_norm",
         position_offset=0,
         output_hidden_states=False,
@@ -309,6 +324,9 @@ CONFIG_FIELDS = {
     "max_relative_position": (_INT, 1, 131_072),
     "relative_window": (_INT, 1, 4_096),
     "relative_attention_num_buckets": (_INT, 4, 1_024),  # T5 bucketing: num_buckets // 4 exact buckets
+    "position_buckets": (_INT, 0, 65_536),  # DeBERTa: 0 (none) or at least 4, checked by DisentangledAttention
+    "max_relative_positions": (_INT, 1, 131_072),
+    "relative_embedding_norm": (_BOOL, None, None),
     # > 0: an epsilon of 0 divides by zero on a constant row (NaN); NaN itself made every output NaN.
     "layer_norm_epsilon": (_FLOAT, 1e-30, 1.0),
     "hidden_dropout": (_FLOAT, 0.0, 0.99),
@@ -420,6 +438,9 @@ def estimate_parameters(config):
     ffn = c["num_feedforward_networks"] * 2 * inner * c["intermediate_size"] // c["num_groups"]
     if c["attention_bias"] == "relative_buckets":
         attention += c["relative_attention_num_buckets"] * c["num_heads"]  # each block's copy of the table
+    if c["attention_bias"] == "disentangled":  # each block's copy of DeBERTa's relative table
+        span = c["position_buckets"] if c["position_buckets"] > 0 else c["max_relative_positions"]
+        attention += 2 * span * inner
     pooler = hidden * hidden if c["classifier_activation"] else 0
     return int(embeddings + c["num_layers"] * (attention + ffn) + pooler)
 
@@ -474,6 +495,7 @@ def _validate(config):
     check_choice("embedding_projection", config["embedding_projection"], EMBEDDING_PROJECTIONS)
     check_choice("pooler_activation", config["pooler_activation"], POOLER_ACTIVATIONS)
     check_choice("attention_bias", config["attention_bias"], ATTENTION_BIASES)
+    check_choice("disentangled_terms", config["disentangled_terms"], tuple(DISENTANGLED_TERMS))
     for key in config["layer_norm_epsilon_overrides"]:
         check_choice("layer_norm_epsilon_overrides key", key, EPSILON_OVERRIDE_KEYS)
     check_fields(config)
@@ -488,7 +510,7 @@ def _validate(config):
     if config["attention_bias"] != "none" and (config["attention_type"] != "self_attention"
                                                or config["position_embedding_type"] == "relative_functional"):
         raise ConfigError(
-            f"attention_bias={config['attention_bias']!r} (MPNet) applies to attention_type='self_attention' with "
+            f"attention_bias={config['attention_bias']!r} (MPNet, DeBERTa) applies to attention_type='self_attention' with "
             f"absolute or no positions, not {config['attention_type']!r} / {config['position_embedding_type']!r}; "
             "use attention_bias='none' with them"
         )

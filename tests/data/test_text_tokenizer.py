@@ -19,9 +19,9 @@ from tests.tokenizer_fixtures import save_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
-FAMILIES = ("xlm-roberta", "albert", "roberta", "mpnet", "distilbert")
+FAMILIES = ("xlm-roberta", "albert", "roberta", "mpnet", "distilbert", "deberta-v2")
 KIND = {"xlm-roberta": "sentencepiece", "albert": "sentencepiece", "roberta": "bpe", "mpnet": "wordpiece",
-        "distilbert": "wordpiece"}
+        "distilbert": "wordpiece", "deberta-v2": "sentencepiece"}
 SEQ = 24
 
 
@@ -55,7 +55,7 @@ def test_ids_are_the_checkpoint_tokenizers(saved, family):
     np.testing.assert_array_equal(ours["input_ids"], ids)
 
 
-@pytest.mark.parametrize("family", ["xlm-roberta", "albert", "mpnet", "distilbert"])
+@pytest.mark.parametrize("family", ["xlm-roberta", "albert", "mpnet", "distilbert", "deberta-v2"])
 def test_client_unit_keeps_every_id_and_the_client_finds_the_specials(saved, family):
     tok = tokenizer_of(saved[family])
     unit = tok.client_unit()
