@@ -78,7 +78,8 @@ def config_from_hf(hf):
     """Converts a Hugging Face ``config.json`` dict to Encoder arguments.
 
     Supported ``model_type``: the records of ``checkpoints/families.py`` (``mobilebert``, ``bert``,
-    ``convbert``, ``nezha``, ``distilbert``, ``electra``, ``albert``, ``roberta``, ``xlm-roberta``, ``mpnet``).
+    ``convbert``, ``nezha``, ``distilbert``, ``electra``, ``albert``, ``roberta``, ``xlm-roberta``, ``mpnet``,
+    ``modernbert``).
     Raises CheckpointError (one line) for a config that is not a JSON object or
     has missing or mistyped fields.
 
