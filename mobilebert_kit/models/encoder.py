@@ -344,7 +344,7 @@ def pool(sequence_output, attention_mask, pooler_input="first_token"):
     """
     if pooler_input == "mean":
         mask = tf.expand_dims(tf.cast(attention_mask, sequence_output.dtype), -1)
-        count = tf.maximum(tf.reduce_sum(mask, axis=1), tf.cast(_POOL_EPSILON, sequence_output.dtype))
+        count = tf.maximum(tf.reduce_sum(mask, axis=1), _POOL_EPSILON)  # a Python float: no captured constant
         return tf.reduce_sum(sequence_output * mask, axis=1) / count
     return sequence_output[:, 0, :]
 
