@@ -532,8 +532,9 @@ _FAMILIES = (
         activation_field="hidden_activation", weight_renames=_MODERNBERT_RENAMES, head_prefixes=("head.", "decoder."),
         # ModernBertForSequenceClassification: pooling -> head (dense + act + norm) -> dropout -> classifier.
         heads=MappingProxyType({
-            "sequence_classifier": HeadLayout(renames=(("head.dense.", "pooler.dense."), ("head.norm.", "pooler.norm.")),
-                                              encoder_options=MappingProxyType({"classifier_activation": True})),
+            "sequence_classifier": HeadLayout(
+                renames=(("head.dense.", "pooler.dense."), ("head.norm.", "pooler.norm.")),
+                encoder_options=MappingProxyType({"classifier_activation": True})),
             "token_classifier": HeadLayout(refused=_MODERNBERT_TOKEN_HEAD),
             "span_question_answerer": HeadLayout(refused=_MODERNBERT_TOKEN_HEAD),
         }),
