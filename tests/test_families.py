@@ -319,6 +319,27 @@ def test_modernbert_token_heads_are_refused_with_their_reason(modernbert_dirs, h
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("options,match", [
+    ({"feed_forward_type": "gated"}, "feed_forward_type='gated' applies to block_layout='pre_norm'"),
+    ({"norm_use_bias": False}, "norm_use_bias=False applies to block_layout='pre_norm'"),
+    ({"local_attention_window": 4}, "local_attention_window applies to position_embedding_type='rotary'"),
+    ({"block_layout": "pre_norm", "num_feedforward_networks": 2}, "block_layout='pre_norm' .* num_feedforward_networks=1"),
+    ({"position_embedding_type": "rotary", "attention_type": "composite"}, "rotary' apply to attention_type='self_attention'"),
+    ({"pooler_input": "max"}, "unknown pooler_input 'max'"),
+])
+def test_modernbert_options_are_refused_where_no_layout_builds_them(options, match):
+    with pytest.raises(ConfigError, match=match):
+        Encoder(vocab_size=VOCAB, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=37, **options)
+
+
+def test_the_modernbert_options_leave_every_other_encoder_unchanged():
+    bert = mbk.build("tiny-bert")
+    block = bert.blocks[0]
+    assert (block.block_layout, block.feed_forward_type, block.attention.fused_qkv) == ("post_norm", "dense", False)
+    assert "use_bias" not in block.attention.get_config() and bert.config["pooler_input"] == "first_token"
+    assert not any("final_norm" in path or "pooler_norm" in path for path in named_weights(bert))
+
+
 def _cosines(a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
@@ -556,6 +577,10 @@ def test_a_tokenizer_padding_with_another_id_than_the_positions_is_refused(rober
     ({"model_type": "mpnet", "relative_attention_num_buckets": 64},
      "relative_attention_num_buckets 64 differs from the 32 buckets"),
     ({"model_type": "deberta-v2"}, "DeBERTa-v2 uses disentangled attention.*optimum"),
+    ({"model_type": "modernbert", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+     "rope_scaling .* stretches ModernBERT's rotary positions"),
+    ({"model_type": "modernbert", "classifier_pooling": "max"}, "classifier_pooling 'max' is not one of cls, mean"),
+    ({"model_type": "modernbert", "local_attention": -4}, "local_attention must be between 0 and"),
 ])
 def test_configs_mbk_cannot_import_faithfully_are_refused_in_one_line(tmp_path, config, match):
     (tmp_path / "config.json").write_text(json.dumps(config))
