@@ -64,7 +64,8 @@ class Encoder(keras.Model):
     ``output_attentions``. Those flags change outputs only, never weights.
 
     Sublayers: ``embeddings`` (TokenEmbedding), ``transformer_layer_{i}``
-    (TransformerBlock), ``pooler`` (only with ``classifier_activation``).
+    (TransformerBlock), ``pooler`` (only with ``classifier_activation``), ``pooler_norm`` (with
+    ``pooler_norm``) and ``final_norm`` (with ``block_layout="pre_norm"``).
 
     Args:
         vocab_size: word-piece vocabulary size.
