@@ -124,8 +124,14 @@ def save_tokenizer(family, directory):
                                                  sep_token="</s>", cls_token="<s>", unk_token="<unk>",
                                                  pad_token="<pad>", mask_token="<mask>")
     elif family == "modernbert":
-        # ModernBERT checkpoints ship a byte-level BPE tokenizer.json under the generic PreTrainedTokenizerFast.
-        fast = transformers.PreTrainedTokenizerFast(tokenizer_object=_kept("roberta"), bos_token="<s>",
+        # ModernBERT checkpoints ship a byte-level BPE tokenizer.json under the generic PreTrainedTokenizerFast,
+        # its special tokens added by a TemplateProcessing ("[CLS] $A [SEP]", pairs "[CLS] $A [SEP] $B [SEP]").
+        from tokenizers import processors
+
+        kept = _kept("roberta")
+        kept.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", pair="<s> $A </s> $B:1 </s>:1", special_tokens=[("<s>", 0), ("</s>", 2)])
+        fast = transformers.PreTrainedTokenizerFast(tokenizer_object=kept, bos_token="<s>",
                                                     eos_token="</s>", sep_token="</s>", cls_token="<s>",
                                                     unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
                                                     model_input_names=["input_ids", "attention_mask"])
