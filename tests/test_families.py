@@ -1,5 +1,6 @@
 """The Hugging Face families of ``checkpoints/families.py``: DistilBERT, ELECTRA, ALBERT, RoBERTa, XLM-R, MPNet,
 DeBERTa-v2/v3.
+ModernBERT.
 
 Each family is imported from a tiny random ``transformers`` model saved as
 safetensors and compared with it on the same ids (issue 35): hidden states,
@@ -20,7 +21,7 @@ import mobilebert_kit as mbk
 from mobilebert_kit.errors import CheckpointError, ConfigError
 from mobilebert_kit.layers.disentangled_attention import log_bucket_positions
 from mobilebert_kit.layers.relative_position_bias import relative_buckets
-from mobilebert_kit.models.api import max_positions
+from mobilebert_kit.models.api import max_positions, named_weights
 from mobilebert_kit.models.encoder import Encoder
 from tests.helpers import assert_close_relative, assert_one_line_error, random_inputs, run_encoder
 from tests.parity_helpers import save_reference
@@ -299,6 +300,182 @@ def test_deberta_v2_variants_match_transformers(tmp_path, changes):
     check_encoder(ours, ref, token_types=types)
     inputs = family_inputs(1, 64, token_types=types)
     compare(run_encoder(ours, inputs)["sequence_output"], reference(ref, inputs, types).last_hidden_state.numpy())
+# === ModernBERT: pre-norm blocks, rotary positions, local sliding-window layers, GeGLU, no biases ===
+# The tiny checkpoints of tests/tokenizer_fixtures.py: three layers, the middle one local with a 4-token window,
+# RoBERTa's byte-level BPE (padding id 1), the reference in eager (padded) attention.
+
+MODERNBERT_SHAPES = ((1, 5, 0), (2, 16, 0), (3, 14, 6))  # (batch, seq, pad_last): 14 and 16 reach past the window
+
+
+@pytest.fixture(scope="module")
+def modernbert_dirs(tmp_path_factory):
+    """``{kind: (directory, reference)}``: the plain model and sequence classifiers pooling cls and mean."""
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    out = {}
+    for kind, head, changes in (("model", None, {}), ("cls", "classification", {"classifier_pooling": "cls"}),
+                                ("mean", "classification", {"classifier_pooling": "mean"})):
+        directory = tmp_path_factory.mktemp(f"modernbert-{kind}")
+        out[kind] = directory, save_checkpoint("modernbert", directory, head=head, seed=11, **changes)
+    return out
+
+
+def modernbert_inputs(batch, seq, pad, seed):
+    return family_inputs(batch, seq, pad, pad_id=1, token_types=0, seed=seed)
+
+
+def test_modernbert_encoder_matches_transformers(modernbert_dirs, tmp_path, capsys):
+    directory, ref = modernbert_dirs["model"]
+    assert ref.config._attn_implementation == "eager"
+    proc = _mbk_import(capsys, directory, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    ours = mbk.load(tmp_path / "out")
+    config = ours.config
+    assert (config["block_layout"], config["feed_forward_type"], config["position_embedding_type"]) == \
+        ("pre_norm", "gated", "rotary")
+    assert (config["local_attention_window"], config["global_attention_every_n_layers"]) == (4, 2)
+    assert [block.attention.attention_window for block in ours.blocks] == [0, 4, 0]
+    assert [block.attention.rotary_theta for block in ours.blocks] == [160000.0, 10000.0, 160000.0]
+    assert ours.blocks[0].attention_norm is None and ours.blocks[1].attention_norm is not None
+    assert not any(path.endswith(("beta", "bias")) for path in named_weights(ours))  # no biases
+    diffs = []
+    for batch, seq, pad in MODERNBERT_SHAPES:
+        inputs = modernbert_inputs(batch, seq, pad, seed=batch * 100 + seq)
+        expected = reference(ref, inputs, token_types=0).last_hidden_state.numpy()
+        got = run_encoder(ours, inputs)["sequence_output"]
+        diffs.append(compare(got, expected, mask=inputs["attention_mask"] if pad else None))
+    assert max(diffs) <= 1e-5 * 10  # ~1e-6 measured at outputs of magnitude ~3
+    # The window is what the local layer computes: without it, 16 tokens come out otherwise.
+    inputs = modernbert_inputs(1, 16, 0, seed=3)
+    unwindowed = mbk.import_checkpoint(directory, local_attention_window=0)
+    expected = reference(ref, inputs, token_types=0).last_hidden_state.numpy()
+    assert np.abs(run_encoder(unwindowed, inputs)["sequence_output"] - expected).max() > 1e-2
+
+
+def test_modernbert_unpadded_reference_agrees_with_the_padded_one(modernbert_dirs):
+    # transformers' sdpa path (what users run on CPU) and eager give the same real-token outputs that we match.
+    directory, ref = modernbert_dirs["model"]
+    sdpa = transformers.AutoModel.from_pretrained(str(directory), attn_implementation="sdpa").eval()
+    inputs = modernbert_inputs(3, 14, 6, seed=5)
+    mask = inputs["attention_mask"].astype(bool)
+    np.testing.assert_allclose(reference(sdpa, inputs, 0).last_hidden_state.numpy()[mask],
+                               reference(ref, inputs, 0).last_hidden_state.numpy()[mask], atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_modernbert_sequence_classifier_matches_transformers(modernbert_dirs, tmp_path, capsys, pooling):
+    directory, ref = modernbert_dirs[pooling]
+    proc = _mbk_import(capsys, directory, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    ours = mbk.load(tmp_path / "out")
+    assert ours.architecture == "sequence_classifier"
+    encoder = ours.encoder.config
+    assert (encoder["pooler_input"], encoder["pooler_norm"], encoder["pooler_activation"]) == \
+        ({"cls": "first_token", "mean": "mean"}[pooling], True, "gelu")
+    diffs = []
+    for batch, seq, pad in MODERNBERT_SHAPES:
+        inputs = modernbert_inputs(batch, seq, pad, seed=batch + seq)
+        expected = reference(ref, inputs, token_types=0).logits.numpy()
+        diffs.append(compare(run_encoder(ours, inputs)["logits"], expected))
+    assert max(diffs) <= 1e-5 * 10
+
+
+@pytest.mark.parametrize("head", ["token_classifier", "span_question_answerer"])
+def test_modernbert_token_heads_are_refused_with_their_reason(modernbert_dirs, head):
+    with pytest.raises(CheckpointError, match="prediction head .* on every token") as info:
+        mbk.import_checkpoint(modernbert_dirs["model"][0], head=head)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"feed_forward_type": "gated"}, "feed_forward_type='gated' applies to block_layout='pre_norm'"),
+    ({"norm_use_bias": False}, "norm_use_bias=False applies to block_layout='pre_norm'"),
+    ({"local_attention_window": 4}, "local_attention_window applies to position_embedding_type='rotary'"),
+    ({"block_layout": "pre_norm", "num_feedforward_networks": 2}, "block_layout='pre_norm' .* num_feedforward_networks=1"),
+    ({"position_embedding_type": "rotary", "attention_type": "composite"}, "rotary' apply to attention_type='self_attention'"),
+    ({"pooler_input": "max"}, "unknown pooler_input 'max'"),
+])
+def test_modernbert_options_are_refused_where_no_layout_builds_them(options, match):
+    with pytest.raises(ConfigError, match=match):
+        Encoder(vocab_size=VOCAB, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=37, **options)
+
+
+def test_the_modernbert_options_leave_every_other_encoder_unchanged():
+    bert = mbk.build("tiny-bert")
+    block = bert.blocks[0]
+    assert (block.block_layout, block.feed_forward_type, block.attention.fused_qkv) == ("post_norm", "dense", False)
+    assert "use_bias" not in block.attention.get_config() and bert.config["pooler_input"] == "first_token"
+    assert not any("final_norm" in path or "pooler_norm" in path for path in named_weights(bert))
+
+
+def _cosines(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_modernbert_exports_onnx_and_dynamic_tflite_with_an_open_length(modernbert_dirs, tmp_path, capsys, pooling):
+    import onnxruntime as ort
+
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.cli.main import main
+
+    directory, ref = modernbert_dirs[pooling]
+    onnx_file, tflite_file = tmp_path / "m.onnx", tmp_path / "m.tflite"
+    assert main(["export", str(directory), "--format", "onnx", "--out", str(onnx_file)]) == 0, capsys.readouterr().err
+    assert main(["export", str(directory), "--format", "tflite", "--quantize", "dynamic", "--out",
+                 str(tflite_file)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    inputs = modernbert_inputs(4, 15, 7, seed=21)  # rows of 15 and 8 real tokens, past the 4-token window
+    expected = reference(ref, inputs, token_types=0).logits.numpy()
+
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    assert sorted(i.name for i in session.get_inputs()) == ["attention_mask", "input_ids"]
+    assert all(i.shape[1] != 15 and not isinstance(i.shape[1], int) for i in session.get_inputs())  # open length
+    feeds = {k: inputs[k].astype(np.int64) for k in ("input_ids", "attention_mask")}
+    logits = session.run(["logits"], feeds)[0]
+    assert _cosines(logits, expected).min() >= 0.9999
+
+    runner = ArtifactRunner(tflite_file)
+    assert [spec["shape"] for spec in runner.input_specs] == [[1, None]] * 3
+    probabilities = []
+    for row in range(4):  # each sentence at its own length: the file's sequence axis is open
+        real = int(inputs["attention_mask"][row].sum())
+        one = {k: inputs[k][row:row + 1, :real] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        probabilities.append(runner.run(one)["probability"][0])
+    softmax = np.exp(expected - expected.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    assert _cosines(np.array(probabilities), softmax).min() >= 0.99
+
+
+def test_a_modernbert_export_is_not_ready_for_mediapipe_and_inspect_says_why(modernbert_dirs, tmp_path, capsys):
+    from mobilebert_kit.cli.main import main
+
+    tflite_file = tmp_path / "m.tflite"
+    assert main(["export", str(modernbert_dirs["cls"][0]), "--format", "tflite", "--out", str(tflite_file)]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(tflite_file)]) == 0
+    said = capsys.readouterr().out
+    assert "not ready for MediaPipe TextClassifier" in said and "byte-level BPE" in said, said
+
+
+def test_a_modernbert_sentence_encoder_exports_its_mean_pooled_embedding(tmp_path, capsys):
+    pytest.importorskip("sentence_transformers")
+    import onnxruntime as ort
+
+    from mobilebert_kit.cli.main import main
+    from tests.tokenizer_fixtures import save_sentence_encoder
+
+    model = save_sentence_encoder("modernbert", tmp_path / "st", seed=4)
+    onnx_file = tmp_path / "e.onnx"
+    assert main(["export", str(tmp_path / "st"), "--format", "onnx", "--out", str(onnx_file)]) == 0, \
+        capsys.readouterr().err
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "st"))
+    texts = ["a short one", "Please book a table for four at seven tonight, by the window if you can."]
+    feeds = {k: v.astype(np.int64) for k, v in tokenizer(texts, padding=True, return_tensors="np").items()}
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    embedding = session.run(["sentence_embedding"], feeds)[0]
+    assert _cosines(embedding, model.encode(texts)).min() >= 0.9999
 
 
 # === Task heads: every family x head against the transformers task model ===
@@ -477,6 +654,10 @@ DEBERTA_V3_CONFIG = dict(TINY_DEBERTA, model_type="deberta-v2")
     ({**DEBERTA_V3_CONFIG, "relative_attention": False}, "relative_attention is not true"),
     ({**DEBERTA_V3_CONFIG, "attention_head_size": 16}, "attention_head_size 16 differs from 8"),
     ({**DEBERTA_V3_CONFIG, "pos_att_type": ["p2p"]}, "pos_att_type.*'c2p' and 'p2c'"),
+    ({"model_type": "modernbert", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+     "rope_scaling .* stretches ModernBERT's rotary positions"),
+    ({"model_type": "modernbert", "classifier_pooling": "max"}, "classifier_pooling 'max' is not one of cls, mean"),
+    ({"model_type": "modernbert", "local_attention": -4}, "local_attention must be between 0 and"),
 ])
 def test_configs_mbk_cannot_import_faithfully_are_refused_in_one_line(tmp_path, config, match):
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -496,7 +677,7 @@ def test_mbk_import_writes_a_saved_model_of_a_new_family(tmp_path, capsys):
 def test_unsupported_model_type_lists_the_families(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(CheckpointError, match="supported: mobilebert, bert, convbert, nezha, distilbert, electra, "
-                                              "albert, roberta, xlm-roberta, mpnet, deberta-v2"):
+                                              "albert, roberta, xlm-roberta, mpnet, deberta-v2, modernbert"):
         mbk.import_checkpoint(tmp_path)
 
 

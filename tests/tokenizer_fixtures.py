@@ -110,7 +110,8 @@ def save_tokenizer(family, directory):
     """Writes ``family``'s tiny tokenizer files into ``directory``; returns its vocabulary size.
 
     Args:
-        family (str): ``"xlm-roberta"``, ``"albert"``, ``"roberta"``, ``"mpnet"``, ``"deberta-v2"``, or a BERT WordPiece family
+        family (str): ``"xlm-roberta"``, ``"albert"``, ``"roberta"``, ``"mpnet"``, ``"deberta-v2"``, ``"modernbert"`` (RoBERTa's
+            byte-level BPE as ``PreTrainedTokenizerFast``), or a BERT WordPiece family
             (``"bert"``, ``"distilbert"``, ``"electra"``).
         directory (str | os.PathLike): the checkpoint directory.
     """
@@ -135,6 +136,18 @@ def save_tokenizer(family, directory):
         fast = transformers.RobertaTokenizerFast(tokenizer_object=_kept(family), bos_token="<s>", eos_token="</s>",
                                                  sep_token="</s>", cls_token="<s>", unk_token="<unk>",
                                                  pad_token="<pad>", mask_token="<mask>")
+    elif family == "modernbert":
+        # ModernBERT checkpoints ship a byte-level BPE tokenizer.json under the generic PreTrainedTokenizerFast,
+        # its special tokens added by a TemplateProcessing ("[CLS] $A [SEP]", pairs "[CLS] $A [SEP] $B [SEP]").
+        from tokenizers import processors
+
+        kept = _kept("roberta")
+        kept.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", pair="<s> $A </s> $B:1 </s>:1", special_tokens=[("<s>", 0), ("</s>", 2)])
+        fast = transformers.PreTrainedTokenizerFast(tokenizer_object=kept, bos_token="<s>",
+                                                    eos_token="</s>", sep_token="</s>", cls_token="<s>",
+                                                    unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
+                                                    model_input_names=["input_ids", "attention_mask"])
     elif family in ("distilbert", "electra", "bert"):
         (directory / "vocab.txt").write_text("\n".join(_kept("wordpiece")) + "\n", encoding="utf-8")
         cls = {"distilbert": transformers.DistilBertTokenizerFast, "electra": transformers.ElectraTokenizerFast,
@@ -168,6 +181,13 @@ def _config(family, vocab_size):
     if family == "distilbert":
         return transformers.DistilBertConfig(vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4, hidden_dim=37,
                                              max_position_embeddings=POSITIONS, dropout=0.0, attention_dropout=0.0)
+    if family == "modernbert":
+        # Three layers, the middle one local with a 4-token window (+-2), so 12-token inputs reach past it;
+        # the eager attention is the padded path the export computes.
+        return transformers.ModernBertConfig(
+            vocab_size=vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37,
+            max_position_embeddings=POSITIONS, global_attn_every_n_layers=2, local_attention=4, pad_token_id=1,
+            bos_token_id=0, eos_token_id=2, cls_token_id=0, sep_token_id=2, attn_implementation="eager")
     offset = {"roberta": 2, "xlm-roberta": 2, "mpnet": 2}.get(family, 0)  # RoBERTa-style tables: pad + 1 more rows
     common = dict(_TINY, vocab_size=vocab_size, max_position_embeddings=POSITIONS + offset)
     return {
@@ -181,9 +201,10 @@ def _config(family, vocab_size):
     }[family]()
 
 
-def save_checkpoint(family, directory, head="classification", seed=0):
+def save_checkpoint(family, directory, head="classification", seed=0, **config_changes):
     """A tiny ``family`` checkpoint as users download them: ``config.json``, ``model.safetensors`` (weights far
-    from init), the family's tokenizer files; ``head`` ``"classification"`` (labels :data:`LABELS`) or ``None``.
+    from init), the family's tokenizer files; ``head`` ``"classification"`` (labels :data:`LABELS`) or ``None``;
+    ``config_changes`` set on the tiny config (ModernBERT's ``classifier_pooling="mean"``).
 
     Returns:
         the PyTorch model (eval mode), the reference the tests compare with.
@@ -194,6 +215,8 @@ def save_checkpoint(family, directory, head="classification", seed=0):
 
     vocab_size = save_tokenizer(family, directory)
     config = _config(family, vocab_size)
+    for key, value in config_changes.items():
+        setattr(config, key, value)
     if head == "classification":
         config.num_labels = len(LABELS)
         config.id2label = dict(enumerate(LABELS))

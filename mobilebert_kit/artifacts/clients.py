@@ -174,8 +174,8 @@ def _metadata(client, facts):
     if meta.tokenizer not in CLIENT_TOKENIZERS:
         reasons.append(f"no BertTokenizer or SentencePiece input process unit (found {meta.tokenizer or 'none'}), so "
                        "it cannot tokenize text for the model" + (
-                           "; mbk writes none for a byte-level BPE tokenizer (RoBERTa), which the TFLite Metadata "
-                           "cannot describe: feed the checkpoint tokenizer's ids through LiteRT, or use the .onnx"
+                           "; mbk writes none for a byte-level BPE tokenizer (RoBERTa, ModernBERT), which the TFLite "
+                           "Metadata cannot describe: feed the checkpoint tokenizer's ids through LiteRT, or use the .onnx"
                            if meta.tokenizer is None else ""))
     elif not meta.vocab_file or meta.vocab_file not in meta.packed_files:
         reasons.append(f"the tokenizer's file {meta.vocab_file or '(unnamed)'} is not packed in the model "

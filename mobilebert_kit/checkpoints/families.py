@@ -16,7 +16,10 @@ those renames in the order they apply. ALBERT's blocks read their layer
 group's weights (``layer_scope``): our encoder holds one copy per block, so the
 outputs are ALBERT's and the parameter count is that of unshared layers.
 MPNet's one relative-position bias table is read the same way by every block
-(``shared_weights``), and so are DeBERTa-v2's relative table and its norm.
+(``shared_weights``), and so are DeBERTa-v2's relative table and its norm. ModernBERT is the pre-norm layout of the same Encoder
+(rotary positions, local sliding-window layers, GeGLU, bias-free projections
+and norms, a final norm); its prediction head (dense + GELU + norm over the
+first token or the mean of the real tokens) is our pooler.
 
 Families mbk cannot build are refused by ``model_type`` with the reason
 (:data:`REFUSED`): DeBERTa (v1) attends with its own projections of the
@@ -302,6 +305,16 @@ _HF_DEBERTA_V2_DEFAULTS = MappingProxyType(dict(
     pooler_hidden_act="gelu", position_buckets=-1, share_att_key=False, norm_rel_ebd="none", conv_kernel_size=0,
 ))
 
+# transformers ModernBertConfig defaults (models/modernbert/configuration_modernbert.py); no token types.
+_HF_MODERNBERT_DEFAULTS = MappingProxyType(dict(
+    vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22, num_attention_heads=12,
+    hidden_activation="gelu", max_position_embeddings=8192, initializer_range=0.02, norm_eps=1e-5, norm_bias=False,
+    pad_token_id=50283, global_rope_theta=160000.0, attention_bias=False, attention_dropout=0.0,
+    global_attn_every_n_layers=3, local_attention=128, local_rope_theta=10000.0, embedding_dropout=0.0,
+    mlp_bias=False, mlp_dropout=0.0, classifier_pooling="cls", classifier_dropout=0.0, classifier_bias=False,
+    classifier_activation="gelu", type_vocab_size=0, rope_scaling=None,
+))
+
 _BERT_LAYOUT = dict(normalization_type="layer_norm", classifier_activation=True)
 # DistilBERT's block: BERT's scopes under other names (transformers models/distilbert/modeling_distilbert.py).
 # Order matters: the attention output's dense and norm before the FFN's.
@@ -476,6 +489,57 @@ def _deberta_v2_encoder(c):
     )
 
 
+# ModernBERT's weights (transformers models/modernbert/modeling_modernbert.py) under the BERT-layout names
+# weight_names.py gives the pre-norm block's scopes. Order matters: the attention's output dense before the FFN's.
+_MODERNBERT_RENAMES = (
+    ("embeddings.word_embeddings.", "embeddings.tok_embeddings."),
+    ("embeddings.LayerNorm.", "embeddings.norm."),
+    ("encoder.layer.", "layers."),
+    (".attention_norm.", ".attn_norm."),
+    (".attention.self.qkv.", ".attn.Wqkv."),
+    (".attention.output.dense.", ".attn.Wo."),
+    (".ffn_norm.", ".mlp_norm."),
+    (".intermediate.dense.", ".mlp.Wi."),
+    (".output.dense.", ".mlp.Wo."),
+)
+_MODERNBERT_NAMES = MappingProxyType({
+    "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads", "hidden_dropout": "mlp_dropout",
+    "attention_dropout": "attention_dropout", "layer_norm_epsilon": "norm_eps", "rotary_theta": "global_rope_theta",
+    "local_rotary_theta": "local_rope_theta", "local_attention_window": "local_attention",
+    "global_attention_every_n_layers": "global_attn_every_n_layers", "attention_use_bias": "attention_bias",
+    "feed_forward_use_bias": "mlp_bias", "norm_use_bias": "norm_bias", "pooler_use_bias": "classifier_bias",
+})
+_MODERNBERT_POOLING = {"cls": "first_token", "mean": "mean"}
+# ModernBertForTokenClassification and ...ForQuestionAnswering run the prediction head (dense + GELU + norm) on
+# every token before their classifier; our token heads read the sequence output directly.
+_MODERNBERT_TOKEN_HEAD = ("ModernBERT's token and span heads run its prediction head (dense + activation + norm) "
+                          "on every token before the classifier, which mbk's token heads do not build; import the "
+                          "encoder (head=None) or a sequence classifier")
+
+
+def _modernbert_encoder(c):
+    if c.get("rope_scaling") not in (None, {}):
+        raise CheckpointError(f"config.json: rope_scaling {str(c['rope_scaling'])[:60]} stretches ModernBERT's "
+                              "rotary positions, which mbk builds unscaled; import a checkpoint without rope_scaling")
+    pooling, act = c["classifier_pooling"], c["classifier_activation"]
+    if not isinstance(pooling, str) or pooling not in _MODERNBERT_POOLING:
+        raise CheckpointError(f"config.json: classifier_pooling {str(pooling)[:40]!r} is not one of cls, mean "
+                              "(transformers' two); fix the config")
+    if not isinstance(act, str) or act not in HF_ACTIVATIONS:
+        raise CheckpointError(f"unsupported classifier_activation {str(act)[:40]!r} in config.json; supported: "
+                              f"{', '.join(HF_ACTIVATIONS)}")
+    return dict(
+        normalization_type="layer_norm",
+        classifier_activation=False,  # the base model has no pooler; the sequence classifier's head is one
+        block_layout="pre_norm", feed_forward_type="gated", position_embedding_type="rotary", fused_qkv=True,
+        rotary_theta=c["global_rope_theta"], local_rotary_theta=c["local_rope_theta"],
+        local_attention_window=c["local_attention"], global_attention_every_n_layers=c["global_attn_every_n_layers"],
+        attention_use_bias=c["attention_bias"], feed_forward_use_bias=c["mlp_bias"], norm_use_bias=c["norm_bias"],
+        pooler_input=_MODERNBERT_POOLING[pooling], pooler_activation=HF_ACTIVATIONS[act],
+        pooler_use_bias=c["classifier_bias"], pooler_norm=True,
+    )
+
+
 _FAMILIES = (
     Family("mobilebert", "mobilebert.", HF_MOBILEBERT_DEFAULTS, _mobilebert_encoder, unused_keys=_mobilebert_unused,
            tokenizer_classes=("MobileBertTokenizer",) + _BERT_TOKENIZERS, class_prefix="MobileBert"),
@@ -546,6 +610,19 @@ _FAMILIES = (
             encoder_options=MappingProxyType({"classifier_activation": True}))}),
         tokenizer_classes=("DebertaV2Tokenizer",), class_prefix="DebertaV2",
         shared_weights=("encoder.rel_embeddings.weight", "encoder.LayerNorm.weight", "encoder.LayerNorm.bias"),
+    ),
+    Family(
+        "modernbert", "model.", _HF_MODERNBERT_DEFAULTS, _modernbert_encoder, config_names=_MODERNBERT_NAMES,
+        activation_field="hidden_activation", weight_renames=_MODERNBERT_RENAMES, head_prefixes=("head.", "decoder."),
+        # ModernBertForSequenceClassification: pooling -> head (dense + act + norm) -> dropout -> classifier.
+        heads=MappingProxyType({
+            "sequence_classifier": HeadLayout(
+                renames=(("head.dense.", "pooler.dense."), ("head.norm.", "pooler.norm.")),
+                encoder_options=MappingProxyType({"classifier_activation": True})),
+            "token_classifier": HeadLayout(refused=_MODERNBERT_TOKEN_HEAD),
+            "span_question_answerer": HeadLayout(refused=_MODERNBERT_TOKEN_HEAD),
+        }),
+        class_prefix="ModernBert",
     ),
 )
 FAMILIES = MappingProxyType({family.model_type: family for family in _FAMILIES})

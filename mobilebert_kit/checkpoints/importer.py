@@ -79,7 +79,7 @@ def config_from_hf(hf):
 
     Supported ``model_type``: the records of ``checkpoints/families.py`` (``mobilebert``, ``bert``,
     ``convbert``, ``nezha``, ``distilbert``, ``electra``, ``albert``, ``roberta``, ``xlm-roberta``, ``mpnet``,
-    ``deberta-v2``).
+    ``deberta-v2``, ``modernbert``).
     Raises CheckpointError (one line) for a config that is not a JSON object or
     has missing or mistyped fields.
 

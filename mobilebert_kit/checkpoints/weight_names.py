@@ -86,6 +86,12 @@ def _block_scopes(rest, num_ffn, norm):
         "attention_output/norm": ["attention", "output", norm],
         "output_bottleneck/dense": ["output", "bottleneck", "dense"],
         "output_bottleneck/norm": ["output", "bottleneck", norm],
+        # The pre-norm block (ModernBERT): its norms before attention and FFN, the fused projection, and the
+        # attention output as a plain dense; the family renames these to its own scopes.
+        "attention_norm": ["attention_norm"],
+        "ffn_norm": ["ffn_norm"],
+        "attention/qkv": ["attention", "self", "qkv"],
+        "attention_output": ["attention", "output", "dense"],
     }
     if layer in renames:
         return renames[layer], leaf
@@ -145,6 +151,10 @@ def reference_name(path, dialect, config):
         scopes = ["embeddings", norm]
     elif layer == "pooler":
         scopes = ["pooler", "dense"]
+    elif layer == "pooler_norm":
+        scopes = ["pooler", "norm"]
+    elif layer == "final_norm":
+        scopes = ["final_norm"]  # a pre-norm encoder's norm after the last block (ModernBERT's own name)
     elif path.startswith("transformer_layer_"):
         index, _, rest = path[len("transformer_layer_"):].partition("/")
         block, _ = _block_scopes(rest, config["num_feedforward_networks"], norm)

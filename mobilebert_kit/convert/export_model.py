@@ -30,7 +30,7 @@ from mobilebert_kit.convert.prepare.scale_migration import migrate_nonorm_scales
 from mobilebert_kit.errors import ConfigError, check_choice
 from mobilebert_kit.layers.position_clip import PositionClip
 from mobilebert_kit.models.api import check_positions, max_positions
-from mobilebert_kit.models.encoder import INPUT_NAMES
+from mobilebert_kit.models.encoder import INPUT_NAMES, encoder_outputs
 
 OUTPUTS = {
     "encoder": ("sequence_output", "pooled_output"),
@@ -174,8 +174,7 @@ def _encoder_forward(encoder, input_ids, attention_mask, token_type_ids):
     for i in range(config["num_layers"]):
         x = encoder.get_layer(f"transformer_layer_{i}")(x, attention_mask=attention_mask)
         hidden.append(x)
-    first_token = x[:, 0, :]
-    pooled = encoder.get_layer("pooler")(first_token) if config["classifier_activation"] else first_token
+    x, pooled = encoder_outputs(encoder.get_layer, config, x, attention_mask)  # final norm, pooler: as Encoder
     return {"sequence_output": x, "pooled_output": pooled}, hidden
 
 

@@ -36,6 +36,9 @@ class MultiHeadAttention(keras.layers.Layer):
         mask_mode: ``"add"``: ``scores + (1 - m) * mask_value``;
             ``"mul_add"``: ``scores * m + (1 - m) * mask_value`` (official TF1).
         kernel_initializer: initializer of the projection kernels.
+        use_bias: the projections have biases (default); False: ModernBERT's ``attention_bias: false``.
+        fused_qkv: one ``qkv`` projection to ``3 * num_heads * head_size`` (query, key, value in that
+            order: ModernBERT's ``Wqkv``) read from the query input, instead of ``query``, ``key``, ``value``.
         **kwargs: standard layer arguments.
 
     Example:
@@ -53,9 +56,13 @@ class MultiHeadAttention(keras.layers.Layer):
         mask_value=-10000.0,
         mask_mode="add",
         kernel_initializer="glorot_uniform",
+        use_bias=True,
+        fused_qkv=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.use_bias = bool(use_bias)
+        self.fused_qkv = bool(fused_qkv)
         self.num_heads = num_heads
         self.head_size = head_size
         self.dropout_rate = dropout
@@ -63,12 +70,20 @@ class MultiHeadAttention(keras.layers.Layer):
         self.mask_mode = check_choice("attention_mask_mode", mask_mode, MASK_MODES)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         width = num_heads * head_size
-        self.query, self.key, self.value = (
-            TokenDense(
-                width, kernel_initializer=fresh_initializer(self.kernel_initializer), name=n, dtype=self.dtype_policy
+        self.qkv = None
+        if self.fused_qkv:
+            self.query = self.key = self.value = None
+            self.qkv = TokenDense(3 * width, use_bias=self.use_bias,
+                                  kernel_initializer=fresh_initializer(self.kernel_initializer), name="qkv",
+                                  dtype=self.dtype_policy)
+        else:
+            self.query, self.key, self.value = (
+                TokenDense(
+                    width, use_bias=self.use_bias, kernel_initializer=fresh_initializer(self.kernel_initializer),
+                    name=n, dtype=self.dtype_policy
+                )
+                for n in ("query", "key", "value")
             )
-            for n in ("query", "key", "value")
-        )
         self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
 
     def _split_heads(self, x, dims=None):
@@ -108,11 +123,17 @@ class MultiHeadAttention(keras.layers.Layer):
             return scores * mask + masked
         return scores + masked
 
+    def project_heads(self, query, key, value, dims=None):
+        """``(q, k, v)``, each ``(B, N, S, D)``: the projections split into heads; variants rotate them here."""
+        if self.qkv is not None:
+            query, key, value = tf.split(self.qkv(query), 3, axis=-1)
+        else:
+            query, key, value = self.query(query), self.key(key), self.value(value)
+        return self._split_heads(query, dims), self._split_heads(key, dims), self._split_heads(value, dims)
+
     def call(self, query, key, value, attention_mask=None, training=None, return_attention_scores=False):
         dims = leading_dims(query)  # one read of an open batch for every reshape of the layer
-        q = self._split_heads(self.query(query), dims)  # (B, N, Sq, D)
-        k = self._split_heads(self.key(key), dims)  # (B, N, Sk, D)
-        v = self._split_heads(self.value(value), dims)  # (B, N, Sk, D)
+        q, k, v = self.project_heads(query, key, value, dims)  # (B, N, S, D) each
         scores = self.apply_mask(self.attention_scores(q, k), attention_mask)
         probs = tf.nn.softmax(scores, axis=-1)
         context = self.attention_context(self.dropout(probs, training=training), v)  # (B, N, Sq, D)
@@ -133,4 +154,6 @@ class MultiHeadAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
+        if not self.use_bias or self.fused_qkv:  # the ModernBERT options; other configs stay as they were
+            config.update({"use_bias": self.use_bias, "fused_qkv": self.fused_qkv})
         return config

@@ -10,7 +10,7 @@ NORMALIZATIONS = {
 }
 
 
-def make_norm(normalization_type, epsilon, name, dtype=None):
+def make_norm(normalization_type, epsilon, name, dtype=None, center=True):
     """Creates a normalization layer over the last axis.
 
     Args:
@@ -18,9 +18,13 @@ def make_norm(normalization_type, epsilon, name, dtype=None):
         epsilon: LayerNorm variance epsilon (ignored by NoNorm).
         name: the layer's stable name.
         dtype: layer dtype or mixed-precision policy.
+        center: a LayerNorm with ``beta`` (default); False: scale only (ModernBERT's ``norm_bias: false``).
+            NoNorm always has both.
     """
     cls = NORMALIZATIONS[check_choice("normalization_type", normalization_type, tuple(NORMALIZATIONS))]
     if cls is NoNorm:
         return NoNorm(epsilon=epsilon, name=name, dtype=dtype)
     # LayerNorm statistics stay in float32 under mixed precision (Keras does this for the policy).
+    if not center:
+        return cls(axis=-1, epsilon=epsilon, center=False, name=name, dtype=dtype)
     return cls(axis=-1, epsilon=epsilon, name=name, dtype=dtype)

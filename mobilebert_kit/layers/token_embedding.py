@@ -47,6 +47,7 @@ class TokenEmbedding(keras.layers.Layer):
             (default 0). RoBERTa and XLM-R start at ``pad_token_id + 1`` (2):
             their tables have ``max_position_embeddings`` rows, of which
             ``max_position_embeddings - position_offset`` are reachable.
+        norm_use_bias: the LayerNorm has a beta (default); False: ModernBERT's ``norm_bias: false``.
         **kwargs: standard layer arguments.
 
     Example:
@@ -71,6 +72,7 @@ class TokenEmbedding(keras.layers.Layer):
         initializer_range=0.02,
         embedding_projection="before_norm",
         position_offset=0,
+        norm_use_bias=True,
         **kwargs,
     ):
         self._embedding_config = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "__class__")}
@@ -103,7 +105,8 @@ class TokenEmbedding(keras.layers.Layer):
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
                 name="embedding_transformation", dtype=self.dtype_policy
             )
-        self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
+        self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy,
+                              center=norm_use_bias)
         self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
 
     def build(self, input_shape):

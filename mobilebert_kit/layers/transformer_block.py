@@ -9,21 +9,33 @@ from mobilebert_kit.layers.composite_attention import CompositeAttention
 from mobilebert_kit.layers.disentangled_attention import DisentangledAttention
 from mobilebert_kit.layers.feed_forward import FeedForward
 from mobilebert_kit.layers.functional_relative_attention import FunctionalRelativeAttention
+from mobilebert_kit.layers.gated_feed_forward import GatedFeedForward
+from mobilebert_kit.layers.keyed_dropout import KeyedDropout
 from mobilebert_kit.layers.mixed_attention import MixedAttention, mixed_attention_heads
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention
+from mobilebert_kit.layers.normalization import make_norm
 from mobilebert_kit.layers.projection_norm import ProjectionNorm
+from mobilebert_kit.layers.rotary_attention import RotaryAttention
+from mobilebert_kit.layers.token_dense import TokenDense
 
 # The attention mechanism of a block (one keyword, fixed values):
 #   self_attention: scaled dot-product attention (BERT, MobileBERT; NEZHA with relative positions)
 #   convbert_mixed: self-attention heads + span-based dynamic convolution heads (ConvBERT Eq. 6)
 #   composite: self-attention + lightweight convolutions (Chang et al. 2021 Eq. 6 and variants)
 ATTENTION_TYPES = ("self_attention", "convbert_mixed", "composite")
-# Position encodings applied inside attention rather than in the embeddings.
-RELATIVE_POSITION_EMBEDDING_TYPES = ("relative_functional",)
+# Position encodings applied inside attention rather than in the embeddings: NEZHA's functional relative
+# positions, ModernBERT's rotary ones.
+RELATIVE_POSITION_EMBEDDING_TYPES = ("relative_functional", "rotary")
 # A score bias added to self-attention, next to whatever positions the embeddings add:
 #   none: BERT; relative_buckets: a learned bias per bucket of relative distance (MPNet, T5);
 #   disentangled: DeBERTa-v2's content-to-position and position-to-content scores over a relative table.
 ATTENTION_BIASES = ("none", "relative_buckets", "disentangled")
+# Where the norms sit:
+#   post_norm: x = norm(x + attn(x)); x = norm(x + ffn(x)) (BERT and every family before ModernBERT)
+#   pre_norm: x = x + attn(attention_norm(x)); x = x + ffn(ffn_norm(x)) (ModernBERT; the encoder adds a final norm)
+BLOCK_LAYOUTS = ("post_norm", "pre_norm")
+# The feed-forward network of a pre-norm block: dense (W2 act(W1 x)) or gated (GeGLU: W2 (act(a) * g)).
+FEED_FORWARD_TYPES = ("dense", "gated")
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -93,6 +105,18 @@ class TransformerBlock(keras.layers.Layer):
             without buckets, the log scale with them).
         disentangled_terms: ``"disentangled"``: ``"c2p_p2c"``, ``"c2p"`` or ``"p2c"`` (``pos_att_type``).
         relative_embedding_norm: ``"disentangled"``: LayerNorm on the relative table (``norm_rel_ebd``).
+        block_layout: ``"post_norm"`` (default, the layout above) or ``"pre_norm"`` (ModernBERT:
+            ``x + attention_output(attention(attention_norm(x)))`` then ``x + ffn_0(ffn_norm(x))``, one
+            :class:`GatedFeedForward`, no bottleneck).
+        feed_forward_type: ``"dense"`` or ``"gated"`` (GeGLU); ``"gated"`` only with ``"pre_norm"``.
+        attention_use_bias, feed_forward_use_bias, norm_use_bias: the attention projections, the
+            feed-forward projections and the LayerNorms (beta) have biases (default); False only with
+            ``"pre_norm"`` (ModernBERT's ``attention_bias``, ``mlp_bias``, ``norm_bias``).
+        fused_qkv: one ``attention/qkv`` projection instead of ``query``/``key``/``value`` (ModernBERT's ``Wqkv``).
+        rotary_theta: the RoPE base with ``position_embedding_type="rotary"`` (:class:`RotaryAttention`).
+        attention_window: 0 (global attention) or the sliding window of a local layer (rotary attention only).
+        input_norm: the pre-norm block normalizes its attention input (False: ModernBERT's layer 0, whose
+            ``attn_norm`` is the identity after the embedding norm).
         max_length: longest sequence; relative index tables are built for it.
         **kwargs: standard layer arguments.
 
@@ -137,6 +161,15 @@ class TransformerBlock(keras.layers.Layer):
         max_relative_positions=512,
         disentangled_terms="c2p_p2c",
         relative_embedding_norm=True,
+        block_layout="post_norm",
+        feed_forward_type="dense",
+        attention_use_bias=True,
+        feed_forward_use_bias=True,
+        norm_use_bias=True,
+        fused_qkv=False,
+        rotary_theta=10000.0,
+        attention_window=0,
+        input_norm=True,
         max_length=512,
         **kwargs,
     ):
@@ -144,6 +177,8 @@ class TransformerBlock(keras.layers.Layer):
         super().__init__(**kwargs)
         check_choice("attention_type", attention_type, ATTENTION_TYPES)
         check_choice("attention_bias", attention_bias, ATTENTION_BIASES)
+        check_choice("block_layout", block_layout, BLOCK_LAYOUTS)
+        check_choice("feed_forward_type", feed_forward_type, FEED_FORWARD_TYPES)
         # Every option is also an attribute of the same name (substitution and distillation read them).
         self._block_config = config
         for key, value in config.items():
@@ -159,6 +194,9 @@ class TransformerBlock(keras.layers.Layer):
         if num_feedforward_networks < 1:
             raise ConfigError(f"num_feedforward_networks must be >= 1, got {num_feedforward_networks}")
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        if block_layout == "pre_norm":
+            self._build_pre_norm(true_hidden, init)
+            return
         norm = dict(normalization_type=normalization_type, dtype=self.dtype_policy, kernel_initializer=init)
 
         self.bottleneck_input = None
@@ -202,6 +240,30 @@ class TransformerBlock(keras.layers.Layer):
                 name="output_bottleneck", **norm,
             )
 
+    def _build_pre_norm(self, width, init):
+        """ModernBERT's layer: ``attention_norm`` (unless ``input_norm`` is False), ``attention``,
+        ``attention_output`` (a dense, no norm), ``ffn_norm``, ``ffn_0`` (:class:`GatedFeedForward`)."""
+        if self.use_bottleneck or self.num_feedforward_networks != 1 or self.num_groups != 1:
+            raise ConfigError("block_layout='pre_norm' builds one feed-forward network without bottleneck or groups; "
+                              "set use_bottleneck=False, num_feedforward_networks=1, num_groups=1")
+
+        def norm(name):
+            return make_norm(self.normalization_type, self.layer_norm_epsilon, name=name, dtype=self.dtype_policy,
+                             center=self.norm_use_bias)
+
+        self.bottleneck_input = self.bottleneck_attention = self.output_bottleneck = None
+        self.attention_norm = norm("attention_norm") if self.input_norm else None
+        self.attention = self._make_attention(width, init)
+        self.attention_output = TokenDense(width, use_bias=self.attention_use_bias, kernel_initializer=init,
+                                           name="attention_output", dtype=self.dtype_policy)
+        self.attention_output_dropout = KeyedDropout(self.hidden_dropout, name="attention_output_dropout",
+                                                     dtype=self.dtype_policy)
+        self.ffn_norm = norm("ffn_norm")
+        self.ffns = [GatedFeedForward(self.intermediate_size, self.hidden_act,
+                                      gated=self.feed_forward_type == "gated", use_bias=self.feed_forward_use_bias,
+                                      dropout=self.hidden_dropout, kernel_initializer=init, name="ffn_0",
+                                      dtype=self.dtype_policy)]
+
     def _make_attention(self, width, initializer):
         common = dict(
             dropout=self.attention_dropout,
@@ -211,6 +273,8 @@ class TransformerBlock(keras.layers.Layer):
             name="attention",
             dtype=self.dtype_policy,
         )
+        if not self.attention_use_bias or self.fused_qkv:  # ModernBERT's projections; the others keep their config
+            common.update(use_bias=self.attention_use_bias, fused_qkv=self.fused_qkv)
         if self.attention_type == "convbert_mixed":
             heads, head_size = mixed_attention_heads(self.num_heads, self.head_ratio, width)
             return MixedAttention(heads, head_size, conv_kernel_size=self.conv_kernel_size, **common)
@@ -232,6 +296,11 @@ class TransformerBlock(keras.layers.Layer):
                 self.num_heads, head_size, num_buckets=self.relative_attention_num_buckets,
                 max_length=self.max_length, **common,
             )
+        if self.position_embedding_type == "rotary":
+            return RotaryAttention(
+                self.num_heads, head_size, rotary_theta=self.rotary_theta, attention_window=self.attention_window,
+                **common,
+            )
         if self.position_embedding_type == "relative_functional":
             return FunctionalRelativeAttention(
                 self.num_heads, head_size, max_relative_position=self.max_relative_position,
@@ -239,7 +308,18 @@ class TransformerBlock(keras.layers.Layer):
             )
         return MultiHeadAttention(num_heads=self.num_heads, head_size=head_size, **common)
 
+    def _call_pre_norm(self, x, attention_mask, training):
+        h = self.attention_norm(x) if self.attention_norm is not None else x
+        context, probs = self.attention(h, h, h, attention_mask=attention_mask, training=training,
+                                        return_attention_scores=True)
+        x = x + self.attention_output_dropout(self.attention_output(context), training=training)
+        x = x + self.ffns[0](self.ffn_norm(x), training=training)
+        return x, probs
+
     def call(self, inputs, attention_mask=None, training=None, return_attention_scores=False):
+        if self.block_layout == "pre_norm":
+            h, probs = self._call_pre_norm(inputs, attention_mask, training)
+            return (h, probs) if return_attention_scores else h
         x = inputs
         layer_input = x
         query = key = value = x

@@ -10,13 +10,15 @@ from mobilebert_kit.layers.activations import ACTIVATIONS
 from mobilebert_kit.layers.composite_attention import RELATIVE_ATTENTION_VARIANTS
 from mobilebert_kit.layers.disentangled_attention import DISENTANGLED_TERMS
 from mobilebert_kit.layers.multi_head_attention import MASK_MODES
-from mobilebert_kit.layers.normalization import NORMALIZATIONS
+from mobilebert_kit.layers.normalization import NORMALIZATIONS, make_norm
 from mobilebert_kit.layers.token_embedding import EMBEDDING_PROJECTIONS, TokenEmbedding
 from mobilebert_kit.layers.token_embedding import POSITION_EMBEDDING_TYPES as EMBEDDING_POSITION_TYPES
 from mobilebert_kit.layers.transformer_block import (
     ATTENTION_BIASES,
     ATTENTION_TYPES,
+    BLOCK_LAYOUTS,
     BLOCK_OPTIONS,
+    FEED_FORWARD_TYPES,
     RELATIVE_POSITION_EMBEDDING_TYPES,
     TransformerBlock,
 )
@@ -28,6 +30,11 @@ POSITION_EMBEDDING_TYPES = EMBEDDING_POSITION_TYPES + RELATIVE_POSITION_EMBEDDIN
 # The pooler's activation: BERT's tanh, or the task head it stands for (DistilBERT's pre_classifier + ReLU,
 # ELECTRA's classification head dense + GELU); the names of layers/activations.py besides tanh.
 POOLER_ACTIVATIONS = ("tanh",) + tuple(ACTIVATIONS)
+# What the pooler reads: the first token (BERT's [CLS]) or the mean over real tokens (ModernBERT's
+# classifier_pooling "mean").
+POOLER_INPUTS = ("first_token", "mean")
+# Floor of the real-token count in mean pooling: an all-padding row pools to zeros, never 0/0.
+_POOL_EPSILON = 1e-9
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -58,7 +65,8 @@ class Encoder(keras.Model):
     ``output_attentions``. Those flags change outputs only, never weights.
 
     Sublayers: ``embeddings`` (TokenEmbedding), ``transformer_layer_{i}``
-    (TransformerBlock), ``pooler`` (only with ``classifier_activation``).
+    (TransformerBlock), ``pooler`` (only with ``classifier_activation``), ``pooler_norm`` (with
+    ``pooler_norm``) and ``final_norm`` (with ``block_layout="pre_norm"``).
 
     Args:
         vocab_size: word-piece vocabulary size.
@@ -118,6 +126,25 @@ class Encoder(keras.Model):
             NEZHA's ``max_relative_position``.
         disentangled_terms: ``"disentangled"``: ``"c2p_p2c"`` (default), ``"c2p"`` or ``"p2c"``.
         relative_embedding_norm: ``"disentangled"``: LayerNorm on the relative table (default True).
+        block_layout: ``"post_norm"`` (default: BERT) or ``"pre_norm"`` (ModernBERT: a norm before the
+            attention and before the feed-forward network, residuals around both, and a ``final_norm`` after
+            the last block; layer 0 has no attention norm, the embedding norm being right before it).
+        feed_forward_type: ``"dense"`` (default) or ``"gated"`` (GeGLU, ``hidden_act`` on the first half of
+            a ``2 * intermediate_size`` projection times its second half; pre-norm only).
+        attention_use_bias, feed_forward_use_bias, norm_use_bias: whether the attention projections, the
+            feed-forward projections and every LayerNorm (beta) have biases (default True; False only with
+            ``block_layout="pre_norm"``: ModernBERT's ``attention_bias``, ``mlp_bias``, ``norm_bias``).
+        fused_qkv: one ``qkv`` projection per attention layer (ModernBERT's ``Wqkv``) instead of three.
+        rotary_theta: RoPE base of ``position_embedding_type="rotary"`` (global layers; default 10000).
+        local_rotary_theta: RoPE base of the local (sliding-window) layers (None: ``rotary_theta``).
+        local_attention_window: 0 (default: every layer global) or the width of the local layers'
+            sliding window: a query sees keys at ``|i - j| <= window // 2`` (ModernBERT's ``local_attention``).
+        global_attention_every_n_layers: with a window, layer ``i`` is global when ``i % n == 0`` (default 1).
+        pooler_input: ``"first_token"`` (default) or ``"mean"`` over real tokens (ModernBERT's
+            ``classifier_pooling``); the pooled output is this vector when there is no pooler.
+        pooler_use_bias: the pooler's dense has a bias (default; ModernBERT's ``classifier_bias``).
+        pooler_norm: a LayerNorm after the pooler's activation (ModernBERT's prediction head), with
+            ``classifier_activation``.
         embedding_projection: where the ``embedding_size -> hidden_size`` projection
             sits: ``"before_norm"`` (default, MobileBERT) or ``"after_norm"``
             (ELECTRA/ConvBERT: embedding-wide position/type tables and norm).
@@ -182,6 +209,19 @@ class Encoder(keras.Model):
         relative_embedding_norm=True,
         embedding_projection="before_norm",
         position_offset=0,
+        block_layout="post_norm",
+        feed_forward_type="dense",
+        attention_use_bias=True,
+        feed_forward_use_bias=True,
+        norm_use_bias=True,
+        fused_qkv=False,
+        rotary_theta=10000.0,
+        local_rotary_theta=None,
+        local_attention_window=0,
+        global_attention_every_n_layers=1,
+        pooler_input="first_token",
+        pooler_use_bias=True,
+        pooler_norm=False,
         output_hidden_states=False,
         output_attentions=False,
         dtype=None,
@@ -207,6 +247,7 @@ class Encoder(keras.Model):
             position_embedding_type="absolute" if position_embedding_type == "absolute" else "none",
             embedding_projection=embedding_projection,
             position_offset=position_offset,
+            norm_use_bias=norm_use_bias,
             normalization_type=normalization_type,
             layer_norm_epsilon=eps.get("embeddings", layer_norm_epsilon),
             dropout=hidden_dropout,
@@ -217,20 +258,28 @@ class Encoder(keras.Model):
         # Options of the same name go to every block as they are; the two below are the encoder's own words.
         block_options = {k: config[k] for k in BLOCK_OPTIONS if k in config}
         blocks = [
-            TransformerBlock(**block_options, final_ffn_layer_norm_epsilon=eps.get("final_ffn"),
+            TransformerBlock(**{**block_options, **_layer_options(config, i)},
+                             final_ffn_layer_norm_epsilon=eps.get("final_ffn"),
                              max_length=max_position_embeddings, name=f"transformer_layer_{i}", dtype=dtype)
             for i in range(num_layers)
         ]
-        pooler = None
+        layers = {}
+        if block_layout == "pre_norm":
+            layers["final_norm"] = make_norm(normalization_type, layer_norm_epsilon, name="final_norm", dtype=dtype,
+                                             center=norm_use_bias)
         if classifier_activation:
-            pooler = keras.layers.Dense(
+            layers["pooler"] = keras.layers.Dense(
                 hidden_size,
                 # "tanh" by name keeps BERT's graph as it was; the others are layers/activations.py's functions.
                 activation="tanh" if pooler_activation == "tanh" else ACTIVATIONS[pooler_activation],
+                use_bias=pooler_use_bias,
                 kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
                 name="pooler",
                 dtype=dtype,
             )
+            if pooler_norm:
+                layers["pooler_norm"] = make_norm(normalization_type, layer_norm_epsilon, name="pooler_norm",
+                                                  dtype=dtype, center=norm_use_bias)
 
         # === Functional model ===
         inputs = {n: keras.Input(shape=(None,), dtype="int32", name=n) for n in INPUT_NAMES}
@@ -240,11 +289,8 @@ class Encoder(keras.Model):
             x, probs = block(x, attention_mask=inputs["attention_mask"], return_attention_scores=True)
             hidden_states.append(x)
             attention_probs.append(probs)
-        first_token = x[:, 0, :]
-        outputs = {
-            "sequence_output": x,
-            "pooled_output": pooler(first_token) if pooler is not None else first_token,
-        }
+        sequence_output, pooled_output = encoder_outputs(layers.__getitem__, config, x, inputs["attention_mask"])
+        outputs = {"sequence_output": sequence_output, "pooled_output": pooled_output}
         if output_hidden_states:
             outputs["hidden_states"] = hidden_states
         if output_attentions:
@@ -292,6 +338,50 @@ class Encoder(keras.Model):
         return cls(**config)
 
 
+def _layer_options(config, index):
+    """The block options that differ by layer: a local layer's window and RoPE base, layer 0's attention norm."""
+    window, every = config["local_attention_window"], config["global_attention_every_n_layers"]
+    local = bool(window) and index % every != 0
+    local_theta = config["local_rotary_theta"]
+    return dict(
+        attention_window=window if local else 0,
+        rotary_theta=(config["rotary_theta"] if local_theta is None else local_theta) if local
+        else config["rotary_theta"],
+        input_norm=not (config["block_layout"] == "pre_norm" and index == 0),
+    )
+
+
+def pool(sequence_output, attention_mask, pooler_input="first_token"):
+    """The pooler's input: the first token's vector, or the mean over real tokens (``attention_mask`` 1).
+
+    Example:
+        >>> pool(tf.ones([1, 3, 4]), tf.constant([[1, 1, 0]]), "mean").shape
+        TensorShape([1, 4])
+    """
+    if pooler_input == "mean":
+        mask = tf.expand_dims(tf.cast(attention_mask, sequence_output.dtype), -1)
+        count = tf.maximum(tf.reduce_sum(mask, axis=1), _POOL_EPSILON)  # a Python float: no captured constant
+        return tf.reduce_sum(sequence_output * mask, axis=1) / count
+    return sequence_output[:, 0, :]
+
+
+def encoder_outputs(get_layer, config, x, attention_mask):
+    """``(sequence_output, pooled_output)`` from the last block's output ``x``: the final norm of a pre-norm
+    encoder, then the pooler (its input, dense and norm as ``config`` says).
+
+    The one computation behind :class:`Encoder` and the export graph (``convert/export_model.py``), which
+    finds the same layers by name with ``get_layer``.
+    """
+    if config.get("block_layout", "post_norm") == "pre_norm":
+        x = get_layer("final_norm")(x)
+    pooled = pool(x, attention_mask, config.get("pooler_input", "first_token"))
+    if config["classifier_activation"]:
+        pooled = get_layer("pooler")(pooled)
+        if config.get("pooler_norm"):
+            pooled = get_layer("pooler_norm")(pooled)
+    return x, pooled
+
+
 _CONFIG_KEYS = tuple(
     p for p in inspect.signature(Encoder.__init__).parameters if p not in ("self", "kwargs")
 )
@@ -327,6 +417,10 @@ CONFIG_FIELDS = {
     "position_buckets": (_INT, 0, 65_536),  # DeBERTa: 0 (none) or at least 4, checked by DisentangledAttention
     "max_relative_positions": (_INT, 1, 131_072),
     "relative_embedding_norm": (_BOOL, None, None),
+    "rotary_theta": (_FLOAT, 1.0, 1e12),
+    "local_rotary_theta": (_FLOAT, 1.0, 1e12),  # may also be None (the global base)
+    "local_attention_window": (_INT, 0, 131_072),  # 0: no local layers
+    "global_attention_every_n_layers": (_INT, 1, 256),
     # > 0: an epsilon of 0 divides by zero on a constant row (NaN); NaN itself made every output NaN.
     "layer_norm_epsilon": (_FLOAT, 1e-30, 1.0),
     "hidden_dropout": (_FLOAT, 0.0, 0.99),
@@ -341,11 +435,17 @@ CONFIG_FIELDS = {
     "classifier_activation": (_BOOL, None, None),
     "output_hidden_states": (_BOOL, None, None),
     "output_attentions": (_BOOL, None, None),
+    "attention_use_bias": (_BOOL, None, None),
+    "feed_forward_use_bias": (_BOOL, None, None),
+    "norm_use_bias": (_BOOL, None, None),
+    "fused_qkv": (_BOOL, None, None),
+    "pooler_use_bias": (_BOOL, None, None),
+    "pooler_norm": (_BOOL, None, None),
     # Task-head options (models/heads.py), stored in a saved model's "head" object.
     "num_labels": (_INT, 1, 1_000_000),
     "dropout": (_FLOAT, 0.0, 0.99),
 }
-OPTIONAL_FIELDS = ("intra_bottleneck_size",)
+OPTIONAL_FIELDS = ("intra_bottleneck_size", "local_rotary_theta")
 # 1e9 parameters are 4 GB of float32 weights, plus as much again while Keras initialises them; BERT-large
 # has 3.4e8. A config above this is refused before building, from the closed-form estimate below.
 MAX_PARAMETERS = 1_000_000_000
@@ -436,6 +536,8 @@ def estimate_parameters(config):
     if c["attention_type"] == "convbert_mixed":
         attention += inner * c["conv_kernel_size"] * 2
     ffn = c["num_feedforward_networks"] * 2 * inner * c["intermediate_size"] // c["num_groups"]
+    if c["feed_forward_type"] == "gated":
+        ffn = ffn * 3 // 2  # the gate doubles the first projection
     if c["attention_bias"] == "relative_buckets":
         attention += c["relative_attention_num_buckets"] * c["num_heads"]  # each block's copy of the table
     if c["attention_bias"] == "disentangled":  # each block's copy of DeBERTa's relative table
@@ -496,6 +598,9 @@ def _validate(config):
     check_choice("pooler_activation", config["pooler_activation"], POOLER_ACTIVATIONS)
     check_choice("attention_bias", config["attention_bias"], ATTENTION_BIASES)
     check_choice("disentangled_terms", config["disentangled_terms"], tuple(DISENTANGLED_TERMS))
+    check_choice("block_layout", config["block_layout"], BLOCK_LAYOUTS)
+    check_choice("feed_forward_type", config["feed_forward_type"], FEED_FORWARD_TYPES)
+    check_choice("pooler_input", config["pooler_input"], POOLER_INPUTS)
     for key in config["layer_norm_epsilon_overrides"]:
         check_choice("layer_norm_epsilon_overrides key", key, EPSILON_OVERRIDE_KEYS)
     check_fields(config)
@@ -514,6 +619,7 @@ def _validate(config):
             f"absolute or no positions, not {config['attention_type']!r} / {config['position_embedding_type']!r}; "
             "use attention_bias='none' with them"
         )
+    _validate_modern_options(config)
     if config["position_offset"] >= config["max_position_embeddings"]:
         raise ConfigError(
             f"position_offset={config['position_offset']} leaves no row of the {config['max_position_embeddings']}-row "
@@ -528,3 +634,31 @@ def _validate(config):
     for key, width in widths.items():
         if width % groups:
             raise ConfigError(f"num_groups={groups} must divide {key}={width} (grouped linear FFN, ConvBERT Eq. 7)")
+
+
+def _validate_modern_options(config):
+    """The ModernBERT options combine with the layouts that build them, and are refused elsewhere in one line."""
+    pre_norm = config["block_layout"] == "pre_norm"
+    if pre_norm and (config["use_bottleneck"] or config["num_feedforward_networks"] != 1 or config["num_groups"] != 1
+                     or config["attention_type"] != "self_attention"):
+        raise ConfigError("block_layout='pre_norm' (ModernBERT) builds self-attention and one feed-forward network "
+                          "without bottleneck or groups; set use_bottleneck=False, num_feedforward_networks=1, "
+                          "num_groups=1, attention_type='self_attention'")
+    if not pre_norm:
+        named = [key for key, value in (("feed_forward_type='gated'", config["feed_forward_type"] == "gated"),
+                                        ("attention_use_bias=False", not config["attention_use_bias"]),
+                                        ("feed_forward_use_bias=False", not config["feed_forward_use_bias"]),
+                                        ("norm_use_bias=False", not config["norm_use_bias"])) if value]
+        if named:
+            raise ConfigError(f"{', '.join(named)} applies to block_layout='pre_norm' (ModernBERT) only; set "
+                              "block_layout='pre_norm' or leave the default")
+    if (config["fused_qkv"] or config["position_embedding_type"] == "rotary") and (
+            config["attention_type"] != "self_attention" or config["attention_bias"] != "none"):
+        raise ConfigError("fused_qkv and position_embedding_type='rotary' apply to attention_type='self_attention' "
+                          f"without attention_bias, not {config['attention_type']!r} / {config['attention_bias']!r}")
+    if config["local_attention_window"] and config["position_embedding_type"] != "rotary":
+        raise ConfigError("local_attention_window applies to position_embedding_type='rotary' (ModernBERT's local "
+                          "layers); set it to 0 or use rotary positions")
+    if config["position_embedding_type"] == "rotary" and (config["hidden_size"] // config["num_heads"]) % 2:
+        raise ConfigError(f"rotary positions rotate pairs of features: the head width hidden_size / num_heads "
+                          f"({config['hidden_size']} / {config['num_heads']}) must be even")

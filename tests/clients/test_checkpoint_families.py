@@ -33,6 +33,7 @@ SENTENCES = REAL_SENTENCES + ["She said the service was slow but the food was gr
                               "Please book a table for four at seven tonight."]
 FAMILIES = [
     "xlm-roberta", "mpnet", "roberta",
+    pytest.param("modernbert", marks=pytest.mark.slow),  # RoBERTa's tokenizer kind, another architecture
     pytest.param("albert", marks=pytest.mark.slow),
     pytest.param("distilbert", marks=pytest.mark.slow),
     pytest.param("electra", marks=pytest.mark.slow),
@@ -89,7 +90,7 @@ def test_family_checkpoint_in_the_clients(family, tmp_path, capsys):
     assert cosines(probabilities, softmax(expected)).min() >= 0.99
 
     lower = [s.lower() for s in SENTENCES]
-    if family == "roberta":
+    if family in ("roberta", "modernbert"):  # byte-level BPE
         assert main(["inspect", str(tflite_file)]) == 0
         said = capsys.readouterr().out
         assert "not ready for MediaPipe TextClassifier" in said and "byte-level BPE" in said

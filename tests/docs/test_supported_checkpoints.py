@@ -23,6 +23,7 @@ from mobilebert_kit.convert.plan.export_tasks import graph_inputs  # noqa: E402
 
 TOKENIZER_WORDS = {"wordpiece": "WordPiece", "sentencepiece": "SentencePiece", "bpe": "byte-level BPE"}
 BUILT = ("distilbert", "electra", "albert", "roberta", "xlm-roberta", "mpnet", "deberta-v2")
+BUILT = ("distilbert", "electra", "albert", "roberta", "xlm-roberta", "mpnet", "modernbert")
 
 
 def table_rows():
