@@ -1,0 +1,328 @@
+"""The checkpoint's tokenizer inside the ``.onnx``: a file whose one input is the text (``--tokenizer-in-graph``).
+
+onnxruntime-extensions runs the tokenizer as custom operators of the ``ai.onnx.contrib`` domain; an app
+registers them with ``SessionOptions.register_custom_ops_library(onnxruntime_extensions.get_library_path())``
+(``docs/clients/text-in-onnx.md``). The tokenizer graph is built from the checkpoint's own files, as
+:meth:`~mobilebert_kit.data.text_tokenizer.TextTokenizer.model_files` hands them out (never transformers), with
+onnxruntime-extensions' op of the kind's record (``TokenizerKind.extensions_op``):
+
+- **WordPiece**: ``BertTokenizer`` (``vocab.txt``, the checkpoint's casing and accent rule). The op takes one
+  text at a time, so an ONNX ``Loop`` runs it over the batch;
+- **SentencePiece Unigram**: ``SentencepieceTokenizer`` on a SentencePiece model written in the checkpoint's
+  id order (``data/sentencepiece_model.py``; XLM-R's own ``.model`` has other ids);
+- **byte-level BPE**: ``RobertaTokenizer`` (``vocab.json`` and ``merges.txt`` from the ``tokenizer.json``).
+
+Each op's content tokens (its own special tokens cut off) go through one common tail of standard ONNX ops,
+which lays the rows out as transformers' tokenizer does for single texts: the class token, the text's tokens
+truncated to the planned length less two, the separator token, then the pad id up to the batch's longest row
+(or the planned length for a static file), with the attention mask 1 on real tokens and token types 0. These
+feed the model's inputs (``onnx.compose.merge_models``), cast to their types.
+
+A tokenizer onnxruntime-extensions cannot run as the checkpoint does is refused in one line
+(:func:`refusal`) before anything is converted: a SentencePiece tokenizer that lower-cases or strips accents
+before SentencePiece (ALBERT: the op has no such step), a BPE that is not byte-level or adds a prefix space,
+tokens added with ``add_tokens`` (the ops match none).
+
+Example:
+    >>> refusal(None)
+    'it has no tokenizer (no tokenizer.json or vocab.txt beside the checkpoint)'
+"""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from mobilebert_kit.convert.errors import ExportError
+
+TEXT_INPUT = "text"
+EXTENSIONS_DOMAIN = "ai.onnx.contrib"
+EXTENSIONS_PACKAGE = "onnxruntime-extensions"
+_P = "mbk_tokenizer/"  # every tensor and node of the tokenizer graph: no name of the model's starts so
+_INT64_MAX = np.iinfo(np.int64).max
+_TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float32": TensorProto.FLOAT}
+
+
+def extensions_version():
+    """The installed onnxruntime-extensions' version; raises ExportError in one line when it is missing."""
+    try:
+        import onnxruntime_extensions
+    except ImportError as err:
+        raise ExportError(f"--tokenizer-in-graph needs {EXTENSIONS_PACKAGE} (pip install {EXTENSIONS_PACKAGE}): "
+                          f"its custom operators run the tokenizer") from err
+    return onnxruntime_extensions.__version__
+
+
+def _first(node, kind):
+    """The first ``{"type": kind}`` dict in a tokenizer.json node (a Sequence's items included), else None."""
+    if isinstance(node, dict):
+        if node.get("type") == kind:
+            return node
+        for key in ("pretokenizers", "normalizers", "processors"):
+            for item in node.get(key) or []:
+                found = _first(item, kind)
+                if found is not None:
+                    return found
+    return None
+
+
+def refusal(tokenizer):
+    """Why onnxruntime-extensions cannot run ``tokenizer`` (a TextTokenizer) as the checkpoint does, or None.
+
+    Example:
+        >>> refusal(TextTokenizer.from_directory("albert-dir/"))  # doctest: +SKIP
+        'its sentencepiece tokenizer lower-cases the text before SentencePiece, ...'
+    """
+    if tokenizer is None:
+        return "it has no tokenizer (no tokenizer.json or vocab.txt beside the checkpoint)"
+    kind = tokenizer.kind
+    if kind.extensions_op is None:
+        return f"onnxruntime-extensions has no operator for its {kind.name} tokenizer"
+    added = tokenizer.added_tokens()
+    if added:
+        token = next(iter(added.values())).content
+        return (f"it adds the token {token[:40]!r} with add_tokens, which onnxruntime-extensions' {kind.extensions_op} "
+                "never produces")
+    spec = getattr(tokenizer, "_spec", None) or {}
+    if kind.extensions_op == "SentencepieceTokenizer":
+        if tokenizer.lowercase or tokenizer.strip_accents:
+            what = "lower-cases" if tokenizer.lowercase else "strips the accents of"
+            return (f"its {kind.name} tokenizer {what} the text before SentencePiece (ALBERT-style), which "
+                    "onnxruntime-extensions' SentencepieceTokenizer cannot do")
+        if spec and _first(spec.get("pre_tokenizer"), "Metaspace") is None:
+            return f"its {kind.name} tokenizer has no Metaspace pre-tokenizer, which SentencePiece always applies"
+    if kind.extensions_op == "RobertaTokenizer":
+        level = _first(spec.get("pre_tokenizer"), "ByteLevel")
+        if level is None:
+            return (f"its {kind.name} tokenizer is not byte-level (no ByteLevel pre-tokenizer), and "
+                    "onnxruntime-extensions' RobertaTokenizer is")
+        if level.get("add_prefix_space"):
+            return ("its byte-level BPE adds a space before the text (add_prefix_space), which "
+                    "onnxruntime-extensions' RobertaTokenizer does not")
+        if spec.get("normalizer") is not None:
+            return f"its {kind.name} tokenizer normalizes the text first, which RobertaTokenizer does not"
+    if kind.extensions_op == "BertTokenizer":
+        model = spec.get("model") or {}
+        if model.get("continuing_subword_prefix", "##") != "##":
+            return "its WordPiece continues words with a prefix other than '##'"
+    return None
+
+
+def _const(name, values, dtype=np.int64):
+    return numpy_helper.from_array(np.asarray(values, dtype), _P + name)
+
+
+def _node(op, inputs, outputs, **attrs):
+    domain = attrs.pop("domain", "")
+    return helper.make_node(op, [_P + i if i and not i.startswith(_P) and i != TEXT_INPUT else i for i in inputs],
+                            [_P + o for o in outputs], name=_P + outputs[0], domain=domain, **attrs)
+
+
+def _wordpiece(tokenizer, files):
+    """Content tokens of a WordPiece tokenizer: ``BertTokenizer`` run on each text in a Loop."""
+    specials = tokenizer.special_tokens
+    body_nodes = [
+        helper.make_node("Unsqueeze", ["i", _P + "axis0"], ["i1"]),
+        helper.make_node("Add", ["i1", _P + "one1"], ["i2"]),
+        helper.make_node("Slice", [TEXT_INPUT, "i1", "i2"], ["one_text"]),
+        helper.make_node("BertTokenizer", ["one_text"], ["ids", "types", "mask", "offsets"], domain=EXTENSIONS_DOMAIN,
+                         vocab_file=files["vocab.txt"].decode("utf-8"),
+                         do_lower_case=int(tokenizer.lowercase), strip_accents=int(tokenizer.strip_accents),
+                         tokenize_chinese_chars=1, unk_token=specials.get("unk", "[UNK]"),
+                         cls_token=specials["cls"], sep_token=specials["sep"],
+                         pad_token=specials.get("pad", "[PAD]"), mask_token=specials.get("mask", "[MASK]")),
+        # Its own [CLS] and [SEP] are cut off: the common tail adds the checkpoint's after truncating.
+        helper.make_node("Slice", ["ids", _P + "one1", _P + "minus1"], ["content"]),
+        helper.make_node("Concat", ["values_in", "content"], ["values_out"], axis=0),
+        helper.make_node("Size", ["content"], ["length"]),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+    ]
+    body = helper.make_graph(
+        body_nodes, _P + "each_text",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("values_in", TensorProto.INT64, [None])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("values_out", TensorProto.INT64, [None]),
+         helper.make_tensor_value_info("length", TensorProto.INT64, [])])
+    nodes = [
+        _node("Shape", [TEXT_INPUT], ["count"]),
+        _node("Squeeze", ["count", "axis0"], ["trips"]),
+        _node("Loop", ["trips", "", "no_values"], ["values", "lengths"], body=body),
+        _node("CumSum", ["lengths", "zero"], ["starts"], exclusive=1),
+    ]
+    inits = [_const("no_values", np.zeros([0])), _const("zero", 0)]
+    return nodes, inits
+
+
+def _sentencepiece(tokenizer, files):
+    """Content tokens of a SentencePiece tokenizer: ``SentencepieceTokenizer`` on the whole batch (ragged)."""
+    nodes = [
+        _node("SentencepieceTokenizer", [TEXT_INPUT, "nbest", "alpha", "false", "false", "false", "false"],
+              ["tokens", "splits", "token_indices"], domain=EXTENSIONS_DOMAIN,
+              model=files[tokenizer.kind.client_file]),
+        _node("Cast", ["tokens"], ["values"], to=TensorProto.INT64),
+        _node("Slice", ["splits", "zero1", "minus1"], ["starts"]),
+        _node("Slice", ["splits", "one1", "end1"], ["ends"]),
+        _node("Sub", ["ends", "starts"], ["lengths"]),
+    ]
+    inits = [_const("nbest", [0]), _const("alpha", [0.0], np.float32), _const("false", [False], np.bool_),
+             _const("zero1", [0]), _const("end1", [_INT64_MAX])]
+    return nodes, inits
+
+
+def _byte_level_bpe(tokenizer, files):
+    """Content tokens of a byte-level BPE: ``RobertaTokenizer`` on the whole batch, its ``<s>``/``</s>`` cut off."""
+    nodes = [
+        _node("RobertaTokenizer", [TEXT_INPUT], ["padded", "padded_mask", "offsets"], domain=EXTENSIONS_DOMAIN,
+              vocab=files["vocab.json"].decode("utf-8"),
+              merges="\n".join(line for line in files["merges.txt"].decode("utf-8").splitlines()
+                               if not line.startswith("#version")),
+              padding_length=-1),
+        _node("ReduceSum", ["padded_mask", "axis1"], ["with_specials"], keepdims=0),
+        _node("Sub", ["with_specials", "two"], ["lengths"]),
+        _node("Reshape", ["padded", "flat"], ["values"]),
+        _node("Shape", ["padded"], ["padded_shape"]),
+        _node("Slice", ["padded_shape", "zero1", "one1"], ["rows1"]),
+        _node("Squeeze", ["rows1", "axis0"], ["rows"]),
+        _node("Slice", ["padded_shape", "one1", "two1"], ["padded_width"]),
+        _node("Range", ["zero", "rows", "one"], ["row_index"]),
+        _node("Mul", ["row_index", "padded_width"], ["row_starts"]),
+        _node("Add", ["row_starts", "one"], ["starts"]),
+    ]
+    inits = [_const("axis1", [1]), _const("two", 2), _const("flat", [-1]), _const("zero1", [0]), _const("two1", [2]),
+             _const("zero", 0), _const("one", 1)]
+    return nodes, inits
+
+
+# TokenizerKind.extensions_op -> the builder of its content tokens: (values [T], starts [N], lengths [N]).
+_CONTENT = {"BertTokenizer": _wordpiece, "SentencepieceTokenizer": _sentencepiece, "RobertaTokenizer": _byte_level_bpe}
+
+
+def _layout(tokenizer, seq_len, static):
+    """The common tail: rows ``cls content[:seq_len - 2] sep pad...``, their mask and token types."""
+    vocab = tokenizer.vocab
+    cls_id, sep_id = vocab[tokenizer.special_tokens["cls"]], vocab[tokenizer.special_tokens["sep"]]
+    pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
+    nodes = [
+        _node("Min", ["lengths", "room"], ["kept"]),
+        _node("Add", ["kept", "two"], ["row_lengths"]),
+        _node("Unsqueeze", ["kept", "axis1"], ["kept_col"]),
+        _node("Unsqueeze", ["row_lengths", "axis1"], ["row_lengths_col"]),
+        _node("Unsqueeze", ["starts", "axis1"], ["starts_col"]),
+    ]
+    if static:
+        nodes.append(_node("Identity", ["planned"], ["width"]))
+    else:
+        # The batch's longest row (at least the two special tokens: an empty batch still has a shape).
+        nodes += [_node("ReduceMax", ["row_lengths"], ["longest"], keepdims=0),
+                  _node("Max", ["longest", "two"], ["width"])]
+    nodes += [
+        _node("Range", ["zero", "width", "one"], ["positions"]),
+        _node("Unsqueeze", ["positions", "axis0"], ["positions_row"]),
+        _node("Sub", ["positions_row", "one"], ["content_position"]),
+        _node("GreaterOrEqual", ["content_position", "zero"], ["after_cls"]),
+        _node("Less", ["content_position", "kept_col"], ["before_sep"]),
+        _node("And", ["after_cls", "before_sep"], ["is_content"]),
+        _node("Add", ["starts_col", "content_position"], ["source_index"]),
+        _node("Size", ["values"], ["pad_index"]),
+        _node("Where", ["is_content", "source_index", "pad_index"], ["gather_index"]),
+        _node("Concat", ["values", "pad1"], ["values_and_pad"], axis=0),
+        _node("Gather", ["values_and_pad", "gather_index"], ["content_ids"]),
+        _node("Equal", ["positions_row", "zero"], ["is_cls"]),
+        _node("Where", ["is_cls", "cls", "content_ids"], ["with_cls"]),
+        _node("Add", ["kept_col", "one"], ["sep_position"]),
+        _node("Equal", ["positions_row", "sep_position"], ["is_sep"]),
+        _node("Where", ["is_sep", "sep", "with_cls"], ["ids"]),
+        _node("Less", ["positions_row", "row_lengths_col"], ["is_real"]),
+        _node("Cast", ["is_real"], ["mask"], to=TensorProto.INT64),
+        _node("Mul", ["mask", "zero"], ["types"]),
+    ]
+    inits = [_const("room", max(seq_len - 2, 0)), _const("two", 2), _const("axis0", [0]), _const("axis1", [1]),
+             _const("zero", 0), _const("one", 1), _const("pad1", [pad_id]), _const("cls", cls_id),
+             _const("sep", sep_id), _const("planned", seq_len), _const("one1", [1]), _const("minus1", [-1])]
+    return nodes, inits
+
+
+def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None, opset=17, ir_version=None):
+    """The tokenizer as an ONNX model: ``text`` ``[batch]`` in, the model's inputs out (``mbk_tokenizer/<name>``).
+
+    Args:
+        tokenizer (TextTokenizer): the checkpoint's tokenizer (:func:`refusal` None).
+        seq_len (int): the planned length: texts are truncated to it, special tokens included.
+        input_types (dict): ``{model input name: "int64" | "int32" | "float32"}`` in the model's order.
+        static (bool): pad every row to ``seq_len`` (a static file) instead of the batch's longest.
+        batch (int | None): the static batch size (None: dynamic).
+        opset (int): the model's standard opset (the two graphs are merged).
+        ir_version (int | None): the model's IR version.
+
+    Example:
+        >>> tokenizer_model(tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
+        <onnx.ModelProto>
+    """
+    why = refusal(tokenizer)
+    if why is not None:
+        raise ExportError(f"--tokenizer-in-graph: {why}")
+    files = tokenizer.model_files()
+    content, content_inits = _CONTENT[tokenizer.kind.extensions_op](tokenizer, files)
+    tail, tail_inits = _layout(tokenizer, seq_len, static)
+    sources = {"input_ids": "ids", "attention_mask": "mask", "token_type_ids": "types"}
+    outputs, casts = [], []
+    for name, dtype in input_types.items():
+        if name not in sources:
+            raise ExportError(f"--tokenizer-in-graph: the model takes {name!r}, which a tokenizer does not give")
+        casts.append(_node("Cast", [sources[name]], ["out_" + name], to=_TYPES[dtype]))
+        outputs.append(helper.make_tensor_value_info(_P + "out_" + name, _TYPES[dtype], [batch or "batch_size", None]))
+    nodes = content + tail + casts
+    used = {name for node in nodes for name in _inputs_of(node)}
+    inits = {}
+    for init in content_inits + tail_inits:
+        if init.name in used:
+            inits.setdefault(init.name, init)
+    graph = helper.make_graph(nodes, "tokenizer",
+                              [helper.make_tensor_value_info(TEXT_INPUT, TensorProto.STRING, [batch or "batch_size"])],
+                              outputs, initializer=list(inits.values()))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", int(opset)),
+                                                    helper.make_opsetid(EXTENSIONS_DOMAIN, 1)])
+    if ir_version is not None:
+        model.ir_version = ir_version
+    return model
+
+
+def _inputs_of(node):
+    """The names ``node`` reads, its subgraphs' included."""
+    names = list(node.input)
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            names += [name for inner in attr.g.node for name in _inputs_of(inner)]
+    return names
+
+
+def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=None):
+    """``model`` (a ModelProto taking token arrays) with the tokenizer in front: its one input is ``text``.
+
+    Example:
+        >>> with_tokenizer(model, tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
+        <onnx.ModelProto>
+    """
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    front = tokenizer_model(tokenizer, seq_len, input_types, static=static, batch=batch, opset=opset,
+                            ir_version=model.ir_version)
+    props = [(p.key, p.value) for p in model.metadata_props]
+    producer = (model.producer_name, model.producer_version)
+    merged = onnx.compose.merge_models(front, model, io_map=[(_P + "out_" + name, name) for name in input_types])
+    del merged.metadata_props[:]
+    for key, value in props:
+        entry = merged.metadata_props.add()
+        entry.key, entry.value = key, value
+    merged.producer_name, merged.producer_version = producer
+    return merged
+
+
+def takes_text(model):
+    """Whether an ONNX ModelProto is a text-in file: its inputs are one string tensor."""
+    inputs = list(model.graph.input)
+    return len(inputs) == 1 and inputs[0].type.tensor_type.elem_type == TensorProto.STRING
+
+
+__all__ = ["TEXT_INPUT", "EXTENSIONS_DOMAIN", "refusal", "tokenizer_model", "with_tokenizer", "takes_text",
+           "extensions_version"]
