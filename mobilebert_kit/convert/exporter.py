@@ -310,6 +310,13 @@ def _metadata(source, model, graph, plan):
         "normalization_type": config["normalization_type"],
         "hidden_act": config["hidden_act"],
     }
+    if getattr(plan.options, "tokenizer_in_graph", False):
+        from mobilebert_kit.convert.onnx.text_graph import TEXT_INPUT, in_graph_record
+
+        meta["tokenizer_in_graph"] = in_graph_record(tokenizer, plan.seq_len)
+        meta["inputs"] = {TEXT_INPUT: f"string [batch] raw text, tokenized inside the file by "
+                                      f"{meta['tokenizer_in_graph']['library']}"}
+        meta["input_names"] = [TEXT_INPUT]
     if tokenizer is None or not plan.options.embed_vocab:
         return FileMetadata(meta)
     # mbk_vocab is a vocab.txt (our evaluate and inspect read it as one): WordPiece only; the other kinds'

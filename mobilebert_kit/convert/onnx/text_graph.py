@@ -32,10 +32,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN
 from mobilebert_kit.convert.errors import ExportError
 
 TEXT_INPUT = "text"
-EXTENSIONS_DOMAIN = "ai.onnx.contrib"
 EXTENSIONS_PACKAGE = "onnxruntime-extensions"
 _P = "mbk_tokenizer/"  # every tensor and node of the tokenizer graph: no name of the model's starts so
 _INT64_MAX = np.iinfo(np.int64).max
@@ -105,6 +105,18 @@ def refusal(tokenizer):
         if model.get("continuing_subword_prefix", "##") != "##":
             return "its WordPiece continues words with a prefix other than '##'"
     return None
+
+
+def in_graph_record(tokenizer, seq_len):
+    """What ``mbk_metadata`` records of a text-in file's tokenizer (``tokenizer_in_graph``).
+
+    Example:
+        >>> in_graph_record(tok, 128)["op"]  # doctest: +SKIP
+        'BertTokenizer'
+    """
+    return {"library": f"{EXTENSIONS_PACKAGE} {extensions_version()}", "domain": EXTENSIONS_DOMAIN,
+            "op": tokenizer.kind.extensions_op, "kind": tokenizer.kind.name, "truncates_to": int(seq_len),
+            "input": TEXT_INPUT}
 
 
 def _const(name, values, dtype=np.int64):
@@ -324,5 +336,5 @@ def takes_text(model):
     return len(inputs) == 1 and inputs[0].type.tensor_type.elem_type == TensorProto.STRING
 
 
-__all__ = ["TEXT_INPUT", "EXTENSIONS_DOMAIN", "refusal", "tokenizer_model", "with_tokenizer", "takes_text",
+__all__ = ["TEXT_INPUT", "EXTENSIONS_DOMAIN", "refusal", "in_graph_record", "tokenizer_model", "with_tokenizer", "takes_text",
            "extensions_version"]
