@@ -44,12 +44,15 @@ _TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float32": Ten
 
 def extensions_version():
     """The installed onnxruntime-extensions' version; raises ExportError in one line when it is missing."""
+    # Its version from the package's record: importing it here would load its library before the runner does
+    # (artifacts.runner.extensions_library_path says why that order matters).
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        import onnxruntime_extensions
-    except ImportError as err:
+        return version(EXTENSIONS_PACKAGE)
+    except PackageNotFoundError as err:
         raise ExportError(f"--tokenizer-in-graph needs {EXTENSIONS_PACKAGE} (pip install {EXTENSIONS_PACKAGE}): "
                           f"its custom operators run the tokenizer") from err
-    return onnxruntime_extensions.__version__
 
 
 def _first(node, kind):
