@@ -63,7 +63,9 @@ class _InGraphText:
             raise ArtifactError(f"{self.path} takes one text per row (its tokenizer runs inside it), and this data "
                                 "has text pairs; score a file exported without --tokenizer-in-graph")
         n = len(texts_a)
-        return {"input_ids": np.zeros((n, 1), np.int32), "text": np.asarray([str(t) for t in texts_a], dtype=object)}
+        # input_ids and attention_mask only count the rows: scoring reads the file's sentence vectors or logits.
+        return {"input_ids": np.zeros((n, 1), np.int32), "attention_mask": np.ones((n, 1), np.int32),
+                "text": np.asarray([str(t) for t in texts_a], dtype=object)}
 
     def encode(self, text):
         raise ArtifactError(f"{self.path} takes whole texts (its tokenizer runs inside it), and this task "
@@ -180,6 +182,9 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
             "text_columns": text_columns, "label_column": label_column,
             "recorded_columns": meta.get("table_columns") if isinstance(meta.get("table_columns"), dict) else None}
     wanted = set(task_metric(task, path).outputs)
+    if runner.takes_text and "sentence_embedding" not in canonical.values() and "sequence_output" in wanted:
+        raise ArtifactError(f"{path} takes text and gives token vectors without their mask, so its sentence vectors "
+                            "cannot be pooled here; export it with --task embedding to score it")
     step = runner.batch_size or batch_size
 
     def predict(features):
