@@ -28,6 +28,9 @@ Example:
     'it has no tokenizer (no tokenizer.json or vocab.txt beside the checkpoint)'
 """
 
+import functools
+import unicodedata
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -132,16 +135,62 @@ def _node(op, inputs, outputs, **attrs):
                             [_P + o for o in outputs], name=_P + outputs[0], domain=domain, **attrs)
 
 
+@functools.lru_cache(maxsize=None)
+def _char_map(strip, lower):
+    """``"char\tnormalized"`` lines of every character that transformers' BertNormalizer changes: its accents
+    stripped (NFD, combining marks removed; Hangul syllables become their jamo) and lower-cased, in that order."""
+    lines = []
+    for code in range(0x20, 0x30000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        if strip and unicodedata.category(char) == "Mn":
+            continue  # removed by the \p{Mn} replacement before
+        out = char
+        if strip:
+            out = "".join(c for c in unicodedata.normalize("NFD", out) if unicodedata.category(c) != "Mn")
+        if lower:
+            out = out.lower()
+        if out != char and out and "\t" not in out and "\n" not in out:
+            lines.append(f"{char}\t{out}")
+    return "\n".join(lines)
+
+
+def _normalized(text, output, strip, lower):
+    """Nodes that normalize one text ``[1]`` as transformers' BertNormalizer does beyond ASCII.
+
+    onnxruntime-extensions' BertTokenizer strips the accents of Latin-1 letters only and lower-cases few
+    scripts: "Tōkyō" became ``t [UNK]`` where transformers gives ``tokyo`` (all-MiniLM-L6-v2: sentence cosine
+    0.907), "Łódź" ``[UNK]`` for ``łodz``. The text's combining marks are removed (``\p{Mn}``), then it is
+    split into characters, each mapped to its normalized form (StringMapping), and joined again.
+    """
+    nodes = []
+    if strip:
+        nodes.append(helper.make_node("StringRegexReplace", [text, _P + "marks", _P + "empty"], ["unmarked"],
+                                      domain=EXTENSIONS_DOMAIN))
+        text = "unmarked"
+    return nodes + [
+        helper.make_node("StringRegexSplitWithOffsets", [text, _P + "any_char", _P + "any_char"],
+                         ["chars", "char_begins", "char_ends", "char_splits"], domain=EXTENSIONS_DOMAIN),
+        helper.make_node("StringMapping", ["chars"], ["plain_chars"], domain=EXTENSIONS_DOMAIN,
+                         map=_char_map(strip, lower)),
+        helper.make_node("StringJoin", ["plain_chars", _P + "empty", _P + "zero"], [output], domain=EXTENSIONS_DOMAIN),
+    ]
+
+
 def _wordpiece(tokenizer, files):
     """Content tokens of a WordPiece tokenizer: ``BertTokenizer`` run on each text in a Loop."""
     specials = tokenizer.special_tokens
+    strip = _normalized("one_text", "plain_text", tokenizer.strip_accents, tokenizer.lowercase) \
+        if tokenizer.strip_accents or tokenizer.lowercase else []
     body_nodes = [
         helper.make_node("Unsqueeze", ["i", _P + "axis0"], ["i1"]),
         helper.make_node("Add", ["i1", _P + "one1"], ["i2"]),
         helper.make_node("Slice", [TEXT_INPUT, "i1", "i2"], ["one_text"]),
-        helper.make_node("BertTokenizer", ["one_text"], ["ids", "types", "mask", "offsets"], domain=EXTENSIONS_DOMAIN,
-                         vocab_file=files["vocab.txt"].decode("utf-8"),
-                         do_lower_case=int(tokenizer.lowercase), strip_accents=int(tokenizer.strip_accents),
+    ] + strip + [
+        helper.make_node("BertTokenizer", ["plain_text" if strip else "one_text"], ["ids", "types", "mask", "offsets"],
+                         domain=EXTENSIONS_DOMAIN, vocab_file=files["vocab.txt"].decode("utf-8"),
+                         do_lower_case=0, strip_accents=0,
                          tokenize_chinese_chars=1, unk_token=specials.get("unk", "[UNK]"),
                          cls_token=specials["cls"], sep_token=specials["sep"],
                          pad_token=specials.get("pad", "[PAD]"), mask_token=specials.get("mask", "[MASK]")),
@@ -166,6 +215,9 @@ def _wordpiece(tokenizer, files):
         _node("CumSum", ["lengths", "zero"], ["starts"], exclusive=1),
     ]
     inits = [_const("no_values", np.zeros([0])), _const("zero", 0)]
+    if strip:
+        inits += [numpy_helper.from_array(np.array([value], object), _P + name)
+                  for name, value in (("marks", r"\p{Mn}"), ("empty", ""), ("any_char", "(.)"))]
     return nodes, inits
 
 
