@@ -214,27 +214,48 @@ def test_tokenizer_in_graph_is_an_onnx_option():
         ExportOptions("m", "tflite", out="m.tflite", tokenizer_in_graph=True, named_by="flag").check()
 
 
-def test_wordpiece_graph_normalizes_as_transformers_beyond_latin1(minilm_dir):
-    """onnxruntime-extensions' BertTokenizer alone strips Latin-1 accents only and lower-cases few scripts; the
-    graph's own normalization gives transformers' ids on accented, Greek, Cyrillic, Polish and Vietnamese text."""
+# Text beyond Latin-1 and ASCII spacing, where a tokenizer op alone differs from transformers (see each test).
+HARD_TEXTS = ["Ελληνικά κείμενα με τόνους", "Привет, как дела? Ёлка", "Zürich Ångström Łódź Đà Nẵng",
+              "한국어 문장입니다", "emoji 😀👍🏽 test", "Ｆｕｌｌｗｉｄｔｈ ｔｅｘｔ", "tab\tand\nnewline  spaces",
+              "  leading and trailing  ", "a\u0301 combining mark", "Straße Æsir œuvre ﬁne", ""]
+
+
+def assert_graph_ids_match_transformers(directory, names, texts):
     import onnxruntime as ort
     import transformers
 
     from mobilebert_kit.artifacts.runner import extensions_library_path
     from mobilebert_kit.convert.onnx.text_graph import tokenizer_model
-    from mobilebert_kit.convert.plan.sample_text import SENTENCES as SAMPLE
     from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
-    texts = SENTENCES + ["Ελληνικά κείμενα με τόνους", "Привет, как дела? Ёлка", "Zürich Ångström Łódź Đà Nẵng",
-                         "한국어 문장입니다", "emoji 😀👍🏽 test", "Ｆｕｌｌｗｉｄｔｈ", "tab\tand\nnewline  spaces",
-                         "a\u0301 combining mark", ""] + list(SAMPLE)
-    names = {"input_ids": "int64", "attention_mask": "int64", "token_type_ids": "int64"}
-    model = tokenizer_model(TextTokenizer.from_directory(minilm_dir), 128, names)
+    model = tokenizer_model(TextTokenizer.from_directory(directory), 128, names)
     options = ort.SessionOptions()
     options.register_custom_ops_library(extensions_library_path())
     session = ort.InferenceSession(model.SerializeToString(), options)
     ours = dict(zip(names, session.run(None, {"text": np.array(texts, object)})))
-    theirs = transformers.AutoTokenizer.from_pretrained(minilm_dir)(texts, padding=True, truncation=True,
-                                                                     max_length=128, return_tensors="np")
+    theirs = transformers.AutoTokenizer.from_pretrained(directory)(texts, padding=True, truncation=True,
+                                                                    max_length=128, return_tensors="np")
     for name in names:
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+
+
+def test_wordpiece_graph_normalizes_as_transformers_beyond_latin1(minilm_dir):
+    """onnxruntime-extensions' BertTokenizer alone strips Latin-1 accents only and lower-cases few scripts; the
+    graph's own normalization gives transformers' ids on accented, Greek, Cyrillic, Polish and Vietnamese text."""
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES as SAMPLE
+
+    assert_graph_ids_match_transformers(
+        minilm_dir, {"input_ids": "int64", "attention_mask": "int64", "token_type_ids": "int64"},
+        SENTENCES + HARD_TEXTS + list(SAMPLE))
+
+
+@pytest.mark.parametrize("family", ["roberta", "xlm-roberta"])
+def test_bpe_and_unigram_graphs_give_transformers_ids(family, tmp_path):
+    """Byte-level BPE as RobertaTokenizer runs it; Unigram with the tokenizer.json's NFKC and Replace steps and
+    transformers' rule for a leading space (its Metaspace adds no second one; SentencePiece's prefix would)."""
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES as SAMPLE
+    from tests.tokenizer_fixtures import save_tokenizer
+
+    save_tokenizer(family, tmp_path)
+    assert_graph_ids_match_transformers(tmp_path, {"input_ids": "int64", "attention_mask": "int64"},
+                                        SENTENCES + HARD_TEXTS + list(SAMPLE))

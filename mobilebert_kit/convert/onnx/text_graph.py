@@ -29,6 +29,7 @@ Example:
 """
 
 import functools
+import re
 import unicodedata
 
 import numpy as np
@@ -96,6 +97,11 @@ def refusal(tokenizer):
                     "onnxruntime-extensions' SentencepieceTokenizer cannot do")
         if spec and _first(spec.get("pre_tokenizer"), "Metaspace") is None:
             return f"its {kind.name} tokenizer has no Metaspace pre-tokenizer, which SentencePiece always applies"
+        other = [step.get("type") for step in _normalizer_steps(spec.get("normalizer"))
+                 if step.get("type") not in _UNIGRAM_NORMALIZERS]
+        if other:
+            return (f"its {kind.name} tokenizer normalizes with {other[0]}, which the graph cannot reproduce before "
+                    f"SentencePiece (it reproduces {', '.join(_UNIGRAM_NORMALIZERS)})")
     if kind.extensions_op == "RobertaTokenizer":
         level = _first(spec.get("pre_tokenizer"), "ByteLevel")
         if level is None:
@@ -221,19 +227,84 @@ def _wordpiece(tokenizer, files):
     return nodes, inits
 
 
+# The normalizer steps of a Unigram tokenizer.json the text-in graph reproduces (anything else is refused).
+_UNIGRAM_NORMALIZERS = ("Precompiled", "NFKC", "Replace")
+
+
+def _normalizer_steps(node):
+    """The ``tokenizer.json`` normalizer as a flat list of its steps (a Sequence's items in order)."""
+    if not isinstance(node, dict):
+        return []
+    if node.get("type") == "Sequence":
+        return [step for item in node.get("normalizers") or [] for step in _normalizer_steps(item)]
+    return [node]
+
+
+@functools.lru_cache(maxsize=1)
+def _nfkc_charsmap():
+    """SentencePiece's own NFKC character map (what a model trained with ``normalization_rule_name="nfkc"``
+    carries), taken from a throwaway model trained on one line."""
+    import io
+
+    import sentencepiece
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    buffer = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(["abc def ghi"] * 8), model_writer=buffer, vocab_size=16, model_type="char",
+        normalization_rule_name="nfkc", minloglevel=2, hard_vocab_limit=False)
+    model = pb.ModelProto()
+    model.ParseFromString(buffer.getvalue())
+    return model.normalizer_spec.precompiled_charsmap
+
+
+def _sentencepiece_file(tokenizer, files, steps):
+    """The checkpoint-id SentencePiece model, normalizing as the ``tokenizer.json`` does: its Precompiled map (or
+    SentencePiece's NFKC map for an NFKC step), no whitespace removal of its own (the Replace steps run before it,
+    as transformers runs them; transformers keeps a leading or trailing space as a token)."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    model = pb.ModelProto()
+    model.ParseFromString(files[tokenizer.kind.client_file])
+    spec = model.normalizer_spec
+    if not spec.precompiled_charsmap and any(step.get("type") == "NFKC" for step in steps):
+        spec.precompiled_charsmap = _nfkc_charsmap()
+    spec.remove_extra_whitespaces = False
+    return model.SerializeToString()
+
+
 def _sentencepiece(tokenizer, files):
     """Content tokens of a SentencePiece tokenizer: ``SentencepieceTokenizer`` on the whole batch (ragged)."""
-    nodes = [
-        _node("SentencepieceTokenizer", [TEXT_INPUT, "nbest", "alpha", "false", "false", "false", "false"],
+    steps = _normalizer_steps((getattr(tokenizer, "_spec", None) or {}).get("normalizer"))
+    nodes, inits, text = [], [], TEXT_INPUT
+    for index, step in enumerate(s for s in steps if s.get("type") == "Replace"):
+        pattern = step.get("pattern") or {}
+        regex = pattern["Regex"] if "Regex" in pattern else re.escape(pattern.get("String", ""))
+        inits += [numpy_helper.from_array(np.array([regex], object), f"{_P}replace{index}_pattern"),
+                  numpy_helper.from_array(np.array([step.get("content", "")], object), f"{_P}replace{index}_content")]
+        nodes.append(_node("StringRegexReplace", [text, f"replace{index}_pattern", f"replace{index}_content"],
+                           [f"replaced{index}"], domain=EXTENSIONS_DOMAIN))
+        text = _P + f"replaced{index}"
+    prefix = _first((getattr(tokenizer, "_spec", None) or {}).get("pre_tokenizer"), "Metaspace") or {}
+    if prefix.get("prepend_scheme", "always") != "never" and prefix.get("add_prefix_space", True):
+        # transformers' Metaspace adds its "▁" only to a text that does not begin with one; SentencePiece's dummy
+        # prefix always does: one leading space is left to the dummy prefix.
+        inits += [numpy_helper.from_array(np.array(["^ "], object), f"{_P}leading_space"),
+                  numpy_helper.from_array(np.array([""], object), f"{_P}nothing")]
+        nodes.append(_node("StringRegexReplace", [text, "leading_space", "nothing"], ["unprefixed"],
+                           domain=EXTENSIONS_DOMAIN, global_replace=0))
+        text = _P + "unprefixed"
+    nodes += [
+        _node("SentencepieceTokenizer", [text, "nbest", "alpha", "false", "false", "false", "false"],
               ["tokens", "splits", "token_indices"], domain=EXTENSIONS_DOMAIN,
-              model=files[tokenizer.kind.client_file]),
+              model=_sentencepiece_file(tokenizer, files, steps)),
         _node("Cast", ["tokens"], ["values"], to=TensorProto.INT64),
         _node("Slice", ["splits", "zero1", "minus1"], ["starts"]),
         _node("Slice", ["splits", "one1", "end1"], ["ends"]),
         _node("Sub", ["ends", "starts"], ["lengths"]),
     ]
-    inits = [_const("nbest", [0]), _const("alpha", [0.0], np.float32), _const("false", [False], np.bool_),
-             _const("zero1", [0]), _const("end1", [_INT64_MAX])]
+    inits += [_const("nbest", [0]), _const("alpha", [0.0], np.float32), _const("false", [False], np.bool_),
+              _const("zero1", [0]), _const("end1", [_INT64_MAX])]
     return nodes, inits
 
 
