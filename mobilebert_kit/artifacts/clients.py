@@ -275,8 +275,8 @@ def readiness(facts):
         >>> facts = FileFacts("onnx", [{"name": n, "dtype": "int64", "shape": [-1, -1]}
         ...                            for n in ("input_ids", "attention_mask", "token_type_ids")],
         ...                   [{"name": "logits", "dtype": "float32", "shape": [-1, 2]}])
-        >>> readiness(facts)
-        {'onnxruntime (optimum-style)': []}
+        >>> readiness(facts)["onnxruntime (optimum-style)"]
+        []
     """
     return {c.name: [r for rule in RULES for r in rule(c, facts)] for c in CLIENTS if c.format == facts.format}
 

@@ -138,7 +138,9 @@ def export(options, source=None, log=print, score=None):
         return ExportResult(path=str(out), format=plan.format, quantize=candidate.plan.quantize,
                             size_bytes=info.size_bytes, seconds=time.perf_counter() - start,
                             source=source.describe(), task=plan.task, seq_len=plan.seq_len, notes=notes + written,
-                            input_shape=[-1 if n is None else n for n in (plan.batch_size, plan.static_seq_len)],
+                            input_shape=[-1 if n is None else n for n in (
+                                (plan.batch_size,) if options.tokenizer_in_graph else
+                                (plan.batch_size, plan.static_seq_len))],
                             float_ops=dict(info.float_ops), op_counts=dict(info.op_counts),
                             clients={name: list(reasons) for name, reasons in (info.clients or {}).items()})
 
