@@ -85,7 +85,7 @@ class TokenizerKind:
 KINDS = MappingProxyType({kind.model_type: kind for kind in (
     TokenizerKind("WordPiece", "wordpiece", (VOCAB_FILE,), "bert", "BertTokenizerOptions", VOCAB_FILE,
                   bert_names=True, pair_layout="[CLS] A [SEP] B [SEP] (MPNet: <s> A </s></s> B </s>)",
-                  added_tokens="whole-word", extensions_op="BertTokenizer"),
+                  added_tokens="whole-word", extensions_op="WordpieceTokenizer"),
     TokenizerKind("Unigram", "sentencepiece", ("sentencepiece.bpe.model", "spiece.model"), "sentencepiece",
                   "SentencePieceTokenizerOptions", SENTENCEPIECE_FILE,
                   pair_layout="<s> A </s></s> B </s> (XLM-R), [CLS] A [SEP] B [SEP] (ALBERT)",

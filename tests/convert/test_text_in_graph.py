@@ -76,12 +76,12 @@ def test_minilm_text_in_inspect_names_its_tokenizer(minilm_text):
     info = json.loads(proc.stdout)
     assert info["inputs"] == [{"name": "text", "shape": ["batch_size"], "dtype": "string"}]
     assert info["text_tokenizer"]["runs_as"] == "graph"
-    assert info["text_tokenizer"]["in_graph"]["op"] == "BertTokenizer"
+    assert info["text_tokenizer"]["in_graph"]["op"] == "WordpieceTokenizer"
     assert info["text_tokenizer"]["in_graph"]["kind"] == "wordpiece"
     assert info["clients"]["onnxruntime + onnxruntime-extensions (text in)"]["ready"]
     text = run_mbk("inspect", minilm_text).stdout
-    assert "tokenized by the file itself: onnxruntime-extensions" in text and "BertTokenizer" in text
-    assert "tokenizer ops: ai.onnx.contrib.BertTokenizer x1" in text
+    assert "tokenized by the file itself: onnxruntime-extensions" in text and "WordpieceTokenizer" in text
+    assert "ai.onnx.contrib.WordpieceTokenizer x1" in text and "tokenizer ops:" in text
 
 
 def test_minilm_text_in_passes_mbk_validate(minilm_text, minilm_dir):
@@ -217,7 +217,7 @@ def test_tokenizer_in_graph_is_an_onnx_option():
 # Text beyond Latin-1 and ASCII spacing, where a tokenizer op alone differs from transformers (see each test).
 HARD_TEXTS = ["Ελληνικά κείμενα με τόνους", "Привет, как дела? Ёлка", "Zürich Ångström Łódź Đà Nẵng",
               "한국어 문장입니다", "emoji 😀👍🏽 test", "Ｆｕｌｌｗｉｄｔｈ ｔｅｘｔ", "tab\tand\nnewline  spaces",
-              "  leading and trailing  ", "a\u0301 combining mark", "Straße Æsir œuvre ﬁne", ""]
+              "  leading and trailing  ", "a\u0301 combining mark", "Straße Æsir œuvre ﬁne", "हिन्दी पाठ hi😀 (😀)", ""]
 
 
 def assert_graph_ids_match_transformers(directory, names, texts):
@@ -240,8 +240,9 @@ def assert_graph_ids_match_transformers(directory, names, texts):
 
 
 def test_wordpiece_graph_normalizes_as_transformers_beyond_latin1(minilm_dir):
-    """onnxruntime-extensions' BertTokenizer alone strips Latin-1 accents only and lower-cases few scripts; the
-    graph's own normalization gives transformers' ids on accented, Greek, Cyrillic, Polish and Vietnamese text."""
+    """onnxruntime-extensions' tokenizer ops alone strip Latin-1 accents only, lower-case few scripts and keep the
+    pieces before an unknown one; the graph gives transformers' ids on accented, Greek, Cyrillic, Polish,
+    Vietnamese and Hindi text (a word with a character the vocabulary lacks is one [UNK])."""
     from mobilebert_kit.convert.plan.sample_text import SENTENCES as SAMPLE
 
     assert_graph_ids_match_transformers(

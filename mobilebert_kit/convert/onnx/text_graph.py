@@ -6,8 +6,8 @@ registers them with ``SessionOptions.register_custom_ops_library(onnxruntime_ext
 :meth:`~mobilebert_kit.data.text_tokenizer.TextTokenizer.model_files` hands them out (never transformers), with
 onnxruntime-extensions' op of the kind's record (``TokenizerKind.extensions_op``):
 
-- **WordPiece**: ``BertTokenizer`` (``vocab.txt``, the checkpoint's casing and accent rule). The op takes one
-  text at a time, so an ONNX ``Loop`` runs it over the batch;
+- **WordPiece**: ``BasicTokenizer`` and ``WordpieceTokenizer`` on the text normalized as the checkpoint does
+  (lower-casing, accent stripping), one text at a time in an ONNX ``Loop``;
 - **SentencePiece Unigram**: ``SentencepieceTokenizer`` on a SentencePiece model written in the checkpoint's
   id order (``data/sentencepiece_model.py``; XLM-R's own ``.model`` has other ids);
 - **byte-level BPE**: ``RobertaTokenizer`` (``vocab.json`` and ``merges.txt`` from the ``tokenizer.json``).
@@ -29,6 +29,7 @@ Example:
 """
 
 import functools
+import json
 import re
 import unicodedata
 
@@ -43,6 +44,7 @@ TEXT_INPUT = "text"
 EXTENSIONS_PACKAGE = "onnxruntime-extensions"
 _P = "mbk_tokenizer/"  # every tensor and node of the tokenizer graph: no name of the model's starts so
 _INT64_MAX = np.iinfo(np.int64).max
+_ML_OPSET = 2  # ai.onnx.ml: LabelEncoder with string keys and int64 values
 _TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float32": TensorProto.FLOAT}
 
 
@@ -112,7 +114,7 @@ def refusal(tokenizer):
                     "onnxruntime-extensions' RobertaTokenizer does not")
         if spec.get("normalizer") is not None:
             return f"its {kind.name} tokenizer normalizes the text first, which RobertaTokenizer does not"
-    if kind.extensions_op == "BertTokenizer":
+    if kind.extensions_op == "WordpieceTokenizer":
         model = spec.get("model") or {}
         if model.get("continuing_subword_prefix", "##") != "##":
             return "its WordPiece continues words with a prefix other than '##'"
@@ -124,7 +126,7 @@ def in_graph_record(tokenizer, seq_len):
 
     Example:
         >>> in_graph_record(tok, 128)["op"]  # doctest: +SKIP
-        'BertTokenizer'
+        'WordpieceTokenizer'
     """
     return {"library": f"{EXTENSIONS_PACKAGE} {extensions_version()}", "domain": EXTENSIONS_DOMAIN,
             "op": tokenizer.kind.extensions_op, "kind": tokenizer.kind.name, "truncates_to": int(seq_len),
@@ -185,23 +187,61 @@ def _normalized(text, output, strip, lower):
 
 
 def _wordpiece(tokenizer, files):
-    """Content tokens of a WordPiece tokenizer: ``BertTokenizer`` run on each text in a Loop."""
-    specials = tokenizer.special_tokens
-    strip = _normalized("one_text", "plain_text", tokenizer.strip_accents, tokenizer.lowercase) \
+    """Content tokens of a WordPiece tokenizer, one text at a time in a Loop: the text normalized as the checkpoint
+    normalizes it (:func:`_normalized`), split into words by ``BasicTokenizer`` (whitespace, punctuation, CJK
+    characters), the words into pieces by ``WordpieceTokenizer``, and a word with an unknown piece made one unknown
+    token, as transformers makes it (the op keeps the pieces before the unknown one: Hindi ``पाठ`` gave
+    ``प ##ा [UNK]`` for ``[UNK]``); the pieces' ids by the vocabulary (``ai.onnx.ml`` LabelEncoder)."""
+    unk = tokenizer.special_tokens.get("unk", "[UNK]")
+    vocab = tokenizer.vocab
+    norm = _normalized("one_text", "plain_text", tokenizer.strip_accents, tokenizer.lowercase) \
         if tokenizer.strip_accents or tokenizer.lowercase else []
+    c = {name: _P + name for name in ("axis0", "axis1", "one", "one1", "minus1", "zero", "unk_id")}
     body_nodes = [
-        helper.make_node("Unsqueeze", ["i", _P + "axis0"], ["i1"]),
-        helper.make_node("Add", ["i1", _P + "one1"], ["i2"]),
+        helper.make_node("Unsqueeze", ["i", c["axis0"]], ["i1"]),
+        helper.make_node("Add", ["i1", c["one1"]], ["i2"]),
         helper.make_node("Slice", [TEXT_INPUT, "i1", "i2"], ["one_text"]),
-    ] + strip + [
-        helper.make_node("BertTokenizer", ["plain_text" if strip else "one_text"], ["ids", "types", "mask", "offsets"],
-                         domain=EXTENSIONS_DOMAIN, vocab_file=files["vocab.txt"].decode("utf-8"),
-                         do_lower_case=0, strip_accents=0,
-                         tokenize_chinese_chars=1, unk_token=specials.get("unk", "[UNK]"),
-                         cls_token=specials["cls"], sep_token=specials["sep"],
-                         pad_token=specials.get("pad", "[PAD]"), mask_token=specials.get("mask", "[MASK]")),
-        # Its own [CLS] and [SEP] are cut off: the common tail adds the checkpoint's after truncating.
-        helper.make_node("Slice", ["ids", _P + "one1", _P + "minus1"], ["content"]),
+    ] + norm + [
+        helper.make_node("BasicTokenizer", ["plain_text" if norm else "one_text"], ["words"], domain=EXTENSIONS_DOMAIN,
+                         do_lower_case=0, strip_accents=0, tokenize_chinese_chars=1, tokenize_punctuation=1,
+                         remove_control_chars=1),
+        helper.make_node("Size", ["words"], ["word_count"]),
+        helper.make_node("Add", ["word_count", c["one"]], ["word_count1"]),
+        helper.make_node("Range", [c["zero"], "word_count1", c["one"]], ["word_rows"]),
+        helper.make_node("WordpieceTokenizer", ["words", "word_rows"], ["pieces", "splits", "piece_begins", "piece_ends"],
+                         domain=EXTENSIONS_DOMAIN, vocab=json.dumps(vocab, ensure_ascii=False), suffix_indicator="##",
+                         unknown_token=unk, max_input_chars_per_word=100),
+        helper.make_node("LabelEncoder", ["pieces"], ["piece_ids"], domain="ai.onnx.ml",
+                         keys_strings=list(vocab), values_int64s=[int(v) for v in vocab.values()],
+                         default_int64=int(vocab[unk])),
+        helper.make_node("Equal", ["piece_ids", c["unk_id"]], ["is_unk"]),
+        helper.make_node("Size", ["pieces"], ["piece_count"]),
+        helper.make_node("Range", [c["zero"], "piece_count", c["one"]], ["positions"]),
+        # The word of each piece: how many word boundaries (splits[1:-1]) lie at or before it.
+        helper.make_node("Slice", ["splits", c["one1"], c["minus1"]], ["inner_splits"]),
+        helper.make_node("Unsqueeze", ["positions", c["axis1"]], ["position_col"]),
+        helper.make_node("Unsqueeze", ["inner_splits", c["axis0"]], ["inner_row"]),
+        helper.make_node("GreaterOrEqual", ["position_col", "inner_row"], ["past"]),
+        helper.make_node("Cast", ["past"], ["past_count"], to=TensorProto.INT64),
+        helper.make_node("ReduceSum", ["past_count", c["axis1"]], ["word_of"], keepdims=0),
+        # The words holding an unknown piece.
+        helper.make_node("Range", [c["zero"], "word_count", c["one"]], ["word_index"]),
+        helper.make_node("Unsqueeze", ["word_index", c["axis1"]], ["word_col"]),
+        helper.make_node("Unsqueeze", ["word_of", c["axis0"]], ["word_of_row"]),
+        helper.make_node("Equal", ["word_col", "word_of_row"], ["member"]),
+        helper.make_node("Cast", ["member"], ["member_count"], to=TensorProto.INT64),
+        helper.make_node("Cast", ["is_unk"], ["unk_count"], to=TensorProto.INT64),
+        helper.make_node("Unsqueeze", ["unk_count", c["axis0"]], ["unk_row"]),
+        helper.make_node("Mul", ["member_count", "unk_row"], ["member_unk"]),
+        helper.make_node("ReduceSum", ["member_unk", c["axis1"]], ["word_unks"], keepdims=0),
+        helper.make_node("Greater", ["word_unks", c["zero"]], ["word_unknown"]),
+        helper.make_node("Gather", ["word_unknown", "word_of"], ["in_unknown_word"]),
+        helper.make_node("Gather", ["splits", "word_of"], ["word_start"]),
+        helper.make_node("Equal", ["positions", "word_start"], ["starts_word"]),
+        helper.make_node("Not", ["in_unknown_word"], ["known"]),
+        helper.make_node("Or", ["known", "starts_word"], ["keep"]),
+        helper.make_node("Where", ["in_unknown_word", c["unk_id"], "piece_ids"], ["word_ids"]),
+        helper.make_node("Compress", ["word_ids", "keep"], ["content"], axis=0),
         helper.make_node("Concat", ["values_in", "content"], ["values_out"], axis=0),
         helper.make_node("Size", ["content"], ["length"]),
         helper.make_node("Identity", ["cond_in"], ["cond_out"]),
@@ -213,15 +253,22 @@ def _wordpiece(tokenizer, files):
          helper.make_tensor_value_info("values_in", TensorProto.INT64, [None])],
         [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
          helper.make_tensor_value_info("values_out", TensorProto.INT64, [None]),
-         helper.make_tensor_value_info("length", TensorProto.INT64, [])])
+         helper.make_tensor_value_info("length", TensorProto.INT64, [])],
+        # The custom ops' outputs typed: ONNX shape inference reads them (an untyped input to the LabelEncoder
+        # crashed onnx.checker's full check).
+        value_info=[helper.make_tensor_value_info(name, kind, [None]) for name, kind in (
+            ("unmarked", TensorProto.STRING), ("chars", TensorProto.STRING), ("plain_chars", TensorProto.STRING),
+            ("plain_text", TensorProto.STRING), ("words", TensorProto.STRING), ("pieces", TensorProto.STRING),
+            ("splits", TensorProto.INT64)) if name in {
+                out for node in body_nodes for out in node.output}])
     nodes = [
         _node("Shape", [TEXT_INPUT], ["count"]),
         _node("Squeeze", ["count", "axis0"], ["trips"]),
         _node("Loop", ["trips", "", "no_values"], ["values", "lengths"], body=body),
         _node("CumSum", ["lengths", "zero"], ["starts"], exclusive=1),
     ]
-    inits = [_const("no_values", np.zeros([0])), _const("zero", 0)]
-    if strip:
+    inits = [_const("no_values", np.zeros([0])), _const("zero", 0), _const("unk_id", int(vocab[unk]))]
+    if norm:
         inits += [numpy_helper.from_array(np.array([value], object), _P + name)
                   for name, value in (("marks", r"\p{Mn}"), ("empty", ""), ("any_char", "(.)"))]
     return nodes, inits
@@ -333,7 +380,7 @@ def _byte_level_bpe(tokenizer, files):
 
 
 # TokenizerKind.extensions_op -> the builder of its content tokens: (values [T], starts [N], lengths [N]).
-_CONTENT = {"BertTokenizer": _wordpiece, "SentencepieceTokenizer": _sentencepiece, "RobertaTokenizer": _byte_level_bpe}
+_CONTENT = {"WordpieceTokenizer": _wordpiece, "SentencepieceTokenizer": _sentencepiece, "RobertaTokenizer": _byte_level_bpe}
 
 
 def _layout(tokenizer, seq_len, static):
@@ -381,7 +428,8 @@ def _layout(tokenizer, seq_len, static):
     return nodes, inits
 
 
-def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None, opset=17, ir_version=None):
+def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None, opset=17, ir_version=None,
+                    ml_opset=_ML_OPSET):
     """The tokenizer as an ONNX model: ``text`` ``[batch]`` in, the model's inputs out (``mbk_tokenizer/<name>``).
 
     Args:
@@ -392,6 +440,7 @@ def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None
         batch (int | None): the static batch size (None: dynamic).
         opset (int): the model's standard opset (the two graphs are merged).
         ir_version (int | None): the model's IR version.
+        ml_opset (int): the ``ai.onnx.ml`` opset (WordPiece's LabelEncoder), the model's when it imports one.
 
     Example:
         >>> tokenizer_model(tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
@@ -419,11 +468,22 @@ def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None
     graph = helper.make_graph(nodes, "tokenizer",
                               [helper.make_tensor_value_info(TEXT_INPUT, TensorProto.STRING, [batch or "batch_size"])],
                               outputs, initializer=list(inits.values()))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", int(opset)),
-                                                    helper.make_opsetid(EXTENSIONS_DOMAIN, 1)])
+    imports = [helper.make_opsetid("", int(opset)), helper.make_opsetid(EXTENSIONS_DOMAIN, 1)]
+    if any(n.domain == "ai.onnx.ml" for node in nodes for n in _all_nodes(node)):
+        imports.append(helper.make_opsetid("ai.onnx.ml", int(ml_opset)))
+    model = helper.make_model(graph, opset_imports=imports)
     if ir_version is not None:
         model.ir_version = ir_version
     return model
+
+
+def _all_nodes(node):
+    """``node`` and the nodes of its subgraphs."""
+    yield node
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            for inner in attr.g.node:
+                yield from _all_nodes(inner)
 
 
 def _inputs_of(node):
@@ -443,8 +503,9 @@ def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=N
         <onnx.ModelProto>
     """
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    ml_opset = next((o.version for o in model.opset_import if o.domain == "ai.onnx.ml"), _ML_OPSET)
     front = tokenizer_model(tokenizer, seq_len, input_types, static=static, batch=batch, opset=opset,
-                            ir_version=model.ir_version)
+                            ir_version=model.ir_version, ml_opset=ml_opset)
     props = [(p.key, p.value) for p in model.metadata_props]
     producer = (model.producer_name, model.producer_version)
     merged = onnx.compose.merge_models(front, model, io_map=[(_P + "out_" + name, name) for name in input_types])
