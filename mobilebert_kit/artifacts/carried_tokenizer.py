@@ -16,6 +16,8 @@ The rule, in order:
    names, its casing): the checkpoint's tokenizer rebuilt from it;
 3. else none: the reason names what the file lacks and ``--tokenizer``.
 
+A text-in ``.onnx`` (``mbk export --tokenizer-in-graph``) comes first: it tokenizes itself (``runs_as="graph"``).
+
 TensorFlow-free and tokenizer-free (the ``artifacts`` floor): the record hands
 the bytes and the casing to ``data.text_tokenizer.TextTokenizer.from_packed``.
 
@@ -39,13 +41,16 @@ class CarriedTokenizer:
 
     Args:
         runs_as (str | None): ``"client"`` (the app's client tokenizer on the packed file), ``"checkpoint"``
-            (the checkpoint's WordPiece from ``mbk_vocab``), None (the file carries none).
+            (the checkpoint's WordPiece from ``mbk_vocab``), ``"graph"`` (the file's own tokenizer ops: it
+            takes text), None (the file carries none).
         tokenizer (str | None): the file's kind as the clients name it: ``"bert"`` (a ``vocab.txt``) or
             ``"sentencepiece"`` (a model).
         file_name (str | None): the file it is read from (``vocab.txt``, ``sentencepiece.model``, ``mbk_vocab``).
         data (bytes): that file's content.
         lowercase (bool | None): the recorded casing (``"checkpoint"`` only; the clients always lower-case A-Z).
         missing (str): why the file carries none, with the fix (empty when it carries one).
+        in_graph (dict | None): ``runs_as="graph"``: the ``tokenizer_in_graph`` record of a text-in ``.onnx``
+            (``mbk export --tokenizer-in-graph``): library, op, kind, the length it truncates to.
 
     Example:
         >>> CarriedTokenizer(None, missing="it carries no vocabulary").ready
@@ -58,6 +63,7 @@ class CarriedTokenizer:
     data: bytes = b""
     lowercase: bool = None
     missing: str = ""
+    in_graph: dict = None
 
     @property
     def ready(self):
@@ -70,6 +76,11 @@ class CarriedTokenizer:
             return f"the packed {self.file_name}, as MediaPipe and the Task Library run it"
         if self.runs_as == "checkpoint":
             return "the recorded WordPiece vocabulary (mbk_vocab)"
+        if self.runs_as == "graph":
+            record = self.in_graph
+            return (f"the file itself: {record.get('library', 'onnxruntime-extensions')}'s {record.get('op')} "
+                    f"({record.get('kind')} tokenizer of the checkpoint, truncating to {record.get('truncates_to')} "
+                    f"tokens) on its string input {record.get('input', 'text')!r}")
         return f"none ({self.missing})"
 
 
@@ -89,6 +100,10 @@ def carried_tokenizer(path, client, recorded, vocab):
         >>> carried_tokenizer("m.onnx", None, {}, []).ready
         False
     """
+    in_graph = recorded.get("tokenizer_in_graph")
+    if isinstance(in_graph, dict):
+        # A text-in .onnx: its onnxruntime-extensions ops tokenize; it is fed the text itself.
+        return CarriedTokenizer("graph", str(in_graph.get("kind")), in_graph=dict(in_graph))
     if client is not None and client.tokenizer in CLIENT_TOKENIZERS and client.packed_tokenizer:
         problems = packed_disagreements(client, recorded, vocab)
         if problems:

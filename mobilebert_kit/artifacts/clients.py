@@ -43,7 +43,8 @@ class Client:
         format (str): ``"tflite"`` or ``"onnx"``.
         input_dtype (str): the dtype of every input.
         shape (str): ``"static"``: every input ``[1, seq]`` with one ``seq``; ``"dynamic"``: batch and
-            sequence axes free (optimum-style code feeds any batch and the tokenizer's natural length).
+            sequence axes free (optimum-style code feeds any batch and the tokenizer's natural length); ``"text"``:
+            one string per text (``[batch]``).
         input_names (tuple): graph input names the client feeds by name (empty: by position).
         optional_inputs (tuple): inputs it feeds when the graph takes them (optimum-style code feeds what the
             checkpoint's tokenizer returns: ``token_type_ids`` only for the families that have token types).
@@ -93,6 +94,11 @@ CLIENTS = (
            input_names=("input_ids", "attention_mask"), optional_inputs=("token_type_ids",),
            output_sets=(("feature-extraction", ("last_hidden_state",)), ("text-classification", ("logits",)),
                         ("question-answering", ("start_logits", "end_logits")))),
+    # A text-in file (mbk export --tokenizer-in-graph): the app feeds its strings, with onnxruntime-extensions'
+    # custom-ops library registered (onnxruntime-android + onnxruntime-extensions-android, the iOS pods, Python).
+    Client("onnxruntime + onnxruntime-extensions (text in)", "onnx", "string", "text", input_names=("text",),
+           output_sets=(("feature-extraction", ("last_hidden_state",)), ("sentence-embedding", ("sentence_embedding",)),
+                        ("text-classification", ("logits",)))),
 )
 
 
@@ -139,6 +145,9 @@ def _input_names(client, facts):
 
 def _shapes(client, facts):
     shapes = [s["shape"] for s in facts.inputs]
+    if client.shape == "text":
+        fixed = [s["name"] for s in facts.inputs if len(s["shape"]) != 1]
+        return [f"inputs {_join(fixed)} are not one string per text ([batch])"] if fixed else []
     if client.shape == "static":
         if any(len(s) != 2 or s[0] != 1 for s in shapes) or len({s[1] for s in shapes}) > 1:
             return [f"inputs must be [1, seq] with one seq (found {shapes})"]
@@ -266,8 +275,8 @@ def readiness(facts):
         >>> facts = FileFacts("onnx", [{"name": n, "dtype": "int64", "shape": [-1, -1]}
         ...                            for n in ("input_ids", "attention_mask", "token_type_ids")],
         ...                   [{"name": "logits", "dtype": "float32", "shape": [-1, 2]}])
-        >>> readiness(facts)
-        {'onnxruntime (optimum-style)': []}
+        >>> readiness(facts)["onnxruntime (optimum-style)"]
+        []
     """
     return {c.name: [r for rule in RULES for r in rule(c, facts)] for c in CLIENTS if c.format == facts.format}
 

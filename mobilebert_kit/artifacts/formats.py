@@ -59,6 +59,8 @@ class ArtifactFormat:
         quantized_io (bool): ``--io-type int8`` can write int8 inputs / outputs in this format.
         contrib_ops (bool): operators carry a domain, and those outside the standard one (onnxruntime's
             ``com.microsoft``) need the runtime's full package: ``mbk inspect`` names them.
+        text_input (bool): ``--tokenizer-in-graph`` can put the tokenizer into the file (ONNX: onnxruntime-extensions'
+            custom ops of the :data:`EXTENSIONS_DOMAIN`, registered by the runtime that loads it).
 
     Example:
         >>> FORMATS["tflite"].dynamic_axes
@@ -83,6 +85,7 @@ class ArtifactFormat:
     every_input: bool
     quantized_io: bool
     contrib_ops: bool
+    text_input: bool = False
 
     @property
     def litert(self):
@@ -107,6 +110,10 @@ class ArtifactFormat:
         return head[offset:offset + len(magic)] == magic
 
 
+# onnxruntime-extensions' custom-op domain: a file whose opset imports name it needs the library registered
+# (``SessionOptions.register_custom_ops_library(onnxruntime_extensions.get_library_path())``).
+EXTENSIONS_DOMAIN = "ai.onnx.contrib"
+
 FORMATS = {f.name: f for f in (
     ArtifactFormat("tflite", suffix=".tflite", label="TFLite", magic=(4, b"TFL3"),
                    runtimes=("interpreter", "compiled_model"), runtime_package="ai-edge-litert",
@@ -117,5 +124,5 @@ FORMATS = {f.name: f for f in (
                    runtimes=("onnxruntime",), runtime_package="onnxruntime",
                    emulated_kernels="CPU provider", client_metadata=False, xnnpack=False, on_device=False,
                    open_dim="name", input_dtype="int64", dynamic_axes=("batch", "sequence"), open_by_default=True,
-                   clips_in_graph=False, every_input=False, quantized_io=False, contrib_ops=True),
+                   clips_in_graph=False, every_input=False, quantized_io=False, contrib_ops=True, text_input=True),
 )}

@@ -21,7 +21,7 @@ from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
 from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
-from mobilebert_kit.artifacts.formats import FORMATS
+from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN, FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.clients import facts_of, readiness
 from mobilebert_kit.utils.terminal import escape
@@ -74,7 +74,8 @@ class ArtifactInfo:
             "clients": {name: {"ready": not reasons, "reasons": reasons} for name, reasons in self.clients.items()},
             "text_tokenizer": None if self.text_tokenizer is None else {
                 "runs_as": self.text_tokenizer.runs_as, "tokenizer": self.text_tokenizer.tokenizer,
-                "file": self.text_tokenizer.file_name, "missing": self.text_tokenizer.missing or None},
+                "file": self.text_tokenizer.file_name, "missing": self.text_tokenizer.missing or None,
+                "in_graph": self.text_tokenizer.in_graph},
         }
 
     def format_text(self):
@@ -114,8 +115,17 @@ class ArtifactInfo:
         # (mobile) build has only the ops its build config lists, so the app developer needs the names.
         if not self.contrib_ops:
             return "contrib ops: none (standard ONNX operators only)"
-        named = ", ".join(f"{escape(op)} x{n}" for op, n in sorted(self.contrib_ops.items()))
-        return (f"contrib ops: {named} (in onnxruntime's full package; a reduced build must include them)")
+        tokenizer = {op: n for op, n in self.contrib_ops.items() if op.startswith(EXTENSIONS_DOMAIN + ".")}
+        others = {op: n for op, n in self.contrib_ops.items() if op not in tokenizer}
+        lines = []
+        if others:
+            named = ", ".join(f"{escape(op)} x{n}" for op, n in sorted(others.items()))
+            lines.append(f"contrib ops: {named} (in onnxruntime's full package; a reduced build must include them)")
+        if tokenizer:
+            named = ", ".join(f"{escape(op)} x{n}" for op, n in sorted(tokenizer.items()))
+            lines.append(f"tokenizer ops: {named} (onnxruntime-extensions: register "
+                         "onnxruntime_extensions.get_library_path() in the SessionOptions, docs/clients/text-in-onnx.md)")
+        return "\n".join(lines)
 
     def _client_lines(self):
         meta = self.client_metadata

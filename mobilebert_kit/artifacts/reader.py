@@ -296,6 +296,18 @@ def _check_external_data(model, path):
                                 f"{size:,}-byte file; restore the external data file or re-export the model")
 
 
+def _nodes(graph):
+    """The graph's nodes, then those of its subgraphs (a Loop's body: a text-in file's tokenizer runs in one)."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for inner in attr.graphs:
+                    yield from _nodes(inner)
+
+
 def _read_onnx(path):
     try:
         model = onnx.load(str(path), load_external_data=False)
@@ -328,7 +340,7 @@ def _read_onnx(path):
         {"type": node.op_type, "label": node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}",
          "domain": node.domain, "inputs": list(node.input), "outputs": list(node.output), "adj_x": False, "fused": None,
          "node": node}
-        for node in graph.node
+        for node in _nodes(graph)
     ]
 
     def constant_values(key):

@@ -26,7 +26,7 @@ import onnxruntime as ort
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
-from mobilebert_kit.artifacts.formats import FORMATS
+from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN, FORMATS
 from mobilebert_kit.artifacts.reader import artifact_format, read_artifact
 from mobilebert_kit.artifacts.runtimes import (
     RUNTIMES,
@@ -42,7 +42,8 @@ from mobilebert_kit.errors import first_line
 TFLITE_RESOLVERS = {"xnnpack": OpResolverType.AUTO, "none": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
 # onnxruntime's input type strings -> numpy dtype names.
 _ORT_TYPES = {"tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(float)": "float32",
-              "tensor(float16)": "float16", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+              "tensor(float16)": "float16", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+              "tensor(string)": "string"}
 
 
 def read_model(path):
@@ -274,11 +275,64 @@ def load_onnx(path, options=None):
         >>> load_onnx("model.onnx").get_inputs()[0].name  # doctest: +SKIP
         'input_ids'
     """
+    content = read_model(path)
+    options = options or ort.SessionOptions()
+    if needs_extensions(content):
+        try:
+            library = extensions_library_path()
+        except ImportError as err:
+            raise RuntimeLoadError(f"{path} tokenizes its text with onnxruntime-extensions' custom ops "
+                                   "(--tokenizer-in-graph): pip install onnxruntime-extensions") from err
+        options.register_custom_ops_library(library)
     try:
-        return ort.InferenceSession(read_model(path), options or ort.SessionOptions(),
-                                    providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(content, options, providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001  (onnxruntime raises its own Fail/InvalidGraph/... types)
         raise RuntimeLoadError(f"{path} cannot be loaded by onnxruntime: {first_line(err)}") from err
+
+
+def extensions_library_path():
+    """onnxruntime-extensions' custom-ops library, loaded so that it runs beside TensorFlow; its path.
+
+    The library carries its own protobuf (SentencePiece's model is one); loaded after TensorFlow, which puts its
+    protobuf in the process's global symbol scope, the library's calls went to TensorFlow's copy and the
+    SentencepieceTokenizer kernel crashed the process (SIGSEGV) when a session was created. Imported with
+    ``RTLD_DEEPBIND`` it binds its own symbols first, whatever was loaded before.
+
+    Raises:
+        ImportError: onnxruntime-extensions is not installed.
+
+    Example:
+        >>> extensions_library_path().endswith(".so")  # doctest: +SKIP
+        True
+    """
+    import sys  # noqa: PLC0415
+
+    if "onnxruntime_extensions" not in sys.modules:
+        flags = sys.getdlopenflags()
+        sys.setdlopenflags(flags | getattr(os, "RTLD_DEEPBIND", 0))
+        try:
+            import onnxruntime_extensions  # noqa: F401, PLC0415
+        finally:
+            sys.setdlopenflags(flags)
+    return sys.modules["onnxruntime_extensions"].get_library_path()
+
+
+def needs_extensions(content):
+    """Whether an ``.onnx`` file's bytes import onnxruntime-extensions' custom-op domain (its opset imports).
+
+    Example:
+        >>> needs_extensions(b"")
+        False
+    """
+    if EXTENSIONS_DOMAIN.encode() not in content:
+        return False
+    import onnx  # noqa: PLC0415  (only a file that names the domain is parsed)
+
+    try:
+        model = onnx.load_model_from_string(content)
+    except Exception:  # noqa: BLE001  (a damaged file: onnxruntime says what is wrong with it)
+        return False
+    return any(o.domain == EXTENSIONS_DOMAIN for o in model.opset_import)
 
 
 class ArtifactRunner:
@@ -396,6 +450,10 @@ class ArtifactRunner:
         ]
         self.output_names = [o.name for o in self._session.get_outputs()]
         self._sequence_outputs = set()
+        if self.takes_text:
+            # Outputs whose second axis is the tokens: the file pads to its batch's longest text (run_text).
+            self._sequence_outputs = {o.name for o in self._session.get_outputs()
+                                      if len(o.shape) > 2 or (len(o.shape) == 2 and not isinstance(o.shape[1], int))}
         self._run_batch = self._run_onnx
 
     def _run_onnx(self, feeds):
@@ -403,6 +461,33 @@ class ArtifactRunner:
         return dict(zip(self.output_names, values))
 
     # === Both ===
+    @property
+    def takes_text(self):
+        """Whether the file's one input is text (a string tensor: the tokenizer runs inside it)."""
+        return len(self.input_specs) == 1 and self.input_specs[0]["dtype"] == "string"
+
+    def run_text(self, texts, seq_len=None):
+        """Runs a text-in file on ``texts``; outputs that follow the tokens are zero-padded to ``seq_len``.
+
+        The file pads each batch to its longest text; ``seq_len`` lays the outputs out as the plain file's on the
+        tokenizer's arrays at that length (the positions past a text's tokens are padding either way).
+
+        Example:
+            >>> ArtifactRunner("text.onnx").run_text(["Hello world"])["sentence_embedding"].shape  # doctest: +SKIP
+            (1, 384)
+        """
+        if not self.takes_text:
+            raise ArtifactError(f"{self.path} takes token arrays, not text; tokenize the text first")
+        out = self.run({self.input_specs[0]["name"]: np.asarray([str(t) for t in texts], dtype=object)})
+        if seq_len is not None:
+            for name in self._sequence_outputs & set(out):
+                width = out[name].shape[1]
+                if width < seq_len:
+                    pad = [(0, 0)] * out[name].ndim
+                    pad[1] = (0, seq_len - width)
+                    out[name] = np.pad(out[name], pad)
+        return out
+
     @property
     def batch_size(self):
         """The static batch of the first input (None when dynamic)."""
@@ -461,6 +546,9 @@ class ArtifactRunner:
             for spec in self.input_specs:
                 if spec["name"] not in inputs:
                     raise ArtifactError(f"{self.path} expects input {spec['name']!r}; inputs given: {sorted(inputs)}")
+                if spec["dtype"] == "string":
+                    feeds[spec["name"]] = np.asarray(inputs[spec["name"]], dtype=object)[index]
+                    continue
                 feeds[spec["name"]] = np.asarray(inputs[spec["name"]])[index].astype(
                     spec["dtype"] if spec["dtype"] in ("int32", "int64", "float32", "float16") else np.float32
                 )

@@ -148,6 +148,7 @@ def _run_host(args):
     results = []
     try:
         for path in args.files:
+            _refuse_text_in(path)
             if args.text:
                 results.append(profiler.profile_text(path, _real_text(args, path)))
             for seq_len in args.seq_len or ([] if args.text else [None]):
@@ -156,6 +157,16 @@ def _run_host(args):
         err.partial_results = results
         raise
     return results
+
+
+def _refuse_text_in(path):
+    """One line for a text-in ``.onnx`` (``--tokenizer-in-graph``): the profiler feeds token arrays."""
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+    from mobilebert_kit.profiler.errors import ProfilerError
+
+    if str(path).endswith(".onnx") and isinstance(read_artifact_metadata(path).get("tokenizer_in_graph"), dict):
+        raise ProfilerError(f"{path} takes text (its tokenizer runs inside it, --tokenizer-in-graph), and mbk profile "
+                            "feeds token arrays; profile the same export without --tokenizer-in-graph")
 
 
 def _real_text(args, path):

@@ -98,6 +98,9 @@ class ExportResult:
 
 
     def _length(self):
+        if self.input_shape and len(self.input_shape) == 1:
+            # A text-in .onnx (--tokenizer-in-graph): one string per text, tokenized inside the file.
+            return f"text {self.input_shape} in, tokenized inside the file and cut at {self.seq_len} tokens"
         if self.input_shape and -1 in self.input_shape[1:]:
             return f"inputs {self.input_shape} (each text at its own length), validated at {self.seq_len} tokens"
         return f"seq {self.seq_len}"

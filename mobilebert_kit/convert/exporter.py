@@ -138,7 +138,9 @@ def export(options, source=None, log=print, score=None):
         return ExportResult(path=str(out), format=plan.format, quantize=candidate.plan.quantize,
                             size_bytes=info.size_bytes, seconds=time.perf_counter() - start,
                             source=source.describe(), task=plan.task, seq_len=plan.seq_len, notes=notes + written,
-                            input_shape=[-1 if n is None else n for n in (plan.batch_size, plan.static_seq_len)],
+                            input_shape=[-1 if n is None else n for n in (
+                                (plan.batch_size,) if options.tokenizer_in_graph else
+                                (plan.batch_size, plan.static_seq_len))],
                             float_ops=dict(info.float_ops), op_counts=dict(info.op_counts),
                             clients={name: list(reasons) for name, reasons in (info.clients or {}).items()})
 
@@ -310,6 +312,13 @@ def _metadata(source, model, graph, plan):
         "normalization_type": config["normalization_type"],
         "hidden_act": config["hidden_act"],
     }
+    if getattr(plan.options, "tokenizer_in_graph", False):
+        from mobilebert_kit.convert.onnx.text_graph import TEXT_INPUT, in_graph_record
+
+        meta["tokenizer_in_graph"] = in_graph_record(tokenizer, plan.seq_len)
+        meta["inputs"] = {TEXT_INPUT: f"string [batch] raw text, tokenized inside the file by "
+                                      f"{meta['tokenizer_in_graph']['library']}"}
+        meta["input_names"] = [TEXT_INPUT]
     if tokenizer is None or not plan.options.embed_vocab:
         return FileMetadata(meta)
     # mbk_vocab is a vocab.txt (our evaluate and inspect read it as one): WordPiece only; the other kinds'

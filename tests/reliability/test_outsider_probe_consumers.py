@@ -390,10 +390,11 @@ def test_onnx_readiness_says_what_the_client_feeds_in_whole_phrases(tmp_path):
     # "...; it feeds any" ended a reason; a graph with no inputs read "(found none)".
     from mobilebert_kit.artifacts.clients import client_readiness
 
-    (none,) = client_readiness(_onnx_file(tmp_path / "noin.onnx")).values()
+    optimum = "onnxruntime (optimum-style)"  # the text-in client (--tokenizer-in-graph) is another record
+    none = client_readiness(_onnx_file(tmp_path / "noin.onnx"))[optimum]
     # token_type_ids is fed only where the graph takes it (the checkpoint's tokenizer returns it: issue 35).
     assert "it feeds inputs named input_ids, attention_mask (the graph has no inputs)" in none
-    (fixed,) = client_readiness(_onnx_file(tmp_path / "fixed.onnx", [1, 16])).values()
+    fixed = client_readiness(_onnx_file(tmp_path / "fixed.onnx", [1, 16]))[optimum]
     assert "inputs input_ids have a fixed batch or sequence length, but it feeds any batch size and sequence " \
            "length (export with dynamic axes, as mbk export writes .onnx)" in fixed
     assert not [reason for reason in none + fixed if reason.endswith("feeds any")]

@@ -2,7 +2,8 @@
 
 tf2onnx converts (``onnx_export.convert``), onnxruntime's quantizer quantizes as the setting's mode
 record maps it (``QuantizationMode.onnx_as``), and our ``mbk_metadata`` (and the vocabulary) go into the
-model's metadata properties.
+model's metadata properties. With ``--tokenizer-in-graph`` the checkpoint's tokenizer goes in front
+(``text_graph.with_tokenizer``): the file's one input is the text.
 """
 
 import json
@@ -55,6 +56,13 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
             model, onnx_as, calibration, graph.input_dtypes, setting.keep_float_ops or (), setting.keep_float_layers,
         )
     meta, vocab = metadata.meta, metadata.vocab
+    if meta.get("tokenizer_in_graph"):
+        # After quantizing (ORT's quantizers know no custom ops): the tokenizer's ids feed the quantized graph.
+        from mobilebert_kit.convert.onnx.text_graph import with_tokenizer
+
+        types = {value.name: graph.input_dtypes[value.name] for value in model.graph.input}
+        model = with_tokenizer(model, setting.tokenizer, setting.seq_len, types,
+                               static=setting.static_seq_len is not None, batch=setting.batch_size)
     entries = {METADATA_JSON: json.dumps(meta, sort_keys=True)}
     if vocab:
         entries["mbk_vocab"] = "\n".join(vocab) + "\n"

@@ -151,6 +151,8 @@ class ExportOptions:
             sequence only, batch 1); None: dynamic unless ``static_axes``, a TFLite ``batch_size`` above 1 or a
             TFLite task with an output of the text's length (decided by ``export_plan.input_layout``).
         static_axes (bool): static ``[batch_size, seq_len]`` inputs (GPU and NPU delegates need them).
+        tokenizer_in_graph (bool): ONNX: the checkpoint's tokenizer runs inside the file (onnxruntime-extensions'
+            ops, ``convert/onnx/text_graph.py``), whose one input is the string tensor ``text``.
         embed_vocab (bool): store the vocabulary in the artifact's metadata.
         labels (tuple): class names to record (default: from the source).
         substitutions (dict): ``{"norm": ..., "act": ..., "ffn": ...}`` applied before export (substitution.py).
@@ -251,6 +253,11 @@ class ExportOptions:
     check_cpu: str = option(None, flag="--check-cpu", recipe=("validation", "check_cpu"), none_ok=True,
                             help="the emulated CPU of --check-arch (arm64: " + ", ".join(ARCHES["arm64"].cpus)
                             + f"; default {ARCHES['arm64'].default_cpu})")
+    tokenizer_in_graph: bool = option(False, flag="--tokenizer-in-graph", recipe=("export", "tokenizer_in_graph"),
+                                      kind="switch",
+                                      help="ONNX: put the checkpoint's tokenizer into the file (onnxruntime-extensions' "
+                                      "custom ops): its one input is a string tensor 'text' [batch]; apps register "
+                                      "onnxruntime_extensions.get_library_path() (docs/clients/text-in-onnx.md)")
     embed_vocab: bool = option(True, flag="--no-vocab", recipe=("export", "embed_vocab"), kind="negated",
                                help="do not embed the vocabulary in the metadata")
     calibration_count: int = option(200, recipe=("calibration", "count"), limit=ROWS,
@@ -326,6 +333,10 @@ class ExportOptions:
             raise ConfigError(f"{self.name_of('batch_size', self.batch_size)} with {self.name_of('dynamic_axes')}: "
                               "a dynamic TFLite file has batch 1 and a dynamic sequence (MediaPipe and the Task "
                               f"Library run one text at a time); drop {self.name_of('batch_size')}")
+        if self.tokenizer_in_graph and not FORMATS[self.format].text_input:
+            raise ConfigError(f"{self.name_of('tokenizer_in_graph')} writes an .onnx whose onnxruntime-extensions ops "
+                              f"tokenize the text; {self.name_of('format', self.format)} files carry their tokenizer "
+                              "for the app otherwise (TFLite Metadata): use --format onnx")
         if self.dynamic_axes and self.static_axes:
             raise ConfigError(f"{self.name_of('dynamic_axes')} and {self.name_of('static_axes')} contradict each "
                               "other; pass one")

@@ -403,6 +403,15 @@ def plan_export(options, facts):
         64
     """
     task, pooling, normalize = decide_task(options, facts.architecture, facts.declared_pooling, facts.num_outputs)
+    if getattr(options, "tokenizer_in_graph", False):
+        # Refused here, before anything converts: onnxruntime-extensions must run the checkpoint's tokenizer as it is.
+        from mobilebert_kit.convert.onnx.text_graph import extensions_version, refusal
+
+        why = refusal(facts.tokenizer)
+        if why is not None:
+            raise ConfigError(f"{options.name_of('tokenizer_in_graph')}: onnxruntime-extensions cannot tokenize for "
+                              f"this checkpoint: {why}; export without it and tokenize in the app")
+        extensions_version()
     seq_len = sequence_length(options.seq_len, task, options.format, facts.max_positions, facts.trained_seq_len,
                               option=options.name_of("seq_len"))
     check_labels(options, facts.architecture, facts.num_outputs, facts.labels)

@@ -50,6 +50,8 @@ class InputSet:
 
     arrays: dict
     description: str
+    # The text lines the rows were tokenized from (from_text), in order; None for arrays (.npz, random rows).
+    texts: list = None
 
     @property
     def count(self):
@@ -62,7 +64,23 @@ class InputSet:
     def take(self, count):
         """The first ``count`` rows (the description says so when rows are left out)."""
         description = self.description if count >= self.count else f"the first {count} of {self.description}"
-        return InputSet({k: v[:count] for k, v in self.arrays.items()}, description)
+        return InputSet({k: v[:count] for k, v in self.arrays.items()}, description,
+                        None if self.texts is None else list(self.texts[:count]))
+
+    def single_texts(self):
+        """The rows of single texts (no sentence pair), with their lines: what a text-in file is fed.
+
+        Example:
+            >>> InputSet.from_text(["a b", "c\td"], tok, 8).single_texts().count  # doctest: +SKIP
+            1
+        """
+        if self.texts is None:
+            return self
+        keep = [i for i, line in enumerate(self.texts) if "\t" not in line]
+        if len(keep) == len(self.texts):
+            return self
+        return InputSet({k: v[keep] for k, v in self.arrays.items()}, f"the {len(keep)} single texts of "
+                        f"{self.description}", [self.texts[i] for i in keep])
 
     def with_padded_rows(self, count=4):
         """These rows, plus ``count`` of them cut to half length, when no row has padding.
@@ -99,7 +117,7 @@ class InputSet:
         lines = [line.rstrip("\n") for line in lines if line.strip()]
         if not lines:
             raise ExportError(f"{description} holds no text lines; put one sentence per line")
-        return cls(tokenizer.encode_inputs(lines, seq_len), f"{len(lines)} line(s) of {description}")
+        return cls(tokenizer.encode_inputs(lines, seq_len), f"{len(lines)} line(s) of {description}", lines)
 
     @classmethod
     def from_file(cls, path, seq_len, tokenizer=None, vocab_size=None, count=None, type_vocab_size=None):

@@ -195,6 +195,8 @@ def host_latency_ms(path, inputs, runs=10):
     runner = ArtifactRunner(path, num_threads=1)
     batch = runner.batch_size or 1
     row = {k: np.asarray(v)[:batch] for k, v in inputs.arrays.items()}
+    if runner.takes_text and inputs.texts is not None:
+        row = {runner.input_specs[0]["name"]: np.asarray(inputs.texts[:batch], dtype=object)}
     runner.run(row)
     times = []
     for _ in range(runs):

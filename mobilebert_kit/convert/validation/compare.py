@@ -245,9 +245,17 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
     if seq is not None and seq != inputs.seq_len:
         report.failures.append(OutputShapeError(f"artifact sequence length {seq} != validation inputs' {inputs.seq_len}"))
         return report
-    if names and set(names) - set(INPUT_NAMES):
+    if getattr(runner, "takes_text", False):
+        # The tokenizer runs inside the file: it is fed the lines the reference's rows were tokenized from.
+        if inputs.texts is None:
+            report.failures.append(InputNameError(f"the file takes text ({names[0]}); the validation rows are "
+                                                  "arrays, not text: validate on text (.txt or the built-in sentences)"))
+            return report
+        outputs = runner.run_text(inputs.texts, inputs.seq_len)
+    elif names and set(names) - set(INPUT_NAMES):
         return report  # cannot feed it
-    outputs = runner.run(inputs.arrays)
+    else:
+        outputs = runner.run(inputs.arrays)
     mask = inputs.arrays["attention_mask"]
     for name in expected_outputs:
         if name not in outputs:

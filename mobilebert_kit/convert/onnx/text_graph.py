@@ -1,0 +1,527 @@
+"""The checkpoint's tokenizer inside the ``.onnx``: a file whose one input is the text (``--tokenizer-in-graph``).
+
+onnxruntime-extensions runs the tokenizer as custom operators of the ``ai.onnx.contrib`` domain; an app
+registers them with ``SessionOptions.register_custom_ops_library(onnxruntime_extensions.get_library_path())``
+(``docs/clients/text-in-onnx.md``). The tokenizer graph is built from the checkpoint's own files, as
+:meth:`~mobilebert_kit.data.text_tokenizer.TextTokenizer.model_files` hands them out (never transformers), with
+onnxruntime-extensions' op of the kind's record (``TokenizerKind.extensions_op``):
+
+- **WordPiece**: ``BasicTokenizer`` and ``WordpieceTokenizer`` on the text normalized as the checkpoint does
+  (lower-casing, accent stripping), one text at a time in an ONNX ``Loop``;
+- **SentencePiece Unigram**: ``SentencepieceTokenizer`` on a SentencePiece model written in the checkpoint's
+  id order (``data/sentencepiece_model.py``; XLM-R's own ``.model`` has other ids);
+- **byte-level BPE**: ``RobertaTokenizer`` (``vocab.json`` and ``merges.txt`` from the ``tokenizer.json``).
+
+Each op's content tokens (its own special tokens cut off) go through one common tail of standard ONNX ops,
+which lays the rows out as transformers' tokenizer does for single texts: the class token, the text's tokens
+truncated to the planned length less two, the separator token, then the pad id up to the batch's longest row
+(or the planned length for a static file), with the attention mask 1 on real tokens and token types 0. These
+feed the model's inputs (``onnx.compose.merge_models``), cast to their types.
+
+A tokenizer onnxruntime-extensions cannot run as the checkpoint does is refused in one line
+(:func:`refusal`) before anything is converted: a SentencePiece tokenizer that lower-cases or strips accents
+before SentencePiece (ALBERT: the op has no such step), a BPE that is not byte-level or adds a prefix space,
+tokens added with ``add_tokens`` (the ops match none).
+
+Example:
+    >>> refusal(None)
+    'it has no tokenizer (no tokenizer.json or vocab.txt beside the checkpoint)'
+"""
+
+import functools
+import json
+import re
+import unicodedata
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN
+from mobilebert_kit.convert.errors import ExportError
+
+TEXT_INPUT = "text"
+EXTENSIONS_PACKAGE = "onnxruntime-extensions"
+_P = "mbk_tokenizer/"  # every tensor and node of the tokenizer graph: no name of the model's starts so
+_INT64_MAX = np.iinfo(np.int64).max
+_ML_OPSET = 2  # ai.onnx.ml: LabelEncoder with string keys and int64 values
+_TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float32": TensorProto.FLOAT}
+
+
+def extensions_version():
+    """The installed onnxruntime-extensions' version; raises ExportError in one line when it is missing."""
+    # Its version from the package's record: importing it here would load its library before the runner does
+    # (artifacts.runner.extensions_library_path says why that order matters).
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(EXTENSIONS_PACKAGE)
+    except PackageNotFoundError as err:
+        raise ExportError(f"--tokenizer-in-graph needs {EXTENSIONS_PACKAGE} (pip install {EXTENSIONS_PACKAGE}): "
+                          f"its custom operators run the tokenizer") from err
+
+
+def _first(node, kind):
+    """The first ``{"type": kind}`` dict in a tokenizer.json node (a Sequence's items included), else None."""
+    if isinstance(node, dict):
+        if node.get("type") == kind:
+            return node
+        for key in ("pretokenizers", "normalizers", "processors"):
+            for item in node.get(key) or []:
+                found = _first(item, kind)
+                if found is not None:
+                    return found
+    return None
+
+
+def refusal(tokenizer):
+    """Why onnxruntime-extensions cannot run ``tokenizer`` (a TextTokenizer) as the checkpoint does, or None.
+
+    Example:
+        >>> refusal(TextTokenizer.from_directory("albert-dir/"))  # doctest: +SKIP
+        'its sentencepiece tokenizer lower-cases the text before SentencePiece, ...'
+    """
+    if tokenizer is None:
+        return "it has no tokenizer (no tokenizer.json or vocab.txt beside the checkpoint)"
+    kind = tokenizer.kind
+    if kind.extensions_op is None:
+        return f"onnxruntime-extensions has no operator for its {kind.name} tokenizer"
+    added = tokenizer.added_tokens()
+    if added:
+        token = next(iter(added.values())).content
+        return (f"it adds the token {token[:40]!r} with add_tokens, which onnxruntime-extensions' {kind.extensions_op} "
+                "never produces")
+    spec = getattr(tokenizer, "_spec", None) or {}
+    if kind.extensions_op == "SentencepieceTokenizer":
+        if tokenizer.lowercase or tokenizer.strip_accents:
+            what = "lower-cases" if tokenizer.lowercase else "strips the accents of"
+            return (f"its {kind.name} tokenizer {what} the text before SentencePiece (ALBERT-style), which "
+                    "onnxruntime-extensions' SentencepieceTokenizer cannot do")
+        if spec and _first(spec.get("pre_tokenizer"), "Metaspace") is None:
+            return f"its {kind.name} tokenizer has no Metaspace pre-tokenizer, which SentencePiece always applies"
+        other = [step.get("type") for step in _normalizer_steps(spec.get("normalizer"))
+                 if step.get("type") not in _UNIGRAM_NORMALIZERS]
+        if other:
+            return (f"its {kind.name} tokenizer normalizes with {other[0]}, which the graph cannot reproduce before "
+                    f"SentencePiece (it reproduces {', '.join(_UNIGRAM_NORMALIZERS)})")
+    if kind.extensions_op == "RobertaTokenizer":
+        level = _first(spec.get("pre_tokenizer"), "ByteLevel")
+        if level is None:
+            return (f"its {kind.name} tokenizer is not byte-level (no ByteLevel pre-tokenizer), and "
+                    "onnxruntime-extensions' RobertaTokenizer is")
+        if level.get("add_prefix_space"):
+            return ("its byte-level BPE adds a space before the text (add_prefix_space), which "
+                    "onnxruntime-extensions' RobertaTokenizer does not")
+        if spec.get("normalizer") is not None:
+            return f"its {kind.name} tokenizer normalizes the text first, which RobertaTokenizer does not"
+    if kind.extensions_op == "WordpieceTokenizer":
+        model = spec.get("model") or {}
+        if model.get("continuing_subword_prefix", "##") != "##":
+            return "its WordPiece continues words with a prefix other than '##'"
+    return None
+
+
+def in_graph_record(tokenizer, seq_len):
+    """What ``mbk_metadata`` records of a text-in file's tokenizer (``tokenizer_in_graph``).
+
+    Example:
+        >>> in_graph_record(tok, 128)["op"]  # doctest: +SKIP
+        'WordpieceTokenizer'
+    """
+    return {"library": f"{EXTENSIONS_PACKAGE} {extensions_version()}", "domain": EXTENSIONS_DOMAIN,
+            "op": tokenizer.kind.extensions_op, "kind": tokenizer.kind.name, "truncates_to": int(seq_len),
+            "input": TEXT_INPUT}
+
+
+def _const(name, values, dtype=np.int64):
+    return numpy_helper.from_array(np.asarray(values, dtype), _P + name)
+
+
+def _node(op, inputs, outputs, **attrs):
+    domain = attrs.pop("domain", "")
+    return helper.make_node(op, [_P + i if i and not i.startswith(_P) and i != TEXT_INPUT else i for i in inputs],
+                            [_P + o for o in outputs], name=_P + outputs[0], domain=domain, **attrs)
+
+
+@functools.lru_cache(maxsize=None)
+def _char_map(strip, lower):
+    """``"char\tnormalized"`` lines of every character that transformers' BertNormalizer changes: its accents
+    stripped (NFD, combining marks removed; Hangul syllables become their jamo) and lower-cased, in that order."""
+    lines = []
+    for code in range(0x20, 0x30000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        if strip and unicodedata.category(char) == "Mn":
+            continue  # removed by the \p{Mn} replacement before
+        out = char
+        if strip:
+            out = "".join(c for c in unicodedata.normalize("NFD", out) if unicodedata.category(c) != "Mn")
+        if lower:
+            out = out.lower()
+        if out != char and out and "\t" not in out and "\n" not in out:
+            lines.append(f"{char}\t{out}")
+    return "\n".join(lines)
+
+
+def _normalized(text, output, strip, lower):
+    """Nodes that normalize one text ``[1]`` as transformers' BertNormalizer does beyond ASCII.
+
+    onnxruntime-extensions' BertTokenizer strips the accents of Latin-1 letters only and lower-cases few
+    scripts: "Tōkyō" became ``t [UNK]`` where transformers gives ``tokyo`` (all-MiniLM-L6-v2: sentence cosine
+    0.907), "Łódź" ``[UNK]`` for ``łodz``. The text's combining marks are removed (``\p{Mn}``), then it is
+    split into characters, each mapped to its normalized form (StringMapping), and joined again.
+    """
+    nodes = []
+    if strip:
+        nodes.append(helper.make_node("StringRegexReplace", [text, _P + "marks", _P + "empty"], ["unmarked"],
+                                      domain=EXTENSIONS_DOMAIN))
+        text = "unmarked"
+    return nodes + [
+        helper.make_node("StringRegexSplitWithOffsets", [text, _P + "any_char", _P + "any_char"],
+                         ["chars", "char_begins", "char_ends", "char_splits"], domain=EXTENSIONS_DOMAIN),
+        helper.make_node("StringMapping", ["chars"], ["plain_chars"], domain=EXTENSIONS_DOMAIN,
+                         map=_char_map(strip, lower)),
+        helper.make_node("StringJoin", ["plain_chars", _P + "empty", _P + "zero"], [output], domain=EXTENSIONS_DOMAIN),
+    ]
+
+
+def _wordpiece(tokenizer, files):
+    """Content tokens of a WordPiece tokenizer, one text at a time in a Loop: the text normalized as the checkpoint
+    normalizes it (:func:`_normalized`), split into words by ``BasicTokenizer`` (whitespace, punctuation, CJK
+    characters), the words into pieces by ``WordpieceTokenizer``, and a word with an unknown piece made one unknown
+    token, as transformers makes it (the op keeps the pieces before the unknown one: Hindi ``पाठ`` gave
+    ``प ##ा [UNK]`` for ``[UNK]``); the pieces' ids by the vocabulary (``ai.onnx.ml`` LabelEncoder)."""
+    unk = tokenizer.special_tokens.get("unk", "[UNK]")
+    vocab = tokenizer.vocab
+    norm = _normalized("one_text", "plain_text", tokenizer.strip_accents, tokenizer.lowercase) \
+        if tokenizer.strip_accents or tokenizer.lowercase else []
+    c = {name: _P + name for name in ("axis0", "axis1", "one", "one1", "minus1", "zero", "unk_id")}
+    body_nodes = [
+        helper.make_node("Unsqueeze", ["i", c["axis0"]], ["i1"]),
+        helper.make_node("Add", ["i1", c["one1"]], ["i2"]),
+        helper.make_node("Slice", [TEXT_INPUT, "i1", "i2"], ["one_text"]),
+    ] + norm + [
+        helper.make_node("BasicTokenizer", ["plain_text" if norm else "one_text"], ["words"], domain=EXTENSIONS_DOMAIN,
+                         do_lower_case=0, strip_accents=0, tokenize_chinese_chars=1, tokenize_punctuation=1,
+                         remove_control_chars=1),
+        helper.make_node("Size", ["words"], ["word_count"]),
+        helper.make_node("Add", ["word_count", c["one"]], ["word_count1"]),
+        helper.make_node("Range", [c["zero"], "word_count1", c["one"]], ["word_rows"]),
+        helper.make_node("WordpieceTokenizer", ["words", "word_rows"], ["pieces", "splits", "piece_begins", "piece_ends"],
+                         domain=EXTENSIONS_DOMAIN, vocab=json.dumps(vocab, ensure_ascii=False), suffix_indicator="##",
+                         unknown_token=unk, max_input_chars_per_word=100),
+        helper.make_node("LabelEncoder", ["pieces"], ["piece_ids"], domain="ai.onnx.ml",
+                         keys_strings=list(vocab), values_int64s=[int(v) for v in vocab.values()],
+                         default_int64=int(vocab[unk])),
+        helper.make_node("Equal", ["piece_ids", c["unk_id"]], ["is_unk"]),
+        helper.make_node("Size", ["pieces"], ["piece_count"]),
+        helper.make_node("Range", [c["zero"], "piece_count", c["one"]], ["positions"]),
+        # The word of each piece: how many word boundaries (splits[1:-1]) lie at or before it.
+        helper.make_node("Slice", ["splits", c["one1"], c["minus1"]], ["inner_splits"]),
+        helper.make_node("Unsqueeze", ["positions", c["axis1"]], ["position_col"]),
+        helper.make_node("Unsqueeze", ["inner_splits", c["axis0"]], ["inner_row"]),
+        helper.make_node("GreaterOrEqual", ["position_col", "inner_row"], ["past"]),
+        helper.make_node("Cast", ["past"], ["past_count"], to=TensorProto.INT64),
+        helper.make_node("ReduceSum", ["past_count", c["axis1"]], ["word_of"], keepdims=0),
+        # The words holding an unknown piece.
+        helper.make_node("Range", [c["zero"], "word_count", c["one"]], ["word_index"]),
+        helper.make_node("Unsqueeze", ["word_index", c["axis1"]], ["word_col"]),
+        helper.make_node("Unsqueeze", ["word_of", c["axis0"]], ["word_of_row"]),
+        helper.make_node("Equal", ["word_col", "word_of_row"], ["member"]),
+        helper.make_node("Cast", ["member"], ["member_count"], to=TensorProto.INT64),
+        helper.make_node("Cast", ["is_unk"], ["unk_count"], to=TensorProto.INT64),
+        helper.make_node("Unsqueeze", ["unk_count", c["axis0"]], ["unk_row"]),
+        helper.make_node("Mul", ["member_count", "unk_row"], ["member_unk"]),
+        helper.make_node("ReduceSum", ["member_unk", c["axis1"]], ["word_unks"], keepdims=0),
+        helper.make_node("Greater", ["word_unks", c["zero"]], ["word_unknown"]),
+        helper.make_node("Gather", ["word_unknown", "word_of"], ["in_unknown_word"]),
+        helper.make_node("Gather", ["splits", "word_of"], ["word_start"]),
+        helper.make_node("Equal", ["positions", "word_start"], ["starts_word"]),
+        helper.make_node("Not", ["in_unknown_word"], ["known"]),
+        helper.make_node("Or", ["known", "starts_word"], ["keep"]),
+        helper.make_node("Where", ["in_unknown_word", c["unk_id"], "piece_ids"], ["word_ids"]),
+        helper.make_node("Compress", ["word_ids", "keep"], ["content"], axis=0),
+        helper.make_node("Concat", ["values_in", "content"], ["values_out"], axis=0),
+        helper.make_node("Size", ["content"], ["length"]),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+    ]
+    body = helper.make_graph(
+        body_nodes, _P + "each_text",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("values_in", TensorProto.INT64, [None])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("values_out", TensorProto.INT64, [None]),
+         helper.make_tensor_value_info("length", TensorProto.INT64, [])],
+        # The custom ops' outputs typed: ONNX shape inference reads them (an untyped input to the LabelEncoder
+        # crashed onnx.checker's full check).
+        value_info=[helper.make_tensor_value_info(name, kind, [None]) for name, kind in (
+            ("unmarked", TensorProto.STRING), ("chars", TensorProto.STRING), ("plain_chars", TensorProto.STRING),
+            ("plain_text", TensorProto.STRING), ("words", TensorProto.STRING), ("pieces", TensorProto.STRING),
+            ("splits", TensorProto.INT64)) if name in {
+                out for node in body_nodes for out in node.output}])
+    nodes = [
+        _node("Shape", [TEXT_INPUT], ["count"]),
+        _node("Squeeze", ["count", "axis0"], ["trips"]),
+        _node("Loop", ["trips", "", "no_values"], ["values", "lengths"], body=body),
+        _node("CumSum", ["lengths", "zero"], ["starts"], exclusive=1),
+    ]
+    inits = [_const("no_values", np.zeros([0])), _const("zero", 0), _const("unk_id", int(vocab[unk]))]
+    if norm:
+        inits += [numpy_helper.from_array(np.array([value], object), _P + name)
+                  for name, value in (("marks", r"\p{Mn}"), ("empty", ""), ("any_char", "(.)"))]
+    return nodes, inits
+
+
+# The normalizer steps of a Unigram tokenizer.json the text-in graph reproduces (anything else is refused).
+_UNIGRAM_NORMALIZERS = ("Precompiled", "NFKC", "Replace")
+
+
+def _normalizer_steps(node):
+    """The ``tokenizer.json`` normalizer as a flat list of its steps (a Sequence's items in order)."""
+    if not isinstance(node, dict):
+        return []
+    if node.get("type") == "Sequence":
+        return [step for item in node.get("normalizers") or [] for step in _normalizer_steps(item)]
+    return [node]
+
+
+@functools.lru_cache(maxsize=1)
+def _nfkc_charsmap():
+    """SentencePiece's own NFKC character map (what a model trained with ``normalization_rule_name="nfkc"``
+    carries), taken from a throwaway model trained on one line."""
+    import io
+
+    import sentencepiece
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    buffer = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(["abc def ghi"] * 8), model_writer=buffer, vocab_size=16, model_type="char",
+        normalization_rule_name="nfkc", minloglevel=2, hard_vocab_limit=False)
+    model = pb.ModelProto()
+    model.ParseFromString(buffer.getvalue())
+    return model.normalizer_spec.precompiled_charsmap
+
+
+def _sentencepiece_file(tokenizer, files, steps):
+    """The checkpoint-id SentencePiece model, normalizing as the ``tokenizer.json`` does: its Precompiled map (or
+    SentencePiece's NFKC map for an NFKC step), no whitespace removal of its own (the Replace steps run before it,
+    as transformers runs them; transformers keeps a leading or trailing space as a token)."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    model = pb.ModelProto()
+    model.ParseFromString(files[tokenizer.kind.client_file])
+    spec = model.normalizer_spec
+    if not spec.precompiled_charsmap and any(step.get("type") == "NFKC" for step in steps):
+        spec.precompiled_charsmap = _nfkc_charsmap()
+    spec.remove_extra_whitespaces = False
+    return model.SerializeToString()
+
+
+def _sentencepiece(tokenizer, files):
+    """Content tokens of a SentencePiece tokenizer: ``SentencepieceTokenizer`` on the whole batch (ragged)."""
+    steps = _normalizer_steps((getattr(tokenizer, "_spec", None) or {}).get("normalizer"))
+    nodes, inits, text = [], [], TEXT_INPUT
+    for index, step in enumerate(s for s in steps if s.get("type") == "Replace"):
+        pattern = step.get("pattern") or {}
+        regex = pattern["Regex"] if "Regex" in pattern else re.escape(pattern.get("String", ""))
+        inits += [numpy_helper.from_array(np.array([regex], object), f"{_P}replace{index}_pattern"),
+                  numpy_helper.from_array(np.array([step.get("content", "")], object), f"{_P}replace{index}_content")]
+        nodes.append(_node("StringRegexReplace", [text, f"replace{index}_pattern", f"replace{index}_content"],
+                           [f"replaced{index}"], domain=EXTENSIONS_DOMAIN))
+        text = _P + f"replaced{index}"
+    prefix = _first((getattr(tokenizer, "_spec", None) or {}).get("pre_tokenizer"), "Metaspace") or {}
+    if prefix.get("prepend_scheme", "always") != "never" and prefix.get("add_prefix_space", True):
+        # transformers' Metaspace adds its "▁" only to a text that does not begin with one; SentencePiece's dummy
+        # prefix always does: one leading space is left to the dummy prefix.
+        inits += [numpy_helper.from_array(np.array(["^ "], object), f"{_P}leading_space"),
+                  numpy_helper.from_array(np.array([""], object), f"{_P}nothing")]
+        nodes.append(_node("StringRegexReplace", [text, "leading_space", "nothing"], ["unprefixed"],
+                           domain=EXTENSIONS_DOMAIN, global_replace=0))
+        text = _P + "unprefixed"
+    nodes += [
+        _node("SentencepieceTokenizer", [text, "nbest", "alpha", "false", "false", "false", "false"],
+              ["tokens", "splits", "token_indices"], domain=EXTENSIONS_DOMAIN,
+              model=_sentencepiece_file(tokenizer, files, steps)),
+        _node("Cast", ["tokens"], ["values"], to=TensorProto.INT64),
+        _node("Slice", ["splits", "zero1", "minus1"], ["starts"]),
+        _node("Slice", ["splits", "one1", "end1"], ["ends"]),
+        _node("Sub", ["ends", "starts"], ["lengths"]),
+    ]
+    inits += [_const("nbest", [0]), _const("alpha", [0.0], np.float32), _const("false", [False], np.bool_),
+              _const("zero1", [0]), _const("end1", [_INT64_MAX])]
+    return nodes, inits
+
+
+def _byte_level_bpe(tokenizer, files):
+    """Content tokens of a byte-level BPE: ``RobertaTokenizer`` on the whole batch, its ``<s>``/``</s>`` cut off."""
+    nodes = [
+        _node("RobertaTokenizer", [TEXT_INPUT], ["padded", "padded_mask", "offsets"], domain=EXTENSIONS_DOMAIN,
+              vocab=files["vocab.json"].decode("utf-8"),
+              merges="\n".join(line for line in files["merges.txt"].decode("utf-8").splitlines()
+                               if not line.startswith("#version")),
+              padding_length=-1),
+        _node("ReduceSum", ["padded_mask", "axis1"], ["with_specials"], keepdims=0),
+        _node("Sub", ["with_specials", "two"], ["lengths"]),
+        _node("Reshape", ["padded", "flat"], ["values"]),
+        _node("Shape", ["padded"], ["padded_shape"]),
+        _node("Slice", ["padded_shape", "zero1", "one1"], ["rows1"]),
+        _node("Squeeze", ["rows1", "axis0"], ["rows"]),
+        _node("Slice", ["padded_shape", "one1", "two1"], ["padded_width"]),
+        _node("Range", ["zero", "rows", "one"], ["row_index"]),
+        _node("Mul", ["row_index", "padded_width"], ["row_starts"]),
+        _node("Add", ["row_starts", "one"], ["starts"]),
+    ]
+    inits = [_const("axis1", [1]), _const("two", 2), _const("flat", [-1]), _const("zero1", [0]), _const("two1", [2]),
+             _const("zero", 0), _const("one", 1)]
+    return nodes, inits
+
+
+# TokenizerKind.extensions_op -> the builder of its content tokens: (values [T], starts [N], lengths [N]).
+_CONTENT = {"WordpieceTokenizer": _wordpiece, "SentencepieceTokenizer": _sentencepiece, "RobertaTokenizer": _byte_level_bpe}
+
+
+def _layout(tokenizer, seq_len, static):
+    """The common tail: rows ``cls content[:seq_len - 2] sep pad...``, their mask and token types."""
+    vocab = tokenizer.vocab
+    cls_id, sep_id = vocab[tokenizer.special_tokens["cls"]], vocab[tokenizer.special_tokens["sep"]]
+    pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
+    nodes = [
+        _node("Min", ["lengths", "room"], ["kept"]),
+        _node("Add", ["kept", "two"], ["row_lengths"]),
+        _node("Unsqueeze", ["kept", "axis1"], ["kept_col"]),
+        _node("Unsqueeze", ["row_lengths", "axis1"], ["row_lengths_col"]),
+        _node("Unsqueeze", ["starts", "axis1"], ["starts_col"]),
+    ]
+    if static:
+        nodes.append(_node("Identity", ["planned"], ["width"]))
+    else:
+        # The batch's longest row (at least the two special tokens: an empty batch still has a shape).
+        nodes += [_node("ReduceMax", ["row_lengths"], ["longest"], keepdims=0),
+                  _node("Max", ["longest", "two"], ["width"])]
+    nodes += [
+        _node("Range", ["zero", "width", "one"], ["positions"]),
+        _node("Unsqueeze", ["positions", "axis0"], ["positions_row"]),
+        _node("Sub", ["positions_row", "one"], ["content_position"]),
+        _node("GreaterOrEqual", ["content_position", "zero"], ["after_cls"]),
+        _node("Less", ["content_position", "kept_col"], ["before_sep"]),
+        _node("And", ["after_cls", "before_sep"], ["is_content"]),
+        _node("Add", ["starts_col", "content_position"], ["source_index"]),
+        _node("Size", ["values"], ["pad_index"]),
+        _node("Where", ["is_content", "source_index", "pad_index"], ["gather_index"]),
+        _node("Concat", ["values", "pad1"], ["values_and_pad"], axis=0),
+        _node("Gather", ["values_and_pad", "gather_index"], ["content_ids"]),
+        _node("Equal", ["positions_row", "zero"], ["is_cls"]),
+        _node("Where", ["is_cls", "cls", "content_ids"], ["with_cls"]),
+        _node("Add", ["kept_col", "one"], ["sep_position"]),
+        _node("Equal", ["positions_row", "sep_position"], ["is_sep"]),
+        _node("Where", ["is_sep", "sep", "with_cls"], ["ids"]),
+        _node("Less", ["positions_row", "row_lengths_col"], ["is_real"]),
+        _node("Cast", ["is_real"], ["mask"], to=TensorProto.INT64),
+        _node("Mul", ["mask", "zero"], ["types"]),
+    ]
+    inits = [_const("room", max(seq_len - 2, 0)), _const("two", 2), _const("axis0", [0]), _const("axis1", [1]),
+             _const("zero", 0), _const("one", 1), _const("pad1", [pad_id]), _const("cls", cls_id),
+             _const("sep", sep_id), _const("planned", seq_len), _const("one1", [1]), _const("minus1", [-1])]
+    return nodes, inits
+
+
+def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None, opset=17, ir_version=None,
+                    ml_opset=_ML_OPSET):
+    """The tokenizer as an ONNX model: ``text`` ``[batch]`` in, the model's inputs out (``mbk_tokenizer/<name>``).
+
+    Args:
+        tokenizer (TextTokenizer): the checkpoint's tokenizer (:func:`refusal` None).
+        seq_len (int): the planned length: texts are truncated to it, special tokens included.
+        input_types (dict): ``{model input name: "int64" | "int32" | "float32"}`` in the model's order.
+        static (bool): pad every row to ``seq_len`` (a static file) instead of the batch's longest.
+        batch (int | None): the static batch size (None: dynamic).
+        opset (int): the model's standard opset (the two graphs are merged).
+        ir_version (int | None): the model's IR version.
+        ml_opset (int): the ``ai.onnx.ml`` opset (WordPiece's LabelEncoder), the model's when it imports one.
+
+    Example:
+        >>> tokenizer_model(tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
+        <onnx.ModelProto>
+    """
+    why = refusal(tokenizer)
+    if why is not None:
+        raise ExportError(f"--tokenizer-in-graph: {why}")
+    files = tokenizer.model_files()
+    content, content_inits = _CONTENT[tokenizer.kind.extensions_op](tokenizer, files)
+    tail, tail_inits = _layout(tokenizer, seq_len, static)
+    sources = {"input_ids": "ids", "attention_mask": "mask", "token_type_ids": "types"}
+    outputs, casts = [], []
+    for name, dtype in input_types.items():
+        if name not in sources:
+            raise ExportError(f"--tokenizer-in-graph: the model takes {name!r}, which a tokenizer does not give")
+        casts.append(_node("Cast", [sources[name]], ["out_" + name], to=_TYPES[dtype]))
+        outputs.append(helper.make_tensor_value_info(_P + "out_" + name, _TYPES[dtype], [batch or "batch_size", None]))
+    nodes = content + tail + casts
+    used = {name for node in nodes for name in _inputs_of(node)}
+    inits = {}
+    for init in content_inits + tail_inits:
+        if init.name in used:
+            inits.setdefault(init.name, init)
+    graph = helper.make_graph(nodes, "tokenizer",
+                              [helper.make_tensor_value_info(TEXT_INPUT, TensorProto.STRING, [batch or "batch_size"])],
+                              outputs, initializer=list(inits.values()))
+    imports = [helper.make_opsetid("", int(opset)), helper.make_opsetid(EXTENSIONS_DOMAIN, 1)]
+    if any(n.domain == "ai.onnx.ml" for node in nodes for n in _all_nodes(node)):
+        imports.append(helper.make_opsetid("ai.onnx.ml", int(ml_opset)))
+    model = helper.make_model(graph, opset_imports=imports)
+    if ir_version is not None:
+        model.ir_version = ir_version
+    return model
+
+
+def _all_nodes(node):
+    """``node`` and the nodes of its subgraphs."""
+    yield node
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            for inner in attr.g.node:
+                yield from _all_nodes(inner)
+
+
+def _inputs_of(node):
+    """The names ``node`` reads, its subgraphs' included."""
+    names = list(node.input)
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            names += [name for inner in attr.g.node for name in _inputs_of(inner)]
+    return names
+
+
+def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=None):
+    """``model`` (a ModelProto taking token arrays) with the tokenizer in front: its one input is ``text``.
+
+    Example:
+        >>> with_tokenizer(model, tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
+        <onnx.ModelProto>
+    """
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    ml_opset = next((o.version for o in model.opset_import if o.domain == "ai.onnx.ml"), _ML_OPSET)
+    front = tokenizer_model(tokenizer, seq_len, input_types, static=static, batch=batch, opset=opset,
+                            ir_version=model.ir_version, ml_opset=ml_opset)
+    props = [(p.key, p.value) for p in model.metadata_props]
+    producer = (model.producer_name, model.producer_version)
+    merged = onnx.compose.merge_models(front, model, io_map=[(_P + "out_" + name, name) for name in input_types])
+    del merged.metadata_props[:]
+    for key, value in props:
+        entry = merged.metadata_props.add()
+        entry.key, entry.value = key, value
+    merged.producer_name, merged.producer_version = producer
+    return merged
+
+
+def takes_text(model):
+    """Whether an ONNX ModelProto is a text-in file: its inputs are one string tensor."""
+    inputs = list(model.graph.input)
+    return len(inputs) == 1 and inputs[0].type.tensor_type.elem_type == TensorProto.STRING
+
+
+__all__ = ["TEXT_INPUT", "EXTENSIONS_DOMAIN", "refusal", "in_graph_record", "tokenizer_model", "with_tokenizer", "takes_text",
+           "extensions_version"]
