@@ -603,7 +603,9 @@ _FAMILIES = (
     ),
     Family(
         "deberta-v2", "deberta.", _HF_DEBERTA_V2_DEFAULTS, _deberta_v2_encoder,
-        weight_renames=_DEBERTA_V2_RENAMES, head_prefixes=("lm_predictions.",),
+        # pooler.: the sequence classifier's ContextPooler, a head weight when the encoder is imported alone
+        # (mbk finetune starts from the encoder of a fine-tuned classifier).
+        weight_renames=_DEBERTA_V2_RENAMES, head_prefixes=("lm_predictions.", "pooler."),
         # DebertaV2ForSequenceClassification: ContextPooler (first token -> pooler.dense -> pooler_hidden_act) is
         # our pooler under BERT's names; the token and QA heads are BERT's.
         heads=MappingProxyType({"sequence_classifier": HeadLayout(

@@ -99,7 +99,7 @@ def tiny_encoders(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tiny-text")
     models = {}
-    for family in ("roberta", "xlm-roberta"):
+    for family in ("roberta", "xlm-roberta", "modernbert", "deberta-v2"):  # issue 48: the new families' files too
         directory = root / family
         models[family] = (directory, save_sentence_encoder(family, directory))
     return root, models
@@ -116,7 +116,8 @@ def tiny_text_files(tiny_encoders):
     return files
 
 
-@pytest.mark.parametrize("family,op", [("roberta", "RobertaTokenizer"), ("xlm-roberta", "SentencepieceTokenizer")])
+@pytest.mark.parametrize("family,op", [("roberta", "RobertaTokenizer"), ("xlm-roberta", "SentencepieceTokenizer"),
+                                       ("modernbert", "RobertaTokenizer"), ("deberta-v2", "SentencepieceTokenizer")])
 def test_tiny_text_in_matches_pytorch_sentence_embedding(family, op, tiny_encoders, tiny_text_files):
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
     from mobilebert_kit.artifacts.runner import ArtifactRunner
@@ -250,7 +251,7 @@ def test_wordpiece_graph_normalizes_as_transformers_beyond_latin1(minilm_dir):
         SENTENCES + HARD_TEXTS + list(SAMPLE))
 
 
-@pytest.mark.parametrize("family", ["roberta", "xlm-roberta"])
+@pytest.mark.parametrize("family", ["roberta", "xlm-roberta", "modernbert", "deberta-v2"])
 def test_bpe_and_unigram_graphs_give_transformers_ids(family, tmp_path):
     """Byte-level BPE as RobertaTokenizer runs it; Unigram with the tokenizer.json's NFKC and Replace steps and
     transformers' rule for a leading space (its Metaspace adds no second one; SentencePiece's prefix would)."""
