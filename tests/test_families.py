@@ -734,3 +734,14 @@ def test_deberta_v3_checkpoint_imports_and_exports(tmp_path, capsys, head):
     tflite_cosine = _cosines(np.stack(rows), reference_rows).min()
     print(f"deberta-v3 {head or 'model'}: onnx min cosine {onnx_cosine:.7f}, tflite dynamic {tflite_cosine:.5f}")
     assert onnx_cosine >= 0.9999 and tflite_cosine >= 0.99
+
+
+def test_a_fine_tuned_deberta_classifiers_encoder_loads_alone(tmp_path):
+    # mbk finetune starts from the encoder of the checkpoint it is given: a DeBERTa sequence classifier's
+    # ContextPooler (pooler.dense) is then a head weight, skipped, not "does not fit the model".
+    from mobilebert_kit.sources.model_source import ModelSource
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    save_checkpoint("deberta-v2", tmp_path / "clf")
+    encoder = ModelSource.load(str(tmp_path / "clf"), head=None).encoder
+    assert encoder.config["attention_bias"] == "disentangled" and not encoder.config["classifier_activation"]
