@@ -18,6 +18,7 @@ and outputs, the Interpreter otherwise); ``runner.runtime`` says which ran.
 """
 
 import gc
+import importlib.util
 import os
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from mobilebert_kit.artifacts.runtimes import (
     compiled_model_options,
     file_needs,
 )
+from mobilebert_kit.artifacts.text_session import TextSession
 from mobilebert_kit.utils.quiet import quiet_fd2, quiet_teardown
 from mobilebert_kit.errors import first_line
 
@@ -278,43 +280,15 @@ def load_onnx(path, options=None):
     content = read_model(path)
     options = options or ort.SessionOptions()
     if needs_extensions(content):
-        try:
-            library = extensions_library_path()
-        except ImportError as err:
+        if importlib.util.find_spec("onnxruntime_extensions") is None:  # found, not loaded: the child loads it
             raise RuntimeLoadError(f"{path} tokenizes its text with onnxruntime-extensions' custom ops "
-                                   "(--tokenizer-in-graph): pip install onnxruntime-extensions") from err
-        options.register_custom_ops_library(library)
+                                   "(--tokenizer-in-graph): pip install onnxruntime-extensions")
+        # Run where an app runs it: a process holding onnxruntime and onnxruntime-extensions only (text_session).
+        return TextSession(path, options.intra_op_num_threads or None)
     try:
         return ort.InferenceSession(content, options, providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001  (onnxruntime raises its own Fail/InvalidGraph/... types)
         raise RuntimeLoadError(f"{path} cannot be loaded by onnxruntime: {first_line(err)}") from err
-
-
-def extensions_library_path():
-    """onnxruntime-extensions' custom-ops library, loaded so that it runs beside TensorFlow; its path.
-
-    The library carries its own protobuf (SentencePiece's model is one); loaded after TensorFlow, which puts its
-    protobuf in the process's global symbol scope, the library's calls went to TensorFlow's copy and the
-    SentencepieceTokenizer kernel crashed the process (SIGSEGV) when a session was created. Imported with
-    ``RTLD_DEEPBIND`` it binds its own symbols first, whatever was loaded before.
-
-    Raises:
-        ImportError: onnxruntime-extensions is not installed.
-
-    Example:
-        >>> extensions_library_path().endswith(".so")  # doctest: +SKIP
-        True
-    """
-    import sys  # noqa: PLC0415
-
-    if "onnxruntime_extensions" not in sys.modules:
-        flags = sys.getdlopenflags()
-        sys.setdlopenflags(flags | getattr(os, "RTLD_DEEPBIND", 0))
-        try:
-            import onnxruntime_extensions  # noqa: F401, PLC0415
-        finally:
-            sys.setdlopenflags(flags)
-    return sys.modules["onnxruntime_extensions"].get_library_path()
 
 
 def needs_extensions(content):

@@ -9,6 +9,7 @@ is written.
 """
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,15 +166,11 @@ def test_quantized_text_in_file_and_truncation(tiny_encoders, tmp_path):
     assert result.validation.passed, result.validation.format_text()
     assert ArtifactRunner(out).run_text(SENTENCES * 2)["sentence_embedding"].shape[0] == 6
     # The tokenizer graph alone: ids, mask (no token types for RoBERTa) as transformers gives them at 16.
-    from mobilebert_kit.artifacts.runner import extensions_library_path
     from mobilebert_kit.data.text_tokenizer import TextTokenizer
-    import onnxruntime as ort
 
     model = tokenizer_model(TextTokenizer.from_directory(directory), 16,
                             {"input_ids": "int64", "attention_mask": "int64"})
-    options = ort.SessionOptions()
-    options.register_custom_ops_library(extensions_library_path())
-    ids, mask = ort.InferenceSession(model.SerializeToString(), options).run(None, {"text": np.array(SENTENCES, object)})
+    ids, mask = tokenizer_session(model, tmp_path).run(None, {"text": np.array(SENTENCES, object)})
     expected = transformers.AutoTokenizer.from_pretrained(directory)(SENTENCES, padding=True, truncation=True,
                                                                      max_length=16, return_tensors="np")
     np.testing.assert_array_equal(ids, expected["input_ids"])
@@ -221,18 +218,25 @@ HARD_TEXTS = ["Ελληνικά κείμενα με τόνους", "Привет
               "  leading and trailing  ", "a\u0301 combining mark", "Straße Æsir œuvre ﬁne", "हिन्दी पाठ hi😀 (😀)", ""]
 
 
-def assert_graph_ids_match_transformers(directory, names, texts):
-    import onnxruntime as ort
+def tokenizer_session(model, directory):
+    """The tokenizer graph alone, run as mbk runs text-in files: in a process of onnxruntime and its extensions."""
+    import onnx
+
+    from mobilebert_kit.artifacts.text_session import TextSession
+
+    path = Path(directory) / "tokenizer-graph.onnx"
+    onnx.save(model, str(path))
+    return TextSession(path)
+
+
+def assert_graph_ids_match_transformers(directory, names, texts, workdir):
     import transformers
 
-    from mobilebert_kit.artifacts.runner import extensions_library_path
     from mobilebert_kit.convert.onnx.text_graph import tokenizer_model
     from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     model = tokenizer_model(TextTokenizer.from_directory(directory), 128, names)
-    options = ort.SessionOptions()
-    options.register_custom_ops_library(extensions_library_path())
-    session = ort.InferenceSession(model.SerializeToString(), options)
+    session = tokenizer_session(model, workdir)
     ours = dict(zip(names, session.run(None, {"text": np.array(texts, object)})))
     theirs = transformers.AutoTokenizer.from_pretrained(directory)(texts, padding=True, truncation=True,
                                                                     max_length=128, return_tensors="np")
@@ -240,7 +244,7 @@ def assert_graph_ids_match_transformers(directory, names, texts):
         np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
 
 
-def test_wordpiece_graph_normalizes_as_transformers_beyond_latin1(minilm_dir):
+def test_wordpiece_graph_normalizes_as_transformers_beyond_latin1(minilm_dir, tmp_path):
     """onnxruntime-extensions' tokenizer ops alone strip Latin-1 accents only, lower-case few scripts and keep the
     pieces before an unknown one; the graph gives transformers' ids on accented, Greek, Cyrillic, Polish,
     Vietnamese and Hindi text (a word with a character the vocabulary lacks is one [UNK])."""
@@ -248,7 +252,7 @@ def test_wordpiece_graph_normalizes_as_transformers_beyond_latin1(minilm_dir):
 
     assert_graph_ids_match_transformers(
         minilm_dir, {"input_ids": "int64", "attention_mask": "int64", "token_type_ids": "int64"},
-        SENTENCES + HARD_TEXTS + list(SAMPLE))
+        SENTENCES + HARD_TEXTS + list(SAMPLE), tmp_path)
 
 
 @pytest.mark.parametrize("family", ["roberta", "xlm-roberta", "modernbert", "deberta-v2"])
@@ -260,4 +264,4 @@ def test_bpe_and_unigram_graphs_give_transformers_ids(family, tmp_path):
 
     save_tokenizer(family, tmp_path)
     assert_graph_ids_match_transformers(tmp_path, {"input_ids": "int64", "attention_mask": "int64"},
-                                        SENTENCES + HARD_TEXTS + list(SAMPLE))
+                                        SENTENCES + HARD_TEXTS + list(SAMPLE), tmp_path)

@@ -50,8 +50,8 @@ _TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float32": Ten
 
 def extensions_version():
     """The installed onnxruntime-extensions' version; raises ExportError in one line when it is missing."""
-    # Its version from the package's record: importing it here would load its library before the runner does
-    # (artifacts.runner.extensions_library_path says why that order matters).
+    # Its version from the package's record: its library is loaded only in the process that runs a text-in file
+    # (artifacts/text_session.py says why).
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -1,0 +1,99 @@
+"""TextSession: a text-in ``.onnx`` file run in a process of its own, holding only what an app's holds.
+
+A file written by ``mbk export --tokenizer-in-graph`` tokenizes with onnxruntime-extensions' custom ops. In the
+process of ``mbk export`` / ``mbk validate`` / the tests, which have loaded TensorFlow, torch, sentencepiece and
+tokenizers, the same library crashed the process (SIGSEGV at session creation) or gave wrong ids (all-MiniLM-L6-v2
+sentence cosine 0.32 against 1.000000 alone), depending on what had run before; loading it with RTLD_DEEPBIND was
+not enough. The app loads it beside onnxruntime alone, so that is where mbk runs it too:
+``artifacts/text_child.py`` in a child process, spoken to over pipes. The object offers the part of
+``onnxruntime.InferenceSession`` that :class:`~mobilebert_kit.artifacts.runner.ArtifactRunner` uses.
+
+Example:
+    >>> session = TextSession("text.onnx")  # doctest: +SKIP
+    >>> session.run(None, {"text": np.array(["Hello world"], object)})[0].shape  # doctest: +SKIP
+    (1, 384)
+"""
+
+import io
+import json
+import struct
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from mobilebert_kit.artifacts.errors import RuntimeLoadError
+
+CHILD = Path(__file__).with_name("text_child.py")
+
+
+class TextSession:
+    """``path`` loaded by onnxruntime with onnxruntime-extensions in a child process.
+
+    Args:
+        path (str | os.PathLike): the text-in ``.onnx`` file.
+        threads (int | None): intra-op threads (None: onnxruntime's default).
+
+    Raises:
+        RuntimeLoadError: the child cannot start or onnxruntime cannot load the file (one line).
+    """
+
+    def __init__(self, path, threads=None):
+        self.path = Path(path)
+        try:
+            self._child = subprocess.Popen([sys.executable, str(CHILD), str(self.path), str(threads or 0)],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except OSError as err:
+            raise RuntimeLoadError(f"cannot start the process that runs {self.path}: {err}") from err
+        weakref.finalize(self, _stop, self._child)
+        described = self._receive("load")
+        self._inputs = [SimpleNamespace(**spec) for spec in described["inputs"]]
+        self._outputs = [SimpleNamespace(**spec) for spec in described["outputs"]]
+
+    def get_inputs(self):
+        return list(self._inputs)
+
+    def get_outputs(self):
+        return list(self._outputs)
+
+    def run(self, output_names, feeds):
+        """The outputs (all, in graph order, or ``output_names``) of the texts in ``feeds``."""
+        request = json.dumps({name: [str(t) for t in np.asarray(value, dtype=object).ravel()]
+                              for name, value in feeds.items()}).encode()
+        try:
+            self._child.stdin.write(struct.pack("<Q", len(request)) + request)
+            self._child.stdin.flush()
+        except OSError as err:
+            raise RuntimeError(f"the process running {self.path} is gone ({err})") from err
+        values = self._receive("run")
+        names = [o.name for o in self._outputs]
+        return [values[names.index(n)] for n in output_names] if output_names else values
+
+    def _receive(self, what):
+        head = self._child.stdout.read(8)
+        if len(head) < 8:
+            code = self._child.wait()
+            raise RuntimeLoadError(f"the process running {self.path} ended during {what} (exit {code}); run it with "
+                                   "onnxruntime and onnxruntime-extensions alone to see why")
+        (size,) = struct.unpack("<Q", head)
+        data = self._child.stdout.read(size)
+        if data[:1] == b"{":
+            message = json.loads(data)
+            if "error" in message:
+                error = RuntimeLoadError if what == "load" else RuntimeError
+                raise error(f"{self.path} cannot be {'loaded' if what == 'load' else 'run'} by onnxruntime with "
+                            f"onnxruntime-extensions: {message['error']}")
+            return message
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            return [arrays[str(i)] for i in range(len(arrays.files))]
+
+
+def _stop(child):
+    try:
+        child.stdin.close()
+        child.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        child.kill()
