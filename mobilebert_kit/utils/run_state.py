@@ -41,6 +41,7 @@ CHECKPOINT_DIR = "checkpoints"
 # A run record names its command ("command", one word) and what messages call the run ("kind"): the commands
 # own those words (checkpoints/resumable_run.py subclasses), this floor only reads them back.
 _WORD = re.compile(r"[a-z][a-z-]{0,31}")
+_KIND = re.compile(r"[a-z][a-z -]{0,31}")
 # A run.json is a few kB; a larger one is not ours (and is not read whole to find out).
 RECORD_BYTES = 1 << 20
 # Who holds a live run's lock: its command, process and host, for the refusal of a second command. Hidden, and
@@ -78,10 +79,8 @@ def run_command(out_dir):
         >>> run_command("/tmp/no-such-mbk-run") is None
         True
     """
-    try:
-        record = load_json(Path(out_dir) / STATE_DIR / RUN_FILE, RUN_FILE, max_bytes=RECORD_BYTES, expect=dict,
-                           error=MbkError)
-    except MbkError:
+    record = _run_record(out_dir)
+    if record is None:
         return None
     command = record.get("command", "finetune")  # records of mbk finetune from before the key existed
     return command if isinstance(command, str) and _WORD.fullmatch(command) else None
@@ -95,13 +94,20 @@ def run_kind(out_dir):
         >>> run_kind("/tmp/no-such-mbk-run") is None
         True
     """
-    try:
-        record = load_json(Path(out_dir) / STATE_DIR / RUN_FILE, RUN_FILE, max_bytes=RECORD_BYTES, expect=dict,
-                           error=MbkError)
-    except MbkError:
+    record = _run_record(out_dir)
+    if record is None:
         return None
     kind = record.get("kind", "fine-tuning" if "command" not in record else None)  # the oldest mbk finetune records
-    return kind if isinstance(kind, str) and re.fullmatch(r"[a-z][a-z -]{0,31}", kind) else None
+    return kind if isinstance(kind, str) and _KIND.fullmatch(kind) else None
+
+
+def _run_record(out_dir):
+    """``out_dir``'s ``run.json`` as a dict (the bounded reader), or None when it is missing or unreadable."""
+    try:
+        return load_json(Path(out_dir) / STATE_DIR / RUN_FILE, RUN_FILE, max_bytes=RECORD_BYTES, expect=dict,
+                         error=MbkError)
+    except MbkError:
+        return None
 
 
 def data_fingerprint(path):
