@@ -189,7 +189,7 @@ def parse_client_metadata(entries, model_bytes, path="<bytes>"):
         meta = walker.model_metadata()
     except _Corrupt as err:
         raise ArtifactError(f"{path}: its {schema.TFLITE_METADATA} entry is corrupt ({err}); re-export the model") from None
-    tokenizer_file = meta.get("vocab_file") if meta.get("tokenizer") in schema.TOKENIZERS.values() else None
+    tokenizer_file = meta.get("vocab_file") if meta.get("tokenizer") in schema.PACKED_AS else None
     packed, counts, raw = _read_archive(model_bytes, path, _counted_files(meta), tokenizer_file)
     return ClientMetadata(**meta, packed_files=packed, line_counts={n: len(lines) for n, lines in counts.items()},
                           blank_lines={n: lines.count("") for n, lines in counts.items() if "" in lines},
@@ -280,7 +280,7 @@ class _Walker:
                 # The file the tokenizer runs on: a vocab.txt, or a SentencePiece model.
                 key = "sentencePiece_model" if option == "SentencePieceTokenizerOptions" else "vocab_file"
                 vocab = self.files(options, option, key) if options is not None else ()
-                meta.update(tokenizer=schema.TOKENIZERS[option], vocab_file=vocab[0].name if vocab else None)
+                meta.update(tokenizer=schema.TOKENIZERS[option].name, vocab_file=vocab[0].name if vocab else None)
                 break
         else:
             meta["tokenizer"] = "other" if units else None
@@ -299,7 +299,7 @@ class _Walker:
 
 def _counted_files(meta):
     """The file names whose lines are counted: the tokenizer's vocabulary and the first output's labels."""
-    names = [meta.get("vocab_file")] if meta.get("tokenizer") == "bert" else []  # a SentencePiece model is binary
+    names = [meta.get("vocab_file")] if schema.PACKED_AS.get(meta.get("tokenizer")) == "lines" else []
     if meta["outputs"]:
         names += [f.name for f in meta["outputs"][0].files if f.type == "TENSOR_AXIS_LABELS"]
     return [n for n in names if n]
@@ -391,7 +391,7 @@ def _packed_model_disagreements(meta, recorded, compared):
     if not data:
         return []
     reasons = []
-    if meta.tokenizer == "sentencepiece":
+    if schema.PACKED_AS.get(meta.tokenizer) == "model":
         # The generated module of the sentencepiece package: the same parser the clients' SentencePiece runs.
         from sentencepiece import sentencepiece_model_pb2  # noqa: PLC0415  (only SentencePiece files need it)
         model = sentencepiece_model_pb2.ModelProto()
@@ -436,7 +436,7 @@ def packed_disagreements(meta, recorded, vocab):
     if meta is None:
         return []
     reasons = []
-    lines = meta.packed_lines.get(meta.vocab_file) if meta.tokenizer == "bert" else None
+    lines = meta.packed_lines.get(meta.vocab_file) if schema.PACKED_AS.get(meta.tokenizer) == "lines" else None
     rows = recorded.get("vocab_size")
     if lines is not None and isinstance(rows, int) and not isinstance(rows, bool) and len(lines) > rows:
         reasons.append(f"the packed {meta.vocab_file} has {len(lines):,} tokens and the model embeds {rows:,}: ids "

@@ -27,11 +27,11 @@ from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
-from mobilebert_kit.artifacts.metadata_schema import CLIENT_INPUT_NAMES, TFLITE_METADATA
+from mobilebert_kit.artifacts.metadata_schema import CLIENT_INPUT_NAMES, PACKED_AS, TFLITE_METADATA
 
 # The tokenizers MediaPipe Tasks and the Task Library's BERT preprocessors run (BertPreprocessor builds either from
 # the first input process unit; measured in MediaPipe 1.2.2 with both, issue 35).
-CLIENT_TOKENIZERS = ("bert", "sentencepiece")
+CLIENT_TOKENIZERS = tuple(name for name, packed in PACKED_AS.items() if packed)  # what the clients tokenize with
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ def _metadata(client, facts):
     elif not meta.vocab_file or meta.vocab_file not in meta.packed_files:
         reasons.append(f"the tokenizer's file {meta.vocab_file or '(unnamed)'} is not packed in the model "
                        f"(packed: {_join(meta.packed_files)})")
-    elif meta.tokenizer == "sentencepiece":
+    elif PACKED_AS[meta.tokenizer] == "model":
         pass  # a binary model: no lines to count
     elif not meta.vocab_size:
         reasons.append(f"the packed vocabulary {meta.vocab_file} is empty")

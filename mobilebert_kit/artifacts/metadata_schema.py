@@ -21,6 +21,8 @@ Example:
     (0, 5)
 """
 
+from typing import NamedTuple
+
 TFLITE_METADATA = "TFLITE_METADATA"  # the Model.metadata entry the clients read
 FILE_IDENTIFIER = b"M001"
 # BertTokenizerOptions and SubGraphMetadata.input_process_units arrived in schema 1.1.0 (the schema's history).
@@ -52,8 +54,22 @@ ASSOCIATED_FILE_TYPES = {"UNKNOWN": 0, "DESCRIPTIONS": 1, "TENSOR_AXIS_LABELS": 
 # union ProcessUnitOptions (0 is NONE); the tokenizers are the last three.
 PROCESS_UNIT_OPTIONS = {"NormalizationOptions": 1, "ScoreCalibrationOptions": 2, "ScoreThresholdingOptions": 3,
                         "BertTokenizerOptions": 4, "SentencePieceTokenizerOptions": 5, "RegexTokenizerOptions": 6}
-# The tokenizer a process unit declares, by its options type, as `mbk inspect` names it.
-TOKENIZERS = {"BertTokenizerOptions": "bert", "SentencePieceTokenizerOptions": "sentencepiece",
-              "RegexTokenizerOptions": "regex"}
+
+
+class ProcessUnitTokenizer(NamedTuple):
+    """A tokenizer process unit: how ``mbk inspect`` names it, and how its packed file reads (``"lines"``: a
+    vocabulary, one token a line; ``"model"``: a binary SentencePiece model; None: the clients run no text model
+    with it, so mbk reads no file of it)."""
+
+    name: str
+    packed: str = None
+
+
+# The tokenizer a process unit declares, by its options type.
+TOKENIZERS = {"BertTokenizerOptions": ProcessUnitTokenizer("bert", "lines"),
+              "SentencePieceTokenizerOptions": ProcessUnitTokenizer("sentencepiece", "model"),
+              "RegexTokenizerOptions": ProcessUnitTokenizer("regex")}
+# How each named tokenizer's packed file reads (None for an unknown name or none).
+PACKED_AS = {unit.name: unit.packed for unit in TOKENIZERS.values()}
 # union ContentProperties (0 is NONE). The clients' own writers give every text-model tensor FeatureProperties.
 CONTENT_PROPERTIES = {"FeatureProperties": 1, "ImageProperties": 2, "BoundingBoxProperties": 3, "AudioProperties": 4}

@@ -37,7 +37,7 @@ from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length
-from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA
+from mobilebert_kit.artifacts.metadata_schema import PACKED_AS, TFLITE_METADATA
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.plan.export_tasks import TASKS as EXPORT_TASKS
 from mobilebert_kit.data.text_tokenizer import TextTokenizer
@@ -105,7 +105,7 @@ def _packed_labels(path, client, meta, vocab):
     if client is None:
         return None
     problems = packed_disagreements(client, meta, vocab)
-    if client.tokenizer == "bert" and client.vocab_file not in client.packed_lines:
+    if PACKED_AS.get(client.tokenizer) == "lines" and client.vocab_file not in client.packed_lines:
         problems.insert(0, f"its {client.vocab_file or 'vocabulary'} is not packed, so the app cannot tokenize")
     if problems:
         raise ArtifactError(f"{path}: {'; '.join(problems)}; the app would not run the model as exported: "
