@@ -48,10 +48,12 @@ class TextSession:
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except OSError as err:
             raise RuntimeLoadError(f"cannot start the process that runs {self.path}: {err}") from err
+        self.pid = self._child.pid
         weakref.finalize(self, _stop, self._child)
         described = self._receive("load")
         self._inputs = [SimpleNamespace(**spec) for spec in described["inputs"]]
         self._outputs = [SimpleNamespace(**spec) for spec in described["outputs"]]
+        self.load_ms = described["load_ns"] / 1e6  # the session's creation in the child, as an app's
 
     def get_inputs(self):
         return list(self._inputs)
@@ -61,16 +63,22 @@ class TextSession:
 
     def run(self, output_names, feeds):
         """The outputs (all, in graph order, or ``output_names``) of the texts in ``feeds``."""
-        request = json.dumps({name: [str(t) for t in np.asarray(value, dtype=object).ravel()]
-                              for name, value in feeds.items()}).encode()
+        values = self._request(_texts(feeds))
+        names = [o.name for o in self._outputs]
+        return [values[names.index(n)] for n in output_names] if output_names else values
+
+    def timed_run(self, feeds):
+        """Runs ``feeds`` and returns the nanoseconds ``session.run`` took in the child (no pipe time)."""
+        return int(self._request({"timed": _texts(feeds)})["ns"])
+
+    def _request(self, message):
+        request = json.dumps(message).encode()
         try:
             self._child.stdin.write(struct.pack("<Q", len(request)) + request)
             self._child.stdin.flush()
         except OSError as err:
             raise RuntimeError(f"the process running {self.path} is gone ({err})") from err
-        values = self._receive("run")
-        names = [o.name for o in self._outputs]
-        return [values[names.index(n)] for n in output_names] if output_names else values
+        return self._receive("run")
 
     def _receive(self, what):
         head = self._child.stdout.read(8)
@@ -89,6 +97,10 @@ class TextSession:
             return message
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             return [arrays[str(i)] for i in range(len(arrays.files))]
+
+
+def _texts(feeds):
+    return {name: [str(t) for t in np.asarray(value, dtype=object).ravel()] for name, value in feeds.items()}
 
 
 def _stop(child):

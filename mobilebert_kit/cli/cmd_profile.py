@@ -44,7 +44,8 @@ def register(subparsers):
     parser.add_argument("--text", default=None, type=input_path_option("file"), metavar="FILE",
                         help="time real text: each sentence (line) of FILE, tokenized as the file's app tokenizes "
                         "it, one per call, at its own token count for a dynamic-length file and padded for a "
-                        "static one (host only; with --seq-len, the fixed lengths are timed too)")
+                        "static one (host only; with --seq-len, the fixed lengths are timed too); a text-in .onnx "
+                        "(--tokenizer-in-graph) is fed the sentences themselves and timed on --text only")
     parser.add_argument("--tokenizer", default=None, type=input_path_option("any"), metavar="PATH",
                         help="--text: a vocab.txt or checkpoint directory, for a file that carries no tokenizer")
     parser.add_argument("--delegate", choices=("xnnpack", "none", "gpu", "nnapi"), default="xnnpack",
@@ -148,7 +149,10 @@ def _run_host(args):
     results = []
     try:
         for path in args.files:
-            _refuse_text_in(path)
+            if _takes_text(path, args):
+                from mobilebert_kit.profiler.real_text import RealText
+                results.append(profiler.profile_text(path, RealText.from_file(args.text, path, None)))
+                continue
             if args.text:
                 results.append(profiler.profile_text(path, _real_text(args, path)))
             for seq_len in args.seq_len or ([] if args.text else [None]):
@@ -159,14 +163,18 @@ def _run_host(args):
     return results
 
 
-def _refuse_text_in(path):
-    """One line for a text-in ``.onnx`` (``--tokenizer-in-graph``): the profiler feeds token arrays."""
+def _takes_text(path, args):
+    """Whether ``path`` is a text-in ``.onnx`` (``--tokenizer-in-graph``), timed on ``--text`` only: token arrays
+    of a made-up length are no input of it."""
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
     from mobilebert_kit.profiler.errors import ProfilerError
 
-    if str(path).endswith(".onnx") and isinstance(read_artifact_metadata(path).get("tokenizer_in_graph"), dict):
-        raise ProfilerError(f"{path} takes text (its tokenizer runs inside it, --tokenizer-in-graph), and mbk profile "
-                            "feeds token arrays; profile the same export without --tokenizer-in-graph")
+    if not (str(path).endswith(".onnx") and isinstance(read_artifact_metadata(path).get("tokenizer_in_graph"), dict)):
+        return False
+    if not args.text or args.seq_len:
+        raise ProfilerError(f"{path} takes text (its tokenizer runs inside it, --tokenizer-in-graph): time it on "
+                            "sentences with --text FILE (one per line), without --seq-len")
+    return True
 
 
 def _real_text(args, path):

@@ -143,6 +143,8 @@ class ModelInfo:
         self.static_seq_len = _static_seq_len(self.inputs)
         self.metadata = _mbk_metadata(self.path)
         self.max_seq_len = self.metadata.get("max_seq_len")  # bounded where it is read (metadata.BOUNDED)
+        # A text-in .onnx (--tokenizer-in-graph): its one input is the text, tokenized inside the file.
+        self.takes_text = len(self.inputs) == 1 and self.inputs[0]["dtype"] == "string"
 
     def feed_vocab(self, given=None):
         """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's.

@@ -43,6 +43,8 @@ class RealText:
         types (tuple): the token type ids of each sentence (zeros for one text).
         max_tokens (int): the length the sentences were cut at.
         truncated (int): sentences longer than ``max_tokens`` before the cut.
+        lines (tuple): the sentences themselves, fed as they are to a file that takes text
+            (``--tokenizer-in-graph``: it tokenizes and cuts them inside; ``ids`` and ``types`` are then empty).
     """
 
     source: str
@@ -50,6 +52,7 @@ class RealText:
     types: tuple
     max_tokens: int
     truncated: int
+    lines: tuple = ()
 
     @classmethod
     def from_file(cls, text, model, tokenizer, limit=MAX_SENTENCES):
@@ -59,7 +62,8 @@ class RealText:
             text (str | os.PathLike): a UTF-8 text file, one sentence per line.
             model (str | os.PathLike): the ``.tflite`` / ``.onnx`` file to be timed.
             tokenizer: the ids the app computes: any object with ``encode_inputs(lines, seq_len)`` returning
-                ``input_ids`` / ``attention_mask`` / ``token_type_ids`` rows (``app_tokenizer(model)``).
+                ``input_ids`` / ``attention_mask`` / ``token_type_ids`` rows (``app_tokenizer(model)``); None for
+                a file that takes text (it tokenizes inside).
             limit (int): sentences read at most.
 
         Raises:
@@ -68,6 +72,8 @@ class RealText:
         lines = _read_lines(Path(text), limit)
         info = ModelInfo(model)
         max_tokens = info.static_seq_len or info.max_seq_len or FALLBACK_MAX_TOKENS
+        if info.takes_text:
+            return cls(str(text), (), (), int(max_tokens), 0, tuple(lines))
         try:
             # One token over the cut tells a sentence that was cut from one that fits exactly.
             arrays = tokenizer.encode_inputs(lines, max_tokens + 1)
@@ -96,6 +102,8 @@ class RealText:
             inputs (list[dict]): the model's inputs (``name``, ``role``, ``dtype``).
             static_len (int | None): pad every sentence to this length (a static file); None: its own length.
         """
+        if self.lines:
+            return [{inputs[0]["name"]: np.array([line], dtype=object)} for line in self.lines]
         out = []
         for ids, types in zip(self.ids, self.types):
             width = static_len or len(ids)
@@ -116,16 +124,18 @@ class RealText:
         Args:
             fed (str): how the sentences were fed (``"own length"`` or ``"padded to N"``).
         """
-        lengths = self.lengths
+        # A text-in file's tokens are counted inside it: its sentences are described by their characters.
+        lengths, unit = (np.array([len(line) for line in self.lines]), "characters") if self.lines else \
+            (self.lengths, "tokens")
         return {
             "source": self.source,
             "sentences": int(len(lengths)),
-            "tokens": {"min": int(lengths.min()), "median": float(np.median(lengths)),
-                       "mean": float(lengths.mean()), "p90": float(np.percentile(lengths, 90)),
-                       "max": int(lengths.max())},
+            unit: {"min": int(lengths.min()), "median": float(np.median(lengths)),
+                   "mean": float(lengths.mean()), "p90": float(np.percentile(lengths, 90)),
+                   "max": int(lengths.max())},
             "max_tokens": self.max_tokens,
-            "truncated": self.truncated,
-            "fed": fed,
+            "truncated": self.truncated if not self.lines else None,
+            "fed": "text, tokenized and cut inside the file" if self.lines else fed,
         }
 
 

@@ -217,6 +217,8 @@ def _seq_cell(record):
     if isinstance(text, dict) and isinstance(text.get("tokens"), dict):
         tokens = text["tokens"]
         return f"text {tokens.get('median', 0):g}/{tokens.get('max')}" + (" pad" if text.get("fed") != "own length" else "")
+    if isinstance(text, dict) and isinstance(text.get("characters"), dict):  # a text-in file: counted in characters
+        return f"text {text['characters'].get('median', 0):g}/{text['characters'].get('max')} chars"
     return _fmt(record.get("seq_len"))
 
 

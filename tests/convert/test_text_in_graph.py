@@ -191,6 +191,23 @@ def test_mbk_evaluate_scores_a_text_in_file(tiny_text_files, tmp_path):
     assert result.rows == 4 and np.isfinite(result.metrics[result.primary])
 
 
+def test_mbk_profile_times_a_text_in_file_on_sentences_where_the_app_runs_it(tiny_text_files, tmp_path):
+    """A text-in file is timed on --text's sentences in the child holding onnxruntime and its extensions (the
+    session's own run time), and refused in one line without --text: token arrays are no input of it."""
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    model = tiny_text_files["xlm-roberta"]
+    proc = run_mbk("profile", model, "--text", text, "--runs", "5", "--json", tmp_path / "p.json")
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "p.json").read_text())["results"][0]
+    assert record["text"]["sentences"] == len(SENTENCES)
+    assert record["text"]["characters"]["max"] == max(len(s) for s in SENTENCES)
+    assert record["runtime"]["extensions"].startswith("onnxruntime-extensions")
+    assert record["latency_ms"]["count"] >= len(SENTENCES) and record["latency_ms"]["median"] > 0
+    assert record["init_ms"] < 10_000  # the session's creation, not the child's start
+    assert_one_line_error(run_mbk("profile", model, "--runs", "1"), "takes text", "--text FILE")
+
+
 # ------------------------------------------------------------- refusals
 def test_a_tokenizer_extensions_cannot_express_is_refused_before_writing(tmp_path):
     """ALBERT lower-cases before SentencePiece; onnxruntime-extensions' SentencepieceTokenizer cannot."""
