@@ -53,6 +53,9 @@ ARM64_HOWTO = ("not checked: the arm64 emulation cache is not built; `mbk valida
 # ... and of the float32 baselines the pipeline adds for the speed-up column, which it does not emulate.
 ARM64_BASELINE = ("not checked: the float32 baseline of the speed-up column (emulated float kernels take minutes a "
                   "file); `mbk validate FILE --arch arm64` checks it")
+# ... and of a text-in file, which the emulated runtimes cannot tokenize for.
+ARM64_TEXT_IN = ("not checked: the emulated runtimes hold no onnxruntime-extensions to run the tokenizer inside the "
+                 "file; the same export without tokenizer_in_graph checks the model after it")
 EVALUATION_SCHEMA = "mobilebert_kit.evaluation"  # the "schema" of <name>.evaluation.json (runner.py writes it)
 # The pipeline's outputs, each recognised by a later run as its own (utils.output_check): the directory by
 # its marker, the reports by their schema and the page by its generator tag.
@@ -106,7 +109,8 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
             "clients": clients_of(exported["path"]),
             "latency_ms": {}, "latency_ci95_ms": {}, "noisy": {}, "speedup_vs_float": {}, "speedup_withheld": {},
             "real_text": None,
-            "arm64": arm64_of(exported, ARM64_BASELINE if arm64_ready else ARM64_HOWTO),
+            "arm64": arm64_of(exported, ARM64_TEXT_IN if opts.tokenizer_in_graph else
+                              ARM64_BASELINE if arm64_ready else ARM64_HOWTO),
         }
         for out in outputs:
             validation.append({"artifact": row["name"], "output": out["name"], "cosine": out["cosine"],
@@ -121,6 +125,8 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
                 text = record["text"]
                 row["real_text"] = {"source": text.get("source"), "sentences": text.get("sentences"),
                                     "tokens_median": (text.get("tokens") or {}).get("median"), "fed": text.get("fed"),
+                                    # a text-in file counts its tokens inside: its sentences by their characters
+                                    "characters_median": (text.get("characters") or {}).get("median"),
                                     "target": where, "median_ms": timing["median_ms"],
                                     "ci95_ms": [timing["ci95_low_ms"], timing["ci95_high_ms"]], "cv": timing["cv"],
                                     "noisy": timing["noisy"]}
@@ -245,7 +251,9 @@ def summary_rows(report):
         targets = list(a["latency_ms"]) or [None]
         text = a.get("real_text") or {}
         real = "n/a" if text.get("skipped") else (
-            f"{_ms(text.get('median_ms'), text.get('cv'), text.get('noisy'))}, {_fmt(text.get('tokens_median'), 0)} tok")
+            f"{_ms(text.get('median_ms'), text.get('cv'), text.get('noisy'))}, " + (
+                f"{_fmt(text.get('tokens_median'), 0)} tok" if text.get("characters_median") is None else
+                f"{_fmt(text.get('characters_median'), 0)} chars"))
         arm = a.get("arm64") or {}
         arm_cell = (_fmt(arm.get("min_cosine_vs_x86"), 6) + ("" if arm.get("passed") else " FAILED")
                     if arm.get("checked") else "not checked")

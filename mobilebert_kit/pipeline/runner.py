@@ -114,7 +114,7 @@ class Pipeline:
         for opts in options:
             if opts.quantize != "none":
                 planned.append(_float_baseline(opts))
-            if arm64 and opts.validate and opts.check_arch is None:
+            if arm64 and opts.validate and opts.check_arch is None and not opts.tokenizer_in_graph:
                 # Where the arm64 runtimes are built already, the recipe's files are also run on them (the export's
                 # --check-arch): the report's arm64 line. Without them, the line says how to get them. The float32
                 # baselines added above are not: emulated float kernels cost minutes a file (report.ARM64_BASELINE).
@@ -244,8 +244,9 @@ class Pipeline:
             profiler = HostProfiler(threads=self.threads, runs=self.runs, warmup=DEFAULT_WARMUP, min_time_s=0.0,
                                     max_time_s=120.0)
             attempts, real = {}, {"artifact": name, "source": str(text)}
-            results = [self._steady(profiler, lambda: profiler.profile(opts.out, seq_len=seq_len), attempts,
-                                    f"{name} padded")]
+            # A text-in file takes sentences only: it is timed on the text, not at a length of token arrays.
+            results = [] if opts.tokenizer_in_graph else [self._steady(
+                profiler, lambda: profiler.profile(opts.out, seq_len=seq_len), attempts, f"{name} padded")]
             sentences, why = _real_text(opts.out, text, opts.source)
             if sentences is not None:
                 results.append(self._steady(profiler, lambda: profiler.profile_text(opts.out, sentences), attempts,
@@ -353,6 +354,8 @@ def _real_text(artifact, text, source):
     graph, client = read_with_client_metadata(Path(artifact))
     meta, vocab = parse_mbk_metadata(graph.metadata, artifact)
     carried = carried_tokenizer(artifact, client, meta, vocab)
+    if carried.runs_as == "graph":  # a text-in file: fed the sentences themselves
+        return RealText.from_file(text, artifact, None), None
     tokenizer = None
     if not carried.ready:
         directory = classify(source).directory if source else None

@@ -209,6 +209,14 @@ def test_mbk_profile_times_a_text_in_file_on_sentences_where_the_app_runs_it(tin
 
 
 # ------------------------------------------------------------- refusals
+def test_check_arch_of_a_text_in_file_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "t.onnx"
+    proc = run_mbk("export", "tiny-bert", "--format", "onnx", "--tokenizer-in-graph", "--check-arch", "arm64",
+                   "--out", out)
+    assert_one_line_error(proc, "--check-arch arm64", "onnxruntime-extensions", "without --tokenizer-in-graph")
+    assert not out.exists()
+
+
 def test_a_tokenizer_extensions_cannot_express_is_refused_before_writing(tmp_path):
     """ALBERT lower-cases before SentencePiece; onnxruntime-extensions' SentencepieceTokenizer cannot."""
     from tests.tokenizer_fixtures import save_checkpoint

@@ -128,3 +128,26 @@ def test_the_page_and_the_summary_show_them(pipeline_run):
     assert "http://" not in page and "https://" not in page  # nothing the page would fetch
     summary = proc.stdout.split("mbk pipeline summary")[1]
     assert "ready clients" in summary and "real text" in summary and "CV" in summary and "arm64" in summary
+
+
+def test_a_text_in_recipe_is_timed_on_the_sentences_themselves_and_says_why_arm64_is_not_checked(tmp_path):
+    """``tokenizer_in_graph = true``: the file is timed on the sample sentences fed as text (no padded timing,
+    which would feed token arrays it has no input for), and its arm64 line says why it is not emulated."""
+    import numpy as np
+
+    from mobilebert_kit.pipeline.report import ARM64_TEXT_IN
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    pytest.importorskip("onnxruntime_extensions")
+    save_checkpoint("bert", tmp_path / "ckpt", head=None)
+    (tmp_path / "text.toml").write_text(RECIPE.replace('formats = ["tflite", "onnx"]', 'formats = ["onnx"]')
+                                        .replace('quantize = "dynamic"', 'tokenizer_in_graph = true'))
+    proc = run_mbk("pipeline", tmp_path / "text.toml", "--out", tmp_path / "out", "--runs", "10", timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "out" / "clf.pipeline.json").read_text())
+    (artifact,) = report["artifacts"]
+    sentences = [line for line in SAMPLE_TEXT.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert artifact["real_text"]["characters_median"] == float(np.median([len(s) for s in sentences]))
+    assert artifact["real_text"]["median_ms"] > 0 and artifact["latency_ms"] == {}
+    assert [row["kind"] for row in report["latency"]] == ["real text"]
+    assert artifact["arm64"]["checked"] is False and artifact["arm64"]["line"] == ARM64_TEXT_IN

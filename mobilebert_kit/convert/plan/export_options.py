@@ -366,6 +366,13 @@ class ExportOptions:
             raise ConfigError(f"{self.name_of('check_cpu', self.check_cpu)} names an emulated CPU; pass "
                               f"{self.name_of('check_arch', 'arm64')} too")
         if self.check_arch is not None:
+            if self.tokenizer_in_graph:
+                # The emulation cache holds the runtimes (artifacts.emulated_runner.RUNTIME_PACKAGES), not the
+                # extensions' aarch64 build: the emulated run feeds token arrays.
+                raise ConfigError(f"{self.name_of('check_arch', self.check_arch)} runs token arrays on the emulated "
+                                  "runtimes, which hold no onnxruntime-extensions to tokenize inside a "
+                                  f"{self.name_of('tokenizer_in_graph')} file; check the same export without "
+                                  f"{self.name_of('tokenizer_in_graph')} (the model after the tokenizer is the same)")
             if not self.validate:
                 raise ConfigError(f"{self.name_of('check_arch', self.check_arch)} is part of the validation; drop "
                                   f"{self.name_of('validate')}")
