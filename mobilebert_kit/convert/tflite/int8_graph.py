@@ -11,13 +11,19 @@ of dynamic-range int8 with this pass alone.
 
 What the pass changes: for every ``BATCH_MATMUL`` whose second operand is
 int8 with a non-zero zero point, that tensor and every tensor tied to it
-through ops that must keep input and output parameters equal (``RESHAPE``,
-``TRANSPOSE``) get symmetric parameters over the same real range:
+through ops that must keep input and output parameters equal (:data:`_TIED`:
+``RESHAPE``, ``TRANSPOSE``, and the slicing and joining ops: ``SPLIT`` of a
+fused ``qkv`` projection, ``STRIDED_SLICE`` and ``CONCATENATION`` of a
+rotation) get symmetric parameters over the same real range:
 ``scale = max(|min|, |max|) / 127``, zero point 0. The op that produces the
-chain (a ``FULLY_CONNECTED``) requantizes to whatever its output declares, so
-no op is added; the tensor loses at most one bit of resolution. Chains that
-start at a graph input, end at a graph output or hold constant data are left
-alone (their bytes or the caller's quantization would have to change).
+chain (a ``FULLY_CONNECTED``, an ``ADD``) requantizes to whatever its output
+declares, so no op is added; the tensor loses at most one bit of resolution.
+Chains that start at a graph input, end at a graph output or hold constant
+data are left alone (their bytes or the caller's quantization would have to
+change). A tie left out breaks the graph: ModernBERT's V, one output of its
+``qkv`` ``SPLIT``, made symmetric alone left the ``SPLIT``'s outputs unequal,
+and XNNPACK refused to prepare the file (the builtin kernel copies the bytes
+and would compute with the wrong scale).
 
 Example:
     >>> data, changed = symmetric_matmul_operands(model_bytes)  # doctest: +SKIP
@@ -27,8 +33,10 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils as fb
 
-# Ops whose int8 kernels require identical input/output quantization.
-_TIED = ("RESHAPE", "TRANSPOSE")
+# Ops whose int8 kernels require identical input/output quantization: op -> the data input tied to every
+# output (None: every input, as CONCATENATION joins them).
+_TIED = {"RESHAPE": 0, "TRANSPOSE": 0, "SPLIT": 1, "SPLIT_V": 0, "STRIDED_SLICE": 0, "SLICE": 0, "GATHER": 0,
+         "CONCATENATION": None}
 
 
 def symmetric_matmul_operands(model_bytes):
@@ -57,8 +65,12 @@ def symmetric_matmul_operands(model_bytes):
             return i
 
         for op in graph.operators:
-            if op_name(op) in _TIED and len(op.inputs) and len(op.outputs):
-                parent[find(int(op.inputs[0]))] = find(int(op.outputs[0]))
+            name = op_name(op)
+            if name not in _TIED or not len(op.inputs) or not len(op.outputs):
+                continue
+            data = [int(t) for t in op.inputs if t >= 0] if _TIED[name] is None else [int(op.inputs[_TIED[name]])]
+            for tensor in data + [int(t) for t in op.outputs[1:]]:
+                parent[find(tensor)] = find(int(op.outputs[0]))
         members = {}
         for i in range(len(graph.tensors)):
             members.setdefault(find(i), []).append(i)
