@@ -487,6 +487,40 @@ def test_modernbert_exports_full_int8_that_runs_and_agrees_with_transformers(mod
     assert cosines.min() >= 0.98  # 0.991 measured
 
 
+def test_modernbert_full_int8_is_judged_by_the_task_metric_gate(modernbert_dirs, tmp_path, capsys):
+    """--eval-data scores a byte-level BPE file with the checkpoint's tokenizer (it carries none: the gate was
+    refused, asking for a --tokenizer export has not). The tiny random classifier's labels are transformers'
+    own answers; full int8 either holds 99% of the float accuracy or --quantize auto refuses in one line."""
+    from importlib import resources
+
+    from mobilebert_kit.cli.main import main
+
+    directory, ref = modernbert_dirs["cls"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
+    text = resources.files("mobilebert_kit.convert.plan").joinpath("sentences.txt").read_text(encoding="utf-8")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and "\t" not in line][:48]
+    with torch.no_grad():
+        answers = ref(**tokenizer(lines, padding=True, return_tensors="pt")).logits.argmax(-1).tolist()
+    data = tmp_path / "eval.tsv"
+    data.write_text("sentence\tlabel\n" + "".join(f"{line}\t{ref.config.id2label[a]}\n" for line, a in
+                                                   zip(lines, answers)), encoding="utf-8")
+    out = tmp_path / "m.tflite"
+    assert main(["export", str(directory), "--format", "tflite", "--quantize", "int8", "--eval-data", str(data),
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    assert "note: accuracy " in said, said
+    code = main(["export", str(directory), "--format", "tflite", "--quantize", "auto", "--eval-data", str(data),
+                 "--out", str(tmp_path / "auto.tflite")])
+    err = capsys.readouterr().err.strip().splitlines()
+    if code == 0:
+        report = json.loads((tmp_path / "auto.tflite.report.json").read_text())
+        chosen = [row for row in report["search"]["frontier"] if row["passed"]]
+        assert chosen and all(row["drop"] <= 0.01 for row in chosen), report["search"]
+    else:
+        assert code == 2 and len(err) == 1, err
+        assert err[0].startswith("mbk export: error: --quantize auto: no setting held accuracy") and "int8 0." in err[0]
+
+
 def test_a_modernbert_export_is_not_ready_for_mediapipe_and_inspect_says_why(modernbert_dirs, tmp_path, capsys):
     from mobilebert_kit.cli.main import main
 
