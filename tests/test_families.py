@@ -380,11 +380,27 @@ def test_modernbert_sequence_classifier_matches_transformers(modernbert_dirs, tm
     assert max(diffs) <= 1e-5 * 10
 
 
-@pytest.mark.parametrize("head", ["token_classifier", "span_question_answerer"])
-def test_modernbert_token_heads_are_refused_with_their_reason(modernbert_dirs, head):
-    with pytest.raises(CheckpointError, match="prediction head .* on every token") as info:
-        mbk.import_checkpoint(modernbert_dirs["model"][0], head=head)
-    assert "\n" not in str(info.value)
+@pytest.mark.parametrize("head", ["token_classification", "question_answering"])
+def test_modernbert_token_and_span_heads_match_transformers(tmp_path, capsys, head):
+    """ModernBertForTokenClassification / ...ForQuestionAnswering run the prediction head (dense + GELU + norm)
+    on every token before their classifier (they were refused): our pooler on every token, padded and natural."""
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    ref = save_checkpoint("modernbert", tmp_path / "hf", head=head, seed=13)
+    proc = _mbk_import(capsys, tmp_path / "hf", tmp_path / "out")  # head "auto": from the checkpoint
+    assert proc.returncode == 0, proc.stderr
+    ours = mbk.load(tmp_path / "out")
+    assert ours.architecture == {"token_classification": "token_classifier",
+                                 "question_answering": "span_question_answerer"}[head]
+    assert ours.encoder.config["pooler_input"] == "every_token"
+    names = ("logits",) if head == "token_classification" else ("start_logits", "end_logits")
+    diffs = []
+    for batch, seq, pad in MODERNBERT_SHAPES:
+        inputs = modernbert_inputs(batch, seq, pad, seed=batch + seq)
+        expected, got = reference(ref, inputs, token_types=0), run_encoder(ours, inputs)
+        mask = inputs["attention_mask"] if pad else None
+        diffs += [compare(got[name], getattr(expected, name).numpy(), mask=mask) for name in names]
+    assert max(diffs) <= 1e-5 * 10
 
 
 @pytest.mark.parametrize("options,match", [
