@@ -18,9 +18,10 @@ rotation) get symmetric parameters over the same real range:
 ``scale = max(|min|, |max|) / 127``, zero point 0. The op that produces the
 chain (a ``FULLY_CONNECTED``, an ``ADD``) requantizes to whatever its output
 declares, so no op is added; the tensor loses at most one bit of resolution.
-Chains that start at a graph input, end at a graph output or hold constant
-data are left alone (their bytes or the caller's quantization would have to
-change). A tie left out breaks the graph: ModernBERT's V, one output of its
+A constant in a chain (DeBERTa's projected position table, gathered) is
+requantized to the new parameters; chains that start at a graph input or end
+at a graph output are left alone (the caller's quantization would have to
+change), and so are those whose constant bytes another tensor shares. A tie left out breaks the graph: ModernBERT's V, one output of its
 ``qkv`` ``SPLIT``, made symmetric alone left the ``SPLIT``'s outputs unequal,
 and XNNPACK refused to prepare the file (the builtin kernel copies the bytes
 and would compute with the wrong scale).
@@ -90,9 +91,16 @@ def symmetric_matmul_operands(model_bytes):
             scale, zero = params[0]
             if zero == 0:
                 continue
-            if any(t in boundary or _has_data(model, graph.tensors[t]) for t in chain):
+            constants = [t for t in chain if _has_data(model, graph.tensors[t])]
+            buffers = {graph.tensors[t].buffer for t in constants}
+            shared = any(tensor.buffer in buffers for i, tensor in enumerate(graph.tensors) if i not in chain)
+            if shared or any(t in boundary for t in chain):
                 continue
             bound = max(abs((-128 - zero) * scale), abs((127 - zero) * scale))
+            for t in constants:  # a folded constant in the chain (DeBERTa's projected position table): its bytes
+                buffer = model.buffers[graph.tensors[t].buffer]
+                real = (np.frombuffer(bytes(bytearray(buffer.data)), np.int8).astype(np.float64) - zero) * scale
+                buffer.data = np.clip(np.round(real / (bound / 127.0)), -127, 127).astype(np.int8).view(np.uint8)
             for t in chain:
                 q = graph.tensors[t].quantization
                 q.scale = np.array([bound / 127.0], np.float32)
