@@ -203,7 +203,8 @@ def _config(family, vocab_size):
 
 def save_checkpoint(family, directory, head="classification", seed=0, **config_changes):
     """A tiny ``family`` checkpoint as users download them: ``config.json``, ``model.safetensors`` (weights far
-    from init), the family's tokenizer files; ``head`` ``"classification"`` (labels :data:`LABELS`) or ``None``;
+    from init), the family's tokenizer files; ``head`` ``"classification"`` (labels :data:`LABELS`),
+    ``"token_classification"`` (the same labels per token), ``"question_answering"`` or ``None``;
     ``config_changes`` set on the tiny config (ModernBERT's ``classifier_pooling="mean"``).
 
     Returns:
@@ -217,11 +218,15 @@ def save_checkpoint(family, directory, head="classification", seed=0, **config_c
     config = _config(family, vocab_size)
     for key, value in config_changes.items():
         setattr(config, key, value)
-    if head == "classification":
+    if head in ("classification", "token_classification"):
         config.num_labels = len(LABELS)
         config.id2label = dict(enumerate(LABELS))
         config.label2id = {label: i for i, label in enumerate(LABELS)}
-        model = transformers.AutoModelForSequenceClassification.from_config(config)
+        auto = {"classification": transformers.AutoModelForSequenceClassification,
+                "token_classification": transformers.AutoModelForTokenClassification}[head]
+        model = auto.from_config(config)
+    elif head == "question_answering":
+        model = transformers.AutoModelForQuestionAnswering.from_config(config)
     else:
         model = transformers.AutoModel.from_config(config)
     return save_reference(model, directory, seed=seed)

@@ -127,7 +127,6 @@ class HeadLayout:
             applied to the checkpoint's names before import (RoBERTa's ``classifier.dense`` is our pooler).
         encoder_options (Mapping[str, object]): Encoder options the head needs over the family's (DistilBERT's
             ``pre_classifier`` + ReLU is our pooler with ``pooler_activation="relu"``).
-        refused (str): why the head cannot be imported, naming the fix; empty when it fits.
 
     Example:
         >>> HeadLayout(encoder_options={"pooler_activation": "relu"}).encoder_options["pooler_activation"]
@@ -136,7 +135,6 @@ class HeadLayout:
 
     renames: tuple = ()
     encoder_options: Mapping = field(default_factory=lambda: MappingProxyType({}))
-    refused: str = ""
 
 
 FITS = HeadLayout()
@@ -510,11 +508,11 @@ _MODERNBERT_NAMES = MappingProxyType({
     "feed_forward_use_bias": "mlp_bias", "norm_use_bias": "norm_bias", "pooler_use_bias": "classifier_bias",
 })
 _MODERNBERT_POOLING = {"cls": "first_token", "mean": "mean"}
-# ModernBertForTokenClassification and ...ForQuestionAnswering run the prediction head (dense + GELU + norm) on
-# every token before their classifier; our token heads read the sequence output directly.
-_MODERNBERT_TOKEN_HEAD = ("ModernBERT's token and span heads run its prediction head (dense + activation + norm) "
-                          "on every token before the classifier, which mbk's token heads do not build; import the "
-                          "encoder (head=None) or a sequence classifier")
+# ModernBertForSequenceClassification: pooling -> head (dense + act + norm) -> dropout -> classifier; its
+# ...ForTokenClassification and ...ForQuestionAnswering run the head on every token (our pooler with
+# pooler_input "every_token"), the span head's classifier being our qa_outputs.
+_MODERNBERT_HEAD_RENAMES = (("head.dense.", "pooler.dense."), ("head.norm.", "pooler.norm."))
+_MODERNBERT_TOKEN_HEAD = MappingProxyType({"classifier_activation": True, "pooler_input": "every_token"})
 
 
 def _modernbert_encoder(c):
@@ -616,13 +614,12 @@ _FAMILIES = (
     Family(
         "modernbert", "model.", _HF_MODERNBERT_DEFAULTS, _modernbert_encoder, config_names=_MODERNBERT_NAMES,
         activation_field="hidden_activation", weight_renames=_MODERNBERT_RENAMES, head_prefixes=("head.", "decoder."),
-        # ModernBertForSequenceClassification: pooling -> head (dense + act + norm) -> dropout -> classifier.
         heads=MappingProxyType({
-            "sequence_classifier": HeadLayout(
-                renames=(("head.dense.", "pooler.dense."), ("head.norm.", "pooler.norm.")),
-                encoder_options=MappingProxyType({"classifier_activation": True})),
-            "token_classifier": HeadLayout(refused=_MODERNBERT_TOKEN_HEAD),
-            "span_question_answerer": HeadLayout(refused=_MODERNBERT_TOKEN_HEAD),
+            "sequence_classifier": HeadLayout(renames=_MODERNBERT_HEAD_RENAMES,
+                                              encoder_options=MappingProxyType({"classifier_activation": True})),
+            "token_classifier": HeadLayout(renames=_MODERNBERT_HEAD_RENAMES, encoder_options=_MODERNBERT_TOKEN_HEAD),
+            "span_question_answerer": HeadLayout(renames=_MODERNBERT_HEAD_RENAMES + (("classifier.", "qa_outputs."),),
+                                                 encoder_options=_MODERNBERT_TOKEN_HEAD),
         }),
         class_prefix="ModernBert",
     ),

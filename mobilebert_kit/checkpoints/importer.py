@@ -270,7 +270,9 @@ def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_
 
 # A Hugging Face config's ``architectures`` entry (transformers' class name) -> the head it saved, where the
 # weights alone do not tell: `classifier.weight` is a sequence or a token classifier.
-_HF_CLASS_HEADS = (("ForSequenceClassification", "sequence_classifier"), ("ForTokenClassification", "token_classifier"))
+# ModernBertForQuestionAnswering names its span head "classifier" (BERT's: qa_outputs, found by its key).
+_HF_CLASS_HEADS = (("ForSequenceClassification", "sequence_classifier"), ("ForTokenClassification", "token_classifier"),
+                   ("ForQuestionAnswering", "span_question_answerer"))
 
 
 def _auto_head(keys, architectures):
@@ -311,9 +313,6 @@ def _wrap_head(encoder, head, arrays, dialect, architectures=()):
 def _family_head(family, head, arrays, architectures, directory):
     """``(head, arrays, encoder options)`` with the family's layout of ``head`` applied: its task weights under
     BERT's names, and the Encoder options the head needs (DistilBERT's: a ReLU pooler).
-
-    A head whose layout does not fit ours is refused in one line when asked for by name; "auto" then
-    imports the encoder alone and says why (the head's weights are reported as skipped).
     """
     asked = head
     if head == "auto":
@@ -321,12 +320,6 @@ def _family_head(family, head, arrays, architectures, directory):
     if head is None:
         return None, arrays, {}
     layout = family.head(head)
-    if layout.refused:
-        if asked != "auto":
-            raise CheckpointError(f"{directory}: cannot import head {head!r} from a {family.model_type} checkpoint: "
-                                  f"{layout.refused}")
-        log.warning("%s: importing the encoder without its %s head: %s", directory, head, layout.refused)
-        return None, arrays, {}
     if layout.renames:
         def rename(key):
             for theirs, bert in layout.renames:

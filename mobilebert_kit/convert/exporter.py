@@ -18,6 +18,7 @@ A failed validation or an interrupted run leaves no file at ``out`` (``utils.ato
 """
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -96,6 +97,8 @@ def export(options, source=None, log=print, score=None):
                         else ModelSource.load(options.source, head=options.head))
     facts = source_facts(loaded, options)
     plan = plan_export(options, facts)
+    if score is not None:
+        score = _scorer(score, plan)
     # 2. prepare: substitution and recovery at the planned length.
     if source is None and options.substitutions:
         recovery = Recovery(steps=options.recover_steps, data=options.recover_data, seq_len=plan.seq_len)
@@ -254,6 +257,15 @@ def _ranking(model, setting, calibration, inputs, frontier):
     ranked = sensitivity(drift(model, setting, calibration, inputs, model))
     frontier.ranking = [{"layer": layer, "added_noise": round(noise, 6)} for layer, noise in ranked]
     return [layer for layer, _ in ranked]
+
+
+def _scorer(score, plan):
+    """``score``, told the checkpoint's tokenizer when the file carries none (byte-level BPE: RoBERTa, ModernBERT,
+    whose app feeds that tokenizer's ids): the --eval-data gate refused them, asking for an option export lacks."""
+    tokenizer = plan.tokenizer
+    if tokenizer is None or tokenizer.client_unit() is not None:
+        return score
+    return functools.partial(score, tokenizer=tokenizer.source)
 
 
 def _float_reference(graph, plan, metadata, scratch, inputs, score):

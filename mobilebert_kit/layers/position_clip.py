@@ -16,6 +16,13 @@ class PositionClip(keras.layers.Layer):
     as many ops when each input computed its own). A layer, not a ``Lambda``, so the graph serializes
     (quantization-aware training clones it).
 
+    The one GATHER is also what lets the converter calibrate an open-length file: its calibrator resizes the
+    inputs one at a time, preparing the graph after each, so between two rows of different lengths the ids
+    have the new length and the mask the old one. The GATHER's output shape is known only when it runs, so
+    the ops after it (every op joining the ids' path and the mask's) wait for the run; without it the mask
+    ADD failed to prepare ("[1,4,35,35] and [1,1,1,128] not broadcastable": ModernBERT in full int8, before
+    rotary positions got their trained length as a limit).
+
     Args:
         count (int): the position table's length.
         **kwargs: standard layer arguments.

@@ -70,13 +70,16 @@ def max_positions(config):
     """The longest input an encoder's learned (absolute) position table takes; None for relative positions.
 
     DeBERTa's disentangled attention has no absolute table (v3) but gathers its relative table's rows through
-    index vectors built for ``max_position_embeddings`` tokens: that is its longest input.
+    index vectors built for ``max_position_embeddings`` tokens: that is its longest input. Rotary positions
+    (ModernBERT) need no table, but the checkpoint was trained to ``max_position_embeddings`` tokens and its
+    tokenizer truncates there: that is its longest input too. An open-length TFLite file cuts a longer text
+    to it (``PositionClip``), which is also what lets the converter calibrate it (see ``PositionClip``).
 
     Example:
         >>> max_positions(build("tiny-bert").config)
         64
     """
-    if config.get("attention_bias") == "disentangled":
+    if config.get("attention_bias") == "disentangled" or config.get("position_embedding_type") == "rotary":
         return config["max_position_embeddings"] - config.get("position_offset", 0)
     if config.get("position_embedding_type", "absolute") != "absolute":
         return None

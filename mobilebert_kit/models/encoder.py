@@ -30,9 +30,10 @@ POSITION_EMBEDDING_TYPES = EMBEDDING_POSITION_TYPES + RELATIVE_POSITION_EMBEDDIN
 # The pooler's activation: BERT's tanh, or the task head it stands for (DistilBERT's pre_classifier + ReLU,
 # ELECTRA's classification head dense + GELU); the names of layers/activations.py besides tanh.
 POOLER_ACTIVATIONS = ("tanh",) + tuple(ACTIVATIONS)
-# What the pooler reads: the first token (BERT's [CLS]) or the mean over real tokens (ModernBERT's
-# classifier_pooling "mean").
-POOLER_INPUTS = ("first_token", "mean")
+# What the pooler reads: the first token (BERT's [CLS]), the mean over real tokens (ModernBERT's
+# classifier_pooling "mean"), or every token (ModernBERT's token and span heads: the sequence output is then the
+# pooler's, and the pooled output its first token).
+POOLER_INPUTS = ("first_token", "mean", "every_token")
 # Floor of the real-token count in mean pooling: an all-padding row pools to zeros, never 0/0.
 _POOL_EPSILON = 1e-9
 
@@ -141,7 +142,9 @@ class Encoder(keras.Model):
             sliding window: a query sees keys at ``|i - j| <= window // 2`` (ModernBERT's ``local_attention``).
         global_attention_every_n_layers: with a window, layer ``i`` is global when ``i % n == 0`` (default 1).
         pooler_input: ``"first_token"`` (default) or ``"mean"`` over real tokens (ModernBERT's
-            ``classifier_pooling``); the pooled output is this vector when there is no pooler.
+            ``classifier_pooling``); the pooled output is this vector when there is no pooler. ``"every_token"``:
+            the pooler runs on every token and the sequence output is its output (ModernBERT's token and span
+            heads run its prediction head on every token); the pooled output is then its first token.
         pooler_use_bias: the pooler's dense has a bias (default; ModernBERT's ``classifier_bias``).
         pooler_norm: a LayerNorm after the pooler's activation (ModernBERT's prediction head), with
             ``classifier_activation``.
@@ -374,11 +377,14 @@ def encoder_outputs(get_layer, config, x, attention_mask):
     """
     if config.get("block_layout", "post_norm") == "pre_norm":
         x = get_layer("final_norm")(x)
-    pooled = pool(x, attention_mask, config.get("pooler_input", "first_token"))
+    every_token = config.get("pooler_input") == "every_token"
+    pooled = x if every_token else pool(x, attention_mask, config.get("pooler_input", "first_token"))
     if config["classifier_activation"]:
         pooled = get_layer("pooler")(pooled)
         if config.get("pooler_norm"):
             pooled = get_layer("pooler_norm")(pooled)
+    if every_token:
+        return pooled, pool(pooled, attention_mask)
     return x, pooled
 
 

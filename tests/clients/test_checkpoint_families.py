@@ -87,6 +87,9 @@ def test_family_checkpoint_in_the_clients(family, tmp_path, capsys):
     arrays = {k: encoded[k] if k in encoded else np.zeros_like(encoded["input_ids"]) for k in
               ("input_ids", "attention_mask", "token_type_ids")}
     probabilities = runner.run(arrays)["probability"]
+    with capsys.disabled():
+        print(f"{family}: ONNX min cosine {cosines(logits, expected).min():.6f}, TFLite dynamic int8 "
+              f"{cosines(probabilities, softmax(expected)).min():.6f}")
     assert cosines(probabilities, softmax(expected)).min() >= 0.99
 
     lower = [s.lower() for s in SENTENCES]
@@ -102,8 +105,12 @@ def test_family_checkpoint_in_the_clients(family, tmp_path, capsys):
               ("input_ids", "attention_mask", "token_type_ids")}
     np.testing.assert_allclose(phone, runner.run(arrays)["probability"], atol=1e-5)
     reference = transformers_probabilities(model, tokenizer, lower)
+    with capsys.disabled():
+        print(f"{family}: MediaPipe min cosine {cosines(phone, reference).min():.6f}, argmax agreement "
+              f"{(phone.argmax(-1) == reference.argmax(-1)).mean():.3f}")
     assert cosines(phone, reference).min() >= 0.99
-    assert (phone.argmax(-1) == reference.argmax(-1)).mean() >= 0.75
+    # Issue 48 asks DeBERTa-v3's answers equal; near-tie logits of other tiny random models may flip.
+    assert (phone.argmax(-1) == reference.argmax(-1)).mean() >= (1.0 if family == "deberta-v2" else 0.75)
     _commands_agree_on_the_carried_tokenizer(tflite_file, runner, lower, phone, tmp_path, capsys)
 
 
@@ -151,9 +158,11 @@ def _commands_agree_on_the_carried_tokenizer(tflite_file, runner, texts, phone, 
 
 
 # paraphrase-multilingual-MiniLM's layout (a BERT with XLM-R's SentencePiece tokenizer, mean pooling, normalized),
-# and all-mpnet-base-v2's (MPNet) with -m slow.
+# and with -m slow all-mpnet-base-v2's (MPNet) and a DeBERTa-v3 embedder's (issue 48: cased SentencePiece, no
+# token types; the client lower-cases, and the reference tokenizes the same lower-cased text).
 @pytest.mark.parametrize("family, tokenizer_family", [("bert", "xlm-roberta"),
-                                                      pytest.param("mpnet", None, marks=pytest.mark.slow)])
+                                                      pytest.param("mpnet", None, marks=pytest.mark.slow),
+                                                      pytest.param("deberta-v2", None, marks=pytest.mark.slow)])
 def test_sentence_transformers_layout_in_the_clients(family, tokenizer_family, tmp_path):
     pytest.importorskip("sentence_transformers")
     import onnxruntime as ort
@@ -174,6 +183,7 @@ def test_sentence_transformers_layout_in_the_clients(family, tokenizer_family, t
 
     lower = [s.lower() for s in SENTENCES]
     phone = mediapipe_embed(tflite_file, lower)
+    print(f"{family} MediaPipe TextEmbedder min cosine to sentence-transformers", cosines(phone, model.encode(lower)).min())
     assert cosines(phone, model.encode(lower)).min() >= 0.99
 
 

@@ -106,6 +106,41 @@ def test_symmetric_pass_is_what_makes_xnnpack_take_the_matmuls(tiny_mobilebert, 
     assert left == sum(1 for zero in zero_points if zero != 0) > 0
 
 
+@pytest.mark.parametrize("family", ["deberta-v2", "modernbert"])
+def test_symmetric_pass_keeps_the_ops_that_copy_bytes_consistent(family, calibration_npz, tmp_path):
+    """The pass ties through every op whose int8 kernel copies bytes: ModernBERT's V, one output of the fused qkv
+    SPLIT, made symmetric alone left XNNPACK unable to prepare the file; DeBERTa's gathered rows of its projected
+    position table (a folded constant) were rewritten without the table, read with the wrong scale, and once
+    tied, left 4 matmuls on the builtin kernels until the constant itself was requantized."""
+    import mobilebert_kit as mbk
+    from mobilebert_kit.artifacts.reader import read_artifact
+    from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage
+
+    options = {"deberta-v2": dict(attention_bias="disentangled", position_embedding_type="none", type_vocab_size=0,
+                                  position_buckets=8, max_relative_positions=64),
+               "modernbert": dict(block_layout="pre_norm", feed_forward_type="gated", position_embedding_type="rotary",
+                                  fused_qkv=True, local_attention_window=4, global_attention_every_n_layers=2,
+                                  attention_use_bias=False, feed_forward_use_bias=False, norm_use_bias=False,
+                                  classifier_activation=False)}[family]
+    model = mbk.build("tiny-bert", **options)
+    result = export_tiny(model, tmp_path / "m.tflite", "tflite", "int8", calibration=str(calibration_npz))
+    assert result.validation.passed, result.validation.format_text()
+    graph = read_artifact(result.path)
+    copying = {"RESHAPE", "TRANSPOSE", "SPLIT", "STRIDED_SLICE", "GATHER", "CONCATENATION"}
+    checked = 0
+    for op in graph.ops:
+        if op["type"] not in copying:
+            continue
+        data = op["inputs"][1:2] if op["type"] == "SPLIT" else op["inputs"][:1]
+        params = [graph.tensors[t]["quantization"] for t in data + op["outputs"]]
+        if all(p.get("scale") is not None and len(p["scale"]) for p in params):  # int8 in and out
+            assert len({(float(p["scale"][0]), int(p["zero_point"][0])) for p in params}) == 1, (op, params)
+            checked += 1
+    assert checked
+    assert all(zero == 0 for zero in _batch_matmul_second_zero_points(result.path))
+    assert "BATCH_MATMUL" not in xnnpack_coverage(result.path)["builtin"]
+
+
 def _batch_matmul_second_zero_points(path):
     from mobilebert_kit.artifacts.reader import read_artifact
 

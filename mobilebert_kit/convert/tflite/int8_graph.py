@@ -11,13 +11,20 @@ of dynamic-range int8 with this pass alone.
 
 What the pass changes: for every ``BATCH_MATMUL`` whose second operand is
 int8 with a non-zero zero point, that tensor and every tensor tied to it
-through ops that must keep input and output parameters equal (``RESHAPE``,
-``TRANSPOSE``) get symmetric parameters over the same real range:
+through ops that must keep input and output parameters equal (:data:`_TIED`:
+``RESHAPE``, ``TRANSPOSE``, and the slicing and joining ops: ``SPLIT`` of a
+fused ``qkv`` projection, ``STRIDED_SLICE`` and ``CONCATENATION`` of a
+rotation) get symmetric parameters over the same real range:
 ``scale = max(|min|, |max|) / 127``, zero point 0. The op that produces the
-chain (a ``FULLY_CONNECTED``) requantizes to whatever its output declares, so
-no op is added; the tensor loses at most one bit of resolution. Chains that
-start at a graph input, end at a graph output or hold constant data are left
-alone (their bytes or the caller's quantization would have to change).
+chain (a ``FULLY_CONNECTED``, an ``ADD``) requantizes to whatever its output
+declares, so no op is added; the tensor loses at most one bit of resolution.
+A constant in a chain (DeBERTa's projected position table, gathered) is
+requantized to the new parameters; chains that start at a graph input or end
+at a graph output are left alone (the caller's quantization would have to
+change), and so are those whose constant bytes another tensor shares. A tie left out breaks the graph: ModernBERT's V, one output of its
+``qkv`` ``SPLIT``, made symmetric alone left the ``SPLIT``'s outputs unequal,
+and XNNPACK refused to prepare the file (the builtin kernel copies the bytes
+and would compute with the wrong scale).
 
 Example:
     >>> data, changed = symmetric_matmul_operands(model_bytes)  # doctest: +SKIP
@@ -27,8 +34,10 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils as fb
 
-# Ops whose int8 kernels require identical input/output quantization.
-_TIED = ("RESHAPE", "TRANSPOSE")
+# Ops whose int8 kernels require identical input/output quantization: op -> the data input tied to every
+# output (None: every input, as CONCATENATION joins them).
+_TIED = {"RESHAPE": 0, "TRANSPOSE": 0, "SPLIT": 1, "SPLIT_V": 0, "STRIDED_SLICE": 0, "SLICE": 0, "GATHER": 0,
+         "CONCATENATION": None}
 
 
 def symmetric_matmul_operands(model_bytes):
@@ -57,8 +66,12 @@ def symmetric_matmul_operands(model_bytes):
             return i
 
         for op in graph.operators:
-            if op_name(op) in _TIED and len(op.inputs) and len(op.outputs):
-                parent[find(int(op.inputs[0]))] = find(int(op.outputs[0]))
+            name = op_name(op)
+            if name not in _TIED or not len(op.inputs) or not len(op.outputs):
+                continue
+            data = [int(t) for t in op.inputs if t >= 0] if _TIED[name] is None else [int(op.inputs[_TIED[name]])]
+            for tensor in data + [int(t) for t in op.outputs[1:]]:
+                parent[find(tensor)] = find(int(op.outputs[0]))
         members = {}
         for i in range(len(graph.tensors)):
             members.setdefault(find(i), []).append(i)
@@ -78,9 +91,16 @@ def symmetric_matmul_operands(model_bytes):
             scale, zero = params[0]
             if zero == 0:
                 continue
-            if any(t in boundary or _has_data(model, graph.tensors[t]) for t in chain):
+            constants = [t for t in chain if _has_data(model, graph.tensors[t])]
+            buffers = {graph.tensors[t].buffer for t in constants}
+            shared = any(tensor.buffer in buffers for i, tensor in enumerate(graph.tensors) if i not in chain)
+            if shared or any(t in boundary for t in chain):
                 continue
             bound = max(abs((-128 - zero) * scale), abs((127 - zero) * scale))
+            for t in constants:  # a folded constant in the chain (DeBERTa's projected position table): its bytes
+                buffer = model.buffers[graph.tensors[t].buffer]
+                real = (np.frombuffer(bytes(bytearray(buffer.data)), np.int8).astype(np.float64) - zero) * scale
+                buffer.data = np.clip(np.round(real / (bound / 127.0)), -127, 127).astype(np.int8).view(np.uint8)
             for t in chain:
                 q = graph.tensors[t].quantization
                 q.scale = np.array([bound / 127.0], np.float32)
