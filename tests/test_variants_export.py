@@ -96,3 +96,18 @@ def test_variant_converts_to_onnx_and_matches_keras(case, tmp_path):
     expected = run_encoder(encoder, inputs)
     sequence = next(v for k, v in got.items() if "sequence_output" in k)
     assert_close_relative(sequence, expected["sequence_output"])
+
+
+@pytest.mark.parametrize("preset", ["tiny-nezha", "tiny-composite"])
+def test_relative_position_presets_export_at_their_positions_by_default(preset, tmp_path):
+    """Their relative index tables are built for max_position_embeddings (64) tokens: the default length is 64
+    and a longer --seq-len is one line (an internal error from inside the attention layer before)."""
+    from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+    from tests.helpers import assert_one_line_error, run_mbk
+
+    out = tmp_path / "m.tflite"
+    proc = run_mbk("export", preset, "--format", "tflite", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert read_artifact_metadata(out)["planned_seq_len"] == 64
+    assert_one_line_error(run_mbk("export", preset, "--format", "onnx", "--seq-len", "128", "--out", tmp_path / "l.onnx"),
+                          "--seq-len 128", "64 positions")

@@ -67,22 +67,19 @@ def check_path_argument(value, what):
 
 
 def max_positions(config):
-    """The longest input an encoder's learned (absolute) position table takes; None for relative positions.
+    """The longest input an encoder takes: ``max_position_embeddings`` (less RoBERTa's ``position_offset``).
 
-    DeBERTa's disentangled attention has no absolute table (v3) but gathers its relative table's rows through
-    index vectors built for ``max_position_embeddings`` tokens: that is its longest input. Rotary positions
-    (ModernBERT) need no table, but the checkpoint was trained to ``max_position_embeddings`` tokens and its
-    tokenizer truncates there: that is its longest input too. An open-length TFLite file cuts a longer text
-    to it (``PositionClip``), which is also what lets the converter calibrate it (see ``PositionClip``).
+    An absolute position table has that many rows. Relative positions (NEZHA's functional ones, composite
+    attention, DeBERTa's disentangled attention) gather their tables through index vectors built for that
+    many tokens (``TransformerBlock``'s ``max_length``). Rotary positions (ModernBERT) need no table, but the
+    checkpoint was trained to that length and its tokenizer truncates there. An open-length TFLite file cuts a
+    longer text to it (``PositionClip``), which is also what lets the converter calibrate it (see
+    ``PositionClip``); an export asked for more is refused in one line.
 
     Example:
-        >>> max_positions(build("tiny-bert").config)
-        64
+        >>> max_positions(build("tiny-bert").config), max_positions(build("tiny-nezha").config)
+        (64, 64)
     """
-    if config.get("attention_bias") == "disentangled" or config.get("position_embedding_type") == "rotary":
-        return config["max_position_embeddings"] - config.get("position_offset", 0)
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        return None
     # RoBERTa's first token reads row pad_token_id + 1: the rows before it are never reached.
     return config["max_position_embeddings"] - config.get("position_offset", 0)
 
@@ -99,7 +96,7 @@ def default_seq_len(config, default=128):
 
 
 def check_positions(config, seq_len, option="--seq-len"):
-    """Raises ConfigError when ``seq_len`` tokens do not fit an encoder's learned (absolute) positions.
+    """Raises ConfigError when ``seq_len`` tokens do not fit an encoder's positions (:func:`max_positions`).
 
     Keras would otherwise fail deep inside the embedding's gather with a multi-line message.
 

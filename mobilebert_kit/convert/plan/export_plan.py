@@ -48,7 +48,7 @@ def sequence_length(asked, task=None, fmt=None, max_positions=None, trained=None
         asked (int | None): the user's length (``--seq-len``), or None.
         task (str | None): the export task (None: unknown, a file that records none).
         fmt (str | None): ``"tflite"`` / ``"onnx"``.
-        max_positions (int | None): the model's absolute position table (None: relative positions, no limit).
+        max_positions (int | None): the longest input the model takes (models.api.max_positions; None: unknown).
         trained (int | None): the length a fine-tuned model was trained at.
         option (str): the option as the user wrote it, named in the refusal.
 
@@ -235,7 +235,7 @@ class SourceFacts:
 
     Args:
         architecture (str): ``"encoder"`` or the head's name.
-        max_positions (int | None): the absolute position table (None: relative positions).
+        max_positions (int | None): the longest input the model takes (None: unknown).
         num_outputs (int | None): the head's output columns.
         declared_pooling: the checkpoint's sentence pooling (``sources.pooling.Pooling``) or None.
         trained_seq_len (int | None): the length a fine-tuned model was trained at.
