@@ -69,6 +69,17 @@ class OnnxQuantizer:
         check_choice("activation_scales", self.activation_scales, tuple(ACTIVATION_SCALES))
 
     @property
+    def fused_kernels(self):
+        """The float graph is written with ONNX Runtime's fused encoder kernels (``convert/onnx/fused.py``).
+
+        ``dynamic`` quantizes them (MatMuls to ``DynamicQuantizeMatMul``; the attention, LayerNorm and GELU
+        kernels stay float, as TFLite's dynamic range keeps them) and ``float16`` only stores weights; the
+        static QDQ and int4 quantizers keep tf2onnx's graph: ORT's QDQ rules and its
+        ``MatMulNBits`` quantizer were measured and gated on it (task metrics), not on the contrib ops.
+        """
+        return self.method in ("dynamic", "float16")
+
+    @property
     def float_ops(self):
         """Op types a static quantization always leaves float: ORT cannot run them quantized reliably.
 

@@ -1,0 +1,270 @@
+"""Encoder blocks written as ONNX Runtime's fused CPU kernels, from what the Keras layers compute.
+
+tf2onnx lowers each :class:`~mobilebert_kit.layers.transformer_block.TransformerBlock` to ~40 elementwise,
+reshape and transpose nodes, none of which ORT's fusions recognise (issue 45). This pass replaces every
+qualifying block of the converted graph with the block's own computation, written from its Keras weights:
+
+- attention: ``com.microsoft`` ``MultiHeadAttention`` (projected query, key and value, their biases packed
+  into the kernel, the padding mask as ``key_padding_mask``, ``mask_filter_value`` the layer's score of
+  padded keys). BERT layouts project q, k and v with one MatMul on a packed ``[hidden, 3 x width]`` weight
+  and split its output;
+- residual + LayerNorm: ``SkipLayerNormalization`` with the projection's bias fused;
+- the FFN activation: ``BiasGelu`` (exact GELU) / ``FastGelu`` (tanh), or ``Add`` + ``Relu``;
+- NoNorm (``x * gamma + beta``): folded into the dense weights before it (``W * gamma``,
+  ``b * gamma + beta``); after a residual the residual is scaled (``r * gamma``) and added.
+
+A block qualifies when its attention class declares ``onnx_fused`` itself (the plain scaled dot product;
+its subclasses add position terms ORT has no kernel for: NEZHA, MPNet, DeBERTa, rotary, ConvBERT's span
+convolution, composite attention) and it is a post-norm block with dense FFNs and additive masking. Other
+blocks keep tf2onnx's nodes. The block's boundary in the tf2onnx graph is found from the Keras layer path
+(``transformer_layer_{i}/``, as ``keep_float_layers`` matches nodes) and the data flow: its one input that
+depends on ``input_ids`` (the hidden state), and the next block's (or the heads') read of its output.
+Nodes keep the layer paths in their names (``.../transformer_layer_0/ffn_0/intermediate/MatMul``), so
+``keep_float_layers`` still finds them.
+
+Example:
+    >>> fuse_blocks(model, export_graph)  # doctest: +SKIP
+    24
+"""
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+MS = "com.microsoft"
+_GELU = {"gelu": "BiasGelu", "gelu_tanh": "FastGelu"}
+_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "relu6")
+
+
+def qualifies(block):
+    """Whether :func:`fuse_blocks` writes ``block`` (a TransformerBlock) as fused kernels."""
+    from mobilebert_kit.layers.feed_forward import FeedForward
+    from mobilebert_kit.layers.transformer_block import TransformerBlock
+
+    attention = getattr(block, "attention", None)
+    return (
+        type(block) is TransformerBlock
+        and vars(type(attention)).get("onnx_fused", False)  # declared by the class itself: subclasses add terms
+        and block.block_layout == "post_norm"
+        and block.num_groups == 1
+        and block.hidden_act in _ACTIVATIONS
+        and attention.mask_mode == "add"
+        and attention.use_bias
+        and attention.qkv is None
+        and all(type(ffn) is FeedForward for ffn in block.ffns)
+        and block.dtype == "float32"
+    )
+
+
+def fuse_blocks(model, graph):
+    """Replaces the qualifying blocks of ``model`` (tf2onnx's conversion of ``graph``) in place; returns how many.
+
+    Args:
+        model (onnx.ModelProto): the float model from tf2onnx, before any other pass.
+        graph: the Keras export graph it was converted from (its ``transformer_layer_{i}`` blocks).
+
+    Returns:
+        int: the blocks written fused (0: the graph is left as it was).
+    """
+    blocks = _blocks(graph)
+    if not blocks or not any(qualifies(b) for b in blocks):
+        return 0
+    g = model.graph
+    inputs = {i.name for i in g.input}
+    if "attention_mask" not in inputs or "input_ids" not in inputs:
+        return 0
+    producer = {o: n for n in g.node for o in n.output}
+    initializers = {i.name for i in g.initializer}
+    ids_dependent = _dependents(g, "input_ids")
+    scopes = []
+    for block in blocks:
+        scope = f"{block.name}/"
+        members = [n for n in g.node if scope in n.name]
+        outs = {o for n in members for o in n.output}
+        hidden = {i for n in members for i in n.input if i and i not in outs and i not in initializers
+                  and i in ids_dependent}
+        if len(hidden) != 1:
+            return 0  # not the boundary this pass knows: leave tf2onnx's graph alone
+        prefix = members[0].name.split(scope)[0] + block.name
+        scopes.append((block, prefix, hidden.pop(), outs))
+    # Each block's output is the next block's input; the last one's is what the heads read.
+    outputs = [scopes[i + 1][2] for i in range(len(scopes) - 1)]
+    last_outs = scopes[-1][3]
+    member_names = {n.name for _, prefix, _, _ in scopes for n in g.node if n.name.startswith(prefix + "/")}
+    read_outside = {i for n in g.node if n.name not in member_names for i in n.input} | {o.name for o in g.output}
+    last = [o for o in last_outs if o in read_outside and o in ids_dependent]
+    if len(last) != 1:
+        return 0
+    outputs.append(last[0])
+    if any(out not in outs for out, (_, _, _, outs) in zip(outputs, scopes)):
+        return 0
+    nodes, weights = [], []
+    mask = "fused/key_padding_mask"
+    nodes.append(helper.make_node("Cast", ["attention_mask"], [mask], to=TensorProto.INT32, name="fused/mask_cast"))
+    fused = 0
+    for (block, prefix, x, _), out in zip(scopes, outputs):
+        if not qualifies(block):
+            continue
+        # The fused block writes the tensor the old one wrote (the next block, the heads or a probe output read
+        # it); the old producer's copy is renamed, read by nothing, and dropped with the nodes before it.
+        old = producer[out]
+        old.output[list(old.output).index(out)] = f"{out}/unfused"
+        _BlockWriter(prefix, nodes, weights).block(block, x, out, mask)
+        fused += 1
+    g.node.extend(nodes)
+    g.initializer.extend(weights)
+    _toposort(g)
+    _drop_dead(g)
+    if not any(o.domain == MS for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(MS, 1))
+    return fused
+
+
+def _blocks(graph):
+    blocks, i = [], 0
+    while True:
+        try:
+            blocks.append(graph.get_layer(f"transformer_layer_{i}"))
+        except ValueError:
+            return blocks
+        i += 1
+
+
+def _dependents(graph, source):
+    """Names of the tensors computed (directly or not) from ``source``."""
+    found = {source}
+    for node in graph.node:  # tf2onnx writes nodes in topological order
+        if any(i in found for i in node.input):
+            found.update(node.output)
+    return found
+
+
+class _BlockWriter:
+    """Appends one block's fused nodes and weights."""
+
+    def __init__(self, prefix, nodes, weights):
+        self.prefix, self.nodes, self.weights = prefix, nodes, weights
+
+    def const(self, name, value):
+        full = f"{self.prefix}/{name}_fused"
+        self.weights.append(numpy_helper.from_array(np.asarray(value, np.float32), full))
+        return full
+
+    def node(self, op, inputs, name, domain=None, **attrs):
+        full = f"{self.prefix}/{name}_fused"  # apart from tf2onnx's names; the layer path still matches
+        self.nodes.append(helper.make_node(op, inputs, [full + ":0"], name=full, domain=domain, **attrs))
+        return full + ":0"
+
+    def dense(self, x, layer, name, norm=None, residual=None, activation=None):
+        """``norm(x @ W + b [+ residual])`` with the activation, written fused."""
+        kernel, bias = _arrays(layer.kernel, layer.bias)
+        kind = None if norm is None else type(norm).__name__
+        if kind == "NoNorm":  # linear: gamma and beta fold into the kernel and bias; a residual is scaled
+            gamma, beta = _arrays(norm.gamma, norm.beta)
+            product = self.node("MatMul", [x, self.const(f"{name}/kernel", kernel * gamma[None, :])], f"{name}/MatMul")
+            out = self.node("Add", [product, self.const(f"{name}/bias", bias * gamma + beta)], f"{name}/BiasAdd")
+            if residual is None:
+                return out
+            scaled = self.node("Mul", [residual, self.const(f"{name}/gamma", gamma)], f"{name}/ResidualScale")
+            return self.node("Add", [out, scaled], f"{name}/ResidualAdd")
+        product = self.node("MatMul", [x, self.const(f"{name}/kernel", kernel)], f"{name}/MatMul")
+        if kind == "LayerNormalization":
+            gamma, beta = _arrays(norm.gamma, norm.beta)
+            return self.node("SkipLayerNormalization",
+                             [product, residual, self.const(f"{name}/gamma", gamma), self.const(f"{name}/beta", beta),
+                              self.const(f"{name}/bias", bias)],
+                             f"{name}/SkipLayerNorm", domain=MS, epsilon=float(norm.epsilon))
+        if norm is not None:
+            raise ValueError(f"no fused form of {kind}")
+        if activation in _GELU:
+            return self.node(_GELU[activation], [product, self.const(f"{name}/bias", bias)],
+                             f"{name}/{_GELU[activation]}", domain=MS)
+        out = self.node("Add", [product, self.const(f"{name}/bias", bias)], f"{name}/BiasAdd")
+        if activation == "relu":
+            return self.node("Relu", [out], f"{name}/Relu")
+        if activation == "relu6":
+            return self.node("Clip", [out, self.const(f"{name}/zero", 0.0), self.const(f"{name}/six", 6.0)],
+                             f"{name}/Relu6")
+        return out
+
+    def attention(self, attention, query, key, value, mask):
+        """The context ``[batch, seq, width]`` of ``attention`` (a MultiHeadAttention layer)."""
+        arrays = {n: _arrays(getattr(attention, n).kernel, getattr(attention, n).bias) for n in ("query", "key", "value")}
+        bias = self.const("attention/qkv_bias", np.concatenate([arrays[n][1] for n in ("query", "key", "value")]))
+        if query == key == value:
+            packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1)
+            qkv = self.node("MatMul", [query, self.const("attention/qkv/kernel", packed)], "attention/qkv/MatMul")
+            width = arrays["query"][0].shape[1]
+            split = self.const_i64("attention/qkv/split", [width, width, arrays["value"][0].shape[1]])
+            names = [f"{self.prefix}/attention/{n}_fused:0" for n in ("query", "key", "value")]
+            self.nodes.append(helper.make_node("Split", [qkv, split], names, axis=-1,
+                                               name=f"{self.prefix}/attention/qkv/Split_fused"))
+            q, k, v = names
+        else:
+            q, k, v = (self.node("MatMul", [source, self.const(f"attention/{n}/kernel", arrays[n][0])], f"attention/{n}/MatMul")
+                       for n, source in (("query", query), ("key", key), ("value", value)))
+        return self.node("MultiHeadAttention", [q, k, v, bias, mask], "attention/MultiHeadAttention", domain=MS,
+                         num_heads=int(attention.num_heads), mask_filter_value=float(attention.mask_value))
+
+    def const_i64(self, name, value):
+        full = f"{self.prefix}/{name}_fused"
+        self.weights.append(numpy_helper.from_array(np.asarray(value, np.int64), full))
+        return full
+
+    def block(self, block, x, y, mask):
+        """Appends ``block`` (TransformerBlock.call, post-norm) reading ``x``, writing ``y``."""
+        layer_input = query = value = x
+        if block.use_bottleneck:
+            layer_input = self.dense(x, block.bottleneck_input.dense, "bottleneck_input", norm=block.bottleneck_input.norm)
+            if block.use_bottleneck_attention:
+                query = value = layer_input
+            elif block.bottleneck_attention is not None:
+                query = self.dense(x, block.bottleneck_attention.dense, "bottleneck_attention",
+                                   norm=block.bottleneck_attention.norm)
+        context = self.attention(block.attention, query, query, value, mask)
+        h = self.dense(context, block.attention_output.dense, "attention_output", norm=block.attention_output.norm,
+                       residual=layer_input)
+        for index, ffn in enumerate(block.ffns):
+            inner = self.dense(h, ffn.intermediate, f"ffn_{index}/intermediate", activation=ffn.hidden_act)
+            h = self.dense(inner, ffn.output_dense, f"ffn_{index}/output", norm=ffn.norm, residual=h)
+        if block.output_bottleneck is not None:
+            h = self.dense(h, block.output_bottleneck.dense, "output_bottleneck", norm=block.output_bottleneck.norm,
+                           residual=x)
+        self.nodes.append(helper.make_node("Identity", [h], [y], name=f"{self.prefix}/output"))
+
+
+def _arrays(*variables):
+    return [np.asarray(v.numpy(), np.float32) for v in variables]
+
+
+def _toposort(graph):
+    produced = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    pending, ordered = list(graph.node), []
+    while pending:
+        rest = []
+        for node in pending:
+            if all(i in produced for i in node.input):
+                ordered.append(node)
+                produced.update(node.output)
+            else:
+                rest.append(node)
+        if len(rest) == len(pending):
+            ordered += rest  # a cycle or a missing input: the checker names it
+            break
+        pending = rest
+    del graph.node[:]
+    graph.node.extend(ordered)
+
+
+def _drop_dead(graph):
+    outputs = {o.name for o in graph.output}
+    while True:
+        read = {name for node in graph.node for name in node.input} | outputs
+        keep = [n for n in graph.node if any(o in read for o in n.output if o)]
+        if len(keep) == len(graph.node):
+            break
+        del graph.node[:]
+        graph.node.extend(keep)
+    used = {name for node in graph.node for name in node.input}
+    keep = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(keep)
