@@ -50,7 +50,7 @@ from onnx import helper, numpy_helper
 from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
-from mobilebert_kit.convert.onnx.fused import fuse_blocks
+from mobilebert_kit.convert.onnx.fused import fuse_blocks, gemms_as_matmuls
 from mobilebert_kit.convert.onnx.graph import simplify
 from mobilebert_kit.convert.onnx.row_scale import scale_rows
 from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
@@ -83,7 +83,8 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
 
     Dynamic dimensions (``batch_size`` / ``seq_len`` None in the graph) are
     named as optimum names them (:data:`DYNAMIC_DIMS`). ``fused``: the qualifying encoder blocks are written
-    as ONNX Runtime's fused contrib kernels (:mod:`~mobilebert_kit.convert.onnx.fused`).
+    as ONNX Runtime's fused contrib kernels (:mod:`~mobilebert_kit.convert.onnx.fused`; a mode's
+    ``OnnxQuantizer.fused_kernels`` says whether its quantizer takes them).
     """
     # Imported where used: both load TensorFlow, and importing this module does not (onnx_writer imports it;
     # quantize, check and float16_weights work on ONNX models alone).
@@ -234,6 +235,10 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     if settings.method == "int4":
         with _quiet_root_logger():
             return int4_weights(model, settings.block_size)
+    if settings.method == "dynamic":
+        # quantize_dynamic quantizes MatMul, not Gemm: the fused blocks' Gemms go back to MatMul + Add, which
+        # ORT fuses into DynamicQuantizeMatMul with the bias.
+        model = gemms_as_matmuls(model)
     exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")

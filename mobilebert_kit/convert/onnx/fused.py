@@ -55,7 +55,7 @@ def qualifies(block):
     )
 
 
-def fuse_blocks(model, graph):
+def fuse_blocks(model, graph, gemm=True):
     """Replaces the qualifying blocks of ``model`` (tf2onnx's conversion of ``graph``) in place; returns how many.
 
     Args:
@@ -100,7 +100,7 @@ def fuse_blocks(model, graph):
     nodes, weights = [], []
     mask = "fused/key_padding_mask"
     nodes.append(helper.make_node("Cast", ["attention_mask"], [mask], to=TensorProto.INT32, name="fused/mask_cast"))
-    fused = 0
+    fused, shapes = 0, {}
     for (block, prefix, x, _), out in zip(scopes, outputs):
         if not qualifies(block):
             continue
@@ -108,7 +108,7 @@ def fuse_blocks(model, graph):
         # it); the old producer's copy is renamed, read by nothing, and dropped with the nodes before it.
         old = producer[out]
         old.output[list(old.output).index(out)] = f"{out}/unfused"
-        _BlockWriter(prefix, nodes, weights).block(block, x, out, mask)
+        _BlockWriter(prefix, nodes, weights, gemm, shapes).block(block, x, out, mask)
         fused += 1
     g.node.extend(nodes)
     g.initializer.extend(weights)
@@ -117,6 +117,37 @@ def fuse_blocks(model, graph):
     if not any(o.domain == MS for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(MS, 1))
     return fused
+
+
+def gemms_as_matmuls(model):
+    """A copy of ``model`` whose fused blocks' ``Gemm`` nodes are ``MatMul`` + ``Add``: the form
+    ``quantize_dynamic`` quantizes (it leaves a Gemm float). ``model`` itself if it has none. tf2onnx's own
+    Gemms (a pooler, a classifier) stay as they were: they were quantized, or not, as before this pass."""
+    init = {i.name for i in model.graph.initializer}
+
+    def plain(node):
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        return (node.op_type == "Gemm" and node.name.endswith("/Gemm_fused") and node.input[1] in init and not attrs.get("transA") and not attrs.get("transB")
+                and attrs.get("alpha", 1.0) == 1.0 and attrs.get("beta", 1.0) == 1.0)
+
+    if not any(plain(n) for n in model.graph.node):
+        return model
+    copy = type(model)()
+    copy.CopyFrom(model)
+    nodes = []
+    for node in copy.graph.node:
+        if not plain(node):
+            nodes.append(node)
+            continue
+        product = f"{node.output[0]}/product"
+        nodes.append(helper.make_node("MatMul", node.input[:2], [product], name=node.name[:-len("Gemm_fused")] + "MatMul_fused"))
+        if len(node.input) > 2 and node.input[2]:
+            nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]], name=f"{node.name}/BiasAdd"))
+        else:
+            nodes.append(helper.make_node("Identity", [product], [node.output[0]], name=f"{node.name}/Identity"))
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    return copy
 
 
 def _blocks(graph):
@@ -141,8 +172,36 @@ def _dependents(graph, source):
 class _BlockWriter:
     """Appends one block's fused nodes and weights."""
 
-    def __init__(self, prefix, nodes, weights):
+    def __init__(self, prefix, nodes, weights, gemm=False, shapes=None):
         self.prefix, self.nodes, self.weights = prefix, nodes, weights
+        self.gemm = gemm  # token rows flattened to [tokens, width] and bias-adding products as Gemm
+        self.shapes = {} if shapes is None else shapes  # width -> the [batch, seq, width] shape tensor
+
+    def to_rows(self, x, width, name):
+        """``[batch, seq, width]`` -> ``[tokens, width]`` (a Reshape: no copy)."""
+        return self.node("Reshape", [x, self.shape_const(width)], f"{name}/to_rows")
+
+    def shape_const(self, width):
+        key = ("rows", width)
+        if key not in self.shapes:
+            name = f"fused/rows_{width}"
+            self.weights.append(numpy_helper.from_array(np.array([-1, width], np.int64), name))
+            self.shapes[key] = name
+        return self.shapes[key]
+
+    def to_tokens(self, x, width, name):
+        """``[tokens, width]`` -> ``[batch, seq, width]``, the batch and length read from the mask once."""
+        if width not in self.shapes:
+            base = "fused/mask_shape"
+            if "mask_shape" not in self.shapes:
+                self.shapes["mask_shape"] = base
+                self.nodes.append(helper.make_node("Shape", ["attention_mask"], [base], name=base))
+            tail = f"fused/width_{width}"
+            self.weights.append(numpy_helper.from_array(np.array([width], np.int64), tail))
+            self.nodes.append(helper.make_node("Concat", [base, tail], [f"fused/shape_{width}"], axis=0,
+                                               name=f"fused/shape_{width}"))
+            self.shapes[width] = f"fused/shape_{width}"
+        return self.node("Reshape", [x, self.shapes[width]], f"{name}/to_tokens")
 
     def const(self, name, value):
         full = f"{self.prefix}/{name}_fused"
@@ -160,15 +219,19 @@ class _BlockWriter:
         kind = None if norm is None else type(norm).__name__
         if kind == "NoNorm":  # linear: gamma and beta fold into the kernel and bias; a residual is scaled
             gamma, beta = _arrays(norm.gamma, norm.beta)
-            product = self.node("MatMul", [x, self.const(f"{name}/kernel", kernel * gamma[None, :])], f"{name}/MatMul")
-            out = self.node("Add", [product, self.const(f"{name}/bias", bias * gamma + beta)], f"{name}/BiasAdd")
+            out = self.biased(x, kernel * gamma[None, :], bias * gamma + beta, name)
             if residual is None:
                 return out
             scaled = self.node("Mul", [residual, self.const(f"{name}/gamma", gamma)], f"{name}/ResidualScale")
             return self.node("Add", [out, scaled], f"{name}/ResidualAdd")
-        product = self.node("MatMul", [x, self.const(f"{name}/kernel", kernel)], f"{name}/MatMul")
+        if kind == "LayerNormalization" and residual is None:  # IB-BERT's bottlenecks: no residual to skip
+            gamma, beta = _arrays(norm.gamma, norm.beta)
+            return self.node("LayerNormalization", [self.biased(x, kernel, bias, name), self.const(f"{name}/gamma", gamma),
+                                                    self.const(f"{name}/beta", beta)],
+                             f"{name}/LayerNorm", axis=-1, epsilon=float(norm.epsilon))
         if kind == "LayerNormalization":
             gamma, beta = _arrays(norm.gamma, norm.beta)
+            product = self.node("MatMul", [x, self.const(f"{name}/kernel", kernel)], f"{name}/MatMul")
             return self.node("SkipLayerNormalization",
                              [product, residual, self.const(f"{name}/gamma", gamma), self.const(f"{name}/beta", beta),
                               self.const(f"{name}/bias", bias)],
@@ -176,15 +239,24 @@ class _BlockWriter:
         if norm is not None:
             raise ValueError(f"no fused form of {kind}")
         if activation in _GELU:
+            product = self.node("MatMul", [x, self.const(f"{name}/kernel", kernel)], f"{name}/MatMul")
             return self.node(_GELU[activation], [product, self.const(f"{name}/bias", bias)],
                              f"{name}/{_GELU[activation]}", domain=MS)
-        out = self.node("Add", [product, self.const(f"{name}/bias", bias)], f"{name}/BiasAdd")
+        out = self.biased(x, kernel, bias, name)
         if activation == "relu":
             return self.node("Relu", [out], f"{name}/Relu")
         if activation == "relu6":
             return self.node("Clip", [out, self.const(f"{name}/zero", 0.0), self.const(f"{name}/six", 6.0)],
                              f"{name}/Relu6")
         return out
+
+    def biased(self, x, kernel, bias, name):
+        """``x @ kernel + bias``: one Gemm on token rows, else MatMul and Add."""
+        if self.gemm:
+            return self.node("Gemm", [x, self.const(f"{name}/kernel", kernel), self.const(f"{name}/bias", bias)],
+                             f"{name}/Gemm")
+        product = self.node("MatMul", [x, self.const(f"{name}/kernel", kernel)], f"{name}/MatMul")
+        return self.node("Add", [product, self.const(f"{name}/bias", bias)], f"{name}/BiasAdd")
 
     def attention(self, attention, query, key, value, mask):
         """The context ``[batch, seq, width]`` of ``attention`` (a MultiHeadAttention layer)."""
@@ -202,8 +274,14 @@ class _BlockWriter:
         else:
             q, k, v = (self.node("MatMul", [source, self.const(f"attention/{n}/kernel", arrays[n][0])], f"attention/{n}/MatMul")
                        for n, source in (("query", query), ("key", key), ("value", value)))
-        return self.node("MultiHeadAttention", [q, k, v, bias, mask], "attention/MultiHeadAttention", domain=MS,
-                         num_heads=int(attention.num_heads), mask_filter_value=float(attention.mask_value))
+        if self.gemm:
+            q, k, v = (self.to_tokens(t, arrays[n][0].shape[1], f"attention/{n}")
+                       for t, n in zip((q, k, v), ("query", "key", "value")))
+        context = self.node("MultiHeadAttention", [q, k, v, bias, mask], "attention/MultiHeadAttention", domain=MS,
+                            num_heads=int(attention.num_heads), mask_filter_value=float(attention.mask_value))
+        if self.gemm:
+            context = self.to_rows(context, arrays["value"][0].shape[1], "attention/context")
+        return context
 
     def const_i64(self, name, value):
         full = f"{self.prefix}/{name}_fused"
@@ -212,6 +290,8 @@ class _BlockWriter:
 
     def block(self, block, x, y, mask):
         """Appends ``block`` (TransformerBlock.call, post-norm) reading ``x``, writing ``y``."""
+        if self.gemm:
+            x = self.to_rows(x, block.hidden_size, "input")
         layer_input = query = value = x
         if block.use_bottleneck:
             layer_input = self.dense(x, block.bottleneck_input.dense, "bottleneck_input", norm=block.bottleneck_input.norm)
@@ -229,6 +309,8 @@ class _BlockWriter:
         if block.output_bottleneck is not None:
             h = self.dense(h, block.output_bottleneck.dense, "output_bottleneck", norm=block.output_bottleneck.norm,
                            residual=x)
+        if self.gemm:
+            h = self.to_tokens(h, block.hidden_size, "output")
         self.nodes.append(helper.make_node("Identity", [h], [y], name=f"{self.prefix}/output"))
 
 

@@ -70,12 +70,12 @@ class OnnxQuantizer:
 
     @property
     def fused_kernels(self):
-        """The float graph is written with ONNX Runtime's fused encoder kernels (``convert/onnx/fused.py``).
+        """The float graph this mode quantizes has ONNX Runtime's fused encoder kernels (``convert/onnx/fused.py``).
 
-        ``dynamic`` quantizes them (MatMuls to ``DynamicQuantizeMatMul``; the attention, LayerNorm and GELU
-        kernels stay float, as TFLite's dynamic range keeps them) and ``float16`` only stores weights; the
-        static QDQ and int4 quantizers keep tf2onnx's graph: ORT's QDQ rules and its
-        ``MatMulNBits`` quantizer were measured and gated on it (task metrics), not on the contrib ops.
+        ``dynamic`` quantizes their products (``DynamicQuantizeMatMul``; attention, LayerNorm and GELU stay
+        float, as in TFLite's dynamic range) and ``float16`` only stores weights. The static QDQ and int4
+        quantizers keep tf2onnx's graph: ORT's QDQ rules and its ``MatMulNBits`` quantizer were measured and
+        gated (task metrics) on that graph, not on the contrib kernels.
         """
         return self.method in ("dynamic", "float16")
 
