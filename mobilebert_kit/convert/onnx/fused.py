@@ -290,6 +290,9 @@ class _BlockWriter:
 
     def block(self, block, x, y, mask):
         """Appends ``block`` (TransformerBlock.call, post-norm) reading ``x``, writing ``y``."""
+        # Token rows pay two Reshapes a block and three around the attention: only where some product takes
+        # the Gemm form (NoNorm, ReLU); LayerNorm + GELU blocks put every bias into SkipLayerNorm / BiasGelu.
+        self.gemm = self.gemm and (block.normalization_type == "no_norm" or block.hidden_act not in _GELU)
         if self.gemm:
             x = self.to_rows(x, block.hidden_size, "input")
         layer_input = query = value = x
