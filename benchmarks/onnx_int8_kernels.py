@@ -29,6 +29,7 @@ import argparse
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -59,6 +60,8 @@ def main(argv=None):
     parser.add_argument("--min-time", type=float, default=6.0, help="seconds per file and length, all rounds")
     parser.add_argument("--extra", action="append", default=[], metavar="LABEL=PATH",
                         help="another .onnx file timed in the same rounds (e.g. today's export, made on main)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time each call by this process's CPU time (a shared, loaded host), not wall time")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-fidelity", action="store_true")
     args = parser.parse_args(argv)
@@ -117,9 +120,10 @@ def latency(work, lengths, args):
         runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
         with pinned(args.core):
             samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
-                                  warmup_time_s=0.5)
+                                  warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
         median = {name: float(np.median(s)) for name, s in samples.items()}
-        print(f"\nseq {seq_len}, core {args.core}, load after {load_average()}")
+        print(f"\nseq {seq_len}, core {args.core}, load after {load_average()}, "
+              f"{'CPU' if args.cpu_time else 'wall'} time per call")
         print(f"| file | median ms | / {PEER} | / ours float32 |")
         print("|---|---|---|---|")
         for name, ms in median.items():
