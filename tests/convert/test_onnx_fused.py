@@ -41,9 +41,9 @@ def test_fused_blocks_give_tf2onnx_graphs_outputs(name, request):
     plain, fused = _both(model, hidden_states=True)  # the probe outputs read every block's output
     onnx_export.check(fused)
     ops = collections.Counter(n.op_type for n in fused.graph.node)
-    assert ops["MultiHeadAttention"] == layers and ops["Softmax"] == 0 and ops["Transpose"] == 0, ops
+    assert ops["MultiHeadAttention"] + ops["Attention"] == layers and ops["Softmax"] == ops["Transpose"] == 0, ops
     if name == "tiny_bert":  # LayerNorm + GELU: every bias inside a kernel, no Add left in the blocks
-        assert ops["SkipLayerNormalization"] == 2 * layers and ops["BiasGelu"] == layers, ops
+        assert ops["SkipLayerNormalization"] == 2 * layers and ops["BiasGelu"] == ops["Attention"] == layers, ops
     else:  # NoNorm folded, ReLU FFNs: the bias-adding products as Gemm on token rows
         assert ops["Gemm"] >= 2 * layers and ops["Relu"] >= layers and ops["SkipLayerNormalization"] == 0, ops
     assert [o.name for o in fused.graph.output] == [o.name for o in plain.graph.output]
@@ -64,16 +64,19 @@ def test_attention_without_a_kernel_keeps_tf2onnx_nodes():
     assert [n.op_type for n in fused.graph.node] == [n.op_type for n in plain.graph.node]
 
 
-def test_dynamic_int8_quantizes_the_fused_products_and_inspect_names_the_kernels(tiny_mobilebert, tmp_path):
-    """The exported dynamic file runs every block product in ORT's int8 kernels (the Gemms went back to MatMul
-    for ``quantize_dynamic``), keeps the optimum-style names, and ``mbk inspect`` names the contrib kernels a
-    reduced ORT build needs."""
+@pytest.mark.parametrize("name", ["tiny_bert", "tiny_mobilebert"])
+def test_dynamic_int8_quantizes_the_fused_products_and_inspect_names_the_kernels(name, request, tmp_path):
+    """The exported dynamic file runs every block product in ORT's int8 kernels (the Gemms went back to MatMul,
+    the packed Attention to MatMul + MultiHeadAttention, for ``quantize_dynamic``; no QAttention, whose one
+    scale per tensor the row scales would miss), keeps the optimum-style names, and ``mbk inspect`` names the
+    contrib kernels a reduced ORT build needs."""
     from mobilebert_kit.artifacts.inspection import inspect_artifact
 
-    path = export_tiny(tiny_mobilebert, tmp_path / "d.onnx", "onnx", quantize="dynamic").path
+    path = export_tiny(request.getfixturevalue(name), tmp_path / "d.onnx", "onnx", quantize="dynamic").path
     model = onnx.load(str(path))
     ops = collections.Counter(n.op_type for n in model.graph.node)
-    assert ops["Gemm"] == 0 and ops["MatMulInteger"] > 0 and ops["MultiHeadAttention"] == 2, ops
+    assert ops["Gemm"] == ops["Attention"] == ops["QAttention"] == 0, ops
+    assert ops["MatMulInteger"] > 0 and ops["MultiHeadAttention"] == 2, ops
     assert [i.name for i in model.graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
     dims = [d.dim_param for d in model.graph.input[0].type.tensor_type.shape.dim]
     assert dims == ["batch_size", "sequence_length"], dims

@@ -1,5 +1,8 @@
 """ONNX export with tf2onnx, and ONNX Runtime quantization of the result.
 
+Float32, float16 and dynamic files have their encoder blocks rewritten as ONNX Runtime's fused kernels
+(:mod:`~mobilebert_kit.convert.onnx.fused`; the mode's ``OnnxQuantizer.fused_kernels`` says which modes).
+
 Each quantization mode's ONNX Runtime settings are its record's
 :class:`~mobilebert_kit.convert.quantization.modes.OnnxQuantizer`
 (``onnx_as`` maps ``qat`` to ``int8``); this module applies them:
@@ -50,7 +53,7 @@ from onnx import helper, numpy_helper
 from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
-from mobilebert_kit.convert.onnx.fused import fuse_blocks, gemms_as_matmuls
+from mobilebert_kit.convert.onnx.fused import fuse_blocks, dynamic_form
 from mobilebert_kit.convert.onnx.graph import simplify
 from mobilebert_kit.convert.onnx.row_scale import scale_rows
 from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
@@ -238,7 +241,7 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     if settings.method == "dynamic":
         # quantize_dynamic quantizes MatMul, not Gemm: the fused blocks' Gemms go back to MatMul + Add, which
         # ORT fuses into DynamicQuantizeMatMul with the bias.
-        model = gemms_as_matmuls(model)
+        model = dynamic_form(model)
     exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")

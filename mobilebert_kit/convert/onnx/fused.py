@@ -4,14 +4,25 @@ tf2onnx lowers each :class:`~mobilebert_kit.layers.transformer_block.Transformer
 reshape and transpose nodes, none of which ORT's fusions recognise (issue 45). This pass replaces every
 qualifying block of the converted graph with the block's own computation, written from its Keras weights:
 
-- attention: ``com.microsoft`` ``MultiHeadAttention`` (projected query, key and value, their biases packed
-  into the kernel, the padding mask as ``key_padding_mask``, ``mask_filter_value`` the layer's score of
-  padded keys). BERT layouts project q, k and v with one MatMul on a packed ``[hidden, 3 x width]`` weight
-  and split its output;
+- attention: ``com.microsoft`` ``Attention`` where q, k and v read one tensor (BERT: the packed
+  ``[hidden, 3 x width]`` projection inside the kernel), else ``MultiHeadAttention`` on the projected q, k
+  and v (MobileBERT: q and k read the shared bottleneck, v the block input); the biases in the kernel, the
+  padding mask as its 2-D mask, ``mask_filter_value`` the layer's score of padded keys;
 - residual + LayerNorm: ``SkipLayerNormalization`` with the projection's bias fused;
-- the FFN activation: ``BiasGelu`` (exact GELU) / ``FastGelu`` (tanh), or ``Add`` + ``Relu``;
+- the FFN activation: ``BiasGelu`` (exact GELU) / ``FastGelu`` (tanh) with the bias, or ReLU;
 - NoNorm (``x * gamma + beta``): folded into the dense weights before it (``W * gamma``,
-  ``b * gamma + beta``); after a residual the residual is scaled (``r * gamma``) and added.
+  ``b * gamma + beta``); after a residual the residual is scaled (``r * gamma``) and added;
+- blocks with NoNorm or ReLU (MobileBERT) run on token rows (``[tokens, width]``, a Reshape in and out) so
+  that each bias-adding product is one ``Gemm`` (ORT fuses a following ReLU into it); ``quantize_dynamic``
+  takes MatMul, not Gemm, and would make ``Attention`` a ``QAttention`` with one activation scale per
+  tensor, so :func:`dynamic_form` gives it ``MatMul`` + ``Add`` and ``MatMul`` + ``Split`` +
+  ``MultiHeadAttention`` (the row scales then reach every weight product).
+
+Measured (``mobilebert`` preset, seq 128, one core, CPU time; benchmarks/RESULTS.md): float32 about 0.92x
+the optimum-style peer (tf2onnx's graph: 0.98x); the MatMuls alone are ~0.8x the peer's time, so float32
+cannot go much below that by fusing. ``Attention`` took 0.97x ``MultiHeadAttention``'s time with a packed
+MatMul and Split before it (all-MiniLM-L6-v2, 128 tokens); MobileBERT's value reads another tensor than its
+query and key, which ``Attention``'s one input cannot express.
 
 A block qualifies when its attention class declares ``onnx_fused`` itself (the plain scaled dot product;
 its subclasses add position terms ORT has no kernel for: NEZHA, MPNet, DeBERTa, rotary, ConvBERT's span
@@ -119,34 +130,48 @@ def fuse_blocks(model, graph, gemm=True):
     return fused
 
 
-def gemms_as_matmuls(model):
-    """A copy of ``model`` whose fused blocks' ``Gemm`` nodes are ``MatMul`` + ``Add``: the form
-    ``quantize_dynamic`` quantizes (it leaves a Gemm float). ``model`` itself if it has none. tf2onnx's own
-    Gemms (a pooler, a classifier) stay as they were: they were quantized, or not, as before this pass."""
+def dynamic_form(model):
+    """A copy of ``model`` whose fused blocks take the forms ``quantize_dynamic`` quantizes; ``model`` if none.
+
+    ``Gemm`` -> ``MatMul`` + ``Add`` (the quantizer leaves a Gemm float; ORT fuses the pair into
+    ``DynamicQuantizeMatMul`` with the bias) and ``Attention`` -> ``MatMul`` on the packed weight, ``Split``,
+    ``MultiHeadAttention`` (the quantizer would make it ``QAttention``, one activation scale per tensor and
+    none of the row scales the dynamic mode keeps). tf2onnx's own Gemms (a pooler, a classifier) stay.
+    """
     init = {i.name for i in model.graph.initializer}
+    shapes = {i.name: list(i.dims) for i in model.graph.initializer}
 
-    def plain(node):
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        return (node.op_type == "Gemm" and node.name.endswith("/Gemm_fused") and node.input[1] in init and not attrs.get("transA") and not attrs.get("transB")
-                and attrs.get("alpha", 1.0) == 1.0 and attrs.get("beta", 1.0) == 1.0)
+    def ours(node):
+        return (node.op_type in ("Gemm", "Attention") and node.name.endswith(f"/{node.op_type}_fused")
+                and node.input[1] in init)
 
-    if not any(plain(n) for n in model.graph.node):
+    if not any(ours(n) for n in model.graph.node):
         return model
     copy = type(model)()
     copy.CopyFrom(model)
-    nodes = []
+    nodes, extra = [], []
     for node in copy.graph.node:
-        if not plain(node):
+        if not ours(node):
             nodes.append(node)
             continue
-        product = f"{node.output[0]}/product"
-        nodes.append(helper.make_node("MatMul", node.input[:2], [product], name=node.name[:-len("Gemm_fused")] + "MatMul_fused"))
-        if len(node.input) > 2 and node.input[2]:
-            nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]], name=f"{node.name}/BiasAdd"))
-        else:
-            nodes.append(helper.make_node("Identity", [product], [node.output[0]], name=f"{node.name}/Identity"))
+        base = node.name[:-len(f"{node.op_type}_fused")]
+        product = f"{base}MatMul_fused:0"
+        if node.op_type == "Gemm":  # written by _BlockWriter.biased: no transposes, alpha = beta = 1
+            nodes += [helper.make_node("MatMul", node.input[:2], [product], name=f"{base}MatMul_fused"),
+                      helper.make_node("Add", [product, node.input[2]], [node.output[0]], name=f"{base}BiasAdd_fused")]
+            continue
+        width = shapes[node.input[1]][1] // 3
+        split = f"{base}qkv_split_fused"
+        extra.append(numpy_helper.from_array(np.array([width] * 3, np.int64), split))
+        qkv = [f"{base}{n}_fused:0" for n in ("query", "key", "value")]
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        nodes += [helper.make_node("MatMul", node.input[:2], [product], name=f"{base}qkv/MatMul_fused"),
+                  helper.make_node("Split", [product, split], qkv, axis=-1, name=f"{base}qkv/Split_fused"),
+                  helper.make_node("MultiHeadAttention", qkv + list(node.input[2:4]), [node.output[0]],
+                                   name=f"{base}MultiHeadAttention_fused", domain=MS, **attrs)]
     del copy.graph.node[:]
     copy.graph.node.extend(nodes)
+    copy.graph.initializer.extend(extra)
     return copy
 
 
@@ -262,6 +287,13 @@ class _BlockWriter:
         """The context ``[batch, seq, width]`` of ``attention`` (a MultiHeadAttention layer)."""
         arrays = {n: _arrays(getattr(attention, n).kernel, getattr(attention, n).bias) for n in ("query", "key", "value")}
         bias = self.const("attention/qkv_bias", np.concatenate([arrays[n][1] for n in ("query", "key", "value")]))
+        if query == key == value and not self.gemm:
+            # One kernel for the packed projection and the attention: 0.97x MultiHeadAttention's time on
+            # all-MiniLM-L6-v2 at 128 tokens (CPU time, one core). dynamic_form() splits it for quantize_dynamic.
+            packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1)
+            return self.node("Attention", [query, self.const("attention/qkv/kernel", packed), bias, mask],
+                             "attention/Attention", domain=MS, num_heads=int(attention.num_heads),
+                             mask_filter_value=float(attention.mask_value))
         if query == key == value:
             packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1)
             qkv = self.node("MatMul", [query, self.const("attention/qkv/kernel", packed)], "attention/qkv/MatMul")
