@@ -135,46 +135,81 @@ def fuse_blocks(model, graph, gemm=True):
 def dynamic_form(model):
     """A copy of ``model`` whose fused blocks take the forms ``quantize_dynamic`` quantizes; ``model`` if none.
 
-    ``Gemm`` -> ``MatMul`` + ``Add`` (the quantizer leaves a Gemm float; ORT fuses the pair into
-    ``DynamicQuantizeMatMul`` with the bias) and ``Attention`` -> ``MatMul`` on the packed weight, ``Split``,
-    ``MultiHeadAttention`` (the quantizer would make it ``QAttention``, one activation scale per tensor and
-    none of the row scales the dynamic mode keeps). tf2onnx's own Gemms (a pooler, a classifier) stay.
+    - ``Gemm`` -> ``MatMul`` + ``Add``: the quantizer leaves a Gemm float; ORT fuses the pair into
+      ``DynamicQuantizeMatMul`` with the bias.
+    - ``Attention`` -> ``MatMul`` on the packed weight, ``Split``, ``MultiHeadAttention``: the quantizer would
+      make it ``QAttention``, one activation scale per tensor and none of the row scales the mode keeps.
+    - ``LayerNormalization`` -> its mean / variance ops: in the quantized graph ORT fuses the residual Add and
+      the LayerNormalization into ``SkipLayerNormalization``, whose CPU kernel made all-MiniLM-L6-v2's dynamic
+      file 1.15x tf2onnx's graph's time (0.94x with the ops spelled out; CPU time, 128 tokens).
+
+    tf2onnx's own nodes (a pooler's Gemm, a classifier) stay as they were.
     """
     init = {i.name for i in model.graph.initializer}
     shapes = {i.name: list(i.dims) for i in model.graph.initializer}
+    forms = ("Gemm", "Attention", "LayerNormalization")
 
     def ours(node):
-        return (node.op_type in ("Gemm", "Attention") and node.name.endswith(f"/{node.op_type}_fused")
+        return (node.op_type in forms and node.name.endswith(f"/{node.op_type.replace('Normalization', 'Norm')}_fused")
                 and node.input[1] in init)
 
     if not any(ours(n) for n in model.graph.node):
         return model
     copy = type(model)()
     copy.CopyFrom(model)
+    opset = max((o.version for o in copy.opset_import if o.domain in ("", "ai.onnx")), default=17)
     nodes, extra = [], []
     for node in copy.graph.node:
         if not ours(node):
             nodes.append(node)
             continue
-        base = node.name[:-len(f"{node.op_type}_fused")]
+        base = node.name[:-len(node.name.rsplit("/", 1)[1])]
         product = f"{base}MatMul_fused:0"
         if node.op_type == "Gemm":  # written by _BlockWriter.biased: no transposes, alpha = beta = 1
             nodes += [helper.make_node("MatMul", node.input[:2], [product], name=f"{base}MatMul_fused"),
                       helper.make_node("Add", [product, node.input[2]], [node.output[0]], name=f"{base}BiasAdd_fused")]
-            continue
-        width = shapes[node.input[1]][1] // 3
-        split = f"{base}qkv_split_fused"
-        extra.append(numpy_helper.from_array(np.array([width] * 3, np.int64), split))
-        qkv = [f"{base}{n}_fused:0" for n in ("query", "key", "value")]
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        nodes += [helper.make_node("MatMul", node.input[:2], [product], name=f"{base}qkv/MatMul_fused"),
-                  helper.make_node("Split", [product, split], qkv, axis=-1, name=f"{base}qkv/Split_fused"),
-                  helper.make_node("MultiHeadAttention", qkv + list(node.input[2:4]), [node.output[0]],
-                                   name=f"{base}MultiHeadAttention_fused", domain=MS, **attrs)]
+        elif node.op_type == "Attention":
+            width = shapes[node.input[1]][1] // 3
+            split = f"{base}qkv_split_fused"
+            extra.append(numpy_helper.from_array(np.array([width] * 3, np.int64), split))
+            qkv = [f"{base}{n}_fused:0" for n in ("query", "key", "value")]
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            nodes += [helper.make_node("MatMul", node.input[:2], [product], name=f"{base}qkv/MatMul_fused"),
+                      helper.make_node("Split", [product, split], qkv, axis=-1, name=f"{base}qkv/Split_fused"),
+                      helper.make_node("MultiHeadAttention", qkv + list(node.input[2:4]), [node.output[0]],
+                                       name=f"{base}MultiHeadAttention_fused", domain=MS, **attrs)]
+        else:
+            nodes += _layer_norm_ops(node, base, opset, extra)
     del copy.graph.node[:]
     copy.graph.node.extend(nodes)
     copy.graph.initializer.extend(extra)
     return copy
+
+
+def _layer_norm_ops(node, base, opset, initializers):
+    """``LayerNormalization(x, gamma, beta)`` over the last axis as ReduceMean, Sub, Mul, Sqrt, Div ops."""
+    x, gamma, beta = node.input
+    epsilon = next(helper.get_attribute_value(a) for a in node.attribute if a.name == "epsilon")
+    t = lambda s: f"{base}norm_{s}_fused"  # noqa: E731
+    initializers.append(numpy_helper.from_array(np.array(epsilon, np.float32), t("epsilon")))
+    reduce = {"axes": [-1]}
+    if opset >= 18:  # ReduceMean takes its axes as an input from opset 18
+        initializers.append(numpy_helper.from_array(np.array([-1], np.int64), t("axes")))
+        reduce = {}
+
+    def mean(source, out):
+        return helper.make_node("ReduceMean", [source] + ([t("axes")] if not reduce else []), [out], name=out,
+                                keepdims=1, **reduce)
+
+    return [mean(x, t("mean")),
+            helper.make_node("Sub", [x, t("mean")], [t("centred")], name=t("centred")),
+            helper.make_node("Mul", [t("centred"), t("centred")], [t("square")], name=t("square")),
+            mean(t("square"), t("variance")),
+            helper.make_node("Add", [t("variance"), t("epsilon")], [t("shifted")], name=t("shifted")),
+            helper.make_node("Sqrt", [t("shifted")], [t("deviation")], name=t("deviation")),
+            helper.make_node("Div", [t("centred"), t("deviation")], [t("normal")], name=t("normal")),
+            helper.make_node("Mul", [t("normal"), gamma], [t("scaled")], name=t("scaled")),
+            helper.make_node("Add", [t("scaled"), beta], [node.output[0]], name=f"{base}LayerNorm_fused")]
 
 
 def _blocks(graph):
