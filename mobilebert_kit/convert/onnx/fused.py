@@ -18,11 +18,12 @@ qualifying block of the converted graph with the block's own computation, writte
   that each bias-adding product is one ``Gemm`` (ORT fuses a following ReLU into it); ``quantize_dynamic``
   takes MatMul, not Gemm, and would make ``Attention`` a ``QAttention`` with one activation scale per
   tensor, so :func:`dynamic_form` gives it ``MatMul`` + ``Add`` and ``MatMul`` + ``Split`` +
-  ``MultiHeadAttention`` (the row scales then reach every weight product).
+  ``MultiHeadAttention`` (the row scales then reach every weight product), and spells LayerNorm out (ORT
+  would fuse it with the residual into its slow ``SkipLayerNormalization``).
 
-Measured (``mobilebert`` preset, seq 128, one core, CPU time; benchmarks/RESULTS.md): float32 about 0.92x
-the optimum-style peer (tf2onnx's graph: 0.98x); the MatMuls alone are ~0.8x the peer's time, so float32
-cannot go much below that by fusing. ``Attention`` took 0.97x ``MultiHeadAttention``'s time with a packed
+Measured (seq 128, one core, CPU time; benchmarks/RESULTS.md, issue 45): ``mobilebert`` float32 about 0.92x
+the optimum-style peer (tf2onnx's graph: 0.94-0.98x); the MatMuls alone are ~0.8x the peer's time, so float32
+cannot go much below that by fusing. all-MiniLM-L6-v2: float32 0.95x and dynamic int8 0.96x tf2onnx's graph. ``Attention`` took 0.97x ``MultiHeadAttention``'s time with a packed
 MatMul and Split before it (all-MiniLM-L6-v2, 128 tokens); MobileBERT's value reads another tensor than its
 query and key, which ``Attention``'s one input cannot express.
 
@@ -32,7 +33,7 @@ convolution, composite attention) and it is a post-norm block with dense FFNs an
 blocks keep tf2onnx's nodes. The block's boundary in the tf2onnx graph is found from the Keras layer path
 (``transformer_layer_{i}/``, as ``keep_float_layers`` matches nodes) and the data flow: its one input that
 depends on ``input_ids`` (the hidden state), and the next block's (or the heads') read of its output.
-Nodes keep the layer paths in their names (``.../transformer_layer_0/ffn_0/intermediate/MatMul``), so
+Nodes keep the layer paths in their names (``.../transformer_layer_0/ffn_0/intermediate/MatMul_fused``), so
 ``keep_float_layers`` still finds them.
 
 Example:
