@@ -236,8 +236,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     if settings.method == "float16":
         return float16_weights(model)
     if settings.method == "int4":
-        with _quiet_root_logger():
-            return int4_weights(model, settings.block_size)
+        with _quiet_root_logger():  # MatMulNBits takes MatMul, not the fused blocks' Gemm or packed Attention
+            return int4_weights(dynamic_form(model, spell_layer_norm=False), settings.block_size)
     if settings.method == "dynamic":
         # quantize_dynamic quantizes MatMul, not Gemm: the fused blocks' Gemms go back to MatMul + Add, which
         # ORT fuses into DynamicQuantizeMatMul with the bias.

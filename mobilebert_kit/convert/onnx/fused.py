@@ -133,8 +133,10 @@ def fuse_blocks(model, graph, gemm=True):
     return fused
 
 
-def dynamic_form(model):
-    """A copy of ``model`` whose fused blocks take the forms ``quantize_dynamic`` quantizes; ``model`` if none.
+def dynamic_form(model, spell_layer_norm=True):
+    """A copy of ``model`` whose fused blocks take the forms ``quantize_dynamic`` (and the int4 ``MatMulNBits``
+    quantizer) quantize; ``model`` if none. ``spell_layer_norm``: False keeps ``LayerNormalization`` (the int4
+    quantizer raises the opset afterwards, and ReduceMean's axes move from attribute to input at 18).
 
     - ``Gemm`` -> ``MatMul`` + ``Add``: the quantizer leaves a Gemm float; ORT fuses the pair into
       ``DynamicQuantizeMatMul`` with the bias.
@@ -148,7 +150,7 @@ def dynamic_form(model):
     """
     init = {i.name for i in model.graph.initializer}
     shapes = {i.name: list(i.dims) for i in model.graph.initializer}
-    forms = ("Gemm", "Attention", "LayerNormalization")
+    forms = ("Gemm", "Attention", "LayerNormalization") if spell_layer_norm else ("Gemm", "Attention")
 
     def ours(node):
         return (node.op_type in forms and node.name.endswith(f"/{node.op_type.replace('Normalization', 'Norm')}_fused")

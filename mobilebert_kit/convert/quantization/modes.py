@@ -72,12 +72,12 @@ class OnnxQuantizer:
     def fused_kernels(self):
         """The float graph this mode quantizes has ONNX Runtime's fused encoder kernels (``convert/onnx/fused.py``).
 
-        ``dynamic`` quantizes their products (``DynamicQuantizeMatMul``; attention, LayerNorm and GELU stay
-        float, as in TFLite's dynamic range) and ``float16`` only stores weights. The static QDQ and int4
-        quantizers keep tf2onnx's graph: ORT's QDQ rules and its ``MatMulNBits`` quantizer were measured and
-        gated (task metrics) on that graph, not on the contrib kernels.
+        ``dynamic`` and ``int4`` quantize their weight products (``DynamicQuantizeMatMul``, ``MatMulNBits``, after
+        ``fused.dynamic_form`` gives them MatMuls; attention, LayerNorm and GELU stay float, as in TFLite's
+        dynamic range) and ``float16`` only stores weights. The static QDQ quantizers keep tf2onnx's graph: ORT's
+        QDQ rules were measured and gated (task metrics) on that graph, and have none for the contrib kernels.
         """
-        return self.method in ("dynamic", "float16")
+        return self.method in ("dynamic", "float16", "int4")
 
     @property
     def float_ops(self):
