@@ -21,11 +21,11 @@ qualifying block of the converted graph with the block's own computation, writte
   ``MultiHeadAttention`` (the row scales then reach every weight product), and spells LayerNorm out (ORT
   would fuse it with the residual into its slow ``SkipLayerNormalization``).
 
-Measured (seq 128, one core, CPU time; benchmarks/RESULTS.md, issue 45): ``mobilebert`` float32 about 0.92x
-the optimum-style peer (tf2onnx's graph: 0.94-0.98x); the MatMuls alone are ~0.8x the peer's time, so float32
-cannot go much below that by fusing. all-MiniLM-L6-v2: float32 0.95x and dynamic int8 0.96x tf2onnx's graph. ``Attention`` took 0.97x ``MultiHeadAttention``'s time with a packed
-MatMul and Split before it (all-MiniLM-L6-v2, 128 tokens); MobileBERT's value reads another tensor than its
-query and key, which ``Attention``'s one input cannot express.
+Measured (seq 128, one core, CPU time; benchmarks/RESULTS.md, issue 45): ``mobilebert`` float32 0.92-0.96x
+the optimum-style peer (tf2onnx's graph: 0.98-1.02x); the MatMuls alone are ~0.8x the peer's time, so float32
+cannot go much below that by fusing. all-MiniLM-L6-v2: float32 0.95x and dynamic int8 0.96x tf2onnx's graph.
+``Attention`` took 0.97x ``MultiHeadAttention``'s time with a packed MatMul and Split before it (MiniLM);
+MobileBERT's value reads another tensor than its query and key, which ``Attention``'s one input cannot express.
 
 A block qualifies when its attention class declares ``onnx_fused`` itself (the plain scaled dot product;
 its subclasses add position terms ORT has no kernel for: NEZHA, MPNet, DeBERTa, rotary, ConvBERT's span
@@ -43,6 +43,8 @@ Example:
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
+
+from mobilebert_kit.convert.onnx.graph import drop_dead_nodes, drop_unused_initializers
 
 MS = "com.microsoft"
 _GELU = {"gelu": "BiasGelu", "gelu_tanh": "FastGelu"}
@@ -127,7 +129,8 @@ def fuse_blocks(model, graph, gemm=True):
     g.node.extend(nodes)
     g.initializer.extend(weights)
     _toposort(g)
-    _drop_dead(g)
+    drop_dead_nodes(g)
+    drop_unused_initializers(g)
     if not any(o.domain == MS for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(MS, 1))
     return fused
@@ -296,8 +299,9 @@ class _BlockWriter:
             out = self.biased(x, kernel, bias, name)
             if residual is not None:
                 out = self.node("Add", [out, residual], f"{name}/ResidualAdd")
-            return self.node("LayerNormalization", [out, self.const(f"{name}/gamma", gamma), self.const(f"{name}/beta", beta)],
-                             f"{name}/LayerNorm", axis=-1, epsilon=float(norm.epsilon))
+            affine = [self.const(f"{name}/gamma", gamma), self.const(f"{name}/beta", beta)]
+            return self.node("LayerNormalization", [out] + affine, f"{name}/LayerNorm", axis=-1,
+                             epsilon=float(norm.epsilon))
         if norm is not None:
             raise ValueError(f"no fused form of {kind}")
         if activation in _GELU:
@@ -322,7 +326,8 @@ class _BlockWriter:
 
     def attention(self, attention, query, key, value, mask):
         """The context ``[batch, seq, width]`` of ``attention`` (a MultiHeadAttention layer)."""
-        arrays = {n: _arrays(getattr(attention, n).kernel, getattr(attention, n).bias) for n in ("query", "key", "value")}
+        arrays = {n: _arrays(getattr(attention, n).kernel, getattr(attention, n).bias)
+                  for n in ("query", "key", "value")}
         bias = self.const("attention/qkv_bias", np.concatenate([arrays[n][1] for n in ("query", "key", "value")]))
         if query == key == value and not self.gemm:
             # One kernel for the packed projection and the attention: 0.97x MultiHeadAttention's time on
@@ -341,7 +346,8 @@ class _BlockWriter:
                                                name=f"{self.prefix}/attention/qkv/Split_fused"))
             q, k, v = names
         else:
-            q, k, v = (self.node("MatMul", [source, self.const(f"attention/{n}/kernel", arrays[n][0])], f"attention/{n}/MatMul")
+            q, k, v = (self.node("MatMul", [source, self.const(f"attention/{n}/kernel", arrays[n][0])],
+                                 f"attention/{n}/MatMul")
                        for n, source in (("query", query), ("key", key), ("value", value)))
         if self.gemm:
             q, k, v = (self.to_tokens(t, arrays[n][0].shape[1], f"attention/{n}")
@@ -366,7 +372,8 @@ class _BlockWriter:
             x = self.to_rows(x, block.hidden_size, "input")
         layer_input = query = value = x
         if block.use_bottleneck:
-            layer_input = self.dense(x, block.bottleneck_input.dense, "bottleneck_input", norm=block.bottleneck_input.norm)
+            layer_input = self.dense(x, block.bottleneck_input.dense, "bottleneck_input",
+                                     norm=block.bottleneck_input.norm)
             if block.use_bottleneck_attention:
                 query = value = layer_input
             elif block.bottleneck_attention is not None:
@@ -407,18 +414,3 @@ def _toposort(graph):
         pending = rest
     del graph.node[:]
     graph.node.extend(ordered)
-
-
-def _drop_dead(graph):
-    outputs = {o.name for o in graph.output}
-    while True:
-        read = {name for node in graph.node for name in node.input} | outputs
-        keep = [n for n in graph.node if any(o in read for o in n.output if o)]
-        if len(keep) == len(graph.node):
-            break
-        del graph.node[:]
-        graph.node.extend(keep)
-    used = {name for node in graph.node for name in node.input}
-    keep = [i for i in graph.initializer if i.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(keep)
