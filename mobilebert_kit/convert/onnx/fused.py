@@ -67,7 +67,7 @@ def qualifies(block):
         and attention.use_bias
         and attention.qkv is None
         and all(type(ffn) is FeedForward for ffn in block.ffns)
-        and block.dtype == "float32"
+        and block.compute_dtype == "float32"
     )
 
 
