@@ -27,12 +27,21 @@ def _both(model, **options):
     return onnx_export.convert(graph), onnx_export.convert(graph, fused=True)
 
 
-@pytest.mark.parametrize("name", ["tiny_bert", "tiny_mobilebert"])
+@pytest.fixture(scope="module")
+def tiny_bottleneck_attention():
+    """MobileBERT-tiny's layout (q, k and v all read the input bottleneck), two layers."""
+    import mobilebert_kit as mbk
+    from tests.convert.conftest import trained_like
+
+    return trained_like(mbk.build("mobilebert-tiny", num_layers=2, attention_mask_value=-120.0), seed=2)
+
+
+@pytest.mark.parametrize("name", ["tiny_bert", "tiny_mobilebert", "tiny_bottleneck_attention"])
 def test_fused_blocks_give_tf2onnx_graphs_outputs(name, request):
     """Every block becomes ORT's kernels and the outputs (padded rows included) stay those of tf2onnx's graph.
 
     Fails if a block is left unfused, if a kernel's inputs are wired wrongly (the mask, q/k/v, a residual,
-    NoNorm's fold) or if tf2onnx's attention survives beside the fused one.
+    NoNorm's fold, the packed q/k/v split on token rows) or if tf2onnx's attention survives beside the fused one.
     """
     from mobilebert_kit.convert.onnx import export as onnx_export
 
