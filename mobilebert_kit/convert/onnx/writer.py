@@ -49,8 +49,9 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
     # ExportOptions.check refuses it first in the user's spelling; a library caller must not get a float file.
     if not mode.allows("format:onnx"):
         raise ExportError(f"quantize {mode.name} has no ONNX export: {mode.refused['format:onnx']}")
-    model = onnx_export.convert(graph, setting.opset)
     onnx_as = mode.onnx_as  # qat -> int8 (the record says why)
+    fused = onnx_as is None or quantization_mode(onnx_as).onnx.fused_kernels
+    model = onnx_export.convert(graph, setting.opset, fused=fused)
     if onnx_as is not None:
         model = onnx_export.quantize(
             model, onnx_as, calibration, graph.input_dtypes, setting.keep_float_ops or (), setting.keep_float_layers,

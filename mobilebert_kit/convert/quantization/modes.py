@@ -69,6 +69,17 @@ class OnnxQuantizer:
         check_choice("activation_scales", self.activation_scales, tuple(ACTIVATION_SCALES))
 
     @property
+    def fused_kernels(self):
+        """The float graph this mode quantizes has ONNX Runtime's fused encoder kernels (``convert/onnx/fused.py``).
+
+        ``dynamic`` and ``int4`` quantize their weight products (``DynamicQuantizeMatMul``, ``MatMulNBits``, after
+        ``fused.dynamic_form`` gives them MatMuls; attention, LayerNorm and GELU stay float, as in TFLite's
+        dynamic range) and ``float16`` only stores weights. The static QDQ quantizers keep tf2onnx's graph: ORT's
+        QDQ rules were measured and gated (task metrics) on that graph, and have none for the contrib kernels.
+        """
+        return self.method in ("dynamic", "float16", "int4")
+
+    @property
     def float_ops(self):
         """Op types a static quantization always leaves float: ORT cannot run them quantized reliably.
 

@@ -1,0 +1,96 @@
+"""Encoder blocks written as ONNX Runtime's fused kernels (issue 45 item 1): the same outputs as tf2onnx's graph."""
+
+import collections
+
+import numpy as np
+import onnx
+import pytest
+
+from tests.convert.conftest import SEQ, export_tiny, padded_inputs
+
+
+def _run(model, inputs):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    runs = [session.run(None, {n: row[n].astype(np.float32 if n == "attention_mask" else np.int32) for n in names})
+            for row in inputs.rows(1)]
+    return [np.concatenate(outs) for outs in zip(*runs)]
+
+
+def _both(model, **options):
+    from mobilebert_kit.convert.export_model import build_export_model
+    from mobilebert_kit.convert.onnx import export as onnx_export
+
+    graph = build_export_model(model, seq_len=SEQ, **options)
+    return onnx_export.convert(graph), onnx_export.convert(graph, fused=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_bottleneck_attention():
+    """MobileBERT-tiny's layout (q, k and v all read the input bottleneck), two layers."""
+    import mobilebert_kit as mbk
+    from tests.convert.conftest import trained_like
+
+    return trained_like(mbk.build("mobilebert-tiny", num_layers=2, attention_mask_value=-120.0), seed=2)
+
+
+@pytest.mark.parametrize("name", ["tiny_bert", "tiny_mobilebert", "tiny_bottleneck_attention"])
+def test_fused_blocks_give_tf2onnx_graphs_outputs(name, request):
+    """Every block becomes ORT's kernels and the outputs (padded rows included) stay those of tf2onnx's graph.
+
+    Fails if a block is left unfused, if a kernel's inputs are wired wrongly (the mask, q/k/v, a residual,
+    NoNorm's fold, the packed q/k/v split on token rows) or if tf2onnx's attention survives beside the fused one.
+    """
+    from mobilebert_kit.convert.onnx import export as onnx_export
+
+    model = request.getfixturevalue(name)
+    layers = model.config["num_layers"]
+    plain, fused = _both(model, hidden_states=True)  # the probe outputs read every block's output
+    onnx_export.check(fused)
+    ops = collections.Counter(n.op_type for n in fused.graph.node)
+    assert ops["MultiHeadAttention"] + ops["Attention"] == layers and ops["Softmax"] == ops["Transpose"] == 0, ops
+    if name == "tiny_bert":  # LayerNorm + GELU: packed attention, the GELU's bias in its kernel
+        assert ops["LayerNormalization"] == 2 * layers and ops["BiasGelu"] == ops["Attention"] == layers, ops
+    else:  # NoNorm folded, ReLU FFNs: the bias-adding products as Gemm on token rows
+        assert ops["Gemm"] >= 2 * layers and ops["Relu"] >= layers and ops["LayerNormalization"] == 0, ops
+    assert [o.name for o in fused.graph.output] == [o.name for o in plain.graph.output]
+    inputs = padded_inputs(model)
+    for got, want in zip(_run(fused, inputs), _run(plain, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
+def test_attention_without_a_kernel_keeps_tf2onnx_nodes():
+    """NEZHA's relative positions have no ORT kernel: its blocks stay as tf2onnx wrote them (the subclass does not
+    inherit ``onnx_fused``)."""
+    import mobilebert_kit as mbk
+    from mobilebert_kit.convert.onnx.fused import qualifies
+
+    model = mbk.build("tiny-nezha", attention_mask_value=-120.0)
+    assert not any(qualifies(model.get_layer(f"transformer_layer_{i}")) for i in range(model.config["num_layers"]))
+    plain, fused = _both(model)
+    assert [n.op_type for n in fused.graph.node] == [n.op_type for n in plain.graph.node]
+
+
+@pytest.mark.parametrize("name", ["tiny_bert", "tiny_mobilebert"])
+def test_dynamic_int8_quantizes_the_fused_products_and_inspect_names_the_kernels(name, request, tmp_path):
+    """The exported dynamic file runs every block product in ORT's int8 kernels (the Gemms went back to MatMul,
+    the packed Attention to MatMul + MultiHeadAttention, for ``quantize_dynamic``; no QAttention, whose one
+    scale per tensor the row scales would miss), keeps the optimum-style names, and ``mbk inspect`` names the
+    contrib kernels a reduced ORT build needs."""
+    from mobilebert_kit.artifacts.inspection import inspect_artifact
+
+    path = export_tiny(request.getfixturevalue(name), tmp_path / "d.onnx", "onnx", quantize="dynamic").path
+    model = onnx.load(str(path))
+    ops = collections.Counter(n.op_type for n in model.graph.node)
+    # LayerNormalization spelled out: ORT would fuse it with the residual Add into its slow SkipLayerNormalization
+    assert ops["Gemm"] == ops["Attention"] == ops["QAttention"] == ops["LayerNormalization"] == 0, ops
+    assert ops["MatMulInteger"] > 0 and ops["MultiHeadAttention"] == 2, ops
+    assert [i.name for i in model.graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
+    dims = [d.dim_param for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch_size", "sequence_length"], dims
+    report = inspect_artifact(str(path))
+    assert report.contrib_ops["com.microsoft.MultiHeadAttention"] == 2, report.contrib_ops
+    text = report.format_text()
+    assert "contrib ops: " in text and "com.microsoft.MultiHeadAttention x2" in text, text
