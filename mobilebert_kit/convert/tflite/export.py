@@ -30,6 +30,7 @@ accelerators).
 """
 
 import numpy as np
+from ai_edge_litert.tools import flatbuffer_utils as fb
 
 from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
@@ -84,6 +85,54 @@ def _representative(graph, calibration):
                 yield arrays
 
     return generate
+
+
+def _measured_ranges(calibrated, samples):
+    """``calibrated`` with each recorded activation range measured again on ``samples``, every tensor kept apart.
+
+    TFLite's calibrator records an op's input after the op has run, and the interpreter runs element-wise ops in
+    place (the output in its input's buffer), so every input of an in-place ADD, SUB or MUL got the range of the
+    op's output joined to its own. Measured on all-MiniLM-L6-v2 (issue 46): each attention-score BATCH_MATMUL
+    took the range of the masked scores after the mask ADD ([-137, 14] for real scores within [-17, 14]: one int8
+    step 0.59 logits, a factor 1.8 in a softmax weight), each block output projection that of the residual sum
+    (the stream's outlier channels: [-20, 191]). A one-ULP difference in a float LayerNorm output that crossed a
+    rounding tie (aarch64 against x86-64 kernels) then moved a whole sentence embedding to cosine 0.963. Here
+    the rows run again with ``experimental_preserve_all_tensors`` (each tensor its own buffer, nothing in place),
+    builtin kernels, and every range the calibrator recorded is replaced by the one measured.
+
+    Args:
+        calibrated (bytes): the calibrator's model (float ops, ``min``/``max`` on the tensors it logged).
+        samples (callable): the representative dataset (``_representative``): dicts of input arrays by name.
+
+    Returns:
+        bytes: the model with the measured ranges (the input bytes when no tensor has a recorded range).
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    model = fb.read_model_from_bytearray(bytearray(calibrated))
+    tensors = model.subgraphs[0].tensors
+    logged = [i for i, t in enumerate(tensors)
+              if t.quantization is not None and t.quantization.min is not None and len(t.quantization.min) == 1]
+    if not logged:
+        return calibrated
+    interpreter = Interpreter(model_content=bytes(calibrated), experimental_preserve_all_tensors=True,
+                              experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    run = interpreter.get_signature_runner()
+    low, high = {}, {}
+    for sample in samples():
+        run(**sample)
+        for i in logged:
+            try:
+                value = interpreter.get_tensor(i)
+            except ValueError:  # a tensor without data in this run (never allocated): keep the calibrator's
+                continue
+            if value.size:
+                low[i] = min(low.get(i, np.inf), float(value.min()))
+                high[i] = max(high.get(i, -np.inf), float(value.max()))
+    for i in low:
+        tensors[i].quantization.min = np.array([low[i]], np.float32)
+        tensors[i].quantization.max = np.array([high[i]], np.float32)
+    return bytes(fb.convert_object_to_bytearray(model))
 
 
 def _real_length(mask):
@@ -156,8 +205,8 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         converter.inference_output_type = tf.int8
     try:
         if selective:
-            data = _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes,
-                              calibrated, (quantize, io_type), asked_ops)
+            data = _selective(converter, graph, calibration, io_type, keep_float_ops, keep_float_layers, notes,
+                              default_nodes, calibrated, (quantize, io_type), asked_ops)
         else:
             with quiet_fd2():  # calibrated conversions print the quantizer's settings from C++
                 data = converter.convert()
@@ -180,8 +229,8 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     return data, notes
 
 
-def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes=(), calibrated=None,
-               key=None, asked_ops=()):
+def _selective(converter, graph, calibration, io_type, keep_float_ops, keep_float_layers, notes, default_nodes=(),
+               calibrated=None, key=None, asked_ops=()):
     """Calibrate, then quantize with ops/nodes deny-listed (TFLite's selective quantization).
 
     ``default_nodes`` are ``(label, layer paths)`` groups kept float by default: unlike ``keep_float_layers``
@@ -195,7 +244,7 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
         model = calibrated[key]
     else:
         converter._experimental_calibrate_only = True  # noqa: SLF001  (the public debugger uses the same switch)
-        model = converter.convert()
+        model = _measured_ranges(converter.convert(), _representative(graph, calibration))
         if calibrated is not None:
             calibrated[key] = model
     calibrated = model
