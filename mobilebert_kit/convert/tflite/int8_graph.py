@@ -119,7 +119,8 @@ def dynamic_range_weights(model_bytes, names):
             are not float fully connected layers with a constant 2-D kernel are left alone.
 
     Example:
-        >>> data, changed = dynamic_range_weights(model_bytes, ["m/transformer_layer_0/ffn_0/output/BiasAdd"])  # doctest: +SKIP
+        >>> dynamic_range_weights(model_bytes, ["m/transformer_layer_0/ffn_0/output/BiasAdd"])  # doctest: +SKIP
+        (b'...', 1)
     """
     wanted = set(names)
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
