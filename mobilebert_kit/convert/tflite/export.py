@@ -216,7 +216,9 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8
     try:
-        if selective:
+        # Every int8 calibration goes through _selective (nothing deny-listed when nothing is kept float), so its
+        # ranges are measured with each tensor kept apart (_measured_ranges); int16x8 and qat keep the converter's.
+        if selective or (mode.calibration and not settings.int16_activations and not mode.trains):
             data = _selective(converter, graph, calibration, io_type, keep_float_ops, keep_float_layers, notes,
                               default_nodes, calibrated, (quantize, io_type), asked_ops)
         else:
@@ -282,7 +284,8 @@ def _selective(converter, graph, calibration, io_type, keep_float_ops, keep_floa
             kept.append(f"{len(extra)} {label} node(s)")
             nodes = nodes + extra
             dynamic += extra if label == DYNAMIC_GROUP else []
-    notes.append("kept in float: " + "; ".join(kept))
+    if kept:
+        notes.append("kept in float: " + "; ".join(kept))
     dtype = tf.int8 if io_type == "int8" else tf.float32
     with quiet_fd2():  # the quantizer prints its settings ("fully_quantize: 0, ...") from C++
         data = lite_convert.mlir_quantize(
