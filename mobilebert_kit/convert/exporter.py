@@ -158,15 +158,18 @@ def export(options, source=None, log=print, score=None):
         if plan.asked.search:
             say(f"evaluating {candidate.label} on {options.eval_data} ...")
             metric = score(candidate.path, options.eval_data).metrics[search.budget.metric]
-            if arch is None:
+            if arch is None or not search.budget.holds(metric):  # one the metric refuses is not run there
                 return Verdict(metric=metric)
             say(f"running {candidate.label} on {arch} (emulated) on {validation_inputs.description} ...")
             emulated = validate(candidate, candidate.plan.quantize, with_texts=False, arch=arch).arch
             why = "; ".join(str(f).splitlines()[0] for f in emulated.failures) if emulated is not None else ""
             return Verdict(passed=False if why else None, metric=metric, why=why, report=emulated)
-        say(f"validating {candidate.label} against the Keras model on {validation_inputs.description}"
-            + (f", and on {arch} (emulated)" if arch else "") + " ...")
-        candidate.written.validation = report = validate(candidate, candidate.plan.quantize, arch=arch)
+        say(f"validating {candidate.label} against the Keras model on {validation_inputs.description} ...")
+        candidate.written.validation = report = validate(candidate, candidate.plan.quantize)
+        if arch is not None and report.passed:  # a setting that fails here is not run there (seconds a row)
+            say(f"running {candidate.label} on {arch} (emulated) on {validation_inputs.description} ...")
+            report.arch = validate(candidate, candidate.plan.quantize, with_texts=False, arch=arch).arch
+            report.failures.extend(report.arch.failures if report.arch is not None else ())
         return Verdict(passed=report.passed, why=report.summary_line(), report=report)
 
     with install_lock(out) as install, report_guard(out) as report, \
