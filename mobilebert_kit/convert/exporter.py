@@ -155,11 +155,24 @@ def export(options, source=None, log=print, score=None):
                              arch=arch, cpu=options.check_cpu)  # the cache build, if any, speaks on stderr
 
     def judge(candidate):
+        # With --check-arch every setting a search judges runs on the emulated CPU too, so a fallback or auto's
+        # ladder moves on from a setting whose outputs there miss the mode's thresholds (issue 46).
+        arch = options.check_arch
         if plan.asked.search:
             say(f"evaluating {candidate.label} on {options.eval_data} ...")
-            return Verdict(metric=score(candidate.path, options.eval_data).metrics[search.budget.metric])
+            metric = score(candidate.path, options.eval_data).metrics[search.budget.metric]
+            if arch is None or not search.budget.holds(metric):  # one the metric refuses is not run there
+                return Verdict(metric=metric)
+            say(f"running {candidate.label} on {arch} (emulated) on {validation_inputs.description} ...")
+            emulated = validate(candidate, candidate.plan.quantize, with_texts=False, arch=arch).arch
+            why = "; ".join(str(f).splitlines()[0] for f in emulated.failures) if emulated is not None else ""
+            return Verdict(passed=False if why else None, metric=metric, why=why, report=emulated)
         say(f"validating {candidate.label} against the Keras model on {validation_inputs.description} ...")
         candidate.written.validation = report = validate(candidate, candidate.plan.quantize)
+        if arch is not None and report.passed:  # a setting that fails here is not run there (seconds a row)
+            say(f"running {candidate.label} on {arch} (emulated) on {validation_inputs.description} ...")
+            report.arch = validate(candidate, candidate.plan.quantize, with_texts=False, arch=arch).arch
+            report.failures.extend(report.arch.failures if report.arch is not None else ())
         return Verdict(passed=report.passed, why=report.summary_line(), report=report)
 
     with install_lock(out) as install, report_guard(out) as report, \
@@ -179,10 +192,14 @@ def export(options, source=None, log=print, score=None):
         result.search = search.frontier.to_dict() if search.searched else None
         if options.validate:
             _judge_written(result, chosen, search, plan, validate, score, say)
-            if options.check_arch and result.validation.passed:
-                # Only the chosen file: an emulated run costs seconds a row, too much for every setting searched.
-                say(f"running {chosen.label} on {options.check_arch} (emulated) on {validation_inputs.description} ...")
-                emulated = validate(chosen, result.quantize, with_texts=False, arch=options.check_arch).arch
+            if options.check_arch and result.validation.passed and result.validation.arch is None:
+                # The judge ran it there already (chosen.verdict); an unjudged file (no validation asked of the
+                # search) runs now.
+                emulated = chosen.verdict.report if plan.asked.search and chosen.verdict is not None else None
+                if emulated is None:
+                    say(f"running {chosen.label} on {options.check_arch} (emulated) on "
+                        f"{validation_inputs.description} ...")
+                    emulated = validate(chosen, result.quantize, with_texts=False, arch=options.check_arch).arch
                 if emulated is not None:
                     result.validation.arch = emulated
                     result.validation.failures.extend(emulated.failures)

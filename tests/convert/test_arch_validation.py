@@ -83,6 +83,26 @@ def test_export_refuses_a_file_that_disagrees_on_arm64_and_writes_nothing(tiny_m
     assert not out.exists()
 
 
+def test_the_int8_fallback_moves_past_a_setting_that_disagrees_on_arm64(tiny_bert, tmp_path, monkeypatch):
+    # --check-arch judges every setting the search tries (issue 46): the first (all int8, defaults) is made to
+    # disagree on arm64, so the fallback writes the next, and the report carries the arm64 comparison.
+    run, calls = EmulatedRunner.run, []
+
+    def first_wrong(self, inputs):
+        calls.append(self.host.path.name)
+        out = run(self, inputs)
+        return {k: -v for k, v in out.items()} if len(calls) == 1 else out
+
+    monkeypatch.setattr(EmulatedRunner, "run", first_wrong)
+    out = tmp_path / "m.tflite"
+    result = export_tiny(tiny_bert, out, "tflite", "int8", check_arch="arm64")
+    rows = result.search["frontier"]
+    assert len(calls) == 2 and not rows[0]["passed"] and "on arm64 (cortex-a76) vs x86-64" in rows[0]["why"], rows
+    assert rows[-1]["passed"] and rows[-1]["float_layers"] and out.exists()
+    arch = result.validation.arch.to_dict()
+    assert arch["cpu"] == "cortex-a76" and arch["outputs"][0]["vs_x86"]["cosine_min"] > 0.99, arch
+
+
 def test_onnx_runs_on_onnxruntimes_aarch64_build(tiny_bert, tmp_path):
     from mobilebert_kit.convert.validation.file_validation import validate_file
 

@@ -267,3 +267,31 @@ def test_a_passing_int8_file_that_changed_answers_says_so_and_how_to_measure_it(
     assert note.startswith("int8 changed the probability answer on ") and "eval_data FILE" in note, note  # API spelling
     float_file = export(ExportOptions(model, "tflite", "none", out=str(tmp_path / "f.tflite"), seq_len=SEQ), log=None)
     assert not any(" changed the " in n for n in float_file.notes)
+
+
+def test_auto_with_check_arch_moves_past_a_setting_that_disagrees_on_arm64(sensitive, standin, calibration,
+                                                                             tmp_path, monkeypatch):
+    # --check-arch (issue 46): each setting that holds the budget also runs on the emulated CPU; the first is made
+    # to disagree there, so it is refused whatever its metric, and the report carries the written one's run.
+    from mobilebert_kit.artifacts.emulated_runner import EmulatedRunner
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    run, calls = EmulatedRunner.run, []
+
+    def first_wrong(self, inputs):
+        calls.append(self.host.path.name)
+        out = run(self, inputs)
+        return {k: -v for k, v in out.items()} if len(calls) == 1 else out
+
+    monkeypatch.setattr(EmulatedRunner, "run", first_wrong)
+    _latencies(monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3, "int4-channel": 1.2})
+    model, _, data = sensitive
+    result = export(ExportOptions(model, "tflite", "auto", out=str(tmp_path / "m.tflite"), seq_len=SEQ,
+                                  eval_data=str(data), max_drop=0.15, calibration=str(calibration),
+                                  check_arch="arm64"), log=None, score=_accuracy)
+    rows = result.search["frontier"]
+    refused = [r for r in rows if "on arm64 (cortex-a76) vs x86-64" in r["why"]]
+    assert len(refused) == 1 and not refused[0]["passed"] and refused[0]["metric"] is not None, rows
+    assert len(calls) == len([r for r in rows if r["passed"]]) + 1, (calls, rows)
+    assert result.validation.arch is not None and result.validation.arch.cpu == "cortex-a76"
+    assert result.validation.passed

@@ -179,3 +179,22 @@ def test_auto_that_finds_nothing_says_so(tmp_path):
     assert not search.passed and search.frontier.stopped == "no setting met the budget"
     assert chosen is not None and not chosen.row.passed  # the last written, for the report of the refusal
     assert {r.quantize for r in search.frontier.rows} == {"int8", "int4-channel", "dynamic"}
+
+
+def test_auto_moves_past_a_setting_that_failed_on_the_emulated_cpu(tmp_path):
+    # --check-arch: the judge's False (the arm64 run missed the thresholds) stands over a metric that holds the
+    # budget (issue 46), and the next rung is written.
+    fakes = Fakes(passes=None, metric=lambda c: 0.795)
+
+    def judge(candidate):
+        failed = candidate.plan.quantize == "int8" and not candidate.plan.keep_float_layers
+        return Verdict(passed=False if failed else None, metric=0.795,
+                       why="sentence_embedding on arm64 (cortex-a76) vs x86-64 cosine 0.98 < 0.99" if failed else "")
+
+    search = search_of(plan_of("auto"), fakes)
+    search.set_reference(Tried("float32 (reference)", "none", [], 10.0, passed=True),
+                         Evaluation({"accuracy": 0.80}), max_drop=0.02)
+    chosen = search.run(fakes.write, judge, tmp_path)
+    first = search.frontier.rows[0]
+    assert first.setting == "int8" and not first.passed and "arm64" in first.why, first
+    assert chosen.row.passed and chosen.label != "int8"

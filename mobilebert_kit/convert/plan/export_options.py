@@ -97,7 +97,8 @@ def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=No
 _KEEP_FLOAT_OPS_HELP = (
     "comma-separated op types kept in float (e.g. SOFTMAX); 'none' for none. Default: SOFTMAX and the "
     "attention-mask ADD for TFLite full int8 (XNNPACK has no int8 softmax), a LayerNorm model's LayerNorms and "
-    "residual ADDs, and an embedding's sentence pooling (SUM, DIV, MAXIMUM, L2_NORMALIZATION); nothing otherwise")
+    "residual ADDs (its feed-forward output projections dynamic-range int8), and an embedding's sentence pooling "
+    "(SUM, DIV, MAXIMUM, L2_NORMALIZATION); nothing otherwise")
 
 
 @dataclass(frozen=True)
@@ -248,8 +249,8 @@ class ExportOptions:
                              none_ok=True,
                              help="also run the file on this CPU architecture's runtime, emulated (QEMU), before "
                              "writing it: a file whose outputs there miss the mode's thresholds against the x86-64 "
-                             "run or the Keras model is refused (numerics only, docs/export.md#arm-numerics-under-"
-                             "emulation)")
+                             "run or the Keras model is refused, and a search (the int8 fallback, auto) judges "
+                             "each setting there too (numerics only, docs/export.md#arm-numerics-under-emulation)")
     check_cpu: str = option(None, flag="--check-cpu", recipe=("validation", "check_cpu"), none_ok=True,
                             help="the emulated CPU of --check-arch (arm64: " + ", ".join(ARCHES["arm64"].cpus)
                             + f"; default {ARCHES['arm64'].default_cpu})")

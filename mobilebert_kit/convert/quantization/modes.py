@@ -172,6 +172,8 @@ class TfliteSettings:
             XNNPACK takes the depthwise convolutions that dynamic-range quantization made hybrid.
         layer_norm_float_nodes (tuple): layer paths kept float by default in a model that normalizes with
             LayerNorm (not NoNorm).
+        layer_norm_dynamic_nodes (tuple): layer paths of such a model left out of static int8 by default whose
+            fully connected layers get dynamic-range int8 weights (int8 weights, float input and output).
         int4 (Int4Weights | None): convert in float, then write int4 weights with ai-edge-quantizer.
     """
 
@@ -183,6 +185,7 @@ class TfliteSettings:
     default_float_nodes: tuple = ()
     float_hybrid_convs: bool = False
     layer_norm_float_nodes: tuple = ()
+    layer_norm_dynamic_nodes: tuple = ()
     int4: Int4Weights = None
 
 
@@ -359,8 +362,17 @@ _INT4_WHOLE = ("ONNX Runtime's int4 quantizer writes every weight MatMul and emb
 # embedder at seq 64: 4.08 -> 1.91 ms, dynamic 2.02), agreement with float 0.812 -> 0.920 (classifier b), sentence
 # cosine 0.738 -> 0.904 (embedder; it had failed validation); a weak classifier a went 0.986 -> 0.980. NoNorm
 # models (MobileBERT) are untouched: their element-wise NoNorm runs in int8 inside XNNPACK.
+# The feed-forward output projections ("output": they write the residual stream's outlier channels, all-MiniLM-
+# L6-v2's reach 190, so one static int8 step was 0.67) take int8 weights with activations quantized on the fly
+# and a float output into the float residual ADD (issue 46): with a static int8 output, the one-ULP float
+# differences between the aarch64 and x86-64 kernels (LayerNorm sums, softmax) that flip an int8 rounding tie
+# somewhere in ~1 sentence in 20 grew through that step and the next LayerNorm to sentence cosine 0.984 between
+# the two (0.963 before the calibration fix, tflite_export._measured_ranges). Measured on all-MiniLM-L6-v2 (16
+# sample sentences, 128 padded; 67 at their own length on cortex-a76): sentence cosine to Keras 0.963 -> 0.993
+# and aarch64 vs x86-64 min 0.984 -> 0.992, in 0.94x dynamic int8's time (static int8 output: 1.11x).
 _XNNPACK_FLOAT = {"default_float_ops": ("SOFTMAX", "SUM", "DIV", "MAXIMUM", "L2_NORMALIZATION"),
-                  "default_float_nodes": ("attention/add",), "layer_norm_float_nodes": ("norm", "add")}
+                  "default_float_nodes": ("attention/add",), "layer_norm_float_nodes": ("norm", "add"),
+                  "layer_norm_dynamic_nodes": ("output",)}
 # Trained post-LN encoders carry outlier channels in the residual stream, which one per-tensor int8
 # scale cannot hold: all-MiniLM-L6-v2 in full int8 gives token cosine 0.74 (sentence embedding 0.78,
 # refused), and 0.984 with the LayerNorms, residual ADDs and block output projections in float

@@ -255,10 +255,11 @@ class Verdict:
     """A judge's verdict on one candidate file.
 
     Args:
-        passed (bool | None): validation's verdict (None: a task metric, which the budget judges).
+        passed (bool | None): validation's verdict (None: a task metric, which the budget judges; False with a
+            metric: the file missed its thresholds on an emulated CPU, whatever the metric).
         metric (float | None): the task metric on the eval data.
         why (str): one line: what was measured (validation's summary line).
-        report: the judge's full report (a ValidationReport), or None.
+        report: the judge's full report (a ValidationReport; with a metric, the emulated run's ArchComparison), or None.
     """
 
     passed: bool = None
@@ -398,7 +399,8 @@ class Search:
                 return candidate
             candidate.verdict = verdict = judge(candidate)
             if self.mode.search:
-                row = self.record(candidate, measure=True, metric=verdict.metric)
+                row = self.record(candidate, measure=True, metric=verdict.metric, passed=verdict.passed,
+                                  why=verdict.why)
             else:
                 # Host latency only where settings are compared: a plain export that passes costs nothing more.
                 row = self.record(candidate, measure=step is not None or not verdict.passed, passed=verdict.passed,
@@ -450,7 +452,8 @@ class Search:
         row = Tried(candidate.label, setting.quantize, list(setting.keep_float_layers), latency, why=why)
         if metric is not None:
             row.metric, row.drop = float(metric), self.budget.drop(metric)
-            passed = self.budget.holds(metric)
+            # A judge's own False (the file missed its thresholds on an emulated CPU) stands over the budget.
+            passed = self.budget.holds(metric) and passed is not False
         row.passed = bool(passed)
         candidate.row = row
         self.frontier.rows.append(row)

@@ -30,6 +30,7 @@ accelerators).
 """
 
 import numpy as np
+from ai_edge_litert.tools import flatbuffer_utils as fb
 
 from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
@@ -38,11 +39,14 @@ from mobilebert_kit.convert.export_model import serving_function
 from mobilebert_kit.convert.quantization.modes import quantization_mode
 from mobilebert_kit.convert.tflite.hybrid_convs import float_hybrid_depthwise
 from mobilebert_kit.convert.tflite.int4 import int4_weights
-from mobilebert_kit.convert.tflite.int8_graph import symmetric_matmul_operands
+from mobilebert_kit.convert.tflite.int8_graph import dynamic_range_weights, symmetric_matmul_operands
 from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.utils.quiet import quiet_fd2
 
 IO_TYPES = ("float32", "int8")
+# The default group of a LayerNorm model's full int8 whose fully connected layers are left out of static int8 and
+# get dynamic-range int8 weights instead (quantization_modes: layer_norm_dynamic_nodes says why).
+DYNAMIC_GROUP = "feed-forward output projection"
 
 
 def _converter(graph):
@@ -63,6 +67,12 @@ PADDED_CALIBRATION_ROWS = 8
 
 
 def _representative(graph, calibration):
+    """The converter's representative dataset: a callable yielding dicts of input arrays (``_calibration_rows``)."""
+    return lambda: (arrays for arrays, _ in _calibration_rows(graph, calibration))
+
+
+def _calibration_rows(graph, calibration):
+    """``(arrays, padded)`` per calibration sample; ``padded``: a dynamic-length file's row fed with its padding."""
     batch = graph.inputs[0].shape[0] or 1
     # A dynamic-length file (inputs [1, -1]) is fed each text at its own token count by the clients, never
     # padding: it is calibrated on the rows cut to their real tokens, so its ranges are those of the app's inputs
@@ -71,19 +81,69 @@ def _representative(graph, calibration):
     # a caller that pads (validation, a batching app) then got no mask at all: all-MiniLM-L6-v2 in full int8
     # fell to cosine 0.52-0.62 against 0.92 for the static file on the same padded rows.
     open_sequence = graph.inputs[0].shape[1] is None
+    for index, rows in enumerate(calibration.rows(batch)):
+        arrays = {name: np.asarray(rows[name]).astype(dtype) for name, dtype in graph.input_dtypes.items()}
+        if open_sequence:
+            length = _real_length(rows["attention_mask"])
+            yield {name: array[:, :length] for name, array in arrays.items()}, False
+            if index < PADDED_CALIBRATION_ROWS and length < np.asarray(rows["attention_mask"]).shape[1]:
+                yield arrays, True
+        else:
+            yield arrays, False
 
-    def generate():
-        for index, rows in enumerate(calibration.rows(batch)):
-            arrays = {name: np.asarray(rows[name]).astype(dtype) for name, dtype in graph.input_dtypes.items()}
-            if open_sequence:
-                length = _real_length(rows["attention_mask"])
-                yield {name: array[:, :length] for name, array in arrays.items()}
-                if index < PADDED_CALIBRATION_ROWS and length < np.asarray(rows["attention_mask"]).shape[1]:
-                    yield arrays
-            else:
-                yield arrays
 
-    return generate
+def _measured_ranges(calibrated, rows):
+    """``calibrated`` with each recorded activation range measured again on ``rows``, every tensor kept apart.
+
+    TFLite's calibrator records an op's input after the op has run, and the interpreter runs element-wise ops in
+    place (the output in its input's buffer), so every input of an in-place ADD, SUB or MUL got the range of the
+    op's output joined to its own. Measured on all-MiniLM-L6-v2 (issue 46): each attention-score BATCH_MATMUL
+    took the range of the masked scores after the mask ADD ([-137, 14] for real scores within [-17, 14]: one int8
+    step 0.59 logits, a factor 1.8 in a softmax weight), each block output projection that of the residual sum.
+    A one-ULP difference in a float LayerNorm output that crossed an int8 rounding tie (aarch64 against x86-64
+    kernels) then moved a whole sentence embedding to cosine 0.963. Here the rows run again with
+    ``experimental_preserve_all_tensors`` (each tensor its own buffer, nothing in place) on the builtin kernels,
+    and every range the calibrator recorded is replaced by the one measured.
+
+    A padded row (``_calibration_rows``) counts only for the tensors that the unpadded rows hold at one value (the
+    attention mask's path): its padded queries' scores reached [-108, 56] in MiniLM's first layer, where the real
+    tokens' lie in [-30, 36], and they reach no output an app reads (masked keys, masked pooling).
+
+    Args:
+        calibrated (bytes): the calibrator's model (float ops, ``min``/``max`` on the tensors it logged).
+        rows (Iterable[tuple[dict, bool]]): the calibration samples and whether each is a padded one.
+
+    Returns:
+        bytes: the model with the measured ranges (the input bytes when no tensor has a recorded range).
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    model = fb.read_model_from_bytearray(bytearray(calibrated))
+    tensors = model.subgraphs[0].tensors
+    logged = [i for i, t in enumerate(tensors)
+              if t.quantization is not None and t.quantization.min is not None and len(t.quantization.min) == 1]
+    if not logged:
+        return calibrated
+    interpreter = Interpreter(model_content=bytes(calibrated), experimental_preserve_all_tensors=True,
+                              experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    run = interpreter.get_signature_runner()
+    ranges = ({}, {})  # unpadded, padded: {tensor: (min, max)}
+    for sample, padded in rows:
+        run(**sample)
+        seen = ranges[padded]
+        for i in logged:
+            value = interpreter.get_tensor(i)
+            if value.size:
+                low, high = seen.get(i, (np.inf, -np.inf))
+                seen[i] = (min(low, float(value.min())), max(high, float(value.max())))
+    for i in logged:
+        low, high = ranges[False].get(i, (np.inf, -np.inf))
+        if low >= high and i in ranges[True]:
+            low, high = min(low, ranges[True][i][0]), max(high, ranges[True][i][1])
+        if low <= high:
+            tensors[i].quantization.min = np.array([low], np.float32)
+            tensors[i].quantization.max = np.array([high], np.float32)
+    return bytes(fb.convert_object_to_bytearray(model))
 
 
 def _real_length(mask):
@@ -128,7 +188,8 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         defaults = io_type == "float32"
         keep_float_ops = settings.default_float_ops if defaults else ()
         groups = (("attention-mask ADD", settings.default_float_nodes),
-                  ("LayerNorm and residual ADD", settings.layer_norm_float_nodes if layer_norm else ()))
+                  ("LayerNorm and residual ADD", settings.layer_norm_float_nodes if layer_norm else ()),
+                  (DYNAMIC_GROUP, settings.layer_norm_dynamic_nodes if layer_norm else ()))
         default_nodes = tuple((label, nodes) for label, nodes in groups if nodes) if defaults else ()
     # ExportOptions.check refuses these first, naming the options as the user wrote them.
     if io_type == "int8" and not mode.allows("int8_io"):
@@ -155,9 +216,11 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8
     try:
-        if selective:
-            data = _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes,
-                              calibrated, (quantize, io_type), asked_ops)
+        # Every int8 calibration goes through _selective (nothing deny-listed when nothing is kept float), so its
+        # ranges are measured with each tensor kept apart (_measured_ranges); int16x8 and qat keep the converter's.
+        if selective or (mode.calibration and not settings.int16_activations and not mode.trains):
+            data = _selective(converter, graph, calibration, io_type, keep_float_ops, keep_float_layers, notes,
+                              default_nodes, calibrated, (quantize, io_type), asked_ops)
         else:
             with quiet_fd2():  # calibrated conversions print the quantizer's settings from C++
                 data = converter.convert()
@@ -180,12 +243,14 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     return data, notes
 
 
-def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, notes, default_nodes=(), calibrated=None,
-               key=None, asked_ops=()):
+def _selective(converter, graph, calibration, io_type, keep_float_ops, keep_float_layers, notes, default_nodes=(),
+               calibrated=None, key=None, asked_ops=()):
     """Calibrate, then quantize with ops/nodes deny-listed (TFLite's selective quantization).
 
     ``default_nodes`` are ``(label, layer paths)`` groups kept float by default: unlike ``keep_float_layers``
-    it is no error when a model has none of them (another attention type); the note counts each group.
+    it is no error when a model has none of them (another attention type); the note counts each group. The
+    ``DYNAMIC_GROUP``'s fully connected layers then get dynamic-range int8 weights
+    (``int8_graph.dynamic_range_weights``).
     """
     # Imported where used: at the top it would sit above the backend import and load TensorFlow before
     # mobilebert_kit.backend silences its start-up banners.
@@ -195,7 +260,7 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
         model = calibrated[key]
     else:
         converter._experimental_calibrate_only = True  # noqa: SLF001  (the public debugger uses the same switch)
-        model = converter.convert()
+        model = _measured_ranges(converter.convert(), _calibration_rows(graph, calibration))
         if calibrated is not None:
             calibrated[key] = model
     calibrated = model
@@ -212,15 +277,18 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
     named = sorted(op.upper() for op in keep_float_ops if op.upper() in present)
     kept = [f"op types {', '.join(named)}"] if named else []
     kept += [f"{len(nodes)} node(s) of {', '.join(sorted(keep_float_layers))}"] if keep_float_layers else []
+    dynamic = []
     for label, paths in default_nodes:
         extra = [n for n in _nodes_of_layers(graph_of_calibrated, paths) if n not in nodes]
         if extra:
             kept.append(f"{len(extra)} {label} node(s)")
             nodes = nodes + extra
-    notes.append("kept in float: " + "; ".join(kept))
+            dynamic += extra if label == DYNAMIC_GROUP else []
+    if kept:
+        notes.append("kept in float: " + "; ".join(kept))
     dtype = tf.int8 if io_type == "int8" else tf.float32
     with quiet_fd2():  # the quantizer prints its settings ("fully_quantize: 0, ...") from C++
-        return lite_convert.mlir_quantize(
+        data = lite_convert.mlir_quantize(
             calibrated,
             fully_quantize=io_type == "int8",
             input_data_type=dtype,
@@ -228,6 +296,11 @@ def _selective(converter, graph, io_type, keep_float_ops, keep_float_layers, not
             denylisted_ops=[op.upper() for op in keep_float_ops],
             denylisted_nodes=nodes,
         )
+    if dynamic:
+        data, changed = dynamic_range_weights(data, dynamic)
+        notes.append(f"{changed} {DYNAMIC_GROUP}(s) with int8 weights, activations quantized on the fly (float "
+                     "output)")
+    return data
 
 
 def _nodes_of_layers(graph, layers):

@@ -1,4 +1,5 @@
-"""Post-conversion pass on full-integer ``.tflite`` graphs: int8 attention XNNPACK can run.
+"""Post-conversion passes on full-integer ``.tflite`` graphs: int8 attention XNNPACK can run, and dynamic-range
+fully connected layers where a static int8 output would lose the residual stream's outlier channels.
 
 Why: the XNNPACK delegate (LiteRT 2.3) takes a signed-int8 ``BATCH_MATMUL``
 only when its *second* operand has zero point 0, the way weights are
@@ -123,3 +124,53 @@ def _int8_params(tensor, schema):
 def _has_data(model, tensor):
     buffer = model.buffers[tensor.buffer] if tensor.buffer < len(model.buffers) else None
     return buffer is not None and buffer.data is not None and len(buffer.data) > 0
+
+
+def dynamic_range_weights(model_bytes, names):
+    """Returns ``(model_bytes, changed)``: the float ``FULLY_CONNECTED`` ops writing ``names`` with int8 weights.
+
+    Each constant float kernel ``[out, in]`` becomes symmetric int8 with one scale per output channel and the op
+    quantizes its float input on the fly (``asymmetric_quantize_inputs``), as a dynamic-range file's layers do:
+    XNNPACK runs it with the int8 kernels and writes a float output, so no static output range applies.
+
+    Args:
+        model_bytes (bytes): a converted model.
+        names (Iterable[str]): output tensor names (the converter's node names) of the ops to rewrite; ops that
+            are not float fully connected layers with a constant 2-D kernel are left alone.
+
+    Example:
+        >>> dynamic_range_weights(model_bytes, ["m/transformer_layer_0/ffn_0/output/BiasAdd"])  # doctest: +SKIP
+        (b'...', 1)
+    """
+    wanted = set(names)
+    model = fb.read_model_from_bytearray(bytearray(model_bytes))
+    changed = 0
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            code = fb.get_builtin_code_from_operator_code(model.operatorCodes[op.opcodeIndex])
+            if code != schema.BuiltinOperator.FULLY_CONNECTED or len(op.inputs) < 2 or not any(
+                    _name(graph.tensors[t]) in wanted for t in op.outputs):
+                continue
+            data, kernel = graph.tensors[op.inputs[0]], graph.tensors[op.inputs[1]]
+            buffer = model.buffers[kernel.buffer]
+            if data.type != schema.TensorType.FLOAT32 or kernel.type != schema.TensorType.FLOAT32 \
+                    or not _has_data(model, kernel) or len(kernel.shape) != 2:
+                continue
+            weights = np.frombuffer(bytes(buffer.data), "<f4").reshape(kernel.shape)
+            scale = np.maximum(np.abs(weights).max(axis=1), np.finfo(np.float32).tiny) / 127.0
+            buffer.data = np.frombuffer(np.clip(np.round(weights / scale[:, None]), -127, 127).astype(np.int8)
+                                        .tobytes(), np.uint8)
+            kernel.type = schema.TensorType.INT8
+            kernel.quantization = schema.QuantizationParametersT()
+            kernel.quantization.scale = scale.astype(np.float32)
+            kernel.quantization.zeroPoint = np.zeros(len(scale), np.int64)
+            kernel.quantization.quantizedDimension = 0
+            op.builtinOptions.asymmetricQuantizeInputs = True
+            changed += 1
+    if not changed:
+        return model_bytes, 0
+    return bytes(fb.convert_object_to_bytearray(model)), changed
+
+
+def _name(tensor):
+    return tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
