@@ -94,3 +94,17 @@ def test_dynamic_int8_quantizes_the_fused_products_and_inspect_names_the_kernels
     assert report.contrib_ops["com.microsoft.MultiHeadAttention"] == 2, report.contrib_ops
     text = report.format_text()
     assert "contrib ops: " in text and "com.microsoft.MultiHeadAttention x2" in text, text
+
+
+def test_an_opset_before_layer_normalization_keeps_layer_norm_blocks_unfused(tiny_bert, tiny_mobilebert):
+    """``--opset 15``: LayerNormalization is an ONNX op from 17, so a LayerNorm model keeps tf2onnx's graph (the
+    pipeline's `opset = 15` recipe failed onnx.checker: "No Op registered for LayerNormalization with
+    domain_version of 15"); NoNorm blocks need no LayerNormalization and stay fused."""
+    from mobilebert_kit.convert.export_model import build_export_model
+    from mobilebert_kit.convert.onnx import export as onnx_export
+
+    for model, fused_layers in ((tiny_bert, 0), (tiny_mobilebert, tiny_mobilebert.config["num_layers"])):
+        fused = onnx_export.convert(build_export_model(model, seq_len=SEQ), opset=15, fused=True)
+        onnx_export.check(fused)
+        ops = collections.Counter(n.op_type for n in fused.graph.node)
+        assert ops["MultiHeadAttention"] + ops["Attention"] == fused_layers and ops["LayerNormalization"] == 0, ops

@@ -51,8 +51,9 @@ _GELU = {"gelu": "BiasGelu", "gelu_tanh": "FastGelu"}
 _ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "relu6")
 
 
-def qualifies(block):
-    """Whether :func:`fuse_blocks` writes ``block`` (a TransformerBlock) as fused kernels."""
+def qualifies(block, opset=17):
+    """Whether :func:`fuse_blocks` writes ``block`` (a TransformerBlock) as fused kernels in a graph of ``opset``
+    (LayerNormalization is an ONNX op from opset 17: a LayerNorm block of an older opset keeps tf2onnx's nodes)."""
     from mobilebert_kit.layers.feed_forward import FeedForward
     from mobilebert_kit.layers.transformer_block import TransformerBlock
 
@@ -68,6 +69,7 @@ def qualifies(block):
         and attention.qkv is None
         and all(type(ffn) is FeedForward for ffn in block.ffns)
         and block.compute_dtype == "float32"
+        and (opset >= 17 or not any(type(m).__name__ == "LayerNormalization" for m in block.submodules))
     )
 
 
@@ -82,7 +84,8 @@ def fuse_blocks(model, graph, gemm=True):
         int: the blocks written fused (0: the graph is left as it was).
     """
     blocks = _blocks(graph)
-    if not blocks or not any(qualifies(b) for b in blocks):
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=17)
+    if not blocks or not any(qualifies(b, opset) for b in blocks):
         return 0
     g = model.graph
     inputs = {i.name for i in g.input}
@@ -118,7 +121,7 @@ def fuse_blocks(model, graph, gemm=True):
     nodes.append(helper.make_node("Cast", ["attention_mask"], [mask], to=TensorProto.INT32, name="fused/mask_cast"))
     fused, shapes = 0, {}
     for (block, prefix, x, _), out in zip(scopes, outputs):
-        if not qualifies(block):
+        if not qualifies(block, opset):
             continue
         # The fused block writes the tensor the old one wrote (the next block, the heads or a probe output read
         # it); the old producer's copy is renamed, read by nothing, and dropped with the nodes before it.
