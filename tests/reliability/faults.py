@@ -29,11 +29,17 @@ def mbk_with_file_size_limit(limit_bytes, *args, timeout=300):
                           preexec_fn=limit, capture_output=True, text=True, timeout=timeout)
 
 
-def start_mbk(*args, log=None):
-    """Starts ``mbk ARGS`` in the background; stdout/stderr go to ``log`` (a path) if given."""
+def start_mbk(*args, log=None, terminal_signals=False):
+    """Starts ``mbk ARGS`` in the background; stdout/stderr go to ``log`` (a path) if given.
+
+    ``terminal_signals``: SIGHUP at its default action in the child, as in a terminal's session; a test run
+    under ``nohup`` (or any runner that ignores SIGHUP) would otherwise hand its children an ignored SIGHUP,
+    which mbk rightly leaves ignored.
+    """
     out = open(log, "w") if log else subprocess.DEVNULL
+    reset = (lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL)) if terminal_signals else None
     return subprocess.Popen([sys.executable, "-m", "mobilebert_kit.cli.main", *map(str, args)], cwd=REPO, env=_env(),
-                            stdout=out, stderr=subprocess.STDOUT)
+                            stdout=out, stderr=subprocess.STDOUT, preexec_fn=reset)
 
 
 def kill_when(proc, condition, timeout=240, poll=0.05, signum=signal.SIGKILL):

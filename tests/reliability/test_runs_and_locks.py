@@ -402,7 +402,7 @@ def test_sighup_unwinds_like_ctrl_c(tmp_path):
     os.environ["TMPDIR"], saved = str(scratch), os.environ.get("TMPDIR")
     try:
         proc = start_mbk("pretraining-data", "--input", corpus, "--vocab", vocab, "--out", tmp_path / "data",
-                         "--seq-len", 32, "--dupe-factor", 200, log=log)
+                         "--seq-len", 32, "--dupe-factor", 200, log=log, terminal_signals=True)
     finally:
         os.environ.pop("TMPDIR") if saved is None else os.environ.__setitem__("TMPDIR", saved)
     kill_when(proc, lambda: any(n.endswith(".partial") for n in os.listdir(tmp_path)), signum=signal.SIGHUP)
