@@ -84,6 +84,17 @@ class ArtifactGraph:
         return reader(key) if reader else None
 
 
+def takes_text(input_specs):
+    """Whether a graph with these inputs (``[{"name", "dtype", ...}]``) takes text: one string tensor, a
+    ``--tokenizer-in-graph`` file whose tokenizer runs inside it.
+
+    Example:
+        >>> takes_text([{"name": "text", "dtype": "string"}])
+        True
+    """
+    return len(input_specs) == 1 and input_specs[0]["dtype"] == "string"
+
+
 def artifact_format(path, fmt=None):
     """``"tflite"`` or ``"onnx"`` from ``fmt`` or the file suffix; raises ArtifactError for anything else.
 

@@ -28,7 +28,7 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from mobilebert_kit.artifacts.errors import ArtifactError, RuntimeLoadError
 from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN, FORMATS
-from mobilebert_kit.artifacts.reader import artifact_format, read_artifact
+from mobilebert_kit.artifacts.reader import artifact_format, read_artifact, takes_text
 from mobilebert_kit.artifacts.runtimes import (
     RUNTIMES,
     CompiledModel,
@@ -438,7 +438,7 @@ class ArtifactRunner:
     @property
     def takes_text(self):
         """Whether the file's one input is text (a string tensor: the tokenizer runs inside it)."""
-        return len(self.input_specs) == 1 and self.input_specs[0]["dtype"] == "string"
+        return takes_text(self.input_specs)
 
     def run_text(self, texts, seq_len=None):
         """Runs a text-in file on ``texts``; outputs that follow the tokens are zero-padded to ``seq_len``.

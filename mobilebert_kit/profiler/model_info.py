@@ -30,7 +30,7 @@ from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.artifacts.reader import read_artifact, takes_text
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.runtimes import file_needs
 from mobilebert_kit.profiler.errors import ProfilerError
@@ -144,8 +144,7 @@ class ModelInfo:
         self.static_seq_len = _static_seq_len(self.inputs)
         self.metadata = _mbk_metadata(self.path)
         self.max_seq_len = self.metadata.get("max_seq_len")  # bounded where it is read (metadata.BOUNDED)
-        # A text-in .onnx (--tokenizer-in-graph): its one input is the text, tokenized inside the file.
-        self.takes_text = len(self.inputs) == 1 and self.inputs[0]["dtype"] == "string"
+        self.takes_text = takes_text(self.inputs)  # a --tokenizer-in-graph .onnx: fed the text itself
 
     def feed_vocab(self, given=None):
         """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's.
