@@ -134,3 +134,20 @@ def tiny_with_vocab(tmp_path_factory):
     directory = mbk.save(ModelSource.load("tiny-bert").model, tmp / "saved")
     train_wordpiece_vocab([text], directory / "vocab.txt", vocab_size=512)
     return directory
+
+
+@pytest.fixture
+def arm64_disagrees_first(monkeypatch):
+    """The emulated arm64 run of the first file a test checks answers the negated outputs (a setting whose phone
+    kernels disagree); later files run as they are. Returns the names of the files run, in order."""
+    from mobilebert_kit.artifacts.emulated_runner import EmulatedRunner
+
+    run, calls = EmulatedRunner.run, []
+
+    def first_wrong(self, inputs):
+        calls.append(self.host.path.name)
+        out = run(self, inputs)
+        return {k: -v for k, v in out.items()} if len(calls) == 1 else out
+
+    monkeypatch.setattr(EmulatedRunner, "run", first_wrong)
+    return calls

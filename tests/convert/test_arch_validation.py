@@ -83,17 +83,10 @@ def test_export_refuses_a_file_that_disagrees_on_arm64_and_writes_nothing(tiny_m
     assert not out.exists()
 
 
-def test_the_int8_fallback_moves_past_a_setting_that_disagrees_on_arm64(tiny_bert, tmp_path, monkeypatch):
+def test_the_int8_fallback_moves_past_a_setting_that_disagrees_on_arm64(tiny_bert, tmp_path, arm64_disagrees_first):
     # --check-arch judges every setting the search tries (issue 46): the first (all int8, defaults) is made to
     # disagree on arm64, so the fallback writes the next, and the report carries the arm64 comparison.
-    run, calls = EmulatedRunner.run, []
-
-    def first_wrong(self, inputs):
-        calls.append(self.host.path.name)
-        out = run(self, inputs)
-        return {k: -v for k, v in out.items()} if len(calls) == 1 else out
-
-    monkeypatch.setattr(EmulatedRunner, "run", first_wrong)
+    calls = arm64_disagrees_first
     out = tmp_path / "m.tflite"
     result = export_tiny(tiny_bert, out, "tflite", "int8", check_arch="arm64")
     rows = result.search["frontier"]

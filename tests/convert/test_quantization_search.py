@@ -270,20 +270,13 @@ def test_a_passing_int8_file_that_changed_answers_says_so_and_how_to_measure_it(
 
 
 def test_auto_with_check_arch_moves_past_a_setting_that_disagrees_on_arm64(sensitive, standin, calibration,
-                                                                             tmp_path, monkeypatch):
+                                                                             tmp_path, monkeypatch,
+                                                                             arm64_disagrees_first):
     # --check-arch (issue 46): each setting that holds the budget also runs on the emulated CPU; the first is made
     # to disagree there, so it is refused whatever its metric, and the report carries the written one's run.
-    from mobilebert_kit.artifacts.emulated_runner import EmulatedRunner
     from mobilebert_kit.convert.exporter import ExportOptions, export
 
-    run, calls = EmulatedRunner.run, []
-
-    def first_wrong(self, inputs):
-        calls.append(self.host.path.name)
-        out = run(self, inputs)
-        return {k: -v for k, v in out.items()} if len(calls) == 1 else out
-
-    monkeypatch.setattr(EmulatedRunner, "run", first_wrong)
+    calls = arm64_disagrees_first
     _latencies(monkeypatch, {"none": 3.0, "int8": 1.0, "dynamic": 1.3, "int4-channel": 1.2})
     model, _, data = sensitive
     result = export(ExportOptions(model, "tflite", "auto", out=str(tmp_path / "m.tflite"), seq_len=SEQ,
