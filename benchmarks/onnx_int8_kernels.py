@@ -125,18 +125,8 @@ def latency(work, lengths, args):
     files["hf float32"], files[PEER] = Path(hf["float32"]), Path(hf["dynamic-int8"])
     files.update({label: Path(path) for label, path in (extra.split("=", 1) for extra in args.extra)})
     for seq_len in lengths:
-        inputs = realistic_inputs(config["vocab_size"], seq_len)
-        runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
-        with pinned(args.core):
-            samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
-                                  warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
-        median = {name: float(np.median(s)) for name, s in samples.items()}
-        print(f"\nseq {seq_len}, core {args.core}, load after {load_average()}, "
-              f"{'CPU' if args.cpu_time else 'wall'} time per call")
-        print(f"| file | median ms | / {PEER} | / ours float32 |")
-        print("|---|---|---|---|")
-        for name, ms in median.items():
-            print(f"| {name} | {ms:.2f} | {ms / median[PEER]:.3f} | {ms / median['ours float32']:.3f} |")
+        _table(files, realistic_inputs(config["vocab_size"], seq_len), args, f"seq {seq_len}",
+               (PEER, "ours float32"))
 
 
 def fidelity(work, args):
@@ -192,18 +182,21 @@ def fidelity(work, args):
 
 def minilm_latency(files, args):
     """Times all-MiniLM-L6-v2 files at seq 128 like :func:`latency`, as ratios to our float32 and dynamic files."""
-    inputs = realistic_inputs(30522, 128)
+    _table(files, realistic_inputs(30522, 128), args, "all-MiniLM-L6-v2, seq 128", ("ours float32", "ours dynamic (row)"))
+
+
+def _table(files, inputs, args, title, baselines):
+    """Times ``files`` interleaved on one pinned core and prints their medians as ratios to each of ``baselines``."""
     runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
     with pinned(args.core):
         samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
                               warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
     median = {name: float(np.median(s)) for name, s in samples.items()}
-    print(f"\nall-MiniLM-L6-v2, seq 128, core {args.core}, load after {load_average()}, "
-          f"{'CPU' if args.cpu_time else 'wall'} time per call")
-    print("| file | median ms | / ours float32 | / ours dynamic (row) |")
-    print("|---|---|---|---|")
+    print(f"\n{title}, core {args.core}, load after {load_average()}, {'CPU' if args.cpu_time else 'wall'} time per call")
+    print("| file | median ms | " + " | ".join(f"/ {b}" for b in baselines) + " |")
+    print("|---" * (2 + len(baselines)) + "|")
     for name, ms in median.items():
-        print(f"| {name} | {ms:.2f} | {ms / median['ours float32']:.3f} | {ms / median['ours dynamic (row)']:.3f} |")
+        print(f"| {name} | {ms:.2f} | " + " | ".join(f"{ms / median[b]:.3f}" for b in baselines) + " |")
 
 
 if __name__ == "__main__":
