@@ -44,7 +44,7 @@ Example:
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from mobilebert_kit.convert.onnx.graph import drop_dead_nodes, drop_unused_initializers
+from mobilebert_kit.convert.onnx.graph import drop_dead_nodes, drop_unused_initializers, onnx_opset
 
 MS = "com.microsoft"
 _GELU = {"gelu": "BiasGelu", "gelu_tanh": "FastGelu"}
@@ -84,7 +84,7 @@ def fuse_blocks(model, graph, gemm=True):
         int: the blocks written fused (0: the graph is left as it was).
     """
     blocks = _blocks(graph)
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=17)
+    opset = onnx_opset(model)
     if not blocks or not any(qualifies(b, opset) for b in blocks):
         return 0
     g = model.graph
@@ -166,7 +166,7 @@ def dynamic_form(model, spell_layer_norm=True):
         return model
     copy = type(model)()
     copy.CopyFrom(model)
-    opset = max((o.version for o in copy.opset_import if o.domain in ("", "ai.onnx")), default=17)
+    opset = onnx_opset(copy)
     nodes, extra = [], []
     for node in copy.graph.node:
         if not ours(node):

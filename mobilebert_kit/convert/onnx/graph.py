@@ -143,3 +143,8 @@ def drop_unused_initializers(graph):
     if len(keep) != len(graph.initializer):
         del graph.initializer[:]
         graph.initializer.extend(keep)
+
+
+def onnx_opset(model):
+    """The default domain's opset of ``model`` (17, the export's default, when it names none)."""
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=17)

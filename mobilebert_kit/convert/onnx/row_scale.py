@@ -47,6 +47,8 @@ Example:
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from mobilebert_kit.convert.onnx.graph import onnx_opset
+
 # Smallest per-row scale: an all-zero row (padding, a dead ReLU row) would divide 0 by 0.
 _TINY_SCALE = 1e-12
 
@@ -89,7 +91,7 @@ def scale_rows(model, exclude=()):
     targets = {n.output[0] for n in weight_matmuls(model, exclude)}  # protobuf hands out new wrappers: no id()
     if not targets:
         return 0
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=17)
+    opset = onnx_opset(model)
     prefix = "rows"
     graph.initializer.append(numpy_helper.from_array(np.array(_TINY_SCALE, np.float32), f"{prefix}/tiny"))
     axes = None
