@@ -71,6 +71,9 @@ def main(argv=None):
     parser.add_argument("--extra-minilm", action="append", default=[], metavar="LABEL=PATH",
                         help="an all-MiniLM-L6-v2 .onnx file (e.g. main's) timed at seq 128 against ours after the "
                              "fidelity table")
+    parser.add_argument("--gemm-peak", action="store_true",
+                        help="time ONNX Runtime's single GEMM kernels (benchmarks/perf/gemm.py) in the same rounds and "
+                             "print each mobilebert file's matrix-product GFLOP/s as a share of that peak")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-fidelity", action="store_true")
     args = parser.parse_args(argv)
@@ -125,8 +128,19 @@ def latency(work, lengths, args):
     files["hf float32"], files[PEER] = Path(hf["float32"]), Path(hf["dynamic-int8"])
     files.update({label: Path(path) for label, path in (extra.split("=", 1) for extra in args.extra)})
     for seq_len in lengths:
+        ceiling = None
+        if args.gemm_peak:
+            import mobilebert_kit as mbk
+            from benchmarks.perf import gemm
+
+            model = mbk.build("mobilebert")
+            products = gemm.model_products(model, seq_len)
+            ceiling = {"peak": {name: fn for name, (_, fn) in gemm.kernels(str(work), with_tflite=False).items()
+                                if name in ("ORT MatMul fp32", "ORT MatMulInteger u8xs8")},
+                       "flops": mbk.count_flops(model, seq_len),
+                       "floors": {kind: gemm.shape_floor(products, str(work), kind) for kind in ("float32", "u8s8")}}
         _table(files, realistic_inputs(config["vocab_size"], seq_len), args, f"seq {seq_len}",
-               (PEER, "ours float32"))
+               (PEER, "ours float32"), ceiling)
 
 
 def fidelity(work, args):
@@ -185,9 +199,17 @@ def minilm_latency(files, args):
     _table(files, realistic_inputs(30522, 128), args, "all-MiniLM-L6-v2, seq 128", ("ours float32", "ours dynamic (row)"))
 
 
-def _table(files, inputs, args, title, baselines):
-    """Times ``files`` interleaved on one pinned core and prints their medians as ratios to each of ``baselines``."""
+def _table(files, inputs, args, title, baselines, ceiling=None):
+    """Times ``files`` interleaved on one pinned core and prints their medians as ratios to each of ``baselines``.
+
+    ``ceiling`` (``--gemm-peak``): ``peak`` (name -> one 128x512x2048 GEMM call), ``flops`` (the files' matrix
+    products) and ``floors`` (kind -> :func:`benchmarks.perf.gemm.shape_floor`), timed in the same rounds: each
+    file's GFLOP/s as a share of the peak, and the time the model's matrix products alone take at their own
+    shapes in ORT's kernels, against the files' times."""
     runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
+    if ceiling:
+        runners.update(ceiling["peak"])
+        runners.update({f"floor {kind}": fn for kind, fn in ceiling["floors"].items()})
     with pinned(args.core):
         samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
                               warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
@@ -196,7 +218,25 @@ def _table(files, inputs, args, title, baselines):
     print("| file | median ms | " + " | ".join(f"/ {b}" for b in baselines) + " |")
     print("|---" * (2 + len(baselines)) + "|")
     for name, ms in median.items():
-        print(f"| {name} | {ms:.2f} | " + " | ".join(f"{ms / median[b]:.3f}" for b in baselines) + " |")
+        if name in files:
+            print(f"| {name} | {ms:.2f} | " + " | ".join(f"{ms / median[b]:.3f}" for b in baselines) + " |")
+    if ceiling:
+        from benchmarks.perf.gemm import FLOPS
+
+        flops = ceiling["flops"]
+        peak = {name: FLOPS / median[name] / 1e6 for name in ceiling["peak"]}  # GFLOP/s
+        print(f"\nsingle-GEMM peak of this core (same rounds): "
+              + ", ".join(f"{name} {gflops:.1f} GFLOP/s" for name, gflops in peak.items()))
+        print(f"matrix products of the model: {flops / 1e9:.2f} GFLOP per call")
+        print("| file | GFLOP/s | " + " | ".join(f"share of {name}" for name in peak) + " |")
+        print("|---" * (2 + len(peak)) + "|")
+        for name in files:
+            achieved = flops / median[name] / 1e6
+            print(f"| {name} | {achieved:.1f} | " + " | ".join(f"{achieved / g:.3f}" for g in peak.values()) + " |")
+        for kind in ceiling["floors"]:
+            ms = median[f"floor {kind}"]
+            print(f"\nfloor ({kind}): the model's matrix products alone, in one ORT model, each at its own shape: "
+                  f"{ms:.2f} ms; " + ", ".join(f"{name} {median[name] / ms:.2f}x it" for name in files))
 
 
 if __name__ == "__main__":
