@@ -125,8 +125,8 @@ def latency(work, lengths, args):
     files["hf float32"], files[PEER] = Path(hf["float32"]), Path(hf["dynamic-int8"])
     files.update({label: Path(path) for label, path in (extra.split("=", 1) for extra in args.extra)})
     for seq_len in lengths:
-        _table(files, realistic_inputs(config["vocab_size"], seq_len), args, f"seq {seq_len}",
-               (PEER, "ours float32"))
+        ratio_table(files, realistic_inputs(config["vocab_size"], seq_len), args, f"seq {seq_len}",
+                    (PEER, "ours float32"))
 
 
 def fidelity(work, args):
@@ -182,21 +182,30 @@ def fidelity(work, args):
 
 def minilm_latency(files, args):
     """Times all-MiniLM-L6-v2 files at seq 128 like :func:`latency`, as ratios to our float32 and dynamic files."""
-    _table(files, realistic_inputs(30522, 128), args, "all-MiniLM-L6-v2, seq 128", ("ours float32", "ours dynamic (row)"))
+    ratio_table(files, realistic_inputs(30522, 128), args, "all-MiniLM-L6-v2, seq 128",
+                ("ours float32", "ours dynamic (row)"))
 
 
-def _table(files, inputs, args, title, baselines):
-    """Times ``files`` interleaved on one pinned core and prints their medians as ratios to each of ``baselines``."""
+def ratio_table(files, inputs, args, title, baselines):
+    """Times ``files`` interleaved on one pinned core and prints their medians as ratios to each of ``baselines``.
+
+    ``inputs``: one feed, or a list of feeds (real sentences at their own lengths) that each timed call runs in turn;
+    the table then gives ms per feed (the median call over their count). ``args``: ``core``, ``rounds``,
+    ``min_time``, ``cpu_time``. Returns the medians in ms per feed.
+    """
     runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
+    per_call = 1 if isinstance(inputs, dict) else len(inputs)
     with pinned(args.core):
         samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
                               warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
-    median = {name: float(np.median(s)) for name, s in samples.items()}
-    print(f"\n{title}, core {args.core}, load after {load_average()}, {'CPU' if args.cpu_time else 'wall'} time per call")
+    median = {name: float(np.median(s)) / per_call for name, s in samples.items()}
+    unit = "call" if per_call == 1 else f"sentence ({per_call} a call)"
+    print(f"\n{title}, core {args.core}, load after {load_average()}, {'CPU' if args.cpu_time else 'wall'} time per {unit}")
     print("| file | median ms | " + " | ".join(f"/ {b}" for b in baselines) + " |")
     print("|---" * (2 + len(baselines)) + "|")
     for name, ms in median.items():
         print(f"| {name} | {ms:.2f} | " + " | ".join(f"{ms / median[b]:.3f}" for b in baselines) + " |")
+    return median
 
 
 if __name__ == "__main__":
