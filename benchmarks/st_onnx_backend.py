@@ -27,7 +27,8 @@ Fidelity: the sentence embedding of each file on the same sentences against PyTo
 they are mean-pooled over the attention mask as its ``Pooling`` module does, and that pooling is checked
 against the backend's own ``encode`` of the same files (in the peer process).
 
-Run (the exports once, then both tables in one run; the files are reused from ``--workdir``)::
+Run (the peer venv once: ``bash benchmarks/perf/setup_peers.sh --st-onnx /tmp/stpeers``; the exports once, then
+both tables in one run; the files are reused from ``--workdir``)::
 
     PYTHONPATH=$PWD python benchmarks/st_onnx_backend.py --workdir /tmp/st-onnx --peer-python /tmp/stpeers/bin/python
         [--core 1] [--rounds 5] [--cpu-time] [--skip-latency]
