@@ -200,7 +200,8 @@ def ratio_table(files, inputs, args, title, baselines):
                               warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
     median = {name: float(np.median(s)) / per_call for name, s in samples.items()}
     unit = "call" if per_call == 1 else f"sentence ({per_call} a call)"
-    print(f"\n{title}, core {args.core}, load after {load_average()}, {'CPU' if args.cpu_time else 'wall'} time per {unit}")
+    clock = "CPU" if args.cpu_time else "wall"
+    print(f"\n{title}, core {args.core}, load after {load_average()}, {clock} time per {unit}")
     print("| file | median ms | " + " | ".join(f"/ {b}" for b in baselines) + " |")
     print("|---" * (2 + len(baselines)) + "|")
     for name, ms in median.items():

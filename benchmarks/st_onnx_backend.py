@@ -174,7 +174,7 @@ def run(work, config, args):
 
 
 def fidelity(files, feeds, checkpoint, lines, work, runner_class):
-    """Sentence cosine of each file to PyTorch sentence-transformers; the backend's pooling checked against its encode."""
+    """Sentence cosine of each file to PyTorch sentence-transformers; the backend's pooling checked by its encode."""
     import torch
     from sentence_transformers import SentenceTransformer
 
