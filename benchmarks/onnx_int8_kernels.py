@@ -139,8 +139,8 @@ def latency(work, lengths, args):
                                 if name in ("ORT MatMul fp32", "ORT MatMulInteger u8xs8")},
                        "flops": mbk.count_flops(model, seq_len),
                        "floors": {kind: gemm.shape_floor(products, str(work), kind) for kind in ("float32", "u8s8")}}
-        _table(files, realistic_inputs(config["vocab_size"], seq_len), args, f"seq {seq_len}",
-               (PEER, "ours float32"), ceiling)
+        ratio_table(files, realistic_inputs(config["vocab_size"], seq_len), args, f"seq {seq_len}",
+                    (PEER, "ours float32"), ceiling)
 
 
 def fidelity(work, args):
@@ -196,25 +196,34 @@ def fidelity(work, args):
 
 def minilm_latency(files, args):
     """Times all-MiniLM-L6-v2 files at seq 128 like :func:`latency`, as ratios to our float32 and dynamic files."""
-    _table(files, realistic_inputs(30522, 128), args, "all-MiniLM-L6-v2, seq 128", ("ours float32", "ours dynamic (row)"))
+    ratio_table(files, realistic_inputs(30522, 128), args, "all-MiniLM-L6-v2, seq 128",
+                ("ours float32", "ours dynamic (row)"))
 
 
-def _table(files, inputs, args, title, baselines, ceiling=None):
+def ratio_table(files, inputs, args, title, baselines, ceiling=None):
     """Times ``files`` interleaved on one pinned core and prints their medians as ratios to each of ``baselines``.
 
-    ``ceiling`` (``--gemm-peak``): ``peak`` (name -> one 128x512x2048 GEMM call), ``flops`` (the files' matrix
-    products) and ``floors`` (kind -> :func:`benchmarks.perf.gemm.shape_floor`), timed in the same rounds: each
-    file's GFLOP/s as a share of the peak, and the time the model's matrix products alone take at their own
-    shapes in ORT's kernels, against the files' times."""
+    ``inputs``: one feed, or a list of feeds (real sentences at their own lengths) that each timed call runs in turn;
+    the table then gives ms per feed (the median call over their count). ``args``: ``core``, ``rounds``,
+    ``min_time``, ``cpu_time``. Returns the medians in ms per feed.
+
+    ``ceiling`` (``--gemm-peak``, one feed): ``peak`` (name -> one 128x512x2048 GEMM call), ``flops`` (the files'
+    matrix products) and ``floors`` (kind -> :func:`benchmarks.perf.gemm.shape_floor`), timed in the same rounds:
+    each file's GFLOP/s as a share of the peak, and the time the model's matrix products alone take at their own
+    shapes in ORT's kernels, against the files' times.
+    """
     runners = {name: OnnxRunner(path, inputs) for name, path in files.items()}
     if ceiling:
         runners.update(ceiling["peak"])
         runners.update({f"floor {kind}": fn for kind, fn in ceiling["floors"].items()})
+    per_call = 1 if isinstance(inputs, dict) else len(inputs)
     with pinned(args.core):
         samples = interleaved(runners, args.rounds, min_runs=20, min_time_s=args.min_time, warmup_runs=3,
                               warmup_time_s=0.5, clock=time.process_time if args.cpu_time else time.perf_counter)
-    median = {name: float(np.median(s)) for name, s in samples.items()}
-    print(f"\n{title}, core {args.core}, load after {load_average()}, {'CPU' if args.cpu_time else 'wall'} time per call")
+    median = {name: float(np.median(s)) / per_call for name, s in samples.items()}
+    unit = "call" if per_call == 1 else f"sentence ({per_call} a call)"
+    clock = "CPU" if args.cpu_time else "wall"
+    print(f"\n{title}, core {args.core}, load after {load_average()}, {clock} time per {unit}")
     print("| file | median ms | " + " | ".join(f"/ {b}" for b in baselines) + " |")
     print("|---" * (2 + len(baselines)) + "|")
     for name, ms in median.items():
@@ -237,6 +246,7 @@ def _table(files, inputs, args, title, baselines, ceiling=None):
             ms = median[f"floor {kind}"]
             print(f"\nfloor ({kind}): the model's matrix products alone, in one ORT model, each at its own shape: "
                   f"{ms:.2f} ms; " + ", ".join(f"{name} {median[name] / ms:.2f}x it" for name in files))
+    return median
 
 
 if __name__ == "__main__":

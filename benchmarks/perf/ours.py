@@ -26,6 +26,7 @@ QUANTIZE = {
     "dynamic-int8": "dynamic",
     "int8": "int8",
     "float16": "float16",
+    "int4": "int4",
 }
 SUFFIX = {"tflite": ".tflite", "onnx": ".onnx"}
 

@@ -89,7 +89,11 @@ _ORT_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(floa
 
 
 class OnnxRunner:
-    """An ONNX Runtime CPU session on one thread (intra- and inter-op), full graph optimisation."""
+    """An ONNX Runtime CPU session on one thread (intra- and inter-op), full graph optimisation.
+
+    ``inputs``: one feed (:func:`realistic_inputs`), or a list of feeds that one call runs in turn (real
+    sentences, each at its own length; ``outputs`` answers the first).
+    """
 
     def __init__(self, path, inputs):
         import onnxruntime as ort
@@ -101,14 +105,18 @@ class OnnxRunner:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.feeds = {}
         for i in self.session.get_inputs():
             if i.type not in _ORT_TYPES:
                 raise ValueError(f"{path}: input {i.name} has unsupported type {i.type}")
-            self.feeds[i.name] = inputs[_canonical(i.name)].astype(_ORT_TYPES[i.type])
+        self.rows = [
+            {i.name: row[_canonical(i.name)].astype(_ORT_TYPES[i.type]) for i in self.session.get_inputs()}
+            for row in ([inputs] if isinstance(inputs, dict) else inputs)
+        ]
+        self.feeds = self.rows[0]
 
     def __call__(self):
-        self.session.run(None, self.feeds)
+        for feeds in self.rows:
+            self.session.run(None, feeds)
 
     def outputs(self):
         names = [o.name for o in self.session.get_outputs()]

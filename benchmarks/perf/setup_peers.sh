@@ -21,12 +21,29 @@
 #     pulls jax, ai-edge-quantizer and litert-converter: about 2 GB more, so a venv
 #     of its own is wise (python -m venv /tmp/peers && PYTHON=/tmp/peers/bin/python
 #     ... after `pip install -e '.[dev]'` there).
+# (d) --st-onnx VENV: sentence-transformers' ONNX backend (issue 45 item 5, benchmarks/st_onnx_backend.py),
+#     which exports through optimum-onnx. It goes in a venv of its own, VENV, and nothing else is installed
+#     then: the benchmark runs VENV/bin/python only to export the backend's files (--peer-python VENV/bin/python)
+#     and times them in the toolkit's environment. optimum-onnx 0.1.0 (with optimum 2.1.0) keeps the pins:
+#     transformers 4.57.6, CPU torch 2.13.0 (its local wheel), onnxruntime 1.32.0 as here; the toolkit is not
+#     installed in VENV (the checkpoint's directory is passed to it).
 #
 # Usage: bash benchmarks/perf/setup_peers.sh [--edge]     (PYTHON=... to choose the interpreter)
+#        bash benchmarks/perf/setup_peers.sh --st-onnx /tmp/stpeers
 set -euo pipefail
 PYTHON="${PYTHON:-python}"
 EDGE=0
 [ "${1:-}" = "--edge" ] && EDGE=1
+
+if [ "${1:-}" = "--st-onnx" ]; then
+    VENV="${2:?--st-onnx VENV: the peers venv to create}"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install "sentence-transformers==5.7.0" "optimum-onnx[onnxruntime]==0.1.0" \
+        "onnxruntime==1.32.0" "torch==2.13.0" "transformers>=4.57,<4.58"
+    "$VENV/bin/python" -c "import optimum.onnxruntime, sentence_transformers, torch, transformers; \
+print('st-onnx peer ready:', sentence_transformers.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
+    exit 0
+fi
 
 "$PYTHON" -m pip install --no-deps "tf-models-official==2.20.0" "gin-config==0.5.0"
 
