@@ -476,11 +476,31 @@ def _contrib_shapes(model):
     if not any(node.domain == "com.microsoft" for node in model.graph.node):
         return None
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-        return SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+        return _symbolic_shapes(model)
     except Exception:  # noqa: BLE001  (its failures are many; onnx's own inference is the fallback)
         return None
+
+
+def _symbolic_shapes(model):
+    """``SymbolicShapeInference.infer_shapes(model, auto_merge=True)`` without its failure dump, else None.
+
+    Where some shape stays unknown (an op it does not know: a text-in file's ``ai.onnx.contrib`` tokenizer), that
+    method saves the half-inferred model as ``sym_shape_infer_temp.onnx`` and a ``<uuid>.data`` into the process's
+    working directory before it raises: ``mbk profile`` of a text-in file left both in the user's directory. Its
+    loop is run here, and an incomplete inference is None (onnx's inference then), as the exception was.
+    """
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
+
+    opset = get_opset(model)
+    if not opset or opset < 7:
+        return None
+    inference = SymbolicShapeInference(2**31 - 1, True, False, 0)  # infer_shapes' defaults, auto_merge on
+    inference._preprocess(model)
+    complete = False
+    while inference.run_:
+        complete = inference._infer_impl()
+    inference._update_output_from_vi()
+    return inference.out_mp_ if complete else None
 
 
 def _attention_macs(kind, shapes):

@@ -55,3 +55,32 @@ def test_mbk_inspect_prints_the_contrib_ops_a_reduced_build_must_include(tmp_pat
     line = next(line for line in proc.stdout.splitlines() if line.startswith("contrib ops:"))
     assert "com.microsoft.FastGelu x1" in line and "com.microsoft.SkipLayerNormalization x1" in line
     assert "reduced build must include them" in line
+
+
+def test_flops_of_a_file_symbolic_inference_cannot_finish_write_nothing_in_the_working_directory(tmp_path, monkeypatch):
+    """onnxruntime's symbolic shape inference, run for a ``com.microsoft`` file's shapes, saves a half-inferred model
+    (``sym_shape_infer_temp.onnx`` and a ``<uuid>.data``) into the working directory where an op it does not know
+    (here an ``ai.onnx.contrib`` one, as a text-in file's tokenizer) stops it: ``mbk profile`` of a text-in file
+    left both in the repository root. The user's directory is unchanged and the model's holds only the model."""
+    from mobilebert_kit.profiler.model_info import ModelInfo
+
+    rng = np.random.default_rng(0)
+    hidden = 32  # a weight over onnx's 1024-byte external-data threshold: the dump wrote it to a .data file
+    inits = [numpy_helper.from_array(rng.standard_normal((hidden, hidden)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(hidden).astype(np.float32), "b")]
+    nodes = [helper.make_node("Unknown", ["x"], ["u"], domain="ai.onnx.contrib"),
+             helper.make_node("MatMul", ["u", "w"], ["mm"]),
+             helper.make_node("FastGelu", ["mm", "b"], ["y"], domain="com.microsoft")]
+    graph = helper.make_graph(nodes, "untyped", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", hidden])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", hidden])], inits)
+    opsets = [helper.make_opsetid(domain, 1) for domain in ("com.microsoft", "ai.onnx.contrib")]
+    models, cwd = tmp_path / "models", tmp_path / "cwd"
+    models.mkdir()
+    cwd.mkdir()
+    path = models / "untyped.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), *opsets]), str(path))
+    monkeypatch.chdir(cwd)
+    flops, _, source = ModelInfo(path).count_flops(16)
+    assert flops is None and "MatMul" in source  # the shapes stay unknown, as before
+    assert sorted(p.name for p in cwd.iterdir()) == []
+    assert sorted(p.name for p in models.iterdir()) == ["untyped.onnx"]
