@@ -55,7 +55,7 @@ from onnxruntime import quantization as q
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.fused import fuse_blocks, dynamic_form
 from mobilebert_kit.convert.onnx.graph import simplify
-from mobilebert_kit.convert.onnx.row_scale import scale_rows
+from mobilebert_kit.convert.onnx.row_scale import scale_rows, weight_matmuls
 from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.scratch import scratch_directory
@@ -199,7 +199,7 @@ def int4_weights(model, block_size):
 
 
 def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, keep_float_ops=(),
-             keep_float_layers=(), per_channel=True, activation_scales=None):
+             keep_float_layers=(), per_channel=True, activation_scales=None, dynamic_layers=()):
     """Quantizes a float ONNX ModelProto with ONNX Runtime; returns the new ModelProto.
 
     Args:
@@ -214,6 +214,9 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         activation_scales (str | None): a dynamic mode's activation scales, a key of
             :data:`~mobilebert_kit.convert.quantization.modes.ACTIVATION_SCALES` (None: the record's own,
             ``"row"``); benchmarks and tests compare the others with it.
+        dynamic_layers: for a static mode, layer paths left out of the static pass whose weight MatMuls get
+            dynamic int8 instead, as ``dynamic`` quantizes them (int8 per-channel weights, uint8 activations
+            with one scale per row, float output); no error when the model has none (:func:`_dynamic_pass`).
 
     Example:
         >>> quantize(float_model, "dynamic", activation_scales="tensor")  # doctest: +SKIP
@@ -270,6 +273,9 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                 )
             else:
                 mode.check_calibration(calibration)
+                # keep_float_layers win: a node kept float is not quantized dynamically either.
+                dynamic = [name for name in nodes_matching(model, dynamic_layers) if name not in set(exclude)] \
+                    if dynamic_layers else []
                 batch = model.graph.input[0].type.tensor_type.shape.dim[0]
                 batch = batch.dim_value if batch.HasField("dim_value") else 8
                 kept |= set(settings.float_ops)  # what ORT cannot run quantized (the record says why)
@@ -279,16 +285,46 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                     str(source), str(target), _Reader(calibration, input_dtypes or _input_dtypes(model), batch),
                     quant_format=q.QuantFormat.QDQ, per_channel=per_channel, reduce_range=settings.reduce_range,
                     activation_type=q.QuantType.QInt16 if sixteen else q.QuantType.QUInt8,
-                    weight_type=q.QuantType.QInt8, op_types_to_quantize=ops, nodes_to_exclude=exclude,
+                    weight_type=q.QuantType.QInt8, op_types_to_quantize=ops, nodes_to_exclude=exclude + dynamic,
                     calibrate_method=q.CalibrationMethod.MinMax,
                     extra_options={"UseQDQContribOps": sixteen, "ActivationSymmetric": sixteen},
                 )
+                if dynamic:
+                    _dynamic_pass(target, dynamic, per_channel)
         except ExportError:
             raise
         except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
             first = first_line(err)
             raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}{_short_of_room(tmp, model)}") from err
         return onnx.load(str(target))
+
+
+def _dynamic_pass(path, names, per_channel):
+    """Quantizes the weight MatMuls among the nodes ``names`` of the static QDQ file at ``path`` dynamically, in place.
+
+    As ``dynamic`` quantizes a weight MatMul (the ``dynamic`` record's settings): each input row scaled to
+    [-1, 1] (:mod:`~mobilebert_kit.convert.onnx.row_scale`), then ``quantize_dynamic`` (int8 per-channel
+    7-bit weights, ORT's ``DynamicQuantizeMatMul``, float output). Why a LayerNorm model's feed-forward output
+    projections take this in full int8 (``layer_norm_dynamic_nodes``): their input (the GELU output) and
+    output span MiniLM's outlier channels. Measured on all-MiniLM-L6-v2 (benchmarks/RESULTS.md, issue 45 item
+    2): min sentence cosine to PyTorch 0.873 (all static) -> 0.972, per-tensor activation scales 0.939; int8
+    weights behind a DequantizeLinear (float MatMul) 0.978 but 1.29x the time.
+    """
+    model = onnx.load(str(path))
+    wanted = set(names)
+    targets = [node.name for node in weight_matmuls(model) if node.name in wanted]
+    if not targets:
+        return
+    settings = quantization_mode("dynamic").onnx
+    if settings.row_activations:
+        scale_rows(model, exclude=[node.name for node in model.graph.node if node.name not in set(targets)])
+    source = Path(path).with_name("static.onnx")
+    onnx.save(model, str(source))
+    q.quantize_dynamic(
+        str(source), str(path), weight_type=q.QuantType.QInt8, op_types_to_quantize=["MatMul"],
+        nodes_to_quantize=targets, per_channel=per_channel, reduce_range=settings.reduce_range,
+        extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
 
 
 def _short_of_room(directory, model):

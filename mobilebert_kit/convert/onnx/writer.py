@@ -13,7 +13,7 @@ import onnx
 from mobilebert_kit.artifacts.metadata import METADATA_JSON
 from mobilebert_kit.convert.onnx import export as onnx_export
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.quantization.modes import quantization_mode
+from mobilebert_kit.convert.quantization.modes import DYNAMIC_GROUP, quantization_mode
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.utils.output_check import OutputKind, bytes_at, contains
 
@@ -39,7 +39,7 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
             ``quantize_static`` each time), accepted so that both writers take the same arguments.
 
     Returns:
-        list[str]: notes (none).
+        list[str]: notes (how many layers a LayerNorm model's full int8 quantized dynamically).
 
     Example:
         >>> write_onnx(graph, plan, None, FileMetadata(meta, vocab), "m.onnx")  # doctest: +SKIP
@@ -52,10 +52,20 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
     onnx_as = mode.onnx_as  # qat -> int8 (the record says why)
     fused = onnx_as is None or quantization_mode(onnx_as).onnx.fused_kernels
     model = onnx_export.convert(graph, setting.opset, fused=fused)
+    notes = []
     if onnx_as is not None:
+        # A LayerNorm model's full int8 takes the mode's own layer_norm_dynamic_nodes, as the TFLite writer does
+        # (qat, whose onnx_as is int8, has none), unless the user chose the float ops.
+        layer_norm = metadata.meta.get("normalization_type") == "layer_norm"
+        dynamic = mode.tflite.layer_norm_dynamic_nodes if layer_norm and setting.keep_float_ops is None else ()
         model = onnx_export.quantize(
             model, onnx_as, calibration, graph.input_dtypes, setting.keep_float_ops or (), setting.keep_float_layers,
+            dynamic_layers=dynamic,
         )
+        changed = sum(node.op_type == "MatMulInteger" for node in model.graph.node) if dynamic else 0
+        if changed:
+            notes.append(f"{changed} {DYNAMIC_GROUP}(s) with int8 weights, activations quantized per row at run time "
+                         "(float output)")
     meta, vocab = metadata.meta, metadata.vocab
     if meta.get("tokenizer_in_graph"):
         # After quantizing (ORT's quantizers know no custom ops): the tokenizer's ids feed the quantized graph.
@@ -70,4 +80,4 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
     onnx_export.add_metadata(model, entries)
     onnx_export.check(model)
     onnx.save(model, str(path))
-    return []
+    return notes

@@ -36,7 +36,7 @@ from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.export_model import serving_function
-from mobilebert_kit.convert.quantization.modes import quantization_mode
+from mobilebert_kit.convert.quantization.modes import DYNAMIC_GROUP, quantization_mode
 from mobilebert_kit.convert.tflite.hybrid_convs import float_hybrid_depthwise
 from mobilebert_kit.convert.tflite.int4 import int4_weights
 from mobilebert_kit.convert.tflite.int8_graph import dynamic_range_weights, symmetric_matmul_operands
@@ -44,9 +44,6 @@ from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.utils.quiet import quiet_fd2
 
 IO_TYPES = ("float32", "int8")
-# The default group of a LayerNorm model's full int8 whose fully connected layers are left out of static int8 and
-# get dynamic-range int8 weights instead (quantization_modes: layer_norm_dynamic_nodes says why).
-DYNAMIC_GROUP = "feed-forward output projection"
 
 
 def _converter(graph):
