@@ -192,6 +192,27 @@ def test_full_int8_embedding_keeps_its_sentence_pooling_float(tiny_bert, tmp_pat
     assert "L2_NORMALIZATION" in note
 
 
+def test_onnx_full_int8_of_a_layer_norm_model_quantizes_its_feed_forward_outputs_dynamically(tiny_bert, tmp_path):
+    # layer_norm_dynamic_nodes, as in TFLite: the feed-forward output projections leave the static QDQ pass and run
+    # ORT's dynamic int8 (all-MiniLM-L6-v2: validation passes as asked instead of through the float fallback).
+    import onnx
+
+    layers = tiny_bert.config["num_layers"]
+    result = export_tiny(tiny_bert, tmp_path / "e.onnx", "onnx", "int8", task="embedding", pooling="mean")
+    assert result.validation.passed and result.quantize == "int8" and not result.search
+    model = onnx.load(str(tmp_path / "e.onnx"))
+    dynamic = [n.name for n in model.graph.node if n.op_type == "MatMulInteger"]
+    assert len(dynamic) == layers and all("/ffn_0/output/" in name for name in dynamic), dynamic
+    produced_by = {out: n.op_type for n in model.graph.node for out in n.output}
+    static = [n for n in model.graph.node if n.op_type == "MatMul" and "/query/" in n.name]
+    assert static and all(produced_by.get(n.input[1]) == "DequantizeLinear" for n in static)  # the rest stays QDQ
+    assert f"{layers} feed-forward output projection(s) with int8 weights, activations quantized per row at run " \
+        "time (float output)" in result.notes
+    # A choice of float ops is the user's whole choice: no default group.
+    chosen = export_tiny(tiny_bert, tmp_path / "c.onnx", "onnx", "int8", keep_float_ops=("Softmax",), validate=False)
+    assert not any(n.op_type == "MatMulInteger" for n in onnx.load(chosen.path).graph.node)
+
+
 def test_classifier_tflite_outputs_probabilities_and_onnx_logits(tiny_mobilebert, tmp_path):
     from mobilebert_kit.models.heads import HEADS
 
