@@ -99,7 +99,8 @@ def main(argv=None):
     for label, (name, precision, extra, validate) in FILES.items():
         path = work / name
         if not path.exists():
-            _, verdict = ours.export(checkpoint, "onnx", precision, 128, str(path), EMBEDDING + extra, validate=validate)
+            _, verdict = ours.export(checkpoint, "onnx", precision, 128, str(path), EMBEDDING + extra,
+                                     validate=validate)
             if verdict:
                 print(f"{label}: mbk export's validation: {verdict}")
         files[label] = path
