@@ -22,7 +22,9 @@ Each quantization mode's ONNX Runtime settings are its record's
 - ``static``: ``quantize_static`` in QDQ format, calibrated, int8 per-channel
   weights and uint8 (``int8``) or int16 (``int16x8``: ORT's com.microsoft Q/DQ
   ops carry the 16-bit types; ORT raises the opset to 21, the first with
-  16-bit QuantizeLinear) activations.
+  16-bit QuantizeLinear) activations. ``dynamic_layers`` (the writer passes a LayerNorm model's
+  ``layer_norm_dynamic_nodes``: its feed-forward output projections) are left out of that pass and their
+  weight MatMuls quantized as ``dynamic`` quantizes them (:func:`_dynamic_pass`).
 - ``float16``: float16 weights stored, cast to float32 at load (the
   counterpart of TFLite's float16 weights; compute stays float32).
 - ``int4`` / ``int4-block128``: int4 weights through ONNX Runtime's own

@@ -173,7 +173,8 @@ class TfliteSettings:
         layer_norm_float_nodes (tuple): layer paths kept float by default in a model that normalizes with
             LayerNorm (not NoNorm).
         layer_norm_dynamic_nodes (tuple): layer paths of such a model left out of static int8 by default whose
-            fully connected layers get dynamic-range int8 weights (int8 weights, float input and output).
+            fully connected layers get dynamic-range int8 weights (int8 weights, float input and output); the ONNX
+            writer gives the same layers' weight MatMuls ORT's dynamic int8 (``onnx.export.quantize``).
         int4 (Int4Weights | None): convert in float, then write int4 weights with ai-edge-quantizer.
     """
 
