@@ -95,7 +95,8 @@ tiny-mobilebert full-int8 export). Adders' columns are free.
 
 A channel whose ``c`` would be zero, not finite or beyond 1e6 keeps ``c = 1``.
 
-**The stream between MobileBERT blocks** (``stream=True``, ``unit`` only; ``mbk export --fold-nonorm``). Under
+**The stream between MobileBERT blocks** (``stream=True``, ``unit`` only; ``mbk export --fold-nonorm`` of a
+``.tflite``). Under
 ``unit`` each block keeps the NoNorm that writes its output ``x`` (``output_bottleneck/norm``): in a full-int8 file
 an int8 MUL and ADD on the 512-wide stream per block, 48 of the 72 requantizing element-wise passes over
 ``[seq, 512]`` of the 24-layer preset. The stream is a segment like the others: written by the previous block's
