@@ -72,7 +72,13 @@ def test_every_block_layout_is_exact(which, layout):
 
     model = trained_like(mbk.build(which, dtype="float64", normalization_type="no_norm", hidden_act="relu",
                                    **layout), seed=3)
-    _assert_same_outputs(model, migrate_nonorm_scales(model)[0], padded_inputs(model), 1e-10)
+    inputs = padded_inputs(model)
+    _assert_same_outputs(model, migrate_nonorm_scales(model)[0], inputs, 1e-10)
+    # The MobileBERT stream fold (--fold-nonorm) reads x with each layout's own readers (bottleneck_input, and
+    # q, k, v without any shared bottleneck); BERT layouts have no such segment and are left as they were.
+    migrated, report = migrate_nonorm_scales(model, stream=True)
+    _assert_same_outputs(model, migrated, inputs, 1e-10)
+    assert ("embeddings/norm" in report) == mbk.build(which).config["use_bottleneck"], sorted(report)
 
 
 @pytest.mark.parametrize("which, layout", [
@@ -165,6 +171,36 @@ def test_unit_policy_makes_inner_nonorms_identity_and_keeps_block_outputs(tiny_m
     # The norms that write the residual stream x between blocks (an encoder output) keep their values.
     for key in ("embeddings/norm/gamma", "transformer_layer_1/output_bottleneck/norm/beta"):
         np.testing.assert_array_equal(after[key], before[key])
+
+
+def test_stream_fold_moves_the_mobilebert_stream_within_its_spread_and_keeps_the_outputs(tiny_mobilebert):
+    """``stream=True`` (``--fold-nonorm``): the NoNorms writing the stream between blocks become the identity
+    where the product of the stream gammas stays within STREAM_MAX_SPREAD; the last block's (the encoder's
+    output) takes the product; outputs unchanged."""
+    from mobilebert_kit.convert.prepare.scale_migration import STREAM_MAX_SPREAD
+
+    arrays = weight_arrays(tiny_mobilebert)
+    rng = np.random.default_rng(3)
+    for key in [k for k in arrays if k.endswith("/gamma") and ("output_bottleneck" in k or "embeddings/norm" in k)]:
+        arrays[key] = rng.uniform(0.9, 1.1, arrays[key].shape).astype(arrays[key].dtype)  # mild: the product moves
+    mild = rebuild(tiny_mobilebert, arrays=arrays)
+    inputs = padded_inputs(mild)
+    for model, moved in ((mild, ("embeddings/norm", "transformer_layer_0/output_bottleneck/norm")),
+                         (tiny_mobilebert, ("embeddings/norm",))):  # gammas in [0.5, 1.5]: the product of two
+        migrated, report = migrate_nonorm_scales(model, stream=True)  # spreads beyond 4, block 0 keeps its gamma
+        _assert_same_outputs(model, migrated, inputs)
+        after = weight_arrays(migrated)
+        for norm in moved:
+            np.testing.assert_allclose(after[f"{norm}/gamma"], 1.0, atol=1e-6, err_msg=norm)
+        for norm in [n for n in report if n.startswith("embeddings") or "output_bottleneck" in n]:
+            np.testing.assert_allclose(after[f"{norm}/beta"], 0.0, atol=1e-5, err_msg=norm)  # shifts move always
+            assert report[norm]["max_scale"] / report[norm]["min_scale"] <= STREAM_MAX_SPREAD * (1 + 1e-6), norm
+        assert np.abs(after["transformer_layer_0/output_bottleneck/norm/gamma"] - 1).max() > 0.1 or model is mild
+        last = "transformer_layer_1/output_bottleneck/norm"
+        assert last not in report and np.abs(after[f"{last}/gamma"] - 1).max() > 1e-3  # the output stays fixed
+    # Without ``stream`` (every caller but --fold-nonorm) the stream's NoNorms keep their values.
+    unchanged = weight_arrays(migrate_nonorm_scales(mild)[0])
+    np.testing.assert_array_equal(unchanged["embeddings/norm/gamma"], arrays["embeddings/norm/gamma"])
 
 
 def test_task_model_and_zero_scale_channels():
@@ -286,9 +322,15 @@ def test_export_fold_nonorm_drops_the_in_block_nonorm_ops_and_keeps_the_answers(
     for fold in (False, True):
         for quantize in ("none", "int8"):
             files[fold, quantize] = export_tiny(tiny_mobilebert, tmp_path / f"{quantize}_{fold}.tflite",
-                                                quantize=quantize, fold_nonorm=fold, validation_count=4)
+                                                quantize=quantize, fold_nonorm=fold, validation_count=4,
+                                                drift_report=fold and quantize == "int8")
     folded, plain = files[True, "int8"], files[False, "int8"]
     assert folded.validation.passed and plain.validation.passed
+    # The drift probe reads block outputs, which the stream fold stores in other units (embeddings/norm moves
+    # here): its graph folds inside the blocks only, so every layer compares like with like.
+    drift = folded.validation.drift
+    assert [d["layer"] for d in drift] == ["embeddings", "transformer_layer_0", "transformer_layer_1"]
+    assert all(0.9 < d["cosine"] <= 1.0 for d in drift), drift
     # tiny-mobilebert (2 blocks): the converter already folds a NoNorm that follows a dense layer; the ones
     # after a residual add stay as MUL + ADD unless folded (measured 8 -> 4 MULs; mobilebert 122 -> 26).
     assert plain.op_counts["MUL"] - folded.op_counts["MUL"] >= 2 * 2, (plain.op_counts, folded.op_counts)

@@ -95,6 +95,22 @@ tiny-mobilebert full-int8 export). Adders' columns are free.
 
 A channel whose ``c`` would be zero, not finite or beyond 1e6 keeps ``c = 1``.
 
+**The stream between MobileBERT blocks** (``stream=True``, ``unit`` only; ``mbk export --fold-nonorm`` of a
+``.tflite``). Under
+``unit`` each block keeps the NoNorm that writes its output ``x`` (``output_bottleneck/norm``): in a full-int8 file
+an int8 MUL and ADD on the 512-wide stream per block, 48 of the 72 requantizing element-wise passes over
+``[seq, 512]`` of the 24-layer preset. The stream is a segment like the others: written by the previous block's
+``output_bottleneck/norm`` (the first by ``embeddings/norm``), read by the block's input dense layers
+(``bottleneck_input``, ``bottleneck_attention``, and ``attention/value``, or query, key and value without a shared
+bottleneck), added to by ``output_bottleneck/dense`` and closed by the block's ``output_bottleneck/norm``. With
+``c = gamma * c_in`` every writer becomes the identity and its shift moves into the readers' biases, so the stream
+is carried in the units of the product of all earlier stream gammas; the encoder's output (the last block's
+``x``, what ``sequence_output`` and the heads read) stays fixed, so the last NoNorm takes the whole product, one
+MUL and ADD for the encoder. Where that product would spread the channels' units more than
+``STREAM_MAX_SPREAD`` apart, the block's NoNorm keeps its gamma (``c = c_in``) and only its shift moves. Inner
+hidden states are then stored in other units, which is why the drift probe (per-layer hidden states) folds
+without it.
+
 Models with LayerNorm are refused (LayerNorm divides by a per-token
 statistic, so no scale can move through it), and so are attention types other
 than ``self_attention`` and grouped feed-forward layers, whose readers are not
@@ -221,13 +237,25 @@ MIGRATION_POLICIES = (*_POLICIES, "none")
 _NEEDS_DATA = ("balance", "smoothquant")
 
 
+# The most that the per-channel units of the MobileBERT residual stream may differ from one another
+# (``max |c| / min |c|``) when ``stream`` moves it: the stream is one per-tensor int8 activation, and each block's
+# ``c`` is the product of every earlier stream NoNorm's gamma, so trained gammas could compound to ranges one int8
+# scale cannot hold. A block whose product would exceed it keeps its own NoNorm (its MUL) and passes the units on.
+STREAM_MAX_SPREAD = 4.0
+
+
+def _spread(scale):
+    magnitude = np.abs(np.asarray(scale, np.float64))
+    return float(magnitude.max() / max(magnitude.min(), 1e-300))
+
+
 def _safe(scale):
     scale = np.asarray(scale, np.float64)
     ok = np.isfinite(scale) & (np.abs(scale) > 1e-6) & (np.abs(scale) < 1e6)
     return np.where(ok, scale, 1.0)
 
 
-def migrate_nonorm_scales(model, scale="unit", inputs=None):
+def migrate_nonorm_scales(model, scale="unit", inputs=None, stream=False):
     """Returns a copy of ``model`` with NoNorm scales and shifts moved into dense layers; outputs unchanged.
 
     Args:
@@ -239,6 +267,8 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
             The data policies also move the embedding sum, the stream between blocks and the
             ReLU FFNs' hidden units (module doc, "With data").
         inputs: an InputSet (or ``{name: int array}``) of calibration rows for the data policies.
+        stream: ``"unit"`` in the MobileBERT layout only: also move the residual stream between blocks
+            (module doc, "The stream between MobileBERT blocks"); the encoder's output stays fixed.
 
     Returns:
         ``(new model, report)``; the report maps each moved segment (its writer's path; ``embeddings``;
@@ -265,7 +295,8 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
     # Computed in float64 and stored in each weight's own dtype, so a float64 model stays exact to 1e-12.
     arrays = {k: v.astype(np.float64) for k, v in original.items()}
     with_data = scale in _NEEDS_DATA
-    segments = _model_segments(config, {k[len(prefix):] for k in arrays}, outer=with_data)
+    segments = _model_segments(config, {k[len(prefix):] for k in arrays}, outer=with_data,
+                               stream=stream and scale == "unit")
     ranges = _segment_ranges(encoder, segments, inputs) if with_data else {}
     report = {}
     units = {}  # NoNorm path -> (c, d) of the segment it writes; absent: fixed (1, 0)
@@ -284,6 +315,8 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None):
             np.maximum(np.abs(observed[0] - d), np.abs(observed[1] - d)), observed[2])
         weights = _reader_adder_ranges(arrays, prefix, readers, () if segment.tables else adders)
         c = _safe(_POLICIES[scale](gamma, c_in, spread, weights, closer_gamma))
+        if segment.stream and _spread(c) > STREAM_MAX_SPREAD:
+            c = np.broadcast_to(np.asarray(c_in, np.float64), np.shape(gamma))  # the writer keeps its own gamma
         if writer is not None:
             units[writer] = (c, d)
         if closer is not None:
@@ -368,13 +401,15 @@ class Segment(NamedTuple):
     adders: tuple
     closer: str
     tables: bool = False
+    stream: bool = False
 
 
-def _model_segments(config, names, outer):
+def _model_segments(config, names, outer, stream=False):
     """Every movable segment of the encoder in data-flow order (each writer's input units are known first).
 
     ``outer`` adds the segments that only a data policy moves (module doc, "With data"): the embedding sum
-    and, in the BERT layout, the stream into each block. ``names`` are the encoder's weight paths.
+    and, in the BERT layout, the stream into each block. ``stream`` adds, in the MobileBERT layout, the stream
+    into each block but the encoder's output (module doc). ``names`` are the encoder's weight paths.
     """
     segments = []
     plain_embeddings = not config["trigram_input"] and config["embedding_size"] == config["hidden_size"]
@@ -391,10 +426,25 @@ def _model_segments(config, names, outer):
             writer = f"transformer_layer_{layer - 1}/ffn_{ffns - 1}/norm" if layer else "embeddings/norm"
             segments.append(Segment(writer, writer, tuple(f"{block}attention/{n}" for n in ("query", "key", "value")),
                                     (f"{block}attention_output/dense",), f"{block}attention_output/norm"))
+        if stream and config["use_bottleneck"]:
+            writer = f"transformer_layer_{layer - 1}/output_bottleneck/norm" if layer else "embeddings/norm"
+            segments.append(Segment(writer, writer, tuple(block + r for r in _stream_readers(config)),
+                                    (f"{block}output_bottleneck/dense",), f"{block}output_bottleneck/norm",
+                                    stream=True))
         for writer, readers, adders, closer in _block_segments(config):
             segments.append(Segment(f"{block}{writer}", f"{block}{writer}", tuple(block + r for r in readers),
                                     tuple(block + a for a in adders), None if closer is None else block + closer))
     return segments
+
+
+def _stream_readers(config):
+    """The dense layers of a MobileBERT block that read its input ``x`` (layers/transformer_block.py)."""
+    readers = ["bottleneck_input/dense"]
+    if config["use_bottleneck_attention"]:
+        return readers
+    if config["key_query_shared_bottleneck"]:
+        return readers + ["bottleneck_attention/dense", "attention/value"]
+    return readers + ["attention/query", "attention/key", "attention/value"]
 
 
 def _sublayer(encoder, path):
