@@ -248,8 +248,11 @@ def test_refusals(tiny_bert, nonorm_bert):
 
 # Two full-int8 exports (about 11 s): the slow tier; the exactness tests above stay in the default one.
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["tiny_mobilebert", "nonorm_bert"])
-def test_balance_improves_full_int8_fidelity_of_an_outlier_model(which, request, tmp_path):
+# The gain each model must show, in dB. Measured with the calibration ranges measured per tensor (1429b71):
+# tiny-mobilebert 17.5 -> 20.5, nonorm_bert 9.2 -> 10.8 (before them 16.0 -> 22.2 and 8.4 -> 10.5: the truer
+# ranges lifted what balance starts from more than what it reaches); the margins leave room for converter noise.
+@pytest.mark.parametrize("which,gain_db", [("tiny_mobilebert", 2.0), ("nonorm_bert", 1.0)])
+def test_balance_improves_full_int8_fidelity_of_an_outlier_model(which, gain_db, request, tmp_path):
     # nonorm_bert: its outliers include the stream between blocks (ffn_0/norm writes it), which only the
     # data policies' stream segments move.
     model = with_outliers(request.getfixturevalue(which))
@@ -263,9 +266,7 @@ def test_balance_improves_full_int8_fidelity_of_an_outlier_model(which, request,
                              calibration=str(tmp_path / "calib.npz"), validation_data=str(tmp_path / "valid.npz"),
                              thresholds=never_fail)
         snr[name] = {m.name: m.snr_db for m in result.validation.outputs}["sequence_output"]
-    # Measured 16.0 -> 19.5 dB (tiny-mobilebert, benchmarks/experiments/scale_migration_int8.py); 2 dB leaves room for
-    # converter noise.
-    assert snr["balance"] > snr["none"] + 2.0, snr
+    assert snr["balance"] > snr["none"] + gain_db, snr
 
 
 def test_substitution_applies_the_default_migration_exactly(tiny_bert):
