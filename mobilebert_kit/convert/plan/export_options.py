@@ -145,8 +145,9 @@ class ExportOptions:
         fold_nonorm (bool): fold every NoNorm inside a block into the dense layers around it before
             converting (``scale_migration.migrate_nonorm_scales(..., "unit")``): exact in float, and the
             converter then drops the identity NoNorms' MUL and ADD (full-int8 ``mobilebert``: 1,102 ops
-            -> 861, with the MobileBERT residual stream's NoNorms between blocks). Off by default: it moves the NoNorm scales into the readers' weight rows, which cost a
-            substituted real model int8 fidelity (benchmarks/RESULTS.md, issue 17).
+            -> 861, with the MobileBERT residual stream's NoNorms between blocks). Off by default: it moves
+            the NoNorm scales into the readers' weight rows, which cost a substituted real model int8
+            fidelity (benchmarks/RESULTS.md, issue 17).
         opset (int): ONNX opset.
         dynamic_axes (bool): dynamic axes (``export_tasks.FORMATS``: ONNX batch and sequence, TFLite the
             sequence only, batch 1); None: dynamic unless ``static_axes``, a TFLite ``batch_size`` above 1 or a
