@@ -56,8 +56,7 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
     if onnx_as is not None:
         # A LayerNorm model's full int8 takes the mode's own layer_norm_dynamic_nodes, as the TFLite writer does
         # (qat, whose onnx_as is int8, has none), unless the user chose the float ops.
-        layer_norm = metadata.meta.get("normalization_type") == "layer_norm"
-        dynamic = mode.tflite.layer_norm_dynamic_nodes if layer_norm and setting.keep_float_ops is None else ()
+        dynamic = mode.tflite.layer_norm_dynamic_nodes if metadata.layer_norm and setting.keep_float_ops is None else ()
         model = onnx_export.quantize(
             model, onnx_as, calibration, graph.input_dtypes, setting.keep_float_ops or (), setting.keep_float_layers,
             dynamic_layers=dynamic,

@@ -228,6 +228,17 @@ class FileMetadata(NamedTuple):
     vocab: list = None
     client_unit: object = None
 
+    @property
+    def layer_norm(self):
+        """Whether the model normalizes with LayerNorm (not NoNorm): both writers then give full int8 the mode's
+        ``layer_norm_*`` defaults (``quantization.modes.TfliteSettings``).
+
+        Example:
+            >>> FileMetadata({"normalization_type": "layer_norm"}).layer_norm, FileMetadata({}).layer_norm
+            (True, False)
+        """
+        return self.meta.get("normalization_type") == "layer_norm"
+
 
 @dataclass(frozen=True)
 class SourceFacts:

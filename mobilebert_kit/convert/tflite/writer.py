@@ -51,7 +51,7 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
         data, notes = tflite_export.convert(
             graph, setting.quantize, calibration, setting.io_type,
             setting.keep_float_ops, setting.keep_float_layers, calibrated,
-            layer_norm=metadata[0].get("normalization_type") == "layer_norm",
+            layer_norm=metadata.layer_norm,
         )
     meta, vocab, unit = metadata
     entries = {tflite_flatbuffer.METADATA_JSON: json.dumps(meta, sort_keys=True).encode()}
