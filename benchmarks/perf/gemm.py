@@ -132,7 +132,7 @@ def shape_floor(products, work_dir, kind):
                 continue
             y = product(graph_input(kernel, shape), b_shape, kernel)
             output(y, TensorProto.INT32, [m, n])
-    current, width = None, None
+    current, width, m_last = None, None, None
     while chain:
         # the next product reads the current tensor where one of that width is left, else starts a new chain
         (m, k, n) = next((key for key in chain if key[1] == width), None) or max(chain, key=chain.get)
