@@ -265,14 +265,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                     row_pass(work, exclude, weight_bits=7 if settings.reduce_range else 8, per_channel=per_channel)
                     onnx.save(work, str(source))
                 ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather") if op not in kept]
-                q.quantize_dynamic(
-                    str(source), str(target), weight_type=q.QuantType.QInt8, op_types_to_quantize=ops,
-                    nodes_to_exclude=exclude, per_channel=per_channel, reduce_range=settings.reduce_range,
-                    # Activation x activation products (attention) stay float, as in TFLite's dynamic range.
-                    # DefaultTensorType: onnx's shape inference types no output of a com.microsoft kernel
-                    # (convert/onnx/fused.py), and the quantizer needs each MatMul's input type.
-                    extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
-                )
+                _quantize_dynamic(source, target, settings, per_channel, op_types_to_quantize=ops,
+                                  nodes_to_exclude=exclude)
             else:
                 mode.check_calibration(calibration)
                 # keep_float_layers win: a node kept float is not quantized dynamically either.
@@ -318,14 +312,25 @@ def _dynamic_pass(path, names, per_channel):
     if not targets:
         return
     settings = quantization_mode("dynamic").onnx
-    if settings.row_activations:
-        scale_rows(model, exclude=[node.name for node in model.graph.node if node.name not in set(targets)])
+    others = [node.name for node in model.graph.node if node.name not in set(targets)]
+    _ROW_PASSES[settings.activation_scales](model, others, weight_bits=7 if settings.reduce_range else 8,
+                                            per_channel=per_channel)
     source = Path(path).with_name("static.onnx")
     onnx.save(model, str(source))
+    _quantize_dynamic(source, path, settings, per_channel, op_types_to_quantize=["MatMul"], nodes_to_quantize=targets)
+
+
+def _quantize_dynamic(source, target, settings, per_channel, **selection):
+    """``quantize_dynamic`` of the ``.onnx`` at ``source`` into ``target`` with a dynamic record's ``settings`` (int8
+    weights, ``reduce_range``), the nodes chosen by ``selection`` (``op_types_to_quantize``, ``nodes_to_exclude``,
+    ``nodes_to_quantize``)."""
     q.quantize_dynamic(
-        str(source), str(path), weight_type=q.QuantType.QInt8, op_types_to_quantize=["MatMul"],
-        nodes_to_quantize=targets, per_channel=per_channel, reduce_range=settings.reduce_range,
-        extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
+        str(source), str(target), weight_type=q.QuantType.QInt8, per_channel=per_channel,
+        reduce_range=settings.reduce_range,
+        # Activation x activation products (attention) stay float, as in TFLite's dynamic range.
+        # DefaultTensorType: onnx's shape inference types no output of a com.microsoft kernel
+        # (convert/onnx/fused.py), and the quantizer needs each MatMul's input type.
+        extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT}, **selection,
     )
 
 
