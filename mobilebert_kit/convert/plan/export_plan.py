@@ -112,7 +112,7 @@ def pooling_notes(options, declared_pooling):
     Example:
         >>> from types import SimpleNamespace as NS
         >>> pooling_notes(NS(pooling="cls", normalize=None, name_of=lambda n: f"--{n}"), NS(mode="mean", normalize=True))
-        ['--pooling cls replaces the mean pooling the checkpoint declares (modules.json): its vectors will differ from the checkpoint's']
+        ["--pooling cls replaces the mean pooling the checkpoint declares (modules.json): its vectors will differ from the checkpoint's"]
     """
     if declared_pooling is None:
         return []
