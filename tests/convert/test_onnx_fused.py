@@ -108,3 +108,21 @@ def test_an_opset_before_layer_normalization_keeps_layer_norm_blocks_unfused(tin
         onnx_export.check(fused)
         ops = collections.Counter(n.op_type for n in fused.graph.node)
         assert ops["MultiHeadAttention"] + ops["Attention"] == fused_layers and ops["LayerNormalization"] == 0, ops
+
+
+def test_a_folded_nonorm_writes_no_unit_scale(tiny_mobilebert):
+    """``--fold-nonorm`` leaves unit gammas inside a block: the fused writer spells no Mul by ones for them (each
+    was a kernel launch over the residual), and the folded file still gives the unfolded model's outputs."""
+    from mobilebert_kit.convert.prepare.scale_migration import migrate_nonorm_scales
+
+    folded, _report = migrate_nonorm_scales(tiny_mobilebert, "unit", stream=False)
+    _plain, before = _both(tiny_mobilebert)
+    _plain, after = _both(folded)
+    muls = [collections.Counter(n.op_type for n in m.graph.node)["Mul"] for m in (before, after)]
+    # A block's NoNorms after a residual: attention output, each FFN, the output bottleneck (which the stream
+    # fold alone would unit); all but the last are unit once folded inside the block.
+    layers, ffns = tiny_mobilebert.config["num_layers"], tiny_mobilebert.config["num_feedforward_networks"]
+    assert muls[0] - muls[1] == layers * (1 + ffns), muls
+    inputs = padded_inputs(tiny_mobilebert)
+    for got, want in zip(_run(after, inputs), _run(before, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
