@@ -61,10 +61,6 @@ class ArtifactFormat:
             ``com.microsoft``) need the runtime's full package: ``mbk inspect`` names them.
         text_input (bool): ``--tokenizer-in-graph`` can put the tokenizer into the file (ONNX: onnxruntime-extensions'
             custom ops of the :data:`EXTENSIONS_DOMAIN`, registered by the runtime that loads it).
-        folds_stream (bool): ``--fold-nonorm`` also folds the MobileBERT residual stream's NoNorms between blocks
-            (``scale_migration`` ``stream``). TFLite: the full-int8 ``mobilebert`` file loses 48 requantizing
-            element-wise ops (0.887x -> 0.853x dynamic int8's time). ONNX: tiny-mobilebert's QDQ int8 file lost
-            1.4 dB SNR with it where the TFLite one gained 0.7 (benchmarks/RESULTS.md, issue 46 item 2).
 
     Example:
         >>> FORMATS["tflite"].dynamic_axes
@@ -90,7 +86,6 @@ class ArtifactFormat:
     quantized_io: bool
     contrib_ops: bool
     text_input: bool = False
-    folds_stream: bool = False
 
     @property
     def litert(self):
@@ -124,7 +119,7 @@ FORMATS = {f.name: f for f in (
                    runtimes=("interpreter", "compiled_model"), runtime_package="ai-edge-litert",
                    emulated_kernels="XNNPACK", client_metadata=True, xnnpack=True, on_device=True, open_dim="-1",
                    input_dtype="int32", dynamic_axes=("sequence",), open_by_default=False, clips_in_graph=True,
-                   every_input=True, quantized_io=True, contrib_ops=False, folds_stream=True),
+                   every_input=True, quantized_io=True, contrib_ops=False),
     ArtifactFormat("onnx", suffix=".onnx", label="ONNX", magic=None,
                    runtimes=("onnxruntime",), runtime_package="onnxruntime",
                    emulated_kernels="CPU provider", client_metadata=False, xnnpack=False, on_device=False,

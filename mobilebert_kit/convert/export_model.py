@@ -24,7 +24,7 @@ import weakref
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.plan.export_options import MASK_DTYPES
-from mobilebert_kit.convert.plan.export_tasks import FORMATS, POOLINGS, export_task
+from mobilebert_kit.convert.plan.export_tasks import POOLINGS, export_task
 from mobilebert_kit.convert.prepare.rebuild import architecture_of, encoder_of, rebuild
 from mobilebert_kit.convert.prepare.scale_migration import migrate_nonorm_scales, unmigratable
 from mobilebert_kit.errors import ConfigError, check_choice
@@ -305,8 +305,8 @@ def plan_graph(model, plan, hidden_states=False, for_qat=False):
     if plan.fold_nonorm and not for_qat:  # QAT trains the model it is given: nothing to fold into yet
         # The per-layer hidden states the drift probe reads are the block outputs, which the stream fold stores
         # in other units: the probe's graph folds inside the blocks only (scale_migration module doc). Whether a
-        # format's files fold the stream is its record's (ArtifactFormat.folds_stream: ONNX's QDQ lost with it).
-        model = _folded(model, plan, stream=not hidden_states and FORMATS[plan.format].folds_stream)
+        # file folds the stream is its mode's record's (QuantizationMode.stream_fold: ONNX's static QDQ lost with it).
+        model = _folded(model, plan, stream=not hidden_states and plan.format in plan.mode.stream_fold)
     return build_export_model(model, plan.batch_size, plan.static_seq_len, plan.mask_dtype,
                               plan.attention_mask_value, hidden_states=hidden_states, for_qat=for_qat, task=plan.task,
                               fmt=plan.format, pooling=plan.pooling, normalize=bool(plan.normalize),
