@@ -290,9 +290,14 @@ def _auto_head(keys, architectures):
     return None
 
 
-def _wrap_head(encoder, head, arrays, dialect, architectures=()):
+# transformers' problem_type of a sequence classifier whose labels are independent: its users read one sigmoid per
+# label, so the head records it (the export's probabilities follow it; a softmax answered other labels).
+MULTI_LABEL = "multi_label_classification"
+
+
+def _wrap_head(encoder, head, arrays, dialect, architectures=(), problem_type=None):
     """Returns the task model for ``head`` ("auto" picks one from the checkpoint's keys, and for a classifier
-    from the config's ``architectures``)."""
+    from the config's ``architectures``; ``problem_type``: the config's, a multi-label classifier's)."""
     from mobilebert_kit.models.heads import HEADS
 
     if head == "auto":
@@ -307,6 +312,8 @@ def _wrap_head(encoder, head, arrays, dialect, architectures=()):
         if weight is None:
             raise CheckpointError(f"head {head!r} needs classifier.weight in the checkpoint; it has none")
         kwargs["num_labels"] = int(weight.shape[0])
+    if head == "sequence_classifier" and problem_type == MULTI_LABEL:
+        kwargs["multi_label"] = True
     return HEADS[head](encoder, **kwargs), "encoder/"
 
 
@@ -482,7 +489,7 @@ def import_hf(directory, head=None, **overrides):
         config["classifier_activation"] = False
     config.update(overrides)
     encoder = _built(build, config, directory / "config.json")
-    model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf", architectures)
+    model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf", architectures, hf_config.get("problem_type"))
     if family.shared_layers:
         # ALBERT: the encoder has no tied blocks, so each reads its group's tensors (outputs agree to 1e-6).
         log.warning("%s shares its layer weights across %d layers; the imported encoder holds a copy per layer "
