@@ -42,6 +42,8 @@ TINY_ROBERTA = dict(TINY, max_position_embeddings=66, type_vocab_size=1, pad_tok
 # MPNet: RoBERTa's positions, no token types, 32 relative-distance buckets (distances to 63 reach the log ones).
 TINY_MPNET = dict(TINY, max_position_embeddings=66, pad_token_id=1)
 TINY_ALBERT = dict(TINY_ELECTRA, num_hidden_layers=4)
+# ConvBERT's classification head activates with hidden_act (ACT2FN[config.hidden_act]): gelu_new, not its default.
+TINY_CONVBERT = dict(TINY_ELECTRA, hidden_act="gelu_new")
 # DeBERTa-v3's layout (no position or token-type table, c2p + p2c over a layer-normed table shared by the layers'
 # own query and key), 8 log buckets: distances past 4 reach the logarithmic ones within 64 tokens.
 TINY_DEBERTA = dict(TINY, **TINY_DEBERTA_V3)
@@ -578,6 +580,7 @@ FAMILY_MODELS = {
     "xlm-roberta": ("XLMRoberta", "XLMRobertaConfig", TINY_ROBERTA, 1, 1),
     "mpnet": ("MPNet", "MPNetConfig", TINY_MPNET, 0, 1),
     "deberta-v2": ("DebertaV2", "DebertaV2Config", TINY_DEBERTA, 0, 0),
+    "convbert": ("ConvBert", "ConvBertConfig", TINY_CONVBERT, 2, 0),
 }
 # our head -> (transformers class suffix, labels, our outputs -> theirs)
 HEADS = {
@@ -586,7 +589,8 @@ HEADS = {
     "span_question_answerer": ("ForQuestionAnswering", 2, {"start_logits": "start_logits", "end_logits": "end_logits"}),
 }
 # The activation of the classification head each family's pooler stands for (transformers' source).
-POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu", "deberta-v2": "gelu"}  # DeBERTa: ContextPooler
+POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu", "deberta-v2": "gelu",  # DeBERTa: ContextPooler
+                      "convbert": "gelu_tanh"}  # ConvBERT: its hidden_act (gelu_new)
 
 
 @pytest.mark.parametrize("head", list(HEADS))

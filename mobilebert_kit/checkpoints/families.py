@@ -127,6 +127,8 @@ class HeadLayout:
             applied to the checkpoint's names before import (RoBERTa's ``classifier.dense`` is our pooler).
         encoder_options (Mapping[str, object]): Encoder options the head needs over the family's (DistilBERT's
             ``pre_classifier`` + ReLU is our pooler with ``pooler_activation="relu"``).
+        config_options (Callable[[dict], dict] | None): Encoder options the head reads from the checkpoint's
+            config over the family's defaults (ConvBERT's classification head activates with ``hidden_act``).
 
     Example:
         >>> HeadLayout(encoder_options={"pooler_activation": "relu"}).encoder_options["pooler_activation"]
@@ -135,6 +137,16 @@ class HeadLayout:
 
     renames: tuple = ()
     encoder_options: Mapping = field(default_factory=lambda: MappingProxyType({}))
+    config_options: Callable[[dict], dict] | None = None
+
+    def options(self, c):
+        """The Encoder options of this head for the checkpoint's config ``c`` (over the family's defaults).
+
+        Example:
+            >>> FAMILIES["convbert"].head("sequence_classifier").options({"hidden_act": "gelu_new"})["pooler_activation"]
+            'gelu_tanh'
+        """
+        return {**self.encoder_options, **(self.config_options(c) if self.config_options else {})}
 
 
 FITS = HeadLayout()
@@ -548,6 +560,11 @@ _FAMILIES = (
     Family("convbert", "convbert.", _HF_CONVBERT_DEFAULTS, lambda c: dict(
         _electra_layout(c), attention_type="convbert_mixed", head_ratio=c["head_ratio"],
         conv_kernel_size=c["conv_kernel_size"], num_groups=c["num_groups"]),
+        # ConvBertClassificationHead: first token -> dense -> ACT2FN[hidden_act] -> out_proj (ELECTRA's names). The
+        # checkpoint's classifier.out_proj was skipped as a head weight and the encoder exported in its place.
+        heads=MappingProxyType({"sequence_classifier": HeadLayout(
+            renames=_CLASSIFICATION_HEAD_RENAMES, encoder_options=MappingProxyType({"classifier_activation": True}),
+            config_options=lambda c: {"pooler_activation": HF_ACTIVATIONS[c["hidden_act"]]})}),
         tokenizer_classes=("ConvBertTokenizer",) + _BERT_TOKENIZERS, class_prefix="ConvBert"),
     Family("nezha", "nezha.", _HF_NEZHA_DEFAULTS, lambda c: dict(
         _BERT_LAYOUT, position_embedding_type="relative_functional",

@@ -317,9 +317,10 @@ def _wrap_head(encoder, head, arrays, dialect, architectures=(), problem_type=No
     return HEADS[head](encoder, **kwargs), "encoder/"
 
 
-def _family_head(family, head, arrays, architectures, directory):
+def _family_head(family, head, arrays, architectures, directory, c):
     """``(head, arrays, encoder options)`` with the family's layout of ``head`` applied: its task weights under
-    BERT's names, and the Encoder options the head needs (DistilBERT's: a ReLU pooler).
+    BERT's names, and the Encoder options the head needs (DistilBERT's: a ReLU pooler; ConvBERT's: the
+    activation its config ``c``, over the family's defaults, names).
     """
     asked = head
     if head == "auto":
@@ -337,7 +338,7 @@ def _family_head(family, head, arrays, architectures, directory):
         arrays = _renamed(arrays, rename, directory)
     if asked == "auto" and head in ("sequence_classifier", "token_classifier") and "classifier.weight" not in arrays:
         return None, arrays, {}  # a classifier's name without its weights: the encoder, its keys reported as skipped
-    return head, arrays, dict(layout.encoder_options)
+    return head, arrays, layout.options(c)
 
 
 def architectures_of(hf_config, config_file):
@@ -480,7 +481,8 @@ def import_hf(directory, head=None, **overrides):
     arrays = _strip_prefix(arrays, (family.prefix,), directory)
     _refuse_foreign_weights(family, hf_config, arrays, directory)
     architectures = architectures_of(hf_config, directory / "config.json")
-    head, arrays, head_options = _family_head(family, head, arrays, architectures, directory)
+    head, arrays, head_options = _family_head(family, head, arrays, architectures, directory,
+                                              {**family.defaults, **hf_config})
     config.update(head_options)
     if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):
         # *ForMaskedLM models are saved without a pooler (add_pooling_layer=False); rather than invent one,
