@@ -121,6 +121,17 @@ def test_distilbert_encoder_matches_transformers(distilbert_dir):
     check_encoder(ours, ref, token_types=0)
 
 
+def test_distilbert_keeps_its_fixed_layer_norm_epsilon_whatever_the_config_says(tmp_path):
+    # DistilBERT's LayerNorms are built with eps=1e-12 and read no field; a config carrying layer_norm_eps (kept by
+    # DistilBertConfig like any keyword) was imported with it and answered otherwise than transformers.
+    config = transformers.DistilBertConfig(**TINY_DISTILBERT, layer_norm_eps=0.5)
+    ref = saved(tmp_path, transformers.DistilBertModel(config), seed=3)
+    assert json.loads((tmp_path / "config.json").read_text())["layer_norm_eps"] == 0.5
+    ours = mbk.import_checkpoint(tmp_path)
+    assert ours.config["layer_norm_epsilon"] == 1e-12
+    check_encoder(ours, ref, token_types=0)
+
+
 # === ELECTRA: embedding-wide tables, LayerNorm, then embeddings_project; no pooler ===
 
 @pytest.mark.parametrize("embedding_size", [16, 32], ids=["projected", "unprojected"])

@@ -276,12 +276,15 @@ _HF_NEZHA_DEFAULTS = MappingProxyType(dict(
     hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
     max_relative_position=64, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
 ))
-# transformers DistilBertConfig defaults; its LayerNorms are built with eps 1e-12 (no config field), and it has
-# no token types.
+# transformers DistilBertConfig defaults; it has no token types.
 _HF_DISTILBERT_DEFAULTS = MappingProxyType(dict(
     vocab_size=30522, max_position_embeddings=512, n_layers=6, n_heads=12, dim=768, hidden_dim=3072, dropout=0.1,
     attention_dropout=0.1, activation="gelu", initializer_range=0.02, type_vocab_size=0, layer_norm_eps=1e-12,
 ))
+# DistilBERT builds every LayerNorm with eps=1e-12 and reads no config field for it: a config.json carrying
+# layer_norm_eps (DistilBertConfig keeps any keyword it is given) was imported with that value (0.5: outputs off
+# by 0.36 of 2.5), so the family's Encoder options set the constant over the common field.
+DISTILBERT_LAYER_NORM_EPS = 1e-12
 # transformers ElectraConfig defaults (the small discriminator).
 _HF_ELECTRA_DEFAULTS = MappingProxyType(dict(
     vocab_size=30522, embedding_size=128, hidden_size=256, num_hidden_layers=12, num_attention_heads=4,
@@ -571,7 +574,8 @@ _FAMILIES = (
         max_relative_position=c["max_relative_position"]), tokenizer_classes=_BERT_TOKENIZERS, class_prefix="Nezha"),
     Family(
         "distilbert", "distilbert.", _HF_DISTILBERT_DEFAULTS,
-        lambda c: dict(normalization_type="layer_norm", classifier_activation=False),  # no pooler
+        lambda c: dict(normalization_type="layer_norm", classifier_activation=False,  # no pooler
+                       layer_norm_epsilon=DISTILBERT_LAYER_NORM_EPS),
         config_names=MappingProxyType({
             "hidden_size": "dim", "num_layers": "n_layers", "num_heads": "n_heads", "intermediate_size": "hidden_dim",
             "hidden_dropout": "dropout", "attention_dropout": "attention_dropout",
