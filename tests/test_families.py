@@ -159,6 +159,19 @@ def test_albert_encoder_matches_transformers(tmp_path, groups, caplog):
     assert groups == 1 or not np.array_equal(query[0], query[-1])
 
 
+def test_albert_with_several_layers_per_group_matches_transformers(tmp_path):
+    # inner_group_num 2: each of the 4 steps runs its group's two layers in turn (it was refused): steps 0, 1 run
+    # group 0 and 2, 3 group 1. (transformers runs it only with at least inner_group_num steps per group.)
+    config = transformers.AlbertConfig(**TINY_ALBERT, num_hidden_groups=2, inner_group_num=2)
+    ref = saved(tmp_path, transformers.AlbertModel(config), seed=2)
+    ours = mbk.import_checkpoint(tmp_path)
+    assert ours.config["num_layers"] == 8
+    check_encoder(ours, ref, pooled=True)
+    query = [block.attention.query.get_weights()[0] for block in ours.blocks]
+    np.testing.assert_array_equal(query[0], query[2])  # group 0, inner layer 0 at steps 0 and 1
+    assert not np.array_equal(query[0], query[1]) and not np.array_equal(query[2], query[4])
+
+
 # === RoBERTa / XLM-R: positions from pad_token_id + 1 ===
 
 @pytest.fixture(scope="module")

@@ -390,17 +390,24 @@ def _mobilebert_unused(config):
 
 
 def _albert_group(i, c):
-    """ALBERT's block ``i`` runs layer group ``int(i / (num_hidden_layers / num_hidden_groups))``."""
+    """Our block ``i``: ALBERT's step ``i // inner_group_num`` runs layer group ``int(step / (num_hidden_layers /
+    num_hidden_groups))``, whose ``inner_group_num`` layers run in turn; the block reads layer ``i % inner_group_num``.
+
+    Example:
+        >>> _albert_group(3, {"num_hidden_layers": 2, "num_hidden_groups": 2, "inner_group_num": 2})
+        'encoder.albert_layer_groups.1.albert_layers.1.'
+    """
+    step, inner = divmod(i, c["inner_group_num"])
     # transformers' own float expression (AlbertTransformer.forward), so every group boundary falls where it does there.
-    group = int(i / (c["num_hidden_layers"] / c["num_hidden_groups"]))
-    return f"encoder.albert_layer_groups.{group}.albert_layers.0."
+    group = int(step / (c["num_hidden_layers"] / c["num_hidden_groups"]))
+    return f"encoder.albert_layer_groups.{group}.albert_layers.{inner}."
 
 
 def _albert_encoder(c):
     groups, inner, layers = c["num_hidden_groups"], c["inner_group_num"], c["num_hidden_layers"]
-    if inner != 1:
-        raise CheckpointError(f"config.json: inner_group_num {inner!r} runs several layers per ALBERT group; mbk "
-                              "imports inner_group_num 1 (every published ALBERT)")
+    if not isinstance(inner, int) or isinstance(inner, bool) or inner < 1:
+        raise CheckpointError(f"config.json: inner_group_num must be a positive integer, got {str(inner)[:40]}; "
+                              "fix the config")
     if not isinstance(groups, int) or isinstance(groups, bool) or not isinstance(layers, int) \
             or not 1 <= groups <= layers:
         raise CheckpointError(f"config.json: num_hidden_groups must be an integer from 1 to num_hidden_layers "
@@ -409,7 +416,8 @@ def _albert_encoder(c):
         raise CheckpointError("config.json: ALBERT with embedding_size == hidden_size still projects "
                               "(embedding_hidden_mapping_in), which mbk's encoder builds only between different "
                               "widths; not supported")
-    return dict(_absolute_only(c), **_BERT_LAYOUT, embedding_size=c["embedding_size"],
+    # Each of the num_hidden_layers steps runs its group's inner_group_num layers: that many blocks of ours.
+    return dict(_absolute_only(c), **_BERT_LAYOUT, embedding_size=c["embedding_size"], num_layers=layers * inner,
                 embedding_projection="after_norm")  # encoder.embedding_hidden_mapping_in after the LayerNorm
 
 
