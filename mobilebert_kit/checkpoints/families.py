@@ -143,7 +143,8 @@ class HeadLayout:
         """The Encoder options of this head for the checkpoint's config ``c`` (over the family's defaults).
 
         Example:
-            >>> FAMILIES["convbert"].head("sequence_classifier").options({"hidden_act": "gelu_new"})["pooler_activation"]
+            >>> layout = FAMILIES["convbert"].head("sequence_classifier")
+            >>> layout.options({"hidden_act": "gelu_new"})["pooler_activation"]
             'gelu_tanh'
         """
         return {**self.encoder_options, **(self.config_options(c) if self.config_options else {})}

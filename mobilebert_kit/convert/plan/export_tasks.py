@@ -4,7 +4,8 @@ An *export task* is what the exported file is for, seen from the app: a
 sentence embedder, a classifier, a span question answerer, raw features. The
 task decides the graph's outputs (``embedding`` pools and normalizes in the
 graph; ``classification`` applies softmax for TFLite, whose clients read the
-first output as scores in [0, 1], ``multi_label_classification`` a sigmoid per label) and how each format names them (optimum's
+first output as scores in [0, 1], ``multi_label_classification`` a sigmoid per
+label) and how each format names them (optimum's
 names for ONNX, the TFLite Task Library's for TFLite); the TFLite Metadata
 written for the clients follows :attr:`ExportTask.client`.
 
