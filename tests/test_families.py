@@ -42,6 +42,8 @@ TINY_ROBERTA = dict(TINY, max_position_embeddings=66, type_vocab_size=1, pad_tok
 # MPNet: RoBERTa's positions, no token types, 32 relative-distance buckets (distances to 63 reach the log ones).
 TINY_MPNET = dict(TINY, max_position_embeddings=66, pad_token_id=1)
 TINY_ALBERT = dict(TINY_ELECTRA, num_hidden_layers=4)
+# ConvBERT's classification head activates with hidden_act (ACT2FN[config.hidden_act]): gelu_new, not its default.
+TINY_CONVBERT = dict(TINY_ELECTRA, hidden_act="gelu_new")
 # DeBERTa-v3's layout (no position or token-type table, c2p + p2c over a layer-normed table shared by the layers'
 # own query and key), 8 log buckets: distances past 4 reach the logarithmic ones within 64 tokens.
 TINY_DEBERTA = dict(TINY, **TINY_DEBERTA_V3)
@@ -119,6 +121,17 @@ def test_distilbert_encoder_matches_transformers(distilbert_dir):
     check_encoder(ours, ref, token_types=0)
 
 
+def test_distilbert_keeps_its_fixed_layer_norm_epsilon_whatever_the_config_says(tmp_path):
+    # DistilBERT's LayerNorms are built with eps=1e-12 and read no field; a config carrying layer_norm_eps (kept by
+    # DistilBertConfig like any keyword) was imported with it and answered otherwise than transformers.
+    config = transformers.DistilBertConfig(**TINY_DISTILBERT, layer_norm_eps=0.5)
+    ref = saved(tmp_path, transformers.DistilBertModel(config), seed=3)
+    assert json.loads((tmp_path / "config.json").read_text())["layer_norm_eps"] == 0.5
+    ours = mbk.import_checkpoint(tmp_path)
+    assert ours.config["layer_norm_epsilon"] == 1e-12
+    check_encoder(ours, ref, token_types=0)
+
+
 # === ELECTRA: embedding-wide tables, LayerNorm, then embeddings_project; no pooler ===
 
 @pytest.mark.parametrize("embedding_size", [16, 32], ids=["projected", "unprojected"])
@@ -144,6 +157,19 @@ def test_albert_encoder_matches_transformers(tmp_path, groups, caplog):
     query = [block.attention.query.get_weights()[0] for block in ours.blocks]
     np.testing.assert_array_equal(query[0], query[1])  # a group's blocks hold one tensor's copies
     assert groups == 1 or not np.array_equal(query[0], query[-1])
+
+
+def test_albert_with_several_layers_per_group_matches_transformers(tmp_path):
+    # inner_group_num 2: each of the 4 steps runs its group's two layers in turn (it was refused): steps 0, 1 run
+    # group 0 and 2, 3 group 1. (transformers runs it only with at least inner_group_num steps per group.)
+    config = transformers.AlbertConfig(**TINY_ALBERT, num_hidden_groups=2, inner_group_num=2)
+    ref = saved(tmp_path, transformers.AlbertModel(config), seed=2)
+    ours = mbk.import_checkpoint(tmp_path)
+    assert ours.config["num_layers"] == 8
+    check_encoder(ours, ref, pooled=True)
+    query = [block.attention.query.get_weights()[0] for block in ours.blocks]
+    np.testing.assert_array_equal(query[0], query[2])  # group 0, inner layer 0 at steps 0 and 1
+    assert not np.array_equal(query[0], query[1]) and not np.array_equal(query[2], query[4])
 
 
 # === RoBERTa / XLM-R: positions from pad_token_id + 1 ===
@@ -578,6 +604,7 @@ FAMILY_MODELS = {
     "xlm-roberta": ("XLMRoberta", "XLMRobertaConfig", TINY_ROBERTA, 1, 1),
     "mpnet": ("MPNet", "MPNetConfig", TINY_MPNET, 0, 1),
     "deberta-v2": ("DebertaV2", "DebertaV2Config", TINY_DEBERTA, 0, 0),
+    "convbert": ("ConvBert", "ConvBertConfig", TINY_CONVBERT, 2, 0),
 }
 # our head -> (transformers class suffix, labels, our outputs -> theirs)
 HEADS = {
@@ -586,7 +613,8 @@ HEADS = {
     "span_question_answerer": ("ForQuestionAnswering", 2, {"start_logits": "start_logits", "end_logits": "end_logits"}),
 }
 # The activation of the classification head each family's pooler stands for (transformers' source).
-POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu", "deberta-v2": "gelu"}  # DeBERTa: ContextPooler
+POOLER_ACTIVATIONS = {"distilbert": "relu", "electra": "gelu", "deberta-v2": "gelu",  # DeBERTa: ContextPooler
+                      "convbert": "gelu_tanh"}  # ConvBERT: its hidden_act (gelu_new)
 
 
 @pytest.mark.parametrize("head", list(HEADS))
@@ -834,3 +862,30 @@ def test_a_fine_tuned_deberta_classifiers_encoder_loads_alone(tmp_path):
     save_checkpoint("deberta-v2", tmp_path / "clf")
     encoder = ModelSource.load(str(tmp_path / "clf"), head=None).encoder
     assert encoder.config["attention_bias"] == "disentangled" and not encoder.config["classifier_activation"]
+
+
+# === A multi-label classifier: one sigmoid per label, through import, save and export ===
+
+def test_a_multi_label_classifier_exports_a_sigmoid_per_label(tmp_path, capsys):
+    """problem_type multi_label_classification: its users read sigmoid(logits) per label; the TFLite file gave a
+    softmax over the labels (cosine 0.88 to the sigmoids), silently."""
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from mobilebert_kit.cli.main import main
+    from mobilebert_kit.convert.plan.sample_text import SENTENCES
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    model = save_checkpoint("bert", tmp_path / "hf", seed=5, problem_type="multi_label_classification")
+    proc = _mbk_import(capsys, tmp_path / "hf", tmp_path / "saved")
+    assert proc.returncode == 0, proc.stderr
+    assert mbk.load(tmp_path / "saved").head_config["multi_label"] is True  # survives mbk import and load
+    out = tmp_path / "m.tflite"
+    assert main(["export", str(tmp_path / "saved"), "--format", "tflite", "--out", str(out)]) == 0, \
+        capsys.readouterr().err
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    runner = ArtifactRunner(out)
+    for text in SENTENCES[:4]:  # each at its own length
+        ids = tokenizer(text, return_tensors="np")
+        with torch.no_grad():
+            logits = model(**{k: torch.tensor(v) for k, v in ids.items()}).logits.numpy()[0]
+        got = runner.run({k: ids[k] for k in ("input_ids", "attention_mask", "token_type_ids")})["probability"][0]
+        np.testing.assert_allclose(got, 1 / (1 + np.exp(-logits)), atol=1e-5)

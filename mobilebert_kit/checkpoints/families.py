@@ -127,6 +127,8 @@ class HeadLayout:
             applied to the checkpoint's names before import (RoBERTa's ``classifier.dense`` is our pooler).
         encoder_options (Mapping[str, object]): Encoder options the head needs over the family's (DistilBERT's
             ``pre_classifier`` + ReLU is our pooler with ``pooler_activation="relu"``).
+        config_options (Callable[[dict], dict] | None): Encoder options the head reads from the checkpoint's
+            config over the family's defaults (ConvBERT's classification head activates with ``hidden_act``).
 
     Example:
         >>> HeadLayout(encoder_options={"pooler_activation": "relu"}).encoder_options["pooler_activation"]
@@ -135,6 +137,17 @@ class HeadLayout:
 
     renames: tuple = ()
     encoder_options: Mapping = field(default_factory=lambda: MappingProxyType({}))
+    config_options: Callable[[dict], dict] | None = None
+
+    def options(self, c):
+        """The Encoder options of this head for the checkpoint's config ``c`` (over the family's defaults).
+
+        Example:
+            >>> layout = FAMILIES["convbert"].head("sequence_classifier")
+            >>> layout.options({"hidden_act": "gelu_new"})["pooler_activation"]
+            'gelu_tanh'
+        """
+        return {**self.encoder_options, **(self.config_options(c) if self.config_options else {})}
 
 
 FITS = HeadLayout()
@@ -264,12 +277,15 @@ _HF_NEZHA_DEFAULTS = MappingProxyType(dict(
     hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
     max_relative_position=64, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
 ))
-# transformers DistilBertConfig defaults; its LayerNorms are built with eps 1e-12 (no config field), and it has
-# no token types.
+# transformers DistilBertConfig defaults; it has no token types.
 _HF_DISTILBERT_DEFAULTS = MappingProxyType(dict(
     vocab_size=30522, max_position_embeddings=512, n_layers=6, n_heads=12, dim=768, hidden_dim=3072, dropout=0.1,
     attention_dropout=0.1, activation="gelu", initializer_range=0.02, type_vocab_size=0, layer_norm_eps=1e-12,
 ))
+# DistilBERT builds every LayerNorm with eps=1e-12 and reads no config field for it: a config.json carrying
+# layer_norm_eps (DistilBertConfig keeps any keyword it is given) was imported with that value (0.5: outputs off
+# by 0.36 of 2.5), so the family's Encoder options set the constant over the common field.
+DISTILBERT_LAYER_NORM_EPS = 1e-12
 # transformers ElectraConfig defaults (the small discriminator).
 _HF_ELECTRA_DEFAULTS = MappingProxyType(dict(
     vocab_size=30522, embedding_size=128, hidden_size=256, num_hidden_layers=12, num_attention_heads=4,
@@ -375,17 +391,24 @@ def _mobilebert_unused(config):
 
 
 def _albert_group(i, c):
-    """ALBERT's block ``i`` runs layer group ``int(i / (num_hidden_layers / num_hidden_groups))``."""
+    """Our block ``i``: ALBERT's step ``i // inner_group_num`` runs layer group ``int(step / (num_hidden_layers /
+    num_hidden_groups))``, whose ``inner_group_num`` layers run in turn; the block reads layer ``i % inner_group_num``.
+
+    Example:
+        >>> _albert_group(3, {"num_hidden_layers": 2, "num_hidden_groups": 2, "inner_group_num": 2})
+        'encoder.albert_layer_groups.1.albert_layers.1.'
+    """
+    step, inner = divmod(i, c["inner_group_num"])
     # transformers' own float expression (AlbertTransformer.forward), so every group boundary falls where it does there.
-    group = int(i / (c["num_hidden_layers"] / c["num_hidden_groups"]))
-    return f"encoder.albert_layer_groups.{group}.albert_layers.0."
+    group = int(step / (c["num_hidden_layers"] / c["num_hidden_groups"]))
+    return f"encoder.albert_layer_groups.{group}.albert_layers.{inner}."
 
 
 def _albert_encoder(c):
     groups, inner, layers = c["num_hidden_groups"], c["inner_group_num"], c["num_hidden_layers"]
-    if inner != 1:
-        raise CheckpointError(f"config.json: inner_group_num {inner!r} runs several layers per ALBERT group; mbk "
-                              "imports inner_group_num 1 (every published ALBERT)")
+    if not isinstance(inner, int) or isinstance(inner, bool) or inner < 1:
+        raise CheckpointError(f"config.json: inner_group_num must be a positive integer, got {str(inner)[:40]}; "
+                              "fix the config")
     if not isinstance(groups, int) or isinstance(groups, bool) or not isinstance(layers, int) \
             or not 1 <= groups <= layers:
         raise CheckpointError(f"config.json: num_hidden_groups must be an integer from 1 to num_hidden_layers "
@@ -394,7 +417,8 @@ def _albert_encoder(c):
         raise CheckpointError("config.json: ALBERT with embedding_size == hidden_size still projects "
                               "(embedding_hidden_mapping_in), which mbk's encoder builds only between different "
                               "widths; not supported")
-    return dict(_absolute_only(c), **_BERT_LAYOUT, embedding_size=c["embedding_size"],
+    # Each of the num_hidden_layers steps runs its group's inner_group_num layers: that many blocks of ours.
+    return dict(_absolute_only(c), **_BERT_LAYOUT, embedding_size=c["embedding_size"], num_layers=layers * inner,
                 embedding_projection="after_norm")  # encoder.embedding_hidden_mapping_in after the LayerNorm
 
 
@@ -548,13 +572,19 @@ _FAMILIES = (
     Family("convbert", "convbert.", _HF_CONVBERT_DEFAULTS, lambda c: dict(
         _electra_layout(c), attention_type="convbert_mixed", head_ratio=c["head_ratio"],
         conv_kernel_size=c["conv_kernel_size"], num_groups=c["num_groups"]),
+        # ConvBertClassificationHead: first token -> dense -> ACT2FN[hidden_act] -> out_proj (ELECTRA's names). The
+        # checkpoint's classifier.out_proj was skipped as a head weight and the encoder exported in its place.
+        heads=MappingProxyType({"sequence_classifier": HeadLayout(
+            renames=_CLASSIFICATION_HEAD_RENAMES, encoder_options=MappingProxyType({"classifier_activation": True}),
+            config_options=lambda c: {"pooler_activation": HF_ACTIVATIONS[c["hidden_act"]]})}),
         tokenizer_classes=("ConvBertTokenizer",) + _BERT_TOKENIZERS, class_prefix="ConvBert"),
     Family("nezha", "nezha.", _HF_NEZHA_DEFAULTS, lambda c: dict(
         _BERT_LAYOUT, position_embedding_type="relative_functional",
         max_relative_position=c["max_relative_position"]), tokenizer_classes=_BERT_TOKENIZERS, class_prefix="Nezha"),
     Family(
         "distilbert", "distilbert.", _HF_DISTILBERT_DEFAULTS,
-        lambda c: dict(normalization_type="layer_norm", classifier_activation=False),  # no pooler
+        lambda c: dict(normalization_type="layer_norm", classifier_activation=False,  # no pooler
+                       layer_norm_epsilon=DISTILBERT_LAYER_NORM_EPS),
         config_names=MappingProxyType({
             "hidden_size": "dim", "num_layers": "n_layers", "num_heads": "n_heads", "intermediate_size": "hidden_dim",
             "hidden_dropout": "dropout", "attention_dropout": "attention_dropout",

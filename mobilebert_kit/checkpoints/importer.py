@@ -290,9 +290,14 @@ def _auto_head(keys, architectures):
     return None
 
 
-def _wrap_head(encoder, head, arrays, dialect, architectures=()):
+# transformers' problem_type of a sequence classifier whose labels are independent: its users read one sigmoid per
+# label, so the head records it (the export's probabilities follow it; a softmax answered other labels).
+MULTI_LABEL = "multi_label_classification"
+
+
+def _wrap_head(encoder, head, arrays, dialect, architectures=(), problem_type=None):
     """Returns the task model for ``head`` ("auto" picks one from the checkpoint's keys, and for a classifier
-    from the config's ``architectures``)."""
+    from the config's ``architectures``; ``problem_type``: the config's, a multi-label classifier's)."""
     from mobilebert_kit.models.heads import HEADS
 
     if head == "auto":
@@ -307,12 +312,15 @@ def _wrap_head(encoder, head, arrays, dialect, architectures=()):
         if weight is None:
             raise CheckpointError(f"head {head!r} needs classifier.weight in the checkpoint; it has none")
         kwargs["num_labels"] = int(weight.shape[0])
+    if head == "sequence_classifier" and problem_type == MULTI_LABEL:
+        kwargs["multi_label"] = True
     return HEADS[head](encoder, **kwargs), "encoder/"
 
 
-def _family_head(family, head, arrays, architectures, directory):
+def _family_head(family, head, arrays, architectures, directory, c):
     """``(head, arrays, encoder options)`` with the family's layout of ``head`` applied: its task weights under
-    BERT's names, and the Encoder options the head needs (DistilBERT's: a ReLU pooler).
+    BERT's names, and the Encoder options the head needs (DistilBERT's: a ReLU pooler; ConvBERT's: the
+    activation its config ``c``, over the family's defaults, names).
     """
     asked = head
     if head == "auto":
@@ -330,7 +338,7 @@ def _family_head(family, head, arrays, architectures, directory):
         arrays = _renamed(arrays, rename, directory)
     if asked == "auto" and head in ("sequence_classifier", "token_classifier") and "classifier.weight" not in arrays:
         return None, arrays, {}  # a classifier's name without its weights: the encoder, its keys reported as skipped
-    return head, arrays, dict(layout.encoder_options)
+    return head, arrays, layout.options(c)
 
 
 def architectures_of(hf_config, config_file):
@@ -473,7 +481,8 @@ def import_hf(directory, head=None, **overrides):
     arrays = _strip_prefix(arrays, (family.prefix,), directory)
     _refuse_foreign_weights(family, hf_config, arrays, directory)
     architectures = architectures_of(hf_config, directory / "config.json")
-    head, arrays, head_options = _family_head(family, head, arrays, architectures, directory)
+    head, arrays, head_options = _family_head(family, head, arrays, architectures, directory,
+                                              {**family.defaults, **hf_config})
     config.update(head_options)
     if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):
         # *ForMaskedLM models are saved without a pooler (add_pooling_layer=False); rather than invent one,
@@ -482,7 +491,7 @@ def import_hf(directory, head=None, **overrides):
         config["classifier_activation"] = False
     config.update(overrides)
     encoder = _built(build, config, directory / "config.json")
-    model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf", architectures)
+    model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf", architectures, hf_config.get("problem_type"))
     if family.shared_layers:
         # ALBERT: the encoder has no tied blocks, so each reads its group's tensors (outputs agree to 1e-6).
         log.warning("%s shares its layer weights across %d layers; the imported encoder holds a copy per layer "

@@ -137,6 +137,8 @@ DERIVED = {
     "sentence_embedding": lambda values, mask, pooling, normalize: sentence_embedding(
         values["sequence_output"], mask, pooling, normalize),
     "probabilities": lambda values, mask, pooling, normalize: tf.nn.softmax(values["logits"], axis=-1),
+    # A multi-label classifier's labels are independent: one sigmoid each (transformers' BCEWithLogitsLoss).
+    "label_probabilities": lambda values, mask, pooling, normalize: tf.math.sigmoid(values["logits"]),
 }
 
 

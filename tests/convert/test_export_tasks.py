@@ -347,6 +347,31 @@ def test_a_one_output_head_exports_its_raw_score_not_a_softmax():
              num_outputs=2)
 
 
+def test_a_multi_label_head_exports_a_sigmoid_per_label():
+    # A checkpoint saying problem_type multi_label_classification was exported with a softmax over its independent
+    # labels (TFLite probability cosine 0.88 to the sigmoids its users read).
+    from mobilebert_kit.convert.plan.export_tasks import export_task
+
+    options = ExportOptions("tiny-bert", out="m.tflite")
+    facts = SourceFacts("sequence_classifier", None, 4, multi_label=True)
+    assert plan_export(options.check(), facts).task == "multi_label_classification"
+    assert export_task("multi_label_classification").canonical("tflite") == {"probability": "label_probabilities"}
+    with pytest.raises(ConfigError, match="labels are independent .* use .*task multi_label_classification"):
+        plan_export(ExportOptions("tiny-bert", out="m.tflite", task="classification").check(), facts)
+    assert plan(options, "sequence_classifier", num_outputs=4).task == "classification"  # single-label: unchanged
+
+
+def test_a_one_column_output_is_compared_as_one_vector_not_row_by_row_signs():
+    # A regression score's row cosine is its sign only: 0.01 read as -0.01 failed a dynamic-int8 regressor
+    # ("score cosine 0.875 < 0.98") whose scores were all within 0.02.
+    from mobilebert_kit.convert.validation.compare import compare
+
+    reference = np.array([[0.01], [1.0], [-2.0], [0.5]])
+    metrics = compare("score", reference + [[-0.02], [0.0], [0.01], [0.0]], reference, logits=True)
+    assert metrics.cosine > 0.9999 and metrics.cosine_min == metrics.cosine
+    assert compare("score", -reference, reference).cosine == pytest.approx(-1.0)  # a wrong sign still fails
+
+
 def test_a_quantized_embedding_is_held_to_the_embedding_cosine_bar(tiny_bert, tmp_path):
     # all-MiniLM-L6-v2's full-int8 embedder passed int8's generic 0.9 at 0.904 and gave 0.90 in MediaPipe: an
     # embedding's cosine is its task's own measure, so the task sets 0.95; a user's --threshold still wins.

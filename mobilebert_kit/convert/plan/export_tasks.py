@@ -4,12 +4,13 @@ An *export task* is what the exported file is for, seen from the app: a
 sentence embedder, a classifier, a span question answerer, raw features. The
 task decides the graph's outputs (``embedding`` pools and normalizes in the
 graph; ``classification`` applies softmax for TFLite, whose clients read the
-first output as scores in [0, 1]) and how each format names them (optimum's
+first output as scores in [0, 1], ``multi_label_classification`` a sigmoid per
+label) and how each format names them (optimum's
 names for ONNX, the TFLite Task Library's for TFLite); the TFLite Metadata
 written for the clients follows :attr:`ExportTask.client`.
 
 Outputs are computed under *canonical* names (``sequence_output``,
-``pooled_output``, ``sentence_embedding``, ``logits``, ``probabilities``,
+``pooled_output``, ``sentence_embedding``, ``logits``, ``probabilities``, ``label_probabilities``,
 ``start_logits``, ``end_logits``, ``mlm_logits``, ``nsp_logits``) and exported
 under each format's name; the pair list keeps the export order. Validation
 computes the same canonical values from the Keras source and compares them
@@ -82,6 +83,10 @@ class ExportTask:
             ``"classifier"``, ``"question_answerer"``, or None (metadata with the tokenizer only).
         one_output (bool | None): True: only heads with one output column (a regressor); False:
             only heads with several (softmax over one column reads 1.0 for every input); None: any.
+        multi_label (bool | None): False: not for a classifier whose labels are independent (transformers'
+            ``problem_type`` ``multi_label_classification``: its users read a sigmoid per label, and a softmax
+            over them answers other labels); True: a sigmoid per label, also for a checkpoint that does not say
+            so; None: any head.
         default_seq_len (dict): per format, a sequence length other than the export default
             (the Task Library's BertQuestionAnswerer requires 384).
         quantized_min_cosine (float | None): the least mean cosine a quantized file's outputs must keep, above a
@@ -101,6 +106,7 @@ class ExportTask:
     outputs: dict
     client: str = None
     one_output: bool = None
+    multi_label: bool = None
     default_seq_len: dict = field(default_factory=dict)
     quantized_min_cosine: float = None
     per_text_outputs: bool = False
@@ -138,8 +144,14 @@ TASKS = {
         ExportTask(
             "classification", ("sequence_classifier",),
             {"tflite": (("probability", "probabilities"),), "onnx": (("logits", "logits"),)},
-            client="classifier", one_output=False, per_text_outputs=True,
+            client="classifier", one_output=False, multi_label=False, per_text_outputs=True,
             description="class probabilities (TFLite) / logits (ONNX) of a sequence classifier",
+        ),
+        ExportTask(
+            "multi_label_classification", ("sequence_classifier",),
+            {"tflite": (("probability", "label_probabilities"),), "onnx": (("logits", "logits"),)},
+            client="classifier", one_output=False, multi_label=True, per_text_outputs=True,
+            description="one sigmoid probability per label (TFLite) / logits (ONNX) of a multi-label classifier",
         ),
         ExportTask(
             "regression", ("sequence_classifier",),
@@ -178,8 +190,10 @@ AUTO_TASK = {
     "token_classifier": "token_classification",
     "span_question_answerer": "span_qa",
 }
-# ... and the task of a head with one output column, where it differs (a fine-tuned regressor).
+# ... and the task of a head with one output column, where it differs (a fine-tuned regressor), and of a
+# multi-label classifier.
 AUTO_TASK_ONE_OUTPUT = {"sequence_classifier": "regression"}
+AUTO_TASK_MULTI_LABEL = {"sequence_classifier": "multi_label_classification"}
 
 
 def export_task(name):

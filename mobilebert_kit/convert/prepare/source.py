@@ -152,6 +152,7 @@ def source_facts(source, options=None):
         declared_pooling=_declared_pooling(source, options), trained_seq_len=source.trained_seq_len,
         labels=tuple(source.labels or ()), tokenizer=source.tokenizer,
         type_vocab_size=encoder_of(model).config["type_vocab_size"],
+        multi_label=bool(getattr(model, "head_config", {}).get("multi_label")),
     )
 
 

@@ -171,7 +171,13 @@ def compare(name, ours, reference, mask=None, logits=False):
         vectors_o = ours.reshape(ours.shape[0], -1) if ours.ndim > 1 else ours[None]
         vectors_r = reference.reshape(reference.shape[0], -1) if reference.ndim > 1 else reference[None]
         err, ref_flat = (ours - reference).ravel(), reference.ravel()
-    cos = _cosine(vectors_o.reshape(-1, vectors_o.shape[-1]), vectors_r.reshape(-1, vectors_r.shape[-1]))
+    width = vectors_o.shape[-1]
+    if width == 1:
+        # One value per row (a regression score): a row's cosine is its sign only, and a score near 0 that int8
+        # moved across it read -1 (a dynamic-int8 regressor failed at "score cosine 0.875"); the rows' values
+        # are compared as one vector.
+        width = vectors_o.size
+    cos = _cosine(vectors_o.reshape(-1, width), vectors_r.reshape(-1, width))
     noise = float(np.sum(err ** 2))
     signal = float(np.sum(ref_flat ** 2))
     snr = float("inf") if noise == 0 else (10.0 * np.log10(signal / noise) if signal > 0 else float("-inf"))
