@@ -864,20 +864,25 @@ def test_a_fine_tuned_deberta_classifiers_encoder_loads_alone(tmp_path):
     assert encoder.config["attention_bias"] == "disentangled" and not encoder.config["classifier_activation"]
 
 
-# === A multi-label classifier: one sigmoid per label, through import, save and export ===
+# === A sequence head's problem type (transformers' problem_type), through import, save and export ===
 
-def test_a_multi_label_classifier_exports_a_sigmoid_per_label(tmp_path, capsys):
-    """problem_type multi_label_classification: its users read sigmoid(logits) per label; the TFLite file gave a
-    softmax over the labels (cosine 0.88 to the sigmoids), silently."""
+@pytest.mark.parametrize("problem_type, output, answer", [
+    ("multi_label_classification", "probability", lambda logits: 1 / (1 + np.exp(-logits))),
+    ("regression", "score", lambda logits: logits),
+])
+def test_a_sequence_head_exports_what_its_problem_type_answers(tmp_path, capsys, problem_type, output, answer):
+    """Multi-label: its users read sigmoid(logits) per label; the TFLite file gave a softmax over the labels (cosine
+    0.88 to the sigmoids), silently. Regression of several targets: raw scores; it was exported as a classifier,
+    a softmax over the scores."""
     from mobilebert_kit.artifacts.runner import ArtifactRunner
     from mobilebert_kit.cli.main import main
     from mobilebert_kit.convert.plan.sample_text import SENTENCES
     from tests.tokenizer_fixtures import save_checkpoint
 
-    model = save_checkpoint("bert", tmp_path / "hf", seed=5, problem_type="multi_label_classification")
+    model = save_checkpoint("bert", tmp_path / "hf", seed=5, problem_type=problem_type)  # three labels
     proc = _mbk_import(capsys, tmp_path / "hf", tmp_path / "saved")
     assert proc.returncode == 0, proc.stderr
-    assert mbk.load(tmp_path / "saved").head_config["multi_label"] is True  # survives mbk import and load
+    assert mbk.load(tmp_path / "saved").head_config["problem_type"] == problem_type  # survives import and load
     out = tmp_path / "m.tflite"
     assert main(["export", str(tmp_path / "saved"), "--format", "tflite", "--out", str(out)]) == 0, \
         capsys.readouterr().err
@@ -887,5 +892,6 @@ def test_a_multi_label_classifier_exports_a_sigmoid_per_label(tmp_path, capsys):
         ids = tokenizer(text, return_tensors="np")
         with torch.no_grad():
             logits = model(**{k: torch.tensor(v) for k, v in ids.items()}).logits.numpy()[0]
-        got = runner.run({k: ids[k] for k in ("input_ids", "attention_mask", "token_type_ids")})["probability"][0]
-        np.testing.assert_allclose(got, 1 / (1 + np.exp(-logits)), atol=1e-5)
+        got = runner.run({k: ids[k] for k in ("input_ids", "attention_mask", "token_type_ids")})[output][0]
+        assert got.shape == (model.config.num_labels,)
+        np.testing.assert_allclose(got, answer(logits), atol=1e-5)

@@ -290,15 +290,12 @@ def _auto_head(keys, architectures):
     return None
 
 
-# transformers' problem_type of a sequence classifier whose labels are independent: its users read one sigmoid per
-# label, so the head records it (the export's probabilities follow it; a softmax answered other labels).
-MULTI_LABEL = "multi_label_classification"
-
-
 def _wrap_head(encoder, head, arrays, dialect, architectures=(), problem_type=None):
     """Returns the task model for ``head`` ("auto" picks one from the checkpoint's keys, and for a classifier
-    from the config's ``architectures``; ``problem_type``: the config's, a multi-label classifier's)."""
+    from the config's ``architectures``; ``problem_type``: the config's, which a sequence classifier records: its
+    users read a softmax, a sigmoid per label or raw scores, and the export follows it)."""
     from mobilebert_kit.models.heads import HEADS
+    from mobilebert_kit.models.sequence_classifier import PROBLEM_TYPES
 
     if head == "auto":
         head = _auto_head(set(arrays), architectures)
@@ -312,8 +309,11 @@ def _wrap_head(encoder, head, arrays, dialect, architectures=(), problem_type=No
         if weight is None:
             raise CheckpointError(f"head {head!r} needs classifier.weight in the checkpoint; it has none")
         kwargs["num_labels"] = int(weight.shape[0])
-    if head == "sequence_classifier" and problem_type == MULTI_LABEL:
-        kwargs["multi_label"] = True
+    if head == "sequence_classifier" and problem_type is not None:
+        if problem_type not in PROBLEM_TYPES:
+            raise CheckpointError(f"config.json: problem_type {str(problem_type)[:60]!r} is none of transformers' "
+                                  f"{', '.join(PROBLEM_TYPES)}; fix the config")
+        kwargs["problem_type"] = problem_type
     return HEADS[head](encoder, **kwargs), "encoder/"
 
 

@@ -450,7 +450,6 @@ CONFIG_FIELDS = {
     # Task-head options (models/heads.py), stored in a saved model's "head" object.
     "num_labels": (_INT, 1, 1_000_000),
     "dropout": (_FLOAT, 0.0, 0.99),
-    "multi_label": (_BOOL, None, None),
 }
 OPTIONAL_FIELDS = ("intra_bottleneck_size", "local_rotary_theta")
 # 1e9 parameters are 4 GB of float32 weights, plus as much again while Keras initialises them; BERT-large

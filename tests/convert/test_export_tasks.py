@@ -29,9 +29,15 @@ def options(fmt="tflite", **kwargs):
     return ExportOptions("tiny-bert", fmt, out=f"m.{fmt}", **kwargs)
 
 
-def plan(opts, architecture="encoder", declared=None, max_positions=None, num_outputs=None):
-    """The export plan of checked ``opts`` for a source with these facts."""
-    return plan_export(opts.check(), SourceFacts(architecture, max_positions, num_outputs, declared))
+def plan(opts, architecture="encoder", declared=None, max_positions=None, num_outputs=None, problem_type=None):
+    """The export plan of checked ``opts`` for a source with these facts (a sequence head's problem as the source
+    infers it when not given)."""
+    from mobilebert_kit.models.sequence_classifier import problem_of
+
+    if architecture == "sequence_classifier" and problem_type is None:
+        problem_type = problem_of({"num_labels": num_outputs})
+    return plan_export(opts.check(), SourceFacts(architecture, max_positions, num_outputs, declared,
+                                                 problem_type=problem_type))
 
 
 @pytest.mark.parametrize("architecture, declared, fmt, task, seq_len", [
@@ -342,9 +348,19 @@ def test_a_one_output_head_exports_its_raw_score_not_a_softmax():
     with pytest.raises(ConfigError, match="needs a head with several outputs; this one has 1: use .*task regression"):
         plan(ExportOptions("tiny-bert", out="m.tflite", task="classification"), "sequence_classifier",
              num_outputs=1)
-    with pytest.raises(ConfigError, match="needs a head with one output; this one has 2: use .*task classification"):
+    with pytest.raises(ConfigError, match="problem_type is single_label_classification .*: use .*task classification"):
         plan(ExportOptions("tiny-bert", out="m.tflite", task="regression"), "sequence_classifier",
              num_outputs=2)
+
+
+def test_a_regressor_of_several_targets_exports_its_raw_scores_not_a_softmax():
+    # problem_type regression with num_labels 3 exported as classification: TFLite gave a softmax over the three
+    # regression scores (found by comparing with transformers); now its raw scores, and classification is refused.
+    options = ExportOptions("tiny-bert", out="m.tflite")
+    assert plan(options, "sequence_classifier", num_outputs=3, problem_type="regression").task == "regression"
+    with pytest.raises(ConfigError, match="problem_type is regression .*: use .*task regression"):
+        plan(ExportOptions("tiny-bert", out="m.tflite", task="classification"), "sequence_classifier",
+             num_outputs=3, problem_type="regression")
 
 
 def test_a_multi_label_head_exports_a_sigmoid_per_label():
@@ -353,10 +369,11 @@ def test_a_multi_label_head_exports_a_sigmoid_per_label():
     from mobilebert_kit.convert.plan.export_tasks import export_task
 
     options = ExportOptions("tiny-bert", out="m.tflite")
-    facts = SourceFacts("sequence_classifier", None, 4, multi_label=True)
+    facts = SourceFacts("sequence_classifier", None, 4, problem_type="multi_label_classification")
     assert plan_export(options.check(), facts).task == "multi_label_classification"
     assert export_task("multi_label_classification").canonical("tflite") == {"probability": "label_probabilities"}
-    with pytest.raises(ConfigError, match="labels are independent .* use .*task multi_label_classification"):
+    with pytest.raises(ConfigError, match="problem_type is multi_label_classification .*one sigmoid probability per "
+                                          "label.* use .*task multi_label_classification"):
         plan_export(ExportOptions("tiny-bert", out="m.tflite", task="classification").check(), facts)
     assert plan(options, "sequence_classifier", num_outputs=4).task == "classification"  # single-label: unchanged
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from mobilebert_kit.convert.plan.export_tasks import (
-    AUTO_TASK, AUTO_TASK_MULTI_LABEL, AUTO_TASK_ONE_OUTPUT, FORMATS, GRAPH_INPUTS, TASKS, export_task, graph_inputs,
+    AUTO_TASK, AUTO_TASK_BY_PROBLEM, FORMATS, GRAPH_INPUTS, TASKS, export_task, graph_inputs,
 )
 from mobilebert_kit.convert.quantization.modes import quantization_mode
 from mobilebert_kit.data.class_names import LABELLED_HEADS, check_class_names
@@ -127,13 +127,13 @@ def pooling_notes(options, declared_pooling):
     return notes
 
 
-def decide_task(options, architecture, declared_pooling=None, num_outputs=None, multi_label=False):
+def decide_task(options, architecture, declared_pooling=None, num_outputs=None, problem_type=None):
     """``(task, pooling, normalize)`` of an export of a source with ``architecture``.
 
     ``task="auto"`` is the architecture's :data:`~mobilebert_kit.convert.plan.export_tasks.AUTO_TASK`, except that an
     encoder with a declared sentence pooling (or an explicit ``pooling``) exports as ``embedding``, and a
-    sequence head with one output as its one-output task, and a multi-label one as its multi-label task.
-    ``pooling="auto"`` is the declared pooling,
+    sequence head as the task of its problem type (:data:`~mobilebert_kit.convert.plan.export_tasks.AUTO_TASK_BY_PROBLEM`:
+    a regressor's raw scores, a multi-label classifier's sigmoids). ``pooling="auto"`` is the declared pooling,
     refused for ``embedding`` when there is none.
 
     Args:
@@ -141,7 +141,8 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None, 
         architecture (str): the source's head (``convert.prepare.rebuild.architecture_of``).
         declared_pooling: the checkpoint's sentence-transformers pooling (``mode``, ``normalize``), or None.
         num_outputs (int | None): a task head's output columns (``num_labels``).
-        multi_label (bool): the head's labels are independent (the checkpoint's ``problem_type``).
+        problem_type (str | None): a sequence head's problem (``sequence_classifier.problem_of``: transformers'
+            ``problem_type``, declared or inferred).
 
     Raises:
         ConfigError: the source cannot export the task (naming the tasks it can), or ``embedding`` without a
@@ -156,10 +157,7 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None, 
     if task == "auto":
         wants_embedding = declared_pooling is not None or options.pooling != "auto"
         task = "embedding" if architecture == "encoder" and wants_embedding else AUTO_TASK[architecture]
-        if num_outputs == 1:
-            task = AUTO_TASK_ONE_OUTPUT.get(architecture, task)
-        elif multi_label:
-            task = AUTO_TASK_MULTI_LABEL.get(architecture, task)
+        task = AUTO_TASK_BY_PROBLEM.get(problem_type, task)
     record = export_task(task)
     if architecture not in record.architectures:
         can = [name for name, t in TASKS.items() if architecture in t.architectures]
@@ -167,14 +165,16 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None, 
                           f"this source is {architecture}: use {options.name_of('task')} {' or '.join(can)}")
     if record.one_output is not None and num_outputs is not None and (num_outputs == 1) != record.one_output:
         fits = [name for name, t in TASKS.items()
-                if architecture in t.architectures and t.one_output == (num_outputs == 1)]
+                if architecture in t.architectures and (t.one_output == (num_outputs == 1)
+                                                        or problem_type in (t.problem_types or ()))]
         raise ConfigError(f"{options.name_of('task', task)} needs a head with "
                           f"{'one output' if record.one_output else 'several outputs'}; this one has "
                           f"{num_outputs}: use {options.name_of('task')} {' or '.join(fits)}")
-    if record.multi_label is False and multi_label:
-        raise ConfigError(f"{options.name_of('task', task)} takes a softmax over the classes, and this classifier's "
-                          "labels are independent (problem_type multi_label_classification): use "
-                          f"{options.name_of('task')} {AUTO_TASK_MULTI_LABEL[architecture]}")
+    if record.problem_types is not None and problem_type is not None and problem_type not in record.problem_types:
+        raise ConfigError(f"{options.name_of('task', task)} answers {' or '.join(record.problem_types)}, and this "
+                          f"head's problem_type is {problem_type} (its users read "
+                          f"{export_task(AUTO_TASK_BY_PROBLEM[problem_type]).description.split(' (')[0]}): use "
+                          f"{options.name_of('task')} {AUTO_TASK_BY_PROBLEM[problem_type]}")
     if task != "embedding":
         return task, None, None
     if options.pooling == "auto" and declared_pooling is None:
@@ -261,7 +261,7 @@ class SourceFacts:
         labels (tuple): the source's class names.
         tokenizer: the source's tokenizer, or None.
         type_vocab_size (int): the encoder's token-type table (0 or 1: no token types to feed).
-        multi_label (bool): a sequence classifier whose labels are independent (``head_config["multi_label"]``).
+        problem_type (str | None): a sequence classifier's problem (``sequence_classifier.problem_of``), else None.
 
     Example:
         >>> SourceFacts("encoder", 64).max_positions
@@ -276,7 +276,7 @@ class SourceFacts:
     labels: tuple = ()
     tokenizer: object = field(default=None, compare=False)
     type_vocab_size: int = 2
-    multi_label: bool = False
+    problem_type: str = None
 
 
 @dataclass(frozen=True)
@@ -424,7 +424,7 @@ def plan_export(options, facts):
         64
     """
     task, pooling, normalize = decide_task(options, facts.architecture, facts.declared_pooling, facts.num_outputs,
-                                           facts.multi_label)
+                                           facts.problem_type)
     if getattr(options, "tokenizer_in_graph", False):
         # Refused here, before anything converts: onnxruntime-extensions must run the checkpoint's tokenizer as it is.
         from mobilebert_kit.convert.onnx.text_graph import extensions_version, refusal

@@ -83,10 +83,10 @@ class ExportTask:
             ``"classifier"``, ``"question_answerer"``, or None (metadata with the tokenizer only).
         one_output (bool | None): True: only heads with one output column (a regressor); False:
             only heads with several (softmax over one column reads 1.0 for every input); None: any.
-        multi_label (bool | None): False: not for a classifier whose labels are independent (transformers'
-            ``problem_type`` ``multi_label_classification``: its users read a sigmoid per label, and a softmax
-            over them answers other labels); True: a sigmoid per label, also for a checkpoint that does not say
-            so; None: any head.
+        problem_types (tuple | None): the sequence heads' problem types it answers (transformers'
+            ``problem_type``, declared or inferred: ``sequence_classifier.problem_of``); a head of another one is
+            refused, naming its task: a softmax over independent labels or over regression scores answers
+            something else than the model's users read. None: any head.
         default_seq_len (dict): per format, a sequence length other than the export default
             (the Task Library's BertQuestionAnswerer requires 384).
         quantized_min_cosine (float | None): the least mean cosine a quantized file's outputs must keep, above a
@@ -106,7 +106,7 @@ class ExportTask:
     outputs: dict
     client: str = None
     one_output: bool = None
-    multi_label: bool = None
+    problem_types: tuple = None
     default_seq_len: dict = field(default_factory=dict)
     quantized_min_cosine: float = None
     per_text_outputs: bool = False
@@ -144,20 +144,21 @@ TASKS = {
         ExportTask(
             "classification", ("sequence_classifier",),
             {"tflite": (("probability", "probabilities"),), "onnx": (("logits", "logits"),)},
-            client="classifier", one_output=False, multi_label=False, per_text_outputs=True,
-            description="class probabilities (TFLite) / logits (ONNX) of a sequence classifier",
+            client="classifier", one_output=False, problem_types=("single_label_classification",),
+            per_text_outputs=True, description="class probabilities (TFLite) / logits (ONNX) of a sequence classifier",
         ),
         ExportTask(
             "multi_label_classification", ("sequence_classifier",),
             {"tflite": (("probability", "label_probabilities"),), "onnx": (("logits", "logits"),)},
-            client="classifier", one_output=False, multi_label=True, per_text_outputs=True,
+            client="classifier", problem_types=("multi_label_classification",), per_text_outputs=True,
             description="one sigmoid probability per label (TFLite) / logits (ONNX) of a multi-label classifier",
         ),
         ExportTask(
             "regression", ("sequence_classifier",),
             {"tflite": (("score", "logits"),), "onnx": (("logits", "logits"),)},
-            one_output=True, per_text_outputs=True,
-            description="the raw score of a one-output (regression) sequence head, e.g. STS-B similarity",
+            problem_types=("regression",), per_text_outputs=True,
+            description="the raw scores of a regression sequence head (one or several targets), e.g. STS-B "
+                        "similarity",
         ),
         ExportTask(
             "token_classification", ("token_classifier",),
@@ -190,10 +191,10 @@ AUTO_TASK = {
     "token_classifier": "token_classification",
     "span_question_answerer": "span_qa",
 }
-# ... and the task of a head with one output column, where it differs (a fine-tuned regressor), and of a
-# multi-label classifier.
-AUTO_TASK_ONE_OUTPUT = {"sequence_classifier": "regression"}
-AUTO_TASK_MULTI_LABEL = {"sequence_classifier": "multi_label_classification"}
+# ... and of a sequence head, by the problem its logits answer (``sequence_classifier.problem_of``: transformers'
+# problem_type, or one output column for a regressor).
+AUTO_TASK_BY_PROBLEM = {"single_label_classification": "classification",
+                        "multi_label_classification": "multi_label_classification", "regression": "regression"}
 
 
 def export_task(name):

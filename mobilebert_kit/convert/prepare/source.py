@@ -19,6 +19,7 @@ from mobilebert_kit.convert.prepare.scale_migration import migrate_nonorm_scales
 from mobilebert_kit.convert.prepare.substitution import substitute
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.models.api import check_positions, max_positions
+from mobilebert_kit.models.sequence_classifier import SequenceClassifier, problem_of
 from mobilebert_kit.sources.model_source import ModelSource
 
 # Rows of the default recovery inputs: enough for NoNorm's per-channel fit and the fidelity report.
@@ -152,7 +153,7 @@ def source_facts(source, options=None):
         declared_pooling=_declared_pooling(source, options), trained_seq_len=source.trained_seq_len,
         labels=tuple(source.labels or ()), tokenizer=source.tokenizer,
         type_vocab_size=encoder_of(model).config["type_vocab_size"],
-        multi_label=bool(getattr(model, "head_config", {}).get("multi_label")),
+        problem_type=problem_of(model.head_config) if isinstance(model, SequenceClassifier) else None,
     )
 
 
