@@ -152,7 +152,14 @@ def _score_regression(outputs, prepared, spec):
         # A file exported before the regression task: softmax over one column reads 1.0 for every row.
         raise ArtifactError(f"{spec.get('model', 'the model')} outputs probabilities, which a one-output regression "
                             "head cannot give; export it again (mbk export writes a regressor's raw score)")
-    predicted = np.asarray(outputs["logits"], np.float32)[:, 0]
+    predicted = np.asarray(outputs["logits"], np.float32)
+    if predicted.ndim != 2 or predicted.shape[1] != 1:
+        # A checkpoint of several regression targets (problem_type regression) exports all its scores; scoring
+        # the first against the data's one label column would report a metric of one target as the model's.
+        raise ArtifactError(f"{spec.get('model', 'the model')} outputs {predicted.shape[-1]} regression scores per "
+                            "row, and mbk evaluate scores one (the data's label column); evaluate such a model in "
+                            "your own code, one target at a time")
+    predicted = predicted[:, 0]
     _check_correlation(predicted, spec, "every row the same value")
     return task_metrics.regression_metrics(prepared.context, predicted)
 

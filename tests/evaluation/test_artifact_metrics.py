@@ -133,6 +133,10 @@ def test_an_undefined_regression_correlation_is_refused(labels, predicted, probl
         _score_regression({"logits": np.array(predicted)[:, None]}, prepared, {"model": "m.onnx"})
     fine = _score_regression({"logits": np.array([[0.2], [0.4], [0.1]])}, Prepared({}, 3, np.array([1.0, 2.0, 0.5])), {})
     assert fine["pearson"] > 0.9
+    # A regressor of several targets (problem_type regression, num_labels 3): its first score was taken as the
+    # model's answer to the data's one label column.
+    with pytest.raises(MbkError, match="outputs 3 regression scores per row, and mbk evaluate scores one"):
+        _score_regression({"logits": np.array([[0.2, 1, 2], [0.4, 1, 0], [0.1, 0, 0]])}, prepared, {"model": "m.onnx"})
 
 
 @pytest.mark.parametrize("labels, problem", [
