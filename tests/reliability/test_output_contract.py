@@ -618,3 +618,36 @@ def test_files_mbk_adds_beside_a_saved_model_are_listed_as_its_own(tmp_path):
     (tmp_path / "m" / "mine.txt").write_text("x")
     with pytest.raises(OutputError, match="mine.txt"):
         mbk.save(model, tmp_path / "m")
+
+
+def test_recognising_an_output_that_is_cut_meanwhile_never_kills_the_command(tmp_path):
+    """The check of an existing ``.tflite``/``.onnx`` at ``--out`` (is it ours?) memory-mapped the file to find our
+    metadata in it: a file truncated in place meanwhile (a re-export or a copy into the same name) killed the
+    command with SIGBUS, exit 135 and no message. It is read now. Real truncations, from another process, while
+    a child process checks the file again and again."""
+    import sys
+    import time
+
+    from tests.reliability.faults import REPO, _env
+
+    model = tmp_path / "m.tflite"
+    size = 32 << 20
+    with open(model, "wb") as handle:
+        handle.write(b"\0\0\0\0TFL3")  # a flatbuffer's identifier: the check goes on to look for our metadata
+        handle.truncate(size)
+    # The sniff the .tflite and .onnx kinds use (their modules import TensorFlow: seconds of the child's time).
+    script = ("import sys, time\n"
+              "from mobilebert_kit.utils.output_check import contains\n"
+              "sniff, end = contains(b'mbk_metadata'), time.monotonic() + 2\n"
+              "while time.monotonic() < end:\n"
+              "    sniff(sys.argv[1])\n"
+              "print('checked')\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(model)], cwd=REPO, env=_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while child.poll() is None:
+        os.truncate(model, 4096)
+        time.sleep(0.002)
+        os.truncate(model, size)
+        time.sleep(0.005)
+    out, err = child.communicate()
+    assert child.returncode == 0 and out.strip() == "checked", (child.returncode, err[-500:])
