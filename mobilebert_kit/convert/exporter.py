@@ -223,8 +223,7 @@ def export(options, source=None, log=print, score=None):
                               f"nothing of this run was installed: run again (with --overwrite) to replace them")
         # The report is written before the file is put in place, so that a full disk (or any failure) while
         # writing it leaves neither: the file alone would be an export whose report says nothing.
-        write_report(out, result, start, options.overwrite, sources)
-        report["written"] = True
+        report.write(out, result, start, options.overwrite, sources)
     return result
 
 

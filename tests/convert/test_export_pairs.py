@@ -64,3 +64,27 @@ def test_two_real_exports_into_one_new_out_leave_one_writers_pair(tmp_path):
             assert "another export wrote" in stderr.strip().splitlines()[-1] and "Traceback" not in stderr
     _pair_is_one_writers(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.report.json"]
+
+
+def test_an_export_stopped_between_its_report_and_its_file_keeps_the_earlier_pair(tmp_path, monkeypatch):
+    """The report goes in before the file. Ctrl-C (or SIGTERM, or the final check of OUT refusing) between the two
+    renames removed the new report, and the earlier export's report, which it had replaced, was gone with it: the
+    earlier file stood without its report. Now the earlier report is put back, byte for byte."""
+    from mobilebert_kit.convert import exporter
+    from mobilebert_kit.utils import atomic
+
+    out = tmp_path / "m.onnx"
+    exporter.export(_options(out, 16), log=None)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real_finish = atomic._finish
+
+    def stopped_before_the_files_rename(tmp, path, *args, **kwargs):
+        if path == out:
+            raise KeyboardInterrupt  # Ctrl-C; the final check's OutputError takes the same way out
+        return real_finish(tmp, path, *args, **kwargs)
+
+    monkeypatch.setattr(atomic, "_finish", stopped_before_the_files_rename)
+    with pytest.raises(KeyboardInterrupt):
+        exporter.export(_options(out, 32), log=None)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary or set-aside copy left
+    assert _pair_is_one_writers(out) == 16
