@@ -651,3 +651,24 @@ def test_recognising_an_output_that_is_cut_meanwhile_never_kills_the_command(tmp
         time.sleep(0.005)
     out, err = child.communicate()
     assert child.returncode == 0 and out.strip() == "checked", (child.returncode, err[-500:])
+
+
+def test_profile_overwrite_refuses_a_report_another_command_wrote_while_it_timed(mbk, inputs, tmp_path, monkeypatch):
+    """--overwrite replaces what was at the report path when the profile began; an export's report that appeared
+    there while it timed was replaced silently (both commands said "wrote"). One line, exit 2, the other's file
+    kept."""
+    from mobilebert_kit.profiler.host import HostProfiler
+
+    out = tmp_path / "m.onnx.report.json"
+    theirs = b'{"schema": "mobilebert_kit.export"}\n'  # what `mbk export --out m.onnx` writes beside its file
+    real_profile = HostProfiler.profile
+
+    def profile_while_an_export_installs(self, *args, **kwargs):
+        out.write_bytes(theirs)
+        return real_profile(self, *args, **kwargs)
+
+    monkeypatch.setattr(HostProfiler, "profile", profile_while_an_export_installs)
+    proc = mbk("profile", inputs / "m.onnx", "--runs", 2, "--warmup", 1, "--json", out, "--overwrite")
+    assert_one_line_error(proc, f"another command wrote {out} while this profile ran", "run again")
+    assert proc.returncode == 2 and out.read_bytes() == theirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
