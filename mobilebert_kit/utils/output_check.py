@@ -354,15 +354,36 @@ def check_parent(path):
             raise write_error(path, err) from err
         if not stat.S_ISDIR(st.st_mode):
             raise OutputError(f"cannot write {path}: {ancestor} is not a directory; choose another path")
-        # A real write, not os.access: root passes access checks on an immutable (chattr +i) directory or a
-        # read-only bind mount, and a long run would then fail only when it writes its output.
-        try:
-            fd, probe = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".partial", dir=ancestor)
-            os.close(fd)
-            os.remove(probe)
-        except OSError as err:
-            raise write_error(path, err) from err
+        _probe(path, ancestor)
         return
+
+
+def _probe(path, directory):
+    """Refuses ``path`` when ``directory`` (where its writer puts the output or its temporary) takes no file.
+
+    A real write, not os.access: root passes access checks on an immutable (chattr +i) directory or a read-only
+    bind mount, and a long run would then fail only when it writes its output.
+    """
+    try:
+        fd, probe = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".partial", dir=directory)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        raise write_error(path, err) from err
+
+
+def _check_writable(path, kind, decision):
+    """Refuses an existing ``path`` whose output could not be put in place, before the command's work.
+
+    Only a new path was probed: a fine-tune replacing its own output in a directory that takes no file (an
+    immutable or read-only parent, ``OUT`` itself writable) trained to the end and then failed to stage the
+    output beside ``OUT``, "nothing was written". Every writer stages beside the path or moves what is there
+    aside beside it (``utils.atomic``), and a directory of ours or an empty one is also written inside (a run's
+    state, an install into a mount point).
+    """
+    _probe(path, path.parent)
+    if kind.is_dir and decision in (REPLACE, EMPTY):
+        _probe(path, path)
 
 
 def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
@@ -388,6 +409,14 @@ def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False)
         'new'
     """
     kind = require_kind(kind)
+    decision = _decide(path, kind, overwrite, sources, keep_foreign)
+    if decision != NEW:  # a new path's nearest existing directory was probed already (check_parent)
+        _check_writable(Path(os.path.abspath(os.fspath(path))), kind, decision)
+    return decision
+
+
+def _decide(path, kind, overwrite, sources, keep_foreign):
+    """:func:`check_output`'s decision, before the write probe of an existing path."""
     try:
         path = Path(os.path.abspath(os.fspath(path)))
     except FileNotFoundError:  # a relative path, and the working directory was deleted (os.getcwd fails)
