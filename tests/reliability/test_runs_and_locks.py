@@ -579,6 +579,20 @@ def test_every_runtime_loader_runs_the_bytes_it_read(tmp_path, runtime):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ran"), (proc.returncode, proc.stderr[-500:])
 
 
+def test_a_model_file_emptied_after_the_commands_checks_is_named_empty(tmp_path):
+    """A file cut to nothing between a command's checks and its load (``mbk evaluate`` of a file re-exported into
+    the same name) reached the runtime as ``b""``, which LiteRT takes for no argument at all: "cannot be loaded by
+    the TFLite interpreter: `model_path` or `model_content` must be specified". The loader says what it found."""
+    from mobilebert_kit.artifacts import runner
+    from mobilebert_kit.artifacts.errors import RuntimeLoadError
+
+    model = tmp_path / "m.tflite"
+    model.write_bytes(b"")
+    for load in (runner.load_tflite, runner.load_onnx):
+        with pytest.raises(RuntimeLoadError, match=r"m.tflite is empty \(0 bytes"):
+            load(model)
+
+
 @pytest.mark.parametrize("command", ["distill", "substitute"])
 def test_every_resumable_command_refuses_a_run_that_is_still_alive(tmp_path, command):
     """The lock and its refusal are the same for the run directories of mbk distill and mbk substitute."""
