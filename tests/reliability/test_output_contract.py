@@ -672,3 +672,28 @@ def test_profile_overwrite_refuses_a_report_another_command_wrote_while_it_timed
     assert_one_line_error(proc, f"another command wrote {out} while this profile ran", "run again")
     assert proc.returncode == 2 and out.read_bytes() == theirs
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_an_import_refuses_an_output_another_command_wrote_while_it_ran(mbk, inputs, tmp_path, monkeypatch):
+    """Two `mbk import` into one new --out at once both said "imported", and the later silently replaced the
+    other's model (a saved model of ours is replaced without --overwrite). What --out held when the import began
+    is what it may replace: the other's output is kept, and this one says why in one line."""
+    from mobilebert_kit.checkpoints import importer
+    from mobilebert_kit.models.api import SAVED_MODEL
+
+    out = tmp_path / "out"
+    real_import = importer.import_checkpoint
+
+    def import_while_another_installs(*args, **kwargs):
+        model = real_import(*args, **kwargs)
+        out.mkdir()  # the other import's output, installed while this one converted
+        (out / ".mbk-output.json").write_text(json.dumps({"format": SAVED_MODEL.format, "version": 1,
+                                                          "files": ["config.json"]}))
+        (out / "config.json").write_text("the other import's")
+        return model
+
+    monkeypatch.setattr(importer, "import_checkpoint", import_while_another_installs)
+    proc = mbk("import", inputs / "ckpt", "--out", out)
+    assert_one_line_error(proc, f"another command wrote {out} while this one ran", "run again")
+    assert proc.returncode == 2 and (out / "config.json").read_text() == "the other import's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left beside it
