@@ -255,7 +255,8 @@ def save(model, directory, *, overwrite=False, sources=(), extra=None, unchanged
         raise ConfigError(f"cannot save {type(model).__name__}: expected an Encoder or a task model")
     meta["encoder"] = {k: v for k, v in meta["encoder"].items() if k != "dtype"}
     arrays = {path: np.ascontiguousarray(var.numpy()) for path, var in named_weights(model).items()}
-    with atomic_dir(directory, SAVED_MODEL, overwrite=overwrite, sources=sources, unchanged_since=unchanged_since) as tmp:
+    with atomic_dir(directory, SAVED_MODEL, overwrite=overwrite, sources=sources,
+                    unchanged_since=unchanged_since) as tmp:
         write_safetensors(tmp / WEIGHTS_FILE, arrays, metadata={"format": FORMAT})
         (tmp / CONFIG_FILE).write_text(
             json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **meta}, indent=2, sort_keys=True) + "\n"
