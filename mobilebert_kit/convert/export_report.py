@@ -161,6 +161,8 @@ class _ReportInstall:
         """The report this export replaced back in place, or none where there was none."""
         if self.aside is not None:
             os.replace(self.aside, self.path)  # one rename: the path holds one report or the other, never none
+            # rename() of two links to one file (the new report never went in) does nothing and keeps both names.
+            remove_path(self.aside, ignore_errors=True)
             self.aside = None
         elif self.written:
             remove_path(self.path, ignore_errors=True)
