@@ -73,9 +73,15 @@ def read_model(path):
     """
     try:
         with open(path, "rb") as handle:
-            return handle.read()
+            content = handle.read()
     except OSError as err:
         raise RuntimeLoadError(f"{path} cannot be read: {err.strerror or err}; check the file") from err
+    if not content:
+        # Emptied after the commands' checks (truncated in place by a re-export into the same name): the runtimes
+        # take b"" for no model at all ("`model_path` or `model_content` must be specified").
+        raise RuntimeLoadError(f"{path} is empty (0 bytes; it was cut while it was read?); re-export the model or "
+                               "check that the download finished")
+    return content
 
 
 def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None, preserve_all_tensors=False,

@@ -30,7 +30,7 @@ def run(args):
 
     from mobilebert_kit.checkpoints.importer import import_checkpoint
     from mobilebert_kit.models.api import SAVED_MODEL, save
-    from mobilebert_kit.utils.atomic import check_output
+    from mobilebert_kit.utils.atomic import check_output, file_signature
 
     head = None if args.head == "none" else args.head
     source = Path(args.source)
@@ -47,11 +47,12 @@ def run(args):
                           "its own config.json: drop --config (or edit that file)")
     sources = [source, args.config]
     check_output(args.out, SAVED_MODEL, overwrite=args.overwrite, sources=sources)  # before the import's work
+    began = file_signature(args.out)  # what --out holds now: another command may write it while this one imports
     model = import_checkpoint(source, head=head, config=args.config)
     # Everything that travels beside the weights is read and checked against the model before the first write:
     # the model was saved first, so a refused vocabulary replaced a good earlier import with one without any.
     beside = deployment_files(source if source.is_dir() else source.parent, model)
-    out = save(model, args.out, overwrite=args.overwrite, sources=sources, extra=beside.write)
+    out = save(model, args.out, overwrite=args.overwrite, sources=sources, extra=beside.write, unchanged_since=began)
     from mobilebert_kit.models.api import count_params
 
     kind = getattr(model, "architecture", "encoder") or "encoder"

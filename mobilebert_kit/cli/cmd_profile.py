@@ -101,13 +101,16 @@ def run(args):
         return _list_devices(args)
     if not args.files:
         raise ProfilerError("no model file given; usage: mbk profile FILE [FILE...] --target host|adb")
-    from mobilebert_kit.utils.atomic import check_output
+    from mobilebert_kit.utils.atomic import check_output, file_signature
 
     # Checked before profiling: a refused --json /dev/null must not cost a two-minute run first.
     _check_distinct_reports(args)
     for flag, kind in _report_kinds().items():
         if getattr(args, flag):
             check_output(getattr(args, flag), kind, overwrite=args.overwrite, sources=args.files)
+    # What each report path held when the run began: --overwrite replaces that, never a file another command
+    # (an export's report, a second profile) put there while this one timed (_write_reports).
+    args.began = {path: file_signature(path) for path in (getattr(args, flag) for flag in REPORT_FLAGS) if path}
     serials = [s.strip() for item in args.serial for s in item.split(",") if s.strip()]
     results, error = [], None
     try:
@@ -235,7 +238,7 @@ def _emit(args, results, error):
 
     from mobilebert_kit.profiler.report import build_report, flat_rows
 
-    options = {k: v for k, v in vars(args).items() if k not in ("func", "debug", "command")}
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "debug", "command", "began")}
     report = build_report(results, options=options, error=None if error is None else str(error))
     # Wide tables stay readable when stdout is a pipe or a CI log.
     console = Console(width=None if sys.stdout.isatty() else 200)
@@ -275,7 +278,7 @@ def _write_reports(report, args):
     from mobilebert_kit.profiler.report import write_csv, write_json, write_markdown
     from mobilebert_kit.profiler.report_html import write_html
     from mobilebert_kit.profiler.table6 import table6_markdown
-    from mobilebert_kit.utils.atomic import OutputError, remove_path
+    from mobilebert_kit.utils.atomic import OutputError, file_signature, remove_path
 
     extra = "\n" + table6_markdown(report) + "\n" if args.table6 else ""
     writers = [(args.json, lambda p: write_json(report, p, overwrite=args.overwrite)),
@@ -288,6 +291,9 @@ def _write_reports(report, args):
             continue
         existed = os.path.lexists(path)
         try:
+            if file_signature(path) != getattr(args, "began", {}).get(path, file_signature(path)):
+                raise OutputError(f"another command wrote {path} while this profile ran; what it wrote is kept: run "
+                                  "again to replace it")
             write(path)
         except OutputError as err:
             replaced = [p for p, had in written if had]

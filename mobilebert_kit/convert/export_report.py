@@ -2,11 +2,13 @@
 
 The report (sizes, float ops left in quantized models, validation metrics, per-layer drift, the search's
 frontier) is written before the artifact is put in place, so that a failure while writing it leaves
-neither; :func:`report_guard` removes it again when the artifact then is not put in place.
+neither; :func:`report_guard` puts the report it replaced back when the artifact then is not put in place.
 """
 
 import contextlib
 import json
+import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,7 +19,7 @@ from mobilebert_kit.convert.plan.export_tasks import export_task
 from mobilebert_kit.convert.quantization.modes import MODES
 from mobilebert_kit.convert.quantization.search import Frontier, Tried
 from mobilebert_kit.utils.atomic import atomic_file, remove_path
-from mobilebert_kit.utils.output_check import OutputKind, json_field
+from mobilebert_kit.utils.output_check import OutputKind, json_field, temp_prefix
 
 REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
 # A later export recognises its own report by the schema tag and replaces it (utils.output_check).
@@ -142,19 +144,64 @@ def write_report(out, result, start, overwrite, sources, note=None):
         json.dump(data, handle, indent=2, default=_json_default)
 
 
+class _ReportInstall:
+    """The success report of one export, and what it replaced (:func:`report_guard`)."""
+
+    def __init__(self, out):
+        self.path, self.aside, self.written = report_path(out), None, False
+
+    def write(self, out, result, start, overwrite, sources):
+        """:func:`write_report` of the success report; the report it replaces is kept aside (a hard link, a copy
+        where the file system has none) until the file itself is in place."""
+        self.aside = _set_aside(self.path)
+        write_report(out, result, start, overwrite, sources)
+        self.written = True
+
+    def undo(self):
+        """The report this export replaced back in place, or none where there was none."""
+        if self.aside is not None:
+            os.replace(self.aside, self.path)  # one rename: the path holds one report or the other, never none
+            # rename() of two links to one file (the new report never went in) does nothing and keeps both names.
+            remove_path(self.aside, ignore_errors=True)
+            self.aside = None
+        elif self.written:
+            remove_path(self.path, ignore_errors=True)
+
+    def done(self):
+        if self.aside is not None:
+            remove_path(self.aside, ignore_errors=True)
+
+
+def _set_aside(path):
+    """A hidden ``.NAME.PID.RANDOM.old`` sibling holding what ``path`` holds now (None where nothing regular is
+    there); a later write of ``path`` sweeps it if this process dies first."""
+    if not os.path.isfile(path) or os.path.islink(path):
+        return None
+    aside = path.parent / f"{temp_prefix(path)}{os.urandom(4).hex()}.old"
+    try:
+        os.link(path, aside)
+    except OSError:
+        shutil.copy2(path, aside)
+    return aside
+
+
 @contextlib.contextmanager
 def report_guard(out):
-    """Removes the success report written inside the block when the file itself is then not put in place.
+    """Puts the report an export replaced back when the file itself is then not put in place.
 
-    Yields a dict whose ``"written"`` the block sets once the success report is written.
+    The report goes in first (a full disk while writing it leaves neither), so between the two renames an
+    interrupt (Ctrl-C, SIGTERM), or the final check of ``out`` refusing, left the earlier export's file without
+    its report: the new one was removed, and the one it had replaced was gone with it.
+
+    Yields an object whose ``write(out, result, start, overwrite, sources)`` writes the success report.
     """
-    state = {"written": False}
+    state = _ReportInstall(out)
     try:
         yield state
     except BaseException:
-        if state["written"]:
-            remove_path(report_path(out), ignore_errors=True)
+        state.undo()
         raise
+    state.done()
 
 
 def _json_default(value):

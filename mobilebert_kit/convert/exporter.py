@@ -86,7 +86,8 @@ def export(options, source=None, log=print, score=None):
     # Checked before loading and converting: a refused --out must not cost the whole export first.
     for path, kind in _outputs(options):
         check_output(path, kind, overwrite=options.overwrite, sources=sources)
-    began = file_signature(options.out)  # what OUT was when this export began: another may install one meanwhile
+    # What OUT and its report were when this export began: another command may install one meanwhile.
+    began = {path: file_signature(path) for path in (options.out, report_path(options.out))}
     say = log or (lambda *_: None)
     start = time.perf_counter()
 
@@ -218,13 +219,16 @@ def export(options, source=None, log=print, score=None):
         # into one OUT each wrote their report and renamed their file, and one's file stood beside the other's
         # report, both saying "wrote".
         install.hold()
-        if file_signature(out) != began and not options.overwrite:
-            raise ExportError(f"another export wrote {out} while this one ran; its file and report are kept and "
-                              f"nothing of this run was installed: run again (with --overwrite) to replace them")
+        # --overwrite too: it lets the export replace what the user had at OUT when the export began, not what
+        # another command installed while it ran (two `--overwrite` exports, or a `profile --json` into the
+        # report's name, each said "wrote" and the later one silently replaced the other's).
+        for path, signature in began.items():
+            if file_signature(path) != signature:
+                raise ExportError(f"another command wrote {path} while this export ran; what it wrote is kept and "
+                                  f"nothing of this run was installed: run again to replace it")
         # The report is written before the file is put in place, so that a full disk (or any failure) while
         # writing it leaves neither: the file alone would be an export whose report says nothing.
-        write_report(out, result, start, options.overwrite, sources)
-        report["written"] = True
+        report.write(out, result, start, options.overwrite, sources)
     return result
 
 

@@ -19,7 +19,7 @@ from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_
 from mobilebert_kit.models.encoder import _CONFIG_KEYS, Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import PRESETS, preset_config
-from mobilebert_kit.utils.atomic import atomic_dir
+from mobilebert_kit.utils.atomic import UNCHECKED, atomic_dir
 from mobilebert_kit.utils.output_check import OutputKind
 from mobilebert_kit.utils.safetensors_io import read_safetensors, write_safetensors
 from mobilebert_kit.utils.structured import load_json
@@ -227,7 +227,7 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=(), check_f
             var.assign(np.asarray(arrays[path], dtype=var.dtype.as_numpy_dtype))
 
 
-def save(model, directory, *, overwrite=False, sources=(), extra=None):
+def save(model, directory, *, overwrite=False, sources=(), extra=None, unchanged_since=UNCHECKED):
     """Saves an encoder or task model to ``directory`` (config JSON + safetensors).
 
     The directory appears only when complete: it is written under a temporary
@@ -241,6 +241,8 @@ def save(model, directory, *, overwrite=False, sources=(), extra=None):
         sources: paths the model came from; the output may not be, contain or lie inside one.
         extra (Callable[[Path], object] | None): writes what travels beside the weights (tokenizer files,
             labels) into the directory before it appears, so the model never appears without them.
+        unchanged_since: ``utils.atomic.file_signature(directory)`` when the caller checked it, before its work:
+            a directory another command wrote since is refused, not replaced (``utils.atomic.atomic_dir``).
 
     Example:
         >>> save(build("tiny-bert"), "runs/tiny")  # doctest: +SKIP
@@ -253,7 +255,8 @@ def save(model, directory, *, overwrite=False, sources=(), extra=None):
         raise ConfigError(f"cannot save {type(model).__name__}: expected an Encoder or a task model")
     meta["encoder"] = {k: v for k, v in meta["encoder"].items() if k != "dtype"}
     arrays = {path: np.ascontiguousarray(var.numpy()) for path, var in named_weights(model).items()}
-    with atomic_dir(directory, SAVED_MODEL, overwrite=overwrite, sources=sources) as tmp:
+    with atomic_dir(directory, SAVED_MODEL, overwrite=overwrite, sources=sources,
+                    unchanged_since=unchanged_since) as tmp:
         write_safetensors(tmp / WEIGHTS_FILE, arrays, metadata={"format": FORMAT})
         (tmp / CONFIG_FILE).write_text(
             json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, **meta}, indent=2, sort_keys=True) + "\n"

@@ -135,13 +135,34 @@ def _check_internal(path):
         raise OutputError(f"{path} is not a regular file; mbk replaces only files it wrote: move it away")
 
 
-def _finish(tmp, path, kind, overwrite, sources, keep_foreign=False):
+UNCHECKED = object()  # no ``unchanged_since`` given: what is at the path now is judged by check_output alone
+
+
+def _check_unchanged(path, since):
+    """Refuses ``path`` when it is no longer what the command found when it began (``since``, its
+    :func:`file_signature` then): ``--overwrite`` and our own kind allow replacing what the user had, not what
+    another command installed meanwhile. Two ``mbk import`` into one ``--out`` at once both said "imported",
+    and one import was silently replaced by the other."""
+    if since is UNCHECKED:
+        return
+    now = file_signature(path)
+    if since is not None and now is not None and os.path.isdir(path) and not os.path.islink(path):
+        # A directory is known by its identity: its size and time change with what is made inside it (the
+        # output check's write probe of an empty directory or our own output), a replacement has another inode.
+        since, now = since[:2], now[:2]
+    if now != since:
+        raise OutputError(f"another command wrote {path} while this one ran; what it wrote is kept and nothing of "
+                          "this run was installed: run again to replace it")
+
+
+def _finish(tmp, path, kind, overwrite, sources, keep_foreign=False, since=UNCHECKED):
     """Moves the finished ``tmp`` onto ``path`` after checking ``path`` again (it may have changed meanwhile).
 
     A directory goes *inside* an existing empty directory, and inside a run's directory whose user added files
     (``keep_foreign``), rather than being renamed over it (:func:`_install_inside`): ``rename()`` cannot replace
     a mount point (EBUSY), and a user's empty directory keeps its owner, mode and inode.
     """
+    _check_unchanged(path, since)
     decision = (check_output(path, kind, overwrite=overwrite, sources=sources, keep_foreign=keep_foreign)
                 if kind is not None else None)
     if kind is None:
@@ -486,7 +507,7 @@ def atomic_path(path, *, kind=None, overwrite=False, sources=()):
 
 
 @contextlib.contextmanager
-def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
+def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False, unchanged_since=UNCHECKED):
     """Yields a temporary directory that replaces directory ``path`` if the block succeeds.
 
     The finished directory carries the marker ``.mbk-output.json`` of ``kind``, so a later run may replace it;
@@ -496,6 +517,8 @@ def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
     Args:
         keep_foreign (bool): ``path`` is a run's own directory (``checkpoints/resumable_run.py``): files the user
             put there while the run was interrupted stay, and only what the run wrote is replaced.
+        unchanged_since: :func:`file_signature` of ``path`` when the command checked it, before its work: a
+            path that another command wrote since is refused, not replaced.
 
     Example:
         >>> with atomic_dir("runs/model", SAVED_MODEL) as tmp:  # doctest: +SKIP
@@ -510,7 +533,7 @@ def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
     try:
         yield tmp
         _write_marker(tmp, kind)
-        _finish(tmp, path, kind, overwrite, sources, keep_foreign=keep_foreign)
+        _finish(tmp, path, kind, overwrite, sources, keep_foreign=keep_foreign, since=unchanged_since)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise write_error(path, err) from err

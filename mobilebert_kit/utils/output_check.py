@@ -23,7 +23,6 @@ No TensorFlow here: the profiler checks its reports with this module.
 import contextlib
 import errno
 import hashlib
-import mmap
 import os
 import stat
 import tempfile
@@ -58,10 +57,33 @@ class OutputError(MbkError):
 
 # --- sniffs: building blocks of a file kind's recogniser, given the owner's literals ---------------------------
 
-def head(path, size=HEAD_BYTES):
-    """The first ``size`` bytes of ``path`` (``b""`` when unreadable)."""
+SCAN_CHUNK = 1 << 20  # what :func:`contains` reads at a time
+
+
+def _open_regular(path):
+    """A read-only descriptor of the regular file at ``path``, or None: opened without blocking (a FIFO put there
+    since the output check's ``lstat`` would wait for a writer for ever) and checked on the descriptor."""
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.set_blocking(fd, True)
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def head(path, size=HEAD_BYTES):
+    """The first ``size`` bytes of ``path`` (``b""`` when unreadable or not a regular file)."""
+    fd = _open_regular(path)
+    if fd is None:
+        return b""
+    try:
+        with os.fdopen(fd, "rb") as handle:
             return handle.read(size)
     except OSError:
         return b""
@@ -97,16 +119,29 @@ def bytes_at(offset, data):
 
 
 def contains(needle):
-    """A recogniser: ``needle`` (bytes or text) occurs in the file; memory-mapped, so a 100 MB model is
-    scanned in milliseconds."""
+    """A recogniser: ``needle`` (bytes or text) occurs in the file, read in chunks that overlap by the needle's
+    length (a 100 MB model in some 30 ms).
+
+    Read, never memory-mapped: the file is the user's, and one truncated in place while a mapping of it was
+    scanned (a re-export or a copy into the same name) killed the command with SIGBUS, no message.
+    """
     needle = needle.encode() if isinstance(needle, str) else needle
 
     def sniff(path):
+        fd = _open_regular(path)
+        if fd is None:
+            return False
         try:
-            with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return data.find(needle) >= 0
-        except (OSError, ValueError):
-            return False  # empty file (mmap refuses length 0) or unreadable
+            with os.fdopen(fd, "rb") as handle:
+                keep = len(needle) - 1  # a needle across two chunks: the end of one and the start of the next
+                tail = b""
+                while chunk := handle.read(SCAN_CHUNK):
+                    if needle in chunk or (keep and needle in tail + chunk[:keep]):
+                        return True
+                    tail = (tail + chunk)[-keep:] if keep else b""
+        except OSError:
+            pass
+        return False
     return sniff
 
 
@@ -319,15 +354,36 @@ def check_parent(path):
             raise write_error(path, err) from err
         if not stat.S_ISDIR(st.st_mode):
             raise OutputError(f"cannot write {path}: {ancestor} is not a directory; choose another path")
-        # A real write, not os.access: root passes access checks on an immutable (chattr +i) directory or a
-        # read-only bind mount, and a long run would then fail only when it writes its output.
-        try:
-            fd, probe = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".partial", dir=ancestor)
-            os.close(fd)
-            os.remove(probe)
-        except OSError as err:
-            raise write_error(path, err) from err
+        _probe(path, ancestor)
         return
+
+
+def _probe(path, directory):
+    """Refuses ``path`` when ``directory`` (where its writer puts the output or its temporary) takes no file.
+
+    A real write, not os.access: root passes access checks on an immutable (chattr +i) directory or a read-only
+    bind mount, and a long run would then fail only when it writes its output.
+    """
+    try:
+        fd, probe = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".partial", dir=directory)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        raise write_error(path, err) from err
+
+
+def _check_writable(path, kind, decision):
+    """Refuses an existing ``path`` whose output could not be put in place, before the command's work.
+
+    Only a new path was probed: a fine-tune replacing its own output in a directory that takes no file (an
+    immutable or read-only parent, ``OUT`` itself writable) trained to the end and then failed to stage the
+    output beside ``OUT``, "nothing was written". Every writer stages beside the path or moves what is there
+    aside beside it (``utils.atomic``), and a directory of ours or an empty one is also written inside (a run's
+    state, an install into a mount point).
+    """
+    _probe(path, path.parent)
+    if kind.is_dir and decision in (REPLACE, EMPTY):
+        _probe(path, path)
 
 
 def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False):
@@ -353,6 +409,14 @@ def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False)
         'new'
     """
     kind = require_kind(kind)
+    decision = _decide(path, kind, overwrite, sources, keep_foreign)
+    if decision != NEW:  # a new path's nearest existing directory was probed already (check_parent)
+        _check_writable(Path(os.path.abspath(os.fspath(path))), kind, decision)
+    return decision
+
+
+def _decide(path, kind, overwrite, sources, keep_foreign):
+    """:func:`check_output`'s decision, before the write probe of an existing path."""
     try:
         path = Path(os.path.abspath(os.fspath(path)))
     except FileNotFoundError:  # a relative path, and the working directory was deleted (os.getcwd fails)

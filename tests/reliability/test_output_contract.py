@@ -618,3 +618,82 @@ def test_files_mbk_adds_beside_a_saved_model_are_listed_as_its_own(tmp_path):
     (tmp_path / "m" / "mine.txt").write_text("x")
     with pytest.raises(OutputError, match="mine.txt"):
         mbk.save(model, tmp_path / "m")
+
+
+def test_recognising_an_output_that_is_cut_meanwhile_never_kills_the_command(tmp_path):
+    """The check of an existing ``.tflite``/``.onnx`` at ``--out`` (is it ours?) memory-mapped the file to find our
+    metadata in it: a file truncated in place meanwhile (a re-export or a copy into the same name) killed the
+    command with SIGBUS, exit 135 and no message. It is read now. Real truncations, from another process, while
+    a child process checks the file again and again."""
+    import sys
+    import time
+
+    from tests.reliability.faults import REPO, _env
+
+    model = tmp_path / "m.tflite"
+    size = 32 << 20
+    with open(model, "wb") as handle:
+        handle.write(b"\0\0\0\0TFL3")  # a flatbuffer's identifier: the check goes on to look for our metadata
+        handle.truncate(size)
+    # The sniff the .tflite and .onnx kinds use (their modules import TensorFlow: seconds of the child's time).
+    script = ("import sys, time\n"
+              "from mobilebert_kit.utils.output_check import contains\n"
+              "sniff, end = contains(b'mbk_metadata'), time.monotonic() + 2\n"
+              "while time.monotonic() < end:\n"
+              "    sniff(sys.argv[1])\n"
+              "print('checked')\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(model)], cwd=REPO, env=_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while child.poll() is None:
+        os.truncate(model, 4096)
+        time.sleep(0.002)
+        os.truncate(model, size)
+        time.sleep(0.005)
+    out, err = child.communicate()
+    assert child.returncode == 0 and out.strip() == "checked", (child.returncode, err[-500:])
+
+
+def test_profile_overwrite_refuses_a_report_another_command_wrote_while_it_timed(mbk, inputs, tmp_path, monkeypatch):
+    """--overwrite replaces what was at the report path when the profile began; an export's report that appeared
+    there while it timed was replaced silently (both commands said "wrote"). One line, exit 2, the other's file
+    kept."""
+    from mobilebert_kit.profiler.host import HostProfiler
+
+    out = tmp_path / "m.onnx.report.json"
+    theirs = b'{"schema": "mobilebert_kit.export"}\n'  # what `mbk export --out m.onnx` writes beside its file
+    real_profile = HostProfiler.profile
+
+    def profile_while_an_export_installs(self, *args, **kwargs):
+        out.write_bytes(theirs)
+        return real_profile(self, *args, **kwargs)
+
+    monkeypatch.setattr(HostProfiler, "profile", profile_while_an_export_installs)
+    proc = mbk("profile", inputs / "m.onnx", "--runs", 2, "--warmup", 1, "--json", out, "--overwrite")
+    assert_one_line_error(proc, f"another command wrote {out} while this profile ran", "run again")
+    assert proc.returncode == 2 and out.read_bytes() == theirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_an_import_refuses_an_output_another_command_wrote_while_it_ran(mbk, inputs, tmp_path, monkeypatch):
+    """Two `mbk import` into one new --out at once both said "imported", and the later silently replaced the
+    other's model (a saved model of ours is replaced without --overwrite). What --out held when the import began
+    is what it may replace: the other's output is kept, and this one says why in one line."""
+    from mobilebert_kit.checkpoints import importer
+    from mobilebert_kit.models.api import SAVED_MODEL
+
+    out = tmp_path / "out"
+    real_import = importer.import_checkpoint
+
+    def import_while_another_installs(*args, **kwargs):
+        model = real_import(*args, **kwargs)
+        out.mkdir()  # the other import's output, installed while this one converted
+        (out / ".mbk-output.json").write_text(json.dumps({"format": SAVED_MODEL.format, "version": 1,
+                                                          "files": ["config.json"]}))
+        (out / "config.json").write_text("the other import's")
+        return model
+
+    monkeypatch.setattr(importer, "import_checkpoint", import_while_another_installs)
+    proc = mbk("import", inputs / "ckpt", "--out", out)
+    assert_one_line_error(proc, f"another command wrote {out} while this one ran", "run again")
+    assert proc.returncode == 2 and (out / "config.json").read_text() == "the other import's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left beside it

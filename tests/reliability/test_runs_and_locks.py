@@ -279,6 +279,35 @@ def test_a_finetune_into_an_empty_mount_point_is_written_there(tmp_path, capsys,
         assert (mount / "task.json").is_file() and not (mount / "run").exists()
 
 
+@contextlib.contextmanager
+def _immutable(path):
+    """``path`` made immutable (``chattr +i``: no entry added or removed, even by root) for the block."""
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+        pytest.skip("chattr +i needs root and a file system that supports it (ext4, xfs) here")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+
+
+def test_a_run_whose_output_cannot_be_put_in_place_is_refused_before_it_trains(tmp_path, capsys, tokenizer, data):
+    """Our earlier fine-tune at OUT, in a directory that takes no new file (immutable; a read-only parent with OUT
+    on its own mount is the same): only a new OUT's directory was probed, so the run trained to the end and then
+    failed to stage its output beside OUT ("nothing was written", the training lost). Refused before training."""
+    from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT
+    from tests.helpers import assert_one_line_error
+
+    parent = tmp_path / "parent"
+    out = parent / "ft"
+    out.mkdir(parents=True)
+    (out / ".mbk-output.json").write_text(json.dumps({"format": FINETUNE_OUTPUT.format, "version": 1, "files": []}))
+    with _immutable(parent):
+        proc = _mbk(capsys, *_cli(tokenizer, data, out))
+    assert_one_line_error(proc, f"cannot write {out}", "read-only file system")
+    assert proc.returncode == 2 and "fine-tuning" not in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == [".mbk-output.json"]  # no run state: nothing trained
+
+
 def test_a_failure_half_way_into_a_mount_point_says_what_is_there(tmp_path, monkeypatch):
     """A write refused half-way through filling an existing directory said "nothing was written" while the
     directory held part of the output; the message says what is there, and the next run replaces it."""
@@ -548,6 +577,20 @@ def test_every_runtime_loader_runs_the_bytes_it_read(tmp_path, runtime):
     proc = subprocess.run([sys.executable, "-c", script, str(model)], cwd=REPO, env=_env(), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ran"), (proc.returncode, proc.stderr[-500:])
+
+
+def test_a_model_file_emptied_after_the_commands_checks_is_named_empty(tmp_path):
+    """A file cut to nothing between a command's checks and its load (``mbk evaluate`` of a file re-exported into
+    the same name) reached the runtime as ``b""``, which LiteRT takes for no argument at all: "cannot be loaded by
+    the TFLite interpreter: `model_path` or `model_content` must be specified". The loader says what it found."""
+    from mobilebert_kit.artifacts import runner
+    from mobilebert_kit.artifacts.errors import RuntimeLoadError
+
+    model = tmp_path / "m.tflite"
+    model.write_bytes(b"")
+    for load in (runner.load_tflite, runner.load_onnx):
+        with pytest.raises(RuntimeLoadError, match=r"m.tflite is empty \(0 bytes"):
+            load(model)
 
 
 @pytest.mark.parametrize("command", ["distill", "substitute"])
