@@ -307,6 +307,29 @@ def _check_external_data(model, path):
                                 f"{size:,}-byte file; restore the external data file or re-export the model")
 
 
+def _undecodable_text(message, where="model"):
+    """The field path (``graph.node.name``) of the first string field of ``message`` that is not UTF-8, or None.
+
+    protobuf hands such a field back as bytes, not str: a flipped byte in a node's name or a metadata value made
+    `mbk inspect` an internal error (``'bytes' object has no attribute 'encode'``). Tensor contents are bytes
+    fields, not walked; this visits each message once, so a graph of thousands of nodes costs milliseconds.
+    """
+    for field_descriptor, value in message.ListFields():
+        name = f"{where}.{field_descriptor.name}"
+        repeated = (field_descriptor.is_repeated if hasattr(field_descriptor, "is_repeated")  # protobuf 7 has no label
+                    else field_descriptor.label == field_descriptor.LABEL_REPEATED)
+        values = value if repeated else [value]
+        if field_descriptor.type == field_descriptor.TYPE_STRING:
+            if any(isinstance(v, bytes) for v in values):
+                return name
+        elif field_descriptor.type == field_descriptor.TYPE_MESSAGE:
+            for inner in values:
+                found = _undecodable_text(inner, name)
+                if found:
+                    return found
+    return None
+
+
 def _nodes(graph):
     """The graph's nodes, then those of its subgraphs (a Loop's body: a text-in file's tokenizer runs in one)."""
     for node in graph.node:
@@ -324,6 +347,10 @@ def _read_onnx(path):
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # noqa: BLE001  (protobuf raises DecodeError, RuntimeWarning, ValueError...)
         raise ArtifactError(f"{path} is not a readable ONNX model ({type(err).__name__}); re-export it") from err
+    undecodable = _undecodable_text(model)
+    if undecodable:
+        raise ArtifactError(f"{path}: its {undecodable} is not UTF-8 text, so the file is corrupt; re-export it or "
+                            "copy it again")
     graph = model.graph
     if not graph.node:
         # protobuf reads an empty (or all-unknown-fields) file as an empty model: `mbk inspect` then reported

@@ -58,6 +58,10 @@ _MAX_TOKENIZER_BYTES = TOKENIZER_FILES["tokenizer.json"]
 # of NFD, Lowercase and StripAccents, ...): upper-case letters of several scripts, precomposed accented
 # letters with their bases.
 _CASE_PROBES = ("A", "Z", "É", "Σ", "Ж")
+# Characters no tiny vocabulary holds (a private-use letter, an emoji, a rare CJK ideograph): what a tokenizer
+# does with a word outside its vocabulary.
+_UNKNOWN_PROBE = "hello \ue000 \U0001f600 \u9fa5 world"
+
 _ACCENT_PROBES = (("é", "e"), ("ñ", "n"), ("ü", "u"), ("å", "a"))
 
 
@@ -261,7 +265,7 @@ class TextTokenizer:
 
     # ------------------------------------------------------------- constructors
     @classmethod
-    def from_vocab(cls, vocab, lowercase=True, handle_chinese_chars=True, strip_accents=None, added=()):
+    def from_vocab(cls, vocab, lowercase=True, handle_chinese_chars=True, strip_accents=None, added=(), label=None):
         """BERT's tokenizer of a ``vocab.txt`` (uncased or cased).
 
         Normalisation is BERT's ``BasicTokenizer``: text cleaning, accents stripped when lower-casing (unless
@@ -275,6 +279,7 @@ class TextTokenizer:
             strip_accents (bool | None): None follows ``lowercase`` (BERT's rule); a boolean overrides it, as
                 ``tokenizer_config.json``'s ``strip_accents`` does in Hugging Face's tokenizers.
             added (Sequence[str]): tokens added after the vocabulary (``added_tokens.json``), in id order.
+            label (str | None): what messages call the file (default: its path; a temporary copy names its origin).
 
         Example:
             >>> TextTokenizer.from_vocab("vocab.txt").kind.name  # doctest: +SKIP
@@ -283,10 +288,10 @@ class TextTokenizer:
         path = Path(vocab)
         if not path.is_file():
             raise DataError(f"vocabulary {vocab} does not exist; pass a BERT vocab.txt or tokenizer.json")
-        tokens = read_vocab(path)
+        tokens = read_vocab(path, label)
         missing = [t for t in SPECIAL_TOKENS if t not in tokens]
         if missing:
-            raise DataError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
+            raise DataError(f"{label or path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
         strip = bool(lowercase) if strip_accents is None else bool(strip_accents)
         tokenizer = _bert_wordpiece(tokens, bool(lowercase), strip, handle_chinese_chars)
         if added:
@@ -327,6 +332,15 @@ class TextTokenizer:
         except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
             raise DataError(f"cannot read tokenizer {path} ({str(err).splitlines()[0]}); "
                             "pass a valid tokenizer.json") from err
+        try:
+            # Words outside the vocabulary: a WordPiece unk_token that is none of its tokens, or a Unigram model
+            # without unk_id, loads but fails on the first such word ("WordPiece error: Missing [UNK] token from
+            # the vocabulary"), which was an internal error of export, validate and finetune.
+            tokenizer.encode(_UNKNOWN_PROBE)
+        except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
+            raise DataError(f"{path} cannot tokenize a word outside its vocabulary ({str(err).splitlines()[0]}); "
+                            "its model's unk token must be one of its tokens: pass the checkpoint's own "
+                            "tokenizer.json") from err
         model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
         kind = KINDS.get(model.get("type"))
         if kind is None:
@@ -498,6 +512,13 @@ class TextTokenizer:
                                 "vocab.txt; remove it, or save the checkpoint's tokenizer again with transformers")
             listed = parse_vocab(files[VOCAB_FILE], str(label))
             differ = next((i for i, token in enumerate(listed) if i >= len(lines) or lines[i] != token), None)
+            base = self._tokenizer.get_vocab_size(with_added_tokens=False)
+            if differ is None and len(listed) < base:
+                # A vocab.txt cut short (a download that stopped) agreed line by line and was carried beside the
+                # weights; whatever reads it (transformers' BertTokenizer, an app) lacks the tokens after its end.
+                raise DataError(f"{label} lists {len(listed)} tokens but tokenizer.json's vocabulary has {base} (before "
+                                "added tokens): the file is cut short; keep the pair the model was trained with "
+                                "(save_pretrained writes both)")
             if differ is not None:
                 theirs = repr(lines[differ]) if differ < len(lines) else "no token"
                 raise DataError(
@@ -798,7 +819,10 @@ def _read_packed_vocab(kind, data, source, token_types):
 
 def _read_packed_sentencepiece(kind, data, source, token_types):
     """The clients' SentencePiece tokenizer on a packed model, with the literal ``[CLS]``/``[SEP]``."""
-    model = spm.read_model(data)
+    try:
+        model = spm.read_model(data)
+    except DataError as err:
+        raise DataError(f"{source}: {err}; re-export the model") from None
     pieces = model["pieces"]
     ids = {p: i for i, (p, _, _) in enumerate(pieces)}
     for name in ("[CLS]", "[SEP]"):

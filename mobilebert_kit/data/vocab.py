@@ -109,11 +109,13 @@ def parse_vocab(data, label="the vocabulary"):
     return tokens
 
 
-def read_vocab(path):
+def read_vocab(path, label=None):
     """Reads a ``vocab.txt`` (bounded read) by the rules of this module.
 
     Args:
         path (str | os.PathLike): the file.
+        label (str | None): what messages call it (default: the path; a temporary copy of a vocabulary embedded
+            in an exported file names that file).
 
     Returns:
         list[str]: the tokens in id order.
@@ -124,7 +126,7 @@ def read_vocab(path):
         ['[PAD]', '[unused0]']
     """
     path = Path(path)
-    return parse_vocab(read_bounded(path, "the vocabulary", MAX_BYTES, VocabularyError), str(path))
+    return parse_vocab(read_bounded(path, "the vocabulary", MAX_BYTES, VocabularyError), label or str(path))
 
 
 def vocab_ids(tokens):

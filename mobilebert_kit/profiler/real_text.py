@@ -24,6 +24,7 @@ import numpy as np
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.profiler.model_info import ModelInfo
+from mobilebert_kit.utils.input_paths import text_line
 
 # Sentences read from --text at most: a latency distribution needs hundreds, not a corpus.
 MAX_SENTENCES = 2000
@@ -149,7 +150,7 @@ def _read_lines(path, limit):
                 raise ProfilerError(f"--text {path} line {number} is longer than {MAX_LINE_CHARS:,} characters; "
                                     "pass one sentence per line")
             try:
-                line = raw.decode("utf-8").strip()
+                line = text_line(raw, number).strip()
             except UnicodeDecodeError as err:
                 raise ProfilerError(f"--text {path} line {number} is not UTF-8 text (byte 0x{raw[err.start]:02x}); "
                                     "convert it to UTF-8") from err

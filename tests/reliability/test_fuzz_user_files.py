@@ -1,0 +1,253 @@
+"""Regressions of what a fuzzing pass over the files users hand mbk found (session 9).
+
+Each case is the cheapest reproduction of one finding, checked at the shared reader it was fixed in: an ONNX
+file with a non-UTF-8 name, hand-edited ``mbk_metadata`` of the wrong type or past the file's positions, a
+``.jsonl`` table or tagged file of the wrong shape, a NUL or byte-order mark in a text file, and a
+benchmark result file with impossible figures. Every one must be refused in one line (an MbkError), never an
+internal error or a silently different result. Deterministic and fast: no TensorFlow model is built.
+"""
+
+import json
+import math
+import struct
+
+import pytest
+
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.errors import ConfigError, DataError, MbkError
+from tests.reliability.test_fuzz_parsers import parses_or_mbk_error
+
+
+def _refused(fn, *args, error=Exception, fragment=None):
+    err = parses_or_mbk_error(fn, *args)  # an MbkError in one line, or any other exception fails here
+    assert isinstance(err, error), f"accepted: {args!r} -> {err!r}"
+    if fragment:
+        assert fragment in str(err), str(err)
+    return err
+
+
+# ------------------------------------------------------------------ ONNX files
+def _tiny_onnx(path, node_name="node_A", metadata=None):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name=node_name)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph)
+    for key, value in (metadata or {}).items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("where, marker", [("graph.node.name", b"node_A"), ("metadata_props.value", b'"task"')])
+def test_onnx_name_or_metadata_that_is_not_utf8_is_refused(tmp_path, where, marker):
+    # A flipped byte in a node name or metadata value: protobuf hands the field back as bytes, and `mbk inspect`
+    # was an internal error ('bytes' object has no attribute 'encode').
+    from mobilebert_kit.artifacts.reader import read_artifact
+
+    path = _tiny_onnx(tmp_path / "m.onnx", metadata={"mbk_metadata": '{"task": "features"}'})
+    data = path.read_bytes()
+    assert data.count(marker) == 1
+    path.write_bytes(data.replace(marker, marker[:-2] + b"\xff" + marker[-1:]))
+    _refused(read_artifact, path, error=ArtifactError, fragment=f"its model.{where} is not UTF-8")
+
+
+# ------------------------------------------------------------------ mbk_metadata
+@pytest.mark.parametrize("key, value", [("labels", 10**12), ("labels", [1, "x"]), ("task", ["a"]),
+                                        ("do_lower_case", "no"), ("special_tokens", {"cls": 5}),
+                                        ("pooling", {"mode": 1}), ("table_columns", {"text_columns": "s"}),
+                                        ("input_names", "input_ids"), ("tokenizer_kind", 3)])
+def test_metadata_entries_of_the_wrong_type_are_refused(key, value):
+    # "labels": 10**12 made `mbk evaluate` an internal error; "do_lower_case": "no" lower-cased every text.
+    from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+
+    entry = {"mbk_metadata": json.dumps({key: value}).encode()}
+    _refused(parse_mbk_metadata, entry, "m.onnx", error=ArtifactError, fragment=f"gives {key} = ")
+
+
+def test_metadata_that_records_its_own_types_reads():
+    from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+
+    meta = {"labels": ["a", "b"], "do_lower_case": None, "pooling": {"mode": "mean", "normalize": True},
+            "table_columns": {"text_columns": ["s"], "label_column": None}, "special_tokens": {"cls": "[CLS]"},
+            "seq_len": None, "planned_seq_len": 16, "max_seq_len": 64}
+    assert parse_mbk_metadata({"mbk_metadata": json.dumps(meta).encode()}, "m.onnx")[0] == meta
+
+
+def test_a_length_past_the_recorded_positions_is_refused():
+    # `mbk profile/evaluate/validate --seq-len 100` of a 64-position dynamic file failed inside onnxruntime
+    # ("broadcast 64 by 100") and said to re-export the file.
+    from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length
+
+    meta = {"max_seq_len": 64, "planned_seq_len": 16}
+    _refused(lambda: planned_length(meta, requested=100), error=ConfigError, fragment="--seq-len 64 or less")
+    assert planned_length(meta, requested=64) == 64 and planned_length(meta) == 16
+    assert planned_length(meta, static_len=128, requested=128) == 128  # a fixed length: the runner says
+    entry = {"mbk_metadata": json.dumps({"max_seq_len": 64, "planned_seq_len": 100}).encode()}
+    _refused(parse_mbk_metadata, entry, "m.onnx", error=ArtifactError, fragment="planned_seq_len = 100")
+
+
+# ------------------------------------------------------------------ tables and tagged files
+@pytest.mark.parametrize("rows, fragment", [
+    ([{"sentence": "a", "label": "x"}, {"label": "y"}], "data row 2 has no 'sentence'"),
+    ([{"sentence": "a", "label": "x"}, {"sentence": "b"}], "data row 2 has no 'label'"),
+    ([{"sentence": 5, "label": "x"}], "is 5, not text"),
+    ([{"sentence": None, "label": "x"}], "is null, not text"),
+    ([{"sentence": ["a", "b"], "label": "x"}], 'is ["a", "b"], not text'),
+])
+def test_jsonl_rows_without_a_column_or_with_non_text_are_refused(tmp_path, rows, fragment):
+    # A missing key was an internal error (KeyError); 5, null and a list were scored as "5", "None", "['a', 'b']".
+    from mobilebert_kit.training.task_data import read_table, resolve_columns
+
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _refused(lambda: resolve_columns(read_table(path), path), error=DataError, fragment=fragment)
+
+
+@pytest.mark.parametrize("data", ["sentence\tlabel\nhel\x00lo\tx\n".encode(),
+                                  "sentence\tlabel\nhello\tx\n".encode("utf-16-le")])
+def test_a_table_with_nul_characters_is_refused_as_not_utf8(tmp_path, data):
+    # UTF-16 without a byte-order mark is valid UTF-8 with a NUL after every character: it was refused as
+    # "line 3 has 1 field(s)", or its NULs were scored inside the texts.
+    from mobilebert_kit.training.task_data import read_table
+
+    path = tmp_path / "d.tsv"
+    path.write_bytes(data)
+    _refused(read_table, path, error=DataError, fragment="holds a NUL character")
+
+
+@pytest.mark.parametrize("line", ['{"tokens": 5, "tags": 7}', '{"tokens": "abc", "tags": "xyz"}',
+                                  '{"tokens": [1], "tags": ["O"]}', '{"tokens": ["a"], "tags": [null]}'])
+def test_tagged_jsonl_records_must_hold_lists(tmp_path, line):
+    # A number was an internal error (len of int); "abc" trained as the tokens a, b, c.
+    from mobilebert_kit.training.task_data import read_tagged
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(line + "\n")
+    _refused(read_tagged, path, error=DataError, fragment="record 1 needs equally long")
+
+
+def test_conll_text_bom_and_bad_bytes(tmp_path):
+    from mobilebert_kit.training.task_data import read_tagged
+
+    path = tmp_path / "t.conll"
+    path.write_bytes(b"\xef\xbb\xbfEU B-ORG\nrejects O\n")
+    assert read_tagged(path) == [(["EU", "rejects"], ["B-ORG", "O"])]
+    path.write_bytes(b"EU B-ORG\n\xff O\n")  # was an internal error (UnicodeDecodeError)
+    _refused(read_tagged, path, error=DataError, fragment="is not UTF-8 text")
+
+
+# ------------------------------------------------------------------ one sentence per line
+def test_text_files_lose_their_byte_order_mark(tmp_path):
+    # A SentencePiece tokenizer reads the mark as a token of its own: the first sentence was not the file's.
+    from mobilebert_kit.convert.plan.input_set import _text_lines
+    from mobilebert_kit.data.pretraining_examples import read_documents
+    from mobilebert_kit.profiler.real_text import _read_lines
+
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"\xef\xbb\xbfhello world\nsecond\n")
+    assert _text_lines(path, 10) == ["hello world", "second"]
+    assert _read_lines(path, 10) == ["hello world", "second"]
+    assert list(read_documents([path])) == [["hello world", "second"]]
+
+
+# ------------------------------------------------------------------ benchmark result files
+def _result(**latency_ms):
+    fields = {"avg_ms": 1, "min_ms": 2, "max_ms": 3, "median_ms": 5, "p5_ms": 6, "p95_ms": 7}
+    body = b"".join(struct.pack("<Bf", fields[k] << 3 | 5, v) for k, v in latency_ms.items())
+    return bytes([2 << 3 | 2, len(body)]) + body
+
+
+@pytest.mark.parametrize("latency, fragment", [
+    (dict(median_ms=math.nan), "median_ms is nan"), (dict(avg_ms=-5.0), "avg_ms is -5.0"),
+    (dict(p95_ms=math.inf), "p95_ms is inf"), (dict(median_ms=9.0, p95_ms=3.0), "median_ms = 9 above p95_ms = 3"),
+])
+def test_result_file_figures_that_no_run_gives_are_refused(latency, fragment):
+    # They were merged into the report as the run's median or average.
+    from mobilebert_kit.profiler.bench_parser import parse_benchmark_result
+    from mobilebert_kit.profiler.errors import BenchmarkParseError
+
+    _refused(parse_benchmark_result, _result(**latency), error=BenchmarkParseError, fragment=fragment)
+
+
+def test_result_file_median_outside_the_printed_runs_is_refused():
+    from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
+    from mobilebert_kit.profiler.errors import BenchmarkParseError
+
+    text = "count=40 first=2000 curr=2000 min=1900 max=2100 avg=2000 std=10\n"
+    result = parse_benchmark_result(_result(median_ms=2.05))
+    assert merge_benchmark_result(parse_benchmark_output(text), result).latency_ms()["median"] == pytest.approx(2.05)
+    far = parse_benchmark_result(_result(median_ms=1000.0))
+    _refused(lambda: merge_benchmark_result(parse_benchmark_output(text), far), error=BenchmarkParseError,
+             fragment="outside the printed runs' range")
+
+
+# ------------------------------------------------------------------ tokenizer files
+_WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s"]
+
+
+def _wordpiece_dir(directory, unk_token="[UNK]", vocab_lines=None):
+    from tokenizers import BertWordPieceTokenizer
+
+    directory.mkdir(exist_ok=True)
+    spec = json.loads(BertWordPieceTokenizer({w: i for i, w in enumerate(_WORDS)}).to_str())
+    spec["model"]["unk_token"] = unk_token
+    (directory / "tokenizer.json").write_text(json.dumps(spec))
+    if vocab_lines is not None:
+        (directory / "vocab.txt").write_text("".join(f"{w}\n" for w in vocab_lines))
+    return directory
+
+
+def test_a_tokenizer_json_whose_unknown_token_is_not_in_its_vocabulary_is_refused(tmp_path):
+    # It loaded, then failed on the first unknown word ("WordPiece error: Missing [UNK] token from the
+    # vocabulary"): an internal error of export, validate and finetune.
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+
+    assert TextTokenizer.from_directory(_wordpiece_dir(tmp_path / "ok")).encode("hello \u2603")[-2:] != []
+    _refused(TextTokenizer.from_directory, _wordpiece_dir(tmp_path / "bad", unk_token="<nope>"), error=DataError,
+             fragment="cannot tokenize a word outside its vocabulary")
+
+
+def test_a_vocab_txt_cut_short_beside_tokenizer_json_is_refused(tmp_path):
+    # It agreed line by line with tokenizer.json, and was carried beside the imported weights.
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+
+    TextTokenizer.from_directory(_wordpiece_dir(tmp_path / "ok", vocab_lines=_WORDS))
+    _refused(TextTokenizer.from_directory, _wordpiece_dir(tmp_path / "cut", vocab_lines=_WORDS[:3]), error=DataError,
+             fragment="lists 3 tokens but tokenizer.json's vocabulary has 8")
+
+
+def test_a_sentencepiece_model_whose_unk_id_is_none_of_its_pieces_is_refused():
+    # The tokenizers library refused it with a bare Exception (an internal error of `mbk evaluate` on a .tflite).
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    from mobilebert_kit.data import sentencepiece_model as spm
+
+    model = pb.ModelProto.FromString(spm.write_model([("<unk>", 0.0, spm.UNKNOWN), ("\u2581a", -1.0, spm.NORMAL)],
+                                                     unk_id=0))
+    model.trainer_spec.unk_id = 7
+    _refused(spm.read_model, model.SerializeToString(), error=DataError, fragment="unk_id 7 is none of its 2 pieces")
+
+
+def test_an_embedded_vocabulary_that_cannot_be_read_is_blamed_on_the_exported_file(tmp_path):
+    # The message named a temporary vocab.txt and said to use "the vocab.txt the model was trained with".
+    from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
+
+    path = _tiny_onnx(tmp_path / "m.onnx", metadata={"mbk_metadata": '{"tokenizer_kind": "wordpiece"}',
+                                                     "mbk_vocab": "[PAD]\n[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n"})
+    err = _refused(app_tokenizer, path, error=MbkError, fragment=f"the embedded mbk_vocab of {path}")
+    assert "mbk-eval-" not in str(err)
+
+
+def test_a_foreign_file_that_fails_at_the_default_length_says_to_pass_seq_len():
+    # torch.onnx.export of a 64-position model, run at 128 tokens: the hint was "re-export the model".
+    from types import SimpleNamespace
+
+    from mobilebert_kit.profiler.host import _runtime_message
+
+    info = SimpleNamespace(path="hf.onnx", static_seq_len=None, max_seq_len=None)
+    assert "pass --seq-len within the model's positions" in _runtime_message(info, "onnxruntime", RuntimeError("x"), 128)
+    info.max_seq_len = 64  # an mbk export: its length was checked against the table before the run
+    assert _runtime_message(info, "onnxruntime", RuntimeError("x"), 32).endswith("re-export the model")
