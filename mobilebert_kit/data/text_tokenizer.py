@@ -40,7 +40,8 @@ from mobilebert_kit.data.tokenizer_kinds import (
     CLIENT_KINDS, CLIENT_SPECIAL_NAMES, KINDS, VOCAB_FILE, VOCAB_KIND, ClientUnit, returns_token_types,
 )
 from mobilebert_kit.data.vocab import (
-    TOKENIZER_FILES, VocabularyError, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab, strip_accents_of,
+    TOKENIZER_FILES, VocabularyError, chinese_chars_of, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab,
+    strip_accents_of,
     vocab_ids,
 )
 from mobilebert_kit.errors import ConfigError, DataError
@@ -229,7 +230,7 @@ class TextTokenizer:
     """
 
     def __init__(self, tokenizer, kind, specials, *, source, lowercase=False, strip_accents=False, token_types=True,
-                 spec=None, files=None):
+                 spec=None, files=None, handle_chinese_chars=True):
         tokenizer.no_padding()
         tokenizer.no_truncation()
         vocab = dict(tokenizer.get_vocab(with_added_tokens=True))
@@ -245,6 +246,7 @@ class TextTokenizer:
         self._tokenizer, self.kind, self.source, self.vocab_path = tokenizer, kind, str(source), Path(source)
         self._spec, self._files = spec, dict(files or {})
         self.lowercase, self.strip_accents, self.token_types = bool(lowercase), bool(strip_accents), token_types
+        self.handle_chinese_chars = bool(handle_chinese_chars)  # BERT's BasicTokenizer: every CJK character a word
         self.vocab = vocab
         self.inverse_vocab = {i: t for t, i in vocab.items()}
         self.vocab_size = max(vocab.values()) + 1
@@ -297,10 +299,10 @@ class TextTokenizer:
         if added:
             tokenizer.add_tokens(list(added))
         return cls(tokenizer, VOCAB_KIND, dict(CLIENT_SPECIAL_NAMES), source=path, lowercase=lowercase,
-                   strip_accents=strip, token_types=True)
+                   strip_accents=strip, token_types=True, handle_chinese_chars=handle_chinese_chars)
 
     @classmethod
-    def from_json(cls, path, specials=None, lowercase=None, strip_accents=None, files=None):
+    def from_json(cls, path, specials=None, lowercase=None, strip_accents=None, files=None, chinese_chars=None):
         """The tokenizer of a checkpoint's ``tokenizer.json``, any kind, with the special tokens beside it.
 
         Args:
@@ -312,6 +314,8 @@ class TextTokenizer:
             strip_accents (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``strip_accents``
                 (transformers rewrites the normalizer the same way).
             files (dict[str, bytes] | None): the checkpoint's files as read by :meth:`from_directory`.
+            chinese_chars (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``tokenize_chinese_chars``
+                (transformers rewrites the normalizer the same way).
 
         Raises:
             DataError: an unreadable file, an unknown model kind, a special token missing from the vocabulary.
@@ -359,17 +363,22 @@ class TextTokenizer:
                     f"{path} is {'uncased' if json_lower else 'cased'} but "
                     f"{'--cased' if not lowercase else 'lower-casing'} was asked for; drop the option or use a vocab.txt")
             normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
-            if strip_accents is not None and bool(strip_accents) != json_strip and \
-                    normalizer.get("type") == "BertNormalizer":
+            json_chinese = bool(normalizer.get("handle_chinese_chars", True)) \
+                if normalizer.get("type") == "BertNormalizer" else True
+            if normalizer.get("type") == "BertNormalizer" and (
+                    (strip_accents is not None and bool(strip_accents) != json_strip)
+                    or (chinese_chars is not None and bool(chinese_chars) != json_chinese)):
                 # transformers' fast tokenizer rewrites the normalizer the same way when tokenizer_config.json
-                # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false).
+                # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false) or
+                # tokenize_chinese_chars (false: "你好世界" one word, not four).
+                json_strip = bool(strip_accents) if strip_accents is not None else json_strip
+                json_chinese = bool(chinese_chars) if chinese_chars is not None else json_chinese
                 tokenizer.normalizer = normalizers.BertNormalizer(
-                    clean_text=bool(normalizer.get("clean_text", True)),
-                    handle_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
-                    strip_accents=bool(strip_accents), lowercase=json_lower)
-                json_strip = bool(strip_accents)
+                    clean_text=bool(normalizer.get("clean_text", True)), handle_chinese_chars=json_chinese,
+                    strip_accents=json_strip, lowercase=json_lower)
             token_types = True  # BERT's tokenizers return token_type_ids
         else:
+            json_chinese = True
             try:
                 json_lower, json_strip = _normalizer_behaviour(tokenizer.normalizer, path)
             except ConfigError:
@@ -384,7 +393,7 @@ class TextTokenizer:
                                      if k in found_spec})
             token_types = returns_token_types(declared)
         return cls(tokenizer, kind, found, source=path, lowercase=json_lower, strip_accents=json_strip,
-                   token_types=token_types, spec=spec, files=files)
+                   token_types=token_types, spec=spec, files=files, handle_chinese_chars=json_chinese)
 
     @classmethod
     def from_directory(cls, directory, lowercase=None):
@@ -411,13 +420,15 @@ class TextTokenizer:
         if lowercase is None:
             lowercase = lower_case_of(directory, default=None)
         strip_accents = strip_accents_of(directory)
+        chinese_chars = chinese_chars_of(directory)
         if "tokenizer.json" in files:
             tok = cls.from_json(directory / "tokenizer.json", lowercase=lowercase, strip_accents=strip_accents,
-                                files=files)
+                                files=files, chinese_chars=chinese_chars)
         elif VOCAB_FILE in files:
             added = _added_tokens(files, directory, len(parse_vocab(files[VOCAB_FILE], str(directory / VOCAB_FILE))))
             tok = cls.from_vocab(directory / VOCAB_FILE, lowercase=True if lowercase is None else lowercase,
-                                 strip_accents=strip_accents, added=added)
+                                 strip_accents=strip_accents, added=added,
+                                 handle_chinese_chars=True if chinese_chars is None else chinese_chars)
             tok._files = files
         else:
             raise DataError(f"{directory} holds neither tokenizer.json nor vocab.txt; pass the vocabulary file")
@@ -619,6 +630,8 @@ class TextTokenizer:
         digest.update(b"lower" if self.lowercase else b"cased")
         if bert and self.strip_accents != self.lowercase:  # only then: fingerprints of BERT's rule stay as they were
             digest.update(b"strip" if self.strip_accents else b"keep-accents")
+        if not self.handle_chinese_chars:  # likewise: BERT's default (split) adds nothing
+            digest.update(b"cjk-unsplit")
         return digest.hexdigest()
 
     # ------------------------------------------------------------- the app-side clients

@@ -144,12 +144,12 @@ def test_text_files_lose_their_byte_order_mark(tmp_path):
     # A SentencePiece tokenizer reads the mark as a token of its own: the first sentence was not the file's.
     from mobilebert_kit.convert.plan.input_set import _text_lines
     from mobilebert_kit.data.pretraining_examples import read_documents
-    from mobilebert_kit.profiler.real_text import _read_lines
+    from mobilebert_kit.profiler.real_text import read_lines
 
     path = tmp_path / "t.txt"
     path.write_bytes(b"\xef\xbb\xbfhello world\nsecond\n")
     assert _text_lines(path, 10) == ["hello world", "second"]
-    assert _read_lines(path, 10) == ["hello world", "second"]
+    assert read_lines(path, 10) == ["hello world", "second"]
     assert list(read_documents([path])) == [["hello world", "second"]]
 
 
@@ -251,3 +251,36 @@ def test_a_foreign_file_that_fails_at_the_default_length_says_to_pass_seq_len():
     assert "pass --seq-len within the model's positions" in _runtime_message(info, "onnxruntime", RuntimeError("x"), 128)
     info.max_seq_len = 64  # an mbk export: its length was checked against the table before the run
     assert _runtime_message(info, "onnxruntime", RuntimeError("x"), 32).endswith("re-export the model")
+
+
+# ------------------------------------------------------------------ recipes
+@pytest.mark.parametrize("make, fragment", [(lambda p: p.mkdir(), "is a directory; pass a file"),
+                                            (lambda p: p.write_bytes(b"\xd8\x00binary"), "line 1 is not UTF-8 text")])
+def test_a_recipe_profile_text_that_cannot_be_read_is_refused_before_any_export(tmp_path, make, fragment):
+    # Found after every export, validation and padded timing, and named as "--text", which no recipe has.
+    from mobilebert_kit.convert.recipe import Recipe
+    from mobilebert_kit.pipeline.runner import _check_vocabulary
+
+    make(tmp_path / "text")
+    (tmp_path / "r.toml").write_text('[source]\npreset = "tiny-bert"\n[export]\nformats = ["onnx"]\n'
+                                     '[profile]\ntext = "text"\n')
+    recipe = Recipe.load(tmp_path / "r.toml")
+    _refused(_check_vocabulary, recipe, recipe.options(), error=MbkError, fragment=f"r.toml: [profile] text {tmp_path}")
+
+
+@pytest.mark.parametrize("with_json", [True, False])
+def test_tokenize_chinese_chars_false_is_followed_as_transformers_follows_it(tmp_path, with_json):
+    # tokenizer_config.json's tokenize_chinese_chars was ignored: "你好" was two words here and one in transformers.
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+
+    directory = _wordpiece_dir(tmp_path / "t", vocab_lines=_WORDS)
+    if not with_json:
+        (directory / "tokenizer.json").unlink()
+    split = TextTokenizer.from_directory(directory)
+    (directory / "tokenizer_config.json").write_text('{"tokenize_chinese_chars": false, "do_lower_case": true}')
+    whole = TextTokenizer.from_directory(directory)
+    assert split.tokenize("hello \u4f60\u597d") == ["hello", "[UNK]", "[UNK]"]
+    assert whole.tokenize("hello \u4f60\u597d") == ["hello", "[UNK]"]
+    assert not whole.handle_chinese_chars and whole.fingerprint() != split.fingerprint()
+    (directory / "tokenizer_config.json").write_text('{"tokenize_chinese_chars": "no"}')
+    _refused(TextTokenizer.from_directory, directory, error=MbkError, fragment="tokenize_chinese_chars is 'no'")
