@@ -259,6 +259,12 @@ class TextTokenizer:
             tokenizer.post_processor = processors.TemplateProcessing(
                 single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
                 special_tokens=[(cls, self.cls_id), (sep, self.sep_id)])
+        # A post-processor whose template leaves out $A (or $B) gave every text no tokens (an internal error of the
+        # export's validation: a reduction over an empty array), or scored pairs on their first text alone.
+        single, pair = (len(tokenizer.encode(*texts).ids) for texts in (("hello world",), ("hello world", "hello world")))
+        if not single or pair <= single:
+            raise DataError(f"{source}: its post-processor drops the {'text' if not single else 'second text of a pair'} "
+                            "(its template lacks $A or $B); pass the tokenizer files the checkpoint was saved with")
         # The pair layout's special tokens ([CLS] A [SEP] B [SEP]: 3; <s> A </s></s> B </s>: 4).
         self.pair_specials = tokenizer.num_special_tokens_to_add(is_pair=True)
         # Bracketed tokens such as [unused0] and the special tokens are reserved, never random replacements.

@@ -284,3 +284,43 @@ def test_tokenize_chinese_chars_false_is_followed_as_transformers_follows_it(tmp
     assert not whole.handle_chinese_chars and whole.fingerprint() != split.fingerprint()
     (directory / "tokenizer_config.json").write_text('{"tokenize_chinese_chars": "no"}')
     _refused(TextTokenizer.from_directory, directory, error=MbkError, fragment="tokenize_chinese_chars is 'no'")
+
+
+@pytest.mark.parametrize("single, pair, fragment", [([], [], "drops the text"),
+                                                    (["[CLS]", "$A", "[SEP]"], ["[CLS]", "$A", "[SEP]"],
+                                                     "drops the second text of a pair")])
+def test_a_post_processor_that_drops_the_text_is_refused(tmp_path, single, pair, fragment):
+    # An empty template gave every text no tokens: `mbk export` was an internal error in its validation. The
+    # library refuses such a template built in Python, not one read from a file.
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+
+    def piece(name):
+        return {"Sequence": {"id": "A", "type_id": 0}} if name == "$A" else {"SpecialToken": {"id": name, "type_id": 0}}
+
+    directory = _wordpiece_dir(tmp_path / "t")
+    spec = json.loads((directory / "tokenizer.json").read_text())
+    spec["post_processor"] = {"type": "TemplateProcessing", "single": [piece(n) for n in single],
+                              "pair": [piece(n) for n in pair],
+                              "special_tokens": {t: {"id": t, "ids": [_WORDS.index(t)], "tokens": [t]}
+                                                 for t in ("[CLS]", "[SEP]")}}
+    (directory / "tokenizer.json").write_text(json.dumps(spec))
+    (directory / "special_tokens_map.json").write_text('{"cls_token": "[CLS]", "sep_token": "[SEP]"}')
+    _refused(TextTokenizer.from_directory, directory, error=DataError, fragment=fragment)
+
+
+# ------------------------------------------------------------------ checkpoint weights
+def test_integer_weights_are_refused_for_their_dtype_not_blamed_on_the_position_layout(tmp_path):
+    # An int8 BERT checkpoint rounds position row 0 to zeros: it was refused as a RoBERTa-layout table
+    # ("row pad_token_id (0) ... is all zeros"), whose fix (another model_type) was wrong.
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    import mobilebert_kit as mbk
+
+    (tmp_path / "config.json").write_text(json.dumps(dict(
+        model_type="bert", vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=8, max_position_embeddings=8, type_vocab_size=2, pad_token_id=0)))
+    table = np.zeros((8, 8), np.int8)
+    table[1:] = 1
+    save_file({"bert.embeddings.position_embeddings.weight": table}, str(tmp_path / "model.safetensors"))
+    _refused(mbk.import_checkpoint, tmp_path, error=MbkError, fragment="with a non-floating dtype")
