@@ -161,7 +161,33 @@ def read_tflite_bytes(data, path="<bytes>"):
         raise ArtifactError(f"{path} is a corrupt TFLite file ({type(err).__name__} while reading it); re-export the model") from err
 
 
+def _text(raw, path, what):
+    """A name stored in a ``.tflite`` file, decoded; one that is not UTF-8 is refused.
+
+    The LiteRT interpreter decodes tensor and signature names strictly: a flipped byte in one was an internal
+    error of `mbk profile` (UnicodeDecodeError in its op details) while `mbk inspect` called the file ready.
+    """
+    try:
+        return (raw or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise ArtifactError(f"{path}: the name of {what} is not UTF-8 text, so the file is corrupt; re-export it or "
+                            "copy it again") from None
+
+
+def _check_signature_names(model, path):
+    for i in range(model.SubgraphsLength()):
+        _text(model.Subgraphs(i).Name(), path, f"subgraph {i}")
+    for i in range(model.SignatureDefsLength()):
+        signature = model.SignatureDefs(i)
+        _text(signature.SignatureKey(), path, f"signature {i}")
+        for kind, count, entry in (("input", signature.InputsLength(), signature.Inputs),
+                                   ("output", signature.OutputsLength(), signature.Outputs)):
+            for j in range(count):
+                _text(entry(j).Name(), path, f"{kind} {j} of signature {i}")
+
+
 def _read_tflite(model, data, path):
+    _check_signature_names(model, path)
     codes, versions = [], []
     for i in range(model.OperatorCodesLength()):
         code = model.OperatorCodes(i)
@@ -169,7 +195,7 @@ def _read_tflite(model, data, path):
         versions.append(int(code.Version()))
         if builtin == schema.BuiltinOperator.CUSTOM:
             custom = code.CustomCode()
-            codes.append(custom.decode("utf-8", "replace") if custom else "CUSTOM")
+            codes.append(_text(custom, path, f"custom operator code {i}") if custom else "CUSTOM")
         else:
             codes.append(_BUILTIN_NAMES.get(builtin, f"BUILTIN_{builtin}"))
     graph = model.Subgraphs(0)
@@ -184,7 +210,7 @@ def _read_tflite(model, data, path):
             constant = buffer.DataLength() > 0 or buffer.Size() > 0
         quant = t.Quantization()
         tensors[i] = {
-            "name": (t.Name() or b"").decode("utf-8", "replace"),
+            "name": _text(t.Name(), path, f"tensor {i}"),
             "dtype": dtype_name(t.Type(), "tflite"),
             "shape": shape,
             "signature": [int(d) for d in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape),
@@ -225,10 +251,11 @@ def _read_tflite(model, data, path):
     for i in range(model.MetadataLength()):
         entry = model.Metadata(i)
         buffer = model.Buffers(entry.Buffer())
+        name = _text(entry.Name(), path, f"metadata entry {i}")
         if buffer.Offset():  # files over 2 GB keep buffers after the flatbuffer
-            metadata[(entry.Name() or b"").decode("utf-8", "replace")] = bytes(data[buffer.Offset(): buffer.Offset() + buffer.Size()])
+            metadata[name] = bytes(data[buffer.Offset(): buffer.Offset() + buffer.Size()])
         else:
-            metadata[(entry.Name() or b"").decode("utf-8", "replace")] = buffer.DataAsNumpy().tobytes() if buffer.DataLength() else b""
+            metadata[name] = buffer.DataAsNumpy().tobytes() if buffer.DataLength() else b""
 
     def constant_values(key):
         tensor = tensors[key]

@@ -324,3 +324,24 @@ def test_integer_weights_are_refused_for_their_dtype_not_blamed_on_the_position_
     table[1:] = 1
     save_file({"bert.embeddings.position_embeddings.weight": table}, str(tmp_path / "model.safetensors"))
     _refused(mbk.import_checkpoint, tmp_path, error=MbkError, fragment="with a non-floating dtype")
+
+
+def test_a_tflite_tensor_name_that_is_not_utf8_is_refused_where_the_file_is_read():
+    # `mbk inspect` called such a file ready; `mbk profile` was an internal error inside the LiteRT interpreter.
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    from mobilebert_kit.artifacts.reader import read_tflite_bytes
+
+    tensor = schema.TensorT()
+    tensor.name, tensor.shape, tensor.type, tensor.buffer = b"input_tensor", np.array([1], np.int32), 0, 0
+    graph = schema.SubGraphT()
+    graph.tensors, graph.inputs, graph.outputs, graph.operators = [tensor], [0], [0], []
+    model = schema.ModelT()
+    model.version, model.subgraphs, model.buffers = 3, [graph], [schema.BufferT()]
+    data = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    assert read_tflite_bytes(data).tensors[0]["name"] == "input_tensor"
+    at = data.index(b"input_tensor")
+    _refused(read_tflite_bytes, data[:at] + b"\xff" + data[at + 1:], error=ArtifactError,
+             fragment="the name of tensor 0 is not UTF-8 text")
