@@ -345,3 +345,21 @@ def test_a_tflite_tensor_name_that_is_not_utf8_is_refused_where_the_file_is_read
     at = data.index(b"input_tensor")
     _refused(read_tflite_bytes, data[:at] + b"\xff" + data[at + 1:], error=ArtifactError,
              fragment="the name of tensor 0 is not UTF-8 text")
+
+
+# ------------------------------------------------------------------ a fine-tune's task.json
+@pytest.mark.parametrize("change, fragment", [
+    ({"task": []}, "task is [], not one of"), ({"task": {}}, "task is {}, not one of"),
+    ({"task": "tagging"}, 'task is "tagging"'), ({"text_columns": {"a": 1}}, "text_columns is"),
+    ({"text_columns": ["a", "b", "c"]}, "text_columns is"), ({"label_column": 1.5}, "label_column is 1.5"),
+    ({"task": "span_qa", "doc_stride": "abc"}, 'doc_stride is "abc"'),
+])
+def test_a_hand_edited_task_json_is_refused_before_evaluation(change, fragment):
+    # "task": [] was an internal error of `mbk evaluate DIR` (unhashable type: 'list').
+    from mobilebert_kit.errors import TrainingError
+    from mobilebert_kit.training.fine_tuner import _check_task_spec
+
+    spec = {"task": "classification", "seq_len": 16, "label_names": ["a", "b"], "text_columns": ["sentence"],
+            "label_column": "label", "doc_stride": 128, "max_query_length": 64}
+    _check_task_spec(dict(spec), "task.json", True)
+    _refused(_check_task_spec, {**spec, **change}, "task.json", True, error=TrainingError, fragment=fragment)
