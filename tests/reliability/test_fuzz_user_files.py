@@ -363,3 +363,54 @@ def test_a_hand_edited_task_json_is_refused_before_evaluation(change, fragment):
             "label_column": "label", "doc_stride": 128, "max_query_length": 64}
     _check_task_spec(dict(spec), "task.json", True)
     _refused(_check_task_spec, {**spec, **change}, "task.json", True, error=TrainingError, fragment=fragment)
+
+
+# ------------------------------------------------------------------ mbk_metadata, fuzzed to its consumers
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_META_KEYS = ["format", "format_version", "architecture", "task", "client", "pooling", "source", "quantization",
+              "seq_len", "planned_seq_len", "batch_size", "inputs", "input_names", "input_dtypes", "outputs",
+              "mask_dtype", "io_type", "vocab_size", "max_seq_len", "do_lower_case", "special_tokens",
+              "tokenizer_kind", "labels", "table_columns", "normalization_type", "hidden_act",
+              "client_tokenizer_sha256", "tokenizer_in_graph"]
+_META_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10 ** 13) | st.floats() | st.sampled_from(
+        ["wordpiece", "sentencepiece", "classification", "embedding", "mean", "cls", "[CLS]", "", "x"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["mode", "normalize", "text_columns", "label_column", "cls", "sep", "kind", "x"]), inner,
+        max_size=3), max_leaves=6)
+
+
+@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(_META_KEYS), _META_VALUES, max_size=6), st.none() | st.integers(1, 200),
+       st.lists(st.sampled_from(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "a", ""]), max_size=6))
+def test_fuzz_metadata_that_parses_is_used_without_a_crash(meta, requested, vocab):
+    """Whatever a hand-edited mbk_metadata holds, it is refused where it is read, or every reader of it (the
+    length rule, the carried tokenizer, the inspector's record) takes it: never another exception."""
+    from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
+    from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length
+
+    entries = {"mbk_metadata": json.dumps(meta).encode(), "mbk_vocab": "\n".join(vocab).encode()}
+    parsed = parses_or_mbk_error(parse_mbk_metadata, entries, "m.onnx")
+    if isinstance(parsed, tuple):
+        recorded, lines = parsed
+        length = parses_or_mbk_error(planned_length, recorded, None, requested)
+        assert isinstance(length, ConfigError) or (isinstance(length, int) and length > 0)
+        carried = carried_tokenizer("m.onnx", None, recorded, lines)
+        assert carried.ready or carried.missing
+
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(_META_KEYS), _META_VALUES, max_size=6))
+def test_fuzz_metadata_reaches_inspect(tmp_path, meta):
+    """`mbk inspect` of a file with a hand-edited mbk_metadata: a report (text and JSON) or one line."""
+    from mobilebert_kit.artifacts.inspection import inspect_artifact
+
+    path = _tiny_onnx(tmp_path / "m.onnx", metadata={"mbk_metadata": json.dumps(meta), "mbk_vocab": "[PAD]\n[UNK]\n"})
+    info = parses_or_mbk_error(inspect_artifact, path)
+    if not isinstance(info, Exception):
+        json.dumps(info.to_dict(), default=str)
+        assert info.format_text()
