@@ -382,7 +382,8 @@ _META_VALUES = st.recursive(
         max_size=3), max_leaves=6)
 
 
-@settings(max_examples=200, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(_META_KEYS), _META_VALUES, max_size=6), st.none() | st.integers(1, 200),
        st.lists(st.sampled_from(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "a", ""]), max_size=6))
 def test_fuzz_metadata_that_parses_is_used_without_a_crash(meta, requested, vocab):
