@@ -23,7 +23,6 @@ BOUNDED = {"seq_len": SEQ_LEN, "planned_seq_len": SEQ_LEN, "max_seq_len": SEQ_LE
            "vocab_size": VOCAB_SIZE}
 
 
-
 def _strings(value):
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 

@@ -41,8 +41,7 @@ from mobilebert_kit.data.tokenizer_kinds import (
 )
 from mobilebert_kit.data.vocab import (
     TOKENIZER_FILES, VocabularyError, chinese_chars_of, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab,
-    strip_accents_of,
-    vocab_ids,
+    strip_accents_of, vocab_ids,
 )
 from mobilebert_kit.errors import ConfigError, DataError
 from mobilebert_kit.utils.atomic import atomic_file
@@ -59,11 +58,10 @@ _MAX_TOKENIZER_BYTES = TOKENIZER_FILES["tokenizer.json"]
 # of NFD, Lowercase and StripAccents, ...): upper-case letters of several scripts, precomposed accented
 # letters with their bases.
 _CASE_PROBES = ("A", "Z", "É", "Σ", "Ж")
-# Characters no tiny vocabulary holds (a private-use letter, an emoji, a rare CJK ideograph): what a tokenizer
-# does with a word outside its vocabulary.
-_UNKNOWN_PROBE = "hello \ue000 \U0001f600 \u9fa5 world"
-
 _ACCENT_PROBES = (("é", "e"), ("ñ", "n"), ("ü", "u"), ("å", "a"))
+# Words no tiny vocabulary holds (a private-use letter, an emoji, a rare CJK ideograph) beside ordinary ones: what
+# a tokenizer does with text outside its vocabulary, and with a pair.
+_UNKNOWN_PROBE = "hello \ue000 \U0001f600 \u9fa5 world"
 
 
 def _normalizer_behaviour(normalizer, path):
@@ -259,9 +257,18 @@ class TextTokenizer:
             tokenizer.post_processor = processors.TemplateProcessing(
                 single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
                 special_tokens=[(cls, self.cls_id), (sep, self.sep_id)])
+        try:
+            # Words outside the vocabulary: a WordPiece unk_token that is none of its tokens, or a Unigram model
+            # without unk_id, loads but fails on the first such word ("WordPiece error: Missing [UNK] token from
+            # the vocabulary"), which was an internal error of export, validate and finetune.
+            single, pair = (len(tokenizer.encode(*texts).ids) for texts in ((_UNKNOWN_PROBE,),
+                                                                          (_UNKNOWN_PROBE, _UNKNOWN_PROBE)))
+        except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
+            raise DataError(f"{source} cannot tokenize a word outside its vocabulary ({str(err).splitlines()[0]}); "
+                            "its unknown token must be one of its tokens: pass the tokenizer files the checkpoint was "
+                            "saved with") from err
         # A post-processor whose template leaves out $A (or $B) gave every text no tokens (an internal error of the
         # export's validation: a reduction over an empty array), or scored pairs on their first text alone.
-        single, pair = (len(tokenizer.encode(*texts).ids) for texts in (("hello world",), ("hello world", "hello world")))
         if not single or pair <= single:
             raise DataError(f"{source}: its post-processor drops the {'text' if not single else 'second text of a pair'} "
                             "(its template lacks $A or $B); pass the tokenizer files the checkpoint was saved with")
@@ -342,15 +349,6 @@ class TextTokenizer:
         except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
             raise DataError(f"cannot read tokenizer {path} ({str(err).splitlines()[0]}); "
                             "pass a valid tokenizer.json") from err
-        try:
-            # Words outside the vocabulary: a WordPiece unk_token that is none of its tokens, or a Unigram model
-            # without unk_id, loads but fails on the first such word ("WordPiece error: Missing [UNK] token from
-            # the vocabulary"), which was an internal error of export, validate and finetune.
-            tokenizer.encode(_UNKNOWN_PROBE)
-        except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
-            raise DataError(f"{path} cannot tokenize a word outside its vocabulary ({str(err).splitlines()[0]}); "
-                            "its model's unk token must be one of its tokens: pass the checkpoint's own "
-                            "tokenizer.json") from err
         model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
         kind = KINDS.get(model.get("type"))
         if kind is None:

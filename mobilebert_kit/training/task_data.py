@@ -60,12 +60,12 @@ def read_table(path):
             try:
                 header = next((fields for fields in reader if fields), None)  # blank lines before it skipped
                 if header:
-                    _refuse_nul(path, reader.line_num, header, header)
+                    _refuse_nul(path, reader.line_num, header)
                 rows = []
                 for fields in reader:
                     if not fields:
                         continue  # a blank line
-                    _refuse_nul(path, reader.line_num, header, fields)
+                    _refuse_nul(path, reader.line_num, fields)
                     # Fewer fields than the header would read a missing label as None; more (a tab or comma
                     # inside the text) shift the label column: both would train or score on the wrong values.
                     if len(fields) != len(header):
@@ -83,7 +83,7 @@ def read_table(path):
         raise DataError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
 
 
-def _refuse_nul(path, line, header, fields):
+def _refuse_nul(path, line, fields):
     """A NUL character in a table is a UTF-16 file without a byte-order mark (every other byte is 0, which is valid
     UTF-8) or binary data: read as UTF-8 it gave a column-count error about line 3, or texts with NULs inside."""
     if any("\0" in field for field in fields):

@@ -206,8 +206,11 @@ def test_a_tokenizer_json_whose_unknown_token_is_not_in_its_vocabulary_is_refuse
     from mobilebert_kit.data.text_tokenizer import TextTokenizer
 
     assert TextTokenizer.from_directory(_wordpiece_dir(tmp_path / "ok")).encode("hello \u2603")[-2:] != []
-    _refused(TextTokenizer.from_directory, _wordpiece_dir(tmp_path / "bad", unk_token="<nope>"), error=DataError,
-             fragment="cannot tokenize a word outside its vocabulary")
+    bad = _wordpiece_dir(tmp_path / "bad", unk_token="<nope>")
+    # The checkpoint's declared special tokens are all in the vocabulary; only its WordPiece model's unk is not.
+    (bad / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]", "cls_token": "[CLS]",
+                                                             "sep_token": "[SEP]", "pad_token": "[PAD]"}))
+    _refused(TextTokenizer.from_directory, bad, error=DataError, fragment="cannot tokenize a word outside its vocabulary")
 
 
 def test_a_vocab_txt_cut_short_beside_tokenizer_json_is_refused(tmp_path):
