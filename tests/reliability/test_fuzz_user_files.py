@@ -418,3 +418,76 @@ def test_fuzz_metadata_reaches_inspect(tmp_path, meta):
     if not isinstance(info, Exception):
         json.dumps(info.to_dict(), default=str)
         assert info.format_text()
+
+
+# ------------------------------------------------------------------ whole files, mutated
+def _tiny_tflite(metadata):
+    """A two-tensor flatbuffer (one ADD) with metadata entries, built without TensorFlow."""
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    tensors = []
+    for i, name in enumerate((b"input_ids", b"logits")):
+        tensor = schema.TensorT()
+        tensor.name, tensor.shape, tensor.type, tensor.buffer = name, np.array([1, 8], np.int32), 2, 0
+        tensor.shapeSignature = np.array([1, -1], np.int32)
+        tensors.append(tensor)
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.ADD
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, np.array([0, 0], np.int32), np.array([1], np.int32)
+    graph = schema.SubGraphT()
+    graph.tensors, graph.inputs, graph.outputs, graph.operators = tensors, [0], [1], [op]
+    model = schema.ModelT()
+    model.version, model.subgraphs, model.operatorCodes, model.buffers = 3, [graph], [code], [schema.BufferT()]
+    model.metadata = []
+    for key, value in metadata.items():
+        buffer = schema.BufferT()
+        buffer.data = np.frombuffer(value.encode(), np.uint8)
+        model.buffers.append(buffer)
+        entry = schema.MetadataT()
+        entry.name, entry.buffer = key.encode(), len(model.buffers) - 1
+        model.metadata.append(entry)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+_MUTATED_META = {"mbk_metadata": json.dumps({"task": "classification", "labels": ["a", "b"], "max_seq_len": 64,
+                                             "planned_seq_len": 16, "tokenizer_kind": "wordpiece"}),
+                 "mbk_vocab": "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n"}
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_fuzz_mutated_files_reach_inspect(tmp_path, fmt):
+    """Seeded byte flips, cuts and splices of a small file with mbk metadata: `mbk inspect`'s report (text and JSON)
+    or one line, never another exception (a flipped name byte was an internal error in both formats)."""
+    import random
+
+    from mobilebert_kit.artifacts.inspection import inspect_artifact
+
+    if fmt == "onnx":
+        original = _tiny_onnx(tmp_path / "seed.onnx", metadata=_MUTATED_META).read_bytes()
+    else:
+        original = _tiny_tflite(_MUTATED_META)
+    assert inspect_artifact(_write(tmp_path / f"seed.{fmt}", original)).format_text()
+    rng = random.Random(9)
+    for case in range(150):
+        data = bytearray(original)
+        how = rng.randrange(3)
+        if how == 0:
+            for _ in range(rng.choice([1, 2, 8])):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        elif how == 1:
+            del data[rng.randrange(len(data)):]
+        else:
+            start = rng.randrange(len(data))
+            data[start:start + rng.randrange(1, 16)] = rng.randbytes(rng.randrange(1, 16))
+        info = parses_or_mbk_error(inspect_artifact, _write(tmp_path / f"m{case}.{fmt}", bytes(data)))
+        if not isinstance(info, Exception):
+            json.dumps(info.to_dict(), default=str)
+            info.format_text()
+
+
+def _write(path, data):
+    path.write_bytes(data)
+    return path
