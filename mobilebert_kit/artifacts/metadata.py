@@ -105,8 +105,8 @@ def planned_length(meta, static_len=None, requested=None, max_positions=None):
     recorded = meta.get("max_seq_len")
     if _positive(requested) and _positive(recorded) and not static_len and requested > recorded:
         # The runtime failed deep in the embedding's Add ("broadcast 64 by 100") and said to re-export the file.
-        raise ConfigError(f"a length of {requested} tokens (--seq-len) is more than the {recorded} positions the file "
-                          f"takes (its {METADATA_JSON} max_seq_len); pass --seq-len {recorded} or less")
+        raise ConfigError(f"--seq-len {requested} is more than the {recorded} positions the file takes (its "
+                          f"{METADATA_JSON} max_seq_len); pass --seq-len {recorded} or less")
     for value in (requested, static_len, meta.get("planned_seq_len"), meta.get("seq_len")):
         if _positive(value):
             return int(value)
