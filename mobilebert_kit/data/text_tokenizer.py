@@ -52,6 +52,9 @@ ROLES = ("cls", "sep", "pad", "unk", "mask")
 # [CLS] A [SEP] B [SEP]: a sentence pair needs three positions even with both segments truncated away
 # (the fewest of any layout; each tokenizer's own count is its post-processor's, see encode_inputs).
 PAIR_MIN_LENGTH = 3
+# The longest row encode_inputs pads to: 8x the longest position table (ModernBERT's 8192), far below an allocation
+# that could fail.
+MAX_ENCODED_LENGTH = 1 << 16
 _MAX_TOKENIZER_BYTES = TOKENIZER_FILES["tokenizer.json"]
 
 # Probes of what a tokenizer.json's normalizer does, whatever its form (BertNormalizer, Lowercase, a Sequence
@@ -596,6 +599,11 @@ class TextTokenizer:
         """:meth:`encode_inputs` of texts and their second segments (``texts_b`` None, or None items: single
         texts), as the fine-tuning data gives them; the checkpoint's pair layout (RoBERTa: ``<s> a </s></s> b
         </s>``, segment ids all 0)."""
+        if seq_len > MAX_ENCODED_LENGTH:
+            # A file whose inputs claim a fixed length of 10**9 (a corrupt or foreign .onnx) made `mbk profile
+            # --text` pad every sentence to it: the tokenizers library aborted the process allocating 4 GB.
+            raise DataError(f"cannot pad text to {seq_len:,} tokens, more than the {MAX_ENCODED_LENGTH:,} any model "
+                            "here reads; the file's inputs (or --seq-len) give a length no text model has")
         texts_b = texts_b if texts_b is not None else [None] * len(texts_a)
         pad_id = self.pad_id if self.pad_id is not None else 0
         items = [str(a) if b is None else (str(a), str(b)) for a, b in zip(texts_a, texts_b)]

@@ -491,3 +491,13 @@ def test_fuzz_mutated_files_reach_inspect(tmp_path, fmt):
 def _write(path, data):
     path.write_bytes(data)
     return path
+
+
+def test_text_is_never_padded_to_a_length_no_model_has(tmp_path):
+    # An .onnx whose inputs claimed a fixed length of 10**9: `mbk profile --text` padded every sentence to it and
+    # the tokenizers library aborted the process ("memory allocation of 4000000004 bytes failed").
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+
+    tok = TextTokenizer.from_directory(_wordpiece_dir(tmp_path / "t"))
+    assert tok.encode_inputs(["hello world"], 8)["input_ids"].shape == (1, 8)
+    _refused(tok.encode_inputs, ["hello world"], 10 ** 9, error=DataError, fragment="cannot pad text to 1,000,000,000")
