@@ -6,11 +6,13 @@ Both formats keep them as metadata entries (TFLite ``Model.metadata``, ONNX
 for ``mbk validate``, the exporter and the profiler alike.
 """
 
+import json
 from pathlib import Path
 
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE
 from mobilebert_kit.artifacts.reader import read_artifact
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.limits import within
 from mobilebert_kit.utils.structured import load_json
 
@@ -19,6 +21,52 @@ METADATA_VOCAB = "mbk_vocab"
 # The lengths, sizes and counts of a file's mbk_metadata that readers size work by, with their bounds.
 BOUNDED = {"seq_len": SEQ_LEN, "planned_seq_len": SEQ_LEN, "max_seq_len": SEQ_LEN, "batch_size": BATCH_SIZE,
            "vocab_size": VOCAB_SIZE}
+
+
+def _strings(value):
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _string_map(value):
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _columns(value):
+    return (isinstance(value, dict) and _strings(value.get("text_columns", []))
+            and isinstance(value.get("label_column"), (str, type(None))))
+
+
+def _pooling(value):
+    return isinstance(value, dict) and isinstance(value.get("mode"), str) and isinstance(value.get("normalize", False), bool)
+
+
+# What each other entry of mbk_metadata that a reader uses must be, when present and not null: (check, what it is).
+# A hand-edited "labels": 10**12 or [1, "x"] made `mbk evaluate` an internal error, and "do_lower_case": "no"
+# lower-cased every text (a non-empty string is true).
+TYPED = {
+    "format": (lambda v: isinstance(v, str), "a string"),
+    "architecture": (lambda v: isinstance(v, str), "a string"),
+    "task": (lambda v: isinstance(v, str), "a string"),
+    "client": (lambda v: isinstance(v, str), "a string"),
+    "source": (lambda v: isinstance(v, str), "a string"),
+    "quantization": (lambda v: isinstance(v, str), "a string"),
+    "mask_dtype": (lambda v: isinstance(v, str), "a string"),
+    "io_type": (lambda v: isinstance(v, str), "a string"),
+    "tokenizer_kind": (lambda v: isinstance(v, str), "a string"),
+    "normalization_type": (lambda v: isinstance(v, str), "a string"),
+    "hidden_act": (lambda v: isinstance(v, str), "a string"),
+    "client_tokenizer_sha256": (lambda v: isinstance(v, str), "a string"),
+    "do_lower_case": (lambda v: isinstance(v, bool), "true or false"),
+    "labels": (_strings, "a list of strings"),
+    "input_names": (_strings, "a list of strings"),
+    "outputs": (_strings, "a list of strings"),
+    "inputs": (_string_map, "an object of strings"),
+    "input_dtypes": (_string_map, "an object of strings"),
+    "special_tokens": (_string_map, "an object of strings"),
+    "table_columns": (_columns, 'an object {"text_columns": [strings], "label_column": string}'),
+    "pooling": (_pooling, 'an object {"mode": string, "normalize": true or false}'),
+    "tokenizer_in_graph": (lambda v: isinstance(v, dict), "an object"),
+}
 
 # The length a file runs at when neither the user, nor its own inputs, nor its export's plan fix one: the
 # paper's setting (MobileBERT, Table 6), within the position table the file records (a tiny model has 64 rows).
@@ -54,6 +102,11 @@ def planned_length(meta, static_len=None, requested=None, max_positions=None):
         >>> planned_length({"max_seq_len": 64})
         64
     """
+    recorded = meta.get("max_seq_len")
+    if _positive(requested) and _positive(recorded) and not static_len and requested > recorded:
+        # The runtime failed deep in the embedding's Add ("broadcast 64 by 100") and said to re-export the file.
+        raise ConfigError(f"--seq-len {requested} is more than the {recorded} positions the file takes (its "
+                          f"{METADATA_JSON} max_seq_len); pass --seq-len {recorded} or less")
     for value in (requested, static_len, meta.get("planned_seq_len"), meta.get("seq_len")):
         if _positive(value):
             return int(value)
@@ -87,6 +140,14 @@ def parse_mbk_metadata(entries, path):
         if meta.get(key) is not None and not within(limit, meta[key]):
             raise ArtifactError(f"{path}: its {METADATA_JSON} gives {key} = {meta[key]!r}, which must be "
                                 f"{limit.describe()}; re-export the file (its metadata was changed)")
+    for key in ("seq_len", "planned_seq_len"):
+        if _positive(meta.get(key)) and _positive(meta.get("max_seq_len")) and meta[key] > meta["max_seq_len"]:
+            raise ArtifactError(f"{path}: its {METADATA_JSON} gives {key} = {meta[key]}, more than its max_seq_len "
+                                f"({meta['max_seq_len']} positions); re-export the file (its metadata was changed)")
+    for key, (valid, what) in TYPED.items():
+        if meta.get(key) is not None and not valid(meta[key]):
+            raise ArtifactError(f"{path}: its {METADATA_JSON} gives {key} = {json.dumps(meta[key])[:60]}, which must be "
+                                f"{what}; re-export the file (its metadata was changed)")
     try:
         vocab = entries[METADATA_VOCAB].decode().splitlines() if METADATA_VOCAB in entries else []
     except UnicodeDecodeError as err:

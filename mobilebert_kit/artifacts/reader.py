@@ -161,7 +161,33 @@ def read_tflite_bytes(data, path="<bytes>"):
         raise ArtifactError(f"{path} is a corrupt TFLite file ({type(err).__name__} while reading it); re-export the model") from err
 
 
+def _text(raw, path, what):
+    """A name stored in a ``.tflite`` file, decoded; one that is not UTF-8 is refused.
+
+    The LiteRT interpreter decodes tensor and signature names strictly: a flipped byte in one was an internal
+    error of `mbk profile` (UnicodeDecodeError in its op details) while `mbk inspect` called the file ready.
+    """
+    try:
+        return (raw or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise ArtifactError(f"{path}: the name of {what} is not UTF-8 text, so the file is corrupt; re-export it or "
+                            "copy it again") from None
+
+
+def _check_signature_names(model, path):
+    for i in range(model.SubgraphsLength()):
+        _text(model.Subgraphs(i).Name(), path, f"subgraph {i}")
+    for i in range(model.SignatureDefsLength()):
+        signature = model.SignatureDefs(i)
+        _text(signature.SignatureKey(), path, f"signature {i}")
+        for kind, count, entry in (("input", signature.InputsLength(), signature.Inputs),
+                                   ("output", signature.OutputsLength(), signature.Outputs)):
+            for j in range(count):
+                _text(entry(j).Name(), path, f"{kind} {j} of signature {i}")
+
+
 def _read_tflite(model, data, path):
+    _check_signature_names(model, path)
     codes, versions = [], []
     for i in range(model.OperatorCodesLength()):
         code = model.OperatorCodes(i)
@@ -169,7 +195,7 @@ def _read_tflite(model, data, path):
         versions.append(int(code.Version()))
         if builtin == schema.BuiltinOperator.CUSTOM:
             custom = code.CustomCode()
-            codes.append(custom.decode("utf-8", "replace") if custom else "CUSTOM")
+            codes.append(_text(custom, path, f"custom operator code {i}") if custom else "CUSTOM")
         else:
             codes.append(_BUILTIN_NAMES.get(builtin, f"BUILTIN_{builtin}"))
     graph = model.Subgraphs(0)
@@ -184,7 +210,7 @@ def _read_tflite(model, data, path):
             constant = buffer.DataLength() > 0 or buffer.Size() > 0
         quant = t.Quantization()
         tensors[i] = {
-            "name": (t.Name() or b"").decode("utf-8", "replace"),
+            "name": _text(t.Name(), path, f"tensor {i}"),
             "dtype": dtype_name(t.Type(), "tflite"),
             "shape": shape,
             "signature": [int(d) for d in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape),
@@ -225,10 +251,11 @@ def _read_tflite(model, data, path):
     for i in range(model.MetadataLength()):
         entry = model.Metadata(i)
         buffer = model.Buffers(entry.Buffer())
+        name = _text(entry.Name(), path, f"metadata entry {i}")
         if buffer.Offset():  # files over 2 GB keep buffers after the flatbuffer
-            metadata[(entry.Name() or b"").decode("utf-8", "replace")] = bytes(data[buffer.Offset(): buffer.Offset() + buffer.Size()])
+            metadata[name] = bytes(data[buffer.Offset(): buffer.Offset() + buffer.Size()])
         else:
-            metadata[(entry.Name() or b"").decode("utf-8", "replace")] = buffer.DataAsNumpy().tobytes() if buffer.DataLength() else b""
+            metadata[name] = buffer.DataAsNumpy().tobytes() if buffer.DataLength() else b""
 
     def constant_values(key):
         tensor = tensors[key]
@@ -307,6 +334,29 @@ def _check_external_data(model, path):
                                 f"{size:,}-byte file; restore the external data file or re-export the model")
 
 
+def _undecodable_text(message, where="model"):
+    """The field path (``graph.node.name``) of the first string field of ``message`` that is not UTF-8, or None.
+
+    protobuf hands such a field back as bytes, not str: a flipped byte in a node's name or a metadata value made
+    `mbk inspect` an internal error (``'bytes' object has no attribute 'encode'``). Tensor contents are bytes
+    fields, not walked; this visits each message once, so a graph of thousands of nodes costs milliseconds.
+    """
+    for field_descriptor, value in message.ListFields():
+        name = f"{where}.{field_descriptor.name}"
+        repeated = (field_descriptor.is_repeated if hasattr(field_descriptor, "is_repeated")  # protobuf 7 has no label
+                    else field_descriptor.label == field_descriptor.LABEL_REPEATED)
+        values = value if repeated else [value]
+        if field_descriptor.type == field_descriptor.TYPE_STRING:
+            if any(isinstance(v, bytes) for v in values):
+                return name
+        elif field_descriptor.type == field_descriptor.TYPE_MESSAGE:
+            for inner in values:
+                found = _undecodable_text(inner, name)
+                if found:
+                    return found
+    return None
+
+
 def _nodes(graph):
     """The graph's nodes, then those of its subgraphs (a Loop's body: a text-in file's tokenizer runs in one)."""
     for node in graph.node:
@@ -324,6 +374,10 @@ def _read_onnx(path):
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # noqa: BLE001  (protobuf raises DecodeError, RuntimeWarning, ValueError...)
         raise ArtifactError(f"{path} is not a readable ONNX model ({type(err).__name__}); re-export it") from err
+    undecodable = _undecodable_text(model)
+    if undecodable:
+        raise ArtifactError(f"{path}: its {undecodable} is not UTF-8 text, so the file is corrupt; re-export it or "
+                            "copy it again")
     graph = model.graph
     if not graph.node:
         # protobuf reads an empty (or all-unknown-fields) file as an empty model: `mbk inspect` then reported

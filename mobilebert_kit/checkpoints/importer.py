@@ -395,7 +395,10 @@ def _refuse_foreign_weights(family, hf_config, arrays, directory):
         raise CheckpointError(f"{said} but its position table has {rows} rows, max_position_embeddings ({limit}) + "
                               f"pad_token_id ({pad}) + 1: the layout of a family whose positions start at "
                               f"pad_token_id + 1; {fix} ({offset_families})")
-    if offset == 0 and _is_int(pad) and rows is not None and 0 <= pad < rows and not np.any(table[pad]):
+    # Only a float table's zeros tell: an int8-stored table (refused by _collect, naming its dtype) rounds every small
+    # weight to 0, and was blamed on a RoBERTa-layout position table.
+    if offset == 0 and _is_int(pad) and rows is not None and 0 <= pad < rows and _is_float(np.asarray(table).dtype) \
+            and not np.any(table[pad]):
         raise CheckpointError(f"{said} but row pad_token_id ({pad}) of its position table is all zeros, the padding "
                               f"row a model whose positions start at pad_token_id + 1 never trains, where this "
                               f"family reads it as position {pad}; {fix} ({offset_families})")

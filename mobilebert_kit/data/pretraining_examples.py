@@ -35,6 +35,7 @@ from mobilebert_kit.data.records import (
 )
 from mobilebert_kit.errors import ConfigError, DataError, check_choice
 from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.input_paths import text_line
 from mobilebert_kit.utils.limits import SEED, Limit, within
 from mobilebert_kit.utils.output_check import os_error_in
 
@@ -109,7 +110,7 @@ def read_documents(files, on_bytes=None):
                 if on_bytes is not None:
                     on_bytes(len(raw))
                 try:
-                    line = raw.decode("utf-8").strip()
+                    line = text_line(raw, number).strip()
                 except UnicodeDecodeError as err:
                     # Decoding with replacement would train on U+FFFD soup (a Latin-1 file, a binary file).
                     raise DataError(

@@ -107,6 +107,10 @@ def read_model(data):
         pieces.append((piece.piece, float(piece.score), int(piece.type)))
     if not pieces:
         raise DataError("the SentencePiece model has no pieces")
+    if not 0 <= model.trainer_spec.unk_id < len(pieces):
+        # The tokenizers library refused it with a bare Exception ("unk_id is larger than vocabulary size").
+        raise DataError(f"the SentencePiece model's unk_id {model.trainer_spec.unk_id} is none of its "
+                        f"{len(pieces)} pieces")
     normalizer = model.normalizer_spec
     return {"pieces": pieces, "unk_id": int(model.trainer_spec.unk_id),
             "precompiled_charsmap": bytes(normalizer.precompiled_charsmap),

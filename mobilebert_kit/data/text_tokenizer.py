@@ -40,8 +40,8 @@ from mobilebert_kit.data.tokenizer_kinds import (
     CLIENT_KINDS, CLIENT_SPECIAL_NAMES, KINDS, VOCAB_FILE, VOCAB_KIND, ClientUnit, returns_token_types,
 )
 from mobilebert_kit.data.vocab import (
-    TOKENIZER_FILES, VocabularyError, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab, strip_accents_of,
-    vocab_ids,
+    TOKENIZER_FILES, VocabularyError, chinese_chars_of, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab,
+    strip_accents_of, vocab_ids,
 )
 from mobilebert_kit.errors import ConfigError, DataError
 from mobilebert_kit.utils.atomic import atomic_file
@@ -52,6 +52,9 @@ ROLES = ("cls", "sep", "pad", "unk", "mask")
 # [CLS] A [SEP] B [SEP]: a sentence pair needs three positions even with both segments truncated away
 # (the fewest of any layout; each tokenizer's own count is its post-processor's, see encode_inputs).
 PAIR_MIN_LENGTH = 3
+# The longest row encode_inputs pads to: 8x the longest position table (ModernBERT's 8192), far below an allocation
+# that could fail.
+MAX_ENCODED_LENGTH = 1 << 16
 _MAX_TOKENIZER_BYTES = TOKENIZER_FILES["tokenizer.json"]
 
 # Probes of what a tokenizer.json's normalizer does, whatever its form (BertNormalizer, Lowercase, a Sequence
@@ -59,6 +62,9 @@ _MAX_TOKENIZER_BYTES = TOKENIZER_FILES["tokenizer.json"]
 # letters with their bases.
 _CASE_PROBES = ("A", "Z", "É", "Σ", "Ж")
 _ACCENT_PROBES = (("é", "e"), ("ñ", "n"), ("ü", "u"), ("å", "a"))
+# Words no tiny vocabulary holds (a private-use letter, an emoji, a rare CJK ideograph) beside ordinary ones: what
+# a tokenizer does with text outside its vocabulary, and with a pair.
+_UNKNOWN_PROBE = "hello \ue000 \U0001f600 \u9fa5 world"
 
 
 def _normalizer_behaviour(normalizer, path):
@@ -225,7 +231,7 @@ class TextTokenizer:
     """
 
     def __init__(self, tokenizer, kind, specials, *, source, lowercase=False, strip_accents=False, token_types=True,
-                 spec=None, files=None):
+                 spec=None, files=None, handle_chinese_chars=True):
         tokenizer.no_padding()
         tokenizer.no_truncation()
         vocab = dict(tokenizer.get_vocab(with_added_tokens=True))
@@ -241,6 +247,7 @@ class TextTokenizer:
         self._tokenizer, self.kind, self.source, self.vocab_path = tokenizer, kind, str(source), Path(source)
         self._spec, self._files = spec, dict(files or {})
         self.lowercase, self.strip_accents, self.token_types = bool(lowercase), bool(strip_accents), token_types
+        self.handle_chinese_chars = bool(handle_chinese_chars)  # BERT's BasicTokenizer: every CJK character a word
         self.vocab = vocab
         self.inverse_vocab = {i: t for t, i in vocab.items()}
         self.vocab_size = max(vocab.values()) + 1
@@ -253,6 +260,21 @@ class TextTokenizer:
             tokenizer.post_processor = processors.TemplateProcessing(
                 single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
                 special_tokens=[(cls, self.cls_id), (sep, self.sep_id)])
+        try:
+            # Words outside the vocabulary: a WordPiece unk_token that is none of its tokens, or a Unigram model
+            # without unk_id, loads but fails on the first such word ("WordPiece error: Missing [UNK] token from
+            # the vocabulary"), which was an internal error of export, validate and finetune.
+            single, pair = (len(tokenizer.encode(*texts).ids) for texts in ((_UNKNOWN_PROBE,),
+                                                                          (_UNKNOWN_PROBE, _UNKNOWN_PROBE)))
+        except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
+            raise DataError(f"{source} cannot tokenize a word outside its vocabulary ({str(err).splitlines()[0]}); "
+                            "its unknown token must be one of its tokens: pass the tokenizer files the checkpoint was "
+                            "saved with") from err
+        # A post-processor whose template leaves out $A (or $B) gave every text no tokens (an internal error of the
+        # export's validation: a reduction over an empty array), or scored pairs on their first text alone.
+        if not single or pair <= single:
+            raise DataError(f"{source}: its post-processor drops the {'text' if not single else 'second text of a pair'} "
+                            "(its template lacks $A or $B); pass the tokenizer files the checkpoint was saved with")
         # The pair layout's special tokens ([CLS] A [SEP] B [SEP]: 3; <s> A </s></s> B </s>: 4).
         self.pair_specials = tokenizer.num_special_tokens_to_add(is_pair=True)
         # Bracketed tokens such as [unused0] and the special tokens are reserved, never random replacements.
@@ -261,7 +283,7 @@ class TextTokenizer:
 
     # ------------------------------------------------------------- constructors
     @classmethod
-    def from_vocab(cls, vocab, lowercase=True, handle_chinese_chars=True, strip_accents=None, added=()):
+    def from_vocab(cls, vocab, lowercase=True, handle_chinese_chars=True, strip_accents=None, added=(), label=None):
         """BERT's tokenizer of a ``vocab.txt`` (uncased or cased).
 
         Normalisation is BERT's ``BasicTokenizer``: text cleaning, accents stripped when lower-casing (unless
@@ -275,6 +297,7 @@ class TextTokenizer:
             strip_accents (bool | None): None follows ``lowercase`` (BERT's rule); a boolean overrides it, as
                 ``tokenizer_config.json``'s ``strip_accents`` does in Hugging Face's tokenizers.
             added (Sequence[str]): tokens added after the vocabulary (``added_tokens.json``), in id order.
+            label (str | None): what messages call the file (default: its path; a temporary copy names its origin).
 
         Example:
             >>> TextTokenizer.from_vocab("vocab.txt").kind.name  # doctest: +SKIP
@@ -283,19 +306,19 @@ class TextTokenizer:
         path = Path(vocab)
         if not path.is_file():
             raise DataError(f"vocabulary {vocab} does not exist; pass a BERT vocab.txt or tokenizer.json")
-        tokens = read_vocab(path)
+        tokens = read_vocab(path, label)
         missing = [t for t in SPECIAL_TOKENS if t not in tokens]
         if missing:
-            raise DataError(f"{path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
+            raise DataError(f"{label or path} lacks the special token(s) {', '.join(missing)}; it is not a BERT vocab.txt")
         strip = bool(lowercase) if strip_accents is None else bool(strip_accents)
         tokenizer = _bert_wordpiece(tokens, bool(lowercase), strip, handle_chinese_chars)
         if added:
             tokenizer.add_tokens(list(added))
         return cls(tokenizer, VOCAB_KIND, dict(CLIENT_SPECIAL_NAMES), source=path, lowercase=lowercase,
-                   strip_accents=strip, token_types=True)
+                   strip_accents=strip, token_types=True, handle_chinese_chars=handle_chinese_chars)
 
     @classmethod
-    def from_json(cls, path, specials=None, lowercase=None, strip_accents=None, files=None):
+    def from_json(cls, path, specials=None, lowercase=None, strip_accents=None, files=None, chinese_chars=None):
         """The tokenizer of a checkpoint's ``tokenizer.json``, any kind, with the special tokens beside it.
 
         Args:
@@ -307,6 +330,8 @@ class TextTokenizer:
             strip_accents (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``strip_accents``
                 (transformers rewrites the normalizer the same way).
             files (dict[str, bytes] | None): the checkpoint's files as read by :meth:`from_directory`.
+            chinese_chars (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``tokenize_chinese_chars``
+                (transformers rewrites the normalizer the same way).
 
         Raises:
             DataError: an unreadable file, an unknown model kind, a special token missing from the vocabulary.
@@ -345,17 +370,22 @@ class TextTokenizer:
                     f"{path} is {'uncased' if json_lower else 'cased'} but "
                     f"{'--cased' if not lowercase else 'lower-casing'} was asked for; drop the option or use a vocab.txt")
             normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
-            if strip_accents is not None and bool(strip_accents) != json_strip and \
-                    normalizer.get("type") == "BertNormalizer":
+            json_chinese = bool(normalizer.get("handle_chinese_chars", True)) \
+                if normalizer.get("type") == "BertNormalizer" else True
+            if normalizer.get("type") == "BertNormalizer" and (
+                    (strip_accents is not None and bool(strip_accents) != json_strip)
+                    or (chinese_chars is not None and bool(chinese_chars) != json_chinese)):
                 # transformers' fast tokenizer rewrites the normalizer the same way when tokenizer_config.json
-                # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false).
+                # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false) or
+                # tokenize_chinese_chars (false: "你好世界" one word, not four).
+                json_strip = bool(strip_accents) if strip_accents is not None else json_strip
+                json_chinese = bool(chinese_chars) if chinese_chars is not None else json_chinese
                 tokenizer.normalizer = normalizers.BertNormalizer(
-                    clean_text=bool(normalizer.get("clean_text", True)),
-                    handle_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
-                    strip_accents=bool(strip_accents), lowercase=json_lower)
-                json_strip = bool(strip_accents)
+                    clean_text=bool(normalizer.get("clean_text", True)), handle_chinese_chars=json_chinese,
+                    strip_accents=json_strip, lowercase=json_lower)
             token_types = True  # BERT's tokenizers return token_type_ids
         else:
+            json_chinese = True
             try:
                 json_lower, json_strip = _normalizer_behaviour(tokenizer.normalizer, path)
             except ConfigError:
@@ -370,7 +400,7 @@ class TextTokenizer:
                                      if k in found_spec})
             token_types = returns_token_types(declared)
         return cls(tokenizer, kind, found, source=path, lowercase=json_lower, strip_accents=json_strip,
-                   token_types=token_types, spec=spec, files=files)
+                   token_types=token_types, spec=spec, files=files, handle_chinese_chars=json_chinese)
 
     @classmethod
     def from_directory(cls, directory, lowercase=None):
@@ -397,13 +427,15 @@ class TextTokenizer:
         if lowercase is None:
             lowercase = lower_case_of(directory, default=None)
         strip_accents = strip_accents_of(directory)
+        chinese_chars = chinese_chars_of(directory)
         if "tokenizer.json" in files:
             tok = cls.from_json(directory / "tokenizer.json", lowercase=lowercase, strip_accents=strip_accents,
-                                files=files)
+                                files=files, chinese_chars=chinese_chars)
         elif VOCAB_FILE in files:
             added = _added_tokens(files, directory, len(parse_vocab(files[VOCAB_FILE], str(directory / VOCAB_FILE))))
             tok = cls.from_vocab(directory / VOCAB_FILE, lowercase=True if lowercase is None else lowercase,
-                                 strip_accents=strip_accents, added=added)
+                                 strip_accents=strip_accents, added=added,
+                                 handle_chinese_chars=True if chinese_chars is None else chinese_chars)
             tok._files = files
         else:
             raise DataError(f"{directory} holds neither tokenizer.json nor vocab.txt; pass the vocabulary file")
@@ -498,6 +530,13 @@ class TextTokenizer:
                                 "vocab.txt; remove it, or save the checkpoint's tokenizer again with transformers")
             listed = parse_vocab(files[VOCAB_FILE], str(label))
             differ = next((i for i, token in enumerate(listed) if i >= len(lines) or lines[i] != token), None)
+            base = self._tokenizer.get_vocab_size(with_added_tokens=False)
+            if differ is None and len(listed) < base:
+                # A vocab.txt cut short (a download that stopped) agreed line by line and was carried beside the
+                # weights; whatever reads it (transformers' BertTokenizer, an app) lacks the tokens after its end.
+                raise DataError(f"{label} lists {len(listed)} tokens but tokenizer.json's vocabulary has {base} (before "
+                                "added tokens): the file is cut short; keep the pair the model was trained with "
+                                "(save_pretrained writes both)")
             if differ is not None:
                 theirs = repr(lines[differ]) if differ < len(lines) else "no token"
                 raise DataError(
@@ -560,6 +599,11 @@ class TextTokenizer:
         """:meth:`encode_inputs` of texts and their second segments (``texts_b`` None, or None items: single
         texts), as the fine-tuning data gives them; the checkpoint's pair layout (RoBERTa: ``<s> a </s></s> b
         </s>``, segment ids all 0)."""
+        if seq_len > MAX_ENCODED_LENGTH:
+            # A file whose inputs claim a fixed length of 10**9 (a corrupt or foreign .onnx) made `mbk profile
+            # --text` pad every sentence to it: the tokenizers library aborted the process allocating 4 GB.
+            raise DataError(f"cannot pad text to {seq_len:,} tokens, more than the {MAX_ENCODED_LENGTH:,} any model "
+                            "here reads; the file's inputs (or --seq-len) give a length no text model has")
         texts_b = texts_b if texts_b is not None else [None] * len(texts_a)
         pad_id = self.pad_id if self.pad_id is not None else 0
         items = [str(a) if b is None else (str(a), str(b)) for a, b in zip(texts_a, texts_b)]
@@ -598,6 +642,8 @@ class TextTokenizer:
         digest.update(b"lower" if self.lowercase else b"cased")
         if bert and self.strip_accents != self.lowercase:  # only then: fingerprints of BERT's rule stay as they were
             digest.update(b"strip" if self.strip_accents else b"keep-accents")
+        if not self.handle_chinese_chars:  # likewise: BERT's default (split) adds nothing
+            digest.update(b"cjk-unsplit")
         return digest.hexdigest()
 
     # ------------------------------------------------------------- the app-side clients
@@ -798,7 +844,10 @@ def _read_packed_vocab(kind, data, source, token_types):
 
 def _read_packed_sentencepiece(kind, data, source, token_types):
     """The clients' SentencePiece tokenizer on a packed model, with the literal ``[CLS]``/``[SEP]``."""
-    model = spm.read_model(data)
+    try:
+        model = spm.read_model(data)
+    except DataError as err:
+        raise DataError(f"{source}: {err}; re-export the model") from None
     pieces = model["pieces"]
     ids = {p: i for i, (p, _, _) in enumerate(pieces)}
     for name in ("[CLS]", "[SEP]"):

@@ -109,11 +109,13 @@ def parse_vocab(data, label="the vocabulary"):
     return tokens
 
 
-def read_vocab(path):
+def read_vocab(path, label=None):
     """Reads a ``vocab.txt`` (bounded read) by the rules of this module.
 
     Args:
         path (str | os.PathLike): the file.
+        label (str | None): what messages call it (default: the path; a temporary copy of a vocabulary embedded
+            in an exported file names that file).
 
     Returns:
         list[str]: the tokens in id order.
@@ -124,7 +126,7 @@ def read_vocab(path):
         ['[PAD]', '[unused0]']
     """
     path = Path(path)
-    return parse_vocab(read_bounded(path, "the vocabulary", MAX_BYTES, VocabularyError), str(path))
+    return parse_vocab(read_bounded(path, "the vocabulary", MAX_BYTES, VocabularyError), label or str(path))
 
 
 def vocab_ids(tokens):
@@ -214,6 +216,33 @@ def strip_accents_of(directory):
     return None
 
 
+def chinese_chars_of(directory):
+    """Whether a model directory's BERT tokenizer splits CJK characters into words of their own, when it says.
+
+    ``tokenizer_config.json``'s ``tokenize_chinese_chars``: transformers' fast tokenizer rewrites the
+    ``tokenizer.json`` normalizer to match it (its slow tokenizer reads it too), so ``false`` tokenized
+    "你好世界" as one word there and as four here.
+
+    Returns:
+        bool | None: None when the directory does not say (BERT's default: split).
+
+    Raises:
+        ConfigError: ``tokenize_chinese_chars`` is neither a boolean nor null (:func:`_flag`).
+
+    Example:
+        >>> chinese_chars_of("all-MiniLM-L6-v2/")  # doctest: +SKIP
+        True
+    """
+    path = Path(directory) / "tokenizer_config.json"
+    if path.is_file():
+        try:
+            value = load_json(path, "tokenizer_config.json", expect=dict).get("tokenize_chinese_chars")
+        except ConfigError:
+            return None
+        return _flag(value, path, "tokenize_chinese_chars")
+    return None
+
+
 def read_tokenizer_files(source_dir):
     """The :data:`TOKENIZER_FILES` ``source_dir`` has, read with their bounds and checked: ``{name: bytes}``.
 
@@ -244,6 +273,7 @@ def read_tokenizer_files(source_dir):
         parse_vocab(files["vocab.txt"], str(source_dir / "vocab.txt"))
     lower_case_of(source_dir)
     strip_accents_of(source_dir)
+    chinese_chars_of(source_dir)
     return files
 
 

@@ -95,7 +95,10 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     with tempfile.TemporaryDirectory(prefix="mbk-eval-") as tmp:
         vocab_file = Path(tmp) / "vocab.txt"
         vocab_file.write_bytes(carried.data)
-        return TextTokenizer.from_vocab(vocab_file, lowercase=carried.lowercase)
+        # Named as the file's own entry: a duplicate token was blamed on the temporary copy, with the fix
+        # "use the vocab.txt the model was trained with".
+        return TextTokenizer.from_vocab(vocab_file, lowercase=carried.lowercase,
+                                        label=f"the embedded {carried.file_name} of {path} (re-export it)")
 
 
 def _packed_labels(path, client, meta, vocab):

@@ -41,6 +41,7 @@ from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, P
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
 from mobilebert_kit.sources.spec import locate
 from mobilebert_kit.utils.atomic import prepared_dir, write_text
+from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import check_number
 from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
@@ -376,6 +377,13 @@ def _check_vocabulary(recipe, planned):
     """
     texts = (("[evaluation] data", next((opts.eval_data for opts in planned if opts.eval_data), None)),
              ("[profile] text", recipe.tables.get("profile", {}).get("text")))
+    if texts[1][1]:
+        # A directory or a missing file was found after every export, validation and padded timing, and named
+        # as "--text ... does not exist", a flag the recipe's user never wrote.
+        from mobilebert_kit.profiler.real_text import read_lines
+
+        read_lines(Path(check_input_path(texts[1][1], f"{recipe.path.name}: [profile] text")),
+                   what=f"{recipe.path.name}: [profile] text")
     for table, data in texts:
         if data:
             _check_tokenizable(recipe, planned, f"{table} {Path(data).name}", table)

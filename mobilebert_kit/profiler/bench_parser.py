@@ -622,6 +622,17 @@ def parse_benchmark_result(data):
     for group, fields in _RESULT_FIELDS.items():
         inner = getattr(message, group)
         out[group] = {key: getattr(inner, key) for key, _ in fields.values() if inner.HasField(key)}
+        for key, value in out[group].items():
+            # A time, size or count is finite and not negative: a NaN or -5 ms median was reported as measured.
+            if not math.isfinite(value) or value < 0:
+                raise BenchmarkParseError(f"benchmark result file: {group}.{key} is {value!r}; a measured figure is "
+                                          "finite and never below 0")
+    latency = out["latency"]
+    chain = [(key, latency[key]) for key in ("min_ms", "p5_ms", "median_ms", "p95_ms", "max_ms") if key in latency]
+    for (low_key, low), (high_key, high) in zip(chain, chain[1:]):
+        if low > high * (1 + 1e-5) + 1e-9:
+            raise BenchmarkParseError(f"benchmark result file: latency {low_key} = {low:g} above {high_key} = {high:g}; "
+                                      "they must satisfy min <= p5 <= median <= p95 <= max")
     return out
 
 
@@ -643,6 +654,18 @@ def merge_benchmark_result(log, result):
                         ("median", "median_ms"), ("p5", "p5_ms"), ("p95", "p95_ms")):
         if stats.get(key) is None and latency.get(ms_key) is not None:
             stats[key] = latency[ms_key] * 1000.0
+    # The file's percentiles must lie within the printed runs' range: a median of 1e6 ms beside a 2 ms average
+    # run was reported as that run's median.
+    low, high = stats.get("min"), stats.get("max")
+    if low is None:
+        low = log.litert["inference_min_ms"] * 1000.0 if log.litert.get("inference_min_ms") is not None else 0.0
+    if high is None:
+        high = log.litert["inference_max_ms"] * 1000.0 if log.litert.get("inference_max_ms") is not None else math.inf
+    for key in ("p5", "median", "p95"):
+        value = stats.get(key)
+        if value is not None and not low * (1 - 1e-5) - 1e-6 <= value <= high * (1 + 1e-5) + 1e-6:
+            raise BenchmarkParseError(f"benchmark result file: latency {key} {value / 1000.0:g} ms lies outside the "
+                                      f"printed runs' range ({low / 1000.0:g} to {high / 1000.0:g} ms)")
     if stats.get("count") is None:
         stats["count"] = (result.get("misc") or {}).get("num_runs") or log.litert.get("inference_runs")
     log.inference = stats

@@ -383,7 +383,8 @@ class HostProfiler:
         try:
             timing = self._loop(call, runs)
         except Exception as err:  # noqa: BLE001
-            raise ProfilerError(_runtime_message(info, "onnxruntime", err, None)) from err
+            shape = getattr(next(iter(run_feeds[0].values()), None), "shape", ())
+            raise ProfilerError(_runtime_message(info, "onnxruntime", err, shape[1] if len(shape) == 2 else None)) from err
         timing["init_ms"] = init_ms
         timing["runtime"] = {
             "name": "onnxruntime",
@@ -674,5 +675,13 @@ def _cpu_model():
 
 def _runtime_message(info, runtime, err, length):
     first = first_line(err)
-    hint = f"; the model may not accept sequence length {length} (try --seq-len {info.static_seq_len})" if length and info.static_seq_len and length != info.static_seq_len else "; re-export the model"
+    if length and info.static_seq_len and length != info.static_seq_len:
+        hint = f"; the model may not accept sequence length {length} (try --seq-len {info.static_seq_len})"
+    elif length and not info.static_seq_len and not info.max_seq_len:
+        # A file from outside mbk (torch.onnx.export of a 64-position model) records no position table: it was
+        # run at the default length, and "re-export the model" sent the user after a file that was fine.
+        hint = (f"; it ran at {length} tokens and the file records no position table (no mbk_metadata): pass "
+                "--seq-len within the model's positions, or re-export the model")
+    else:
+        hint = "; re-export the model"
     return f"{runtime} cannot run {info.path}: {first[:200]}{hint}"

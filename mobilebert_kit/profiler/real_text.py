@@ -24,6 +24,7 @@ import numpy as np
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.profiler.model_info import ModelInfo
+from mobilebert_kit.utils.input_paths import text_line
 
 # Sentences read from --text at most: a latency distribution needs hundreds, not a corpus.
 MAX_SENTENCES = 2000
@@ -69,7 +70,7 @@ class RealText:
         Raises:
             ProfilerError: the text is missing, not UTF-8 or empty, or cannot be tokenized.
         """
-        lines = _read_lines(Path(text), limit)
+        lines = read_lines(Path(text), limit)
         info = ModelInfo(model)
         max_tokens = info.static_seq_len or info.max_seq_len or FALLBACK_MAX_TOKENS
         if info.takes_text:
@@ -139,24 +140,26 @@ class RealText:
         }
 
 
-def _read_lines(path, limit):
+def read_lines(path, limit=MAX_SENTENCES, what="--text"):
+    """The first ``limit`` non-blank lines of a UTF-8 text file of sentences; ``what`` names it in messages
+    (``--text``, or a recipe's ``[profile] text``)."""
     if not path.is_file():
-        raise ProfilerError(f"--text {path} does not exist; pass a UTF-8 text file with one sentence per line")
+        raise ProfilerError(f"{what} {path} does not exist; pass a UTF-8 text file with one sentence per line")
     lines = []
     with path.open("rb") as handle:
         for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_CHARS * 4 + 1), b""), 1):
             if len(raw) > MAX_LINE_CHARS * 4:
-                raise ProfilerError(f"--text {path} line {number} is longer than {MAX_LINE_CHARS:,} characters; "
+                raise ProfilerError(f"{what} {path} line {number} is longer than {MAX_LINE_CHARS:,} characters; "
                                     "pass one sentence per line")
             try:
-                line = raw.decode("utf-8").strip()
+                line = text_line(raw, number).strip()
             except UnicodeDecodeError as err:
-                raise ProfilerError(f"--text {path} line {number} is not UTF-8 text (byte 0x{raw[err.start]:02x}); "
+                raise ProfilerError(f"{what} {path} line {number} is not UTF-8 text (byte 0x{raw[err.start]:02x}); "
                                     "convert it to UTF-8") from err
             if line:
                 lines.append(line)
                 if len(lines) >= limit:
                     break
     if not lines:
-        raise ProfilerError(f"--text {path} holds no text lines; put one sentence per line")
+        raise ProfilerError(f"{what} {path} holds no text lines; put one sentence per line")
     return lines

@@ -30,7 +30,7 @@ from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_labels
 from mobilebert_kit.training import task_data
-from mobilebert_kit.training.finetune_config import FinetuneConfig
+from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
 from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT, FinetuneRun
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
 from mobilebert_kit.training.lamb import Lamb
@@ -557,6 +557,22 @@ def _check_task_spec(spec, task_file, need_length):
         if not isinstance(spec["label_names"], list):
             raise TrainingError(f"{task_file}: label_names must be a list of class names; fine-tune again")
         check_class_names(spec["label_names"], f"{task_file} label_names", error=TrainingError)
+    # The task picks the scorer by name: a list or object was an internal error (unhashable type).
+    if not isinstance(spec.get("task"), str) or spec["task"] not in task_data.TASKS:
+        raise TrainingError(f"{task_file}: task is {json.dumps(spec.get('task'))[:40]}, not one of "
+                            f"{', '.join(task_data.TASKS)}; restore the task the model was fine-tuned for")
+    columns = spec.get("text_columns")
+    if columns is not None and not (isinstance(columns, list) and 0 < len(columns) <= 2
+                                    and all(isinstance(c, str) and c for c in columns)):
+        raise TrainingError(f"{task_file}: text_columns is {json.dumps(columns)[:40]}, not a list of one or two "
+                            "column names; restore them, or pass --text-columns")
+    if spec.get("label_column") is not None and not isinstance(spec["label_column"], str):
+        raise TrainingError(f"{task_file}: label_column is {json.dumps(spec['label_column'])[:40]}, not a column "
+                            "name; restore it, or pass --label-column")
+    for key in ("doc_stride", "max_query_length"):
+        if spec.get("task") == "span_qa" and key in spec and not within(TRAINING_LIMITS[key], spec[key]):
+            raise TrainingError(f"{task_file}: {key} is {json.dumps(spec[key])[:40]}, not "
+                                f"{TRAINING_LIMITS[key].describe()}; restore the value the model was fine-tuned with")
 
 
 def directory_evaluation(model_dir, path, batch_size=32, limit=None, columns=None, seq_len=None):

@@ -59,10 +59,13 @@ def read_table(path):
                 reader = csv.reader(handle)
             try:
                 header = next((fields for fields in reader if fields), None)  # blank lines before it skipped
+                if header:
+                    _refuse_nul(path, reader.line_num, header)
                 rows = []
                 for fields in reader:
                     if not fields:
                         continue  # a blank line
+                    _refuse_nul(path, reader.line_num, fields)
                     # Fewer fields than the header would read a missing label as None; more (a tab or comma
                     # inside the text) shift the label column: both would train or score on the wrong values.
                     if len(fields) != len(header):
@@ -78,6 +81,29 @@ def read_table(path):
                                 "fix that line (one example per line, text under 128 Ki characters)") from err
     except UnicodeDecodeError as err:
         raise DataError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
+
+
+def _refuse_nul(path, line, fields):
+    """A NUL character in a table is a UTF-16 file without a byte-order mark (every other byte is 0, which is valid
+    UTF-8) or binary data: read as UTF-8 it gave a column-count error about line 3, or texts with NULs inside."""
+    if any("\0" in field for field in fields):
+        raise DataError(f"{path} line {line} holds a NUL character; the file is UTF-16 or binary, not UTF-8 text: "
+                        "convert it to UTF-8")
+
+
+def _check_row_values(rows, path, text_columns, label_column):
+    """Every row holds each text column as a string, and the label column (a ``.jsonl`` row may lack a key, or
+    hold a number, null or list where text belongs: a missing key was an internal error, and ``5``, ``null`` or
+    ``["a", "b"]`` were scored as the texts "5", "None" and "['a', 'b']")."""
+    for number, row in enumerate(rows, 1):
+        for column in list(text_columns) + ([label_column] if label_column else []):
+            if column not in row:
+                raise DataError(f"{path}: data row {number} has no {column!r}; give every row the columns of the "
+                                f"first ({', '.join(rows[0])})")
+        for column in text_columns:
+            if not isinstance(row[column], str):
+                raise DataError(f"{path}: the {column!r} of data row {number} is {json.dumps(row[column])[:40]}, not "
+                                "text; write every text as a JSON string")
 
 
 def resolve_columns(rows, path, text_columns=None, label_column=None, need_label=True, recorded=None):
@@ -113,6 +139,7 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
             problem = f"(none of {', '.join(_LABELS)})"
             fix = "name it one of those in the header, or pass --label-column to `mbk finetune` / `mbk evaluate`"
         raise DataError(f"{path}: no label column {problem}; {fix} (columns: {', '.join(columns)})")
+    _check_row_values(rows, path, text_columns, label_column if need_label else None)
     return list(text_columns), label_column
 
 
@@ -383,16 +410,25 @@ def read_tagged(path):
         raise DataError(f"{path} does not exist; pass a CoNLL text file or a .jsonl file")
     sentences = []
     if path.suffix.lower() == ".jsonl":
-        for row in read_table(path):
+        for number, row in enumerate(read_table(path), 1):
             tokens = row.get("tokens")
             tags = row.get("tags", row.get("ner_tags"))
-            if tokens is None or tags is None or len(tokens) != len(tags):
-                raise DataError(f"{path}: every line needs equally long 'tokens' and 'tags' lists")
-            sentences.append(([str(t) for t in tokens], [str(t) for t in tags]))
+            # A string is no list of tokens: "abc" was trained as the tokens a, b, c; a number was an internal error.
+            if (not isinstance(tokens, list) or not isinstance(tags, list) or len(tokens) != len(tags)
+                    or not all(isinstance(t, str) for t in tokens)
+                    or not all(isinstance(t, (str, int)) and not isinstance(t, bool) for t in tags)):
+                raise DataError(f"{path}: record {number} needs equally long 'tokens' and 'tags' lists (tokens "
+                                "strings, tags strings or class numbers)")
+            sentences.append((tokens, [str(t) for t in tags]))
         return sentences
     tokens, tags = [], []
     columns = None  # (count, first line): CoNLL files have the same columns on every token line
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        # -sig: a byte-order mark is not part of the first token
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
+    for number, line in enumerate(lines, 1):
         parts = line.split()
         if not parts or parts[0] == "-DOCSTART-":
             if tokens:

@@ -119,6 +119,25 @@ def open_regular(path, what, mode="rb"):
         raise
 
 
+def text_line(raw, number):
+    """One line (bytes) of a user's text file, decoded as UTF-8; the first loses a byte-order mark.
+
+    Notepad and Excel start UTF-8 files with one. It is no text: SentencePiece and BPE tokenizers read it as a
+    token of its own (XLM-R's "\\u2581 \\ufeff h ell o" for "hello"), so the first calibration sentence, validation
+    sentence or timed --text line was not the sentence in the file. ``mbk profile --text`` and ``mbk
+    pretraining-data`` decode their lines here; the calibration and validation reader (``convert/plan/input_set``)
+    streams with the same ``utf-8-sig``.
+
+    Raises:
+        UnicodeDecodeError: the line is not UTF-8 (each caller names its file and line).
+
+    Example:
+        >>> text_line(b"\\xef\\xbb\\xbfhello", 1), text_line(b"\\xef\\xbb\\xbfhello", 2)
+        ('hello', '\\ufeffhello')
+    """
+    return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+
+
 def input_path_option(kind="file", tree=False, or_name=False):
     """An argparse ``type=`` running :func:`check_input_path` at parse time, before any model work.
 

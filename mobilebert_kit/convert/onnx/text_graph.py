@@ -203,7 +203,8 @@ def _wordpiece(tokenizer, files):
         helper.make_node("Slice", [TEXT_INPUT, "i1", "i2"], ["one_text"]),
     ] + norm + [
         helper.make_node("BasicTokenizer", ["plain_text" if norm else "one_text"], ["words"], domain=EXTENSIONS_DOMAIN,
-                         do_lower_case=0, strip_accents=0, tokenize_chinese_chars=1, tokenize_punctuation=1,
+                         do_lower_case=0, strip_accents=0,
+                         tokenize_chinese_chars=int(getattr(tokenizer, "handle_chinese_chars", True)), tokenize_punctuation=1,
                          remove_control_chars=1),
         helper.make_node("Size", ["words"], ["word_count"]),
         helper.make_node("Add", ["word_count", c["one"]], ["word_count1"]),

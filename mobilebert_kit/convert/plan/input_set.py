@@ -391,7 +391,7 @@ def _text_lines(path, count):
     lines = []
     try:
         with _opened(path) as raw:
-            handle = io.TextIOWrapper(raw, encoding="utf-8")
+            handle = io.TextIOWrapper(raw, encoding="utf-8-sig")  # a byte-order mark is no text (utils.input_paths.text_line)
             while len(lines) < count:
                 line = handle.readline(MAX_LINE_CHARS)
                 if not line:
