@@ -40,7 +40,7 @@ from mobilebert_kit.data.tokenizer_kinds import (
     CLIENT_KINDS, CLIENT_SPECIAL_NAMES, KINDS, VOCAB_FILE, VOCAB_KIND, ClientUnit, returns_token_types,
 )
 from mobilebert_kit.data.vocab import (
-    TOKENIZER_FILES, VocabularyError, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab, strip_accents_of,
+    TOKENIZER_FILES, VocabularyError, chinese_chars_of, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab, strip_accents_of,
     vocab_ids,
 )
 from mobilebert_kit.errors import ConfigError, DataError
@@ -295,7 +295,7 @@ class TextTokenizer:
                    strip_accents=strip, token_types=True)
 
     @classmethod
-    def from_json(cls, path, specials=None, lowercase=None, strip_accents=None, files=None):
+    def from_json(cls, path, specials=None, lowercase=None, strip_accents=None, files=None, chinese_chars=None):
         """The tokenizer of a checkpoint's ``tokenizer.json``, any kind, with the special tokens beside it.
 
         Args:
@@ -307,6 +307,8 @@ class TextTokenizer:
             strip_accents (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``strip_accents``
                 (transformers rewrites the normalizer the same way).
             files (dict[str, bytes] | None): the checkpoint's files as read by :meth:`from_directory`.
+            chinese_chars (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s
+                ``tokenize_chinese_chars`` (transformers rewrites the normalizer the same way).
 
         Raises:
             DataError: an unreadable file, an unknown model kind, a special token missing from the vocabulary.
@@ -345,15 +347,18 @@ class TextTokenizer:
                     f"{path} is {'uncased' if json_lower else 'cased'} but "
                     f"{'--cased' if not lowercase else 'lower-casing'} was asked for; drop the option or use a vocab.txt")
             normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
-            if strip_accents is not None and bool(strip_accents) != json_strip and \
-                    normalizer.get("type") == "BertNormalizer":
+            json_chinese = bool(normalizer.get("handle_chinese_chars", True))
+            if normalizer.get("type") == "BertNormalizer" and (
+                    (strip_accents is not None and bool(strip_accents) != json_strip)
+                    or (chinese_chars is not None and bool(chinese_chars) != json_chinese)):
                 # transformers' fast tokenizer rewrites the normalizer the same way when tokenizer_config.json
-                # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false).
+                # sets strip_accents or tokenize_chinese_chars (measured: "naïve café" -> [UNK] [UNK] with
+                # strip_accents false).
+                json_strip = json_strip if strip_accents is None else bool(strip_accents)
                 tokenizer.normalizer = normalizers.BertNormalizer(
                     clean_text=bool(normalizer.get("clean_text", True)),
-                    handle_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
-                    strip_accents=bool(strip_accents), lowercase=json_lower)
-                json_strip = bool(strip_accents)
+                    handle_chinese_chars=json_chinese if chinese_chars is None else bool(chinese_chars),
+                    strip_accents=json_strip, lowercase=json_lower)
             token_types = True  # BERT's tokenizers return token_type_ids
         else:
             try:
@@ -397,13 +402,16 @@ class TextTokenizer:
         if lowercase is None:
             lowercase = lower_case_of(directory, default=None)
         strip_accents = strip_accents_of(directory)
+        chinese_chars = chinese_chars_of(directory)
         if "tokenizer.json" in files:
             tok = cls.from_json(directory / "tokenizer.json", lowercase=lowercase, strip_accents=strip_accents,
-                                files=files)
+                                files=files, chinese_chars=chinese_chars)
         elif VOCAB_FILE in files:
             added = _added_tokens(files, directory, len(parse_vocab(files[VOCAB_FILE], str(directory / VOCAB_FILE))))
+            # tokenize_chinese_chars as transformers' BERT tokenizers read it (false: a CJK run is one word).
             tok = cls.from_vocab(directory / VOCAB_FILE, lowercase=True if lowercase is None else lowercase,
-                                 strip_accents=strip_accents, added=added)
+                                 strip_accents=strip_accents, added=added,
+                                 handle_chinese_chars=True if chinese_chars is None else chinese_chars)
             tok._files = files
         else:
             raise DataError(f"{directory} holds neither tokenizer.json nor vocab.txt; pass the vocabulary file")
