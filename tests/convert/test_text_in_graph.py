@@ -80,6 +80,10 @@ def test_minilm_text_in_inspect_names_its_tokenizer(minilm_text):
     assert info["text_tokenizer"]["in_graph"]["op"] == "WordpieceTokenizer"
     assert info["text_tokenizer"]["in_graph"]["kind"] == "wordpiece"
     assert info["clients"]["onnxruntime + onnxruntime-extensions (text in)"]["ready"]
+    # The tokenizer's ops (strings, ids, its Loop's Equal/Where/ReduceSum) are no float compute of the model: they
+    # were counted as float ops (a dynamic-int8 text-in file listed BasicTokenizer among its float ops).
+    assert not [op for op in info["float_ops"] if "contrib" in op or op in ("Equal", "Where", "Compress", "CumSum")]
+    assert info["other_ops"].get("ai.onnx.contrib.WordpieceTokenizer") == 1
     text = run_mbk("inspect", minilm_text).stdout
     assert "tokenized by the file itself: onnxruntime-extensions" in text and "WordpieceTokenizer" in text
     assert "ai.onnx.contrib.WordpieceTokenizer x1" in text and "tokenizer ops:" in text

@@ -44,12 +44,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN
+from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN, TOKENIZER_PREFIX
 from mobilebert_kit.convert.errors import ExportError
 
 TEXT_INPUT = "text"
 EXTENSIONS_PACKAGE = "onnxruntime-extensions"
-_P = "mbk_tokenizer/"  # every tensor and node of the tokenizer graph: no name of the model's starts so
+_P = TOKENIZER_PREFIX  # every tensor and node of the tokenizer graph: no name of the model's starts so
 _INT64_MAX = np.iinfo(np.int64).max
 _ML_OPSET = 2  # ai.onnx.ml: LabelEncoder with string keys and int64 values
 _TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float32": TensorProto.FLOAT}
@@ -271,6 +271,10 @@ def _wordpiece_words(tokenizer, nodes, inits):
     if classes.padded:
         text = _regex_step(nodes, inits, text, f"({tc.re2_class(classes.padded)})", " \\1 ", "padded")
     if classes.mapped:
+        odd = next((code for code, out in classes.mapped if "\t" in chr(code) + out or "\n" in chr(code) + out), None)
+        if odd is not None:  # StringMapping's table is "char<TAB>value" lines
+            raise ExportError(f"--tokenizer-in-graph: the tokenizer's normalizer maps U+{odd:04X} to text with a tab "
+                              "or line break, which onnxruntime-extensions' StringMapping cannot hold")
         table = "\n".join(f"{chr(code)}\t{out}" for code, out in classes.mapped)
         nodes += [
             helper.make_node("StringRegexSplitWithOffsets", [text, _P + "any_char", _P + "any_char"],
@@ -355,6 +359,8 @@ def _wordpiece(tokenizer, files):
         helper.make_node("Size", ["content"], ["length"]),
         helper.make_node("Identity", ["cond_in"], ["cond_out"]),
     ]
+    for node in body_nodes:  # named as the outer graph's nodes (inspect's census tells them from the model's)
+        node.name = node.name or _P + node.output[0]
     body = helper.make_graph(
         body_nodes, _P + "each_text",
         [helper.make_tensor_value_info("i", TensorProto.INT64, []),
