@@ -432,8 +432,9 @@ def _sentencepiece_file(tokenizer, files, steps, specials):
     spec.remove_extra_whitespaces = False
     spec.add_dummy_prefix = False
     for k, (_, index, *_) in enumerate(specials):
-        piece = model.pieces[index]
-        if piece.type != pb.ModelProto.SentencePiece.UNKNOWN:  # the unknown one's sentinel is unknown to it
+        piece = model.pieces[index] if index < len(model.pieces) else None
+        if piece is not None and piece.type != pb.ModelProto.SentencePiece.UNKNOWN:  # the unknown one's sentinel
+            # is unknown to the model: it gives the unknown id
             piece.piece, piece.type = chr(SENTINEL_FIRST + k), pb.ModelProto.SentencePiece.USER_DEFINED
     return model.SerializeToString()
 
