@@ -113,6 +113,9 @@ class ArtifactFormat:
 # onnxruntime-extensions' custom-op domain: a file whose opset imports name it needs the library registered
 # (``SessionOptions.register_custom_ops_library(onnxruntime_extensions.get_library_path())``).
 EXTENSIONS_DOMAIN = "ai.onnx.contrib"
+# The name prefix of every node and tensor of a text-in file's tokenizer graph (convert/onnx/text_graph.py): its
+# ops move strings and ids, they compute nothing the census calls float.
+TOKENIZER_PREFIX = "mbk_tokenizer/"
 
 FORMATS = {f.name: f for f in (
     ArtifactFormat("tflite", suffix=".tflite", label="TFLite", magic=(4, b"TFL3"),

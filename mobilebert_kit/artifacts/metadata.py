@@ -114,6 +114,20 @@ def planned_length(meta, static_len=None, requested=None, max_positions=None):
     return min(DEFAULT_LENGTH, positions) if _positive(positions) else DEFAULT_LENGTH
 
 
+def in_graph_length(meta):
+    """The length a text-in file (``--tokenizer-in-graph``) cuts each text to inside itself, special tokens
+    included (``tokenizer_in_graph.truncates_to``); None for any other file. Like a static file's length, no
+    ``--seq-len`` changes it.
+
+    Example:
+        >>> in_graph_length({"tokenizer_in_graph": {"truncates_to": 64}}), in_graph_length({})
+        (64, None)
+    """
+    record = meta.get("tokenizer_in_graph")
+    value = record.get("truncates_to") if isinstance(record, dict) else None
+    return int(value) if _positive(value) else None
+
+
 def parse_mbk_metadata(entries, path):
     """The ``mbk_metadata`` dict and vocabulary lines from a file's metadata entries (empty when absent).
 

@@ -177,9 +177,14 @@ def _tflite_census(graph, census):
 
 def _onnx_census(graph, census):
     """Counts an ONNX graph's ops into ``census`` by op type (intermediate dtypes are not stored in the file)."""
+    from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN, TOKENIZER_PREFIX  # noqa: PLC0415
+
     produced_by = {out: op["type"] for op in graph.ops for out in op["outputs"]}
     for op in graph.ops:
-        if op["type"] in CONVERSION_OPS:
+        node = op.get("node")
+        if op.get("domain") == EXTENSIONS_DOMAIN or (node is not None and node.name.startswith(TOKENIZER_PREFIX)):
+            kind = "other"  # a text-in file's tokenizer: strings and ids, no float compute
+        elif op["type"] in CONVERSION_OPS:
             kind = "conversion"
         elif op["type"] in ONNX_INTEGER_OPS:
             kind = "quantized"

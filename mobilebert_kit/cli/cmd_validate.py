@@ -42,10 +42,16 @@ def register(subparsers):
 def run(args):
     import json
 
-    from mobilebert_kit.artifacts.metadata import planned_length, read_artifact_metadata
+    from mobilebert_kit.artifacts.metadata import in_graph_length, planned_length, read_artifact_metadata
 
     meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads
     thresholds = parse_thresholds(args.threshold)
+    cut = in_graph_length(meta)
+    if cut is not None and args.seq_len and args.seq_len != cut:
+        # The file cuts its text inside itself: the reference cut elsewhere would fail it for nothing.
+        raise ConfigError(f"{args.file} cuts each text to {cut} tokens inside itself (--tokenizer-in-graph); "
+                          f"--seq-len {args.seq_len} cannot change that: drop --seq-len or re-export with --seq-len "
+                          f"{args.seq_len}")
     if args.cpu is not None and args.arch is None:
         raise ConfigError(f"--cpu {args.cpu} names an emulated CPU; pass --arch too (--arch arm64 --cpu {args.cpu})")
     if args.arch is not None:
@@ -64,7 +70,7 @@ def run(args):
     # a file without one, at the export rule's default within the reference's position table.
     positions = max_positions(config)
     fixed = ArtifactRunner(args.file).seq_len
-    seq_len = fixed or planned_length(meta, requested=args.seq_len, max_positions=positions)
+    seq_len = fixed or cut or planned_length(meta, requested=args.seq_len, max_positions=positions)
     if positions and seq_len > positions:
         # The reference would read past its position table (an internal error deep in the embedding).
         what = f"{args.file} takes {seq_len} tokens" if fixed else f"--seq-len {seq_len} is"

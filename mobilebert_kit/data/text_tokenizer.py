@@ -433,6 +433,7 @@ class TextTokenizer:
                                 files=files, chinese_chars=chinese_chars)
         elif VOCAB_FILE in files:
             added = _added_tokens(files, directory, len(parse_vocab(files[VOCAB_FILE], str(directory / VOCAB_FILE))))
+            # tokenize_chinese_chars as transformers' BERT tokenizers read it (false: a CJK run is one word).
             tok = cls.from_vocab(directory / VOCAB_FILE, lowercase=True if lowercase is None else lowercase,
                                  strip_accents=strip_accents, added=added,
                                  handle_chinese_chars=True if chinese_chars is None else chinese_chars)

@@ -36,7 +36,7 @@ from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
 from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_with_client_metadata
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import FORMATS
-from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length
+from mobilebert_kit.artifacts.metadata import in_graph_length, parse_mbk_metadata, planned_length
 from mobilebert_kit.artifacts.metadata_schema import PACKED_AS, TFLITE_METADATA
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.plan.export_tasks import TASKS as EXPORT_TASKS
@@ -118,7 +118,7 @@ def _packed_labels(path, client, meta, vocab):
 
 
 def _seq_len_of(path, runner, meta, seq_len):
-    fixed = runner.seq_len
+    fixed = runner.seq_len or in_graph_length(meta)  # a text-in file cuts its text inside itself
     if fixed is not None:
         if seq_len and int(seq_len) != fixed:
             raise ArtifactError(f"{path} takes {fixed} tokens, not {seq_len}; drop --seq-len or re-export at {seq_len}")

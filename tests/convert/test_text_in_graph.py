@@ -80,6 +80,10 @@ def test_minilm_text_in_inspect_names_its_tokenizer(minilm_text):
     assert info["text_tokenizer"]["in_graph"]["op"] == "WordpieceTokenizer"
     assert info["text_tokenizer"]["in_graph"]["kind"] == "wordpiece"
     assert info["clients"]["onnxruntime + onnxruntime-extensions (text in)"]["ready"]
+    # The tokenizer's ops (strings, ids, its Loop's Equal/Where/ReduceSum) are no float compute of the model: they
+    # were counted as float ops (a dynamic-int8 text-in file listed BasicTokenizer among its float ops).
+    assert not [op for op in info["float_ops"] if "contrib" in op or op in ("Equal", "Where", "Compress", "CumSum")]
+    assert info["other_ops"].get("ai.onnx.contrib.WordpieceTokenizer") == 1
     text = run_mbk("inspect", minilm_text).stdout
     assert "tokenized by the file itself: onnxruntime-extensions" in text and "WordpieceTokenizer" in text
     assert "ai.onnx.contrib.WordpieceTokenizer x1" in text and "tokenizer ops:" in text
@@ -223,10 +227,12 @@ def test_a_tokenizer_extensions_cannot_express_is_refused_before_writing(tmp_pat
 
     save_checkpoint("albert", tmp_path / "albert", head=None)
     out = tmp_path / "albert.onnx"
-    proc = run_mbk("export", tmp_path / "albert", "--format", "onnx", "--tokenizer-in-graph", "--out", out)
+    out.write_bytes(b"an earlier export")  # --overwrite: the refusal leaves it as it was
+    proc = run_mbk("export", tmp_path / "albert", "--format", "onnx", "--tokenizer-in-graph", "--out", out,
+                   "--overwrite")
     assert proc.returncode == 2
     assert_one_line_error(proc, "--tokenizer-in-graph", "lower-cases the text before SentencePiece")
-    assert not out.exists() and not (tmp_path / "albert.report.json").exists()
+    assert out.read_bytes() == b"an earlier export" and not (tmp_path / "albert.onnx.report.json").exists()
 
 
 def test_tokenizer_in_graph_is_an_onnx_option():
@@ -290,3 +296,116 @@ def test_bpe_and_unigram_graphs_give_transformers_ids(family, tmp_path):
     save_tokenizer(family, tmp_path)
     assert_graph_ids_match_transformers(tmp_path, {"input_ids": "int64", "attention_mask": "int64"},
                                         SENTENCES + HARD_TEXTS + list(SAMPLE), tmp_path)
+
+
+# ------------------------------------------------------------- hostile text (s9 probe: each was a mismatch)
+def _bert_tokenizer_dir(directory, **options):
+    """The fixture WordPiece vocabulary as a BertTokenizerFast checkpoint with ``options`` (tokenize_chinese_chars,
+    do_lower_case, strip_accents); ``vocab_only`` drops its tokenizer.json (transformers converts the vocab.txt)."""
+    import transformers
+
+    from tests.tokenizer_fixtures import save_tokenizer
+
+    vocab_only = options.pop("vocab_only", False)
+    save_tokenizer("bert", directory)
+    transformers.BertTokenizerFast(vocab_file=str(Path(directory) / "vocab.txt"), **options).save_pretrained(directory)
+    if vocab_only:
+        (Path(directory) / "tokenizer.json").unlink()
+    return directory
+
+
+BERT_NAMES = {"input_ids": "int64", "attention_mask": "int64", "token_type_ids": "int64"}
+
+
+def test_wordpiece_graph_drops_splits_and_keeps_characters_as_transformers(tmp_path):
+    """BasicTokenizer's own tables kept U+007F and the byte-order mark as word characters, joined fullwidth "！"
+    and the danda to their words, and the regex ops stopped a text at a NUL (transformers removes it); a typed
+    "[SEP]" is the separator's id in transformers, it was "[ sep ]" pieces."""
+    texts = ["del\x7fete", "\ufeffBOM first", "Hello！你好？", "nul\x00inside\x00text", "हिन्दी पाठ। दूसरा",
+             "zero\u200bwidth", "typed [SEP] inside [CLS]glued", "[sep] lower-case is text", "\ufdd0[S\ufdd0EP]"]
+    assert_graph_ids_match_transformers(_bert_tokenizer_dir(tmp_path / "bert"), BERT_NAMES, texts, tmp_path)
+
+
+def test_wordpiece_graph_keeps_cjk_runs_when_the_checkpoint_does(tmp_path):
+    """tokenize_chinese_chars false: a CJK run is one word (東 ##京); the graph always split each character."""
+    directory = _bert_tokenizer_dir(tmp_path / "bert", tokenize_chinese_chars=False)
+    assert_graph_ids_match_transformers(directory, BERT_NAMES, ["東京と大阪 the city", "我喜欢 the language"], tmp_path)
+
+
+def test_a_vocab_txt_checkpoint_reads_tokenize_chinese_chars():
+    """A checkpoint with a vocab.txt and no tokenizer.json: transformers honours tokenize_chinese_chars false,
+    mbk's tokenizer split every CJK character (its validation and evaluation, and the text-in file, differed)."""
+    import tempfile
+
+    import transformers
+
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = _bert_tokenizer_dir(Path(tmp), tokenize_chinese_chars=False, vocab_only=True)
+        text = "東京と大阪 the city"
+        expected = transformers.AutoTokenizer.from_pretrained(directory).tokenize(text)
+        assert TextTokenizer.from_directory(directory).tokenize(text) == expected
+
+
+@pytest.mark.parametrize("family", ["mpnet", "roberta", "xlm-roberta"])
+def test_special_tokens_typed_in_the_text_get_their_ids(family, tmp_path):
+    """transformers matches special tokens in the text (MPNet's on the normalized text, RoBERTa's and XLM-R's
+    "<mask>" taking in the space before it); the graph gave their characters' pieces. SentencePiece's dummy
+    prefix gave " " no token and "\u00a0x" two "▁" where transformers' Metaspace gives one."""
+    from tests.tokenizer_fixtures import save_tokenizer
+
+    save_tokenizer(family, tmp_path)
+    names = {"input_ids": "int64", "attention_mask": "int64"}
+    texts = ["<s>hello</s>", "a <mask>b", "<s> </s> <pad> <unk>", "[UNK] and [unk]", " ", "\u00a0x", "\u3000 y"]
+    assert_graph_ids_match_transformers(tmp_path, names, texts, tmp_path)
+
+
+def _edited_tokenizer(directory, family, edit):
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+    from tests.tokenizer_fixtures import save_tokenizer
+
+    save_tokenizer(family, directory)
+    spec = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
+    edit(spec)
+    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    return TextTokenizer.from_directory(directory)
+
+
+@pytest.mark.parametrize("family,edit,why", [
+    ("bert", lambda s: s.update(normalizer={"type": "Sequence", "normalizers": [{"type": "NFKC"}, s["normalizer"]]}),
+     "normalizes with NFKC"),
+    ("bert", lambda s: s.update(pre_tokenizer={"type": "Whitespace"}), "pre-tokenizes with Whitespace"),
+    ("bert", lambda s: s.update(pre_tokenizer=None), "has no pre-tokenizer"),
+    ("xlm-roberta", lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "WhitespaceSplit"}, s["pre_tokenizer"]]}), "WhitespaceSplit + Metaspace"),
+    ("roberta", lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": True}, s["pre_tokenizer"]]}), "Digits + ByteLevel"),
+    ("roberta", lambda s: s.update(post_processor={"type": "TemplateProcessing", "single": [
+        {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}], "pair": [],
+        "special_tokens": {"</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}}), "lays a text out"),
+])
+def test_tokenizers_the_graph_would_get_wrong_are_refused(family, edit, why, tmp_path):
+    """Each was written and gave other ids than transformers (a WordPiece's NFKC or Whitespace split, none;
+    a Unigram's WhitespaceSplit dropping runs of spaces; BPE digits one by one; a text without a class token)."""
+    from mobilebert_kit.convert.onnx.text_graph import refusal
+
+    assert why in (refusal(_edited_tokenizer(tmp_path, family, edit)) or "")
+
+
+def test_validate_refuses_a_seq_len_a_text_in_file_does_not_cut_at(tmp_path):
+    """The file cuts its text inside itself: validating at another --seq-len failed it for nothing (cosine 0.8)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Identity", ["text"], ["out"])], "g",
+        [helper.make_tensor_value_info("text", TensorProto.STRING, ["batch"])],
+        [helper.make_tensor_value_info("out", TensorProto.STRING, ["batch"])]))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "mbk_metadata", json.dumps({"tokenizer_in_graph": {"truncates_to": 40}})
+    path = tmp_path / "text.onnx"
+    onnx.save(model, str(path))
+    proc = run_mbk("validate", path, "--reference", "tiny-bert", "--seq-len", "16")
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "cuts each text to 40 tokens", "--seq-len 16")

@@ -6,11 +6,17 @@ registers them with ``SessionOptions.register_custom_ops_library(onnxruntime_ext
 :meth:`~mobilebert_kit.data.text_tokenizer.TextTokenizer.model_files` hands them out (never transformers), with
 onnxruntime-extensions' op of the kind's record (``TokenizerKind.extensions_op``):
 
-- **WordPiece**: ``BasicTokenizer`` and ``WordpieceTokenizer`` on the text normalized as the checkpoint does
-  (lower-casing, accent stripping), one text at a time in an ONNX ``Loop``;
+- **WordPiece**: what the checkpoint's normalizer and pre-tokenizer do to each character (removed, a space,
+  padded, mapped, isolated: ``text_chars``, measured on the ``tokenizers`` library) as string ops, then
+  ``WordpieceTokenizer``, one text at a time in an ONNX ``Loop``;
 - **SentencePiece Unigram**: ``SentencepieceTokenizer`` on a SentencePiece model written in the checkpoint's
-  id order (``data/sentencepiece_model.py``; XLM-R's own ``.model`` has other ids);
+  id order (``data/sentencepiece_model.py``; XLM-R's own ``.model`` has other ids), after the normalizer's
+  whitespace, the Replace steps and transformers' Metaspace prefix as string ops;
 - **byte-level BPE**: ``RobertaTokenizer`` (``vocab.json`` and ``merges.txt`` from the ``tokenizer.json``).
+
+Special tokens typed in the text (``[SEP]``, ``<s>``, ``a <mask>``) get their ids, as transformers gives them:
+WordPiece and SentencePiece see a sentinel noncharacter in their place (a word or user-defined piece of its
+own), the BPE op is told of them.
 
 Each op's content tokens (its own special tokens cut off) go through one common tail of standard ONNX ops,
 which lays the rows out as transformers' tokenizer does for single texts: the class token, the text's tokens
@@ -19,9 +25,11 @@ truncated to the planned length less two, the separator token, then the pad id u
 feed the model's inputs (``onnx.compose.merge_models``), cast to their types.
 
 A tokenizer onnxruntime-extensions cannot run as the checkpoint does is refused in one line
-(:func:`refusal`) before anything is converted: a SentencePiece tokenizer that lower-cases or strips accents
-before SentencePiece (ALBERT: the op has no such step), a BPE that is not byte-level or adds a prefix space,
-tokens added with ``add_tokens`` (the ops match none).
+(:func:`refusal`) before anything is converted: a WordPiece normalizer or pre-tokenizer that does not act on
+each character alone (NFKC, Whitespace, none), a SentencePiece tokenizer that lower-cases or strips accents
+before SentencePiece (ALBERT: the op has no such step) or pre-tokenizes with more than its Metaspace, a BPE that
+is not byte-level, adds a prefix space or splits more than ByteLevel does, tokens added with ``add_tokens`` (the
+ops match none), a post-processor that lays a text out otherwise than class token, text, separator.
 
 Example:
     >>> refusal(None)
@@ -31,18 +39,17 @@ Example:
 import functools
 import json
 import re
-import unicodedata
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN
+from mobilebert_kit.artifacts.formats import EXTENSIONS_DOMAIN, TOKENIZER_PREFIX
 from mobilebert_kit.convert.errors import ExportError
 
 TEXT_INPUT = "text"
 EXTENSIONS_PACKAGE = "onnxruntime-extensions"
-_P = "mbk_tokenizer/"  # every tensor and node of the tokenizer graph: no name of the model's starts so
+_P = TOKENIZER_PREFIX  # every tensor and node of the tokenizer graph: no name of the model's starts so
 _INT64_MAX = np.iinfo(np.int64).max
 _ML_OPSET = 2  # ai.onnx.ml: LabelEncoder with string keys and int64 values
 _TYPES = {"int64": TensorProto.INT64, "int32": TensorProto.INT32, "float32": TensorProto.FLOAT}
@@ -99,6 +106,11 @@ def refusal(tokenizer):
                     "onnxruntime-extensions' SentencepieceTokenizer cannot do")
         if spec and _first(spec.get("pre_tokenizer"), "Metaspace") is None:
             return f"its {kind.name} tokenizer has no Metaspace pre-tokenizer, which SentencePiece always applies"
+        steps = _pre_tokenizer_steps(spec.get("pre_tokenizer"))
+        if spec and (steps != ["Metaspace"] or _first(spec.get("pre_tokenizer"), "Metaspace").get("split") is False):
+            # SentencePiece splits at spaces and nowhere else (a WhitespaceSplit first dropped runs of spaces).
+            return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}, where "
+                    "SentencePiece splits at spaces only (a Metaspace alone)")
         other = [step.get("type") for step in _normalizer_steps(spec.get("normalizer"))
                  if step.get("type") not in _UNIGRAM_NORMALIZERS]
         if other:
@@ -109,15 +121,52 @@ def refusal(tokenizer):
         if level is None:
             return (f"its {kind.name} tokenizer is not byte-level (no ByteLevel pre-tokenizer), and "
                     "onnxruntime-extensions' RobertaTokenizer is")
+        steps = _pre_tokenizer_steps(spec.get("pre_tokenizer"))
+        if steps != ["ByteLevel"] or level.get("use_regex") is False:
+            # The op splits words by GPT-2's pattern, then bytes: no other split (Digits, Split) nor none.
+            return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}"
+                    f"{' without its word pattern (use_regex false)' if level.get('use_regex') is False else ''}, "
+                    "and onnxruntime-extensions' RobertaTokenizer splits by GPT-2's word pattern alone")
         if level.get("add_prefix_space"):
             return ("its byte-level BPE adds a space before the text (add_prefix_space), which "
                     "onnxruntime-extensions' RobertaTokenizer does not")
         if spec.get("normalizer") is not None:
             return f"its {kind.name} tokenizer normalizes the text first, which RobertaTokenizer does not"
     if kind.extensions_op == "WordpieceTokenizer":
+        from mobilebert_kit.convert.onnx.text_chars import unsupported_step
+
         model = spec.get("model") or {}
         if model.get("continuing_subword_prefix", "##") != "##":
             return "its WordPiece continues words with a prefix other than '##'"
+        step = unsupported_step(tokenizer)
+        if step is not None:
+            return f"its {kind.name} tokenizer {step}, as the graph needs to reproduce it"
+    layout = _single_layout(tokenizer)
+    if layout is not None:
+        return layout
+    return None
+
+
+def _pre_tokenizer_steps(node):
+    """The ``tokenizer.json`` pre-tokenizer as the list of its steps' types (a Sequence's items in order)."""
+    if not isinstance(node, dict):
+        return []
+    if node.get("type") == "Sequence":
+        return [step for item in node.get("pretokenizers") or [] for step in _pre_tokenizer_steps(item)]
+    return [node.get("type")]
+
+
+def _single_layout(tokenizer):
+    """Why the tokenizer does not lay one text out as the graph does (class token, text, separator), or None."""
+    backend = tokenizer._tokenizer
+    cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id
+    laid = backend.post_processor.process(backend.encode("", add_special_tokens=False)).ids \
+        if backend.post_processor is not None else []
+    if laid != [cls_id, sep_id]:
+        names = [tokenizer.inverse_vocab.get(i, str(i)) for i in laid]
+        return (f"its post-processor lays a text out as {' '.join(names + ['(text)'])[:60]!r}, not as the class "
+                f"token, the text and the separator ({tokenizer.special_tokens['cls']} ... "
+                f"{tokenizer.special_tokens['sep']}), the one layout the graph writes")
     return None
 
 
@@ -143,75 +192,138 @@ def _node(op, inputs, outputs, **attrs):
                             [_P + o for o in outputs], name=_P + outputs[0], domain=domain, **attrs)
 
 
-@functools.lru_cache(maxsize=None)
-def _char_map(strip, lower):
-    """``"char\tnormalized"`` lines of every character that transformers' BertNormalizer changes: its accents
-    stripped (NFD, combining marks removed; Hangul syllables become their jamo) and lower-cased, in that order."""
-    lines = []
-    for code in range(0x20, 0x30000):
-        if 0xD800 <= code <= 0xDFFF:
-            continue
-        char = chr(code)
-        if strip and unicodedata.category(char) == "Mn":
-            continue  # removed by the \p{Mn} replacement before
-        out = char
-        if strip:
-            out = "".join(c for c in unicodedata.normalize("NFD", out) if unicodedata.category(c) != "Mn")
-        if lower:
-            out = out.lower()
-        if out != char and out and "\t" not in out and "\n" not in out:
-            lines.append(f"{char}\t{out}")
-    return "\n".join(lines)
+def _special_tokens(tokenizer):
+    """``[(content, id, normalized, lstrip, rstrip)]`` of the tokenizer's special tokens, longest first: what
+    transformers finds in the text itself (``tokenizer("[SEP]")`` gives the separator's id)."""
+    decoder = tokenizer._tokenizer.get_added_tokens_decoder()
+    found = [(token.content, int(index), bool(token.normalized), bool(token.lstrip), bool(token.rstrip))
+             for index, token in decoder.items() if token.special and token.content]
+    return sorted(found, key=lambda item: (-len(item[0]), item[1]))
 
 
-def _normalized(text, output, strip, lower):
-    """Nodes that normalize one text ``[1]`` as transformers' BertNormalizer does beyond ASCII.
+def _regex_step(nodes, inits, text, pattern, rewrite, name):
+    """``text`` with every match of ``pattern`` replaced by ``rewrite`` (RE2; ``\1`` is the first group): one
+    StringRegexReplace node in a Loop body, its two constants in the outer graph."""
+    inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
+              numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")]
+    nodes.append(helper.make_node("StringRegexReplace", [text, f"{_P}{name}_pattern", f"{_P}{name}_rewrite"], [name],
+                                  domain=EXTENSIONS_DOMAIN))
+    return name
 
-    onnxruntime-extensions' BertTokenizer strips the accents of Latin-1 letters only and lower-cases few
-    scripts: "Tōkyō" became ``t [UNK]`` where transformers gives ``tokyo`` (all-MiniLM-L6-v2: sentence cosine
-    0.907), "Łódź" ``[UNK]`` for ``łodz``. The text's combining marks are removed (``\p{Mn}``), then it is
-    split into characters, each mapped to its normalized form (StringMapping), and joined again.
+
+def _wordpiece_words(tokenizer, nodes, inits):
+    """Nodes that make the words of one text ``one_text`` ``[1]`` as the checkpoint's tokenizer makes them, its
+    special tokens typed in the text as sentinel words; returns ``{sentinel: id}``.
+
+    onnxruntime-extensions' ``BasicTokenizer`` alone strips the accents of Latin-1 letters only, lower-cases few
+    scripts ("Tōkyō" became ``t [UNK]`` where transformers gives ``tokyo``), and has control, space and
+    punctuation tables of its own (U+007F and U+FEFF were kept, fullwidth ``！`` joined to its word). So what the
+    checkpoint's normalizer and pre-tokenizer do to each character is measured on them (``text_chars``) and
+    written as string ops, in transformers' order:
+
+    1. ``BasicTokenizer`` splits at whitespace and drops control characters, the words joined by one space again:
+       it reads the text whole (the other string ops stop at a NUL, which transformers removes);
+    2. special tokens typed in the text (``[SEP]``; transformers matches them before normalizing) become
+       sentinel noncharacters, each a word of its own (a noncharacter the user typed becomes a placeholder first);
+    3. the characters the normalizer removes are removed, its whitespace made spaces, its CJK characters padded,
+       every other character it changes (case, accents) mapped (StringMapping over the text's characters);
+    4. special tokens the tokenizer matches on the normalized text (MPNet's) become sentinels too;
+    5. the characters the pre-tokenizer isolates (punctuation) padded; ``BasicTokenizer`` with every option off
+       splits the words at the spaces.
     """
-    nodes = []
-    if strip:
-        nodes.append(helper.make_node("StringRegexReplace", [text, _P + "marks", _P + "empty"], ["unmarked"],
-                                      domain=EXTENSIONS_DOMAIN))
-        text = "unmarked"
-    return nodes + [
-        helper.make_node("StringRegexSplitWithOffsets", [text, _P + "any_char", _P + "any_char"],
-                         ["chars", "char_begins", "char_ends", "char_splits"], domain=EXTENSIONS_DOMAIN),
-        helper.make_node("StringMapping", ["chars"], ["plain_chars"], domain=EXTENSIONS_DOMAIN,
-                         map=_char_map(strip, lower)),
-        helper.make_node("StringJoin", ["plain_chars", _P + "empty", _P + "zero"], [output], domain=EXTENSIONS_DOMAIN),
+    from mobilebert_kit.convert.onnx import text_chars as tc
+
+    classes = tc.char_classes(tokenizer)
+    specials = _special_tokens(tokenizer)
+    if len(specials) > tc.SENTINEL_LAST - tc.SENTINEL_FIRST + 1:
+        raise ExportError(f"--tokenizer-in-graph: the tokenizer has {len(specials)} special tokens, more than the "
+                          f"text-in graph can mark ({tc.SENTINEL_LAST - tc.SENTINEL_FIRST + 1})")
+    sentinels = {chr(tc.SENTINEL_FIRST + k): index for k, (_, index, *_) in enumerate(specials)}
+    drops_nul = 0 in classes.removed
+    nodes += [
+        helper.make_node("BasicTokenizer", ["one_text"], ["raw_words"], domain=EXTENSIONS_DOMAIN, do_lower_case=0,
+                         strip_accents=0, tokenize_chinese_chars=0, tokenize_punctuation=0,
+                         remove_control_chars=int(drops_nul)),
+        helper.make_node("StringJoin", ["raw_words", _P + "space", _P + "zero"], ["raw_text"],
+                         domain=EXTENSIONS_DOMAIN),
     ]
+    inits.append(numpy_helper.from_array(np.array([" "], object), _P + "space"))
+    text = _regex_step(nodes, inits, "raw_text", tc.re2_class(range(tc.SENTINEL_FIRST, tc.PLACEHOLDER + 1)),
+                       chr(tc.PLACEHOLDER), "unmarked")
+
+    def mark(text, normalized_pass):
+        for k, (content, _, normalized, _, _) in enumerate(specials):
+            if normalized != normalized_pass:
+                continue
+            if normalized:
+                content = tc.normalized_text(tokenizer, content)
+            if content:
+                text = _regex_step(nodes, inits, text, tc.re2_literal(content), f" {chr(tc.SENTINEL_FIRST + k)} ",
+                                   f"special{k}")
+        return text
+
+    text = mark(text, False)
+    if classes.removed:
+        text = _regex_step(nodes, inits, text, tc.re2_class(classes.removed), "", "cleaned")
+    spaces = [code for code in classes.spaces if code != 0x20]
+    if spaces:
+        text = _regex_step(nodes, inits, text, tc.re2_class(spaces), " ", "spaced")
+    if classes.padded:
+        text = _regex_step(nodes, inits, text, f"({tc.re2_class(classes.padded)})", " \\1 ", "padded")
+    if classes.mapped:
+        odd = next((code for code, out in classes.mapped if "\t" in chr(code) + out or "\n" in chr(code) + out), None)
+        if odd is not None:  # StringMapping's table is "char<TAB>value" lines
+            raise ExportError(f"--tokenizer-in-graph: the tokenizer's normalizer maps U+{odd:04X} to text with a tab "
+                              "or line break, which onnxruntime-extensions' StringMapping cannot hold")
+        table = "\n".join(f"{chr(code)}\t{out}" for code, out in classes.mapped)
+        nodes += [
+            helper.make_node("StringRegexSplitWithOffsets", [text, _P + "any_char", _P + "any_char"],
+                             ["chars", "char_begins", "char_ends", "char_splits"], domain=EXTENSIONS_DOMAIN),
+            helper.make_node("StringMapping", ["chars"], ["plain_chars"], domain=EXTENSIONS_DOMAIN, map=table),
+            helper.make_node("StringJoin", ["plain_chars", _P + "empty", _P + "zero"], ["mapped"],
+                             domain=EXTENSIONS_DOMAIN),
+        ]
+        inits += [numpy_helper.from_array(np.array([value], object), _P + name)
+                  for name, value in (("empty", ""), ("any_char", "(.)"))]
+        text = "mapped"
+    text = mark(text, True)
+    if classes.isolated:
+        text = _regex_step(nodes, inits, text, f"({tc.re2_class(classes.isolated)})", " \\1 ", "isolated")
+    nodes.append(helper.make_node("BasicTokenizer", [text], ["words"], domain=EXTENSIONS_DOMAIN, do_lower_case=0,
+                                  strip_accents=0, tokenize_chinese_chars=0, tokenize_punctuation=0,
+                                  remove_control_chars=0))
+    return sentinels
+
+
+# The int64 outputs of the custom ops in the WordPiece Loop (the others are strings).
+_INT_OUTPUTS = ("char_begins", "char_ends", "char_splits", "splits", "piece_begins", "piece_ends")
 
 
 def _wordpiece(tokenizer, files):
-    """Content tokens of a WordPiece tokenizer, one text at a time in a Loop: the text normalized as the checkpoint
-    normalizes it (:func:`_normalized`), split into words by ``BasicTokenizer`` (whitespace, punctuation, CJK
-    characters), the words into pieces by ``WordpieceTokenizer``, and a word with an unknown piece made one unknown
-    token, as transformers makes it (the op keeps the pieces before the unknown one: Hindi ``पाठ`` gave
-    ``प ##ा [UNK]`` for ``[UNK]``); the pieces' ids by the vocabulary (``ai.onnx.ml`` LabelEncoder)."""
+    """Content tokens of a WordPiece tokenizer, one text at a time in a Loop: the words as the checkpoint makes
+    them (:func:`_wordpiece_words`), the words into pieces by ``WordpieceTokenizer``, and a word with an unknown
+    piece made one unknown token, as transformers makes it (the op keeps the pieces before the unknown one: Hindi
+    ``पाठ`` gave ``प ##ा [UNK]`` for ``[UNK]``); the pieces' ids by the vocabulary (``ai.onnx.ml`` LabelEncoder),
+    a special token typed in the text its own id."""
     unk = tokenizer.special_tokens.get("unk", "[UNK]")
-    vocab = tokenizer.vocab
-    norm = _normalized("one_text", "plain_text", tokenizer.strip_accents, tokenizer.lowercase) \
-        if tokenizer.strip_accents or tokenizer.lowercase else []
+    spec = getattr(tokenizer, "_spec", None) or {}
+    longest = int((spec.get("model") or {}).get("max_input_chars_per_word") or 100)
     c = {name: _P + name for name in ("axis0", "axis1", "one", "one1", "minus1", "zero", "unk_id")}
     body_nodes = [
         helper.make_node("Unsqueeze", ["i", c["axis0"]], ["i1"]),
         helper.make_node("Add", ["i1", c["one1"]], ["i2"]),
         helper.make_node("Slice", [TEXT_INPUT, "i1", "i2"], ["one_text"]),
-    ] + norm + [
-        helper.make_node("BasicTokenizer", ["plain_text" if norm else "one_text"], ["words"], domain=EXTENSIONS_DOMAIN,
-                         do_lower_case=0, strip_accents=0,
-                         tokenize_chinese_chars=int(getattr(tokenizer, "handle_chinese_chars", True)), tokenize_punctuation=1,
-                         remove_control_chars=1),
+    ]
+    word_inits = []
+    sentinels = _wordpiece_words(tokenizer, body_nodes, word_inits)
+    vocab = {**tokenizer.vocab, **sentinels}
+    body_nodes += [
         helper.make_node("Size", ["words"], ["word_count"]),
         helper.make_node("Add", ["word_count", c["one"]], ["word_count1"]),
         helper.make_node("Range", [c["zero"], "word_count1", c["one"]], ["word_rows"]),
         helper.make_node("WordpieceTokenizer", ["words", "word_rows"], ["pieces", "splits", "piece_begins", "piece_ends"],
                          domain=EXTENSIONS_DOMAIN, vocab=json.dumps(vocab, ensure_ascii=False), suffix_indicator="##",
-                         unknown_token=unk, max_input_chars_per_word=100),
+                         unknown_token=unk, max_input_chars_per_word=longest),
         helper.make_node("LabelEncoder", ["pieces"], ["piece_ids"], domain="ai.onnx.ml",
                          keys_strings=list(vocab), values_int64s=[int(v) for v in vocab.values()],
                          default_int64=int(vocab[unk])),
@@ -247,6 +359,8 @@ def _wordpiece(tokenizer, files):
         helper.make_node("Size", ["content"], ["length"]),
         helper.make_node("Identity", ["cond_in"], ["cond_out"]),
     ]
+    for node in body_nodes:  # named as the outer graph's nodes (inspect's census tells them from the model's)
+        node.name = node.name or _P + node.output[0]
     body = helper.make_graph(
         body_nodes, _P + "each_text",
         [helper.make_tensor_value_info("i", TensorProto.INT64, []),
@@ -257,21 +371,16 @@ def _wordpiece(tokenizer, files):
          helper.make_tensor_value_info("length", TensorProto.INT64, [])],
         # The custom ops' outputs typed: ONNX shape inference reads them (an untyped input to the LabelEncoder
         # crashed onnx.checker's full check).
-        value_info=[helper.make_tensor_value_info(name, kind, [None]) for name, kind in (
-            ("unmarked", TensorProto.STRING), ("chars", TensorProto.STRING), ("plain_chars", TensorProto.STRING),
-            ("plain_text", TensorProto.STRING), ("words", TensorProto.STRING), ("pieces", TensorProto.STRING),
-            ("splits", TensorProto.INT64)) if name in {
-                out for node in body_nodes for out in node.output}])
+        value_info=[helper.make_tensor_value_info(name, TensorProto.INT64 if name in _INT_OUTPUTS else TensorProto.STRING,
+                                                  [None])
+                    for node in body_nodes if node.domain == EXTENSIONS_DOMAIN for name in node.output])
     nodes = [
         _node("Shape", [TEXT_INPUT], ["count"]),
         _node("Squeeze", ["count", "axis0"], ["trips"]),
         _node("Loop", ["trips", "", "no_values"], ["values", "lengths"], body=body),
         _node("CumSum", ["lengths", "zero"], ["starts"], exclusive=1),
     ]
-    inits = [_const("no_values", np.zeros([0])), _const("zero", 0), _const("unk_id", int(vocab[unk]))]
-    if norm:
-        inits += [numpy_helper.from_array(np.array([value], object), _P + name)
-                  for name, value in (("marks", r"\p{Mn}"), ("empty", ""), ("any_char", "(.)"))]
+    inits = [_const("no_values", np.zeros([0])), _const("zero", 0), _const("unk_id", int(vocab[unk]))] + word_inits
     return nodes, inits
 
 
@@ -306,11 +415,14 @@ def _nfkc_charsmap():
     return model.normalizer_spec.precompiled_charsmap
 
 
-def _sentencepiece_file(tokenizer, files, steps):
+def _sentencepiece_file(tokenizer, files, steps, specials):
     """The checkpoint-id SentencePiece model, normalizing as the ``tokenizer.json`` does: its Precompiled map (or
-    SentencePiece's NFKC map for an NFKC step), no whitespace removal of its own (the Replace steps run before it,
-    as transformers runs them; transformers keeps a leading or trailing space as a token)."""
+    SentencePiece's NFKC map for an NFKC step), no whitespace removal and no dummy prefix of its own (the graph
+    runs the Replace steps and adds the "▁" as transformers does, :func:`_sentencepiece`); each special token but
+    the unknown one a user-defined piece named by its sentinel, so that one typed in the text keeps its id."""
     from sentencepiece import sentencepiece_model_pb2 as pb
+
+    from mobilebert_kit.convert.onnx.text_chars import SENTINEL_FIRST
 
     model = pb.ModelProto()
     model.ParseFromString(files[tokenizer.kind.client_file])
@@ -318,34 +430,65 @@ def _sentencepiece_file(tokenizer, files, steps):
     if not spec.precompiled_charsmap and any(step.get("type") == "NFKC" for step in steps):
         spec.precompiled_charsmap = _nfkc_charsmap()
     spec.remove_extra_whitespaces = False
+    spec.add_dummy_prefix = False
+    for k, (_, index, *_) in enumerate(specials):
+        piece = model.pieces[index] if index < len(model.pieces) else None
+        if piece is not None and piece.type != pb.ModelProto.SentencePiece.UNKNOWN:  # the unknown one's sentinel
+            # is unknown to the model: it gives the unknown id
+            piece.piece, piece.type = chr(SENTINEL_FIRST + k), pb.ModelProto.SentencePiece.USER_DEFINED
     return model.SerializeToString()
 
 
 def _sentencepiece(tokenizer, files):
-    """Content tokens of a SentencePiece tokenizer: ``SentencepieceTokenizer`` on the whole batch (ragged)."""
-    steps = _normalizer_steps((getattr(tokenizer, "_spec", None) or {}).get("normalizer"))
-    nodes, inits, text = [], [], TEXT_INPUT
-    for index, step in enumerate(s for s in steps if s.get("type") == "Replace"):
-        pattern = step.get("pattern") or {}
+    """Content tokens of a SentencePiece tokenizer: ``SentencepieceTokenizer`` on the whole batch (ragged).
+
+    Before it, in transformers' order: the whitespace an ``lstrip``/``rstrip`` special token takes in is removed,
+    special tokens typed in the text become sentinels (user-defined pieces of the model, their ids; a
+    noncharacter the user typed becomes a placeholder first), the characters the normalizer removes or makes a
+    space (NBSP, ideographic space) are removed or made spaces, the ``tokenizer.json``'s Replace steps run, and
+    the Metaspace "▁" is added where transformers adds it: before the text and after each special token
+    (``prepend_scheme`` ``always``; ``first``: before the text only), unless a space is there (SentencePiece's own
+    dummy prefix would add one to " x" and none to " ")."""
+    from mobilebert_kit.convert.onnx import text_chars as tc
+
+    spec = getattr(tokenizer, "_spec", None) or {}
+    steps = _normalizer_steps(spec.get("normalizer"))
+    specials = _special_tokens(tokenizer)
+    nodes, inits = [], []
+
+    def step(text, pattern, rewrite, name, **attrs):
+        inits.extend([numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
+                      numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")])
+        nodes.append(_node("StringRegexReplace", [text, f"{name}_pattern", f"{name}_rewrite"], [name],
+                           domain=EXTENSIONS_DOMAIN, **attrs))
+        return _P + name
+
+    text = _absorb_whitespace(specials, nodes, inits, TEXT_INPUT)
+    if specials:
+        text = step(text, tc.re2_class(range(tc.SENTINEL_FIRST, tc.PLACEHOLDER + 1)), chr(tc.PLACEHOLDER), "unmarked")
+        for k, (content, *_) in enumerate(specials):
+            text = step(text, tc.re2_literal(content), chr(tc.SENTINEL_FIRST + k), f"special{k}")
+    removed, spaces = tc.single_char_effects(tokenizer)
+    if removed:
+        text = step(text, tc.re2_class(removed), "", "cleaned")
+    spaces = [code for code in spaces if code != 0x20]
+    if spaces:
+        text = step(text, tc.re2_class(spaces), " ", "spaced")
+    for index, item in enumerate(s for s in steps if s.get("type") == "Replace"):
+        pattern = item.get("pattern") or {}
         regex = pattern["Regex"] if "Regex" in pattern else re.escape(pattern.get("String", ""))
-        inits += [numpy_helper.from_array(np.array([regex], object), f"{_P}replace{index}_pattern"),
-                  numpy_helper.from_array(np.array([step.get("content", "")], object), f"{_P}replace{index}_content")]
-        nodes.append(_node("StringRegexReplace", [text, f"replace{index}_pattern", f"replace{index}_content"],
-                           [f"replaced{index}"], domain=EXTENSIONS_DOMAIN))
-        text = _P + f"replaced{index}"
-    prefix = _first((getattr(tokenizer, "_spec", None) or {}).get("pre_tokenizer"), "Metaspace") or {}
-    if prefix.get("prepend_scheme", "always") != "never" and prefix.get("add_prefix_space", True):
-        # transformers' Metaspace adds its "▁" only to a text that does not begin with one; SentencePiece's dummy
-        # prefix always does: one leading space is left to the dummy prefix.
-        inits += [numpy_helper.from_array(np.array(["^ "], object), f"{_P}leading_space"),
-                  numpy_helper.from_array(np.array([""], object), f"{_P}nothing")]
-        nodes.append(_node("StringRegexReplace", [text, "leading_space", "nothing"], ["unprefixed"],
-                           domain=EXTENSIONS_DOMAIN, global_replace=0))
-        text = _P + "unprefixed"
+        text = step(text, regex, item.get("content", ""), f"replaced{index}")
+    prefix = _first(spec.get("pre_tokenizer"), "Metaspace") or {}
+    scheme = prefix.get("prepend_scheme") or ("always" if prefix.get("add_prefix_space", True) else "never")
+    if scheme != "never":
+        marks = tc.re2_class(range(tc.SENTINEL_FIRST, tc.SENTINEL_LAST + 1))[1:-1]
+        text = step(text, f"^([^ {marks}])", " \\1", "prefixed", global_replace=0)
+        if scheme == "always" and specials:
+            text = step(text, f"([{marks}])([^ {marks}])", "\\1 \\2", "segments_prefixed")
     nodes += [
         _node("SentencepieceTokenizer", [text, "nbest", "alpha", "false", "false", "false", "false"],
               ["tokens", "splits", "token_indices"], domain=EXTENSIONS_DOMAIN,
-              model=_sentencepiece_file(tokenizer, files, steps)),
+              model=_sentencepiece_file(tokenizer, files, steps, specials)),
         _node("Cast", ["tokens"], ["values"], to=TensorProto.INT64),
         _node("Slice", ["splits", "zero1", "minus1"], ["starts"]),
         _node("Slice", ["splits", "one1", "end1"], ["ends"]),
@@ -356,13 +499,44 @@ def _sentencepiece(tokenizer, files):
     return nodes, inits
 
 
+# What transformers' added tokens with lstrip / rstrip take in beside them (Rust's char::is_whitespace).
+_WHITESPACE = "[\\t\\n\\x{b}\\x{c}\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
+
+
+def _absorb_whitespace(specials, nodes, inits, text):
+    """``text`` (a batch) with the whitespace beside each special token that has ``lstrip`` / ``rstrip`` removed:
+    transformers takes it into the token's match (RoBERTa's ``<mask>``: "a <mask>" gives ``a <mask>``, no space
+    token). Returns the name of the result."""
+    from mobilebert_kit.convert.onnx.text_chars import re2_literal
+
+    for k, (content, _, _, lstrip, rstrip) in enumerate(specials):
+        if not (lstrip or rstrip):
+            continue
+        pattern = (_WHITESPACE + "+" if lstrip else "") + f"({re2_literal(content)})" + (_WHITESPACE + "+" if rstrip else "")
+        inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}strip{k}_pattern"),
+                  numpy_helper.from_array(np.array(["\\1"], object), f"{_P}strip{k}_rewrite")]
+        nodes.append(_node("StringRegexReplace", [text, f"strip{k}_pattern", f"strip{k}_rewrite"], [f"stripped{k}"],
+                           domain=EXTENSIONS_DOMAIN))
+        text = _P + f"stripped{k}"
+    return text
+
+
 def _byte_level_bpe(tokenizer, files):
-    """Content tokens of a byte-level BPE: ``RobertaTokenizer`` on the whole batch, its ``<s>``/``</s>`` cut off."""
-    nodes = [
-        _node("RobertaTokenizer", [TEXT_INPUT], ["padded", "padded_mask", "offsets"], domain=EXTENSIONS_DOMAIN,
+    """Content tokens of a byte-level BPE: ``RobertaTokenizer`` on the whole batch, its ``<s>``/``</s>`` cut off.
+
+    The op matches the special tokens it is told of in the text (``added_token``: all of the checkpoint's, as
+    transformers matches them; by itself it knows ``<s> </s> <pad> <unk>`` and not ``<mask>``), after the whitespace
+    an ``lstrip``/``rstrip`` token takes in is removed (:func:`_absorb_whitespace`)."""
+    specials = _special_tokens(tokenizer)
+    nodes, inits = [], []
+    text = _absorb_whitespace(specials, nodes, inits, TEXT_INPUT)
+    nodes += [
+        _node("RobertaTokenizer", [text], ["padded", "padded_mask", "offsets"], domain=EXTENSIONS_DOMAIN,
               vocab=files["vocab.json"].decode("utf-8"),
               merges="\n".join(line for line in files["merges.txt"].decode("utf-8").splitlines()
                                if not line.startswith("#version")),
+              added_token="\n".join(f"{content}={index}" for content, index, *_ in specials
+                                     if "\n" not in content and "\r" not in content),
               padding_length=-1),
         _node("ReduceSum", ["padded_mask", "axis1"], ["with_specials"], keepdims=0),
         _node("Sub", ["with_specials", "two"], ["lengths"]),
@@ -375,8 +549,8 @@ def _byte_level_bpe(tokenizer, files):
         _node("Mul", ["row_index", "padded_width"], ["row_starts"]),
         _node("Add", ["row_starts", "one"], ["starts"]),
     ]
-    inits = [_const("axis1", [1]), _const("two", 2), _const("flat", [-1]), _const("zero1", [0]), _const("two1", [2]),
-             _const("zero", 0), _const("one", 1)]
+    inits += [_const("axis1", [1]), _const("two", 2), _const("flat", [-1]), _const("zero1", [0]), _const("two1", [2]),
+              _const("zero", 0), _const("one", 1)]
     return nodes, inits
 
 
