@@ -382,7 +382,9 @@ def _edited_tokenizer(directory, family, edit):
     ("roberta", lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
         {"type": "Digits", "individual_digits": True}, s["pre_tokenizer"]]}), "Digits + ByteLevel"),
     ("roberta", lambda s: s.update(post_processor={"type": "TemplateProcessing", "single": [
-        {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}], "pair": [],
+        {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}], "pair": [
+        {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}},
+        {"Sequence": {"id": "B", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
         "special_tokens": {"</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}}), "lays a text out"),
 ])
 def test_tokenizers_the_graph_would_get_wrong_are_refused(family, edit, why, tmp_path):
