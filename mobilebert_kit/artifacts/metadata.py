@@ -43,19 +43,20 @@ def _pooling(value):
 # What each other entry of mbk_metadata that a reader uses must be, when present and not null: (check, what it is).
 # A hand-edited "labels": 10**12 or [1, "x"] made `mbk evaluate` an internal error, and "do_lower_case": "no"
 # lower-cased every text (a non-empty string is true).
+_STRING = (lambda v: isinstance(v, str), "a string")
 TYPED = {
-    "format": (lambda v: isinstance(v, str), "a string"),
-    "architecture": (lambda v: isinstance(v, str), "a string"),
-    "task": (lambda v: isinstance(v, str), "a string"),
-    "client": (lambda v: isinstance(v, str), "a string"),
-    "source": (lambda v: isinstance(v, str), "a string"),
-    "quantization": (lambda v: isinstance(v, str), "a string"),
-    "mask_dtype": (lambda v: isinstance(v, str), "a string"),
-    "io_type": (lambda v: isinstance(v, str), "a string"),
-    "tokenizer_kind": (lambda v: isinstance(v, str), "a string"),
-    "normalization_type": (lambda v: isinstance(v, str), "a string"),
-    "hidden_act": (lambda v: isinstance(v, str), "a string"),
-    "client_tokenizer_sha256": (lambda v: isinstance(v, str), "a string"),
+    "format": _STRING,
+    "architecture": _STRING,
+    "task": _STRING,
+    "client": _STRING,
+    "source": _STRING,
+    "quantization": _STRING,
+    "mask_dtype": _STRING,
+    "io_type": _STRING,
+    "tokenizer_kind": _STRING,
+    "normalization_type": _STRING,
+    "hidden_act": _STRING,
+    "client_tokenizer_sha256": _STRING,
     "do_lower_case": (lambda v: isinstance(v, bool), "true or false"),
     "labels": (_strings, "a list of strings"),
     "input_names": (_strings, "a list of strings"),

@@ -185,25 +185,6 @@ def lower_case_of(directory, default=True):
     return default
 
 
-def chinese_chars_of(directory):
-    """Whether a model directory's BERT tokenizer puts CJK characters in words of their own: ``tokenizer_config.json``'s
-    ``tokenize_chinese_chars`` (a boolean), as transformers' BERT tokenizers read it; None when it does not say
-    (BERT's default, True, or the ``tokenizer.json``'s own ``handle_chinese_chars``).
-
-    Example:
-        >>> chinese_chars_of("all-MiniLM-L6-v2/")  # doctest: +SKIP
-        True
-    """
-    path = Path(directory) / "tokenizer_config.json"
-    if path.is_file():
-        try:
-            value = load_json(path, "tokenizer_config.json", expect=dict).get("tokenize_chinese_chars")
-        except ConfigError:
-            return None
-        return _flag(value, path, "tokenize_chinese_chars")
-    return None
-
-
 def strip_accents_of(directory):
     """Whether a model directory's tokenizer strips accents, as Hugging Face's tokenizers decide it.
 
