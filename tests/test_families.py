@@ -800,11 +800,6 @@ def test_unsupported_model_type_lists_the_families(tmp_path):
 
 # === DeBERTa-v3 end to end: mbk import and export of a checkpoint with its own tokenizer ===
 
-def _cosines(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
-
-
 @pytest.mark.parametrize("head", ["classification", None], ids=["sequence_classifier", "model"])
 def test_deberta_v3_checkpoint_imports_and_exports(tmp_path, capsys, head):
     import onnxruntime as ort
