@@ -206,14 +206,7 @@ def strip_accents_of(directory):
         >>> strip_accents_of("all-MiniLM-L6-v2/") is None  # doctest: +SKIP
         True
     """
-    path = Path(directory) / "tokenizer_config.json"
-    if path.is_file():
-        try:
-            value = load_json(path, "tokenizer_config.json", expect=dict).get("strip_accents")
-        except ConfigError:
-            return None
-        return _flag(value, path, "strip_accents")
-    return None
+    return _config_flag(directory, "strip_accents")
 
 
 def chinese_chars_of(directory):
@@ -233,13 +226,18 @@ def chinese_chars_of(directory):
         >>> chinese_chars_of("all-MiniLM-L6-v2/")  # doctest: +SKIP
         True
     """
+    return _config_flag(directory, "tokenize_chinese_chars")
+
+
+def _config_flag(directory, key):
+    """``tokenizer_config.json``'s boolean ``key`` in ``directory``; None when the file or the key does not say."""
     path = Path(directory) / "tokenizer_config.json"
     if path.is_file():
         try:
-            value = load_json(path, "tokenizer_config.json", expect=dict).get("tokenize_chinese_chars")
+            value = load_json(path, "tokenizer_config.json", expect=dict).get(key)
         except ConfigError:
             return None
-        return _flag(value, path, "tokenize_chinese_chars")
+        return _flag(value, path, key)
     return None
 
 
