@@ -278,7 +278,7 @@ def _write_reports(report, args):
     from mobilebert_kit.profiler.report import write_csv, write_json, write_markdown
     from mobilebert_kit.profiler.report_html import write_html
     from mobilebert_kit.profiler.table6 import table6_markdown
-    from mobilebert_kit.utils.atomic import OutputError, file_signature, remove_path
+    from mobilebert_kit.utils.atomic import UNCHECKED, OutputError, check_unchanged, remove_path
 
     extra = "\n" + table6_markdown(report) + "\n" if args.table6 else ""
     writers = [(args.json, lambda p: write_json(report, p, overwrite=args.overwrite)),
@@ -291,9 +291,9 @@ def _write_reports(report, args):
             continue
         existed = os.path.lexists(path)
         try:
-            if file_signature(path) != getattr(args, "began", {}).get(path, file_signature(path)):
-                raise OutputError(f"another command wrote {path} while this profile ran; what it wrote is kept: run "
-                                  "again to replace it")
+            # Earlier reports of this run may be in place already: the except clause names what they replaced.
+            check_unchanged(path, getattr(args, "began", {}).get(path, UNCHECKED), "this profile",
+                            installed_nothing=False)
             write(path)
         except OutputError as err:
             replaced = [p for p, had in written if had]

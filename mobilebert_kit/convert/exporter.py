@@ -52,7 +52,7 @@ from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import check_finite_weights, max_positions, named_weights
 from mobilebert_kit.sources.model_source import ModelSource
-from mobilebert_kit.utils.atomic import atomic_path, check_output, file_signature, install_lock
+from mobilebert_kit.utils.atomic import atomic_path, check_output, check_unchanged, file_signature, install_lock
 from mobilebert_kit.utils.scratch import scratch_directory
 
 FORMAT_VERSION = 1
@@ -223,9 +223,7 @@ def export(options, source=None, log=print, score=None):
         # another command installed while it ran (two `--overwrite` exports, or a `profile --json` into the
         # report's name, each said "wrote" and the later one silently replaced the other's).
         for path, signature in began.items():
-            if file_signature(path) != signature:
-                raise ExportError(f"another command wrote {path} while this export ran; what it wrote is kept and "
-                                  f"nothing of this run was installed: run again to replace it")
+            check_unchanged(path, signature, "this export", ExportError)
         # The report is written before the file is put in place, so that a full disk (or any failure) while
         # writing it leaves neither: the file alone would be an export whose report says nothing.
         report.write(out, result, start, options.overwrite, sources)

@@ -138,11 +138,23 @@ def _check_internal(path):
 UNCHECKED = object()  # no ``unchanged_since`` given: what is at the path now is judged by check_output alone
 
 
-def _check_unchanged(path, since):
+def check_unchanged(path, since, who="this one", error=OutputError, installed_nothing=True):
     """Refuses ``path`` when it is no longer what the command found when it began (``since``, its
     :func:`file_signature` then): ``--overwrite`` and our own kind allow replacing what the user had, not what
     another command installed meanwhile. Two ``mbk import`` into one ``--out`` at once both said "imported",
-    and one import was silently replaced by the other."""
+    and one import was silently replaced by the other; so did two exports, and an export and a profile's report.
+
+    Args:
+        path (str | os.PathLike): the output about to be replaced.
+        since: its :func:`file_signature` when the command began (:data:`UNCHECKED`: nothing to compare).
+        who (str): the command, as the message names it (``"this export"``).
+        error (type): the exception raised (the command's own error type).
+        installed_nothing (bool): the message says nothing of this run was installed (False where the caller
+            may already have written other outputs and says so itself).
+
+    Example:
+        >>> check_unchanged("m.tflite", file_signature("m.tflite"))  # doctest: +SKIP
+    """
     if since is UNCHECKED:
         return
     now = file_signature(path)
@@ -151,8 +163,9 @@ def _check_unchanged(path, since):
         # output check's write probe of an empty directory or our own output), a replacement has another inode.
         since, now = since[:2], now[:2]
     if now != since:
-        raise OutputError(f"another command wrote {path} while this one ran; what it wrote is kept and nothing of "
-                          "this run was installed: run again to replace it")
+        nothing = " and nothing of this run was installed" if installed_nothing else ""
+        raise error(f"another command wrote {path} while {who} ran; what it wrote is kept{nothing}: run again to "
+                    "replace it")
 
 
 def _finish(tmp, path, kind, overwrite, sources, keep_foreign=False, since=UNCHECKED):
@@ -162,7 +175,7 @@ def _finish(tmp, path, kind, overwrite, sources, keep_foreign=False, since=UNCHE
     (``keep_foreign``), rather than being renamed over it (:func:`_install_inside`): ``rename()`` cannot replace
     a mount point (EBUSY), and a user's empty directory keeps its owner, mode and inode.
     """
-    _check_unchanged(path, since)
+    check_unchanged(path, since)
     decision = (check_output(path, kind, overwrite=overwrite, sources=sources, keep_foreign=keep_foreign)
                 if kind is not None else None)
     if kind is None:
