@@ -140,10 +140,8 @@ class RelativeEmbeddings(keras.layers.Layer):
         return self.norm(table) if self.norm is not None else table
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"rows": self.rows, "width": self.width, "normalize": self.normalize,
-                       "layer_norm_epsilon": self.layer_norm_epsilon, "initializer_range": self.initializer_range})
-        return config
+        return {**super().get_config(), "rows": self.rows, "width": self.width, "normalize": self.normalize,
+                "layer_norm_epsilon": self.layer_norm_epsilon, "initializer_range": self.initializer_range}
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -220,9 +218,7 @@ class DisentangledAttention(MultiHeadAttention):
         return scores
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"position_buckets": self.position_buckets, "max_relative_positions": self.max_relative_positions,
-                       "disentangled_terms": self.disentangled_terms,
-                       "relative_embedding_norm": self.relative_embedding_norm,
-                       "layer_norm_epsilon": self.layer_norm_epsilon, "max_length": self.max_length})
-        return config
+        return {**super().get_config(), "position_buckets": self.position_buckets,
+                "max_relative_positions": self.max_relative_positions, "disentangled_terms": self.disentangled_terms,
+                "relative_embedding_norm": self.relative_embedding_norm, "layer_norm_epsilon": self.layer_norm_epsilon,
+                "max_length": self.max_length}

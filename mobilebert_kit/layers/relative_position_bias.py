@@ -111,7 +111,6 @@ class RelativePositionBias(keras.layers.Layer):
         return rel.skew(rows, length)  # (1, N, S, S): [i, j] = bias of bucket(j - i)
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"num_heads": self.num_heads, "num_buckets": self.num_buckets, "max_length": self.max_length,
-                       "max_distance": self.max_distance, "initializer_range": self.initializer_range})
-        return config
+        return {**super().get_config(), "num_heads": self.num_heads, "num_buckets": self.num_buckets,
+                "max_length": self.max_length, "max_distance": self.max_distance,
+                "initializer_range": self.initializer_range}
