@@ -388,16 +388,9 @@ MAX_PARAMETERS = 1_000_000_000
 
 
 def check_value(key, value, names=None):
-    """Checks one Encoder option against :data:`CONFIG_FIELDS`; raises a one-line ConfigError.
-
-    Args:
-        key (str): the Encoder option (``"num_layers"``).
-        value: the value given (from a config file, a preset or a keyword).
-        names (dict | None): option -> name the user wrote (``{"num_layers":
-            "num_hidden_layers"}`` for a Hugging Face config.json), for the message.
-
-    Returns:
-        The value, unchanged.
+    """Checks one Encoder option ``key`` against :data:`CONFIG_FIELDS`; returns ``value`` or raises a one-line
+    ConfigError, naming the option as ``names`` maps it (option -> the name the user wrote, ``{"num_layers":
+    "num_hidden_layers"}`` for a Hugging Face config.json).
 
     Example:
         >>> check_value("num_layers", 12)
@@ -448,13 +441,8 @@ def estimate_parameters(config):
     stacked FFNs and ConvBERT's convolution kernels, and the pooler. On every
     preset it is within 15% of :func:`~mobilebert_kit.models.api.count_params`
     (bert-base: 109.4M estimated, 109M in the paper), close enough for a limit
-    meant to stop configs that are orders of magnitude too large.
-
-    Args:
-        config (dict): Encoder options, already checked by :func:`check_fields`.
-
-    Returns:
-        int: the estimated parameter count.
+    meant to stop configs that are orders of magnitude too large. ``config``: already checked by
+    :func:`check_fields`.
 
     Example:
         >>> estimate_parameters(dict(vocab_size=100, hidden_size=32, num_layers=2, intermediate_size=64))
