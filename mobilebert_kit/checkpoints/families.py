@@ -669,12 +669,6 @@ REFUSED = MappingProxyType({"deberta": _DEBERTA})
 def family_of(model_type):
     """The :class:`Family` record of a ``config.json``'s ``model_type``; one-line CheckpointError otherwise.
 
-    Args:
-        model_type (str | None): the config's ``model_type``.
-
-    Returns:
-        Family: its record.
-
     Example:
         >>> family_of("electra").prefix
         'electra.'

@@ -129,20 +129,11 @@ class ResumableRun:
         """Refuses to start over an interrupted run, or to resume a missing or different one.
 
         Called before the inputs are read and the model built, so that a refused ``--out`` costs nothing.
-
-        Args:
-            record (dict): this run's record (inputs, and ``config``, a dict of the options).
-            resume (bool): whether the run continues the one in ``OUT``.
-            overwrite (bool): start over in an ``OUT`` holding an interrupted run or anything mbk did not write.
-            sources (list): the run's inputs, which ``OUT`` may never be or contain (``utils.atomic``).
-
-        Returns:
-            str: ``utils.atomic.check_output``'s decision on ``OUT`` (``"overwrite"``: something mbk did not
-            write, which only ``overwrite`` lets the run replace).
-
-        Raises:
-            TrainingError: naming what to do (``--resume``, ``--overwrite``, another ``--out``, the same options),
-                or the live run that holds ``OUT`` (a run that is still alive is never resumed or started over).
+        ``record``: this run's inputs and ``config`` (a dict of the options); ``overwrite``: start over in an
+        ``OUT`` holding an interrupted run or anything mbk did not write; ``sources``: the run's inputs, which
+        ``OUT`` may never be or contain. Returns ``check_output``'s decision on ``OUT``. The TrainingError says
+        what to do (``--resume``, ``--overwrite``, another ``--out``, the same options), or names the live run
+        that holds ``OUT`` (never resumed or started over).
         """
         self.claim()
         self._found_run = interrupted_run(self.out_dir)

@@ -99,26 +99,12 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
               fix="fix or regenerate it"):
     """Parses untrusted JSON: a bounded read, UTF-8 (BOM allowed), bounded depth, one-line errors.
 
-    Args:
-        path_or_text (os.PathLike | str | bytes): a ``pathlib.Path`` is read
-            from disk; a ``str`` or ``bytes`` is the JSON text itself.
-        what (str): what the document is, for messages (``"config.json"``).
-        max_bytes (int): the largest text accepted.
-        max_depth (int): the deepest nesting accepted.
-        expect (type | None): the required type of the top-level value
-            (``dict`` for every config we read); ``None`` accepts any.
-        error (type): the MbkError subclass raised (``CheckpointError`` for
-            checkpoint files, ``ArtifactError`` for artifacts ...).
-        fix (str): what the user should do, ending each message.
-
-    Returns:
-        The parsed value (an object naming a key twice is refused: Python
-        would silently keep the last, other readers the first). ``NaN``/``Infinity`` literals are kept: the consumer
-        checks the fields it uses for finiteness, with the field's name.
-
-    Raises:
-        MbkError: (``error``) missing, special, oversized, non-UTF-8, invalid,
-        too deep or of the wrong top-level type.
+    A ``pathlib.Path`` is read from disk; a ``str`` or ``bytes`` is the JSON text itself. ``what`` names the
+    document in messages (``"config.json"``), ``expect`` is the required type of the top-level value (None:
+    any), ``error`` the MbkError subclass raised (missing, special, oversized, non-UTF-8, invalid, too deep or
+    of the wrong type) and ``fix`` what the user should do, ending each message. An object naming a key twice
+    is refused (Python would keep the last, other readers the first); ``NaN``/``Infinity`` literals are kept:
+    the consumer checks the fields it uses for finiteness, with the field's name.
 
     Example:
         >>> load_json('{"hidden_size": 32}', "the test config", expect=dict)
