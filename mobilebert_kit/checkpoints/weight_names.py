@@ -16,8 +16,6 @@ every dense kernel is simply ``True`` (transpose) or ``False``.
 
 import re
 
-DIALECTS = ("hf", "tf1")
-
 _LEAF = {
     # ours: (hf leaf, transpose for hf, tf1 leaf)
     "kernel": ("weight", True, "kernel"),

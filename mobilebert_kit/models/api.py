@@ -18,7 +18,7 @@ from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_line
 from mobilebert_kit.models.encoder import _CONFIG_KEYS, Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
-from mobilebert_kit.models.presets import PRESETS, preset_config
+from mobilebert_kit.models.presets import preset_config
 from mobilebert_kit.utils.atomic import UNCHECKED, atomic_dir
 from mobilebert_kit.utils.output_check import OutputKind
 from mobilebert_kit.utils.safetensors_io import read_safetensors, write_safetensors
@@ -305,7 +305,3 @@ def load(directory, **overrides):
     arrays = read_safetensors(directory / WEIGHTS_FILE)
     assign_weights(model, arrays, source=str(directory / WEIGHTS_FILE))
     return model
-
-
-def preset_names():
-    return list(PRESETS)
