@@ -67,12 +67,8 @@ def base_directory():
 
 
 def sweep(directory=None, now=None):
-    """Removes the scratch directories of mbk commands that died on this host; returns their paths.
-
-    Args:
-        directory (str | Path | None): where to look (default :func:`base_directory`).
-        now (float | None): the current time (``time.time()``), for tests.
-    """
+    """Removes the scratch directories of mbk commands that died on this host from ``directory`` (default
+    :func:`base_directory`); returns their paths. ``now``: the current time, for tests."""
     directory = Path(directory or base_directory())
     now = time.time() if now is None else now
     host, uid, removed = _host(), os.getuid(), []
