@@ -18,6 +18,7 @@ from mobilebert_kit.layers.transformer_block import (
     ATTENTION_BIASES,
     ATTENTION_TYPES,
     BLOCK_LAYOUTS,
+    BLOCK_OPTIONS,
     BlockOptions,
     FEED_FORWARD_TYPES,
     RELATIVE_POSITION_EMBEDDING_TYPES,
@@ -72,7 +73,10 @@ class Encoder(keras.Model):
 
     Args:
         vocab_size: word-piece vocabulary size.
+        hidden_size: inter-block width (feature-map size).
         num_layers: number of blocks.
+        num_heads: attention heads.
+        intermediate_size: FFN hidden width.
         trigram_input: trigram concatenation before the embedding projection.
         embedding_size: width of the word embedding table (defaults to ``hidden_size``).
         classifier_activation: pooled output is ``pooler_activation(dense(h[:, 0]))``; else ``h[:, 0]``.
@@ -105,16 +109,15 @@ class Encoder(keras.Model):
         output_attentions: also return every block's attention probabilities.
         dtype: layer dtype or mixed-precision policy name.
         name: model name.
-        **block_options: every :class:`~mobilebert_kit.layers.transformer_block.TransformerBlock` option (the
-            fields of :class:`~mobilebert_kit.layers.transformer_block.BlockOptions`, described in the block's
-            Args), passed to every block, except those the encoder sets per layer (``final_ffn_layer_norm_epsilon``,
-            ``attention_window``, ``input_norm``, ``max_length``). The defaults are the block's, with BERT-base's
-            ``hidden_size=768``, ``num_heads=12``, ``intermediate_size=3072`` and 0.1 ``hidden_dropout`` and
-            ``attention_dropout``. In the encoder ``hidden_dropout`` also drops out of the embeddings;
-            ``position_embedding_type`` ``"absolute"`` (a learned table) and ``"none"`` act in the embeddings,
-            the relative ones in attention; ``block_layout="pre_norm"`` adds a ``final_norm`` after the last
-            block (layer 0 has no attention norm, the embedding norm being right before it); MPNet's and DeBERTa's
-            relative tables are copied into every layer.
+        **block_options: the other :class:`~mobilebert_kit.layers.transformer_block.TransformerBlock` options,
+            keyword only (the fields of :class:`~mobilebert_kit.layers.transformer_block.BlockOptions`, described
+            in the block's Args), passed to every block; the encoder sets ``final_ffn_layer_norm_epsilon``,
+            ``attention_window``, ``input_norm`` and ``max_length`` per layer. The defaults are the block's, with
+            BERT-base's 0.1 ``hidden_dropout`` and ``attention_dropout``. In the encoder ``hidden_dropout`` also
+            drops out of the embeddings; ``position_embedding_type`` ``"absolute"`` (a learned table) and
+            ``"none"`` act in the embeddings, the relative ones in attention; ``block_layout="pre_norm"`` adds a
+            ``final_norm`` after the last block (layer 0 has no attention norm, the embedding norm being right
+            before it); MPNet's and DeBERTa's relative tables are copied into every layer.
 
     Example:
         >>> encoder = Encoder(vocab_size=100, hidden_size=32, num_layers=2, num_heads=2,
@@ -127,7 +130,11 @@ class Encoder(keras.Model):
     def __init__(
         self,
         vocab_size=30522,
+        hidden_size=768,
         num_layers=12,
+        num_heads=12,
+        intermediate_size=3072,
+        *,
         trigram_input=False,
         embedding_size=None,
         classifier_activation=True,
@@ -152,7 +159,7 @@ class Encoder(keras.Model):
         config = {k: v for k, v in locals().items() if k in _OWN_KEYS}
         config.update({key: kwargs.pop(key, default) for key, default in BLOCK_DEFAULTS.items()})
         _check_identity(name, dtype, layer_norm_epsilon_overrides)
-        hidden_size, epsilon = config["hidden_size"], config["layer_norm_epsilon"]
+        epsilon = config["layer_norm_epsilon"]
         norm_type = config["normalization_type"]
         # None means "as wide as the hidden size"; 0 is a wrong value, refused by _validate, not the default.
         config["embedding_size"] = hidden_size if embedding_size is None else embedding_size
@@ -180,7 +187,7 @@ class Encoder(keras.Model):
             dtype=dtype,
         )
         # The block options go to every block as they are; the others are set per layer.
-        block_options = {k: config[k] for k in BLOCK_DEFAULTS}
+        block_options = {k: config[k] for k in BLOCK_OPTIONS if k in config}
         blocks = [
             TransformerBlock(**{**block_options, **_layer_options(config, i)},
                              final_ffn_layer_norm_epsilon=eps.get("final_ffn"),
@@ -309,18 +316,21 @@ def encoder_outputs(get_layer, config, x, attention_mask):
     return x, pooled
 
 
-# The block options an Encoder takes, with its defaults: every BlockOptions field but those set per layer.
-BLOCK_DEFAULTS = {
-    **{f.name: f.default for f in dataclasses.fields(BlockOptions)
-       if f.name not in ("final_ffn_layer_norm_epsilon", "attention_window", "input_norm", "max_length")},
-    **dict(hidden_size=768, num_heads=12, intermediate_size=3072, hidden_dropout=0.1, attention_dropout=0.1),
-}
 _SIGNATURE = inspect.signature(Encoder.__init__)
 _OWN_KEYS = tuple(p for p in _SIGNATURE.parameters if p not in ("self", "kwargs"))
+# The block options an Encoder takes besides its own, with its defaults: every BlockOptions field but those of
+# its signature and those set per layer.
+_PER_LAYER = ("final_ffn_layer_norm_epsilon", "attention_window", "input_norm", "max_length")
+BLOCK_DEFAULTS = {
+    **{f.name: f.default for f in dataclasses.fields(BlockOptions) if f.name not in _OWN_KEYS + _PER_LAYER},
+    "hidden_dropout": 0.1,
+    "attention_dropout": 0.1,
+}
 # Encoder's signature names every option, its own and the block's (keyword-only), for help() and introspection.
 Encoder.__init__.__signature__ = _SIGNATURE.replace(parameters=[
     *(p for p in _SIGNATURE.parameters.values() if p.kind != p.VAR_KEYWORD),
     *(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=value) for key, value in BLOCK_DEFAULTS.items()),
+    _SIGNATURE.parameters["kwargs"],  # Keras' own keywords
 ])
 _CONFIG_KEYS = _OWN_KEYS + tuple(BLOCK_DEFAULTS)
 _DEFAULTS = {**{key: p.default for key, p in _SIGNATURE.parameters.items() if key in _OWN_KEYS}, **BLOCK_DEFAULTS}
