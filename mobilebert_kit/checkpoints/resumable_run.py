@@ -102,11 +102,8 @@ class ResumableRun:
         self._found_run = False  # whether check() found an interrupted run in OUT (start() removes only that one)
 
     def claim(self):
-        """Takes ``OUT``'s run lock, if ``OUT`` exists and this run does not hold it yet.
-
-        Raises:
-            TrainingError: a live run holds ``OUT`` (one line naming it and its process).
-        """
+        """Takes ``OUT``'s run lock, if ``OUT`` exists and this run does not hold it yet; TrainingError (naming it
+        and its process) when a live run holds ``OUT``."""
         if self.locks and self._lock is None and self.out_dir.is_dir() and not self.out_dir.is_symlink():
             self._lock = claim_run(self.out_dir, self.command)
 
