@@ -52,13 +52,8 @@ def _reason(err):
 
 @contextlib.contextmanager
 def checkpoint_writes(directory):
-    """Runs a checkpoint write; a refused one becomes :class:`TrainingError` and its partial files are removed.
-
-    Args:
-        directory (str | Path): the checkpoint directory (named in the message, swept of ``*_temp`` leftovers).
-
-    Raises:
-        TrainingError: ``cannot write a checkpoint to DIR (the disk is full); free space ... and --resume``.
+    """Runs a checkpoint write; a refused one becomes a one-line :class:`TrainingError` naming ``directory``
+    (``cannot write a checkpoint to DIR (the disk is full); ...``), whose ``*_temp`` leftovers are removed.
 
     Example:
         >>> with checkpoint_writes(run_dir / "checkpoints"):  # doctest: +SKIP
@@ -77,17 +72,9 @@ def checkpoint_writes(directory):
 
 
 def newest_readable_checkpoint(directory, skipped=None):
-    """The path prefix of the newest ``ckpt-N`` in ``directory`` whose every tensor can be read, or None.
-
-    Args:
-        directory (str | Path): a checkpoint directory (``CheckpointManager``'s).
-        skipped (list | None): receives ``"ckpt-N (why)"`` for each newer checkpoint that could not be read.
-
-    Returns:
-        str | None: the prefix to restore (None when the directory holds no checkpoint).
-
-    Raises:
-        TrainingError: there are checkpoints, and none of them can be read.
+    """The path prefix of the newest ``ckpt-N`` in the ``CheckpointManager`` directory ``directory`` whose every
+    tensor can be read, or None when it holds no checkpoint; TrainingError when it holds some and none reads.
+    ``skipped`` receives ``"ckpt-N (why)"`` for each newer checkpoint that could not be read.
 
     Example:
         >>> newest_readable_checkpoint("/tmp/no-such-mbk-run/checkpoints") is None

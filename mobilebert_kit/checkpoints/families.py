@@ -53,15 +53,8 @@ def common_fields(c, act, names=CONFIG_NAMES):
 
     Values pass through unconverted: int("12") or bool("false") would accept
     what the file got wrong; Encoder's ``CONFIG_FIELDS`` table checks each one's
-    type, finiteness and range.
-
-    Args:
-        c (dict): the checkpoint's config over the family's defaults.
-        act (str): our ``hidden_act`` name.
-        names (Mapping[str, str]): Encoder option -> the config's field name, where they differ.
-
-    Returns:
-        dict: Encoder options.
+    type, finiteness and range. ``c``: the checkpoint's config over the family's defaults; ``act``: our
+    ``hidden_act`` name.
 
     Example:
         >>> common_fields({"vocab_size": 9, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -211,11 +204,8 @@ class Family:
     shared_weights: tuple = ()
 
     def hf_name(self, name, hf_config):
-        """This family's name for the BERT-layout Hugging Face ``name`` of one of our weights.
-
-        Args:
-            name (str): the name BERT gives the weight (``encoder.layer.0.attention.self.query.weight``).
-            hf_config (dict): the checkpoint's config over the family's defaults (for ``layer_scope``).
+        """This family's name for the BERT-layout Hugging Face ``name`` of one of our weights; ``hf_config``:
+        the checkpoint's config over the family's defaults (for ``layer_scope``).
 
         Example:
             >>> FAMILIES["distilbert"].hf_name("encoder.layer.0.attention.self.query.weight", {})
@@ -678,12 +668,6 @@ REFUSED = MappingProxyType({"deberta": _DEBERTA})
 
 def family_of(model_type):
     """The :class:`Family` record of a ``config.json``'s ``model_type``; one-line CheckpointError otherwise.
-
-    Args:
-        model_type (str | None): the config's ``model_type``.
-
-    Returns:
-        Family: its record.
 
     Example:
         >>> family_of("electra").prefix

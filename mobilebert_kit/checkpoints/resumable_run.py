@@ -1,11 +1,5 @@
 """The resumable state of one run in ``OUT/run/``, kept until its output is complete: the part every command
-that resumes into its ``--out`` shares.
-
-Layout (``utils/run_state.py`` names it)::
-
-    OUT/run/run.json        the run record: inputs and every option that changes the result
-    OUT/run/progress.json   the newest checkpoint's step, the run's steps, what the command shows at its end
-    OUT/run/checkpoints/    tf.train checkpoints (the two newest)
+that resumes into its ``--out`` shares (the layout: ``utils/run_state.py``).
 
 Why inside ``OUT``: it is the one path the user named, so an interrupted run
 is found where the user looks, and nothing is written beside it. The finished
@@ -55,10 +49,8 @@ from mobilebert_kit.utils.structured import load_json
 
 
 def array_digest(arrays):
-    """SHA-256 of ``arrays`` (dtype, shape and values, in order): the fingerprint of what a run reads.
-
-    Args:
-        arrays (iterable): numpy arrays, or values numpy turns into arrays.
+    """SHA-256 of ``arrays`` (numpy arrays or values; dtype, shape and values, in order): the fingerprint of
+    what a run reads.
 
     Example:
         >>> array_digest([np.zeros(2, np.int32)])[:8]
@@ -110,11 +102,8 @@ class ResumableRun:
         self._found_run = False  # whether check() found an interrupted run in OUT (start() removes only that one)
 
     def claim(self):
-        """Takes ``OUT``'s run lock, if ``OUT`` exists and this run does not hold it yet.
-
-        Raises:
-            TrainingError: a live run holds ``OUT`` (one line naming it and its process).
-        """
+        """Takes ``OUT``'s run lock, if ``OUT`` exists and this run does not hold it yet; TrainingError (naming it
+        and its process) when a live run holds ``OUT``."""
         if self.locks and self._lock is None and self.out_dir.is_dir() and not self.out_dir.is_symlink():
             self._lock = claim_run(self.out_dir, self.command)
 
@@ -129,31 +118,19 @@ class ResumableRun:
         return self.path / CHECKPOINT_DIR
 
     def interrupted(self):
-        """True when ``OUT`` holds the state of a run of this command that has not completed.
-
-        Only a real directory with a regular ``run.json`` counts (``utils.run_state``): a run resumed
-        through a symbolic link would write its checkpoints wherever the link points.
-        """
+        """True when ``OUT`` holds the state of a run of this command that has not completed
+        (``utils.run_state.interrupted_run``)."""
         return interrupted_run(self.out_dir, self.command)
 
     def check(self, record, resume, overwrite=False, sources=()):
         """Refuses to start over an interrupted run, or to resume a missing or different one.
 
         Called before the inputs are read and the model built, so that a refused ``--out`` costs nothing.
-
-        Args:
-            record (dict): this run's record (inputs, and ``config``, a dict of the options).
-            resume (bool): whether the run continues the one in ``OUT``.
-            overwrite (bool): start over in an ``OUT`` holding an interrupted run or anything mbk did not write.
-            sources (list): the run's inputs, which ``OUT`` may never be or contain (``utils.atomic``).
-
-        Returns:
-            str: ``utils.atomic.check_output``'s decision on ``OUT`` (``"overwrite"``: something mbk did not
-            write, which only ``overwrite`` lets the run replace).
-
-        Raises:
-            TrainingError: naming what to do (``--resume``, ``--overwrite``, another ``--out``, the same options),
-                or the live run that holds ``OUT`` (a run that is still alive is never resumed or started over).
+        ``record``: this run's inputs and ``config`` (a dict of the options); ``overwrite``: start over in an
+        ``OUT`` holding an interrupted run or anything mbk did not write; ``sources``: the run's inputs, which
+        ``OUT`` may never be or contain. Returns ``check_output``'s decision on ``OUT``. The TrainingError says
+        what to do (``--resume``, ``--overwrite``, another ``--out``, the same options), or names the live run
+        that holds ``OUT`` (never resumed or started over).
         """
         self.claim()
         self._found_run = interrupted_run(self.out_dir)
@@ -176,16 +153,9 @@ class ResumableRun:
         return check_output(self.out_dir, self.output_kind, overwrite=overwrite, sources=sources, keep_foreign=resume)
 
     def check_fingerprint(self, fingerprints, names):
-        """Refuses a resume whose inputs changed under the same path since the run started.
-
-        Args:
-            fingerprints (dict): this run's :func:`array_digest` of each input, keyed as ``names``.
-            names (dict): each key's name in the message (``{"train": "train.tsv"}``).
-
-        Raises:
-            TrainingError: one line naming every input whose content changed. A record written before
-                fingerprints existed has none to compare, and passes.
-        """
+        """Refuses (TrainingError) a resume whose inputs changed under the same path since the run started:
+        ``fingerprints`` holds this run's :func:`array_digest` of each input, ``names`` each key's name in the
+        message (``{"train": "train.tsv"}``). A record written before fingerprints existed passes."""
         stored = self.read_record().get("fingerprint")
         if not isinstance(stored, dict):
             return
@@ -240,19 +210,12 @@ class ResumableRun:
         return f"{STATE_DIR}/{RUN_FILE} is not a {self.kind} run's record"
 
     def read_record(self):
-        """The stored ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
-
-        Raises:
-            TrainingError: unreadable, too deep, not an object, or without ``config``.
-        """
+        """The stored ``run.json`` (``utils.run_state.read_run_record``)."""
         return read_run_record(self.path / RUN_FILE, self.kind, "start over with --overwrite")
 
     def bad_field(self, key, given="options"):
-        """The one-line refusal of a stored ``run.json`` field that this command would not have written.
-
-        Args:
-            key (str): the field.
-            given (str): what the user may give on the command line instead ("options", "inputs").
+        """The one-line refusal of a stored ``run.json`` field ``key`` that this command would not have written;
+        ``given``: what the user may give on the command line instead ("options", "inputs").
 
         Example:
             >>> str(RecoveryRun("runs/x").bad_field("seed"))  # doctest: +SKIP
@@ -268,10 +231,7 @@ class ResumableRun:
 
         Never with ``overwrite``: a path mbk did not write is replaced only by the finished output, so a run
         that ``check`` found one in keeps no state (the module's docstring); here it would be refused.
-
-        Args:
-            record (dict): the run record.
-            sources (list): as in :meth:`check`.
+        ``sources``: as in :meth:`check`.
         """
         prepare_dir(self.out_dir, self.output_kind, sources=sources)
         self.claim()  # OUT is new: the lock is taken once it exists
@@ -307,14 +267,9 @@ class ResumableRun:
             return {}
 
     def save(self, manager, step, total, shown=None):
-        """Saves the checkpoint of ``step``, then ``progress.json`` pointing at it.
-
-        Args:
-            manager (tf.train.CheckpointManager): the manager of :attr:`checkpoint_dir`.
-            step (int): the optimizer steps done.
-            total (int): the run's steps.
-            shown (dict | None): JSON values the command shows at its end (scalars, losses), kept beside.
-        """
+        """Saves the checkpoint of ``step`` (optimizer steps done, of ``total``) with ``manager`` (the
+        ``tf.train.CheckpointManager`` of :attr:`checkpoint_dir`), then ``progress.json`` pointing at it, with
+        ``shown``: JSON values the command shows at its end (scalars, losses)."""
         with checkpoint_writes(self.checkpoint_dir):
             manager.save(checkpoint_number=step)
             state = {"step": step, "total": total, "checkpoint": manager.latest_checkpoint, **(shown or {})}

@@ -16,8 +16,6 @@ every dense kernel is simply ``True`` (transpose) or ``False``.
 
 import re
 
-DIALECTS = ("hf", "tf1")
-
 _LEAF = {
     # ours: (hf leaf, transpose for hf, tf1 leaf)
     "kernel": ("weight", True, "kernel"),
@@ -117,13 +115,9 @@ def reference_name(path, dialect, config):
     """Returns ``(name, layout)`` of our weight ``path`` in ``dialect``, or None if unmapped.
 
     ``layout`` is ``True`` (a PyTorch ``[out, in]`` kernel: transpose), ``False``
-    or one of the convolution layouts; :func:`to_ours` applies it.
-
-    Args:
-        path: our weight path, relative to the encoder (``embeddings/norm/gamma``),
-            or a head path (``mlm/...``, ``nsp/...``, ``classifier/...``, ``qa_outputs/...``).
-        dialect: ``"hf"`` (dots, ``ffn.i``, ``[out, in]`` kernels) or ``"tf1"``.
-        config: the encoder config (for the number of FFNs and the norm type).
+    or one of the convolution layouts; :func:`to_ours` applies it. ``path`` is relative to the encoder
+    (``embeddings/norm/gamma``) or a head's (``mlm/...``, ``classifier/...``); ``dialect`` ``"hf"`` (dots,
+    ``ffn.i``, ``[out, in]`` kernels) or ``"tf1"``; ``config`` the encoder's (its FFN count and norm type).
     """
     norm = _norm_scope(dialect, config["normalization_type"])
     layer, _, leaf = path.rpartition("/")

@@ -129,7 +129,7 @@ def run(args):
     from mobilebert_kit.data.text_tokenizer import TextTokenizer
     from mobilebert_kit.errors import DataError, TrainingError
     from mobilebert_kit.training.fine_tuner import FineTuner
-    from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
+    from mobilebert_kit.training.finetune_config import FinetuneConfig
     from mobilebert_kit.training.strategies import make_strategy, quiet_cluster_teardown
 
     stored, stored_config = _stored_inputs(args)

@@ -103,12 +103,9 @@ IMPORT_FIX = ("the import would drop it and the exported vectors would not be th
 
 
 def deployment_files(source_dir, model):
-    """Reads and checks the :class:`DeploymentFiles` of ``source_dir`` for ``model``; writes nothing.
-
-    Raises:
-        MbkError: a tokenizer file over its bound or unreadable, a casing setting that is no boolean, a tokenizer
-            whose ids run past the embedding table, class names the clients would show wrongly or whose count
-            is not the head's.
+    """Reads and checks the :class:`DeploymentFiles` of ``source_dir`` for ``model``; writes nothing. MbkError: a
+    tokenizer file over its bound or unreadable, a casing setting that is no boolean, a tokenizer whose ids run
+    past the embedding table, class names the clients would show wrongly or whose count is not the head's.
 
     Example:
         >>> deployment_files(Path("hf-clf"), model).carried  # doctest: +SKIP

@@ -1,7 +1,5 @@
 """``mbk pretraining-data``: plain text -> masked-LM/NSP examples in sharded TFRecords."""
 
-import argparse
-
 from mobilebert_kit.data.pretraining_examples import OPTION_LIMITS
 from mobilebert_kit.utils.atomic import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option

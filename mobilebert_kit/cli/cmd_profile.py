@@ -134,20 +134,11 @@ def _run_host(args):
     from mobilebert_kit.profiler.host import HostProfiler
 
     profiler = HostProfiler(
-        threads=args.threads,
         cores=args.cores or "all",
-        delegate=args.delegate,
-        runs=args.runs,
-        warmup=args.warmup,
-        min_time_s=args.min_time,
-        max_time_s=args.max_time,
-        vocab_size=args.vocab_size,
         inter_op_threads=args.inter_op_threads,
         graph_optimization=args.graph_opt,
-        op_profile=args.op_profile,
-        benchmark_binary=args.benchmark_binary,
-        flops=args.flops,
         runtime=args.runtime,
+        **_timing_options(args),
     )
     results = []
     try:
@@ -211,23 +202,21 @@ def _run_adb(args, serials):
         args.files,
         args.seq_len or [None],
         cores=args.cores or "big",
-        threads=args.threads,
-        delegate=args.delegate,
-        runs=args.runs,
-        warmup=args.warmup,
-        min_time_s=args.min_time,
-        max_time_s=args.max_time,
         trials=args.trials,
-        vocab_size=args.vocab_size,
-        op_profile=args.op_profile,
         peak_memory=args.peak_memory,
         cooldown_timeout_s=args.cooldown_timeout,
         cooldown_tolerance_c=args.cooldown_tolerance,
         poll_s=args.poll,
         lock_freq=args.lock_freq,
-        benchmark_binary=args.benchmark_binary,
-        flops=args.flops,
+        **_timing_options(args),
     )
+
+
+def _timing_options(args):
+    """The options the host and the phone take alike."""
+    return dict(threads=args.threads, delegate=args.delegate, runs=args.runs, warmup=args.warmup,
+                min_time_s=args.min_time, max_time_s=args.max_time, vocab_size=args.vocab_size,
+                op_profile=args.op_profile, benchmark_binary=args.benchmark_binary, flops=args.flops)
 
 
 def _emit(args, results, error):

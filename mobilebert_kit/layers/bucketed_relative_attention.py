@@ -48,7 +48,5 @@ class BucketedRelativeAttention(MultiHeadAttention):
         return scores + self.relative_attention_bias(scores)
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"num_buckets": self.num_buckets, "max_length": self.max_length,
-                       "max_distance": self.max_distance})
-        return config
+        return {**super().get_config(), "num_buckets": self.num_buckets, "max_length": self.max_length,
+                "max_distance": self.max_distance}

@@ -150,12 +150,9 @@ class CompositeAttention(MultiHeadAttention):
         return context
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "relative_window": self.relative_window,
-                "relative_attention_variant": self.relative_attention_variant,
-                "max_length": self.max_length,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "relative_window": self.relative_window,
+            "relative_attention_variant": self.relative_attention_variant,
+            "max_length": self.max_length,
+        }

@@ -49,15 +49,8 @@ def log_bucket_positions(relative, bucket_size, max_position):
     ``bucket_size - 1`` at ``max_position - 1`` (``make_log_bucket_position``).
     The ceiling of a float32 quotient decides each bucket, so it is computed in
     float32 as transformers does in PyTorch (checked against it in
-    tests/test_families.py).
-
-    Args:
-        relative (np.ndarray): integer relative positions ``q - k``.
-        bucket_size (int): DeBERTa's ``position_buckets`` (256 in v3).
-        max_position (int): DeBERTa's ``max_relative_positions`` (512 in v3).
-
-    Returns:
-        np.ndarray: int64 buckets, signed, the shape of ``relative``.
+    tests/test_families.py). ``bucket_size`` and ``max_position`` are DeBERTa's ``position_buckets`` and
+    ``max_relative_positions`` (256 and 512 in v3); the buckets are signed int64, the shape of ``relative``.
 
     Example:
         >>> log_bucket_positions(np.array([-3, 0, 100, 200, 511]), 256, 512).tolist()
@@ -80,9 +73,7 @@ def relative_table_index(max_length, span, position_buckets=0, max_relative_posi
     Entry ``m`` stands for the distance ``d = m - (max_length - 1)`` (key minus query, the layout of
     :func:`relative_positions.skew`): c2p reads row ``clamp(span + bucket(-d))``, p2c row
     ``clamp(span - bucket(-d))`` of its key-row skew, where that distance is the query's minus the key's.
-
-    Returns:
-        tuple[np.ndarray, np.ndarray]: int32 ``[2 * max_length - 1]`` vectors (c2p, p2c).
+    Returns two int32 ``[2 * max_length - 1]`` vectors (c2p, p2c).
 
     Example:
         >>> [v.tolist() for v in relative_table_index(3, 4)]
@@ -140,10 +131,8 @@ class RelativeEmbeddings(keras.layers.Layer):
         return self.norm(table) if self.norm is not None else table
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"rows": self.rows, "width": self.width, "normalize": self.normalize,
-                       "layer_norm_epsilon": self.layer_norm_epsilon, "initializer_range": self.initializer_range})
-        return config
+        return {**super().get_config(), "rows": self.rows, "width": self.width, "normalize": self.normalize,
+                "layer_norm_epsilon": self.layer_norm_epsilon, "initializer_range": self.initializer_range}
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -220,9 +209,7 @@ class DisentangledAttention(MultiHeadAttention):
         return scores
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"position_buckets": self.position_buckets, "max_relative_positions": self.max_relative_positions,
-                       "disentangled_terms": self.disentangled_terms,
-                       "relative_embedding_norm": self.relative_embedding_norm,
-                       "layer_norm_epsilon": self.layer_norm_epsilon, "max_length": self.max_length})
-        return config
+        return {**super().get_config(), "position_buckets": self.position_buckets,
+                "max_relative_positions": self.max_relative_positions, "disentangled_terms": self.disentangled_terms,
+                "relative_embedding_norm": self.relative_embedding_norm, "layer_norm_epsilon": self.layer_norm_epsilon,
+                "max_length": self.max_length}

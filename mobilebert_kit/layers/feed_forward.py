@@ -90,16 +90,13 @@ class FeedForward(keras.layers.Layer):
         return self.norm(x + inputs)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "intermediate_size": self.intermediate_size,
-                "hidden_act": self.hidden_act,
-                "normalization_type": self.normalization_type,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "dropout": self.dropout_rate,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "num_groups": self.num_groups,
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "intermediate_size": self.intermediate_size,
+            "hidden_act": self.hidden_act,
+            "normalization_type": self.normalization_type,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "dropout": self.dropout_rate,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "num_groups": self.num_groups,
+        }

@@ -76,6 +76,5 @@ class FunctionalRelativeAttention(MultiHeadAttention):
         return context + tf.einsum("bnim,md->bnid", rel.unskew(probs, length), by_distance)
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"max_relative_position": self.max_relative_position, "max_length": self.max_length})
-        return config
+        return {**super().get_config(), "max_relative_position": self.max_relative_position,
+                "max_length": self.max_length}

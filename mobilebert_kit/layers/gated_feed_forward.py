@@ -67,10 +67,6 @@ class GatedFeedForward(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        config = super().get_config()
-        config.update({
-            "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act, "gated": self.gated,
-            "use_bias": self.use_bias, "dropout": self.dropout_rate,
-            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-        })
-        return config
+        return {**super().get_config(), "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
+                "gated": self.gated, "use_bias": self.use_bias, "dropout": self.dropout_rate,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer)}

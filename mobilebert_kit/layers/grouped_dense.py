@@ -62,13 +62,10 @@ class GroupedDense(keras.layers.Layer):
         return self.activation(x) if self.activation is not None else x
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "num_groups": self.num_groups,
-                "activation": self.activation_name,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "num_groups": self.num_groups,
+            "activation": self.activation_name,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }

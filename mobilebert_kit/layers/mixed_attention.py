@@ -84,6 +84,4 @@ class MixedAttention(MultiHeadAttention):
         return context
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"conv_kernel_size": self.conv_kernel_size})
-        return config
+        return {**super().get_config(), "conv_kernel_size": self.conv_kernel_size}

@@ -148,17 +148,15 @@ class MultiHeadAttention(keras.layers.Layer):
         return context
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "head_size": self.head_size,
-                "dropout": self.dropout_rate,
-                "mask_value": self.mask_value,
-                "mask_mode": self.mask_mode,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
+        config = {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "head_size": self.head_size,
+            "dropout": self.dropout_rate,
+            "mask_value": self.mask_value,
+            "mask_mode": self.mask_mode,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }
         if not self.use_bias or self.fused_qkv:  # the ModernBERT options; other configs stay as they were
             config.update({"use_bias": self.use_bias, "fused_qkv": self.fused_qkv})
         return config

@@ -38,6 +38,4 @@ class NoNorm(keras.layers.Layer):
         return inputs * self.gamma + self.beta
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"epsilon": self.epsilon})
-        return config
+        return {**super().get_config(), "epsilon": self.epsilon}

@@ -59,14 +59,11 @@ class ProjectionNorm(keras.layers.Layer):
         return self.norm(x)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "normalization_type": self.normalization_type,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "dropout": self.dropout_rate,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "normalization_type": self.normalization_type,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "dropout": self.dropout_rate,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }

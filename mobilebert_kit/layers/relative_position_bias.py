@@ -32,15 +32,9 @@ def relative_buckets(distance, num_buckets=32, max_distance=MAX_DISTANCE):
     The logarithmic buckets truncate ``log(n / e) / log(D / e) * (B/2 - e)`` (``e = B // 4``); at n = 16, 32
     and 64 (with B = 32, D = 128) that value is an integer in exact arithmetic, so the bucket depends on
     float32 rounding: computing it in float32 as transformers does in PyTorch gives the same buckets (checked
-    over every distance up to 600 in tests/test_families.py).
-
-    Args:
-        distance (np.ndarray): integer distances ``j - i``.
-        num_buckets (int): buckets for both signs together.
-        max_distance (int): distances at or beyond it share the last bucket.
-
-    Returns:
-        np.ndarray: int32 buckets in ``[0, num_buckets)``, the shape of ``distance``.
+    over every distance up to 600 in tests/test_families.py). ``num_buckets`` counts both signs together;
+    distances at or beyond ``max_distance`` share the last bucket. Returns int32 buckets in
+    ``[0, num_buckets)``, the shape of ``distance``.
 
     Example:
         >>> relative_buckets(np.array([-1, 0, 1, 200])).tolist()
@@ -111,7 +105,6 @@ class RelativePositionBias(keras.layers.Layer):
         return rel.skew(rows, length)  # (1, N, S, S): [i, j] = bias of bucket(j - i)
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"num_heads": self.num_heads, "num_buckets": self.num_buckets, "max_length": self.max_length,
-                       "max_distance": self.max_distance, "initializer_range": self.initializer_range})
-        return config
+        return {**super().get_config(), "num_heads": self.num_heads, "num_buckets": self.num_buckets,
+                "max_length": self.max_length, "max_distance": self.max_distance,
+                "initializer_range": self.initializer_range}

@@ -132,16 +132,9 @@ def unskew(p, length=None):
 
 
 def spread_offsets(per_offset, index, length=None):
-    """Spreads per-offset scores ``[B, N, S, 2K+1]`` to ``[B, N, S, S]`` by clipped distance.
-
-    Args:
-        per_offset: ``X[..., i, r]``, the score of query ``i`` for offset index ``r``.
-        index: the :func:`distance_index` slice for this length (``[2S - 1]``).
-        length: ``S`` if the caller has it (int or scalar tensor).
-
-    Returns:
-        ``out[..., i, j] = X[..., i, clip(j - i, -K, K) + K]``.
-    """
+    """Spreads per-offset scores ``X[..., i, r]`` ``[B, N, S, 2K+1]`` to ``[B, N, S, S]`` by clipped distance:
+    ``out[..., i, j] = X[..., i, clip(j - i, -K, K) + K]``, with ``index`` the :func:`distance_index` slice for
+    this length and ``length`` ``S`` if the caller has it."""
     return skew(expand_offsets(per_offset, index), length)
 
 

@@ -76,6 +76,4 @@ class RotaryAttention(MultiHeadAttention):
         return scores + outside * tf.cast(self.mask_value, scores.dtype)
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"rotary_theta": self.rotary_theta, "attention_window": self.attention_window})
-        return config
+        return {**super().get_config(), "rotary_theta": self.rotary_theta, "attention_window": self.attention_window}

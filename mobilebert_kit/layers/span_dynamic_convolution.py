@@ -98,13 +98,10 @@ class SpanDynamicConvolution(keras.layers.Layer):
         return reshape_leading(out, [self.num_heads * self.head_size], dims)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "head_size": self.head_size,
-                "kernel_size": self.kernel_size,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
-        return config
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "head_size": self.head_size,
+            "kernel_size": self.kernel_size,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }

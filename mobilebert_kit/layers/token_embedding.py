@@ -77,21 +77,11 @@ class TokenEmbedding(keras.layers.Layer):
     ):
         self._embedding_config = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "__class__")}
         super().__init__(**kwargs)
-        self.vocab_size = vocab_size
-        self.embedding_size = embedding_size
-        self.hidden_size = hidden_size
-        self.max_position_embeddings = max_position_embeddings
-        self.type_vocab_size = type_vocab_size
-        self.trigram_input = trigram_input
-        self.position_embedding_type = check_choice(
-            "position_embedding_type", position_embedding_type, POSITION_EMBEDDING_TYPES
-        )
-        self.normalization_type = normalization_type
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.dropout_rate = dropout
-        self.initializer_range = initializer_range
-        self.embedding_projection = check_choice("embedding_projection", embedding_projection, EMBEDDING_PROJECTIONS)
-        self.position_offset = position_offset
+        check_choice("position_embedding_type", position_embedding_type, POSITION_EMBEDDING_TYPES)
+        check_choice("embedding_projection", embedding_projection, EMBEDDING_PROJECTIONS)
+        # Every option is also an attribute of the same name, but the rate: ``self.dropout`` is the layer.
+        for key, value in self._embedding_config.items():
+            setattr(self, "dropout_rate" if key == "dropout" else key, value)
         if embedding_projection == "after_norm" and trigram_input:
             raise ConfigError(
                 "trigram_input needs embedding_projection='before_norm' (the trigram feeds the projection)"

@@ -1,6 +1,6 @@
 """TransformerBlock: one encoder layer of BERT, IB-BERT or MobileBERT."""
 
-import inspect
+import dataclasses
 
 from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import ConfigError, check_choice
@@ -36,6 +36,58 @@ ATTENTION_BIASES = ("none", "relative_buckets", "disentangled")
 BLOCK_LAYOUTS = ("post_norm", "pre_norm")
 # The feed-forward network of a pre-norm block: dense (W2 act(W1 x)) or gated (GeGLU: W2 (act(a) * g)).
 FEED_FORWARD_TYPES = ("dense", "gated")
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockOptions:
+    """The architecture options of a :class:`TransformerBlock`, one record (each is described in its Args): the
+    block is built from it and saves it as its config, an Encoder passes its options of these names through."""
+
+    hidden_size: int
+    num_heads: int
+    intermediate_size: int
+    intra_bottleneck_size: int | None = None
+    use_bottleneck: bool = False
+    use_bottleneck_attention: bool = False
+    key_query_shared_bottleneck: bool = False
+    num_feedforward_networks: int = 1
+    normalization_type: str = "layer_norm"
+    hidden_act: str = "gelu"
+    layer_norm_epsilon: float = 1e-12
+    final_ffn_layer_norm_epsilon: float | None = None
+    hidden_dropout: float = 0.0
+    attention_dropout: float = 0.0
+    attention_mask_value: float = -10000.0
+    attention_mask_mode: str = "add"
+    initializer_range: float = 0.02
+    attention_type: str = "self_attention"
+    position_embedding_type: str = "absolute"
+    head_ratio: int = 2
+    conv_kernel_size: int = 9
+    num_groups: int = 1
+    max_relative_position: int = 64
+    relative_window: int = 8
+    relative_attention_variant: str = "composite"
+    attention_bias: str = "none"
+    relative_attention_num_buckets: int = 32
+    position_buckets: int = 256
+    max_relative_positions: int = 512
+    disentangled_terms: str = "c2p_p2c"
+    relative_embedding_norm: bool = True
+    block_layout: str = "post_norm"
+    feed_forward_type: str = "dense"
+    attention_use_bias: bool = True
+    feed_forward_use_bias: bool = True
+    norm_use_bias: bool = True
+    fused_qkv: bool = False
+    rotary_theta: float = 10000.0
+    attention_window: int = 0
+    input_norm: bool = True
+    max_length: int = 512
+
+
+# The block's options, in order: a TransformerBlock takes them as keywords, an Encoder passes its own of these names.
+BLOCK_OPTIONS = tuple(field.name for field in dataclasses.fields(BlockOptions))
 
 
 @keras.utils.register_keras_serializable(package="mobilebert_kit")
@@ -78,37 +130,40 @@ class TransformerBlock(keras.layers.Layer):
             value reads the block input (MobileBERT).
         num_feedforward_networks: stacked FFNs per block.
         normalization_type: ``"layer_norm"`` or ``"no_norm"``.
-        hidden_act: FFN activation: ``"gelu"``, ``"gelu_tanh"``, ``"relu"``, ``"relu6"``.
+        hidden_act: FFN activation: ``"gelu"`` (exact), ``"gelu_tanh"``, ``"relu"``, ``"relu6"``.
         layer_norm_epsilon: LayerNorm epsilon.
         final_ffn_layer_norm_epsilon: epsilon of the last FFN's norm when it
             differs (Hugging Face MobileBERT builds that one with 1e-5).
         hidden_dropout: dropout on projections.
         attention_dropout: dropout on attention probabilities.
         attention_mask_value: score of padded keys (see MultiHeadAttention).
-        attention_mask_mode: ``"add"`` or ``"mul_add"``.
+        attention_mask_mode: ``"add"`` or ``"mul_add"`` (official TF1 masking).
         initializer_range: stddev of the truncated-normal kernel initializer.
         attention_type: ``"self_attention"``, ``"convbert_mixed"`` or ``"composite"``.
-        position_embedding_type: ``"relative_functional"`` adds NEZHA's relative
-            encodings to self-attention; other values leave attention alone.
+        position_embedding_type: ``"relative_functional"`` adds NEZHA's relative encodings (fixed sinusoids
+            of the clipped relative distance on keys and values) to self-attention, ``"rotary"`` rotates queries
+            and keys (:class:`RotaryAttention`); other values leave attention alone.
         head_ratio: ConvBERT: self-attention heads are ``num_heads // head_ratio``.
         conv_kernel_size: ConvBERT: odd kernel of the span and dynamic convolutions.
         num_groups: groups of the grouped linear FFN (ConvBERT Eq. 7; 1: dense).
         max_relative_position: NEZHA clipping distance ``K``.
         relative_window: composite attention window ``k`` (kernel ``2k + 1``).
-        relative_attention_variant: composite-attention terms (``RELATIVE_ATTENTION_VARIANTS``).
+        relative_attention_variant: composite-attention terms: ``"composite"`` (Eq. 6), ``"fixed"`` (T5),
+            ``"dynamic"`` (Shaw), ``"composite_key"``, ``"fixed_depthwise"`` (Eq. 7), ``"composite_depthwise"``.
         attention_bias: ``"none"``, ``"relative_buckets"`` (MPNet: :class:`BucketedRelativeAttention`) or
             ``"disentangled"`` (DeBERTa-v2/v3: :class:`DisentangledAttention`, with the four options below);
             only with ``attention_type="self_attention"`` and no ``relative_functional`` positions.
         relative_attention_num_buckets: buckets of ``"relative_buckets"`` (32 in MPNet).
         position_buckets: ``"disentangled"``: log buckets of the relative distance (256 in DeBERTa-v3; 0: none).
         max_relative_positions: ``"disentangled"``: DeBERTa's ``max_relative_positions`` (the table's half-size
-            without buckets, the log scale with them).
+            without buckets, the log scale with them); not NEZHA's ``max_relative_position``.
         disentangled_terms: ``"disentangled"``: ``"c2p_p2c"``, ``"c2p"`` or ``"p2c"`` (``pos_att_type``).
         relative_embedding_norm: ``"disentangled"``: LayerNorm on the relative table (``norm_rel_ebd``).
         block_layout: ``"post_norm"`` (default, the layout above) or ``"pre_norm"`` (ModernBERT:
             ``x + attention_output(attention(attention_norm(x)))`` then ``x + ffn_0(ffn_norm(x))``, one
             :class:`GatedFeedForward`, no bottleneck).
-        feed_forward_type: ``"dense"`` or ``"gated"`` (GeGLU); ``"gated"`` only with ``"pre_norm"``.
+        feed_forward_type: ``"dense"`` or ``"gated"`` (GeGLU: ``hidden_act`` on the first half of a
+            ``2 * intermediate_size`` projection times its second half); ``"gated"`` only with ``"pre_norm"``.
         attention_use_bias, feed_forward_use_bias, norm_use_bias: the attention projections, the
             feed-forward projections and the LayerNorms (beta) have biases (default); False only with
             ``"pre_norm"`` (ModernBERT's ``attention_bias``, ``mlp_bias``, ``norm_bias``).
@@ -128,116 +183,74 @@ class TransformerBlock(keras.layers.Layer):
         TensorShape([1, 8, 512])
     """
 
-    def __init__(
-        self,
-        hidden_size,
-        num_heads,
-        intermediate_size,
-        intra_bottleneck_size=None,
-        use_bottleneck=False,
-        use_bottleneck_attention=False,
-        key_query_shared_bottleneck=False,
-        num_feedforward_networks=1,
-        normalization_type="layer_norm",
-        hidden_act="gelu",
-        layer_norm_epsilon=1e-12,
-        final_ffn_layer_norm_epsilon=None,
-        hidden_dropout=0.0,
-        attention_dropout=0.0,
-        attention_mask_value=-10000.0,
-        attention_mask_mode="add",
-        initializer_range=0.02,
-        attention_type="self_attention",
-        position_embedding_type="absolute",
-        head_ratio=2,
-        conv_kernel_size=9,
-        num_groups=1,
-        max_relative_position=64,
-        relative_window=8,
-        relative_attention_variant="composite",
-        attention_bias="none",
-        relative_attention_num_buckets=32,
-        position_buckets=256,
-        max_relative_positions=512,
-        disentangled_terms="c2p_p2c",
-        relative_embedding_norm=True,
-        block_layout="post_norm",
-        feed_forward_type="dense",
-        attention_use_bias=True,
-        feed_forward_use_bias=True,
-        norm_use_bias=True,
-        fused_qkv=False,
-        rotary_theta=10000.0,
-        attention_window=0,
-        input_norm=True,
-        max_length=512,
-        **kwargs,
-    ):
-        config = {k: v for k, v in locals().items() if k in BLOCK_OPTIONS}
+    def __init__(self, hidden_size, num_heads, intermediate_size, **kwargs):
+        options = BlockOptions(hidden_size, num_heads, intermediate_size,
+                               **{key: kwargs.pop(key) for key in BLOCK_OPTIONS if key in kwargs})
         super().__init__(**kwargs)
-        check_choice("attention_type", attention_type, ATTENTION_TYPES)
-        check_choice("attention_bias", attention_bias, ATTENTION_BIASES)
-        check_choice("block_layout", block_layout, BLOCK_LAYOUTS)
-        check_choice("feed_forward_type", feed_forward_type, FEED_FORWARD_TYPES)
+        self.options = options
         # Every option is also an attribute of the same name (substitution and distillation read them).
-        self._block_config = config
-        for key, value in config.items():
-            setattr(self, key, value)
+        for key in BLOCK_OPTIONS:
+            setattr(self, key, getattr(options, key))
+        check_choice("attention_type", self.attention_type, ATTENTION_TYPES)
+        check_choice("attention_bias", self.attention_bias, ATTENTION_BIASES)
+        check_choice("block_layout", self.block_layout, BLOCK_LAYOUTS)
+        check_choice("feed_forward_type", self.feed_forward_type, FEED_FORWARD_TYPES)
 
-        true_hidden = intra_bottleneck_size if use_bottleneck else hidden_size
-        if use_bottleneck and not intra_bottleneck_size:
+        width = self.intra_bottleneck_size if self.use_bottleneck else hidden_size
+        if self.use_bottleneck and not self.intra_bottleneck_size:
             raise ConfigError("use_bottleneck=True needs intra_bottleneck_size")
-        if true_hidden % num_heads and attention_type != "convbert_mixed":
-            raise ConfigError(f"attention width {true_hidden} is not a multiple of num_heads={num_heads}: every head "
+        if width % num_heads and self.attention_type != "convbert_mixed":
+            raise ConfigError(f"attention width {width} is not a multiple of num_heads={num_heads}: every head "
                               f"takes an equal share; set num_heads (num_attention_heads in a Hugging Face config.json) "
-                              f"to a divisor of {true_hidden}")
-        if num_feedforward_networks < 1:
-            raise ConfigError(f"num_feedforward_networks must be >= 1, got {num_feedforward_networks}")
-        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        if block_layout == "pre_norm":
-            self._build_pre_norm(true_hidden, init)
-            return
-        norm = dict(normalization_type=normalization_type, dtype=self.dtype_policy, kernel_initializer=init)
+                              f"to a divisor of {width}")
+        if self.num_feedforward_networks < 1:
+            raise ConfigError(f"num_feedforward_networks must be >= 1, got {self.num_feedforward_networks}")
+        init = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        if self.block_layout == "pre_norm":
+            self._build_pre_norm(width, init)
+        else:
+            self._build_post_norm(width, init)
 
+    def _build_post_norm(self, width, init):
+        """The layout of the class docstring: bottlenecks, ``attention``, ``attention_output``, ``ffn_i``."""
+        bottleneck, eps, dropout = self.use_bottleneck, self.layer_norm_epsilon, self.hidden_dropout
+        norm = dict(normalization_type=self.normalization_type, dtype=self.dtype_policy, kernel_initializer=init)
         self.bottleneck_input = None
         self.bottleneck_attention = None
         self.output_bottleneck = None
-        if use_bottleneck:
-            self.bottleneck_input = ProjectionNorm(
-                true_hidden, layer_norm_epsilon=layer_norm_epsilon, name="bottleneck_input", **norm
-            )
-            if key_query_shared_bottleneck and not use_bottleneck_attention:
+        if bottleneck:
+            self.bottleneck_input = ProjectionNorm(width, layer_norm_epsilon=eps, name="bottleneck_input", **norm)
+            if self.key_query_shared_bottleneck and not self.use_bottleneck_attention:
                 self.bottleneck_attention = ProjectionNorm(
-                    true_hidden, layer_norm_epsilon=layer_norm_epsilon, name="bottleneck_attention", **norm
+                    width, layer_norm_epsilon=eps, name="bottleneck_attention", **norm
                 )
-        self.attention = self._make_attention(true_hidden, init)
+        self.attention = self._make_attention(width, init)
         self.attention_output = ProjectionNorm(
-            true_hidden,
-            layer_norm_epsilon=layer_norm_epsilon,
+            width,
+            layer_norm_epsilon=eps,
             # The official code drops out here only without bottleneck; keep that.
-            dropout=0.0 if use_bottleneck else hidden_dropout,
+            dropout=0.0 if bottleneck else dropout,
             name="attention_output",
             **norm,
         )
         self.ffns = []
-        for i in range(num_feedforward_networks):
-            last = i == num_feedforward_networks - 1
-            eps = final_ffn_layer_norm_epsilon if (last and final_ffn_layer_norm_epsilon) else layer_norm_epsilon
+        count, final_eps = self.num_feedforward_networks, self.final_ffn_layer_norm_epsilon
+        for i in range(count):
+            last = i == count - 1
             self.ffns.append(
                 FeedForward(
-                    intermediate_size,
-                    hidden_act=hidden_act,
-                    layer_norm_epsilon=eps,
-                    dropout=hidden_dropout if (last and not use_bottleneck) else 0.0,
-                    num_groups=num_groups,
+                    self.intermediate_size,
+                    hidden_act=self.hidden_act,
+                    layer_norm_epsilon=final_eps if (last and final_eps) else eps,
+                    dropout=dropout if (last and not bottleneck) else 0.0,
+                    num_groups=self.num_groups,
                     name=f"ffn_{i}",
                     **norm,
                 )
             )
-        if use_bottleneck:
+        if bottleneck:
             self.output_bottleneck = ProjectionNorm(
-                hidden_size, layer_norm_epsilon=layer_norm_epsilon, dropout=hidden_dropout,
-                name="output_bottleneck", **norm,
+                self.hidden_size, layer_norm_epsilon=eps, dropout=dropout, name="output_bottleneck", **norm
             )
 
     def _build_pre_norm(self, width, init):
@@ -346,8 +359,4 @@ class TransformerBlock(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        return {**super().get_config(), **self._block_config}
-
-
-# The block's options, in signature order: an Encoder passes its own options of these names through.
-BLOCK_OPTIONS = tuple(p for p in inspect.signature(TransformerBlock.__init__).parameters if p not in ("self", "kwargs"))
+        return {**super().get_config(), **dataclasses.asdict(self.options)}

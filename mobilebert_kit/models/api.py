@@ -18,7 +18,7 @@ from mobilebert_kit.backend import keras
 from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_line
 from mobilebert_kit.models.encoder import _CONFIG_KEYS, Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
-from mobilebert_kit.models.presets import PRESETS, preset_config
+from mobilebert_kit.models.presets import preset_config
 from mobilebert_kit.utils.atomic import UNCHECKED, atomic_dir
 from mobilebert_kit.utils.output_check import OutputKind
 from mobilebert_kit.utils.safetensors_io import read_safetensors, write_safetensors
@@ -98,12 +98,8 @@ def default_seq_len(config, default=128):
 def check_positions(config, seq_len, option="--seq-len"):
     """Raises ConfigError when ``seq_len`` tokens do not fit an encoder's positions (:func:`max_positions`).
 
-    Keras would otherwise fail deep inside the embedding's gather with a multi-line message.
-
-    Args:
-        config (dict): the encoder's config.
-        seq_len (int | None): tokens per row (None: nothing to check).
-        option (str): the option the user set, named in the message.
+    Keras would otherwise fail deep inside the embedding's gather with a multi-line message. ``seq_len`` None:
+    nothing to check; ``option``: the option the user set, named in the message.
 
     Example:
         >>> check_positions(build("tiny-bert").config, 16)
@@ -151,13 +147,9 @@ def check_finite_weights(arrays, source, error=CheckpointError, fix="re-export o
 
     A single ``inf`` row of an embedding table passes validation on inputs
     that never use that token and then returns NaN on it in the user's app
-    (issue 12), so every weight is checked, not only what the outputs reach.
-
-    Args:
-        arrays (dict): name -> numpy array or variable (the names are the ones printed).
-        source (str): what holds them, for the message.
-        error (type): the MbkError subclass raised.
-        fix (str): what the user should do.
+    (issue 12), so every weight is checked, not only what the outputs reach. ``arrays``: name -> numpy array
+    or variable; ``source`` names what holds them, ``error`` is the MbkError subclass raised, ``fix`` what the
+    user should do.
 
     Example:
         >>> check_finite_weights({"bias": np.zeros(3)}, "test")
@@ -177,15 +169,9 @@ def check_finite_weights(arrays, source, error=CheckpointError, fix="re-export o
 
 
 def does_not_fit(source, missing, unexpected, misshaped):
-    """The one error for weights that do not fit a model (``mbk.load``, checkpoint import).
-
-    Args:
-        source (str): what the weights came from.
-        missing, unexpected, misshaped (list[str]): one line per mismatch, in that order in the details.
-
-    Returns:
-        CheckpointError: the counts in its message, every mismatch in its details.
-    """
+    """The one CheckpointError for weights from ``source`` that do not fit a model (``mbk.load``, checkpoint
+    import): the counts in its message, every line of ``missing``, ``unexpected`` and ``misshaped`` in its
+    details."""
     return CheckpointError(
         f"{source} does not fit the model: {len(missing)} missing, {len(unexpected)} unexpected, "
         f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
@@ -319,7 +305,3 @@ def load(directory, **overrides):
     arrays = read_safetensors(directory / WEIGHTS_FILE)
     assign_weights(model, arrays, source=str(directory / WEIGHTS_FILE))
     return model
-
-
-def preset_names():
-    return list(PRESETS)

@@ -1,5 +1,6 @@
 """Encoder: the one encoder family behind BERT, IB-BERT and MobileBERT."""
 
+import dataclasses
 import inspect
 import math
 import re
@@ -18,6 +19,7 @@ from mobilebert_kit.layers.transformer_block import (
     ATTENTION_TYPES,
     BLOCK_LAYOUTS,
     BLOCK_OPTIONS,
+    BlockOptions,
     FEED_FORWARD_TYPES,
     RELATIVE_POSITION_EMBEDDING_TYPES,
     TransformerBlock,
@@ -75,68 +77,23 @@ class Encoder(keras.Model):
         num_layers: number of blocks.
         num_heads: attention heads.
         intermediate_size: FFN hidden width.
-        intra_bottleneck_size: intra-block width with ``use_bottleneck``.
-        use_bottleneck: (inverted) bottleneck around each block.
-        use_bottleneck_attention: q, k and v read the bottlenecked input.
-        key_query_shared_bottleneck: q and k read a shared bottleneck, v the block input.
-        num_feedforward_networks: stacked FFNs per block.
-        normalization_type: ``"layer_norm"`` or ``"no_norm"``.
-        hidden_act: ``"gelu"`` (exact), ``"gelu_tanh"``, ``"relu"`` or ``"relu6"``.
         trigram_input: trigram concatenation before the embedding projection.
         embedding_size: width of the word embedding table (defaults to ``hidden_size``).
         classifier_activation: pooled output is ``pooler_activation(dense(h[:, 0]))``; else ``h[:, 0]``.
         pooler_activation: the pooler's activation: ``"tanh"`` (BERT, default) or one of
             ``hidden_act``'s names (``"relu"``: DistilBERT's classification head; ``"gelu"``: ELECTRA's).
-        layer_norm_epsilon: LayerNorm epsilon (1e-12 in the TF reference code).
         layer_norm_epsilon_overrides: per-role epsilon, keys ``"embeddings"`` and
             ``"final_ffn"`` (Hugging Face MobileBERT builds those with 1e-5).
         max_position_embeddings: rows of the absolute position table.
         type_vocab_size: token types.
-        hidden_dropout: dropout on projections and embeddings.
-        attention_dropout: dropout on attention probabilities.
-        initializer_range: stddev of the truncated-normal initializers.
-        attention_mask_value: score given to padded keys.
-        attention_mask_mode: ``"add"`` or ``"mul_add"`` (official TF1 masking).
-        position_embedding_type: ``"absolute"`` (learned table), ``"none"`` or
-            ``"relative_functional"`` (NEZHA: fixed sinusoids of the clipped
-            relative distance on keys and values in every attention layer, no
-            absolute positions; only with ``attention_type="self_attention"``).
-        attention_type: ``"self_attention"`` (default), ``"convbert_mixed"``
-            (ConvBERT mixed attention, Eq. 6) or ``"composite"`` (self-attention
-            plus lightweight convolutions, Chang et al. Eq. 6).
-        head_ratio: ConvBERT bottleneck attention: ``num_heads // head_ratio``
-            self-attention heads and as many convolution heads (default 2).
-        conv_kernel_size: ConvBERT span/dynamic convolution kernel, odd (default 9).
-        num_groups: grouped linear feed-forward groups (ConvBERT Eq. 7; default 1 = dense).
-        max_relative_position: NEZHA clipping distance ``K`` (default 64, the reference code's).
-        relative_window: composite attention positions each way (default 8: kernel 17).
-        relative_attention_variant: composite-attention terms: ``"composite"``
-            (Eq. 6, default), ``"fixed"`` (T5), ``"dynamic"`` (Shaw),
-            ``"composite_key"``, ``"fixed_depthwise"`` (Eq. 7), ``"composite_depthwise"``.
-        attention_bias: ``"none"`` (default), ``"relative_buckets"`` (MPNet: a learned
-            per-head score for each T5 bucket of ``j - i`` added in every self-attention
-            layer, next to the absolute positions; each layer holds a copy of the table) or
-            ``"disentangled"`` (DeBERTa-v2/v3, He et al., 2021: content-to-position and
-            position-to-content scores over one relative table, projected by each layer's own
-            query and key; each layer holds a copy of the table and its norm; the four options
-            below; inputs take at most ``max_position_embeddings`` tokens).
-        relative_attention_num_buckets: buckets of ``"relative_buckets"`` (default 32, MPNet's).
-        position_buckets: ``"disentangled"``: log buckets of the relative distance (default 256, DeBERTa-v3's;
-            0: the clamped distance itself).
-        max_relative_positions: ``"disentangled"``: DeBERTa's ``max_relative_positions`` (default 512); not
-            NEZHA's ``max_relative_position``.
-        disentangled_terms: ``"disentangled"``: ``"c2p_p2c"`` (default), ``"c2p"`` or ``"p2c"``.
-        relative_embedding_norm: ``"disentangled"``: LayerNorm on the relative table (default True).
-        block_layout: ``"post_norm"`` (default: BERT) or ``"pre_norm"`` (ModernBERT: a norm before the
-            attention and before the feed-forward network, residuals around both, and a ``final_norm`` after
-            the last block; layer 0 has no attention norm, the embedding norm being right before it).
-        feed_forward_type: ``"dense"`` (default) or ``"gated"`` (GeGLU, ``hidden_act`` on the first half of
-            a ``2 * intermediate_size`` projection times its second half; pre-norm only).
-        attention_use_bias, feed_forward_use_bias, norm_use_bias: whether the attention projections, the
-            feed-forward projections and every LayerNorm (beta) have biases (default True; False only with
-            ``block_layout="pre_norm"``: ModernBERT's ``attention_bias``, ``mlp_bias``, ``norm_bias``).
-        fused_qkv: one ``qkv`` projection per attention layer (ModernBERT's ``Wqkv``) instead of three.
-        rotary_theta: RoPE base of ``position_embedding_type="rotary"`` (global layers; default 10000).
+        embedding_projection: where the ``embedding_size -> hidden_size`` projection
+            sits: ``"before_norm"`` (default, MobileBERT) or ``"after_norm"``
+            (ELECTRA/ConvBERT: embedding-wide position/type tables and norm).
+            Relative tables (NEZHA, composite) are built for
+            ``max_position_embeddings``, the longest sequence the model accepts.
+        position_offset: first row of the absolute position table (default 0);
+            RoBERTa and XLM-R number positions from ``pad_token_id + 1``, so 2.
+            Inputs take at most ``max_position_embeddings - position_offset`` tokens.
         local_rotary_theta: RoPE base of the local (sliding-window) layers (None: ``rotary_theta``).
         local_attention_window: 0 (default: every layer global) or the width of the local layers'
             sliding window: a query sees keys at ``|i - j| <= window // 2`` (ModernBERT's ``local_attention``).
@@ -148,18 +105,19 @@ class Encoder(keras.Model):
         pooler_use_bias: the pooler's dense has a bias (default; ModernBERT's ``classifier_bias``).
         pooler_norm: a LayerNorm after the pooler's activation (ModernBERT's prediction head), with
             ``classifier_activation``.
-        embedding_projection: where the ``embedding_size -> hidden_size`` projection
-            sits: ``"before_norm"`` (default, MobileBERT) or ``"after_norm"``
-            (ELECTRA/ConvBERT: embedding-wide position/type tables and norm).
-            Relative tables (NEZHA, composite) are built for
-            ``max_position_embeddings``, the longest sequence the model accepts.
-        position_offset: first row of the absolute position table (default 0);
-            RoBERTa and XLM-R number positions from ``pad_token_id + 1``, so 2.
-            Inputs take at most ``max_position_embeddings - position_offset`` tokens.
         output_hidden_states: also return every block's output.
         output_attentions: also return every block's attention probabilities.
         dtype: layer dtype or mixed-precision policy name.
         name: model name.
+        **block_options: the other :class:`~mobilebert_kit.layers.transformer_block.TransformerBlock` options,
+            keyword only (the fields of :class:`~mobilebert_kit.layers.transformer_block.BlockOptions`, described
+            in the block's Args), passed to every block; the encoder sets ``final_ffn_layer_norm_epsilon``,
+            ``attention_window``, ``input_norm`` and ``max_length`` per layer. The defaults are the block's, with
+            BERT-base's 0.1 ``hidden_dropout`` and ``attention_dropout``. In the encoder ``hidden_dropout`` also
+            drops out of the embeddings; ``position_embedding_type`` ``"absolute"`` (a learned table) and
+            ``"none"`` act in the embeddings, the relative ones in attention; ``block_layout="pre_norm"`` adds a
+            ``final_norm`` after the last block (layer 0 has no attention norm, the embedding norm being right
+            before it); MPNet's and DeBERTa's relative tables are copied into every layer.
 
     Example:
         >>> encoder = Encoder(vocab_size=100, hidden_size=32, num_layers=2, num_heads=2,
@@ -176,49 +134,16 @@ class Encoder(keras.Model):
         num_layers=12,
         num_heads=12,
         intermediate_size=3072,
-        intra_bottleneck_size=None,
-        use_bottleneck=False,
-        use_bottleneck_attention=False,
-        key_query_shared_bottleneck=False,
-        num_feedforward_networks=1,
-        normalization_type="layer_norm",
-        hidden_act="gelu",
+        *,
         trigram_input=False,
         embedding_size=None,
         classifier_activation=True,
         pooler_activation="tanh",
-        layer_norm_epsilon=1e-12,
         layer_norm_epsilon_overrides=None,
         max_position_embeddings=512,
         type_vocab_size=2,
-        hidden_dropout=0.1,
-        attention_dropout=0.1,
-        initializer_range=0.02,
-        attention_mask_value=-10000.0,
-        attention_mask_mode="add",
-        position_embedding_type="absolute",
-        attention_type="self_attention",
-        head_ratio=2,
-        conv_kernel_size=9,
-        num_groups=1,
-        max_relative_position=64,
-        relative_window=8,
-        relative_attention_variant="composite",
-        attention_bias="none",
-        relative_attention_num_buckets=32,
-        position_buckets=256,
-        max_relative_positions=512,
-        disentangled_terms="c2p_p2c",
-        relative_embedding_norm=True,
         embedding_projection="before_norm",
         position_offset=0,
-        block_layout="post_norm",
-        feed_forward_type="dense",
-        attention_use_bias=True,
-        feed_forward_use_bias=True,
-        norm_use_bias=True,
-        fused_qkv=False,
-        rotary_theta=10000.0,
         local_rotary_theta=None,
         local_attention_window=0,
         global_attention_every_n_layers=1,
@@ -231,8 +156,11 @@ class Encoder(keras.Model):
         name="encoder",
         **kwargs,
     ):
-        config = {k: v for k, v in locals().items() if k in _CONFIG_KEYS}
+        config = {k: v for k, v in locals().items() if k in _OWN_KEYS}
+        config.update({key: kwargs.pop(key, default) for key, default in BLOCK_DEFAULTS.items()})
         _check_identity(name, dtype, layer_norm_epsilon_overrides)
+        epsilon = config["layer_norm_epsilon"]
+        norm_type = config["normalization_type"]
         # None means "as wide as the hidden size"; 0 is a wrong value, refused by _validate, not the default.
         config["embedding_size"] = hidden_size if embedding_size is None else embedding_size
         config["layer_norm_epsilon_overrides"] = dict(layer_norm_epsilon_overrides or {})
@@ -247,18 +175,18 @@ class Encoder(keras.Model):
             max_position_embeddings=max_position_embeddings,
             type_vocab_size=type_vocab_size,
             trigram_input=trigram_input,
-            position_embedding_type="absolute" if position_embedding_type == "absolute" else "none",
+            position_embedding_type="absolute" if config["position_embedding_type"] == "absolute" else "none",
             embedding_projection=embedding_projection,
             position_offset=position_offset,
-            norm_use_bias=norm_use_bias,
-            normalization_type=normalization_type,
-            layer_norm_epsilon=eps.get("embeddings", layer_norm_epsilon),
-            dropout=hidden_dropout,
-            initializer_range=initializer_range,
+            norm_use_bias=config["norm_use_bias"],
+            normalization_type=norm_type,
+            layer_norm_epsilon=eps.get("embeddings", epsilon),
+            dropout=config["hidden_dropout"],
+            initializer_range=config["initializer_range"],
             name="embeddings",
             dtype=dtype,
         )
-        # Options of the same name go to every block as they are; the two below are the encoder's own words.
+        # The block options go to every block as they are; the others are set per layer.
         block_options = {k: config[k] for k in BLOCK_OPTIONS if k in config}
         blocks = [
             TransformerBlock(**{**block_options, **_layer_options(config, i)},
@@ -267,22 +195,22 @@ class Encoder(keras.Model):
             for i in range(num_layers)
         ]
         layers = {}
-        if block_layout == "pre_norm":
-            layers["final_norm"] = make_norm(normalization_type, layer_norm_epsilon, name="final_norm", dtype=dtype,
-                                             center=norm_use_bias)
+        if config["block_layout"] == "pre_norm":
+            layers["final_norm"] = make_norm(norm_type, epsilon, name="final_norm", dtype=dtype,
+                                             center=config["norm_use_bias"])
         if classifier_activation:
             layers["pooler"] = keras.layers.Dense(
                 hidden_size,
                 # "tanh" by name keeps BERT's graph as it was; the others are layers/activations.py's functions.
                 activation="tanh" if pooler_activation == "tanh" else ACTIVATIONS[pooler_activation],
                 use_bias=pooler_use_bias,
-                kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+                kernel_initializer=keras.initializers.TruncatedNormal(stddev=config["initializer_range"]),
                 name="pooler",
                 dtype=dtype,
             )
             if pooler_norm:
-                layers["pooler_norm"] = make_norm(normalization_type, layer_norm_epsilon, name="pooler_norm",
-                                                  dtype=dtype, center=norm_use_bias)
+                layers["pooler_norm"] = make_norm(norm_type, epsilon, name="pooler_norm", dtype=dtype,
+                                                  center=config["norm_use_bias"])
 
         # === Functional model ===
         inputs = {n: keras.Input(shape=(None,), dtype="int32", name=n) for n in INPUT_NAMES}
@@ -388,12 +316,24 @@ def encoder_outputs(get_layer, config, x, attention_mask):
     return x, pooled
 
 
-_CONFIG_KEYS = tuple(
-    p for p in inspect.signature(Encoder.__init__).parameters if p not in ("self", "kwargs")
-)
-_DEFAULTS = {
-    name: p.default for name, p in inspect.signature(Encoder.__init__).parameters.items() if name in _CONFIG_KEYS
+_SIGNATURE = inspect.signature(Encoder.__init__)
+_OWN_KEYS = tuple(p for p in _SIGNATURE.parameters if p not in ("self", "kwargs"))
+# The block options an Encoder takes besides its own, with its defaults: every BlockOptions field but those of
+# its signature and those set per layer.
+_PER_LAYER = ("final_ffn_layer_norm_epsilon", "attention_window", "input_norm", "max_length")
+BLOCK_DEFAULTS = {
+    **{f.name: f.default for f in dataclasses.fields(BlockOptions) if f.name not in _OWN_KEYS + _PER_LAYER},
+    "hidden_dropout": 0.1,
+    "attention_dropout": 0.1,
 }
+# Encoder's signature names every option, its own and the block's (keyword-only), for help() and introspection.
+Encoder.__init__.__signature__ = _SIGNATURE.replace(parameters=[
+    *(p for p in _SIGNATURE.parameters.values() if p.kind != p.VAR_KEYWORD),
+    *(inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=value) for key, value in BLOCK_DEFAULTS.items()),
+    _SIGNATURE.parameters["kwargs"],  # Keras' own keywords
+])
+_CONFIG_KEYS = _OWN_KEYS + tuple(BLOCK_DEFAULTS)
+_DEFAULTS = {**{key: p.default for key, p in _SIGNATURE.parameters.items() if key in _OWN_KEYS}, **BLOCK_DEFAULTS}
 
 
 # Every numeric and boolean Encoder option: (kind, lowest, highest), checked for type, finiteness and range
@@ -458,16 +398,9 @@ MAX_PARAMETERS = 1_000_000_000
 
 
 def check_value(key, value, names=None):
-    """Checks one Encoder option against :data:`CONFIG_FIELDS`; raises a one-line ConfigError.
-
-    Args:
-        key (str): the Encoder option (``"num_layers"``).
-        value: the value given (from a config file, a preset or a keyword).
-        names (dict | None): option -> name the user wrote (``{"num_layers":
-            "num_hidden_layers"}`` for a Hugging Face config.json), for the message.
-
-    Returns:
-        The value, unchanged.
+    """Checks one Encoder option ``key`` against :data:`CONFIG_FIELDS`; returns ``value`` or raises a one-line
+    ConfigError, naming the option as ``names`` maps it (option -> the name the user wrote, ``{"num_layers":
+    "num_hidden_layers"}`` for a Hugging Face config.json).
 
     Example:
         >>> check_value("num_layers", 12)
@@ -518,13 +451,8 @@ def estimate_parameters(config):
     stacked FFNs and ConvBERT's convolution kernels, and the pooler. On every
     preset it is within 15% of :func:`~mobilebert_kit.models.api.count_params`
     (bert-base: 109.4M estimated, 109M in the paper), close enough for a limit
-    meant to stop configs that are orders of magnitude too large.
-
-    Args:
-        config (dict): Encoder options, already checked by :func:`check_fields`.
-
-    Returns:
-        int: the estimated parameter count.
+    meant to stop configs that are orders of magnitude too large. ``config``: already checked by
+    :func:`check_fields`.
 
     Example:
         >>> estimate_parameters(dict(vocab_size=100, hidden_size=32, num_layers=2, intermediate_size=64))

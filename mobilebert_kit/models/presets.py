@@ -73,29 +73,30 @@ _COMPOSITE = dict(
     embedding_projection="after_norm",
 )
 
+def _preset(config, description, paper_params=None):
+    return dict(config=config, description=description, paper_params=paper_params)
+
+
+# The tiny presets' shared sizes: a 512-word vocabulary, two layers, 64 positions.
+_TINY = dict(vocab_size=512, num_layers=2, max_position_embeddings=64)
+
 PRESETS = {
-    "mobilebert": dict(
-        config=dict(_MOBILEBERT),
-        description="MobileBERT student, official uncased_L-24_H-128_B-512_A-4_F-4_OPT (NoNorm, ReLU)",
-        paper_params=25.3e6,
+    "mobilebert": _preset(
+        dict(_MOBILEBERT),
+        "MobileBERT student, official uncased_L-24_H-128_B-512_A-4_F-4_OPT (NoNorm, ReLU)",
+        25.3e6,
     ),
-    "mobilebert-no-opt": dict(
-        config=dict(_MOBILEBERT, normalization_type="layer_norm", hidden_act="gelu"),
-        description="MobileBERT w/o OPT: LayerNorm and GELU (paper Tables 3 and 6)",
-        paper_params=25.3e6,
+    "mobilebert-no-opt": _preset(
+        dict(_MOBILEBERT, normalization_type="layer_norm", hidden_act="gelu"),
+        "MobileBERT w/o OPT: LayerNorm and GELU (paper Tables 3 and 6)",
+        25.3e6,
     ),
-    "mobilebert-tiny": dict(
-        config=dict(
-            _MOBILEBERT,
-            key_query_shared_bottleneck=False,
-            use_bottleneck_attention=True,
-            num_feedforward_networks=2,
-        ),
-        description="MobileBERT-tiny, official uncased_L-24_H-128_B-512_A-4_F-2_tiny_OPT",
-        paper_params=None,
+    "mobilebert-tiny": _preset(
+        dict(_MOBILEBERT, key_query_shared_bottleneck=False, use_bottleneck_attention=True, num_feedforward_networks=2),
+        "MobileBERT-tiny, official uncased_L-24_H-128_B-512_A-4_F-2_tiny_OPT",
     ),
-    "ib-bert-large": dict(
-        config=dict(
+    "ib-bert-large": _preset(
+        dict(
             _BERT,
             hidden_size=512,
             num_layers=24,
@@ -106,132 +107,109 @@ PRESETS = {
             trigram_input=True,
             embedding_size=128,
         ),
-        description="IB-BERT-large teacher, official uncased_L-24_H-1024_B-512_A-4",
-        paper_params=293e6,
+        "IB-BERT-large teacher, official uncased_L-24_H-1024_B-512_A-4",
+        293e6,
     ),
-    "bert-base": dict(
-        config=dict(_BERT, hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
-        description="BERT-base (Devlin et al., 2019)",
-        paper_params=109e6,
+    "bert-base": _preset(
+        dict(_BERT, hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+        "BERT-base (Devlin et al., 2019)",
+        109e6,
     ),
-    "bert-large": dict(
-        config=dict(_BERT, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
-        description="BERT-large (Devlin et al., 2019)",
-        paper_params=334e6,
+    "bert-large": _preset(
+        dict(_BERT, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
+        "BERT-large (Devlin et al., 2019)",
+        334e6,
     ),
-    "bert-small-star": dict(
-        config=dict(
+    "bert-small-star": _preset(
+        dict(
             _BERT, hidden_size=384, num_layers=12, num_heads=12, intermediate_size=1536, embedding_size=128,
             # Trained with the MobileBERT code and settings, so no pooler, like the student:
             # 25.45M parameters (+0.6% vs Table 2); with a pooler it would be 25.60M (+1.2%).
             classifier_activation=False,
         ),
-        description="BERT-small* baseline of the MobileBERT paper (Table 2): factorized 128-d embeddings",
-        paper_params=25.3e6,
+        "BERT-small* baseline of the MobileBERT paper (Table 2): factorized 128-d embeddings",
+        25.3e6,
     ),
-    "convbert-small": dict(
-        config=dict(_CONVBERT, hidden_size=256, embedding_size=128, num_layers=12, num_heads=4, intermediate_size=1024),
-        description="ConvBERT-small (Jiang et al., 2020): mixed attention, head ratio 2, kernel 9",
-        paper_params=14e6,
+    "convbert-small": _preset(
+        dict(_CONVBERT, hidden_size=256, embedding_size=128, num_layers=12, num_heads=4, intermediate_size=1024),
+        "ConvBERT-small (Jiang et al., 2020): mixed attention, head ratio 2, kernel 9",
+        14e6,
     ),
-    "convbert-medium-small": dict(
-        config=dict(
+    "convbert-medium-small": _preset(
+        dict(
             _CONVBERT, hidden_size=384, embedding_size=128, num_layers=12, num_heads=8, intermediate_size=1536,
             num_groups=2,
         ),
-        description="ConvBERT-medium-small: mixed attention, grouped linear FFN with 2 groups",
-        paper_params=17e6,
+        "ConvBERT-medium-small: mixed attention, grouped linear FFN with 2 groups",
+        17e6,
     ),
-    "convbert-base": dict(
-        config=dict(_CONVBERT, hidden_size=768, embedding_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
-        description="ConvBERT-base: mixed attention, head ratio 2, kernel 9",
-        paper_params=106e6,
+    "convbert-base": _preset(
+        dict(_CONVBERT, hidden_size=768, embedding_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+        "ConvBERT-base: mixed attention, head ratio 2, kernel 9",
+        106e6,
     ),
-    "nezha-base": dict(
-        config=dict(_NEZHA, hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
-        description="NEZHA-base (Wei et al., 2019): functional relative positions, K=64",
-        paper_params=None,
+    "nezha-base": _preset(
+        dict(_NEZHA, hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+        "NEZHA-base (Wei et al., 2019): functional relative positions, K=64",
     ),
-    "nezha-large": dict(
-        config=dict(_NEZHA, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
-        description="NEZHA-large: functional relative positions, K=64",
-        paper_params=None,
+    "nezha-large": _preset(
+        dict(_NEZHA, hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
+        "NEZHA-large: functional relative positions, K=64",
     ),
-    "composite-bert-small": dict(
-        config=dict(_COMPOSITE, hidden_size=256, embedding_size=128, num_layers=12, num_heads=4, intermediate_size=1024),
-        description="BERT-small with composite attention (Chang et al., 2021, Eq. 6), no absolute positions",
-        paper_params=13.43e6,  # Table 1, counted with the pre-training MLM head
+    "composite-bert-small": _preset(
+        dict(_COMPOSITE, hidden_size=256, embedding_size=128, num_layers=12, num_heads=4, intermediate_size=1024),
+        "BERT-small with composite attention (Chang et al., 2021, Eq. 6), no absolute positions",
+        13.43e6,  # Table 1, counted with the pre-training MLM head
     ),
-    "composite-bert-base": dict(
-        config=dict(_COMPOSITE, hidden_size=768, embedding_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
-        description="BERT-base with composite attention (Chang et al., 2021, Eq. 6), no absolute positions",
-        paper_params=108.74e6,  # Table 1, counted with the pre-training MLM head
+    "composite-bert-base": _preset(
+        dict(_COMPOSITE, hidden_size=768, embedding_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
+        "BERT-base with composite attention (Chang et al., 2021, Eq. 6), no absolute positions",
+        108.74e6,  # Table 1, counted with the pre-training MLM head
     ),
     # Tiny presets keep every code path of their full-size twin at test speed.
-    "tiny-mobilebert": dict(
-        config=dict(
+    "tiny-mobilebert": _preset(
+        dict(
             _MOBILEBERT,
-            vocab_size=512,
+            **_TINY,
             hidden_size=64,
-            num_layers=2,
             num_heads=2,
             intermediate_size=64,
             intra_bottleneck_size=32,
             num_feedforward_networks=2,
             embedding_size=16,
-            max_position_embeddings=64,
         ),
-        description="test size: MobileBERT code paths (bottleneck, shared q/k, stacked FFN, trigram, NoNorm)",
-        paper_params=None,
+        "test size: MobileBERT code paths (bottleneck, shared q/k, stacked FFN, trigram, NoNorm)",
     ),
-    "tiny-ib-bert": dict(
-        config=dict(
+    "tiny-ib-bert": _preset(
+        dict(
             _BERT,
-            vocab_size=512,
+            **_TINY,
             hidden_size=64,
-            num_layers=2,
             num_heads=2,
             intermediate_size=256,
             intra_bottleneck_size=128,
             use_bottleneck=True,
             trigram_input=True,
             embedding_size=16,
-            max_position_embeddings=64,
         ),
-        description="test size: IB-BERT teacher matching tiny-mobilebert's feature map, layers and heads",
-        paper_params=None,
+        "test size: IB-BERT teacher matching tiny-mobilebert's feature map, layers and heads",
     ),
-    "tiny-bert": dict(
-        config=dict(
-            _BERT, vocab_size=512, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-            max_position_embeddings=64,
-        ),
-        description="test size: plain BERT",
-        paper_params=None,
+    "tiny-bert": _preset(
+        dict(_BERT, **_TINY, hidden_size=32, num_heads=2, intermediate_size=64),
+        "test size: plain BERT",
     ),
-    "tiny-convbert": dict(
-        config=dict(
-            _CONVBERT, vocab_size=512, hidden_size=64, embedding_size=32, num_layers=2, num_heads=4,
-            intermediate_size=128, max_position_embeddings=64,
-        ),
-        description="test size: ConvBERT code paths (mixed attention, span convolution, ELECTRA embeddings)",
-        paper_params=None,
+    "tiny-convbert": _preset(
+        dict(_CONVBERT, **_TINY, hidden_size=64, embedding_size=32, num_heads=4, intermediate_size=128),
+        "test size: ConvBERT code paths (mixed attention, span convolution, ELECTRA embeddings)",
     ),
-    "tiny-nezha": dict(
-        config=dict(
-            _NEZHA, vocab_size=512, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-            max_position_embeddings=64, max_relative_position=4,
-        ),
-        description="test size: NEZHA functional relative positions (K=4, so short inputs are clipped)",
-        paper_params=None,
+    "tiny-nezha": _preset(
+        dict(_NEZHA, **_TINY, hidden_size=32, num_heads=2, intermediate_size=64, max_relative_position=4),
+        "test size: NEZHA functional relative positions (K=4, so short inputs are clipped)",
     ),
-    "tiny-composite": dict(
-        config=dict(
-            _COMPOSITE, vocab_size=512, hidden_size=64, embedding_size=32, num_layers=2, num_heads=2,
-            intermediate_size=128, max_position_embeddings=64, relative_window=4,
-        ),
-        description="test size: composite attention (window 4, so short inputs reach the clamped edges)",
-        paper_params=None,
+    "tiny-composite": _preset(
+        dict(_COMPOSITE, **_TINY, hidden_size=64, embedding_size=32, num_heads=2, intermediate_size=128,
+             relative_window=4),
+        "test size: composite attention (window 4, so short inputs reach the clamped edges)",
     ),
 }
 

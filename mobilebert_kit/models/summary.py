@@ -93,15 +93,8 @@ def preset_param_counts(names, progress=None):
     """Parameter counts of presets, counted once and cached by config hash.
 
     Counts are cached per config (and package version) under ``~/.cache/mobilebert-kit``; a
-    changed preset gets a new hash and is counted again.
-
-    Args:
-        names (list[str]): preset names.
-        progress (callable): ``progress(name, index, total)`` before counting each preset that is
-            not cached (``total`` of them); not called when everything is cached.
-
-    Returns:
-        dict: ``{name: parameter count}``.
+    changed preset gets a new hash and is counted again. ``progress(name, index, total)`` is called before
+    counting each of the ``total`` presets not cached. Returns ``{name: parameter count}``.
 
     Example:
         >>> preset_param_counts(["tiny-bert"])["tiny-bert"]  # doctest: +SKIP

@@ -22,9 +22,6 @@ class TaskModel(keras.Model):
 
     Subclasses build a functional model over the encoder and call ``_finish``.
 
-    Args:
-        (set by subclasses) encoder and the head's keyword arguments.
-
     Example:
         >>> isinstance(SequenceClassifier(mbk.build("tiny-bert")), TaskModel)  # doctest: +SKIP
         True
@@ -50,13 +47,7 @@ class TaskModel(keras.Model):
         ``fit`` under a ``tf.distribute`` strategy gives each replica a slice of the global
         batch; with Keras' own masks a split run drops other units than one device does.
         Keyed masks make a run on several replicas or workers train the model one device
-        trains (``layers/keyed_dropout.py``).
-
-        Args:
-            data: ``(features, targets[, sample_weights])`` as ``fit`` passes it; this replica's rows.
-
-        Returns:
-            Keras' metrics dict.
+        trains (``layers/keyed_dropout.py``). ``data``: this replica's rows, as ``fit`` passes them.
         """
         ctx = tf.distribute.get_replica_context()
         features = data[0] if isinstance(data, (tuple, list)) else data

@@ -141,16 +141,10 @@ UNCHECKED = object()  # no ``unchanged_since`` given: what is at the path now is
 def check_unchanged(path, since, who="this one", error=OutputError, installed_nothing=True):
     """Refuses ``path`` when it is no longer what the command found when it began (``since``, its
     :func:`file_signature` then): ``--overwrite`` and our own kind allow replacing what the user had, not what
-    another command installed meanwhile. Two ``mbk import`` into one ``--out`` at once both said "imported",
-    and one import was silently replaced by the other; so did two exports, and an export and a profile's report.
-
-    Args:
-        path (str | os.PathLike): the output about to be replaced.
-        since: its :func:`file_signature` when the command began (:data:`UNCHECKED`: nothing to compare).
-        who (str): the command, as the message names it (``"this export"``).
-        error (type): the exception raised (the command's own error type).
-        installed_nothing (bool): the message says nothing of this run was installed (False where the caller
-            may already have written other outputs and says so itself).
+    another command installed meanwhile (two ``mbk import`` into one ``--out`` at once: one was silently
+    replaced). ``since`` may be :data:`UNCHECKED` (nothing to compare); ``who`` is the command as the message
+    names it (``"this export"``), ``error`` the command's own error type; ``installed_nothing=False`` where the
+    caller may already have written other outputs and says so itself.
 
     Example:
         >>> check_unchanged("m.tflite", file_signature("m.tflite"))  # doctest: +SKIP
@@ -397,15 +391,10 @@ def _store_marker(directory, record, in_place=False):
 
 @contextlib.contextmanager
 def atomic_file(path, mode="wb", *, kind=None, overwrite=False, sources=()):
-    """Yields a file object whose content replaces ``path`` only if the block succeeds.
-
-    Args:
-        path: the file to write.
-        mode: ``"wb"`` or ``"w"``.
-        kind (OutputKind): the kind its owner declares (``profiler.report.PROFILE_JSON``) for a user-named
-            path, checked by :func:`check_output`; ``None`` for a file inside the package's own outputs.
-        overwrite: replace a regular file that is not ours.
-        sources: the command's inputs, never written.
+    """Yields a file object (``mode`` ``"wb"`` or ``"w"``) whose content replaces ``path`` only if the block
+    succeeds. ``kind``: the :class:`OutputKind` its owner declares for a user-named path (checked by
+    :func:`check_output`), None for a file inside the package's own outputs; ``overwrite``: replace a regular
+    file that is not ours; ``sources``: the command's inputs, never written.
 
     Example:
         >>> with atomic_file("out.json", "w", kind=PROFILE_JSON) as f:  # doctest: +SKIP
@@ -525,13 +514,9 @@ def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False, u
 
     The finished directory carries the marker ``.mbk-output.json`` of ``kind``, so a later run may replace it;
     an existing ``path`` is kept until the new one is complete. An existing empty directory (a mount point) is
-    filled, not renamed over. Arguments as :func:`atomic_file`, and:
-
-    Args:
-        keep_foreign (bool): ``path`` is a run's own directory (``checkpoints/resumable_run.py``): files the user
-            put there while the run was interrupted stay, and only what the run wrote is replaced.
-        unchanged_since: :func:`file_signature` of ``path`` when the command checked it, before its work: a
-            path that another command wrote since is refused, not replaced.
+    filled, not renamed over. Arguments as :func:`atomic_file`; ``keep_foreign``: ``path`` is a run's own
+    directory (``checkpoints/resumable_run.py``), whose files the user put there while the run was interrupted
+    stay; ``unchanged_since``: as :func:`check_unchanged`'s ``since``.
 
     Example:
         >>> with atomic_dir("runs/model", SAVED_MODEL) as tmp:  # doctest: +SKIP
@@ -618,10 +603,7 @@ def foreign_set_aside(path, kind, *, overwrite=False, sources=()):
 
     Without this, the user's directory was deleted when the run started, and a run that then failed or
     was stopped left neither it nor an output. The sibling (``.NAME.PID.RANDOM.overwritten``) is never
-    swept: after a SIGKILL the user's files are still there.
-
-    Yields:
-        str: :func:`check_output`'s decision for ``path``.
+    swept: after a SIGKILL the user's files are still there. Yields :func:`check_output`'s decision.
 
     Example:
         >>> with foreign_set_aside("runs/x", PIPELINE_OUTPUT, overwrite=True):  # doctest: +SKIP
@@ -654,13 +636,7 @@ def prepared_dir(path, kind, **kwargs):
     """:func:`prepare_dir` for a command that may still fail before writing anything: a directory it created
     (or found empty) that holds only its marker when the block fails is put back as it was found, so a
     refused recipe leaves no empty output behind; a path replaced with ``overwrite`` comes back
-    (:func:`foreign_set_aside`).
-
-    Args:
-        path, kind, kwargs: as :func:`prepare_dir`.
-
-    Yields:
-        str: :func:`prepare_dir`'s decision.
+    (:func:`foreign_set_aside`). Arguments as :func:`prepare_dir`; yields its decision.
 
     Example:
         >>> with prepared_dir("out/pipeline", PIPELINE_OUTPUT) as decision:  # doctest: +SKIP
@@ -712,11 +688,8 @@ def _sweep_leftovers(path):
 
 
 def remove_path(path, ignore_errors=False):
-    """Removes what is at ``path``: a directory tree, or a file, link or special file (a link is never followed).
-
-    Args:
-        path: the path; nothing there is not an error.
-        ignore_errors (bool): carry on past what cannot be removed, as ``shutil.rmtree(ignore_errors=True)``.
+    """Removes what is at ``path`` (nothing there is no error): a directory tree, or a file, link or special
+    file (a link is never followed); ``ignore_errors`` as ``shutil.rmtree``'s.
 
     Example:
         >>> remove_path("/tmp/no-such-mbk-path")

@@ -90,11 +90,7 @@ def open_regular(path, what, mode="rb"):
 
     The file is opened with ``O_NONBLOCK`` (a FIFO opens at once instead of waiting for a writer) and
     checked with ``fstat`` on the open descriptor, so a path swapped after a check cannot slip through.
-
-    Args:
-        path: str, bytes or os.PathLike.
-        what: how an error names it.
-        mode: ``"rb"`` or ``"r"`` (UTF-8 text).
+    ``path`` and ``what`` as :func:`check_input_path`'s; ``mode`` ``"rb"`` or ``"r"`` (UTF-8 text).
 
     Example:
         >>> with open_regular("data/calibration.txt", "--calibration", "r") as handle:  # doctest: +SKIP
@@ -126,10 +122,8 @@ def text_line(raw, number):
     token of its own (XLM-R's "\\u2581 \\ufeff h ell o" for "hello"), so the first calibration sentence, validation
     sentence or timed --text line was not the sentence in the file. ``mbk profile --text`` and ``mbk
     pretraining-data`` decode their lines here; the calibration and validation reader (``convert/plan/input_set``)
-    streams with the same ``utf-8-sig``.
-
-    Raises:
-        UnicodeDecodeError: the line is not UTF-8 (each caller names its file and line).
+    streams with the same ``utf-8-sig``. A line that is not UTF-8 raises UnicodeDecodeError (each caller names
+    its file and line).
 
     Example:
         >>> text_line(b"\\xef\\xbb\\xbfhello", 1), text_line(b"\\xef\\xbb\\xbfhello", 2)
@@ -139,13 +133,9 @@ def text_line(raw, number):
 
 
 def input_path_option(kind="file", tree=False, or_name=False):
-    """An argparse ``type=`` running :func:`check_input_path` at parse time, before any model work.
-
-    Args:
-        kind: ``"file"``, ``"dir"`` or ``"any"``.
-        tree: check every entry of a directory too (model directories: nothing inside may block a reader).
-        or_name: the value may also name something that is not a path (a preset, a TF1 checkpoint prefix);
-            it is checked only when something exists at that path (a dangling symlink counts).
+    """An argparse ``type=`` running :func:`check_input_path` (``kind``, ``tree``) at parse time, before any
+    model work. With ``or_name`` the value may also name something that is not a path (a preset, a TF1
+    checkpoint prefix): it is checked only when something exists at that path (a dangling symlink counts).
 
     Example:
         >>> parser.add_argument("--data", type=input_path_option("file"))  # doctest: +SKIP

@@ -22,14 +22,9 @@ import os
 
 
 def hold(path):
-    """Takes the exclusive lock of ``path`` (a file or directory) for as long as the returned descriptor is open.
-
-    Args:
-        path (str | Path): what to lock; never followed if it is a symbolic link.
-
-    Returns:
-        int | None: the descriptor holding the lock (close it with :func:`release`), or None when someone
-        else holds it or the path cannot be opened or locked.
+    """Takes the exclusive lock of ``path`` (a file or directory; a symbolic link is never followed) for as long
+    as the returned descriptor is open (close it with :func:`release`); None when someone else holds it or the
+    path cannot be opened or locked.
 
     Example:
         >>> fd = hold("/tmp")

@@ -74,12 +74,8 @@ def within(limit, value):
 
 
 def check_number(name, value, limit):
-    """Returns ``value`` (an int as float for float settings) if ``limit`` allows it, else raises ConfigError.
-
-    Args:
-        name: what the user wrote, for the message (``--count`` or ``[validation] count``).
-        value: the parsed value (from TOML, JSON or Python).
-        limit (Limit): the setting's bounds, declared by the command that owns it.
+    """Returns ``value`` (an int as float for float settings) if ``limit`` allows it, else raises ConfigError
+    naming the setting as the user wrote it (``name``: ``--count`` or ``[validation] count``).
 
     Example:
         >>> check_number("[calibration] count", 200, Limit(int, 1, 10**6))
@@ -111,10 +107,8 @@ def _parse(limit, text):
 
 
 def number_option(limit):
-    """An argparse ``type=`` checking ``limit``; argparse names the flag in its error.
-
-    Args:
-        limit (Limit): the option's bounds (tests enumerate every numeric flag by ``type.limit``).
+    """An argparse ``type=`` checking ``limit`` (kept as ``type.limit``: tests enumerate every numeric flag by
+    it); argparse names the flag in its error.
 
     Example:
         >>> parser.add_argument("--count", type=number_option(Limit(int, 1, 10**6)), default=16)  # doctest: +SKIP

@@ -41,9 +41,7 @@ def quiet_teardown(release=None):
     teardown (``INFO: ... DestroyAccelerator``) after Python has finished, where no block can quiet it;
     a command's last lines would be those. Registered once per process; the handler runs when the
     interpreter exits, after everything the command printed (its Python streams are flushed first).
-
-    Args:
-        release (callable | None): drops what Python holds of the runtime (run quietly first).
+    ``release`` drops what Python holds of the runtime.
     """
     if _TEARDOWN or os.environ.get("MBK_VERBOSE_TF") == "1":
         return

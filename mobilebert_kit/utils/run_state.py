@@ -55,10 +55,6 @@ def interrupted_run(out_dir, command=None):
     Only a real directory with a regular ``run.json`` counts (a link could point anywhere). A record that
     cannot be read counts as a run of any command: whoever resumes it is told what is wrong with it.
 
-    Args:
-        out_dir (str | Path): the run's output directory.
-        command (str | None): ``"finetune"`` or ``"substitute"``; None: any.
-
     Example:
         >>> interrupted_run("/tmp/no-such-mbk-run")
         False
@@ -160,15 +156,8 @@ def describe_path(spec):
 
 
 def read_run_record(run_file, kind, fix):
-    """A run's ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
-
-    Args:
-        run_file (Path): the file.
-        kind (str): ``"distillation"``, ``"fine-tuning"`` or ``"substitution"``, for the message.
-        fix (str): what the message tells the user to do.
-
-    Raises:
-        TrainingError: unreadable, too deep, not an object, or without ``config``.
+    """A run's ``run.json``: a JSON object with a ``config`` object (the shared bounded reader); a one-line
+    TrainingError naming the run's ``kind`` (``"fine-tuning"``) and ending with ``fix`` otherwise.
 
     Example:
         >>> read_run_record(Path("/tmp/no-such-mbk-run/run.json"), "fine-tuning", "start over")  # doctest: +SKIP
@@ -238,18 +227,10 @@ def live_line(directory):
 
 
 def claim_run(directory, command):
-    """Takes the kernel lock of the run directory ``directory`` for this process and names the owner in it.
-
-    Args:
-        directory (str | Path): the run's directory (it exists).
-        command (str): the command, for the refusal a second command gets (``"finetune"``).
-
-    Returns:
-        int | None: the descriptor holding the lock, for :func:`release_run`; None where the file system takes
-        no lock (a network file system without ``flock``): the run goes on as before locks existed.
-
-    Raises:
-        TrainingError: a live run holds ``directory`` (:func:`live_line`).
+    """Takes the kernel lock of the (existing) run directory ``directory`` for this process and names the owner
+    in it, with ``command`` for the refusal a second command gets. Returns the descriptor holding the lock, for
+    :func:`release_run`, or None where the file system takes no lock (no ``flock``): the run goes on unlocked.
+    Raises TrainingError when a live run holds ``directory`` (:func:`live_line`).
 
     Example:
         >>> fd = claim_run(Path("/tmp"), "finetune")  # doctest: +SKIP

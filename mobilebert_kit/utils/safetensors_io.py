@@ -64,18 +64,11 @@ def safetensors_dtype(dtype):
 
 
 def read_header(path):
-    """Reads and validates the header of a ``.safetensors`` file without reading any tensor.
+    """Reads and validates the header of the ``.safetensors`` file ``path`` without reading any tensor.
 
-    Args:
-        path (str | os.PathLike): the file.
-
-    Returns:
-        tuple: ``(entries, data_start)``: ``entries`` maps each tensor name to
-        ``(dtype, shape, start, end)`` with offsets relative to the data region
-        that begins at byte ``data_start``; the entries tile that region exactly.
-
-    Raises:
-        CheckpointError: a missing, truncated or corrupt file, named, in one line.
+    Returns ``(entries, data_start)``: ``entries`` maps each tensor name to ``(dtype, shape, start, end)``, with
+    offsets relative to the data region that begins at byte ``data_start``; the entries tile that region
+    exactly. A missing, truncated or corrupt file is a one-line CheckpointError naming it.
 
     Example:
         >>> entries, data_start = read_header("model.safetensors")  # doctest: +SKIP
@@ -142,16 +135,9 @@ def read_safetensors(path):
     """Reads every tensor of a ``.safetensors`` file into float32/int numpy arrays.
 
     The header is validated whole (:func:`read_header`) before any tensor byte is read; the tensors are
-    then decoded by the ``safetensors`` package from the file's bytes, read once.
-
-    Args:
-        path (str | os.PathLike): the file.
-
-    Returns:
-        dict: tensor name -> numpy array (float16/bfloat16/float64 as float32).
-
-    Raises:
-        CheckpointError: missing, pickled, truncated or corrupt file.
+    then decoded by the ``safetensors`` package from the file's bytes, read once. Returns tensor name -> numpy
+    array (float16/bfloat16/float64 as float32); a missing, pickled, truncated or corrupt file is a
+    CheckpointError.
 
     Example:
         >>> arrays = read_safetensors("all-MiniLM-L6-v2/model.safetensors")  # doctest: +SKIP

@@ -67,12 +67,8 @@ def base_directory():
 
 
 def sweep(directory=None, now=None):
-    """Removes the scratch directories of mbk commands that died on this host; returns their paths.
-
-    Args:
-        directory (str | Path | None): where to look (default :func:`base_directory`).
-        now (float | None): the current time (``time.time()``), for tests.
-    """
+    """Removes the scratch directories of mbk commands that died on this host from ``directory`` (default
+    :func:`base_directory`); returns their paths. ``now``: the current time, for tests."""
     directory = Path(directory or base_directory())
     now = time.time() if now is None else now
     host, uid, removed = _host(), os.getuid(), []
@@ -111,13 +107,7 @@ def sweep(directory=None, now=None):
 
 def new_scratch(kind):
     """A fresh scratch directory ``mbk-KIND-HOST-PID-*`` (the caller removes it); dead commands' ones are swept first.
-
-    Args:
-        kind (str): what it is for (lowercase letters: ``"export"``, ``"worker"``, ...).
-
-    Returns:
-        Path: the directory.
-    """
+    ``kind``: what it is for, in lowercase letters (``"export"``, ``"worker"``)."""
     base = "TMPDIR"
     try:
         base = base_directory()  # tempfile raises when no candidate directory (TMPDIR, /tmp, ...) is writable
@@ -145,18 +135,10 @@ _outer = []  # the temporary directories that capturing scratch directories repl
 
 @contextlib.contextmanager
 def scratch_directory(kind, capture=False, required=True):
-    """A fresh scratch directory ``mbk-KIND-HOST-PID-*``, removed on exit; dead commands' ones are swept first.
-
-    Args:
-        kind (str): what it is for (lowercase letters: ``"export"``, ``"onnx"``, ...).
-        capture (bool): while open, ``tempfile`` (and so the TFLite converter and tf2onnx) makes its temporary
-            files inside it.
-        required (bool): without it (a full or unwritable ``TMPDIR``), raise; else yield ``None`` and leave
-            ``tempfile`` alone (a command that needs no temporary space still runs).
-
-    Yields:
-        Path | None: the directory.
-    """
+    """:func:`new_scratch`, removed on exit. With ``capture``, ``tempfile`` (and so the TFLite converter and
+    tf2onnx) makes its temporary files inside it while it is open. Without a directory (a full or unwritable
+    ``TMPDIR``) it raises when ``required``, else yields None and leaves ``tempfile`` alone (a command that
+    needs no temporary space still runs)."""
     try:
         path = new_scratch(kind)
     except MbkError:

@@ -35,16 +35,8 @@ MAX_DEPTH = 64
 
 
 def read_bounded(path, what, max_bytes=MAX_BYTES, error=ConfigError):
-    """Returns the bytes of the regular file ``path``, refusing special files and files over ``max_bytes``.
-
-    Args:
-        path (str | os.PathLike): the file.
-        what (str): what the file is, for the message (``"the model config"``).
-        max_bytes (int): the largest size accepted.
-        error (type): the MbkError subclass raised.
-
-    Returns:
-        bytes: the whole file.
+    """Returns the bytes of the regular file ``path``, refusing special files and files over ``max_bytes`` with
+    a one-line ``error`` naming ``what`` the file is (``"the model config"``).
 
     Example:
         >>> read_bounded("config.json", "the model config")  # doctest: +SKIP
@@ -107,26 +99,12 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
               fix="fix or regenerate it"):
     """Parses untrusted JSON: a bounded read, UTF-8 (BOM allowed), bounded depth, one-line errors.
 
-    Args:
-        path_or_text (os.PathLike | str | bytes): a ``pathlib.Path`` is read
-            from disk; a ``str`` or ``bytes`` is the JSON text itself.
-        what (str): what the document is, for messages (``"config.json"``).
-        max_bytes (int): the largest text accepted.
-        max_depth (int): the deepest nesting accepted.
-        expect (type | None): the required type of the top-level value
-            (``dict`` for every config we read); ``None`` accepts any.
-        error (type): the MbkError subclass raised (``CheckpointError`` for
-            checkpoint files, ``ArtifactError`` for artifacts ...).
-        fix (str): what the user should do, ending each message.
-
-    Returns:
-        The parsed value (an object naming a key twice is refused: Python
-        would silently keep the last, other readers the first). ``NaN``/``Infinity`` literals are kept: the consumer
-        checks the fields it uses for finiteness, with the field's name.
-
-    Raises:
-        MbkError: (``error``) missing, special, oversized, non-UTF-8, invalid,
-        too deep or of the wrong top-level type.
+    A ``pathlib.Path`` is read from disk; a ``str`` or ``bytes`` is the JSON text itself. ``what`` names the
+    document in messages (``"config.json"``), ``expect`` is the required type of the top-level value (None:
+    any), ``error`` the MbkError subclass raised (missing, special, oversized, non-UTF-8, invalid, too deep or
+    of the wrong type) and ``fix`` what the user should do, ending each message. An object naming a key twice
+    is refused (Python would keep the last, other readers the first); ``NaN``/``Infinity`` literals are kept:
+    the consumer checks the fields it uses for finiteness, with the field's name.
 
     Example:
         >>> load_json('{"hidden_size": 32}', "the test config", expect=dict)
@@ -149,19 +127,7 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
 
 
 def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, error=ConfigError, fix="fix it"):
-    """Parses untrusted TOML with the same bounds as :func:`load_json`.
-
-    Args:
-        path_or_text (os.PathLike | str | bytes): a ``pathlib.Path`` is read;
-            a ``str``/``bytes`` is the TOML text.
-        what (str): what the document is, for messages (``"the recipe"``).
-        max_bytes (int): the largest text accepted.
-        max_depth (int): the deepest nesting accepted.
-        error (type): the MbkError subclass raised.
-        fix (str): what the user should do, ending each message.
-
-    Returns:
-        dict: the parsed document.
+    """Parses untrusted TOML with the same bounds and arguments as :func:`load_json`; returns a dict.
 
     Example:
         >>> load_toml('[export]\\nformats = ["tflite"]', "the recipe")
@@ -209,9 +175,6 @@ def strict_json_values(value):
 
     Why: ``json.dumps`` writes ``Infinity`` and ``NaN``, which Python reads back but strict JSON tools (``jq``,
     JavaScript's ``JSON.parse``) refuse; an exact comparison's SNR is infinite, not an error.
-
-    Args:
-        value: a JSON-like structure (dicts, lists, tuples, scalars).
 
     Example:
         >>> strict_json_values({"snr_db": float("inf"), "rows": [1.0, float("nan")]})
