@@ -120,9 +120,7 @@ class ExportOptions:
             the file carries, named for its clients (the plan decides ``auto`` from the source).
         pooling (str): ``"auto"`` (the checkpoint's declared pooling), ``"mean"`` or ``"cls"``; the
             ``embedding`` task's sentence vector.
-        seq_len (int): sequence length; None: decided by the plan (``export_plan.sequence_length``: the task's
-            length for the format, else a fine-tuned model's own, else :data:`DEFAULT_SEQ_LEN`, within the
-            position table).
+        seq_len (int): sequence length; None: decided by the plan (``export_plan.sequence_length``).
         batch_size (int): static batch size (ONNX: ignored with dynamic axes).
         calibration (str): ``.txt`` (tokenized) or ``.npz`` file of calibration inputs.
         calibration_count (int): rows of calibration data used at most.
@@ -133,25 +131,17 @@ class ExportOptions:
         thresholds (dict): overrides of the mode's default thresholds.
         drift_report (bool): also export a per-layer probe and report each layer's drift (quantized only).
         io_type (str): ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
-        mask_dtype (str): attention-mask input type; None: the format's token-id type
-            (:data:`~mobilebert_kit.convert.plan.export_tasks.FORMATS`: TFLite int32, ONNX int64), except
-            with ``io_type="int8"`` (float32, quantized to an int8 input: no float CAST);
-            ``"float32"``: the float-mask file of earlier versions.
+        mask_dtype (str): attention-mask input type; None: decided by the plan (``export_plan.input_layout``).
         attention_mask_value (float): score of padded keys in the exported graph (None keeps the model's).
         keep_float_ops (tuple): op types left in float (TFLite names for tflite, ONNX op types for onnx);
-            None: the mode's default (TFLite full int8 keeps SOFTMAX and the mask ADD float, see
-            quantization_modes).
+            None: the mode's default (``quantization.modes.TfliteSettings``).
         keep_float_layers (tuple): layer paths left in float (``transformer_layer_5``, ``norm``, ``ffn_0/output``).
         fold_nonorm (bool): fold every NoNorm inside a block into the dense layers around it before
-            converting (``scale_migration.migrate_nonorm_scales(..., "unit")``): exact in float, and the
-            converter then drops the identity NoNorms' MUL and ADD (full-int8 ``mobilebert``: 1,102 ops
-            -> 861, with the MobileBERT residual stream's NoNorms between blocks). Off by default: it moves
-            the NoNorm scales into the readers' weight rows, which cost a substituted real model int8
-            fidelity (benchmarks/RESULTS.md, issue 17).
+            converting (``scale_migration.migrate_nonorm_scales(..., "unit")``; docs/export.md says what it saves
+            and why it is off by default).
         opset (int): ONNX opset.
-        dynamic_axes (bool): dynamic axes (``export_tasks.FORMATS``: ONNX batch and sequence, TFLite the
-            sequence only, batch 1); None: dynamic unless ``static_axes``, a TFLite ``batch_size`` above 1 or a
-            TFLite task with an output of the text's length (decided by ``export_plan.input_layout``).
+        dynamic_axes (bool): dynamic axes (``export_tasks.FORMATS``); None: decided by
+            ``export_plan.input_layout``.
         static_axes (bool): static ``[batch_size, seq_len]`` inputs (GPU and NPU delegates need them).
         tokenizer_in_graph (bool): ONNX: the checkpoint's tokenizer runs inside the file (onnxruntime-extensions'
             ops, ``convert/onnx/text_graph.py``), whose one input is the string tensor ``text``.
@@ -281,9 +271,7 @@ class ExportOptions:
     def name_of(self, name, value=MISSING):
         """Option ``name`` as the user wrote it (``--seq-len``, ``[export] seq_len``, ``seq_len``), with ``value``.
 
-        Args:
-            name (str): a field name.
-            value: appended the way the user wrote it (``--quantize qat``, ``[export] quantize = 'qat'``).
+        ``value`` is appended the way the user wrote it (``--quantize qat``, ``[export] quantize = 'qat'``).
 
         Example:
             >>> ExportOptions("tiny-bert", named_by="recipe").name_of("attention_mask_value")
@@ -429,8 +417,7 @@ class RecipeKey:
 def recipe_keys(schema=None):
     """``{table: {key: RecipeKey}}`` for every option a recipe may set, generated from :class:`ExportOptions`.
 
-    Args:
-        schema (type): the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
+    ``schema``: the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
 
     Example:
         >>> recipe_keys()["export"]["mask_value"].field
@@ -483,9 +470,7 @@ _FROM_CLI = {
 def add_arguments(parser, schema=None):
     """Adds one argument per option with a flag, generated from :class:`ExportOptions` (``mbk export``).
 
-    Args:
-        parser (argparse.ArgumentParser): the ``mbk export`` parser.
-        schema (type): the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
+    ``schema``: as :func:`recipe_keys`'s.
 
     Example:
         >>> add_arguments(subparsers.add_parser("export"))  # doctest: +SKIP

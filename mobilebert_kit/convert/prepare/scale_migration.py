@@ -173,12 +173,6 @@ def unmigratable(config):
     return None
 
 
-def _check_migratable(config):
-    reason = unmigratable(config)
-    if reason:
-        raise ConfigError(reason)
-
-
 def _unit_scale(gamma, c_in, spread, weight, closer_gamma):
     """The writer's whole scale leaves it: ``gamma' = gamma * c_in / c = 1``."""
     return gamma * c_in
@@ -205,19 +199,9 @@ ACTIVATION_PULL = 8.0
 
 
 def _balance_scale(gamma, c_in, spread, weight, closer_gamma):
-    """A weighted geometric mean of what keeps each per-tensor or per-row int8 range flat.
-
-    Four things are quantized with one scale across the segment's channels and
-    each pulls ``c`` its own way: the stored activations want ``c ~ r`` (their
-    spread: the writer's output, the adders' outputs and the sum), the readers'
-    kernel rows (per output channel, not per row) want ``c ~ 1 / w``, the writer
-    NoNorm's constant ``gamma * c_in / c`` wants ``c ~ gamma * c_in``, the
-    closer's ``gamma_c * c`` wants ``c ~ 1 / gamma_c``. The activations count
-    ``ACTIVATION_PULL`` times. Adders' columns are free (per-output-channel
-    weights). SmoothQuant's rule alone (``_smoothquant_scale``) moved a 160x
-    range into the closer NoNorm of a BERT block and cut full-int8 SNR from 10
-    to 1 dB (benchmarks/experiments/scale_migration_int8.py).
-    """
+    """A weighted geometric mean of the four pulls on ``c`` (module doc, "Which ``c`` helps int8"): activations
+    ``c ~ r`` (counted ``ACTIVATION_PULL`` times), reader rows ``c ~ 1 / w``, the writer's constant
+    ``c ~ gamma * c_in``, the closer's ``c ~ 1 / gamma_c``."""
     pulls = [ACTIVATION_PULL * _centred_log(spread), _centred_log(gamma * c_in)]
     count = ACTIVATION_PULL + 1
     if weight is not None:
@@ -261,11 +245,7 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None, stream=False):
     Args:
         model: an Encoder or task model with ``normalization_type="no_norm"``
             (for example the output of ``substitute(..., norm="no_norm")``); not modified.
-        scale: ``"unit"`` (no data: every movable NoNorm becomes the identity),
-            ``"balance"`` (data: activation, kernel-row and NoNorm ranges balanced) or
-            ``"smoothquant"`` (data: SmoothQuant's alpha 0.5 rule alone). See the module doc.
-            The data policies also move the embedding sum, the stream between blocks and the
-            ReLU FFNs' hidden units (module doc, "With data").
+        scale: ``"unit"`` (no data), ``"balance"`` or ``"smoothquant"`` (data; module doc, "With data").
         inputs: an InputSet (or ``{name: int array}``) of calibration rows for the data policies.
         stream: ``"unit"`` in the MobileBERT layout only: also move the residual stream between blocks
             (module doc, "The stream between MobileBERT blocks"); the encoder's output stays fixed.
@@ -289,7 +269,9 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None, stream=False):
         raise ConfigError(f"scale={scale!r} needs calibration inputs; pass inputs=InputSet or use scale='unit'")
     encoder = encoder_of(model)
     config = encoder.config
-    _check_migratable(config)
+    reason = unmigratable(config)
+    if reason:
+        raise ConfigError(reason)
     prefix = "" if encoder is model else f"{encoder.name}/"
     original = weight_arrays(model)
     # Computed in float64 and stored in each weight's own dtype, so a float64 model stays exact to 1e-12.

@@ -138,11 +138,8 @@ def recording_calls(cls, layers):
     """Records ``(input, output)`` arrays of the given layers of class ``cls`` while active; always restores.
 
     The one activation recorder of the converters: substitution fits NoNorm to
-    LayerNorm's (input, output), scale migration reads NoNorm's output ranges.
-
-    Args:
-        cls: the layer class whose ``call`` is wrapped (``keras.layers.LayerNormalization``, ``NoNorm``).
-        layers: the instances to record; other instances of ``cls`` run unrecorded.
+    LayerNorm's (input, output), scale migration reads NoNorm's output ranges. Other instances of ``cls`` run
+    unrecorded.
 
     Example:
         >>> with recording_calls(NoNorm, [norm]) as records:  # doctest: +SKIP
@@ -186,17 +183,8 @@ RECORD_ROWS = 32
 
 
 def recorded_batches(model, cls, layers, arrays, rows=RECORD_ROWS):
-    """Runs ``model`` over ``arrays`` ``rows`` at a time, yielding each batch's records and real-token mask.
-
-    Args:
-        model: the Keras model to call (an Encoder).
-        cls: the layer class to record (see :func:`recording_calls`).
-        layers: the instances to record.
-        arrays: ``{input name: array [rows, seq]}`` with an ``attention_mask``.
-        rows: rows per forward pass.
-
-    Yields:
-        ``(records, keep)``: :func:`recording_calls`' records of one batch and its boolean ``[rows, seq]`` mask.
+    """Runs ``model`` over ``arrays`` ``rows`` at a time, yielding each batch's :func:`recording_calls` records
+    and its boolean ``[rows, seq]`` real-token mask.
 
     Example:
         >>> for records, keep in recorded_batches(encoder, NoNorm, [norm], arrays):  # doctest: +SKIP
@@ -239,8 +227,7 @@ def _norm_moments(model, data):
 
 
 def _sublayers(layer):
-    for sub in layer._flatten_layers(include_self=False, recursive=True):  # noqa: SLF001  (Keras' own walker)
-        yield sub
+    return layer._flatten_layers(include_self=False, recursive=True)  # noqa: SLF001  (Keras' own walker)
 
 
 @dataclass(frozen=True)
@@ -248,16 +235,13 @@ class Substitution:
     """One operator replacement.
 
     Args:
-        name: the keyword users pass (``norm``, ``act``).
-        config_key: the Encoder option it changes.
-        choices: the values that option accepts (None: ``check`` decides).
-        carry: ``(arrays, model, data, value) -> arrays``: how the source
-            model's weights move to the substituted architecture (``data``:
-            an optional InputSet for rules that fit to activations; ``value``:
-            the new option value).
-        carry_rule: one line saying what ``carry`` does, for the report.
-        check: ``value -> None``, raising ConfigError, for options without a
-            fixed set of choices.
+        name (str): the keyword users pass (``norm``, ``act``).
+        config_key (str): the Encoder option it changes.
+        choices (tuple | None): the values that option accepts (None: ``check`` decides).
+        carry (callable): ``(arrays, model, data, value) -> arrays``: how the source model's weights move to the
+            substituted architecture (``data``: an optional InputSet for rules that fit to activations).
+        carry_rule (str): one line saying what ``carry`` does, for the report.
+        check (callable): ``value -> None``, raising ConfigError, for options without a fixed set of choices.
     """
 
     name: str
