@@ -74,15 +74,8 @@ def qualifies(block, opset=17):
 
 
 def fuse_blocks(model, graph, gemm=True):
-    """Replaces the qualifying blocks of ``model`` (tf2onnx's conversion of ``graph``) in place; returns how many.
-
-    Args:
-        model (onnx.ModelProto): the float model from tf2onnx, before any other pass.
-        graph: the Keras export graph it was converted from (its ``transformer_layer_{i}`` blocks).
-
-    Returns:
-        int: the blocks written fused (0: the graph is left as it was).
-    """
+    """Replaces the qualifying blocks of ``model`` (tf2onnx's float conversion of the Keras export ``graph``,
+    before any other pass) in place; returns how many (0: the graph is left as it was)."""
     blocks = _blocks(graph)
     opset = onnx_opset(model)
     if not blocks or not any(qualifies(b, opset) for b in blocks):

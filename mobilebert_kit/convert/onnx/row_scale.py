@@ -54,14 +54,8 @@ _TINY_SCALE = 1e-12
 
 
 def weight_matmuls(model, exclude=()):
-    """The MatMul nodes whose second input is a 2-D float32 initializer (a weight), minus ``exclude`` names.
-
-    Args:
-        model (onnx.ModelProto): a float model.
-        exclude (Iterable[str]): node names left alone.
-
-    Returns:
-        list[onnx.NodeProto]: the nodes, in graph order.
+    """The MatMul nodes whose second input is a 2-D float32 initializer (a weight), minus ``exclude`` names, in
+    graph order.
 
     Example:
         >>> [n.name for n in weight_matmuls(model)][:1]  # doctest: +SKIP
@@ -76,12 +70,8 @@ def weight_matmuls(model, exclude=()):
 def scale_rows(model, exclude=()):
     """Rewrites weight MatMuls in place to ``MatMul(x / s, W) * s`` with ``s`` per row; returns how many.
 
-    Args:
-        model (onnx.ModelProto): a float model (after :func:`~mobilebert_kit.convert.onnx.graph.simplify`).
-        exclude (Iterable[str]): node names left as they are (``keep_float_layers`` matches).
-
-    Returns:
-        int: the number of MatMuls rewritten; each keeps its name, so ``nodes_to_exclude`` still finds it.
+    ``exclude``: node names left as they are (``keep_float_layers`` matches). Each rewritten MatMul keeps its
+    name, so ``nodes_to_exclude`` still finds it.
 
     Example:
         >>> scale_rows(model)  # doctest: +SKIP

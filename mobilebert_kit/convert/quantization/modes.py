@@ -29,11 +29,8 @@ from mobilebert_kit.errors import check_choice
 from mobilebert_kit.utils.limits import Limit
 
 
-# How a dynamic ONNX export scales each weight MatMul's activations (OnnxQuantizer.activation_scales), and why
-# each exists. all-MiniLM-L6-v2, min sentence-embedding cosine to PyTorch on 186 real sentences, 7-bit weights;
-# latency of `mobilebert` at seq 128 against Hugging Face's quantize_dynamic file, one core (benchmarks/RESULTS.md,
-# issue 36): "tensor" 0.9837, "row" 0.9905 (the hand-written per-row graph of issue 15, 0.9930 but 2.4x the
-# peer's time outside ORT's fused kernels, was removed by issue 45: no hand-written graph where ORT has a kernel).
+# How a dynamic ONNX export scales each weight MatMul's activations (OnnxQuantizer.activation_scales); what each
+# keeps and costs is measured in convert/onnx/row_scale.py's module doc.
 ACTIVATION_SCALES = {
     "tensor": "ONNX Runtime's quantize_dynamic as it is: one uint8 scale per activation tensor, fused kernels "
               "(DynamicQuantizeMatMul); the fastest, but a few wide tokens take the range from the rest",
@@ -110,13 +107,10 @@ class OnnxQuantizer:
     def row_activations(self):
         """Whether activations get one scale per row (token), as TFLite's dynamic range kernels do.
 
-        ONNX Runtime's ``quantize_dynamic`` uses one scale per activation tensor; TFLite's dynamic
-        range kernels one per row. That difference, not ``reduce_range``, the embedding Gather or
-        one group of layers, is why ORT dynamic int8 lost more than TFLite: all-MiniLM-L6-v2 at seq
-        64, sentence-embedding cosine on 300 held-out tweets, per tensor mean 0.9898 / min 0.9785,
-        per row 0.9967 / 0.9926 (TFLite 0.9985 / 0.9965; benchmarks/RESULTS.md, issue 15 item 4); how
-        the rows are scaled: :mod:`~mobilebert_kit.convert.onnx.row_scale`. Weight MatMuls only: activation x activation
-        MatMuls (attention) stay float, as in TFLite's dynamic range and ORT's ``MatMulConstBOnly``.
+        That difference, not ``reduce_range``, the embedding Gather or one group of layers, is why ORT dynamic
+        int8 lost more than TFLite: all-MiniLM-L6-v2 at seq 64, sentence-embedding cosine on 300 held-out
+        tweets, per tensor mean 0.9898 / min 0.9785, per row 0.9967 / 0.9926 (TFLite 0.9985 / 0.9965;
+        benchmarks/RESULTS.md). How: :mod:`~mobilebert_kit.convert.onnx.row_scale` (weight MatMuls only).
         """
         return self.method == "dynamic" and self.activation_scales != "tensor"
 

@@ -46,16 +46,8 @@ def _name(value):
 def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_len=None):
     """Returns ``model_bytes`` with named, ordered inputs/outputs, the inputs as tensors ``0..n-1``, and metadata.
 
-    Args:
-        model_bytes (bytes): the converter's output.
-        input_order (Sequence[str]): input names in the order the graph should list them.
-        output_order (Sequence[str]): output names (signature keys) in export order.
-        metadata (dict[str, bytes] | None): ``{entry name: bytes}`` added to ``Model.metadata``.
-        default_seq_len (int | None): the shape a dynamic sequence axis (signature ``-1``) has before any
-            resize; None: the converter's (1).
-
-    Returns:
-        bytes: the finished flatbuffer.
+    ``metadata``: ``{entry name: bytes}`` added to ``Model.metadata``; ``default_seq_len``: the shape a dynamic
+    sequence axis (signature ``-1``) has before any resize (None: the converter's, 1).
 
     Example:
         >>> data = finalize(converted, INPUT_NAMES, ["probability"], {"mbk_metadata": b"{}"})  # doctest: +SKIP
@@ -107,13 +99,7 @@ def inputs_first(model, subgraph_index=0):
     """Renumbers a subgraph's tensors so that its inputs are tensors ``0, 1, ...``, in input order; in place.
 
     MediaPipe resizes dynamic inputs by position, as if input ``i`` were tensor ``i`` (module docstring).
-
-    Args:
-        model (schema.ModelT): the unpacked model (``flatbuffer_utils.read_model_from_bytearray``).
-        subgraph_index (int): the subgraph whose tensors are renumbered.
-
-    Returns:
-        schema.ModelT: ``model``, its subgraph's ``inputs`` now ``[0, 1, ...]``.
+    ``model``: the unpacked ``schema.ModelT`` (``flatbuffer_utils.read_model_from_bytearray``), returned.
 
     Example:
         >>> list(inputs_first(model).subgraphs[0].inputs)  # doctest: +SKIP
@@ -130,18 +116,8 @@ def renumber_tensors(model, order, subgraph_index=0):
     One permutation applied to every field of the schema that holds a tensor index of the subgraph: its inputs
     and outputs, each operator's inputs, outputs and intermediates, and the tensor maps of the signatures on
     it. Buffers are untouched (a tensor keeps its buffer index) and an absent optional operand (``-1``) stays
-    absent, so the graph computes the same values.
-
-    Args:
-        model (schema.ModelT): the unpacked model.
-        order (Sequence[int]): a permutation of the subgraph's tensor indices: new index -> old index.
-        subgraph_index (int): the subgraph whose tensors are renumbered.
-
-    Returns:
-        schema.ModelT: ``model``.
-
-    Raises:
-        ArtifactError: ``order`` is not a permutation of the subgraph's tensors.
+    absent, so the graph computes the same values. ``order`` maps new index -> old index; one that is not a
+    permutation of the subgraph's tensors is an ArtifactError. Returns ``model``.
 
     Example:
         >>> renumber_tensors(model, list(range(len(model.subgraphs[0].tensors)))[::-1])  # doctest: +SKIP

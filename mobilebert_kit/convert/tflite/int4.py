@@ -48,17 +48,8 @@ _UNDIVIDED = re.compile(r"for tensor: (\S+)\. Error: Quantized dimension \d+ in 
 
 
 def int4_weights(model_bytes, settings):
-    """Returns ``(model_bytes, notes)``: a float ``.tflite`` model with int4 weights as ``settings`` say.
-
-    Args:
-        model_bytes (bytes): the converter's float output.
-        settings (Int4Weights): the mode's record (activations, block size).
-
-    Returns:
-        tuple[bytes, list[str]]: the quantized model and remarks for the export report.
-
-    Raises:
-        ExportError: the quantizer refused the graph (a dimension not a multiple of the block size), one line.
+    """Returns ``(model_bytes, notes)``: a float ``.tflite`` model with int4 weights as the mode's ``Int4Weights``
+    ``settings`` say, and remarks for the export report. A graph the quantizer refuses is an ExportError.
 
     Example:
         >>> int4_weights(float_bytes, Int4Weights("int8", 0))  # doctest: +SKIP
@@ -123,14 +114,8 @@ def _undivided(model_bytes, block_size):
 
 
 def embedding_lookups(model_bytes):
-    """Returns ``(model_bytes, rewritten)``: gathers of large constant float tables as ``EMBEDDING_LOOKUP``.
-
-    Args:
-        model_bytes (bytes): a float ``.tflite`` model.
-
-    Returns:
-        tuple[bytes, int]: the rewritten model (the input unchanged when no gather qualified) and the count.
-    """
+    """Returns ``(model_bytes, rewritten)``: gathers of large constant float tables as ``EMBEDDING_LOOKUP`` (the
+    input unchanged when no gather qualified) and how many."""
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     codes = [fb.get_builtin_code_from_operator_code(c) for c in model.operatorCodes]
     rewritten = 0

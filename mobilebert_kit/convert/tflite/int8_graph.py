@@ -42,15 +42,8 @@ _TIED = {"RESHAPE": 0, "TRANSPOSE": 0, "SPLIT": 1, "SPLIT_V": 0, "STRIDED_SLICE"
 
 
 def symmetric_matmul_operands(model_bytes):
-    """Returns ``(model_bytes, tensors_changed)`` with symmetric int8 second operands of BATCH_MATMUL.
-
-    Args:
-        model_bytes: a converted ``.tflite`` model.
-
-    Returns:
-        The rewritten model (the input bytes unchanged when nothing needed it) and
-        the number of tensors whose quantization parameters changed.
-    """
+    """Returns ``(model_bytes, tensors_changed)`` with symmetric int8 second operands of BATCH_MATMUL (the input
+    bytes unchanged when nothing needed it)."""
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
     changed = 0
@@ -132,11 +125,8 @@ def dynamic_range_weights(model_bytes, names):
     Each constant float kernel ``[out, in]`` becomes symmetric int8 with one scale per output channel and the op
     quantizes its float input on the fly (``asymmetric_quantize_inputs``), as a dynamic-range file's layers do:
     XNNPACK runs it with the int8 kernels and writes a float output, so no static output range applies.
-
-    Args:
-        model_bytes (bytes): a converted model.
-        names (Iterable[str]): output tensor names (the converter's node names) of the ops to rewrite; ops that
-            are not float fully connected layers with a constant 2-D kernel are left alone.
+    ``names``: output tensor names of the ops to rewrite; ops that are not float fully connected layers with a
+    constant 2-D kernel are left alone.
 
     Example:
         >>> dynamic_range_weights(model_bytes, ["m/transformer_layer_0/ffn_0/output/BiasAdd"])  # doctest: +SKIP
