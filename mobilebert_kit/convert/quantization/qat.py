@@ -30,6 +30,7 @@ inputs; no labels are needed. ``steps=0`` only collects ranges.
 """
 
 import contextlib
+import functools
 
 import numpy as np
 
@@ -61,62 +62,44 @@ def _kernel_quantizer():
     return q.LastValueQuantizer(num_bits=8, per_axis=False, symmetric=True, narrow_range=True)
 
 
-def _output_quantizer():
-    return _registered_quantizer()()
-
-
-_QUANTIZER = {}
-
-
-def _registered_quantizer():
+@functools.cache
+def _output_quantizer_class():
     """The output quantizer class, built on tfmot's Quantizer base once tfmot is imported."""
-    if "cls" not in _QUANTIZER:
-        base = _tfmot().quantization.keras.quantizers.Quantizer
+    base = _tfmot().quantization.keras.quantizers.Quantizer
 
-        class DataRangeQuantizer(base):
-            """Asymmetric 8-bit fake quant whose range starts at the first batch's min/max.
+    class DataRangeQuantizer(base):
+        """Asymmetric 8-bit fake quant whose range starts at the first batch's min/max.
 
-            tfmot's MovingAverageQuantizer starts at [-6, 6] and moves with decay
-            0.999, so a short fine-tune (or none) keeps [-6, 6]: on tiny-mobilebert,
-            whose activations are ~0.03, that left an SNR of 5.9 dB. Here the first
-            training batch sets the range and later ones move it with decay 0.9.
-            """
+        tfmot's MovingAverageQuantizer starts at [-6, 6] and moves with decay
+        0.999, so a short fine-tune (or none) keeps [-6, 6]: on tiny-mobilebert,
+        whose activations are ~0.03, that left an SNR of 5.9 dB. Here the first
+        training batch sets the range and later ones move it with decay 0.9.
+        """
 
-            decay = 0.9
+        decay = 0.9
 
-            def build(self, tensor_shape, name, layer):
-                def scalar(suffix, value):
-                    return layer.add_weight(f"{name}_{suffix}", shape=(), trainable=False,
-                                            initializer=keras.initializers.Constant(value))
+        def build(self, tensor_shape, name, layer):
+            def scalar(suffix, value):
+                return layer.add_weight(f"{name}_{suffix}", shape=(), trainable=False,
+                                        initializer=keras.initializers.Constant(value))
 
-                return {"min_var": scalar("min", -6.0), "max_var": scalar("max", 6.0), "seen": scalar("seen", 0.0)}
+            return {"min_var": scalar("min", -6.0), "max_var": scalar("max", 6.0), "seen": scalar("seen", 0.0)}
 
-            def __call__(self, inputs, training, weights, **kwargs):
-                low, high, seen = weights["min_var"], weights["max_var"], weights["seen"]
-                if training:
-                    batch_low = tf.minimum(tf.reduce_min(inputs), 0.0)
-                    batch_high = tf.maximum(tf.reduce_max(inputs), 0.0)
-                    keep = tf.where(seen > 0, self.decay, 0.0)
-                    low.assign(keep * low + (1.0 - keep) * batch_low)
-                    high.assign(keep * high + (1.0 - keep) * batch_high)
-                    seen.assign(1.0)
-                return tf.quantization.fake_quant_with_min_max_vars(inputs, low, high, num_bits=8, narrow_range=False)
+        def __call__(self, inputs, training, weights, **kwargs):
+            low, high, seen = weights["min_var"], weights["max_var"], weights["seen"]
+            if training:
+                batch_low = tf.minimum(tf.reduce_min(inputs), 0.0)
+                batch_high = tf.maximum(tf.reduce_max(inputs), 0.0)
+                keep = tf.where(seen > 0, self.decay, 0.0)
+                low.assign(keep * low + (1.0 - keep) * batch_low)
+                high.assign(keep * high + (1.0 - keep) * batch_high)
+                seen.assign(1.0)
+            return tf.quantization.fake_quant_with_min_max_vars(inputs, low, high, num_bits=8, narrow_range=False)
 
-            def get_config(self):
-                return {}
+        def get_config(self):
+            return {}
 
-        _QUANTIZER["cls"] = DataRangeQuantizer
-    return _QUANTIZER["cls"]
-
-
-def _dense_paths(layer, names):
-    """The Dense sublayers ``names`` of ``layer`` that exist (found by name)."""
-    out = []
-    for name in names:
-        sub = getattr(layer, name, None)
-        if sub is not None:
-            out.append(sub)
-    return out
+    return DataRangeQuantizer
 
 
 class _SublayerConfig:
@@ -126,7 +109,8 @@ class _SublayerConfig:
     quantize_output = True
 
     def denses(self, layer):
-        return _dense_paths(layer, self.dense_names)
+        """The Dense sublayers ``dense_names`` of ``layer`` that exist (found by name)."""
+        return [sub for sub in (getattr(layer, name, None) for name in self.dense_names) if sub is not None]
 
     def get_weights_and_quantizers(self, layer):
         return [(d.kernel, _kernel_quantizer()) for d in self.denses(layer)]
@@ -142,14 +126,10 @@ class _SublayerConfig:
         return None
 
     def get_output_quantizers(self, layer):
-        return [_output_quantizer()] if self.quantize_output else []
+        return [_output_quantizer_class()()] if self.quantize_output else []
 
     def get_config(self):
         return {}
-
-
-def _base():
-    return _tfmot().quantization.keras.QuantizeConfig
 
 
 class BottleneckQuantizeConfig(_SublayerConfig):
@@ -173,8 +153,6 @@ class FeedForwardQuantizeConfig(_SublayerConfig):
 class NoNormQuantizeConfig(_SublayerConfig):
     """NoNorm: no kernels; the output range is learned."""
 
-    dense_names = ()
-
 
 class TrigramEmbeddingQuantizeConfig(_SublayerConfig):
     """TokenEmbedding: the embedding projection (trigram or factorized) and the word table."""
@@ -182,10 +160,7 @@ class TrigramEmbeddingQuantizeConfig(_SublayerConfig):
     dense_names = ("embedding_transformation",)
 
     def get_weights_and_quantizers(self, layer):
-        q = _tfmot().quantization.keras.quantizers
-        table = [(layer.word_embeddings, q.LastValueQuantizer(num_bits=8, per_axis=False, symmetric=True,
-                                                               narrow_range=True))]
-        return table + super().get_weights_and_quantizers(layer)
+        return [(layer.word_embeddings, _kernel_quantizer())] + super().get_weights_and_quantizers(layer)
 
     def set_quantize_weights(self, layer, quantize_weights):
         layer.word_embeddings = quantize_weights[0]
@@ -237,19 +212,20 @@ CONFIG_CLASSES = (
 
 def _registered(cls):
     """``cls`` as a real tfmot QuantizeConfig subclass (tfmot is imported lazily)."""
-    return type(cls.__name__, (cls, _base()), {})
+    return type(cls.__name__, (cls, _tfmot().quantization.keras.QuantizeConfig), {})
+
+
+# By exact class: a subclass (TokenDense is a Dense) computes something else.
+_CONFIGS = {
+    TransformerBlock: TransformerBlockQuantizeConfig, TokenEmbedding: TrigramEmbeddingQuantizeConfig,
+    ProjectionNorm: BottleneckQuantizeConfig, MultiHeadAttention: AttentionQuantizeConfig,
+    FeedForward: FeedForwardQuantizeConfig, NoNorm: NoNormQuantizeConfig, TokenDense: TokenDenseQuantizeConfig,
+}
 
 
 def _config_for(layer):
-    table = {
-        TransformerBlock: TransformerBlockQuantizeConfig, TokenEmbedding: TrigramEmbeddingQuantizeConfig,
-        ProjectionNorm: BottleneckQuantizeConfig, MultiHeadAttention: AttentionQuantizeConfig,
-        FeedForward: FeedForwardQuantizeConfig, NoNorm: NoNormQuantizeConfig, TokenDense: TokenDenseQuantizeConfig,
-    }
-    for cls, config in table.items():
-        if type(layer) is cls:
-            return _registered(config)()
-    return None
+    config = _CONFIGS.get(type(layer))
+    return None if config is None else _registered(config)()
 
 
 def _scope():
@@ -303,15 +279,8 @@ def annotate(graph):
 
 
 def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, batch_size=8, seed=0):
-    """Returns the fake-quantized copy of ``graph``, fine-tuned to match ``graph`` on ``calibration``.
-
-    Args:
-        graph: the float export graph (build_export_model); it is the teacher.
-        calibration: an InputSet (needed: ranges come from data).
-        steps: self-distillation steps (0: only collect ranges).
-        learning_rate: Adam learning rate.
-        batch_size: rows per step.
-        seed: row sampling seed.
+    """Returns the fake-quantized copy of the float export ``graph`` (the teacher), fine-tuned with Adam for
+    ``steps`` self-distillation steps (0: only collect ranges) to match ``graph`` on the ``calibration`` rows.
 
     Example:
         >>> qat = quantization_aware_graph(graph, calibration, steps=50)  # doctest: +SKIP
@@ -367,17 +336,8 @@ def with_layer_outputs(qat, layer_names):
     was fine-tuned and converted, not fine-tuned again: a second
     ``quantization_aware_graph`` on a hidden-state graph paid QAT twice and,
     trained on a loss over every hidden state, described another model than
-    the artifact (issue 13, item 10).
-
-    Args:
-        qat (keras.Model): a graph returned by :func:`quantization_aware_graph`.
-        layer_names (list[str]): names of the source layers (``embeddings``,
-            ``transformer_layer_{i}``); tfmot's wrapper of each is found by the
-            name of the layer it wraps.
-
-    Returns:
-        keras.Model: the same inputs, ``qat``'s outputs followed by one output per name,
-        with ``output_order``, ``mask_dtype`` and ``input_dtypes`` set like ``qat``'s.
+    the artifact. tfmot's wrapper of each source layer (``embeddings``, ``transformer_layer_{i}``) is found
+    by the name of the layer it wraps; the probe's ``output_order`` lists ``qat``'s outputs, then the layers'.
 
     Example:
         >>> probe = with_layer_outputs(qat, hidden_state_names(model))  # doctest: +SKIP
