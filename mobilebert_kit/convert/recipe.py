@@ -93,11 +93,7 @@ RECIPE_DEPTH = 8
 
 @dataclass
 class Recipe:
-    """A parsed, checked recipe.
-
-    Args:
-        path: the recipe file.
-        tables: the checked TOML tables (paths already resolved).
+    """A parsed, checked recipe: its file and its checked TOML tables (paths already resolved).
 
     Example:
         >>> recipe = Recipe.load("export/minilm-dynamic.toml")  # doctest: +SKIP
@@ -121,9 +117,6 @@ class Recipe:
         raw = load_toml(path, "recipe", max_bytes=MAX_RECIPE_BYTES, max_depth=RECIPE_DEPTH, error=RecipeError,
                         fix="a recipe is a short TOML file of tables of keys (see export/default.toml)")
         return cls(path, _check(path, raw))
-
-    def _resolve(self, section, key, value):
-        return _inside(self.path, f"[{section}] {key}", value)
 
     def source_spec(self):
         source = self.tables.get("source", {})
@@ -177,14 +170,9 @@ class Recipe:
         """The recipe's source, loaded, substituted and recovered once for all its exports.
 
         The recovery runs at ``[substitute] seq_len`` when given, else at the length the export plan decides
-        for ``options`` (the source's own facts: a 64-position preset recovers at 64).
-
-        Args:
-            options (ExportOptions): any of :meth:`options` (they share the source and ``[substitute]``).
-            log (Callable[[str], None] | None): where the substitution and recovery lines go.
-
-        Returns:
-            ModelSource: the prepared source, to pass as ``export(..., source=...)``.
+        for ``options`` (the source's own facts: a 64-position preset recovers at 64). ``options``: any of
+        :meth:`options` (they share the source and ``[substitute]``). Returns the ModelSource to pass as
+        ``export(..., source=...)``.
 
         Example:
             >>> recipe = Recipe.load("export/nonorm.toml")  # doctest: +SKIP

@@ -19,12 +19,10 @@ Example:
 import numpy as np
 from onnx import numpy_helper
 
-def simplify(model):
-    """Folds NoNorm into the dense weights and drops unread nodes, in place; returns what changed.
 
-    Args:
-        model: an ``onnx.ModelProto`` from tf2onnx (float, before quantization).
-    """
+def simplify(model):
+    """Folds NoNorm into the dense weights and drops unread nodes of tf2onnx's float ModelProto, in place; returns
+    what changed."""
     folded = fold_affine_into_matmul(model)
     drop_dead_nodes(model.graph)
     return {"affine_folded": folded}

@@ -147,9 +147,6 @@ def char_classes(tokenizer):
     """What the checkpoint's WordPiece tokenizer does to each character (:class:`CharClasses`), measured once per
     normalizer and pre-tokenizer (a few seconds) and cached.
 
-    Args:
-        tokenizer (TextTokenizer): a WordPiece tokenizer.
-
     Example:
         >>> classes = char_classes(tok)  # doctest: +SKIP
         >>> 0xFEFF in classes.removed, ord("！") in classes.isolated  # doctest: +SKIP

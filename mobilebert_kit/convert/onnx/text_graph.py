@@ -106,12 +106,12 @@ def refusal(tokenizer):
                     "onnxruntime-extensions' SentencepieceTokenizer cannot do")
         if spec and _first(spec.get("pre_tokenizer"), "Metaspace") is None:
             return f"its {kind.name} tokenizer has no Metaspace pre-tokenizer, which SentencePiece always applies"
-        steps = _pre_tokenizer_steps(spec.get("pre_tokenizer"))
+        steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
         if spec and (steps != ["Metaspace"] or _first(spec.get("pre_tokenizer"), "Metaspace").get("split") is False):
             # SentencePiece splits at spaces and nowhere else (a WhitespaceSplit first dropped runs of spaces).
             return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}, where "
                     "SentencePiece splits at spaces only (a Metaspace alone)")
-        other = [step.get("type") for step in _normalizer_steps(spec.get("normalizer"))
+        other = [step.get("type") for step in _steps(spec.get("normalizer"), "normalizers")
                  if step.get("type") not in _UNIGRAM_NORMALIZERS]
         if other:
             return (f"its {kind.name} tokenizer normalizes with {other[0]}, which the graph cannot reproduce before "
@@ -121,7 +121,7 @@ def refusal(tokenizer):
         if level is None:
             return (f"its {kind.name} tokenizer is not byte-level (no ByteLevel pre-tokenizer), and "
                     "onnxruntime-extensions' RobertaTokenizer is")
-        steps = _pre_tokenizer_steps(spec.get("pre_tokenizer"))
+        steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
         if steps != ["ByteLevel"] or level.get("use_regex") is False:
             # The op splits words by GPT-2's pattern, then bytes: no other split (Digits, Split) nor none.
             return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}"
@@ -147,13 +147,14 @@ def refusal(tokenizer):
     return None
 
 
-def _pre_tokenizer_steps(node):
-    """The ``tokenizer.json`` pre-tokenizer as the list of its steps' types (a Sequence's items in order)."""
+def _steps(node, key):
+    """A ``tokenizer.json`` normalizer or pre-tokenizer as the flat list of its steps (a Sequence's ``key`` items
+    in order)."""
     if not isinstance(node, dict):
         return []
     if node.get("type") == "Sequence":
-        return [step for item in node.get("pretokenizers") or [] for step in _pre_tokenizer_steps(item)]
-    return [node.get("type")]
+        return [step for item in node.get(key) or [] for step in _steps(item, key)]
+    return [node]
 
 
 def _single_layout(tokenizer):
@@ -388,15 +389,6 @@ def _wordpiece(tokenizer, files):
 _UNIGRAM_NORMALIZERS = ("Precompiled", "NFKC", "Replace")
 
 
-def _normalizer_steps(node):
-    """The ``tokenizer.json`` normalizer as a flat list of its steps (a Sequence's items in order)."""
-    if not isinstance(node, dict):
-        return []
-    if node.get("type") == "Sequence":
-        return [step for item in node.get("normalizers") or [] for step in _normalizer_steps(item)]
-    return [node]
-
-
 @functools.lru_cache(maxsize=1)
 def _nfkc_charsmap():
     """SentencePiece's own NFKC character map (what a model trained with ``normalization_rule_name="nfkc"``
@@ -452,16 +444,12 @@ def _sentencepiece(tokenizer, files):
     from mobilebert_kit.convert.onnx import text_chars as tc
 
     spec = getattr(tokenizer, "_spec", None) or {}
-    steps = _normalizer_steps(spec.get("normalizer"))
+    steps = _steps(spec.get("normalizer"), "normalizers")
     specials = _special_tokens(tokenizer)
     nodes, inits = [], []
 
     def step(text, pattern, rewrite, name, **attrs):
-        inits.extend([numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
-                      numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")])
-        nodes.append(_node("StringRegexReplace", [text, f"{name}_pattern", f"{name}_rewrite"], [name],
-                           domain=EXTENSIONS_DOMAIN, **attrs))
-        return _P + name
+        return _replace(nodes, inits, text, pattern, rewrite, name, **attrs)
 
     text = _absorb_whitespace(specials, nodes, inits, TEXT_INPUT)
     if specials:
@@ -503,6 +491,16 @@ def _sentencepiece(tokenizer, files):
 _WHITESPACE = "[\\t\\n\\x{b}\\x{c}\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
 
 
+def _replace(nodes, inits, text, pattern, rewrite, name, **attrs):
+    """``text`` (a batch) with every match of ``pattern`` replaced by ``rewrite`` (RE2): one StringRegexReplace
+    node of the outer graph (:func:`_regex_step` writes one inside a Loop body); returns the result's name."""
+    inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
+              numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")]
+    nodes.append(_node("StringRegexReplace", [text, f"{name}_pattern", f"{name}_rewrite"], [name],
+                       domain=EXTENSIONS_DOMAIN, **attrs))
+    return _P + name
+
+
 def _absorb_whitespace(specials, nodes, inits, text):
     """``text`` (a batch) with the whitespace beside each special token that has ``lstrip`` / ``rstrip`` removed:
     transformers takes it into the token's match (RoBERTa's ``<mask>``: "a <mask>" gives ``a <mask>``, no space
@@ -510,14 +508,10 @@ def _absorb_whitespace(specials, nodes, inits, text):
     from mobilebert_kit.convert.onnx.text_chars import re2_literal
 
     for k, (content, _, _, lstrip, rstrip) in enumerate(specials):
-        if not (lstrip or rstrip):
-            continue
-        pattern = (_WHITESPACE + "+" if lstrip else "") + f"({re2_literal(content)})" + (_WHITESPACE + "+" if rstrip else "")
-        inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}strip{k}_pattern"),
-                  numpy_helper.from_array(np.array(["\\1"], object), f"{_P}strip{k}_rewrite")]
-        nodes.append(_node("StringRegexReplace", [text, f"strip{k}_pattern", f"strip{k}_rewrite"], [f"stripped{k}"],
-                           domain=EXTENSIONS_DOMAIN))
-        text = _P + f"stripped{k}"
+        if lstrip or rstrip:
+            pattern = (_WHITESPACE + "+" if lstrip else "") + f"({re2_literal(content)})" + (
+                _WHITESPACE + "+" if rstrip else "")
+            text = _replace(nodes, inits, text, pattern, "\\1", f"strip{k}")
     return text
 
 
@@ -607,15 +601,10 @@ def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None
                     ml_opset=_ML_OPSET):
     """The tokenizer as an ONNX model: ``text`` ``[batch]`` in, the model's inputs out (``mbk_tokenizer/<name>``).
 
-    Args:
-        tokenizer (TextTokenizer): the checkpoint's tokenizer (:func:`refusal` None).
-        seq_len (int): the planned length: texts are truncated to it, special tokens included.
-        input_types (dict): ``{model input name: "int64" | "int32" | "float32"}`` in the model's order.
-        static (bool): pad every row to ``seq_len`` (a static file) instead of the batch's longest.
-        batch (int | None): the static batch size (None: dynamic).
-        opset (int): the model's standard opset (the two graphs are merged).
-        ir_version (int | None): the model's IR version.
-        ml_opset (int): the ``ai.onnx.ml`` opset (WordPiece's LabelEncoder), the model's when it imports one.
+    Texts are truncated to ``seq_len``, special tokens included; ``input_types`` is ``{model input name:
+    "int64" | "int32" | "float32"}`` in the model's order; ``static`` pads every row to ``seq_len`` instead of the
+    batch's longest (``batch`` None: a dynamic batch). ``opset``, ``ir_version`` and ``ml_opset`` are the model's
+    (the two graphs are merged).
 
     Example:
         >>> tokenizer_model(tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
