@@ -267,9 +267,9 @@ class _BlockWriter:
             self.shapes[width] = f"fused/shape_{width}"
         return self.node("Reshape", [x, self.shapes[width]], f"{name}/to_tokens")
 
-    def const(self, name, value):
+    def const(self, name, value, dtype=np.float32):
         full = f"{self.prefix}/{name}_fused"
-        self.weights.append(numpy_helper.from_array(np.asarray(value, np.float32), full))
+        self.weights.append(numpy_helper.from_array(np.asarray(value, dtype), full))
         return full
 
     def node(self, op, inputs, name, domain=None, **attrs):
@@ -328,18 +328,18 @@ class _BlockWriter:
         arrays = {n: _arrays(getattr(attention, n).kernel, getattr(attention, n).bias)
                   for n in ("query", "key", "value")}
         bias = self.const("attention/qkv_bias", np.concatenate([arrays[n][1] for n in ("query", "key", "value")]))
-        if query == key == value and not self.gemm:
+        packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1) \
+            if query == key == value else None
+        if packed is not None and not self.gemm:
             # One kernel for the packed projection and the attention: 0.97x MultiHeadAttention's time on
             # all-MiniLM-L6-v2 at 128 tokens (CPU time, one core). dynamic_form() splits it for quantize_dynamic.
-            packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1)
             return self.node("Attention", [query, self.const("attention/qkv/kernel", packed), bias, mask],
                              "attention/Attention", domain=MS, num_heads=int(attention.num_heads),
                              mask_filter_value=float(attention.mask_value))
-        if query == key == value:
-            packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1)
+        if packed is not None:
             qkv = self.node("MatMul", [query, self.const("attention/qkv/kernel", packed)], "attention/qkv/MatMul")
             width = arrays["query"][0].shape[1]
-            split = self.const_i64("attention/qkv/split", [width, width, arrays["value"][0].shape[1]])
+            split = self.const("attention/qkv/split", [width, width, arrays["value"][0].shape[1]], np.int64)
             names = [f"{self.prefix}/attention/{n}_fused:0" for n in ("query", "key", "value")]
             self.nodes.append(helper.make_node("Split", [qkv, split], names, axis=-1,
                                                name=f"{self.prefix}/attention/qkv/Split_fused"))
@@ -356,11 +356,6 @@ class _BlockWriter:
         if self.gemm:
             context = self.to_rows(context, arrays["value"][0].shape[1], "attention/context")
         return context
-
-    def const_i64(self, name, value):
-        full = f"{self.prefix}/{name}_fused"
-        self.weights.append(numpy_helper.from_array(np.asarray(value, np.int64), full))
-        return full
 
     def block(self, block, x, y, mask):
         """Appends ``block`` (TransformerBlock.call, post-norm) reading ``x``, writing ``y``."""

@@ -83,15 +83,8 @@ tiny-mobilebert full-int8 export). Adders' columns are free.
 - ``balance`` (data, a geometric mean of all four pulls in which the
   activations count ``ACTIVATION_PULL`` times) was no worse than ``none`` in
   any of the four cases: 19.0 -> 19.8, 16.0 -> 21.2, 28.0 -> 28.5, 10.0 -> 13.5 dB.
-  On the substituted all-MiniLM-L6-v2 (600 recovery steps) it is what lets the
-  all-int8 file pass validation: mean sentence-embedding cosine to the original
-  0.852 with the writer's ranges alone and equal pulls, 0.926 with the in-block
-  segments (float: 0.955; benchmarks/nonorm_int8.py). With the embedding sum,
-  the stream and the ReLU units as well, the same recovered model's all-int8
-  file reaches 0.952 to the original and 0.990 to its own float model (0.964
-  before; float 0.961). A numpy fake-int8 model of the file (one tensor group
-  int8 at a time) had shown the loss spread over the stream tensors, with the
-  residual stream's channel 99 and single FFN units 10-17x the median.
+  On the substituted all-MiniLM-L6-v2 it is what lets the all-int8 file pass
+  validation (docs/export.md, "Scale migration after recovery"; benchmarks/nonorm_int8.py).
 
 A channel whose ``c`` would be zero, not finite or beyond 1e6 keeps ``c = 1``.
 

@@ -184,8 +184,8 @@ class TfliteSettings:
     int4: Int4Weights = None
 
 
-# Validation thresholds a record sets and a user may override (convert.validation.compare.Thresholds fields).
-# Validation thresholds a recipe or --threshold may override, with their bounds.
+# Validation thresholds a record sets and a recipe or --threshold may override, with their bounds
+# (convert.validation.compare.Thresholds fields).
 THRESHOLD_LIMITS = {
     "min_cosine": Limit(float, -1.0, 1.0),
     "min_snr_db": Limit(float, -1e12, 1e12),  # finite; a huge bar is a way to make validation fail on purpose
@@ -254,12 +254,8 @@ class QuantizationMode:
         return capability not in self.refused
 
     def check_calibration(self, calibration):
-        """Raises ExportError when this mode calibrates and ``calibration`` has no rows (a library caller's guard;
-        ``ExportOptions.check`` refuses an export without data first, in the user's spelling).
-
-        Args:
-            calibration (InputSet | None): the calibration rows given to a converter.
-        """
+        """Raises ExportError when this mode calibrates and the InputSet ``calibration`` has no rows (a library
+        caller's guard; ``ExportOptions.check`` refuses an export without data first, in the user's spelling)."""
         if self.calibration and (calibration is None or calibration.count == 0):
             raise ExportError(f"quantization {self.name} needs calibration data (an InputSet of at least one row)")
 
@@ -526,10 +522,7 @@ CONVERTED_MODES = tuple(name for name, mode in MODES.items() if not mode.search)
 
 
 def quantization_mode(name):
-    """The record of mode ``name``; an unknown name is a ConfigError listing the valid ones.
-
-    Args:
-        name (str): a key of :data:`MODES`.
+    """The record of mode ``name`` (a key of :data:`MODES`); an unknown name is a ConfigError listing the valid ones.
 
     Example:
         >>> quantization_mode("int8").calibration
@@ -539,12 +532,8 @@ def quantization_mode(name):
 
 
 def needs_calibration_message(mode, data, why):
-    """The one-line error for a calibrated mode without data, naming both options as the user writes them.
-
-    Args:
-        mode (str): the mode option as written (``--quantize qat``, ``[export] quantize = 'qat'``).
-        data (str): the option that supplies the data (``--calibration FILE``, ``[calibration] data = 'FILE'``).
-        why (str): the record's reason that no default calibration applies.
+    """The one-line error for a calibrated mode without data, naming both options as the user writes them
+    (``--quantize qat``, ``[calibration] data = 'FILE'``), with the record's reason ``why`` no default applies.
 
     Example:
         >>> needs_calibration_message("--quantize qat", "--calibration FILE", "QAT trains on its data")  # doctest: +ELLIPSIS
