@@ -45,15 +45,10 @@ def sequence_length(asked, task=None, fmt=None, max_positions=None, trained=None
     trained at (its ``task.json``), else :data:`DEFAULT_SEQ_LEN`; a default never exceeds the position table.
 
     Args:
-        asked (int | None): the user's length (``--seq-len``), or None.
-        task (str | None): the export task (None: unknown, a file that records none).
-        fmt (str | None): ``"tflite"`` / ``"onnx"``.
+        asked (int | None): the user's length (``--seq-len``, named as ``option`` in the refusal), or None.
+        task (str | None): the export task (None: unknown, a file that records none); ``fmt`` its format.
         max_positions (int | None): the longest input the model takes (models.api.max_positions; None: unknown).
         trained (int | None): the length a fine-tuned model was trained at.
-        option (str): the option as the user wrote it, named in the refusal.
-
-    Returns:
-        int: the length.
 
     Raises:
         ConfigError: ``asked`` exceeds the position table.
@@ -80,14 +75,12 @@ def input_layout(options, task=None):
     """``(dynamic_axes, mask_dtype)`` of an export of ``task``: what the user's words decide about its inputs.
 
     Both formats have dynamic axes unless ``--static-axes`` is asked: ONNX its batch and sequence (optimum's
-    signature), TFLite its sequence only, at batch 1 (the format's ``dynamic_axes``: the clients run one text at a time and
-    resize the sequence to its token count, so short text costs what it is long, not ``--seq-len``). A TFLite
-    file is static with ``--batch-size`` above 1 (GPU and NPU delegates need static shapes too:
-    ``--static-axes``), and for a task whose outputs follow the text's length (``ExportTask.per_text_outputs``
-    False: features, token and span logits), which MediaPipe cannot run dynamic. The
-    attention mask has the token ids' type (the format's ``input_dtype``), except in an int8-io file,
-    whose float mask becomes an int8 input on integer-only accelerators (an integer mask would need a float
-    CAST in front of the first layer there).
+    signature), TFLite its sequence only, at batch 1 (the clients run one text at a time and resize the
+    sequence to its token count, so short text costs what it is long, not ``--seq-len``). A TFLite file is
+    static with ``--batch-size`` above 1, and for a task whose outputs follow the text's length
+    (``ExportTask.per_text_outputs`` says why). The attention mask has the token ids' type, except in an
+    int8-io file, whose float mask becomes an int8 input on integer-only accelerators (an integer mask would
+    need a float CAST in front of the first layer there).
 
     Example:
         >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
