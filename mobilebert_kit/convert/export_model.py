@@ -204,9 +204,6 @@ def build_export_model(
     position table's length of tokens, the first ones and the last (as a truncating tokenizer cuts a text):
     MediaPipe and the Task Library feed the whole text, which would otherwise fail in the position gather.
     The model's ``output_order`` and ``input_dtypes`` record its outputs and inputs.
-
-    Example:
-        >>> graph = build_export_model(mbk.build("tiny-bert"), seq_len=16)  # doctest: +SKIP
     """
     check_choice("mask_dtype", mask_dtype, MASK_DTYPES)
     check_choice("ids_dtype", ids_dtype, ("int32", "int64"))
@@ -259,14 +256,14 @@ def plan_graph(model, plan, hidden_states=False, for_qat=False):
     Example:
         >>> graph = plan_graph(model, plan)  # doctest: +SKIP
     """
-    if plan.fold_nonorm and not for_qat:  # QAT trains the model it is given: nothing to fold into yet
+    if plan.options.fold_nonorm and not for_qat:  # QAT trains the model it is given: nothing to fold into yet
         # The per-layer hidden states the drift probe reads are the block outputs, which the stream fold stores
         # in other units: the probe's graph folds inside the blocks only (scale_migration module doc). Whether a
         # file folds the stream is its mode's record's (QuantizationMode.stream_fold: ONNX's static QDQ lost with it).
         model = _folded(model, plan, stream=not hidden_states and plan.format in plan.mode.stream_fold)
     return build_export_model(model, plan.batch_size, plan.static_seq_len, plan.mask_dtype,
-                              plan.attention_mask_value, hidden_states=hidden_states, for_qat=for_qat, task=plan.task,
-                              fmt=plan.format, pooling=plan.pooling, normalize=bool(plan.normalize),
+                              plan.options.attention_mask_value, hidden_states=hidden_states, for_qat=for_qat,
+                              task=plan.task, fmt=plan.format, pooling=plan.pooling, normalize=bool(plan.normalize),
                               ids_dtype=plan.ids_dtype, input_names=plan.input_names,
                               clip_to_positions=plan.clips_in_graph)
 

@@ -327,7 +327,7 @@ def _metadata(source, model, graph, plan):
         "input_dtypes": dict(dtypes),
         "outputs": list(graph.output_order),
         "mask_dtype": plan.mask_dtype,
-        "io_type": plan.io_type,
+        "io_type": plan.options.io_type,
         "vocab_size": config["vocab_size"],
         # The longest input the position table takes (None: relative positions, no table): a reader of a
         # dynamic-axis file (the profiler, mbk validate) picks a default length within it.

@@ -169,10 +169,6 @@ def int4_weights(model, block_size):
     embedding tables (blocks of :data:`ONNX_INT4_TABLE_BLOCK`, whose float32 scales cost less than
     blocks of 32 would). Activation x activation products (attention) stay float. ``model``: the float
     ``onnx.ModelProto`` from :func:`convert`.
-
-    Example:
-        >>> int4_weights(float_model, 32)  # doctest: +SKIP
-        <onnx.ModelProto>
     """
     # Imported here, inside quantize()'s _quiet_root_logger: the module calls logging.basicConfig at import, which
     # made every later tf2onnx INFO line of the process print to stderr.

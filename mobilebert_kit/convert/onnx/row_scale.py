@@ -56,10 +56,6 @@ _TINY_SCALE = 1e-12
 def weight_matmuls(model, exclude=()):
     """The MatMul nodes whose second input is a 2-D float32 initializer (a weight), minus ``exclude`` names, in
     graph order.
-
-    Example:
-        >>> [n.name for n in weight_matmuls(model)][:1]  # doctest: +SKIP
-        ['encoder_export/transformer_layer_0/attention/query/Tensordot/MatMul']
     """
     weights = {i.name for i in model.graph.initializer if i.data_type == TensorProto.FLOAT and len(i.dims) == 2}
     skip = set(exclude)
@@ -72,10 +68,6 @@ def scale_rows(model, exclude=()):
 
     ``exclude``: node names left as they are (``keep_float_layers`` matches). Each rewritten MatMul keeps its
     name, so ``nodes_to_exclude`` still finds it.
-
-    Example:
-        >>> scale_rows(model)  # doctest: +SKIP
-        361
     """
     graph = model.graph
     targets = {n.output[0] for n in weight_matmuls(model, exclude)}  # protobuf hands out new wrappers: no id()

@@ -173,10 +173,6 @@ def _single_layout(tokenizer):
 
 def in_graph_record(tokenizer, seq_len):
     """What ``mbk_metadata`` records of a text-in file's tokenizer (``tokenizer_in_graph``).
-
-    Example:
-        >>> in_graph_record(tok, 128)["op"]  # doctest: +SKIP
-        'WordpieceTokenizer'
     """
     return {"library": f"{EXTENSIONS_PACKAGE} {extensions_version()}", "domain": EXTENSIONS_DOMAIN,
             "op": tokenizer.kind.extensions_op, "kind": tokenizer.kind.name, "truncates_to": int(seq_len),
@@ -605,10 +601,6 @@ def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None
     "int64" | "int32" | "float32"}`` in the model's order; ``static`` pads every row to ``seq_len`` instead of the
     batch's longest (``batch`` None: a dynamic batch). ``opset``, ``ir_version`` and ``ml_opset`` are the model's
     (the two graphs are merged).
-
-    Example:
-        >>> tokenizer_model(tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
-        <onnx.ModelProto>
     """
     why = refusal(tokenizer)
     if why is not None:
@@ -661,10 +653,6 @@ def _inputs_of(node):
 
 def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=None):
     """``model`` (a ModelProto taking token arrays) with the tokenizer in front: its one input is ``text``.
-
-    Example:
-        >>> with_tokenizer(model, tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
-        <onnx.ModelProto>
     """
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     ml_opset = next((o.version for o in model.opset_import if o.domain == "ai.onnx.ml"), _ML_OPSET)

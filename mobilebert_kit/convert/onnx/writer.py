@@ -42,7 +42,7 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
         raise ExportError(f"quantize {mode.name} has no ONNX export: {mode.refused['format:onnx']}")
     onnx_as = mode.onnx_as  # qat -> int8 (the record says why)
     fused = onnx_as is None or quantization_mode(onnx_as).onnx.fused_kernels
-    model = onnx_export.convert(graph, setting.opset, fused=fused)
+    model = onnx_export.convert(graph, setting.options.opset, fused=fused)
     notes = []
     if onnx_as is not None:
         # A LayerNorm model's full int8 takes the mode's own layer_norm_dynamic_nodes, as the TFLite writer does

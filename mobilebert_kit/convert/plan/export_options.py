@@ -460,9 +460,6 @@ def add_arguments(parser, schema=None):
     """Adds one argument per option with a flag, generated from :class:`ExportOptions` (``mbk export``).
 
     ``schema``: as :func:`recipe_keys`'s.
-
-    Example:
-        >>> add_arguments(subparsers.add_parser("export"))  # doctest: +SKIP
     """
     for f in fields(schema or ExportOptions):
         meta = f.metadata
@@ -501,9 +498,6 @@ def add_arguments(parser, schema=None):
 
 def from_arguments(args):
     """The :class:`ExportOptions` of parsed ``mbk export`` arguments (errors name the flags).
-
-    Example:
-        >>> options = from_arguments(parser.parse_args(["tiny-bert", "--out", "m.tflite"]))  # doctest: +SKIP
     """
     values = {}
     for f in fields(ExportOptions):

@@ -329,23 +329,6 @@ class ExportPlan:
         """The inputs' sequence dimension: the planned length, or None when the sequence axis is dynamic."""
         return None if "sequence" in self.open_axes else self.seq_len
 
-    # The user's settings that need no decision, read by the graph builder and the writers.
-    @property
-    def io_type(self):
-        return self.options.io_type
-
-    @property
-    def opset(self):
-        return self.options.opset
-
-    @property
-    def fold_nonorm(self):
-        return self.options.fold_nonorm
-
-    @property
-    def attention_mask_value(self):
-        return self.options.attention_mask_value
-
     def name_of(self, name, *value):
         """An option as the user wrote it (:meth:`ExportOptions.name_of`)."""
         return self.options.name_of(name, *value)

@@ -69,10 +69,6 @@ class InputSet:
 
     def single_texts(self):
         """The rows of single texts (no sentence pair), with their lines: what a text-in file is fed.
-
-        Example:
-            >>> InputSet.from_text(["a b", "c\td"], tok, 8).single_texts().count  # doctest: +SKIP
-            1
         """
         if self.texts is None:
             return self
@@ -159,9 +155,6 @@ class InputSet:
         """:meth:`from_file` with the id limits of an encoder's ``config``: its vocabulary and segment sizes.
 
         The one call of export, validation and recovery, so no caller forgets a limit.
-
-        Example:
-            >>> InputSet.for_model("cal.txt", 128, tokenizer, encoder.config, count=200)  # doctest: +SKIP
         """
         return cls.from_file(path, seq_len, tokenizer, config["vocab_size"], count=count,
                              type_vocab_size=config.get("type_vocab_size"))

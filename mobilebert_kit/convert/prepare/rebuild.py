@@ -47,13 +47,8 @@ def build_like(model, **encoder_overrides):
 
 
 def rebuild(model, arrays=None, **encoder_overrides):
-    """Returns a copy of ``model`` with encoder options replaced and the same weights.
-
-    Args:
-        model: an Encoder or a task model.
-        arrays: ``{path: array}`` to assign instead of ``model``'s own weights
-            (a substitution passes the mapped weights here).
-        **encoder_overrides: Encoder keyword arguments to change.
+    """Returns a copy of an Encoder or task ``model`` with Encoder options replaced and the same weights, or
+    ``arrays`` (``{path: array}``: a substitution's mapped weights) in their place.
 
     Example:
         >>> probe = rebuild(encoder, output_hidden_states=True)  # doctest: +SKIP

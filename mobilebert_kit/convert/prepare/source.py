@@ -66,10 +66,6 @@ class PreparedSource:
     directory, tokenizer and labels), the ``original`` as loaded and, after a substitution, its record, the
     recovery's fidelity report, the ``data`` they used and the scale ``migration`` applied (``{"policy",
     "segments"}``).
-
-    Example:
-        >>> prepare_source("tiny-bert").source.kind  # doctest: +SKIP
-        'preset'
     """
 
     source: ModelSource

@@ -281,9 +281,6 @@ def annotate(graph):
 def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, batch_size=8, seed=0):
     """Returns the fake-quantized copy of the float export ``graph`` (the teacher), fine-tuned with Adam for
     ``steps`` self-distillation steps (0: only collect ranges) to match ``graph`` on the ``calibration`` rows.
-
-    Example:
-        >>> qat = quantization_aware_graph(graph, calibration, steps=50)  # doctest: +SKIP
     """
     quantization_mode("qat").check_calibration(calibration)
     tfmot = _tfmot()
@@ -338,9 +335,6 @@ def with_layer_outputs(qat, layer_names):
     trained on a loss over every hidden state, described another model than
     the artifact. tfmot's wrapper of each source layer (``embeddings``, ``transformer_layer_{i}``) is found
     by the name of the layer it wraps; the probe's ``output_order`` lists ``qat``'s outputs, then the layers'.
-
-    Example:
-        >>> probe = with_layer_outputs(qat, hidden_state_names(model))  # doctest: +SKIP
     """
     by_name = {getattr(layer, "layer", layer).name: layer for layer in qat.layers}
     missing = [name for name in layer_names if name not in by_name]

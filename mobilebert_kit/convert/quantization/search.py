@@ -174,10 +174,6 @@ def sensitivity(drift_rows):
 def host_latency_ms(path, inputs, runs=10):
     """Median latency of one call of the artifact on this host, one thread, fed the first row of the InputSet
     ``inputs`` (``runs`` timed calls after one warm-up: a ranking, not a benchmark).
-
-    Example:
-        >>> host_latency_ms("m.tflite", inputs)  # doctest: +SKIP
-        3.1
     """
     runner = ArtifactRunner(path, num_threads=1)
     batch = runner.batch_size or 1

@@ -48,9 +48,6 @@ def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_
 
     ``metadata``: ``{entry name: bytes}`` added to ``Model.metadata``; ``default_seq_len``: the shape a dynamic
     sequence axis (signature ``-1``) has before any resize (None: the converter's, 1).
-
-    Example:
-        >>> data = finalize(converted, INPUT_NAMES, ["probability"], {"mbk_metadata": b"{}"})  # doctest: +SKIP
     """
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     if not model.signatureDefs:
@@ -118,9 +115,6 @@ def renumber_tensors(model, order, subgraph_index=0):
     it. Buffers are untouched (a tensor keeps its buffer index) and an absent optional operand (``-1``) stays
     absent, so the graph computes the same values. ``order`` maps new index -> old index; one that is not a
     permutation of the subgraph's tensors is an ArtifactError. Returns ``model``.
-
-    Example:
-        >>> renumber_tensors(model, list(range(len(model.subgraphs[0].tensors)))[::-1])  # doctest: +SKIP
     """
     graph = model.subgraphs[subgraph_index]
     order = [int(i) for i in order]

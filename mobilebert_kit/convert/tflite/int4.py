@@ -50,10 +50,6 @@ _UNDIVIDED = re.compile(r"for tensor: (\S+)\. Error: Quantized dimension \d+ in 
 def int4_weights(model_bytes, settings):
     """Returns ``(model_bytes, notes)``: a float ``.tflite`` model with int4 weights as the mode's ``Int4Weights``
     ``settings`` say, and remarks for the export report. A graph the quantizer refuses is an ExportError.
-
-    Example:
-        >>> int4_weights(float_bytes, Int4Weights("int8", 0))  # doctest: +SKIP
-        (b'...', ['word-embedding table read by EMBEDDING_LOOKUP (int4 rows)', ...])
     """
     # Imported here, not at the top: the quantizer loads its own policy tables and litert-lm-builder, which
     # only the int4 modes need (every other export runs without touching it).

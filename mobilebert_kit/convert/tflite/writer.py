@@ -37,7 +37,7 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
         # The converter's calibrator still instantiates tf.lite.Interpreter internally.
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
         data, notes = tflite_export.convert(
-            graph, setting.quantize, calibration, setting.io_type,
+            graph, setting.quantize, calibration, setting.options.io_type,
             setting.keep_float_ops, setting.keep_float_layers, calibrated,
             layer_norm=metadata.layer_norm,
         )

@@ -42,9 +42,6 @@ def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
 
     The canonical values come from the source's own outputs (and its encoder's, for a head's
     embedding); derived outputs go through ``export_model.task_outputs``, the graph's own function.
-
-    Example:
-        >>> reference_outputs(model, inputs, task_names(model, "features"))  # doctest: +SKIP
     """
     arrays = {k: np.asarray(v) for k, v in inputs.arrays.items()}
     values = dict(reference(arrays, training=False))
@@ -165,9 +162,6 @@ def drift(model, plan, calibration, inputs, reference, qat_graph=None):
 def write_drift_probe(model, plan, calibration, path, qat_graph=None):
     """Writes the per-layer probe artifact of :func:`drift` at ``path``: the export graph with every hidden state as
     an output.
-
-    Example:
-        >>> write_drift_probe(model, plan, calibration, "probe.tflite", qat_graph=graph)  # doctest: +SKIP
     """
     names = hidden_state_names(model)
     if plan.mode.trains:
