@@ -9,8 +9,7 @@ qualifying block of the converted graph with the block's own computation, writte
   and v (MobileBERT: q and k read the shared bottleneck, v the block input); the biases in the kernel, the
   padding mask as its 2-D mask, ``mask_filter_value`` the layer's score of padded keys;
 - residual + LayerNorm: the bias and residual Adds and the standard ``LayerNormalization`` (ORT's
-  ``SkipLayerNormalization`` was slower on CPU: all-MiniLM-L6-v2 float32 1.07x tf2onnx's graph's time with it,
-  0.93x without);
+  ``SkipLayerNormalization`` was slower on CPU: ``_BlockWriter.dense`` has the numbers);
 - the FFN activation: ``BiasGelu`` (exact GELU) / ``FastGelu`` (tanh) with the bias, or ReLU;
 - NoNorm (``x * gamma + beta``): folded into the dense weights before it (``W * gamma``,
   ``b * gamma + beta``); after a residual the residual is scaled (``r * gamma``) and added;
@@ -24,7 +23,6 @@ qualifying block of the converted graph with the block's own computation, writte
 Measured (seq 128, one core, CPU time; benchmarks/RESULTS.md, issue 45): ``mobilebert`` float32 0.92-0.96x
 the optimum-style peer (tf2onnx's graph: 0.98-1.02x); the MatMuls alone are ~0.8x the peer's time, so float32
 cannot go much below that by fusing. all-MiniLM-L6-v2: float32 0.95x and dynamic int8 0.96x tf2onnx's graph.
-``Attention`` took 0.97x ``MultiHeadAttention``'s time with a packed MatMul and Split before it (MiniLM);
 MobileBERT's value reads another tensor than its query and key, which ``Attention``'s one input cannot express.
 
 A block qualifies when its attention class declares ``onnx_fused`` itself (the plain scaled dot product;

@@ -24,12 +24,8 @@ truncated to the planned length less two, the separator token, then the pad id u
 (or the planned length for a static file), with the attention mask 1 on real tokens and token types 0. These
 feed the model's inputs (``onnx.compose.merge_models``), cast to their types.
 
-A tokenizer onnxruntime-extensions cannot run as the checkpoint does is refused in one line
-(:func:`refusal`) before anything is converted: a WordPiece normalizer or pre-tokenizer that does not act on
-each character alone (NFKC, Whitespace, none), a SentencePiece tokenizer that lower-cases or strips accents
-before SentencePiece (ALBERT: the op has no such step) or pre-tokenizes with more than its Metaspace, a BPE that
-is not byte-level, adds a prefix space or splits more than ByteLevel does, tokens added with ``add_tokens`` (the
-ops match none), a post-processor that lays a text out otherwise than class token, text, separator.
+A tokenizer onnxruntime-extensions cannot run as the checkpoint does is refused in one line, saying why
+(:func:`refusal`), before anything is converted.
 
 Example:
     >>> refusal(None)

@@ -477,9 +477,7 @@ MODES = {m.name: m for m in (
     ),
     QuantizationMode(
         # The default layout is blocks of 32 (docs/export.md#int4-weights): the only one that kept all-MiniLM-L6-v2's
-        # sentence embeddings above the embedding task's 0.95 floor (0.958; per channel 0.910), and the closest to
-        # float on the fine-tuned classifier (-0.7 points; per channel -1.3). The price, on x86: 1.79x dynamic
-        # int8's time where per channel runs in 0.88x (_AUTO_SEARCH).
+        # sentence embeddings above the embedding task's 0.95 floor (_INT4), at a price in speed (_AUTO_SEARCH).
         "int4", "int4 weights, one scale per 32 inputs of each output channel, activations quantized to int8 on "
         "the fly; no calibration", refused=_INT4_REFUSED, onnx_as="int4",
         onnx=OnnxQuantizer("int4", "int8", block_size=32),

@@ -204,12 +204,6 @@ class TransformerBlockQuantizeConfig(_SublayerConfig):
             index += n
 
 
-CONFIG_CLASSES = (
-    BottleneckQuantizeConfig, AttentionQuantizeConfig, FeedForwardQuantizeConfig, NoNormQuantizeConfig,
-    TrigramEmbeddingQuantizeConfig, TransformerBlockQuantizeConfig, TokenDenseQuantizeConfig,
-)
-
-
 def _registered(cls):
     """``cls`` as a real tfmot QuantizeConfig subclass (tfmot is imported lazily)."""
     return type(cls.__name__, (cls, _tfmot().quantization.keras.QuantizeConfig), {})
@@ -229,9 +223,9 @@ def _config_for(layer):
 
 
 def _scope():
-    objects = {c.__name__: _registered(c) for c in CONFIG_CLASSES}
-    objects.update({c.__name__: c for c in (FeedForward, MultiHeadAttention, NoNorm, ProjectionNorm, TokenDense,
-                                            TokenEmbedding, TransformerBlock)})
+    """tfmot's scope naming our layers and their configs (every one of :data:`_CONFIGS`, keys and values)."""
+    objects = {c.__name__: _registered(c) for c in _CONFIGS.values()}
+    objects.update({c.__name__: c for c in _CONFIGS})
     return _tfmot().quantization.keras.quantize_scope(objects)
 
 
