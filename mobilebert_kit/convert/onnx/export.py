@@ -103,7 +103,7 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     _name_dynamic_dims(model)
     if fused:
         fuse_blocks(model, graph)
-    simplify(model)  # Reshape pairs around every dense MatMul, NoNorm after a dense layer (onnx_graph.py)
+    simplify(model)  # NoNorm after a dense layer (onnx/graph.py)
     model.producer_name = "mobilebert-kit"
     return model
 

@@ -346,35 +346,21 @@ _INT4_BY_BLOCKS = ("ONNX Runtime's MatMulNBits stores int4 weights in blocks (16
 _INT4_WHOLE = ("ONNX Runtime's int4 quantizer writes every weight MatMul and embedding table by op type; keeping "
                "single layers float is not offered for int4")
 
-# Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone
-# (benchmarks/perf/NOTES.md has the op profile): SOFTMAX stays float because XNNPACK has no int8
-# softmax and each int8 one splits the delegated graph (DEQUANTIZE, float SOFTMAX, QUANTIZE all run
-# inside XNNPACK); the attention-mask ADD before it stays float too, because in int8 its output
-# would span the mask value (-120) as well as the real scores, a quantization step of ~0.5 logits.
-# SUM, DIV, MAXIMUM and L2_NORMALIZATION occur in our graphs only in the sentence pooling of an embedding
-# export (masked mean, then L2 norm): a handful of ops on one [seq, hidden] tensor, whose int8 rounding
-# (the last one rounds the output vector itself) cost the issue 16 student 0.0012 mean cosine to its float
-# model (0.9890, against 0.9902 with them float: benchmarks/RESULTS.md).
-# In a LayerNorm model (BERT, all-MiniLM-L6-v2 and what is fine-tuned from it), the LayerNorms and the residual
-# ADDs that feed them stay float too. XNNPACK has no int8 RSQRT or SQUARED_DIFFERENCE, so an int8 LayerNorm ran on
-# the builtin kernels and cut the graph into 34 partitions; and one per-tensor int8 scale cannot hold the
-# residual stream's outlier channels. Measured on three all-MiniLM-L6-v2 models (benchmarks/RESULTS.md, "LayerNorm
-# models in full int8"), one pinned core: 2.2x faster (classifier at seq 32: 2.06 -> 0.93 ms, dynamic int8 1.02;
-# embedder at seq 64: 4.08 -> 1.91 ms, dynamic 2.02), agreement with float 0.812 -> 0.920 (classifier b), sentence
-# cosine 0.738 -> 0.904 (embedder; it had failed validation); a weak classifier a went 0.986 -> 0.980. NoNorm
-# models (MobileBERT) are untouched: their element-wise NoNorm runs in int8 inside XNNPACK.
-# The feed-forward output projections ("output": they write the residual stream's outlier channels, all-MiniLM-
-# L6-v2's reach 190, so one static int8 step was 0.67) take int8 weights with activations quantized on the fly
-# and a float output into the float residual ADD (issue 46): with a static int8 output, the one-ULP float
-# differences between the aarch64 and x86-64 kernels (LayerNorm sums, softmax) that flip an int8 rounding tie
-# somewhere in ~1 sentence in 20 grew through that step and the next LayerNorm to sentence cosine 0.984 between
-# the two (0.963 before the calibration fix, tflite_export._measured_ranges). Measured on all-MiniLM-L6-v2 (16
-# sample sentences, 128 padded; 67 at their own length on cortex-a76): sentence cosine to Keras 0.963 -> 0.993
-# and aarch64 vs x86-64 min 0.984 -> 0.992, in 0.94x dynamic int8's time (static int8 output: 1.11x).
-# The ONNX writer gives the same layers of a LayerNorm model's static QDQ int8 ORT's dynamic int8 instead (per-row
-# activation scales, as --quantize dynamic): all-MiniLM-L6-v2's embedder failed validation in all-static QDQ (sentence
-# cosine 0.935 < 0.95) and the fallback kept 4 layers' residual paths float (38 MB, 2.5x dynamic int8's time on real
-# sentences); with them dynamic it passes as asked at dynamic int8's size (benchmarks/RESULTS.md, issue 45 item 2).
+# Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone (benchmarks/perf/NOTES.md has the
+# op profile; docs/export.md, "Graph changes for speed", the measurements): SOFTMAX stays float because XNNPACK has
+# no int8 softmax and each int8 one splits the delegated graph; the attention-mask ADD before it stays float too,
+# because in int8 its output would span the mask value (-120) as well as the real scores, a step of ~0.5 logits.
+# SUM, DIV, MAXIMUM and L2_NORMALIZATION occur in our graphs only in an embedding's sentence pooling, whose int8
+# rounding of the output vector itself cost the issue 16 student 0.0012 mean cosine to its float model.
+# In a LayerNorm model the LayerNorms and the residual ADDs that feed them stay float too: XNNPACK has no int8
+# RSQRT or SQUARED_DIFFERENCE (an int8 LayerNorm cut the graph into 34 partitions), and one per-tensor int8 scale
+# cannot hold the residual stream's outlier channels (2.2x faster and more faithful on three all-MiniLM-L6-v2
+# models, benchmarks/RESULTS.md). NoNorm models are untouched: their element-wise NoNorm runs in int8 in XNNPACK.
+# The feed-forward output projections ("output", which write those outlier channels: one static int8 step of 0.67
+# in MiniLM) take int8 weights with activations quantized on the fly and a float output (issue 46): a static int8
+# output grew the one-ULP differences between the aarch64 and x86-64 kernels to a sentence cosine of 0.984 between
+# the two (0.992 so, in 0.94x dynamic int8's time). The ONNX writer gives the same layers ORT's dynamic int8: in
+# all-static QDQ all-MiniLM-L6-v2's embedder failed validation (benchmarks/RESULTS.md, issue 45 item 2).
 # The default group's label in notes (both writers).
 DYNAMIC_GROUP = "feed-forward output projection"
 _XNNPACK_FLOAT = {"default_float_ops": ("SOFTMAX", "SUM", "DIV", "MAXIMUM", "L2_NORMALIZATION"),
@@ -397,17 +383,11 @@ _RESIDUAL_PATH = ("norm", "add", "intermediate", "output")
 _RESIDUAL_UNIT = ("{layer}/**/norm", "{layer}/**/add", "{layer}/**/intermediate", "{layer}/**/output")
 _RANKED_RESIDUAL = SearchStep("int8", "ranked", _RESIDUAL_UNIT, "residual path of ")
 _INT8_FALLBACK = (_RANKED_RESIDUAL, SearchStep("int8", _RESIDUAL_PATH))
-# --quantize auto: fastest first. Full int8, then int8 with the most sensitive layers float, then dynamic
-# int8 (weights only: no calibrated activation range to lose, ~1.3x slower than full int8 on XNNPACK,
-# docs/export.md). The residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15).
-# int4 per channel (int8 activations on the fly) sits before dynamic int8: it reads half the weight bytes and ran
-# faster than dynamic int8 on the host's XNNPACK at real-text lengths (benchmarks/RESULTS.md, issue 38: the
-# fine-tuned MiniLM classifier on 200 held-out tweets at their own length, one core of an AVX-512 VNNI Xeon: 0.88x
-# dynamic int8's time), and its file is 0.55x as large, but it loses more of the metric (-1.3 accuracy points against
-# dynamic int8's 0.0), so the int8 rungs come first. The default int4 layout (blocks of 32) is no rung: more
-# accurate (-0.7), but slower than dynamic int8 on that host (1.79x; blocks of 128 1.68x), and auto judges by the
-# metric, which is what the per-channel layout's accuracy needs. Once a rung passes, every plain setting of
-# the ladder is measured and the fastest that holds the budget is written (Search.fastest).
+# --quantize auto: fastest first (docs/export.md has the ladder and why, Search.fastest what is written). The
+# residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15). int4 per channel reads half
+# the weight bytes and ran in 0.88x dynamic int8's time on an AVX-512 VNNI Xeon, but lost 1.3 accuracy points of
+# the fine-tuned MiniLM classifier (dynamic int8: 0.0), so the int8 rungs come first; the default int4 layout
+# (blocks of 32: -0.7, but 1.79x dynamic int8's time) is no rung (benchmarks/RESULTS.md, issue 38).
 _AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("int4-channel"), SearchStep("dynamic"))
 _INT4_REFUSED = {"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _INT4_BY_RECIPE, "keep_float:onnx": _INT4_WHOLE,
                  "default_calibration": _NOT_CALIBRATED}
