@@ -14,9 +14,8 @@ Each quantization mode's ONNX Runtime settings are its record's
   default rescales each row before ORT's own fused kernels
   (:mod:`~mobilebert_kit.convert.onnx.row_scale`), which run u8 x s8
   (performance-notes.md: s8 x s8 is ~15x slower); ``quantize_dynamic`` then
-  quantizes the weight MatMuls and the embedding Gather. Per-channel weight
-  scales matter too: per-tensor weights gave a mean sentence-embedding cosine
-  of 0.965 (worst sentence 0.887).
+  quantizes the weight MatMuls and the embedding Gather, with per-channel weight
+  scales (per-tensor ones lost fidelity: docs/export.md's MiniLM table).
 - ``static``: ``quantize_static`` in QDQ format, calibrated, int8 per-channel
   weights and uint8 (``int8``) or int16 (``int16x8``: ORT's com.microsoft Q/DQ
   ops carry the 16-bit types; ORT raises the opset to 21, the first with

@@ -447,8 +447,7 @@ MODES = {m.name: m for m in (
         thresholds=_DYNAMIC, profiled_as="int8",
     ),
     QuantizationMode(
-        # ONNX: tf2onnx folds the fake-quantized weights into float constants, so the quantization-aware
-        # graph is then quantized statically (QDQ int8) like int8, calibrated on the same data.
+        # ONNX: static QDQ int8 of the quantization-aware graph, as onnx/export.py says.
         "qat", "quantization-aware fine-tuning, then int8 from the learned ranges",
         calibration=True, trains=True,
         refused={"keep_float:tflite": _TFLITE_SELECTIVE, "default_calibration": _QAT_TRAINS},

@@ -39,7 +39,8 @@ from mobilebert_kit.utils.scratch import base_directory
 FILE_IDENTIFIER = FORMATS["tflite"].magic[1]  # the TFLite schema's flatbuffer file identifier: bytes 4..8 of every .tflite file
 
 
-def _name(value):
+def text_of(value):
+    """A flatbuffer name (bytes or str) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -61,8 +62,8 @@ def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_
         raise ArtifactError(f"expected one serving signature in the converted model, found {len(model.signatureDefs)}")
     signature = model.signatureDefs[0]
     graph = model.subgraphs[signature.subgraphIndex]
-    inputs = {_name(m.name): m for m in signature.inputs}
-    outputs = {_name(m.name): m for m in signature.outputs}
+    inputs = {text_of(m.name): m for m in signature.inputs}
+    outputs = {text_of(m.name): m for m in signature.outputs}
     for wanted, have, kind in ((input_order, inputs, "inputs"), (output_order, outputs, "outputs")):
         if sorted(wanted) != sorted(have):
             raise ArtifactError(f"converted model {kind} {sorted(have)} differ from the export graph's {sorted(wanted)}")
@@ -87,7 +88,7 @@ def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_
         entry.name = key.encode()
         entry.buffer = len(model.buffers) - 1
         # An entry of the same name is replaced, not duplicated: clients read the first TFLITE_METADATA.
-        kept = [m for m in (model.metadata or []) if _name(m.name) != key]
+        kept = [m for m in (model.metadata or []) if text_of(m.name) != key]
         model.metadata = kept + [entry]
     return bytes(fb.convert_object_to_bytearray(model))
 

@@ -34,6 +34,7 @@ from ai_edge_litert.tools import flatbuffer_utils as fb
 
 from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.tflite.flatbuffer import text_of
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.quiet import quiet_fd2
 
@@ -146,22 +147,18 @@ def _as_lookup(model, graph, codes, op):
     if sum(d < 0 for d in ids_shape) > 1:
         return None
     hidden = int(table.shape[1])
-    flat = _tensor(model, graph, f"{_name(ids)}/flat", schema.TensorType.INT32, [int(np.prod(ids.shape))],
+    flat = _tensor(model, graph, f"{text_of(ids.name)}/flat", schema.TensorType.INT32, [int(np.prod(ids.shape))],
                    [-1] if -1 in ids_shape else None)
-    looked_up = _tensor(model, graph, f"{_name(out)}/rows", schema.TensorType.FLOAT32,
+    looked_up = _tensor(model, graph, f"{text_of(out.name)}/rows", schema.TensorType.FLOAT32,
                         [int(np.prod(ids.shape)), hidden], [-1, hidden] if -1 in ids_shape else None)
-    flat_shape = _constant(model, graph, f"{_name(ids)}/flat_shape", np.array([-1], np.int32))
-    back_shape = _constant(model, graph, f"{_name(out)}/shape", np.array(ids_shape + [hidden], np.int32))
+    flat_shape = _constant(model, graph, f"{text_of(ids.name)}/flat_shape", np.array([-1], np.int32))
+    back_shape = _constant(model, graph, f"{text_of(out.name)}/shape", np.array(ids_shape + [hidden], np.int32))
     reshape, lookup = (_opcode(model, codes, code) for code in (schema.BuiltinOperator.RESHAPE,
                                                                   schema.BuiltinOperator.EMBEDDING_LOOKUP))
     return [_operator(reshape, [op.inputs[1], flat_shape], [flat]),
             # EMBEDDING_LOOKUP takes (ids, table), GATHER (table, ids).
             _operator(lookup, [flat, op.inputs[0]], [looked_up]),
             _operator(reshape, [looked_up, back_shape], [op.outputs[0]])]
-
-
-def _name(tensor):
-    return tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
 
 
 def _tensor(model, graph, name, dtype, shape, signature=None):

@@ -35,6 +35,8 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils as fb
 
+from mobilebert_kit.convert.tflite.flatbuffer import text_of
+
 # Ops whose int8 kernels require identical input/output quantization: op -> the data input tied to every
 # output (None: every input, as CONCATENATION joins them).
 _TIED = {"RESHAPE": 0, "TRANSPOSE": 0, "SPLIT": 1, "SPLIT_V": 0, "STRIDED_SLICE": 0, "SLICE": 0, "GATHER": 0,
@@ -139,7 +141,7 @@ def dynamic_range_weights(model_bytes, names):
         for op in graph.operators:
             code = fb.get_builtin_code_from_operator_code(model.operatorCodes[op.opcodeIndex])
             if code != schema.BuiltinOperator.FULLY_CONNECTED or len(op.inputs) < 2 or not any(
-                    _name(graph.tensors[t]) in wanted for t in op.outputs):
+                    text_of(graph.tensors[t].name) in wanted for t in op.outputs):
                 continue
             data, kernel = graph.tensors[op.inputs[0]], graph.tensors[op.inputs[1]]
             buffer = model.buffers[kernel.buffer]
@@ -160,7 +162,3 @@ def dynamic_range_weights(model_bytes, names):
     if not changed:
         return model_bytes, 0
     return bytes(fb.convert_object_to_bytearray(model)), changed
-
-
-def _name(tensor):
-    return tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
