@@ -89,20 +89,14 @@ tiny-mobilebert full-int8 export). Adders' columns are free.
 A channel whose ``c`` would be zero, not finite or beyond 1e6 keeps ``c = 1``.
 
 **The stream between MobileBERT blocks** (``stream=True``, ``unit`` only; ``mbk export --fold-nonorm`` of a
-``.tflite``). Under
-``unit`` each block keeps the NoNorm that writes its output ``x`` (``output_bottleneck/norm``): in a full-int8 file
-an int8 MUL and ADD on the 512-wide stream per block, 48 of the 72 requantizing element-wise passes over
-``[seq, 512]`` of the 24-layer preset. The stream is a segment like the others: written by the previous block's
-``output_bottleneck/norm`` (the first by ``embeddings/norm``), read by the block's input dense layers
-(``bottleneck_input``, ``bottleneck_attention``, and ``attention/value``, or query, key and value without a shared
-bottleneck), added to by ``output_bottleneck/dense`` and closed by the block's ``output_bottleneck/norm``. With
-``c = gamma * c_in`` every writer becomes the identity and its shift moves into the readers' biases, so the stream
-is carried in the units of the product of all earlier stream gammas; the encoder's output (the last block's
-``x``, what ``sequence_output`` and the heads read) stays fixed, so the last NoNorm takes the whole product, one
-MUL and ADD for the encoder. Where that product would spread the channels' units more than
-``STREAM_MAX_SPREAD`` apart, the block's NoNorm keeps its gamma (``c = c_in``) and only its shift moves. Inner
-hidden states are then stored in other units, which is why the drift probe (per-layer hidden states) folds
-without it.
+``.tflite``; docs/export.md says what it saves). The stream is a segment like the others: written by the
+previous block's ``output_bottleneck/norm`` (the first by ``embeddings/norm``), read by the block's input dense
+layers (:func:`_stream_readers`), added to by ``output_bottleneck/dense`` and closed by the block's
+``output_bottleneck/norm``. With ``c = gamma * c_in`` every writer becomes the identity, so the stream is carried
+in the units of the product of all earlier stream gammas; the encoder's output stays fixed, so the last NoNorm
+takes the whole product. Where that product would spread the channels' units more than ``STREAM_MAX_SPREAD``
+apart, the block's NoNorm keeps its gamma (``c = c_in``) and only its shift moves. Inner hidden states are then
+stored in other units, which is why the drift probe (per-layer hidden states) folds without it.
 
 Models with LayerNorm are refused (LayerNorm divides by a per-token
 statistic, so no scale can move through it), and so are attention types other

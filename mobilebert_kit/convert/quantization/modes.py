@@ -332,11 +332,9 @@ _QAT_TRAINS = ("QAT trains on its data, and built-in rows would teach the model 
                "not your app's")
 _NOT_CALIBRATED = "this mode is not calibrated"
 # The formats whose --fold-nonorm files also fold the MobileBERT residual stream's NoNorms between blocks
-# (QuantizationMode.stream_fold; scale_migration ``stream``; ``export_model.plan_graph`` reads it). Exact in float;
-# the TFLite full-int8 `mobilebert` file loses 48 requantizing element-wise ops (0.887x -> 0.853x dynamic int8's
-# time) and tiny-mobilebert's gains 0.7 dB SNR; ONNX's fused float and dynamic files lose 25 Muls (`mobilebert`
-# dynamic int8 0.930x -> 0.908x the optimum-style peer, SNR 44.5 dB either way). ONNX Runtime's static QDQ of
-# tf2onnx's graph lost 1.4 dB on tiny-mobilebert with it: its modes fold the stream in TFLite files only.
+# (QuantizationMode.stream_fold; scale_migration ``stream``; ``export_model.plan_graph`` reads it; docs/export.md
+# has what it saves). ONNX Runtime's static QDQ of tf2onnx's graph lost 1.4 dB on tiny-mobilebert with it: its
+# modes fold the stream in TFLite files only.
 _STREAM_FOLD_QDQ = ("tflite",)
 _INT4_BY_RECIPE = ("ai-edge-quantizer writes int4 into every fully connected layer and the word-embedding table by "
                    "op type; keeping single layers float is not offered for int4")
@@ -366,12 +364,9 @@ DYNAMIC_GROUP = "feed-forward output projection"
 _XNNPACK_FLOAT = {"default_float_ops": ("SOFTMAX", "SUM", "DIV", "MAXIMUM", "L2_NORMALIZATION"),
                   "default_float_nodes": ("attention/add",), "layer_norm_float_nodes": ("norm", "add"),
                   "layer_norm_dynamic_nodes": ("output",)}
-# Trained post-LN encoders carry outlier channels in the residual stream, which one per-tensor int8
-# scale cannot hold: all-MiniLM-L6-v2 in full int8 gives token cosine 0.74 (sentence embedding 0.78,
-# refused), and 0.984 with the LayerNorms, residual ADDs and block output projections in float
-# (benchmarks/RESULTS.md, fidelity table). A file that passes is better than none; the note says
-# what stayed float. The search first keeps the fewest whole layers float, ranked by the per-layer drift
-# on the export's own data; the residual path of every layer is the last resort.
+# int8's fallback: a file that passes is better than none (docs/export.md: trained post-LN encoders' outlier
+# channels); the note says what stayed float. The search first keeps the fewest layers' residual paths float,
+# ranked by the per-layer drift on the export's own data; the residual path of every layer is the last resort.
 # With the LayerNorms and residual ADDs of a LayerNorm model float by default, what is left to lose is the
 # feed-forward: its GELU output ("intermediate") and the projection back to the stream ("output"). A tiny
 # LayerNorm classifier whose block 1 carries x200 feed-forward channels: all-int8 0.836 accuracy, + block 1's
@@ -392,10 +387,8 @@ _AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("int4-channel")
 _INT4_REFUSED = {"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _INT4_BY_RECIPE, "keep_float:onnx": _INT4_WHOLE,
                  "default_calibration": _NOT_CALIBRATED}
 _INT4_CHANNEL_REFUSED = {**_INT4_REFUSED, "format:onnx": _INT4_BY_BLOCKS}
-# ONNX int4: the embedding tables (GatherBlockQuantized) take blocks of 128, the weight MatMuls the mode's. Their
-# float32 scales are a tenth of an int4 table in blocks of 32; in blocks of 128, all-MiniLM-L6-v2's int4 file is
-# 0.59x its dynamic-int8 one (14.1 / 23.8 MB; 15.2 MB all in blocks of 32) at the same sentence-embedding
-# cosine to float (mean 0.963 / min 0.948 on 64 real sentences, against 0.967 / 0.951).
+# ONNX int4: the embedding tables (GatherBlockQuantized) take blocks of 128, the weight MatMuls the mode's: their
+# float32 scales in blocks of 32 cost 1.1 MB more on MiniLM at the same fidelity (docs/export.md#int4-weights).
 ONNX_INT4_TABLE_BLOCK = 128
 _SEARCH_CHOOSES = "auto chooses the float layers itself from their measured sensitivity"
 _LOOSE = {"min_cosine": 0.9, "min_snr_db": 5.0, "min_argmax_agreement": 0.7}

@@ -5,15 +5,12 @@ flatbuffer, one recipe entry per op type (``Int4Weights``: int8 activations
 on the fly or weight-only, per channel or in blocks). Three things stand
 between our float graphs and a small int4 file:
 
-- The word-embedding table is half of a small encoder (all-MiniLM-L6-v2: 11.7M
-  of its 22.7M weights) and our graphs read it with ``GATHER``, which the
-  quantizer does not quantize (its policy has ``EMBEDDING_LOOKUP``). Left float,
-  the int4 MiniLM file was 53.7 MB against dynamic int8's 24.1 MB.
+- The word-embedding table is half of a small encoder, and our graphs read it
+  with ``GATHER``, which the quantizer does not quantize (its policy has
+  ``EMBEDDING_LOOKUP``; docs/export.md#int4-weights has the sizes).
   :func:`embedding_lookups` rewrites each gather of a large constant 2-D float
   table by rows (``axis 0``) as ``RESHAPE`` (ids to 1-D) -> ``EMBEDDING_LOOKUP``
-  -> ``RESHAPE`` (back to ``[..., seq, hidden]``); the quantizer then stores the
-  table in int4 (a scale per row, or per block of a row), which LiteRT's builtin
-  ``EMBEDDING_LOOKUP`` reads (XNNPACK takes no gather either way): 13.3 MB.
+  -> ``RESHAPE`` (back to ``[..., seq, hidden]``).
 - The quantizer refuses a whole graph when a blockwise layout does not divide
   one weight's input width (tiny-mobilebert's 48-wide trigram projection under
   blocks of 32); those weights get one scale per output channel instead.
