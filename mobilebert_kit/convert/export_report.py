@@ -180,14 +180,9 @@ def _set_aside(path):
 
 @contextlib.contextmanager
 def report_guard(out):
-    """Puts the report an export replaced back when the file itself is then not put in place.
-
-    The report goes in first (a full disk while writing it leaves neither), so between the two renames an
-    interrupt (Ctrl-C, SIGTERM), or the final check of ``out`` refusing, left the earlier export's file without
-    its report: the new one was removed, and the one it had replaced was gone with it.
-
-    Yields an object whose ``write(out, result, start, overwrite, sources)`` writes the success report.
-    """
+    """Puts the report an export replaced back when the file itself is then not put in place (the report goes in
+    first: module doc); without it an interrupt or the final check of ``out`` between the two renames left the
+    earlier export's file without its report. Yields the object whose ``write`` writes the success report."""
     state = _ReportInstall(out)
     try:
         yield state

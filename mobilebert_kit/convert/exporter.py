@@ -224,8 +224,7 @@ def export(options, source=None, log=print, score=None):
         # report's name, each said "wrote" and the later one silently replaced the other's).
         for path, signature in began.items():
             check_unchanged(path, signature, "this export", ExportError)
-        # The report is written before the file is put in place, so that a full disk (or any failure) while
-        # writing it leaves neither: the file alone would be an export whose report says nothing.
+        # The report first, then the file (export_report's module doc says why).
         report.write(out, result, start, options.overwrite, sources)
     return result
 

@@ -32,7 +32,9 @@ from mobilebert_kit.artifacts import metadata_schema
 from mobilebert_kit.artifacts.formats import FORMATS as ARTIFACT_FORMATS
 from mobilebert_kit.errors import check_choice
 
-GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # models.encoder.INPUT_NAMES, in export order
+# models.encoder.INPUT_NAMES, in export order, repeated so that reading data files, recipes and plans does not
+# import TensorFlow (tests/convert/test_recipes.py checks that the two agree).
+GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 # The export plan reads the format's one record (artifacts.formats), as every other module does.

@@ -18,16 +18,13 @@ import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.plan.export_options import ROWS
+from mobilebert_kit.convert.plan.export_tasks import GRAPH_INPUTS as INPUT_NAMES
 from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
 from mobilebert_kit.data.text_tokenizer import PAIR_MIN_LENGTH
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.input_paths import open_regular
 from mobilebert_kit.utils.terminal import escape
-
-# models.encoder.INPUT_NAMES, repeated so that reading data files and recipes does not
-# import TensorFlow (tests/convert/test_recipes.py checks that the two agree).
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 TEXT_SUFFIXES = (".txt", ".tsv", ".text")
 # Rows read when the caller uses every row (recovery data): the largest --count / [calibration] count.

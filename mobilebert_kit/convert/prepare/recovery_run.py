@@ -13,12 +13,9 @@ The state is written once the inputs are read, the model substituted and the
 recovery built, before the first step: a run that fails before leaves nothing,
 and one killed before its first checkpoint resumes from step 0.
 
-Adam's step is the whole position: each step's rows are keyed by ``(seed, step)``
-(``recovery.step_rows``) and the learning rate is the schedule's value at
-that step, so a resumed recovery ends with the weights an uninterrupted one
-ends with. What a step reads besides the options (the tokenized rows, the
-source model's weights) is fingerprinted in ``run.json``: a source or data file
-changed under the same path is refused, not silently mixed in.
+Adam's step is the whole position (``recovery.step_rows`` keys each step's rows, the schedule its learning
+rate), so a resumed recovery ends with the weights an uninterrupted one ends with; :func:`fingerprint` refuses
+inputs changed under the same path.
 """
 
 import math
