@@ -194,16 +194,6 @@ def _special_tokens(tokenizer):
     return sorted(found, key=lambda item: (-len(item[0]), item[1]))
 
 
-def _regex_step(nodes, inits, text, pattern, rewrite, name):
-    """``text`` with every match of ``pattern`` replaced by ``rewrite`` (RE2; ``\1`` is the first group): one
-    StringRegexReplace node in a Loop body, its two constants in the outer graph."""
-    inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
-              numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")]
-    nodes.append(helper.make_node("StringRegexReplace", [text, f"{_P}{name}_pattern", f"{_P}{name}_rewrite"], [name],
-                                  domain=EXTENSIONS_DOMAIN))
-    return name
-
-
 def _wordpiece_words(tokenizer, nodes, inits):
     """Nodes that make the words of one text ``one_text`` ``[1]`` as the checkpoint's tokenizer makes them, its
     special tokens typed in the text as sentinel words; returns ``{sentinel: id}``.
@@ -241,8 +231,8 @@ def _wordpiece_words(tokenizer, nodes, inits):
                          domain=EXTENSIONS_DOMAIN),
     ]
     inits.append(numpy_helper.from_array(np.array([" "], object), _P + "space"))
-    text = _regex_step(nodes, inits, "raw_text", tc.re2_class(range(tc.SENTINEL_FIRST, tc.PLACEHOLDER + 1)),
-                       chr(tc.PLACEHOLDER), "unmarked")
+    step = functools.partial(_replace, nodes, inits, body=True)
+    text = step("raw_text", tc.re2_class(range(tc.SENTINEL_FIRST, tc.PLACEHOLDER + 1)), chr(tc.PLACEHOLDER), "unmarked")
 
     def mark(text, normalized_pass):
         for k, (content, _, normalized, _, _) in enumerate(specials):
@@ -251,18 +241,17 @@ def _wordpiece_words(tokenizer, nodes, inits):
             if normalized:
                 content = tc.normalized_text(tokenizer, content)
             if content:
-                text = _regex_step(nodes, inits, text, tc.re2_literal(content), f" {chr(tc.SENTINEL_FIRST + k)} ",
-                                   f"special{k}")
+                text = step(text, tc.re2_literal(content), f" {chr(tc.SENTINEL_FIRST + k)} ", f"special{k}")
         return text
 
     text = mark(text, False)
     if classes.removed:
-        text = _regex_step(nodes, inits, text, tc.re2_class(classes.removed), "", "cleaned")
+        text = step(text, tc.re2_class(classes.removed), "", "cleaned")
     spaces = [code for code in classes.spaces if code != 0x20]
     if spaces:
-        text = _regex_step(nodes, inits, text, tc.re2_class(spaces), " ", "spaced")
+        text = step(text, tc.re2_class(spaces), " ", "spaced")
     if classes.padded:
-        text = _regex_step(nodes, inits, text, f"({tc.re2_class(classes.padded)})", " \\1 ", "padded")
+        text = step(text, f"({tc.re2_class(classes.padded)})", " \\1 ", "padded")
     if classes.mapped:
         odd = next((code for code, out in classes.mapped if "\t" in chr(code) + out or "\n" in chr(code) + out), None)
         if odd is not None:  # StringMapping's table is "char<TAB>value" lines
@@ -281,7 +270,7 @@ def _wordpiece_words(tokenizer, nodes, inits):
         text = "mapped"
     text = mark(text, True)
     if classes.isolated:
-        text = _regex_step(nodes, inits, text, f"({tc.re2_class(classes.isolated)})", " \\1 ", "isolated")
+        text = step(text, f"({tc.re2_class(classes.isolated)})", " \\1 ", "isolated")
     nodes.append(helper.make_node("BasicTokenizer", [text], ["words"], domain=EXTENSIONS_DOMAIN, do_lower_case=0,
                                   strip_accents=0, tokenize_chinese_chars=0, tokenize_punctuation=0,
                                   remove_control_chars=0))
@@ -439,9 +428,7 @@ def _sentencepiece(tokenizer, files):
     steps = _steps(spec.get("normalizer"), "normalizers")
     specials = _special_tokens(tokenizer)
     nodes, inits = [], []
-
-    def step(text, pattern, rewrite, name, **attrs):
-        return _replace(nodes, inits, text, pattern, rewrite, name, **attrs)
+    step = functools.partial(_replace, nodes, inits)
 
     text = _absorb_whitespace(specials, nodes, inits, TEXT_INPUT)
     if specials:
@@ -483,11 +470,16 @@ def _sentencepiece(tokenizer, files):
 _WHITESPACE = "[\\t\\n\\x{b}\\x{c}\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
 
 
-def _replace(nodes, inits, text, pattern, rewrite, name, **attrs):
-    """``text`` (a batch) with every match of ``pattern`` replaced by ``rewrite`` (RE2): one StringRegexReplace
-    node of the outer graph (:func:`_regex_step` writes one inside a Loop body); returns the result's name."""
+def _replace(nodes, inits, text, pattern, rewrite, name, body=False, **attrs):
+    """``text`` with every match of ``pattern`` replaced by ``rewrite`` (RE2; ``\1`` is the first group): one
+    StringRegexReplace node, of the outer graph or (``body``) of a Loop body, whose names are left unprefixed;
+    its two constants go in the outer graph. Returns the result's name."""
     inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
               numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")]
+    if body:
+        nodes.append(helper.make_node("StringRegexReplace", [text, f"{_P}{name}_pattern", f"{_P}{name}_rewrite"],
+                                      [name], domain=EXTENSIONS_DOMAIN))
+        return name
     nodes.append(_node("StringRegexReplace", [text, f"{name}_pattern", f"{name}_rewrite"], [name],
                        domain=EXTENSIONS_DOMAIN, **attrs))
     return _P + name
