@@ -128,10 +128,8 @@ DERIVED = {
 
 
 def task_outputs(values, attention_mask, pairs, pooling=None, normalize=False):
-    """``{exported name: value}`` for ``pairs`` (:func:`task_names`), from the model's canonical ``values``.
-
-    The one place the derived outputs (:data:`DERIVED`) are computed: the export graph calls it on its
-    Keras tensors, validation on the Keras source's outputs (tensors or arrays).
+    """``{exported name: value}`` for ``pairs`` (:func:`task_names`), from the model's canonical ``values``
+    (tensors or arrays: the module doc says who calls it).
 
     Example:
         >>> task_outputs({"logits": logits}, mask, (("probability", "probabilities"),))  # doctest: +SKIP

@@ -4,19 +4,9 @@ tfmot wraps each top-level layer of a functional model and asks its
 ``QuantizeConfig`` which weights to fake-quantize and which outputs to
 fake-quantize. Our top-level layers are composites (``TokenEmbedding``,
 ``TransformerBlock``), so the block configs are assembled from one config per
-sublayer kind, found by name:
-
-- ``BottleneckQuantizeConfig``: a ProjectionNorm (bottleneck input / shared
-  q-k bottleneck / attention output / output bottleneck): its dense kernel.
-- ``AttentionQuantizeConfig``: the query, key and value kernels of MultiHeadAttention.
-- ``FeedForwardQuantizeConfig``: the intermediate and output kernels.
-- ``NoNormQuantizeConfig``: NoNorm is ``gamma * h + beta`` (one MUL and one
-  ADD in TFLite); its output is fake-quantized so the converter gets the range.
-- ``TrigramEmbeddingQuantizeConfig``: the word table (an int8 GATHER), the
-  trigram ``embedding_transformation`` kernel, and the output.
-- ``TransformerBlockQuantizeConfig``: every sublayer's weights, the block output.
-- ``TokenDenseQuantizeConfig``: a task head's TokenDense (token and span logits): its kernel and output, as
-  tfmot's registry does for a Dense (which knows Dense by its exact class, not a subclass).
+sublayer kind (the ``*QuantizeConfig`` classes below, each saying what it
+quantizes), found by name; every config fake-quantizes its layer's output, so
+the converter gets the range (NoNorm's MUL and ADD included).
 
 Kernels use per-tensor symmetric 8-bit fake quantization (as tfmot's own
 Dense config), outputs moving-average asymmetric 8-bit ranges. Ops inside a
@@ -168,7 +158,8 @@ class TrigramEmbeddingQuantizeConfig(_SublayerConfig):
 
 
 class TokenDenseQuantizeConfig(_SublayerConfig):
-    """TokenDense at the top level (a task head): its own kernel, its output."""
+    """TokenDense at the top level (a task head's token and span logits): its own kernel, its output, as tfmot's
+    registry does for a Dense (which it knows by its exact class, not a subclass)."""
 
     def get_weights_and_quantizers(self, layer):
         return [(layer.kernel, _kernel_quantizer())]

@@ -298,10 +298,10 @@ class Search:
     def attempts(self):
         """``(step, ranked layers, setting plan)`` in turn: step None is the user's own setting.
 
-        A search's ladder is ordered by the speed each mode usually has, which the host may not share (full
-        int8 ran slower than dynamic int8 for a fine-tuned MiniLM, issue 15). After the first setting that
-        holds the budget, the plain setting of each mode not yet tried is measured too, so that
-        :meth:`fastest` picks the fastest that holds it; ranked rungs (a probe conversion each) are not.
+        A ladder is ordered by each mode's usual speed, which the host may not share (full int8 ran slower than
+        dynamic int8 for a fine-tuned MiniLM, issue 15): after the first setting that holds the budget, the plain
+        setting of each mode not yet tried is measured too, so that :meth:`fastest` picks the fastest that holds
+        it; ranked rungs (a probe conversion each) are not.
         """
         if not self.mode.search:
             yield None, (), self.plan

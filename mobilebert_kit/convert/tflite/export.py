@@ -52,6 +52,11 @@ def _converter(graph):
 PADDED_CALIBRATION_ROWS = 8
 
 
+def _representative(graph, calibration):
+    """The converter's representative dataset: a callable yielding dicts of input arrays (``_calibration_rows``)."""
+    return lambda: (arrays for arrays, _ in _calibration_rows(graph, calibration))
+
+
 def _calibration_rows(graph, calibration):
     """``(arrays, padded)`` per calibration sample; ``padded``: a dynamic-length file's row fed with its padding."""
     batch = graph.inputs[0].shape[0] or 1
@@ -169,7 +174,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
         converter.target_spec.supported_types = [tf.float16]
     if mode.calibration:
         # For qat: tensors without a learned range (inside the blocks) are calibrated on the same data.
-        converter.representative_dataset = lambda: (arrays for arrays, _ in _calibration_rows(graph, calibration))
+        converter.representative_dataset = _representative(graph, calibration)
     if settings.int16_activations:
         converter.target_spec.supported_ops = [
             tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
