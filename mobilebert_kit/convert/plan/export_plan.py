@@ -255,8 +255,7 @@ class ExportPlan:
         normalize (bool | None): the embedding's L2 normalization.
         seq_len (int): the static input length, or for dynamic axes the length validated and calibrated at.
         max_seq_len (int | None): the position table: the longest input the file takes.
-        dynamic_axes (bool): the format's dynamic axes (the format's ``dynamic_axes``: ONNX batch and sequence, TFLite
-            the sequence only, batch 1).
+        dynamic_axes (bool): the format's dynamic axes are open (:attr:`open_axes`).
         mask_dtype (str): the attention mask's input type.
         quantize (str): the quantization mode written (a searched setting's own mode).
         keep_float_layers (tuple): layer paths kept float.

@@ -262,16 +262,10 @@ class QuantizationMode:
 
 @dataclass(frozen=True)
 class SearchStep:
-    """One rung of a quantization search ladder (a mode's ``fallback`` or ``search``).
-
-    Args:
-        quantize (str): the mode a candidate of this step is converted with (a key of :data:`MODES`).
-        float_layers (str | tuple): which layers stay float: ``"none"`` (the mode's own defaults),
-            ``"ranked"`` (the k most drift-sensitive layers on the user's data, k = 1, 2, 4, ... below the
-            layer count: :func:`ranked_counts`), or a tuple of layer paths.
-        unit (tuple): for ``"ranked"``: the layer paths kept float per ranked layer, ``{layer}`` standing for
-            its name (``embeddings``, ``transformer_layer_3``); ``("{layer}",)`` is the whole layer.
-        unit_name (str): how reports name the unit (``"residual path of "``; empty for whole layers).
+    """One rung of a quantization search ladder (a mode's ``fallback`` or ``search``): the mode ``quantize``
+    with ``float_layers`` float: ``"none"`` (the mode's own defaults), a tuple of layer paths, or ``"ranked"``,
+    the k most drift-sensitive layers on the user's data (:func:`ranked_counts`), each as the paths of ``unit``
+    (``{layer}`` standing for its name; ``("{layer}",)``: the whole layer), named ``unit_name`` in reports.
 
     Example:
         >>> SearchStep("int8", "ranked", ("{layer}/**/norm", "{layer}/**/add")).paths(["transformer_layer_1"])

@@ -86,9 +86,6 @@ class Tried:
     passed: bool = False
     why: str = ""
 
-    def to_dict(self):
-        return asdict(self)
-
 
 @dataclass
 class Frontier:
@@ -103,8 +100,8 @@ class Frontier:
 
     def to_dict(self):
         return {"asked": self.asked, "judged_by": self.judged_by,
-                "reference": self.reference.to_dict() if self.reference else None,
-                "frontier": [r.to_dict() for r in self.rows], "ranking": self.ranking, "stopped": self.stopped}
+                "reference": asdict(self.reference) if self.reference else None,
+                "frontier": [asdict(r) for r in self.rows], "ranking": self.ranking, "stopped": self.stopped}
 
     def best(self):
         """The tried row with the best metric (None when no row was measured)."""
