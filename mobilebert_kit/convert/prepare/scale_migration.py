@@ -131,14 +131,9 @@ def _block_segments(config):
         if shared_qk:
             segments.append(("bottleneck_attention/norm", qkv[:2], [], None))
     writer = "attention_output/norm"
-    for i, ffn in enumerate(ffns):
-        last = i == len(ffns) - 1
-        if last and not config["use_bottleneck"]:
-            # BERT: the last FFN's norm writes the block output x, which is fixed.
-            segments.append((writer, [f"{ffn}/intermediate"], [f"{ffn}/output"], f"{ffn}/norm"))
-            break
+    for ffn in ffns:
         segments.append((writer, [f"{ffn}/intermediate"], [f"{ffn}/output"], f"{ffn}/norm"))
-        writer = f"{ffn}/norm"
+        writer = f"{ffn}/norm"  # in BERT the last one writes the block output x, which is fixed: no segment
     if config["use_bottleneck"]:
         segments.append((writer, ["output_bottleneck/dense"], [], None))
     return segments
