@@ -60,7 +60,6 @@ class Thresholds:
 
 def thresholds_for(precision, **overrides):
     """Default thresholds of quantization mode ``precision`` (its record's) with ``overrides`` applied."""
-    # Each mode's defaults live in its record (quantization_modes.MODES), with the measurements behind them.
     if precision not in MODES:
         raise ConfigError(f"unknown quantization {precision!r}; valid: {', '.join(MODES)}")
     return Thresholds(**MODES[precision].thresholds).replace(**{k: v for k, v in overrides.items() if v is not None})
