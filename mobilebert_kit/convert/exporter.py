@@ -215,9 +215,8 @@ def export(options, source=None, log=print, score=None):
             result.validation.raise_for_failures()
         shutil.copyfile(chosen.path, tmp)
         # The file and its report are installed as one unit, under the lock of OUT's directory, which every export
-        # into it takes for the moment of its install (its exit comes after atomic_path's rename): two exports
-        # into one OUT each wrote their report and renamed their file, and one's file stood beside the other's
-        # report, both saying "wrote".
+        # into it takes for the moment of its install: two exports into one OUT each wrote their report and
+        # renamed their file, and one's file stood beside the other's report, both saying "wrote".
         install.hold()
         # --overwrite too: it lets the export replace what the user had at OUT when the export began, not what
         # another command installed while it ran (two `--overwrite` exports, or a `profile --json` into the

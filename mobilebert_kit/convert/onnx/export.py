@@ -75,10 +75,8 @@ _ROW_PASSES = {"tensor": lambda model, exclude: 0, "row": scale_rows}
 def convert(graph, opset=DEFAULT_OPSET, fused=False):
     """Converts an export graph to an ONNX ModelProto with named, ordered inputs and outputs.
 
-    Dynamic dimensions (``batch_size`` / ``seq_len`` None in the graph) are
-    named as optimum names them (:data:`DYNAMIC_DIMS`). ``fused``: the qualifying encoder blocks are written
-    as ONNX Runtime's fused contrib kernels (:mod:`~mobilebert_kit.convert.onnx.fused`; a mode's
-    ``OnnxQuantizer.fused_kernels`` says whether its quantizer takes them).
+    Dynamic dimensions are named as optimum names them (:data:`DYNAMIC_DIMS`); ``fused`` writes the qualifying
+    encoder blocks as ONNX Runtime's fused kernels (module doc).
     """
     # Imported where used: both load TensorFlow, and importing this module does not (onnx_writer imports it;
     # quantize, check and float16_weights work on ONNX models alone).
@@ -90,8 +88,7 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     try:
         model, _ = tf2onnx.convert.from_function(serve, input_signature=serve.input_signature, opset=int(opset))
     except Exception as err:  # noqa: BLE001  (tf2onnx raises plain Exceptions and ValueErrors)
-        first = first_line(err)
-        raise ExportError(f"tf2onnx conversion (opset {opset}) failed: {first}") from err
+        raise ExportError(f"tf2onnx conversion (opset {opset}) failed: {first_line(err)}") from err
     outputs = {o.name: o for o in model.graph.output}
     order = list(graph.output_order)
     if sorted(outputs) != sorted(order):

@@ -213,13 +213,12 @@ def _layer_norm_ops(node, base, opset, initializers):
 
 
 def _blocks(graph):
-    blocks, i = [], 0
-    while True:
-        try:
-            blocks.append(graph.get_layer(f"transformer_layer_{i}"))
-        except ValueError:
-            return blocks
-        i += 1
+    """The export graph's ``transformer_layer_{i}`` blocks, in order."""
+    names = {layer.name for layer in graph.layers}
+    blocks = []
+    while f"transformer_layer_{len(blocks)}" in names:
+        blocks.append(graph.get_layer(f"transformer_layer_{len(blocks)}"))
+    return blocks
 
 
 def _dependents(graph, source):

@@ -275,8 +275,7 @@ def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, 
         with _scope(), _static_output_shapes():
             qat = tfmot.quantization.keras.quantize_apply(annotated)
     except (ValueError, TypeError, RuntimeError) as err:
-        first = first_line(err)
-        raise ExportError(f"quantization-aware wrapping failed: {first}") from err
+        raise ExportError(f"quantization-aware wrapping failed: {first_line(err)}") from err
     rows = {k: np.asarray(calibration.arrays[k]).astype(dtype) for k, dtype in graph.input_dtypes.items()}
     batch_size = graph.inputs[0].shape[0] or batch_size
     rng = np.random.default_rng(seed)

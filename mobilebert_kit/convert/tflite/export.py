@@ -195,8 +195,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     except ExportError:
         raise
     except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
-        first = first_line(err)
-        raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
+        raise ExportError(f"TFLite conversion ({quantize}) failed: {first_line(err)}") from err
     if settings.int4 is not None:
         data, written = int4_weights(data, settings.int4)
         notes.extend(written)
