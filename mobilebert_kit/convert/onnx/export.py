@@ -252,8 +252,10 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                 kept |= set(settings.float_ops)  # what ORT cannot run quantized (the record says why)
                 ops = [op for op in q.registry.QDQRegistry if op not in kept]
                 sixteen = settings.activations == "int16"
+                dtypes = input_dtypes or {v.name: helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name
+                                          for v in model.graph.input}
                 q.quantize_static(
-                    str(source), str(target), _Reader(calibration, input_dtypes or _input_dtypes(model), batch),
+                    str(source), str(target), _Reader(calibration, dtypes, batch),
                     quant_format=q.QuantFormat.QDQ, per_channel=True, reduce_range=settings.reduce_range,
                     activation_type=q.QuantType.QInt16 if sixteen else q.QuantType.QUInt8,
                     weight_type=q.QuantType.QInt8, op_types_to_quantize=ops, nodes_to_exclude=exclude + dynamic,
@@ -323,12 +325,6 @@ def _short_of_room(directory, model):
         return ""
     return (f"; the temporary directory {directory} has {free / 1e6:.1f} MB free and the quantizer needs about "
             f"{need / 1e6:.0f} MB: free space there or set TMPDIR to a larger disk")
-
-
-def _input_dtypes(model):
-    """``{input name: numpy type name}`` of an ONNX model's graph inputs."""
-    return {value.name: helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name
-            for value in model.graph.input}
 
 
 @contextlib.contextmanager

@@ -114,7 +114,10 @@ def client_metadata(client, output_names, tokenizer, labels=None, *, name, descr
     if tokenizer is not None:
         field_name, file_type, what = _TOKENIZER_UNITS[tokenizer.options]
         packed = _file(b, tokenizer.file_name, file_type, what)
-        units.append(_process_unit(b, tokenizer.options, {field_name: _vector(b, [packed])}))
+        units.append(_table(b, "ProcessUnit", {
+            "options_type": ("byte", schema.PROCESS_UNIT_OPTIONS[tokenizer.options]),
+            "options": _table(b, tokenizer.options, {field_name: _vector(b, [packed])}),
+        }))
     sub = _table(b, "SubGraphMetadata", {
         "name": b.CreateString(name),
         "input_tensor_metadata": _vector(b, inputs),
@@ -221,13 +224,6 @@ def _content(b):
     return _table(b, "Content", {
         "content_properties_type": ("byte", schema.CONTENT_PROPERTIES["FeatureProperties"]),
         "content_properties": properties,
-    })
-
-
-def _process_unit(b, options, fields):
-    return _table(b, "ProcessUnit", {
-        "options_type": ("byte", schema.PROCESS_UNIT_OPTIONS[options]),
-        "options": _table(b, options, fields),
     })
 
 
