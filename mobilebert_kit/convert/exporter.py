@@ -83,7 +83,8 @@ def export(options, source=None, log=print, score=None):
                           "(mobilebert_kit.evaluation.artifact_metrics) to export()")
     sources = _sources(options, source)
     # Checked before loading and converting: a refused --out must not cost the whole export first.
-    for path, kind in _outputs(options):
+    outputs = ((Path(options.out), WRITERS[options.format].output), (report_path(options.out), EXPORT_REPORT_OUTPUT))
+    for path, kind in outputs:
         check_output(path, kind, overwrite=options.overwrite, sources=sources)
     # What OUT and its report were when this export began: another command may install one meanwhile.
     began = {path: file_signature(path) for path in (options.out, report_path(options.out))}
@@ -384,11 +385,6 @@ def _input_sets(model, plan, say=None):
     else:
         validation = default_inputs(config, seq_len, None, count=options.validation_count)
     return calibration, validation.take(options.validation_count)
-
-
-def _outputs(options):
-    """The files an export writes, each with its output kind (``utils.atomic``)."""
-    return [(Path(options.out), WRITERS[options.format].output), (report_path(options.out), EXPORT_REPORT_OUTPUT)]
 
 
 def _sources(options, source=None):
