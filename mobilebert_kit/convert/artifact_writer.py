@@ -17,9 +17,12 @@ class ArtifactWriter:
 
     Args:
         format (ArtifactFormat): the format's TF-free record (suffix, magic, runtimes, ...).
-        write (callable): ``write(graph, setting, calibration, metadata, path, calibrated=None)`` writes the file
-            (``tflite.writer.write_tflite``, ``onnx.writer.write_onnx``); a drift probe is written like the
-            artifact it describes.
+        write (callable): ``write(graph, setting, calibration, metadata, path, calibrated=None) -> notes`` converts
+            the export graph (``export_model.build_export_model``) with ``setting`` (the ExportPlan of the setting
+            written) and writes the file at ``path`` (``tflite.writer.write_tflite``, ``onnx.writer.write_onnx``).
+            ``calibration`` is the calibration InputSet (None for modes without static ranges), ``metadata``
+            the export's ``FileMetadata`` (``FileMetadata({})`` for a drift probe, written like the artifact it
+            describes), ``calibrated`` the TFLite writer's calibration per mode, shared by one export's settings.
         output (OutputKind): what ``utils.atomic`` may replace at the output path (a file this writer made).
 
     Example:

@@ -19,15 +19,7 @@ def check_op_types(asked, present, runtime):
     """Refuses ``--keep-float-ops`` names the graph does not have (both formats).
 
     The converters and the ONNX quantizer ignore a deny-listed op type they do not find, so a typo kept nothing
-    in float, silently.
-
-    Args:
-        asked (Iterable[str]): the op types the user named, in the format's own spelling.
-        present (set[str]): the graph's op types.
-        runtime (str): ``"TFLite"`` or ``"ONNX"``, named in the message.
-
-    Raises:
-        ExportError: naming the unknown types and listing the graph's own.
+    in float, silently. ``runtime`` (``"TFLite"`` / ``"ONNX"``) is named in the message.
 
     Example:
         >>> check_op_types(["MatMul"], {"MatMul", "Add"}, "ONNX")
@@ -74,10 +66,7 @@ class OutputValueError(ValidationError):
 
 
 def raise_for_failures(artifact, failures):
-    """Raises one ValidationError carrying every failure; no-op when there are none.
-
-    The raised type is the failures' common type when they share one.
-    """
+    """Raises one ValidationError carrying every failure, typed as the module doc says; no-op without any."""
     if not failures:
         return
     kinds = {type(f) for f in failures}

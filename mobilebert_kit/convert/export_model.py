@@ -12,12 +12,9 @@ own outputs, so validation still compares the file with the *source*.
 The export graph is a plain functional Keras model that calls the source
 model's own sublayers, found by name (``embeddings``, ``transformer_layer_{i}``,
 ``pooler`` and the heads' ``mlm``, ``nsp``, ``classifier``, ``qa_outputs``), so
-it shares the source's weights. An integer attention mask (the default since
-issue 14: the TFLite clients accept int32-only inputs, optimum-style ONNX code
-feeds int64) is cast to float32 once, at the input: every attention layer casts
-its mask to the scores' type, which is a no-op on a float tensor, so the file
-holds one CAST instead of one per layer (performance-notes.md counts a CAST per
-model and 24 float mask ADDs in the Model Garden full-int8 export).
+it shares the source's weights. An integer attention mask is cast to float32
+once, at the input: each attention layer's own cast is then a no-op, so the file
+holds one CAST instead of one per layer.
 """
 
 import weakref
@@ -55,14 +52,10 @@ DEFAULT_MASK_VALUE = -120.0
 
 
 def task_names(model, task=None, fmt="tflite", hidden_states=False):
-    """``((exported name, canonical name), ...)`` of ``model``'s export, in export order.
+    """``((exported name, canonical name), ...)`` of ``model``'s export of ``task`` in ``fmt``, in export order.
 
-    Args:
-        model: an Encoder or task model.
-        task (str | None): an export task; None: the architecture's canonical outputs under their own
-            names (the files of earlier versions, whose metadata names no task).
-        fmt (str): ``"tflite"`` or ``"onnx"`` (the task names outputs per format).
-        hidden_states (bool): append the per-layer probe outputs.
+    ``task`` None: the architecture's canonical outputs under their own names (files whose metadata names no
+    task); ``hidden_states`` appends the per-layer probe outputs.
 
     Example:
         >>> task_names(mbk.build("tiny-bert"), "embedding", "onnx")  # doctest: +SKIP
@@ -104,16 +97,8 @@ def logit_outputs(model, task=None, fmt="tflite"):
 def sentence_embedding(sequence_output, attention_mask, pooling, normalize):
     """One vector per row: mean over real tokens (or the first token), L2-normalized when asked.
 
-    Works on Keras tensors (the export graph) and eager tensors (validation's reference) alike.
-
-    Args:
-        sequence_output: ``[batch, seq, hidden]`` float.
-        attention_mask: ``[batch, seq]``, 1 real token, 0 padding (any number type).
-        pooling (str): ``"mean"`` or ``"cls"`` (``export_tasks.POOLINGS``).
-        normalize (bool): L2-normalize the pooled vector.
-
-    Returns:
-        ``[batch, hidden]`` float32; an all-padding row gives zeros, never NaN.
+    ``[batch, seq, hidden]`` and a ``[batch, seq]`` 1/0 mask -> ``[batch, hidden]``, on Keras tensors (the
+    export graph) and eager ones (validation's reference) alike; an all-padding row gives zeros, never NaN.
 
     Example:
         >>> sentence_embedding(tf.ones([1, 3, 4]), tf.constant([[1, 1, 0]]), "mean", True).shape
@@ -143,17 +128,8 @@ DERIVED = {
 
 
 def task_outputs(values, attention_mask, pairs, pooling=None, normalize=False):
-    """``{exported name: value}`` for ``pairs`` (:func:`task_names`), from the model's canonical ``values``.
-
-    The one place the derived outputs (:data:`DERIVED`) are computed: the export graph calls it on its
-    Keras tensors, validation on the Keras source's outputs.
-
-    Args:
-        values (dict): canonical outputs (``sequence_output``, ``logits``, ...), tensors or arrays.
-        attention_mask: ``[batch, seq]`` mask (float in the graph, ints from an InputSet).
-        pairs: ``((exported, canonical), ...)``.
-        pooling (str): the embedding's pooling, ``"mean"`` / ``"cls"`` (needed for ``sentence_embedding``).
-        normalize (bool): L2-normalize the embedding.
+    """``{exported name: value}`` for ``pairs`` (:func:`task_names`), from the model's canonical ``values``
+    (tensors or arrays: the module doc says who calls it).
 
     Example:
         >>> task_outputs({"logits": logits}, mask, (("probability", "probabilities"),))  # doctest: +SKIP
@@ -216,42 +192,16 @@ def build_export_model(
     input_names=None,
     clip_to_positions=False,
 ):
-    """Returns the functional Keras model that is converted to TFLite / ONNX.
+    """The functional Keras model converted to TFLite / ONNX, sharing ``model``'s weights (:func:`plan_graph`
+    reads each argument from the plan). None for ``batch_size`` / ``seq_len`` is a dynamic axis.
 
-    Args:
-        model: an Encoder or task model (weights are shared, not copied, unless
-            ``attention_mask_value`` differs from the model's).
-        batch_size: static batch dimension, or None for a dynamic one.
-        seq_len: static sequence length, or None for a dynamic one.
-        mask_dtype: ``"float32"`` (1.0 real token, 0.0 padding) or ``"int32"`` /
-            ``"int64"`` (cast to float32 once, at the input).
-        attention_mask_value: score of padded keys; None keeps the model's.
-            Ignored for mask mode ``"mul_add"``, where the value also reaches
-            real tokens' softmax and so is part of the trained model.
-        hidden_states: also output every layer's hidden state (the per-layer
-            drift probe), named ``embeddings`` and ``transformer_layer_{i}``.
-        for_qat: pass the int32 inputs through Identity layers, so that
-            tensorflow-model-optimization (which fake-quantizes model inputs
-            feeding quantized layers) leaves the token ids alone.
-        task: the export task (``export_tasks.TASKS``); None: the architecture's canonical outputs.
-        fmt: the format whose output names the task uses.
-        pooling: the ``embedding`` task's pooling, ``"mean"`` or ``"cls"``.
-        normalize: L2-normalize the ``embedding`` task's vector.
-        ids_dtype: ``"int32"`` or ``"int64"`` token ids (``export_tasks.FORMATS``).
-        input_names: the graph's inputs (``export_tasks.graph_inputs``); without ``token_type_ids`` every token
-            reads type 0. None: all three.
-        clip_to_positions: with an open sequence, keep at most the position table's length of tokens: the
-            first ones and the last (``[CLS] ... [SEP]``, as a truncating tokenizer cuts a text). MediaPipe's
-            and the Task Library's dynamic path feed the whole text (``export_tasks.FORMATS``); without
-            this, a text longer than the table fails in the position embedding's gather, in the app.
-
-    Returns:
-        A ``keras.Model`` with inputs ``input_names`` (``input_ids``, ``attention_mask``,
-        ``token_type_ids``) and a dict of outputs named by :func:`output_names`;
-        ``output_order`` and ``input_dtypes`` record both.
-
-    Example:
-        >>> graph = build_export_model(mbk.build("tiny-bert"), seq_len=16)  # doctest: +SKIP
+    ``attention_mask_value`` (None: the model's) rebuilds the model only in mask mode ``"add"``: in ``"mul_add"``
+    the value reaches real tokens' softmax and is part of the trained model. ``for_qat`` passes the token
+    inputs through Identity layers, so that tensorflow-model-optimization (which fake-quantizes model inputs
+    feeding quantized layers) leaves them alone. ``clip_to_positions`` keeps, on an open sequence, at most the
+    position table's length of tokens, the first ones and the last (as a truncating tokenizer cuts a text):
+    MediaPipe and the Task Library feed the whole text, which would otherwise fail in the position gather.
+    The model's ``output_order`` and ``input_dtypes`` record its outputs and inputs.
     """
     check_choice("mask_dtype", mask_dtype, MASK_DTYPES)
     check_choice("ids_dtype", ids_dtype, ("int32", "int64"))
@@ -304,14 +254,14 @@ def plan_graph(model, plan, hidden_states=False, for_qat=False):
     Example:
         >>> graph = plan_graph(model, plan)  # doctest: +SKIP
     """
-    if plan.fold_nonorm and not for_qat:  # QAT trains the model it is given: nothing to fold into yet
+    if plan.options.fold_nonorm and not for_qat:  # QAT trains the model it is given: nothing to fold into yet
         # The per-layer hidden states the drift probe reads are the block outputs, which the stream fold stores
         # in other units: the probe's graph folds inside the blocks only (scale_migration module doc). Whether a
         # file folds the stream is its mode's record's (QuantizationMode.stream_fold: ONNX's static QDQ lost with it).
         model = _folded(model, plan, stream=not hidden_states and plan.format in plan.mode.stream_fold)
     return build_export_model(model, plan.batch_size, plan.static_seq_len, plan.mask_dtype,
-                              plan.attention_mask_value, hidden_states=hidden_states, for_qat=for_qat, task=plan.task,
-                              fmt=plan.format, pooling=plan.pooling, normalize=bool(plan.normalize),
+                              plan.options.attention_mask_value, hidden_states=hidden_states, for_qat=for_qat,
+                              task=plan.task, fmt=plan.format, pooling=plan.pooling, normalize=bool(plan.normalize),
                               ids_dtype=plan.ids_dtype, input_names=plan.input_names,
                               clip_to_positions=plan.clips_in_graph)
 

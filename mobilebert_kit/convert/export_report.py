@@ -98,7 +98,6 @@ class ExportResult:
             lines.append(self.validation.format_text())
         return "\n".join(lines)
 
-
     def _length(self):
         if self.input_shape and len(self.input_shape) == 1:
             # A text-in .onnx (--tokenizer-in-graph): one string per text, tokenized inside the file.
@@ -122,15 +121,9 @@ def report_path(out):
 
 
 def write_report(out, result, start, overwrite, sources, note=None):
-    """Writes ``result`` as ``OUT.report.json`` (atomically); ``note`` is appended to its notes.
-
-    Args:
-        out: the artifact's path.
-        result (ExportResult): what to write; its ``seconds`` is set from ``start``.
-        start (float): the export's ``time.perf_counter()`` at its start.
-        overwrite (bool): the user's ``--overwrite``.
-        sources: the export's input paths (never overwritten).
-        note (str | None): why the artifact was not written, when it was not.
+    """Writes ``result`` as ``OUT.report.json`` (atomically; ``sources``, the export's inputs, are never
+    overwritten); its ``seconds`` run from the export's ``start`` (``time.perf_counter()``), and ``note`` (why the
+    artifact was not written, when it was not) is appended to its notes.
 
     Example:
         >>> write_report("m.tflite", result, start, False, [])  # doctest: +SKIP
@@ -187,14 +180,9 @@ def _set_aside(path):
 
 @contextlib.contextmanager
 def report_guard(out):
-    """Puts the report an export replaced back when the file itself is then not put in place.
-
-    The report goes in first (a full disk while writing it leaves neither), so between the two renames an
-    interrupt (Ctrl-C, SIGTERM), or the final check of ``out`` refusing, left the earlier export's file without
-    its report: the new one was removed, and the one it had replaced was gone with it.
-
-    Yields an object whose ``write(out, result, start, overwrite, sources)`` writes the success report.
-    """
+    """Puts the report an export replaced back when the file itself is then not put in place (the report goes in
+    first: module doc); without it an interrupt or the final check of ``out`` between the two renames left the
+    earlier export's file without its report. Yields the object whose ``write`` writes the success report."""
     state = _ReportInstall(out)
     try:
         yield state

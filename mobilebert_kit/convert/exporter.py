@@ -62,13 +62,12 @@ def export(options, source=None, log=print, score=None):
     """Runs one export; returns an :class:`~mobilebert_kit.convert.export_report.ExportResult`.
 
     Args:
-        options: an :class:`ExportOptions` (the user's words).
-        source: an already prepared :class:`~mobilebert_kit.sources.model_source.ModelSource`
-            (``Recipe.prepare``: recipes load and substitute once and export several formats);
-            None: ``options.source`` is loaded here and substituted with ``options.substitutions``.
-        log: where progress lines go (``None``: silent).
-        score: ``score(path, data) -> ArtifactEvaluation``, the task metric of a written file on labelled
-            data, needed when ``options.eval_data`` is set (the CLI and the pipeline pass
+        options (ExportOptions): the user's words.
+        source (ModelSource | None): an already prepared source (``Recipe.prepare``: recipes load and substitute
+            once and export several formats); None: ``options.source`` is loaded and substituted here.
+        log (callable | None): where progress lines go (``None``: silent).
+        score (callable | None): ``score(path, data) -> ArtifactEvaluation``, the task metric of a written file
+            on labelled data, needed when ``options.eval_data`` is set (the CLI and the pipeline pass
             ``mobilebert_kit.evaluation.artifact_metrics.evaluate_artifact``). Passed in because the
             evaluator reads ``convert/``'s task records and so sits above it (tests/test_layering.py).
 
@@ -84,7 +83,8 @@ def export(options, source=None, log=print, score=None):
                           "(mobilebert_kit.evaluation.artifact_metrics) to export()")
     sources = _sources(options, source)
     # Checked before loading and converting: a refused --out must not cost the whole export first.
-    for path, kind in _outputs(options):
+    outputs = ((Path(options.out), WRITERS[options.format].output), (report_path(options.out), EXPORT_REPORT_OUTPUT))
+    for path, kind in outputs:
         check_output(path, kind, overwrite=options.overwrite, sources=sources)
     # What OUT and its report were when this export began: another command may install one meanwhile.
     began = {path: file_signature(path) for path in (options.out, report_path(options.out))}
@@ -155,6 +155,11 @@ def export(options, source=None, log=print, score=None):
                              tokenizer=plan.tokenizer if with_texts else None, input_names=plan.input_names,
                              arch=arch, cpu=options.check_cpu)  # the cache build, if any, speaks on stderr
 
+    def emulated(candidate, precision):
+        """The ArchComparison of ``candidate`` run on --check-arch's emulated CPU (None: it could not run)."""
+        say(f"running {candidate.label} on {options.check_arch} (emulated) on {validation_inputs.description} ...")
+        return validate(candidate, precision, with_texts=False, arch=options.check_arch).arch
+
     def judge(candidate):
         # With --check-arch every setting a search judges runs on the emulated CPU too, so a fallback or auto's
         # ladder moves on from a setting whose outputs there miss the mode's thresholds (issue 46).
@@ -164,15 +169,13 @@ def export(options, source=None, log=print, score=None):
             metric = score(candidate.path, options.eval_data).metrics[search.budget.metric]
             if arch is None or not search.budget.holds(metric):  # one the metric refuses is not run there
                 return Verdict(metric=metric)
-            say(f"running {candidate.label} on {arch} (emulated) on {validation_inputs.description} ...")
-            emulated = validate(candidate, candidate.plan.quantize, with_texts=False, arch=arch).arch
-            why = "; ".join(str(f).splitlines()[0] for f in emulated.failures) if emulated is not None else ""
-            return Verdict(passed=False if why else None, metric=metric, why=why, report=emulated)
+            there = emulated(candidate, candidate.plan.quantize)
+            why = "; ".join(str(f).splitlines()[0] for f in there.failures) if there is not None else ""
+            return Verdict(passed=False if why else None, metric=metric, why=why, report=there)
         say(f"validating {candidate.label} against the Keras model on {validation_inputs.description} ...")
         candidate.written.validation = report = validate(candidate, candidate.plan.quantize)
         if arch is not None and report.passed:  # a setting that fails here is not run there (seconds a row)
-            say(f"running {candidate.label} on {arch} (emulated) on {validation_inputs.description} ...")
-            report.arch = validate(candidate, candidate.plan.quantize, with_texts=False, arch=arch).arch
+            report.arch = emulated(candidate, candidate.plan.quantize)
             report.failures.extend(report.arch.failures if report.arch is not None else ())
         return Verdict(passed=report.passed, why=report.summary_line(), report=report)
 
@@ -196,14 +199,12 @@ def export(options, source=None, log=print, score=None):
             if options.check_arch and result.validation.passed and result.validation.arch is None:
                 # The judge ran it there already (chosen.verdict); an unjudged file (no validation asked of the
                 # search) runs now.
-                emulated = chosen.verdict.report if plan.asked.search and chosen.verdict is not None else None
-                if emulated is None:
-                    say(f"running {chosen.label} on {options.check_arch} (emulated) on "
-                        f"{validation_inputs.description} ...")
-                    emulated = validate(chosen, result.quantize, with_texts=False, arch=options.check_arch).arch
-                if emulated is not None:
-                    result.validation.arch = emulated
-                    result.validation.failures.extend(emulated.failures)
+                there = chosen.verdict.report if plan.asked.search and chosen.verdict is not None else None
+                if there is None:
+                    there = emulated(chosen, result.quantize)
+                if there is not None:
+                    result.validation.arch = there
+                    result.validation.failures.extend(there.failures)
             if options.drift_report and plan.mode.quantized:
                 result.validation.drift = drift(model, chosen.plan, calibration, validation_inputs, model,
                                                 qat_graph=graph if plan.mode.trains else None)
@@ -215,17 +216,15 @@ def export(options, source=None, log=print, score=None):
             result.validation.raise_for_failures()
         shutil.copyfile(chosen.path, tmp)
         # The file and its report are installed as one unit, under the lock of OUT's directory, which every export
-        # into it takes for the moment of its install (its exit comes after atomic_path's rename): two exports
-        # into one OUT each wrote their report and renamed their file, and one's file stood beside the other's
-        # report, both saying "wrote".
+        # into it takes for the moment of its install: two exports into one OUT each wrote their report and
+        # renamed their file, and one's file stood beside the other's report, both saying "wrote".
         install.hold()
         # --overwrite too: it lets the export replace what the user had at OUT when the export began, not what
         # another command installed while it ran (two `--overwrite` exports, or a `profile --json` into the
         # report's name, each said "wrote" and the later one silently replaced the other's).
         for path, signature in began.items():
             check_unchanged(path, signature, "this export", ExportError)
-        # The report is written before the file is put in place, so that a full disk (or any failure) while
-        # writing it leaves neither: the file alone would be an export whose report says nothing.
+        # The report first, then the file (export_report's module doc says why).
         report.write(out, result, start, options.overwrite, sources)
     return result
 
@@ -327,7 +326,7 @@ def _metadata(source, model, graph, plan):
         "input_dtypes": dict(dtypes),
         "outputs": list(graph.output_order),
         "mask_dtype": plan.mask_dtype,
-        "io_type": plan.io_type,
+        "io_type": plan.options.io_type,
         "vocab_size": config["vocab_size"],
         # The longest input the position table takes (None: relative positions, no table): a reader of a
         # dynamic-axis file (the profiler, mbk validate) picks a default length within it.
@@ -386,11 +385,6 @@ def _input_sets(model, plan, say=None):
     else:
         validation = default_inputs(config, seq_len, None, count=options.validation_count)
     return calibration, validation.take(options.validation_count)
-
-
-def _outputs(options):
-    """The files an export writes, each with its output kind (``utils.atomic``)."""
-    return [(Path(options.out), WRITERS[options.format].output), (report_path(options.out), EXPORT_REPORT_OUTPUT)]
 
 
 def _sources(options, source=None):

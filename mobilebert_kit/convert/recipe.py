@@ -1,45 +1,15 @@
 """Recipe: a declarative export target in TOML (``export/NAME.toml``), run by ``mbk export --recipe``.
 
-A recipe names the source, optional operator substitutions, the quantization,
-the formats, the sequence length, calibration and validation data and the
-validation thresholds; one file per deployment target. Example::
+A recipe names the source, optional operator substitutions, the quantization, the formats, the sequence
+length, calibration and validation data and the validation thresholds; one file per deployment target. Its
+tables, keys and rules are docs/recipes.md's.
 
-    [source]
-    model = "models/all-MiniLM-L6-v2"   # or: preset = "mobilebert"
-
-    [export]
-    formats = ["tflite", "onnx"]
-    quantize = "dynamic"
-    seq_len = 128
-    out_dir = "out"                     # artifacts: out/<name>.<format>
-    name = "minilm-dynamic"
-
-    [export.onnx]                       # per-format overrides of [export] keys
-    opset = 17
-
-    [calibration]
-    data = "data/calibration.txt"
-
-    [validation]
-    min_cosine = 0.99
-
-    [evaluation]                        # mbk pipeline: task metrics of each file, float vs quantized
-    data = "data/test.tsv"              # labelled, as `mbk finetune` / `mbk evaluate` read it
-    min_ratio = 0.99                    # optional: quantized >= 0.99 x float (MLPerf Mobile's rule)
-
-    [profile]                           # mbk pipeline: latency on real sentences too
-    text = "data/sentences.txt"         # one per line, each fed as the app feeds it (mbk profile --text)
-
-Rules: every key is checked (an unknown key is a one-line error listing the
-valid ones; numbers against the bounds their commands declare, the
-same bounds as the command line's flags); relative paths are resolved against
-the recipe's directory (the recipe path itself resolved first, so
-``cd export && mbk export --recipe default.toml`` works) and must stay inside
-it (``..`` components and absolute paths are rejected). Outputs (``out_dir``
-joined with ``name``) are resolved with symlinks followed, so a symlink cannot
-carry a write outside either; inputs may be symlinks placed inside the
-directory by the user (place or symlink checkpoints and data under the
-recipe's directory), so a recipe alone cannot read or write files elsewhere.
+Every key is checked (numbers against the bounds their commands declare, as the command line's flags are).
+Relative paths resolve against the recipe's directory (the recipe path itself resolved first, so
+``cd export && mbk export --recipe default.toml`` works) and must stay inside it. Outputs (``out_dir``
+joined with ``name``) are resolved with symlinks followed, so a symlink cannot carry a write outside;
+inputs may be symlinks the user placed inside the directory, so a recipe alone cannot read or write files
+elsewhere.
 """
 
 import os
@@ -93,11 +63,7 @@ RECIPE_DEPTH = 8
 
 @dataclass
 class Recipe:
-    """A parsed, checked recipe.
-
-    Args:
-        path: the recipe file.
-        tables: the checked TOML tables (paths already resolved).
+    """A parsed, checked recipe: its file and its checked TOML tables (paths already resolved).
 
     Example:
         >>> recipe = Recipe.load("export/minilm-dynamic.toml")  # doctest: +SKIP
@@ -121,9 +87,6 @@ class Recipe:
         raw = load_toml(path, "recipe", max_bytes=MAX_RECIPE_BYTES, max_depth=RECIPE_DEPTH, error=RecipeError,
                         fix="a recipe is a short TOML file of tables of keys (see export/default.toml)")
         return cls(path, _check(path, raw))
-
-    def _resolve(self, section, key, value):
-        return _inside(self.path, f"[{section}] {key}", value)
 
     def source_spec(self):
         source = self.tables.get("source", {})
@@ -177,14 +140,9 @@ class Recipe:
         """The recipe's source, loaded, substituted and recovered once for all its exports.
 
         The recovery runs at ``[substitute] seq_len`` when given, else at the length the export plan decides
-        for ``options`` (the source's own facts: a 64-position preset recovers at 64).
-
-        Args:
-            options (ExportOptions): any of :meth:`options` (they share the source and ``[substitute]``).
-            log (Callable[[str], None] | None): where the substitution and recovery lines go.
-
-        Returns:
-            ModelSource: the prepared source, to pass as ``export(..., source=...)``.
+        for ``options`` (the source's own facts: a 64-position preset recovers at 64). ``options``: any of
+        :meth:`options` (they share the source and ``[substitute]``). Returns the ModelSource to pass as
+        ``export(..., source=...)``.
 
         Example:
             >>> recipe = Recipe.load("export/nonorm.toml")  # doctest: +SKIP

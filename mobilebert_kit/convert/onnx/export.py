@@ -9,16 +9,13 @@ Each quantization mode's ONNX Runtime settings are its record's
 
 - ``dynamic``: int8 weights (signed, per output channel), activations
   quantized at run time to uint8 with one scale per row (token) like
-  TFLite's dynamic range (``quantize_dynamic``'s one scale per tensor gave
-  all-MiniLM-L6-v2 a worst sentence cosine of 0.978 on 300 tweets, per row
-  0.993). The record's ``activation_scales`` says how
-  (:data:`~mobilebert_kit.convert.quantization.modes.ACTIVATION_SCALES`); the
+  TFLite's dynamic range (``OnnxQuantizer.row_activations`` says why). The record's
+  ``activation_scales`` says how (:data:`~mobilebert_kit.convert.quantization.modes.ACTIVATION_SCALES`); the
   default rescales each row before ORT's own fused kernels
   (:mod:`~mobilebert_kit.convert.onnx.row_scale`), which run u8 x s8
   (performance-notes.md: s8 x s8 is ~15x slower); ``quantize_dynamic`` then
-  quantizes the weight MatMuls and the embedding Gather. Per-channel weight
-  scales matter too: per-tensor weights gave a mean sentence-embedding cosine
-  of 0.965 (worst sentence 0.887).
+  quantizes the weight MatMuls and the embedding Gather, with per-channel weight
+  scales (per-tensor ones lost fidelity: docs/export.md's MiniLM table).
 - ``static``: ``quantize_static`` in QDQ format, calibrated, int8 per-channel
   weights and uint8 (``int8``) or int16 (``int16x8``: ORT's com.microsoft Q/DQ
   ops carry the 16-bit types; ORT raises the opset to 21, the first with
@@ -70,26 +67,16 @@ DYNAMIC_DIMS = ("batch_size", "sequence_length")
 _FLOAT16_MIN_ELEMENTS = 1024
 
 
-def _no_row_pass(model, exclude, weight_bits, per_channel):
-    return 0
-
-
-def _scale_rows(model, exclude, weight_bits, per_channel):
-    # The weights are quantize_dynamic's to quantize afterwards (bits and channels from the same record).
-    return scale_rows(model, exclude)
-
-
-# OnnxQuantizer.activation_scales -> the pass run on the float graph before quantize_dynamic.
-_ROW_PASSES = {"tensor": _no_row_pass, "row": _scale_rows}
+# OnnxQuantizer.activation_scales -> the pass run on the float graph before quantize_dynamic (which then quantizes
+# the weights, per output channel).
+_ROW_PASSES = {"tensor": lambda model, exclude: 0, "row": scale_rows}
 
 
 def convert(graph, opset=DEFAULT_OPSET, fused=False):
     """Converts an export graph to an ONNX ModelProto with named, ordered inputs and outputs.
 
-    Dynamic dimensions (``batch_size`` / ``seq_len`` None in the graph) are
-    named as optimum names them (:data:`DYNAMIC_DIMS`). ``fused``: the qualifying encoder blocks are written
-    as ONNX Runtime's fused contrib kernels (:mod:`~mobilebert_kit.convert.onnx.fused`; a mode's
-    ``OnnxQuantizer.fused_kernels`` says whether its quantizer takes them).
+    Dynamic dimensions are named as optimum names them (:data:`DYNAMIC_DIMS`); ``fused`` writes the qualifying
+    encoder blocks as ONNX Runtime's fused kernels (module doc).
     """
     # Imported where used: both load TensorFlow, and importing this module does not (onnx_writer imports it;
     # quantize, check and float16_weights work on ONNX models alone).
@@ -101,8 +88,7 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     try:
         model, _ = tf2onnx.convert.from_function(serve, input_signature=serve.input_signature, opset=int(opset))
     except Exception as err:  # noqa: BLE001  (tf2onnx raises plain Exceptions and ValueErrors)
-        first = first_line(err)
-        raise ExportError(f"tf2onnx conversion (opset {opset}) failed: {first}") from err
+        raise ExportError(f"tf2onnx conversion (opset {opset}) failed: {first_line(err)}") from err
     outputs = {o.name: o for o in model.graph.output}
     order = list(graph.output_order)
     if sorted(outputs) != sorted(order):
@@ -113,7 +99,7 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     _name_dynamic_dims(model)
     if fused:
         fuse_blocks(model, graph)
-    simplify(model)  # Reshape pairs around every dense MatMul, NoNorm after a dense layer (onnx_graph.py)
+    simplify(model)  # NoNorm after a dense layer (onnx/graph.py)
     model.producer_name = "mobilebert-kit"
     return model
 
@@ -177,15 +163,8 @@ def int4_weights(model, block_size):
     ``MatMulNBits`` takes every weight MatMul (symmetric int4 in blocks of ``block_size`` inputs, int8
     compute: ``accuracy_level`` 4, ORT's fastest on x86 and ARM CPUs), ``GatherBlockQuantized`` the
     embedding tables (blocks of :data:`ONNX_INT4_TABLE_BLOCK`, whose float32 scales cost less than
-    blocks of 32 would). Activation x activation products (attention) stay float.
-
-    Args:
-        model: the float ``onnx.ModelProto`` from :func:`convert`.
-        block_size (int): the weight MatMuls' block (16 to 256, a power of two).
-
-    Example:
-        >>> int4_weights(float_model, 32)  # doctest: +SKIP
-        <onnx.ModelProto>
+    blocks of 32 would). Activation x activation products (attention) stay float. ``model``: the float
+    ``onnx.ModelProto`` from :func:`convert`.
     """
     # Imported here, inside quantize()'s _quiet_root_logger: the module calls logging.basicConfig at import, which
     # made every later tf2onnx INFO line of the process print to stderr.
@@ -201,24 +180,20 @@ def int4_weights(model, block_size):
 
 
 def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, keep_float_ops=(),
-             keep_float_layers=(), per_channel=True, activation_scales=None, dynamic_layers=()):
-    """Quantizes a float ONNX ModelProto with ONNX Runtime; returns the new ModelProto.
+             keep_float_layers=(), activation_scales=None, dynamic_layers=()):
+    """Quantizes a float ONNX ModelProto from :func:`convert` with ONNX Runtime; returns the new ModelProto.
 
     Args:
-        model: the float model from :func:`convert`.
-        quantize: a mode with ONNX Runtime settings (a record's ``onnx_as``).
-        calibration: an InputSet (calibrated modes).
-        input_dtypes (dict): ``{input name: numpy type name}`` of the model's inputs (None: read from
-            the model's graph inputs).
-        keep_float_ops: ONNX op types not to quantize (e.g. ``"MatMul"``).
-        keep_float_layers: layer paths whose nodes stay float.
-        per_channel: per-output-channel weight scales.
-        activation_scales (str | None): a dynamic mode's activation scales, a key of
-            :data:`~mobilebert_kit.convert.quantization.modes.ACTIVATION_SCALES` (None: the record's own,
-            ``"row"``); benchmarks and tests compare the others with it.
-        dynamic_layers: for a static mode, layer paths left out of the static pass whose weight MatMuls get
-            dynamic int8 instead, as ``dynamic`` quantizes them (int8 per-channel weights, uint8 activations
-            with one scale per row, float output); no error when the model has none (:func:`_dynamic_pass`).
+        quantize (str): a mode with ONNX Runtime settings (a record's ``onnx_as``).
+        calibration (InputSet | None): the rows of a calibrated mode.
+        input_dtypes (dict | None): ``{input name: numpy type name}`` (None: read from the graph inputs).
+        keep_float_ops (tuple): ONNX op types not to quantize (e.g. ``"MatMul"``).
+        keep_float_layers (tuple): layer paths whose nodes stay float.
+        activation_scales (str | None): a dynamic mode's key of
+            :data:`~mobilebert_kit.convert.quantization.modes.ACTIVATION_SCALES` (None: the record's own);
+            benchmarks and tests compare the others with it.
+        dynamic_layers (tuple): for a static mode, layer paths whose weight MatMuls get dynamic int8 instead
+            (:func:`_dynamic_pass`; no error when the model has none).
 
     Example:
         >>> quantize(float_model, "dynamic", activation_scales="tensor")  # doctest: +SKIP
@@ -262,10 +237,10 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                     # Per-row activation scales (OnnxQuantizer.row_activations says why; ACTIVATION_SCALES how).
                     work = onnx.ModelProto()
                     work.CopyFrom(model)
-                    row_pass(work, exclude, weight_bits=7 if settings.reduce_range else 8, per_channel=per_channel)
+                    row_pass(work, exclude)
                     onnx.save(work, str(source))
                 ops = [op for op in ("MatMul", "Gemm", "Attention", "Gather") if op not in kept]
-                _quantize_dynamic(source, target, settings, per_channel, op_types_to_quantize=ops,
+                _quantize_dynamic(source, target, settings, op_types_to_quantize=ops,
                                   nodes_to_exclude=exclude)
             else:
                 mode.check_calibration(calibration)
@@ -277,16 +252,18 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
                 kept |= set(settings.float_ops)  # what ORT cannot run quantized (the record says why)
                 ops = [op for op in q.registry.QDQRegistry if op not in kept]
                 sixteen = settings.activations == "int16"
+                dtypes = input_dtypes or {v.name: helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name
+                                          for v in model.graph.input}
                 q.quantize_static(
-                    str(source), str(target), _Reader(calibration, input_dtypes or _input_dtypes(model), batch),
-                    quant_format=q.QuantFormat.QDQ, per_channel=per_channel, reduce_range=settings.reduce_range,
+                    str(source), str(target), _Reader(calibration, dtypes, batch),
+                    quant_format=q.QuantFormat.QDQ, per_channel=True, reduce_range=settings.reduce_range,
                     activation_type=q.QuantType.QInt16 if sixteen else q.QuantType.QUInt8,
                     weight_type=q.QuantType.QInt8, op_types_to_quantize=ops, nodes_to_exclude=exclude + dynamic,
                     calibrate_method=q.CalibrationMethod.MinMax,
                     extra_options={"UseQDQContribOps": sixteen, "ActivationSymmetric": sixteen},
                 )
                 if dynamic:
-                    _dynamic_pass(target, dynamic, per_channel)
+                    _dynamic_pass(target, dynamic)
         except ExportError:
             raise
         except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
@@ -295,7 +272,7 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         return onnx.load(str(target))
 
 
-def _dynamic_pass(path, names, per_channel):
+def _dynamic_pass(path, names):
     """Quantizes the weight MatMuls among the nodes ``names`` of the static QDQ file at ``path`` dynamically, in place.
 
     As ``dynamic`` quantizes a weight MatMul (the ``dynamic`` record's settings): each input row scaled to
@@ -313,19 +290,18 @@ def _dynamic_pass(path, names, per_channel):
         return
     settings = quantization_mode("dynamic").onnx
     others = [node.name for node in model.graph.node if node.name not in set(targets)]
-    _ROW_PASSES[settings.activation_scales](model, others, weight_bits=7 if settings.reduce_range else 8,
-                                            per_channel=per_channel)
+    _ROW_PASSES[settings.activation_scales](model, others)
     source = Path(path).with_name("static.onnx")
     onnx.save(model, str(source))
-    _quantize_dynamic(source, path, settings, per_channel, op_types_to_quantize=["MatMul"], nodes_to_quantize=targets)
+    _quantize_dynamic(source, path, settings, op_types_to_quantize=["MatMul"], nodes_to_quantize=targets)
 
 
-def _quantize_dynamic(source, target, settings, per_channel, **selection):
+def _quantize_dynamic(source, target, settings, **selection):
     """``quantize_dynamic`` of the ``.onnx`` at ``source`` into ``target`` with a dynamic record's ``settings`` (int8
     weights, ``reduce_range``), the nodes chosen by ``selection`` (``op_types_to_quantize``, ``nodes_to_exclude``,
     ``nodes_to_quantize``)."""
     q.quantize_dynamic(
-        str(source), str(target), weight_type=q.QuantType.QInt8, per_channel=per_channel,
+        str(source), str(target), weight_type=q.QuantType.QInt8, per_channel=True,
         reduce_range=settings.reduce_range,
         # Activation x activation products (attention) stay float, as in TFLite's dynamic range.
         # DefaultTensorType: onnx's shape inference types no output of a com.microsoft kernel
@@ -349,12 +325,6 @@ def _short_of_room(directory, model):
         return ""
     return (f"; the temporary directory {directory} has {free / 1e6:.1f} MB free and the quantizer needs about "
             f"{need / 1e6:.0f} MB: free space there or set TMPDIR to a larger disk")
-
-
-def _input_dtypes(model):
-    """``{input name: numpy type name}`` of an ONNX model's graph inputs."""
-    return {value.name: helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name
-            for value in model.graph.input}
 
 
 @contextlib.contextmanager

@@ -9,8 +9,7 @@ qualifying block of the converted graph with the block's own computation, writte
   and v (MobileBERT: q and k read the shared bottleneck, v the block input); the biases in the kernel, the
   padding mask as its 2-D mask, ``mask_filter_value`` the layer's score of padded keys;
 - residual + LayerNorm: the bias and residual Adds and the standard ``LayerNormalization`` (ORT's
-  ``SkipLayerNormalization`` was slower on CPU: all-MiniLM-L6-v2 float32 1.07x tf2onnx's graph's time with it,
-  0.93x without);
+  ``SkipLayerNormalization`` was slower on CPU: ``_BlockWriter.dense`` has the numbers);
 - the FFN activation: ``BiasGelu`` (exact GELU) / ``FastGelu`` (tanh) with the bias, or ReLU;
 - NoNorm (``x * gamma + beta``): folded into the dense weights before it (``W * gamma``,
   ``b * gamma + beta``); after a residual the residual is scaled (``r * gamma``) and added;
@@ -24,7 +23,6 @@ qualifying block of the converted graph with the block's own computation, writte
 Measured (seq 128, one core, CPU time; benchmarks/RESULTS.md, issue 45): ``mobilebert`` float32 0.92-0.96x
 the optimum-style peer (tf2onnx's graph: 0.98-1.02x); the MatMuls alone are ~0.8x the peer's time, so float32
 cannot go much below that by fusing. all-MiniLM-L6-v2: float32 0.95x and dynamic int8 0.96x tf2onnx's graph.
-``Attention`` took 0.97x ``MultiHeadAttention``'s time with a packed MatMul and Split before it (MiniLM);
 MobileBERT's value reads another tensor than its query and key, which ``Attention``'s one input cannot express.
 
 A block qualifies when its attention class declares ``onnx_fused`` itself (the plain scaled dot product;
@@ -74,15 +72,8 @@ def qualifies(block, opset=17):
 
 
 def fuse_blocks(model, graph, gemm=True):
-    """Replaces the qualifying blocks of ``model`` (tf2onnx's conversion of ``graph``) in place; returns how many.
-
-    Args:
-        model (onnx.ModelProto): the float model from tf2onnx, before any other pass.
-        graph: the Keras export graph it was converted from (its ``transformer_layer_{i}`` blocks).
-
-    Returns:
-        int: the blocks written fused (0: the graph is left as it was).
-    """
+    """Replaces the qualifying blocks of ``model`` (tf2onnx's float conversion of the Keras export ``graph``,
+    before any other pass) in place; returns how many (0: the graph is left as it was)."""
     blocks = _blocks(graph)
     opset = onnx_opset(model)
     if not blocks or not any(qualifies(b, opset) for b in blocks):
@@ -222,13 +213,12 @@ def _layer_norm_ops(node, base, opset, initializers):
 
 
 def _blocks(graph):
-    blocks, i = [], 0
-    while True:
-        try:
-            blocks.append(graph.get_layer(f"transformer_layer_{i}"))
-        except ValueError:
-            return blocks
-        i += 1
+    """The export graph's ``transformer_layer_{i}`` blocks, in order."""
+    names = {layer.name for layer in graph.layers}
+    blocks = []
+    while f"transformer_layer_{len(blocks)}" in names:
+        blocks.append(graph.get_layer(f"transformer_layer_{len(blocks)}"))
+    return blocks
 
 
 def _dependents(graph, source):
@@ -274,9 +264,9 @@ class _BlockWriter:
             self.shapes[width] = f"fused/shape_{width}"
         return self.node("Reshape", [x, self.shapes[width]], f"{name}/to_tokens")
 
-    def const(self, name, value):
+    def const(self, name, value, dtype=np.float32):
         full = f"{self.prefix}/{name}_fused"
-        self.weights.append(numpy_helper.from_array(np.asarray(value, np.float32), full))
+        self.weights.append(numpy_helper.from_array(np.asarray(value, dtype), full))
         return full
 
     def node(self, op, inputs, name, domain=None, **attrs):
@@ -335,18 +325,18 @@ class _BlockWriter:
         arrays = {n: _arrays(getattr(attention, n).kernel, getattr(attention, n).bias)
                   for n in ("query", "key", "value")}
         bias = self.const("attention/qkv_bias", np.concatenate([arrays[n][1] for n in ("query", "key", "value")]))
-        if query == key == value and not self.gemm:
+        packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1) \
+            if query == key == value else None
+        if packed is not None and not self.gemm:
             # One kernel for the packed projection and the attention: 0.97x MultiHeadAttention's time on
             # all-MiniLM-L6-v2 at 128 tokens (CPU time, one core). dynamic_form() splits it for quantize_dynamic.
-            packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1)
             return self.node("Attention", [query, self.const("attention/qkv/kernel", packed), bias, mask],
                              "attention/Attention", domain=MS, num_heads=int(attention.num_heads),
                              mask_filter_value=float(attention.mask_value))
-        if query == key == value:
-            packed = np.concatenate([arrays[n][0] for n in ("query", "key", "value")], axis=1)
+        if packed is not None:
             qkv = self.node("MatMul", [query, self.const("attention/qkv/kernel", packed)], "attention/qkv/MatMul")
             width = arrays["query"][0].shape[1]
-            split = self.const_i64("attention/qkv/split", [width, width, arrays["value"][0].shape[1]])
+            split = self.const("attention/qkv/split", [width, width, arrays["value"][0].shape[1]], np.int64)
             names = [f"{self.prefix}/attention/{n}_fused:0" for n in ("query", "key", "value")]
             self.nodes.append(helper.make_node("Split", [qkv, split], names, axis=-1,
                                                name=f"{self.prefix}/attention/qkv/Split_fused"))
@@ -363,11 +353,6 @@ class _BlockWriter:
         if self.gemm:
             context = self.to_rows(context, arrays["value"][0].shape[1], "attention/context")
         return context
-
-    def const_i64(self, name, value):
-        full = f"{self.prefix}/{name}_fused"
-        self.weights.append(numpy_helper.from_array(np.asarray(value, np.int64), full))
-        return full
 
     def block(self, block, x, y, mask):
         """Appends ``block`` (TransformerBlock.call, post-norm) reading ``x``, writing ``y``."""

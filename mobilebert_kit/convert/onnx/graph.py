@@ -5,11 +5,6 @@ linear in the dense output; it folds into the dense weights (``W * gamma``, ``b 
 does not do by itself (its MatMul fusions take a bias Add, not a per-channel Mul). Nodes left unread are
 dropped.
 
-The dense-Reshape pass that used to sit here (tf2onnx lowered every Keras ``Dense`` on a ``[batch, seq, in]``
-tensor to ``Reshape -> MatMul -> Reshape``, 722 Reshapes in a float32 MobileBERT) went with the layers that
-made the pairs: every token Dense is a ``TokenDense`` now, one broadcast MatMul (issue 46), and the layers
-name every static dimension (``layers/shapes.py``), so tf2onnx writes no such pair.
-
 Example:
     >>> counts = simplify(model)  # doctest: +SKIP
     >>> counts
@@ -19,12 +14,10 @@ Example:
 import numpy as np
 from onnx import numpy_helper
 
-def simplify(model):
-    """Folds NoNorm into the dense weights and drops unread nodes, in place; returns what changed.
 
-    Args:
-        model: an ``onnx.ModelProto`` from tf2onnx (float, before quantization).
-    """
+def simplify(model):
+    """Folds NoNorm into the dense weights and drops unread nodes of tf2onnx's float ModelProto, in place; returns
+    what changed."""
     folded = fold_affine_into_matmul(model)
     drop_dead_nodes(model.graph)
     return {"affine_folded": folded}

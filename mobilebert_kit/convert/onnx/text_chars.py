@@ -32,18 +32,11 @@ _CHUNK = 4096
 
 
 class CharClasses(NamedTuple):
-    """What a WordPiece tokenizer does to each code point (:func:`char_classes`).
-
-    Attributes:
-        removed (tuple[int, ...]): deleted by the normalizer (control and format characters; accents when it
-            strips them).
-        spaces (tuple[int, ...]): whitespace, made a space by the normalizer or a word end by the pre-tokenizer.
-        padded (tuple[int, ...]): given a space on each side by the normalizer (CJK, ``handle_chinese_chars``).
-        mapped (tuple[tuple[int, str], ...]): ``(code, normalized)`` of the others the normalizer changes
-            (lower-casing, accents).
-        isolated (tuple[int, ...]): characters of the normalized text the pre-tokenizer makes words of their own
-            (punctuation).
-    """
+    """What a WordPiece tokenizer does to each code point (:func:`char_classes`): the code points the normalizer
+    ``removed`` (control and format characters; accents when it strips them), made ``spaces`` (or the
+    pre-tokenizer ends a word at), ``padded`` with a space on each side (CJK), ``mapped`` to other text
+    (``(code, normalized)``: lower-casing, accents), and those of the normalized text the pre-tokenizer
+    ``isolated`` as words of their own (punctuation)."""
 
     removed: tuple
     spaces: tuple
@@ -146,9 +139,6 @@ def _rebuild(part, state):
 def char_classes(tokenizer):
     """What the checkpoint's WordPiece tokenizer does to each character (:class:`CharClasses`), measured once per
     normalizer and pre-tokenizer (a few seconds) and cached.
-
-    Args:
-        tokenizer (TextTokenizer): a WordPiece tokenizer.
 
     Example:
         >>> classes = char_classes(tok)  # doctest: +SKIP

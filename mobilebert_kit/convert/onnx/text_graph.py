@@ -24,12 +24,8 @@ truncated to the planned length less two, the separator token, then the pad id u
 (or the planned length for a static file), with the attention mask 1 on real tokens and token types 0. These
 feed the model's inputs (``onnx.compose.merge_models``), cast to their types.
 
-A tokenizer onnxruntime-extensions cannot run as the checkpoint does is refused in one line
-(:func:`refusal`) before anything is converted: a WordPiece normalizer or pre-tokenizer that does not act on
-each character alone (NFKC, Whitespace, none), a SentencePiece tokenizer that lower-cases or strips accents
-before SentencePiece (ALBERT: the op has no such step) or pre-tokenizes with more than its Metaspace, a BPE that
-is not byte-level, adds a prefix space or splits more than ByteLevel does, tokens added with ``add_tokens`` (the
-ops match none), a post-processor that lays a text out otherwise than class token, text, separator.
+A tokenizer onnxruntime-extensions cannot run as the checkpoint does is refused in one line, saying why
+(:func:`refusal`), before anything is converted.
 
 Example:
     >>> refusal(None)
@@ -106,12 +102,12 @@ def refusal(tokenizer):
                     "onnxruntime-extensions' SentencepieceTokenizer cannot do")
         if spec and _first(spec.get("pre_tokenizer"), "Metaspace") is None:
             return f"its {kind.name} tokenizer has no Metaspace pre-tokenizer, which SentencePiece always applies"
-        steps = _pre_tokenizer_steps(spec.get("pre_tokenizer"))
+        steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
         if spec and (steps != ["Metaspace"] or _first(spec.get("pre_tokenizer"), "Metaspace").get("split") is False):
             # SentencePiece splits at spaces and nowhere else (a WhitespaceSplit first dropped runs of spaces).
             return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}, where "
                     "SentencePiece splits at spaces only (a Metaspace alone)")
-        other = [step.get("type") for step in _normalizer_steps(spec.get("normalizer"))
+        other = [step.get("type") for step in _steps(spec.get("normalizer"), "normalizers")
                  if step.get("type") not in _UNIGRAM_NORMALIZERS]
         if other:
             return (f"its {kind.name} tokenizer normalizes with {other[0]}, which the graph cannot reproduce before "
@@ -121,7 +117,7 @@ def refusal(tokenizer):
         if level is None:
             return (f"its {kind.name} tokenizer is not byte-level (no ByteLevel pre-tokenizer), and "
                     "onnxruntime-extensions' RobertaTokenizer is")
-        steps = _pre_tokenizer_steps(spec.get("pre_tokenizer"))
+        steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
         if steps != ["ByteLevel"] or level.get("use_regex") is False:
             # The op splits words by GPT-2's pattern, then bytes: no other split (Digits, Split) nor none.
             return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}"
@@ -147,13 +143,14 @@ def refusal(tokenizer):
     return None
 
 
-def _pre_tokenizer_steps(node):
-    """The ``tokenizer.json`` pre-tokenizer as the list of its steps' types (a Sequence's items in order)."""
+def _steps(node, key):
+    """A ``tokenizer.json`` normalizer or pre-tokenizer as the flat list of its steps (a Sequence's ``key`` items
+    in order)."""
     if not isinstance(node, dict):
         return []
     if node.get("type") == "Sequence":
-        return [step for item in node.get("pretokenizers") or [] for step in _pre_tokenizer_steps(item)]
-    return [node.get("type")]
+        return [step for item in node.get(key) or [] for step in _steps(item, key)]
+    return [node]
 
 
 def _single_layout(tokenizer):
@@ -172,10 +169,6 @@ def _single_layout(tokenizer):
 
 def in_graph_record(tokenizer, seq_len):
     """What ``mbk_metadata`` records of a text-in file's tokenizer (``tokenizer_in_graph``).
-
-    Example:
-        >>> in_graph_record(tok, 128)["op"]  # doctest: +SKIP
-        'WordpieceTokenizer'
     """
     return {"library": f"{EXTENSIONS_PACKAGE} {extensions_version()}", "domain": EXTENSIONS_DOMAIN,
             "op": tokenizer.kind.extensions_op, "kind": tokenizer.kind.name, "truncates_to": int(seq_len),
@@ -199,16 +192,6 @@ def _special_tokens(tokenizer):
     found = [(token.content, int(index), bool(token.normalized), bool(token.lstrip), bool(token.rstrip))
              for index, token in decoder.items() if token.special and token.content]
     return sorted(found, key=lambda item: (-len(item[0]), item[1]))
-
-
-def _regex_step(nodes, inits, text, pattern, rewrite, name):
-    """``text`` with every match of ``pattern`` replaced by ``rewrite`` (RE2; ``\1`` is the first group): one
-    StringRegexReplace node in a Loop body, its two constants in the outer graph."""
-    inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
-              numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")]
-    nodes.append(helper.make_node("StringRegexReplace", [text, f"{_P}{name}_pattern", f"{_P}{name}_rewrite"], [name],
-                                  domain=EXTENSIONS_DOMAIN))
-    return name
 
 
 def _wordpiece_words(tokenizer, nodes, inits):
@@ -248,8 +231,8 @@ def _wordpiece_words(tokenizer, nodes, inits):
                          domain=EXTENSIONS_DOMAIN),
     ]
     inits.append(numpy_helper.from_array(np.array([" "], object), _P + "space"))
-    text = _regex_step(nodes, inits, "raw_text", tc.re2_class(range(tc.SENTINEL_FIRST, tc.PLACEHOLDER + 1)),
-                       chr(tc.PLACEHOLDER), "unmarked")
+    step = functools.partial(_replace, nodes, inits, body=True)
+    text = step("raw_text", tc.re2_class(range(tc.SENTINEL_FIRST, tc.PLACEHOLDER + 1)), chr(tc.PLACEHOLDER), "unmarked")
 
     def mark(text, normalized_pass):
         for k, (content, _, normalized, _, _) in enumerate(specials):
@@ -258,18 +241,17 @@ def _wordpiece_words(tokenizer, nodes, inits):
             if normalized:
                 content = tc.normalized_text(tokenizer, content)
             if content:
-                text = _regex_step(nodes, inits, text, tc.re2_literal(content), f" {chr(tc.SENTINEL_FIRST + k)} ",
-                                   f"special{k}")
+                text = step(text, tc.re2_literal(content), f" {chr(tc.SENTINEL_FIRST + k)} ", f"special{k}")
         return text
 
     text = mark(text, False)
     if classes.removed:
-        text = _regex_step(nodes, inits, text, tc.re2_class(classes.removed), "", "cleaned")
+        text = step(text, tc.re2_class(classes.removed), "", "cleaned")
     spaces = [code for code in classes.spaces if code != 0x20]
     if spaces:
-        text = _regex_step(nodes, inits, text, tc.re2_class(spaces), " ", "spaced")
+        text = step(text, tc.re2_class(spaces), " ", "spaced")
     if classes.padded:
-        text = _regex_step(nodes, inits, text, f"({tc.re2_class(classes.padded)})", " \\1 ", "padded")
+        text = step(text, f"({tc.re2_class(classes.padded)})", " \\1 ", "padded")
     if classes.mapped:
         odd = next((code for code, out in classes.mapped if "\t" in chr(code) + out or "\n" in chr(code) + out), None)
         if odd is not None:  # StringMapping's table is "char<TAB>value" lines
@@ -288,7 +270,7 @@ def _wordpiece_words(tokenizer, nodes, inits):
         text = "mapped"
     text = mark(text, True)
     if classes.isolated:
-        text = _regex_step(nodes, inits, text, f"({tc.re2_class(classes.isolated)})", " \\1 ", "isolated")
+        text = step(text, f"({tc.re2_class(classes.isolated)})", " \\1 ", "isolated")
     nodes.append(helper.make_node("BasicTokenizer", [text], ["words"], domain=EXTENSIONS_DOMAIN, do_lower_case=0,
                                   strip_accents=0, tokenize_chinese_chars=0, tokenize_punctuation=0,
                                   remove_control_chars=0))
@@ -388,15 +370,6 @@ def _wordpiece(tokenizer, files):
 _UNIGRAM_NORMALIZERS = ("Precompiled", "NFKC", "Replace")
 
 
-def _normalizer_steps(node):
-    """The ``tokenizer.json`` normalizer as a flat list of its steps (a Sequence's items in order)."""
-    if not isinstance(node, dict):
-        return []
-    if node.get("type") == "Sequence":
-        return [step for item in node.get("normalizers") or [] for step in _normalizer_steps(item)]
-    return [node]
-
-
 @functools.lru_cache(maxsize=1)
 def _nfkc_charsmap():
     """SentencePiece's own NFKC character map (what a model trained with ``normalization_rule_name="nfkc"``
@@ -452,16 +425,10 @@ def _sentencepiece(tokenizer, files):
     from mobilebert_kit.convert.onnx import text_chars as tc
 
     spec = getattr(tokenizer, "_spec", None) or {}
-    steps = _normalizer_steps(spec.get("normalizer"))
+    steps = _steps(spec.get("normalizer"), "normalizers")
     specials = _special_tokens(tokenizer)
     nodes, inits = [], []
-
-    def step(text, pattern, rewrite, name, **attrs):
-        inits.extend([numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
-                      numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")])
-        nodes.append(_node("StringRegexReplace", [text, f"{name}_pattern", f"{name}_rewrite"], [name],
-                           domain=EXTENSIONS_DOMAIN, **attrs))
-        return _P + name
+    step = functools.partial(_replace, nodes, inits)
 
     text = _absorb_whitespace(specials, nodes, inits, TEXT_INPUT)
     if specials:
@@ -503,6 +470,21 @@ def _sentencepiece(tokenizer, files):
 _WHITESPACE = "[\\t\\n\\x{b}\\x{c}\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
 
 
+def _replace(nodes, inits, text, pattern, rewrite, name, body=False, **attrs):
+    """``text`` with every match of ``pattern`` replaced by ``rewrite`` (RE2; ``\1`` is the first group): one
+    StringRegexReplace node, of the outer graph or (``body``) of a Loop body, whose names are left unprefixed;
+    its two constants go in the outer graph. Returns the result's name."""
+    inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}{name}_pattern"),
+              numpy_helper.from_array(np.array([rewrite], object), f"{_P}{name}_rewrite")]
+    if body:
+        nodes.append(helper.make_node("StringRegexReplace", [text, f"{_P}{name}_pattern", f"{_P}{name}_rewrite"],
+                                      [name], domain=EXTENSIONS_DOMAIN))
+        return name
+    nodes.append(_node("StringRegexReplace", [text, f"{name}_pattern", f"{name}_rewrite"], [name],
+                       domain=EXTENSIONS_DOMAIN, **attrs))
+    return _P + name
+
+
 def _absorb_whitespace(specials, nodes, inits, text):
     """``text`` (a batch) with the whitespace beside each special token that has ``lstrip`` / ``rstrip`` removed:
     transformers takes it into the token's match (RoBERTa's ``<mask>``: "a <mask>" gives ``a <mask>``, no space
@@ -510,14 +492,10 @@ def _absorb_whitespace(specials, nodes, inits, text):
     from mobilebert_kit.convert.onnx.text_chars import re2_literal
 
     for k, (content, _, _, lstrip, rstrip) in enumerate(specials):
-        if not (lstrip or rstrip):
-            continue
-        pattern = (_WHITESPACE + "+" if lstrip else "") + f"({re2_literal(content)})" + (_WHITESPACE + "+" if rstrip else "")
-        inits += [numpy_helper.from_array(np.array([pattern], object), f"{_P}strip{k}_pattern"),
-                  numpy_helper.from_array(np.array(["\\1"], object), f"{_P}strip{k}_rewrite")]
-        nodes.append(_node("StringRegexReplace", [text, f"strip{k}_pattern", f"strip{k}_rewrite"], [f"stripped{k}"],
-                           domain=EXTENSIONS_DOMAIN))
-        text = _P + f"stripped{k}"
+        if lstrip or rstrip:
+            pattern = (_WHITESPACE + "+" if lstrip else "") + f"({re2_literal(content)})" + (
+                _WHITESPACE + "+" if rstrip else "")
+            text = _replace(nodes, inits, text, pattern, "\\1", f"strip{k}")
     return text
 
 
@@ -607,19 +585,10 @@ def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None
                     ml_opset=_ML_OPSET):
     """The tokenizer as an ONNX model: ``text`` ``[batch]`` in, the model's inputs out (``mbk_tokenizer/<name>``).
 
-    Args:
-        tokenizer (TextTokenizer): the checkpoint's tokenizer (:func:`refusal` None).
-        seq_len (int): the planned length: texts are truncated to it, special tokens included.
-        input_types (dict): ``{model input name: "int64" | "int32" | "float32"}`` in the model's order.
-        static (bool): pad every row to ``seq_len`` (a static file) instead of the batch's longest.
-        batch (int | None): the static batch size (None: dynamic).
-        opset (int): the model's standard opset (the two graphs are merged).
-        ir_version (int | None): the model's IR version.
-        ml_opset (int): the ``ai.onnx.ml`` opset (WordPiece's LabelEncoder), the model's when it imports one.
-
-    Example:
-        >>> tokenizer_model(tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
-        <onnx.ModelProto>
+    Texts are truncated to ``seq_len``, special tokens included; ``input_types`` is ``{model input name:
+    "int64" | "int32" | "float32"}`` in the model's order; ``static`` pads every row to ``seq_len`` instead of the
+    batch's longest (``batch`` None: a dynamic batch). ``opset``, ``ir_version`` and ``ml_opset`` are the model's
+    (the two graphs are merged).
     """
     why = refusal(tokenizer)
     if why is not None:
@@ -672,10 +641,6 @@ def _inputs_of(node):
 
 def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=None):
     """``model`` (a ModelProto taking token arrays) with the tokenizer in front: its one input is ``text``.
-
-    Example:
-        >>> with_tokenizer(model, tok, 128, {"input_ids": "int64", "attention_mask": "int64"})  # doctest: +SKIP
-        <onnx.ModelProto>
     """
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     ml_opset = next((o.version for o in model.opset_import if o.domain == "ai.onnx.ml"), _ML_OPSET)

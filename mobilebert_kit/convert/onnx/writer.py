@@ -26,20 +26,11 @@ ONNX_OUTPUT = OutputKind("onnx", False, "an .onnx model exported by mbk",
 
 
 def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
-    """Converts ``graph`` with ``setting`` and writes the ``.onnx`` file at ``path``.
+    """Converts ``graph`` with ``setting`` and writes the ``.onnx`` file at ``path`` (arguments: ``ArtifactWriter``);
+    returns notes (how many layers a LayerNorm model's full int8 quantized dynamically).
 
-    Args:
-        graph: the export graph (``export_model.build_export_model``).
-        setting: the :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan` of the setting written.
-        calibration: the calibration InputSet (None for modes without static ranges).
-        metadata: the export's :class:`~mobilebert_kit.convert.plan.export_plan.FileMetadata` (no client unit:
-            optimum-style code runs the checkpoint's own tokenizer).
-        path: the file to write.
-        calibrated: the TFLite writer's calibration cache; unused (ORT's quantizer calibrates inside
-            ``quantize_static`` each time), accepted so that both writers take the same arguments.
-
-    Returns:
-        list[str]: notes (how many layers a LayerNorm model's full int8 quantized dynamically).
+    No client unit is packed: optimum-style code runs the checkpoint's own tokenizer. ``calibrated`` is unused
+    (ORT's quantizer calibrates inside ``quantize_static`` each time).
 
     Example:
         >>> write_onnx(graph, plan, None, FileMetadata(meta, vocab), "m.onnx")  # doctest: +SKIP
@@ -51,7 +42,7 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
         raise ExportError(f"quantize {mode.name} has no ONNX export: {mode.refused['format:onnx']}")
     onnx_as = mode.onnx_as  # qat -> int8 (the record says why)
     fused = onnx_as is None or quantization_mode(onnx_as).onnx.fused_kernels
-    model = onnx_export.convert(graph, setting.opset, fused=fused)
+    model = onnx_export.convert(graph, setting.options.opset, fused=fused)
     notes = []
     if onnx_as is not None:
         # A LayerNorm model's full int8 takes the mode's own layer_norm_dynamic_nodes, as the TFLite writer does

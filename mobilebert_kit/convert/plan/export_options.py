@@ -109,52 +109,35 @@ class ExportOptions:
     source (task, pooling, length, axes, input types) is decided once, after the source loads, by
     :func:`~mobilebert_kit.convert.plan.export_plan.plan_export`.
 
+    Each field's ``help`` (the ``mbk export --help`` text) says more; the keyword is the field name.
+
     Args:
-        source (str | ModelSource | keras.Model): saved-model directory, Hugging Face directory, preset name,
-            or a model object.
+        source (str | ModelSource | keras.Model): a path or preset name (``--help``'s SRC), or a model object.
         format (str): ``"tflite"`` or ``"onnx"``.
-        quantize (str): the quantization mode, a key of
-            :data:`~mobilebert_kit.convert.quantization.modes.MODES`.
+        quantize (str): the quantization mode, a key of :data:`~mobilebert_kit.convert.quantization.modes.MODES`.
         out (str): the artifact path.
-        task (str): ``"auto"`` or a key of :data:`~mobilebert_kit.convert.plan.export_tasks.TASKS`: which outputs
-            the file carries, named for its clients (the plan decides ``auto`` from the source).
-        pooling (str): ``"auto"`` (the checkpoint's declared pooling), ``"mean"`` or ``"cls"``; the
-            ``embedding`` task's sentence vector.
-        seq_len (int): sequence length; None: decided by the plan (``export_plan.sequence_length``: the task's
-            length for the format, else a fine-tuned model's own, else :data:`DEFAULT_SEQ_LEN`, within the
-            position table).
+        task (str): ``"auto"`` or a key of :data:`~mobilebert_kit.convert.plan.export_tasks.TASKS`.
+        pooling (str): ``"auto"``, ``"mean"`` or ``"cls"``: the ``embedding`` task's sentence vector.
+        seq_len (int): sequence length; None: decided by the plan (``export_plan.sequence_length``).
         batch_size (int): static batch size (ONNX: ignored with dynamic axes).
         calibration (str): ``.txt`` (tokenized) or ``.npz`` file of calibration inputs.
         calibration_count (int): rows of calibration data used at most.
-        validation_data (str): ``.txt`` / ``.npz`` validation inputs (default: the built-in sample
-            sentences when the model has a vocabulary, else calibration rows, else random ids).
+        validation_data (str): ``.txt`` / ``.npz`` validation inputs.
         validation_count (int): rows validated.
         validate (bool): check the artifact against the Keras source before writing it.
         thresholds (dict): overrides of the mode's default thresholds.
         drift_report (bool): also export a per-layer probe and report each layer's drift (quantized only).
         io_type (str): ``"float32"`` or ``"int8"`` inputs/outputs (TFLite int8/qat).
-        mask_dtype (str): attention-mask input type; None: the format's token-id type
-            (:data:`~mobilebert_kit.convert.plan.export_tasks.FORMATS`: TFLite int32, ONNX int64), except
-            with ``io_type="int8"`` (float32, quantized to an int8 input: no float CAST);
-            ``"float32"``: the float-mask file of earlier versions.
+        mask_dtype (str): attention-mask input type; None: decided by the plan (``export_plan.input_layout``).
         attention_mask_value (float): score of padded keys in the exported graph (None keeps the model's).
-        keep_float_ops (tuple): op types left in float (TFLite names for tflite, ONNX op types for onnx);
-            None: the mode's default (TFLite full int8 keeps SOFTMAX and the mask ADD float, see
-            quantization_modes).
+        keep_float_ops (tuple): op types left in float, in the format's spelling; None: the mode's default.
         keep_float_layers (tuple): layer paths left in float (``transformer_layer_5``, ``norm``, ``ffn_0/output``).
-        fold_nonorm (bool): fold every NoNorm inside a block into the dense layers around it before
-            converting (``scale_migration.migrate_nonorm_scales(..., "unit")``): exact in float, and the
-            converter then drops the identity NoNorms' MUL and ADD (full-int8 ``mobilebert``: 1,102 ops
-            -> 861, with the MobileBERT residual stream's NoNorms between blocks). Off by default: it moves
-            the NoNorm scales into the readers' weight rows, which cost a substituted real model int8
-            fidelity (benchmarks/RESULTS.md, issue 17).
+        fold_nonorm (bool): fold each block's NoNorms into its dense layers before converting (docs/export.md
+            says what it saves and why it is off by default).
         opset (int): ONNX opset.
-        dynamic_axes (bool): dynamic axes (``export_tasks.FORMATS``: ONNX batch and sequence, TFLite the
-            sequence only, batch 1); None: dynamic unless ``static_axes``, a TFLite ``batch_size`` above 1 or a
-            TFLite task with an output of the text's length (decided by ``export_plan.input_layout``).
+        dynamic_axes (bool): dynamic axes (``export_tasks.FORMATS``); None: decided by ``export_plan.input_layout``.
         static_axes (bool): static ``[batch_size, seq_len]`` inputs (GPU and NPU delegates need them).
-        tokenizer_in_graph (bool): ONNX: the checkpoint's tokenizer runs inside the file (onnxruntime-extensions'
-            ops, ``convert/onnx/text_graph.py``), whose one input is the string tensor ``text``.
+        tokenizer_in_graph (bool): ONNX: the checkpoint's tokenizer runs inside the file (``onnx/text_graph.py``).
         embed_vocab (bool): store the vocabulary in the artifact's metadata.
         labels (tuple): class names to record (default: from the source).
         substitutions (dict): ``{"norm": ..., "act": ..., "ffn": ...}`` applied before export (substitution.py).
@@ -162,15 +145,11 @@ class ExportOptions:
         recover_data (str): recovery data file.
         qat_steps (int): quantization-aware fine-tuning steps for ``qat``.
         qat_learning_rate (float): its learning rate.
-        eval_data (str): labelled data (``training.task_data.read_table`` format) whose task metric
-            ``quantize="auto"`` holds (``convert.quantization.search``).
-        max_drop (float): ``auto``'s budget: the largest drop of the metric, a fraction of the float export's
-            (None: :data:`DEFAULT_MAX_DROP`).
+        eval_data (str): labelled data whose task metric ``quantize="auto"`` holds (``quantization.search``).
+        max_drop (float): ``auto``'s budget, a fraction of the float export's metric (None: :data:`DEFAULT_MAX_DROP`).
         head (str): head to load from a Hugging Face directory (``"auto"``).
-        normalize (bool): ``embedding``: L2-normalize the sentence vector; None: as the checkpoint declares
-            (no declaration: no).
-        overwrite (bool): replace a file at ``out`` (or its ``.report.json``) that mbk did not write; never the
-            source, a special file or a link (``utils.atomic.check_output``).
+        normalize (bool): ``embedding``: L2-normalize the sentence vector; None: as the checkpoint declares.
+        overwrite (bool): replace a file at ``out`` (or its report) that mbk did not write (``utils.atomic``).
         named_by (str): how errors name an option: ``"field"`` (Python), ``"flag"`` (``mbk export``) or
             ``"recipe"`` (``[table] key``).
 
@@ -281,9 +260,7 @@ class ExportOptions:
     def name_of(self, name, value=MISSING):
         """Option ``name`` as the user wrote it (``--seq-len``, ``[export] seq_len``, ``seq_len``), with ``value``.
 
-        Args:
-            name (str): a field name.
-            value: appended the way the user wrote it (``--quantize qat``, ``[export] quantize = 'qat'``).
+        ``value`` is appended the way the user wrote it (``--quantize qat``, ``[export] quantize = 'qat'``).
 
         Example:
             >>> ExportOptions("tiny-bert", named_by="recipe").name_of("attention_mask_value")
@@ -429,8 +406,7 @@ class RecipeKey:
 def recipe_keys(schema=None):
     """``{table: {key: RecipeKey}}`` for every option a recipe may set, generated from :class:`ExportOptions`.
 
-    Args:
-        schema (type): the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
+    ``schema``: the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
 
     Example:
         >>> recipe_keys()["export"]["mask_value"].field
@@ -483,12 +459,7 @@ _FROM_CLI = {
 def add_arguments(parser, schema=None):
     """Adds one argument per option with a flag, generated from :class:`ExportOptions` (``mbk export``).
 
-    Args:
-        parser (argparse.ArgumentParser): the ``mbk export`` parser.
-        schema (type): the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
-
-    Example:
-        >>> add_arguments(subparsers.add_parser("export"))  # doctest: +SKIP
+    ``schema``: as :func:`recipe_keys`'s.
     """
     for f in fields(schema or ExportOptions):
         meta = f.metadata
@@ -527,9 +498,6 @@ def add_arguments(parser, schema=None):
 
 def from_arguments(args):
     """The :class:`ExportOptions` of parsed ``mbk export`` arguments (errors name the flags).
-
-    Example:
-        >>> options = from_arguments(parser.parse_args(["tiny-bert", "--out", "m.tflite"]))  # doctest: +SKIP
     """
     values = {}
     for f in fields(ExportOptions):

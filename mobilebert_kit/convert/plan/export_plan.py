@@ -45,15 +45,10 @@ def sequence_length(asked, task=None, fmt=None, max_positions=None, trained=None
     trained at (its ``task.json``), else :data:`DEFAULT_SEQ_LEN`; a default never exceeds the position table.
 
     Args:
-        asked (int | None): the user's length (``--seq-len``), or None.
-        task (str | None): the export task (None: unknown, a file that records none).
-        fmt (str | None): ``"tflite"`` / ``"onnx"``.
+        asked (int | None): the user's length (``--seq-len``, named as ``option`` in the refusal), or None.
+        task (str | None): the export task (None: unknown, a file that records none); ``fmt`` its format.
         max_positions (int | None): the longest input the model takes (models.api.max_positions; None: unknown).
         trained (int | None): the length a fine-tuned model was trained at.
-        option (str): the option as the user wrote it, named in the refusal.
-
-    Returns:
-        int: the length.
 
     Raises:
         ConfigError: ``asked`` exceeds the position table.
@@ -80,14 +75,12 @@ def input_layout(options, task=None):
     """``(dynamic_axes, mask_dtype)`` of an export of ``task``: what the user's words decide about its inputs.
 
     Both formats have dynamic axes unless ``--static-axes`` is asked: ONNX its batch and sequence (optimum's
-    signature), TFLite its sequence only, at batch 1 (the format's ``dynamic_axes``: the clients run one text at a time and
-    resize the sequence to its token count, so short text costs what it is long, not ``--seq-len``). A TFLite
-    file is static with ``--batch-size`` above 1 (GPU and NPU delegates need static shapes too:
-    ``--static-axes``), and for a task whose outputs follow the text's length (``ExportTask.per_text_outputs``
-    False: features, token and span logits), which MediaPipe cannot run dynamic. The
-    attention mask has the token ids' type (the format's ``input_dtype``), except in an int8-io file,
-    whose float mask becomes an int8 input on integer-only accelerators (an integer mask would need a float
-    CAST in front of the first layer there).
+    signature), TFLite its sequence only, at batch 1 (the clients run one text at a time and resize the
+    sequence to its token count, so short text costs what it is long, not ``--seq-len``). A TFLite file is
+    static with ``--batch-size`` above 1, and for a task whose outputs follow the text's length
+    (``ExportTask.per_text_outputs`` says why). The attention mask has the token ids' type, except in an
+    int8-io file, whose float mask becomes an int8 input on integer-only accelerators (an integer mask would
+    need a float CAST in front of the first layer there).
 
     Example:
         >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
@@ -134,19 +127,8 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None, 
     encoder with a declared sentence pooling (or an explicit ``pooling``) exports as ``embedding``, and a
     sequence head as the task of its problem type (:data:`~mobilebert_kit.convert.plan.export_tasks.AUTO_TASK_BY_PROBLEM`:
     a regressor's raw scores, a multi-label classifier's sigmoids). ``pooling="auto"`` is the declared pooling,
-    refused for ``embedding`` when there is none.
-
-    Args:
-        options (ExportOptions): the user's words.
-        architecture (str): the source's head (``convert.prepare.rebuild.architecture_of``).
-        declared_pooling: the checkpoint's sentence-transformers pooling (``mode``, ``normalize``), or None.
-        num_outputs (int | None): a task head's output columns (``num_labels``).
-        problem_type (str | None): a sequence head's problem (``sequence_classifier.problem_of``: transformers'
-            ``problem_type``, declared or inferred).
-
-    Raises:
-        ConfigError: the source cannot export the task (naming the tasks it can), or ``embedding`` without a
-            pooling.
+    refused for ``embedding`` when there is none. The arguments are :class:`SourceFacts` fields; a task the
+    source cannot export is a ConfigError naming the tasks it can.
 
     Example:
         >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
@@ -194,12 +176,6 @@ def check_labels(options, architecture, num_outputs, found=()):
     own names (``found``: its ``labels.txt`` or ``id2label``) are held to the same rules (``data/class_names.py``):
     3 names for a 2-class head were packed and validation said PASSED.
 
-    Args:
-        options (ExportOptions): the export's options (``labels``: names given in a recipe or the API).
-        architecture (str): the source's architecture.
-        num_outputs (int | None): the head's output columns.
-        found (tuple[str, ...]): the source's own class names.
-
     Example:
         >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
         >>> check_labels(ExportOptions("m", out="m.tflite", labels=("neg", "pos")), "sequence_classifier", 2)
@@ -218,14 +194,9 @@ def check_labels(options, architecture, num_outputs, found=()):
 
 
 class FileMetadata(NamedTuple):
-    """What an export writes beside the weights, for every setting the search tries.
-
-    Args:
-        meta (dict): our ``mbk_metadata`` (``{}`` for a drift probe, which is no client's file).
-        vocab (list[str] | None): the vocabulary lines embedded as ``mbk_vocab`` (None: none).
-        client_unit (ClientUnit | None): the tokenizer the TFLite clients run, packed into a ``.tflite``
-            (``data.tokenizer_kinds``); None: no client tokenizer (none in the source, byte-level BPE,
-            ``--no-vocab``).
+    """What an export writes beside the weights, for every setting the search tries: our ``mbk_metadata``
+    (``{}`` for a drift probe, no client's file), the ``mbk_vocab`` lines and the tokenizer the TFLite clients
+    run (``data.tokenizer_kinds``; None: none in the source, byte-level BPE, ``--no-vocab``).
 
     Example:
         >>> FileMetadata({}, None).client_unit is None
@@ -250,18 +221,11 @@ class FileMetadata(NamedTuple):
 
 @dataclass(frozen=True)
 class SourceFacts:
-    """What a loaded source declares that an export plan depends on.
+    """What a loaded source declares that an export plan depends on (``prepare.source.source_facts`` reads it).
 
-    Args:
-        architecture (str): ``"encoder"`` or the head's name.
-        max_positions (int | None): the longest input the model takes (None: unknown).
-        num_outputs (int | None): the head's output columns.
-        declared_pooling: the checkpoint's sentence pooling (``sources.pooling.Pooling``) or None.
-        trained_seq_len (int | None): the length a fine-tuned model was trained at.
-        labels (tuple): the source's class names.
-        tokenizer: the source's tokenizer, or None.
-        type_vocab_size (int): the encoder's token-type table (0 or 1: no token types to feed).
-        problem_type (str | None): a sequence classifier's problem (``sequence_classifier.problem_of``), else None.
+    ``declared_pooling`` is the checkpoint's sentence-transformers pooling (``mode``, ``normalize``);
+    ``type_vocab_size`` 0 or 1 means no token types to feed; ``problem_type`` is a sequence classifier's
+    (``sequence_classifier.problem_of``: transformers' ``problem_type``, declared or inferred).
 
     Example:
         >>> SourceFacts("encoder", 64).max_positions
@@ -291,8 +255,7 @@ class ExportPlan:
         normalize (bool | None): the embedding's L2 normalization.
         seq_len (int): the static input length, or for dynamic axes the length validated and calibrated at.
         max_seq_len (int | None): the position table: the longest input the file takes.
-        dynamic_axes (bool): the format's dynamic axes (the format's ``dynamic_axes``: ONNX batch and sequence, TFLite
-            the sequence only, batch 1).
+        dynamic_axes (bool): the format's dynamic axes are open (:attr:`open_axes`).
         mask_dtype (str): the attention mask's input type.
         quantize (str): the quantization mode written (a searched setting's own mode).
         keep_float_layers (tuple): layer paths kept float.
@@ -347,7 +310,7 @@ class ExportPlan:
 
     @property
     def open_axes(self):
-        """The input axes left dynamic: ``()``, or the format's the format's ``dynamic_axes`` with dynamic axes."""
+        """The input axes left dynamic: ``()``, or the format's ``dynamic_axes`` with dynamic axes."""
         return FORMATS[self.format].dynamic_axes if self.dynamic_axes else ()
 
     @property
@@ -364,23 +327,6 @@ class ExportPlan:
     def static_seq_len(self):
         """The inputs' sequence dimension: the planned length, or None when the sequence axis is dynamic."""
         return None if "sequence" in self.open_axes else self.seq_len
-
-    # The user's settings that need no decision, read by the graph builder and the writers.
-    @property
-    def io_type(self):
-        return self.options.io_type
-
-    @property
-    def opset(self):
-        return self.options.opset
-
-    @property
-    def fold_nonorm(self):
-        return self.options.fold_nonorm
-
-    @property
-    def attention_mask_value(self):
-        return self.options.attention_mask_value
 
     def name_of(self, name, *value):
         """An option as the user wrote it (:meth:`ExportOptions.name_of`)."""

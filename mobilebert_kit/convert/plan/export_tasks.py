@@ -9,12 +9,8 @@ label) and how each format names them (optimum's
 names for ONNX, the TFLite Task Library's for TFLite); the TFLite Metadata
 written for the clients follows :attr:`ExportTask.client`.
 
-Outputs are computed under *canonical* names (``sequence_output``,
-``pooled_output``, ``sentence_embedding``, ``logits``, ``probabilities``, ``label_probabilities``,
-``start_logits``, ``end_logits``, ``mlm_logits``, ``nsp_logits``) and exported
-under each format's name; the pair list keeps the export order. Validation
-computes the same canonical values from the Keras source and compares them
-by exported name.
+Outputs are computed under *canonical* names (``convert/export_model.py``) and
+exported under each format's name; the pair list keeps the export order.
 
 What the clients require is in ``shared/reference/clients.md`` (measured by
 loading files into MediaPipe 1.2.2 / 0.10.21, tflite-support 0.4.4 and
@@ -36,7 +32,9 @@ from mobilebert_kit.artifacts import metadata_schema
 from mobilebert_kit.artifacts.formats import FORMATS as ARTIFACT_FORMATS
 from mobilebert_kit.errors import check_choice
 
-GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # models.encoder.INPUT_NAMES, in export order
+# models.encoder.INPUT_NAMES, in export order, repeated so that reading data files, recipes and plans does not
+# import TensorFlow (tests/convert/test_recipes.py checks that the two agree).
+GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 # The export plan reads the format's one record (artifacts.formats), as every other module does.
@@ -52,11 +50,7 @@ def graph_inputs(fmt, type_vocab_size, token_types=None):
     ``token_type_ids`` (``data.tokenizer_kinds.returns_token_types``), so optimum-style code feeding
     ``tokenizer(text)`` would be refused by a graph that requires them; without the input every token reads
     type 0, as transformers does when none is given. A model with one token type or none takes none either.
-
-    Args:
-        fmt (str): ``"tflite"`` or ``"onnx"``.
-        type_vocab_size (int): the encoder's token-type table size (0: none).
-        token_types (bool | None): whether the checkpoint's tokenizer returns ``token_type_ids`` (None: unknown).
+    ``token_types``: whether the checkpoint's tokenizer returns ``token_type_ids`` (None: unknown).
 
     Example:
         >>> graph_inputs("onnx", 1), graph_inputs("onnx", 2, token_types=False), graph_inputs("tflite", 1)[-1]

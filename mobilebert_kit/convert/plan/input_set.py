@@ -18,16 +18,13 @@ import numpy as np
 
 from mobilebert_kit.convert.errors import ExportError
 from mobilebert_kit.convert.plan.export_options import ROWS
+from mobilebert_kit.convert.plan.export_tasks import GRAPH_INPUTS as INPUT_NAMES
 from mobilebert_kit.convert.plan.sample_text import CALIBRATION_SENTENCES, SENTENCE_PAIRS, SENTENCES
 from mobilebert_kit.data.text_tokenizer import PAIR_MIN_LENGTH
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.atomic import atomic_file
 from mobilebert_kit.utils.input_paths import open_regular
 from mobilebert_kit.utils.terminal import escape
-
-# models.encoder.INPUT_NAMES, repeated so that reading data files and recipes does not
-# import TensorFlow (tests/convert/test_recipes.py checks that the two agree).
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 TEXT_SUFFIXES = (".txt", ".tsv", ".text")
 # Rows read when the caller uses every row (recovery data): the largest --count / [calibration] count.
@@ -69,10 +66,6 @@ class InputSet:
 
     def single_texts(self):
         """The rows of single texts (no sentence pair), with their lines: what a text-in file is fed.
-
-        Example:
-            >>> InputSet.from_text(["a b", "c\td"], tok, 8).single_texts().count  # doctest: +SKIP
-            1
         """
         if self.texts is None:
             return self
@@ -126,16 +119,9 @@ class InputSet:
         Only the rows used are read: a 37 MB calibration file of which 200 rows were used took 4.4 GB
         (issue 12). Text is read line by line; ``.npz`` arrays row by row from their ``.npy`` headers.
 
-        Args:
-            path: the data file (str, bytes or os.PathLike).
-            seq_len: the static sequence length the rows must have.
-            tokenizer: tokenizes text files (None: only ``.npz`` can be read).
-            vocab_size: ids must stay below it (None: unchecked).
-            count: rows to read (None: up to :data:`MAX_ROWS`).
-            type_vocab_size: segment ids (``token_type_ids``) must stay below it (None: unchecked).
-
-        Raises:
-            ExportError: missing or special file, text without a tokenizer, wrong arrays, no rows.
+        Ids and segment ids must stay below ``vocab_size`` / ``type_vocab_size`` (None: unchecked); ``count``
+        None reads up to :data:`MAX_ROWS`. A missing or special file, text without a tokenizer, wrong arrays or
+        no rows is an ExportError.
 
         Example:
             >>> InputSet.from_file("export/data/calibration.txt", 128, tokenizer, count=200)  # doctest: +SKIP
@@ -166,9 +152,6 @@ class InputSet:
         """:meth:`from_file` with the id limits of an encoder's ``config``: its vocabulary and segment sizes.
 
         The one call of export, validation and recovery, so no caller forgets a limit.
-
-        Example:
-            >>> InputSet.for_model("cal.txt", 128, tokenizer, encoder.config, count=200)  # doctest: +SKIP
         """
         return cls.from_file(path, seq_len, tokenizer, config["vocab_size"], count=count,
                              type_vocab_size=config.get("type_vocab_size"))
@@ -245,17 +228,8 @@ class InputSet:
         on ``B``; word ids drawn from the vocabulary without its special ids (BERT's layout: 0
         ``[PAD]``, 1-99 unused, 100-103 ``[UNK] [CLS] [SEP] [MASK]``); lengths from a log-normal
         around a quarter of ``seq_len`` (short sentences are common, a few fill the row and are
-        cut); ``[PAD]`` (0) after the text, with a mask of 1 on the text and 0 on the padding.
-
-        Args:
-            vocab_size (int): the model's vocabulary size.
-            count (int): rows.
-            seq_len (int): row length.
-            type_vocab_size (int): segments the model has (1: no sentence pairs).
-            seed (int): random seed (the same seed gives the same rows).
-
-        Returns:
-            InputSet: int32 ``input_ids``, ``attention_mask``, ``token_type_ids`` ``[count, seq_len]``.
+        cut); ``[PAD]`` (0) after the text, with a mask of 1 on the text and 0 on the padding. No pairs when
+        ``type_vocab_size`` is 1.
 
         Example:
             >>> rows = InputSet.like_text(vocab_size=30522, count=4, seq_len=32)
@@ -296,17 +270,7 @@ class InputSet:
         real English, none of them a validation sentence, so validation still sees text the ranges
         were not fitted to). Without one: :meth:`like_text` rows (seed 1; validation uses seed 0).
         Whether a mode may calibrate on these at all is its record's ``default_calibration`` rule
-        (``quantization_modes.py``).
-
-        Args:
-            tokenizer (TextTokenizer | None): the model's tokenizer.
-            vocab_size (int): the model's vocabulary size.
-            count (int): rows at most.
-            seq_len (int): row length.
-            type_vocab_size (int): segments the model has.
-
-        Returns:
-            InputSet: the calibration rows, described for the "calibrating on ..." line.
+        (``quantization/modes.py``).
 
         Example:
             >>> InputSet.default_calibration(None, 512, 8, 16).description
@@ -333,17 +297,8 @@ def sample_lines(count=None, seq_len=None):
 
 
 def validation_lines(path, tokenizer, count, seq_len=None):
-    """The text an export or ``mbk validate`` validates on, as lines; None when it is not text.
-
-    Args:
-        path (str | os.PathLike | None): ``--validation-data`` / ``--data`` (None: the built-in sentences).
-        tokenizer (TextTokenizer | None): the model's tokenizer (None: no text can be validated).
-        count (int): lines at most (the validated rows).
-        seq_len (int | None): the validated length (the built-in pairs are left out below a pair's minimum).
-
-    Returns:
-        list[str] | None: the same lines, in the same order, as the validation rows come from;
-        None for ``.npz`` arrays or a model without a vocabulary.
+    """The lines an export or ``mbk validate`` validates on (``path`` None: the built-in ones), in the order of
+    the validation rows; None for ``.npz`` arrays or a model without a tokenizer.
 
     Example:
         >>> validation_lines(None, tokenizer, 2)  # doctest: +SKIP

@@ -1,10 +1,8 @@
 """Everyday English sentences: validation inputs and the default calibration text when no data file is given.
 
-Real text matters for validation and calibration: random token ids give
-attention patterns and activation ranges that real sentences never produce.
-These lines were written for this package (no data set is downloaded): everyday English at the lengths
-apps send (short queries and statements, a few long lines), one per line in the text files beside this
-module, so ``mbk profile --text`` and a recipe's ``[profile] text`` can name them too.
+Real text matters for validation and calibration: random token ids give attention patterns and activation
+ranges that real sentences never produce. These lines were written for this package, one per line in the text
+files beside this module, so ``mbk profile --text`` and a recipe's ``[profile] text`` can name them too.
 
 Two separate sets, because an artifact must never be validated on the rows it
 was calibrated on (its ranges would fit the test): :data:`SENTENCES` and
@@ -31,7 +29,5 @@ def _lines(name):
 
 SENTENCES = _lines("sentences.txt")
 SENTENCE_PAIRS = _lines("sentence_pairs.txt")
-# Calibration text: other sentences than the validation ones above, of the lengths and topics apps send
-# (short queries, everyday statements, a few long multi-sentence lines that fill more positions, and
-# sentence pairs separated by a tab).
+# Calibration text (module doc): short queries, everyday statements, a few long lines and tab-separated pairs.
 CALIBRATION_SENTENCES = _lines("calibration_sentences.txt")

@@ -36,28 +36,16 @@ def weight_arrays(model):
     return {path: np.asarray(var.numpy()) for path, var in named_weights(model).items()}
 
 
-def build_like(model, **encoder_overrides):
-    """An untrained model of ``model``'s architecture with ``encoder_overrides`` applied."""
-    architecture = architecture_of(model)
-    config = dict(encoder_of(model).config, **encoder_overrides)
-    encoder = Encoder(**config)
-    if architecture == "encoder":
-        return encoder
-    return HEADS[architecture](encoder, **model.head_config)
-
-
 def rebuild(model, arrays=None, **encoder_overrides):
-    """Returns a copy of ``model`` with encoder options replaced and the same weights.
-
-    Args:
-        model: an Encoder or a task model.
-        arrays: ``{path: array}`` to assign instead of ``model``'s own weights
-            (a substitution passes the mapped weights here).
-        **encoder_overrides: Encoder keyword arguments to change.
+    """Returns a copy of an Encoder or task ``model`` with Encoder options replaced and the same weights, or
+    ``arrays`` (``{path: array}``: a substitution's mapped weights) in their place.
 
     Example:
         >>> probe = rebuild(encoder, output_hidden_states=True)  # doctest: +SKIP
     """
-    new = build_like(model, **encoder_overrides)
+    architecture = architecture_of(model)
+    new = Encoder(**dict(encoder_of(model).config, **encoder_overrides))
+    if architecture != "encoder":
+        new = HEADS[architecture](new, **model.head_config)
     assign_weights(new, weight_arrays(model) if arrays is None else arrays, source=f"weights of {model.name}")
     return new

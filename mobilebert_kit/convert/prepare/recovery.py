@@ -26,38 +26,10 @@ from mobilebert_kit.convert.plan.input_set import InputSet
 from mobilebert_kit.convert.prepare.rebuild import encoder_of, rebuild, weight_arrays
 from mobilebert_kit.convert.prepare.recovery_run import fingerprint
 from mobilebert_kit.convert.validation.compare import compare
-from mobilebert_kit.layers.no_norm import NoNorm
 from mobilebert_kit.models.api import assign_weights
 from mobilebert_kit.utils.interrupt import InterruptFlag
 
 LOSS_WEIGHTS = {"feature_map": 100.0, "mean": 5000.0, "variance": 5.0}
-# Range-aware term (issue 15): a NoNorm's input is a residual sum stored in int8 with one scale per tensor.
-# all-MiniLM-L6-v2's sums before each FFN norm reach 264 where the median channel is 2.4 (channels 99,
-# 63, 267: benchmarks/RESULTS.md), so a full-int8 step of 2 wipes out the typical channel. The term
-# penalises each channel's RMS beyond OUTLIER_RATIO x the tensor's mean channel RMS.
-OUTLIER_RATIO = 4.0
-
-
-def outlier_penalty(tensors, mask, ratio=OUTLIER_RATIO):
-    """Mean over ``tensors`` of ``sum_c relu(rms_c / mean_c(rms) - ratio)^2``, real tokens only.
-
-    Args:
-        tensors: ``[batch, seq, d]`` tensors (the NoNorm inputs of the student).
-        mask: ``[batch, seq]`` attention mask.
-        ratio: the per-channel RMS, relative to the tensor's mean channel RMS, above which a channel costs.
-
-    Example:
-        >>> float(outlier_penalty([tf.constant([[[1.0, 1.0, 1.0, 30.0]]])], tf.constant([[1]])))  # doctest: +SKIP
-        1.0
-    """
-    weights = tf.cast(mask, tf.float32)[..., None]
-    tokens = tf.maximum(tf.reduce_sum(weights), 1.0)
-    total = 0.0
-    for z in tensors:
-        rms = tf.sqrt(tf.reduce_sum(tf.square(z) * weights, axis=[0, 1]) / tokens + 1e-12)
-        relative = rms / tf.stop_gradient(tf.reduce_mean(rms))
-        total += tf.reduce_sum(tf.square(tf.nn.relu(relative - ratio)))
-    return total / max(1, len(tensors))
 
 
 @dataclass
@@ -125,27 +97,25 @@ def fidelity(original, substituted, inputs, rows=FIDELITY_ROWS):
     return {"hidden_cosine": cosines, "outputs": report}
 
 
-def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None,
-            range_weight=0.0, run=None):
+def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_size=8, seed=0, log=None, run=None):
     """Distils ``substituted``'s encoder towards ``original``'s layer by layer, in place.
 
     Args:
-        original: the source model (teacher; not modified).
-        substituted: the substituted model (its encoder weights are updated).
-        inputs: an InputSet of training inputs (real text when possible).
-        steps: optimisation steps (0: report only).
-        learning_rate: Adam's learning rate at the first step; it decays linearly to 0 at the last
+        original (keras.Model): the source model (teacher; not modified).
+        substituted (keras.Model): the substituted model (its encoder weights are updated).
+        inputs (InputSet): training inputs (real text when possible).
+        steps (int): optimisation steps (0: report only).
+        learning_rate (float): Adam's learning rate at the first step; it decays linearly to 0 at the last
             (on all-MiniLM-L6-v2, 600 steps at batch 8: mean sentence-embedding cosine to the
             original 0.960 against 0.955 at a constant rate; benchmarks/RESULTS.md).
-        batch_size: rows per step.
-        seed: row sampling seed (each step's rows are keyed by ``(seed, step)``: :func:`step_rows`).
-        log: optional callable for progress lines.
-        range_weight: weight of :func:`outlier_penalty` on the student's NoNorm inputs (0: off).
-        run: a :class:`~mobilebert_kit.convert.prepare.recovery_run.RecoveryRun` keeping the recovery resumable in
-            ``OUT/run`` (``mbk substitute``), or None: nothing is written, and Ctrl-C stops at once.
+        batch_size (int): rows per step.
+        seed (int): row sampling seed (each step's rows are keyed by ``(seed, step)``: :func:`step_rows`).
+        log (callable | None): takes progress lines.
+        run (RecoveryRun | None): keeps the recovery resumable in ``OUT/run`` (``mbk substitute``); None:
+            nothing is written, and Ctrl-C stops at once.
 
     Returns:
-        A :class:`FidelityReport` with fidelity before and after.
+        FidelityReport: fidelity before and after.
 
     Raises:
         KeyboardInterrupt: with ``run``, after SIGINT or SIGTERM, once the current step is checkpointed (its
@@ -178,8 +148,7 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
     def step(batch):
         target = teacher(batch, training=False)["hidden_states"]
         with tf.GradientTape() as tape:
-            with _norm_inputs(range_weight > 0) as sums:
-                hidden = states(batch, training=False)
+            hidden = states(batch, training=False)
             mask = batch["attention_mask"]
             loss = 0.0
             for t, s in zip(target, hidden):
@@ -187,8 +156,6 @@ def recover(original, substituted, inputs, steps=200, learning_rate=1e-4, batch_
                 loss += LOSS_WEIGHTS["mean"] * losses.mean_loss(t, s, mask)
                 loss += LOSS_WEIGHTS["variance"] * losses.variance_loss(t, s, mask)
             loss /= len(target)
-            if sums:
-                loss += range_weight * outlier_penalty(sums, mask)
         grads = tape.gradient(loss, states.trainable_variables)
         optimizer.apply_gradients(zip(grads, states.trainable_variables))
         return loss
@@ -215,37 +182,11 @@ def step_rows(seed, step, count, batch_size):
     A function of the seed and the step alone, not of the draws before it (as one generator for the whole
     run would be), so a recovery resumed at step ``k`` sees exactly the rows an uninterrupted one sees.
 
-    Args:
-        seed (int): the run's seed (>= 0).
-        step (int): the step, from 0.
-        count (int): the training rows.
-        batch_size (int): rows per step (<= ``count``).
-
     Example:
         >>> bool((step_rows(0, 5, 100, 8) == step_rows(0, 5, 100, 8)).all()), len(set(step_rows(0, 5, 100, 8)))
         (True, 8)
     """
     return np.random.default_rng([int(seed), int(step)]).choice(int(count), size=int(batch_size), replace=False)
-
-
-@contextlib.contextmanager
-def _norm_inputs(active):
-    """While tracing, collects the input tensor of every NoNorm call (the residual sums), in call order."""
-    collected = []
-    if not active:
-        yield collected
-        return
-    original = NoNorm.call
-
-    def call(self, inputs):  # NoNorm.call's own signature (Keras reads it when a layer is built)
-        collected.append(inputs)
-        return original(self, inputs)
-
-    NoNorm.call = call
-    try:
-        yield collected
-    finally:
-        NoNorm.call = original
 
 
 def _split(inputs):

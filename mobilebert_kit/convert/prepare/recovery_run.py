@@ -13,12 +13,9 @@ The state is written once the inputs are read, the model substituted and the
 recovery built, before the first step: a run that fails before leaves nothing,
 and one killed before its first checkpoint resumes from step 0.
 
-Adam's step is the whole position: each step's rows are keyed by ``(seed, step)``
-(``recovery.step_rows``) and the learning rate is the schedule's value at
-that step, so a resumed recovery ends with the weights an uninterrupted one
-ends with. What a step reads besides the options (the tokenized rows, the
-source model's weights) is fingerprinted in ``run.json``: a source or data file
-changed under the same path is refused, not silently mixed in.
+Adam's step is the whole position (``recovery.step_rows`` keys each step's rows, the schedule its learning
+rate), so a resumed recovery ends with the weights an uninterrupted one ends with; :func:`fingerprint` refuses
+inputs changed under the same path.
 """
 
 import math
@@ -53,12 +50,8 @@ _CHOICES = {"norm": ("layer_norm", "no_norm"), "act": ("gelu", "gelu_tanh", "rel
 
 
 def substitute_record(src, data, config):
-    """The run record of a substitution: what a resume must match.
-
-    Args:
-        src (str): the source model spec (a path or a preset name).
-        data (str | None): the recovery data file.
-        config (dict): the options, keyed as :data:`CONFIG_KEYS`.
+    """The run record of a substitution (source spec, recovery data file, options keyed as :data:`CONFIG_KEYS`):
+    what a resume must match.
 
     Example:
         >>> substitute_record("tiny-bert", None, {"norm": "no_norm"})["source"]
@@ -72,11 +65,8 @@ def fingerprint(original, inputs):
     """SHA-256 of what the recovery reads besides its options: the inputs' rows and the source's weights.
 
     A file replaced under the same path (a re-tokenized corpus, a retrained source) changes it, so a resume
-    over it is refused instead of continuing on other rows or towards another teacher.
-
-    Args:
-        original (keras.Model): the source model.
-        inputs (InputSet): every row (training and held out).
+    over it is refused instead of continuing on other rows or towards another teacher. ``inputs``: every row
+    (training and held out).
 
     Example:
         >>> fingerprint(model, inputs)["inputs"][:8]  # doctest: +SKIP
@@ -123,10 +113,7 @@ class RecoveryRun(ResumableRun):
         """The stored run's source, data and options, each checked as the command line's would be.
 
         Keys: ``src``, ``data`` and :data:`CONFIG_KEYS`. The record is a file on disk: a value of the wrong
-        type, out of range or naming a missing or special file is refused before anything uses it.
-
-        Raises:
-            MbkError: nothing of ``mbk substitute`` to resume, or a record that is not ours, in one line.
+        type, out of range or naming a missing or special file is refused (MbkError) before anything uses it.
         """
         self.require_interrupted()
         stored = self.read_record()
@@ -169,23 +156,8 @@ class RecoveryRun(ResumableRun):
     def begin(self, checkpoint, optimizer, variables, total, fingerprints, log=None):
         """Starts the run's state (a new run) or restores its newest readable checkpoint (``--resume``).
 
-        Called by ``recovery.recover`` once the model is substituted and the recovery built, before the
-        first step.
-
-        Args:
-            checkpoint (tf.train.Checkpoint): the student and the optimizer.
-            optimizer (keras.optimizers.Optimizer): its slots are built before they are restored.
-            variables (list): the variables the optimizer trains.
-            total (int): the recovery's steps.
-            fingerprints (dict): :func:`fingerprint` of the source and the inputs.
-            log (Callable[[str], None] | None): where the resume line goes.
-
-        Returns:
-            tuple[int, list]: the steps already done and their losses.
-
-        Raises:
-            MbkError: the inputs or the source changed since the run started, or the checkpoint is not the
-                run's (a step past the end, other variables).
+        Called by ``recovery.recover`` before the first step; returns ``(steps done, their losses)``. Inputs or a
+        source changed since the run started, or a checkpoint not the run's, is an MbkError.
         """
         say = log or (lambda *_: None)
         self.total = int(total)
@@ -226,16 +198,8 @@ class RecoveryRun(ResumableRun):
         return done, losses
 
     def after_step(self, step, losses, interrupt):
-        """Checkpoints when due (every ``checkpoint_every`` steps, the last step, a SIGINT/SIGTERM).
-
-        Args:
-            step (int): the steps done.
-            losses (list[float]): every step's loss so far (kept in ``progress.json`` for the report).
-            interrupt (InterruptFlag): raised after the first SIGINT or SIGTERM.
-
-        Returns:
-            str | None: the line saying how to continue, when the run must stop now (checkpointed).
-        """
+        """Checkpoints when due (every ``checkpoint_every`` steps, the last step, a SIGINT/SIGTERM); returns the
+        line saying how to continue when the run must stop now, else None."""
         hook = type(self).on_step_end  # through the class: a plain function, not a bound method
         if hook is not None:
             hook(step)

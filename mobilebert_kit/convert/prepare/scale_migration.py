@@ -83,33 +83,20 @@ tiny-mobilebert full-int8 export). Adders' columns are free.
 - ``balance`` (data, a geometric mean of all four pulls in which the
   activations count ``ACTIVATION_PULL`` times) was no worse than ``none`` in
   any of the four cases: 19.0 -> 19.8, 16.0 -> 21.2, 28.0 -> 28.5, 10.0 -> 13.5 dB.
-  On the substituted all-MiniLM-L6-v2 (600 recovery steps) it is what lets the
-  all-int8 file pass validation: mean sentence-embedding cosine to the original
-  0.852 with the writer's ranges alone and equal pulls, 0.926 with the in-block
-  segments (float: 0.955; benchmarks/nonorm_int8.py). With the embedding sum,
-  the stream and the ReLU units as well, the same recovered model's all-int8
-  file reaches 0.952 to the original and 0.990 to its own float model (0.964
-  before; float 0.961). A numpy fake-int8 model of the file (one tensor group
-  int8 at a time) had shown the loss spread over the stream tensors, with the
-  residual stream's channel 99 and single FFN units 10-17x the median.
+  On the substituted all-MiniLM-L6-v2 it is what lets the all-int8 file pass
+  validation (docs/export.md, "Scale migration after recovery"; benchmarks/nonorm_int8.py).
 
 A channel whose ``c`` would be zero, not finite or beyond 1e6 keeps ``c = 1``.
 
 **The stream between MobileBERT blocks** (``stream=True``, ``unit`` only; ``mbk export --fold-nonorm`` of a
-``.tflite``). Under
-``unit`` each block keeps the NoNorm that writes its output ``x`` (``output_bottleneck/norm``): in a full-int8 file
-an int8 MUL and ADD on the 512-wide stream per block, 48 of the 72 requantizing element-wise passes over
-``[seq, 512]`` of the 24-layer preset. The stream is a segment like the others: written by the previous block's
-``output_bottleneck/norm`` (the first by ``embeddings/norm``), read by the block's input dense layers
-(``bottleneck_input``, ``bottleneck_attention``, and ``attention/value``, or query, key and value without a shared
-bottleneck), added to by ``output_bottleneck/dense`` and closed by the block's ``output_bottleneck/norm``. With
-``c = gamma * c_in`` every writer becomes the identity and its shift moves into the readers' biases, so the stream
-is carried in the units of the product of all earlier stream gammas; the encoder's output (the last block's
-``x``, what ``sequence_output`` and the heads read) stays fixed, so the last NoNorm takes the whole product, one
-MUL and ADD for the encoder. Where that product would spread the channels' units more than
-``STREAM_MAX_SPREAD`` apart, the block's NoNorm keeps its gamma (``c = c_in``) and only its shift moves. Inner
-hidden states are then stored in other units, which is why the drift probe (per-layer hidden states) folds
-without it.
+``.tflite``; docs/export.md says what it saves). The stream is a segment like the others: written by the
+previous block's ``output_bottleneck/norm`` (the first by ``embeddings/norm``), read by the block's input dense
+layers (:func:`_stream_readers`), added to by ``output_bottleneck/dense`` and closed by the block's
+``output_bottleneck/norm``. With ``c = gamma * c_in`` every writer becomes the identity, so the stream is carried
+in the units of the product of all earlier stream gammas; the encoder's output stays fixed, so the last NoNorm
+takes the whole product. Where that product would spread the channels' units more than ``STREAM_MAX_SPREAD``
+apart, the block's NoNorm keeps its gamma (``c = c_in``) and only its shift moves. Inner hidden states are then
+stored in other units, which is why the drift probe (per-layer hidden states) folds without it.
 
 Models with LayerNorm are refused (LayerNorm divides by a per-token
 statistic, so no scale can move through it), and so are attention types other
@@ -144,14 +131,9 @@ def _block_segments(config):
         if shared_qk:
             segments.append(("bottleneck_attention/norm", qkv[:2], [], None))
     writer = "attention_output/norm"
-    for i, ffn in enumerate(ffns):
-        last = i == len(ffns) - 1
-        if last and not config["use_bottleneck"]:
-            # BERT: the last FFN's norm writes the block output x, which is fixed.
-            segments.append((writer, [f"{ffn}/intermediate"], [f"{ffn}/output"], f"{ffn}/norm"))
-            break
+    for ffn in ffns:
         segments.append((writer, [f"{ffn}/intermediate"], [f"{ffn}/output"], f"{ffn}/norm"))
-        writer = f"{ffn}/norm"
+        writer = f"{ffn}/norm"  # in BERT the last one writes the block output x, which is fixed: no segment
     if config["use_bottleneck"]:
         segments.append((writer, ["output_bottleneck/dense"], [], None))
     return segments
@@ -171,12 +153,6 @@ def unmigratable(config):
         return (f"scale migration supports self_attention blocks with plain dense FFNs, not "
                 f"attention_type={config['attention_type']} num_groups={config['num_groups']}")
     return None
-
-
-def _check_migratable(config):
-    reason = unmigratable(config)
-    if reason:
-        raise ConfigError(reason)
 
 
 def _unit_scale(gamma, c_in, spread, weight, closer_gamma):
@@ -205,19 +181,9 @@ ACTIVATION_PULL = 8.0
 
 
 def _balance_scale(gamma, c_in, spread, weight, closer_gamma):
-    """A weighted geometric mean of what keeps each per-tensor or per-row int8 range flat.
-
-    Four things are quantized with one scale across the segment's channels and
-    each pulls ``c`` its own way: the stored activations want ``c ~ r`` (their
-    spread: the writer's output, the adders' outputs and the sum), the readers'
-    kernel rows (per output channel, not per row) want ``c ~ 1 / w``, the writer
-    NoNorm's constant ``gamma * c_in / c`` wants ``c ~ gamma * c_in``, the
-    closer's ``gamma_c * c`` wants ``c ~ 1 / gamma_c``. The activations count
-    ``ACTIVATION_PULL`` times. Adders' columns are free (per-output-channel
-    weights). SmoothQuant's rule alone (``_smoothquant_scale``) moved a 160x
-    range into the closer NoNorm of a BERT block and cut full-int8 SNR from 10
-    to 1 dB (benchmarks/experiments/scale_migration_int8.py).
-    """
+    """A weighted geometric mean of the four pulls on ``c`` (module doc, "Which ``c`` helps int8"): activations
+    ``c ~ r`` (counted ``ACTIVATION_PULL`` times), reader rows ``c ~ 1 / w``, the writer's constant
+    ``c ~ gamma * c_in``, the closer's ``c ~ 1 / gamma_c``."""
     pulls = [ACTIVATION_PULL * _centred_log(spread), _centred_log(gamma * c_in)]
     count = ACTIVATION_PULL + 1
     if weight is not None:
@@ -261,11 +227,7 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None, stream=False):
     Args:
         model: an Encoder or task model with ``normalization_type="no_norm"``
             (for example the output of ``substitute(..., norm="no_norm")``); not modified.
-        scale: ``"unit"`` (no data: every movable NoNorm becomes the identity),
-            ``"balance"`` (data: activation, kernel-row and NoNorm ranges balanced) or
-            ``"smoothquant"`` (data: SmoothQuant's alpha 0.5 rule alone). See the module doc.
-            The data policies also move the embedding sum, the stream between blocks and the
-            ReLU FFNs' hidden units (module doc, "With data").
+        scale: ``"unit"`` (no data), ``"balance"`` or ``"smoothquant"`` (data; module doc, "With data").
         inputs: an InputSet (or ``{name: int array}``) of calibration rows for the data policies.
         stream: ``"unit"`` in the MobileBERT layout only: also move the residual stream between blocks
             (module doc, "The stream between MobileBERT blocks"); the encoder's output stays fixed.
@@ -289,7 +251,9 @@ def migrate_nonorm_scales(model, scale="unit", inputs=None, stream=False):
         raise ConfigError(f"scale={scale!r} needs calibration inputs; pass inputs=InputSet or use scale='unit'")
     encoder = encoder_of(model)
     config = encoder.config
-    _check_migratable(config)
+    reason = unmigratable(config)
+    if reason:
+        raise ConfigError(reason)
     prefix = "" if encoder is model else f"{encoder.name}/"
     original = weight_arrays(model)
     # Computed in float64 and stored in each weight's own dtype, so a float64 model stays exact to 1e-12.

@@ -1,8 +1,7 @@
 """``prepare_source``: a model spec loaded, its operators substituted and the result recovered, once.
 
 ``mbk substitute``, ``mbk export --norm/--act``, a recipe's ``[substitute]``
-table and ``mbk pipeline`` all come here (issue 13 item 6: each used to build
-its own recovery inputs). The recovery inputs are the user's file when given,
+table and ``mbk pipeline`` all come here. The recovery inputs are the user's file when given,
 else the built-in sample sentences (a model with a vocabulary) or rows shaped
 like tokenized text (``input_set.default_inputs``); they also fit NoNorm's
 scale and bias. A prepared source keeps the original's tokenizer and labels,
@@ -63,20 +62,10 @@ class Recovery:
 
 @dataclass
 class PreparedSource:
-    """What :func:`prepare_source` made.
-
-    Args:
-        source (ModelSource): the model to use (substituted, when asked), with the original's
-            directory, tokenizer and labels.
-        original (ModelSource): the model as loaded.
-        substitution (SubstitutionResult | None): what was substituted (None without substitutions).
-        fidelity (FidelityReport | None): how close the result is to the original, after recovery.
-        data (InputSet | None): the inputs the fit, the recovery and the report used.
-        migration (dict | None): the scale migration applied (``{"policy", "segments"}``), None when none was.
-
-    Example:
-        >>> prepare_source("tiny-bert").source.kind  # doctest: +SKIP
-        'preset'
+    """What :func:`prepare_source` made: the ``source`` to use (substituted, when asked, with the original's
+    directory, tokenizer and labels), the ``original`` as loaded and, after a substitution, its record, the
+    recovery's fidelity report, the ``data`` they used and the scale ``migration`` applied (``{"policy",
+    "segments"}``).
     """
 
     source: ModelSource
@@ -136,11 +125,8 @@ def prepare_source(spec, substitutions=None, recovery=None, head="auto", log=Non
 def source_facts(source, options=None):
     """The :class:`~mobilebert_kit.convert.plan.export_plan.SourceFacts` of a loaded source: what an export plan needs.
 
-    Args:
-        source (ModelSource): the loaded (or prepared) source.
-        options (ExportOptions | None): the export's options: the checkpoint's sentence pooling is read only
-            when the task may use it (``--task features`` never reads it, and an explicit ``--pooling``
-            overrides a declaration this tool cannot export: max pooling, a Dense module).
+    With ``options``, the checkpoint's sentence pooling is read only when the task may use it (``--task
+    features`` never reads it; an explicit ``--pooling`` overrides a declaration this tool cannot export).
 
     Example:
         >>> source_facts(ModelSource.load("tiny-bert")).max_positions  # doctest: +SKIP

@@ -6,36 +6,23 @@ are slow on phones; performance-notes.md measured that on this kind of CPU the
 change matters most for integer models (LayerNorm + GELU full int8 138 ms,
 NoNorm + ReLU 41 ms).
 
-Each substitution is a record: the encoder option it changes, the values it
-accepts, and how weights carry over. ``substitute`` is the one mechanism that
-applies any set of records: build the substituted architecture from
-``encoder.config`` with the options replaced, map the source weights through
-each record's carry rule, and assign every weight by its stable name
-(``models.api.assign_weights`` reports anything missing or misshaped). Nothing
-is copied by position and the source model is not modified.
+Each substitution is a record (:data:`SUBSTITUTIONS`): the encoder option it
+changes, the values it accepts, and how weights carry over. :func:`substitute`
+applies any set of them and assigns every weight by its stable name (nothing by
+position; the source model is not modified). What the carry rules measured is
+docs/export.md's ("Operator substitution"):
 
-Carry rules:
-
-- ``norm``: NoNorm has the same variables as LayerNorm (``gamma``, ``beta``),
-  so without data NoNorm starts as LayerNorm's affine part, ``gamma * h +
-  beta``. Given data (``fit_inputs``), each NoNorm instead gets the
-  per-feature least-squares fit of its LayerNorm's output on its input over
-  the real tokens of that data (``a_j = cov(x_j, y_j) / var(x_j)``,
-  ``b_j = mean(y_j) - a_j mean(x_j)``): LayerNorm divides by a per-token
-  scale that the affine copy ignores. On all-MiniLM-L6-v2 (sample sentences,
-  seq 32, held-out rows) the final hidden state's cosine to the original is
-  0.02 with the copy and 0.32 with the fit; after 60 recovery steps 0.17 and
-  0.92 (docs/export.md).
+- ``norm``: without data NoNorm starts as LayerNorm's affine part; given
+  ``fit_inputs``, each NoNorm gets the per-feature least-squares fit of its
+  LayerNorm's output on its input over real tokens (``a_j = cov(x_j, y_j) /
+  var(x_j)``, ``b_j = mean(y_j) - a_j mean(x_j)``): LayerNorm divides by a
+  per-token scale that the affine copy ignores.
 - ``act``: activations have no weights.
 - ``ffn``: a narrower FFN (``intermediate_size``) keeps, in every FFN, the
-  hidden units that carry the most of its output: with data, the mean
+  hidden units that carry the most of its output (with data, the mean
   ``|act(x w_j + b_j)|`` over real tokens times the norm of the unit's output
-  row; without data, the norms of its input column and output row. The kept
-  units' columns and rows are copied unchanged, in their original order. This
-  is structured pruning of the teacher into a student (the start a recovery or
-  ``mbk distill`` continues from), not an exact rewrite: the dropped units'
-  contribution is lost until recovery learns it back. The grouped FFNs of
-  ConvBERT are refused (their units are tied to groups).
+  row; without, the norms of its input column and output row): structured
+  pruning, not an exact rewrite. Grouped FFNs (ConvBERT) are refused.
 
 The masked-LM head's transform keeps its real LayerNorm in every MobileBERT
 configuration (parity-notes.md), so a substituted pre-training model still
@@ -138,11 +125,8 @@ def recording_calls(cls, layers):
     """Records ``(input, output)`` arrays of the given layers of class ``cls`` while active; always restores.
 
     The one activation recorder of the converters: substitution fits NoNorm to
-    LayerNorm's (input, output), scale migration reads NoNorm's output ranges.
-
-    Args:
-        cls: the layer class whose ``call`` is wrapped (``keras.layers.LayerNormalization``, ``NoNorm``).
-        layers: the instances to record; other instances of ``cls`` run unrecorded.
+    LayerNorm's (input, output), scale migration reads NoNorm's output ranges. Other instances of ``cls`` run
+    unrecorded.
 
     Example:
         >>> with recording_calls(NoNorm, [norm]) as records:  # doctest: +SKIP
@@ -186,17 +170,8 @@ RECORD_ROWS = 32
 
 
 def recorded_batches(model, cls, layers, arrays, rows=RECORD_ROWS):
-    """Runs ``model`` over ``arrays`` ``rows`` at a time, yielding each batch's records and real-token mask.
-
-    Args:
-        model: the Keras model to call (an Encoder).
-        cls: the layer class to record (see :func:`recording_calls`).
-        layers: the instances to record.
-        arrays: ``{input name: array [rows, seq]}`` with an ``attention_mask``.
-        rows: rows per forward pass.
-
-    Yields:
-        ``(records, keep)``: :func:`recording_calls`' records of one batch and its boolean ``[rows, seq]`` mask.
+    """Runs ``model`` over ``arrays`` ``rows`` at a time, yielding each batch's :func:`recording_calls` records
+    and its boolean ``[rows, seq]`` real-token mask.
 
     Example:
         >>> for records, keep in recorded_batches(encoder, NoNorm, [norm], arrays):  # doctest: +SKIP
@@ -239,8 +214,7 @@ def _norm_moments(model, data):
 
 
 def _sublayers(layer):
-    for sub in layer._flatten_layers(include_self=False, recursive=True):  # noqa: SLF001  (Keras' own walker)
-        yield sub
+    return layer._flatten_layers(include_self=False, recursive=True)  # noqa: SLF001  (Keras' own walker)
 
 
 @dataclass(frozen=True)
@@ -248,16 +222,13 @@ class Substitution:
     """One operator replacement.
 
     Args:
-        name: the keyword users pass (``norm``, ``act``).
-        config_key: the Encoder option it changes.
-        choices: the values that option accepts (None: ``check`` decides).
-        carry: ``(arrays, model, data, value) -> arrays``: how the source
-            model's weights move to the substituted architecture (``data``:
-            an optional InputSet for rules that fit to activations; ``value``:
-            the new option value).
-        carry_rule: one line saying what ``carry`` does, for the report.
-        check: ``value -> None``, raising ConfigError, for options without a
-            fixed set of choices.
+        name (str): the keyword users pass (``norm``, ``act``).
+        config_key (str): the Encoder option it changes.
+        choices (tuple | None): the values that option accepts (None: ``check`` decides).
+        carry (callable): ``(arrays, model, data, value) -> arrays``: how the source model's weights move to the
+            substituted architecture (``data``: an optional InputSet for rules that fit to activations).
+        carry_rule (str): one line saying what ``carry`` does, for the report.
+        check (callable): ``value -> None``, raising ConfigError, for options without a fixed set of choices.
     """
 
     name: str

@@ -29,11 +29,8 @@ from mobilebert_kit.errors import check_choice
 from mobilebert_kit.utils.limits import Limit
 
 
-# How a dynamic ONNX export scales each weight MatMul's activations (OnnxQuantizer.activation_scales), and why
-# each exists. all-MiniLM-L6-v2, min sentence-embedding cosine to PyTorch on 186 real sentences, 7-bit weights;
-# latency of `mobilebert` at seq 128 against Hugging Face's quantize_dynamic file, one core (benchmarks/RESULTS.md,
-# issue 36): "tensor" 0.9837, "row" 0.9905 (the hand-written per-row graph of issue 15, 0.9930 but 2.4x the
-# peer's time outside ORT's fused kernels, was removed by issue 45: no hand-written graph where ORT has a kernel).
+# How a dynamic ONNX export scales each weight MatMul's activations (OnnxQuantizer.activation_scales); what each
+# keeps and costs is measured in convert/onnx/row_scale.py's module doc.
 ACTIVATION_SCALES = {
     "tensor": "ONNX Runtime's quantize_dynamic as it is: one uint8 scale per activation tensor, fused kernels "
               "(DynamicQuantizeMatMul); the fastest, but a few wide tokens take the range from the rest",
@@ -110,13 +107,10 @@ class OnnxQuantizer:
     def row_activations(self):
         """Whether activations get one scale per row (token), as TFLite's dynamic range kernels do.
 
-        ONNX Runtime's ``quantize_dynamic`` uses one scale per activation tensor; TFLite's dynamic
-        range kernels one per row. That difference, not ``reduce_range``, the embedding Gather or
-        one group of layers, is why ORT dynamic int8 lost more than TFLite: all-MiniLM-L6-v2 at seq
-        64, sentence-embedding cosine on 300 held-out tweets, per tensor mean 0.9898 / min 0.9785,
-        per row 0.9967 / 0.9926 (TFLite 0.9985 / 0.9965; benchmarks/RESULTS.md, issue 15 item 4); how
-        the rows are scaled: :mod:`~mobilebert_kit.convert.onnx.row_scale`. Weight MatMuls only: activation x activation
-        MatMuls (attention) stay float, as in TFLite's dynamic range and ORT's ``MatMulConstBOnly``.
+        That difference, not ``reduce_range``, the embedding Gather or one group of layers, is why ORT dynamic
+        int8 lost more than TFLite: all-MiniLM-L6-v2 at seq 64, sentence-embedding cosine on 300 held-out
+        tweets, per tensor mean 0.9898 / min 0.9785, per row 0.9967 / 0.9926 (TFLite 0.9985 / 0.9965;
+        benchmarks/RESULTS.md). How: :mod:`~mobilebert_kit.convert.onnx.row_scale` (weight MatMuls only).
         """
         return self.method == "dynamic" and self.activation_scales != "tensor"
 
@@ -190,8 +184,8 @@ class TfliteSettings:
     int4: Int4Weights = None
 
 
-# Validation thresholds a record sets and a user may override (convert.validation.compare.Thresholds fields).
-# Validation thresholds a recipe or --threshold may override, with their bounds.
+# Validation thresholds a record sets and a recipe or --threshold may override, with their bounds
+# (convert.validation.compare.Thresholds fields).
 THRESHOLD_LIMITS = {
     "min_cosine": Limit(float, -1.0, 1.0),
     "min_snr_db": Limit(float, -1e12, 1e12),  # finite; a huge bar is a way to make validation fail on purpose
@@ -260,28 +254,18 @@ class QuantizationMode:
         return capability not in self.refused
 
     def check_calibration(self, calibration):
-        """Raises ExportError when this mode calibrates and ``calibration`` has no rows (a library caller's guard;
-        ``ExportOptions.check`` refuses an export without data first, in the user's spelling).
-
-        Args:
-            calibration (InputSet | None): the calibration rows given to a converter.
-        """
+        """Raises ExportError when this mode calibrates and the InputSet ``calibration`` has no rows (a library
+        caller's guard; ``ExportOptions.check`` refuses an export without data first, in the user's spelling)."""
         if self.calibration and (calibration is None or calibration.count == 0):
             raise ExportError(f"quantization {self.name} needs calibration data (an InputSet of at least one row)")
 
 
 @dataclass(frozen=True)
 class SearchStep:
-    """One rung of a quantization search ladder (a mode's ``fallback`` or ``search``).
-
-    Args:
-        quantize (str): the mode a candidate of this step is converted with (a key of :data:`MODES`).
-        float_layers (str | tuple): which layers stay float: ``"none"`` (the mode's own defaults),
-            ``"ranked"`` (the k most drift-sensitive layers on the user's data, k = 1, 2, 4, ... below the
-            layer count: :func:`ranked_counts`), or a tuple of layer paths.
-        unit (tuple): for ``"ranked"``: the layer paths kept float per ranked layer, ``{layer}`` standing for
-            its name (``embeddings``, ``transformer_layer_3``); ``("{layer}",)`` is the whole layer.
-        unit_name (str): how reports name the unit (``"residual path of "``; empty for whole layers).
+    """One rung of a quantization search ladder (a mode's ``fallback`` or ``search``): the mode ``quantize``
+    with ``float_layers`` float: ``"none"`` (the mode's own defaults), a tuple of layer paths, or ``"ranked"``,
+    the k most drift-sensitive layers on the user's data (:func:`ranked_counts`), each as the paths of ``unit``
+    (``{layer}`` standing for its name; ``("{layer}",)``: the whole layer), named ``unit_name`` in reports.
 
     Example:
         >>> SearchStep("int8", "ranked", ("{layer}/**/norm", "{layer}/**/add")).paths(["transformer_layer_1"])
@@ -342,11 +326,9 @@ _QAT_TRAINS = ("QAT trains on its data, and built-in rows would teach the model 
                "not your app's")
 _NOT_CALIBRATED = "this mode is not calibrated"
 # The formats whose --fold-nonorm files also fold the MobileBERT residual stream's NoNorms between blocks
-# (QuantizationMode.stream_fold; scale_migration ``stream``; ``export_model.plan_graph`` reads it). Exact in float;
-# the TFLite full-int8 `mobilebert` file loses 48 requantizing element-wise ops (0.887x -> 0.853x dynamic int8's
-# time) and tiny-mobilebert's gains 0.7 dB SNR; ONNX's fused float and dynamic files lose 25 Muls (`mobilebert`
-# dynamic int8 0.930x -> 0.908x the optimum-style peer, SNR 44.5 dB either way). ONNX Runtime's static QDQ of
-# tf2onnx's graph lost 1.4 dB on tiny-mobilebert with it: its modes fold the stream in TFLite files only.
+# (QuantizationMode.stream_fold; scale_migration ``stream``; ``export_model.plan_graph`` reads it; docs/export.md
+# has what it saves). ONNX Runtime's static QDQ of tf2onnx's graph lost 1.4 dB on tiny-mobilebert with it: its
+# modes fold the stream in TFLite files only.
 _STREAM_FOLD_QDQ = ("tflite",)
 _INT4_BY_RECIPE = ("ai-edge-quantizer writes int4 into every fully connected layer and the word-embedding table by "
                    "op type; keeping single layers float is not offered for int4")
@@ -356,46 +338,29 @@ _INT4_BY_BLOCKS = ("ONNX Runtime's MatMulNBits stores int4 weights in blocks (16
 _INT4_WHOLE = ("ONNX Runtime's int4 quantizer writes every weight MatMul and embedding table by op type; keeping "
                "single layers float is not offered for int4")
 
-# Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone
-# (benchmarks/perf/NOTES.md has the op profile): SOFTMAX stays float because XNNPACK has no int8
-# softmax and each int8 one splits the delegated graph (DEQUANTIZE, float SOFTMAX, QUANTIZE all run
-# inside XNNPACK); the attention-mask ADD before it stays float too, because in int8 its output
-# would span the mask value (-120) as well as the real scores, a quantization step of ~0.5 logits.
-# SUM, DIV, MAXIMUM and L2_NORMALIZATION occur in our graphs only in the sentence pooling of an embedding
-# export (masked mean, then L2 norm): a handful of ops on one [seq, hidden] tensor, whose int8 rounding
-# (the last one rounds the output vector itself) cost the issue 16 student 0.0012 mean cosine to its float
-# model (0.9890, against 0.9902 with them float: benchmarks/RESULTS.md).
-# In a LayerNorm model (BERT, all-MiniLM-L6-v2 and what is fine-tuned from it), the LayerNorms and the residual
-# ADDs that feed them stay float too. XNNPACK has no int8 RSQRT or SQUARED_DIFFERENCE, so an int8 LayerNorm ran on
-# the builtin kernels and cut the graph into 34 partitions; and one per-tensor int8 scale cannot hold the
-# residual stream's outlier channels. Measured on three all-MiniLM-L6-v2 models (benchmarks/RESULTS.md, "LayerNorm
-# models in full int8"), one pinned core: 2.2x faster (classifier at seq 32: 2.06 -> 0.93 ms, dynamic int8 1.02;
-# embedder at seq 64: 4.08 -> 1.91 ms, dynamic 2.02), agreement with float 0.812 -> 0.920 (classifier b), sentence
-# cosine 0.738 -> 0.904 (embedder; it had failed validation); a weak classifier a went 0.986 -> 0.980. NoNorm
-# models (MobileBERT) are untouched: their element-wise NoNorm runs in int8 inside XNNPACK.
-# The feed-forward output projections ("output": they write the residual stream's outlier channels, all-MiniLM-
-# L6-v2's reach 190, so one static int8 step was 0.67) take int8 weights with activations quantized on the fly
-# and a float output into the float residual ADD (issue 46): with a static int8 output, the one-ULP float
-# differences between the aarch64 and x86-64 kernels (LayerNorm sums, softmax) that flip an int8 rounding tie
-# somewhere in ~1 sentence in 20 grew through that step and the next LayerNorm to sentence cosine 0.984 between
-# the two (0.963 before the calibration fix, tflite_export._measured_ranges). Measured on all-MiniLM-L6-v2 (16
-# sample sentences, 128 padded; 67 at their own length on cortex-a76): sentence cosine to Keras 0.963 -> 0.993
-# and aarch64 vs x86-64 min 0.984 -> 0.992, in 0.94x dynamic int8's time (static int8 output: 1.11x).
-# The ONNX writer gives the same layers of a LayerNorm model's static QDQ int8 ORT's dynamic int8 instead (per-row
-# activation scales, as --quantize dynamic): all-MiniLM-L6-v2's embedder failed validation in all-static QDQ (sentence
-# cosine 0.935 < 0.95) and the fallback kept 4 layers' residual paths float (38 MB, 2.5x dynamic int8's time on real
-# sentences); with them dynamic it passes as asked at dynamic int8's size (benchmarks/RESULTS.md, issue 45 item 2).
+# Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone (benchmarks/perf/NOTES.md has the
+# op profile; docs/export.md, "Graph changes for speed", the measurements): SOFTMAX stays float because XNNPACK has
+# no int8 softmax and each int8 one splits the delegated graph; the attention-mask ADD before it stays float too,
+# because in int8 its output would span the mask value (-120) as well as the real scores, a step of ~0.5 logits.
+# SUM, DIV, MAXIMUM and L2_NORMALIZATION occur in our graphs only in an embedding's sentence pooling, whose int8
+# rounding of the output vector itself cost the issue 16 student 0.0012 mean cosine to its float model.
+# In a LayerNorm model the LayerNorms and the residual ADDs that feed them stay float too: XNNPACK has no int8
+# RSQRT or SQUARED_DIFFERENCE (an int8 LayerNorm cut the graph into 34 partitions), and one per-tensor int8 scale
+# cannot hold the residual stream's outlier channels (2.2x faster and more faithful on three all-MiniLM-L6-v2
+# models, benchmarks/RESULTS.md). NoNorm models are untouched: their element-wise NoNorm runs in int8 in XNNPACK.
+# The feed-forward output projections ("output", which write those outlier channels: one static int8 step of 0.67
+# in MiniLM) take int8 weights with activations quantized on the fly and a float output (issue 46): a static int8
+# output grew the one-ULP differences between the aarch64 and x86-64 kernels to a sentence cosine of 0.984 between
+# the two (0.992 so, in 0.94x dynamic int8's time). The ONNX writer gives the same layers ORT's dynamic int8: in
+# all-static QDQ all-MiniLM-L6-v2's embedder failed validation (benchmarks/RESULTS.md, issue 45 item 2).
 # The default group's label in notes (both writers).
 DYNAMIC_GROUP = "feed-forward output projection"
 _XNNPACK_FLOAT = {"default_float_ops": ("SOFTMAX", "SUM", "DIV", "MAXIMUM", "L2_NORMALIZATION"),
                   "default_float_nodes": ("attention/add",), "layer_norm_float_nodes": ("norm", "add"),
                   "layer_norm_dynamic_nodes": ("output",)}
-# Trained post-LN encoders carry outlier channels in the residual stream, which one per-tensor int8
-# scale cannot hold: all-MiniLM-L6-v2 in full int8 gives token cosine 0.74 (sentence embedding 0.78,
-# refused), and 0.984 with the LayerNorms, residual ADDs and block output projections in float
-# (benchmarks/RESULTS.md, fidelity table). A file that passes is better than none; the note says
-# what stayed float. The search first keeps the fewest whole layers float, ranked by the per-layer drift
-# on the export's own data; the residual path of every layer is the last resort.
+# int8's fallback: a file that passes is better than none (docs/export.md: trained post-LN encoders' outlier
+# channels); the note says what stayed float. The search first keeps the fewest layers' residual paths float,
+# ranked by the per-layer drift on the export's own data; the residual path of every layer is the last resort.
 # With the LayerNorms and residual ADDs of a LayerNorm model float by default, what is left to lose is the
 # feed-forward: its GELU output ("intermediate") and the projection back to the stream ("output"). A tiny
 # LayerNorm classifier whose block 1 carries x200 feed-forward channels: all-int8 0.836 accuracy, + block 1's
@@ -407,25 +372,17 @@ _RESIDUAL_PATH = ("norm", "add", "intermediate", "output")
 _RESIDUAL_UNIT = ("{layer}/**/norm", "{layer}/**/add", "{layer}/**/intermediate", "{layer}/**/output")
 _RANKED_RESIDUAL = SearchStep("int8", "ranked", _RESIDUAL_UNIT, "residual path of ")
 _INT8_FALLBACK = (_RANKED_RESIDUAL, SearchStep("int8", _RESIDUAL_PATH))
-# --quantize auto: fastest first. Full int8, then int8 with the most sensitive layers float, then dynamic
-# int8 (weights only: no calibrated activation range to lose, ~1.3x slower than full int8 on XNNPACK,
-# docs/export.md). The residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15).
-# int4 per channel (int8 activations on the fly) sits before dynamic int8: it reads half the weight bytes and ran
-# faster than dynamic int8 on the host's XNNPACK at real-text lengths (benchmarks/RESULTS.md, issue 38: the
-# fine-tuned MiniLM classifier on 200 held-out tweets at their own length, one core of an AVX-512 VNNI Xeon: 0.88x
-# dynamic int8's time), and its file is 0.55x as large, but it loses more of the metric (-1.3 accuracy points against
-# dynamic int8's 0.0), so the int8 rungs come first. The default int4 layout (blocks of 32) is no rung: more
-# accurate (-0.7), but slower than dynamic int8 on that host (1.79x; blocks of 128 1.68x), and auto judges by the
-# metric, which is what the per-channel layout's accuracy needs. Once a rung passes, every plain setting of
-# the ladder is measured and the fastest that holds the budget is written (Search.fastest).
+# --quantize auto: fastest first (docs/export.md has the ladder and why, Search.fastest what is written). The
+# residual-path rung is not here: it ran no faster than float32 on MiniLM (issue 15). int4 per channel reads half
+# the weight bytes and ran in 0.88x dynamic int8's time on an AVX-512 VNNI Xeon, but lost 1.3 accuracy points of
+# the fine-tuned MiniLM classifier (dynamic int8: 0.0), so the int8 rungs come first; the default int4 layout
+# (blocks of 32: -0.7, but 1.79x dynamic int8's time) is no rung (benchmarks/RESULTS.md, issue 38).
 _AUTO_SEARCH = (SearchStep("int8"), _RANKED_RESIDUAL, SearchStep("int4-channel"), SearchStep("dynamic"))
 _INT4_REFUSED = {"int8_io": _NOT_INTEGER_IO, "keep_float:tflite": _INT4_BY_RECIPE, "keep_float:onnx": _INT4_WHOLE,
                  "default_calibration": _NOT_CALIBRATED}
 _INT4_CHANNEL_REFUSED = {**_INT4_REFUSED, "format:onnx": _INT4_BY_BLOCKS}
-# ONNX int4: the embedding tables (GatherBlockQuantized) take blocks of 128, the weight MatMuls the mode's. Their
-# float32 scales are a tenth of an int4 table in blocks of 32; in blocks of 128, all-MiniLM-L6-v2's int4 file is
-# 0.59x its dynamic-int8 one (14.1 / 23.8 MB; 15.2 MB all in blocks of 32) at the same sentence-embedding
-# cosine to float (mean 0.963 / min 0.948 on 64 real sentences, against 0.967 / 0.951).
+# ONNX int4: the embedding tables (GatherBlockQuantized) take blocks of 128, the weight MatMuls the mode's: their
+# float32 scales in blocks of 32 cost 1.1 MB more on MiniLM at the same fidelity (docs/export.md#int4-weights).
 ONNX_INT4_TABLE_BLOCK = 128
 _SEARCH_CHOOSES = "auto chooses the float layers itself from their measured sensitivity"
 _LOOSE = {"min_cosine": 0.9, "min_snr_db": 5.0, "min_argmax_agreement": 0.7}
@@ -477,8 +434,7 @@ MODES = {m.name: m for m in (
         thresholds=_DYNAMIC, profiled_as="int8",
     ),
     QuantizationMode(
-        # ONNX: tf2onnx folds the fake-quantized weights into float constants, so the quantization-aware
-        # graph is then quantized statically (QDQ int8) like int8, calibrated on the same data.
+        # ONNX: static QDQ int8 of the quantization-aware graph, as onnx/export.py says.
         "qat", "quantization-aware fine-tuning, then int8 from the learned ranges",
         calibration=True, trains=True,
         refused={"keep_float:tflite": _TFLITE_SELECTIVE, "default_calibration": _QAT_TRAINS},
@@ -487,9 +443,7 @@ MODES = {m.name: m for m in (
     ),
     QuantizationMode(
         # The default layout is blocks of 32 (docs/export.md#int4-weights): the only one that kept all-MiniLM-L6-v2's
-        # sentence embeddings above the embedding task's 0.95 floor (0.958; per channel 0.910), and the closest to
-        # float on the fine-tuned classifier (-0.7 points; per channel -1.3). The price, on x86: 1.79x dynamic
-        # int8's time where per channel runs in 0.88x (_AUTO_SEARCH).
+        # sentence embeddings above the embedding task's 0.95 floor (_INT4), at a price in speed (_AUTO_SEARCH).
         "int4", "int4 weights, one scale per 32 inputs of each output channel, activations quantized to int8 on "
         "the fly; no calibration", refused=_INT4_REFUSED, onnx_as="int4",
         onnx=OnnxQuantizer("int4", "int8", block_size=32),
@@ -532,10 +486,7 @@ CONVERTED_MODES = tuple(name for name, mode in MODES.items() if not mode.search)
 
 
 def quantization_mode(name):
-    """The record of mode ``name``; an unknown name is a ConfigError listing the valid ones.
-
-    Args:
-        name (str): a key of :data:`MODES`.
+    """The record of mode ``name`` (a key of :data:`MODES`); an unknown name is a ConfigError listing the valid ones.
 
     Example:
         >>> quantization_mode("int8").calibration
@@ -545,12 +496,8 @@ def quantization_mode(name):
 
 
 def needs_calibration_message(mode, data, why):
-    """The one-line error for a calibrated mode without data, naming both options as the user writes them.
-
-    Args:
-        mode (str): the mode option as written (``--quantize qat``, ``[export] quantize = 'qat'``).
-        data (str): the option that supplies the data (``--calibration FILE``, ``[calibration] data = 'FILE'``).
-        why (str): the record's reason that no default calibration applies.
+    """The one-line error for a calibrated mode without data, naming both options as the user writes them
+    (``--quantize qat``, ``[calibration] data = 'FILE'``), with the record's reason ``why`` no default applies.
 
     Example:
         >>> needs_calibration_message("--quantize qat", "--calibration FILE", "QAT trains on its data")  # doctest: +ELLIPSIS

@@ -4,19 +4,9 @@ tfmot wraps each top-level layer of a functional model and asks its
 ``QuantizeConfig`` which weights to fake-quantize and which outputs to
 fake-quantize. Our top-level layers are composites (``TokenEmbedding``,
 ``TransformerBlock``), so the block configs are assembled from one config per
-sublayer kind, found by name:
-
-- ``BottleneckQuantizeConfig``: a ProjectionNorm (bottleneck input / shared
-  q-k bottleneck / attention output / output bottleneck): its dense kernel.
-- ``AttentionQuantizeConfig``: the query, key and value kernels of MultiHeadAttention.
-- ``FeedForwardQuantizeConfig``: the intermediate and output kernels.
-- ``NoNormQuantizeConfig``: NoNorm is ``gamma * h + beta`` (one MUL and one
-  ADD in TFLite); its output is fake-quantized so the converter gets the range.
-- ``TrigramEmbeddingQuantizeConfig``: the word table (an int8 GATHER), the
-  trigram ``embedding_transformation`` kernel, and the output.
-- ``TransformerBlockQuantizeConfig``: every sublayer's weights, the block output.
-- ``TokenDenseQuantizeConfig``: a task head's TokenDense (token and span logits): its kernel and output, as
-  tfmot's registry does for a Dense (which knows Dense by its exact class, not a subclass).
+sublayer kind (the ``*QuantizeConfig`` classes below, each saying what it
+quantizes), found by name; every config fake-quantizes its layer's output, so
+the converter gets the range (NoNorm's MUL and ADD included).
 
 Kernels use per-tensor symmetric 8-bit fake quantization (as tfmot's own
 Dense config), outputs moving-average asymmetric 8-bit ranges. Ops inside a
@@ -30,6 +20,7 @@ inputs; no labels are needed. ``steps=0`` only collects ranges.
 """
 
 import contextlib
+import functools
 
 import numpy as np
 
@@ -61,62 +52,44 @@ def _kernel_quantizer():
     return q.LastValueQuantizer(num_bits=8, per_axis=False, symmetric=True, narrow_range=True)
 
 
-def _output_quantizer():
-    return _registered_quantizer()()
-
-
-_QUANTIZER = {}
-
-
-def _registered_quantizer():
+@functools.cache
+def _output_quantizer_class():
     """The output quantizer class, built on tfmot's Quantizer base once tfmot is imported."""
-    if "cls" not in _QUANTIZER:
-        base = _tfmot().quantization.keras.quantizers.Quantizer
+    base = _tfmot().quantization.keras.quantizers.Quantizer
 
-        class DataRangeQuantizer(base):
-            """Asymmetric 8-bit fake quant whose range starts at the first batch's min/max.
+    class DataRangeQuantizer(base):
+        """Asymmetric 8-bit fake quant whose range starts at the first batch's min/max.
 
-            tfmot's MovingAverageQuantizer starts at [-6, 6] and moves with decay
-            0.999, so a short fine-tune (or none) keeps [-6, 6]: on tiny-mobilebert,
-            whose activations are ~0.03, that left an SNR of 5.9 dB. Here the first
-            training batch sets the range and later ones move it with decay 0.9.
-            """
+        tfmot's MovingAverageQuantizer starts at [-6, 6] and moves with decay
+        0.999, so a short fine-tune (or none) keeps [-6, 6]: on tiny-mobilebert,
+        whose activations are ~0.03, that left an SNR of 5.9 dB. Here the first
+        training batch sets the range and later ones move it with decay 0.9.
+        """
 
-            decay = 0.9
+        decay = 0.9
 
-            def build(self, tensor_shape, name, layer):
-                def scalar(suffix, value):
-                    return layer.add_weight(f"{name}_{suffix}", shape=(), trainable=False,
-                                            initializer=keras.initializers.Constant(value))
+        def build(self, tensor_shape, name, layer):
+            def scalar(suffix, value):
+                return layer.add_weight(f"{name}_{suffix}", shape=(), trainable=False,
+                                        initializer=keras.initializers.Constant(value))
 
-                return {"min_var": scalar("min", -6.0), "max_var": scalar("max", 6.0), "seen": scalar("seen", 0.0)}
+            return {"min_var": scalar("min", -6.0), "max_var": scalar("max", 6.0), "seen": scalar("seen", 0.0)}
 
-            def __call__(self, inputs, training, weights, **kwargs):
-                low, high, seen = weights["min_var"], weights["max_var"], weights["seen"]
-                if training:
-                    batch_low = tf.minimum(tf.reduce_min(inputs), 0.0)
-                    batch_high = tf.maximum(tf.reduce_max(inputs), 0.0)
-                    keep = tf.where(seen > 0, self.decay, 0.0)
-                    low.assign(keep * low + (1.0 - keep) * batch_low)
-                    high.assign(keep * high + (1.0 - keep) * batch_high)
-                    seen.assign(1.0)
-                return tf.quantization.fake_quant_with_min_max_vars(inputs, low, high, num_bits=8, narrow_range=False)
+        def __call__(self, inputs, training, weights, **kwargs):
+            low, high, seen = weights["min_var"], weights["max_var"], weights["seen"]
+            if training:
+                batch_low = tf.minimum(tf.reduce_min(inputs), 0.0)
+                batch_high = tf.maximum(tf.reduce_max(inputs), 0.0)
+                keep = tf.where(seen > 0, self.decay, 0.0)
+                low.assign(keep * low + (1.0 - keep) * batch_low)
+                high.assign(keep * high + (1.0 - keep) * batch_high)
+                seen.assign(1.0)
+            return tf.quantization.fake_quant_with_min_max_vars(inputs, low, high, num_bits=8, narrow_range=False)
 
-            def get_config(self):
-                return {}
+        def get_config(self):
+            return {}
 
-        _QUANTIZER["cls"] = DataRangeQuantizer
-    return _QUANTIZER["cls"]
-
-
-def _dense_paths(layer, names):
-    """The Dense sublayers ``names`` of ``layer`` that exist (found by name)."""
-    out = []
-    for name in names:
-        sub = getattr(layer, name, None)
-        if sub is not None:
-            out.append(sub)
-    return out
+    return DataRangeQuantizer
 
 
 class _SublayerConfig:
@@ -126,7 +99,8 @@ class _SublayerConfig:
     quantize_output = True
 
     def denses(self, layer):
-        return _dense_paths(layer, self.dense_names)
+        """The Dense sublayers ``dense_names`` of ``layer`` that exist (found by name)."""
+        return [sub for sub in (getattr(layer, name, None) for name in self.dense_names) if sub is not None]
 
     def get_weights_and_quantizers(self, layer):
         return [(d.kernel, _kernel_quantizer()) for d in self.denses(layer)]
@@ -142,14 +116,10 @@ class _SublayerConfig:
         return None
 
     def get_output_quantizers(self, layer):
-        return [_output_quantizer()] if self.quantize_output else []
+        return [_output_quantizer_class()()] if self.quantize_output else []
 
     def get_config(self):
         return {}
-
-
-def _base():
-    return _tfmot().quantization.keras.QuantizeConfig
 
 
 class BottleneckQuantizeConfig(_SublayerConfig):
@@ -173,8 +143,6 @@ class FeedForwardQuantizeConfig(_SublayerConfig):
 class NoNormQuantizeConfig(_SublayerConfig):
     """NoNorm: no kernels; the output range is learned."""
 
-    dense_names = ()
-
 
 class TrigramEmbeddingQuantizeConfig(_SublayerConfig):
     """TokenEmbedding: the embedding projection (trigram or factorized) and the word table."""
@@ -182,10 +150,7 @@ class TrigramEmbeddingQuantizeConfig(_SublayerConfig):
     dense_names = ("embedding_transformation",)
 
     def get_weights_and_quantizers(self, layer):
-        q = _tfmot().quantization.keras.quantizers
-        table = [(layer.word_embeddings, q.LastValueQuantizer(num_bits=8, per_axis=False, symmetric=True,
-                                                               narrow_range=True))]
-        return table + super().get_weights_and_quantizers(layer)
+        return [(layer.word_embeddings, _kernel_quantizer())] + super().get_weights_and_quantizers(layer)
 
     def set_quantize_weights(self, layer, quantize_weights):
         layer.word_embeddings = quantize_weights[0]
@@ -193,7 +158,8 @@ class TrigramEmbeddingQuantizeConfig(_SublayerConfig):
 
 
 class TokenDenseQuantizeConfig(_SublayerConfig):
-    """TokenDense at the top level (a task head): its own kernel, its output."""
+    """TokenDense at the top level (a task head's token and span logits): its own kernel, its output, as tfmot's
+    registry does for a Dense (which it knows by its exact class, not a subclass)."""
 
     def get_weights_and_quantizers(self, layer):
         return [(layer.kernel, _kernel_quantizer())]
@@ -229,33 +195,28 @@ class TransformerBlockQuantizeConfig(_SublayerConfig):
             index += n
 
 
-CONFIG_CLASSES = (
-    BottleneckQuantizeConfig, AttentionQuantizeConfig, FeedForwardQuantizeConfig, NoNormQuantizeConfig,
-    TrigramEmbeddingQuantizeConfig, TransformerBlockQuantizeConfig, TokenDenseQuantizeConfig,
-)
-
-
 def _registered(cls):
     """``cls`` as a real tfmot QuantizeConfig subclass (tfmot is imported lazily)."""
-    return type(cls.__name__, (cls, _base()), {})
+    return type(cls.__name__, (cls, _tfmot().quantization.keras.QuantizeConfig), {})
+
+
+# By exact class: a subclass (TokenDense is a Dense) computes something else.
+_CONFIGS = {
+    TransformerBlock: TransformerBlockQuantizeConfig, TokenEmbedding: TrigramEmbeddingQuantizeConfig,
+    ProjectionNorm: BottleneckQuantizeConfig, MultiHeadAttention: AttentionQuantizeConfig,
+    FeedForward: FeedForwardQuantizeConfig, NoNorm: NoNormQuantizeConfig, TokenDense: TokenDenseQuantizeConfig,
+}
 
 
 def _config_for(layer):
-    table = {
-        TransformerBlock: TransformerBlockQuantizeConfig, TokenEmbedding: TrigramEmbeddingQuantizeConfig,
-        ProjectionNorm: BottleneckQuantizeConfig, MultiHeadAttention: AttentionQuantizeConfig,
-        FeedForward: FeedForwardQuantizeConfig, NoNorm: NoNormQuantizeConfig, TokenDense: TokenDenseQuantizeConfig,
-    }
-    for cls, config in table.items():
-        if type(layer) is cls:
-            return _registered(config)()
-    return None
+    config = _CONFIGS.get(type(layer))
+    return None if config is None else _registered(config)()
 
 
 def _scope():
-    objects = {c.__name__: _registered(c) for c in CONFIG_CLASSES}
-    objects.update({c.__name__: c for c in (FeedForward, MultiHeadAttention, NoNorm, ProjectionNorm, TokenDense,
-                                            TokenEmbedding, TransformerBlock)})
+    """tfmot's scope naming our layers and their configs (every one of :data:`_CONFIGS`, keys and values)."""
+    objects = {c.__name__: _registered(c) for c in _CONFIGS.values()}
+    objects.update({c.__name__: c for c in _CONFIGS})
     return _tfmot().quantization.keras.quantize_scope(objects)
 
 
@@ -303,18 +264,8 @@ def annotate(graph):
 
 
 def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, batch_size=8, seed=0):
-    """Returns the fake-quantized copy of ``graph``, fine-tuned to match ``graph`` on ``calibration``.
-
-    Args:
-        graph: the float export graph (build_export_model); it is the teacher.
-        calibration: an InputSet (needed: ranges come from data).
-        steps: self-distillation steps (0: only collect ranges).
-        learning_rate: Adam learning rate.
-        batch_size: rows per step.
-        seed: row sampling seed.
-
-    Example:
-        >>> qat = quantization_aware_graph(graph, calibration, steps=50)  # doctest: +SKIP
+    """Returns the fake-quantized copy of the float export ``graph`` (the teacher), fine-tuned with Adam for
+    ``steps`` self-distillation steps (0: only collect ranges) to match ``graph`` on the ``calibration`` rows.
     """
     quantization_mode("qat").check_calibration(calibration)
     tfmot = _tfmot()
@@ -324,8 +275,7 @@ def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, 
         with _scope(), _static_output_shapes():
             qat = tfmot.quantization.keras.quantize_apply(annotated)
     except (ValueError, TypeError, RuntimeError) as err:
-        first = first_line(err)
-        raise ExportError(f"quantization-aware wrapping failed: {first}") from err
+        raise ExportError(f"quantization-aware wrapping failed: {first_line(err)}") from err
     rows = {k: np.asarray(calibration.arrays[k]).astype(dtype) for k, dtype in graph.input_dtypes.items()}
     batch_size = graph.inputs[0].shape[0] or batch_size
     rng = np.random.default_rng(seed)
@@ -367,20 +317,8 @@ def with_layer_outputs(qat, layer_names):
     was fine-tuned and converted, not fine-tuned again: a second
     ``quantization_aware_graph`` on a hidden-state graph paid QAT twice and,
     trained on a loss over every hidden state, described another model than
-    the artifact (issue 13, item 10).
-
-    Args:
-        qat (keras.Model): a graph returned by :func:`quantization_aware_graph`.
-        layer_names (list[str]): names of the source layers (``embeddings``,
-            ``transformer_layer_{i}``); tfmot's wrapper of each is found by the
-            name of the layer it wraps.
-
-    Returns:
-        keras.Model: the same inputs, ``qat``'s outputs followed by one output per name,
-        with ``output_order``, ``mask_dtype`` and ``input_dtypes`` set like ``qat``'s.
-
-    Example:
-        >>> probe = with_layer_outputs(qat, hidden_state_names(model))  # doctest: +SKIP
+    the artifact. tfmot's wrapper of each source layer (``embeddings``, ``transformer_layer_{i}``) is found
+    by the name of the layer it wraps; the probe's ``output_order`` lists ``qat``'s outputs, then the layers'.
     """
     by_name = {getattr(layer, "layer", layer).name: layer for layer in qat.layers}
     missing = [name for name in layer_names if name not in by_name]

@@ -86,9 +86,6 @@ class Tried:
     passed: bool = False
     why: str = ""
 
-    def to_dict(self):
-        return asdict(self)
-
 
 @dataclass
 class Frontier:
@@ -103,8 +100,8 @@ class Frontier:
 
     def to_dict(self):
         return {"asked": self.asked, "judged_by": self.judged_by,
-                "reference": self.reference.to_dict() if self.reference else None,
-                "frontier": [r.to_dict() for r in self.rows], "ranking": self.ranking, "stopped": self.stopped}
+                "reference": asdict(self.reference) if self.reference else None,
+                "frontier": [asdict(r) for r in self.rows], "ranking": self.ranking, "stopped": self.stopped}
 
     def best(self):
         """The tried row with the best metric (None when no row was measured)."""
@@ -127,12 +124,8 @@ class Frontier:
 
 
 def settings(steps, ranking):
-    """The ``(step, layers kept float)`` settings of a ladder in order, each distinct one once.
-
-    Args:
-        steps (tuple): :class:`~mobilebert_kit.convert.quantization.modes.SearchStep` records.
-        ranking (callable): ``ranking(mode) -> [layer, ...]``, most sensitive first; called only when a
-            ``"ranked"`` step is reached (it converts a probe).
+    """The ``(step, layers kept float)`` settings of a ladder of ``SearchStep`` records in order, each distinct one
+    once; ``ranking`` is called only when a ``"ranked"`` step is reached (:class:`Search`).
 
     Example:
         >>> from mobilebert_kit.convert.quantization.modes import SearchStep
@@ -159,13 +152,8 @@ def sensitivity(drift_rows):
     """Layers ranked by the error each adds, most first, from a drift probe's rows.
 
     A layer's output error includes every earlier layer's; what the layer itself adds is the growth of the
-    relative noise power ``10^(-SNR/10)`` from its input to its output.
-
-    Args:
-        drift_rows (list[dict]): ``validation.drift_report`` rows (``layer``, ``snr_db``), in layer order.
-
-    Returns:
-        list[tuple[str, float]]: ``(layer, added noise)``, most sensitive first.
+    relative noise power ``10^(-SNR/10)`` from its input to its output. ``drift_rows``: the drift report's rows
+    (``layer``, ``snr_db``) in layer order; returns ``(layer, added noise)`` pairs.
 
     Example:
         >>> sensitivity([{"layer": "embeddings", "snr_db": 40.0}, {"layer": "transformer_layer_0", "snr_db": 10.0}])[0][0]
@@ -181,16 +169,8 @@ def sensitivity(drift_rows):
 
 
 def host_latency_ms(path, inputs, runs=10):
-    """Median latency of one call of the artifact on this host, one thread (a few runs: a ranking, not a benchmark).
-
-    Args:
-        path: the artifact.
-        inputs: an InputSet; its first row is fed.
-        runs (int): timed calls after one warm-up.
-
-    Example:
-        >>> host_latency_ms("m.tflite", inputs)  # doctest: +SKIP
-        3.1
+    """Median latency of one call of the artifact on this host, one thread, fed the first row of the InputSet
+    ``inputs`` (``runs`` timed calls after one warm-up: a ranking, not a benchmark).
     """
     runner = ArtifactRunner(path, num_threads=1)
     batch = runner.batch_size or 1
@@ -252,15 +232,9 @@ def fallback_allowed(plan):
 
 @dataclass
 class Verdict:
-    """A judge's verdict on one candidate file.
-
-    Args:
-        passed (bool | None): validation's verdict (None: a task metric, which the budget judges; False with a
-            metric: the file missed its thresholds on an emulated CPU, whatever the metric).
-        metric (float | None): the task metric on the eval data.
-        why (str): one line: what was measured (validation's summary line).
-        report: the judge's full report (a ValidationReport; with a metric, the emulated run's ArchComparison), or None.
-    """
+    """A judge's verdict on one candidate file: ``passed`` (None: the budget judges ``metric``; False with a
+    metric: it missed its thresholds on an emulated CPU), the one-line ``why`` and the judge's full ``report``
+    (a ValidationReport; with a metric, the emulated run's ArchComparison)."""
 
     passed: bool = None
     metric: float = None
@@ -270,17 +244,8 @@ class Verdict:
 
 @dataclass
 class Candidate:
-    """One setting written to a scratch file.
-
-    Args:
-        label (str): the setting as the frontier names it (``int8 + float transformer_layer_5``).
-        plan: the setting's :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan`.
-        path: its scratch file.
-        step: the :class:`~mobilebert_kit.convert.quantization.modes.SearchStep` (None: the user's own setting).
-        written: what the writer returned for it (the exporter's ``ExportResult``).
-        verdict (Verdict | None): the judge's, when judged.
-        row (Tried | None): its frontier row.
-    """
+    """One setting (its frontier ``label``, ``plan`` and ``step``; None: the user's own) written to the scratch
+    file ``path``: what the writer returned (``written``), the judge's ``verdict`` and its frontier ``row``."""
 
     label: str
     plan: object
@@ -292,13 +257,7 @@ class Candidate:
 
 
 class Search:
-    """The settings one export tries, in order, and the frontier they make.
-
-    The user's own setting first (a searched mode has none), then the mode's fallback (``int8``: when validation
-    fails) or its search ladder (``auto``): :func:`settings`, fastest first. :meth:`run` writes each setting
-    with the writer it is given and judges it with the judge it is given; the first setting that passes is
-    the answer, except that ``auto`` also measures the other modes' plain settings and keeps the fastest that
-    held the budget (:meth:`fastest`).
+    """The settings one export tries, in order, and the frontier they make (the module doc tells the loop).
 
     Args:
         plan: the export's :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan`.
@@ -336,10 +295,10 @@ class Search:
     def attempts(self):
         """``(step, ranked layers, setting plan)`` in turn: step None is the user's own setting.
 
-        A search's ladder is ordered by the speed each mode usually has, which the host may not share (full
-        int8 ran slower than dynamic int8 for a fine-tuned MiniLM, issue 15). After the first setting that
-        holds the budget, the plain setting of each mode not yet tried is measured too, so that
-        :meth:`fastest` picks the fastest that holds it; ranked rungs (a probe conversion each) are not.
+        A ladder is ordered by each mode's usual speed, which the host may not share (full int8 ran slower than
+        dynamic int8 for a fine-tuned MiniLM, issue 15): after the first setting that holds the budget, the plain
+        setting of each mode not yet tried is measured too, so that :meth:`fastest` picks the fastest that holds
+        it; ranked rungs (a probe conversion each) are not.
         """
         if not self.mode.search:
             yield None, (), self.plan
@@ -364,18 +323,10 @@ class Search:
     def run(self, write, judge, scratch, say=None):
         """Tries the settings in turn; returns the :class:`Candidate` to write (or whose failure stands).
 
-        Args:
-            write (callable): ``write(candidate) -> written`` converts ``candidate.plan`` to ``candidate.path``;
-                an :class:`ExportError` from a searched step skips it (the model has none of its layers).
-            judge (callable | None): ``judge(candidate) -> Verdict``; None: the first file written is the
-                answer (``--no-validate``).
-            scratch: the directory of the candidate files.
-            say (callable | None): where progress lines go.
-
-        Returns:
-            Candidate | None: the passing candidate (a search: the fastest that held the budget); else the
-            user's own failing setting; else the last one written (None: none could be written). A searched
-            mode that found none leaves :attr:`passed` False and says so in the frontier.
+        ``write(candidate)`` converts ``candidate.plan`` to ``candidate.path`` in ``scratch`` (an ExportError from
+        a searched step skips it); ``judge(candidate) -> Verdict`` (None: the first file written is the answer,
+        ``--no-validate``); ``say`` takes progress lines. Returns the passing candidate (a search: the fastest
+        that held the budget), else the user's own failing setting, else the last one written (None: none).
         """
         say = say or (lambda *_: None)
         fmt = self.plan.format

@@ -2,22 +2,11 @@
 
 The modes, what each needs and allows, and the converter settings each one
 uses are records in :mod:`mobilebert_kit.convert.quantization.modes`
-(:class:`~mobilebert_kit.convert.quantization.modes.TfliteSettings`); this
-module applies a record to ``tf.lite.TFLiteConverter``:
-
-- ``optimize``: ``Optimize.DEFAULT`` (every mode but ``none``).
-- ``float16_weights``: float16 weights, float32 compute.
-- calibrated modes (``int8``, ``int16x8``, ``qat``) get a representative
-  dataset; for ``qat`` the tensors without a learned range are calibrated on
-  the same data. ``io_type="int8"`` also quantizes the float inputs/outputs
-  (the mask and the outputs; token ids stay int32).
-- ``int16_activations``: the int16x8 op set.
-- ``symmetric_matmuls``: :mod:`~mobilebert_kit.convert.tflite.int8_graph`
-  gives the second operand of every attention ``BATCH_MATMUL`` symmetric
-  parameters so that XNNPACK takes it.
-- ``int4``: the converter writes float, then
-  :mod:`~mobilebert_kit.convert.tflite.int4` writes int4 weights with
-  ai-edge-quantizer (the converter has no int4).
+(:class:`~mobilebert_kit.convert.quantization.modes.TfliteSettings` says what
+each field does); this module applies a record to ``tf.lite.TFLiteConverter``.
+Calibrated modes get a representative dataset; for ``qat`` the tensors without
+a learned range are calibrated on the same data. ``io_type="int8"`` also
+quantizes the float inputs/outputs (the mask and the outputs; token ids stay int32).
 
 Selective quantization (``keep_float_ops`` by TFLite op type such as
 ``"SOFTMAX"``, ``keep_float_layers`` by layer name such as
@@ -105,13 +94,6 @@ def _measured_ranges(calibrated, rows):
     A padded row (``_calibration_rows``) counts only for the tensors that the unpadded rows hold at one value (the
     attention mask's path): its padded queries' scores reached [-108, 56] in MiniLM's first layer, where the real
     tokens' lie in [-30, 36], and they reach no output an app reads (masked keys, masked pooling).
-
-    Args:
-        calibrated (bytes): the calibrator's model (float ops, ``min``/``max`` on the tensors it logged).
-        rows (Iterable[tuple[dict, bool]]): the calibration samples and whether each is a padded one.
-
-    Returns:
-        bytes: the model with the measured ranges (the input bytes when no tensor has a recorded range).
     """
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
@@ -153,23 +135,12 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
             calibrated=None, layer_norm=False):
     """Converts an export graph (:func:`~mobilebert_kit.convert.export_model.build_export_model`) to TFLite bytes.
 
-    Args:
-        graph: the export graph (or, for ``qat``, the quantization-aware one).
-        quantize: a quantization mode (a key of ``quantization_modes.MODES``).
-        calibration: an :class:`~mobilebert_kit.convert.plan.input_set.InputSet` (calibrated modes).
-        io_type: ``"float32"`` or ``"int8"`` (modes allowing ``int8_io``).
-        keep_float_ops: TFLite op types left in float (modes allowing ``keep_float:tflite``);
-            None: the mode's ``default_float_ops``.
-        keep_float_layers: layer names whose ops are left in float (same modes).
-        calibrated (dict | None): a cache of calibrated models for several conversions of one ``graph`` on one
-            ``calibration`` (a quantization search): selective quantization calibrates once per mode and io type
-            and only re-quantizes with each deny-list (calibrating is ~80% of a tiny conversion).
-        layer_norm (bool): the model normalizes with LayerNorm: the mode's ``layer_norm_float_nodes`` are kept
-            float with its other defaults.
-
-    Returns:
-        ``(model_bytes, notes)``: the raw converter output (names are fixed
-        later by ``tflite_flatbuffer.finalize``) and a list of remarks.
+    ``graph`` is, for ``qat``, the quantization-aware one; ``keep_float_ops`` None: the mode's defaults (with
+    ``layer_norm``, its ``layer_norm_*`` nodes too). ``calibrated`` caches calibrated models for several
+    conversions of one ``graph`` on one ``calibration`` (a quantization search): selective quantization
+    calibrates once per mode and io type and only re-quantizes with each deny-list (calibrating is ~80% of a
+    tiny conversion). Returns ``(model_bytes, notes)``: the raw converter output (names are fixed later by
+    ``tflite.flatbuffer.finalize``) and a list of remarks.
 
     Example:
         >>> data, notes = convert(graph, "dynamic")  # doctest: +SKIP
@@ -224,8 +195,7 @@ def convert(graph, quantize="none", calibration=None, io_type="float32", keep_fl
     except ExportError:
         raise
     except Exception as err:  # noqa: BLE001  (ConverterError, OpError, ValueError, RuntimeError ...)
-        first = first_line(err)
-        raise ExportError(f"TFLite conversion ({quantize}) failed: {first}") from err
+        raise ExportError(f"TFLite conversion ({quantize}) failed: {first_line(err)}") from err
     if settings.int4 is not None:
         data, written = int4_weights(data, settings.int4)
         notes.extend(written)
@@ -306,11 +276,8 @@ def _nodes_of_layers(graph, layers):
     A layer path such as ``transformer_layer_3`` or ``ffn_0/output`` matches
     when its segments appear consecutively in a node's name (the converter
     names nodes ``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';');
-    ``**`` matches any segments between two parts (``transformer_layer_3/**/add``).
-
-    Args:
-        graph: the converted model, parsed (``artifacts.reader.read_tflite_bytes``).
-        layers (Sequence[str]): layer paths.
+    ``**`` matches any segments between two parts (``transformer_layer_3/**/add``). ``graph``: the converted
+    model, parsed (``artifacts.reader.read_tflite_bytes``).
     """
     patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
     found = []

@@ -39,26 +39,16 @@ from mobilebert_kit.utils.scratch import base_directory
 FILE_IDENTIFIER = FORMATS["tflite"].magic[1]  # the TFLite schema's flatbuffer file identifier: bytes 4..8 of every .tflite file
 
 
-def _name(value):
+def text_of(value):
+    """A flatbuffer name (bytes or str) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_len=None):
     """Returns ``model_bytes`` with named, ordered inputs/outputs, the inputs as tensors ``0..n-1``, and metadata.
 
-    Args:
-        model_bytes (bytes): the converter's output.
-        input_order (Sequence[str]): input names in the order the graph should list them.
-        output_order (Sequence[str]): output names (signature keys) in export order.
-        metadata (dict[str, bytes] | None): ``{entry name: bytes}`` added to ``Model.metadata``.
-        default_seq_len (int | None): the shape a dynamic sequence axis (signature ``-1``) has before any
-            resize; None: the converter's (1).
-
-    Returns:
-        bytes: the finished flatbuffer.
-
-    Example:
-        >>> data = finalize(converted, INPUT_NAMES, ["probability"], {"mbk_metadata": b"{}"})  # doctest: +SKIP
+    ``metadata``: ``{entry name: bytes}`` added to ``Model.metadata``; ``default_seq_len``: the shape a dynamic
+    sequence axis (signature ``-1``) has before any resize (None: the converter's, 1).
     """
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     if not model.signatureDefs:
@@ -72,8 +62,8 @@ def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_
         raise ArtifactError(f"expected one serving signature in the converted model, found {len(model.signatureDefs)}")
     signature = model.signatureDefs[0]
     graph = model.subgraphs[signature.subgraphIndex]
-    inputs = {_name(m.name): m for m in signature.inputs}
-    outputs = {_name(m.name): m for m in signature.outputs}
+    inputs = {text_of(m.name): m for m in signature.inputs}
+    outputs = {text_of(m.name): m for m in signature.outputs}
     for wanted, have, kind in ((input_order, inputs, "inputs"), (output_order, outputs, "outputs")):
         if sorted(wanted) != sorted(have):
             raise ArtifactError(f"converted model {kind} {sorted(have)} differ from the export graph's {sorted(wanted)}")
@@ -98,7 +88,7 @@ def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_
         entry.name = key.encode()
         entry.buffer = len(model.buffers) - 1
         # An entry of the same name is replaced, not duplicated: clients read the first TFLITE_METADATA.
-        kept = [m for m in (model.metadata or []) if _name(m.name) != key]
+        kept = [m for m in (model.metadata or []) if text_of(m.name) != key]
         model.metadata = kept + [entry]
     return bytes(fb.convert_object_to_bytearray(model))
 
@@ -107,13 +97,7 @@ def inputs_first(model, subgraph_index=0):
     """Renumbers a subgraph's tensors so that its inputs are tensors ``0, 1, ...``, in input order; in place.
 
     MediaPipe resizes dynamic inputs by position, as if input ``i`` were tensor ``i`` (module docstring).
-
-    Args:
-        model (schema.ModelT): the unpacked model (``flatbuffer_utils.read_model_from_bytearray``).
-        subgraph_index (int): the subgraph whose tensors are renumbered.
-
-    Returns:
-        schema.ModelT: ``model``, its subgraph's ``inputs`` now ``[0, 1, ...]``.
+    ``model``: the unpacked ``schema.ModelT`` (``flatbuffer_utils.read_model_from_bytearray``), returned.
 
     Example:
         >>> list(inputs_first(model).subgraphs[0].inputs)  # doctest: +SKIP
@@ -130,21 +114,8 @@ def renumber_tensors(model, order, subgraph_index=0):
     One permutation applied to every field of the schema that holds a tensor index of the subgraph: its inputs
     and outputs, each operator's inputs, outputs and intermediates, and the tensor maps of the signatures on
     it. Buffers are untouched (a tensor keeps its buffer index) and an absent optional operand (``-1``) stays
-    absent, so the graph computes the same values.
-
-    Args:
-        model (schema.ModelT): the unpacked model.
-        order (Sequence[int]): a permutation of the subgraph's tensor indices: new index -> old index.
-        subgraph_index (int): the subgraph whose tensors are renumbered.
-
-    Returns:
-        schema.ModelT: ``model``.
-
-    Raises:
-        ArtifactError: ``order`` is not a permutation of the subgraph's tensors.
-
-    Example:
-        >>> renumber_tensors(model, list(range(len(model.subgraphs[0].tensors)))[::-1])  # doctest: +SKIP
+    absent, so the graph computes the same values. ``order`` maps new index -> old index; one that is not a
+    permutation of the subgraph's tensors is an ArtifactError. Returns ``model``.
     """
     graph = model.subgraphs[subgraph_index]
     order = [int(i) for i in order]

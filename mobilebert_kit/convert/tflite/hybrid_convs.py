@@ -27,14 +27,8 @@ from ai_edge_litert.tools import flatbuffer_utils as fb
 
 
 def float_hybrid_depthwise(model_bytes):
-    """Returns ``(model_bytes, filters_changed)`` with the int8 filters of hybrid depthwise convolutions in float32.
-
-    Args:
-        model_bytes: a converted ``.tflite`` model (dynamic-range quantized).
-
-    Returns:
-        The rewritten model (the input bytes unchanged when no op needed it) and the number of filters rewritten.
-    """
+    """Returns ``(model_bytes, filters_changed)`` with the int8 filters of hybrid depthwise convolutions of a
+    dynamic-range ``.tflite`` in float32 (the input bytes unchanged when no op needed it)."""
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     depthwise = schema.BuiltinOperator.DEPTHWISE_CONV_2D
     users = {}  # buffer index -> how many tensors read it (a shared filter buffer is left alone)

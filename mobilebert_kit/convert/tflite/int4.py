@@ -5,15 +5,12 @@ flatbuffer, one recipe entry per op type (``Int4Weights``: int8 activations
 on the fly or weight-only, per channel or in blocks). Three things stand
 between our float graphs and a small int4 file:
 
-- The word-embedding table is half of a small encoder (all-MiniLM-L6-v2: 11.7M
-  of its 22.7M weights) and our graphs read it with ``GATHER``, which the
-  quantizer does not quantize (its policy has ``EMBEDDING_LOOKUP``). Left float,
-  the int4 MiniLM file was 53.7 MB against dynamic int8's 24.1 MB.
+- The word-embedding table is half of a small encoder, and our graphs read it
+  with ``GATHER``, which the quantizer does not quantize (its policy has
+  ``EMBEDDING_LOOKUP``; docs/export.md#int4-weights has the sizes).
   :func:`embedding_lookups` rewrites each gather of a large constant 2-D float
   table by rows (``axis 0``) as ``RESHAPE`` (ids to 1-D) -> ``EMBEDDING_LOOKUP``
-  -> ``RESHAPE`` (back to ``[..., seq, hidden]``); the quantizer then stores the
-  table in int4 (a scale per row, or per block of a row), which LiteRT's builtin
-  ``EMBEDDING_LOOKUP`` reads (XNNPACK takes no gather either way): 13.3 MB.
+  -> ``RESHAPE`` (back to ``[..., seq, hidden]``).
 - The quantizer refuses a whole graph when a blockwise layout does not divide
   one weight's input width (tiny-mobilebert's 48-wide trigram projection under
   blocks of 32); those weights get one scale per output channel instead.
@@ -34,6 +31,7 @@ from ai_edge_litert.tools import flatbuffer_utils as fb
 
 from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.tflite.flatbuffer import text_of
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.quiet import quiet_fd2
 
@@ -48,21 +46,8 @@ _UNDIVIDED = re.compile(r"for tensor: (\S+)\. Error: Quantized dimension \d+ in 
 
 
 def int4_weights(model_bytes, settings):
-    """Returns ``(model_bytes, notes)``: a float ``.tflite`` model with int4 weights as ``settings`` say.
-
-    Args:
-        model_bytes (bytes): the converter's float output.
-        settings (Int4Weights): the mode's record (activations, block size).
-
-    Returns:
-        tuple[bytes, list[str]]: the quantized model and remarks for the export report.
-
-    Raises:
-        ExportError: the quantizer refused the graph (a dimension not a multiple of the block size), one line.
-
-    Example:
-        >>> int4_weights(float_bytes, Int4Weights("int8", 0))  # doctest: +SKIP
-        (b'...', ['word-embedding table read by EMBEDDING_LOOKUP (int4 rows)', ...])
+    """Returns ``(model_bytes, notes)``: a float ``.tflite`` model with int4 weights as the mode's ``Int4Weights``
+    ``settings`` say, and remarks for the export report. A graph the quantizer refuses is an ExportError.
     """
     # Imported here, not at the top: the quantizer loads its own policy tables and litert-lm-builder, which
     # only the int4 modes need (every other export runs without touching it).
@@ -123,14 +108,8 @@ def _undivided(model_bytes, block_size):
 
 
 def embedding_lookups(model_bytes):
-    """Returns ``(model_bytes, rewritten)``: gathers of large constant float tables as ``EMBEDDING_LOOKUP``.
-
-    Args:
-        model_bytes (bytes): a float ``.tflite`` model.
-
-    Returns:
-        tuple[bytes, int]: the rewritten model (the input unchanged when no gather qualified) and the count.
-    """
+    """Returns ``(model_bytes, rewritten)``: gathers of large constant float tables as ``EMBEDDING_LOOKUP`` (the
+    input unchanged when no gather qualified) and how many."""
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     codes = [fb.get_builtin_code_from_operator_code(c) for c in model.operatorCodes]
     rewritten = 0
@@ -165,22 +144,18 @@ def _as_lookup(model, graph, codes, op):
     if sum(d < 0 for d in ids_shape) > 1:
         return None
     hidden = int(table.shape[1])
-    flat = _tensor(model, graph, f"{_name(ids)}/flat", schema.TensorType.INT32, [int(np.prod(ids.shape))],
+    flat = _tensor(model, graph, f"{text_of(ids.name)}/flat", schema.TensorType.INT32, [int(np.prod(ids.shape))],
                    [-1] if -1 in ids_shape else None)
-    looked_up = _tensor(model, graph, f"{_name(out)}/rows", schema.TensorType.FLOAT32,
+    looked_up = _tensor(model, graph, f"{text_of(out.name)}/rows", schema.TensorType.FLOAT32,
                         [int(np.prod(ids.shape)), hidden], [-1, hidden] if -1 in ids_shape else None)
-    flat_shape = _constant(model, graph, f"{_name(ids)}/flat_shape", np.array([-1], np.int32))
-    back_shape = _constant(model, graph, f"{_name(out)}/shape", np.array(ids_shape + [hidden], np.int32))
+    flat_shape = _constant(model, graph, f"{text_of(ids.name)}/flat_shape", np.array([-1], np.int32))
+    back_shape = _constant(model, graph, f"{text_of(out.name)}/shape", np.array(ids_shape + [hidden], np.int32))
     reshape, lookup = (_opcode(model, codes, code) for code in (schema.BuiltinOperator.RESHAPE,
                                                                   schema.BuiltinOperator.EMBEDDING_LOOKUP))
     return [_operator(reshape, [op.inputs[1], flat_shape], [flat]),
             # EMBEDDING_LOOKUP takes (ids, table), GATHER (table, ids).
             _operator(lookup, [flat, op.inputs[0]], [looked_up]),
             _operator(reshape, [looked_up, back_shape], [op.outputs[0]])]
-
-
-def _name(tensor):
-    return tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
 
 
 def _tensor(model, graph, name, dtype, shape, signature=None):

@@ -35,6 +35,8 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils as fb
 
+from mobilebert_kit.convert.tflite.flatbuffer import text_of
+
 # Ops whose int8 kernels require identical input/output quantization: op -> the data input tied to every
 # output (None: every input, as CONCATENATION joins them).
 _TIED = {"RESHAPE": 0, "TRANSPOSE": 0, "SPLIT": 1, "SPLIT_V": 0, "STRIDED_SLICE": 0, "SLICE": 0, "GATHER": 0,
@@ -42,15 +44,8 @@ _TIED = {"RESHAPE": 0, "TRANSPOSE": 0, "SPLIT": 1, "SPLIT_V": 0, "STRIDED_SLICE"
 
 
 def symmetric_matmul_operands(model_bytes):
-    """Returns ``(model_bytes, tensors_changed)`` with symmetric int8 second operands of BATCH_MATMUL.
-
-    Args:
-        model_bytes: a converted ``.tflite`` model.
-
-    Returns:
-        The rewritten model (the input bytes unchanged when nothing needed it) and
-        the number of tensors whose quantization parameters changed.
-    """
+    """Returns ``(model_bytes, tensors_changed)`` with symmetric int8 second operands of BATCH_MATMUL (the input
+    bytes unchanged when nothing needed it)."""
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
     names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
     changed = 0
@@ -132,11 +127,8 @@ def dynamic_range_weights(model_bytes, names):
     Each constant float kernel ``[out, in]`` becomes symmetric int8 with one scale per output channel and the op
     quantizes its float input on the fly (``asymmetric_quantize_inputs``), as a dynamic-range file's layers do:
     XNNPACK runs it with the int8 kernels and writes a float output, so no static output range applies.
-
-    Args:
-        model_bytes (bytes): a converted model.
-        names (Iterable[str]): output tensor names (the converter's node names) of the ops to rewrite; ops that
-            are not float fully connected layers with a constant 2-D kernel are left alone.
+    ``names``: output tensor names of the ops to rewrite; ops that are not float fully connected layers with a
+    constant 2-D kernel are left alone.
 
     Example:
         >>> dynamic_range_weights(model_bytes, ["m/transformer_layer_0/ffn_0/output/BiasAdd"])  # doctest: +SKIP
@@ -149,7 +141,7 @@ def dynamic_range_weights(model_bytes, names):
         for op in graph.operators:
             code = fb.get_builtin_code_from_operator_code(model.operatorCodes[op.opcodeIndex])
             if code != schema.BuiltinOperator.FULLY_CONNECTED or len(op.inputs) < 2 or not any(
-                    _name(graph.tensors[t]) in wanted for t in op.outputs):
+                    text_of(graph.tensors[t].name) in wanted for t in op.outputs):
                 continue
             data, kernel = graph.tensors[op.inputs[0]], graph.tensors[op.inputs[1]]
             buffer = model.buffers[kernel.buffer]
@@ -170,7 +162,3 @@ def dynamic_range_weights(model_bytes, names):
     if not changed:
         return model_bytes, 0
     return bytes(fb.convert_object_to_bytearray(model)), changed
-
-
-def _name(tensor):
-    return tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)

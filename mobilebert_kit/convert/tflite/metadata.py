@@ -60,14 +60,11 @@ def client_metadata(client, output_names, tokenizer, labels=None, *, name, descr
     """The ModelMetadata flatbuffer and the files to pack for one export.
 
     Args:
-        client (str | None): :attr:`ExportTask.client`: ``None``, ``"embedder"``, ``"classifier"`` or
-            ``"question_answerer"``.
+        client (str | None): :attr:`ExportTask.client` (one of :data:`CLIENTS`).
         output_names (Sequence[str]): the graph's output names, in order.
-        tokenizer (ClientUnit | Sequence[str] | None): the tokenizer process unit and its file
-            (``data.tokenizer_kinds.ClientUnit``), or WordPiece vocabulary lines (a ``vocab.txt``); None when
-            no client tokenizer applies (then no tokenizer process unit and no packed tokenizer file).
-        labels (Sequence[str] | None): class names of a classifier, in output order (``labels.txt``);
-            ignored for the other clients, whose outputs have no classes.
+        tokenizer (ClientUnit | Sequence[str] | None): the tokenizer process unit and its file, or WordPiece
+            vocabulary lines (a ``vocab.txt``); None: no tokenizer process unit and no packed tokenizer file.
+        labels (Sequence[str] | None): a classifier's class names, in output order (``labels.txt``).
         name (str): the model's name in the metadata.
         description (str): one line on what the model does.
 
@@ -75,8 +72,8 @@ def client_metadata(client, output_names, tokenizer, labels=None, *, name, descr
         tuple[bytes, dict[str, bytes]]: the flatbuffer, and ``{file name: contents}`` for :func:`pack_files`.
 
     Raises:
-        ExportError: something the metadata cannot represent (an empty vocabulary, a token or label with a
-            line break, an empty token or label, no outputs, an unknown client).
+        ExportError: something the metadata cannot represent (:func:`lines_file`'s refusals, no outputs, an
+            unknown client).
 
     Example:
         >>> meta, files = client_metadata("classifier", ["probability"], None, ["neg", "pos"],
@@ -117,7 +114,10 @@ def client_metadata(client, output_names, tokenizer, labels=None, *, name, descr
     if tokenizer is not None:
         field_name, file_type, what = _TOKENIZER_UNITS[tokenizer.options]
         packed = _file(b, tokenizer.file_name, file_type, what)
-        units.append(_process_unit(b, tokenizer.options, {field_name: _vector(b, [packed])}))
+        units.append(_table(b, "ProcessUnit", {
+            "options_type": ("byte", schema.PROCESS_UNIT_OPTIONS[tokenizer.options]),
+            "options": _table(b, tokenizer.options, {field_name: _vector(b, [packed])}),
+        }))
     sub = _table(b, "SubGraphMetadata", {
         "name": b.CreateString(name),
         "input_tensor_metadata": _vector(b, inputs),
@@ -137,16 +137,8 @@ def client_metadata(client, output_names, tokenizer, labels=None, *, name, descr
 def pack_files(model_bytes, files):
     """``model_bytes`` with ``files`` appended as a zip archive (stored, not compressed), as the clients read them.
 
-    Args:
-        model_bytes (bytes): the finished ``.tflite`` flatbuffer, with its ``TFLITE_METADATA`` entry.
-        files (dict[str, bytes]): ``{name: contents}`` from :func:`client_metadata`.
-
-    Returns:
-        bytes: the model followed by the archive.
-
-    Raises:
-        ExportError: the model already ends in an archive (packing twice would leave two copies of a
-            file), or a file name is empty, a path, or not ASCII.
+    A model already ending in an archive (packing twice would leave two copies of a file) or a file name that
+    is empty, a path or not ASCII is an ExportError.
 
     Example:
         >>> packed = pack_files(b"TFL3 model", {"vocab.txt": b"[PAD]\\n"})
@@ -232,13 +224,6 @@ def _content(b):
     return _table(b, "Content", {
         "content_properties_type": ("byte", schema.CONTENT_PROPERTIES["FeatureProperties"]),
         "content_properties": properties,
-    })
-
-
-def _process_unit(b, options, fields):
-    return _table(b, "ProcessUnit", {
-        "options_type": ("byte", schema.PROCESS_UNIT_OPTIONS[options]),
-        "options": _table(b, options, fields),
     })
 
 

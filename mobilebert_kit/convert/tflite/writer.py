@@ -26,20 +26,8 @@ TFLITE_OUTPUT = OutputKind("tflite", False, "a .tflite model exported by mbk",
 
 
 def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
-    """Converts ``graph`` with ``setting`` and writes the ``.tflite`` file at ``path``.
-
-    Args:
-        graph: the export graph (``export_model.build_export_model``).
-        setting: the :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan` of the setting written
-            (mode, io type, float ops and layers).
-        calibration: the calibration InputSet (None for modes without static ranges).
-        metadata: the export's :class:`~mobilebert_kit.convert.plan.export_plan.FileMetadata` (``FileMetadata({})`` for
-            a drift probe).
-        path: the file to write.
-        calibrated (dict | None): one calibration per mode, shared by the settings of one export.
-
-    Returns:
-        list[str]: the converter's notes.
+    """Converts ``graph`` with ``setting`` and writes the ``.tflite`` file at ``path`` (arguments:
+    ``ArtifactWriter``); returns the converter's notes.
 
     Example:
         >>> write_tflite(graph, plan, None, FileMetadata(meta, vocab, unit), "m.tflite")  # doctest: +SKIP
@@ -49,7 +37,7 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
         # The converter's calibrator still instantiates tf.lite.Interpreter internally.
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
         data, notes = tflite_export.convert(
-            graph, setting.quantize, calibration, setting.io_type,
+            graph, setting.quantize, calibration, setting.options.io_type,
             setting.keep_float_ops, setting.keep_float_layers, calibrated,
             layer_norm=metadata.layer_norm,
         )
@@ -81,17 +69,9 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
 
 
 def client_metadata_args(meta, vocab, client_unit=None):
-    """The arguments of ``tflite_metadata.client_metadata`` for an export's ``mbk_metadata`` and tokenizer.
-
-    Args:
-        meta (dict): the ``mbk_metadata`` of an export (``{}`` for a drift probe).
-        vocab (list[str] | None): the vocabulary lines (None: the model has none, or ``--no-vocab``); the
-            clients' ``vocab.txt`` when no ``client_unit`` is given.
-        client_unit (ClientUnit | None): the tokenizer the clients run (``data.tokenizer_kinds``), packed as is.
-
-    Returns:
-        dict | None: ``client``, ``output_names``, ``tokenizer``, ``labels``, ``name``, ``description``;
-        None for a file without a task (a drift probe).
+    """The arguments of ``tflite_metadata.client_metadata`` for an export's ``mbk_metadata`` and tokenizer; None for
+    a file without a task (a drift probe). ``vocab`` becomes the clients' ``vocab.txt`` when no ``client_unit``
+    (``data.tokenizer_kinds``, packed as is) is given.
 
     Example:
         >>> client_metadata_args({"task": "classification", "client": "classifier", "outputs": ["probability"],

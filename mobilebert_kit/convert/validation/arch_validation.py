@@ -64,20 +64,9 @@ def compare_on_arch(runner, host_outputs, reference_outputs, inputs, token_outpu
                     arch, cpu=None, say=None):
     """Runs ``runner``'s file on ``arch`` (emulated) and compares each output with x86-64 and Keras.
 
-    Args:
-        runner (ArtifactRunner): the file on this machine.
-        host_outputs (dict[str, np.ndarray]): its outputs on ``inputs`` (``runner.run``).
-        reference_outputs (dict[str, np.ndarray]): the Keras model's.
-        inputs (InputSet): the validation inputs.
-        token_outputs (Iterable[str]): outputs compared at real tokens only.
-        logit_outputs (Iterable[str]): outputs whose argmax agreement counts.
-        thresholds (Thresholds): the mode's (with the user's overrides).
-        arch (str): ``arm64``.
-        cpu (str | None): the emulated CPU (None: the arch's default).
-        say (callable | None): the cache build's progress lines.
-
-    Returns:
-        ArchComparison: with its failures (not raised).
+    ``host_outputs`` are the file's on ``inputs`` here, ``reference_outputs`` the Keras model's; the rest as
+    :func:`~mobilebert_kit.convert.validation.compare.validate_outputs` takes them. Returns the ArchComparison
+    with its failures (not raised).
     """
     emulated = EmulatedRunner(runner, arch, cpu, say=say)
     outputs = emulated.run(inputs.arrays)

@@ -43,18 +43,10 @@ EXAMPLES = 3  # differing texts quoted in the report
 
 @dataclass
 class ClientFidelity:
-    """How the artifact answers on the client's tokenization, against the checkpoint on its own.
-
-    Args:
-        client (str): who tokenizes on the phone.
-        texts (int): validation texts compared.
-        differing (int): texts whose ids differ between the two tokenizations.
-        examples (list[str]): up to :data:`EXAMPLES` differing texts.
-        output (str | None): the compared output (the artifact's first); None when not comparable.
-        cosine_mean (float | None): mean row cosine, artifact on client ids vs Keras on checkpoint ids.
-        cosine_min (float | None): the lowest row cosine.
-        argmax_agreement (float | None): for class scores, the share of rows with the same top class.
-        reason (str): what makes the ids differ (``"accents"``, ``"non-ASCII capitals"``), for the warning.
+    """How the artifact answers on the client's tokenization, against the checkpoint on its own: of ``texts``
+    validation texts, ``differing`` tokenize differently (up to :data:`EXAMPLES` quoted, ``reason`` saying
+    why); the compared ``output`` (the artifact's first; None: not comparable) has these row cosines (artifact
+    on client ids vs Keras on checkpoint ids) and, for class scores, argmax agreement.
 
     Example:
         >>> ClientFidelity("TFLite clients", 16, 3, ["naïve café"], "sentence_embedding", 0.96, 0.37).warning()
@@ -102,18 +94,9 @@ class ClientFidelity:
 def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
     """Compares the artifact on the client's ids with the Keras source on the checkpoint's ids.
 
-    Args:
-        runner (ArtifactRunner): the artifact (its first output is compared).
-        reference_outputs (callable): ``{input name: int32 [n, seq]} -> {output name: array}``, the
-            Keras source's values under the artifact's output names (what validation compares with).
-        lines (list[str]): the validation texts (a tab separates a sentence pair).
-        tokenizer (TextTokenizer): the checkpoint's tokenizer.
-        seq_len (int): the artifact's sequence length.
-
-    Returns:
-        ClientFidelity | None: the counts and agreement (``output`` None when the first output is indexed by
-        token position, which two tokenizations do not share); None when no client can tokenize for the
-        tokenizer's kind.
+    ``reference_outputs`` maps ``{input name: int32 [n, seq]}`` to the Keras source's values under the
+    artifact's output names. Returns None when no client can tokenize for the tokenizer's kind; ``output`` stays
+    None when the first output is indexed by token position, which two tokenizations do not share.
 
     Example:
         >>> record = client_fidelity(runner, refs, SENTENCES[:16], tokenizer, 128)  # doctest: +SKIP
@@ -154,18 +137,6 @@ def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
 def client_fidelity_of(runner, fmt, texts, tokenizer, seq_len, reference_outputs):
     """:func:`client_fidelity` where it applies, else None: a format whose clients tokenize
     (:data:`CLIENT_TOKENIZED_FORMATS`), validation text (not ``.npz`` rows) and a tokenizer.
-
-    Args:
-        runner (ArtifactRunner): the artifact.
-        fmt (str): its format.
-        texts (list[str] | None): the validation text (``input_set.validation_lines``).
-        tokenizer (TextTokenizer | None): the checkpoint's tokenizer.
-        seq_len (int): the validated sequence length.
-        reference_outputs (callable): as in :func:`client_fidelity`.
-
-    Example:
-        >>> client_fidelity_of(runner, "onnx", lines, tokenizer, 128, refs) is None  # doctest: +SKIP
-        True
     """
     if fmt not in CLIENT_TOKENIZED_FORMATS or not texts or tokenizer is None:
         return None

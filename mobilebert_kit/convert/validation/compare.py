@@ -60,7 +60,6 @@ class Thresholds:
 
 def thresholds_for(precision, **overrides):
     """Default thresholds of quantization mode ``precision`` (its record's) with ``overrides`` applied."""
-    # Each mode's defaults live in its record (quantization_modes.MODES), with the measurements behind them.
     if precision not in MODES:
         raise ConfigError(f"unknown quantization {precision!r}; valid: {', '.join(MODES)}")
     return Thresholds(**MODES[precision].thresholds).replace(**{k: v for k, v in overrides.items() if v is not None})
@@ -145,13 +144,8 @@ class ValidationReport:
 
 
 def compare(name, ours, reference, mask=None, logits=False):
-    """Metrics of ``ours`` against ``reference`` (float arrays of one shape).
-
-    Args:
-        mask: ``[batch, seq]`` 1/0; for token outputs only real tokens count.
-        logits: also compute argmax agreement over the last axis (or over the
-            sequence for ``[batch, seq]`` span logits).
-    """
+    """Metrics of ``ours`` against ``reference`` (float arrays of one shape); with a ``[batch, seq]`` 1/0 ``mask``
+    only real tokens count; ``logits`` adds argmax agreement over the last axis (the sequence for span logits)."""
     ours = np.asarray(ours, np.float64)
     reference = np.asarray(reference, np.float64)
     if mask is not None:
@@ -217,22 +211,11 @@ def check_values(metrics, thresholds):
 
 def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outputs, token_outputs, logit_outputs,
                      precision="none", thresholds=None, expected_inputs=INPUT_NAMES):
-    """Checks names, shapes and values of ``runner``'s outputs against ``reference_outputs``.
+    """Checks names, shapes and values of ``runner``'s outputs against the Keras source's ``reference_outputs``
+    on ``inputs``; returns a :class:`ValidationReport` (``raise_for_failures()`` raises).
 
-    Args:
-        artifact: the file name, for messages.
-        runner: an :class:`~mobilebert_kit.artifacts.runner.ArtifactRunner`.
-        reference_outputs: ``{name: array}`` of the Keras source on ``inputs``.
-        inputs: an :class:`~mobilebert_kit.convert.plan.input_set.InputSet`.
-        expected_outputs: output names in export order.
-        token_outputs: names compared at real tokens only.
-        logit_outputs: names whose argmax agreement is checked.
-        precision: the quantization mode (a key of ``quantization_modes.MODES``).
-        thresholds: a :class:`Thresholds` (default: the precision's).
-        expected_inputs: the graph's input names in order (``export_tasks.graph_inputs``).
-
-    Returns:
-        A :class:`ValidationReport` (call ``raise_for_failures()`` to raise).
+    ``token_outputs`` are compared at real tokens only, ``logit_outputs`` also by argmax; ``thresholds``
+    default to the ``precision``'s; ``expected_inputs`` are the graph's inputs in order.
     """
     thresholds = thresholds or thresholds_for(precision)
     report = ValidationReport(str(artifact), precision, thresholds, inputs.description)

@@ -35,20 +35,13 @@ from mobilebert_kit.convert.validation.compare import drift_report, thresholds_f
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.scratch import scratch_directory
 
-def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
-    """The Keras source's values of an export's outputs on ``inputs``: ``{exported name: array}``.
 
-    Args:
-        reference: the Keras source model.
-        inputs: an InputSet.
-        pairs: ``((exported name, canonical name), ...)`` (``export_model.task_names``).
-        pooling (str): the embedding's pooling; normalize (bool): its normalization.
+def reference_outputs(reference, inputs, pairs, pooling=None, normalize=False):
+    """The Keras source's values of an export's outputs (``export_model.task_names`` pairs) on the InputSet
+    ``inputs``: ``{exported name: array}``.
 
     The canonical values come from the source's own outputs (and its encoder's, for a head's
     embedding); derived outputs go through ``export_model.task_outputs``, the graph's own function.
-
-    Example:
-        >>> reference_outputs(model, inputs, task_names(model, "features"))  # doctest: +SKIP
     """
     arrays = {k: np.asarray(v) for k, v in inputs.arrays.items()}
     values = dict(reference(arrays, training=False))
@@ -65,24 +58,20 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
     """Validates an artifact file against a Keras model; returns the ValidationReport (not raised).
 
     Args:
-        path: the ``.tflite`` / ``.onnx`` file.
-        reference: the Keras source model.
-        inputs: an InputSet with the artifact's sequence length.
-        precision: the quantization mode (selects default thresholds).
-        thresholds: ``{name: value}`` overrides.
-        artifact_name: the name used in messages (default: ``path``).
-        fmt: ``"tflite"`` / ``"onnx"`` when ``path`` has another suffix (a temp file).
-        task: the file's export task; not given: its ``mbk_metadata``'s (a file without one, from an
-            earlier version, has the architecture's canonical outputs: ``task=None``).
-        pooling / normalize: the embedding's; not given: the metadata's.
-        texts / tokenizer: the validation text and the checkpoint's tokenizer: the file is also compared
+        path (str | Path): the ``.tflite`` / ``.onnx`` file (``fmt`` names its format when the suffix does not).
+        reference (keras.Model): the Keras source model.
+        inputs (InputSet): rows at the artifact's sequence length.
+        precision (str): the quantization mode (selects default thresholds; ``thresholds`` overrides them).
+        artifact_name (str | None): the name used in messages (default: ``path``).
+        task (str | None): the file's export task; not given: its ``mbk_metadata``'s, with ``pooling`` and
+            ``normalize`` (a file without one has the architecture's canonical outputs: ``task=None``).
+        texts, tokenizer: the validation text and the checkpoint's tokenizer: the file is also compared
             through its clients' tokenization (``convert.validation.client_fidelity``; a warning, never a failure).
-        input_names: the graph inputs the file must take (the plan's); None: as its metadata records them, else
-            ``export_tasks.graph_inputs`` of the reference and the tokenizer.
-        arch (str | None): also run the file on this architecture's runtime, emulated (``arm64``), and compare
-            it with the x86-64 run and the Keras model (``convert.validation.arch_validation``; ``report.arch``).
-        cpu (str | None): the emulated CPU (None: the arch's default).
-        say (callable | None): the emulation cache's build lines (default: stderr).
+        input_names (tuple | None): the graph inputs the file must take (the plan's); None: as its metadata
+            records them, else ``export_tasks.graph_inputs``.
+        arch (str | None): also run the file on this architecture's runtime, emulated on ``cpu``, and compare
+            it with the x86-64 run and the Keras model (``convert.validation.arch_validation``; ``report.arch``);
+            ``say`` takes the emulation cache's build lines.
 
     Example:
         >>> validate_file("m.tflite", model, inputs, "dynamic").passed  # doctest: +SKIP
@@ -133,14 +122,11 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
 
 
 def changed_answers(validation, plan):
-    """A note when a quantized file passed validation but changed a classifier's answer on some of its rows.
+    """``[note]`` when a quantized file passed validation but changed a classifier's answer on some rows, else ``[]``.
 
     The thresholds are loose (argmax agreement >= 0.7 for int8) and the rows few: a fine-tuned MiniLM whose
     full-int8 file changed 1 of 16 validation answers lost 4.7 accuracy points on real held-out text, and the
     export said only PASSED. Only a task metric on the user's labelled data says what the change costs.
-
-    Returns:
-        list[str]: the note, or nothing.
     """
     changed = [m for m in validation.outputs if m.argmax_agreement is not None and m.argmax_agreement < 1.0]
     if not changed:
@@ -155,18 +141,11 @@ def changed_answers(validation, plan):
 def drift(model, plan, calibration, inputs, reference, qat_graph=None):
     """Per-layer drift: export a probe with every hidden state as an output, quantized the same way.
 
-    Args:
-        model: the exported Keras model (after substitution).
-        plan: the setting's :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan`.
-        calibration: the export's calibration InputSet.
-        inputs: the validation InputSet.
-        reference: the Keras source the hidden states are compared with.
-        qat_graph: for ``qat``, the quantization-aware graph that was converted; the probe is
-            cut from it (:func:`~mobilebert_kit.convert.quantization.qat.with_layer_outputs`), so the report
-            describes the written artifact and QAT runs once per export.
-
-    Returns:
-        list[dict]: one row per layer (:func:`~mobilebert_kit.convert.validation.compare.drift_report`).
+    ``model`` is the exported Keras model (after substitution), ``reference`` the source its hidden states are
+    compared with on the validation ``inputs``. For ``qat`` the probe is cut from ``qat_graph``, the graph that
+    was converted (:func:`~mobilebert_kit.convert.quantization.qat.with_layer_outputs`), so the report
+    describes the written artifact and QAT runs once per export. Returns one row per layer
+    (:func:`~mobilebert_kit.convert.validation.compare.drift_report`).
 
     Example:
         >>> drift(model, plan, calibration, inputs, model, qat_graph=graph)  # doctest: +SKIP
@@ -181,17 +160,8 @@ def drift(model, plan, calibration, inputs, reference, qat_graph=None):
 
 
 def write_drift_probe(model, plan, calibration, path, qat_graph=None):
-    """Writes the per-layer probe artifact: the export graph with every hidden state as an output.
-
-    Args:
-        model: the exported Keras model.
-        plan: the setting's :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan` (format, mode, shapes).
-        calibration: the export's calibration InputSet.
-        path: where the probe file goes.
-        qat_graph: for ``qat``, the graph that was converted (required then).
-
-    Example:
-        >>> write_drift_probe(model, plan, calibration, "probe.tflite", qat_graph=graph)  # doctest: +SKIP
+    """Writes the per-layer probe artifact of :func:`drift` at ``path``: the export graph with every hidden state as
+    an output.
     """
     names = hidden_state_names(model)
     if plan.mode.trains:
