@@ -1,22 +1,11 @@
 """The foreign CPU architectures a file can be run on under user-mode emulation, as records in one table.
 
-``mbk validate FILE --arch arm64`` runs the file on the runtime's own aarch64 build (ai-edge-litert or
-onnxruntime from PyPI) inside QEMU's user-mode emulator, so the kernels a phone runs (XNNPACK's NEON,
-dotprod and i8mm paths, KleidiAI for dynamic-range layers; MLAS's aarch64 kernels in onnxruntime) compute
-the numbers, not the x86 ones. Each :class:`Arch` says what its emulated Python is built from (Debian's
-packages of that architecture, the wheels' platform tags, the QEMU binary); each :class:`EmulatedCpu`
-says which CPU QEMU models and the ``/proc/cpuinfo`` the runtime reads for it.
-
-Why the cpuinfo: QEMU 7.2 passes the host's x86 ``/proc/cpuinfo`` through, and the runtimes' CPU-feature
-library (pytorch/cpuinfo) crashes on it (onnxruntime: SIGSEGV at import); it also picks microarchitecture-
-tuned kernels by the MIDR it reads there. Each emulated root gets an arm64 ``proc/cpuinfo`` of its CPU
-(``qemu -L`` looks a path up in the root first). The features QEMU really enables come from its CPU model
-(``AT_HWCAP``), which the runtimes read for the instruction sets; the ``Features`` line below is written
-from QEMU's models for a reader, not checked against them.
-
-What emulation cannot show: timing (an emulated instruction costs nothing like a real one), and any
-difference between QEMU's model of an instruction and the silicon's (QEMU implements the architecture's
-definition; a chip erratum would not appear).
+``mbk validate FILE --arch arm64`` runs the file on the runtime's own aarch64 build inside QEMU's user-mode
+emulator, so the kernels a phone runs compute the numbers, not the x86 ones. Each :class:`Arch` says what its
+emulated Python is built from; each :class:`EmulatedCpu` says which CPU QEMU models and the ``/proc/cpuinfo`` the
+runtime reads for it: QEMU 7.2 passes the host's x86 ``/proc/cpuinfo`` through, on which the runtimes'
+CPU-feature library crashes (onnxruntime: SIGSEGV at import). The ``Features`` line is written from QEMU's
+models for a reader, not checked against them. Emulation cannot show timing, nor a chip erratum.
 
 Example:
     >>> ARCHES["arm64"].cpu(None).name

@@ -1,25 +1,13 @@
 """What tokenizer a model file carries for its app: the one rule ``mbk inspect``, ``mbk evaluate`` and ``mbk profile --text`` use.
 
-Before, ``mbk inspect`` called a file ready for MediaPipe from its packed
-tokenizer while ``mbk evaluate`` and ``mbk profile --text`` looked only at
-``mbk_vocab`` and the recorded special tokens, so an MPNet-style WordPiece file
-(``<s>``/``</s>``, packed renamed ``[CLS]``/``[SEP]``) or a SentencePiece file
-that MediaPipe runs exactly was refused, asking for ``--tokenizer`` (issue 47).
-The rule, in order:
+A text-in ``.onnx`` (``mbk export --tokenizer-in-graph``) tokenizes itself (``runs_as="graph"``). Otherwise:
 
-1. a ``.tflite`` whose TFLite Metadata packs a client tokenizer (a
-   ``vocab.txt`` for BertTokenizer, a SentencePiece model) that agrees with
-   the model: the app's own tokenization runs on that file (what MediaPipe and
-   the Task Library compute: A-Z lower-cased, accents kept, literal
-   ``[CLS]``/``[SEP]``);
-2. else our ``mbk_vocab`` when the export recorded BERT's WordPiece (its
-   names, its casing): the checkpoint's tokenizer rebuilt from it;
+1. a ``.tflite`` whose TFLite Metadata packs a client tokenizer (a ``vocab.txt`` for BertTokenizer, a
+   SentencePiece model) that agrees with the model: the app's own tokenization runs on that file;
+2. else our ``mbk_vocab`` when the export recorded BERT's WordPiece: the checkpoint's tokenizer rebuilt from it;
 3. else none: the reason names what the file lacks and ``--tokenizer``.
 
-A text-in ``.onnx`` (``mbk export --tokenizer-in-graph``) comes first: it tokenizes itself (``runs_as="graph"``).
-
-TensorFlow-free and tokenizer-free (the ``artifacts`` floor): the record hands
-the bytes and the casing to ``data.text_tokenizer.TextTokenizer.from_packed``.
+TensorFlow-free: the record hands the bytes and the casing to ``data.text_tokenizer.TextTokenizer.from_packed``.
 
 Example:
     >>> carried = carried_tokenizer("e.tflite", meta, recorded, vocab)  # doctest: +SKIP

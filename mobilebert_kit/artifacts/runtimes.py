@@ -1,26 +1,16 @@
 """The runtimes that run a model file on this machine, as records in one table: LiteRT's two Python APIs for
 ``.tflite`` files, ONNX Runtime for ``.onnx`` files.
 
-Every runtime loads a file from bytes read once (``artifacts.runner.read_model``), never from a mapping of the
-user's file, which a change on disk would turn into a SIGBUS mid-run; the ``load`` of each record names its
-loader in ``artifacts/runner.py``. A format's record (``artifacts.formats``) lists the runtimes that run it.
-
-ai-edge-litert 2.x offers the ``Interpreter`` (kept for backward compatibility)
-and ``CompiledModel`` (what Google now calls the standard API; the Android
-``com.google.ai.edge.litert`` 2.x library is the same runtime). Both run the
-same XNNPACK and builtin kernels; they differ in what they can do from Python.
-Each :class:`Runtime` says what it supports, and :func:`choose_tflite_runtime`
-decides once, per use, which one runs a file, with the reason for every fallback
-in its warnings. The runners and the host profiler read the decision; none of
-them tests API names of its own.
+Every runtime loads a file from bytes read once (``artifacts.runner.read_model``); the ``load`` of each record
+names its loader in ``artifacts/runner.py``. A format's record (``artifacts.formats``) lists the runtimes that
+run it. ai-edge-litert 2.x offers the ``Interpreter`` and ``CompiledModel``, running the same kernels; each
+:class:`Runtime` says what it supports, and :func:`choose_tflite_runtime` decides once, per use, which one runs a
+file, with the reason for every fallback in its warnings.
 
 What CompiledModel cannot do in ai-edge-litert 2.3.0, measured on the tiny fixtures:
-- resize: after ``resize_input_tensor`` its ``create_output_buffers`` still sizes
-  outputs for the old shape, and a run into them reports "Custom allocation is
-  too small" and then corrupts the heap ("corrupted double-linked list"); so a
-  file with an open axis (``[1, -1]``, the default export) runs on the Interpreter.
-- intermediate tensors: no ``preserve_all_tensors``, no tensor read besides the
-  signature's outputs (the drift report's probes need both).
+- resize: after ``resize_input_tensor`` its ``create_output_buffers`` still sizes outputs for the old shape and
+  a run corrupts the heap; so a file with an open axis (the default export) runs on the Interpreter.
+- intermediate tensors: no ``preserve_all_tensors``, no tensor read besides the signature's outputs.
 - quantized inputs/outputs: its tensor details carry no scale / zero point.
 
 Example:

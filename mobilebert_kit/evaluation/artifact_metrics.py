@@ -1,24 +1,10 @@
 """Task metrics of an exported file: :func:`evaluate_artifact` runs a ``.tflite`` / ``.onnx`` on labelled data.
 
-Output cosine against the Keras model (``mbk validate``) is not a number a user
-can act on; the accuracy of the file the app ships is (issue 15: a classifier
-at 86.6% float and 86.3% dynamic int8 while full int8 failed a cosine bar). The
-file is read as the app reads it: a ``.tflite`` with TFLite Metadata by the
-``vocab.txt`` and ``labels.txt`` packed in it for the app (refused when they
-disagree with the model it was exported from), other files by our own entries
-(``mbk_vocab`` and ``mbk_metadata``, written by ``mbk export`` in both formats);
-its casing, its label names in index order, its static ``[1, seq]`` inputs
-(TFLite) or dynamic axes (ONNX).
-
-Each task is one ``TaskMetric`` record in ``training.task_scoring.TASK_METRICS``:
-how its data file is read, how outputs are scored (``training/metrics.py``, the
-one implementation), and the headline key. The Keras side
-(``training.fine_tuner.evaluate_model``, behind ``mbk evaluate DIR``) uses the
-same records, so a float export and its Keras model are scored by the same code
-and can only differ by what the file computes.
-
-TensorFlow-free: numpy, the artifact floor, the tokenizer and the metric and
-table readers only (``tests/evaluation/test_artifact_metrics.py`` checks it).
+The file is read as the app reads it: a ``.tflite`` with TFLite Metadata by the ``vocab.txt`` and ``labels.txt``
+packed in it (refused when they disagree with the model), other files by ``mbk_vocab`` and ``mbk_metadata``.
+Each task is one ``TaskMetric`` record in ``training.task_scoring.TASK_METRICS``, the same records the Keras
+side (``training.fine_tuner.evaluate_model``) scores with, so a float export and its Keras model can only
+differ by what the file computes. TensorFlow-free (``tests/evaluation/test_artifact_metrics.py`` checks it).
 
 Example:
     >>> result = evaluate_artifact("sst2.tflite", "SST-2/dev.tsv")  # doctest: +SKIP

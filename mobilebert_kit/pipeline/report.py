@@ -1,35 +1,9 @@
 """The pipeline's report: one JSON document and one self-contained HTML page built from it.
 
-JSON (``schema: "mobilebert_kit.pipeline"``, ``schema_version: 2``; docs/pipeline.md explains every field):
-
-- ``artifacts``: one row per exported file: path, format, quantization, size,
-  fidelity (the lowest mean cosine over the outputs against the Keras
-  source), the app clients it is ready for and the first reason for each it
-  is not (``clients``, as ``mbk inspect`` says), its latency on the host (and
-  phone) at the planned length with the 95% interval of the median and a
-  ``noisy`` flag, its latency on real sentences at their own length
-  (``real_text``, as ``mbk profile --text`` times it), the speed-up over the
-  float32 export of the same format (None where either figure is noisy), and
-  the arm64 line (``arm64``: the emulated run's agreement with x86-64 when the
-  emulation cache exists, else how to get it);
-- ``validation``: one row per artifact and output (cosine, min cosine, SNR,
-  max and mean absolute error, argmax agreement) with the thresholds' verdict;
-- ``latency``: one row per artifact, target and input kind (``padded`` at the
-  planned length, ``real text``): median, its 95% interval, p90, mean, CV,
-  runs, the attempts it took, init;
-- ``profile``: the profiler report (schema ``mobilebert_kit.profile``) of every
-  measurement, from which the plots are drawn;
-- ``stages``: which stages ran in this invocation and how long they took;
-- ``evaluation`` (when the recipe names ``[evaluation] data``): the task metric of
-  every artifact on that data, with its drop and ratio against the first (float)
-  file and the pass/fail of ``min_ratio`` (``<name>.evaluation.json``), else None.
-
-Version 2 (issue 49) added ``clients``, ``real_text``, ``arm64``, the interval and ``noisy``, and the
-``latency`` rows' ``kind``; version 1's fields keep their meaning.
-
-The HTML page has the summary, clients, validation and latency tables and the
-profiler's plots (PNG embedded as base64; no external request). Both files are
-written to a temporary name and renamed.
+JSON: ``schema: "mobilebert_kit.pipeline"``, ``schema_version: 2``, with ``artifacts``, ``validation``,
+``latency``, ``profile``, ``stages`` and ``evaluation``; docs/pipeline.md explains every field. The HTML page has
+the summary, clients, validation and latency tables and the profiler's plots (PNG embedded as base64; no external
+request). Both files are written to a temporary name and renamed.
 """
 
 import datetime

@@ -1,27 +1,11 @@
 """Pipeline: one recipe end to end, with stages that are skipped when their inputs did not change.
 
-Stages, in order:
-
-1. ``export`` (one per artifact): load the source once, substitute and recover
-   once (when the recipe has ``[substitute]``), convert, quantize, validate
-   against the Keras source and write ``<out>/<name>.<format>`` with its
-   ``.report.json`` (:func:`mobilebert_kit.convert.exporter.export`). A
-   quantized recipe also gets a float32 baseline per format
-   (``<name>-float32.<format>``): the reference of "speed-up over float".
-2. ``profile-host`` (one per artifact): latency on this machine
-   (:class:`~mobilebert_kit.profiler.host.HostProfiler`), ``<artifact>.host.json``.
-3. ``profile-device`` (one per ``.tflite`` artifact, with ``device``):
-   benchmark_model on the phone over adb, ``<artifact>.device-<serial>.json``.
-4. ``evaluate`` (when the recipe has ``[evaluation] data``): the task metric of
-   every artifact on that labelled data, side by side with the first (float)
-   file, ``<name>.evaluation.json``
-   (:func:`mobilebert_kit.evaluation.artifact_metrics.evaluate_artifact`).
-5. ``report``: ``<name>.pipeline.json`` and ``<name>.pipeline.html``.
-
-Each stage records a :class:`~mobilebert_kit.pipeline.manifest.StageManifest`
-next to its outputs; a re-run skips a stage whose manifest matches ("unchanged,
-skipped") unless ``force``. Every file is written atomically, so an
-interrupted run resumes at the first unfinished stage.
+Stages, in order (docs/pipeline.md lists each one's outputs): ``export`` (one per artifact, plus a float32
+baseline per format for a quantized recipe), ``profile-host``, ``profile-device`` (with ``device``), ``evaluate``
+(with ``[evaluation] data``) and ``report``. Each stage records a
+:class:`~mobilebert_kit.pipeline.manifest.StageManifest` next to its outputs; a re-run skips a stage whose
+manifest matches ("unchanged, skipped") unless ``force``. Every file is written atomically, so an interrupted run
+resumes at the first unfinished stage.
 """
 
 import dataclasses

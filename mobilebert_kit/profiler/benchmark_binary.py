@@ -1,26 +1,14 @@
 """Finding LiteRT's benchmark binary, knowing which of the two tools it is, and checking it fits the device.
 
-Two tools time a ``.tflite`` on a phone, described as records in
-:data:`BENCHMARK_TOOLS` (the flags each takes, how its result is read, what it
-cannot do); :func:`tool_of` says which one a binary is. The profiler's pinning,
-cool-down, throttle detection and statistics are the same for both.
+Two tools time a ``.tflite`` on a phone, described as records in :data:`BENCHMARK_TOOLS` (the flags each takes,
+how its result is read, what it cannot do); :func:`tool_of` says which one a binary is: ``benchmark_model`` (the
+Interpreter API) or ``benchmark_litert_model`` (CompiledModel; no input flags, figures in a
+``--result_file_path`` proto read by :func:`~mobilebert_kit.profiler.bench_parser.parse_benchmark_result`).
 
-- ``benchmark_model``: the Interpreter API; input shapes and values from flags.
-- ``benchmark_litert_model``: LiteRT's CompiledModel API (``--use_cpu/--use_gpu/--use_npu``);
-  it takes no input flags (int32 inputs are random in [0, 99], shapes as written
-  in the file) and writes its figures, median and p5/p95 included, to
-  ``--result_file_path`` as a binary ``tflite.tools.benchmark.BenchmarkResult``
-  proto (the log prints no median), read by :func:`~mobilebert_kit.profiler.bench_parser.parse_benchmark_result`.
-
-The binary is the user's (``--benchmark-binary PATH``) or comes from a local
-cache, ``$MBK_CACHE_DIR/benchmark_model/<abi>/benchmark_model`` (default
-``~/.cache/mobilebert_kit``). Its ABI is read from the ELF header and must be
-one of the device's ``ro.product.cpu.abilist``: an x86_64 build pushed to an
-arm64 phone fails with "not executable: 64-bit ELF file" long after the push,
-so the check happens before anything is copied.
-
-A file starting with ``#!`` is a script (the test simulator's stand-in is
-one); it runs on any ABI and is reported as ``"script"``.
+The binary is the user's (``--benchmark-binary PATH``) or comes from the cache
+``$MBK_CACHE_DIR/benchmark_model/<abi>/benchmark_model``. Its ABI is read from the ELF header and must be one of
+the device's ``ro.product.cpu.abilist``, checked before anything is copied. A file starting with ``#!`` is a
+script (the test simulator's stand-in); it runs on any ABI and is reported as ``"script"``.
 
 Example:
     >>> binary = BenchmarkBinary.locate("arm64-v8a", "bazel-bin/.../benchmark_model")  # doctest: +SKIP
