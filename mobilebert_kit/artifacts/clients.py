@@ -1,17 +1,9 @@
 """Which app-side clients a ``.tflite`` / ``.onnx`` file is ready for, and why not: the readiness lint as data.
 
-Each client is one :class:`Client` record in :data:`CLIENTS`, holding what it
-requires of a file, as measured by loading files into it
-(``shared/reference/clients.md``: mediapipe 1.2.2 / 0.10.21, tflite-support
-0.4.4, onnxruntime 1.31). Each requirement kind is one rule function in
-:data:`RULES`, which reads its field of the record and the file's facts and
-returns the reasons the file fails it; a client is ready when no rule gives a
-reason. Adding a client is adding a record; adding a requirement is adding a
-field and its rule.
-
-Read from the file alone (TensorFlow-free): graph inputs/outputs by
-:func:`~mobilebert_kit.artifacts.reader.read_artifact`, the TFLite Metadata
-and packed files by :mod:`~mobilebert_kit.artifacts.client_metadata`.
+Each client is one :class:`Client` record in :data:`CLIENTS`, holding what it requires of a file, as measured
+by loading files into it (``shared/reference/clients.md``). Each requirement kind is one rule function in
+:data:`RULES` returning the reasons a file fails it; a client is ready when no rule gives a reason. Read from
+the file alone (TensorFlow-free).
 
 Example:
     >>> report = client_readiness("model.tflite")  # doctest: +SKIP

@@ -1,12 +1,8 @@
 """EmulatedRunner: runs a ``.tflite`` / ``.onnx`` file on the runtime's aarch64 build under QEMU user-mode emulation.
 
-The same file, the same inputs (the host runner's own batches, ``ArtifactRunner.batches``), run by the
-runtime's foreign-architecture wheel of the host's version (ai-edge-litert's on XNNPACK, the app's default
-delegate; onnxruntime's CPU provider) inside an emulated Python (``artifacts/sysroot.py``, built once into the
-cache). The outputs are what a phone's CPU kernels compute, up to QEMU's fidelity to the architecture.
-
-Arrays cross the process boundary as ``.npz`` files, read with ``allow_pickle=False``; the child
-(``emulated_child.py``) is a standalone script that imports numpy and the runtime only.
+The same file and inputs (``ArtifactRunner.batches``), run by the runtime's foreign-architecture wheel of the
+host's version inside an emulated Python (``artifacts/sysroot.py``): the outputs are what a phone's CPU kernels
+compute, up to QEMU's fidelity. Arrays cross the process boundary as ``.npz`` files (``emulated_child.py``).
 
 Example:
     >>> host = ArtifactRunner("model.tflite")  # doctest: +SKIP

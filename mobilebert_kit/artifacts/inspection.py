@@ -1,17 +1,9 @@
-"""``inspect_artifact``: what a ``.tflite`` or ``.onnx`` file holds, read from the file alone.
+"""``inspect_artifact``: what a ``.tflite`` or ``.onnx`` file holds, read from the file alone (no Keras model).
 
-Reports inputs and outputs (name, shape, dtype), operators by type, and for
-each operator whether it computes in integer arithmetic, with integer weights
-on float activations (TFLite "hybrid" / dynamic-range), or in float; plus the
-file size and the metadata keys; the TFLite Metadata the app-side clients read
-(:mod:`~mobilebert_kit.artifacts.client_metadata`) and which clients the file
-is ready for, or why not (:mod:`~mobilebert_kit.artifacts.clients`). The ``.tflite`` reader walks the flatbuffer
-with the schema that ships in ai-edge-litert; the ``.onnx`` reader uses
-``onnx``. No Keras model is needed.
-
-The normalization/activation check (``variant_ops``) and the split of ops by
-how they compute are :mod:`~mobilebert_kit.artifacts.taxonomy`'s, the same
-ones ``mbk profile`` uses; a NoNorm + ReLU model has no LayerNorm or GELU ops.
+Inputs and outputs, operators by type and how each computes (integer, hybrid or float; the split and the
+normalization/activation check are :mod:`~mobilebert_kit.artifacts.taxonomy`'s, as ``mbk profile`` uses them),
+file size and metadata keys, the TFLite Metadata the clients read and which clients the file is ready for
+(:mod:`~mobilebert_kit.artifacts.clients`).
 """
 
 from collections import Counter

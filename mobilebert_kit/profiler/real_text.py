@@ -1,14 +1,9 @@
 """Real text as a model's app feeds it: the sentences ``mbk profile --text FILE`` times a file on.
 
-A fixed sequence length times a file at one amount of work; an app's text is short and of many lengths. The
-sentences of a text file are tokenized as the file's app tokenizes them (the caller passes that tokenizer:
-``evaluation.artifact_metrics.app_tokenizer`` reads the vocabulary packed in the file, as ``mbk evaluate`` does;
-the profiler itself stays on the TensorFlow-free floor and imports no tokenizer) and cut at the longest input
-the file takes. A file whose sequence axis is open (the default ``.tflite``, ``[1, -1]``) is then
-fed each sentence at its own token count, resized per call as MediaPipe and the Task Library do; a static file
-gets each sentence padded to its length, as the clients pad it.
-
-TensorFlow-free, like the rest of the profiler.
+The sentences are tokenized as the file's app tokenizes them (the caller passes that tokenizer, e.g.
+``evaluation.artifact_metrics.app_tokenizer``: the profiler imports no tokenizer) and cut at the longest input
+the file takes. A file with an open sequence axis is fed each sentence at its own token count, resized per call
+as MediaPipe and the Task Library do; a static file gets each sentence padded, as the clients pad it.
 
 Example:
     >>> text = RealText.from_file("tweets.txt", "model.tflite", app_tokenizer("model.tflite"))  # doctest: +SKIP

@@ -1,12 +1,8 @@
-"""Profiler reports: a versioned JSON document, CSV and a Markdown table.
+"""Profiler reports: a versioned JSON document (``schema: "mobilebert_kit.profile"``), CSV and a Markdown table.
 
-The JSON document (``schema: "mobilebert_kit.profile"``, ``schema_version``)
-holds one record per model file, sequence length and device; CSV and
-Markdown are flat views of the same records. Files are written to a
-temporary name in the destination directory and moved into place with
-``os.replace``, so a failed or interrupted run never leaves a half-written
-report behind. A run cut short by a device disconnect still writes a
-complete document with ``"incomplete": true`` and the error.
+One record per model file, sequence length and device; CSV and Markdown are flat views of the same records.
+Files are written to a temporary name and moved into place, so a failed run never leaves a half-written report;
+a run cut short by a device disconnect still writes a complete document with ``"incomplete": true``.
 
 Example:
     >>> report = build_report(results, argv=["mbk", "profile", "m.tflite"])  # doctest: +SKIP

@@ -1,16 +1,9 @@
-"""A self-contained HTML report with matplotlib plots.
+"""A self-contained HTML report with matplotlib plots (PNG, embedded as base64 so the page is one file).
 
-Plots (PNG, embedded as base64 so the page is one file):
-
-- latency distribution per model and precision: box plots of single
-  latencies on the host; on a phone, where benchmark_model prints only
-  aggregates, boxes built from each trial's min / p5 / median / p95 / max
-  (or avg when the build prints no percentiles);
-- comparison across files: median latency with the p90 (or max) whisker;
-- latency against sequence length, for models profiled at several lengths.
-
-The summary table, the Table 6 comparison, per-trial thermal data and the
-top operators of each per-op profile follow the plots.
+Plots: latency distribution per model and precision (box plots of single latencies on the host; on a phone,
+boxes from each trial's min / p5 / median / p95 / max, or avg); median latency across files with the p90 (or
+max) whisker; latency against sequence length. The summary table, the Table 6 comparison, per-trial thermal data
+and the top operators of each per-op profile follow the plots.
 
 Example:
     >>> write_html(report, "report.html")  # doctest: +SKIP

@@ -1,21 +1,10 @@
 """Latency statistics: the figures every profiler report carries.
 
-Definitions (so reports from different runs compare):
-
-- ``median``, ``p90``, ``p99``: percentiles with linear interpolation
-  (``numpy.percentile``'s default).
-- ``std``: population standard deviation (ddof=0), the same definition
-  benchmark_model prints in its ``std=`` field.
-- ``mad``: median absolute deviation from the median, unscaled (multiply by
-  1.4826 for a normal-consistent estimate).
-- ``cv``: coefficient of variation, ``std / mean``.
-
-Figures too few runs cannot estimate are None (shown as n/a), on the host and
-the phone alike (:func:`estimable`): the spread (``std``, ``mad``, ``cv``)
-needs 2 runs, since one run has no spread, only a 0 that reads as perfect
-stability; the ``q``-th percentile needs ``100 / (100 - q)`` runs (p90: 10,
-p99: 100), so that at least one run is expected above it; with fewer, the
-interpolated figure is only the maximum or a point between the top runs.
+``median``, ``p90``, ``p99``: percentiles with linear interpolation (``numpy.percentile``'s default); ``std``:
+population standard deviation (ddof=0, as benchmark_model prints it); ``mad``: median absolute deviation, unscaled;
+``cv``: ``std / mean``. Figures too few runs cannot estimate are None (n/a), host and phone alike
+(:func:`estimable`): the spread needs 2 runs; the ``q``-th percentile needs ``100 / (100 - q)`` runs (p90: 10,
+p99: 100), so that at least one run is expected above it.
 
 Example:
     >>> summarize([10.0, 11.0, 12.0])["median"]

@@ -1,12 +1,8 @@
 """The paper's Table 6 layout: latency of the operational optimisations.
 
-MobileBERT (Sun et al., 2020), Table 6 compares the same network with
-LayerNorm or NoNorm and GELU or ReLU. Here the rows are those settings, read
-from each model file (:attr:`ModelInfo.variant`), the columns are the
-precisions found among the files (float32, float16, dynamic-range int8, full
-int8), and each cell is the median latency in ms with the speed-up over the
-LayerNorm+GELU row of the same precision. One table per device and sequence
-length, since latencies from different machines do not compare.
+MobileBERT (Sun et al., 2020), Table 6 compares LayerNorm or NoNorm and GELU or ReLU. Rows are those settings
+(:attr:`ModelInfo.variant`), columns the precisions found among the files, each cell the median latency in ms
+with the speed-up over the LayerNorm+GELU row of the same precision; one table per device and sequence length.
 
 Example:
     >>> print(table6_markdown(report))  # doctest: +SKIP

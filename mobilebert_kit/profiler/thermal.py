@@ -6,16 +6,10 @@
      "max_mc": 41200,                                          # hottest CPU/SoC zone
      "cpus": {"4": {"cur": 2803200, "max": 2803200, "cap": 2803200}, ...}}  # kHz
 
-A trial is flagged *throttled* when, before or after it, a pinned core's
-policy cap (``scaling_max_freq``, which the kernel's thermal governor lowers)
-is below the core's hardware maximum (``cpuinfo_max_freq``). A hot phone that
-still runs at full clock is not throttled, but its temperature rise is
-reported. The script itself waits before each trial until the hottest zone is
-back within a tolerance of the session's baseline (or a time limit passes).
-
-What the phone prints is data: :func:`checked_record` validates every field
-of a trial record once, on arrival, so the functions below read only numbers
-of the right type and range (a reading that is not one counts as no reading).
+A trial is *throttled* when, before or after it, a pinned core's policy cap (``scaling_max_freq``) is below its
+hardware maximum (``cpuinfo_max_freq``); a hot phone still at full clock is not, but its temperature rise is
+reported. What the phone prints is data: :func:`checked_record` validates every field of a trial record once, on
+arrival (a reading that is not one counts as no reading).
 
 Example:
     >>> throttle_reasons(before, after, cpus=[4, 5, 6, 7])  # doctest: +SKIP

@@ -1,19 +1,9 @@
 """CPU clusters of a big.LITTLE phone (or a host) and the taskset masks that pin to them.
 
-Cores are grouped by what sysfs says about them: ``cpu_capacity`` (the
-scheduler's relative performance) and ``cpufreq/cpuinfo_max_freq``. Clusters
-are ordered slowest first, and the named core sets are:
-
-- ``little``: the slowest cluster;
-- ``big``: every cluster except the slowest (on a Pixel 3, cores 4-7: the
-  ``f0`` mask of the TFLite benchmark README);
-- ``prime``: the fastest cluster (one core on the Pixel 4 through 8; the same
-  as ``big`` on two-cluster phones such as the Pixel 3);
-- ``all``: every online core.
-
-A hexadecimal mask (``f0``, ``0x80``) is taken as given, after checking that
-it names online cores. The MobileBERT paper measured one big core of a Pixel 3:
-``--cores big --threads 1``.
+Cores are grouped by sysfs's ``cpu_capacity`` and ``cpufreq/cpuinfo_max_freq``, slowest cluster first. Named
+core sets: ``little`` (the slowest cluster), ``big`` (every cluster but the slowest: cores 4-7 on a Pixel 3),
+``prime`` (the fastest cluster) and ``all``. A hexadecimal mask (``f0``, ``0x80``) is taken as given, after
+checking that it names online cores. The MobileBERT paper measured ``--cores big --threads 1`` on a Pixel 3.
 
 Example:
     >>> topo = CpuTopology([{"cpu": i, "max_freq_khz": 1766400 if i < 4 else 2803200} for i in range(8)])
