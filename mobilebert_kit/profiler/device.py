@@ -1,19 +1,11 @@
 """Latency on an Android phone through adb and LiteRT's benchmark_model.
 
-For one device (:class:`DeviceProfiler`): read its properties, check the
-benchmark binary's ABI against the device's, push ``bench_loop.sh``, the
-binary and each model into a fresh ``/data/local/tmp/mbk-XXXX`` directory,
-read the CPU topology and choose the taskset mask, record the thermal
-baseline, then let the script run the trials (cool down, pin, run, snapshot)
-while the output streams back and is parsed. The directory is removed at the
-end, also after errors. A device that vanishes mid-run raises
-:class:`DeviceDisconnectedError` carrying the trials already finished.
-
-Every path that reaches the device shell is quoted with ``shlex.quote``; a
-model called ``a b;rm -rf x.tflite`` is pushed and run under that name and
-executes nothing else.
-
-:func:`profile_devices` runs several serials in parallel, one thread each.
+For one device (:class:`DeviceProfiler`): read its properties, check the binary's ABI, push ``bench_loop.sh``,
+the binary and each model into a fresh ``/data/local/tmp/mbk-XXXX`` directory (removed at the end, also after
+errors), choose the taskset mask, record the thermal baseline, then let the script run the trials (cool down,
+pin, run, snapshot) while the output streams back and is parsed. A device that vanishes mid-run raises
+:class:`DeviceDisconnectedError` carrying the trials already finished. Every path that reaches the device shell
+is quoted with ``shlex.quote``. :func:`profile_devices` runs several serials in parallel, one thread each.
 
 Example:
     >>> adb = AdbClient()  # doctest: +SKIP
@@ -40,7 +32,7 @@ from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_b
 from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
-from mobilebert_kit.profiler.model_info import ModelInfo
+from mobilebert_kit.profiler.model_info import ModelInfo, fixed_length_error
 from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, run_config, runs_warning
 from mobilebert_kit.profiler.stats import combine_trials, too_few_runs
 from mobilebert_kit.profiler.thermal import MILLIDEGREES, checked_record, trial_thermal
@@ -49,8 +41,6 @@ from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
 
-# A temperature the phone reports, in millidegrees C: anything else is no reading (thermal.py checks trial records alike).
-_MILLIDEGREES = MILLIDEGREES
 # A device profile's numbers (android_bench/devices/*.json, which a user may add to with MBK_ANDROID_BENCH_DIR).
 _CPU = Limit(int, 0, 1023)
 _KHZ = Limit(int, 1, 100_000_000)  # 100 GHz
@@ -255,15 +245,10 @@ class DeviceProfiler:
     # --- device facts -------------------------------------------------------------------
 
     def device_info(self, extra_command=None):
-        """Returns the device description (properties, ABI, matching profile).
-
-        Args:
-            extra_command: a shell command run in the same adb call (saves a
-                round trip); its output is returned in ``self._extra_output``.
-        """
+        """Returns the device description (properties, ABI, matching profile); ``extra_command`` is a shell
+        command run in the same adb call (it saves a round trip)."""
         if self.info is None:
             props = self.adb.props(self.serial, extra_command=extra_command)
-            self._extra_output = props.pop("__extra__", "")
             info = {"kind": "android", "serial": self.serial}
             info.update(_describe(props))
             profile = match_profile(props)
@@ -313,7 +298,7 @@ class DeviceProfiler:
             baseline = {}
         # What the phone printed is data: anything but {"max_mc": number, ...} counts as no reading.
         max_mc = baseline.get("max_mc") if isinstance(baseline, dict) else None
-        self.baseline_mc = max_mc if within(_MILLIDEGREES, max_mc) else None
+        self.baseline_mc = max_mc if within(MILLIDEGREES, max_mc) else None
         info["baseline_c"] = None if self.baseline_mc is None else self.baseline_mc / 1000.0
 
     def _cleanup(self):
@@ -361,10 +346,7 @@ class DeviceProfiler:
     def _new_result(self, info, requested):
         length = planned_length(info.metadata, info.static_seq_len, requested or self.seq_len)
         if info.static_seq_len and length != info.static_seq_len:
-            raise ProfilerError(
-                f"{info.path} has a fixed sequence length {info.static_seq_len}, not {length}; "
-                f"use --seq-len {info.static_seq_len} or export the model with a dynamic sequence length"
-            )
+            raise fixed_length_error(info.path, info.static_seq_len, length)
         if not FORMATS[info.format].on_device:
             raise ProfilerError(f"{info.path}: the adb target runs .tflite files with benchmark_model; profile .onnx files with --target host")
         if not self.tool.input_flags and not info.static_seq_len:
@@ -439,7 +421,7 @@ class DeviceProfiler:
         result["runtime"]["flags"] = args
         # On an error the model stays until _cleanup removes the whole run directory.
         for record, log in self._run_loop(args, self.trials, info):
-            result["trials"].append(_trial(record, log, self.cpus, log_text=record.get("_log")))
+            result["trials"].append(_trial(record, log, self.cpus))
             result["simulated"] = result["simulated"] or log.simulated
         _summarize_trials(result)
         if self.op_profile:
@@ -547,7 +529,7 @@ def _failure_message(info, text, code, tool):
     return f"{tool.name} failed on {os.path.basename(info.path)} (exit {code}): {reason}" + (f"; {hint}" if hint else "")
 
 
-def _trial(record, log, cpus, log_text=None):
+def _trial(record, log, cpus):
     """One trial's record: the tool's figures, thermal data and its raw output (for later checks)."""
     latency = log.latency_ms()
     trial = {
@@ -561,7 +543,7 @@ def _trial(record, log, cpus, log_text=None):
         "memory": dict(log.memory),
         "delegation": list(log.delegation),
         "output_formats": sorted(log.formats),
-        "log": log_text,
+        "log": record.get("_log"),
     }
     trial.update(trial_thermal(record, cpus))
     return trial

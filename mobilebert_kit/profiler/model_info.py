@@ -50,6 +50,13 @@ FLOPS_SOURCE = "2 x MACs of matrix ops read from the model file"
 # When the vocabulary cannot be read from the graph: BERT's uncased WordPiece vocabulary.
 DEFAULT_VOCAB_SIZE = 30522
 
+
+def fixed_length_error(path, static_len, seq_len):
+    """The ProfilerError for a file fixed at ``static_len`` asked to run at ``seq_len``."""
+    return ProfilerError(f"{path} has a fixed sequence length {static_len}, not {seq_len}; use --seq-len "
+                         f"{static_len} or export the model with a dynamic sequence length")
+
+
 def input_role(name):
     """Returns ``input_ids``, ``attention_mask``, ``token_type_ids`` or None for an input name.
 
@@ -215,6 +222,29 @@ def _prod(shape):
     return int(np.prod([max(int(d), 0) for d in shape], dtype=np.int64)) if len(shape) else 1
 
 
+def _consumers(ops):
+    consumers = {}
+    for op in ops:
+        for key in op["inputs"]:
+            consumers.setdefault(key, []).append(op)
+    return consumers
+
+
+def _table_rows(ops, key, wrappers, table_shape):
+    """Rows of the constant table behind ``key`` (through ``wrappers``: dequantize and the like), or None;
+    ``table_shape(key)`` is a constant's shape, None for any other tensor."""
+    producers = {o: op for op in ops for o in op["outputs"]}
+    for _ in range(8):
+        shape = table_shape(key)
+        if shape is not None:
+            return int(shape[0]) if shape else None
+        op = producers.get(key)
+        if op is None or op["type"] not in wrappers or not op["inputs"]:
+            return None
+        key = op["inputs"][0]
+    return None
+
+
 class _TfliteGraph:
     """Vocabulary and FLOPs of the main subgraph of a read ``.tflite`` file."""
 
@@ -225,30 +255,12 @@ class _TfliteGraph:
         self.input_indices = artifact.inputs
         self._const_values = artifact.constant_values
 
-    def _consumers(self):
-        consumers = {}
-        for op in self.ops:
-            for i in op["inputs"]:
-                consumers.setdefault(i, []).append(op)
-        return consumers
-
     def _table_rows(self, tensor):
-        """Rows of the constant table behind ``tensor`` (through DEQUANTIZE and the like), or None."""
-        producers = {o: op for op in self.ops for o in op["outputs"]}
-        for _ in range(8):
-            if tensor < 0:
-                return None
-            if self.tensors[tensor]["constant"]:
-                shape = self.tensors[tensor]["shape"]
-                return int(shape[0]) if shape else None
-            op = producers.get(tensor)
-            if op is None or op["type"] not in _TFLITE_TABLE_WRAPPERS or not op["inputs"]:
-                return None
-            tensor = op["inputs"][0]
-        return None
+        return _table_rows(self.ops, tensor, _TFLITE_TABLE_WRAPPERS,
+                           lambda t: self.tensors[t]["shape"] if t >= 0 and self.tensors[t]["constant"] else None)
 
     def vocab_size(self, inputs):
-        consumers = self._consumers()
+        consumers = _consumers(self.ops)
         ids = [idx for idx, spec in zip(self.input_indices, inputs) if spec.get("role") == "input_ids"]
         frontier, seen = list(ids), set()
         while frontier:
@@ -288,10 +300,7 @@ class _TfliteGraph:
         if not dynamic and static_len in (None, seq_len):
             return shapes
         if not dynamic:
-            raise ProfilerError(
-                f"{self.path} has a fixed sequence length {static_len}, not {seq_len}; "
-                f"use --seq-len {static_len} or export the model with a dynamic sequence length"
-            )
+            raise fixed_length_error(self.path, static_len, seq_len)
         want = {}
         for spec in inputs:
             shape = [1 if d < 0 else int(d) for d in spec["shape"]]
@@ -310,8 +319,8 @@ class _TfliteGraph:
         try:
             interpreter.invoke()
         except RuntimeError as err:
-            first = first_line(err)
-            raise ProfilerError(f"{self.path} does not run at sequence length {seq_len} ({first}); try a smaller --seq-len") from err
+            raise ProfilerError(f"{self.path} does not run at sequence length {seq_len} ({first_line(err)}); try a "
+                                "smaller --seq-len") from err
         for detail in interpreter.get_tensor_details():
             if detail["index"] < len(shapes):
                 shapes[detail["index"]] = [int(d) for d in detail["shape"]]
@@ -351,23 +360,11 @@ class _OnnxGraph:
         self.initializers = {name: t for name, t in artifact.tensors.items() if t["constant"]}
 
     def _table_rows(self, name):
-        """Rows of the initializer behind ``name`` (through DequantizeLinear and the like), or None."""
-        producers = {o: op for op in self.ops for o in op["outputs"]}
-        for _ in range(8):
-            table = self.initializers.get(name)
-            if table is not None:
-                return int(table["shape"][0]) if table["shape"] else None
-            op = producers.get(name)
-            if op is None or op["type"] not in _ONNX_TABLE_WRAPPERS or not op["inputs"]:
-                return None
-            name = op["inputs"][0]
-        return None
+        return _table_rows(self.ops, name, _ONNX_TABLE_WRAPPERS,
+                           lambda n: self.initializers[n]["shape"] if n in self.initializers else None)
 
     def vocab_size(self, inputs):
-        consumers = {}
-        for op in self.ops:
-            for name in op["inputs"]:
-                consumers.setdefault(name, []).append(op)
+        consumers = _consumers(self.ops)
         ids = [spec["name"] for spec in inputs if spec.get("role") == "input_ids"]
         frontier, seen = list(ids), set()
         while frontier:
@@ -399,10 +396,9 @@ class _OnnxGraph:
                 if not dim.HasField("dim_value"):
                     dim.Clear()
                     dim.dim_value = seq_len if position == len(dims) - 1 and len(dims) >= 2 else 1
-        # data_prop evaluates the Shape -> Gather/Concat -> Reshape chains exporters write (tf2onnx's Tensordot), whose
-        # outputs plain inference leaves unknown: without it the MatMuls behind them went uncounted (8x too few FLOPs).
-        # onnx's inference knows no com.microsoft kernel (our fused encoder blocks: convert/onnx/fused.py) and leaves
-        # every shape after the first one unknown; onnxruntime's symbolic inference knows them.
+        # data_prop evaluates the Shape -> Gather/Concat -> Reshape chains exporters write (tf2onnx's Tensordot), which
+        # plain inference leaves unknown; onnx knows no com.microsoft kernel (convert/onnx/fused.py): onnxruntime's
+        # symbolic inference does.
         inferred = _contrib_shapes(model)
         try:
             inferred = inferred or onnx.shape_inference.infer_shapes(model, data_prop=True)
@@ -423,10 +419,7 @@ class _OnnxGraph:
             shapes[name] = list(init["shape"])
         static = _static_seq_len(inputs)
         if static is not None and static != seq_len:
-            raise ProfilerError(
-                f"{self.path} has a fixed sequence length {static}, not {seq_len}; "
-                f"use --seq-len {static} or export the model with a dynamic sequence length"
-            )
+            raise fixed_length_error(self.path, static, seq_len)
         return shapes
 
     def flops(self, seq_len, inputs):
@@ -475,13 +468,8 @@ def _contrib_shapes(model):
 
 
 def _symbolic_shapes(model):
-    """``SymbolicShapeInference.infer_shapes(model, auto_merge=True)`` without its failure dump, else None.
-
-    Where some shape stays unknown (an op it does not know: a text-in file's ``ai.onnx.contrib`` tokenizer), that
-    method saves the half-inferred model as ``sym_shape_infer_temp.onnx`` and a ``<uuid>.data`` into the process's
-    working directory before it raises: ``mbk profile`` of a text-in file left both in the user's directory. Its
-    loop is run here, and an incomplete inference is None (onnx's inference then), as the exception was.
-    """
+    """``SymbolicShapeInference.infer_shapes(model, auto_merge=True)``, else None, without the failure dump that
+    method writes into the working directory (``sym_shape_infer_temp.onnx``) where some shape stays unknown."""
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
 
     opset = get_opset(model)
