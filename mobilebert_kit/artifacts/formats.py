@@ -97,18 +97,6 @@ class ArtifactFormat:
         """
         return "interpreter" in self.runtimes
 
-    def has_magic(self, head):
-        """Whether ``head`` (the file's first bytes) carries this format's magic number (None: it has none).
-
-        Example:
-            >>> FORMATS["tflite"].has_magic(b"\\x1c\\x00\\x00\\x00TFL3"), FORMATS["onnx"].has_magic(b"\\x08\\x07")
-            (True, None)
-        """
-        if self.magic is None:
-            return None
-        offset, magic = self.magic
-        return head[offset:offset + len(magic)] == magic
-
 
 # onnxruntime-extensions' custom-op domain: a file whose opset imports name it needs the library registered
 # (``SessionOptions.register_custom_ops_library(onnxruntime_extensions.get_library_path())``).

@@ -88,8 +88,6 @@ RUNTIMES = {
             "quantized_io": "CompiledModel reports no scale / zero point for int8 inputs or outputs",
             "int16_guard": "int16 kernels may abort the process and only the Interpreter's loader tries them in a "
                            "child first",
-            # Found by the QAT drift-probe test: the probe's fifth output repeats the first's name, and
-            # CompiledModel gave it NaN and 1e24 values where the Interpreter gives the layer's output.
             "repeated_output_names": "CompiledModel in ai-edge-litert 2.3.0 keys outputs by signature name and "
                                      "returned wrong values (NaN) for an output whose name another output repeats",
         },
@@ -189,14 +187,8 @@ def choose_tflite_runtime(requested="auto", *, dynamic=False, delegate="xnnpack"
 
 
 def compiled_model_options(num_threads=None, delegate="xnnpack"):
-    """CompiledModel's CPU options for ``num_threads`` and ``delegate`` (``none``: the builtin kernels).
-
-    Args:
-        num_threads (int | None): CPU threads; None lets LiteRT decide (0), as the Interpreter does.
-        delegate (str): ``xnnpack`` or ``none``.
-
-    Returns:
-        Options: for ``CompiledModel.from_file`` / ``from_buffer``.
+    """CompiledModel's CPU ``Options`` for ``num_threads`` (None: LiteRT decides) and ``delegate`` (``none``: the
+    builtin kernels).
 
     Example:
         >>> compiled_model_options(1, "none").cpu_options.kernel_mode.name

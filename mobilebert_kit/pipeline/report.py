@@ -9,9 +9,9 @@ request). Both files are written to a temporary name and renamed.
 import datetime
 import html
 import json
-import math
 
 import mobilebert_kit
+from mobilebert_kit.profiler.report import build_report, fmt, jsonable
 from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator, json_field
 
@@ -53,8 +53,6 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
         evaluation: the ``<name>.evaluation.json`` document, or None.
         arm64_ready (bool): the arm64 emulation cache exists (the recipe's files were run on it).
     """
-    from mobilebert_kit.profiler.report import build_report
-
     records, attempts, skipped = [], {}, {}
     for profile in profiles:
         options = profile.get("options") or {}
@@ -119,7 +117,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
             # A ratio of two figures either of which is noise is not printed as a speed-up (it is None).
             row["speedup_vs_float"][where] = base / median if base and median and steady else None
             row["speedup_withheld"][where] = bool(base and median and not steady)
-    return _finite({
+    return jsonable({  # JSON has no NaN: non-finite numbers become null
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "tool": {"name": "mbk pipeline", "version": mobilebert_kit.__version__},
@@ -191,30 +189,11 @@ def _where(record):
     return f"{serial} (simulated)" if record.get("simulated") else serial
 
 
-def _finite(value):
-    """JSON has no NaN: non-finite numbers become null."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _fmt(value, digits=3):
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
 def _ms(median, cv, noisy):
     """``4.946 (CV 0.02)``: a median and its coefficient of variation, NOISY where its 95% interval is too wide."""
     if median is None:
         return "n/a"
-    return f"{median:.3f} (CV {_fmt(cv, 2)})" + (" NOISY" if noisy else "")
+    return f"{median:.3f} (CV {fmt(cv, 2)})" + (" NOISY" if noisy else "")
 
 
 def summary_rows(report):
@@ -226,17 +205,17 @@ def summary_rows(report):
         text = a.get("real_text") or {}
         real = "n/a" if text.get("skipped") else (
             f"{_ms(text.get('median_ms'), text.get('cv'), text.get('noisy'))}, " + (
-                f"{_fmt(text.get('tokens_median'), 0)} tok" if text.get("characters_median") is None else
-                f"{_fmt(text.get('characters_median'), 0)} chars"))
+                f"{fmt(text.get('tokens_median'), 0)} tok" if text.get("characters_median") is None else
+                f"{fmt(text.get('characters_median'), 0)} chars"))
         arm = a.get("arm64") or {}
-        arm_cell = (_fmt(arm.get("min_cosine_vs_x86"), 6) + ("" if arm.get("passed") else " FAILED")
+        arm_cell = (fmt(arm.get("min_cosine_vs_x86"), 6) + ("" if arm.get("passed") else " FAILED")
                     if arm.get("checked") else "not checked")
         for where in targets:
             median = a["latency_ms"].get(where) if where else None
             speedup = a["speedup_vs_float"].get(where) if where else None
             at = f" @{a['seq_len']}" if a.get("seq_len") else ""
             rows.append([a["name"], f"{a['size_bytes'] / 1e6:.2f}",
-                         _fmt(a["fidelity_cosine"], 6) + ("" if a["validation_passed"] is not False else " FAILED"),
+                         fmt(a["fidelity_cosine"], 6) + ("" if a["validation_passed"] is not False else " FAILED"),
                          ", ".join(a.get("clients", {}).get("ready") or []) or "none",
                          "n/a" if median is None else
                          f"{_ms(median, cvs.get((a['name'], where, 'padded')), a['noisy'].get(where))}{at} ({where})",
@@ -305,8 +284,8 @@ def to_html(report):
     parts.append("<h2>Validation against the Keras source</h2>")
     parts.append(_table(
         ["artifact", "output", "cosine", "min cosine", "SNR dB", "max |err|", "mean |err|", "argmax", "passed"],
-        [[v["artifact"], v["output"], _fmt(v["cosine"], 6), _fmt(v["cosine_min"], 6), _fmt(v["snr_db"], 1),
-          f"{v['max_abs_error']:.3e}", f"{v['mean_abs_error']:.3e}", _fmt(v["argmax_agreement"], 4), _fmt(v["passed"])]
+        [[v["artifact"], v["output"], fmt(v["cosine"], 6), fmt(v["cosine_min"], 6), fmt(v["snr_db"], 1),
+          f"{v['max_abs_error']:.3e}", f"{v['mean_abs_error']:.3e}", fmt(v["argmax_agreement"], 4), fmt(v["passed"])]
          for v in report["validation"]]))
     evaluation = report.get("evaluation")
     if evaluation:
@@ -314,7 +293,7 @@ def to_html(report):
         parts.append(_table(
             ["artifact", *evaluation["models"][0]["metrics"], f"drop ({evaluation['primary']})", "ratio",
              f">= {evaluation['min_ratio']:g}"],
-            [[m["model"], *(_fmt(v, 4) for v in m["metrics"].values()), _fmt(m["drop"], 4), _fmt(m["ratio"], 4),
+            [[m["model"], *(fmt(v, 4) for v in m["metrics"].values()), fmt(m["drop"], 4), fmt(m["ratio"], 4),
               "ref" if i == 0 else ("pass" if m["passed"] else "FAIL")] for i, m in enumerate(evaluation["models"])]))
     parts.append("<h2>Latency</h2><p>Padded: every run at the file's planned length. Real text: the sentences one "
                  "per call, each at its own length (a static file: padded to it), as the app feeds them. The 95% "
@@ -324,10 +303,10 @@ def to_html(report):
         ["artifact", "target", "input", "median ms", "95% CI ms", "noisy", "p90 ms", "mean ms", "CV", "runs",
          "attempts", "init ms", "threads"],
         [[r["artifact"], r["target"], r["kind"] + (f" @{r['seq_len']}" if r.get("seq_len") else ""),
-          _fmt(r["median_ms"]),
+          fmt(r["median_ms"], 3),
           "n/a" if r.get("ci95_low_ms") is None else f"{r['ci95_low_ms']:.3f}-{r['ci95_high_ms']:.3f}",
-          _fmt(r.get("noisy")), _fmt(r["p90_ms"]), _fmt(r["mean_ms"]), _fmt(r["cv"]), _fmt(r["count"]),
-          _fmt(r.get("attempts")), _fmt(r["init_ms"], 1), _fmt(r["threads"])] for r in report["latency"]]))
+          fmt(r.get("noisy")), fmt(r["p90_ms"], 3), fmt(r["mean_ms"], 3), fmt(r["cv"], 3), fmt(r["count"]),
+          fmt(r.get("attempts")), fmt(r["init_ms"], 1), fmt(r["threads"])] for r in report["latency"]]))
     for title, png in plots(report["profile"]):
         parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
     stages = report.get("stages") or []

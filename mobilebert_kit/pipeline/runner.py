@@ -100,9 +100,8 @@ class Pipeline:
             if opts.quantize != "none":
                 planned.append(_float_baseline(opts))
             if arm64 and opts.validate and opts.check_arch is None and not opts.tokenizer_in_graph:
-                # Where the arm64 runtimes are built already, the recipe's files are also run on them (the export's
-                # --check-arch): the report's arm64 line. Without them, the line says how to get them. The float32
-                # baselines added above are not: emulated float kernels cost minutes a file (report.ARM64_BASELINE).
+                # The report's arm64 line: where the arm64 runtimes are built, the files are also run on them; not
+                # the float32 baselines (emulated float kernels cost minutes a file: report.ARM64_BASELINE).
                 opts = dataclasses.replace(opts, check_arch="arm64")
             planned.append(opts)
         return recipe, planned
@@ -131,12 +130,11 @@ class Pipeline:
             substitute["data"] = file_hash(substitute["data"])
         evaluation = dict(recipe.tables.get("evaluation", {}))
         self._text = recipe.tables.get("profile", {}).get("text")  # [profile] text (a checked input path)
-        stages = len(planned) * (2 + (1 if serial else 0)) + 1 + (1 if evaluation.get("data") else 0)
+        self._stages = len(planned) * (2 + (1 if serial else 0)) + 1 + (1 if evaluation.get("data") else 0)
         self._step = 0
-        self._stages = stages
         say = self.console.print
         say(f"[bold]mbk pipeline[/bold] {escape(recipe.path, markup=True)} -> {escape(out_dir, markup=True)} "
-            f"({stages} stages; source {escape(recipe.source_spec(), markup=True)})", highlight=False)
+            f"({self._stages} stages; source {escape(recipe.source_spec(), markup=True)})", highlight=False)
         exports = []
         for opts in planned:
             inputs = {"mbk": mobilebert_kit.__version__, "source": source_hash, "substitute": substitute,
@@ -214,9 +212,7 @@ class Pipeline:
         from mobilebert_kit.profiler.report import build_report, write_json
 
         out = Path(f"{opts.out}.host.json")
-        # The length the export planned and validated at, as the file records it (a dynamic-axis ONNX file,
-        # the default, fixes none).
-        seq_len = planned_length(read_artifact_metadata(opts.out))
+        seq_len = planned_length(read_artifact_metadata(opts.out))  # the length the export planned, as recorded
         settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all",
                     "max_attempts": MAX_ATTEMPTS}
         # Real sentences at their own length beside the planned length: [profile] text, else the package's sample.
@@ -281,8 +277,7 @@ class Pipeline:
 
         def work():
             named = []
-            for opts in planned:
-                # The file's own planned length (its metadata), which evaluate_artifact reads.
+            for opts in planned:  # each at the file's own planned length, which evaluate_artifact reads
                 named.append((Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
                                                                      num_threads=self.threads)))
             rows = compare(named, min_ratio)
@@ -353,17 +348,11 @@ def _real_text(artifact, text, source):
 
 
 def _check_vocabulary(recipe, planned):
-    """Refuses, before any export, a recipe whose [evaluation] data or [profile] text its files could not tokenize.
-
-    The evaluate stage (and an export's own score on the data) and the real-text timing read the vocabulary
-    a file carries; a source without vocab.txt (a preset) or ``embed_vocab = false`` wrote files without one,
-    and the failure came after the exports, naming --no-vocab and --tokenizer, neither of which a recipe has.
-    """
+    """Refuses, before any export, a recipe whose [evaluation] data or [profile] text (read here, named by its
+    recipe key) its files could not tokenize: both read the vocabulary a file carries."""
     texts = (("[evaluation] data", next((opts.eval_data for opts in planned if opts.eval_data), None)),
              ("[profile] text", recipe.tables.get("profile", {}).get("text")))
     if texts[1][1]:
-        # A directory or a missing file was found after every export, validation and padded timing, and named
-        # as "--text ... does not exist", a flag the recipe's user never wrote.
         from mobilebert_kit.profiler.real_text import read_lines
 
         read_lines(Path(check_input_path(texts[1][1], f"{recipe.path.name}: [profile] text")),

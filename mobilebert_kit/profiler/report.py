@@ -89,7 +89,7 @@ def build_report(results, *, options=None, error=None):
         "simulated": any(r.get("simulated") for r in results),
         "incomplete": bool(error) or any(r.get("incomplete") for r in results),
         "error": error,
-        "results": [_jsonable(r) for r in results],
+        "results": [jsonable(r) for r in results],
     }
     validate_report(report)
     return report
@@ -139,15 +139,16 @@ def load_report(path):
     return validate_report(report)
 
 
-def _jsonable(value):
+def jsonable(value):
+    """``value`` as JSON holds it: str keys, lists, numpy scalars as numbers, non-finite floats as null."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return _jsonable(value.item())  # numpy scalars
+        return jsonable(value.item())  # numpy scalars
     return value
 
 
@@ -215,7 +216,7 @@ def _seq_cell(record):
         return f"text {tokens.get('median', 0):g}/{tokens.get('max')}" + (" pad" if text.get("fed") != "own length" else "")
     if isinstance(text, dict) and isinstance(text.get("characters"), dict):  # a text-in file: counted in characters
         return f"text {text['characters'].get('median', 0):g}/{text['characters'].get('max')} chars"
-    return _fmt(record.get("seq_len"))
+    return fmt(record.get("seq_len"))
 
 
 def to_csv(report):
@@ -231,7 +232,8 @@ def write_csv(report, path, overwrite=False):
     return write_text(path, to_csv(report), kind=PROFILE_CSV, overwrite=overwrite)
 
 
-def _fmt(value, digits=2):
+def fmt(value, digits=2):
+    """A table cell: ``n/a``, ``yes``/``no``, a float to ``digits`` places, or the value as text."""
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -255,9 +257,9 @@ def to_markdown(report):
         device = row["device"] + (f" ({row['serial']})" if row["serial"] else "")
         cells = (
             row["model"], row["precision"], row["variant"], row["target"], device, f"{row['cores']} ({row['mask']})",
-            _fmt(row["threads"]), row["seq"], _fmt(row["median_ms"], 3), _fmt(row["p90_ms"], 3), _fmt(row["p99_ms"], 3),
-            _fmt(row["mean_ms"], 3), _fmt(row["std_ms"], 3), _fmt(row["cv"], 3), _fmt(row["init_ms"]), _fmt(row["first_inference_ms"], 3),
-            _fmt(row["peak_rss_mb"], 1), _fmt(row["gflops_per_s"]), _fmt(row["throttled"]),
+            fmt(row["threads"]), row["seq"], fmt(row["median_ms"], 3), fmt(row["p90_ms"], 3), fmt(row["p99_ms"], 3),
+            fmt(row["mean_ms"], 3), fmt(row["std_ms"], 3), fmt(row["cv"], 3), fmt(row["init_ms"]), fmt(row["first_inference_ms"], 3),
+            fmt(row["peak_rss_mb"], 1), fmt(row["gflops_per_s"]), fmt(row["throttled"]),
         )
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines.append("")
