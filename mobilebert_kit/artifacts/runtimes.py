@@ -123,18 +123,8 @@ class RuntimeChoice:
 
 
 def file_needs(graph):
-    """What running a ``.tflite`` needs of its runtime, read from the file alone.
-
-    Args:
-        graph (ArtifactGraph): :func:`~mobilebert_kit.artifacts.reader.read_artifact` of the file.
-
-    Returns:
-        dict[str, bool]: ``dynamic``, ``quantized_io``, ``int16_guard`` and ``repeated_output_names``, as :func:`choose_tflite_runtime` takes them.
-
-    Example:
-        >>> file_needs(read_artifact("model.tflite"))  # doctest: +SKIP
-        {'dynamic': True, 'quantized_io': False, 'int16_guard': False, 'repeated_output_names': False}
-    """
+    """What running a ``.tflite`` (its :class:`ArtifactGraph`) needs of its runtime: ``dynamic``, ``quantized_io``,
+    ``int16_guard`` and ``repeated_output_names``, as :func:`choose_tflite_runtime` takes them."""
     io = graph.input_specs() + graph.output_specs()
     return {
         "dynamic": any(-1 in spec["shape"] for spec in graph.input_specs()),

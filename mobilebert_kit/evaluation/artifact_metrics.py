@@ -67,10 +67,8 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     if tokenizer is not None:
         given = TextTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
         if FORMATS[graph.format].client_metadata and TFLITE_METADATA in graph.metadata:
-            # The file is scored on the ids its app computes: MediaPipe and the Task Library tokenize with the
-            # packed file, lower-casing A-Z only and keeping accents, whatever the checkpoint's tokenizer does
-            # (docs/clients/README.md). A tokenizer no client runs (byte-level BPE): the app feeds the
-            # checkpoint tokenizer's ids through LiteRT.
+            # Scored on the ids its app computes (docs/clients/README.md); a tokenizer no client runs (byte-level
+            # BPE): the app feeds the checkpoint tokenizer's ids through LiteRT.
             return given.client_tokenizer() or given
         return given
     carried = carried_tokenizer(path, client, meta, vocab)
@@ -81,8 +79,7 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     with tempfile.TemporaryDirectory(prefix="mbk-eval-") as tmp:
         vocab_file = Path(tmp) / "vocab.txt"
         vocab_file.write_bytes(carried.data)
-        # Named as the file's own entry: a duplicate token was blamed on the temporary copy, with the fix
-        # "use the vocab.txt the model was trained with".
+        # Labelled as the file's own entry, not the temporary copy, in any message about it.
         return TextTokenizer.from_vocab(vocab_file, lowercase=carried.lowercase,
                                         label=f"the embedded {carried.file_name} of {path} (re-export it)")
 
@@ -90,7 +87,7 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
 def _packed_labels(path, client, meta, vocab):
     """The label names as the app reads them (the packed ``labels.txt`` of a ``.tflite`` with TFLite Metadata),
     or None; a file whose packed files disagree with the model is refused: its metric would be neither the
-    app's nor the model's (an emptied or swapped packed file scored the same as the model before, issue 37)."""
+    app's nor the model's."""
     if client is None:
         return None
     problems = packed_disagreements(client, meta, vocab)
@@ -115,13 +112,8 @@ def _seq_len_of(path, runner, meta, seq_len):
 
 def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, tokenizer=None, fmt=None,
                       num_threads=None, text_columns=None, label_column=None):
-    """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data.
-
-    The task, vocabulary, casing, label names, table columns and sequence length come from the file
-    (the packed ``vocab.txt`` / ``labels.txt`` of a ``.tflite`` with client metadata, else ``mbk_metadata`` /
-    ``mbk_vocab``); nothing here imports TensorFlow. A ``.tflite`` with client metadata is fed
-    the ids its app computes (MediaPipe / the Task Library: A-Z lower-cased, accents kept), so the metric is
-    the one the app gets.
+    """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data, read as its app reads it (see
+    the module docstring): the task, vocabulary, casing, label names, table columns and length come from the file.
 
     Args:
         path (str | os.PathLike): the file written by ``mbk export``.

@@ -79,18 +79,8 @@ BENCHMARK_TOOLS = {
 
 
 def tool_of(path):
-    """The :class:`BenchmarkTool` a binary is: by its file name, else by a flag name inside it.
-
-    Args:
-        path (str): the binary (or the simulator's script).
-
-    Returns:
-        BenchmarkTool: ``benchmark_litert_model`` when named so or holding its ``use_npu`` flag, else ``benchmark_model``.
-
-    Example:
-        >>> tool_of("/tmp/benchmark_litert_model").api  # doctest: +SKIP
-        'CompiledModel'
-    """
+    """The :class:`BenchmarkTool` a binary (or the simulator's script) is: ``benchmark_litert_model`` when named so or
+    holding its ``use_npu`` flag, else ``benchmark_model``."""
     name = os.path.basename(str(path))
     for tool in BENCHMARK_TOOLS.values():
         if tool.name in name:
@@ -149,11 +139,7 @@ class BenchmarkBinary:
 
     @classmethod
     def locate(cls, abi, explicit=None):
-        """Returns the user's binary, or the cached one for ``abi``.
-
-        Raises:
-            DeviceError: no binary given and none cached, naming where to put one.
-        """
+        """Returns the user's binary, or the cached one for ``abi``; a DeviceError naming where to put one without."""
         if explicit:
             return cls(explicit)
         cached = os.path.join(cache_dir(), "benchmark_model", abi, "benchmark_model")
@@ -165,12 +151,8 @@ class BenchmarkBinary:
         )
 
     def check_abi(self, device_abis, where):
-        """Raises DeviceError unless this binary runs on one of ``device_abis``.
-
-        Args:
-            device_abis: the device's ABI list, preferred first.
-            where: how to name the target in the message (e.g. "device 8A1X0K9M3").
-        """
+        """Raises DeviceError unless this binary runs on one of ``device_abis`` (preferred first); ``where`` names the
+        target in the message (e.g. "device 8A1X0K9M3")."""
         if self.abi == "script" or self.abi in device_abis:
             return
         want = device_abis[0] if device_abis else "unknown"

@@ -28,18 +28,9 @@ PROFILE_LIMITS = {
 
 
 def new_result(info, *, target, seq_len, flops_override=None):
-    """Returns a result record with the model facts and the work of one inference filled in.
-
-    Args:
-        info: the :class:`~mobilebert_kit.profiler.model_info.ModelInfo`.
-        target: ``"host"`` or ``"adb"``.
-        seq_len: the sequence length the model runs at.
-        flops_override: FLOPs per inference given by the user (``--flops``),
-            which wins over the count read from the file.
-
-    ``flops`` is None (and ``gflops_per_s`` stays None) when the file's count is
-    unknown; ``flops_source`` then says why.
-    """
+    """Returns a ``target`` (``"host"`` / ``"adb"``) result record of ``info`` (a ModelInfo) at ``seq_len``, with the
+    model facts and the work of one inference filled in: ``flops_override`` (``--flops``) wins over the file's count;
+    an unknown count leaves ``flops`` None and ``flops_source`` says why."""
     if flops_override is not None:
         if flops_override <= 0:
             raise ProfilerError(f"--flops must be positive, got {flops_override}")

@@ -41,14 +41,8 @@ def _gated(figures):
 
 
 def summarize(samples_ms):
-    """Returns the latency statistics of ``samples_ms`` as a dict (see module docstring).
-
-    Args:
-        samples_ms: latencies of single inferences, in milliseconds.
-
-    Raises:
-        ValueError: if there are no samples or one is not a finite number.
-    """
+    """Returns the latency statistics of ``samples_ms`` (single inferences, ms) as a dict (see module docstring);
+    raises ValueError when there are none or one is not a finite number."""
     values = np.asarray(list(samples_ms), dtype=np.float64)
     if values.size == 0:
         raise ValueError("no latency samples to summarize")
@@ -106,24 +100,13 @@ def median_interval(samples_ms, confidence=CONFIDENCE):
 
 
 def combine_trials(trial_stats):
-    """Summarizes several device trials, each given as the tool's own statistics.
+    """Summarizes device trials, each the tool's own statistics (``count``, ``avg``, ``std``, ``min``, ``max``,
+    optionally ``median``; ms), into a dict with the keys of :data:`STAT_KEYS` plus ``trials``.
 
-    benchmark_model prints aggregates only (count, avg, std, min, max and, in
-    newer builds, p5/median/p95), not single latencies, so the device figures
-    are built from the trials: ``median`` is the median over trials of each
-    trial's median (its average where the build prints no median), ``mean``
-    is the count-weighted mean, ``std`` the pooled standard deviation, and
-    ``min``/``max`` the extremes. Percentiles the tool does not print (p90,
-    p99, MAD) are None rather than guessed, and so are ``std`` and ``cv`` of
-    fewer than 2 runs in all (the host's rule, :func:`estimable`).
-
-    Args:
-        trial_stats: list of dicts with keys ``count``, ``avg``, ``std``,
-            ``min``, ``max`` and optionally ``median`` (milliseconds).
-
-    Returns:
-        A dict with the keys of :data:`STAT_KEYS` plus ``trials``.
-    """
+    benchmark_model prints aggregates, not single latencies: ``median`` is the median of the trials' medians (their
+    averages where the build prints none), ``mean`` the count-weighted mean, ``std`` the pooled standard deviation,
+    ``min``/``max`` the extremes. Figures the tool does not print (p90, p99, MAD) are None rather than guessed, and
+    so are ``std`` and ``cv`` of fewer than 2 runs in all (:func:`estimable`)."""
     trials = [t for t in trial_stats if t and t.get("avg") is not None]
     if not trials:
         raise ValueError("no finished trials to combine")
