@@ -100,7 +100,7 @@ ARM64_CPUS = {
                               "little cores and budget phones (A53, A55 without dotprod kernels)"),
     # QEMU 7.2 models no Armv9 core; `max` is the one with i8mm and bf16 (the Armv9 cores of 2022+ phones:
     # A710, A715, X2, X3). Its SME must be off: with SME advertised, QEMU 7.2's SME emulation gave wrong int8
-    # results (KleidiAI takes SME kernels when the CPU has SME; found when issue 38 was first tried).
+    # results (KleidiAI takes SME kernels when the CPU has SME).
     # Its cpuinfo names a Neoverse N2 (the server sibling of the A710, the same Armv9 core with i8mm). Measured
     # on a full-int8 tiny file with ai-edge-litert 2.3.0: QEMU's own `max` MIDR (implementer 0) and a Cortex-A710
     # MIDR (0xd47) both killed the run with SIGSEGV, the A710 one even under `-cpu cortex-a76`, so the crash

@@ -21,8 +21,7 @@ from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.metadata_schema import CLIENT_INPUT_NAMES, PACKED_AS, TFLITE_METADATA
 
-# The tokenizers MediaPipe Tasks and the Task Library's BERT preprocessors run (BertPreprocessor builds either from
-# the first input process unit; measured in MediaPipe 1.2.2 with both, issue 35).
+# BertPreprocessor builds either from the first input process unit (measured in MediaPipe 1.2.2 with both).
 CLIENT_TOKENIZERS = tuple(name for name, packed in PACKED_AS.items() if packed)  # what the clients tokenize with
 
 

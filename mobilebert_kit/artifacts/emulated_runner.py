@@ -98,11 +98,8 @@ class EmulatedRunner:
             self._call(command)
             with np.load(outputs, allow_pickle=False) as arrays:
                 values = {key: arrays[key] for key in arrays.files}
-        out = {}
-        for name in self.host.output_names:
-            parts = [values[f"{run}/{name}"][:keep] for run, (_, keep) in enumerate(batches)]
-            out[name] = np.concatenate(parts)
-        return out
+        return {name: np.concatenate([values[f"{run}/{name}"][:keep] for run, (_, keep) in enumerate(batches)])
+                for name in self.host.output_names}
 
     def _call(self, command):
         # A clean environment: the host's PYTHONPATH or LD_LIBRARY_PATH must not reach the foreign Python.

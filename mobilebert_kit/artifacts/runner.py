@@ -309,8 +309,7 @@ class ArtifactRunner:
         {"load_tflite": lambda: self._init_tflite(num_threads),
          "load_compiled_model": lambda: self._init_compiled(num_threads, [s["name"] for s in graph.output_specs()]),
          "load_onnx": lambda: self._init_onnx(num_threads)}[self.runtime.load]()
-        if not self.input_specs:
-            # Every caller feeds token arrays; without this, the first look at the inputs was an IndexError.
+        if not self.input_specs:  # every caller feeds token arrays
             raise ArtifactError(f"{self.path} has no inputs, so it is not an encoder export; pass a file that "
                                 "takes input_ids (mbk export writes one)")
 

@@ -36,8 +36,7 @@ def file_hash(path):
                 digest.update(str(full.relative_to(path)).encode() + b"\0")
                 digest.update(file_hash(full).encode())
         return digest.hexdigest()
-    # A FIFO in a source directory hung the pipeline here and a dangling symlink was an internal error
-    # (issue 12): open_regular never blocks and refuses anything but a regular file in one line.
+    # open_regular never blocks (a FIFO) and refuses anything but a regular file in one line.
     with open_regular(path, "input") as handle:
         for block in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(block)
@@ -84,12 +83,8 @@ class StageManifest:
         if not data or data.get("version") != MANIFEST_VERSION or data.get("key") != self.key:
             return False
         hashes = data.get("outputs")
-        if not isinstance(hashes, dict):
-            return False
-        for path in self.outputs:
-            if not path.is_file() or hashes.get(path.name) != file_hash(path):
-                return False
-        return True
+        return isinstance(hashes, dict) and all(path.is_file() and hashes.get(path.name) == file_hash(path)
+                                                for path in self.outputs)
 
     def save(self):
         """Records the key and the hashes of the outputs (call after they are written)."""

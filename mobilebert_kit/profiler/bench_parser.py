@@ -261,40 +261,41 @@ def _strip(line):
 
 
 def _parse_stat(text, line_number):
-    """Returns a stats dict for a stats line, or None if ``text`` is not one."""
+    """Returns a checked stats dict for a stats line, or None if ``text`` is not one."""
+    if _STAT_EMPTY.match(text):
+        return {"count": 0}
+    stat = _match_stat(text, line_number)
+    if stat is not None:
+        _check_stat(stat, line_number)
+    return stat
+
+
+def _match_stat(text, line_number):
     match = _STAT_FULL.match(text)
     if match:
         g = match.groups()
-        stat = {"count": int(g[0])}
-        for key, value in zip(("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"), g[1:]):
-            stat[key] = None if value is None else _number(value, line_number)
-        _check_stat(stat, line_number)
-        return stat
+        return {"count": int(g[0]), **{key: None if value is None else _number(value, line_number) for key, value in
+                                       zip(("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"), g[1:])}}
     match = _STAT_SAME.match(text)
     if match:
         count, curr = int(match.group(1)), _number(match.group(2), line_number)
         if match.group(3) is None and count != 1:
             raise BenchmarkParseError(f"stats line {text!r} has count={count} but only curr=", line_number)
-        stat = {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
-        _check_stat(stat, line_number)
-        return stat
+        return _same_stat(count, curr)
     match = _STAT_OLD.match(text)
-    if match:
-        curr, count = _number(match.group(1), line_number), int(match.group(2))
-        if match.group(5) is not None:
-            stat = {
-                "count": count, "first": None, "curr": curr,
-                "min": _number(match.group(3), line_number), "max": _number(match.group(4), line_number),
-                "avg": _number(match.group(5), line_number), "std": _number(match.group(6), line_number),
-            }
-            _check_stat(stat, line_number)
-            return stat
-        stat = {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
-        _check_stat(stat, line_number)
-        return stat
-    if _STAT_EMPTY.match(text):
-        return {"count": 0}
-    return None
+    if match is None:
+        return None
+    curr, count = _number(match.group(1), line_number), int(match.group(2))
+    if match.group(5) is None:
+        return _same_stat(count, curr)
+    return {"count": count, "first": None, "curr": curr,
+            "min": _number(match.group(3), line_number), "max": _number(match.group(4), line_number),
+            "avg": _number(match.group(5), line_number), "std": _number(match.group(6), line_number)}
+
+
+def _same_stat(count, curr):
+    """The stats of a line whose runs all took ``curr``."""
+    return {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
 
 
 def _check_stat(stat, line_number):
@@ -349,10 +350,8 @@ def _parse_row(line, columns, line_number):
                 row[key] = _number(value.rstrip("%"), line_number)
             except ValueError:
                 raise BenchmarkParseError(f"op-profiling column {key!r} is not a number: {value[:40]!r}", line_number) from None
-    if "times_called" in row:
-        row["times_called"] = int(row["times_called"])
-    if "count" in row:
-        row["count"] = int(row["count"])
+    for key in {"times_called", "count"} & row.keys():
+        row[key] = int(row[key])
     return row
 
 

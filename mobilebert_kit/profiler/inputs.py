@@ -50,8 +50,7 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
                                 "inputs of shape [batch, seq] only (mbk export writes them)")
         shape = _feed_shape(spec, seq_len)
         count = int(np.prod(shape, dtype=np.float64))
-        if count > MAX_FEED_VALUES:
-            # a static batch read from the file decides the feed's size; numpy's MemoryError was an internal error
+        if count > MAX_FEED_VALUES:  # a static batch read from the file decides the feed's size
             raise ProfilerError(f"input {spec['name']!r} of shape {shape} needs {count:,} values, more than the "
                                 f"profiler's {MAX_FEED_VALUES:,}; export the model with batch 1")
         values = np.zeros(shape, dtype=np.int64)

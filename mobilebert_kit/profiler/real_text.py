@@ -92,12 +92,8 @@ class RealText:
         return np.array([len(row) for row in self.ids])
 
     def feeds(self, inputs, static_len=None):
-        """``{input name: [1, n] array}`` per sentence for a model's ``inputs`` (``ModelInfo.inputs``).
-
-        Args:
-            inputs (list[dict]): the model's inputs (``name``, ``role``, ``dtype``).
-            static_len (int | None): pad every sentence to this length (a static file); None: its own length.
-        """
+        """``{input name: [1, n] array}`` per sentence for a model's ``inputs`` (``ModelInfo.inputs``), each padded to
+        ``static_len`` (a static file) or at its own length (None)."""
         if self.lines:
             return [{inputs[0]["name"]: np.array([line], dtype=object)} for line in self.lines]
         out = []
@@ -115,11 +111,8 @@ class RealText:
         return out
 
     def summary(self, fed="own length"):
-        """The text's record in a profile result: its sentences and their token counts.
-
-        Args:
-            fed (str): how the sentences were fed (``"own length"`` or ``"padded to N"``).
-        """
+        """The text's record in a profile result: its sentences and their token counts; ``fed`` says how they were fed
+        (``"own length"`` or ``"padded to N"``)."""
         # A text-in file's tokens are counted inside it: its sentences are described by their characters.
         lengths, unit = (np.array([len(line) for line in self.lines]), "characters") if self.lines else \
             (self.lengths, "tokens")

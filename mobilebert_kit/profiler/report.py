@@ -19,6 +19,7 @@ from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.profiler.stats import STAT_KEYS
 from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.output_check import OutputKind, json_field, text_starts
 from mobilebert_kit.utils.structured import load_json
@@ -53,7 +54,6 @@ _RECORD_FIELDS = {
     "incomplete": bool,
     "warnings": list,
 }
-_LATENCY_KEYS = ("count", "mean", "std", "min", "max", "median", "p90", "p99", "mad", "cv")
 
 CSV_COLUMNS = (
     "model", "format", "precision", "variant", "target", "device", "serial", "simulated", "cores", "mask", "threads",
@@ -122,7 +122,7 @@ def validate_report(report):
                 problems.append(f"results[{index}].{key} has type {type(record[key]).__name__}")
         latency = record.get("latency_ms")
         if isinstance(latency, dict):
-            for key in _LATENCY_KEYS:
+            for key in STAT_KEYS:
                 if key not in latency:
                     problems.append(f"results[{index}].latency_ms.{key} is missing")
         if record.get("target") not in ("host", "adb"):
@@ -168,43 +168,23 @@ def flat_rows(report):
         device = r.get("device") or {}
         runtime = r.get("runtime") or {}
         config = r.get("config") or {}
-        rows.append(
-            {
-                "model": r["model"].get("name"),
-                "format": r["model"].get("format"),
-                "precision": r.get("precision"),
-                "variant": r.get("variant"),
-                "target": r.get("target"),
-                "device": device.get("model") or device.get("cpu_model") or device.get("kind"),
-                "serial": device.get("serial", ""),
-                "simulated": r.get("simulated"),
-                "cores": config.get("cores"),
-                "mask": config.get("mask"),
-                "threads": config.get("threads"),
-                "runtime": runtime.get("name"),
-                "delegate": runtime.get("delegate", runtime.get("graph_optimization", "")),
-                "seq_len": r.get("seq_len"),
-                "seq": _seq_cell(r),
-                "trials": len(r.get("trials") or []),
-                "count": lat.get("count"),
-                "median_ms": lat.get("median"),
-                "p90_ms": lat.get("p90"),
-                "p99_ms": lat.get("p99"),
-                "mean_ms": lat.get("mean"),
-                "std_ms": lat.get("std"),
-                "mad_ms": lat.get("mad"),
-                "cv": lat.get("cv"),
-                "min_ms": lat.get("min"),
-                "max_ms": lat.get("max"),
-                "init_ms": r.get("init_ms"),
-                "first_inference_ms": r.get("first_inference_ms"),
-                "peak_rss_mb": r.get("peak_rss_mb"),
-                "flops": r.get("flops"),
-                "gflops_per_s": r.get("gflops_per_s"),
-                "throttled": r.get("throttled"),
-                "incomplete": r.get("incomplete"),
-            }
-        )
+        rows.append({
+            "model": r["model"].get("name"),
+            "format": r["model"].get("format"),
+            "device": device.get("model") or device.get("cpu_model") or device.get("kind"),
+            "serial": device.get("serial", ""),
+            **{key: config.get(key) for key in ("cores", "mask", "threads")},
+            "runtime": runtime.get("name"),
+            "delegate": runtime.get("delegate", runtime.get("graph_optimization", "")),
+            "seq": _seq_cell(r),
+            "trials": len(r.get("trials") or []),
+            "count": lat.get("count"),
+            "cv": lat.get("cv"),
+            **{f"{key}_ms": lat.get(key) for key in ("median", "p90", "p99", "mean", "std", "mad", "min", "max")},
+            **{key: r.get(key) for key in ("precision", "variant", "target", "simulated", "seq_len", "init_ms",
+                                           "first_inference_ms", "peak_rss_mb", "flops", "gflops_per_s", "throttled",
+                                           "incomplete")},
+        })
     return rows
 
 

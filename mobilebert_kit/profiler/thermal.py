@@ -80,12 +80,8 @@ def celsius(millidegrees):
 
 
 def throttle_reasons(before, after, cpus):
-    """Returns human-readable reasons a trial ran throttled ([] if it did not).
-
-    Args:
-        before, after: snapshots from ``bench_loop.sh`` after :func:`checked_snapshot` (may be None).
-        cpus: the cores the trial was pinned to.
-    """
+    """Returns human-readable reasons a trial pinned to ``cpus`` ran throttled ([] if it did not), from its checked
+    ``before`` / ``after`` snapshots (:func:`checked_snapshot`; may be None)."""
     reasons = []
     for label, snapshot in (("before", before), ("after", after)):
         for cpu in cpus:
@@ -97,13 +93,8 @@ def throttle_reasons(before, after, cpus):
 
 
 def trial_thermal(record, cpus):
-    """Returns the thermal fields of a trial record for the report.
-
-    Args:
-        record: the ``@@MBK_JSON`` object the script printed for the trial (checked here again, so any
-            object is safe to pass).
-        cpus: the cores the trial was pinned to.
-    """
+    """Returns the report's thermal fields of a trial pinned to ``cpus``, from its ``@@MBK_JSON`` record (checked
+    here, so any object is safe to pass)."""
     record = checked_record(record)
     before, after = record["before"], record["after"]
     reasons = throttle_reasons(before, after, cpus)

@@ -122,10 +122,6 @@ class CpuTopology:
     def online_cpus(self):
         return [c["cpu"] for c in self.cores if c["online"]]
 
-    def cpus(self, selection):
-        """Returns the sorted core list for a core-set name or a hex mask."""
-        return self.mask(selection)[1]
-
     def mask(self, selection):
         """Returns ``(hex_mask, cpus)`` for ``big|little|prime|all`` or a hex mask.
 
