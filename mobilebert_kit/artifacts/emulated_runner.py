@@ -32,12 +32,8 @@ TIMEOUT_S = 3600
 
 
 def sysroot_spec(arch):
-    """The :class:`~mobilebert_kit.artifacts.sysroot.SysrootSpec` of ``arch`` (an Arch record) with the host's versions.
-
-    Example:
-        >>> sysroot_spec(ARCHES["arm64"]).wheels[0].startswith("numpy==")
-        True
-    """
+    """The :class:`~mobilebert_kit.artifacts.sysroot.SysrootSpec` of ``arch`` (an Arch record) with the host's
+    versions."""
     return SysrootSpec(
         debian_arch=arch.debian_arch, python=arch.python,
         wheels=tuple(f"{name}=={metadata.version(name)}" for name in RUNTIME_PACKAGES),
@@ -47,12 +43,7 @@ def sysroot_spec(arch):
 
 
 def emulation_ready(arch):
-    """Whether ``arch``'s emulated runtimes are in the cache already (``mbk validate --arch`` builds them once).
-
-    Example:
-        >>> emulation_ready("arm64") in (True, False)
-        True
-    """
+    """Whether ``arch``'s emulated runtimes are in the cache already (``mbk validate --arch`` builds them once)."""
     return sysroot_built(sysroot_spec(arch_record(arch)))
 
 

@@ -112,14 +112,9 @@ def planned_length(meta, static_len=None, requested=None, max_positions=None):
 
 
 def in_graph_length(meta):
-    """The length a text-in file (``--tokenizer-in-graph``) cuts each text to inside itself, special tokens
-    included (``tokenizer_in_graph.truncates_to``); None for any other file. Like a static file's length, no
-    ``--seq-len`` changes it.
-
-    Example:
-        >>> in_graph_length({"tokenizer_in_graph": {"truncates_to": 64}}), in_graph_length({})
-        (64, None)
-    """
+    """The length a text-in file (``--tokenizer-in-graph``) cuts each text to inside itself, special tokens included
+    (``tokenizer_in_graph.truncates_to``); None for any other file. Like a static length, ``--seq-len`` cannot
+    change it."""
     record = meta.get("tokenizer_in_graph")
     value = record.get("truncates_to") if isinstance(record, dict) else None
     return int(value) if _positive(value) else None

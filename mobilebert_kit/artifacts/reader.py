@@ -81,22 +81,12 @@ class ArtifactGraph:
 
 def takes_text(input_specs):
     """Whether a graph with these inputs (``[{"name", "dtype", ...}]``) takes text: one string tensor, a
-    ``--tokenizer-in-graph`` file whose tokenizer runs inside it.
-
-    Example:
-        >>> takes_text([{"name": "text", "dtype": "string"}])
-        True
-    """
+    ``--tokenizer-in-graph`` file whose tokenizer runs inside it."""
     return len(input_specs) == 1 and input_specs[0]["dtype"] == "string"
 
 
 def artifact_format(path, fmt=None):
-    """``"tflite"`` or ``"onnx"`` from ``fmt`` or the file suffix; raises ArtifactError for anything else.
-
-    Example:
-        >>> artifact_format("m.onnx")
-        'onnx'
-    """
+    """``"tflite"`` or ``"onnx"`` from ``fmt`` or the file suffix; raises ArtifactError for anything else."""
     by_suffix = {record.suffix: name for name, record in FORMATS.items()}
     fmt = fmt or by_suffix.get(Path(str(path)).suffix.lower())
     if fmt not in FORMATS:

@@ -30,12 +30,7 @@ QUANT_TYPES = {"int8", "uint8", "int16", "int4"}
 
 
 def dtype_name(code, fmt):
-    """The dtype name of a TFLite ``TensorType`` or ONNX ``DataType`` code (``"type<n>"`` when unknown).
-
-    Example:
-        >>> dtype_name(9, "tflite"), dtype_name(1, "onnx")
-        ('int8', 'float32')
-    """
+    """The dtype name of a TFLite ``TensorType`` or ONNX ``DataType`` code (``"type<n>"`` when unknown)."""
     return _TYPES[fmt].get(int(code), f"type{int(code)}")
 
 
@@ -102,16 +97,9 @@ NO_ACTIVATION = {True: "LayerNorm, no GELU/ReLU found", False: "no LayerNorm/GEL
 
 
 def variant_name(op_types, fmt):
-    """Names the normalisation and activation a graph uses (the MobileBERT paper's Table 6 rows).
-
-    NoNorm (``x * gamma + beta``) has no op of its own: it is read from a missing LayerNorm, which says
-    something only in a transformer. So a Table 6 name needs a feed-forward activation (GELU or ReLU);
-    a graph with none (no inputs, one MatMul, an unknown activation) is named by what was found, never
-    "NoNorm+none", which read like a BERT variant.
-
-    Args:
-        op_types (set[str]): op types in the graph, fused activations included.
-        fmt (str): ``"tflite"`` or ``"onnx"``.
+    """Names the normalisation and activation a graph's ``op_types`` (fused activations included) show: the
+    MobileBERT paper's Table 6 rows. NoNorm has no op of its own (it is a missing LayerNorm), so a Table 6 name needs
+    a feed-forward activation; a graph with none is named by what was found.
 
     Example:
         >>> variant_name({"FULLY_CONNECTED", "RELU"}, "tflite")
@@ -128,23 +116,9 @@ def variant_name(op_types, fmt):
 
 
 def compute_census(graph):
-    """Splits every op by how it computes: ``quantized``, ``hybrid``, ``float``, ``conversion``, ``other``.
-
-    TFLite: by the dtypes of the op's tensors (integer outputs: integer; float
-    outputs from integer inputs: hybrid, i.e. dynamic-range). ONNX: by op type
-    (integer kernels, QDQ neighbours, data movement), since intermediate dtypes
-    are not stored in the file.
-
-    Args:
-        graph (ArtifactGraph): a read artifact.
-
-    Returns:
-        dict[str, Counter]: op label -> count, per class.
-
-    Example:
-        >>> compute_census(read_artifact("m.tflite"))["float"]  # doctest: +SKIP
-        Counter({'SOFTMAX': 2})
-    """
+    """Splits every op of ``graph`` by how it computes: ``{"quantized" | "hybrid" | "float" | "conversion" | "other":
+    Counter(op label)}``. TFLite by the dtypes of the op's tensors (float outputs from integer inputs: hybrid);
+    ONNX by op type, since the file stores no intermediate dtypes."""
     census = {kind: Counter() for kind in ("quantized", "hybrid", "float", "conversion", "other")}
     _CENSUS[graph.format](graph, census)
     return census

@@ -184,20 +184,9 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
 
 
 def app_tokenizer(path, tokenizer=None, fmt=None):
-    """The tokenizer whose ids an exported file's app feeds it (``mbk evaluate`` scores with it).
-
-    Args:
-        path (str | os.PathLike): a file written by ``mbk export``.
-        tokenizer (str | os.PathLike | None): a vocab.txt / model directory for a file without an embedded one.
-        fmt (str | None): ``"tflite"`` or ``"onnx"`` when the suffix does not say.
-
-    Raises:
-        ArtifactError: the file is unreadable or carries no tokenizer and none is given.
-
-    Example:
-        >>> app_tokenizer("clf.tflite").encode_inputs(["a fine film"], 16)["input_ids"].shape  # doctest: +SKIP
-        (1, 16)
-    """
+    """The tokenizer whose ids an exported file's app feeds it (``mbk evaluate`` scores with it); ``tokenizer`` is a
+    vocab.txt / model directory for a file without an embedded one. ArtifactError when the file is unreadable or
+    carries no tokenizer and none is given."""
     graph, client = read_with_client_metadata(Path(path), fmt)
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
     _packed_labels(path, client, meta, vocab)  # refuses packed files that disagree with the model

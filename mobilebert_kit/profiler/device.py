@@ -73,12 +73,8 @@ def bench_script_path(explicit=None):
 
 
 def device_profiles():
-    """Returns the device profiles of ``android_bench/devices/*.json`` (name -> dict).
-
-    Raises:
-        ProfilerError: a profile that is not JSON, or whose fields the profiler reads are
-            missing or of the wrong type (one line naming the file and the field).
-    """
+    """Returns the device profiles of ``android_bench/devices/*.json`` (name -> dict); a one-line ProfilerError naming
+    the file and the field for a profile that is not JSON or whose fields the profiler reads are wrong."""
     profiles = {}
     for path in sorted(glob.glob(os.path.join(android_bench_dir(), "devices", "*.json"))):
         profile = load_json(Path(path), "device profile", expect=dict, error=ProfilerError,
@@ -313,13 +309,9 @@ class DeviceProfiler:
     # --- runs ------------------------------------------------------------------------------
 
     def profile_all(self, paths, seq_lens=(None,)):
-        """Profiles every model at every sequence length; returns result records.
-
-        Raises:
-            MbkError: any failure; ``err.partial_results`` holds the records
-                finished before it (a disconnect keeps the finished trials of
-                the model that was running, marked ``incomplete``).
-        """
+        """Profiles every model at every sequence length; returns result records. On any MbkError,
+        ``err.partial_results`` holds the records finished before it (a disconnect keeps the finished trials of the
+        model that was running, marked ``incomplete``)."""
         results = []
         current = None
         try:
@@ -581,12 +573,8 @@ def _summarize_trials(result):
 
 
 def profile_devices(adb, serials, paths, seq_lens=(None,), **options):
-    """Profiles the models on several devices in parallel; returns all records.
-
-    Raises:
-        MbkError: the first failure (by serial order), with ``partial_results``
-            holding every record finished on any device.
-    """
+    """Profiles the models on several devices in parallel; returns all records. Raises the first failure (by serial
+    order), its ``partial_results`` holding every record finished on any device."""
     profilers = [DeviceProfiler(adb, serial, **options) for serial in serials]
     if len(profilers) == 1:
         return profilers[0].profile_all(paths, seq_lens)

@@ -477,20 +477,9 @@ def app_calls(interpreter, feeds):
 
 
 def onnx_op_summary(events, runs, skip_runs=0):
-    """Aggregates ONNX Runtime profiler events into per-op-type rows.
-
-    Args:
-        events: the Chrome-trace event list ORT writes.
-        runs: how many profiled ``run()`` calls to average over.
-        skip_runs: leading ``run()`` calls (warm-up, with first-run
-            allocations) whose node events are left out.
-
-    Returns:
-        Rows like benchmark_model's "Summary by node type": ``node_type``,
-        ``count`` (nodes of that type), ``avg_ms`` (per inference: the sum
-        over nodes of each node's median duration), ``pct``, ``times_called``
-        (per inference), sorted by time.
-    """
+    """Aggregates ONNX Runtime profiler ``events`` (its Chrome trace) over ``runs`` profiled calls, after
+    ``skip_runs`` warm-up calls, into benchmark_model's "Summary by node type" rows: ``node_type``, ``count``,
+    ``avg_ms`` (per inference: the sum of each node's median duration), ``pct``, ``times_called``; slowest first."""
     model_runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"), key=lambda e: e.get("ts", 0))
     start_ts = None
     if skip_runs and len(model_runs) > skip_runs:

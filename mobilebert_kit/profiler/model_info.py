@@ -58,12 +58,7 @@ def fixed_length_error(path, static_len, seq_len):
 
 
 def input_role(name):
-    """Returns ``input_ids``, ``attention_mask``, ``token_type_ids`` or None for an input name.
-
-    Example:
-        >>> input_role("serving_default_input_ids:0")
-        'input_ids'
-    """
+    """Returns ``input_ids``, ``attention_mask``, ``token_type_ids`` or None for an input name."""
     lowered = name.lower()
     # Longest alias first so "input_mask" is not taken for "mask" of something else.
     for role, aliases in _ROLE_ALIASES.items():
@@ -147,12 +142,8 @@ class ModelInfo:
         self.takes_text = takes_text(self.inputs)  # a --tokenizer-in-graph .onnx: fed the text itself
 
     def feed_vocab(self, given=None):
-        """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's.
-
-        Raises:
-            ProfilerError: ``given`` exceeds what the file's lookup reads (its embedding table or one-hot depth):
-                the runtime failed with "gather index out of bounds ...; re-export the model", blaming the file.
-        """
+        """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's; ProfilerError
+        when ``given`` exceeds what the file's lookup reads (the runtime would blame the file)."""
         if given is None:
             return int(self.vocab_size)
         if self.vocab_source in ("embedding table", "one-hot depth") and int(given) > self.vocab_size:

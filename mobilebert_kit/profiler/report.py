@@ -73,13 +73,8 @@ PROFILE_CSV = OutputKind("profile-csv", False, "a profile CSV table", lambda pat
 
 
 def build_report(results, *, options=None, error=None):
-    """Wraps result records into the versioned report document.
-
-    Args:
-        results: result records from the host or device runners.
-        options: the command's options, recorded for reproduction.
-        error: the one-line error that stopped the run early, if any.
-    """
+    """Wraps result records (host or device) into the versioned report document, with the command's ``options``
+    recorded for reproduction and ``error``, the one line that stopped the run early, if any."""
     report = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,

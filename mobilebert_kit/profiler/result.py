@@ -71,13 +71,8 @@ DEFAULT_MIN_TIME_S = 1.0
 
 
 def check_time_limits(min_time_s, max_time_s):
-    """Returns ``(min_time_s, max_time_s)`` as floats, or raises ProfilerError when they contradict each other.
-
-    The timed runs stop at ``max_time_s`` whatever ``min_time_s`` asks for, so a
-    minimum above the maximum can never be met (and was silently cut short).
-    ``min_time_s`` None is the default minimum (:data:`DEFAULT_MIN_TIME_S`), which
-    yields to a shorter maximum: ``--max-time 0.5`` alone is no contradiction.
-    """
+    """Returns ``(min_time_s, max_time_s)`` as floats; ProfilerError when the minimum exceeds the maximum (the runs stop
+    at ``max_time_s``). ``min_time_s`` None is :data:`DEFAULT_MIN_TIME_S`, which yields to a shorter maximum."""
     max_time_s = float(max_time_s)
     if min_time_s is None:
         return min(DEFAULT_MIN_TIME_S, max_time_s), max_time_s
@@ -97,10 +92,8 @@ def runs_warning(done, requested, max_time_s, where=""):
 
 
 def run_config(profiler, vocab_size, **extra):
-    """The ``config`` block every result carries: pinning and run-length settings of ``profiler``.
-
-    Host and adb profilers share these attributes; ``extra`` adds target-specific keys.
-    """
+    """The ``config`` block every result carries: ``profiler``'s pinning and run-length settings (host and adb
+    profilers share them), with target-specific ``extra`` keys."""
     config = {
         "cores": str(profiler.cores),
         "mask": profiler.mask,

@@ -69,11 +69,8 @@ class CpuTopology:
 
     @classmethod
     def from_sysfs_lines(cls, text):
-        """Builds the topology from ``bench_loop.sh topology`` output.
-
-        Each line reads ``cpu N MAX_FREQ_KHZ CAPACITY ONLINE`` with ``-`` for
-        a value sysfs does not have.
-        """
+        """Builds the topology from ``bench_loop.sh topology`` lines: ``cpu N MAX_FREQ_KHZ CAPACITY ONLINE``, with
+        ``-`` for a value sysfs does not have."""
         cores = []
         for line in text.splitlines():
             parts = line.split()
