@@ -14,20 +14,6 @@ import importlib
 
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 
-__all__ = [
-    "AdbClient",
-    "BenchmarkLog",
-    "BenchmarkParseError",
-    "CpuTopology",
-    "DeviceDisconnectedError",
-    "DeviceError",
-    "DeviceProfiler",
-    "HostProfiler",
-    "ModelInfo",
-    "ProfilerError",
-    "parse_benchmark_output",
-]
-
 _LAZY = {
     "AdbClient": "mobilebert_kit.profiler.adb",
     "BenchmarkLog": "mobilebert_kit.profiler.bench_parser",
@@ -37,6 +23,7 @@ _LAZY = {
     "ModelInfo": "mobilebert_kit.profiler.model_info",
     "parse_benchmark_output": "mobilebert_kit.profiler.bench_parser",
 }
+__all__ = sorted([*_LAZY, "BenchmarkParseError", "DeviceDisconnectedError", "DeviceError", "ProfilerError"])
 
 
 def __getattr__(name):

@@ -374,10 +374,7 @@ class DeviceProfiler:
                                       "benchmark_model is given: the work is the same, the values are not")
         return result
 
-    def _model_args(self, info, result, remote_model, value_files):
-        input_flags, _ = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
-        if not self.tool.input_flags:
-            input_flags = []
+    def _model_args(self, input_flags, remote_model, value_files):
         args = [
             f"--graph={remote_model}",
             f"--num_threads={self.threads}",
@@ -399,8 +396,9 @@ class DeviceProfiler:
     def _run_model(self, info, result):
         remote_model = f"{self.remote_dir}/{os.path.basename(info.path)}"
         self.adb.push(self.serial, info.path, remote_model)
-        _, value_data = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
-        value_data = value_data if self.tool.input_flags else {}
+        input_flags, value_data = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
+        if not self.tool.input_flags:  # the tool fills its inputs itself
+            input_flags, value_data = [], {}
         value_files = {}
         with tempfile.TemporaryDirectory(prefix="mbk-values-") as tmp:
             for name, data in value_data.items():
@@ -409,7 +407,7 @@ class DeviceProfiler:
                     f.write(data)
                 value_files[name] = f"{self.remote_dir}/input_{name}.bin"
                 self.adb.push(self.serial, local, value_files[name])
-        args = self._model_args(info, result, remote_model, value_files)
+        args = self._model_args(input_flags, remote_model, value_files)
         result["runtime"]["flags"] = args
         # On an error the model stays until _cleanup removes the whole run directory.
         for record, log in self._run_loop(args, self.trials, info):

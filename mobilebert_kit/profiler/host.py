@@ -16,6 +16,7 @@ Example:
 """
 
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -215,25 +216,19 @@ class HostProfiler:
     def _run_tflite_rows(self, info, feeds, runs):
         choice = self._choose_runtime(info)
         if choice.runtime.name == "compiled_model":
-            state = {"row": 0}
+            rows = itertools.cycle(feeds)
 
             def feed_next(compiled):  # a static file: every sentence is padded to the same shape, no resize
-                compiled.set_inputs(feeds[state["row"] % len(feeds)])
-                state["row"] += 1
+                compiled.set_inputs(next(rows))
                 compiled.invoke()
 
             return self._run_compiled(info, choice, feed_next, None, runs)
         interpreter, init_ms = self._timed_load(info, "ai-edge-litert", lambda: load_tflite(
             info.path, num_threads=self.threads, delegate=self.delegate))
         _check_inputs(info, [d["name"] for d in interpreter.get_input_details()], feeds[0])
-        try:
-            timing = self._loop(app_calls(interpreter, feeds), runs)
-        except (RuntimeError, ValueError) as err:
-            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, None)) from err
-        timing["init_ms"] = init_ms
-        timing["runtime"] = self._interpreter_record(interpreter, choice)
-        timing["runtime_warnings"] = choice.warnings
-        return timing
+        timing = self._timed_loop(info, "ai-edge-litert", app_calls(interpreter, feeds), runs)
+        return {**timing, "init_ms": init_ms, "runtime": self._interpreter_record(interpreter, choice),
+                "runtime_warnings": choice.warnings}
 
     # --- runtimes -----------------------------------------------------------------
 
@@ -252,6 +247,14 @@ class HostProfiler:
                                 _runtime_message(info, runtime, err.__cause__, length)) from err
         return loaded, (time.perf_counter() - start) * 1000.0
 
+    def _timed_loop(self, info, runtime, call, runs=None, errors=(RuntimeError, ValueError), length=None,
+                    self_timed=False):
+        """:meth:`_loop` of ``call``; a runtime's failure (``errors``) is one ProfilerError line with its hint."""
+        try:
+            return self._loop(call, runs, self_timed)
+        except errors as err:
+            raise ProfilerError(_runtime_message(info, runtime, err, length)) from err
+
     def _interpreter_record(self, interpreter, choice):
         return {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
                 "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version, "delegate": self.delegate,
@@ -264,16 +267,12 @@ class HostProfiler:
         if feeds is not None:
             _check_inputs(info, [d["name"] for d in compiled.input_details], feeds)
             compiled.set_inputs(feeds)
-        try:
-            timing = self._loop(lambda: call(compiled), runs)
-        except (RuntimeError, ValueError) as err:
-            raise ProfilerError(_runtime_message(info, "LiteRT CompiledModel", err, None)) from err
-        timing["init_ms"] = init_ms
-        timing["runtime"] = {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
-                             "version": litert_version, "delegate": self.delegate, "accelerator": "CPU",
-                             "kernel_mode": "BUILTIN" if self.delegate == "none" else "XNNPACK", "threads": self.threads}
-        timing["runtime_warnings"] = choice.warnings
-        return timing
+        timing = self._timed_loop(info, "LiteRT CompiledModel", lambda: call(compiled), runs)
+        return {**timing, "init_ms": init_ms, "runtime_warnings": choice.warnings,
+                "runtime": {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
+                            "version": litert_version, "delegate": self.delegate, "accelerator": "CPU",
+                            "kernel_mode": "BUILTIN" if self.delegate == "none" else "XNNPACK",
+                            "threads": self.threads}}
 
     def _run_tflite(self, info, feeds, length):
         choice = self._choose_runtime(info)
@@ -285,14 +284,9 @@ class HostProfiler:
         _check_inputs(info, [d["name"] for d in interpreter.get_input_details()], feeds)
         for detail in interpreter.get_input_details():
             interpreter.set_tensor(detail["index"], feeds[detail["name"]])
-        try:
-            timing = self._loop(interpreter.invoke)
-        except RuntimeError as err:
-            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, length)) from err
-        timing["init_ms"] = init_ms
-        timing["runtime"] = self._interpreter_record(interpreter, choice)
-        timing["runtime_warnings"] = choice.warnings
-        return timing
+        timing = self._timed_loop(info, "ai-edge-litert", interpreter.invoke, errors=RuntimeError, length=length)
+        return {**timing, "init_ms": init_ms, "runtime": self._interpreter_record(interpreter, choice),
+                "runtime_warnings": choice.warnings}
 
     def _onnx_options(self, profile_prefix=None):
         options = ort.SessionOptions()
@@ -313,17 +307,10 @@ class HostProfiler:
         names = [i.name for i in session.get_inputs()]
         _check_inputs(info, names, rows[0])
         run_feeds = [{n: row[n] for n in names} for row in rows]
-        state = {"row": 0}
-
-        def call():
-            session.run(None, run_feeds[state["row"] % len(run_feeds)])
-            state["row"] += 1
-
-        try:
-            timing = self._loop(call, runs)
-        except Exception as err:  # noqa: BLE001
-            shape = getattr(next(iter(run_feeds[0].values()), None), "shape", ())
-            raise ProfilerError(_runtime_message(info, "onnxruntime", err, shape[1] if len(shape) == 2 else None)) from err
+        shape = getattr(next(iter(run_feeds[0].values()), None), "shape", ())
+        cycle = itertools.cycle(run_feeds)
+        timing = self._timed_loop(info, "onnxruntime", lambda: session.run(None, next(cycle)), runs,
+                                  errors=Exception, length=shape[1] if len(shape) == 2 else None)
         timing["init_ms"] = init_ms
         timing["runtime"] = {
             "name": "onnxruntime",
@@ -341,16 +328,9 @@ class HostProfiler:
         ``session.run`` itself, so the pipes to it are not counted."""
         session, _ = self._timed_load(info, "onnxruntime with onnxruntime-extensions",
                                       lambda: TextSession(info.path, self.threads))
-        state = {"row": 0}
-
-        def call():
-            state["row"] += 1
-            return session.timed_run(feeds[(state["row"] - 1) % len(feeds)])
-
-        try:
-            timing = self._loop(call, runs, self_timed=True)
-        except RuntimeError as err:
-            raise ProfilerError(_runtime_message(info, "onnxruntime with onnxruntime-extensions", err, None)) from err
+        rows = itertools.cycle(feeds)
+        timing = self._timed_loop(info, "onnxruntime with onnxruntime-extensions",
+                                  lambda: session.timed_run(next(rows)), runs, errors=RuntimeError, self_timed=True)
         timing["peak_rss"] = _peak_rss_mb(session.pid, "of the process that ran the file")
         timing["init_ms"] = session.load_ms  # the session's creation, not the child's start
         timing["runtime"] = {"name": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
@@ -458,11 +438,10 @@ def app_calls(interpreter, feeds):
     allocated LiteRT ``interpreter`` as a client app does: a feed of a new length resizes and re-allocates (as
     MediaPipe's inference runner does), every call copies its inputs in."""
     details = interpreter.get_input_details()
-    state = {"row": 0, "shape": None}
+    rows, state = itertools.cycle(feeds), {"shape": None}
 
     def call():
-        feed = feeds[state["row"] % len(feeds)]
-        state["row"] += 1
+        feed = next(rows)
         shape = feed[details[0]["name"]].shape
         if shape != state["shape"]:
             for detail in details:
