@@ -13,8 +13,5 @@ class ArtifactError(MbkError):
 
 
 class RuntimeLoadError(ArtifactError):
-    """The runtime (ai-edge-litert, onnxruntime) refused to load or prepare the file.
-
-    The runtime's own exception is the ``__cause__``; callers that word the
-    message themselves (the profiler adds a ``--seq-len`` hint) read it there.
-    """
+    """The runtime (ai-edge-litert, onnxruntime) refused to load or prepare the file; its own exception is the
+    ``__cause__``, for callers that word the message themselves (the profiler adds a ``--seq-len`` hint)."""

@@ -19,14 +19,8 @@ from mobilebert_kit.artifacts.runner import load_tflite
 
 
 def xnnpack_coverage(path):
-    """Returns ``{"ops", "delegated", "partitions", "builtin": {op type: count}, "delegated_indices"}``.
-
-    Args:
-        path: the ``.tflite`` file.
-
-    Raises:
-        ArtifactError: the file cannot be loaded by the interpreter.
-    """
+    """Returns ``{"ops", "delegated", "partitions", "builtin": {op type: count}, "delegated_indices"}`` of a
+    ``.tflite`` file; ArtifactError when the interpreter cannot load it."""
     try:
         ops = [(op["type"], set(op["outputs"])) for op in read_artifact(path, fmt="tflite").ops]
         fused = load_tflite(path, num_threads=1)
