@@ -4,9 +4,4 @@ Below both ``convert/`` and ``profiler/``: what a file holds and how it runs is 
 ``mbk inspect`` and ``mbk profile`` describe the same file the same way. Nothing here imports TensorFlow, Keras
 or the rest of ``mobilebert_kit`` above ``errors.py`` and ``utils/`` (``tests/test_artifact_floor.py`` checks).
 docs/architecture.md maps its modules.
-
-Example:
-    >>> from mobilebert_kit.artifacts.reader import read_artifact
-    >>> read_artifact("model.tflite").input_specs()[0]["name"]  # doctest: +SKIP
-    'input_ids'
 """

@@ -8,11 +8,6 @@ A text-in ``.onnx`` (``mbk export --tokenizer-in-graph``) tokenizes itself (``ru
 3. else none: the reason names what the file lacks and ``--tokenizer``.
 
 TensorFlow-free: the record hands the bytes and the casing to ``data.text_tokenizer.TextTokenizer.from_packed``.
-
-Example:
-    >>> carried = carried_tokenizer("e.tflite", meta, recorded, vocab)  # doctest: +SKIP
-    >>> carried.runs_as, carried.tokenizer, carried.describe()  # doctest: +SKIP
-    ('client', 'sentencepiece', 'the packed sentencepiece.model, as MediaPipe and the Task Library run it')
 """
 
 from dataclasses import dataclass

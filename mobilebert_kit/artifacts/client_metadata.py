@@ -8,11 +8,6 @@ A model file is untrusted input, so the walk is bounded: every offset is checked
 exceeds :data:`LIMITS` (or is a zip64 archive) is a one-line :class:`ArtifactError`. Flatbuffer offsets only point
 forward and the schema's nesting is fixed, so no cycle can be followed. Field slots are
 :mod:`~mobilebert_kit.artifacts.metadata_schema`'s, shared with the writer.
-
-Example:
-    >>> meta = read_client_metadata("model.tflite")  # doctest: +SKIP
-    >>> meta.input_names, meta.tokenizer, meta.vocab_size  # doctest: +SKIP
-    (('ids', 'mask', 'segment_ids'), 'bert', 30522)
 """
 
 import hashlib

@@ -2,11 +2,6 @@
 
 ``.tflite`` files are walked with ai-edge-litert's flatbuffer schema (no interpreter, no TensorFlow); ``.onnx``
 files are loaded with ``onnx`` without their external weights. Both give the same :class:`ArtifactGraph`.
-
-Example:
-    >>> graph = read_artifact("model.tflite")  # doctest: +SKIP
-    >>> [spec["name"] for spec in graph.input_specs()]  # doctest: +SKIP
-    ['input_ids', 'attention_mask', 'token_type_ids']
 """
 
 from dataclasses import dataclass, field

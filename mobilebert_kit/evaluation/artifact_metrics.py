@@ -5,11 +5,6 @@ packed in it (refused when they disagree with the model), other files by ``mbk_v
 Each task is one ``TaskMetric`` record in ``training.task_scoring.TASK_METRICS``, the same records the Keras
 side (``training.fine_tuner.evaluate_model``) scores with, so a float export and its Keras model can only
 differ by what the file computes. TensorFlow-free (``tests/evaluation/test_artifact_metrics.py`` checks it).
-
-Example:
-    >>> result = evaluate_artifact("sst2.tflite", "SST-2/dev.tsv")  # doctest: +SKIP
-    >>> result.primary, round(result.metrics[result.primary], 3)  # doctest: +SKIP
-    ('accuracy', 0.912)
 """
 
 import tempfile

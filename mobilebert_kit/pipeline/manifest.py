@@ -20,7 +20,6 @@ from mobilebert_kit.utils.input_paths import open_regular
 from mobilebert_kit.utils.structured import load_json
 
 MANIFEST_VERSION = 1
-_CHUNK = 1 << 20
 
 
 def file_hash(path):
@@ -38,9 +37,7 @@ def file_hash(path):
         return digest.hexdigest()
     # open_regular never blocks (a FIFO) and refuses anything but a regular file in one line.
     with open_regular(path, "input") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def stage_key(inputs):

@@ -4,10 +4,6 @@ Independent of the Keras model code: it reads and runs model files through the a
 (:mod:`mobilebert_kit.artifacts`) and never imports TensorFlow (``tests/test_artifact_floor.py`` checks). Heavy
 runtimes load lazily (``_LAZY``) so ``import mobilebert_kit.profiler`` stays fast. docs/architecture.md maps its
 modules.
-
-Example:
-    >>> from mobilebert_kit.profiler import HostProfiler
-    >>> HostProfiler(threads=1).profile("model.tflite")["latency_ms"]["median"]  # doctest: +SKIP
 """
 
 import importlib

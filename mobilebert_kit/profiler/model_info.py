@@ -5,11 +5,6 @@ FLOPs are ``2 * MACs`` of the matrix products only (TFLite ``FULLY_CONNECTED``, 
 ``DEPTHWISE_CONV_2D``; ONNX ``MatMul``, ``Gemm``, ``Conv`` and their integer forms), as in the MobileBERT
 paper's FLOPs column. When the shapes of some matrix op cannot be worked out, the count is None, never a
 partial sum.
-
-Example:
-    >>> info = ModelInfo("mobilebert.tflite")  # doctest: +SKIP
-    >>> info.precision, info.variant, info.flops(128) / 1e9  # doctest: +SKIP
-    ('float32', 'NoNorm+ReLU', 5.39)
 """
 
 import hashlib
@@ -22,7 +17,7 @@ import onnx
 from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import FORMATS
-from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.reader import read_artifact, takes_text
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.runtimes import file_needs
@@ -111,7 +106,8 @@ class ModelInfo:
         if not os.path.isfile(self.path):
             raise ProfilerError(f"{path}: no such model file; check the path")
         self.size_bytes = os.path.getsize(self.path)
-        self.sha256 = _sha256(self.path)
+        with open(self.path, "rb") as handle:
+            self.sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
         try:
             artifact = read_artifact(self.path, self.format)
         except ArtifactError as err:
@@ -137,7 +133,10 @@ class ModelInfo:
         self.variant = taxonomy.variant_name(set(self.op_counts) | set(self.fused_activations), self.format)
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
         self.static_seq_len = _static_seq_len(self.inputs)
-        self.metadata = _mbk_metadata(self.path)
+        try:  # its planned length, position table, ...; values out of their bounds refused (metadata.BOUNDED)
+            self.metadata = parse_mbk_metadata(artifact.metadata, self.path)[0]
+        except ArtifactError as err:
+            raise ProfilerError(str(err)) from err
         self.max_seq_len = self.metadata.get("max_seq_len")  # bounded where it is read (metadata.BOUNDED)
         self.takes_text = takes_text(self.inputs)  # a --tokenizer-in-graph .onnx: fed the text itself
 
@@ -183,23 +182,6 @@ class ModelInfo:
             "op_counts": dict(sorted(self.op_counts.items())),
             "fused_activations": dict(sorted(self.fused_activations.items())),
         }
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _mbk_metadata(path):
-    """The file's ``mbk_metadata`` (its planned length, position table, ...), ``{}`` when absent; values out of
-    their bounds refused in one line (``artifacts.metadata.BOUNDED``)."""
-    try:
-        return read_artifact_metadata(path)
-    except ArtifactError as err:
-        raise ProfilerError(str(err)) from err
 
 
 def _static_seq_len(inputs):

@@ -3,10 +3,6 @@
 One record per model file, sequence length and device; CSV and Markdown are flat views of the same records.
 Files are written to a temporary name and moved into place, so a failed run never leaves a half-written report;
 a run cut short by a device disconnect still writes a complete document with ``"incomplete": true``.
-
-Example:
-    >>> report = build_report(results, argv=["mbk", "profile", "m.tflite"])  # doctest: +SKIP
-    >>> write_json(report, "out.json")  # doctest: +SKIP
 """
 
 import csv
