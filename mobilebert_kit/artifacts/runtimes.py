@@ -109,13 +109,8 @@ _PREFERRED = ("compiled_model", "interpreter")
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeChoice:
-    """The runtime one use gets, and why any other was passed over.
-
-    Args:
-        runtime (Runtime): the record that runs the file.
-        requested (str): what the caller asked for (``auto`` or a name).
-        warnings (tuple[str, ...]): one line per fallback, for the result's warnings.
-    """
+    """The ``runtime`` one use gets for what the caller ``requested`` (``auto`` or a name), with one warning line per
+    runtime passed over."""
 
     runtime: Runtime
     requested: str

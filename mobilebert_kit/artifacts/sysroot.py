@@ -94,16 +94,7 @@ class SysrootSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Sysroot:
-    """A built emulated root.
-
-    Args:
-        directory (Path): the cache entry.
-        spec (SysrootSpec): what it was built from.
-
-    Example:
-        >>> Sysroot(Path("/c/arm64-x"), spec).command("cortex-a76", "max,sme=off", ["s.py"])[:3]  # doctest: +SKIP
-        ['/c/arm64-x/qemu/qemu-aarch64-static', '-L', '/c/arm64-x/roots/cortex-a76']
-    """
+    """A built emulated root: the cache entry ``directory`` and the ``spec`` it was built from."""
 
     directory: Path
     spec: SysrootSpec

@@ -85,10 +85,9 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
                               ARM64_BASELINE if arm64_ready else ARM64_HOWTO),
         }
         for out in outputs:
-            validation.append({"artifact": row["name"], "output": out["name"], "cosine": out["cosine"],
-                               "cosine_min": out["cosine_min"], "snr_db": out["snr_db"],
-                               "max_abs_error": out["max_abs_error"], "mean_abs_error": out["mean_abs_error"],
-                               "argmax_agreement": out.get("argmax_agreement"),
+            validation.append({"artifact": row["name"], "output": out["name"],
+                               **{key: out.get(key) for key in ("cosine", "cosine_min", "snr_db", "max_abs_error",
+                                                                "mean_abs_error", "argmax_agreement")},
                                "passed": exported["validation"]["passed"]})
         for record in _records_for(by_path, exported["path"]):
             where, timing = _where(record), _timing(record, attempts)

@@ -190,16 +190,15 @@ class BenchmarkLog:
         Falls back to the summary line or the LiteRT block when the stats line
         is missing; absent figures are None.
         """
-        keys = ("count", "first", "curr", "min", "max", "avg", "std", "p5", "median", "p95")
-        out = dict.fromkeys(keys)
-        if self.inference:
-            for key in keys:
-                value = self.inference.get(key)
-                out[key] = value if key == "count" or value is None else value / 1000.0
+        out = dict.fromkeys(("count", "first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"))
+
+        def in_ms(stats):
+            return {key: value if key == "count" or value is None else value / 1000.0
+                    for key, value in stats.items() if key in out}
+
+        out.update(in_ms(self.inference or {}))
         if out["avg"] is None and self._profiler_timings() is not None:
-            for key, value in self._profiler_timings().items():
-                if key in out:
-                    out[key] = value if key == "count" or value is None else value / 1000.0
+            out.update(in_ms(self._profiler_timings()))
         if out["avg"] is None and "inference_avg" in self.timings_us:
             out["avg"] = self.timings_us["inference_avg"] / 1000.0
         if out["avg"] is None and "inference_avg_ms" in self.litert:

@@ -203,6 +203,15 @@ def _consumers(ops):
     return consumers
 
 
+def _smallest_table(rows):
+    """The vocabulary when no lookup of the ids was found: any id below the smallest lookup table is valid in
+    every table."""
+    tables = [n for n in rows if n is not None]
+    if tables:
+        return int(min(tables)), "smallest lookup table"
+    return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
+
+
 def _table_rows(ops, key, wrappers, table_shape):
     """Rows of the constant table behind ``key`` (through ``wrappers``: dequantize and the like), or None;
     ``table_shape(key)`` is a constant's shape, None for any other tensor."""
@@ -258,12 +267,8 @@ class _TfliteGraph:
                         return int(depth[0]), "one-hot depth"
                 elif op["type"] in _TFLITE_PASS_THROUGH:
                     frontier.extend(op["outputs"])
-        tables = [self._table_rows(op["inputs"][0]) for op in self.ops if op["type"] == "GATHER" and op["inputs"]]
-        tables = [rows for rows in tables if rows is not None]
-        if tables:
-            # Any id below the smallest lookup table is valid in every table.
-            return int(min(tables)), "smallest lookup table"
-        return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
+        return _smallest_table([self._table_rows(op["inputs"][0]) for op in self.ops
+                                if op["type"] == "GATHER" and op["inputs"]])
 
     def _shapes(self, seq_len, inputs):
         """Tensor shapes at ``seq_len``; dynamic models are resized by the interpreter."""
@@ -352,11 +357,8 @@ class _OnnxGraph:
                         return rows, "embedding table"
                 elif op["type"] in _ONNX_PASS_THROUGH:
                     frontier.extend(op["outputs"][:1])
-        tables = [self._table_rows(op["inputs"][0]) for op in self.ops if op["type"] == "Gather" and op["inputs"]]
-        tables = [rows for rows in tables if rows is not None]
-        if tables:
-            return min(tables), "smallest lookup table"
-        return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
+        return _smallest_table([self._table_rows(op["inputs"][0]) for op in self.ops
+                                if op["type"] == "Gather" and op["inputs"]])
 
     def _shapes(self, seq_len, inputs):
         model = onnx.ModelProto()
