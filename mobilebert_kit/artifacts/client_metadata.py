@@ -380,19 +380,12 @@ def _packed_model_disagreements(meta, recorded, compared):
 
 
 def packed_disagreements(meta, recorded, vocab):
-    """Where the files packed for the clients disagree with the model they were exported with: reasons, or [].
+    """Where the files packed for the clients (``meta``; None: nothing packed) disagree with the model they were
+    exported with (its ``mbk_metadata`` ``recorded`` and ``mbk_vocab`` lines ``vocab``): one reason each, or [].
 
     The apps read the packed ``vocab.txt`` and ``labels.txt``, not our ``mbk_vocab`` / ``mbk_metadata``, so a
     packed file that differs makes the app answer wrongly: the export and evaluate refuse such a file, inspect
     calls it ready for no client.
-
-    Args:
-        meta (ClientMetadata | None): the file's TFLite Metadata (None: nothing packed, nothing to compare).
-        recorded (dict): the file's ``mbk_metadata`` (``vocab_size``, ``labels``, ``special_tokens``).
-        vocab (list[str]): the file's ``mbk_vocab`` lines ([] when absent).
-
-    Returns:
-        list[str]: one reason per disagreement.
 
     Example:
         >>> meta = ClientMetadata("m", "1.0", 1, (), (), "bert", "vocab.txt", ("vocab.txt",),

@@ -250,18 +250,8 @@ RULES = (_dtypes, _input_names, _shapes, _seq_len, _metadata, _packed_files, _ve
 
 
 def readiness(facts):
-    """``{client name: [reasons]}`` for every client of the file's format (an empty list: ready).
-
-    Args:
-        facts (FileFacts): the file.
-
-    Example:
-        >>> facts = FileFacts("onnx", [{"name": n, "dtype": "int64", "shape": [-1, -1]}
-        ...                            for n in ("input_ids", "attention_mask", "token_type_ids")],
-        ...                   [{"name": "logits", "dtype": "float32", "shape": [-1, 2]}])
-        >>> readiness(facts)["onnxruntime (optimum-style)"]
-        []
-    """
+    """``{client name: [reasons]}`` for every client of the file's format (an empty list: ready), from its
+    :class:`FileFacts`."""
     return {c.name: [r for rule in RULES for r in rule(c, facts)] for c in CLIENTS if c.format == facts.format}
 
 

@@ -69,11 +69,8 @@ TFLITE_MATRIX_OPS = ("FULLY_CONNECTED", "BATCH_MATMUL", "CONV_2D", "DEPTHWISE_CO
 
 
 def variant_ops(op_counts, fmt):
-    """``{"layer_norm": {op: n}, "gelu": {op: n}}``: the ops of every evidence set wholly present.
-
-    Args:
-        op_counts (dict[str, int]): op type or label (``com.microsoft.Gelu``) -> count.
-        fmt (str): ``"tflite"`` or ``"onnx"``.
+    """``{"layer_norm": {op: n}, "gelu": {op: n}}``: the ops of ``op_counts`` (op type or label such as
+    ``com.microsoft.Gelu`` -> count) in every evidence set wholly present.
 
     Example:
         >>> variant_ops({"ReduceMean": 2, "Sqrt": 2, "Erf": 1}, "onnx")
@@ -168,17 +165,9 @@ def _onnx_census(graph, census):
 
 
 def precision(graph):
-    """How the matrix products compute: ``"float32"``, ``"float16"``, ``"dynamic-int8"``, ``"int8"``,
-    ``"dynamic-int4"`` (int4 weights read by the product itself, its input quantized to int8 on the fly) or
-    ``"int4-weight-only"`` (int4 weights expanded to float by a ``DEQUANTIZE``, float compute).
-
-    Args:
-        graph (ArtifactGraph): a read artifact.
-
-    Example:
-        >>> precision(read_artifact("m.tflite"))  # doctest: +SKIP
-        'dynamic-int8'
-    """
+    """How the matrix products of an :class:`ArtifactGraph` compute: ``"float32"``, ``"float16"``, ``"dynamic-int8"``,
+    ``"int8"``, ``"dynamic-int4"`` (int4 weights read by the product itself, its input quantized to int8 on the fly)
+    or ``"int4-weight-only"`` (int4 weights expanded to float by a ``DEQUANTIZE``, float compute)."""
     return _PRECISION[graph.format](graph)
 
 

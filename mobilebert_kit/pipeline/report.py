@@ -41,18 +41,11 @@ EVALUATION_JSON = OutputKind("evaluation-json", False, "a task-metrics JSON repo
 
 
 def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64_ready=False):
-    """Returns the report document.
-
-    Args:
-        recipe: the :class:`~mobilebert_kit.convert.recipe.Recipe`.
-        planned: the ExportOptions of every artifact, in order (baselines included).
-        exports: the export reports (``<artifact>.report.json``), same order.
-        profiles: profiler report documents (host and device), any order; a host report's options carry the
-            attempts each timing took (``attempts``) and why a file was not timed on real text (``real_text``).
-        timings: ``[{"stage", "skipped", "seconds"}]`` of this invocation.
-        evaluation: the ``<name>.evaluation.json`` document, or None.
-        arm64_ready (bool): the arm64 emulation cache exists (the recipe's files were run on it).
-    """
+    """Returns the report document of ``recipe`` from the ExportOptions of every artifact in order (``planned``,
+    baselines included), their export reports (``exports``, same order), the profiler report documents
+    (``profiles``, any order; a host report's options carry each timing's ``attempts`` and why a file was not timed
+    on real text), this invocation's stage ``timings``, the ``evaluation`` document (or None) and whether the arm64
+    emulation cache exists (``arm64_ready``: the recipe's files were run on it)."""
     records, attempts, skipped = [], {}, {}
     for profile in profiles:
         options = profile.get("options") or {}

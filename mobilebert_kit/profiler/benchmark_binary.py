@@ -113,17 +113,8 @@ def elf_abi(path):
 
 
 class BenchmarkBinary:
-    """A benchmark executable, the ABI it was built for and which tool it is.
-
-    Args:
-        path: the file.
-
-    Attributes:
-        tool (BenchmarkTool): from :func:`tool_of`.
-
-    Raises:
-        DeviceError: the file is missing or is not an executable (ELF or script).
-    """
+    """A benchmark executable at ``path``, the ABI it was built for and which tool it is (``tool``: :func:`tool_of`);
+    DeviceError when the file is missing or is not an executable (ELF or script)."""
 
     def __init__(self, path):
         self.path = os.path.abspath(str(path))

@@ -21,12 +21,8 @@ def _device_key(record):
 
 
 def table6(report):
-    """Returns the comparison tables as data.
-
-    Returns:
-        A list of dicts ``{device, seq_len, precisions, rows}`` where each row is
-        ``{setting, gflops, cells: {precision: {median_ms, speedup, models}}}``.
-    """
+    """Returns the comparison tables as data: ``[{device, seq_len, precisions, rows}]``, each row
+    ``{setting, gflops, cells: {precision: {median_ms, speedup, models}}}``."""
     groups = {}
     for record in report["results"]:
         latency = record.get("latency_ms") or {}
