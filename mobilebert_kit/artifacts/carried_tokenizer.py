@@ -88,8 +88,7 @@ def carried_tokenizer(path, client, recorded, vocab):
         # A text-in .onnx: its onnxruntime-extensions ops tokenize; it is fed the text itself.
         return CarriedTokenizer("graph", str(in_graph.get("kind")), in_graph=dict(in_graph))
     if client is not None and client.tokenizer in CLIENT_TOKENIZERS and client.packed_tokenizer:
-        problems = packed_disagreements(client, recorded, vocab)
-        if problems:
+        if problems := packed_disagreements(client, recorded, vocab):
             return CarriedTokenizer(missing=f"{path}: {'; '.join(problems)}; the app would not run the model as "
                                             "exported: re-export it")
         return CarriedTokenizer("client", client.tokenizer, client.vocab_file, client.packed_tokenizer)

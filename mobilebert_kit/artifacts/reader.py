@@ -305,8 +305,7 @@ def _undecodable_text(message, where="model"):
                 return name
         elif field_descriptor.type == field_descriptor.TYPE_MESSAGE:
             for inner in values:
-                found = _undecodable_text(inner, name)
-                if found:
+                if found := _undecodable_text(inner, name):
                     return found
     return None
 
@@ -328,8 +327,7 @@ def _read_onnx(path):
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # noqa: BLE001  (protobuf raises DecodeError, RuntimeWarning, ValueError...)
         raise ArtifactError(f"{path} is not a readable ONNX model ({type(err).__name__}); re-export it") from err
-    undecodable = _undecodable_text(model)
-    if undecodable:
+    if undecodable := _undecodable_text(model):
         raise ArtifactError(f"{path}: its {undecodable} is not UTF-8 text, so the file is corrupt; re-export it or "
                             "copy it again")
     graph = model.graph

@@ -235,11 +235,9 @@ def print_summary(report, console):
     console.print(table)
     for why in dict.fromkeys(a["real_text"]["skipped"] for a in report["artifacts"] if a["real_text"].get("skipped")):
         console.print(f"real text not timed: {escape(why, markup=True)}", highlight=False)
-    arm = next((a["arm64"] for a in report["artifacts"] if not a["arm64"]["checked"]), None)
-    if arm:
+    if arm := next((a["arm64"] for a in report["artifacts"] if not a["arm64"]["checked"]), None):
         console.print(f"arm64: {escape(arm['line'], markup=True)}", highlight=False)
-    evaluation = report.get("evaluation")
-    if evaluation:
+    if evaluation := report.get("evaluation"):
         from mobilebert_kit.evaluation.artifact_metrics import comparison_table
 
         console.print(comparison_table(evaluation["models"], evaluation["min_ratio"],
@@ -279,8 +277,7 @@ def to_html(report):
         [[v["artifact"], v["output"], fmt(v["cosine"], 6), fmt(v["cosine_min"], 6), fmt(v["snr_db"], 1),
           f"{v['max_abs_error']:.3e}", f"{v['mean_abs_error']:.3e}", fmt(v["argmax_agreement"], 4), fmt(v["passed"])]
          for v in report["validation"]]))
-    evaluation = report.get("evaluation")
-    if evaluation:
+    if evaluation := report.get("evaluation"):
         parts.append(f"<h2>Task metrics on {html.escape(evaluation['data'])}</h2>")
         parts.append(_table(
             ["artifact", *evaluation["models"][0]["metrics"], f"drop ({evaluation['primary']})", "ratio",
@@ -301,8 +298,7 @@ def to_html(report):
           fmt(r.get("attempts")), fmt(r["init_ms"], 1), fmt(r["threads"])] for r in report["latency"]]))
     for title, png in plots(report["profile"]):
         parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
-    stages = report.get("stages") or []
-    if stages:
+    if stages := report.get("stages") or []:
         parts.append("<h2>Stages of the last run</h2>")
         parts.append(_table(["stage", "result", "seconds"],
                             [[s["stage"], "unchanged, skipped" if s["skipped"] else "ran", f"{s['seconds']:.1f}"]

@@ -366,8 +366,7 @@ def _check_tokenizable(recipe, planned, named, table):
     from mobilebert_kit.sources.spec import classify
 
     where = f"{recipe.path.name}: {named} is tokenized with the vocabulary"
-    no_vocab = [opts for opts in planned if not opts.embed_vocab]
-    if no_vocab:
+    if no_vocab := [opts for opts in planned if not opts.embed_vocab]:
         raise MbkError(f"{where} the exported files carry, and embed_vocab = false writes none "
                        f"({Path(no_vocab[0].out).name}); drop embed_vocab = false, or drop {table}")
     spec = planned[0].source

@@ -249,8 +249,7 @@ def _strip(line):
         before = text
         for prefix in _PREFIXES:
             text = prefix.sub("", text, count=1)
-        match = _LEVEL.match(text)
-        if match:
+        if match := _LEVEL.match(text):
             level = match.group(1)
             text = text[match.end():]
         text = text.strip()
@@ -270,13 +269,11 @@ def _parse_stat(text, line_number):
 
 
 def _match_stat(text, line_number):
-    match = _STAT_FULL.match(text)
-    if match:
+    if match := _STAT_FULL.match(text):
         g = match.groups()
         return {"count": int(g[0]), **{key: None if value is None else _number(value, line_number) for key, value in
                                        zip(("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"), g[1:])}}
-    match = _STAT_SAME.match(text)
-    if match:
+    if match := _STAT_SAME.match(text):
         count, curr = int(match.group(1)), _number(match.group(2), line_number)
         if match.group(3) is None and count != 1:
             raise BenchmarkParseError(f"stats line {text!r} has count={count} but only curr=", line_number)
@@ -401,14 +398,12 @@ def parse_benchmark_output(text, *, require_result=True):
             log.errors.append(line)
 
         # --- op-profiling tables ---------------------------------------------
-        match = _SECTION.match(line)
-        if match:
+        if match := _SECTION.match(line):
             section = "initialization" if "Initialization" in match.group(1) else "regular"
             log.op_profiles.setdefault(section, {})
             table = None
             continue
-        match = _TABLE_BANNER.match(line)
-        if match:
+        if match := _TABLE_BANNER.match(line):
             key = _TABLE_KEYS[match.group(1)]
             current = section or "regular"
             log.op_profiles.setdefault(current, {})
@@ -428,16 +423,13 @@ def parse_benchmark_output(text, *, require_result=True):
                 log.op_profiles[table[0]][table[1]].append(_parse_row(raw, table[2], number))
                 continue
             table = None
-        match = _NODES_EXECUTED.match(line)
-        if match:
+        if match := _NODES_EXECUTED.match(line):
             log.op_profiles.setdefault(section or "regular", {})["nodes_executed"] = int(match.group(1))
             continue
-        match = _NODES_OBSERVED.match(line)
-        if match:
+        if match := _NODES_OBSERVED.match(line):
             log.op_profiles.setdefault(section or "regular", {})["nodes_observed"] = int(match.group(1))
             continue
-        match = _TABLE_STAT.match(line)
-        if match:
+        if match := _TABLE_STAT.match(line):
             stat = _parse_stat(match.group(2).strip(), number)
             if stat is None:
                 raise BenchmarkParseError(f"unrecognised statistics after {match.group(1)!r}: {match.group(2)[:60]!r}", number)
@@ -452,8 +444,7 @@ def parse_benchmark_output(text, *, require_result=True):
             continue
         if litert_block:
             for key, pattern in _LITERT_FIELDS:
-                match = pattern.match(line)
-                if match:
+                if match := pattern.match(line):
                     # Times (*_ms) are never negative; footprints are deltas and may be.
                     convert = (lambda text, n, k=key: _duration(text, n, k)) if key.endswith("_ms") else (lambda text, n: _number(text, n))
                     log.litert[key] = convert(match.group(1), number)
@@ -466,8 +457,7 @@ def parse_benchmark_output(text, *, require_result=True):
             continue
 
         # --- run phases and summaries ------------------------------------------
-        match = _RUNNING.match(line)
-        if match:
+        if match := _RUNNING.match(line):
             pending_phase = {
                 "min_runs": int(match.group(1)),
                 "min_secs": None if match.group(2) is None else _number(match.group(2), number),
@@ -490,48 +480,40 @@ def parse_benchmark_output(text, *, require_result=True):
                 log.phases.append({"min_runs": None, "min_secs": None, "max_secs": None, "stats": stat})
             pending_phase = None
             continue
-        match = _SUMMARY.match(line)
-        if match:
+        if match := _SUMMARY.match(line):
             keys = ("init", "first", "warmup_avg", "inference_avg")
             labels = ("Init", "First inference", "Warmup (avg)", "Inference (avg)")
             values = [_duration(v, number, label) for v, label in zip(match.groups(), labels)]
             log.timings_us.update(dict(zip(keys, values)))
             log.formats.add("summary")
             continue
-        match = _LEGACY.match(line)
-        if match:
+        if match := _LEGACY.match(line):
             log.timings_us["warmup_avg"] = _duration(match.group(1), number, "Warmup")
             if match.group(2) is not None:
                 log.timings_us["init"] = _duration(match.group(2), number, "Init")
             log.timings_us["inference_avg"] = _duration(match.group(3), number, "Inference")
             log.formats.add("legacy_summary")
             continue
-        match = _INIT_SESSION.match(line)
-        if match:
+        if match := _INIT_SESSION.match(line):
             log.init_session_ms = _duration(match.group(1), number, "Initialized session")
             continue
-        match = _MODEL_SIZE.match(line)
-        if match:
+        if match := _MODEL_SIZE.match(line):
             log.model_size_mb = _number(match.group(1), number)
             continue
-        match = _MEM_DELTA.match(line)
-        if match:
+        if match := _MEM_DELTA.match(line):
             log.memory["init_mb"] = _number(match.group(2), number)
             log.memory["overall_mb"] = _number(match.group(3), number)
             log.formats.add("memory_delta" if match.group(1).startswith("Memory") else "memory_peak_legacy")
             continue
-        match = _MEM_PEAK.match(line)
-        if match:
+        if match := _MEM_PEAK.match(line):
             log.memory["peak_mb"] = _number(match.group(1), number)
             log.formats.add("memory_periodic")
             continue
-        match = _MEM_STATUS.match(line)
-        if match:
+        if match := _MEM_STATUS.match(line):
             key = {"VmRSS": "vm_rss_mb", "RssAnnon": "rss_anon_mb"}.get(match.group(2), "rss_file_shmem_mb")
             log.memory[key] = _number(match.group(3), number)
             continue
-        match = _DELEGATION.search(line)
-        if match:
+        if match := _DELEGATION.search(line):
             log.delegation.append(
                 {"delegate": match.group(3), "replaced": int(match.group(1)), "total": int(match.group(2)), "partitions": int(match.group(4))}
             )
@@ -674,6 +656,5 @@ def _assign_phases(log):
             if avg is not None and abs(avg - target) <= 1e-4 * max(abs(target), 1.0):
                 regular = phase
     log.inference = regular["stats"]
-    earlier = [p for p in with_stats if p is not regular and with_stats.index(p) < with_stats.index(regular)]
-    if earlier:
+    if earlier := [p for p in with_stats if p is not regular and with_stats.index(p) < with_stats.index(regular)]:
         log.warmup = earlier[-1]["stats"] if len(earlier) == 1 else earlier[0]["stats"]

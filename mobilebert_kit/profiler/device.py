@@ -52,8 +52,7 @@ DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
 
 def android_bench_dir():
     """Returns the ``android_bench/`` directory (``$MBK_ANDROID_BENCH_DIR`` or the source checkout's)."""
-    override = os.environ.get("MBK_ANDROID_BENCH_DIR")
-    if override:
+    if override := os.environ.get("MBK_ANDROID_BENCH_DIR"):
         return override
     checkout = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "android_bench")
     if os.path.isdir(checkout):
@@ -545,8 +544,7 @@ def _summarize_trials(result):
         return
     result["latency_ms"] = combine_trials([t["latency_ms"] for t in trials])
     notes = []
-    no_median = sum(1 for t in trials if (t.get("latency_ms") or {}).get("median") is None)
-    if no_median:
+    if no_median := sum(1 for t in trials if (t.get("latency_ms") or {}).get("median") is None):
         # combine_trials stands a trial's average in for its median; the column is headed "median", so say so.
         notes.append(f"benchmark_model printed no median in {no_median} of {len(trials)} trial(s) (an older build): "
                      "the median column uses those trials' averages")

@@ -580,8 +580,7 @@ def _runtime_message(info, runtime, err, length):
 
 
 def _check_inputs(info, names, feed):
-    missing = [name for name in names if name not in feed]
-    if missing:
+    if missing := [name for name in names if name not in feed]:
         raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
 
 

@@ -206,8 +206,7 @@ def _consumers(ops):
 def _smallest_table(rows):
     """The vocabulary when no lookup of the ids was found: any id below the smallest lookup table is valid in
     every table."""
-    tables = [n for n in rows if n is not None]
-    if tables:
+    if tables := [n for n in rows if n is not None]:
         return int(min(tables)), "smallest lookup table"
     return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
 

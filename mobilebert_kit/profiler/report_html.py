@@ -38,8 +38,7 @@ def _figure_png(fig):
 
 
 def _box_stats(record):
-    samples = record.get("samples_ms")
-    if samples:
+    if samples := record.get("samples_ms"):
         return None, samples
     stats = []
     for trial in record.get("trials") or []:
@@ -110,8 +109,7 @@ def plots(report):
             continue
         key = (r["model"]["name"], r["precision"], (r.get("device") or {}).get("serial") or r["target"])
         series.setdefault(key, []).append((r["seq_len"], r["latency_ms"]["median"]))
-    multi = {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) > 1}
-    if multi:
+    if multi := {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) > 1}:
         fig, ax = plt.subplots(figsize=(7, 4))
         for (name, precision, where), points in sorted(multi.items()):
             xs, ys = zip(*points)
@@ -165,8 +163,7 @@ def to_html(report):
     )
     for title, png in plots(report):
         parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
-    tables = table6(report)
-    if tables:
+    if tables := table6(report):
         parts.append("<h2>Table 6 layout (LayerNorm/GELU vs NoNorm/ReLU)</h2>")
         for t in tables:
             parts.append(f"<h3>{html.escape(t['device'])}, sequence length {t['seq_len']}</h3>")
