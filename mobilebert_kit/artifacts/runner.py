@@ -9,7 +9,11 @@ a ``.tflite`` is decided by :func:`~mobilebert_kit.artifacts.runtimes.choose_tfl
 
 import gc
 import importlib.util
+import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -135,11 +139,6 @@ it.invoke()
 def _survives_in_a_child(path, content, delegate, input_shapes):
     """Raises RuntimeLoadError when LiteRT kills a child process that prepares and runs ``path``: its int16
     kernels abort the process (SIGABRT, no message) on some graphs instead of returning an error."""
-    import json
-    import signal
-    import subprocess
-    import sys
-
     try:  # the bytes already read go in on stdin: the child runs what the caller will run, not the path again
         done = subprocess.run([sys.executable, "-c", _CHILD, delegate,
                                json.dumps({k: list(map(int, v)) for k, v in (input_shapes or {}).items()})],

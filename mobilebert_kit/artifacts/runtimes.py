@@ -5,13 +5,8 @@ Every runtime loads a file from bytes read once (``artifacts.runner.read_model``
 names its loader in ``artifacts/runner.py``. A format's record (``artifacts.formats``) lists the runtimes that
 run it. ai-edge-litert 2.x offers the ``Interpreter`` and ``CompiledModel``, running the same kernels; each
 :class:`Runtime` says what it supports, and :func:`choose_tflite_runtime` decides once, per use, which one runs a
-file, with the reason for every fallback in its warnings.
-
-What CompiledModel cannot do in ai-edge-litert 2.3.0, measured on the tiny fixtures:
-- resize: after ``resize_input_tensor`` its ``create_output_buffers`` still sizes outputs for the old shape and
-  a run corrupts the heap; so a file with an open axis (the default export) runs on the Interpreter.
-- intermediate tensors: no ``preserve_all_tensors``, no tensor read besides the signature's outputs.
-- quantized inputs/outputs: its tensor details carry no scale / zero point.
+file, with the reason for every fallback in its warnings. What CompiledModel cannot do in ai-edge-litert 2.3.0
+(measured on the tiny fixtures) is its record's ``why_not``.
 
 Example:
     >>> choice = choose_tflite_runtime("auto", dynamic=True)
@@ -82,6 +77,7 @@ RUNTIMES = {
         int16_guard=False, repeated_output_names=False,
         why_not={
             "available": "this ai-edge-litert has no ai_edge_litert.compiled_model (2.x adds it)",
+            # After resize_input_tensor its create_output_buffers still sizes outputs for the old shape.
             "dynamic_shapes": "CompiledModel cannot resize inputs in ai-edge-litert 2.3.0 (its output buffers keep "
                               "the old size and the run overflows them)",
             "preserve_all_tensors": "CompiledModel exposes no intermediate tensors",

@@ -9,6 +9,7 @@ request). Both files are written to a temporary name and renamed.
 import datetime
 import html
 import json
+from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.profiler.report import build_report, fmt, jsonable
@@ -122,8 +123,6 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
 
 
 def _records_for(by_path, artifact):
-    from pathlib import Path
-
     want = str(Path(artifact).resolve())
     return [r for path, records in by_path.items() if str(Path(path).resolve()) == want for r in records]
 

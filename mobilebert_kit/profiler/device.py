@@ -13,6 +13,7 @@ Example:
 """
 
 import concurrent.futures
+import contextlib
 import glob
 import json
 import os
@@ -299,10 +300,8 @@ class DeviceProfiler:
     def _cleanup(self):
         if not self.remote_dir:
             return
-        try:
+        with contextlib.suppress(MbkError):  # the device is gone; nothing left to clean from here
             self._shell(f"rm -rf {self._q(self.remote_dir)}", timeout_s=60)
-        except MbkError:
-            pass  # the device is gone; nothing left to clean from here
         self.remote_dir = None
 
     # --- runs ------------------------------------------------------------------------------

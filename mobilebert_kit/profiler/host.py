@@ -511,11 +511,9 @@ def _pinned(cpus):
         yield
         return
     for tid in _thread_ids():
-        try:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
             saved[tid] = os.sched_getaffinity(tid)
             os.sched_setaffinity(tid, cpus)
-        except OSError:
-            pass  # a thread that ended meanwhile
     try:
         yield
     finally:
@@ -543,13 +541,10 @@ def reset_peak_rss():
 
 
 def _peak_rss_mb(pid="self", whose="since reset (/proc/self/clear_refs)"):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0, f"VmHWM {whose}"
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0, f"VmHWM {whose}"
     if pid != "self":
         return None, f"not measured ({whose})"
     # ru_maxrss: kilobytes on Linux, the whole process lifetime.
@@ -557,13 +552,10 @@ def _peak_rss_mb(pid="self", whose="since reset (/proc/self/clear_refs)"):
 
 
 def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
 
 
