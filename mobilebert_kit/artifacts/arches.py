@@ -39,12 +39,7 @@ class EmulatedCpu:
     phones: str
 
     def cpuinfo(self, cores=1):
-        """The arm64 ``/proc/cpuinfo`` text of ``cores`` cores of this CPU.
-
-        Example:
-            >>> ARCHES["arm64"].cpu("cortex-a53").cpuinfo().splitlines()[0]
-            'processor\\t: 0'
-        """
+        """The arm64 ``/proc/cpuinfo`` text of ``cores`` cores of this CPU."""
         implementer, variant, part, revision = self.midr
         core = (f"BogoMIPS\t: 50.00\nFeatures\t: {self.features}\nCPU implementer\t: {implementer:#04x}\n"
                 f"CPU architecture: 8\nCPU variant\t: {variant:#x}\nCPU part\t: {part:#05x}\n"
@@ -123,12 +118,7 @@ ARCHES = {
 
 
 def arch(name):
-    """The :class:`Arch` called ``name``, or ConfigError listing the valid ones.
-
-    Example:
-        >>> arch("arm64").machine
-        'aarch64'
-    """
+    """The :class:`Arch` called ``name``, or ConfigError listing the valid ones."""
     if name not in ARCHES:
         raise ConfigError(f"unknown --arch {name!r}; valid: {', '.join(ARCHES)}")
     return ARCHES[name]

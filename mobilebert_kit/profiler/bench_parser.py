@@ -270,9 +270,9 @@ def _parse_stat(text, line_number):
 
 def _match_stat(text, line_number):
     if match := _STAT_FULL.match(text):
-        g = match.groups()
-        return {"count": int(g[0]), **{key: None if value is None else _number(value, line_number) for key, value in
-                                       zip(("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"), g[1:])}}
+        keys = ("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95")
+        return {"count": int(match.group(1)), **{key: None if value is None else _number(value, line_number)
+                                                 for key, value in zip(keys, match.groups()[1:])}}
     if match := _STAT_SAME.match(text):
         count, curr = int(match.group(1)), _number(match.group(2), line_number)
         if match.group(3) is None and count != 1:
