@@ -149,13 +149,8 @@ class HostProfiler:
         info = ModelInfo(path)
         length = planned_length(info.metadata, info.static_seq_len, seq_len or self.seq_len)
         vocab = info.feed_vocab(self.vocab_size)
-        result = new_result(info, target="host", seq_len=length, flops_override=self.flops)
-        result["device"] = self.device_info()
-        result["config"] = run_config(
-            self, vocab, inputs="sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1"
-        )
-        if FORMATS[info.format].litert:
-            result["config"]["runtime"] = self.runtime
+        result = self._new_result(info, length, vocab,
+                                  "sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1")
         if self.threads > len(self.cpus):
             result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
@@ -187,17 +182,13 @@ class HostProfiler:
         info = ModelInfo(path)
         static = info.static_seq_len
         feeds = text.feeds(info.inputs, static_len=static)
-        result = new_result(info, target="host", seq_len=static or (text.max_tokens if info.takes_text else
-                                                                    int(text.lengths.max())), flops_override=self.flops)
+        result = self._new_result(info, static or (text.max_tokens if info.takes_text else int(text.lengths.max())),
+                                  info.feed_vocab(self.vocab_size),
+                                  f"real text: {len(feeds)} sentence(s) of {text.source}, one per call")
         if self.flops is None:
             result["flops"], result["flops_by_op"] = None, {}
             result["flops_source"] = "real text: the work differs per sentence"
-        result["device"] = self.device_info()
         result["text"] = text.summary(fed=f"padded to {static}" if static else "own length")
-        result["config"] = run_config(self, info.feed_vocab(self.vocab_size),
-                                      inputs=f"real text: {len(feeds)} sentence(s) of {text.source}, one per call")
-        if FORMATS[info.format].litert:
-            result["config"]["runtime"] = self.runtime
         runs = max(self.runs, len(feeds))
         reset_peak_rss()
         with _pinned(self.cpus):
@@ -212,6 +203,14 @@ class HostProfiler:
             result["warnings"].append(f"{text.truncated} sentence(s) of {text.source} are longer than the "
                                       f"{text.max_tokens} tokens the file takes and were cut, as the app cuts them")
         return finish_result(result)
+
+    def _new_result(self, info, seq_len, vocab, inputs):
+        result = new_result(info, target="host", seq_len=seq_len, flops_override=self.flops)
+        result["device"] = self.device_info()
+        result["config"] = run_config(self, vocab, inputs=inputs)
+        if FORMATS[info.format].litert:
+            result["config"]["runtime"] = self.runtime
+        return result
 
     def _run_tflite_rows(self, info, feeds, runs):
         choice = self._choose_runtime(info)

@@ -168,16 +168,8 @@ class ModelInfo:
     def summary(self):
         """Returns the JSON-ready description used in reports."""
         return {
-            "path": self.path,
-            "name": self.name,
-            "format": self.format,
-            "size_bytes": self.size_bytes,
-            "sha256": self.sha256,
-            "precision": self.precision,
-            "variant": self.variant,
-            "vocab_size": self.vocab_size,
-            "vocab_source": self.vocab_source,
-            "static_seq_len": self.static_seq_len,
+            **{key: getattr(self, key) for key in ("path", "name", "format", "size_bytes", "sha256", "precision",
+                                                   "variant", "vocab_size", "vocab_source", "static_seq_len")},
             "inputs": [dict(spec) for spec in self.inputs],
             "op_counts": dict(sorted(self.op_counts.items())),
             "fused_activations": dict(sorted(self.fused_activations.items())),

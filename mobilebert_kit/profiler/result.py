@@ -94,19 +94,9 @@ def runs_warning(done, requested, max_time_s, where=""):
 def run_config(profiler, vocab_size, **extra):
     """The ``config`` block every result carries: ``profiler``'s pinning and run-length settings (host and adb
     profilers share them), with target-specific ``extra`` keys."""
-    config = {
-        "cores": str(profiler.cores),
-        "mask": profiler.mask,
-        "cpus": list(profiler.cpus),
-        "threads": profiler.threads,
-        "runs": profiler.runs,
-        "warmup": profiler.warmup,
-        "min_time_s": profiler.min_time_s,
-        "max_time_s": profiler.max_time_s,
-    }
-    config.update(extra)
-    config["vocab_size"] = vocab_size
-    return config
+    return {"cores": str(profiler.cores), "mask": profiler.mask, "cpus": list(profiler.cpus),
+            **{key: getattr(profiler, key) for key in ("threads", "runs", "warmup", "min_time_s", "max_time_s")},
+            **extra, "vocab_size": vocab_size}
 
 
 def finish_result(result):
