@@ -56,10 +56,9 @@ class ArtifactInfo:
     def to_dict(self):
         return {
             "path": self.path, "format": self.format, "size_bytes": self.size_bytes,
-            "inputs": self.inputs, "outputs": self.outputs, "op_counts": dict(self.op_counts),
-            "quantized_ops": dict(self.quantized_ops), "hybrid_ops": dict(self.hybrid_ops),
-            "float_ops": dict(self.float_ops), "conversion_ops": dict(self.conversion_ops),
-            "other_ops": dict(self.other_ops), "contrib_ops": dict(self.contrib_ops),
+            "inputs": self.inputs, "outputs": self.outputs,
+            **{key: dict(getattr(self, key)) for key in ("op_counts", "quantized_ops", "hybrid_ops", "float_ops",
+                                                         "conversion_ops", "other_ops", "contrib_ops")},
             "metadata_keys": self.metadata_keys,
             "variant_ops": self.variant_ops(),
             "client_metadata": self.client_metadata.to_dict() if self.client_metadata is not None else None,

@@ -411,13 +411,14 @@ class ArtifactRunner:
         if not self.takes_text:
             raise ArtifactError(f"{self.path} takes token arrays, not text; tokenize the text first")
         out = self.run({self.input_specs[0]["name"]: np.asarray([str(t) for t in texts], dtype=object)})
-        if seq_len is not None:
-            for name in self._sequence_outputs & set(out):
-                width = out[name].shape[1]
-                if width < seq_len:
-                    pad = [(0, 0)] * out[name].ndim
-                    pad[1] = (0, seq_len - width)
-                    out[name] = np.pad(out[name], pad)
+        return out if seq_len is None else self._padded(out, seq_len)
+
+    def _padded(self, out, length):
+        """``out`` with the outputs that follow the sequence zero-padded to ``length`` positions."""
+        for name in self._sequence_outputs & set(out):
+            pad = [(0, 0)] * out[name].ndim
+            pad[1] = (0, max(length - out[name].shape[1], 0))
+            out[name] = np.pad(out[name], pad)
         return out
 
     @property
@@ -451,11 +452,7 @@ class ArtifactRunner:
             real = np.flatnonzero(mask[row])
             length = int(real[-1]) + 1 if real.size else 1
             out = self.run({name: np.asarray(value)[row : row + 1, :length] for name, value in inputs.items()})
-            for name in self._sequence_outputs & set(out):
-                pad = [(0, 0)] * out[name].ndim
-                pad[1] = (0, mask.shape[1] - out[name].shape[1])  # a file that cuts long text returns fewer
-                out[name] = np.pad(out[name], pad)
-            parts.append(out)
+            parts.append(self._padded(out, mask.shape[1]))  # a file that cuts long text returns fewer
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
     def batches(self, inputs):
