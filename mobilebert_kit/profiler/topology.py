@@ -109,11 +109,8 @@ class CpuTopology:
     @classmethod
     def from_profile(cls, profile):
         """Builds the topology of a device profile (``android_bench/devices/*.json``)."""
-        cores = []
-        for cluster in profile["clusters"]:
-            for cpu in cluster["cpus"]:
-                cores.append({"cpu": cpu, "max_freq_khz": cluster["max_freq_khz"], "capacity": cluster.get("capacity")})
-        return cls(cores)
+        return cls([{"cpu": cpu, "max_freq_khz": cluster["max_freq_khz"], "capacity": cluster.get("capacity")}
+                    for cluster in profile["clusters"] for cpu in cluster["cpus"]])
 
     @property
     def online_cpus(self):
