@@ -1,11 +1,8 @@
 """The foreign CPU architectures a file can be run on under user-mode emulation, as records in one table.
 
-``mbk validate FILE --arch arm64`` runs the file on the runtime's own aarch64 build inside QEMU's user-mode
-emulator, so the kernels a phone runs compute the numbers, not the x86 ones. Each :class:`Arch` says what its
-emulated Python is built from; each :class:`EmulatedCpu` says which CPU QEMU models and the ``/proc/cpuinfo`` the
-runtime reads for it: QEMU 7.2 passes the host's x86 ``/proc/cpuinfo`` through, on which the runtimes'
-CPU-feature library crashes (onnxruntime: SIGSEGV at import). The ``Features`` line is written from QEMU's
-models for a reader, not checked against them. Emulation cannot show timing, nor a chip erratum.
+Each :class:`Arch` says what its emulated Python is built from; each :class:`EmulatedCpu` says which CPU QEMU
+models and the ``/proc/cpuinfo`` the runtime reads for it (why, and what emulation cannot show: docs/export.md,
+"ARM numerics under emulation"). The ``Features`` line is written from QEMU's models for a reader, not checked.
 
 Example:
     >>> ARCHES["arm64"].cpu(None).name

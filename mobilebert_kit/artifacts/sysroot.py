@@ -8,11 +8,9 @@
 - ``roots/<cpu>/``: one root per emulated CPU: links to ``sysroot/``'s top directories and its own
   ``proc/cpuinfo`` (``qemu -L`` looks every absolute path up in the root first).
 
-Nothing is installed: apt runs with a private state, cache and source list and only downloads; pip only
-downloads wheels. The build is done in a hidden temporary sibling, renamed into place under an ``flock``
-(``utils/kernel_lock.py``), so concurrent first uses build once and a killed build leaves only a temporary.
-The directory's name carries a key of everything it is built from. Standard library only; its one error is an
-:class:`~mobilebert_kit.errors.EmulationError` (one line: what failed, and the fix).
+How it is fetched without installing anything, and built once under an ``flock``: docs/export.md ("The
+cache"). Standard library only; its one error is an :class:`~mobilebert_kit.errors.EmulationError` (one line:
+what failed, and the fix).
 
 Example:
     >>> root = ensure_sysroot(SysrootSpec("arm64", "python3.11", ("numpy==2.4.6",), ("manylinux2014_aarch64",),

@@ -1,10 +1,6 @@
-"""Task metrics of an exported file: :func:`evaluate_artifact` runs a ``.tflite`` / ``.onnx`` on labelled data.
-
-The file is read as the app reads it: a ``.tflite`` with TFLite Metadata by the ``vocab.txt`` and ``labels.txt``
-packed in it (refused when they disagree with the model), other files by ``mbk_vocab`` and ``mbk_metadata``.
-Each task is one ``TaskMetric`` record in ``training.task_scoring.TASK_METRICS``, the same records the Keras
-side (``training.fine_tuner.evaluate_model``) scores with, so a float export and its Keras model can only
-differ by what the file computes. TensorFlow-free (``tests/evaluation/test_artifact_metrics.py`` checks it).
+"""Task metrics of an exported file: :func:`evaluate_artifact` runs a ``.tflite`` / ``.onnx`` on labelled data,
+read as its app reads it; docs/evaluate.md says what comes from the file and how each task is scored.
+TensorFlow-free (``tests/evaluation/test_artifact_metrics.py`` checks it).
 """
 
 import tempfile
@@ -107,8 +103,7 @@ def _seq_len_of(path, runner, meta, seq_len):
 
 def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, tokenizer=None, fmt=None,
                       num_threads=None, text_columns=None, label_column=None):
-    """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data, read as its app reads it (see
-    the module docstring): the task, vocabulary, casing, label names, table columns and length come from the file.
+    """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data, read as its app reads it.
 
     Args:
         path (str | os.PathLike): the file written by ``mbk export``.

@@ -1,12 +1,7 @@
 """StageManifest: what a pipeline stage consumed, stored next to what it produced.
 
-A stage is skipped on a re-run when its manifest exists, its key (a SHA-256
-over the content hashes of its input files, the recipe table and the options
-that change the output) equals the key computed now, and every output file
-still has the hash recorded when it was written. Anything else (a changed
-checkpoint, recipe, calibration file, option, mbk version, or an output that
-was edited or deleted) re-runs the stage. The manifest is written after the
-outputs, atomically, so an interrupted stage has no manifest and re-runs.
+docs/pipeline.md ("Caching: stage manifests") says what each stage's key covers and when a stage is skipped;
+the manifest is written after the outputs, atomically, so an interrupted stage has none and re-runs.
 """
 
 import hashlib

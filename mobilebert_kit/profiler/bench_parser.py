@@ -1,26 +1,7 @@
-"""Parser for the text LiteRT/TFLite ``benchmark_model`` prints.
-
-The tool's output changed over the years and reaches us through several
-channels, so the parser accepts, in any mix:
-
-- stats lines ``count=50 first=.. curr=.. min=.. max=.. avg=.. std=..``, with
-  the ``p5= median= p95=`` tail of newer builds, the ``count=1 curr=..`` and
-  ``count=N curr=..(all same)`` forms, and the old ``curr=.. count=..`` order;
-- summaries ``Inference timings in us: Init: .., First inference: ..,
-  Warmup (avg): .., Inference (avg): ..`` and the legacy ``Average inference
-  timings in us: Warmup: .., Init: .., no stats: ..`` / ``Inference: ..``;
-- memory lines (``Memory footprint delta from the start of the tool (MB)``,
-  ``Peak memory footprint (MB)``, ``Overall peak memory footprint (MB) via
-  periodic monitoring``, ``VmRSS``) and the model size line;
-- LiteRT's ``========== BENCHMARK RESULTS ==========`` block;
-- op-profiling tables (Run Order, Top by Computation Time, Summary by node
-  type), tab- or space-separated, with or without the ``[start]`` column;
-- line prefixes: ``INFO:``/``ERROR:``/``VERBOSE:``, ``[file.cc:NN]``, glog
-  ``I0000 ...]``, logcat ``I tflite  :`` / ``08-17 21:47:49.138 pid tid I tflite:``.
-
-Anything else is ignored. Text in which no result can be found raises
-:class:`BenchmarkParseError` (never another exception), and so does a line
-that looks like a result but contradicts itself.
+"""Parser for the text LiteRT/TFLite ``benchmark_model`` prints, in every dialect the tool has printed (stats
+lines, summaries, memory lines, LiteRT's results block, op-profiling tables, log prefixes): docs/profiler.md
+lists them. Anything else is ignored. Text in which no result can be found raises :class:`BenchmarkParseError`
+(never another exception), and so does a line that looks like a result but contradicts itself.
 
 Example:
     >>> log = parse_benchmark_output(text)  # doctest: +SKIP
@@ -352,7 +333,7 @@ def _parse_row(line, columns, line_number):
 
 
 def parse_benchmark_output(text, *, require_result=True):
-    """Parses benchmark_model output (see the module docstring for the formats).
+    """Parses benchmark_model output (docs/profiler.md lists the formats).
 
     Args:
         text: the tool's combined stdout/stderr (``str``; ``bytes`` are decoded

@@ -1,13 +1,9 @@
 """Latency of ``.tflite`` / ``.onnx`` files on this machine.
 
-``.tflite`` runs with ai-edge-litert's ``CompiledModel`` or ``Interpreter`` (``artifacts/runtimes.py`` decides;
-the choice is recorded as ``runtime.api``), ``.onnx`` with ONNX Runtime's CPU provider. The process is pinned to
-the chosen cores before the runtime creates its thread pools, so they inherit the mask. The loop follows
-benchmark_model: warm-up runs (the first reported as the first inference), then timed runs until both ``runs``
-and ``min_time_s`` are reached (but no longer than ``max_time_s``); each sample is one ``invoke()`` / ``run()``.
-
-Per-op profiles: ONNX Runtime's own profiler (in a separate session, so profiling does not slow the measured
-runs); for ``.tflite`` the benchmark_model binary, when one for this host is given.
+``.tflite`` runs with ai-edge-litert's ``CompiledModel`` or ``Interpreter`` (``artifacts/runtimes.py`` decides),
+``.onnx`` with ONNX Runtime's CPU provider; docs/profiler.md ("On this machine") describes the loop, the figures
+and the per-op profiles. The process is pinned to the chosen cores before the runtime creates its thread pools,
+so they inherit the mask.
 
 Example:
     >>> result = HostProfiler(threads=1, cores="big").profile("mobilebert.tflite")  # doctest: +SKIP

@@ -1,9 +1,6 @@
-"""Real text as a model's app feeds it: the sentences ``mbk profile --text FILE`` times a file on.
-
-The sentences are tokenized as the file's app tokenizes them (the caller passes that tokenizer, e.g.
-``evaluation.artifact_metrics.app_tokenizer``: the profiler imports no tokenizer) and cut at the longest input
-the file takes. A file with an open sequence axis is fed each sentence at its own token count, resized per call
-as MediaPipe and the Task Library do; a static file gets each sentence padded, as the clients pad it.
+"""Real text as a model's app feeds it: the sentences ``mbk profile --text FILE`` times a file on (docs/profiler.md,
+"Real text", says how they are tokenized, cut and fed). The caller passes the app's tokenizer (e.g.
+``evaluation.artifact_metrics.app_tokenizer``): the profiler imports no tokenizer.
 
 Example:
     >>> text = RealText.from_file("tweets.txt", "model.tflite", app_tokenizer("model.tflite"))  # doctest: +SKIP

@@ -1,9 +1,7 @@
 """CPU clusters of a big.LITTLE phone (or a host) and the taskset masks that pin to them.
 
-Cores are grouped by sysfs's ``cpu_capacity`` and ``cpufreq/cpuinfo_max_freq``, slowest cluster first. Named
-core sets: ``little`` (the slowest cluster), ``big`` (every cluster but the slowest: cores 4-7 on a Pixel 3),
-``prime`` (the fastest cluster) and ``all``. A hexadecimal mask (``f0``, ``0x80``) is taken as given, after
-checking that it names online cores. The MobileBERT paper measured ``--cores big --threads 1`` on a Pixel 3.
+Cores are grouped by sysfs's ``cpu_capacity`` and ``cpufreq/cpuinfo_max_freq``, slowest cluster first; the named
+core sets (``little``, ``big``, ``prime``, ``all``) and hex masks are as docs/profiler.md ("Cores") describes.
 
 Example:
     >>> topo = CpuTopology([{"cpu": i, "max_freq_khz": 1766400 if i < 4 else 2803200} for i in range(8)])
