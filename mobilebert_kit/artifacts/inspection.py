@@ -1,9 +1,6 @@
-"""``inspect_artifact``: what a ``.tflite`` or ``.onnx`` file holds, read from the file alone (no Keras model).
-
-Inputs and outputs, operators by type and how each computes (integer, hybrid or float; the split and the
-normalization/activation check are :mod:`~mobilebert_kit.artifacts.taxonomy`'s, as ``mbk profile`` uses them),
-file size and metadata keys, the TFLite Metadata the clients read and which clients the file is ready for
-(:mod:`~mobilebert_kit.artifacts.clients`).
+"""``inspect_artifact``: what a ``.tflite`` or ``.onnx`` file holds, read from the file alone (docs/export.md,
+"Inspect"); the op split and the normalization/activation check are :mod:`~mobilebert_kit.artifacts.taxonomy`'s,
+the client readiness :mod:`~mobilebert_kit.artifacts.clients`'.
 """
 
 from collections import Counter

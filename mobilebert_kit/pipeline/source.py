@@ -1,10 +1,5 @@
-"""Where ``mbk pipeline`` gets its recipe and model when the user names neither.
-
-With no argument the pipeline runs ``export/default.toml`` on the embedded default model: all-MiniLM-L6-v2 when
-the ``examples`` extra is installed, else the ``mobilebert`` preset (random weights). The model replaces the
-recipe's ``[source]`` table as a *source override*; being the user's own choice, it is not confined to the
-recipe's directory the way paths written inside a recipe are.
-"""
+"""Where ``mbk pipeline`` gets its recipe and model when the user names neither, and ``--source`` overrides
+(docs/pipeline.md, "The default run" and "Sources and ``--source``")."""
 
 import os
 from pathlib import Path

@@ -1,14 +1,9 @@
 """Finding LiteRT's benchmark binary, knowing which of the two tools it is, and checking it fits the device.
 
-Two tools time a ``.tflite`` on a phone, described as records in :data:`BENCHMARK_TOOLS` (the flags each takes,
-how its result is read, what it cannot do); :func:`tool_of` says which one a binary is: ``benchmark_model`` (the
-Interpreter API) or ``benchmark_litert_model`` (CompiledModel; no input flags, figures in a
-``--result_file_path`` proto read by :func:`~mobilebert_kit.profiler.bench_parser.parse_benchmark_result`).
-
-The binary is the user's (``--benchmark-binary PATH``) or comes from the cache
-``$MBK_CACHE_DIR/benchmark_model/<abi>/benchmark_model``. Its ABI is read from the ELF header and must be one of
-the device's ``ro.product.cpu.abilist``, checked before anything is copied. A file starting with ``#!`` is a
-script (the test simulator's stand-in); it runs on any ABI and is reported as ``"script"``.
+The two tools are records in :data:`BENCHMARK_TOOLS` (docs/profiler.md compares them); :func:`tool_of` says
+which one a binary is. The binary is the user's (``--benchmark-binary PATH``) or the cache's; its ABI is read
+from the ELF header and checked against the device's before anything is copied. A file starting with ``#!`` is
+a script (the test simulator's stand-in): it runs on any ABI and is reported as ``"script"``.
 
 Example:
     >>> binary = BenchmarkBinary.locate("arm64-v8a", "bazel-bin/.../benchmark_model")  # doctest: +SKIP

@@ -1,11 +1,9 @@
 """Latency on an Android phone through adb and LiteRT's benchmark_model.
 
-For one device (:class:`DeviceProfiler`): read its properties, check the binary's ABI, push ``bench_loop.sh``,
-the binary and each model into a fresh ``/data/local/tmp/mbk-XXXX`` directory (removed at the end, also after
-errors), choose the taskset mask, record the thermal baseline, then let the script run the trials (cool down,
-pin, run, snapshot) while the output streams back and is parsed. A device that vanishes mid-run raises
-:class:`DeviceDisconnectedError` carrying the trials already finished. Every path that reaches the device shell
-is quoted with ``shlex.quote``. :func:`profile_devices` runs several serials in parallel, one thread each.
+:class:`DeviceProfiler` does, for one device, the steps docs/profiler.md ("What mbk does on the phone") lists,
+quoting every path that reaches the device shell; a device that vanishes mid-run raises
+:class:`DeviceDisconnectedError` carrying the trials already finished. :func:`profile_devices` runs several
+serials in parallel, one thread each.
 
 Example:
     >>> adb = AdbClient()  # doctest: +SKIP

@@ -1,9 +1,6 @@
 """What the profiler needs to know about a model file, read from the file alone: inputs, operator mix,
-precision, normalisation/activation variant, vocabulary size and the FLOPs of one inference.
-
-FLOPs are ``2 * MACs`` of the matrix products only (TFLite ``FULLY_CONNECTED``, ``BATCH_MATMUL``, ``CONV_2D``,
-``DEPTHWISE_CONV_2D``; ONNX ``MatMul``, ``Gemm``, ``Conv`` and their integer forms), as in the MobileBERT
-paper's FLOPs column. When the shapes of some matrix op cannot be worked out, the count is None, never a
+precision, normalisation/activation variant, vocabulary size and the FLOPs of one inference (docs/profiler.md
+says what they count). When the shapes of some matrix op cannot be worked out, the count is None, never a
 partial sum.
 """
 

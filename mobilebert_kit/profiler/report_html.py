@@ -1,9 +1,5 @@
-"""A self-contained HTML report with matplotlib plots (PNG, embedded as base64 so the page is one file).
-
-Plots: latency distribution per model and precision (box plots of single latencies on the host; on a phone,
-boxes from each trial's min / p5 / median / p95 / max, or avg); median latency across files with the p90 (or
-max) whisker; latency against sequence length. The summary table, the Table 6 comparison, per-trial thermal data
-and the top operators of each per-op profile follow the plots.
+"""A self-contained HTML report with matplotlib plots (PNG, embedded as base64 so the page is one file); what
+it shows: docs/profiler.md ("Reports").
 
 Example:
     >>> write_html(report, "report.html")  # doctest: +SKIP

@@ -1,8 +1,6 @@
-"""The paper's Table 6 layout: latency of the operational optimisations.
-
-MobileBERT (Sun et al., 2020), Table 6 compares LayerNorm or NoNorm and GELU or ReLU. Rows are those settings
-(:attr:`ModelInfo.variant`), columns the precisions found among the files, each cell the median latency in ms
-with the speed-up over the LayerNorm+GELU row of the same precision; one table per device and sequence length.
+"""The paper's Table 6 layout (MobileBERT, Sun et al., 2020): median latency of LayerNorm or NoNorm and GELU or
+ReLU per precision, with the speed-up over LayerNorm+GELU (docs/profiler.md, "Reports"); one table per device
+and sequence length.
 
 Example:
     >>> print(table6_markdown(report))  # doctest: +SKIP
