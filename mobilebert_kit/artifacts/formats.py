@@ -84,12 +84,7 @@ class ArtifactFormat:
 
     @property
     def litert(self):
-        """Whether LiteRT (its Interpreter or CompiledModel, ``artifacts.runtimes``) runs files of this format.
-
-        Example:
-            >>> FORMATS["tflite"].litert, FORMATS["onnx"].litert
-            (True, False)
-        """
+        """Whether LiteRT (its Interpreter or CompiledModel, ``artifacts.runtimes``) runs files of this format."""
         return "interpreter" in self.runtimes
 
 

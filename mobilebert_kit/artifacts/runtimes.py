@@ -1,12 +1,9 @@
 """The runtimes that run a model file on this machine, as records in one table: LiteRT's two Python APIs for
-``.tflite`` files, ONNX Runtime for ``.onnx`` files.
+``.tflite`` files, ONNX Runtime for ``.onnx`` files (docs/profiler.md, "LiteRT's two APIs").
 
-Every runtime loads a file from bytes read once (``artifacts.runner.read_model``); the ``load`` of each record
-names its loader in ``artifacts/runner.py``. A format's record (``artifacts.formats``) lists the runtimes that
-run it. ai-edge-litert 2.x offers the ``Interpreter`` and ``CompiledModel``, running the same kernels; each
-:class:`Runtime` says what it supports, and :func:`choose_tflite_runtime` decides once, per use, which one runs a
-file, with the reason for every fallback in its warnings. What CompiledModel cannot do in ai-edge-litert 2.3.0
-(measured on the tiny fixtures) is its record's ``why_not``.
+Every runtime loads a file from bytes read once (``artifacts.runner.read_model``) by the loader its record's
+``load`` names. :func:`choose_tflite_runtime` decides once, per use, which LiteRT API runs a file, with the
+reason for every fallback (its record's ``why_not``, measured on ai-edge-litert 2.3.0) in its warnings.
 
 Example:
     >>> choice = choose_tflite_runtime("auto", dynamic=True)

@@ -128,12 +128,8 @@ class AdbClient:
         return found
 
     def ready_serials(self, serials=None):
-        """Checks the requested ``serials`` (None or empty: the one device connected) and returns them.
-
-        Raises:
-            DeviceError: no device, a requested serial not connected, a device unauthorized/offline/without
-                permissions, or several devices and no choice.
-        """
+        """Checks the requested ``serials`` (None or empty: the one device connected) and returns them; DeviceError for
+        no device, a serial not connected, one unauthorized/offline/without permissions, or several and no choice."""
         devices = self.devices()
         by_serial = {d["serial"]: d for d in devices}
         if not devices:

@@ -335,11 +335,8 @@ class HostProfiler:
         return timing
 
     def _loop(self, call, runs=None, self_timed=False):
-        """Warm-up, then timed calls until ``runs`` (default: the profiler's) and ``min_time_s`` are both reached.
-
-        A ``self_timed`` call returns the nanoseconds of its own work (a child process's run), which are the
-        sample; the wall clock still decides when to stop.
-        """
+        """Warm-up, then timed calls until ``runs`` (default: the profiler's) and ``min_time_s`` are both reached; a
+        ``self_timed`` call returns the nanoseconds of its own work (the sample), the wall clock decides the stop."""
         runs = self.runs if runs is None else runs
         clock = time.perf_counter_ns
         start = clock()

@@ -87,11 +87,8 @@ def build_report(results, *, options=None, error=None):
 
 
 def validate_report(report):
-    """Checks a report document against schema version 1.
-
-    Raises:
-        ProfilerError: listing every field that is missing or of the wrong type.
-    """
+    """Checks a report document against schema version 1; one ProfilerError lists every field missing or of the
+    wrong type."""
     problems = []
     if not isinstance(report, dict):
         raise ProfilerError("report is not a JSON object")

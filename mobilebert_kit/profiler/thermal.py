@@ -6,10 +6,8 @@
      "max_mc": 41200,                                          # hottest CPU/SoC zone
      "cpus": {"4": {"cur": 2803200, "max": 2803200, "cap": 2803200}, ...}}  # kHz
 
-A trial is *throttled* when, before or after it, a pinned core's policy cap (``scaling_max_freq``) is below its
-hardware maximum (``cpuinfo_max_freq``); a hot phone still at full clock is not, but its temperature rise is
-reported. What the phone prints is data: :func:`checked_record` validates every field of a trial record once, on
-arrival (a reading that is not one counts as no reading).
+When a trial counts as throttled: docs/profiler.md ("Heat"). What the phone prints is data: :func:`checked_record`
+validates every field of a trial record once, on arrival (a reading that is not one counts as no reading).
 
 Example:
     >>> throttle_reasons(before, after, cpus=[4, 5, 6, 7])  # doctest: +SKIP
@@ -58,11 +56,8 @@ def exit_code(value):
 
 
 def checked_record(record):
-    """Returns the fields of a trial record (``@@MBK_JSON``) the profiler reads, each of its type and range.
-
-    ``exit_code`` is None when it is missing or not an integer (the caller refuses such a record); every other
-    reading that is missing or invalid is None, and a snapshot that is not an object is an empty one.
-    """
+    """Returns the fields of a trial record (``@@MBK_JSON``) the profiler reads, each of its type and range, else None
+    (``exit_code`` too: the caller refuses such a record); a snapshot that is not an object is an empty one."""
     timed_out = record.get("cooldown_timed_out")
     return {
         "trial": _reading(_TRIAL, record.get("trial")),
