@@ -1,9 +1,5 @@
-"""The one error type of the artifact floor: a ``.tflite`` / ``.onnx`` file that cannot be read or run.
-
-It is an :class:`~mobilebert_kit.errors.MbkError`, so the command line prints
-it as one line. ``convert/`` raises it as is; the profiler re-raises it as a
-:class:`~mobilebert_kit.profiler.errors.ProfilerError` with the same text.
-"""
+"""The one error type of the artifact floor: a ``.tflite`` / ``.onnx`` file that cannot be read or run (an
+:class:`~mobilebert_kit.errors.MbkError`; the profiler re-raises it as a ``ProfilerError`` with the same text)."""
 
 from mobilebert_kit.errors import MbkError
 

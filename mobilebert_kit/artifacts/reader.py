@@ -261,10 +261,8 @@ def _check_tflite_references(model, graph, tensors, ops, size, path):
 
 
 def _check_external_data(model, path):
-    """Refuses ONNX initializers stored outside the file unless they sit, whole, in a regular file beside it.
-
-    onnxruntime follows an initializer's ``location`` wherever it points (``/etc/passwd``, a FIFO, the file itself).
-    """
+    """Refuses ONNX initializers stored outside the file unless they sit, whole, in a regular file beside it
+    (onnxruntime follows an initializer's ``location`` wherever it points: ``/etc/passwd``, a FIFO, the file itself)."""
     directory = Path(path).resolve().parent
     for init in model.graph.initializer:
         if init.data_location != onnx.TensorProto.EXTERNAL:
@@ -291,10 +289,8 @@ def _check_external_data(model, path):
 
 
 def _undecodable_text(message, where="model"):
-    """The field path (``graph.node.name``) of the first string field of ``message`` that is not UTF-8, or None.
-
-    protobuf hands such a field back as bytes, not str. Tensor contents are bytes fields, not walked.
-    """
+    """The field path (``graph.node.name``) of the first string field of ``message`` that is not UTF-8 (protobuf hands
+    it back as bytes), or None; tensor contents are bytes fields, not walked."""
     for field_descriptor, value in message.ListFields():
         name = f"{where}.{field_descriptor.name}"
         repeated = (field_descriptor.is_repeated if hasattr(field_descriptor, "is_repeated")  # protobuf 7 has no label

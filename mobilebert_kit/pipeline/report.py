@@ -12,9 +12,13 @@ import json
 from pathlib import Path
 
 import mobilebert_kit
+from mobilebert_kit.artifacts.clients import client_readiness
+from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.profiler.report import build_report, fmt, jsonable
+from mobilebert_kit.profiler.stats import median_interval
 from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator, json_field
+from mobilebert_kit.utils.terminal import escape
 
 SCHEMA = "mobilebert_kit.pipeline"
 SCHEMA_VERSION = 2
@@ -129,8 +133,6 @@ def _records_for(by_path, artifact):
 
 def _timing(record, attempts):
     """One latency row's figures: the median with its 95% interval, the spread, and whether it is noise."""
-    from mobilebert_kit.profiler.stats import median_interval
-
     lat = record.get("latency_ms") or {}
     interval = median_interval(record.get("samples_ms") or []) if record.get("samples_ms") else None
     median = lat.get("median")
@@ -147,9 +149,6 @@ def _timing(record, attempts):
 
 def clients_of(path):
     """``{"ready": [client], "not_ready": {client: first reason}}`` as ``mbk inspect`` reads the file."""
-    from mobilebert_kit.artifacts.clients import client_readiness
-    from mobilebert_kit.artifacts.errors import ArtifactError
-
     try:
         readiness = client_readiness(path)
     except ArtifactError as err:
@@ -227,8 +226,6 @@ def print_summary(report, console):
     table = Table(title="mbk pipeline summary")
     for column in SUMMARY_HEADERS:
         table.add_column(column, justify="left" if column == "artifact" else "right")
-    from mobilebert_kit.utils.terminal import escape
-
     for row in summary_rows(report):
         table.add_row(*(escape(cell, markup=True) for cell in row))  # artifact names come from the recipe
     console.print(table)

@@ -16,14 +16,19 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
+from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
+from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length, read_artifact_metadata
 from mobilebert_kit.artifacts.emulated_runner import emulation_ready
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.pipeline import report as pipeline_report
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
-from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, PIPELINE_OUTPUT
+from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, NOISE_TOLERANCE, PIPELINE_OUTPUT
+from mobilebert_kit.profiler.report import build_report, write_json
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
-from mobilebert_kit.sources.spec import locate
+from mobilebert_kit.profiler.stats import median_interval
+from mobilebert_kit.sources.spec import classify, locate
 from mobilebert_kit.utils.atomic import prepared_dir, write_text
 from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import check_number
@@ -146,14 +151,11 @@ class Pipeline:
         host = [self._profile_host(opts) for opts in planned]
         device = [self._profile_device(opts, serial) for opts in planned if serial and FORMATS[opts.format].on_device]
         evaluation_path = self._evaluate(evaluation, planned, out_dir / f"{name}.evaluation.json")
-        from mobilebert_kit.pipeline import report as pipeline_report
-
         html_path, json_path = out_dir / f"{name}.pipeline.html", out_dir / f"{name}.pipeline.json"
         profile_files = host + device
-        evaluation_files = [evaluation_path] if evaluation_path else []
         inputs = {"mbk": mobilebert_kit.__version__, "recipe": str(recipe.path),
                   "files": {str(p): file_hash(p) for p in [f"{o.out}.report.json" for o in planned] + profile_files
-                            + evaluation_files}}
+                            + ([evaluation_path] if evaluation_path else [])}}
         manifest = StageManifest("report", [json_path, html_path], inputs)
 
         def write_report():
@@ -209,7 +211,6 @@ class Pipeline:
     def _profile_host(self, opts):
         from mobilebert_kit.convert.plan.sample_text import SAMPLE_TEXT
         from mobilebert_kit.profiler.host import HostProfiler
-        from mobilebert_kit.profiler.report import build_report, write_json
 
         out = Path(f"{opts.out}.host.json")
         seq_len = planned_length(read_artifact_metadata(opts.out))  # the length the export planned, as recorded
@@ -244,9 +245,6 @@ class Pipeline:
     def _steady(self, profiler, measure, attempts, key):
         """``measure()``'s record, timed again with 4x the runs while the 95% interval of its median is wider than
         the report's tolerance (at most :data:`MAX_ATTEMPTS` times); ``attempts[key]`` counts the tries."""
-        from mobilebert_kit.pipeline.report import NOISE_TOLERANCE
-        from mobilebert_kit.profiler.stats import median_interval
-
         runs = profiler.runs
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -294,7 +292,6 @@ class Pipeline:
     def _profile_device(self, opts, serial):
         from mobilebert_kit.profiler.adb import AdbClient
         from mobilebert_kit.profiler.device import DeviceProfiler
-        from mobilebert_kit.profiler.report import build_report, write_json
 
         out = Path(f"{opts.out}.device-{_safe(serial)}.json")
         settings = {"serial": serial, "runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads,
@@ -325,11 +322,8 @@ def _real_text(artifact, text, source):
     """``(RealText, None)``: ``text``'s sentences tokenized as ``artifact``'s app tokenizes them (with what the file
     carries, else the source checkpoint's own tokenizer, as ``mbk profile --text --tokenizer`` would); or
     ``(None, why)`` when neither has one (a preset's random weights come without a vocabulary)."""
-    from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
-    from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
     from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
     from mobilebert_kit.profiler.real_text import RealText
-    from mobilebert_kit.sources.spec import classify
 
     graph, client = read_with_client_metadata(Path(artifact))
     meta, vocab = parse_mbk_metadata(graph.metadata, artifact)
@@ -363,8 +357,6 @@ def _check_vocabulary(recipe, planned):
 
 
 def _check_tokenizable(recipe, planned, named, table):
-    from mobilebert_kit.sources.spec import classify
-
     where = f"{recipe.path.name}: {named} is tokenized with the vocabulary"
     if no_vocab := [opts for opts in planned if not opts.embed_vocab]:
         raise MbkError(f"{where} the exported files carry, and embed_vocab = false writes none "

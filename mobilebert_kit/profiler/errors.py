@@ -1,8 +1,5 @@
-"""Errors the profiler raises for user and environment problems.
-
-All are :class:`mobilebert_kit.errors.MbkError`, so ``mbk profile`` prints them
-as one line (what is wrong, then what to do) and exits non-zero.
-"""
+"""Errors the profiler raises for user and environment problems, all :class:`mobilebert_kit.errors.MbkError`
+(one line: what is wrong, then what to do)."""
 
 from mobilebert_kit.errors import MbkError
 
