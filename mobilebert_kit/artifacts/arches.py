@@ -1,22 +1,8 @@
 """The foreign CPU architectures a file can be run on under user-mode emulation, as records in one table.
 
-``mbk validate FILE --arch arm64`` runs the file on the runtime's own aarch64 build (ai-edge-litert or
-onnxruntime from PyPI) inside QEMU's user-mode emulator, so the kernels a phone runs (XNNPACK's NEON,
-dotprod and i8mm paths, KleidiAI for dynamic-range layers; MLAS's aarch64 kernels in onnxruntime) compute
-the numbers, not the x86 ones. Each :class:`Arch` says what its emulated Python is built from (Debian's
-packages of that architecture, the wheels' platform tags, the QEMU binary); each :class:`EmulatedCpu`
-says which CPU QEMU models and the ``/proc/cpuinfo`` the runtime reads for it.
-
-Why the cpuinfo: QEMU 7.2 passes the host's x86 ``/proc/cpuinfo`` through, and the runtimes' CPU-feature
-library (pytorch/cpuinfo) crashes on it (onnxruntime: SIGSEGV at import); it also picks microarchitecture-
-tuned kernels by the MIDR it reads there. Each emulated root gets an arm64 ``proc/cpuinfo`` of its CPU
-(``qemu -L`` looks a path up in the root first). The features QEMU really enables come from its CPU model
-(``AT_HWCAP``), which the runtimes read for the instruction sets; the ``Features`` line below is written
-from QEMU's models for a reader, not checked against them.
-
-What emulation cannot show: timing (an emulated instruction costs nothing like a real one), and any
-difference between QEMU's model of an instruction and the silicon's (QEMU implements the architecture's
-definition; a chip erratum would not appear).
+Each :class:`Arch` says what its emulated Python is built from; each :class:`EmulatedCpu` says which CPU QEMU
+models and the ``/proc/cpuinfo`` the runtime reads for it (why, and what emulation cannot show: docs/export.md,
+"ARM numerics under emulation"). The ``Features`` line is written from QEMU's models for a reader, not checked.
 
 Example:
     >>> ARCHES["arm64"].cpu(None).name
@@ -50,12 +36,7 @@ class EmulatedCpu:
     phones: str
 
     def cpuinfo(self, cores=1):
-        """The arm64 ``/proc/cpuinfo`` text of ``cores`` cores of this CPU.
-
-        Example:
-            >>> ARCHES["arm64"].cpu("cortex-a53").cpuinfo().splitlines()[0]
-            'processor\\t: 0'
-        """
+        """The arm64 ``/proc/cpuinfo`` text of ``cores`` cores of this CPU."""
         implementer, variant, part, revision = self.midr
         core = (f"BogoMIPS\t: 50.00\nFeatures\t: {self.features}\nCPU implementer\t: {implementer:#04x}\n"
                 f"CPU architecture: 8\nCPU variant\t: {variant:#x}\nCPU part\t: {part:#05x}\n"
@@ -98,24 +79,16 @@ class Arch:
         return self.cpus[name]
 
 
-# The Features lines follow QEMU 7.2's models (target/arm/cpu64.c) as Linux would print them (not checked).
+# The Features lines follow QEMU 7.2's models (target/arm/cpu64.c) as Linux would print them (not checked). Why
+# each CPU, and why max-sme-off has SME off and a Neoverse N2 MIDR: docs/export.md ("Emulated CPUs").
 _A76 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs"
 ARM64_CPUS = {
-    # The default: the big core of most Android phones sold since 2019 (Cortex-A76/A77/A78 and the X1 run
-    # the same XNNPACK paths: NEON with fp16 arithmetic and the dot-product int8 kernels).
     "cortex-a76": EmulatedCpu("cortex-a76", "cortex-a76", (0x41, 0x4, 0xD0B, 1), _A76,
                               "big cores of 2019-2022 phones (A76, A77, A78, X1)"),
-    # A little core without dotprod or fp16: XNNPACK's plain-NEON int8 kernels (budget phones, little cores).
     "cortex-a53": EmulatedCpu("cortex-a53", "cortex-a53", (0x41, 0x0, 0xD03, 4),
                               "fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid",
                               "little cores and budget phones (A53, A55 without dotprod kernels)"),
-    # QEMU 7.2 models no Armv9 core; `max` is the one with i8mm and bf16 (the Armv9 cores of 2022+ phones:
-    # A710, A715, X2, X3). Its SME must be off: with SME advertised, QEMU 7.2's SME emulation gave wrong int8
-    # results (KleidiAI takes SME kernels when the CPU has SME; found when issue 38 was first tried).
-    # Its cpuinfo names a Neoverse N2 (the server sibling of the A710, the same Armv9 core with i8mm). Measured
-    # on a full-int8 tiny file with ai-edge-litert 2.3.0: QEMU's own `max` MIDR (implementer 0) and a Cortex-A710
-    # MIDR (0xd47) both killed the run with SIGSEGV, the A710 one even under `-cpu cortex-a76`, so the crash
-    # follows the MIDR the runtime reads, not an instruction; N2 (0xd49) and A76 (0xd0b) run.
+    # Measured: QEMU's own `max` MIDR and a Cortex-A710 one (0xd47) killed full-int8 runs with SIGSEGV; N2 runs.
     "max-sme-off": EmulatedCpu("max-sme-off", "max,sme=off", (0x41, 0x0, 0xD49, 0),
                                _A76 + " dit uscat ilrcpc flagm sb paca pacg dcpodp sve2 sveaes svepmull svebitperm "
                                "svesha3 svesm4 flagm2 frint svei8mm svebf16 i8mm bf16 dgh rng bti",
@@ -134,12 +107,7 @@ ARCHES = {
 
 
 def arch(name):
-    """The :class:`Arch` called ``name``, or ConfigError listing the valid ones.
-
-    Example:
-        >>> arch("arm64").machine
-        'aarch64'
-    """
+    """The :class:`Arch` called ``name``, or ConfigError listing the valid ones."""
     if name not in ARCHES:
         raise ConfigError(f"unknown --arch {name!r}; valid: {', '.join(ARCHES)}")
     return ARCHES[name]

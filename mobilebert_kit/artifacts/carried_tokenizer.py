@@ -1,30 +1,13 @@
 """What tokenizer a model file carries for its app: the one rule ``mbk inspect``, ``mbk evaluate`` and ``mbk profile --text`` use.
 
-Before, ``mbk inspect`` called a file ready for MediaPipe from its packed
-tokenizer while ``mbk evaluate`` and ``mbk profile --text`` looked only at
-``mbk_vocab`` and the recorded special tokens, so an MPNet-style WordPiece file
-(``<s>``/``</s>``, packed renamed ``[CLS]``/``[SEP]``) or a SentencePiece file
-that MediaPipe runs exactly was refused, asking for ``--tokenizer`` (issue 47).
-The rule, in order:
+A text-in ``.onnx`` (``mbk export --tokenizer-in-graph``) tokenizes itself (``runs_as="graph"``). Otherwise:
 
-1. a ``.tflite`` whose TFLite Metadata packs a client tokenizer (a
-   ``vocab.txt`` for BertTokenizer, a SentencePiece model) that agrees with
-   the model: the app's own tokenization runs on that file (what MediaPipe and
-   the Task Library compute: A-Z lower-cased, accents kept, literal
-   ``[CLS]``/``[SEP]``);
-2. else our ``mbk_vocab`` when the export recorded BERT's WordPiece (its
-   names, its casing): the checkpoint's tokenizer rebuilt from it;
+1. a ``.tflite`` whose TFLite Metadata packs a client tokenizer (a ``vocab.txt`` for BertTokenizer, a
+   SentencePiece model) that agrees with the model: the app's own tokenization runs on that file;
+2. else our ``mbk_vocab`` when the export recorded BERT's WordPiece: the checkpoint's tokenizer rebuilt from it;
 3. else none: the reason names what the file lacks and ``--tokenizer``.
 
-A text-in ``.onnx`` (``mbk export --tokenizer-in-graph``) comes first: it tokenizes itself (``runs_as="graph"``).
-
-TensorFlow-free and tokenizer-free (the ``artifacts`` floor): the record hands
-the bytes and the casing to ``data.text_tokenizer.TextTokenizer.from_packed``.
-
-Example:
-    >>> carried = carried_tokenizer("e.tflite", meta, recorded, vocab)  # doctest: +SKIP
-    >>> carried.runs_as, carried.tokenizer, carried.describe()  # doctest: +SKIP
-    ('client', 'sentencepiece', 'the packed sentencepiece.model, as MediaPipe and the Task Library run it')
+TensorFlow-free: the record hands the bytes and the casing to ``data.text_tokenizer.TextTokenizer.from_packed``.
 """
 
 from dataclasses import dataclass
@@ -105,8 +88,7 @@ def carried_tokenizer(path, client, recorded, vocab):
         # A text-in .onnx: its onnxruntime-extensions ops tokenize; it is fed the text itself.
         return CarriedTokenizer("graph", str(in_graph.get("kind")), in_graph=dict(in_graph))
     if client is not None and client.tokenizer in CLIENT_TOKENIZERS and client.packed_tokenizer:
-        problems = packed_disagreements(client, recorded, vocab)
-        if problems:
+        if problems := packed_disagreements(client, recorded, vocab):
             return CarriedTokenizer(missing=f"{path}: {'; '.join(problems)}; the app would not run the model as "
                                             "exported: re-export it")
         return CarriedTokenizer("client", client.tokenizer, client.vocab_file, client.packed_tokenizer)

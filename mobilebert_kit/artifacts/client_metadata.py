@@ -1,28 +1,13 @@
 """Reading a ``.tflite`` file's TFLite Metadata back: what the app-side clients will find in it.
 
-The clients (MediaPipe Tasks, the TFLite Task Library) read the
-``TFLITE_METADATA`` entry (a ``ModelMetadata`` flatbuffer, identifier
-``M001``) and the zip archive appended after the model. This reader walks
-both from the file alone, for ``mbk inspect`` and the readiness lint
-(:mod:`mobilebert_kit.artifacts.clients`): input and output tensor metadata
-names, the tokenizer process unit and its vocabulary file, the associated
-files of each tensor, the names of the packed files and the line counts of
-the vocabulary and label files.
+The clients (MediaPipe Tasks, the TFLite Task Library) read the ``TFLITE_METADATA`` entry (a ``ModelMetadata``
+flatbuffer) and the zip archive appended after the model; this reader walks both for ``mbk inspect`` and the
+readiness lint (:mod:`mobilebert_kit.artifacts.clients`).
 
-A model file is untrusted input, so the walk is bounded: every offset is
-checked against the buffer before it is read, a list longer than
-:data:`LIMITS` allows, a string over 4 KiB, a zip central directory over
-1 MiB or with more than 256 entries, a zip64 archive and a packed file that
-inflates past 16 MiB are each a one-line :class:`ArtifactError`. Flatbuffer
-offsets only point forward (``uoffset_t`` is unsigned), so no cycle can be
-followed; and the schema's nesting is fixed, so the walk's depth is too.
-Field slots are :mod:`~mobilebert_kit.artifacts.metadata_schema`'s, shared
-with the writer.
-
-Example:
-    >>> meta = read_client_metadata("model.tflite")  # doctest: +SKIP
-    >>> meta.input_names, meta.tokenizer, meta.vocab_size  # doctest: +SKIP
-    (('ids', 'mask', 'segment_ids'), 'bert', 30522)
+A model file is untrusted input, so the walk is bounded: every offset is checked before it is read, and whatever
+exceeds :data:`LIMITS` (or is a zip64 archive) is a one-line :class:`ArtifactError`. Flatbuffer offsets only point
+forward and the schema's nesting is fixed, so no cycle can be followed. Field slots are
+:mod:`~mobilebert_kit.artifacts.metadata_schema`'s, shared with the writer.
 """
 
 import hashlib
@@ -169,19 +154,8 @@ def read_with_client_metadata(path, fmt=None):
 
 
 def parse_client_metadata(entries, model_bytes, path="<bytes>"):
-    """The :class:`ClientMetadata` of a model from its metadata entries and its bytes (for the archive).
-
-    Args:
-        entries (dict[str, bytes]): :attr:`ArtifactGraph.metadata`.
-        model_bytes (bytes): the whole file, where the packed archive is.
-        path (str): the file, for messages.
-
-    Returns:
-        ClientMetadata | None: None when there is no ``TFLITE_METADATA`` entry.
-
-    Raises:
-        ArtifactError: as :func:`read_client_metadata`.
-    """
+    """The :class:`ClientMetadata` (None without a ``TFLITE_METADATA`` entry) from :attr:`ArtifactGraph.metadata`
+    and the whole file's bytes (where the packed archive is); raises as :func:`read_client_metadata`."""
     if schema.TFLITE_METADATA not in entries:
         return None
     walker = _Walker(bytes(entries[schema.TFLITE_METADATA]), path)
@@ -255,8 +229,7 @@ class _Walker:
         if count > LIMITS[limit]:
             raise ArtifactError(f"{self.path}: its {schema.TFLITE_METADATA} lists {count} {limit} in one "
                                 f"{table_name}.{key}, over the {LIMITS[limit]} this reader takes; re-export the model")
-        slots = [pos + 4 + 4 * i for i in range(count)]
-        return [slot + self._unpack("<I", slot) for slot in slots]
+        return [slot + self._unpack("<I", slot) for slot in range(pos + 4, pos + 4 + 4 * count, 4)]
 
     def model_metadata(self):
         if len(self.buf) < 8 or self.buf[4:8] != schema.FILE_IDENTIFIER:
@@ -277,7 +250,6 @@ class _Walker:
             option = _OPTION_NAMES.get(self.byte(unit, "ProcessUnit", "options_type"))
             if option in schema.TOKENIZERS:
                 options = self._ref(unit, "ProcessUnit", "options")
-                # The file the tokenizer runs on: a vocab.txt, or a SentencePiece model.
                 key = "sentencePiece_model" if option == "SentencePieceTokenizerOptions" else "vocab_file"
                 vocab = self.files(options, option, key) if options is not None else ()
                 meta.update(tokenizer=schema.TOKENIZERS[option].name, vocab_file=vocab[0].name if vocab else None)
@@ -347,9 +319,7 @@ def _read_archive(data, path, counted, raw_name=None):
 
 
 def _packed_lines(archive, name, path):
-    text = _packed_bytes(archive, name, path)
-    # The clients split on "\n" alone; a last line without one still counts.
-    lines = text.split(b"\n")
+    lines = _packed_bytes(archive, name, path).split(b"\n")  # as the clients split; a last line without one counts
     if lines[-1] == b"":  # after the last "\n", or an empty file
         lines.pop()
     return tuple(line.decode("utf-8", "replace") for line in lines)
@@ -383,10 +353,8 @@ def _renamed_for_clients(index, ours, theirs, specials):
 
 
 def _packed_model_disagreements(meta, recorded, compared):
-    """Where a packed tokenizer file of any kind is not the one exported with the model: a SentencePiece model
-    that does not parse or holds ids past the embedding table, or any packed tokenizer whose sha256 differs from
-    the one the export recorded (``client_tokenizer_sha256``; a ``vocab.txt`` already compared line by line with
-    ``mbk_vocab`` is not reported twice)."""
+    """Where a packed tokenizer file is not the one exported with the model: a SentencePiece model that does not
+    parse or overruns the embedding table, or a sha256 other than ``client_tokenizer_sha256`` (unless ``compared``)."""
     data = meta.packed_tokenizer
     if not data:
         return []
@@ -412,20 +380,12 @@ def _packed_model_disagreements(meta, recorded, compared):
 
 
 def packed_disagreements(meta, recorded, vocab):
-    """Where the files packed for the clients disagree with the model they were exported with: reasons, or [].
+    """Where the files packed for the clients (``meta``; None: nothing packed) disagree with the model they were
+    exported with (its ``mbk_metadata`` ``recorded`` and ``mbk_vocab`` lines ``vocab``): one reason each, or [].
 
-    The apps read the packed ``vocab.txt`` and ``labels.txt``, not our ``mbk_vocab`` / ``mbk_metadata``; a packed
-    vocabulary emptied, swapped or larger than the embedding table, or labels other than the model's classes,
-    made the app answer wrongly while ``mbk evaluate`` and ``mbk inspect`` (which read our entries) saw nothing
-    (issue 37). The export refuses such a file, inspect calls it ready for no client, evaluate refuses it.
-
-    Args:
-        meta (ClientMetadata | None): the file's TFLite Metadata (None: nothing packed, nothing to compare).
-        recorded (dict): the file's ``mbk_metadata`` (``vocab_size``, ``labels``, ``special_tokens``).
-        vocab (list[str]): the file's ``mbk_vocab`` lines ([] when absent).
-
-    Returns:
-        list[str]: one reason per disagreement.
+    The apps read the packed ``vocab.txt`` and ``labels.txt``, not our ``mbk_vocab`` / ``mbk_metadata``, so a
+    packed file that differs makes the app answer wrongly: the export and evaluate refuse such a file, inspect
+    calls it ready for no client.
 
     Example:
         >>> meta = ClientMetadata("m", "1.0", 1, (), (), "bert", "vocab.txt", ("vocab.txt",),

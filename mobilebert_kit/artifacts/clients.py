@@ -1,24 +1,9 @@
 """Which app-side clients a ``.tflite`` / ``.onnx`` file is ready for, and why not: the readiness lint as data.
 
-Each client is one :class:`Client` record in :data:`CLIENTS`, holding what it
-requires of a file, as measured by loading files into it
-(``shared/reference/clients.md``: mediapipe 1.2.2 / 0.10.21, tflite-support
-0.4.4, onnxruntime 1.31). Each requirement kind is one rule function in
-:data:`RULES`, which reads its field of the record and the file's facts and
-returns the reasons the file fails it; a client is ready when no rule gives a
-reason. Adding a client is adding a record; adding a requirement is adding a
-field and its rule.
-
-Read from the file alone (TensorFlow-free): graph inputs/outputs by
-:func:`~mobilebert_kit.artifacts.reader.read_artifact`, the TFLite Metadata
-and packed files by :mod:`~mobilebert_kit.artifacts.client_metadata`.
-
-Example:
-    >>> report = client_readiness("model.tflite")  # doctest: +SKIP
-    >>> report["MediaPipe TextEmbedder"]  # doctest: +SKIP
-    []
-    >>> report["Task Library BertQuestionAnswerer"]  # doctest: +SKIP
-    ['no output metadata named start_logits, end_logits (found sentence_embedding)', ...]
+Each client is one :class:`Client` record in :data:`CLIENTS`, holding what it requires of a file, as measured
+by loading files into it (``shared/reference/clients.md``). Each requirement kind is one rule function in
+:data:`RULES` returning the reasons a file fails it; a client is ready when no rule gives a reason. Read from
+the file alone (TensorFlow-free).
 """
 
 from dataclasses import dataclass
@@ -29,8 +14,7 @@ from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.metadata_schema import CLIENT_INPUT_NAMES, PACKED_AS, TFLITE_METADATA
 
-# The tokenizers MediaPipe Tasks and the Task Library's BERT preprocessors run (BertPreprocessor builds either from
-# the first input process unit; measured in MediaPipe 1.2.2 with both, issue 35).
+# BertPreprocessor builds either from the first input process unit (measured in MediaPipe 1.2.2 with both).
 CLIENT_TOKENIZERS = tuple(name for name, packed in PACKED_AS.items() if packed)  # what the clients tokenize with
 
 
@@ -266,18 +250,8 @@ RULES = (_dtypes, _input_names, _shapes, _seq_len, _metadata, _packed_files, _ve
 
 
 def readiness(facts):
-    """``{client name: [reasons]}`` for every client of the file's format (an empty list: ready).
-
-    Args:
-        facts (FileFacts): the file.
-
-    Example:
-        >>> facts = FileFacts("onnx", [{"name": n, "dtype": "int64", "shape": [-1, -1]}
-        ...                            for n in ("input_ids", "attention_mask", "token_type_ids")],
-        ...                   [{"name": "logits", "dtype": "float32", "shape": [-1, 2]}])
-        >>> readiness(facts)["onnxruntime (optimum-style)"]
-        []
-    """
+    """``{client name: [reasons]}`` for every client of the file's format (an empty list: ready), from its
+    :class:`FileFacts`."""
     return {c.name: [r for rule in RULES for r in rule(c, facts)] for c in CLIENTS if c.format == facts.format}
 
 
@@ -292,7 +266,8 @@ def client_readiness(path, fmt=None):
         ArtifactError: the file, its metadata or its packed files are unreadable.
 
     Example:
-        >>> ready = [c for c, reasons in client_readiness("m.tflite").items() if not reasons]  # doctest: +SKIP
+        >>> client_readiness("model.tflite")["Task Library BertQuestionAnswerer"]  # doctest: +SKIP
+        ['no output metadata named start_logits, end_logits (found sentence_embedding)', ...]
     """
     graph, meta = read_with_client_metadata(path, fmt)
     return readiness(facts_of(graph, meta))

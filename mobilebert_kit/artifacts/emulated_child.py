@@ -30,8 +30,7 @@ def _batches(arrays):
 def run_tflite(path, threads, batches):
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    # XNNPACK (the default delegate), as the app runs it: the builtin kernels give other numbers
-    # (a full-int8 MiniLM: cosine 0.956 between the two on x86).
+    # XNNPACK (the default delegate), as the app runs it: the builtin kernels give other numbers.
     with open(path, "rb") as handle:
         it = Interpreter(model_content=handle.read(), num_threads=threads,
                          experimental_op_resolver_type=OpResolverType.AUTO)

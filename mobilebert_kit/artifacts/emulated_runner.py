@@ -1,12 +1,8 @@
 """EmulatedRunner: runs a ``.tflite`` / ``.onnx`` file on the runtime's aarch64 build under QEMU user-mode emulation.
 
-The same file, the same inputs (the host runner's own batches, ``ArtifactRunner.batches``), run by the
-runtime's foreign-architecture wheel of the host's version (ai-edge-litert's on XNNPACK, the app's default
-delegate; onnxruntime's CPU provider) inside an emulated Python (``artifacts/sysroot.py``, built once into the
-cache). The outputs are what a phone's CPU kernels compute, up to QEMU's fidelity to the architecture.
-
-Arrays cross the process boundary as ``.npz`` files, read with ``allow_pickle=False``; the child
-(``emulated_child.py``) is a standalone script that imports numpy and the runtime only.
+The same file and inputs (``ArtifactRunner.batches``), run by the runtime's foreign-architecture wheel of the
+host's version inside an emulated Python (``artifacts/sysroot.py``): the outputs are what a phone's CPU kernels
+compute, up to QEMU's fidelity. Arrays cross the process boundary as ``.npz`` files (``emulated_child.py``).
 
 Example:
     >>> host = ArtifactRunner("model.tflite")  # doctest: +SKIP
@@ -36,12 +32,8 @@ TIMEOUT_S = 3600
 
 
 def sysroot_spec(arch):
-    """The :class:`~mobilebert_kit.artifacts.sysroot.SysrootSpec` of ``arch`` (an Arch record) with the host's versions.
-
-    Example:
-        >>> sysroot_spec(ARCHES["arm64"]).wheels[0].startswith("numpy==")
-        True
-    """
+    """The :class:`~mobilebert_kit.artifacts.sysroot.SysrootSpec` of ``arch`` (an Arch record) with the host's
+    versions."""
     return SysrootSpec(
         debian_arch=arch.debian_arch, python=arch.python,
         wheels=tuple(f"{name}=={metadata.version(name)}" for name in RUNTIME_PACKAGES),
@@ -51,12 +43,7 @@ def sysroot_spec(arch):
 
 
 def emulation_ready(arch):
-    """Whether ``arch``'s emulated runtimes are in the cache already (``mbk validate --arch`` builds them once).
-
-    Example:
-        >>> emulation_ready("arm64") in (True, False)
-        True
-    """
+    """Whether ``arch``'s emulated runtimes are in the cache already (``mbk validate --arch`` builds them once)."""
     return sysroot_built(sysroot_spec(arch_record(arch)))
 
 
@@ -102,11 +89,8 @@ class EmulatedRunner:
             self._call(command)
             with np.load(outputs, allow_pickle=False) as arrays:
                 values = {key: arrays[key] for key in arrays.files}
-        out = {}
-        for name in self.host.output_names:
-            parts = [values[f"{run}/{name}"][:keep] for run, (_, keep) in enumerate(batches)]
-            out[name] = np.concatenate(parts)
-        return out
+        return {name: np.concatenate([values[f"{run}/{name}"][:keep] for run, (_, keep) in enumerate(batches)])
+                for name in self.host.output_names}
 
     def _call(self, command):
         # A clean environment: the host's PYTHONPATH or LD_LIBRARY_PATH must not reach the foreign Python.

@@ -1,9 +1,5 @@
-"""The one error type of the artifact floor: a ``.tflite`` / ``.onnx`` file that cannot be read or run.
-
-It is an :class:`~mobilebert_kit.errors.MbkError`, so the command line prints
-it as one line. ``convert/`` raises it as is; the profiler re-raises it as a
-:class:`~mobilebert_kit.profiler.errors.ProfilerError` with the same text.
-"""
+"""The one error type of the artifact floor: a ``.tflite`` / ``.onnx`` file that cannot be read or run (an
+:class:`~mobilebert_kit.errors.MbkError`; the profiler re-raises it as a ``ProfilerError`` with the same text)."""
 
 from mobilebert_kit.errors import MbkError
 
@@ -13,8 +9,5 @@ class ArtifactError(MbkError):
 
 
 class RuntimeLoadError(ArtifactError):
-    """The runtime (ai-edge-litert, onnxruntime) refused to load or prepare the file.
-
-    The runtime's own exception is the ``__cause__``; callers that word the
-    message themselves (the profiler adds a ``--seq-len`` hint) read it there.
-    """
+    """The runtime (ai-edge-litert, onnxruntime) refused to load or prepare the file; its own exception is the
+    ``__cause__``, for callers that word the message themselves (the profiler adds a ``--seq-len`` hint)."""

@@ -30,35 +30,30 @@ class ArtifactFormat:
         name (str): ``--format``'s value and the name reports carry (``tflite``, ``onnx``).
         suffix (str): the file suffix that names the format.
         label (str): how messages name it (``TFLite``, ``ONNX``).
-        magic (tuple[int, bytes] | None): ``(offset, bytes)`` every file of it holds (the TFLite schema's ``TFL3``
-            flatbuffer identifier at byte 4); None for a protobuf, which has no magic number of its own.
+        magic (tuple[int, bytes] | None): ``(offset, bytes)`` every file of it holds (TFLite's ``TFL3`` flatbuffer
+            identifier at byte 4); None for a protobuf, which has no magic number.
         runtimes (tuple[str, ...]): the host runtimes that run it (``artifacts.runtimes`` for LiteRT's).
         runtime_package (str): the Python package of those runtimes, as reports and emulation name it.
         emulated_kernels (str): the kernels its runtime runs under emulation (what ``mbk validate --arch`` says).
-        client_metadata (bool): files carry the TFLite metadata the Android clients (MediaPipe, the Task
-            Library) read inputs, outputs and the tokenizer from; their output names are the metadata's.
+        client_metadata (bool): files carry the TFLite metadata the Android clients read inputs, outputs and the
+            tokenizer from; their output names are the metadata's.
         xnnpack (bool): ``mbk inspect --xnnpack`` reports the file's XNNPACK coverage.
         on_device (bool): the phone's ``benchmark_model`` runs it (``mbk profile --target adb``).
         open_dim (str): how an open axis shows in a tensor's shape: ``-1`` (TFLite) or a symbolic name (ONNX).
-        input_dtype (str): the int type of the token inputs. TFLite clients (MediaPipe, the Task Library) accept
-            int32 only (or all-string) inputs; code written for optimum's ONNX exports feeds the tokenizer's
-            int64 arrays.
-        dynamic_axes (tuple): the input axes ``--dynamic-axes`` leaves open. ONNX: batch and sequence (optimum's
-            signature). TFLite: the sequence only: MediaPipe and the Task Library refuse any batch but 1 ("Input
-            tensors should all have batch size 1") and resize the sequence axis to each text's token count when
-            it is -1.
+        input_dtype (str): the int type of the token inputs: TFLite clients accept int32 only (or all-string);
+            code written for optimum's ONNX exports feeds the tokenizer's int64 arrays.
+        dynamic_axes (tuple): the input axes ``--dynamic-axes`` leaves open: ONNX batch and sequence (optimum's
+            signature); TFLite the sequence only (the clients refuse any batch but 1 and resize a -1 sequence axis
+            to each text's token count).
         open_by_default (bool): a default export leaves ``dynamic_axes`` open whatever its batch (ONNX, as
             optimum's exports); TFLite opens them for one text at a time only.
-        clips_in_graph (bool): whether a dynamic-length file cuts a text longer than its position table itself.
-            TFLite: yes, MediaPipe's BertPreprocessorCalculator truncates only for static inputs and feeds a
-            dynamic file the whole text, which would fail in the position embedding's gather. ONNX: no, optimum
-            users' tokenizers truncate (``truncation=True``).
-        every_input (bool): the graph takes ids, mask and segment ids whatever the tokenizer returns (TFLite:
-            the clients' ``BertPreprocessor`` fills all three); else only what the checkpoint's tokenizer returns
-            (ONNX, as optimum's exports).
+        clips_in_graph (bool): a dynamic-length file cuts a text longer than its position table itself (TFLite:
+            MediaPipe truncates only for static inputs; ONNX: optimum users' tokenizers truncate).
+        every_input (bool): the graph takes ids, mask and segment ids whatever the tokenizer returns (TFLite: the
+            clients fill all three); else only what the checkpoint's tokenizer returns (ONNX, as optimum's).
         quantized_io (bool): ``--io-type int8`` can write int8 inputs / outputs in this format.
-        contrib_ops (bool): operators carry a domain, and those outside the standard one (onnxruntime's
-            ``com.microsoft``) need the runtime's full package: ``mbk inspect`` names them.
+        contrib_ops (bool): operators carry a domain; those outside the standard one (``com.microsoft``) need the
+            runtime's full package: ``mbk inspect`` names them.
         text_input (bool): ``--tokenizer-in-graph`` can put the tokenizer into the file (ONNX: onnxruntime-extensions'
             custom ops of the :data:`EXTENSIONS_DOMAIN`, registered by the runtime that loads it).
 
@@ -89,25 +84,8 @@ class ArtifactFormat:
 
     @property
     def litert(self):
-        """Whether LiteRT (its Interpreter or CompiledModel, ``artifacts.runtimes``) runs files of this format.
-
-        Example:
-            >>> FORMATS["tflite"].litert, FORMATS["onnx"].litert
-            (True, False)
-        """
+        """Whether LiteRT (its Interpreter or CompiledModel, ``artifacts.runtimes``) runs files of this format."""
         return "interpreter" in self.runtimes
-
-    def has_magic(self, head):
-        """Whether ``head`` (the file's first bytes) carries this format's magic number (None: it has none).
-
-        Example:
-            >>> FORMATS["tflite"].has_magic(b"\\x1c\\x00\\x00\\x00TFL3"), FORMATS["onnx"].has_magic(b"\\x08\\x07")
-            (True, None)
-        """
-        if self.magic is None:
-            return None
-        offset, magic = self.magic
-        return head[offset:offset + len(magic)] == magic
 
 
 # onnxruntime-extensions' custom-op domain: a file whose opset imports name it needs the library registered

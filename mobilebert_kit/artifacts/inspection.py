@@ -1,17 +1,6 @@
-"""``inspect_artifact``: what a ``.tflite`` or ``.onnx`` file holds, read from the file alone.
-
-Reports inputs and outputs (name, shape, dtype), operators by type, and for
-each operator whether it computes in integer arithmetic, with integer weights
-on float activations (TFLite "hybrid" / dynamic-range), or in float; plus the
-file size and the metadata keys; the TFLite Metadata the app-side clients read
-(:mod:`~mobilebert_kit.artifacts.client_metadata`) and which clients the file
-is ready for, or why not (:mod:`~mobilebert_kit.artifacts.clients`). The ``.tflite`` reader walks the flatbuffer
-with the schema that ships in ai-edge-litert; the ``.onnx`` reader uses
-``onnx``. No Keras model is needed.
-
-The normalization/activation check (``variant_ops``) and the split of ops by
-how they compute are :mod:`~mobilebert_kit.artifacts.taxonomy`'s, the same
-ones ``mbk profile`` uses; a NoNorm + ReLU model has no LayerNorm or GELU ops.
+"""``inspect_artifact``: what a ``.tflite`` or ``.onnx`` file holds, read from the file alone (docs/export.md,
+"Inspect"); the op split and the normalization/activation check are :mod:`~mobilebert_kit.artifacts.taxonomy`'s,
+the client readiness :mod:`~mobilebert_kit.artifacts.clients`'.
 """
 
 from collections import Counter
@@ -64,10 +53,9 @@ class ArtifactInfo:
     def to_dict(self):
         return {
             "path": self.path, "format": self.format, "size_bytes": self.size_bytes,
-            "inputs": self.inputs, "outputs": self.outputs, "op_counts": dict(self.op_counts),
-            "quantized_ops": dict(self.quantized_ops), "hybrid_ops": dict(self.hybrid_ops),
-            "float_ops": dict(self.float_ops), "conversion_ops": dict(self.conversion_ops),
-            "other_ops": dict(self.other_ops), "contrib_ops": dict(self.contrib_ops),
+            "inputs": self.inputs, "outputs": self.outputs,
+            **{key: dict(getattr(self, key)) for key in ("op_counts", "quantized_ops", "hybrid_ops", "float_ops",
+                                                         "conversion_ops", "other_ops", "contrib_ops")},
             "metadata_keys": self.metadata_keys,
             "variant_ops": self.variant_ops(),
             "client_metadata": self.client_metadata.to_dict() if self.client_metadata is not None else None,

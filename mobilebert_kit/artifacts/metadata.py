@@ -1,9 +1,7 @@
 """Reading back what an export embedded: the ``mbk_metadata`` JSON and the vocabulary.
 
-Both formats keep them as metadata entries (TFLite ``Model.metadata``, ONNX
-``metadata_props``), read by :func:`~mobilebert_kit.artifacts.reader.read_artifact`.
-:func:`parse_mbk_metadata` is the one place the JSON is decoded and checked,
-for ``mbk validate``, the exporter and the profiler alike.
+Both formats keep them as metadata entries (TFLite ``Model.metadata``, ONNX ``metadata_props``);
+:func:`parse_mbk_metadata` is the one place the JSON is decoded and checked.
 """
 
 import json
@@ -40,9 +38,8 @@ def _pooling(value):
     return isinstance(value, dict) and isinstance(value.get("mode"), str) and isinstance(value.get("normalize", False), bool)
 
 
-# What each other entry of mbk_metadata that a reader uses must be, when present and not null: (check, what it is).
-# A hand-edited "labels": 10**12 or [1, "x"] made `mbk evaluate` an internal error, and "do_lower_case": "no"
-# lower-cased every text (a non-empty string is true).
+# What each other entry of mbk_metadata that a reader uses must be, when present and not null: (check, what it is);
+# a hand-edited value of another type is refused once here, not misread later ("no" is a true string).
 _STRING = (lambda v: isinstance(v, str), "a string")
 TYPED = {
     "format": _STRING,
@@ -105,7 +102,6 @@ def planned_length(meta, static_len=None, requested=None, max_positions=None):
     """
     recorded = meta.get("max_seq_len")
     if _positive(requested) and _positive(recorded) and not static_len and requested > recorded:
-        # The runtime failed deep in the embedding's Add ("broadcast 64 by 100") and said to re-export the file.
         raise ConfigError(f"--seq-len {requested} is more than the {recorded} positions the file takes (its "
                           f"{METADATA_JSON} max_seq_len); pass --seq-len {recorded} or less")
     for value in (requested, static_len, meta.get("planned_seq_len"), meta.get("seq_len")):
@@ -116,14 +112,9 @@ def planned_length(meta, static_len=None, requested=None, max_positions=None):
 
 
 def in_graph_length(meta):
-    """The length a text-in file (``--tokenizer-in-graph``) cuts each text to inside itself, special tokens
-    included (``tokenizer_in_graph.truncates_to``); None for any other file. Like a static file's length, no
-    ``--seq-len`` changes it.
-
-    Example:
-        >>> in_graph_length({"tokenizer_in_graph": {"truncates_to": 64}}), in_graph_length({})
-        (64, None)
-    """
+    """The length a text-in file (``--tokenizer-in-graph``) cuts each text to inside itself, special tokens included
+    (``tokenizer_in_graph.truncates_to``); None for any other file. Like a static length, ``--seq-len`` cannot
+    change it."""
     record = meta.get("tokenizer_in_graph")
     value = record.get("truncates_to") if isinstance(record, dict) else None
     return int(value) if _positive(value) else None
@@ -149,9 +140,7 @@ def parse_mbk_metadata(entries, path):
     # load_json: bounded depth and size, duplicate keys refused, a JSON object required.
     meta = load_json(entries[METADATA_JSON], f"the {METADATA_JSON} of {path}", expect=dict, error=ArtifactError,
                      fix="re-export it") if METADATA_JSON in entries else {}
-    for key, limit in BOUNDED.items():
-        # A hand-edited length or size is bounded here, once, before any reader sizes a buffer by it: a
-        # max_seq_len of 10**12 made `mbk profile --text` abort in a 4 GB allocation.
+    for key, limit in BOUNDED.items():  # once, before any reader sizes a buffer by it
         if meta.get(key) is not None and not within(limit, meta[key]):
             raise ArtifactError(f"{path}: its {METADATA_JSON} gives {key} = {meta[key]!r}, which must be "
                                 f"{limit.describe()}; re-export the file (its metadata was changed)")
@@ -171,9 +160,8 @@ def parse_mbk_metadata(entries, path):
 
 
 def read_artifact_metadata(path, with_vocab=False):
-    """Returns the ``mbk_metadata`` dict of a ``.tflite`` / ``.onnx`` file ({} when absent).
-
-    With ``with_vocab``, returns ``(metadata, vocab_lines)``.
+    """Returns the ``mbk_metadata`` dict of a ``.tflite`` / ``.onnx`` file ({} when absent); with ``with_vocab``,
+    ``(metadata, vocab_lines)``.
 
     Example:
         >>> meta = read_artifact_metadata("model.tflite")  # doctest: +SKIP

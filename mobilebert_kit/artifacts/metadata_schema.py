@@ -1,20 +1,10 @@
 """The parts of the TFLite Metadata schema that mobilebert-kit writes and reads, declared once.
 
-The app-side clients (MediaPipe Tasks, the TFLite Task Library) read a
-``TFLITE_METADATA`` entry of ``Model.metadata``: a ``ModelMetadata``
-flatbuffer with file identifier ``M001``, defined by ``metadata_schema.fbs``
-(tensorflow/tflite-support, ``tensorflow_lite_support/metadata/``; mediapipe
-ships the same file as ``mediapipe/tasks/metadata/metadata_schema.fbs``). The
-writer (:mod:`mobilebert_kit.convert.tflite.metadata`) and the reader
-(:mod:`mobilebert_kit.artifacts.client_metadata`) take the field slots and
-enum values from here, so they cannot disagree.
-
-Slots are the zero-based field positions of each table in the schema (a union
-field takes two: its ``_type`` byte, then the value). The schema only ever
-appends fields, so these slots hold for every schema version since 1.1.0.
-
-Standard library only: ``convert/plan/export_tasks.py`` imports the client input
-names from here without loading anything else.
+The app-side clients read a ``TFLITE_METADATA`` entry: a ``ModelMetadata`` flatbuffer (identifier ``M001``)
+defined by tflite-support's ``metadata_schema.fbs``. The writer (:mod:`mobilebert_kit.convert.tflite.metadata`)
+and the reader (:mod:`mobilebert_kit.artifacts.client_metadata`) take the field slots and enum values from here.
+Slots are zero-based field positions (a union field takes two: its ``_type`` byte, then the value); the schema
+only appends fields, so they hold for every version since 1.1.0. Standard library only.
 
 Example:
     >>> SLOTS["TensorMetadata"]["name"], ASSOCIATED_FILE_TYPES["VOCABULARY"]

@@ -1,17 +1,7 @@
 """The one reader of ``.tflite`` and ``.onnx`` files: tensors, graph inputs/outputs, operators, metadata entries.
 
-``.tflite`` files are walked with the flatbuffer schema that ships in
-ai-edge-litert (no interpreter, no TensorFlow); ``.onnx`` files are loaded
-with ``onnx`` without their external weights. Both give the same
-:class:`ArtifactGraph`: tensors by key (the tensor index in TFLite, the value
-name in ONNX), ops as dicts in graph order, the graph's inputs and outputs,
-and the file's metadata entries as bytes (TFLite ``Model.metadata``, ONNX
-``metadata_props``), where exports keep ``mbk_metadata`` and ``mbk_vocab``.
-
-Example:
-    >>> graph = read_artifact("model.tflite")  # doctest: +SKIP
-    >>> [spec["name"] for spec in graph.input_specs()]  # doctest: +SKIP
-    ['input_ids', 'attention_mask', 'token_type_ids']
+``.tflite`` files are walked with ai-edge-litert's flatbuffer schema (no interpreter, no TensorFlow); ``.onnx``
+files are loaded with ``onnx`` without their external weights. Both give the same :class:`ArtifactGraph`.
 """
 
 from dataclasses import dataclass, field
@@ -86,22 +76,12 @@ class ArtifactGraph:
 
 def takes_text(input_specs):
     """Whether a graph with these inputs (``[{"name", "dtype", ...}]``) takes text: one string tensor, a
-    ``--tokenizer-in-graph`` file whose tokenizer runs inside it.
-
-    Example:
-        >>> takes_text([{"name": "text", "dtype": "string"}])
-        True
-    """
+    ``--tokenizer-in-graph`` file whose tokenizer runs inside it."""
     return len(input_specs) == 1 and input_specs[0]["dtype"] == "string"
 
 
 def artifact_format(path, fmt=None):
-    """``"tflite"`` or ``"onnx"`` from ``fmt`` or the file suffix; raises ArtifactError for anything else.
-
-    Example:
-        >>> artifact_format("m.onnx")
-        'onnx'
-    """
+    """``"tflite"`` or ``"onnx"`` from ``fmt`` or the file suffix; raises ArtifactError for anything else."""
     by_suffix = {record.suffix: name for name, record in FORMATS.items()}
     fmt = fmt or by_suffix.get(Path(str(path)).suffix.lower())
     if fmt not in FORMATS:
@@ -133,18 +113,8 @@ def read_artifact(path, fmt=None):
 
 
 def read_tflite_bytes(data, path="<bytes>"):
-    """Reads a ``.tflite`` flatbuffer held in memory (a converter's output before it is written).
-
-    Args:
-        data (bytes): the flatbuffer.
-        path (str): what to call it in messages.
-
-    Returns:
-        ArtifactGraph: its first subgraph.
-
-    Raises:
-        ArtifactError: no TFL3 identifier, no subgraph, or a truncated/corrupt flatbuffer.
-    """
+    """The :class:`ArtifactGraph` of a ``.tflite`` flatbuffer held in memory (``path`` names it in messages);
+    raises ArtifactError for no TFL3 identifier, no subgraph, or a truncated/corrupt flatbuffer."""
     if len(data) < 8 or not schema.Model.ModelBufferHasIdentifier(data, 0):
         raise ArtifactError(
             f"{path} is not a TFLite flatbuffer (missing the 'TFL3' identifier); "
@@ -162,11 +132,7 @@ def read_tflite_bytes(data, path="<bytes>"):
 
 
 def _text(raw, path, what):
-    """A name stored in a ``.tflite`` file, decoded; one that is not UTF-8 is refused.
-
-    The LiteRT interpreter decodes tensor and signature names strictly: a flipped byte in one was an internal
-    error of `mbk profile` (UnicodeDecodeError in its op details) while `mbk inspect` called the file ready.
-    """
+    """A name stored in a ``.tflite`` file, decoded; one that is not UTF-8 is refused (LiteRT decodes strictly)."""
     try:
         return (raw or b"").decode("utf-8")
     except UnicodeDecodeError:
@@ -237,8 +203,7 @@ def _read_tflite(model, data, path):
             table = op.BuiltinOptions()
             options = options_class()
             options.Init(table.Bytes, table.Pos)
-            fused = _ACTIVATIONS.get(options.FusedActivationFunction(), "NONE")
-            # Converters fold ReLU into the preceding FULLY_CONNECTED / ADD.
+            fused = _ACTIVATIONS.get(options.FusedActivationFunction(), "NONE")  # ReLU folded into FC / ADD
             entry["fused"] = None if fused == "NONE" else fused
         if kind == "BATCH_MATMUL" and op.BuiltinOptionsType() == schema.BuiltinOptions.BatchMatMulOptions:
             table = op.BuiltinOptions()
@@ -274,20 +239,13 @@ def _read_tflite(model, data, path):
 
 
 def _check_tflite_references(model, graph, tensors, ops, size, path):
-    """Refuses a flatbuffer whose operators or graph name tensors it lacks, or whose buffers lie past its end.
-
-    Each reader of the graph looked tensors up by these indices: `mbk inspect` of an operator naming tensor
-    99999 was an internal error (KeyError), and a buffer offset past the end of the file was reported ready.
-    """
+    """Refuses a flatbuffer whose operators or graph name tensors it lacks, or whose buffers lie past its end."""
     def bad(where, index):
         raise ArtifactError(f"{path}: {where} names tensor {index}, and the file has {len(tensors)} tensor(s); it is "
                             "corrupt: re-export the model")
 
     for number, op in enumerate(ops):
-        for index in op["inputs"]:
-            if index != -1 and index not in tensors:  # -1: an optional input left out
-                bad(f"operator {number} ({op['type']})", index)
-        for index in op["outputs"]:
+        for index in [i for i in op["inputs"] if i != -1] + op["outputs"]:  # -1: an optional input left out
             if index not in tensors:
                 bad(f"operator {number} ({op['type']})", index)
     for where, indices in (("the graph's inputs", graph.InputsAsNumpy() if graph.InputsLength() else []),
@@ -303,12 +261,8 @@ def _check_tflite_references(model, graph, tensors, ops, size, path):
 
 
 def _check_external_data(model, path):
-    """Refuses ONNX initializers stored outside the file unless they sit, whole, in a regular file beside it.
-
-    onnxruntime follows an initializer's ``location`` wherever it points: ``/etc/passwd``, ``../../x``, a FIFO,
-    ``/dev/zero`` or the model file itself. `mbk inspect` called such files ready and `mbk profile` timed whatever
-    bytes it found. mbk's own exports keep every weight inside the file.
-    """
+    """Refuses ONNX initializers stored outside the file unless they sit, whole, in a regular file beside it
+    (onnxruntime follows an initializer's ``location`` wherever it points: ``/etc/passwd``, a FIFO, the file itself)."""
     directory = Path(path).resolve().parent
     for init in model.graph.initializer:
         if init.data_location != onnx.TensorProto.EXTERNAL:
@@ -335,12 +289,8 @@ def _check_external_data(model, path):
 
 
 def _undecodable_text(message, where="model"):
-    """The field path (``graph.node.name``) of the first string field of ``message`` that is not UTF-8, or None.
-
-    protobuf hands such a field back as bytes, not str: a flipped byte in a node's name or a metadata value made
-    `mbk inspect` an internal error (``'bytes' object has no attribute 'encode'``). Tensor contents are bytes
-    fields, not walked; this visits each message once, so a graph of thousands of nodes costs milliseconds.
-    """
+    """The field path (``graph.node.name``) of the first string field of ``message`` that is not UTF-8 (protobuf hands
+    it back as bytes), or None; tensor contents are bytes fields, not walked."""
     for field_descriptor, value in message.ListFields():
         name = f"{where}.{field_descriptor.name}"
         repeated = (field_descriptor.is_repeated if hasattr(field_descriptor, "is_repeated")  # protobuf 7 has no label
@@ -351,8 +301,7 @@ def _undecodable_text(message, where="model"):
                 return name
         elif field_descriptor.type == field_descriptor.TYPE_MESSAGE:
             for inner in values:
-                found = _undecodable_text(inner, name)
-                if found:
+                if found := _undecodable_text(inner, name):
                     return found
     return None
 
@@ -374,14 +323,11 @@ def _read_onnx(path):
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # noqa: BLE001  (protobuf raises DecodeError, RuntimeWarning, ValueError...)
         raise ArtifactError(f"{path} is not a readable ONNX model ({type(err).__name__}); re-export it") from err
-    undecodable = _undecodable_text(model)
-    if undecodable:
+    if undecodable := _undecodable_text(model):
         raise ArtifactError(f"{path}: its {undecodable} is not UTF-8 text, so the file is corrupt; re-export it or "
                             "copy it again")
     graph = model.graph
-    if not graph.node:
-        # protobuf reads an empty (or all-unknown-fields) file as an empty model: `mbk inspect` then reported
-        # a model "ready for: none" with exit 0.
+    if not graph.node:  # protobuf reads an empty (or all-unknown-fields) file as an empty model
         raise ArtifactError(f"{path} holds no ONNX graph (no nodes{'; the file is empty' if not path.stat().st_size else ''}); "
                             "re-export it")
     _check_external_data(model, path)

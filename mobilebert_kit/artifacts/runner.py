@@ -1,25 +1,19 @@
 """ArtifactRunner: runs a ``.tflite`` (ai-edge-litert) or ``.onnx`` (onnxruntime) file on numpy inputs.
 
-Inputs are always given as the Keras model takes them (int32 ``[n, seq]``
-arrays; mask 1/0); the runner casts the mask to the artifact's input type,
-quantizes int8 inputs and dequantizes int8 outputs with the tensors' own scale
-and zero point, and splits ``n`` rows into the artifact's static batch. A
-``.tflite`` input whose shape signature leaves an axis open (``-1``: the
-default file's sequence) is resized to the rows given, as the clients resize
-it to each text.
-
-:func:`load_tflite`, :func:`load_compiled_model` and :func:`load_onnx` are the
-one place an interpreter, compiled model or session is created, with one-line
-errors: the runner, the host profiler, the profiler's FLOPs count of dynamic
-models and the XNNPACK coverage check all load files through them. Which LiteRT
-API runs a ``.tflite`` is decided by :func:`~mobilebert_kit.artifacts.runtimes.choose_tflite_runtime`
-(``runtime="auto"``: CompiledModel for a static file with float / int32 inputs
-and outputs, the Interpreter otherwise); ``runner.runtime`` says which ran.
+Inputs are given as the Keras model takes them (int32 ``[n, seq]``, mask 1/0); the runner casts, quantizes and
+dequantizes with the tensors' own scale and zero point, splits rows into the static batch and resizes an open
+(``-1``) ``.tflite`` axis to the rows given. :func:`load_tflite`, :func:`load_compiled_model` and :func:`load_onnx`
+are the one place an interpreter, compiled model or session is created, with one-line errors; which LiteRT API runs
+a ``.tflite`` is decided by :func:`~mobilebert_kit.artifacts.runtimes.choose_tflite_runtime`.
 """
 
 import gc
 import importlib.util
+import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,12 +45,9 @@ _ORT_TYPES = {"tensor(int32)": "int32", "tensor(int64)": "int64", "tensor(float)
 def read_model(path):
     """The bytes of model file ``path``, read once: what every runtime is handed, never the path.
 
-    LiteRT (Interpreter and CompiledModel alike) memory-maps a path and reads the weights from the mapping at
-    every invoke, so a file truncated or rewritten meanwhile (a re-export into the same name while
-    ``mbk profile`` times it) killed the process with SIGBUS (exit 135, no message, no report). A private copy
-    in memory cannot change under the runtime; a SIGBUS handler could not resume the kernel that faulted, and
-    a scratch copy would cost disk and still be a file someone can touch. Bytes also serve a path whose name
-    is not UTF-8 (issue 12: the runtimes encode a path argument as UTF-8).
+    LiteRT memory-maps a path and reads weights from the mapping at every invoke, so a file rewritten meanwhile
+    kills the process with SIGBUS; a private copy cannot change under the runtime. Bytes also serve a path whose
+    name is not UTF-8 (the runtimes encode a path argument as UTF-8).
 
     Args:
         path (str | os.PathLike): the model file.
@@ -76,9 +67,7 @@ def read_model(path):
             content = handle.read()
     except OSError as err:
         raise RuntimeLoadError(f"{path} cannot be read: {err.strerror or err}; check the file") from err
-    if not content:
-        # Emptied after the commands' checks (truncated in place by a re-export into the same name): the runtimes
-        # take b"" for no model at all ("`model_path` or `model_content` must be specified").
+    if not content:  # emptied after the commands' checks; the runtimes take b"" for no model at all
         raise RuntimeLoadError(f"{path} is empty (0 bytes; it was cut while it was read?); re-export the model or "
                                "check that the download finished")
     return content
@@ -110,8 +99,7 @@ def load_tflite(path, *, num_threads=None, delegate="xnnpack", input_shapes=None
     try:
         # quiet: LiteRT's C++ "Created TensorFlow Lite XNNPACK delegate" banner would split CLI output.
         with quiet_fd2():
-            # The file's bytes, never the path (read_model says why: SIGBUS on a file changed under a mapping).
-            content = read_model(path)
+            content = read_model(path)  # bytes, never the path: read_model says why
             interpreter = Interpreter(
                 model_content=content, num_threads=num_threads,
                 experimental_op_resolver_type=TFLITE_RESOLVERS[delegate],
@@ -149,17 +137,8 @@ it.invoke()
 
 
 def _survives_in_a_child(path, content, delegate, input_shapes):
-    """Raises RuntimeLoadError when LiteRT kills a process that prepares and runs ``path``.
-
-    LiteRT's int16 kernels (``--quantize int16x8``) abort the process (SIGABRT, exit 134, no message) on
-    some graphs instead of returning an error; in the caller's process that was `mbk validate`, `profile`
-    or `export` dying silently, leaving partial outputs. Files with int16 tensors are tried in a child first.
-    """
-    import json
-    import signal
-    import subprocess
-    import sys
-
+    """Raises RuntimeLoadError when LiteRT kills a child process that prepares and runs ``path``: its int16
+    kernels abort the process (SIGABRT, no message) on some graphs instead of returning an error."""
     try:  # the bytes already read go in on stdin: the child runs what the caller will run, not the path again
         done = subprocess.run([sys.executable, "-c", _CHILD, delegate,
                                json.dumps({k: list(map(int, v)) for k, v in (input_shapes or {}).items()})],
@@ -174,24 +153,9 @@ def _survives_in_a_child(path, content, delegate, input_shapes):
 
 
 class CompiledTflite:
-    """A LiteRT ``CompiledModel`` with its buffers made once, run like an allocated Interpreter.
-
-    Inputs and outputs are the first signature's, named as the Interpreter names them (the converter
-    writes the signature names on the tensors). Shapes stay as compiled: see ``runtimes`` on resize.
-
-    Args:
-        model (CompiledModel): compiled for the CPU.
-        content (bytes | None): the model bytes it was compiled from (held so they outlive it).
-
-    Attributes:
-        input_details (list[dict]): ``{"name", "index", "dtype", "shape"}`` per input, in signature order.
-        output_details (list[dict]): the same per output.
-
-    Example:
-        >>> compiled = load_compiled_model("model.tflite", num_threads=1)  # doctest: +SKIP
-        >>> compiled.set_inputs(feeds); compiled.invoke(); compiled.outputs()["pooled_output"].shape  # doctest: +SKIP
-        (1, 512)
-    """
+    """A LiteRT ``CompiledModel`` (first signature, shapes as compiled) with its buffers made once, run like an
+    allocated Interpreter; ``input_details`` / ``output_details`` list ``{"name", "index", "dtype", "shape"}``.
+    Built by :func:`load_compiled_model`."""
 
     def __init__(self, model, content=None):
         self.model = model
@@ -249,11 +213,9 @@ def load_compiled_model(path, *, num_threads=None, delegate="xnnpack"):
     try:
         # quiet: CompiledModel's environment logs a dozen INFO / WARNING lines (accelerator and plugin registry).
         with quiet_fd2():
-            # from_buffer, never from_file: from_file maps the file and a file truncated in place then killed
-            # `mbk profile --runtime compiled-model` with SIGBUS (issue 47; read_model says why bytes).
-            content = read_model(path)
-            options = compiled_model_options(num_threads, delegate)
-            compiled = CompiledModel.from_buffer(content, options=options, environment=_LITERT_ENVIRONMENT.get("shared"))
+            content = read_model(path)  # from_buffer, never from_file (a mapping): read_model says why
+            compiled = CompiledModel.from_buffer(content, options=compiled_model_options(num_threads, delegate),
+                                                 environment=_LITERT_ENVIRONMENT.get("shared"))
             # One environment for the process: each model's own one registers the accelerators again and logs
             # their teardown to fd 2 whenever Python collects it, outside any quiet block.
             _LITERT_ENVIRONMENT.setdefault("shared", compiled.environment)
@@ -298,12 +260,7 @@ def load_onnx(path, options=None):
 
 
 def needs_extensions(content):
-    """Whether an ``.onnx`` file's bytes import onnxruntime-extensions' custom-op domain (its opset imports).
-
-    Example:
-        >>> needs_extensions(b"")
-        False
-    """
+    """Whether an ``.onnx`` file's bytes import onnxruntime-extensions' custom-op domain (its opset imports)."""
     if EXTENSIONS_DOMAIN.encode() not in content:
         return False
     import onnx  # noqa: PLC0415  (only a file that names the domain is parsed)
@@ -351,8 +308,7 @@ class ArtifactRunner:
         {"load_tflite": lambda: self._init_tflite(num_threads),
          "load_compiled_model": lambda: self._init_compiled(num_threads, [s["name"] for s in graph.output_specs()]),
          "load_onnx": lambda: self._init_onnx(num_threads)}[self.runtime.load]()
-        if not self.input_specs:
-            # Every caller feeds token arrays; without this, the first look at the inputs was an IndexError.
+        if not self.input_specs:  # every caller feeds token arrays
             raise ArtifactError(f"{self.path} has no inputs, so it is not an encoder export; pass a file that "
                                 "takes input_ids (mbk export writes one)")
 
@@ -386,8 +342,7 @@ class ArtifactRunner:
             it.allocate_tensors()
             self._inputs, self._outputs = it.get_input_details(), it.get_output_details()
         for detail in self._inputs:
-            value = feeds[detail["name"]]
-            it.set_tensor(detail["index"], _to_input_type(value, detail))
+            it.set_tensor(detail["index"], _to_input_type(feeds[detail["name"]], detail))
         it.invoke()
         out = {}
         for detail in self._outputs:
@@ -437,8 +392,7 @@ class ArtifactRunner:
         self._run_batch = self._run_onnx
 
     def _run_onnx(self, feeds):
-        values = self._session.run(None, feeds)
-        return dict(zip(self.output_names, values))
+        return dict(zip(self.output_names, self._session.run(None, feeds)))
 
     # === Both ===
     @property
@@ -447,10 +401,8 @@ class ArtifactRunner:
         return takes_text(self.input_specs)
 
     def run_text(self, texts, seq_len=None):
-        """Runs a text-in file on ``texts``; outputs that follow the tokens are zero-padded to ``seq_len``.
-
-        The file pads each batch to its longest text; ``seq_len`` lays the outputs out as the plain file's on the
-        tokenizer's arrays at that length (the positions past a text's tokens are padding either way).
+        """Runs a text-in file on ``texts``; outputs that follow the tokens are zero-padded to ``seq_len`` (laid
+        out as the plain file's on the tokenizer's arrays at that length).
 
         Example:
             >>> ArtifactRunner("text.onnx").run_text(["Hello world"])["sentence_embedding"].shape  # doctest: +SKIP
@@ -459,13 +411,14 @@ class ArtifactRunner:
         if not self.takes_text:
             raise ArtifactError(f"{self.path} takes token arrays, not text; tokenize the text first")
         out = self.run({self.input_specs[0]["name"]: np.asarray([str(t) for t in texts], dtype=object)})
-        if seq_len is not None:
-            for name in self._sequence_outputs & set(out):
-                width = out[name].shape[1]
-                if width < seq_len:
-                    pad = [(0, 0)] * out[name].ndim
-                    pad[1] = (0, seq_len - width)
-                    out[name] = np.pad(out[name], pad)
+        return out if seq_len is None else self._padded(out, seq_len)
+
+    def _padded(self, out, length):
+        """``out`` with the outputs that follow the sequence zero-padded to ``length`` positions."""
+        for name in self._sequence_outputs & set(out):
+            pad = [(0, 0)] * out[name].ndim
+            pad[1] = (0, max(length - out[name].shape[1], 0))
+            out[name] = np.pad(out[name], pad)
         return out
 
     @property
@@ -499,19 +452,13 @@ class ArtifactRunner:
             real = np.flatnonzero(mask[row])
             length = int(real[-1]) + 1 if real.size else 1
             out = self.run({name: np.asarray(value)[row : row + 1, :length] for name, value in inputs.items()})
-            for name in self._sequence_outputs & set(out):
-                pad = [(0, 0)] * out[name].ndim
-                pad[1] = (0, mask.shape[1] - out[name].shape[1])  # a file that cuts long text returns fewer
-                out[name] = np.pad(out[name], pad)
-            parts.append(out)
+            parts.append(self._padded(out, mask.shape[1]))  # a file that cuts long text returns fewer
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
     def batches(self, inputs):
         """``[(feeds, rows kept)]``: the runs that :meth:`run` makes of ``inputs``, each cast to the graph's inputs.
 
-        The file's static batch splits the rows (the last batch is filled with repeated rows, ``rows kept``
-        says how many are real). The emulated runner (``emulated_runner``) feeds the same runs to the
-        file's foreign-architecture run, so both see identical inputs.
+        The static batch splits the rows (the last filled with repeated rows); ``emulated_runner`` feeds the same.
 
         Example:
             >>> [kept for _, kept in ArtifactRunner("model.tflite").batches(inputs)]  # doctest: +SKIP
@@ -543,11 +490,9 @@ class ArtifactRunner:
                 result = self._run_batch(feeds)
             except ArtifactError:
                 raise
-            except Exception as err:  # noqa: BLE001  (ORT's Fail / RuntimeException / InvalidArgument are
-                # pybind11 types outside Python's hierarchy; LiteRT raises RuntimeError / ValueError)
-                first = first_line(err)
-                raise ArtifactError(f"the runtime could not run {self.path.name}: {first}; re-export the model "
-                                    "(or report it with the file)") from err
+            except Exception as err:  # noqa: BLE001  (ORT's error types are pybind11's, outside Python's hierarchy)
+                raise ArtifactError(f"the runtime could not run {self.path.name}: {first_line(err)}; re-export the "
+                                    "model (or report it with the file)") from err
             parts.append({k: np.asarray(v)[:keep] for k, v in result.items()})
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 

@@ -1,27 +1,9 @@
 """The runtimes that run a model file on this machine, as records in one table: LiteRT's two Python APIs for
-``.tflite`` files, ONNX Runtime for ``.onnx`` files.
+``.tflite`` files, ONNX Runtime for ``.onnx`` files (docs/profiler.md, "LiteRT's two APIs").
 
-Every runtime loads a file from bytes read once (``artifacts.runner.read_model``), never from a mapping of the
-user's file, which a change on disk would turn into a SIGBUS mid-run; the ``load`` of each record names its
-loader in ``artifacts/runner.py``. A format's record (``artifacts.formats``) lists the runtimes that run it.
-
-ai-edge-litert 2.x offers the ``Interpreter`` (kept for backward compatibility)
-and ``CompiledModel`` (what Google now calls the standard API; the Android
-``com.google.ai.edge.litert`` 2.x library is the same runtime). Both run the
-same XNNPACK and builtin kernels; they differ in what they can do from Python.
-Each :class:`Runtime` says what it supports, and :func:`choose_tflite_runtime`
-decides once, per use, which one runs a file, with the reason for every fallback
-in its warnings. The runners and the host profiler read the decision; none of
-them tests API names of its own.
-
-What CompiledModel cannot do in ai-edge-litert 2.3.0, measured on the tiny fixtures:
-- resize: after ``resize_input_tensor`` its ``create_output_buffers`` still sizes
-  outputs for the old shape, and a run into them reports "Custom allocation is
-  too small" and then corrupts the heap ("corrupted double-linked list"); so a
-  file with an open axis (``[1, -1]``, the default export) runs on the Interpreter.
-- intermediate tensors: no ``preserve_all_tensors``, no tensor read besides the
-  signature's outputs (the drift report's probes need both).
-- quantized inputs/outputs: its tensor details carry no scale / zero point.
+Every runtime loads a file from bytes read once (``artifacts.runner.read_model``) by the loader its record's
+``load`` names. :func:`choose_tflite_runtime` decides once, per use, which LiteRT API runs a file, with the
+reason for every fallback (its record's ``why_not``, measured on ai-edge-litert 2.3.0) in its warnings.
 
 Example:
     >>> choice = choose_tflite_runtime("auto", dynamic=True)
@@ -92,14 +74,13 @@ RUNTIMES = {
         int16_guard=False, repeated_output_names=False,
         why_not={
             "available": "this ai-edge-litert has no ai_edge_litert.compiled_model (2.x adds it)",
+            # After resize_input_tensor its create_output_buffers still sizes outputs for the old shape.
             "dynamic_shapes": "CompiledModel cannot resize inputs in ai-edge-litert 2.3.0 (its output buffers keep "
                               "the old size and the run overflows them)",
             "preserve_all_tensors": "CompiledModel exposes no intermediate tensors",
             "quantized_io": "CompiledModel reports no scale / zero point for int8 inputs or outputs",
             "int16_guard": "int16 kernels may abort the process and only the Interpreter's loader tries them in a "
                            "child first",
-            # Found by the QAT drift-probe test: the probe's fifth output repeats the first's name, and
-            # CompiledModel gave it NaN and 1e24 values where the Interpreter gives the layer's output.
             "repeated_output_names": "CompiledModel in ai-edge-litert 2.3.0 keys outputs by signature name and "
                                      "returned wrong values (NaN) for an output whose name another output repeats",
         },
@@ -121,13 +102,8 @@ _PREFERRED = ("compiled_model", "interpreter")
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeChoice:
-    """The runtime one use gets, and why any other was passed over.
-
-    Args:
-        runtime (Runtime): the record that runs the file.
-        requested (str): what the caller asked for (``auto`` or a name).
-        warnings (tuple[str, ...]): one line per fallback, for the result's warnings.
-    """
+    """The ``runtime`` one use gets for what the caller ``requested`` (``auto`` or a name), with one warning line per
+    runtime passed over."""
 
     runtime: Runtime
     requested: str
@@ -135,18 +111,8 @@ class RuntimeChoice:
 
 
 def file_needs(graph):
-    """What running a ``.tflite`` needs of its runtime, read from the file alone.
-
-    Args:
-        graph (ArtifactGraph): :func:`~mobilebert_kit.artifacts.reader.read_artifact` of the file.
-
-    Returns:
-        dict[str, bool]: ``dynamic``, ``quantized_io``, ``int16_guard`` and ``repeated_output_names``, as :func:`choose_tflite_runtime` takes them.
-
-    Example:
-        >>> file_needs(read_artifact("model.tflite"))  # doctest: +SKIP
-        {'dynamic': True, 'quantized_io': False, 'int16_guard': False, 'repeated_output_names': False}
-    """
+    """What running a ``.tflite`` (its :class:`ArtifactGraph`) needs of its runtime: ``dynamic``, ``quantized_io``,
+    ``int16_guard`` and ``repeated_output_names``, as :func:`choose_tflite_runtime` takes them."""
     io = graph.input_specs() + graph.output_specs()
     return {
         "dynamic": any(-1 in spec["shape"] for spec in graph.input_specs()),
@@ -199,14 +165,8 @@ def choose_tflite_runtime(requested="auto", *, dynamic=False, delegate="xnnpack"
 
 
 def compiled_model_options(num_threads=None, delegate="xnnpack"):
-    """CompiledModel's CPU options for ``num_threads`` and ``delegate`` (``none``: the builtin kernels).
-
-    Args:
-        num_threads (int | None): CPU threads; None lets LiteRT decide (0), as the Interpreter does.
-        delegate (str): ``xnnpack`` or ``none``.
-
-    Returns:
-        Options: for ``CompiledModel.from_file`` / ``from_buffer``.
+    """CompiledModel's CPU ``Options`` for ``num_threads`` (None: LiteRT decides) and ``delegate`` (``none``: the
+    builtin kernels).
 
     Example:
         >>> compiled_model_options(1, "none").cpu_options.kernel_mode.name

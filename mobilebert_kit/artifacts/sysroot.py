@@ -2,26 +2,15 @@
 
 :func:`ensure_sysroot` makes (or finds) a directory holding:
 
-- ``sysroot/``: a Debian Python unpacked (``dpkg -x``) from the architecture's own ``.deb`` files, with the
-  given wheels of that architecture unzipped into its ``dist-packages``;
-- ``qemu/<binary>``: the static user-mode emulator, unpacked from the host architecture's Debian package
-  (statically linked: it needs no root, no binfmt registration, nothing installed);
+- ``sysroot/``: a Debian Python unpacked (``dpkg -x``) from the architecture's ``.deb`` files, with the given
+  wheels of that architecture unzipped into its ``dist-packages``;
+- ``qemu/<binary>``: the static user-mode emulator (no root, no binfmt registration, nothing installed);
 - ``roots/<cpu>/``: one root per emulated CPU: links to ``sysroot/``'s top directories and its own
   ``proc/cpuinfo`` (``qemu -L`` looks every absolute path up in the root first).
 
-Nothing is installed into ``/``: apt runs with a private state, cache and source list
-(``-o Dir::State=...``), so the host's dpkg never learns a foreign architecture, and the packages are
-fetched with ``apt-get download`` and unpacked, never installed. The wheels come through pip
-(``pip download --only-binary=:all: --platform ...``), never installed either.
-
-The build is done in a hidden temporary sibling and renamed into place (``os.replace`` of a directory is
-atomic), under an ``flock`` (``utils/kernel_lock.py``): two first uses at once build it once (the second
-waits, then finds it), and a build killed half-way leaves only a temporary that no reader takes for the
-cache and that the next build removes. The directory's name carries a key of everything it is built from
-(packages, wheels and their versions), so a new runtime version gets a new directory.
-
-Standard library only; it knows no model format. Its one error is an
-:class:`~mobilebert_kit.errors.EmulationError` (one line: what failed, and the fix).
+How it is fetched without installing anything, and built once under an ``flock``: docs/export.md ("The
+cache"). Standard library only; its one error is an :class:`~mobilebert_kit.errors.EmulationError` (one line:
+what failed, and the fix).
 
 Example:
     >>> root = ensure_sysroot(SysrootSpec("arm64", "python3.11", ("numpy==2.4.6",), ("manylinux2014_aarch64",),
@@ -60,12 +49,7 @@ _LAYOUT_VERSION = 2  # 2: the manifest lists every file and its size. Bump when 
 
 def cache_root():
     """The mobilebert-kit cache directory: ``$MBK_CACHE_DIR``, else ``$XDG_CACHE_HOME/mobilebert-kit``, else
-    ``~/.cache/mobilebert-kit``.
-
-    Example:
-        >>> str(cache_root()).endswith("mobilebert-kit") or "MBK_CACHE_DIR" in os.environ
-        True
-    """
+    ``~/.cache/mobilebert-kit``."""
     if os.environ.get("MBK_CACHE_DIR"):
         return Path(os.environ["MBK_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mobilebert-kit"
@@ -108,16 +92,7 @@ class SysrootSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Sysroot:
-    """A built emulated root.
-
-    Args:
-        directory (Path): the cache entry.
-        spec (SysrootSpec): what it was built from.
-
-    Example:
-        >>> Sysroot(Path("/c/arm64-x"), spec).command("cortex-a76", "max,sme=off", ["s.py"])[:3]  # doctest: +SKIP
-        ['/c/arm64-x/qemu/qemu-aarch64-static', '-L', '/c/arm64-x/roots/cortex-a76']
-    """
+    """A built emulated root: the cache entry ``directory`` and the ``spec`` it was built from."""
 
     directory: Path
     spec: SysrootSpec
@@ -134,9 +109,6 @@ class Sysroot:
         """The command line that runs ``python -I argv...`` on emulated CPU ``qemu_cpu`` in root ``root``."""
         return [str(self.qemu), "-L", str(self.directory / "roots" / root), "-cpu", qemu_cpu,
                 str(self.python), "-I", *map(str, argv)]
-
-    def size_bytes(self):
-        return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def sysroot_built(spec):
@@ -172,7 +144,8 @@ def ensure_sysroot(spec, say=None):
     with _build_lock(lock, say):
         if (final / "manifest.json").is_file():  # built by the run we waited for
             return Sysroot(_checked(final), spec)
-        _remove_leftovers(parent, spec.name)  # we hold the lock: any temporary is a killed build's
+        for leftover in parent.glob(f".{spec.name}.building-*"):  # we hold the lock: a killed build's
+            shutil.rmtree(leftover, ignore_errors=True)
         try:
             tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.building-", dir=parent))
         except OSError as err:
@@ -234,10 +207,6 @@ def _build_lock(path, say):
         kernel_lock.release(fd)
 
 
-def _remove_leftovers(parent, name):
-    for leftover in parent.glob(f".{name}.building-*"):
-        shutil.rmtree(leftover, ignore_errors=True)
-
 
 def _build(spec, tmp, say):
     """Fetches and unpacks everything into ``tmp`` (the future cache entry)."""
@@ -252,7 +221,7 @@ def _build(spec, tmp, say):
     work = tmp / "work"
     host = _run(["dpkg", "--print-architecture"], "dpkg --print-architecture", "run on a Debian host").strip()
     apt = _private_apt(work, spec.debian_arch, host)
-    mirror = os.environ.get("MBK_DEBIAN_MIRROR") or DEBIAN_MIRROR
+    mirror = _mirror()
     say(f"building the {spec.debian_arch} emulation cache once, into {tmp.parent / spec.name}: Debian "
         f"{DEBIAN_SUITE} {spec.python} ({spec.debian_arch}) from {mirror}, {spec.qemu_package}, and the wheels "
         f"{', '.join(spec.wheels)} ({spec.debian_arch})")
@@ -277,7 +246,7 @@ def _build(spec, tmp, say):
     wheels = work / "wheels"
     platforms = [arg for tag in spec.wheel_platforms for arg in ("--platform", tag)]
     _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", *platforms,
-          "--python-version", _python_version(spec.python), "--implementation", "cp", "-d", str(wheels),
+          "--python-version", spec.python.removeprefix("python"), "--implementation", "cp", "-d", str(wheels),
           *spec.wheels], f"pip download of the {spec.debian_arch} wheels {', '.join(spec.wheels)}",
          "check the network and the package index (PIP_INDEX_URL), and that these versions publish "
          f"{spec.debian_arch} wheels")
@@ -307,9 +276,8 @@ def _private_apt(work, debian_arch, host_arch):
     state, cache, sources, empty = work / "apt-state", work / "apt-cache", work / "apt-sources", work / "apt-empty"
     for directory in (state / "lists" / "partial", cache / "archives" / "partial", sources, empty):
         directory.mkdir(parents=True)
-    mirror = os.environ.get("MBK_DEBIAN_MIRROR") or DEBIAN_MIRROR
     (sources / "debian.sources").write_text(
-        f"Types: deb\nURIs: {mirror}\nSuites: {DEBIAN_SUITE} {DEBIAN_SUITE}-updates\nComponents: main\n"
+        f"Types: deb\nURIs: {_mirror()}\nSuites: {DEBIAN_SUITE} {DEBIAN_SUITE}-updates\nComponents: main\n"
         f"Signed-By: {DEBIAN_KEYRING}\n\n"
         f"Types: deb\nURIs: {DEBIAN_SECURITY}\nSuites: {DEBIAN_SUITE}-security\nComponents: main\n"
         f"Signed-By: {DEBIAN_KEYRING}\n")
@@ -356,8 +324,8 @@ def _run(command, what, fix, cwd=None):
     return done.stdout
 
 
-def _python_version(package):
-    return package.removeprefix("python")  # "python3.11" -> "3.11"
+def _mirror():
+    return os.environ.get("MBK_DEBIAN_MIRROR") or DEBIAN_MIRROR
 
 
 def _megabytes(directory):

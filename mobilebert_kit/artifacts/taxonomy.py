@@ -1,17 +1,10 @@
 """One op taxonomy for ``.tflite`` and ``.onnx`` graphs: dtypes, LayerNorm/GELU/ReLU evidence, how each op computes.
 
-Everything here works on an :class:`~mobilebert_kit.artifacts.reader.ArtifactGraph`
-or on plain op-type sets, so ``mbk inspect``, ``mbk export``'s float-op census
-and ``mbk profile`` name the same file the same way.
-
-Why evidence *sets* rather than single marker ops (issue 13 item 4): the
-profiler and the inspector used to disagree. A lone ``MEAN`` is mean pooling
-(sentence-transformers) as often as LayerNorm, and a lone ``POW`` is the
-``x**2`` of a torch-exported LayerNorm as often as tanh-GELU's ``x**3``; exact
-GELU lowers to ``ERF``, which the profiler missed, and ONNX Runtime's fused
-``com.microsoft`` ops (``SkipLayerNormalization``, ``FastGelu``) were missed by
-the inspector. A family is present when one of its evidence sets is wholly in
-the graph, and only the ops of such sets are reported as "left".
+It works on an :class:`~mobilebert_kit.artifacts.reader.ArtifactGraph` or on op-type sets, so ``mbk inspect``,
+``mbk export``'s float-op census and ``mbk profile`` name the same file the same way. Families are found by
+evidence *sets*, not single marker ops: a lone ``MEAN`` is mean pooling as often as LayerNorm, a lone ``POW`` a
+LayerNorm's ``x**2`` as often as tanh-GELU's ``x**3``. A family is present when one of its evidence sets is
+wholly in the graph, and only the ops of such sets are reported as "left".
 
 Example:
     >>> variant_name({"RSQRT", "MEAN", "GELU"}, "tflite")
@@ -37,12 +30,7 @@ QUANT_TYPES = {"int8", "uint8", "int16", "int4"}
 
 
 def dtype_name(code, fmt):
-    """The dtype name of a TFLite ``TensorType`` or ONNX ``DataType`` code (``"type<n>"`` when unknown).
-
-    Example:
-        >>> dtype_name(9, "tflite"), dtype_name(1, "onnx")
-        ('int8', 'float32')
-    """
+    """The dtype name of a TFLite ``TensorType`` or ONNX ``DataType`` code (``"type<n>"`` when unknown)."""
     return _TYPES[fmt].get(int(code), f"type{int(code)}")
 
 
@@ -81,11 +69,8 @@ TFLITE_MATRIX_OPS = ("FULLY_CONNECTED", "BATCH_MATMUL", "CONV_2D", "DEPTHWISE_CO
 
 
 def variant_ops(op_counts, fmt):
-    """``{"layer_norm": {op: n}, "gelu": {op: n}}``: the ops of every evidence set wholly present.
-
-    Args:
-        op_counts (dict[str, int]): op type or label (``com.microsoft.Gelu``) -> count.
-        fmt (str): ``"tflite"`` or ``"onnx"``.
+    """``{"layer_norm": {op: n}, "gelu": {op: n}}``: the ops of ``op_counts`` (op type or label such as
+    ``com.microsoft.Gelu`` -> count) in every evidence set wholly present.
 
     Example:
         >>> variant_ops({"ReduceMean": 2, "Sqrt": 2, "Erf": 1}, "onnx")
@@ -109,16 +94,9 @@ NO_ACTIVATION = {True: "LayerNorm, no GELU/ReLU found", False: "no LayerNorm/GEL
 
 
 def variant_name(op_types, fmt):
-    """Names the normalisation and activation a graph uses (the MobileBERT paper's Table 6 rows).
-
-    NoNorm (``x * gamma + beta``) has no op of its own: it is read from a missing LayerNorm, which says
-    something only in a transformer. So a Table 6 name needs a feed-forward activation (GELU or ReLU);
-    a graph with none (no inputs, one MatMul, an unknown activation) is named by what was found, never
-    "NoNorm+none", which read like a BERT variant.
-
-    Args:
-        op_types (set[str]): op types in the graph, fused activations included.
-        fmt (str): ``"tflite"`` or ``"onnx"``.
+    """Names the normalisation and activation a graph's ``op_types`` (fused activations included) show: the
+    MobileBERT paper's Table 6 rows. NoNorm has no op of its own (it is a missing LayerNorm), so a Table 6 name needs
+    a feed-forward activation; a graph with none is named by what was found.
 
     Example:
         >>> variant_name({"FULLY_CONNECTED", "RELU"}, "tflite")
@@ -135,23 +113,9 @@ def variant_name(op_types, fmt):
 
 
 def compute_census(graph):
-    """Splits every op by how it computes: ``quantized``, ``hybrid``, ``float``, ``conversion``, ``other``.
-
-    TFLite: by the dtypes of the op's tensors (integer outputs: integer; float
-    outputs from integer inputs: hybrid, i.e. dynamic-range). ONNX: by op type
-    (integer kernels, QDQ neighbours, data movement), since intermediate dtypes
-    are not stored in the file.
-
-    Args:
-        graph (ArtifactGraph): a read artifact.
-
-    Returns:
-        dict[str, Counter]: op label -> count, per class.
-
-    Example:
-        >>> compute_census(read_artifact("m.tflite"))["float"]  # doctest: +SKIP
-        Counter({'SOFTMAX': 2})
-    """
+    """Splits every op of ``graph`` by how it computes: ``{"quantized" | "hybrid" | "float" | "conversion" | "other":
+    Counter(op label)}``. TFLite by the dtypes of the op's tensors (float outputs from integer inputs: hybrid);
+    ONNX by op type, since the file stores no intermediate dtypes."""
     census = {kind: Counter() for kind in ("quantized", "hybrid", "float", "conversion", "other")}
     _CENSUS[graph.format](graph, census)
     return census
@@ -201,17 +165,9 @@ def _onnx_census(graph, census):
 
 
 def precision(graph):
-    """How the matrix products compute: ``"float32"``, ``"float16"``, ``"dynamic-int8"``, ``"int8"``,
-    ``"dynamic-int4"`` (int4 weights read by the product itself, its input quantized to int8 on the fly) or
-    ``"int4-weight-only"`` (int4 weights expanded to float by a ``DEQUANTIZE``, float compute).
-
-    Args:
-        graph (ArtifactGraph): a read artifact.
-
-    Example:
-        >>> precision(read_artifact("m.tflite"))  # doctest: +SKIP
-        'dynamic-int8'
-    """
+    """How the matrix products of an :class:`ArtifactGraph` compute: ``"float32"``, ``"float16"``, ``"dynamic-int8"``,
+    ``"int8"``, ``"dynamic-int4"`` (int4 weights read by the product itself, its input quantized to int8 on the fly)
+    or ``"int4-weight-only"`` (int4 weights expanded to float by a ``DEQUANTIZE``, float compute)."""
     return _PRECISION[graph.format](graph)
 
 

@@ -1,16 +1,13 @@
 """The process that runs a text-in ``.onnx`` file: onnxruntime and onnxruntime-extensions only, as in an app.
 
-Started by :class:`mobilebert_kit.artifacts.text_session.TextSession` with ``python text_child.py MODEL THREADS``;
-imports nothing of mobilebert_kit. onnxruntime-extensions' custom ops carry their own protobuf and SentencePiece;
-in a process that had loaded TensorFlow, torch and the tokenizer libraries, its kernels crashed the process or
-tokenized wrongly (MiniLM sentence cosine 0.32), depending on what ran before. Here nothing ran before.
+Started by :class:`mobilebert_kit.artifacts.text_session.TextSession` (which says why) with
+``python text_child.py MODEL THREADS``; imports nothing of mobilebert_kit.
 
 Protocol on stdin / stdout, each message an 8-byte little-endian length and its bytes: first the child sends
-the JSON of the session's inputs and outputs (name, shape, type) and the nanoseconds its load took; then, per request (a JSON object mapping each
-string input to its list of texts), it answers with an ``.npz`` of the outputs (``0``, ``1``, ... in graph
-order), or with a JSON ``{"error": ...}`` whose first byte is ``{``. A request ``{"timed": FEEDS}`` is run the
-same way and answered ``{"ns": N}``: the nanoseconds of ``session.run`` alone, timed here, so that ``mbk profile``
-times what the app's process spends, not the pipes.
+the JSON of the session's inputs and outputs (name, shape, type) and the nanoseconds its load took; then, per
+request (a JSON object mapping each string input to its list of texts), it answers with an ``.npz`` of the
+outputs (``0``, ``1``, ... in graph order), or with a JSON ``{"error": ...}`` whose first byte is ``{``. A
+request ``{"timed": FEEDS}`` is answered ``{"ns": N}``: the nanoseconds of ``session.run`` alone.
 """
 
 import io

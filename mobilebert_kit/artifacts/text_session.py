@@ -1,12 +1,10 @@
 """TextSession: a text-in ``.onnx`` file run in a process of its own, holding only what an app's holds.
 
-A file written by ``mbk export --tokenizer-in-graph`` tokenizes with onnxruntime-extensions' custom ops. In the
-process of ``mbk export`` / ``mbk validate`` / the tests, which have loaded TensorFlow, torch, sentencepiece and
-tokenizers, the same library crashed the process (SIGSEGV at session creation) or gave wrong ids (all-MiniLM-L6-v2
-sentence cosine 0.32 against 1.000000 alone), depending on what had run before; loading it with RTLD_DEEPBIND was
-not enough. The app loads it beside onnxruntime alone, so that is where mbk runs it too:
-``artifacts/text_child.py`` in a child process, spoken to over pipes. The object offers the part of
-``onnxruntime.InferenceSession`` that :class:`~mobilebert_kit.artifacts.runner.ArtifactRunner` uses.
+onnxruntime-extensions' custom ops (``mbk export --tokenizer-in-graph``) crashed or tokenized wrongly in a
+process that had loaded TensorFlow, torch and the tokenizer libraries; the app loads them beside onnxruntime
+alone, so mbk runs the file there too: ``artifacts/text_child.py`` in a child process, over pipes. The object
+offers the part of ``onnxruntime.InferenceSession`` that :class:`~mobilebert_kit.artifacts.runner.ArtifactRunner`
+uses.
 
 Example:
     >>> session = TextSession("text.onnx")  # doctest: +SKIP

@@ -1,17 +1,9 @@
 """Which ops of a ``.tflite`` file the XNNPACK delegate runs, and which fall back to builtin kernels.
 
-Why it matters: on a phone CPU every op XNNPACK leaves out runs on LiteRT's
-reference/optimized builtin kernels *and* cuts the delegated graph into
-another partition, with a quantize/dequantize hand-over at each cut. In a
-full-int8 MobileBERT this was the whole difference between 1.9x and 0.9x the
-latency of dynamic-range int8 (benchmarks/perf/NOTES.md).
-
-How it is read: an interpreter with delegate node fusion disabled
-(``experimental_disable_delegate_node_fusion``) makes one delegate node per
-delegated op; an op is delegated when a delegate node produces its outputs.
-The normal interpreter's delegate nodes are the partitions. The XNNPACK
-version is the one in the installed ai-edge-litert (the same library the
-Android app links when it uses LiteRT with its default delegate).
+Every op XNNPACK leaves out runs on builtin kernels *and* cuts the delegated graph into another partition, with
+a quantize/dequantize hand-over at each cut (benchmarks/perf/NOTES.md). An interpreter with delegate node fusion
+disabled makes one delegate node per delegated op: an op is delegated when a delegate node produces its
+outputs; the normal interpreter's delegate nodes are the partitions.
 
 Example:
     >>> coverage = xnnpack_coverage("model.tflite")  # doctest: +SKIP
@@ -27,14 +19,8 @@ from mobilebert_kit.artifacts.runner import load_tflite
 
 
 def xnnpack_coverage(path):
-    """Returns ``{"ops", "delegated", "partitions", "builtin": {op type: count}, "delegated_indices"}``.
-
-    Args:
-        path: the ``.tflite`` file.
-
-    Raises:
-        ArtifactError: the file cannot be loaded by the interpreter.
-    """
+    """Returns ``{"ops", "delegated", "partitions", "builtin": {op type: count}, "delegated_indices"}`` of a
+    ``.tflite`` file; ArtifactError when the interpreter cannot load it."""
     try:
         ops = [(op["type"], set(op["outputs"])) for op in read_artifact(path, fmt="tflite").ops]
         fused = load_tflite(path, num_threads=1)

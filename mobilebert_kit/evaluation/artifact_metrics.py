@@ -1,29 +1,6 @@
-"""Task metrics of an exported file: :func:`evaluate_artifact` runs a ``.tflite`` / ``.onnx`` on labelled data.
-
-Output cosine against the Keras model (``mbk validate``) is not a number a user
-can act on; the accuracy of the file the app ships is (issue 15: a classifier
-at 86.6% float and 86.3% dynamic int8 while full int8 failed a cosine bar). The
-file is read as the app reads it: a ``.tflite`` with TFLite Metadata by the
-``vocab.txt`` and ``labels.txt`` packed in it for the app (refused when they
-disagree with the model it was exported from), other files by our own entries
-(``mbk_vocab`` and ``mbk_metadata``, written by ``mbk export`` in both formats);
-its casing, its label names in index order, its static ``[1, seq]`` inputs
-(TFLite) or dynamic axes (ONNX).
-
-Each task is one ``TaskMetric`` record in ``training.task_scoring.TASK_METRICS``:
-how its data file is read, how outputs are scored (``training/metrics.py``, the
-one implementation), and the headline key. The Keras side
-(``training.fine_tuner.evaluate_model``, behind ``mbk evaluate DIR``) uses the
-same records, so a float export and its Keras model are scored by the same code
-and can only differ by what the file computes.
-
-TensorFlow-free: numpy, the artifact floor, the tokenizer and the metric and
-table readers only (``tests/evaluation/test_artifact_metrics.py`` checks it).
-
-Example:
-    >>> result = evaluate_artifact("sst2.tflite", "SST-2/dev.tsv")  # doctest: +SKIP
-    >>> result.primary, round(result.metrics[result.primary], 3)  # doctest: +SKIP
-    ('accuracy', 0.912)
+"""Task metrics of an exported file: :func:`evaluate_artifact` runs a ``.tflite`` / ``.onnx`` on labelled data,
+read as its app reads it; docs/evaluate.md says what comes from the file and how each task is scored.
+TensorFlow-free (``tests/evaluation/test_artifact_metrics.py`` checks it).
 """
 
 import tempfile
@@ -81,10 +58,8 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     if tokenizer is not None:
         given = TextTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
         if FORMATS[graph.format].client_metadata and TFLITE_METADATA in graph.metadata:
-            # The file is scored on the ids its app computes: MediaPipe and the Task Library tokenize with the
-            # packed file, lower-casing A-Z only and keeping accents, whatever the checkpoint's tokenizer does
-            # (docs/clients/README.md). A tokenizer no client runs (byte-level BPE): the app feeds the
-            # checkpoint tokenizer's ids through LiteRT.
+            # Scored on the ids its app computes (docs/clients/README.md); a tokenizer no client runs (byte-level
+            # BPE): the app feeds the checkpoint tokenizer's ids through LiteRT.
             return given.client_tokenizer() or given
         return given
     carried = carried_tokenizer(path, client, meta, vocab)
@@ -95,8 +70,7 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     with tempfile.TemporaryDirectory(prefix="mbk-eval-") as tmp:
         vocab_file = Path(tmp) / "vocab.txt"
         vocab_file.write_bytes(carried.data)
-        # Named as the file's own entry: a duplicate token was blamed on the temporary copy, with the fix
-        # "use the vocab.txt the model was trained with".
+        # Labelled as the file's own entry, not the temporary copy, in any message about it.
         return TextTokenizer.from_vocab(vocab_file, lowercase=carried.lowercase,
                                         label=f"the embedded {carried.file_name} of {path} (re-export it)")
 
@@ -104,7 +78,7 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
 def _packed_labels(path, client, meta, vocab):
     """The label names as the app reads them (the packed ``labels.txt`` of a ``.tflite`` with TFLite Metadata),
     or None; a file whose packed files disagree with the model is refused: its metric would be neither the
-    app's nor the model's (an emptied or swapped packed file scored the same as the model before, issue 37)."""
+    app's nor the model's."""
     if client is None:
         return None
     problems = packed_disagreements(client, meta, vocab)
@@ -129,13 +103,7 @@ def _seq_len_of(path, runner, meta, seq_len):
 
 def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, tokenizer=None, fmt=None,
                       num_threads=None, text_columns=None, label_column=None):
-    """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data.
-
-    The task, vocabulary, casing, label names, table columns and sequence length come from the file
-    (the packed ``vocab.txt`` / ``labels.txt`` of a ``.tflite`` with client metadata, else ``mbk_metadata`` /
-    ``mbk_vocab``); nothing here imports TensorFlow. A ``.tflite`` with client metadata is fed
-    the ids its app computes (MediaPipe / the Task Library: A-Z lower-cased, accents kept), so the metric is
-    the one the app gets.
+    """Task metrics of an exported ``.tflite`` / ``.onnx`` file on labelled data, read as its app reads it.
 
     Args:
         path (str | os.PathLike): the file written by ``mbk export``.
@@ -206,20 +174,9 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
 
 
 def app_tokenizer(path, tokenizer=None, fmt=None):
-    """The tokenizer whose ids an exported file's app feeds it (``mbk evaluate`` scores with it).
-
-    Args:
-        path (str | os.PathLike): a file written by ``mbk export``.
-        tokenizer (str | os.PathLike | None): a vocab.txt / model directory for a file without an embedded one.
-        fmt (str | None): ``"tflite"`` or ``"onnx"`` when the suffix does not say.
-
-    Raises:
-        ArtifactError: the file is unreadable or carries no tokenizer and none is given.
-
-    Example:
-        >>> app_tokenizer("clf.tflite").encode_inputs(["a fine film"], 16)["input_ids"].shape  # doctest: +SKIP
-        (1, 16)
-    """
+    """The tokenizer whose ids an exported file's app feeds it (``mbk evaluate`` scores with it); ``tokenizer`` is a
+    vocab.txt / model directory for a file without an embedded one. ArtifactError when the file is unreadable or
+    carries no tokenizer and none is given."""
     graph, client = read_with_client_metadata(Path(path), fmt)
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
     _packed_labels(path, client, meta, vocab)  # refuses packed files that disagree with the model

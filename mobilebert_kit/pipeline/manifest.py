@@ -1,12 +1,7 @@
 """StageManifest: what a pipeline stage consumed, stored next to what it produced.
 
-A stage is skipped on a re-run when its manifest exists, its key (a SHA-256
-over the content hashes of its input files, the recipe table and the options
-that change the output) equals the key computed now, and every output file
-still has the hash recorded when it was written. Anything else (a changed
-checkpoint, recipe, calibration file, option, mbk version, or an output that
-was edited or deleted) re-runs the stage. The manifest is written after the
-outputs, atomically, so an interrupted stage has no manifest and re-runs.
+docs/pipeline.md ("Caching: stage manifests") says what each stage's key covers and when a stage is skipped;
+the manifest is written after the outputs, atomically, so an interrupted stage has none and re-runs.
 """
 
 import hashlib
@@ -20,7 +15,6 @@ from mobilebert_kit.utils.input_paths import open_regular
 from mobilebert_kit.utils.structured import load_json
 
 MANIFEST_VERSION = 1
-_CHUNK = 1 << 20
 
 
 def file_hash(path):
@@ -36,12 +30,9 @@ def file_hash(path):
                 digest.update(str(full.relative_to(path)).encode() + b"\0")
                 digest.update(file_hash(full).encode())
         return digest.hexdigest()
-    # A FIFO in a source directory hung the pipeline here and a dangling symlink was an internal error
-    # (issue 12): open_regular never blocks and refuses anything but a regular file in one line.
+    # open_regular never blocks (a FIFO) and refuses anything but a regular file in one line.
     with open_regular(path, "input") as handle:
-        for block in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def stage_key(inputs):
@@ -84,12 +75,8 @@ class StageManifest:
         if not data or data.get("version") != MANIFEST_VERSION or data.get("key") != self.key:
             return False
         hashes = data.get("outputs")
-        if not isinstance(hashes, dict):
-            return False
-        for path in self.outputs:
-            if not path.is_file() or hashes.get(path.name) != file_hash(path):
-                return False
-        return True
+        return isinstance(hashes, dict) and all(path.is_file() and hashes.get(path.name) == file_hash(path)
+                                                for path in self.outputs)
 
     def save(self):
         """Records the key and the hashes of the outputs (call after they are written)."""

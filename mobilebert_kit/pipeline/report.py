@@ -1,45 +1,24 @@
 """The pipeline's report: one JSON document and one self-contained HTML page built from it.
 
-JSON (``schema: "mobilebert_kit.pipeline"``, ``schema_version: 2``; docs/pipeline.md explains every field):
-
-- ``artifacts``: one row per exported file: path, format, quantization, size,
-  fidelity (the lowest mean cosine over the outputs against the Keras
-  source), the app clients it is ready for and the first reason for each it
-  is not (``clients``, as ``mbk inspect`` says), its latency on the host (and
-  phone) at the planned length with the 95% interval of the median and a
-  ``noisy`` flag, its latency on real sentences at their own length
-  (``real_text``, as ``mbk profile --text`` times it), the speed-up over the
-  float32 export of the same format (None where either figure is noisy), and
-  the arm64 line (``arm64``: the emulated run's agreement with x86-64 when the
-  emulation cache exists, else how to get it);
-- ``validation``: one row per artifact and output (cosine, min cosine, SNR,
-  max and mean absolute error, argmax agreement) with the thresholds' verdict;
-- ``latency``: one row per artifact, target and input kind (``padded`` at the
-  planned length, ``real text``): median, its 95% interval, p90, mean, CV,
-  runs, the attempts it took, init;
-- ``profile``: the profiler report (schema ``mobilebert_kit.profile``) of every
-  measurement, from which the plots are drawn;
-- ``stages``: which stages ran in this invocation and how long they took;
-- ``evaluation`` (when the recipe names ``[evaluation] data``): the task metric of
-  every artifact on that data, with its drop and ratio against the first (float)
-  file and the pass/fail of ``min_ratio`` (``<name>.evaluation.json``), else None.
-
-Version 2 (issue 49) added ``clients``, ``real_text``, ``arm64``, the interval and ``noisy``, and the
-``latency`` rows' ``kind``; version 1's fields keep their meaning.
-
-The HTML page has the summary, clients, validation and latency tables and the
-profiler's plots (PNG embedded as base64; no external request). Both files are
-written to a temporary name and renamed.
+JSON: ``schema: "mobilebert_kit.pipeline"``, ``schema_version: 2``, with ``artifacts``, ``validation``,
+``latency``, ``profile``, ``stages`` and ``evaluation``; docs/pipeline.md explains every field. The HTML page has
+the summary, clients, validation and latency tables and the profiler's plots (PNG embedded as base64; no external
+request). Both files are written to a temporary name and renamed.
 """
 
 import datetime
 import html
 import json
-import math
+from pathlib import Path
 
 import mobilebert_kit
+from mobilebert_kit.artifacts.clients import client_readiness
+from mobilebert_kit.artifacts.errors import ArtifactError
+from mobilebert_kit.profiler.report import build_report, fmt, jsonable
+from mobilebert_kit.profiler.stats import median_interval
 from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator, json_field
+from mobilebert_kit.utils.terminal import escape
 
 SCHEMA = "mobilebert_kit.pipeline"
 SCHEMA_VERSION = 2
@@ -67,20 +46,11 @@ EVALUATION_JSON = OutputKind("evaluation-json", False, "a task-metrics JSON repo
 
 
 def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64_ready=False):
-    """Returns the report document.
-
-    Args:
-        recipe: the :class:`~mobilebert_kit.convert.recipe.Recipe`.
-        planned: the ExportOptions of every artifact, in order (baselines included).
-        exports: the export reports (``<artifact>.report.json``), same order.
-        profiles: profiler report documents (host and device), any order; a host report's options carry the
-            attempts each timing took (``attempts``) and why a file was not timed on real text (``real_text``).
-        timings: ``[{"stage", "skipped", "seconds"}]`` of this invocation.
-        evaluation: the ``<name>.evaluation.json`` document, or None.
-        arm64_ready (bool): the arm64 emulation cache exists (the recipe's files were run on it).
-    """
-    from mobilebert_kit.profiler.report import build_report
-
+    """Returns the report document of ``recipe`` from the ExportOptions of every artifact in order (``planned``,
+    baselines included), their export reports (``exports``, same order), the profiler report documents
+    (``profiles``, any order; a host report's options carry each timing's ``attempts`` and why a file was not timed
+    on real text), this invocation's stage ``timings``, the ``evaluation`` document (or None) and whether the arm64
+    emulation cache exists (``arm64_ready``: the recipe's files were run on it)."""
     records, attempts, skipped = [], {}, {}
     for profile in profiles:
         options = profile.get("options") or {}
@@ -113,10 +83,9 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
                               ARM64_BASELINE if arm64_ready else ARM64_HOWTO),
         }
         for out in outputs:
-            validation.append({"artifact": row["name"], "output": out["name"], "cosine": out["cosine"],
-                               "cosine_min": out["cosine_min"], "snr_db": out["snr_db"],
-                               "max_abs_error": out["max_abs_error"], "mean_abs_error": out["mean_abs_error"],
-                               "argmax_agreement": out.get("argmax_agreement"),
+            validation.append({"artifact": row["name"], "output": out["name"],
+                               **{key: out.get(key) for key in ("cosine", "cosine_min", "snr_db", "max_abs_error",
+                                                                "mean_abs_error", "argmax_agreement")},
                                "passed": exported["validation"]["passed"]})
         for record in _records_for(by_path, exported["path"]):
             where, timing = _where(record), _timing(record, attempts)
@@ -145,7 +114,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
             # A ratio of two figures either of which is noise is not printed as a speed-up (it is None).
             row["speedup_vs_float"][where] = base / median if base and median and steady else None
             row["speedup_withheld"][where] = bool(base and median and not steady)
-    return _finite({
+    return jsonable({  # JSON has no NaN: non-finite numbers become null
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "tool": {"name": "mbk pipeline", "version": mobilebert_kit.__version__},
@@ -158,16 +127,12 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
 
 
 def _records_for(by_path, artifact):
-    from pathlib import Path
-
     want = str(Path(artifact).resolve())
     return [r for path, records in by_path.items() if str(Path(path).resolve()) == want for r in records]
 
 
 def _timing(record, attempts):
     """One latency row's figures: the median with its 95% interval, the spread, and whether it is noise."""
-    from mobilebert_kit.profiler.stats import median_interval
-
     lat = record.get("latency_ms") or {}
     interval = median_interval(record.get("samples_ms") or []) if record.get("samples_ms") else None
     median = lat.get("median")
@@ -184,9 +149,6 @@ def _timing(record, attempts):
 
 def clients_of(path):
     """``{"ready": [client], "not_ready": {client: first reason}}`` as ``mbk inspect`` reads the file."""
-    from mobilebert_kit.artifacts.clients import client_readiness
-    from mobilebert_kit.artifacts.errors import ArtifactError
-
     try:
         readiness = client_readiness(path)
     except ArtifactError as err:
@@ -217,30 +179,11 @@ def _where(record):
     return f"{serial} (simulated)" if record.get("simulated") else serial
 
 
-def _finite(value):
-    """JSON has no NaN: non-finite numbers become null."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _fmt(value, digits=3):
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
 def _ms(median, cv, noisy):
     """``4.946 (CV 0.02)``: a median and its coefficient of variation, NOISY where its 95% interval is too wide."""
     if median is None:
         return "n/a"
-    return f"{median:.3f} (CV {_fmt(cv, 2)})" + (" NOISY" if noisy else "")
+    return f"{median:.3f} (CV {fmt(cv, 2)})" + (" NOISY" if noisy else "")
 
 
 def summary_rows(report):
@@ -252,17 +195,17 @@ def summary_rows(report):
         text = a.get("real_text") or {}
         real = "n/a" if text.get("skipped") else (
             f"{_ms(text.get('median_ms'), text.get('cv'), text.get('noisy'))}, " + (
-                f"{_fmt(text.get('tokens_median'), 0)} tok" if text.get("characters_median") is None else
-                f"{_fmt(text.get('characters_median'), 0)} chars"))
+                f"{fmt(text.get('tokens_median'), 0)} tok" if text.get("characters_median") is None else
+                f"{fmt(text.get('characters_median'), 0)} chars"))
         arm = a.get("arm64") or {}
-        arm_cell = (_fmt(arm.get("min_cosine_vs_x86"), 6) + ("" if arm.get("passed") else " FAILED")
+        arm_cell = (fmt(arm.get("min_cosine_vs_x86"), 6) + ("" if arm.get("passed") else " FAILED")
                     if arm.get("checked") else "not checked")
         for where in targets:
             median = a["latency_ms"].get(where) if where else None
             speedup = a["speedup_vs_float"].get(where) if where else None
             at = f" @{a['seq_len']}" if a.get("seq_len") else ""
             rows.append([a["name"], f"{a['size_bytes'] / 1e6:.2f}",
-                         _fmt(a["fidelity_cosine"], 6) + ("" if a["validation_passed"] is not False else " FAILED"),
+                         fmt(a["fidelity_cosine"], 6) + ("" if a["validation_passed"] is not False else " FAILED"),
                          ", ".join(a.get("clients", {}).get("ready") or []) or "none",
                          "n/a" if median is None else
                          f"{_ms(median, cvs.get((a['name'], where, 'padded')), a['noisy'].get(where))}{at} ({where})",
@@ -283,18 +226,14 @@ def print_summary(report, console):
     table = Table(title="mbk pipeline summary")
     for column in SUMMARY_HEADERS:
         table.add_column(column, justify="left" if column == "artifact" else "right")
-    from mobilebert_kit.utils.terminal import escape
-
     for row in summary_rows(report):
         table.add_row(*(escape(cell, markup=True) for cell in row))  # artifact names come from the recipe
     console.print(table)
     for why in dict.fromkeys(a["real_text"]["skipped"] for a in report["artifacts"] if a["real_text"].get("skipped")):
         console.print(f"real text not timed: {escape(why, markup=True)}", highlight=False)
-    arm = next((a["arm64"] for a in report["artifacts"] if not a["arm64"]["checked"]), None)
-    if arm:
+    if arm := next((a["arm64"] for a in report["artifacts"] if not a["arm64"]["checked"]), None):
         console.print(f"arm64: {escape(arm['line'], markup=True)}", highlight=False)
-    evaluation = report.get("evaluation")
-    if evaluation:
+    if evaluation := report.get("evaluation"):
         from mobilebert_kit.evaluation.artifact_metrics import comparison_table
 
         console.print(comparison_table(evaluation["models"], evaluation["min_ratio"],
@@ -331,16 +270,15 @@ def to_html(report):
     parts.append("<h2>Validation against the Keras source</h2>")
     parts.append(_table(
         ["artifact", "output", "cosine", "min cosine", "SNR dB", "max |err|", "mean |err|", "argmax", "passed"],
-        [[v["artifact"], v["output"], _fmt(v["cosine"], 6), _fmt(v["cosine_min"], 6), _fmt(v["snr_db"], 1),
-          f"{v['max_abs_error']:.3e}", f"{v['mean_abs_error']:.3e}", _fmt(v["argmax_agreement"], 4), _fmt(v["passed"])]
+        [[v["artifact"], v["output"], fmt(v["cosine"], 6), fmt(v["cosine_min"], 6), fmt(v["snr_db"], 1),
+          f"{v['max_abs_error']:.3e}", f"{v['mean_abs_error']:.3e}", fmt(v["argmax_agreement"], 4), fmt(v["passed"])]
          for v in report["validation"]]))
-    evaluation = report.get("evaluation")
-    if evaluation:
+    if evaluation := report.get("evaluation"):
         parts.append(f"<h2>Task metrics on {html.escape(evaluation['data'])}</h2>")
         parts.append(_table(
             ["artifact", *evaluation["models"][0]["metrics"], f"drop ({evaluation['primary']})", "ratio",
              f">= {evaluation['min_ratio']:g}"],
-            [[m["model"], *(_fmt(v, 4) for v in m["metrics"].values()), _fmt(m["drop"], 4), _fmt(m["ratio"], 4),
+            [[m["model"], *(fmt(v, 4) for v in m["metrics"].values()), fmt(m["drop"], 4), fmt(m["ratio"], 4),
               "ref" if i == 0 else ("pass" if m["passed"] else "FAIL")] for i, m in enumerate(evaluation["models"])]))
     parts.append("<h2>Latency</h2><p>Padded: every run at the file's planned length. Real text: the sentences one "
                  "per call, each at its own length (a static file: padded to it), as the app feeds them. The 95% "
@@ -350,14 +288,13 @@ def to_html(report):
         ["artifact", "target", "input", "median ms", "95% CI ms", "noisy", "p90 ms", "mean ms", "CV", "runs",
          "attempts", "init ms", "threads"],
         [[r["artifact"], r["target"], r["kind"] + (f" @{r['seq_len']}" if r.get("seq_len") else ""),
-          _fmt(r["median_ms"]),
+          fmt(r["median_ms"], 3),
           "n/a" if r.get("ci95_low_ms") is None else f"{r['ci95_low_ms']:.3f}-{r['ci95_high_ms']:.3f}",
-          _fmt(r.get("noisy")), _fmt(r["p90_ms"]), _fmt(r["mean_ms"]), _fmt(r["cv"]), _fmt(r["count"]),
-          _fmt(r.get("attempts")), _fmt(r["init_ms"], 1), _fmt(r["threads"])] for r in report["latency"]]))
+          fmt(r.get("noisy")), fmt(r["p90_ms"], 3), fmt(r["mean_ms"], 3), fmt(r["cv"], 3), fmt(r["count"]),
+          fmt(r.get("attempts")), fmt(r["init_ms"], 1), fmt(r["threads"])] for r in report["latency"]]))
     for title, png in plots(report["profile"]):
         parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
-    stages = report.get("stages") or []
-    if stages:
+    if stages := report.get("stages") or []:
         parts.append("<h2>Stages of the last run</h2>")
         parts.append(_table(["stage", "result", "seconds"],
                             [[s["stage"], "unchanged, skipped" if s["skipped"] else "ran", f"{s['seconds']:.1f}"]

@@ -1,27 +1,11 @@
 """Pipeline: one recipe end to end, with stages that are skipped when their inputs did not change.
 
-Stages, in order:
-
-1. ``export`` (one per artifact): load the source once, substitute and recover
-   once (when the recipe has ``[substitute]``), convert, quantize, validate
-   against the Keras source and write ``<out>/<name>.<format>`` with its
-   ``.report.json`` (:func:`mobilebert_kit.convert.exporter.export`). A
-   quantized recipe also gets a float32 baseline per format
-   (``<name>-float32.<format>``): the reference of "speed-up over float".
-2. ``profile-host`` (one per artifact): latency on this machine
-   (:class:`~mobilebert_kit.profiler.host.HostProfiler`), ``<artifact>.host.json``.
-3. ``profile-device`` (one per ``.tflite`` artifact, with ``device``):
-   benchmark_model on the phone over adb, ``<artifact>.device-<serial>.json``.
-4. ``evaluate`` (when the recipe has ``[evaluation] data``): the task metric of
-   every artifact on that labelled data, side by side with the first (float)
-   file, ``<name>.evaluation.json``
-   (:func:`mobilebert_kit.evaluation.artifact_metrics.evaluate_artifact`).
-5. ``report``: ``<name>.pipeline.json`` and ``<name>.pipeline.html``.
-
-Each stage records a :class:`~mobilebert_kit.pipeline.manifest.StageManifest`
-next to its outputs; a re-run skips a stage whose manifest matches ("unchanged,
-skipped") unless ``force``. Every file is written atomically, so an
-interrupted run resumes at the first unfinished stage.
+Stages, in order (docs/pipeline.md lists each one's outputs): ``export`` (one per artifact, plus a float32
+baseline per format for a quantized recipe), ``profile-host``, ``profile-device`` (with ``device``), ``evaluate``
+(with ``[evaluation] data``) and ``report``. Each stage records a
+:class:`~mobilebert_kit.pipeline.manifest.StageManifest` next to its outputs; a re-run skips a stage whose
+manifest matches ("unchanged, skipped") unless ``force``. Every file is written atomically, so an interrupted run
+resumes at the first unfinished stage.
 """
 
 import dataclasses
@@ -32,14 +16,19 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
+from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
+from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length, read_artifact_metadata
 from mobilebert_kit.artifacts.emulated_runner import emulation_ready
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError
+from mobilebert_kit.pipeline import report as pipeline_report
 from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
-from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, PIPELINE_OUTPUT
+from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, NOISE_TOLERANCE, PIPELINE_OUTPUT
+from mobilebert_kit.profiler.report import build_report, write_json
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
-from mobilebert_kit.sources.spec import locate
+from mobilebert_kit.profiler.stats import median_interval
+from mobilebert_kit.sources.spec import classify, locate
 from mobilebert_kit.utils.atomic import prepared_dir, write_text
 from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import check_number
@@ -116,9 +105,8 @@ class Pipeline:
             if opts.quantize != "none":
                 planned.append(_float_baseline(opts))
             if arm64 and opts.validate and opts.check_arch is None and not opts.tokenizer_in_graph:
-                # Where the arm64 runtimes are built already, the recipe's files are also run on them (the export's
-                # --check-arch): the report's arm64 line. Without them, the line says how to get them. The float32
-                # baselines added above are not: emulated float kernels cost minutes a file (report.ARM64_BASELINE).
+                # The report's arm64 line: where the arm64 runtimes are built, the files are also run on them; not
+                # the float32 baselines (emulated float kernels cost minutes a file: report.ARM64_BASELINE).
                 opts = dataclasses.replace(opts, check_arch="arm64")
             planned.append(opts)
         return recipe, planned
@@ -147,12 +135,11 @@ class Pipeline:
             substitute["data"] = file_hash(substitute["data"])
         evaluation = dict(recipe.tables.get("evaluation", {}))
         self._text = recipe.tables.get("profile", {}).get("text")  # [profile] text (a checked input path)
-        stages = len(planned) * (2 + (1 if serial else 0)) + 1 + (1 if evaluation.get("data") else 0)
+        self._stages = len(planned) * (2 + (1 if serial else 0)) + 1 + (1 if evaluation.get("data") else 0)
         self._step = 0
-        self._stages = stages
         say = self.console.print
         say(f"[bold]mbk pipeline[/bold] {escape(recipe.path, markup=True)} -> {escape(out_dir, markup=True)} "
-            f"({stages} stages; source {escape(recipe.source_spec(), markup=True)})", highlight=False)
+            f"({self._stages} stages; source {escape(recipe.source_spec(), markup=True)})", highlight=False)
         exports = []
         for opts in planned:
             inputs = {"mbk": mobilebert_kit.__version__, "source": source_hash, "substitute": substitute,
@@ -164,14 +151,11 @@ class Pipeline:
         host = [self._profile_host(opts) for opts in planned]
         device = [self._profile_device(opts, serial) for opts in planned if serial and FORMATS[opts.format].on_device]
         evaluation_path = self._evaluate(evaluation, planned, out_dir / f"{name}.evaluation.json")
-        from mobilebert_kit.pipeline import report as pipeline_report
-
         html_path, json_path = out_dir / f"{name}.pipeline.html", out_dir / f"{name}.pipeline.json"
         profile_files = host + device
-        evaluation_files = [evaluation_path] if evaluation_path else []
         inputs = {"mbk": mobilebert_kit.__version__, "recipe": str(recipe.path),
                   "files": {str(p): file_hash(p) for p in [f"{o.out}.report.json" for o in planned] + profile_files
-                            + evaluation_files}}
+                            + ([evaluation_path] if evaluation_path else [])}}
         manifest = StageManifest("report", [json_path, html_path], inputs)
 
         def write_report():
@@ -227,12 +211,9 @@ class Pipeline:
     def _profile_host(self, opts):
         from mobilebert_kit.convert.plan.sample_text import SAMPLE_TEXT
         from mobilebert_kit.profiler.host import HostProfiler
-        from mobilebert_kit.profiler.report import build_report, write_json
 
         out = Path(f"{opts.out}.host.json")
-        # The length the export planned and validated at, as the file records it (a dynamic-axis ONNX file,
-        # the default, fixes none).
-        seq_len = planned_length(read_artifact_metadata(opts.out))
+        seq_len = planned_length(read_artifact_metadata(opts.out))  # the length the export planned, as recorded
         settings = {"runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads, "cores": "all",
                     "max_attempts": MAX_ATTEMPTS}
         # Real sentences at their own length beside the planned length: [profile] text, else the package's sample.
@@ -264,9 +245,6 @@ class Pipeline:
     def _steady(self, profiler, measure, attempts, key):
         """``measure()``'s record, timed again with 4x the runs while the 95% interval of its median is wider than
         the report's tolerance (at most :data:`MAX_ATTEMPTS` times); ``attempts[key]`` counts the tries."""
-        from mobilebert_kit.pipeline.report import NOISE_TOLERANCE
-        from mobilebert_kit.profiler.stats import median_interval
-
         runs = profiler.runs
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -297,8 +275,7 @@ class Pipeline:
 
         def work():
             named = []
-            for opts in planned:
-                # The file's own planned length (its metadata), which evaluate_artifact reads.
+            for opts in planned:  # each at the file's own planned length, which evaluate_artifact reads
                 named.append((Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
                                                                      num_threads=self.threads)))
             rows = compare(named, min_ratio)
@@ -315,7 +292,6 @@ class Pipeline:
     def _profile_device(self, opts, serial):
         from mobilebert_kit.profiler.adb import AdbClient
         from mobilebert_kit.profiler.device import DeviceProfiler
-        from mobilebert_kit.profiler.report import build_report, write_json
 
         out = Path(f"{opts.out}.device-{_safe(serial)}.json")
         settings = {"serial": serial, "runs": self.runs, "warmup": DEFAULT_WARMUP, "threads": self.threads,
@@ -346,11 +322,8 @@ def _real_text(artifact, text, source):
     """``(RealText, None)``: ``text``'s sentences tokenized as ``artifact``'s app tokenizes them (with what the file
     carries, else the source checkpoint's own tokenizer, as ``mbk profile --text --tokenizer`` would); or
     ``(None, why)`` when neither has one (a preset's random weights come without a vocabulary)."""
-    from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
-    from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
     from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
     from mobilebert_kit.profiler.real_text import RealText
-    from mobilebert_kit.sources.spec import classify
 
     graph, client = read_with_client_metadata(Path(artifact))
     meta, vocab = parse_mbk_metadata(graph.metadata, artifact)
@@ -369,17 +342,11 @@ def _real_text(artifact, text, source):
 
 
 def _check_vocabulary(recipe, planned):
-    """Refuses, before any export, a recipe whose [evaluation] data or [profile] text its files could not tokenize.
-
-    The evaluate stage (and an export's own score on the data) and the real-text timing read the vocabulary
-    a file carries; a source without vocab.txt (a preset) or ``embed_vocab = false`` wrote files without one,
-    and the failure came after the exports, naming --no-vocab and --tokenizer, neither of which a recipe has.
-    """
+    """Refuses, before any export, a recipe whose [evaluation] data or [profile] text (read here, named by its
+    recipe key) its files could not tokenize: both read the vocabulary a file carries."""
     texts = (("[evaluation] data", next((opts.eval_data for opts in planned if opts.eval_data), None)),
              ("[profile] text", recipe.tables.get("profile", {}).get("text")))
     if texts[1][1]:
-        # A directory or a missing file was found after every export, validation and padded timing, and named
-        # as "--text ... does not exist", a flag the recipe's user never wrote.
         from mobilebert_kit.profiler.real_text import read_lines
 
         read_lines(Path(check_input_path(texts[1][1], f"{recipe.path.name}: [profile] text")),
@@ -390,11 +357,8 @@ def _check_vocabulary(recipe, planned):
 
 
 def _check_tokenizable(recipe, planned, named, table):
-    from mobilebert_kit.sources.spec import classify
-
     where = f"{recipe.path.name}: {named} is tokenized with the vocabulary"
-    no_vocab = [opts for opts in planned if not opts.embed_vocab]
-    if no_vocab:
+    if no_vocab := [opts for opts in planned if not opts.embed_vocab]:
         raise MbkError(f"{where} the exported files carry, and embed_vocab = false writes none "
                        f"({Path(no_vocab[0].out).name}); drop embed_vocab = false, or drop {table}")
     spec = planned[0].source

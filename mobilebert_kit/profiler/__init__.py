@@ -1,45 +1,14 @@
 """Latency profiler for ``.tflite`` / ``.onnx`` files: this host, or Android phones through adb.
 
-Independent of the Keras model code: it reads and runs model files through
-the artifacts floor (:mod:`mobilebert_kit.artifacts`: one reader, one op
-taxonomy, one runner) and never imports TensorFlow; ``tests/test_artifact_floor.py``
-scans this package's source for such imports. Heavy runtimes still load
-lazily (``_LAZY``) so ``import mobilebert_kit.profiler`` stays fast.
-
-Modules:
-    model_info: inputs, precision, variant, vocabulary and FLOPs read from a file.
-    inputs: realistic BERT inputs (and benchmark_model's input flags).
-    host: :class:`HostProfiler`, in-process timing pinned to chosen cores.
-    adb: :class:`AdbClient`, the real adb client with one-line errors.
-    topology: :class:`CpuTopology`, clusters and taskset masks.
-    benchmark_binary: :class:`BenchmarkBinary`, locating benchmark_model and checking its ABI.
-    bench_parser: :func:`parse_benchmark_output` for every benchmark_model output format.
-    thermal: temperatures, frequencies and throttling of device trials.
-    device: :class:`DeviceProfiler`, trials on a phone through android_bench/bench_loop.sh.
-    stats, result, report, report_html, table6: statistics and reports.
-
-Example:
-    >>> from mobilebert_kit.profiler import HostProfiler
-    >>> HostProfiler(threads=1).profile("model.tflite")["latency_ms"]["median"]  # doctest: +SKIP
+Independent of the Keras model code: it reads and runs model files through the artifacts floor
+(:mod:`mobilebert_kit.artifacts`) and never imports TensorFlow (``tests/test_artifact_floor.py`` checks). Heavy
+runtimes load lazily (``_LAZY``) so ``import mobilebert_kit.profiler`` stays fast. docs/architecture.md maps its
+modules.
 """
 
 import importlib
 
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
-
-__all__ = [
-    "AdbClient",
-    "BenchmarkLog",
-    "BenchmarkParseError",
-    "CpuTopology",
-    "DeviceDisconnectedError",
-    "DeviceError",
-    "DeviceProfiler",
-    "HostProfiler",
-    "ModelInfo",
-    "ProfilerError",
-    "parse_benchmark_output",
-]
 
 _LAZY = {
     "AdbClient": "mobilebert_kit.profiler.adb",
@@ -50,6 +19,7 @@ _LAZY = {
     "ModelInfo": "mobilebert_kit.profiler.model_info",
     "parse_benchmark_output": "mobilebert_kit.profiler.bench_parser",
 }
+__all__ = sorted([*_LAZY, "BenchmarkParseError", "DeviceDisconnectedError", "DeviceError", "ProfilerError"])
 
 
 def __getattr__(name):

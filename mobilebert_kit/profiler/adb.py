@@ -1,14 +1,8 @@
 """A thin wrapper over the real ``adb`` client (Debian's ``adb`` package or platform-tools).
 
-Every failure a user can meet becomes one :class:`DeviceError` line that says
-what is wrong and what to do: adb missing, no device, an unauthorized or
-offline device, a serial that is not connected, a device that disappears
-during a command. Commands for the device shell are built by the callers with
-``shlex.quote`` around every path; this class passes them to ``adb shell`` as
-one argument, so the device's shell parses them exactly once.
-
-The adb client talks to its server on localhost (``ANDROID_ADB_SERVER_PORT``,
-default 5037) and starts one if none runs; it never reaches other hosts.
+Every failure a user can meet (adb missing, no device, unauthorized or offline, a serial not connected, a
+device that disappears) becomes one :class:`DeviceError` line saying what to do. Callers quote every path of a
+shell command with ``shlex.quote``; it is passed to ``adb shell`` as one argument, parsed once by the device.
 
 Example:
     >>> adb = AdbClient()  # doctest: +SKIP
@@ -134,17 +128,8 @@ class AdbClient:
         return found
 
     def ready_serials(self, serials=None):
-        """Checks the requested devices (or the one connected) and returns their serials.
-
-        Args:
-            serials: serials the user asked for; None or empty means "the one
-                device connected".
-
-        Raises:
-            DeviceError: no device, a requested serial not connected, a device
-                unauthorized/offline/without permissions, or several devices
-                and no choice.
-        """
+        """Checks the requested ``serials`` (None or empty: the one device connected) and returns them; DeviceError for
+        no device, a serial not connected, one unauthorized/offline/without permissions, or several and no choice."""
         devices = self.devices()
         by_serial = {d["serial"]: d for d in devices}
         if not devices:
@@ -194,24 +179,17 @@ class AdbClient:
     def get_state(self, serial):
         """Returns adb's state for ``serial`` ("device", "offline", ...) or "gone"."""
         result = self.run(["get-state"], serial=serial, check=False, timeout_s=15)
-        if result.returncode != 0:
-            return "gone"
-        return result.stdout.strip() or "gone"
+        return (result.returncode == 0 and result.stdout.strip()) or "gone"
 
     def props(self, serial, extra_command=None):
-        """Returns the :data:`DEVICE_PROPS` of a device as a dict (missing ones are "").
-
-        Args:
-            serial: the device.
-            extra_command: an already-quoted command to run first in the same
-                adb call; its output is returned under the key ``"__extra__"``.
-        """
+        """Returns the :data:`DEVICE_PROPS` of a device as a dict (missing ones are ""), after running the
+        already-quoted ``extra_command`` (its output dropped) in the same adb call."""
         script = "; ".join(f'echo "{p}=$(getprop {p})"' for p in DEVICE_PROPS)
         if extra_command:
             script = f"{extra_command}; echo @@MBK_PROPS; {script}"
         out = self.shell(serial, script, timeout_s=30)
-        extra, marker, rest = out.partition("@@MBK_PROPS\n") if extra_command else ("", "", out)
-        props = {"__extra__": extra} if extra_command else {}
+        rest = out.partition("@@MBK_PROPS\n")[2] if extra_command else out
+        props = {}
         for line in rest.splitlines():
             key, sep, value = line.strip().partition("=")
             if sep and key in DEVICE_PROPS:

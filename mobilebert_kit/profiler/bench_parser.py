@@ -1,26 +1,7 @@
-"""Parser for the text LiteRT/TFLite ``benchmark_model`` prints.
-
-The tool's output changed over the years and reaches us through several
-channels, so the parser accepts, in any mix:
-
-- stats lines ``count=50 first=.. curr=.. min=.. max=.. avg=.. std=..``, with
-  the ``p5= median= p95=`` tail of newer builds, the ``count=1 curr=..`` and
-  ``count=N curr=..(all same)`` forms, and the old ``curr=.. count=..`` order;
-- summaries ``Inference timings in us: Init: .., First inference: ..,
-  Warmup (avg): .., Inference (avg): ..`` and the legacy ``Average inference
-  timings in us: Warmup: .., Init: .., no stats: ..`` / ``Inference: ..``;
-- memory lines (``Memory footprint delta from the start of the tool (MB)``,
-  ``Peak memory footprint (MB)``, ``Overall peak memory footprint (MB) via
-  periodic monitoring``, ``VmRSS``) and the model size line;
-- LiteRT's ``========== BENCHMARK RESULTS ==========`` block;
-- op-profiling tables (Run Order, Top by Computation Time, Summary by node
-  type), tab- or space-separated, with or without the ``[start]`` column;
-- line prefixes: ``INFO:``/``ERROR:``/``VERBOSE:``, ``[file.cc:NN]``, glog
-  ``I0000 ...]``, logcat ``I tflite  :`` / ``08-17 21:47:49.138 pid tid I tflite:``.
-
-Anything else is ignored. Text in which no result can be found raises
-:class:`BenchmarkParseError` (never another exception), and so does a line
-that looks like a result but contradicts itself.
+"""Parser for the text LiteRT/TFLite ``benchmark_model`` prints, in every dialect the tool has printed (stats
+lines, summaries, memory lines, LiteRT's results block, op-profiling tables, log prefixes): docs/profiler.md
+lists them. Anything else is ignored. Text in which no result can be found raises :class:`BenchmarkParseError`
+(never another exception), and so does a line that looks like a result but contradicts itself.
 
 Example:
     >>> log = parse_benchmark_output(text)  # doctest: +SKIP
@@ -190,16 +171,15 @@ class BenchmarkLog:
         Falls back to the summary line or the LiteRT block when the stats line
         is missing; absent figures are None.
         """
-        keys = ("count", "first", "curr", "min", "max", "avg", "std", "p5", "median", "p95")
-        out = dict.fromkeys(keys)
-        if self.inference:
-            for key in keys:
-                value = self.inference.get(key)
-                out[key] = value if key == "count" or value is None else value / 1000.0
+        out = dict.fromkeys(("count", "first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"))
+
+        def in_ms(stats):
+            return {key: value if key == "count" or value is None else value / 1000.0
+                    for key, value in stats.items() if key in out}
+
+        out.update(in_ms(self.inference or {}))
         if out["avg"] is None and self._profiler_timings() is not None:
-            for key, value in self._profiler_timings().items():
-                if key in out:
-                    out[key] = value if key == "count" or value is None else value / 1000.0
+            out.update(in_ms(self._profiler_timings()))
         if out["avg"] is None and "inference_avg" in self.timings_us:
             out["avg"] = self.timings_us["inference_avg"] / 1000.0
         if out["avg"] is None and "inference_avg_ms" in self.litert:
@@ -250,8 +230,7 @@ def _strip(line):
         before = text
         for prefix in _PREFIXES:
             text = prefix.sub("", text, count=1)
-        match = _LEVEL.match(text)
-        if match:
+        if match := _LEVEL.match(text):
             level = match.group(1)
             text = text[match.end():]
         text = text.strip()
@@ -261,40 +240,39 @@ def _strip(line):
 
 
 def _parse_stat(text, line_number):
-    """Returns a stats dict for a stats line, or None if ``text`` is not one."""
-    match = _STAT_FULL.match(text)
-    if match:
-        g = match.groups()
-        stat = {"count": int(g[0])}
-        for key, value in zip(("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"), g[1:]):
-            stat[key] = None if value is None else _number(value, line_number)
+    """Returns a checked stats dict for a stats line, or None if ``text`` is not one."""
+    if _STAT_EMPTY.match(text):
+        return {"count": 0}
+    stat = _match_stat(text, line_number)
+    if stat is not None:
         _check_stat(stat, line_number)
-        return stat
-    match = _STAT_SAME.match(text)
-    if match:
+    return stat
+
+
+def _match_stat(text, line_number):
+    if match := _STAT_FULL.match(text):
+        keys = ("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95")
+        return {"count": int(match.group(1)), **{key: None if value is None else _number(value, line_number)
+                                                 for key, value in zip(keys, match.groups()[1:])}}
+    if match := _STAT_SAME.match(text):
         count, curr = int(match.group(1)), _number(match.group(2), line_number)
         if match.group(3) is None and count != 1:
             raise BenchmarkParseError(f"stats line {text!r} has count={count} but only curr=", line_number)
-        stat = {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
-        _check_stat(stat, line_number)
-        return stat
+        return _same_stat(count, curr)
     match = _STAT_OLD.match(text)
-    if match:
-        curr, count = _number(match.group(1), line_number), int(match.group(2))
-        if match.group(5) is not None:
-            stat = {
-                "count": count, "first": None, "curr": curr,
-                "min": _number(match.group(3), line_number), "max": _number(match.group(4), line_number),
-                "avg": _number(match.group(5), line_number), "std": _number(match.group(6), line_number),
-            }
-            _check_stat(stat, line_number)
-            return stat
-        stat = {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
-        _check_stat(stat, line_number)
-        return stat
-    if _STAT_EMPTY.match(text):
-        return {"count": 0}
-    return None
+    if match is None:
+        return None
+    curr, count = _number(match.group(1), line_number), int(match.group(2))
+    if match.group(5) is None:
+        return _same_stat(count, curr)
+    return {"count": count, "first": None, "curr": curr,
+            "min": _number(match.group(3), line_number), "max": _number(match.group(4), line_number),
+            "avg": _number(match.group(5), line_number), "std": _number(match.group(6), line_number)}
+
+
+def _same_stat(count, curr):
+    """The stats of a line whose runs all took ``curr``."""
+    return {"count": count, "first": curr, "curr": curr, "min": curr, "max": curr, "avg": curr, "std": 0.0}
 
 
 def _check_stat(stat, line_number):
@@ -349,15 +327,13 @@ def _parse_row(line, columns, line_number):
                 row[key] = _number(value.rstrip("%"), line_number)
             except ValueError:
                 raise BenchmarkParseError(f"op-profiling column {key!r} is not a number: {value[:40]!r}", line_number) from None
-    if "times_called" in row:
-        row["times_called"] = int(row["times_called"])
-    if "count" in row:
-        row["count"] = int(row["count"])
+    for key in {"times_called", "count"} & row.keys():
+        row[key] = int(row[key])
     return row
 
 
 def parse_benchmark_output(text, *, require_result=True):
-    """Parses benchmark_model output (see the module docstring for the formats).
+    """Parses benchmark_model output (docs/profiler.md lists the formats).
 
     Args:
         text: the tool's combined stdout/stderr (``str``; ``bytes`` are decoded
@@ -403,14 +379,12 @@ def parse_benchmark_output(text, *, require_result=True):
             log.errors.append(line)
 
         # --- op-profiling tables ---------------------------------------------
-        match = _SECTION.match(line)
-        if match:
+        if match := _SECTION.match(line):
             section = "initialization" if "Initialization" in match.group(1) else "regular"
             log.op_profiles.setdefault(section, {})
             table = None
             continue
-        match = _TABLE_BANNER.match(line)
-        if match:
+        if match := _TABLE_BANNER.match(line):
             key = _TABLE_KEYS[match.group(1)]
             current = section or "regular"
             log.op_profiles.setdefault(current, {})
@@ -430,16 +404,13 @@ def parse_benchmark_output(text, *, require_result=True):
                 log.op_profiles[table[0]][table[1]].append(_parse_row(raw, table[2], number))
                 continue
             table = None
-        match = _NODES_EXECUTED.match(line)
-        if match:
+        if match := _NODES_EXECUTED.match(line):
             log.op_profiles.setdefault(section or "regular", {})["nodes_executed"] = int(match.group(1))
             continue
-        match = _NODES_OBSERVED.match(line)
-        if match:
+        if match := _NODES_OBSERVED.match(line):
             log.op_profiles.setdefault(section or "regular", {})["nodes_observed"] = int(match.group(1))
             continue
-        match = _TABLE_STAT.match(line)
-        if match:
+        if match := _TABLE_STAT.match(line):
             stat = _parse_stat(match.group(2).strip(), number)
             if stat is None:
                 raise BenchmarkParseError(f"unrecognised statistics after {match.group(1)!r}: {match.group(2)[:60]!r}", number)
@@ -454,8 +425,7 @@ def parse_benchmark_output(text, *, require_result=True):
             continue
         if litert_block:
             for key, pattern in _LITERT_FIELDS:
-                match = pattern.match(line)
-                if match:
+                if match := pattern.match(line):
                     # Times (*_ms) are never negative; footprints are deltas and may be.
                     convert = (lambda text, n, k=key: _duration(text, n, k)) if key.endswith("_ms") else (lambda text, n: _number(text, n))
                     log.litert[key] = convert(match.group(1), number)
@@ -468,8 +438,7 @@ def parse_benchmark_output(text, *, require_result=True):
             continue
 
         # --- run phases and summaries ------------------------------------------
-        match = _RUNNING.match(line)
-        if match:
+        if match := _RUNNING.match(line):
             pending_phase = {
                 "min_runs": int(match.group(1)),
                 "min_secs": None if match.group(2) is None else _number(match.group(2), number),
@@ -492,48 +461,40 @@ def parse_benchmark_output(text, *, require_result=True):
                 log.phases.append({"min_runs": None, "min_secs": None, "max_secs": None, "stats": stat})
             pending_phase = None
             continue
-        match = _SUMMARY.match(line)
-        if match:
+        if match := _SUMMARY.match(line):
             keys = ("init", "first", "warmup_avg", "inference_avg")
             labels = ("Init", "First inference", "Warmup (avg)", "Inference (avg)")
             values = [_duration(v, number, label) for v, label in zip(match.groups(), labels)]
             log.timings_us.update(dict(zip(keys, values)))
             log.formats.add("summary")
             continue
-        match = _LEGACY.match(line)
-        if match:
+        if match := _LEGACY.match(line):
             log.timings_us["warmup_avg"] = _duration(match.group(1), number, "Warmup")
             if match.group(2) is not None:
                 log.timings_us["init"] = _duration(match.group(2), number, "Init")
             log.timings_us["inference_avg"] = _duration(match.group(3), number, "Inference")
             log.formats.add("legacy_summary")
             continue
-        match = _INIT_SESSION.match(line)
-        if match:
+        if match := _INIT_SESSION.match(line):
             log.init_session_ms = _duration(match.group(1), number, "Initialized session")
             continue
-        match = _MODEL_SIZE.match(line)
-        if match:
+        if match := _MODEL_SIZE.match(line):
             log.model_size_mb = _number(match.group(1), number)
             continue
-        match = _MEM_DELTA.match(line)
-        if match:
+        if match := _MEM_DELTA.match(line):
             log.memory["init_mb"] = _number(match.group(2), number)
             log.memory["overall_mb"] = _number(match.group(3), number)
             log.formats.add("memory_delta" if match.group(1).startswith("Memory") else "memory_peak_legacy")
             continue
-        match = _MEM_PEAK.match(line)
-        if match:
+        if match := _MEM_PEAK.match(line):
             log.memory["peak_mb"] = _number(match.group(1), number)
             log.formats.add("memory_periodic")
             continue
-        match = _MEM_STATUS.match(line)
-        if match:
+        if match := _MEM_STATUS.match(line):
             key = {"VmRSS": "vm_rss_mb", "RssAnnon": "rss_anon_mb"}.get(match.group(2), "rss_file_shmem_mb")
             log.memory[key] = _number(match.group(3), number)
             continue
-        match = _DELEGATION.search(line)
-        if match:
+        if match := _DELEGATION.search(line):
             log.delegation.append(
                 {"delegate": match.group(3), "replaced": int(match.group(1)), "total": int(match.group(2)), "partitions": int(match.group(4))}
             )
@@ -596,18 +557,9 @@ def _result_message():
 
 
 def parse_benchmark_result(data):
-    """Reads benchmark_litert_model's result file (``--result_file_path``) into plain dicts.
-
-    The tool writes a binary ``BenchmarkResult`` proto, parsed by protobuf (:func:`_result_message`).
-
-    Args:
-        data (bytes): the file's content.
-
-    Returns:
-        dict: ``{"name": str | None, "latency": {...}, "memory": {...}, "misc": {...}}`` with the fields present.
-
-    Raises:
-        BenchmarkParseError: the bytes are not a well-formed message.
+    """Reads benchmark_litert_model's binary ``BenchmarkResult`` result file (``--result_file_path``) into
+    ``{"name", "latency": {...}, "memory": {...}, "misc": {...}}`` with the fields present; BenchmarkParseError
+    when the bytes are not a well-formed message or a figure is impossible.
 
     Example:
         >>> parse_benchmark_result(bytes.fromhex("12050d0000803f"))["latency"]
@@ -637,15 +589,8 @@ def parse_benchmark_result(data):
 
 
 def merge_benchmark_result(log, result):
-    """Fills ``log`` (the tool's printed output) with what only the result file holds: median, p5, p95.
-
-    Args:
-        log (BenchmarkLog): from :func:`parse_benchmark_output`.
-        result (dict): from :func:`parse_benchmark_result`.
-
-    Returns:
-        BenchmarkLog: ``log``, with ``inference`` completed (microseconds, as the stats lines give them).
-    """
+    """Fills ``log`` (:func:`parse_benchmark_output`) with what only the result file (:func:`parse_benchmark_result`)
+    holds: median, p5, p95 (in microseconds, as the stats lines give them); returns ``log``."""
     latency = result.get("latency") or {}
     if not latency:
         return log
@@ -692,6 +637,5 @@ def _assign_phases(log):
             if avg is not None and abs(avg - target) <= 1e-4 * max(abs(target), 1.0):
                 regular = phase
     log.inference = regular["stats"]
-    earlier = [p for p in with_stats if p is not regular and with_stats.index(p) < with_stats.index(regular)]
-    if earlier:
+    if earlier := [p for p in with_stats if p is not regular and with_stats.index(p) < with_stats.index(regular)]:
         log.warmup = earlier[-1]["stats"] if len(earlier) == 1 else earlier[0]["stats"]

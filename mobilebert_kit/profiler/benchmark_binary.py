@@ -1,26 +1,9 @@
 """Finding LiteRT's benchmark binary, knowing which of the two tools it is, and checking it fits the device.
 
-Two tools time a ``.tflite`` on a phone, described as records in
-:data:`BENCHMARK_TOOLS` (the flags each takes, how its result is read, what it
-cannot do); :func:`tool_of` says which one a binary is. The profiler's pinning,
-cool-down, throttle detection and statistics are the same for both.
-
-- ``benchmark_model``: the Interpreter API; input shapes and values from flags.
-- ``benchmark_litert_model``: LiteRT's CompiledModel API (``--use_cpu/--use_gpu/--use_npu``);
-  it takes no input flags (int32 inputs are random in [0, 99], shapes as written
-  in the file) and writes its figures, median and p5/p95 included, to
-  ``--result_file_path`` as a binary ``tflite.tools.benchmark.BenchmarkResult``
-  proto (the log prints no median), read by :func:`~mobilebert_kit.profiler.bench_parser.parse_benchmark_result`.
-
-The binary is the user's (``--benchmark-binary PATH``) or comes from a local
-cache, ``$MBK_CACHE_DIR/benchmark_model/<abi>/benchmark_model`` (default
-``~/.cache/mobilebert_kit``). Its ABI is read from the ELF header and must be
-one of the device's ``ro.product.cpu.abilist``: an x86_64 build pushed to an
-arm64 phone fails with "not executable: 64-bit ELF file" long after the push,
-so the check happens before anything is copied.
-
-A file starting with ``#!`` is a script (the test simulator's stand-in is
-one); it runs on any ABI and is reported as ``"script"``.
+The two tools are records in :data:`BENCHMARK_TOOLS` (docs/profiler.md compares them); :func:`tool_of` says
+which one a binary is. The binary is the user's (``--benchmark-binary PATH``) or the cache's; its ABI is read
+from the ELF header and checked against the device's before anything is copied. A file starting with ``#!`` is
+a script (the test simulator's stand-in): it runs on any ABI and is reported as ``"script"``.
 
 Example:
     >>> binary = BenchmarkBinary.locate("arm64-v8a", "bazel-bin/.../benchmark_model")  # doctest: +SKIP
@@ -91,18 +74,8 @@ BENCHMARK_TOOLS = {
 
 
 def tool_of(path):
-    """The :class:`BenchmarkTool` a binary is: by its file name, else by a flag name inside it.
-
-    Args:
-        path (str): the binary (or the simulator's script).
-
-    Returns:
-        BenchmarkTool: ``benchmark_litert_model`` when named so or holding its ``use_npu`` flag, else ``benchmark_model``.
-
-    Example:
-        >>> tool_of("/tmp/benchmark_litert_model").api  # doctest: +SKIP
-        'CompiledModel'
-    """
+    """The :class:`BenchmarkTool` a binary (or the simulator's script) is: ``benchmark_litert_model`` when named so or
+    holding its ``use_npu`` flag, else ``benchmark_model``."""
     name = os.path.basename(str(path))
     for tool in BENCHMARK_TOOLS.values():
         if tool.name in name:
@@ -135,17 +108,8 @@ def elf_abi(path):
 
 
 class BenchmarkBinary:
-    """A benchmark executable, the ABI it was built for and which tool it is.
-
-    Args:
-        path: the file.
-
-    Attributes:
-        tool (BenchmarkTool): from :func:`tool_of`.
-
-    Raises:
-        DeviceError: the file is missing or is not an executable (ELF or script).
-    """
+    """A benchmark executable at ``path``, the ABI it was built for and which tool it is (``tool``: :func:`tool_of`);
+    DeviceError when the file is missing or is not an executable (ELF or script)."""
 
     def __init__(self, path):
         self.path = os.path.abspath(str(path))
@@ -161,11 +125,7 @@ class BenchmarkBinary:
 
     @classmethod
     def locate(cls, abi, explicit=None):
-        """Returns the user's binary, or the cached one for ``abi``.
-
-        Raises:
-            DeviceError: no binary given and none cached, naming where to put one.
-        """
+        """Returns the user's binary, or the cached one for ``abi``; a DeviceError naming where to put one without."""
         if explicit:
             return cls(explicit)
         cached = os.path.join(cache_dir(), "benchmark_model", abi, "benchmark_model")
@@ -177,12 +137,8 @@ class BenchmarkBinary:
         )
 
     def check_abi(self, device_abis, where):
-        """Raises DeviceError unless this binary runs on one of ``device_abis``.
-
-        Args:
-            device_abis: the device's ABI list, preferred first.
-            where: how to name the target in the message (e.g. "device 8A1X0K9M3").
-        """
+        """Raises DeviceError unless this binary runs on one of ``device_abis`` (preferred first); ``where`` names the
+        target in the message (e.g. "device 8A1X0K9M3")."""
         if self.abi == "script" or self.abi in device_abis:
             return
         want = device_abis[0] if device_abis else "unknown"

@@ -1,19 +1,9 @@
 """Latency on an Android phone through adb and LiteRT's benchmark_model.
 
-For one device (:class:`DeviceProfiler`): read its properties, check the
-benchmark binary's ABI against the device's, push ``bench_loop.sh``, the
-binary and each model into a fresh ``/data/local/tmp/mbk-XXXX`` directory,
-read the CPU topology and choose the taskset mask, record the thermal
-baseline, then let the script run the trials (cool down, pin, run, snapshot)
-while the output streams back and is parsed. The directory is removed at the
-end, also after errors. A device that vanishes mid-run raises
-:class:`DeviceDisconnectedError` carrying the trials already finished.
-
-Every path that reaches the device shell is quoted with ``shlex.quote``; a
-model called ``a b;rm -rf x.tflite`` is pushed and run under that name and
-executes nothing else.
-
-:func:`profile_devices` runs several serials in parallel, one thread each.
+:class:`DeviceProfiler` does, for one device, the steps docs/profiler.md ("What mbk does on the phone") lists,
+quoting every path that reaches the device shell; a device that vanishes mid-run raises
+:class:`DeviceDisconnectedError` carrying the trials already finished. :func:`profile_devices` runs several
+serials in parallel, one thread each.
 
 Example:
     >>> adb = AdbClient()  # doctest: +SKIP
@@ -21,6 +11,7 @@ Example:
 """
 
 import concurrent.futures
+import contextlib
 import glob
 import json
 import os
@@ -40,7 +31,7 @@ from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_b
 from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
-from mobilebert_kit.profiler.model_info import ModelInfo
+from mobilebert_kit.profiler.model_info import ModelInfo, fixed_length_error
 from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, run_config, runs_warning
 from mobilebert_kit.profiler.stats import combine_trials, too_few_runs
 from mobilebert_kit.profiler.thermal import MILLIDEGREES, checked_record, trial_thermal
@@ -49,8 +40,6 @@ from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
 
-# A temperature the phone reports, in millidegrees C: anything else is no reading (thermal.py checks trial records alike).
-_MILLIDEGREES = MILLIDEGREES
 # A device profile's numbers (android_bench/devices/*.json, which a user may add to with MBK_ANDROID_BENCH_DIR).
 _CPU = Limit(int, 0, 1023)
 _KHZ = Limit(int, 1, 100_000_000)  # 100 GHz
@@ -62,8 +51,7 @@ DELEGATES = ("xnnpack", "none", "gpu", "nnapi")
 
 def android_bench_dir():
     """Returns the ``android_bench/`` directory (``$MBK_ANDROID_BENCH_DIR`` or the source checkout's)."""
-    override = os.environ.get("MBK_ANDROID_BENCH_DIR")
-    if override:
+    if override := os.environ.get("MBK_ANDROID_BENCH_DIR"):
         return override
     checkout = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "android_bench")
     if os.path.isdir(checkout):
@@ -83,12 +71,8 @@ def bench_script_path(explicit=None):
 
 
 def device_profiles():
-    """Returns the device profiles of ``android_bench/devices/*.json`` (name -> dict).
-
-    Raises:
-        ProfilerError: a profile that is not JSON, or whose fields the profiler reads are
-            missing or of the wrong type (one line naming the file and the field).
-    """
+    """Returns the device profiles of ``android_bench/devices/*.json`` (name -> dict); a one-line ProfilerError naming
+    the file and the field for a profile that is not JSON or whose fields the profiler reads are wrong."""
     profiles = {}
     for path in sorted(glob.glob(os.path.join(android_bench_dir(), "devices", "*.json"))):
         profile = load_json(Path(path), "device profile", expect=dict, error=ProfilerError,
@@ -255,15 +239,10 @@ class DeviceProfiler:
     # --- device facts -------------------------------------------------------------------
 
     def device_info(self, extra_command=None):
-        """Returns the device description (properties, ABI, matching profile).
-
-        Args:
-            extra_command: a shell command run in the same adb call (saves a
-                round trip); its output is returned in ``self._extra_output``.
-        """
+        """Returns the device description (properties, ABI, matching profile); ``extra_command`` is a shell
+        command run in the same adb call (it saves a round trip)."""
         if self.info is None:
             props = self.adb.props(self.serial, extra_command=extra_command)
-            self._extra_output = props.pop("__extra__", "")
             info = {"kind": "android", "serial": self.serial}
             info.update(_describe(props))
             profile = match_profile(props)
@@ -313,28 +292,22 @@ class DeviceProfiler:
             baseline = {}
         # What the phone printed is data: anything but {"max_mc": number, ...} counts as no reading.
         max_mc = baseline.get("max_mc") if isinstance(baseline, dict) else None
-        self.baseline_mc = max_mc if within(_MILLIDEGREES, max_mc) else None
+        self.baseline_mc = max_mc if within(MILLIDEGREES, max_mc) else None
         info["baseline_c"] = None if self.baseline_mc is None else self.baseline_mc / 1000.0
 
     def _cleanup(self):
         if not self.remote_dir:
             return
-        try:
+        with contextlib.suppress(MbkError):  # the device is gone; nothing left to clean from here
             self._shell(f"rm -rf {self._q(self.remote_dir)}", timeout_s=60)
-        except MbkError:
-            pass  # the device is gone; nothing left to clean from here
         self.remote_dir = None
 
     # --- runs ------------------------------------------------------------------------------
 
     def profile_all(self, paths, seq_lens=(None,)):
-        """Profiles every model at every sequence length; returns result records.
-
-        Raises:
-            MbkError: any failure; ``err.partial_results`` holds the records
-                finished before it (a disconnect keeps the finished trials of
-                the model that was running, marked ``incomplete``).
-        """
+        """Profiles every model at every sequence length; returns result records. On any MbkError,
+        ``err.partial_results`` holds the records finished before it (a disconnect keeps the finished trials of the
+        model that was running, marked ``incomplete``)."""
         results = []
         current = None
         try:
@@ -361,10 +334,7 @@ class DeviceProfiler:
     def _new_result(self, info, requested):
         length = planned_length(info.metadata, info.static_seq_len, requested or self.seq_len)
         if info.static_seq_len and length != info.static_seq_len:
-            raise ProfilerError(
-                f"{info.path} has a fixed sequence length {info.static_seq_len}, not {length}; "
-                f"use --seq-len {info.static_seq_len} or export the model with a dynamic sequence length"
-            )
+            raise fixed_length_error(info.path, info.static_seq_len, length)
         if not FORMATS[info.format].on_device:
             raise ProfilerError(f"{info.path}: the adb target runs .tflite files with benchmark_model; profile .onnx files with --target host")
         if not self.tool.input_flags and not info.static_seq_len:
@@ -400,10 +370,7 @@ class DeviceProfiler:
                                       "benchmark_model is given: the work is the same, the values are not")
         return result
 
-    def _model_args(self, info, result, remote_model, value_files):
-        input_flags, _ = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
-        if not self.tool.input_flags:
-            input_flags = []
+    def _model_args(self, input_flags, remote_model, value_files):
         args = [
             f"--graph={remote_model}",
             f"--num_threads={self.threads}",
@@ -425,8 +392,9 @@ class DeviceProfiler:
     def _run_model(self, info, result):
         remote_model = f"{self.remote_dir}/{os.path.basename(info.path)}"
         self.adb.push(self.serial, info.path, remote_model)
-        _, value_data = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
-        value_data = value_data if self.tool.input_flags else {}
+        input_flags, value_data = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
+        if not self.tool.input_flags:  # the tool fills its inputs itself
+            input_flags, value_data = [], {}
         value_files = {}
         with tempfile.TemporaryDirectory(prefix="mbk-values-") as tmp:
             for name, data in value_data.items():
@@ -435,11 +403,11 @@ class DeviceProfiler:
                     f.write(data)
                 value_files[name] = f"{self.remote_dir}/input_{name}.bin"
                 self.adb.push(self.serial, local, value_files[name])
-        args = self._model_args(info, result, remote_model, value_files)
+        args = self._model_args(input_flags, remote_model, value_files)
         result["runtime"]["flags"] = args
         # On an error the model stays until _cleanup removes the whole run directory.
         for record, log in self._run_loop(args, self.trials, info):
-            result["trials"].append(_trial(record, log, self.cpus, log_text=record.get("_log")))
+            result["trials"].append(_trial(record, log, self.cpus))
             result["simulated"] = result["simulated"] or log.simulated
         _summarize_trials(result)
         if self.op_profile:
@@ -547,7 +515,7 @@ def _failure_message(info, text, code, tool):
     return f"{tool.name} failed on {os.path.basename(info.path)} (exit {code}): {reason}" + (f"; {hint}" if hint else "")
 
 
-def _trial(record, log, cpus, log_text=None):
+def _trial(record, log, cpus):
     """One trial's record: the tool's figures, thermal data and its raw output (for later checks)."""
     latency = log.latency_ms()
     trial = {
@@ -561,7 +529,7 @@ def _trial(record, log, cpus, log_text=None):
         "memory": dict(log.memory),
         "delegation": list(log.delegation),
         "output_formats": sorted(log.formats),
-        "log": log_text,
+        "log": record.get("_log"),
     }
     trial.update(trial_thermal(record, cpus))
     return trial
@@ -573,8 +541,7 @@ def _summarize_trials(result):
         return
     result["latency_ms"] = combine_trials([t["latency_ms"] for t in trials])
     notes = []
-    no_median = sum(1 for t in trials if (t.get("latency_ms") or {}).get("median") is None)
-    if no_median:
+    if no_median := sum(1 for t in trials if (t.get("latency_ms") or {}).get("median") is None):
         # combine_trials stands a trial's average in for its median; the column is headed "median", so say so.
         notes.append(f"benchmark_model printed no median in {no_median} of {len(trials)} trial(s) (an older build): "
                      "the median column uses those trials' averages")
@@ -599,12 +566,8 @@ def _summarize_trials(result):
 
 
 def profile_devices(adb, serials, paths, seq_lens=(None,), **options):
-    """Profiles the models on several devices in parallel; returns all records.
-
-    Raises:
-        MbkError: the first failure (by serial order), with ``partial_results``
-            holding every record finished on any device.
-    """
+    """Profiles the models on several devices in parallel; returns all records. Raises the first failure (by serial
+    order), its ``partial_results`` holding every record finished on any device."""
     profilers = [DeviceProfiler(adb, serial, **options) for serial in serials]
     if len(profilers) == 1:
         return profilers[0].profile_all(paths, seq_lens)

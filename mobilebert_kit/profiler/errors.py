@@ -1,8 +1,5 @@
-"""Errors the profiler raises for user and environment problems.
-
-All are :class:`mobilebert_kit.errors.MbkError`, so ``mbk profile`` prints them
-as one line (what is wrong, then what to do) and exits non-zero.
-"""
+"""Errors the profiler raises for user and environment problems, all :class:`mobilebert_kit.errors.MbkError`
+(one line: what is wrong, then what to do)."""
 
 from mobilebert_kit.errors import MbkError
 
@@ -12,12 +9,8 @@ class ProfilerError(MbkError):
 
 
 class BenchmarkParseError(ProfilerError):
-    """Text that is not benchmark_model output, or output that contradicts itself.
-
-    Args:
-        message: what was expected and what was found.
-        line_number: 1-based line of the offending line, if one is to blame.
-    """
+    """Text that is not benchmark_model output, or output that contradicts itself; ``line_number`` (1-based) names
+    the offending line, if one is to blame."""
 
     def __init__(self, message, line_number=None):
         self.line_number = line_number
@@ -30,13 +23,8 @@ class DeviceError(ProfilerError):
 
 
 class DeviceDisconnectedError(DeviceError):
-    """The device went away while trials were running.
-
-    Args:
-        message: one-line description with the fix.
-        partial_results: the per-model results finished before the disconnect;
-            the command line still writes them to the report.
-    """
+    """The device went away while trials were running; ``partial_results`` are the results finished before, which the
+    command line still writes to the report."""
 
     def __init__(self, message, partial_results=None):
         self.partial_results = list(partial_results or [])

@@ -1,19 +1,9 @@
 """Latency of ``.tflite`` / ``.onnx`` files on this machine.
 
-``.tflite`` runs with ai-edge-litert's ``CompiledModel`` or its ``Interpreter``
-(``runtime``: ``auto`` takes CompiledModel where it serves, the choice and any
-fallback are recorded as ``runtime.api`` and in the warnings; see
-``artifacts/runtimes.py``), XNNPACK on, or the builtin kernels with
-``delegate="none"``; ``.onnx`` runs with ONNX Runtime's CPU provider. The process is pinned to the chosen cores before the runtime
-creates its thread pools, so they inherit the mask. The loop follows
-benchmark_model: warm-up runs (the first one is reported as the first
-inference), then timed runs until both ``runs`` and ``min_time_s`` are
-reached (but no longer than ``max_time_s``). Each timed sample is one
-``invoke()`` / ``run()`` call, with inputs set once beforehand.
-
-Per-op profiles: ONNX Runtime's own profiler (in a separate session after the
-timed runs, so profiling does not slow the measured ones); for ``.tflite``
-the benchmark_model binary, when one for this host is given.
+``.tflite`` runs with ai-edge-litert's ``CompiledModel`` or ``Interpreter`` (``artifacts/runtimes.py`` decides),
+``.onnx`` with ONNX Runtime's CPU provider; docs/profiler.md ("On this machine") describes the loop, the figures
+and the per-op profiles. The process is pinned to the chosen cores before the runtime creates its thread pools,
+so they inherit the mask.
 
 Example:
     >>> result = HostProfiler(threads=1, cores="big").profile("mobilebert.tflite")  # doctest: +SKIP
@@ -22,6 +12,7 @@ Example:
 """
 
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -51,7 +42,9 @@ from mobilebert_kit.profiler.stats import summarize, too_few_runs
 from mobilebert_kit.profiler.topology import CpuTopology
 
 DELEGATES = tuple(TFLITE_RESOLVERS)  # "xnnpack", "none"
-GRAPH_OPTIMIZATIONS = ("all", "extended", "basic", "disabled")
+_ORT_LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC",
+               "disabled": "ORT_DISABLE_ALL"}
+GRAPH_OPTIMIZATIONS = tuple(_ORT_LEVELS)
 _HOST_ABIS = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "arm64-v8a", "arm64": "arm64-v8a", "i686": "x86", "armv7l": "armeabi-v7a"}
 
 
@@ -152,13 +145,8 @@ class HostProfiler:
         info = ModelInfo(path)
         length = planned_length(info.metadata, info.static_seq_len, seq_len or self.seq_len)
         vocab = info.feed_vocab(self.vocab_size)
-        result = new_result(info, target="host", seq_len=length, flops_override=self.flops)
-        result["device"] = self.device_info()
-        result["config"] = run_config(
-            self, vocab, inputs="sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1"
-        )
-        if FORMATS[info.format].litert:
-            result["config"]["runtime"] = self.runtime
+        result = self._new_result(info, length, vocab,
+                                  "sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1")
         if self.threads > len(self.cpus):
             result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
@@ -168,28 +156,7 @@ class HostProfiler:
                 timing = self._run_tflite(info, feeds, length)
             else:
                 timing = self._run_onnx(info, feeds)
-        samples = timing.pop("samples_ms")
-        result["runtime"] = timing.pop("runtime")
-        result["warnings"].extend(timing.pop("runtime_warnings", ()))
-        result["samples_ms"] = samples
-        result["latency_ms"] = summarize(samples)
-        for warning in (runs_warning(len(samples), self.runs, self.max_time_s), too_few_runs(result["latency_ms"])):
-            if warning:
-                result["warnings"].append(warning)
-        result["init_ms"] = timing["init_ms"]
-        result["first_inference_ms"] = timing["first_ms"]
-        result["peak_rss_mb"], result["memory"]["peak_rss_source"] = _peak_rss_mb()
-        result["trials"] = [
-            {
-                "trial": 0,
-                "count": len(samples),
-                "duration_s": timing["timed_s"],
-                "latency_ms": result["latency_ms"],
-                "init_ms": timing["init_ms"],
-                "first_inference_ms": timing["first_ms"],
-                "throttled": False,
-            }
-        ]
+        _add_timing(result, timing, self.runs, self.max_time_s)
         if self.op_profile:
             self._add_op_profile(result, info, feeds, length, vocab)
         return finish_result(result)
@@ -197,10 +164,9 @@ class HostProfiler:
     def profile_text(self, path, text):
         """Times one model file on real sentences, one sentence per call, as its app feeds them.
 
-        A file with an open sequence axis gets each sentence at its own token count, its inputs resized when
-        the length changes (MediaPipe's inference runner resizes and re-allocates the same way); a static file
-        gets each sentence padded to its length. Every call copies its sentence's inputs in, in both cases, so
-        the two compare as the app sees them. The runs cycle through the sentences, at least once through all.
+        A file with an open sequence axis gets each sentence at its own token count (resized as MediaPipe
+        does), a static file each sentence padded; every call copies its inputs in. The runs cycle through the
+        sentences, at least once through all.
 
         Args:
             path: a ``.tflite`` or ``.onnx`` file.
@@ -212,17 +178,13 @@ class HostProfiler:
         info = ModelInfo(path)
         static = info.static_seq_len
         feeds = text.feeds(info.inputs, static_len=static)
-        result = new_result(info, target="host", seq_len=static or (text.max_tokens if info.takes_text else
-                                                                    int(text.lengths.max())), flops_override=self.flops)
+        result = self._new_result(info, static or (text.max_tokens if info.takes_text else int(text.lengths.max())),
+                                  info.feed_vocab(self.vocab_size),
+                                  f"real text: {len(feeds)} sentence(s) of {text.source}, one per call")
         if self.flops is None:
             result["flops"], result["flops_by_op"] = None, {}
             result["flops_source"] = "real text: the work differs per sentence"
-        result["device"] = self.device_info()
         result["text"] = text.summary(fed=f"padded to {static}" if static else "own length")
-        result["config"] = run_config(self, info.feed_vocab(self.vocab_size),
-                                      inputs=f"real text: {len(feeds)} sentence(s) of {text.source}, one per call")
-        if FORMATS[info.format].litert:
-            result["config"]["runtime"] = self.runtime
         runs = max(self.runs, len(feeds))
         reset_peak_rss()
         with _pinned(self.cpus):
@@ -232,50 +194,36 @@ class HostProfiler:
                 timing = self._run_tflite_rows(info, feeds, runs)
             else:
                 timing = self._run_onnx(info, feeds, runs)
-        samples = timing.pop("samples_ms")
-        result["runtime"] = timing.pop("runtime")
-        result["warnings"].extend(timing.pop("runtime_warnings", ()))
-        result["samples_ms"] = samples
-        result["latency_ms"] = summarize(samples)
-        for warning in (runs_warning(len(samples), runs, self.max_time_s), too_few_runs(result["latency_ms"])):
-            if warning:
-                result["warnings"].append(warning)
+        _add_timing(result, timing, runs, self.max_time_s)
         if text.truncated:
             result["warnings"].append(f"{text.truncated} sentence(s) of {text.source} are longer than the "
                                       f"{text.max_tokens} tokens the file takes and were cut, as the app cuts them")
-        result["init_ms"] = timing["init_ms"]
-        result["first_inference_ms"] = timing["first_ms"]
-        result["peak_rss_mb"], result["memory"]["peak_rss_source"] = timing.pop("peak_rss", None) or _peak_rss_mb()
-        result["trials"] = [{"trial": 0, "count": len(samples), "duration_s": timing["timed_s"],
-                             "latency_ms": result["latency_ms"], "init_ms": timing["init_ms"],
-                             "first_inference_ms": timing["first_ms"], "throttled": False}]
         return finish_result(result)
+
+    def _new_result(self, info, seq_len, vocab, inputs):
+        result = new_result(info, target="host", seq_len=seq_len, flops_override=self.flops)
+        result["device"] = self.device_info()
+        result["config"] = run_config(self, vocab, inputs=inputs)
+        if FORMATS[info.format].litert:
+            result["config"]["runtime"] = self.runtime
+        return result
 
     def _run_tflite_rows(self, info, feeds, runs):
         choice = self._choose_runtime(info)
         if choice.runtime.name == "compiled_model":
-            state = {"row": 0}
+            rows = itertools.cycle(feeds)
 
             def feed_next(compiled):  # a static file: every sentence is padded to the same shape, no resize
-                compiled.set_inputs(feeds[state["row"] % len(feeds)])
-                state["row"] += 1
+                compiled.set_inputs(next(rows))
                 compiled.invoke()
 
             return self._run_compiled(info, choice, feed_next, None, runs)
         interpreter, init_ms = self._timed_load(info, "ai-edge-litert", lambda: load_tflite(
             info.path, num_threads=self.threads, delegate=self.delegate))
-        details = interpreter.get_input_details()
-        missing = [d["name"] for d in details if d["name"] not in feeds[0]]
-        if missing:
-            raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
-        try:
-            timing = self._loop(app_calls(interpreter, feeds), runs)
-        except (RuntimeError, ValueError) as err:
-            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, None)) from err
-        timing["init_ms"] = init_ms
-        timing["runtime"] = self._interpreter_record(interpreter, choice)
-        timing["runtime_warnings"] = choice.warnings
-        return timing
+        _check_inputs(info, [d["name"] for d in interpreter.get_input_details()], feeds[0])
+        timing = self._timed_loop(info, "ai-edge-litert", app_calls(interpreter, feeds), runs)
+        return {**timing, "init_ms": init_ms, "runtime": self._interpreter_record(interpreter, choice),
+                "runtime_warnings": choice.warnings}
 
     # --- runtimes -----------------------------------------------------------------
 
@@ -284,12 +232,8 @@ class HostProfiler:
         return choose_tflite_runtime(self.runtime, delegate=self.delegate, **info.runtime_needs)
 
     def _timed_load(self, info, runtime, load, length=None):
-        """``(loaded, init_ms)`` of ``load()``: the one path by which every runtime loads a file here.
-
-        Each loader reads the file's bytes once (artifacts.runner.read_model), so a file changed meanwhile
-        is refused in one line rather than SIGBUS. A loader's own finding (no cause: an int16 file that
-        crashes LiteRT, no CompiledModel installed) is said as it is; a runtime's error gets the hint.
-        """
+        """``(loaded, init_ms)`` of ``load()``: the one path by which every runtime loads a file here. A loader's
+        own finding (no ``__cause__``) is said as it is; a runtime's error gets :func:`_runtime_message`'s hint."""
         start = time.perf_counter()
         try:
             loaded = load()
@@ -297,6 +241,14 @@ class HostProfiler:
             raise ProfilerError(str(err) if err.__cause__ is None else
                                 _runtime_message(info, runtime, err.__cause__, length)) from err
         return loaded, (time.perf_counter() - start) * 1000.0
+
+    def _timed_loop(self, info, runtime, call, runs=None, errors=(RuntimeError, ValueError), length=None,
+                    self_timed=False):
+        """:meth:`_loop` of ``call``; a runtime's failure (``errors``) is one ProfilerError line with its hint."""
+        try:
+            return self._loop(call, runs, self_timed)
+        except errors as err:
+            raise ProfilerError(_runtime_message(info, runtime, err, length)) from err
 
     def _interpreter_record(self, interpreter, choice):
         return {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
@@ -308,20 +260,14 @@ class HostProfiler:
         compiled, init_ms = self._timed_load(info, "LiteRT CompiledModel", lambda: load_compiled_model(
             info.path, num_threads=self.threads, delegate=self.delegate))
         if feeds is not None:
-            missing = [d["name"] for d in compiled.input_details if d["name"] not in feeds]
-            if missing:
-                raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
+            _check_inputs(info, [d["name"] for d in compiled.input_details], feeds)
             compiled.set_inputs(feeds)
-        try:
-            timing = self._loop(lambda: call(compiled), runs)
-        except (RuntimeError, ValueError) as err:
-            raise ProfilerError(_runtime_message(info, "LiteRT CompiledModel", err, None)) from err
-        timing["init_ms"] = init_ms
-        timing["runtime"] = {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
-                             "version": litert_version, "delegate": self.delegate, "accelerator": "CPU",
-                             "kernel_mode": "BUILTIN" if self.delegate == "none" else "XNNPACK", "threads": self.threads}
-        timing["runtime_warnings"] = choice.warnings
-        return timing
+        timing = self._timed_loop(info, "LiteRT CompiledModel", lambda: call(compiled), runs)
+        return {**timing, "init_ms": init_ms, "runtime_warnings": choice.warnings,
+                "runtime": {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
+                            "version": litert_version, "delegate": self.delegate, "accelerator": "CPU",
+                            "kernel_mode": "BUILTIN" if self.delegate == "none" else "XNNPACK",
+                            "threads": self.threads}}
 
     def _run_tflite(self, info, feeds, length):
         choice = self._choose_runtime(info)
@@ -330,34 +276,18 @@ class HostProfiler:
         interpreter, init_ms = self._timed_load(info, "ai-edge-litert", lambda: load_tflite(
             info.path, num_threads=self.threads, delegate=self.delegate,
             input_shapes={name: list(value.shape) for name, value in feeds.items()}), length)
+        _check_inputs(info, [d["name"] for d in interpreter.get_input_details()], feeds)
         for detail in interpreter.get_input_details():
-            if detail["name"] not in feeds:
-                raise ProfilerError(f"{info.path}: input {detail['name']!r} is not among the model inputs read from the file")
             interpreter.set_tensor(detail["index"], feeds[detail["name"]])
-
-        def call():
-            interpreter.invoke()
-
-        try:
-            timing = self._loop(call)
-        except RuntimeError as err:
-            raise ProfilerError(_runtime_message(info, "ai-edge-litert", err, length)) from err
-        timing["init_ms"] = init_ms
-        timing["runtime"] = self._interpreter_record(interpreter, choice)
-        timing["runtime_warnings"] = choice.warnings
-        return timing
+        timing = self._timed_loop(info, "ai-edge-litert", interpreter.invoke, errors=RuntimeError, length=length)
+        return {**timing, "init_ms": init_ms, "runtime": self._interpreter_record(interpreter, choice),
+                "runtime_warnings": choice.warnings}
 
     def _onnx_options(self, profile_prefix=None):
-        levels = {
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        }
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = self.inter_op_threads
-        options.graph_optimization_level = levels[self.graph_optimization]
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _ORT_LEVELS[self.graph_optimization])
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 4  # a failing kernel is reported once, by _run_onnx, in one line
         if profile_prefix:
@@ -370,21 +300,12 @@ class HostProfiler:
         rows = feeds if isinstance(feeds, list) else [feeds]
         session, init_ms = self._timed_load(info, "onnxruntime", lambda: load_onnx(info.path, self._onnx_options()))
         names = [i.name for i in session.get_inputs()]
-        missing = [n for n in names if n not in rows[0]]
-        if missing:
-            raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
+        _check_inputs(info, names, rows[0])
         run_feeds = [{n: row[n] for n in names} for row in rows]
-        state = {"row": 0}
-
-        def call():
-            session.run(None, run_feeds[state["row"] % len(run_feeds)])
-            state["row"] += 1
-
-        try:
-            timing = self._loop(call, runs)
-        except Exception as err:  # noqa: BLE001
-            shape = getattr(next(iter(run_feeds[0].values()), None), "shape", ())
-            raise ProfilerError(_runtime_message(info, "onnxruntime", err, shape[1] if len(shape) == 2 else None)) from err
+        shape = getattr(next(iter(run_feeds[0].values()), None), "shape", ())
+        cycle = itertools.cycle(run_feeds)
+        timing = self._timed_loop(info, "onnxruntime", lambda: session.run(None, next(cycle)), runs,
+                                  errors=Exception, length=shape[1] if len(shape) == 2 else None)
         timing["init_ms"] = init_ms
         timing["runtime"] = {
             "name": "onnxruntime",
@@ -402,16 +323,9 @@ class HostProfiler:
         ``session.run`` itself, so the pipes to it are not counted."""
         session, _ = self._timed_load(info, "onnxruntime with onnxruntime-extensions",
                                       lambda: TextSession(info.path, self.threads))
-        state = {"row": 0}
-
-        def call():
-            state["row"] += 1
-            return session.timed_run(feeds[(state["row"] - 1) % len(feeds)])
-
-        try:
-            timing = self._loop(call, runs, self_timed=True)
-        except RuntimeError as err:
-            raise ProfilerError(_runtime_message(info, "onnxruntime with onnxruntime-extensions", err, None)) from err
+        rows = itertools.cycle(feeds)
+        timing = self._timed_loop(info, "onnxruntime with onnxruntime-extensions",
+                                  lambda: session.timed_run(next(rows)), runs, errors=RuntimeError, self_timed=True)
         timing["peak_rss"] = _peak_rss_mb(session.pid, "of the process that ran the file")
         timing["init_ms"] = session.load_ms  # the session's creation, not the child's start
         timing["runtime"] = {"name": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
@@ -421,11 +335,8 @@ class HostProfiler:
         return timing
 
     def _loop(self, call, runs=None, self_timed=False):
-        """Warm-up, then timed calls until ``runs`` (default: the profiler's) and ``min_time_s`` are both reached.
-
-        A ``self_timed`` call returns the nanoseconds of its own work (a child process's run), which are the
-        sample; the wall clock still decides when to stop.
-        """
+        """Warm-up, then timed calls until ``runs`` (default: the profiler's) and ``min_time_s`` are both reached; a
+        ``self_timed`` call returns the nanoseconds of its own work (the sample), the wall clock decides the stop."""
         runs = self.runs if runs is None else runs
         clock = time.perf_counter_ns
         start = clock()
@@ -515,21 +426,14 @@ class HostProfiler:
 
 
 def app_calls(interpreter, feeds):
-    """A zero-argument callable that runs the next of ``feeds`` (cycling) on ``interpreter``, as a client app does.
-
-    A feed of a new length resizes the inputs and re-allocates (MediaPipe's inference runner does the same for
-    a dynamic-length file); every call copies its inputs in. ``benchmarks/real_text_latency.py`` times with it.
-
-    Args:
-        interpreter: an allocated LiteRT interpreter.
-        feeds (list[dict]): ``{input name: array}`` per call.
-    """
+    """A zero-argument callable that runs the next of ``feeds`` (``{input name: array}`` per call, cycling) on an
+    allocated LiteRT ``interpreter`` as a client app does: a feed of a new length resizes and re-allocates (as
+    MediaPipe's inference runner does), every call copies its inputs in."""
     details = interpreter.get_input_details()
-    state = {"row": 0, "shape": None}
+    rows, state = itertools.cycle(feeds), {"shape": None}
 
     def call():
-        feed = feeds[state["row"] % len(feeds)]
-        state["row"] += 1
+        feed = next(rows)
         shape = feed[details[0]["name"]].shape
         if shape != state["shape"]:
             for detail in details:
@@ -544,20 +448,9 @@ def app_calls(interpreter, feeds):
 
 
 def onnx_op_summary(events, runs, skip_runs=0):
-    """Aggregates ONNX Runtime profiler events into per-op-type rows.
-
-    Args:
-        events: the Chrome-trace event list ORT writes.
-        runs: how many profiled ``run()`` calls to average over.
-        skip_runs: leading ``run()`` calls (warm-up, with first-run
-            allocations) whose node events are left out.
-
-    Returns:
-        Rows like benchmark_model's "Summary by node type": ``node_type``,
-        ``count`` (nodes of that type), ``avg_ms`` (per inference: the sum
-        over nodes of each node's median duration), ``pct``, ``times_called``
-        (per inference), sorted by time.
-    """
+    """Aggregates ONNX Runtime profiler ``events`` (its Chrome trace) over ``runs`` profiled calls, after
+    ``skip_runs`` warm-up calls, into benchmark_model's "Summary by node type" rows: ``node_type``, ``count``,
+    ``avg_ms`` (per inference: the sum of each node's median duration), ``pct``, ``times_called``; slowest first."""
     model_runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"), key=lambda e: e.get("ts", 0))
     start_ts = None
     if skip_runs and len(model_runs) > skip_runs:
@@ -593,11 +486,8 @@ def onnx_op_summary(events, runs, skip_runs=0):
 
 
 def _delegate_nodes(interpreter):
-    """Number of delegate kernels in the execution plan: > 0 means XNNPACK took part.
-
-    Read through ``_get_ops_details``, a private ai-edge-litert method (present
-    in 2.3.0); None if a later version drops it.
-    """
+    """Number of delegate kernels in the execution plan (> 0: XNNPACK took part), through the private
+    ``_get_ops_details``; None if a later ai-edge-litert drops it."""
     try:
         return sum(1 for op in interpreter._get_ops_details() if op.get("op_name") == "DELEGATE")
     except (AttributeError, RuntimeError, TypeError):
@@ -606,21 +496,16 @@ def _delegate_nodes(interpreter):
 
 @contextlib.contextmanager
 def _pinned(cpus):
-    """Pins every thread of this process to ``cpus``; restores each thread's mask afterwards.
-
-    Threads the runtimes create inside the block inherit the mask from the
-    creating thread (Linux ``sched_setaffinity`` is per thread).
-    """
+    """Pins every thread of this process to ``cpus`` (threads created inside inherit the mask); restores each
+    thread's mask afterwards."""
     saved = {}
     if not hasattr(os, "sched_setaffinity"):
         yield
         return
     for tid in _thread_ids():
-        try:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
             saved[tid] = os.sched_getaffinity(tid)
             os.sched_setaffinity(tid, cpus)
-        except OSError:
-            pass  # a thread that ended meanwhile
     try:
         yield
     finally:
@@ -637,9 +522,8 @@ def _thread_ids():
 
 
 def reset_peak_rss():
-    """Resets this process's peak-RSS mark (VmHWM); False where the kernel does not allow it."""
-    # Linux >= 4.0: writing 5 resets the peak RSS (VmHWM) to the current RSS,
-    # so the figure belongs to this model, not to what the process did before.
+    """Resets this process's peak-RSS mark (VmHWM, Linux >= 4.0) to the current RSS, so the figure is this
+    model's; False where the kernel does not allow it."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -649,13 +533,10 @@ def reset_peak_rss():
 
 
 def _peak_rss_mb(pid="self", whose="since reset (/proc/self/clear_refs)"):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0, f"VmHWM {whose}"
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0, f"VmHWM {whose}"
     if pid != "self":
         return None, f"not measured ({whose})"
     # ru_maxrss: kilobytes on Linux, the whole process lifetime.
@@ -663,13 +544,10 @@ def _peak_rss_mb(pid="self", whose="since reset (/proc/self/clear_refs)"):
 
 
 def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
 
 
@@ -677,11 +555,32 @@ def _runtime_message(info, runtime, err, length):
     first = first_line(err)
     if length and info.static_seq_len and length != info.static_seq_len:
         hint = f"; the model may not accept sequence length {length} (try --seq-len {info.static_seq_len})"
-    elif length and not info.static_seq_len and not info.max_seq_len:
-        # A file from outside mbk (torch.onnx.export of a 64-position model) records no position table: it was
-        # run at the default length, and "re-export the model" sent the user after a file that was fine.
+    elif length and not info.static_seq_len and not info.max_seq_len:  # a file from outside mbk, run at the default
         hint = (f"; it ran at {length} tokens and the file records no position table (no mbk_metadata): pass "
                 "--seq-len within the model's positions, or re-export the model")
     else:
         hint = "; re-export the model"
     return f"{runtime} cannot run {info.path}: {first[:200]}{hint}"
+
+
+def _check_inputs(info, names, feed):
+    if missing := [name for name in names if name not in feed]:
+        raise ProfilerError(f"{info.path}: inputs {missing} are not among the model inputs read from the file")
+
+
+def _add_timing(result, timing, runs, max_time_s):
+    """Fills ``result`` with a timing loop's samples, statistics, warnings, init and memory figures."""
+    samples = timing.pop("samples_ms")
+    result["runtime"] = timing.pop("runtime")
+    result["warnings"].extend(timing.pop("runtime_warnings", ()))
+    result["samples_ms"] = samples
+    result["latency_ms"] = summarize(samples)
+    for warning in (runs_warning(len(samples), runs, max_time_s), too_few_runs(result["latency_ms"])):
+        if warning:
+            result["warnings"].append(warning)
+    result["init_ms"] = timing["init_ms"]
+    result["first_inference_ms"] = timing["first_ms"]
+    result["peak_rss_mb"], result["memory"]["peak_rss_source"] = timing.pop("peak_rss", None) or _peak_rss_mb()
+    result["trials"] = [{"trial": 0, "count": len(samples), "duration_s": timing["timed_s"],
+                         "latency_ms": result["latency_ms"], "init_ms": timing["init_ms"],
+                         "first_inference_ms": timing["first_ms"], "throttled": False}]

@@ -1,15 +1,9 @@
 """Realistic inputs for timing an encoder: what a tokenizer would produce.
 
-Random integers over the whole int32 range are not a benchmark input: an
-embedding lookup with an id outside the vocabulary fails or reads garbage, and
-a random mask is not a mask. The inputs here are a sentence pair:
-
-- ``input_ids``: ids drawn uniformly from ``[1, vocab_size)``, padding with 0;
-- ``attention_mask``: 1 over the real tokens, then 0 (a prefix mask);
-- ``token_type_ids``: 0 for the first sentence, 1 for the second.
-
-By default the pair fills the whole sequence (no padding), so the work is the
-work of a full ``seq_len`` input, as in the paper's latency tables.
+A sentence pair (random int32 ids would fall outside the vocabulary, and a random mask is not a mask):
+``input_ids`` drawn uniformly from ``[1, vocab_size)`` (padding 0), ``attention_mask`` 1 over the real tokens
+then 0, ``token_type_ids`` 0 for the first sentence and 1 for the second. By default the pair fills the whole
+sequence, as in the paper's latency tables.
 
 Example:
     >>> feeds = make_feeds(info.inputs, seq_len=128, vocab_size=30522)  # doctest: +SKIP
@@ -26,19 +20,18 @@ MAX_FEED_VALUES = 1 << 23
 _NUMPY_TYPES = {"int32": np.int32, "int64": np.int64, "float32": np.float32, "float16": np.float16, "int8": np.int8, "uint8": np.uint8}
 
 
+def _feed_shape(spec, seq_len):
+    """An input's shape with open axes at 1 and the last (sequence) axis at ``seq_len``."""
+    shape = [1 if d is None or d < 0 else int(d) for d in spec["shape"]] or [1]
+    if len(shape) >= 2:
+        shape[-1] = seq_len
+    return shape
+
+
 def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
-    """Returns ``{input name: array}`` for the model inputs.
-
-    Args:
-        inputs: ``ModelInfo.inputs`` (dicts with ``name``, ``role``, ``dtype``, ``shape``).
-        seq_len: tokens per sequence.
-        vocab_size: token ids are kept below this.
-        fill: fraction of the sequence that is real tokens (the rest is padding).
-        seed: random seed, so every run and runtime sees the same ids.
-
-    Raises:
-        ProfilerError: an input with an unsupported dtype, or a bad ``fill``.
-    """
+    """Returns ``{input name: array}`` for ``inputs`` (``ModelInfo.inputs``) at ``seq_len``: ids below ``vocab_size``,
+    ``fill`` the fraction of real tokens, ``seed`` the same ids for every run and runtime. Raises ProfilerError for
+    an input of an unsupported dtype or shape, or a bad ``fill``."""
     if not 0.0 < fill <= 1.0:
         raise ProfilerError(f"fill must be in (0, 1], got {fill}")
     if vocab_size < 2:
@@ -55,12 +48,9 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
         if role and len(spec["shape"]) != 2:
             raise ProfilerError(f"input {spec['name']!r} has shape {list(spec['shape'])}; the profiler feeds token "
                                 "inputs of shape [batch, seq] only (mbk export writes them)")
-        shape = [1 if d is None or d < 0 else int(d) for d in spec["shape"]] or [1]
-        if len(shape) >= 2:
-            shape[-1] = seq_len
+        shape = _feed_shape(spec, seq_len)
         count = int(np.prod(shape, dtype=np.float64))
-        if count > MAX_FEED_VALUES:
-            # a static batch read from the file decides the feed's size; numpy's MemoryError was an internal error
+        if count > MAX_FEED_VALUES:  # a static batch read from the file decides the feed's size
             raise ProfilerError(f"input {spec['name']!r} of shape {shape} needs {count:,} values, more than the "
                                 f"profiler's {MAX_FEED_VALUES:,}; export the model with batch 1")
         values = np.zeros(shape, dtype=np.int64)
@@ -75,32 +65,18 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
 
 
 def benchmark_input_flags(inputs, seq_len, vocab_size):
-    """Returns benchmark_model's input flags for the same realistic inputs.
+    """Returns ``(flags, {flag name: bytes of a value file})``: benchmark_model's input flags for the same inputs.
 
-    benchmark_model fills each integer input uniformly from an inclusive range
-    (``--input_layer_value_range``): ids from ``[1, vocab_size - 1]``, segment
-    ids from ``{0, 1}`` and an all-ones mask (a full-length sequence). A float
-    mask has no range flag; it gets a value file of ones instead, returned in
-    ``value_files`` for the caller to push.
-
-    Args:
-        inputs: ``ModelInfo.inputs`` in interpreter order.
-        seq_len: tokens per sequence.
-        vocab_size: token ids are kept below this.
-
-    Returns:
-        ``(flags, value_files)``: a list of ``--name=value`` strings, and
-        ``{flag name: bytes}`` of the value files to create.
-    """
+    The tool fills each integer input uniformly from an inclusive range (``--input_layer_value_range``): ids from
+    ``[1, vocab_size - 1]``, segment ids from ``{0, 1}``, an all-ones mask. A float mask has no range flag; it gets a
+    value file of ones instead, for the caller to push."""
     names, shapes, ranges, value_files = [], [], [], {}
     for spec in inputs:
         # The tool splits these flags on ':' and ','; it matches inputs by
         # position and only warns when names differ, so a safe name is used.
         name = spec.get("role") or re.sub(r"[^A-Za-z0-9_]", "_", spec["name"]) or "input"
         names.append(name)
-        shape = [1 if d is None or d < 0 else int(d) for d in spec["shape"]] or [1]
-        if len(shape) >= 2:
-            shape[-1] = seq_len
+        shape = _feed_shape(spec, seq_len)
         shapes.append(",".join(str(d) for d in shape))
         is_int = spec["dtype"] in ("int32", "int64", "int8", "uint8")
         role = spec.get("role")

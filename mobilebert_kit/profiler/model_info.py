@@ -1,22 +1,7 @@
-"""What the profiler needs to know about a model file, read from the file alone.
-
-Reads a ``.tflite`` flatbuffer (with the schema that ships in ai-edge-litert)
-or an ``.onnx`` graph and reports the inputs, the operator mix, the numeric
-precision, the normalisation/activation variant (for the paper's Table 6
-comparison), the vocabulary size (so token ids stay inside it) and the work
-of one inference in FLOPs.
-
-FLOPs are ``2 * MACs`` of the matrix products only: TFLite ``FULLY_CONNECTED``,
-``BATCH_MATMUL``, ``CONV_2D``, ``DEPTHWISE_CONV_2D``; ONNX ``MatMul``, ``Gemm``,
-``Conv`` and their integer/quantized forms. Element-wise work (softmax,
-normalisation, activations) is left out, as in the MobileBERT paper's FLOPs
-column, where it is a few percent of the total. When the shapes of some matrix
-op cannot be worked out, the count is unknown (None), never a partial sum.
-
-Example:
-    >>> info = ModelInfo("mobilebert.tflite")  # doctest: +SKIP
-    >>> info.precision, info.variant, info.flops(128) / 1e9  # doctest: +SKIP
-    ('float32', 'NoNorm+ReLU', 5.39)
+"""What the profiler needs to know about a model file, read from the file alone: inputs, operator mix,
+precision, normalisation/activation variant, vocabulary size and the FLOPs of one inference (docs/profiler.md
+says what they count). When the shapes of some matrix op cannot be worked out, the count is None, never a
+partial sum.
 """
 
 import hashlib
@@ -29,7 +14,7 @@ import onnx
 from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import FORMATS
-from mobilebert_kit.artifacts.metadata import read_artifact_metadata
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.reader import read_artifact, takes_text
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.runtimes import file_needs
@@ -57,13 +42,15 @@ FLOPS_SOURCE = "2 x MACs of matrix ops read from the model file"
 # When the vocabulary cannot be read from the graph: BERT's uncased WordPiece vocabulary.
 DEFAULT_VOCAB_SIZE = 30522
 
-def input_role(name):
-    """Returns ``input_ids``, ``attention_mask``, ``token_type_ids`` or None for an input name.
 
-    Example:
-        >>> input_role("serving_default_input_ids:0")
-        'input_ids'
-    """
+def fixed_length_error(path, static_len, seq_len):
+    """The ProfilerError for a file fixed at ``static_len`` asked to run at ``seq_len``."""
+    return ProfilerError(f"{path} has a fixed sequence length {static_len}, not {seq_len}; use --seq-len "
+                         f"{static_len} or export the model with a dynamic sequence length")
+
+
+def input_role(name):
+    """Returns ``input_ids``, ``attention_mask``, ``token_type_ids`` or None for an input name."""
     lowered = name.lower()
     # Longest alias first so "input_mask" is not taken for "mask" of something else.
     for role, aliases in _ROLE_ALIASES.items():
@@ -116,7 +103,8 @@ class ModelInfo:
         if not os.path.isfile(self.path):
             raise ProfilerError(f"{path}: no such model file; check the path")
         self.size_bytes = os.path.getsize(self.path)
-        self.sha256 = _sha256(self.path)
+        with open(self.path, "rb") as handle:
+            self.sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
         try:
             artifact = read_artifact(self.path, self.format)
         except ArtifactError as err:
@@ -142,17 +130,16 @@ class ModelInfo:
         self.variant = taxonomy.variant_name(set(self.op_counts) | set(self.fused_activations), self.format)
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
         self.static_seq_len = _static_seq_len(self.inputs)
-        self.metadata = _mbk_metadata(self.path)
+        try:  # its planned length, position table, ...; values out of their bounds refused (metadata.BOUNDED)
+            self.metadata = parse_mbk_metadata(artifact.metadata, self.path)[0]
+        except ArtifactError as err:
+            raise ProfilerError(str(err)) from err
         self.max_seq_len = self.metadata.get("max_seq_len")  # bounded where it is read (metadata.BOUNDED)
         self.takes_text = takes_text(self.inputs)  # a --tokenizer-in-graph .onnx: fed the text itself
 
     def feed_vocab(self, given=None):
-        """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's.
-
-        Raises:
-            ProfilerError: ``given`` exceeds what the file's lookup reads (its embedding table or one-hot depth):
-                the runtime failed with "gather index out of bounds ...; re-export the model", blaming the file.
-        """
+        """The vocabulary the timing inputs draw ids from: ``given`` (``--vocab-size``), else the model's; ProfilerError
+        when ``given`` exceeds what the file's lookup reads (the runtime would blame the file)."""
         if given is None:
             return int(self.vocab_size)
         if self.vocab_source in ("embedding table", "one-hot depth") and int(given) > self.vocab_size:
@@ -178,37 +165,12 @@ class ModelInfo:
     def summary(self):
         """Returns the JSON-ready description used in reports."""
         return {
-            "path": self.path,
-            "name": self.name,
-            "format": self.format,
-            "size_bytes": self.size_bytes,
-            "sha256": self.sha256,
-            "precision": self.precision,
-            "variant": self.variant,
-            "vocab_size": self.vocab_size,
-            "vocab_source": self.vocab_source,
-            "static_seq_len": self.static_seq_len,
+            **{key: getattr(self, key) for key in ("path", "name", "format", "size_bytes", "sha256", "precision",
+                                                   "variant", "vocab_size", "vocab_source", "static_seq_len")},
             "inputs": [dict(spec) for spec in self.inputs],
             "op_counts": dict(sorted(self.op_counts.items())),
             "fused_activations": dict(sorted(self.fused_activations.items())),
         }
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _mbk_metadata(path):
-    """The file's ``mbk_metadata`` (its planned length, position table, ...), ``{}`` when absent; values out of
-    their bounds refused in one line (``artifacts.metadata.BOUNDED``)."""
-    try:
-        return read_artifact_metadata(path)
-    except ArtifactError as err:
-        raise ProfilerError(str(err)) from err
 
 
 def _static_seq_len(inputs):
@@ -222,6 +184,37 @@ def _prod(shape):
     return int(np.prod([max(int(d), 0) for d in shape], dtype=np.int64)) if len(shape) else 1
 
 
+def _consumers(ops):
+    consumers = {}
+    for op in ops:
+        for key in op["inputs"]:
+            consumers.setdefault(key, []).append(op)
+    return consumers
+
+
+def _smallest_table(rows):
+    """The vocabulary when no lookup of the ids was found: any id below the smallest lookup table is valid in
+    every table."""
+    if tables := [n for n in rows if n is not None]:
+        return int(min(tables)), "smallest lookup table"
+    return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
+
+
+def _table_rows(ops, key, wrappers, table_shape):
+    """Rows of the constant table behind ``key`` (through ``wrappers``: dequantize and the like), or None;
+    ``table_shape(key)`` is a constant's shape, None for any other tensor."""
+    producers = {o: op for op in ops for o in op["outputs"]}
+    for _ in range(8):
+        shape = table_shape(key)
+        if shape is not None:
+            return int(shape[0]) if shape else None
+        op = producers.get(key)
+        if op is None or op["type"] not in wrappers or not op["inputs"]:
+            return None
+        key = op["inputs"][0]
+    return None
+
+
 class _TfliteGraph:
     """Vocabulary and FLOPs of the main subgraph of a read ``.tflite`` file."""
 
@@ -232,30 +225,12 @@ class _TfliteGraph:
         self.input_indices = artifact.inputs
         self._const_values = artifact.constant_values
 
-    def _consumers(self):
-        consumers = {}
-        for op in self.ops:
-            for i in op["inputs"]:
-                consumers.setdefault(i, []).append(op)
-        return consumers
-
     def _table_rows(self, tensor):
-        """Rows of the constant table behind ``tensor`` (through DEQUANTIZE and the like), or None."""
-        producers = {o: op for op in self.ops for o in op["outputs"]}
-        for _ in range(8):
-            if tensor < 0:
-                return None
-            if self.tensors[tensor]["constant"]:
-                shape = self.tensors[tensor]["shape"]
-                return int(shape[0]) if shape else None
-            op = producers.get(tensor)
-            if op is None or op["type"] not in _TFLITE_TABLE_WRAPPERS or not op["inputs"]:
-                return None
-            tensor = op["inputs"][0]
-        return None
+        return _table_rows(self.ops, tensor, _TFLITE_TABLE_WRAPPERS,
+                           lambda t: self.tensors[t]["shape"] if t >= 0 and self.tensors[t]["constant"] else None)
 
     def vocab_size(self, inputs):
-        consumers = self._consumers()
+        consumers = _consumers(self.ops)
         ids = [idx for idx, spec in zip(self.input_indices, inputs) if spec.get("role") == "input_ids"]
         frontier, seen = list(ids), set()
         while frontier:
@@ -280,12 +255,8 @@ class _TfliteGraph:
                         return int(depth[0]), "one-hot depth"
                 elif op["type"] in _TFLITE_PASS_THROUGH:
                     frontier.extend(op["outputs"])
-        tables = [self._table_rows(op["inputs"][0]) for op in self.ops if op["type"] == "GATHER" and op["inputs"]]
-        tables = [rows for rows in tables if rows is not None]
-        if tables:
-            # Any id below the smallest lookup table is valid in every table.
-            return int(min(tables)), "smallest lookup table"
-        return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
+        return _smallest_table([self._table_rows(op["inputs"][0]) for op in self.ops
+                                if op["type"] == "GATHER" and op["inputs"]])
 
     def _shapes(self, seq_len, inputs):
         """Tensor shapes at ``seq_len``; dynamic models are resized by the interpreter."""
@@ -295,10 +266,7 @@ class _TfliteGraph:
         if not dynamic and static_len in (None, seq_len):
             return shapes
         if not dynamic:
-            raise ProfilerError(
-                f"{self.path} has a fixed sequence length {static_len}, not {seq_len}; "
-                f"use --seq-len {static_len} or export the model with a dynamic sequence length"
-            )
+            raise fixed_length_error(self.path, static_len, seq_len)
         want = {}
         for spec in inputs:
             shape = [1 if d < 0 else int(d) for d in spec["shape"]]
@@ -317,8 +285,8 @@ class _TfliteGraph:
         try:
             interpreter.invoke()
         except RuntimeError as err:
-            first = first_line(err)
-            raise ProfilerError(f"{self.path} does not run at sequence length {seq_len} ({first}); try a smaller --seq-len") from err
+            raise ProfilerError(f"{self.path} does not run at sequence length {seq_len} ({first_line(err)}); try a "
+                                "smaller --seq-len") from err
         for detail in interpreter.get_tensor_details():
             if detail["index"] < len(shapes):
                 shapes[detail["index"]] = [int(d) for d in detail["shape"]]
@@ -358,23 +326,11 @@ class _OnnxGraph:
         self.initializers = {name: t for name, t in artifact.tensors.items() if t["constant"]}
 
     def _table_rows(self, name):
-        """Rows of the initializer behind ``name`` (through DequantizeLinear and the like), or None."""
-        producers = {o: op for op in self.ops for o in op["outputs"]}
-        for _ in range(8):
-            table = self.initializers.get(name)
-            if table is not None:
-                return int(table["shape"][0]) if table["shape"] else None
-            op = producers.get(name)
-            if op is None or op["type"] not in _ONNX_TABLE_WRAPPERS or not op["inputs"]:
-                return None
-            name = op["inputs"][0]
-        return None
+        return _table_rows(self.ops, name, _ONNX_TABLE_WRAPPERS,
+                           lambda n: self.initializers[n]["shape"] if n in self.initializers else None)
 
     def vocab_size(self, inputs):
-        consumers = {}
-        for op in self.ops:
-            for name in op["inputs"]:
-                consumers.setdefault(name, []).append(op)
+        consumers = _consumers(self.ops)
         ids = [spec["name"] for spec in inputs if spec.get("role") == "input_ids"]
         frontier, seen = list(ids), set()
         while frontier:
@@ -389,11 +345,8 @@ class _OnnxGraph:
                         return rows, "embedding table"
                 elif op["type"] in _ONNX_PASS_THROUGH:
                     frontier.extend(op["outputs"][:1])
-        tables = [self._table_rows(op["inputs"][0]) for op in self.ops if op["type"] == "Gather" and op["inputs"]]
-        tables = [rows for rows in tables if rows is not None]
-        if tables:
-            return min(tables), "smallest lookup table"
-        return DEFAULT_VOCAB_SIZE, "default (no embedding lookup found)"
+        return _smallest_table([self._table_rows(op["inputs"][0]) for op in self.ops
+                                if op["type"] == "Gather" and op["inputs"]])
 
     def _shapes(self, seq_len, inputs):
         model = onnx.ModelProto()
@@ -406,10 +359,9 @@ class _OnnxGraph:
                 if not dim.HasField("dim_value"):
                     dim.Clear()
                     dim.dim_value = seq_len if position == len(dims) - 1 and len(dims) >= 2 else 1
-        # data_prop evaluates the Shape -> Gather/Concat -> Reshape chains exporters write (tf2onnx's Tensordot), whose
-        # outputs plain inference leaves unknown: without it the MatMuls behind them went uncounted (8x too few FLOPs).
-        # onnx's inference knows no com.microsoft kernel (our fused encoder blocks: convert/onnx/fused.py) and leaves
-        # every shape after the first one unknown; onnxruntime's symbolic inference knows them.
+        # data_prop evaluates the Shape -> Gather/Concat -> Reshape chains exporters write (tf2onnx's Tensordot), which
+        # plain inference leaves unknown; onnx knows no com.microsoft kernel (convert/onnx/fused.py): onnxruntime's
+        # symbolic inference does.
         inferred = _contrib_shapes(model)
         try:
             inferred = inferred or onnx.shape_inference.infer_shapes(model, data_prop=True)
@@ -430,10 +382,7 @@ class _OnnxGraph:
             shapes[name] = list(init["shape"])
         static = _static_seq_len(inputs)
         if static is not None and static != seq_len:
-            raise ProfilerError(
-                f"{self.path} has a fixed sequence length {static}, not {seq_len}; "
-                f"use --seq-len {static} or export the model with a dynamic sequence length"
-            )
+            raise fixed_length_error(self.path, static, seq_len)
         return shapes
 
     def flops(self, seq_len, inputs):
@@ -482,13 +431,8 @@ def _contrib_shapes(model):
 
 
 def _symbolic_shapes(model):
-    """``SymbolicShapeInference.infer_shapes(model, auto_merge=True)`` without its failure dump, else None.
-
-    Where some shape stays unknown (an op it does not know: a text-in file's ``ai.onnx.contrib`` tokenizer), that
-    method saves the half-inferred model as ``sym_shape_infer_temp.onnx`` and a ``<uuid>.data`` into the process's
-    working directory before it raises: ``mbk profile`` of a text-in file left both in the user's directory. Its
-    loop is run here, and an incomplete inference is None (onnx's inference then), as the exception was.
-    """
+    """``SymbolicShapeInference.infer_shapes(model, auto_merge=True)``, else None, without the failure dump that
+    method writes into the working directory (``sym_shape_infer_temp.onnx``) where some shape stays unknown."""
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
 
     opset = get_opset(model)

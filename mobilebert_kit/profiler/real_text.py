@@ -1,14 +1,6 @@
-"""Real text as a model's app feeds it: the sentences ``mbk profile --text FILE`` times a file on.
-
-A fixed sequence length times a file at one amount of work; an app's text is short and of many lengths. The
-sentences of a text file are tokenized as the file's app tokenizes them (the caller passes that tokenizer:
-``evaluation.artifact_metrics.app_tokenizer`` reads the vocabulary packed in the file, as ``mbk evaluate`` does;
-the profiler itself stays on the TensorFlow-free floor and imports no tokenizer) and cut at the longest input
-the file takes. A file whose sequence axis is open (the default ``.tflite``, ``[1, -1]``) is then
-fed each sentence at its own token count, resized per call as MediaPipe and the Task Library do; a static file
-gets each sentence padded to its length, as the clients pad it.
-
-TensorFlow-free, like the rest of the profiler.
+"""Real text as a model's app feeds it: the sentences ``mbk profile --text FILE`` times a file on (docs/profiler.md,
+"Real text", says how they are tokenized, cut and fed). The caller passes the app's tokenizer (e.g.
+``evaluation.artifact_metrics.app_tokenizer``): the profiler imports no tokenizer.
 
 Example:
     >>> text = RealText.from_file("tweets.txt", "model.tflite", app_tokenizer("model.tflite"))  # doctest: +SKIP
@@ -97,12 +89,8 @@ class RealText:
         return np.array([len(row) for row in self.ids])
 
     def feeds(self, inputs, static_len=None):
-        """``{input name: [1, n] array}`` per sentence for a model's ``inputs`` (``ModelInfo.inputs``).
-
-        Args:
-            inputs (list[dict]): the model's inputs (``name``, ``role``, ``dtype``).
-            static_len (int | None): pad every sentence to this length (a static file); None: its own length.
-        """
+        """``{input name: [1, n] array}`` per sentence for a model's ``inputs`` (``ModelInfo.inputs``), each padded to
+        ``static_len`` (a static file) or at its own length (None)."""
         if self.lines:
             return [{inputs[0]["name"]: np.array([line], dtype=object)} for line in self.lines]
         out = []
@@ -120,11 +108,8 @@ class RealText:
         return out
 
     def summary(self, fed="own length"):
-        """The text's record in a profile result: its sentences and their token counts.
-
-        Args:
-            fed (str): how the sentences were fed (``"own length"`` or ``"padded to N"``).
-        """
+        """The text's record in a profile result: its sentences and their token counts; ``fed`` says how they were fed
+        (``"own length"`` or ``"padded to N"``)."""
         # A text-in file's tokens are counted inside it: its sentences are described by their characters.
         lengths, unit = (np.array([len(line) for line in self.lines]), "characters") if self.lines else \
             (self.lengths, "tokens")

@@ -1,16 +1,8 @@
-"""Profiler reports: a versioned JSON document, CSV and a Markdown table.
+"""Profiler reports: a versioned JSON document (``schema: "mobilebert_kit.profile"``), CSV and a Markdown table.
 
-The JSON document (``schema: "mobilebert_kit.profile"``, ``schema_version``)
-holds one record per model file, sequence length and device; CSV and
-Markdown are flat views of the same records. Files are written to a
-temporary name in the destination directory and moved into place with
-``os.replace``, so a failed or interrupted run never leaves a half-written
-report behind. A run cut short by a device disconnect still writes a
-complete document with ``"incomplete": true`` and the error.
-
-Example:
-    >>> report = build_report(results, argv=["mbk", "profile", "m.tflite"])  # doctest: +SKIP
-    >>> write_json(report, "out.json")  # doctest: +SKIP
+One record per model file, sequence length and device; CSV and Markdown are flat views of the same records.
+Files are written to a temporary name and moved into place, so a failed run never leaves a half-written report;
+a run cut short by a device disconnect still writes a complete document with ``"incomplete": true``.
 """
 
 import csv
@@ -23,6 +15,7 @@ from pathlib import Path
 
 import mobilebert_kit
 from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.profiler.stats import STAT_KEYS
 from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.output_check import OutputKind, json_field, text_starts
 from mobilebert_kit.utils.structured import load_json
@@ -57,7 +50,6 @@ _RECORD_FIELDS = {
     "incomplete": bool,
     "warnings": list,
 }
-_LATENCY_KEYS = ("count", "mean", "std", "min", "max", "median", "p90", "p99", "mad", "cv")
 
 CSV_COLUMNS = (
     "model", "format", "precision", "variant", "target", "device", "serial", "simulated", "cores", "mask", "threads",
@@ -77,13 +69,8 @@ PROFILE_CSV = OutputKind("profile-csv", False, "a profile CSV table", lambda pat
 
 
 def build_report(results, *, options=None, error=None):
-    """Wraps result records into the versioned report document.
-
-    Args:
-        results: result records from the host or device runners.
-        options: the command's options, recorded for reproduction.
-        error: the one-line error that stopped the run early, if any.
-    """
+    """Wraps result records (host or device) into the versioned report document, with the command's ``options``
+    recorded for reproduction and ``error``, the one line that stopped the run early, if any."""
     report = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -93,18 +80,15 @@ def build_report(results, *, options=None, error=None):
         "simulated": any(r.get("simulated") for r in results),
         "incomplete": bool(error) or any(r.get("incomplete") for r in results),
         "error": error,
-        "results": [_jsonable(r) for r in results],
+        "results": [jsonable(r) for r in results],
     }
     validate_report(report)
     return report
 
 
 def validate_report(report):
-    """Checks a report document against schema version 1.
-
-    Raises:
-        ProfilerError: listing every field that is missing or of the wrong type.
-    """
+    """Checks a report document against schema version 1; one ProfilerError lists every field missing or of the
+    wrong type."""
     problems = []
     if not isinstance(report, dict):
         raise ProfilerError("report is not a JSON object")
@@ -126,7 +110,7 @@ def validate_report(report):
                 problems.append(f"results[{index}].{key} has type {type(record[key]).__name__}")
         latency = record.get("latency_ms")
         if isinstance(latency, dict):
-            for key in _LATENCY_KEYS:
+            for key in STAT_KEYS:
                 if key not in latency:
                     problems.append(f"results[{index}].latency_ms.{key} is missing")
         if record.get("target") not in ("host", "adb"):
@@ -143,15 +127,16 @@ def load_report(path):
     return validate_report(report)
 
 
-def _jsonable(value):
+def jsonable(value):
+    """``value`` as JSON holds it: str keys, lists, numpy scalars as numbers, non-finite floats as null."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return _jsonable(value.item())  # numpy scalars
+        return jsonable(value.item())  # numpy scalars
     return value
 
 
@@ -171,43 +156,23 @@ def flat_rows(report):
         device = r.get("device") or {}
         runtime = r.get("runtime") or {}
         config = r.get("config") or {}
-        rows.append(
-            {
-                "model": r["model"].get("name"),
-                "format": r["model"].get("format"),
-                "precision": r.get("precision"),
-                "variant": r.get("variant"),
-                "target": r.get("target"),
-                "device": device.get("model") or device.get("cpu_model") or device.get("kind"),
-                "serial": device.get("serial", ""),
-                "simulated": r.get("simulated"),
-                "cores": config.get("cores"),
-                "mask": config.get("mask"),
-                "threads": config.get("threads"),
-                "runtime": runtime.get("name"),
-                "delegate": runtime.get("delegate", runtime.get("graph_optimization", "")),
-                "seq_len": r.get("seq_len"),
-                "seq": _seq_cell(r),
-                "trials": len(r.get("trials") or []),
-                "count": lat.get("count"),
-                "median_ms": lat.get("median"),
-                "p90_ms": lat.get("p90"),
-                "p99_ms": lat.get("p99"),
-                "mean_ms": lat.get("mean"),
-                "std_ms": lat.get("std"),
-                "mad_ms": lat.get("mad"),
-                "cv": lat.get("cv"),
-                "min_ms": lat.get("min"),
-                "max_ms": lat.get("max"),
-                "init_ms": r.get("init_ms"),
-                "first_inference_ms": r.get("first_inference_ms"),
-                "peak_rss_mb": r.get("peak_rss_mb"),
-                "flops": r.get("flops"),
-                "gflops_per_s": r.get("gflops_per_s"),
-                "throttled": r.get("throttled"),
-                "incomplete": r.get("incomplete"),
-            }
-        )
+        rows.append({
+            "model": r["model"].get("name"),
+            "format": r["model"].get("format"),
+            "device": device.get("model") or device.get("cpu_model") or device.get("kind"),
+            "serial": device.get("serial", ""),
+            **{key: config.get(key) for key in ("cores", "mask", "threads")},
+            "runtime": runtime.get("name"),
+            "delegate": runtime.get("delegate", runtime.get("graph_optimization", "")),
+            "seq": _seq_cell(r),
+            "trials": len(r.get("trials") or []),
+            "count": lat.get("count"),
+            "cv": lat.get("cv"),
+            **{f"{key}_ms": lat.get(key) for key in ("median", "p90", "p99", "mean", "std", "mad", "min", "max")},
+            **{key: r.get(key) for key in ("precision", "variant", "target", "simulated", "seq_len", "init_ms",
+                                           "first_inference_ms", "peak_rss_mb", "flops", "gflops_per_s", "throttled",
+                                           "incomplete")},
+        })
     return rows
 
 
@@ -219,7 +184,7 @@ def _seq_cell(record):
         return f"text {tokens.get('median', 0):g}/{tokens.get('max')}" + (" pad" if text.get("fed") != "own length" else "")
     if isinstance(text, dict) and isinstance(text.get("characters"), dict):  # a text-in file: counted in characters
         return f"text {text['characters'].get('median', 0):g}/{text['characters'].get('max')} chars"
-    return _fmt(record.get("seq_len"))
+    return fmt(record.get("seq_len"))
 
 
 def to_csv(report):
@@ -235,7 +200,8 @@ def write_csv(report, path, overwrite=False):
     return write_text(path, to_csv(report), kind=PROFILE_CSV, overwrite=overwrite)
 
 
-def _fmt(value, digits=2):
+def fmt(value, digits=2):
+    """A table cell: ``n/a``, ``yes``/``no``, a float to ``digits`` places, or the value as text."""
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -259,9 +225,9 @@ def to_markdown(report):
         device = row["device"] + (f" ({row['serial']})" if row["serial"] else "")
         cells = (
             row["model"], row["precision"], row["variant"], row["target"], device, f"{row['cores']} ({row['mask']})",
-            _fmt(row["threads"]), row["seq"], _fmt(row["median_ms"], 3), _fmt(row["p90_ms"], 3), _fmt(row["p99_ms"], 3),
-            _fmt(row["mean_ms"], 3), _fmt(row["std_ms"], 3), _fmt(row["cv"], 3), _fmt(row["init_ms"]), _fmt(row["first_inference_ms"], 3),
-            _fmt(row["peak_rss_mb"], 1), _fmt(row["gflops_per_s"]), _fmt(row["throttled"]),
+            fmt(row["threads"]), row["seq"], fmt(row["median_ms"], 3), fmt(row["p90_ms"], 3), fmt(row["p99_ms"], 3),
+            fmt(row["mean_ms"], 3), fmt(row["std_ms"], 3), fmt(row["cv"], 3), fmt(row["init_ms"]), fmt(row["first_inference_ms"], 3),
+            fmt(row["peak_rss_mb"], 1), fmt(row["gflops_per_s"]), fmt(row["throttled"]),
         )
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines.append("")

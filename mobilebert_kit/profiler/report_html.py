@@ -1,16 +1,5 @@
-"""A self-contained HTML report with matplotlib plots.
-
-Plots (PNG, embedded as base64 so the page is one file):
-
-- latency distribution per model and precision: box plots of single
-  latencies on the host; on a phone, where benchmark_model prints only
-  aggregates, boxes built from each trial's min / p5 / median / p95 / max
-  (or avg when the build prints no percentiles);
-- comparison across files: median latency with the p90 (or max) whisker;
-- latency against sequence length, for models profiled at several lengths.
-
-The summary table, the Table 6 comparison, per-trial thermal data and the
-top operators of each per-op profile follow the plots.
+"""A self-contained HTML report with matplotlib plots (PNG, embedded as base64 so the page is one file); what
+it shows: docs/profiler.md ("Reports").
 
 Example:
     >>> write_html(report, "report.html")  # doctest: +SKIP
@@ -45,8 +34,7 @@ def _figure_png(fig):
 
 
 def _box_stats(record):
-    samples = record.get("samples_ms")
-    if samples:
+    if samples := record.get("samples_ms"):
         return None, samples
     stats = []
     for trial in record.get("trials") or []:
@@ -117,8 +105,7 @@ def plots(report):
             continue
         key = (r["model"]["name"], r["precision"], (r.get("device") or {}).get("serial") or r["target"])
         series.setdefault(key, []).append((r["seq_len"], r["latency_ms"]["median"]))
-    multi = {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) > 1}
-    if multi:
+    if multi := {k: sorted(v) for k, v in series.items() if len({x for x, _ in v}) > 1}:
         fig, ax = plt.subplots(figsize=(7, 4))
         for (name, precision, where), points in sorted(multi.items()):
             xs, ys = zip(*points)
@@ -172,8 +159,7 @@ def to_html(report):
     )
     for title, png in plots(report):
         parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
-    tables = table6(report)
-    if tables:
+    if tables := table6(report):
         parts.append("<h2>Table 6 layout (LayerNorm/GELU vs NoNorm/ReLU)</h2>")
         for t in tables:
             parts.append(f"<h3>{html.escape(t['device'])}, sequence length {t['seq_len']}</h3>")

@@ -28,18 +28,9 @@ PROFILE_LIMITS = {
 
 
 def new_result(info, *, target, seq_len, flops_override=None):
-    """Returns a result record with the model facts and the work of one inference filled in.
-
-    Args:
-        info: the :class:`~mobilebert_kit.profiler.model_info.ModelInfo`.
-        target: ``"host"`` or ``"adb"``.
-        seq_len: the sequence length the model runs at.
-        flops_override: FLOPs per inference given by the user (``--flops``),
-            which wins over the count read from the file.
-
-    ``flops`` is None (and ``gflops_per_s`` stays None) when the file's count is
-    unknown; ``flops_source`` then says why.
-    """
+    """Returns a ``target`` (``"host"`` / ``"adb"``) result record of ``info`` (a ModelInfo) at ``seq_len``, with the
+    model facts and the work of one inference filled in: ``flops_override`` (``--flops``) wins over the file's count;
+    an unknown count leaves ``flops`` None and ``flops_source`` says why."""
     if flops_override is not None:
         if flops_override <= 0:
             raise ProfilerError(f"--flops must be positive, got {flops_override}")
@@ -80,13 +71,8 @@ DEFAULT_MIN_TIME_S = 1.0
 
 
 def check_time_limits(min_time_s, max_time_s):
-    """Returns ``(min_time_s, max_time_s)`` as floats, or raises ProfilerError when they contradict each other.
-
-    The timed runs stop at ``max_time_s`` whatever ``min_time_s`` asks for, so a
-    minimum above the maximum can never be met (and was silently cut short).
-    ``min_time_s`` None is the default minimum (:data:`DEFAULT_MIN_TIME_S`), which
-    yields to a shorter maximum: ``--max-time 0.5`` alone is no contradiction.
-    """
+    """Returns ``(min_time_s, max_time_s)`` as floats; ProfilerError when the minimum exceeds the maximum (the runs stop
+    at ``max_time_s``). ``min_time_s`` None is :data:`DEFAULT_MIN_TIME_S`, which yields to a shorter maximum."""
     max_time_s = float(max_time_s)
     if min_time_s is None:
         return min(DEFAULT_MIN_TIME_S, max_time_s), max_time_s
@@ -106,23 +92,11 @@ def runs_warning(done, requested, max_time_s, where=""):
 
 
 def run_config(profiler, vocab_size, **extra):
-    """The ``config`` block every result carries: pinning and run-length settings of ``profiler``.
-
-    Host and adb profilers share these attributes; ``extra`` adds target-specific keys.
-    """
-    config = {
-        "cores": str(profiler.cores),
-        "mask": profiler.mask,
-        "cpus": list(profiler.cpus),
-        "threads": profiler.threads,
-        "runs": profiler.runs,
-        "warmup": profiler.warmup,
-        "min_time_s": profiler.min_time_s,
-        "max_time_s": profiler.max_time_s,
-    }
-    config.update(extra)
-    config["vocab_size"] = vocab_size
-    return config
+    """The ``config`` block every result carries: ``profiler``'s pinning and run-length settings (host and adb
+    profilers share them), with target-specific ``extra`` keys."""
+    return {"cores": str(profiler.cores), "mask": profiler.mask, "cpus": list(profiler.cpus),
+            **{key: getattr(profiler, key) for key in ("threads", "runs", "warmup", "min_time_s", "max_time_s")},
+            **extra, "vocab_size": vocab_size}
 
 
 def finish_result(result):

@@ -1,21 +1,10 @@
 """Latency statistics: the figures every profiler report carries.
 
-Definitions (so reports from different runs compare):
-
-- ``median``, ``p90``, ``p99``: percentiles with linear interpolation
-  (``numpy.percentile``'s default).
-- ``std``: population standard deviation (ddof=0), the same definition
-  benchmark_model prints in its ``std=`` field.
-- ``mad``: median absolute deviation from the median, unscaled (multiply by
-  1.4826 for a normal-consistent estimate).
-- ``cv``: coefficient of variation, ``std / mean``.
-
-Figures too few runs cannot estimate are None (shown as n/a), on the host and
-the phone alike (:func:`estimable`): the spread (``std``, ``mad``, ``cv``)
-needs 2 runs, since one run has no spread, only a 0 that reads as perfect
-stability; the ``q``-th percentile needs ``100 / (100 - q)`` runs (p90: 10,
-p99: 100), so that at least one run is expected above it; with fewer, the
-interpolated figure is only the maximum or a point between the top runs.
+``median``, ``p90``, ``p99``: percentiles with linear interpolation (``numpy.percentile``'s default); ``std``:
+population standard deviation (ddof=0, as benchmark_model prints it); ``mad``: median absolute deviation, unscaled;
+``cv``: ``std / mean``. Figures too few runs cannot estimate are None (n/a), host and phone alike
+(:func:`estimable`): the spread needs 2 runs; the ``q``-th percentile needs ``100 / (100 - q)`` runs (p90: 10,
+p99: 100), so that at least one run is expected above it.
 
 Example:
     >>> summarize([10.0, 11.0, 12.0])["median"]
@@ -52,14 +41,8 @@ def _gated(figures):
 
 
 def summarize(samples_ms):
-    """Returns the latency statistics of ``samples_ms`` as a dict (see module docstring).
-
-    Args:
-        samples_ms: latencies of single inferences, in milliseconds.
-
-    Raises:
-        ValueError: if there are no samples or one is not a finite number.
-    """
+    """Returns the latency statistics of ``samples_ms`` (single inferences, ms) as a dict (see module docstring);
+    raises ValueError when there are none or one is not a finite number."""
     values = np.asarray(list(samples_ms), dtype=np.float64)
     if values.size == 0:
         raise ValueError("no latency samples to summarize")
@@ -117,24 +100,13 @@ def median_interval(samples_ms, confidence=CONFIDENCE):
 
 
 def combine_trials(trial_stats):
-    """Summarizes several device trials, each given as the tool's own statistics.
+    """Summarizes device trials, each the tool's own statistics (``count``, ``avg``, ``std``, ``min``, ``max``,
+    optionally ``median``; ms), into a dict with the keys of :data:`STAT_KEYS` plus ``trials``.
 
-    benchmark_model prints aggregates only (count, avg, std, min, max and, in
-    newer builds, p5/median/p95), not single latencies, so the device figures
-    are built from the trials: ``median`` is the median over trials of each
-    trial's median (its average where the build prints no median), ``mean``
-    is the count-weighted mean, ``std`` the pooled standard deviation, and
-    ``min``/``max`` the extremes. Percentiles the tool does not print (p90,
-    p99, MAD) are None rather than guessed, and so are ``std`` and ``cv`` of
-    fewer than 2 runs in all (the host's rule, :func:`estimable`).
-
-    Args:
-        trial_stats: list of dicts with keys ``count``, ``avg``, ``std``,
-            ``min``, ``max`` and optionally ``median`` (milliseconds).
-
-    Returns:
-        A dict with the keys of :data:`STAT_KEYS` plus ``trials``.
-    """
+    benchmark_model prints aggregates, not single latencies: ``median`` is the median of the trials' medians (their
+    averages where the build prints none), ``mean`` the count-weighted mean, ``std`` the pooled standard deviation,
+    ``min``/``max`` the extremes. Figures the tool does not print (p90, p99, MAD) are None rather than guessed, and
+    so are ``std`` and ``cv`` of fewer than 2 runs in all (:func:`estimable`)."""
     trials = [t for t in trial_stats if t and t.get("avg") is not None]
     if not trials:
         raise ValueError("no finished trials to combine")

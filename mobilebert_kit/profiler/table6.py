@@ -1,12 +1,6 @@
-"""The paper's Table 6 layout: latency of the operational optimisations.
-
-MobileBERT (Sun et al., 2020), Table 6 compares the same network with
-LayerNorm or NoNorm and GELU or ReLU. Here the rows are those settings, read
-from each model file (:attr:`ModelInfo.variant`), the columns are the
-precisions found among the files (float32, float16, dynamic-range int8, full
-int8), and each cell is the median latency in ms with the speed-up over the
-LayerNorm+GELU row of the same precision. One table per device and sequence
-length, since latencies from different machines do not compare.
+"""The paper's Table 6 layout (MobileBERT, Sun et al., 2020): median latency of LayerNorm or NoNorm and GELU or
+ReLU per precision, with the speed-up over LayerNorm+GELU (docs/profiler.md, "Reports"); one table per device
+and sequence length.
 
 Example:
     >>> print(table6_markdown(report))  # doctest: +SKIP
@@ -25,12 +19,8 @@ def _device_key(record):
 
 
 def table6(report):
-    """Returns the comparison tables as data.
-
-    Returns:
-        A list of dicts ``{device, seq_len, precisions, rows}`` where each row is
-        ``{setting, gflops, cells: {precision: {median_ms, speedup, models}}}``.
-    """
+    """Returns the comparison tables as data: ``[{device, seq_len, precisions, rows}]``, each row
+    ``{setting, gflops, cells: {precision: {median_ms, speedup, models}}}``."""
     groups = {}
     for record in report["results"]:
         latency = record.get("latency_ms") or {}

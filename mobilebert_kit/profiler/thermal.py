@@ -6,16 +6,8 @@
      "max_mc": 41200,                                          # hottest CPU/SoC zone
      "cpus": {"4": {"cur": 2803200, "max": 2803200, "cap": 2803200}, ...}}  # kHz
 
-A trial is flagged *throttled* when, before or after it, a pinned core's
-policy cap (``scaling_max_freq``, which the kernel's thermal governor lowers)
-is below the core's hardware maximum (``cpuinfo_max_freq``). A hot phone that
-still runs at full clock is not throttled, but its temperature rise is
-reported. The script itself waits before each trial until the hottest zone is
-back within a tolerance of the session's baseline (or a time limit passes).
-
-What the phone prints is data: :func:`checked_record` validates every field
-of a trial record once, on arrival, so the functions below read only numbers
-of the right type and range (a reading that is not one counts as no reading).
+When a trial counts as throttled: docs/profiler.md ("Heat"). What the phone prints is data: :func:`checked_record`
+validates every field of a trial record once, on arrival (a reading that is not one counts as no reading).
 
 Example:
     >>> throttle_reasons(before, after, cpus=[4, 5, 6, 7])  # doctest: +SKIP
@@ -64,11 +56,8 @@ def exit_code(value):
 
 
 def checked_record(record):
-    """Returns the fields of a trial record (``@@MBK_JSON``) the profiler reads, each of its type and range.
-
-    ``exit_code`` is None when it is missing or not an integer (the caller refuses such a record); every other
-    reading that is missing or invalid is None, and a snapshot that is not an object is an empty one.
-    """
+    """Returns the fields of a trial record (``@@MBK_JSON``) the profiler reads, each of its type and range, else None
+    (``exit_code`` too: the caller refuses such a record); a snapshot that is not an object is an empty one."""
     timed_out = record.get("cooldown_timed_out")
     return {
         "trial": _reading(_TRIAL, record.get("trial")),
@@ -86,12 +75,8 @@ def celsius(millidegrees):
 
 
 def throttle_reasons(before, after, cpus):
-    """Returns human-readable reasons a trial ran throttled ([] if it did not).
-
-    Args:
-        before, after: snapshots from ``bench_loop.sh`` after :func:`checked_snapshot` (may be None).
-        cpus: the cores the trial was pinned to.
-    """
+    """Returns human-readable reasons a trial pinned to ``cpus`` ran throttled ([] if it did not), from its checked
+    ``before`` / ``after`` snapshots (:func:`checked_snapshot`; may be None)."""
     reasons = []
     for label, snapshot in (("before", before), ("after", after)):
         for cpu in cpus:
@@ -103,13 +88,8 @@ def throttle_reasons(before, after, cpus):
 
 
 def trial_thermal(record, cpus):
-    """Returns the thermal fields of a trial record for the report.
-
-    Args:
-        record: the ``@@MBK_JSON`` object the script printed for the trial (checked here again, so any
-            object is safe to pass).
-        cpus: the cores the trial was pinned to.
-    """
+    """Returns the report's thermal fields of a trial pinned to ``cpus``, from its ``@@MBK_JSON`` record (checked
+    here, so any object is safe to pass)."""
     record = checked_record(record)
     before, after = record["before"], record["after"]
     reasons = throttle_reasons(before, after, cpus)

@@ -1,19 +1,7 @@
 """CPU clusters of a big.LITTLE phone (or a host) and the taskset masks that pin to them.
 
-Cores are grouped by what sysfs says about them: ``cpu_capacity`` (the
-scheduler's relative performance) and ``cpufreq/cpuinfo_max_freq``. Clusters
-are ordered slowest first, and the named core sets are:
-
-- ``little``: the slowest cluster;
-- ``big``: every cluster except the slowest (on a Pixel 3, cores 4-7: the
-  ``f0`` mask of the TFLite benchmark README);
-- ``prime``: the fastest cluster (one core on the Pixel 4 through 8; the same
-  as ``big`` on two-cluster phones such as the Pixel 3);
-- ``all``: every online core.
-
-A hexadecimal mask (``f0``, ``0x80``) is taken as given, after checking that
-it names online cores. The MobileBERT paper measured one big core of a Pixel 3:
-``--cores big --threads 1``.
+Cores are grouped by sysfs's ``cpu_capacity`` and ``cpufreq/cpuinfo_max_freq``, slowest cluster first; the named
+core sets (``little``, ``big``, ``prime``, ``all``) and hex masks are as docs/profiler.md ("Cores") describes.
 
 Example:
     >>> topo = CpuTopology([{"cpu": i, "max_freq_khz": 1766400 if i < 4 else 2803200} for i in range(8)])
@@ -79,11 +67,8 @@ class CpuTopology:
 
     @classmethod
     def from_sysfs_lines(cls, text):
-        """Builds the topology from ``bench_loop.sh topology`` output.
-
-        Each line reads ``cpu N MAX_FREQ_KHZ CAPACITY ONLINE`` with ``-`` for
-        a value sysfs does not have.
-        """
+        """Builds the topology from ``bench_loop.sh topology`` lines: ``cpu N MAX_FREQ_KHZ CAPACITY ONLINE``, with
+        ``-`` for a value sysfs does not have."""
         cores = []
         for line in text.splitlines():
             parts = line.split()
@@ -122,19 +107,12 @@ class CpuTopology:
     @classmethod
     def from_profile(cls, profile):
         """Builds the topology of a device profile (``android_bench/devices/*.json``)."""
-        cores = []
-        for cluster in profile["clusters"]:
-            for cpu in cluster["cpus"]:
-                cores.append({"cpu": cpu, "max_freq_khz": cluster["max_freq_khz"], "capacity": cluster.get("capacity")})
-        return cls(cores)
+        return cls([{"cpu": cpu, "max_freq_khz": cluster["max_freq_khz"], "capacity": cluster.get("capacity")}
+                    for cluster in profile["clusters"] for cpu in cluster["cpus"]])
 
     @property
     def online_cpus(self):
         return [c["cpu"] for c in self.cores if c["online"]]
-
-    def cpus(self, selection):
-        """Returns the sorted core list for a core-set name or a hex mask."""
-        return self.mask(selection)[1]
 
     def mask(self, selection):
         """Returns ``(hex_mask, cpus)`` for ``big|little|prime|all`` or a hex mask.
