@@ -84,15 +84,8 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
     SIGTERM for itself), and said nothing. This wait is Python's, so both signals stop it, and it gives up with
     one line. Meanwhile this worker answers on its own port, so the others' waits end too; TensorFlow's server
     takes the port once this returns (a peer that connects in between is refused and tries again).
-
-    Args:
-        cluster (dict): ``{job: [host:port, ...]}`` of :func:`cluster_config`.
-        kind (str), index (int): this process's task.
-        timeout_s (float | None): how long to wait (default: ``MBK_CLUSTER_WAIT_S`` or :data:`CLUSTER_WAIT_S`).
-        say (Callable | None): prints a line (default: to stderr).
-
-    Raises:
-        TrainingError: this worker's port is taken, or a peer did not start in time.
+    ``timeout_s`` defaults to ``MBK_CLUSTER_WAIT_S`` or :data:`CLUSTER_WAIT_S`; ``say`` prints a line (to stderr).
+    A taken port or a peer that did not start in time is a TrainingError.
 
     Example:
         >>> wait_for_workers({"worker": ["localhost:12345"]}, "worker", 0)  # one worker: nothing to wait for
@@ -120,9 +113,7 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
     with listener:
         listener.setblocking(False)
         while waiting:
-            with contextlib.suppress(BlockingIOError, InterruptedError):
-                while True:  # a peer's probe: answered by accepting it
-                    listener.accept()[0].close()
+            _answer_probes(listener)
             waiting = [peer for peer in waiting if not _answers(peer[2])]
             if waiting and time.monotonic() > deadline:
                 shown = ", ".join(f"{job} {i} ({address})" for job, i, address in waiting[:3])
@@ -132,10 +123,15 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
         # The others may still be probing this port: answer them a little longer before TensorFlow takes it.
         until = time.monotonic() + 1.0
         while time.monotonic() < until:
-            with contextlib.suppress(BlockingIOError, InterruptedError):
-                while True:
-                    listener.accept()[0].close()
+            _answer_probes(listener)
             time.sleep(0.05)
+
+
+def _answer_probes(listener):
+    """Accepts (and so answers) every peer's probe waiting on the non-blocking ``listener``."""
+    with contextlib.suppress(BlockingIOError, InterruptedError):
+        while True:
+            listener.accept()[0].close()
 
 
 def _cluster_wait():
@@ -188,21 +184,9 @@ STRATEGY_HELP = "; ".join(f"{r.name}: {r.help}" for r in STRATEGIES.values())
 
 
 def make_strategy(name):
-    """The ``tf.distribute.Strategy`` called ``name`` in :data:`STRATEGIES`.
-
-    Args:
-        name (str): ``default``, ``mirrored``, ``multi_worker`` or ``tpu``.
-
-    Returns:
-        tf.distribute.Strategy: built now; call this before TensorFlow runs anything.
-
-    Raises:
-        ConfigError: an unknown name, or a missing / malformed ``TF_CONFIG`` for ``multi_worker``.
-        TrainingError: the cluster or the TPU cannot be reached.
-
-    Example:
-        >>> strategy = make_strategy("default")  # doctest: +SKIP
-    """
+    """The ``tf.distribute.Strategy`` called ``name`` in :data:`STRATEGIES`, built now (before TensorFlow runs
+    anything). An unknown name or a bad ``TF_CONFIG`` is a ConfigError, an unreachable cluster or TPU a
+    TrainingError."""
     check_choice("strategy", name, tuple(STRATEGIES))
     return STRATEGIES[name].build()
 
@@ -212,18 +196,10 @@ def _fail(problem):
 
 
 def cluster_config(environ=None):
-    """``TF_CONFIG`` of ``environ`` (default ``os.environ``), checked: ``(cluster, task_type, task_index)``.
+    """``TF_CONFIG`` of ``environ`` (default ``os.environ``), checked: ``({job: [address]}, task type, index)``.
 
-    Args:
-        environ (Mapping | None): where ``TF_CONFIG`` is read.
-
-    Returns:
-        tuple: ``({job: [address, ...]}, task type, task index)``.
-
-    Raises:
-        ConfigError: missing, not a JSON object, too deep or large, a cluster
-        without workers, an address that is not ``host:port``, or a task that
-        is not in the cluster; one line naming the field.
+    A bad one (missing, not a JSON object, too deep or large, no workers, an address that is not
+    ``host:port``, a task not in the cluster) is a one-line ConfigError naming the field.
 
     Example:
         >>> cluster_config({"TF_CONFIG": '{"cluster": {"worker": ["localhost:2222"]}, '
@@ -270,12 +246,6 @@ def is_chief(strategy):
 
     One-process strategies always do; in a cluster it is the ``chief`` task,
     or ``worker`` 0 when the cluster has no ``chief``.
-
-    Args:
-        strategy (tf.distribute.Strategy): the run's strategy.
-
-    Returns:
-        bool
     """
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
@@ -288,12 +258,7 @@ def is_chief(strategy):
 
 
 def cpu_only():
-    """Whether this process has no GPU or TPU, so every strategy runs on the CPU.
-
-    Example:
-        >>> cpu_only()  # doctest: +SKIP
-        True
-    """
+    """Whether this process has no GPU or TPU, so every strategy runs on the CPU."""
     from mobilebert_kit.backend import tf
 
     return not any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
@@ -317,9 +282,6 @@ def quiet_cluster_teardown(strategy):
     and TensorFlow's C++ runtime logs a heartbeat failure to fd 2: noise after a
     run that completed, burying its last line. One-process strategies are left alone,
     as is ``MBK_VERBOSE_TF=1``.
-
-    Args:
-        strategy (tf.distribute.Strategy): the finished run's strategy.
     """
     if not worker_label(strategy) or os.environ.get("MBK_VERBOSE_TF") == "1":
         return

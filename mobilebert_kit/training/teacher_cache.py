@@ -92,16 +92,9 @@ MAX_SHARE_OF_FREE_DISK = 0.5
 def decide(mode, stages, rows, batch_size, size, free):
     """``(use, why)``: whether a run caches its teacher, and the reason, for the plan it prints.
 
-    Args:
-        mode (str): ``"on"``, ``"off"`` or ``"auto"`` (``DistillConfig.teacher_cache``).
-        stages (list[Stage]): the run's layer-transfer stages still to run.
-        rows (int): examples in the data.
-        batch_size (int): the global batch.
-        size (int): the cache's bytes (:func:`cache_bytes`).
-        free (int): free bytes where it would go (:func:`free_bytes`).
-
-    Raises:
-        ConfigError: ``"on"`` and the cache does not fit on the disk.
+    ``mode`` is ``DistillConfig.teacher_cache``, ``stages`` the layer-transfer stages still to run, ``size``
+    the cache's bytes and ``free`` the free bytes where it would go; ``"on"`` when it does not fit is a
+    ConfigError.
 
     Example:
         >>> from mobilebert_kit.training.stages import Stage
@@ -162,12 +155,7 @@ class TeacherCache:
     def attach(self, batch, layers):
         """``batch`` with the teacher's cached outputs of ``layers`` added (:func:`hidden_key`, :func:`attention_key`).
 
-        Args:
-            batch (dict): a batch of the data (tensors or arrays with the three input rows).
-            layers (tuple[int]): the layers the stage transfers.
-
-        Raises:
-            TrainingError: a row is not in the cache (the data changed since it was built).
+        A row not in the cache (the data changed since it was built) is a TrainingError.
         """
         digests = row_digests({name: np.asarray(batch[name]) for name in INPUT_NAMES})
         try:
