@@ -167,7 +167,7 @@ class ModelSource:
 
 
 def write_labels(directory, names):
-    """Writes ``directory/labels.txt``: the class names, one a line, in output order (what :func:`_labels` reads
+    """Writes ``directory/labels.txt``: the class names, one a line, in output order (what :func:`read_labels` reads
     back and ``mbk export`` embeds for the clients).
 
     Example:
@@ -180,34 +180,14 @@ def read_labels(directory, classes=None):
     """Class names from a ``labels.txt`` or a Hugging Face config's ``id2label``, in id order ([] when none).
 
     Both are checked by ``data/class_names.py`` (strings, ``id2label`` ids ``0 .. n-1``, no look-alikes) and,
-    with ``classes``, counted against the head; ``labels.txt`` is read with a bound (``LABELS_MAX_BYTES``).
-
-    Args:
-        directory (str | os.PathLike): the model directory.
-        classes (int | None): the head's output columns (None: not counted).
-
-    Raises:
-        ConfigError: names the clients would show wrongly, or a count other than ``classes``.
+    with ``classes`` (the head's output columns), counted against the head (ConfigError); ``labels.txt`` is
+    read with a bound (``LABELS_MAX_BYTES``).
 
     Example:
         >>> read_labels("runs/sentiment/model", classes=2)  # doctest: +SKIP
         ['negative', 'positive']
     """
-    return _labels(Path(directory), classes)
-
-
-def _source_labels(model, directory):
-    """The class names beside ``model``: a classifier's are checked and counted against its head here, before any
-    command writes a thing; another model's are only carried along (no client reads them), [] when unreadable."""
-    if getattr(model, "architecture", None) in LABELLED_HEADS:
-        return _labels(directory, getattr(model, "head_config", {}).get("num_labels"))
-    try:
-        return _labels(directory)
-    except ConfigError:
-        return []
-
-
-def _labels(directory, classes=None):
+    directory = Path(directory)
     labels_file = directory / LABELS_FILE
     if labels_file.is_file():
         data = read_bounded(labels_file, "the class names", LABELS_MAX_BYTES)
@@ -228,3 +208,14 @@ def _labels(directory, classes=None):
         return []  # absent, null or empty: no names recorded
     return check_class_names(names_of_id2label(config["id2label"], str(directory / "config.json")),
                              f"{directory / 'config.json'} id2label", classes)
+
+
+def _source_labels(model, directory):
+    """The class names beside ``model``: a classifier's are checked and counted against its head here, before any
+    command writes a thing; another model's are only carried along (no client reads them), [] when unreadable."""
+    if getattr(model, "architecture", None) in LABELLED_HEADS:
+        return read_labels(directory, getattr(model, "head_config", {}).get("num_labels"))
+    try:
+        return read_labels(directory)
+    except ConfigError:
+        return []

@@ -119,9 +119,10 @@ class Distiller:
         self.on_setup_end = on_setup_end
         self.teacher_cache = None
         self._cache_dir = None
-        if console is None:
-            console = Console()
-        self.console = console
+        self.console = console if console is not None else Console()
+
+    def _say(self, text):
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     # ------------------------------------------------------------------ setup
     def _describe(self, spec):
@@ -196,39 +197,27 @@ class Distiller:
     def _print_plan(self, resume_point):
         cfg = self.config
         t, s = self.teacher_encoder.config, self.student_encoder.config
-        out = self.console.print
+        out = self._say
         role = f" ({self.worker}{', the chief: it writes the run' if self.chief else ''})" if self.worker else ""
-        out(f"[bold]mbk distill[/bold] -> {self.out_dir}{role}", highlight=False, soft_wrap=True)
-        out(
-            f"  teacher {self._describe(self.teacher_spec)}: {t['num_layers']} layers, hidden {t['hidden_size']}, "
-            f"{t['num_heads']} heads, MLM head: {'yes' if self.teacher_mlm is not None else 'no (MLM-KD skipped)'}",
-            highlight=False, soft_wrap=True,
-        )
-        out(
-            f"  student {self._describe(self.student_spec)}: {s['num_layers']} layers, hidden {s['hidden_size']}, "
-            f"intra {s['intra_bottleneck_size'] or s['hidden_size']}, {s['normalization_type']}/{s['hidden_act']}",
-            highlight=False, soft_wrap=True,
-        )
+        out(f"[bold]mbk distill[/bold] -> {self.out_dir}{role}")
+        out(f"  teacher {self._describe(self.teacher_spec)}: {t['num_layers']} layers, hidden {t['hidden_size']}, "
+            f"{t['num_heads']} heads, MLM head: {'yes' if self.teacher_mlm is not None else 'no (MLM-KD skipped)'}")
+        out(f"  student {self._describe(self.student_spec)}: {s['num_layers']} layers, hidden {s['hidden_size']}, "
+            f"intra {s['intra_bottleneck_size'] or s['hidden_size']}, {s['normalization_type']}/{s['hidden_act']}")
         if cfg.copy_from_teacher:
-            out(
-                f"  copied from the teacher: {len(self.copy_report['copied'])} weight(s); skipped "
+            out(f"  copied from the teacher: {len(self.copy_report['copied'])} weight(s); skipped "
                 f"{len(self.copy_report['skipped'])}; embeddings "
-                f"{'frozen as a lower layer' if self.copy_report['embeddings_complete'] else 'trained with layer 0'}",
-                highlight=False, soft_wrap=True,
-            )
-        out(
-            f"  data {self.data}: {self.data_meta['num_examples']} examples of {self.data_meta['seq_len']} tokens; "
+                f"{'frozen as a lower layer' if self.copy_report['embeddings_complete'] else 'trained with layer 0'}")
+        out(f"  data {self.data}: {self.data_meta['num_examples']} examples of {self.data_meta['seq_len']} tokens; "
             f"batch {cfg.batch_size} over {self.replicas} replica(s); {cfg.precision}; {cfg.optimizer} "
-            f"lr {cfg.learning_rate:g}",
-            highlight=False, soft_wrap=True,
-        )
+            f"lr {cfg.learning_rate:g}")
         total = sum(st.steps for st in self.stages)
         names = ", ".join(f"{st.name} ({st.steps})" for st in self.stages)
-        out(f"  {len(self.stages)} stage(s), {total} steps: {names}", highlight=False, soft_wrap=True)
+        out(f"  {len(self.stages)} stage(s), {total} steps: {names}")
         if resume_point is not None:
             stage, step = resume_point
             where = self.stages[stage].name if stage < len(self.stages) else "the end"
-            out(f"  resuming at {where}, step {step}", highlight=False, soft_wrap=True)
+            out(f"  resuming at {where}, step {step}")
 
     # ------------------------------------------------------------ checkpoints
     def _checkpoint(self, optimizer=None):
@@ -321,7 +310,7 @@ class Distiller:
         size = cache_bytes(rows, seq_len, t["hidden_size"], t["num_heads"], layers) if layers else 0
         self._cache_dir = Path(directory)
         use, why = decide(self.config.teacher_cache, stages, rows, self.config.batch_size, size, free_bytes(directory))
-        self.console.print(f"  teacher cache: {why}", highlight=False, soft_wrap=True)
+        self._say(f"  teacher cache: {why}")
         if not use:
             self._drop_teacher_cache()  # an interrupted run's, when it is no longer wanted
             return None
@@ -393,8 +382,7 @@ class Distiller:
         skipped = []
         latest = self.run_dir.latest_checkpoint(skipped) if resume else None
         for name in skipped:
-            self.console.print(f"checkpoint {name} cannot be read; resuming from the one before", highlight=False,
-                               soft_wrap=True)
+            self._say(f"checkpoint {name} cannot be read; resuming from the one before")
         if resume and latest is None:
             start_stage = 0  # run.json but no checkpoint yet: start over
         elif latest is not None:
@@ -535,16 +523,12 @@ class Distiller:
                     self.on_step_end(stage.name, step + 1, global_step, values)
                 done = step + 1 == stage.steps
                 if interrupt.raised and not done and self.stateless:
-                    self.console.print(f"interrupted at step {step + 1} of {stage.name}; {self._restored}",
-                                       highlight=False, soft_wrap=True)
+                    self._say(f"interrupted at step {step + 1} of {stage.name}; {self._restored}")
                     raise KeyboardInterrupt
                 if interrupt.raised and not done:
                     self._save(manager, history)
-                    self.console.print(
-                        f"interrupted at step {step + 1} of {stage.name}; checkpoint saved. "
-                        f"Continue with the same command and --resume",
-                        highlight=False, soft_wrap=True,
-                    )
+                    self._say(f"interrupted at step {step + 1} of {stage.name}; checkpoint saved. "
+                              f"Continue with the same command and --resume")
                     raise KeyboardInterrupt
                 if not done and global_step % cfg.checkpoint_every == 0:
                     self._save(manager, history)
@@ -559,9 +543,9 @@ class Distiller:
         self._save(manager, history)
         self.summary_writer.flush()
         if interrupt.raised and self.stateless:
-            self.console.print(f"interrupted after {stage.name}; {self._restored}", highlight=False, soft_wrap=True)
+            self._say(f"interrupted after {stage.name}; {self._restored}")
         elif interrupt.raised:
-            self.console.print(f"interrupted after {stage.name}; checkpoint saved. Continue with --resume", highlight=False, soft_wrap=True)
+            self._say(f"interrupted after {stage.name}; checkpoint saved. Continue with --resume")
             raise KeyboardInterrupt
         return history
 
@@ -598,8 +582,7 @@ class Distiller:
         global_step = int(self.progress.global_step.numpy())
         if not self.chief:
             self._barrier()  # returns once the chief has written the student
-            self.console.print(f"done ({self.worker}): the chief wrote {student_dir}", highlight=False,
-                               soft_wrap=True)
+            self._say(f"done ({self.worker}): the chief wrote {student_dir}")
             return {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
                     "global_step": global_step}
         save(self.student_encoder, student_dir)
@@ -609,10 +592,7 @@ class Distiller:
                  "global_step": global_step, "history": history}
         self.run_dir.write_progress(state)
         self._barrier()
-        self.console.print(
-            f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
-            + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""),
-            highlight=False, soft_wrap=True,
-        )
+        self._say(f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
+                  + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""))
         return {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
                 "global_step": state["global_step"]}

@@ -140,9 +140,10 @@ class FineTuner:
         self.text_columns = text_columns
         self.label_column = label_column
         self.strategy = strategy
-        if console is None:
-            console = Console()
-        self.console = console
+        self.console = console if console is not None else Console()
+
+    def _say(self, text):
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     def _data(self, path, spec):
         """The training examples of ``path`` (evaluation data is read by ``task_scoring.prepare``)."""
@@ -153,9 +154,7 @@ class FineTuner:
                 spec.get("label_column") or self.label_column, spec.get("label_names"), need_label=True,
             )
             spec.update(label_names=names, **columns)
-            if cfg.task == "regression":
-                return features, {"logits": labels.reshape(-1, 1)}, None
-            return features, {"logits": labels}, None
+            return features, {"logits": labels.reshape(-1, 1) if cfg.task == "regression" else labels}, None
         if cfg.task == "span_qa":
             examples = task_data.read_squad(path)
             features, _ = task_data.squad_features(self.tokenizer, examples, cfg.seq_len, cfg.doc_stride,
@@ -275,10 +274,9 @@ class FineTuner:
         # output, as --overwrite promises (the rule of mbk substitute's recovery).
         stateless = chief and not resume and decision == OVERWRITE
         if stateless:
-            self.console.print(
+            self._say(
                 f"{out_dir} was not written by mbk finetune: --overwrite replaces it once the output is complete, "
-                "so this run keeps no state to resume from (remove it or choose a new --out for that)",
-                highlight=False, soft_wrap=True)
+                "so this run keeps no state to resume from (remove it or choose a new --out for that)")
         keras.utils.set_random_seed(cfg.seed)
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
                 "max_query_length": cfg.max_query_length, "label_names": None}
@@ -309,8 +307,7 @@ class FineTuner:
         skipped = []
         latest = run.latest_checkpoint(skipped) if resume else None
         for name in skipped:
-            self.console.print(f"checkpoint {name} cannot be read; resuming from the one before", highlight=False,
-                               soft_wrap=True)
+            self._say(f"checkpoint {name} cannot be read; resuming from the one before")
         first, scalars = 0, []
         if latest is not None:
             with self.strategy.scope():  # the optimizer's slots exist before their values are restored
@@ -334,14 +331,11 @@ class FineTuner:
                 raise TrainingError(
                     f"{train_path} now makes {self._steps} steps but the run in {out_dir} was started on "
                     f"{stored_total}: the training data changed; restore it, or start over with --overwrite")
-        self.console.print(
-            f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
-            f"{cfg.epochs} epoch(s) x {per_epoch} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
-            f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}"
-            + ((f"; resuming at step {first + 1} of {self._steps}" if first < self._steps else
-                "; training is complete, writing the output") if resume else ""),
-            highlight=False, soft_wrap=True,
-        )
+        self._say(f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
+                  f"{cfg.epochs} epoch(s) x {per_epoch} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
+                  f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}"
+                  + ((f"; resuming at step {first + 1} of {self._steps}" if first < self._steps else
+                      "; training is complete, writing the output") if resume else ""))
         parts = (features, targets) if weights is None else (features, targets, weights)
         # Every worker takes part in a save (reading a distributed variable may be collective); only the
         # chief's is kept, in OUT/run, the others go to a scratch directory removed at the end. A chief that
@@ -388,8 +382,7 @@ class FineTuner:
                                     "--learning-rate may help); run again with --overwrite") from err
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
         if not chief:  # in a cluster only the chief writes out_dir
-            self.console.print(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}", highlight=False,
-                               soft_wrap=True)
+            self._say(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}")
             return results
         # A run that kept its state in OUT finishes inside it: files the user put there meanwhile stay.
         with atomic_dir(out_dir, FINETUNE_OUTPUT, overwrite=overwrite, sources=sources, keep_foreign=keeps) as tmp:
@@ -438,8 +431,7 @@ class FineTuner:
                 # --resume writes it without training again.
                 save(callback.step)
         if callback.stopped:
-            self.console.print(f"interrupted at step {callback.step} of {self._steps}; {stopped}", highlight=False,
-                               soft_wrap=True)
+            self._say(f"interrupted at step {callback.step} of {self._steps}; {stopped}")
             raise KeyboardInterrupt
 
 
