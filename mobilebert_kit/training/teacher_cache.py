@@ -42,7 +42,7 @@ import numpy as np
 
 from mobilebert_kit.errors import ConfigError, DataError, MbkError, TrainingError
 from mobilebert_kit.models.encoder import INPUT_NAMES
-from mobilebert_kit.utils.atomic import OutputError, atomic_file, remove_path
+from mobilebert_kit.utils.atomic import OutputError, remove_path, write_text
 from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
 
@@ -291,8 +291,7 @@ def _flush(files, directory, meta):
 
 
 def _write_meta(directory, meta):
-    with atomic_file(directory / CACHE_FILE, "w") as f:
-        f.write(json.dumps(meta, indent=1) + "\n")
+    write_text(directory / CACHE_FILE, json.dumps(meta, indent=1) + "\n")
 
 
 _COUNT = Limit(int, 0, (1 << 40) - 1)  # rows, layers, shapes of a cache record
