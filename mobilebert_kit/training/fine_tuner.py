@@ -54,16 +54,9 @@ HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence
 
 
 def load_encoder(spec, precision="float32", seed=PRESET_SEED):
-    """The encoder of ``spec``, resolved by :class:`~mobilebert_kit.sources.model_source.ModelSource`.
-
-    Args:
-        spec (str | os.PathLike | keras.Model): a preset name, a saved model (encoder or task model),
-            a Hugging Face / TF1 checkpoint, or a model.
-        precision (str): the dtype policy the encoder is built with.
-        seed (int): the seed of a preset's random weights (a fine-tuning run passes its own).
-
-    Returns:
-        Encoder: the encoder (a task model's encoder when ``spec`` holds one).
+    """The encoder of ``spec`` (a task model's encoder when it holds one), resolved by
+    :class:`~mobilebert_kit.sources.model_source.ModelSource` and built with the dtype policy ``precision``;
+    ``seed`` draws a preset's random weights.
 
     Example:
         >>> load_encoder("tiny-bert").config["hidden_size"]  # doctest: +SKIP
@@ -504,9 +497,7 @@ def evaluate_directory(model_dir, path, batch_size=32, limit=None):
 def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len=None):
     """A saved task model without ``task.json`` (``mbk substitute`` of a fine-tuned classifier, the ``model/``
     of a finetune output): the task follows from its head, the labels from its ``labels.txt``, the vocabulary
-    from its ``vocab.txt``, the length is the fine-tuning default within its positions. Such a model could
-    be exported and scored, but not scored itself, so the float model behind a quantized file had no number.
-    """
+    from its ``vocab.txt``, the length is the fine-tuning default within its positions."""
     try:
         source = ModelSource.load(model_dir, accept=("saved",))
     except MbkError as err:
@@ -537,7 +528,7 @@ def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len
 
 def _check_task_spec(spec, task_file, need_length):
     """Refuses a hand-edited ``task.json`` whose length, casing or class names the evaluation would crash on or
-    misread (a seq_len of "24", 0 or 1.5 was an internal error deep in tokenization, issue 37)."""
+    misread (a seq_len of "24", 0 or 1.5)."""
     if need_length and not within(SEQ_LEN, spec.get("seq_len")):
         raise TrainingError(f"{task_file}: seq_len is {repr(spec.get('seq_len'))[:40]}, not "
                             f"{SEQ_LEN.describe()}; restore the length the model was fine-tuned at "
