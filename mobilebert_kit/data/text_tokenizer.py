@@ -836,9 +836,7 @@ def _read_packed_sentencepiece(kind, data, source, token_types):
     tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
         replacement="▁", prepend_scheme="always" if model["add_dummy_prefix"] else "never")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])])
+    # No post-processor: TextTokenizer's is BERT's ([CLS] A [SEP] B [SEP]) around the literal pieces.
     specials = {role: name for role, name in CLIENT_SPECIAL_NAMES.items() if name in ids}
     return TextTokenizer(tokenizer, kind, specials, source=source, lowercase=True, strip_accents=False,
                          token_types=token_types)

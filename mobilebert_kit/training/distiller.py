@@ -19,23 +19,10 @@ kept by ``run_directory.RunDirectory``; the step is built by ``distill_step``)::
 Resuming: a checkpoint holds the student, the optimizer (moments, step,
 loss scale) and the data iterator (its position and shuffle buffer), so a
 resumed run continues with exactly the batches and updates an uninterrupted
-run would have made. SIGINT (Ctrl-C) or SIGTERM finishes the current step, checkpoints
-it and stops: no completed step is lost. After SIGKILL or a crash the run
-restarts from the last checkpoint (every ``checkpoint_every`` steps and at
-every stage boundary) and replays the steps after it on the same batches.
-The student's dropout masks are keyed by the run's seed, the stage, the step
-and the row of the global batch (``layers/keyed_dropout.py``), so a resumed
-run draws the masks the uninterrupted run drew and agrees with it to float
-rounding, dropout or not.
-
-Several workers (``MultiWorkerMirroredStrategy``, ``strategies.py``): every
-worker reads the same data in the same order and trains on its replicas'
-slices of each global batch, with the same keyed dropout masks, so the run
-equals a one-device run with the same batch. Only the chief writes
-``out_dir``; the others save their checkpoints to a scratch directory they
-delete (a checkpoint is written by every worker, because reading a
-distributed variable may be collective) and resume from the chief's. After a
-worker is killed, every worker is started again with ``--resume``.
+run would have made; SIGINT or SIGTERM checkpoints the current step and stops.
+The keyed dropout masks and several workers (only the chief writes ``out_dir``;
+the others checkpoint into a scratch directory, since every worker takes part
+in a save) are described in docs/distillation.md.
 """
 
 import contextlib

@@ -6,15 +6,8 @@ is built. The training loops never test a strategy's name; they ask only
 count.
 
 ``multi_worker`` is ``tf.distribute.MultiWorkerMirroredStrategy`` configured
-by ``TF_CONFIG``, the variable every TensorFlow cluster launcher sets::
-
-    TF_CONFIG='{"cluster": {"worker": ["host0:12345", "host1:12345"]},
-                "task": {"type": "worker", "index": 0}}'
-
-Every worker runs the same command; ``--batch-size`` is the global batch,
-split over all workers' replicas. The chief (task ``chief``, or ``worker`` 0
-when the cluster has no ``chief``) is the only process that writes the run
-directory. ``TF_CONFIG`` comes from the environment, so it is parsed as
+by ``TF_CONFIG`` (:data:`TF_CONFIG_EXAMPLE`; docs/distillation.md, "Several
+workers"). ``TF_CONFIG`` comes from the environment, so it is parsed as
 untrusted input (bounded, checked field by field) before TensorFlow sees it:
 TensorFlow's own parser answers a bad one with a traceback or a hang.
 
@@ -48,21 +41,15 @@ class _Strategy:
     build: Callable
 
 
-def _default():
+def _tf():
+    """TensorFlow, imported only when a strategy is built (``--help`` reads this module's table)."""
     from mobilebert_kit.backend import tf
 
-    return tf.distribute.get_strategy()
-
-
-def _mirrored():
-    from mobilebert_kit.backend import tf
-
-    return tf.distribute.MirroredStrategy()
+    return tf
 
 
 def _multi_worker():
-    from mobilebert_kit.backend import tf
-
+    tf = _tf()
     cluster, kind, index = cluster_config()  # refuses a missing or malformed TF_CONFIG with a one-line message
     wait_for_workers(cluster, kind, index)
     try:
@@ -158,8 +145,7 @@ def _answers(address):
 
 
 def _tpu():
-    from mobilebert_kit.backend import tf
-
+    tf = _tf()
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=os.environ.get("TPU_NAME", ""))
         tf.config.experimental_connect_to_cluster(resolver)
@@ -173,8 +159,10 @@ def _tpu():
 STRATEGIES = {
     record.name: record
     for record in (
-        _Strategy("default", "one device (the first GPU if any, else the CPU)", _default),
-        _Strategy("mirrored", "one replica per local GPU (tf.distribute.MirroredStrategy)", _mirrored),
+        _Strategy("default", "one device (the first GPU if any, else the CPU)",
+                  lambda: _tf().distribute.get_strategy()),
+        _Strategy("mirrored", "one replica per local GPU (tf.distribute.MirroredStrategy)",
+                  lambda: _tf().distribute.MirroredStrategy()),
         _Strategy("multi_worker", "one replica per worker process of the cluster named by TF_CONFIG "
                   "(MultiWorkerMirroredStrategy); every worker runs the same command", _multi_worker),
         _Strategy("tpu", "the TPU cores of this TPU VM, or of TPU_NAME (TPUStrategy; not verified here)", _tpu),
@@ -259,9 +247,7 @@ def is_chief(strategy):
 
 def cpu_only():
     """Whether this process has no GPU or TPU, so every strategy runs on the CPU."""
-    from mobilebert_kit.backend import tf
-
-    return not any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
+    return not any(_tf().config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
 
 
 def worker_label(strategy):

@@ -1,12 +1,6 @@
 """TeacherCache: the frozen teacher's layer outputs for every example of the data, computed once.
 
-The teacher never trains, so its hidden states and attention probabilities for an
-example are the same at every step that reads the example. A layer-transfer step
-without the cache runs the teacher's forward pass every time: more than half of a
-MiniLM -> MobileBERT step's arithmetic (``benchmarks/distillation_throughput.py``).
-With the cache the step reads the outputs instead, and a run that reads each
-example several times (progressive transfer reads the data once per layer) pays
-for the teacher once per example.
+Why, what it costs and what it saves: docs/distillation.md, "The teacher cache".
 
 The cache is keyed by the example's content (a digest of its three input rows), so
 it does not care about shard order, the shuffle buffer or the split over workers,
