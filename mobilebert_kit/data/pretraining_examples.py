@@ -246,9 +246,6 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     The directory appears only when complete (written under a temporary name). ``on_progress(bytes_read,
     total_bytes, examples_written)`` follows the run; ``overwrite`` replaces what mbk did not write at
     ``out_dir`` (``utils.atomic``). Returns the metadata dict written to ``dataset.json``.
-
-    Example:
-        >>> write_pretraining_data(["corpus.txt"], TextTokenizer.from_vocab("vocab.txt"), "data/")  # doctest: +SKIP
     """
     from mobilebert_kit.backend import tf
 

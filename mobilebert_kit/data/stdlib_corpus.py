@@ -9,6 +9,7 @@ depends only on the Python version, which is recorded in the output.
 """
 
 import ast
+import contextlib
 import hashlib
 import re
 import sys
@@ -50,12 +51,7 @@ def _docstrings(source):
     except (SyntaxError, ValueError):
         return []
     nodes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-    out = []
-    for node in nodes:
-        doc = ast.get_docstring(node, clean=True)
-        if doc:
-            out.append(doc)
-    return out
+    return [doc for node in nodes if (doc := ast.get_docstring(node, clean=True))]
 
 
 def _is_prose(sentence):
@@ -125,13 +121,5 @@ def build_stdlib_corpus(out_path, heldout_path=None, heldout_fraction=0.05, min_
     return stats
 
 
-class _NullContext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _maybe_file(path):
-    return atomic_file(path, "w") if path is not None else _NullContext()
+    return atomic_file(path, "w") if path is not None else contextlib.nullcontext()

@@ -169,9 +169,6 @@ class ModelSource:
 def write_labels(directory, names):
     """Writes ``directory/labels.txt``: the class names, one a line, in output order (what :func:`read_labels` reads
     back and ``mbk export`` embeds for the clients).
-
-    Example:
-        >>> write_labels(out_dir, ["negative", "positive"])  # doctest: +SKIP
     """
     (Path(directory) / LABELS_FILE).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
 
@@ -182,10 +179,6 @@ def read_labels(directory, classes=None):
     Both are checked by ``data/class_names.py`` (strings, ``id2label`` ids ``0 .. n-1``, no look-alikes) and,
     with ``classes`` (the head's output columns), counted against the head (ConfigError); ``labels.txt`` is
     read with a bound (``LABELS_MAX_BYTES``).
-
-    Example:
-        >>> read_labels("runs/sentiment/model", classes=2)  # doctest: +SKIP
-        ['negative', 'positive']
     """
     directory = Path(directory)
     labels_file = directory / LABELS_FILE

@@ -57,10 +57,6 @@ def load_encoder(spec, precision="float32", seed=PRESET_SEED):
     """The encoder of ``spec`` (a task model's encoder when it holds one), resolved by
     :class:`~mobilebert_kit.sources.model_source.ModelSource` and built with the dtype policy ``precision``;
     ``seed`` draws a preset's random weights.
-
-    Example:
-        >>> load_encoder("tiny-bert").config["hidden_size"]  # doctest: +SKIP
-        64
     """
     with precision_policy(precision):
         return ModelSource.load(spec, head=None, seed=seed, dtype=precision).encoder

@@ -83,10 +83,6 @@ def load_teacher(spec, precision="float32"):
 
     An MLM head is kept when the checkpoint has one (``head="auto"``); ``precision`` is the dtype policy the
     teacher is built with.
-
-    Example:
-        >>> load_teacher("runs/ib-bert/model").architecture  # doctest: +SKIP
-        'pretrainer'
     """
     with precision_policy(precision):
         return ModelSource.load(spec, head="auto", accept=TEACHER_KINDS, what="teacher", dtype=precision).model
@@ -97,10 +93,6 @@ def build_student(spec, precision="float32", overrides=None, seed=PRESET_SEED):
 
     ``spec`` is a preset name, a dict of Encoder arguments, a saved encoder or pretrainer, or a model;
     ``overrides`` replace a preset's or dict's Encoder arguments; ``seed`` draws a preset's random weights.
-
-    Example:
-        >>> build_student("tiny-mobilebert", overrides={"num_layers": 2}).encoder.config["num_layers"]  # doctest: +SKIP
-        2
     """
     overrides = dict(overrides or {})
     with precision_policy(precision):
