@@ -67,8 +67,7 @@ def feature_map_loss(teacher_hidden, student_hidden, attention_mask, normalizer=
     """Eq. 1: MSE between parameter-free LayerNorm'd feature maps.
 
     ``1/(T N) sum_t sum_n (LN(H_tr)_tn - LN(H_st)_tn)^2``, averaged over the
-    real tokens of the batch (teacher and student of the same hidden size).
-    """
+    real tokens of the batch (teacher and student of the same hidden size)."""
     diff = parameter_free_layer_norm(teacher_hidden) - parameter_free_layer_norm(student_hidden)
     per_token = tf.reduce_mean(tf.square(diff), axis=-1)  # (B, S)
     return masked_mean(per_token, attention_mask, normalizer)
@@ -92,8 +91,7 @@ def variance_loss(teacher_hidden, student_hidden, attention_mask, normalizer=Non
 def attention_kl_loss(teacher_probs, student_probs, attention_mask, normalizer=None):
     """Eq. 3: ``1/(T A) sum_t sum_a KL(a_tr || a_st)`` over per-head attention distributions.
 
-    Padded query rows are excluded; padded keys carry probability 0 in both and add nothing.
-    """
+    Padded query rows are excluded; padded keys carry probability 0 in both and add nothing."""
     # Renormalised in float32: probabilities computed in bfloat16/float16 sum to
     # 1 only within ~1e-2, enough to make an unnormalised KL negative.
     p_t = _f32(teacher_probs)
@@ -112,8 +110,7 @@ def layer_transfer_loss(teacher_hidden, student_hidden, teacher_probs, student_p
 
     ``weights`` overrides :data:`DEFAULT_WEIGHTS` (Appendix D) by key; the attention probabilities may be
     None when ``weights["attention"]`` is 0. Returns ``(total, terms)``: the weighted sum and the unweighted
-    terms by name.
-    """
+    terms by name."""
     weights = dict(DEFAULT_WEIGHTS, **(weights or {}))
     terms = {
         "feature_map": feature_map_loss(teacher_hidden, student_hidden, attention_mask, normalizer),
@@ -141,8 +138,7 @@ def mlm_distillation_loss(teacher_logits, student_logits, label_weights, normali
     and a mean would depend on the number of masks). The gradient equals that
     of the official soft-target cross-entropy with target
     ``alpha * one_hot + (1 - alpha) * P_tr`` (the two differ by the teacher's
-    entropy, a constant).
-    """
+    entropy, a constant)."""
     log_p_t = tf.nn.log_softmax(_f32(teacher_logits), axis=-1)
     log_p_s = tf.nn.log_softmax(_f32(student_logits), axis=-1)
     kl = tf.reduce_sum(tf.exp(log_p_t) * (log_p_t - log_p_s), axis=-1)  # (B, P)
@@ -152,8 +148,7 @@ def mlm_distillation_loss(teacher_logits, student_logits, label_weights, normali
 def next_sentence_loss(labels, logits, normalizer=None):
     """Cross-entropy of next-sentence prediction, averaged over examples.
 
-    ``labels`` ``[batch]`` (or ``[batch, 1]``): 0 = B follows A, 1 = random B (BERT's convention).
-    """
+    ``labels`` ``[batch]`` (or ``[batch, 1]``): 0 = B follows A, 1 = random B (BERT's convention)."""
     labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=_f32(logits))
     return masked_mean(ce, tf.ones_like(ce), normalizer)

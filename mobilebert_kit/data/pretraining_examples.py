@@ -245,8 +245,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
 
     The directory appears only when complete (written under a temporary name). ``on_progress(bytes_read,
     total_bytes, examples_written)`` follows the run; ``overwrite`` replaces what mbk did not write at
-    ``out_dir`` (``utils.atomic``). Returns the metadata dict written to ``dataset.json``.
-    """
+    ``out_dir`` (``utils.atomic``). Returns the metadata dict written to ``dataset.json``."""
     from mobilebert_kit.backend import tf
 
     options = options or PretrainingDataOptions()
@@ -337,8 +336,7 @@ def _allow_open_files(shards):
     """Raises the open-file limit to fit one writer per shard, or refuses before any work.
 
     Every shard stays open while examples are dealt round-robin; past ``ulimit -n`` TensorFlow
-    would fail mid-run with "Too many open files".
-    """
+    would fail mid-run with "Too many open files"."""
     try:
         import resource
     except ImportError:  # not POSIX: no limit to read

@@ -63,8 +63,7 @@ def _normalizer_behaviour(normalizer, path):
 
     Measured on text rather than read from a field: only a BertNormalizer has ``lowercase`` and
     ``strip_accents`` fields, while a Sequence of NFD, Lowercase and StripAccents lower-cases too.
-    A normalizer that does it to some letters only is a ConfigError: the casing is recorded as one flag.
-    """
+    A normalizer that does it to some letters only is a ConfigError: the casing is recorded as one flag."""
     def normalize(text):
         return text if normalizer is None else normalizer.normalize_str(text)
 
@@ -490,8 +489,7 @@ class TextTokenizer:
         WordPiece: ``vocab.txt`` (added tokens included, the checkpoint's names); Unigram: a SentencePiece model
         with the checkpoint's ids and names (the checkpoint's own ``.model`` file has other ids for XLM-R);
         byte-level BPE: ``vocab.json`` and ``merges.txt`` from the ``tokenizer.json``. The special tokens are
-        :attr:`special_tokens`.
-        """
+        :attr:`special_tokens`."""
         return _MODEL_FILES[self.kind.model_files[0]](self)
 
     def _check_files(self, directory):
@@ -603,8 +601,7 @@ class TextTokenizer:
     def fingerprint(self):
         """sha256 of the vocabulary, the special tokens and the casing: data and models must agree on it.
 
-        A tokenizer with BERT's names hashes only vocabulary and casing, so existing datasets still match.
-        """
+        A tokenizer with BERT's names hashes only vocabulary and casing, so existing datasets still match."""
         bert = self.kind.bert_names and self.special_tokens == dict(CLIENT_SPECIAL_NAMES)
         digest = hashlib.sha256() if bert else hashlib.sha256(f"{self.kind.model_type}\n".encode())
         for index, token in enumerate(self.vocab_lines()):
@@ -881,8 +878,7 @@ def check_tokenizer_fits(tokenizer, vocab_size, model):
     embedding table; returns the tokenizer.
 
     The app would fail with ``gather index out of bounds`` on text using the extra tokens. A smaller vocabulary
-    is fine: checkpoints pad their tables (multiples of 8), and rows no id reaches are never read.
-    """
+    is fine: checkpoints pad their tables (multiples of 8), and rows no id reaches are never read."""
     size = getattr(tokenizer, "vocab_size", None)
     if tokenizer is not None and size is not None and size > vocab_size:
         added = [t.content for i, t in tokenizer.added_tokens().items() if i >= vocab_size]

@@ -111,8 +111,7 @@ def _flag(value, name, key):
     """``value`` of the boolean setting ``key`` in the file ``name``: a bool, or None when absent or null.
 
     Anything else is refused: transformers' fast tokenizer refuses a non-bool while its slow one tests
-    truthiness, so ``0`` or ``"false"`` has no one meaning.
-    """
+    truthiness, so ``0`` or ``"false"`` has no one meaning."""
     if value is None or isinstance(value, bool):
         return value
     raise ConfigError(f"{name}: {key} is {repr(value)[:40]} ({type(value).__name__}), not true, false or null; "
@@ -125,8 +124,7 @@ def lower_case_of(directory, default=True):
     ``tokenizer_config.json``'s ``do_lower_case`` wins; else ``tokenizer.json``'s
     normalizer ``lowercase``; else ``default`` (uncased, as BERT's original vocabularies).
     Unreadable files are skipped here (the tokenizer reports them when it loads); a value that is
-    no boolean is a ConfigError (:func:`_flag`).
-    """
+    no boolean is a ConfigError (:func:`_flag`)."""
     directory = Path(directory)
     for name, read in (("tokenizer_config.json", lambda spec: (spec.get("do_lower_case"), "do_lower_case")),
                        ("tokenizer.json", lambda spec: ((spec.get("normalizer") or {}).get("lowercase"),
@@ -149,8 +147,7 @@ def strip_accents_of(directory):
     tokenizer rewrites the ``tokenizer.json`` normalizer to match it); ``null`` or absent means
     "follow lower-casing", as BERT's ``BasicTokenizer`` does (all-MiniLM-L6-v2: ``strip_accents:
     null`` with ``do_lower_case: true``, so "naïve café" becomes "naive cafe"). None when the directory
-    does not say; a non-boolean is a ConfigError (:func:`_flag`).
-    """
+    does not say; a non-boolean is a ConfigError (:func:`_flag`)."""
     return _config_flag(directory, "strip_accents")
 
 
@@ -160,8 +157,7 @@ def chinese_chars_of(directory):
     ``tokenizer_config.json``'s ``tokenize_chinese_chars``: transformers' fast tokenizer rewrites the
     ``tokenizer.json`` normalizer to match it (its slow tokenizer reads it too), so ``false`` tokenized
     "你好世界" as one word there and as four here. None when the directory does not say (BERT's default:
-    split); a non-boolean is a ConfigError (:func:`_flag`).
-    """
+    split); a non-boolean is a ConfigError (:func:`_flag`)."""
     return _config_flag(directory, "tokenize_chinese_chars")
 
 
@@ -181,8 +177,7 @@ def read_tokenizer_files(source_dir):
     """The :data:`TOKENIZER_FILES` ``source_dir`` (None: none) has, read with their bounds: ``{name: bytes}``.
 
     The vocabulary is parsed (:func:`read_vocab`'s rules) and the casing settings typed (:func:`lower_case_of`,
-    :func:`strip_accents_of`), so a command can check them all before its first write (ConfigError).
-    """
+    :func:`strip_accents_of`), so a command can check them all before its first write (ConfigError)."""
     if source_dir is None:
         return {}
     source_dir = Path(source_dir)
@@ -201,8 +196,7 @@ def read_tokenizer_files(source_dir):
 def write_tokenizer_files(files, target_dir):
     """Writes :func:`read_tokenizer_files`' ``{name: bytes}`` into ``target_dir``; returns the names written.
 
-    Each file appears whole or not at all: an interrupted copy must not leave half a vocabulary.
-    """
+    Each file appears whole or not at all: an interrupted copy must not leave half a vocabulary."""
     for name, data in files.items():
         with atomic_file(Path(target_dir) / name, "wb") as handle:
             handle.write(data)
@@ -213,6 +207,5 @@ def copy_tokenizer_files(source_dir, target_dir):
     """Copies the :data:`TOKENIZER_FILES` that ``source_dir`` has into ``target_dir``; returns their names.
 
     Every file is read and checked first (:func:`read_tokenizer_files`), so a model is never written next
-    to a vocabulary its consumers would refuse.
-    """
+    to a vocabulary its consumers would refuse."""
     return write_tokenizer_files(read_tokenizer_files(source_dir), target_dir)

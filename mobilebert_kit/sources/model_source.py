@@ -168,8 +168,7 @@ class ModelSource:
 
 def write_labels(directory, names):
     """Writes ``directory/labels.txt``: the class names, one a line, in output order (what :func:`read_labels` reads
-    back and ``mbk export`` embeds for the clients).
-    """
+    back and ``mbk export`` embeds for the clients)."""
     (Path(directory) / LABELS_FILE).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
 
 
@@ -178,8 +177,7 @@ def read_labels(directory, classes=None):
 
     Both are checked by ``data/class_names.py`` (strings, ``id2label`` ids ``0 .. n-1``, no look-alikes) and,
     with ``classes`` (the head's output columns), counted against the head (ConfigError); ``labels.txt`` is
-    read with a bound (``LABELS_MAX_BYTES``).
-    """
+    read with a bound (``LABELS_MAX_BYTES``)."""
     directory = Path(directory)
     labels_file = directory / LABELS_FILE
     if labels_file.is_file():

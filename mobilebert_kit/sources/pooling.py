@@ -141,8 +141,7 @@ def _mode(config, config_path, fix):
     """``"mean"`` or ``"cls"`` from a Pooling config, refusing every other or combined mode.
 
     sentence-transformers 5 writes one ``pooling_mode`` field (a name such as ``mean``, ``cls``, ``max``,
-    ``lasttoken``, or a list of names for combined modes) instead of the :data:`POOLING_KEYS` flags.
-    """
+    ``lasttoken``, or a list of names for combined modes) instead of the :data:`POOLING_KEYS` flags."""
     if "pooling_mode" in config:
         value = config["pooling_mode"]
         chosen = [value] if isinstance(value, str) else value
@@ -258,8 +257,7 @@ def write_pooling(directory, pooling, dimension=None):
 def carry_pooling(source_dir, target_dir, dimension=None):
     """Declares in ``target_dir`` the pooling ``source_dir`` declares; returns it, or None when there is none.
 
-    A declaration that cannot be read or is not exportable is a ConfigError (:func:`read_pooling`).
-    """
+    A declaration that cannot be read or is not exportable is a ConfigError (:func:`read_pooling`)."""
     if source_dir is None or not Path(source_dir).is_dir():
         return None
     pooling = read_pooling(source_dir)

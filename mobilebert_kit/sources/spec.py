@@ -68,8 +68,7 @@ def classify(spec, accept=tuple(KINDS), what="model"):
     """Classifies ``spec`` without loading it: a :class:`SourceSpec` of one of the kinds in ``accept``.
 
     ``what`` names the spec in messages (``"model"``, ``"teacher"``, ``"--source"``). Neither a path nor a
-    preset, or a kind not accepted, is a ConfigError; a path that is no checkpoint a CheckpointError.
-    """
+    preset, or a kind not accepted, is a ConfigError; a path that is no checkpoint a CheckpointError."""
     if isinstance(spec, dict):
         found = SourceSpec("config", "config", spec)
     elif not isinstance(spec, (str, os.PathLike)):

@@ -25,8 +25,7 @@ def transfer_model(encoder, layers):
     "attention_probs": [...]}`` of the blocks ``layers``, one entry per layer.
 
     It computes only the blocks up to ``max(layers)``: a progressive stage at
-    layer l does not pay for the layers above it.
-    """
+    layer l does not pay for the layers above it."""
     # Each block's (hidden state, attention probabilities) KerasTensors in the encoder's own graph.
     outputs = [encoder.get_layer(f"transformer_layer_{i}").get_output_at(0) for i in layers]
     return keras.Model(encoder.inputs, {"hidden_states": [out for out, _ in outputs],
@@ -38,8 +37,7 @@ def make_optimizer(config, stage, trained, tuned):
 
     ``trained`` and ``tuned`` are ``(path, variable)`` pairs at the full rate and at the stage's
     ``tune_multiplier``. Returns ``(optimizer, schedule, variables)``, the optimizer built on ``variables``
-    (wrapped in a ``LossScaleOptimizer`` for mixed_float16).
-    """
+    (wrapped in a ``LossScaleOptimizer`` for mixed_float16)."""
     peak = config.learning_rate
     if stage.kind != LAYER_TRANSFER and config.pd_learning_rate is not None:
         peak = config.pd_learning_rate
@@ -72,8 +70,7 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
     ``teacher_mlm`` None means no MLM-KD term; ``student`` is the pretrainer with its ``mlm`` and ``nsp``
     heads. With ``cached_teacher`` a layer-transfer batch carries the teacher's outputs of the stage's layers
     (``TeacherCache.attach``), read instead of running the teacher. The step returns ``{"loss", <loss
-    terms>[, "loss_scale"]}``, each the global value.
-    """
+    terms>[, "loss_scale"]}``, each the global value."""
     scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
     student_encoder = student.encoder
     if stage.kind == LAYER_TRANSFER:

@@ -279,14 +279,9 @@ class Distiller:
     def prepare_teacher_cache(self, start_stage=0, directory=None):
         """Decides whether the run caches its teacher (``config.teacher_cache``) and builds or finishes the cache.
 
-        Args:
-            start_stage (int): the first stage still to run (a resumed run's).
-            directory (str | Path | None): where (default ``OUT/teacher_cache``; a worker that is not the chief
-                keeps its own in its scratch directory).
-
-        Returns:
-            TeacherCache | None: also kept as ``self.teacher_cache``; the steps built after it read it.
-        """
+        ``start_stage`` is the first stage still to run; ``directory`` defaults to ``OUT/teacher_cache`` (a worker
+        that is not the chief keeps its own in its scratch directory). Returns the cache or None, also kept as
+        ``self.teacher_cache``: the steps built after it read it."""
         self.prepare()
         stages = [st for st in self.stages[start_stage:] if st.kind == LAYER_TRANSFER]
         layers = tuple(sorted({l for st in self.stages if st.kind == LAYER_TRANSFER for l in st.layers}))
@@ -567,11 +562,12 @@ class Distiller:
         student_dir = self.out_dir / "student"
         pretrainer_dir = self.out_dir / "pretrainer"
         global_step = int(self.progress.global_step.numpy())
+        summary = {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
+                   "global_step": global_step}
         if not self.chief:
             self._barrier()  # returns once the chief has written the student
             self._say(f"done ({self.worker}): the chief wrote {student_dir}")
-            return {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
-                    "global_step": global_step}
+            return summary
         save(self.student_encoder, student_dir)
         save(self.student, pretrainer_dir)
         copied = self._copy_vocabulary(student_dir, pretrainer_dir)
@@ -581,5 +577,4 @@ class Distiller:
         self._barrier()
         self._say(f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
                   + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""))
-        return {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
-                "global_step": state["global_step"]}
+        return summary

@@ -56,8 +56,7 @@ HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence
 def load_encoder(spec, precision="float32", seed=PRESET_SEED):
     """The encoder of ``spec`` (a task model's encoder when it holds one), resolved by
     :class:`~mobilebert_kit.sources.model_source.ModelSource` and built with the dtype policy ``precision``;
-    ``seed`` draws a preset's random weights.
-    """
+    ``seed`` draws a preset's random weights."""
     with precision_policy(precision):
         return ModelSource.load(spec, head=None, seed=seed, dtype=precision).encoder
 

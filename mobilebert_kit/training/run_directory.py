@@ -72,8 +72,7 @@ class RunDirectory:
 
         Called before the models are built, so that a refused ``--out`` costs nothing. ``overwrite`` starts over
         in a directory holding another run or anything mbk did not write; ``sources`` are the run's inputs, which
-        the directory may never be or contain (``utils.atomic``).
-        """
+        the directory may never be or contain (``utils.atomic``)."""
         self.claim()
         run_file = self.path / RUN_FILE
         if resume:

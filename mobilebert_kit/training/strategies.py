@@ -233,8 +233,7 @@ def is_chief(strategy):
     """Whether this process writes the run directory under ``strategy``.
 
     One-process strategies always do; in a cluster it is the ``chief`` task,
-    or ``worker`` 0 when the cluster has no ``chief``.
-    """
+    or ``worker`` 0 when the cluster has no ``chief``."""
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
     if resolver is None or task_type is None:
@@ -267,8 +266,7 @@ def quiet_cluster_teardown(strategy):
     Whichever worker exits last sees the others' coordination service go away
     and TensorFlow's C++ runtime logs a heartbeat failure to fd 2: noise after a
     run that completed, burying its last line. One-process strategies are left alone,
-    as is ``MBK_VERBOSE_TF=1``.
-    """
+    as is ``MBK_VERBOSE_TF=1``."""
     if not worker_label(strategy) or os.environ.get("MBK_VERBOSE_TF") == "1":
         return
     sys.stderr.flush()

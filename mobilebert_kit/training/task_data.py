@@ -200,8 +200,7 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
     """``(features, labels or None, label_names, columns)`` of a classification/regression table.
 
     ``label_names`` are the class names in index order (from training; None: this file's, sorted), so
-    unknown labels in evaluation data are an error; ``recorded_columns`` is :func:`resolve_columns`' ``recorded``.
-    """
+    unknown labels in evaluation data are an error; ``recorded_columns`` is :func:`resolve_columns`' ``recorded``."""
     rows = read_table(path)
     text_columns, label_column = resolve_columns(rows, path, text_columns, label_column, need_label, recorded_columns)
     texts_a = [r[text_columns[0]] for r in rows]
@@ -282,8 +281,7 @@ def squad_features(tokenizer, examples, seq_len, doc_stride=128, max_query_lengt
 
     Training windows that do not contain the answer (and unanswerable questions) point start and end at
     ``[CLS]`` (position 0). Returns ``(features, windows)``: arrays (with ``start_positions``/``end_positions``
-    when training) and per window ``(example index, {token position: (char start, char end)})``.
-    """
+    when training) and per window ``(example index, {token position: (char start, char end)})``."""
     rows = {k: [] for k in ("input_ids", "attention_mask", "token_type_ids", "start_positions", "end_positions")}
     windows = []
     for index, example in enumerate(examples):
@@ -336,8 +334,7 @@ def squad_predictions(examples, windows, start_logits, end_logits, n_best=20, ma
     """Best answer text per question from window logits; "" when no answer scores better (SQuAD 2.0).
 
     ``allow_null``: predict "no answer" when ``null score - best span > null_threshold`` (default: when any
-    example is marked impossible, v2.0 data).
-    """
+    example is marked impossible, v2.0 data)."""
     if allow_null is None:
         allow_null = any(e["impossible"] for e in examples)
     best = {}

@@ -58,8 +58,7 @@ class TaskMetric:
 
     ``data`` describes the expected file in words (messages, ``--help``); ``prepare(path, tokenizer, spec,
     limit) -> Prepared`` reads it, ``spec`` holding ``task.json``'s keys; ``score(outputs, prepared, spec)``
-    gives the metrics from the canonical ``outputs`` (others are dropped while running).
-    """
+    gives the metrics from the canonical ``outputs`` (others are dropped while running)."""
 
     task: str
     primary: str
@@ -141,8 +140,7 @@ MIN_CORRELATION_ROWS = 3
 
 def _check_gold(gold, each, values):
     """Refuses labels no correlation can be measured against: fewer than :data:`MIN_CORRELATION_ROWS`, or all
-    equal. Checked when the data is read (``prepare``), so ``mbk finetune --eval`` refuses them before training.
-    """
+    equal. Checked when the data is read (``prepare``), so ``mbk finetune --eval`` refuses them before training."""
     n = len(gold)
     if n < MIN_CORRELATION_ROWS:
         raise DataError(f"{n} row(s) cannot measure a correlation; score at least {MIN_CORRELATION_ROWS} (raise --limit "
@@ -295,8 +293,7 @@ def prepare(task, data, tokenizer, spec, limit=None):
     """``data`` read and tokenized for scoring with ``task``'s record: a bad or empty file is refused here.
 
     ``mbk finetune --eval`` calls it before training, so a bad evaluation file is found at the start and the
-    file is read once (:func:`score` takes the result).
-    """
+    file is read once (:func:`score` takes the result)."""
     record = task_metric(task, spec.get("model", "the model"))
     prepared = record.prepare(Path(data), tokenizer, spec, limit)
     if not prepared.rows:
@@ -308,8 +305,7 @@ def score(task, data, predict, tokenizer, spec, limit=None, prepared=None):
     """Scores ``predict`` (features -> canonical outputs) on ``data`` with ``task``'s record.
 
     The one scoring path of both sides (a file, a Keras model). ``spec`` holds ``task.json``'s settings,
-    ``limit`` caps the examples (spread over the file), ``prepared`` is ``data`` already read by :func:`prepare`.
-    """
+    ``limit`` caps the examples (spread over the file), ``prepared`` is ``data`` already read by :func:`prepare`."""
     record = task_metric(task, spec.get("model", "the model"))
     if prepared is None:
         prepared = prepare(task, data, tokenizer, spec, limit)

@@ -149,8 +149,7 @@ class TeacherCache:
     def attach(self, batch, layers):
         """``batch`` with the teacher's cached outputs of ``layers`` added (:func:`hidden_key`, :func:`attention_key`).
 
-        A row not in the cache (the data changed since it was built) is a TrainingError.
-        """
+        A row not in the cache (the data changed since it was built) is a TrainingError."""
         digests = row_digests({name: np.asarray(batch[name]) for name in INPUT_NAMES})
         try:
             rows = np.array([self.index[d] for d in digests])

@@ -82,8 +82,7 @@ def load_teacher(spec, precision="float32"):
     """Loads a teacher from a checkpoint path (HF, TF1 or ``mbk.save`` directory) or returns a given model.
 
     An MLM head is kept when the checkpoint has one (``head="auto"``); ``precision`` is the dtype policy the
-    teacher is built with.
-    """
+    teacher is built with."""
     with precision_policy(precision):
         return ModelSource.load(spec, head="auto", accept=TEACHER_KINDS, what="teacher", dtype=precision).model
 
@@ -92,8 +91,7 @@ def build_student(spec, precision="float32", overrides=None, seed=PRESET_SEED):
     """Returns the student as a :class:`~mobilebert_kit.models.heads.BertPretrainer` (with its MLM/NSP heads).
 
     ``spec`` is a preset name, a dict of Encoder arguments, a saved encoder or pretrainer, or a model;
-    ``overrides`` replace a preset's or dict's Encoder arguments; ``seed`` draws a preset's random weights.
-    """
+    ``overrides`` replace a preset's or dict's Encoder arguments; ``seed`` draws a preset's random weights."""
     overrides = dict(overrides or {})
     with precision_policy(precision):
         if overrides and classify(spec, accept=STUDENT_KINDS, what="student").kind == "saved":
@@ -119,8 +117,7 @@ def copy_from_teacher(teacher_model, student):
     A norm weight is copied only between norms of the same kind (a LayerNorm
     gamma means something else in a NoNorm). Returns ``copied`` (paths), ``skipped`` (``path: reason``) and
     ``embeddings_complete`` (every student embedding weight was copied, so the embedding layer computes
-    the teacher's function).
-    """
+    the teacher's function)."""
     from mobilebert_kit.models.api import named_weights
     from mobilebert_kit.training.stages import scope_of
 

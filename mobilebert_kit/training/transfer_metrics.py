@@ -40,8 +40,7 @@ def evaluate_transfer(teacher_encoder, student_encoder, dataset, max_batches=Non
     The encoders have equal hidden size, layers and heads; ``dataset`` holds batches of pre-training
     examples (``pretraining_dataset(..., repeat=False)``), with ``clean_inputs`` the original tokens put back
     at the masked positions. Returns ``feature_map`` and ``attention`` (layer means), ``feature_map_per_layer``,
-    ``attention_per_layer`` (lists), ``embedding_cosine`` and ``examples``.
-    """
+    ``attention_per_layer`` (lists), ``embedding_cosine`` and ``examples``."""
     from mobilebert_kit.backend import tf
     from mobilebert_kit.models.encoder import INPUT_NAMES
     from mobilebert_kit.training.distill_step import transfer_model
