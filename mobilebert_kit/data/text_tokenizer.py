@@ -311,11 +311,9 @@ class TextTokenizer:
                 the ``tokenizer.json``).
             lowercase (bool | None): for a tokenizer with BERT's names: the casing asked for (an error when the
                 normalizer does otherwise).
-            strip_accents (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``strip_accents``
-                (transformers rewrites the normalizer the same way).
+            strip_accents (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``strip_accents``.
             files (dict[str, bytes] | None): the checkpoint's files as read by :meth:`from_directory`.
-            chinese_chars (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``tokenize_chinese_chars``
-                (transformers rewrites the normalizer the same way).
+            chinese_chars (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``tokenize_chinese_chars``.
 
         Raises:
             DataError: an unreadable file, an unknown model kind, a special token missing from the vocabulary.

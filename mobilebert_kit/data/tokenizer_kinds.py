@@ -6,18 +6,13 @@ The TFLite Metadata schema describes three tokenizers (``BertTokenizerOptions``,
 and the Task Library run the first two on the packed files (measured in
 MediaPipe 1.2.2 with a model that returns the ids it is fed, issue 35):
 
-- **WordPiece** (BERT, DistilBERT, ELECTRA, MPNet): ``BertTokenizerOptions``
-  with a ``vocab.txt``. The client inserts the literal ``[CLS]`` and
-  ``[SEP]`` and looks up ``[UNK]``, so a vocabulary whose special tokens have
-  other names (MPNet's ``<s>``/``</s>``) is packed with those lines renamed,
-  the ids unchanged.
-- **Unigram** (XLM-R, ALBERT, multilingual MiniLM): ``SentencePieceTokenizerOptions``
-  with a SentencePiece model written from the ``tokenizer.json`` in the
-  checkpoint's id order (``data/sentencepiece_model.py``), its class and
-  separator pieces renamed ``[CLS]``/``[SEP]``.
-- **byte-level BPE** (RoBERTa, GPT-2 style): nothing in the schema describes
-  it, so no client can tokenize for it; the ``.tflite`` serves LiteRT users who
-  feed the checkpoint tokenizer's ids, the ``.onnx`` optimum users.
+- **WordPiece** (BERT, DistilBERT, ELECTRA, MPNet): ``BertTokenizerOptions`` with a ``vocab.txt``;
+- **Unigram** (XLM-R, ALBERT, multilingual MiniLM): ``SentencePieceTokenizerOptions`` with a
+  SentencePiece model written in the checkpoint's id order (``data/sentencepiece_model.py``);
+- **byte-level BPE** (RoBERTa): nothing in the schema describes it (:data:`KINDS`' ``no_client``).
+
+The clients insert the literal ``[CLS]`` and ``[SEP]`` and look up ``[UNK]``, so the packed file renames
+the checkpoint's special tokens (``TextTokenizer._client_names``), the ids unchanged.
 
 ``TextTokenizer`` (``data/text_tokenizer.py``) asks the record, never the kind's
 name: what to read, which client unit to pack, how to read one back.

@@ -60,12 +60,6 @@ class FinetuneRun(ResumableRun):
         return kept
 
     def save(self, manager, step, total, scalars):
-        """Saves the checkpoint of ``step``, then ``progress.json`` pointing at it.
-
-        Args:
-            manager (tf.train.CheckpointManager): the manager of :attr:`checkpoint_dir`.
-            step (int): the optimizer steps done.
-            total (int): the run's steps.
-            scalars (list): the TensorBoard scalars so far, ``[(step, {tag: value})]``.
-        """
+        """Saves the checkpoint of ``step`` (of ``total``) with ``manager``, then ``progress.json`` pointing at it,
+        with the TensorBoard ``scalars`` so far (``[(step, {tag: value})]``)."""
         super().save(manager, step, total, {"scalars": [[s, values] for s, values in scalars]})

@@ -8,16 +8,12 @@ flag that turns Ctrl-C and SIGTERM into a checkpointed stop is ``utils/interrupt
 
 from mobilebert_kit.backend import tf
 
-# What a collective step raises when another worker of the cluster died or was preempted.
 PEER_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
              tf.errors.CancelledError)
 
 
 def peer_lost_line(err):
-    """The line of a lost-peer error that names the task, shortened for a one-line message.
-
-    Args:
-        err (Exception): one of :data:`PEER_LOST`.
+    """The line of a lost-peer error (one of :data:`PEER_LOST`) that names the task, shortened for one line.
 
     Example:
         >>> peer_lost_line(RuntimeError("collective failed\\n  task /job:worker/task:1 is gone"))

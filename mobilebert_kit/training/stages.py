@@ -45,15 +45,11 @@ def block_scope(index):
 
 
 def plan_stages(config, num_layers, embeddings_from_teacher):
-    """Returns the list of :class:`Stage` for ``config`` (a DistillConfig).
+    """Returns the list of :class:`Stage` for ``config`` (a DistillConfig) and ``num_layers`` student layers.
 
-    Args:
-        config: the run's DistillConfig.
-        num_layers: student (= teacher) layers.
-        embeddings_from_teacher: every embedding weight was copied from the
-            teacher; they are then kept like a lower layer (frozen or tuned at
-            the multiplier) during transfer. Otherwise they train with layer 0
-            (a random embedding frozen for the whole transfer would be useless).
+    ``embeddings_from_teacher``: every embedding weight was copied from the teacher; they are then kept like
+    a lower layer (frozen or tuned at the multiplier) during transfer. Otherwise they train with layer 0
+    (a random embedding frozen for the whole transfer would be useless).
 
     Example:
         >>> [s.name for s in plan_stages(DistillConfig(layer_steps=10, pd_steps=5), 2, True)]

@@ -44,7 +44,6 @@ def read_table(path):
             with open(path, encoding="utf-8-sig") as handle:  # -sig: a byte-order mark is not part of the text
                 for number, line in enumerate(handle, 1):
                     if line.strip():
-                        # The shared reader: bounded depth, duplicate keys refused, an object required.
                         rows.append(load_json(line, f"{path}:{number}", expect=dict, error=DataError,
                                               fix="one JSON object per line"))
             return rows
@@ -384,7 +383,6 @@ def read_tagged(path):
     tokens, tags = [], []
     columns = None  # (count, first line): CoNLL files have the same columns on every token line
     try:
-        # -sig: a byte-order mark is not part of the first token
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as err:
         raise DataError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
