@@ -42,7 +42,7 @@ from mobilebert_kit.sources.pooling import carry_pooling
 from mobilebert_kit.errors import ConfigError, DataError, TrainingError, first_line
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
-from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
+from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_error
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
 from mobilebert_kit.training.run_directory import DISTILL_RUN, RUN_FILE, RunDirectory
 from mobilebert_kit.training.stage_progress import StageProgress
@@ -464,15 +464,11 @@ class Distiller:
         try:
             return step_fn(self._distribute(batch))
         except PEER_LOST as err:
-            first = peer_lost_line(err)
             # Only its name, for the message: not the full read of latest_checkpoint(), which raises when
             # nothing reads and would hide the lost peer behind it.
             latest = tf.train.latest_checkpoint(str(self.run_dir.checkpoint_dir))
             where = f"its last checkpoint ({Path(latest).name})" if latest else "the start"
-            raise TrainingError(
-                f"{self.worker}: the cluster lost a worker at step {step + 1} of {stage.name} ({first}); "
-                f"start every worker again with the same command and --resume: the run continues from {where}"
-            ) from err
+            raise peer_lost_error(self.worker, f"step {step + 1} of {stage.name}", err, where) from err
 
     def _run_stage(self, stage, index, first, step_fn, schedule, optimizer, manager, interrupt, history):
         cfg = self.config

@@ -32,7 +32,7 @@ from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
 from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT, FinetuneRun
-from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
+from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_error
 from mobilebert_kit.training.lamb import Lamb
 from mobilebert_kit.training.stage_progress import StageProgress
 from mobilebert_kit.training.strategies import is_chief, worker_label
@@ -405,11 +405,7 @@ class FineTuner:
                 try:
                     model.fit(self._epoch_dataset(parts, epoch, skip), epochs=1, verbose=0, callbacks=[callback])
                 except PEER_LOST as err:
-                    raise TrainingError(
-                        f"{worker}: the cluster lost a worker at step {callback.step + 1} ({peer_lost_line(err)}); "
-                        "start every worker again with the same command and --resume: the run continues from its "
-                        "last checkpoint"
-                    ) from err
+                    raise peer_lost_error(worker, f"step {callback.step + 1}", err) from err
                 if callback.stopped:
                     break
                 if callback.step < self._steps and callback.step % cfg.checkpoint_every:  # not saved at this step
