@@ -473,7 +473,10 @@ class TextTokenizer:
         kind = CLIENT_KINDS.get(client)
         if kind is None:
             raise DataError(f"{source} is a {client} tokenizer, which mobilebert-kit cannot run; pass --tokenizer")
-        return _CLIENT_READERS[kind.client](kind, bytes(data), str(source), token_types)
+        tokenizer, names = _CLIENT_READERS[kind.client](bytes(data), str(source))
+        specials = {role: name for role, name in CLIENT_SPECIAL_NAMES.items() if name in names}
+        return cls(tokenizer, kind, specials, source=str(source), lowercase=True, strip_accents=False,
+                   token_types=token_types)
 
     # ------------------------------------------------------------- the one reading
     def checkpoint_files(self):
@@ -791,8 +794,9 @@ def _pack_sentencepiece(tok):
     return ClientUnit(tok.kind.client_options, tok.kind.client_file, _sentencepiece_model(tok, pieces), renamed)
 
 
-def _read_packed_vocab(kind, data, source, token_types):
-    """The clients' BERT tokenizer on a packed ``vocab.txt``: A-Z lower-cased, accents kept, BERT's names."""
+def _read_packed_vocab(data, source):
+    """``(tokenizer, tokens)``: the clients' BERT tokenizer on a packed ``vocab.txt``, A-Z lower-cased, accents
+    kept."""
     lines = parse_vocab(data, source)
     # What the clients look up literally ([PAD] and [MASK] they never need: a file without them is still ready).
     missing = [t for t in ("[CLS]", "[SEP]", "[UNK]") if t not in lines]
@@ -803,13 +807,12 @@ def _read_packed_vocab(kind, data, source, token_types):
     tokenizer.normalizer = normalizers.Sequence(
         [normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False)]
         + _ascii_lower())
-    specials = {role: name for role, name in CLIENT_SPECIAL_NAMES.items() if name in lines}
-    return TextTokenizer(tokenizer, kind, specials, source=source, lowercase=True, strip_accents=False,
-                         token_types=token_types)
+    return tokenizer, lines
 
 
-def _read_packed_sentencepiece(kind, data, source, token_types):
-    """The clients' SentencePiece tokenizer on a packed model, with the literal ``[CLS]``/``[SEP]``."""
+def _read_packed_sentencepiece(data, source):
+    """``(tokenizer, pieces)``: the clients' SentencePiece tokenizer on a packed model, with the literal
+    ``[CLS]``/``[SEP]``."""
     try:
         model = spm.read_model(data)
     except DataError as err:
@@ -832,9 +835,7 @@ def _read_packed_sentencepiece(kind, data, source, token_types):
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
         replacement="▁", prepend_scheme="always" if model["add_dummy_prefix"] else "never")
     # No post-processor: TextTokenizer's is BERT's ([CLS] A [SEP] B [SEP]) around the literal pieces.
-    specials = {role: name for role, name in CLIENT_SPECIAL_NAMES.items() if name in ids}
-    return TextTokenizer(tokenizer, kind, specials, source=source, lowercase=True, strip_accents=False,
-                         token_types=token_types)
+    return tokenizer, ids
 
 
 def _vocab_file(tok):

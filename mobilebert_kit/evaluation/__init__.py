@@ -3,6 +3,6 @@
 Modules:
     artifact_metrics: :func:`evaluate_artifact` and :data:`TASK_METRICS`, one record per task
         (data reader, scorer on ``training/metrics.py``, headline key), scored by the records of
-        ``training.task_scoring`` (shared with ``training.fine_tuner.evaluate_model``).
+        ``training.task_scoring`` (shared with ``training.fine_tuner.model_evaluation``).
 """
 

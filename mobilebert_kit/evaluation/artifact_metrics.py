@@ -13,7 +13,7 @@ its casing, its label names in index order, its static ``[1, seq]`` inputs
 Each task is one ``TaskMetric`` record in ``training.task_scoring.TASK_METRICS``:
 how its data file is read, how outputs are scored (``training/metrics.py``, the
 one implementation), and the headline key. The Keras side
-(``training.fine_tuner.evaluate_model``, behind ``mbk evaluate DIR``) uses the
+(``training.fine_tuner.model_evaluation``, behind ``mbk evaluate DIR``) uses the
 same records, so a float export and its Keras model are scored by the same code
 and can only differ by what the file computes.
 

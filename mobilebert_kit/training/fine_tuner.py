@@ -456,23 +456,18 @@ def _predict(model, features, batch_size):
     return model.predict(dataset, verbose=0)
 
 
-def evaluate_model(model, spec, tokenizer, path, batch_size=32, limit=None):
-    """Metrics of a task model on a labelled file, following ``spec`` (the content of ``task.json``).
-
-    Scored by the task's record in :data:`mobilebert_kit.training.task_scoring.TASK_METRICS`,
-    the same code that scores an exported file, so the two differ only by what the model computes.
-    """
-    return model_evaluation(model, spec, tokenizer, path, batch_size, limit).metrics
-
-
 def _scoring_spec(spec):
     """``spec`` (``task.json``'s content) with the SQuAD windowing defaults of files that predate them."""
     return {"doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length, **spec}
 
 
 def model_evaluation(model, spec, tokenizer, path, batch_size=32, limit=None, prepared=None):
-    """:func:`evaluate_model` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`
-    (``prepared``: ``path`` already read by :func:`~mobilebert_kit.training.task_scoring.prepare`)."""
+    """The :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation` of a task model on a labelled file,
+    following ``spec`` (the content of ``task.json``; ``prepared``: ``path`` already read by
+    :func:`~mobilebert_kit.training.task_scoring.prepare`).
+
+    Scored by the task's record in :data:`mobilebert_kit.training.task_scoring.TASK_METRICS`,
+    the same code that scores an exported file, so the two differ only by what the model computes."""
     def predict(features):
         return {k: np.asarray(v, np.float32) for k, v in _predict(model, features, batch_size).items()}
 

@@ -1,6 +1,6 @@
 """Scoring a task model on labelled data: one record per task (data reader, scorer, headline metric).
 
-Shared by both sides of ``mbk evaluate``: ``training.fine_tuner.evaluate_model``
+Shared by both sides of ``mbk evaluate``: ``training.fine_tuner.model_evaluation``
 (a Keras model) and ``evaluation.artifact_metrics.evaluate_artifact`` (an
 exported file), so a float export and its Keras model are scored by the same
 code. The metrics themselves are ``training/metrics.py``'s. TensorFlow-free.
