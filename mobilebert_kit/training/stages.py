@@ -56,44 +56,19 @@ def plan_stages(config, num_layers, embeddings_from_teacher):
         ['layer_0', 'layer_1', 'pretraining_distillation']
     """
     multiplier = float(config.lower_layer_lr_multiplier)
-    stages = []
     if config.schedule == "progressive":
-        for layer in range(num_layers):
-            train = [block_scope(layer)]
-            lower = [block_scope(i) for i in range(layer)]
-            if embeddings_from_teacher or layer > 0:
-                lower.insert(0, "embeddings")
-            else:
-                train.insert(0, "embeddings")
-            stages.append(
-                Stage(
-                    name=f"layer_{layer}",
-                    kind=LAYER_TRANSFER,
-                    steps=int(config.layer_steps),
-                    layers=(layer,),
-                    train=tuple(train),
-                    tune=tuple(lower) if multiplier > 0 else (),
-                    tune_multiplier=multiplier,
-                )
-            )
+        transfers = [(f"layer_{layer}", int(config.layer_steps), (layer,)) for layer in range(num_layers)]
     elif config.schedule == "end_to_end":
-        train = [block_scope(i) for i in range(num_layers)]
-        tune = []
-        if embeddings_from_teacher:
-            tune = ["embeddings"] if multiplier > 0 else []
-        else:
-            train.insert(0, "embeddings")
-        stages.append(
-            Stage(
-                name="all_layers",
-                kind=LAYER_TRANSFER,
-                steps=int(config.layer_steps) * num_layers,
-                layers=tuple(range(num_layers)),
-                train=tuple(train),
-                tune=tuple(tune),
-                tune_multiplier=multiplier,
-            )
-        )
+        transfers = [("all_layers", int(config.layer_steps) * num_layers, tuple(range(num_layers)))]
+    else:
+        transfers = []
+    stages = []
+    for name, steps, layers in transfers:
+        train = [block_scope(i) for i in layers]
+        lower = [block_scope(i) for i in range(min(layers, default=0))]
+        (lower if embeddings_from_teacher or min(layers, default=0) > 0 else train).insert(0, "embeddings")
+        stages.append(Stage(name=name, kind=LAYER_TRANSFER, steps=steps, layers=layers, train=tuple(train),
+                            tune=tuple(lower) if multiplier > 0 else (), tune_multiplier=multiplier))
     if config.pd_steps > 0:
         stages.append(
             Stage(
