@@ -380,9 +380,8 @@ class Distiller:
                   if fresh else contextlib.nullcontext()) as found:
                 return self._run_in_place(fresh, found, overwrite, latest, start_stage, start_step, history)
         except Exception:
-            # A new run that failed before its first checkpoint (a record that cannot be read, a full disk) has
-            # nothing to resume, and its run.json refused the corrected command ("pass --resume", which re-read
-            # the same bad data). In a cluster the workers resume together, so its state stays.
+            # A new run that failed before its first checkpoint has nothing to resume, and its run.json would refuse
+            # the corrected command ("pass --resume"). In a cluster the workers resume together, so its state stays.
             if fresh and found in (NEW, EMPTY) and not self.worker and self.run_dir.latest_checkpoint() is None:
                 self._forget(found)
             raise

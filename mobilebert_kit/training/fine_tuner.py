@@ -257,9 +257,8 @@ class FineTuner:
         run.locks = chief  # the workers of a cluster share the chief's OUT, and its lock
         if chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             decision = run.check(record, resume, overwrite=overwrite, sources=sources)
-        # OUT is not a fine-tuning output of mbk and --overwrite lets the run replace it: its state would have
-        # to replace OUT before the output is complete. Without one OUT is replaced only by the finished
-        # output, as --overwrite promises (the rule of mbk substitute's recovery).
+        # OUT is not a fine-tuning output of mbk and --overwrite lets the run replace it: keeping no state, OUT is
+        # replaced only by the finished output, as --overwrite promises (checkpoints/resumable_run.py).
         stateless = chief and not resume and decision == OVERWRITE
         if stateless:
             self._say(
@@ -269,8 +268,7 @@ class FineTuner:
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
                 "max_query_length": cfg.max_query_length, "label_names": None}
         features, targets, weights = self._data(train_path, spec)
-        # What the run trains on, as tokenized: a training file changed under the same path (every label swapped,
-        # the same row count) resumed on other rows with exit 0 when only the path was compared.
+        # What the run trains on, as tokenized: a resume refuses a training file changed under the same path.
         rows = [features, targets, weights or {}]
         fingerprints = {"train": array_digest([np.asarray(json.dumps(spec.get("label_names")))]
                                               + [part[k] for part in rows for k in sorted(part)])}

@@ -1,14 +1,8 @@
 """The resumable state of one ``mbk finetune`` run, kept in ``OUT/run/`` until the output is complete.
 
-Layout (the loop that fills it is ``fine_tuner.FineTuner``; the part shared with the recovery of
-``mbk substitute`` is ``checkpoints/resumable_run.py``)::
-
-    OUT/run/run.json        model, data, vocabulary, columns and FinetuneConfig of the run
-    OUT/run/progress.json   the newest checkpoint's step, the run's steps, the TensorBoard scalars so far
-    OUT/run/checkpoints/    tf.train checkpoints: the task model and its optimizer
-
-Until the run completes ``OUT`` has no ``task.json`` and is never taken for a
-finished output.
+The layout and its rules are ``checkpoints/resumable_run.py``'s (shared with the recovery of ``mbk
+substitute``); here ``run.json`` holds the model, data, vocabulary, columns and FinetuneConfig,
+``progress.json`` also the TensorBoard scalars so far, and the checkpoints the task model and its optimizer.
 
 The state is written once the data is read and the model built, before the
 first step: a run that fails while reading its data or building its model

@@ -1,11 +1,6 @@
 """The directory of one distillation run: its record, its progress, its checkpoints, the resume check.
 
-Layout (the loop that fills it is ``distiller.Distiller``)::
-
-    run.json          teacher, student, data and DistillConfig of the run
-    progress.json     stage, step and loss history (rewritten at every checkpoint)
-    checkpoints/      tf.train checkpoints: student, optimizer, data iterator, progress
-
+The layout of ``run.json``, ``progress.json`` and ``checkpoints/`` is listed in ``distiller.py``'s docstring.
 ``run.json`` is what makes ``--resume`` safe: a resume with other options
 would continue a run on a different model or data, so it is refused and
 names what differs.
