@@ -8,10 +8,7 @@ B is replaced by text from another document (NSP label 1). Unlike Google's
 script, documents are processed in chunks of ``chunk_documents`` (random
 "next sentences" come from another document of the same chunk), so memory
 stays bounded however large the corpus is. A random B is never drawn from A's
-own document: a chunk always holds at least two documents (a lone last
-document joins the chunk before it; an input of one document is refused), and
-the other document is drawn among the rest (Google's ten tries can all land
-on A's document).
+own document (:func:`_chunks`, :func:`_instances`).
 
 Everything random draws from one ``random.Random(seed)``: the same inputs and
 options give byte-identical shards.

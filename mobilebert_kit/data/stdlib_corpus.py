@@ -101,7 +101,8 @@ def build_stdlib_corpus(out_path, heldout_path=None, heldout_fraction=0.05, min_
     """
     stats = {"python": sys.version.split()[0], "documents": 0, "sentences": 0, "heldout_documents": 0,
              "heldout_sentences": 0, "bytes": 0}
-    with atomic_file(out_path, "w") as train, _maybe_file(heldout_path) as heldout:
+    held_out = atomic_file(heldout_path, "w") if heldout_path is not None else contextlib.nullcontext()
+    with atomic_file(out_path, "w") as train, held_out as heldout:
         for name, path in stdlib_sources(root):
             try:
                 source = path.read_text(encoding="utf-8")
@@ -119,7 +120,3 @@ def build_stdlib_corpus(out_path, heldout_path=None, heldout_fraction=0.05, min_
             stats[prefix + "sentences"] += len(sentences)
             stats["bytes"] += len(text.encode())
     return stats
-
-
-def _maybe_file(path):
-    return atomic_file(path, "w") if path is not None else contextlib.nullcontext()

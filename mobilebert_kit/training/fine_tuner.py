@@ -170,12 +170,9 @@ class FineTuner:
             )
         # Longer rows than the learned positions fail inside the first training step with a graph error.
         check_positions(encoder.config, cfg.seq_len)
-        head = HEAD_OF_TASK[cfg.task]
-        kwargs = {}
-        if cfg.task in ("classification", "regression", "token_classification"):
-            kwargs = {"num_labels": num_labels, "dropout": cfg.dropout}
+        kwargs = {} if cfg.task == "span_qa" else {"num_labels": num_labels, "dropout": cfg.dropout}
         with precision_policy(cfg.precision):
-            model = HEADS[head](encoder, **kwargs)
+            model = HEADS[HEAD_OF_TASK[cfg.task]](encoder, **kwargs)
         model.dropout_seed = cfg.seed
         schedule = WarmupDecay(cfg.learning_rate, total_steps=max(self._steps, 1),
                                warmup_steps=int(round(cfg.warmup_proportion * self._steps)))
@@ -449,11 +446,6 @@ def _deployment_files(model_dir, tokenizer, label_names):
         write_labels(model_dir, label_names)
 
 
-def _predict(model, features, batch_size):
-    dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
-    return model.predict(dataset, verbose=0)
-
-
 def _scoring_spec(spec):
     """``spec`` (``task.json``'s content) with the SQuAD windowing defaults of files that predate them."""
     return {"doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length, **spec}
@@ -467,7 +459,8 @@ def model_evaluation(model, spec, tokenizer, path, batch_size=32, limit=None, pr
     Scored by the task's record in :data:`mobilebert_kit.training.task_scoring.TASK_METRICS`,
     the same code that scores an exported file, so the two differ only by what the model computes."""
     def predict(features):
-        return {k: np.asarray(v, np.float32) for k, v in _predict(model, features, batch_size).items()}
+        outputs = model.predict(tf.data.Dataset.from_tensor_slices(features).batch(batch_size), verbose=0)
+        return {k: np.asarray(v, np.float32) for k, v in outputs.items()}
 
     spec = _scoring_spec(spec)
     return score(spec["task"], path, predict, tokenizer, spec, limit, prepared)

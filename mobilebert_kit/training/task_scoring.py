@@ -84,10 +84,6 @@ def spread(n, limit):
     return np.arange(limit) * n // limit
 
 
-def _take(features, index):
-    return {k: np.asarray(v)[index] for k, v in features.items()}
-
-
 # ------------------------------------------------------------- classification / regression
 def _prepare_sequences(task):
     def prepare(path, tokenizer, spec, limit):
@@ -102,7 +98,7 @@ def _prepare_sequences(task):
         index = spread(len(labels), limit)
         if task == "regression":
             _check_gold(np.asarray(labels[index], np.float64), "row's label", "value")
-        return Prepared(_take(features, index), len(index), labels[index])
+        return Prepared({k: np.asarray(v)[index] for k, v in features.items()}, len(index), labels[index])
 
     return prepare
 
