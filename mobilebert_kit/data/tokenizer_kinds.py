@@ -42,8 +42,7 @@ class TokenizerKind:
         model_type (str): ``tokenizer.json``'s ``model.type``.
         name (str): how reports and ``mbk_metadata`` name it (``"wordpiece"``, ``"sentencepiece"``, ``"bpe"``).
         model_files (tuple[str, ...]): the kind's own files a checkpoint may carry beside ``tokenizer.json``
-            (each is read and compared with it); the first one is what :meth:`TextTokenizer.model_files`
-            hands out for another runtime (onnxruntime-extensions), with the others of that kind.
+            (each compared with it); :meth:`TextTokenizer.model_files` hands them out for another runtime.
         client (str | None): the clients' tokenizer (``"bert"``, ``"sentencepiece"``: the names ``artifacts``
             reads back from a file's TFLite Metadata); None: none can tokenize for it.
         client_options (str | None): the TFLite Metadata process unit the clients run; None: none can.
@@ -51,11 +50,11 @@ class TokenizerKind:
         no_client (str): why no client can tokenize for it (empty when one can).
         bert_names (bool): BERT's ``[CLS]``/``[SEP]``/``[PAD]``/``[UNK]``/``[MASK]`` are its default special
             tokens, so a bare ``vocab.txt`` describes it (token types and casing follow BERT's rules).
-        pair_layout (str): how a sentence pair is laid out by the families of this kind (the post-processor
-            of each checkpoint decides; this is what reports and docs say).
+        pair_layout (str): how reports and docs say the families of this kind lay out a sentence pair (each
+            checkpoint's post-processor decides).
         added_tokens (str): what the packed client file does with tokens added by ``add_tokens``
-            (``"whole-word"``: a ``vocab.txt`` line, matched only as a whole word by the client's
-            WordPiece; ``"user-defined"``: a SentencePiece USER_DEFINED piece, matched anywhere; ``""``: none).
+            (``"whole-word"``: a ``vocab.txt`` line; ``"user-defined"``: a SentencePiece piece matched anywhere;
+            ``""``: none).
         extensions_op (str | None): onnxruntime-extensions' operator that runs it inside an ``.onnx``
             (``mbk export --tokenizer-in-graph``, ``convert/onnx/text_graph.py``); None: none can.
 

@@ -43,10 +43,8 @@ class ModelSource:
         directory (Path | None): the source directory (None for a preset, a config or a model object).
         labels (list[str]): class names of a classification head, if recorded.
         seed (int | None): the seed of random weights (presets and configs).
-        pooling (Pooling | None): the sentence pooling a sentence-transformers checkpoint declares
-            (:func:`~mobilebert_kit.sources.pooling.read_pooling`), else None. Read when first used, so
-            that an unsupported declaration stops only the exports that rely on it (``--pooling``
-            overrides it); it then raises that one-line ConfigError.
+        pooling (Pooling | None): the sentence pooling a sentence-transformers checkpoint declares, else None
+            (read when first used: :attr:`pooling`).
 
     Example:
         >>> source = ModelSource.load("tiny-bert")  # doctest: +SKIP
@@ -96,7 +94,10 @@ class ModelSource:
 
     @property
     def pooling(self):
-        """The checkpoint's declared :class:`~mobilebert_kit.sources.pooling.Pooling`, or None (read once)."""
+        """The checkpoint's declared :class:`~mobilebert_kit.sources.pooling.Pooling`, or None (read once).
+
+        Read when first used, so that an unsupported declaration (a one-line ConfigError) stops only the
+        exports that rely on it (``--pooling`` overrides it)."""
         if "_pooling" not in self.__dict__:
             self._pooling = read_pooling(self.directory) if self.directory is not None else None
         return self._pooling

@@ -219,9 +219,7 @@ class FineTuner:
         ``overwrite`` (``utils.atomic``); it is checked before training starts. Every
         ``config.checkpoint_every`` steps the model and optimizer are checkpointed in ``OUT/run``
         (``finetune_run.FinetuneRun``), and at the end of every epoch; SIGINT or SIGTERM checkpoints the
-        current step and stops. Where ``overwrite`` lets the run replace something mbk did not write as a
-        fine-tuning output (a user's directory or file, another command's output), the run keeps no state
-        (it says so): nothing is written there until the finished output replaces it as a whole.
+        current step and stops. Replacing what mbk did not write (``overwrite``), the run keeps no state.
 
         Args:
             train_path, eval_path: the labelled data.

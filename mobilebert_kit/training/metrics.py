@@ -104,12 +104,8 @@ def squad_f1(prediction, truth):
 
 
 def squad_metrics(predictions, answers):
-    """``{"exact_match", "f1"}`` in percent, each the max over the gold answers, averaged over questions.
-
-    Args:
-        predictions: ``{question id: predicted text}`` ("" for no answer).
-        answers: ``{question id: [gold texts]}``; an empty list means unanswerable (gold "").
-    """
+    """``{"exact_match", "f1"}`` in percent of ``predictions`` (``{question id: text}``, "" for no answer), each
+    the max over the gold ``answers`` (``{question id: [texts]}``, [] when unanswerable), averaged over questions."""
     exact = f1 = 0.0
     for qid, golds in answers.items():
         golds = golds or [""]

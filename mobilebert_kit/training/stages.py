@@ -19,16 +19,10 @@ ALL_SCOPES = "*"
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    """One stage of a distillation run.
+    """One stage of a distillation run (``name``: ``layer_3``, ``all_layers``, ``pretraining_distillation``).
 
-    Attributes:
-        name: stable stage name (``layer_3``, ``all_layers``, ``pretraining_distillation``).
-        kind: ``"layer_transfer"`` or ``"pretraining_distillation"``.
-        steps: optimisation steps of the stage.
-        layers: layers whose transfer losses are averaged (layer transfer only).
-        train: scopes trained at the full learning rate (``("*",)``: all variables).
-        tune: scopes trained at ``tune_multiplier`` times the rate (empty when frozen).
-        tune_multiplier: learning-rate multiplier of ``tune``.
+    ``layers`` are those whose transfer losses are averaged (layer transfer only); ``train`` the scopes trained
+    at the full learning rate (``("*",)``: all variables), ``tune`` those at ``tune_multiplier`` times it.
     """
 
     name: str
