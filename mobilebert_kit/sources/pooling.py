@@ -158,8 +158,9 @@ def _mode(config, config_path, fix):
                 chosen.append(POOLING_KEYS[key])
     if len(chosen) != 1:
         declared = escape(", ".join(chosen)) or "none set"
-        raise ConfigError(f"{_where(config_path)} declares {'several pooling modes at once' if chosen else 'no pooling mode'}"
-                          f" ({declared}); mobilebert-kit exports one of mean, cls: {fix}")
+        what = "several pooling modes at once" if chosen else "no pooling mode"
+        raise ConfigError(f"{_where(config_path)} declares {what} ({declared}); mobilebert-kit exports one of mean, "
+                          f"cls: {fix}")
     if chosen[0] not in SUPPORTED_MODES:
         raise ConfigError(f"{_where(config_path)} declares {escape(chosen[0])} pooling, which mobilebert-kit does not "
                           f"export (mean and cls only); {fix}")
@@ -209,8 +210,7 @@ def _load(path, directory, expect):
                 repository and Path(os.path.realpath(current)).is_relative_to(repository)):
             raise ConfigError(f"{_where(current)} is a symbolic link; the pooling is read from the checkpoint's own "
                               "files: replace the link with the file it points to")
-    what = "the sentence-transformers file"
-    return load_json(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=expect,
+    return load_json(path, "the sentence-transformers file", max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=expect,
                      fix="pass the checkpoint's own modules.json / 1_Pooling/config.json")
 
 

@@ -65,10 +65,8 @@ class _StepCallback:
     """A Keras callback run after every training step: the progress bar, the scalars, checkpoints and Ctrl-C.
 
     ``scalars`` collects ``(step, {tag: value})`` for TensorBoard every ``every`` steps: the epoch's running
-    loss as Keras reports it and the learning rate. They are written with the output directory when
-    training has finished (an interrupted run keeps them in ``OUT/run/progress.json``). Every
-    ``checkpoint_every`` steps, and at the step a first SIGINT or SIGTERM arrived, ``save(step)``
-    checkpoints; after the signal, training stops (``stopped``).
+    loss as Keras reports it and the learning rate. Every ``checkpoint_every`` steps, and at the step a first
+    SIGINT or SIGTERM arrived, ``save(step)`` checkpoints; after the signal, training stops (``stopped``).
     """
 
     def __new__(cls, bar, step, every, checkpoint_every, scalars, save, interrupt, total, on_step_end=None):

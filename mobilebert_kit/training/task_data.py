@@ -84,7 +84,7 @@ def read_table(path):
 
 def _refuse_nul(path, line, fields):
     """A NUL character in a table is a UTF-16 file without a byte-order mark (every other byte is 0, which is valid
-    UTF-8) or binary data: read as UTF-8 it gave a column-count error about line 3, or texts with NULs inside."""
+    UTF-8) or binary data, not text to train on."""
     if any("\0" in field for field in fields):
         raise DataError(f"{path} line {line} holds a NUL character; the file is UTF-16 or binary, not UTF-8 text: "
                         "convert it to UTF-8")
