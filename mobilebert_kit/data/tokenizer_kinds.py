@@ -124,14 +124,8 @@ def returns_token_types(tokenizer_config):
 
 @dataclass(frozen=True)
 class ClientUnit:
-    """The tokenizer process unit of a ``.tflite``'s TFLite Metadata and the file it packs.
-
-    Args:
-        options (str): ``"BertTokenizerOptions"`` or ``"SentencePieceTokenizerOptions"``.
-        file_name (str): the packed file's name.
-        data (bytes): its contents.
-        renamed (tuple[tuple[str, str], ...]): ``(checkpoint token, client name)`` of the special tokens renamed
-            for the clients' literal lookups.
+    """The tokenizer process unit (``options``) of a ``.tflite``'s TFLite Metadata and the file it packs, with
+    ``renamed``: ``(checkpoint token, client name)`` of the special tokens renamed for the clients' lookups.
 
     Example:
         >>> ClientUnit("BertTokenizerOptions", "vocab.txt", b"[PAD]\\n").file_name

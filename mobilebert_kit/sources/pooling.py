@@ -10,18 +10,13 @@ listed type counts. An app that embeds with such a model expects exactly that
 vector: BERT's tanh ``pooled_output`` had cosine 0.01 to it.
 
 Supported: mean over real tokens or the [CLS] token, each with or without
-normalization. Every other declaration (max, mean_sqrt_len, weighted mean,
-last token, several modes at once, a Dense or other module in the pipeline)
-is refused in one line that says what the checkpoint declares and to pass
-``--pooling mean|cls`` to export another pooling knowingly.
+normalization; every other declaration is refused in one line.
 
-The files are untrusted: read through :func:`~mobilebert_kit.utils.structured.load_json`
-(bounded size and depth, regular files only), module paths must stay inside
-the checkpoint directory, and symlinks are refused (a checkpoint's pooling is
-not read from elsewhere on the machine), except in a Hugging Face hub cache
-snapshot (``models--ORG--NAME/snapshots/REV/``, every file a link into
-``../../blobs/``), where a link that resolves inside the same cached
-repository is read.
+The files are untrusted: read bounded (``utils.structured.load_json``), module
+paths kept inside the checkpoint directory, symlinks refused (a checkpoint's
+pooling is not read from elsewhere on the machine) except the links of a
+Hugging Face hub cache snapshot that resolve inside its repository
+(:func:`cached_repository`).
 
 Standard library only (no TensorFlow): the CLI and artifact readers may use it.
 """

@@ -174,9 +174,8 @@ def class_labels(path, raw):
     """``raw`` label cells as class names: surrounding whitespace dropped, look-alike names refused (case,
     NFC/NFD and NFKC forms, invisible characters: ``data/class_names.py``).
 
-    Why: "pos " and "pos" (a stray space in a spreadsheet) or "Pos" and "pos" became separate classes without a
-    word, so the head learned a split class and the score counted the same answer wrong. Whitespace is never
-    part of a name (text cells are tokenized without it); case may be, so two spellings are an error to fix.
+    Why: "pos " and "pos" (a stray space in a spreadsheet) or "Pos" and "pos" would be two classes, one answer
+    scored wrong. Whitespace is never part of a name; case may be, so two spellings are an error to fix.
     Training and evaluation both read labels here, so they agree.
 
     Example:
