@@ -161,11 +161,8 @@ def pretraining_distillation_loss(mlm_labels, student_mlm_logits, label_weights,
 
     With ``teacher_mlm_logits=None`` (a teacher without an MLM head, e.g. a
     sentence encoder) the KD term does not exist and the loss is
-    ``L_MLM + L_NSP``: alpha only balances the two MLM targets.
-
-    Returns:
-        ``(total, terms)`` with terms ``mlm``, ``nsp`` and, with a teacher, ``mlm_kd``.
-    """
+    ``L_MLM + L_NSP``: alpha only balances the two MLM targets. Returns ``(total, terms)``, the terms
+    ``mlm``, ``nsp`` and, with a teacher, ``mlm_kd``."""
     terms = {
         "mlm": masked_lm_loss(mlm_labels, student_mlm_logits, label_weights, prediction_normalizer),
         "nsp": next_sentence_loss(nsp_labels, student_nsp_logits, example_normalizer),

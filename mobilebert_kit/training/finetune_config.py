@@ -36,11 +36,7 @@ OPTIONAL_NUMBERS = ("pd_learning_rate", "clip_norm")
 
 
 def check_numbers(config, names):
-    """Checks each named field of a config dataclass against :data:`TRAINING_LIMITS` (ints stay ints).
-
-    Example:
-        >>> check_numbers(FinetuneConfig(), NUMERIC_OPTIONS)
-    """
+    """Checks each named field of a config dataclass against :data:`TRAINING_LIMITS` (ints stay ints)."""
     for name in names:
         value = getattr(config, name)
         if value is None and name in OPTIONAL_NUMBERS:

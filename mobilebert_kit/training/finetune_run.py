@@ -24,10 +24,7 @@ FINETUNE_OUTPUT = OutputKind("finetune", True, "a fine-tuning output directory")
 
 
 class FinetuneRun(ResumableRun):
-    """Reads and writes the resumable state of a fine-tuning run in ``OUT/run``.
-
-    Args:
-        out_dir (str | Path): the run's output directory (``mbk finetune --out``).
+    """Reads and writes the resumable state of a fine-tuning run in ``OUT/run`` (``out_dir``: ``--out``).
 
     Example:
         >>> run = FinetuneRun("runs/sst2")

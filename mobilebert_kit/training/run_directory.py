@@ -30,15 +30,7 @@ RECORD_KEYS = ("teacher", "student", "student_overrides", "data")
 
 
 class RunDirectory:
-    """Reads and writes the bookkeeping files of one distillation run.
-
-    Args:
-        path (str | Path): the run directory (``mbk distill --out``).
-
-    Example:
-        >>> run_dir = RunDirectory("runs/mb")
-        >>> run_dir.check(record, config, resume=False)  # doctest: +SKIP
-    """
+    """Reads and writes the bookkeeping files of one distillation run in ``path`` (``mbk distill --out``)."""
 
     locks = True  # False for the workers of a cluster, which share the chief's directory and its lock
 

@@ -236,9 +236,7 @@ def is_chief(strategy):
     or ``worker`` 0 when the cluster has no ``chief``."""
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
-    if resolver is None or task_type is None:
-        return True
-    if task_type == "chief":
+    if task_type in (None, "chief"):  # no resolver has no task type either
         return True
     jobs = resolver.cluster_spec().as_dict()
     return task_type == "worker" and int(resolver.task_id or 0) == 0 and "chief" not in jobs

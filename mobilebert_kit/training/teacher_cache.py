@@ -19,10 +19,6 @@ Files are appended with plain writes, never through a writable memory map: a ful
 disk then raises ``ENOSPC`` (a one-line error) instead of killing the process with
 SIGBUS. ``cache.json`` advances only after the rows it counts are flushed, so a
 build interrupted at any point resumes from its last counted row.
-
-Example:
-    >>> cache = TeacherCache.build("runs/mb/teacher_cache", view, "data/", (0, 1), 32, identity)  # doctest: +SKIP
-    >>> batch = cache.attach(next(iterator), (1,))  # doctest: +SKIP
 """
 
 import errno
@@ -115,13 +111,7 @@ def decide(mode, stages, rows, batch_size, size, free):
 
 
 class TeacherCache:
-    """Reads a complete teacher cache; :meth:`build` writes (or finishes) one.
-
-    Args:
-        directory (str | Path): the cache directory.
-
-    Raises:
-        TrainingError: the directory holds no complete cache.
+    """Reads the complete teacher cache in ``directory`` (else TrainingError); :meth:`build` writes one.
 
     Example:
         >>> cache = TeacherCache("runs/mb/teacher_cache")  # doctest: +SKIP
@@ -167,22 +157,14 @@ class TeacherCache:
 
     @classmethod
     def build(cls, directory, outputs, batches, rows, layers, identity, progress=None):
-        """Writes the cache (or finishes an interrupted build) and returns it.
+        """Writes the cache in ``directory`` (or finishes an interrupted build) and returns it.
 
-        Args:
-            directory (str | Path): where; a cache of another identity there is replaced.
-            outputs (callable): ``outputs(inputs) -> {"hidden_states": [...], "attention_probs": [...]}``, one
-                entry per layer of ``layers`` (``distill_step.transfer_model`` of the teacher).
-            batches (callable): ``batches(skip) -> iterable`` of the data's batches in a fixed order, once, the
-                first ``skip`` batches left out.
-            rows (int): examples in the data.
-            layers (tuple[int]): the layers to cache.
-            identity (dict): what makes the cache valid (teacher, data, shapes); stored and compared.
-            progress (callable | None): ``progress(rows_done)`` after every batch.
-
-        Raises:
-            TrainingError: the disk filled or the directory cannot be written (one line, what to do).
-            DataError: the data holds no records, or fewer or more than its metadata lists.
+        A cache of another ``identity`` (what makes it valid: teacher, data, shapes) there is replaced.
+        ``outputs(inputs)`` gives ``{"hidden_states": [...], "attention_probs": [...]}``, one entry per layer of
+        ``layers`` (``distill_step.transfer_model`` of the teacher); ``batches(skip)`` yields the data's batches
+        in a fixed order, once, the first ``skip`` left out; ``progress(rows_done)`` follows every batch. A full
+        disk or an unwritable directory is a one-line TrainingError; data of other than ``rows`` records a
+        DataError.
         """
         directory = Path(directory)
         meta = _read_meta(directory)
