@@ -176,13 +176,11 @@ class FineTuner:
                                warmup_steps=int(round(cfg.warmup_proportion * self._steps)))
         optimizer = Lamb(learning_rate=schedule, weight_decay_rate=cfg.weight_decay,
                          use_trust_ratio=cfg.optimizer == "lamb", global_clipnorm=1.0)
-        if cfg.task == "regression":
-            loss = {"logits": keras.losses.MeanSquaredError()}
-        elif cfg.task == "span_qa":
-            ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-            loss = {"start_logits": ce, "end_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+        ce = keras.losses.SparseCategoricalCrossentropy
+        if cfg.task == "span_qa":
+            loss = {"start_logits": ce(from_logits=True), "end_logits": ce(from_logits=True)}
         else:
-            loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+            loss = {"logits": keras.losses.MeanSquaredError() if cfg.task == "regression" else ce(from_logits=True)}
         weights = {"start_logits": 0.5, "end_logits": 0.5} if cfg.task == "span_qa" else None
         model.compile(optimizer=optimizer, loss=loss, loss_weights=weights)
         # The logged loss is a metric every replica already holds globally aggregated; Keras' "auto"
