@@ -4,7 +4,11 @@ Equation numbers refer to Sun et al., 2020, "MobileBERT: Task-Agnostic
 Compression of BERT by Progressive Knowledge Transfer" (Sec. 3, Appendix D).
 They sit below both ``training/`` (distillation) and ``convert/`` (recovery
 after substitution), as losses are their own layer in Model Garden, so
-conversion never imports training (issue 13 item 7).
+conversion never imports training.
+
+Shapes: hidden states ``[batch, seq, hidden]``, attention probabilities ``[batch, heads, seq, seq]``
+(after softmax and masking, as the encoder returns them), ``attention_mask`` ``[batch, seq]``, MLM
+logits ``[batch, predictions, vocab]`` with ``label_weights`` ``[batch, predictions]``.
 
 Every per-token loss is a *masked mean* over real tokens (``attention_mask``
 1). ``normalizer`` overrides the denominator: under a ``tf.distribute``
@@ -44,13 +48,7 @@ def _f32(x):
 
 
 def masked_mean(values, mask, normalizer=None):
-    """``sum(values * mask) / normalizer`` (default ``sum(mask)``, at least 1).
-
-    Args:
-        values: per-element losses, any shape.
-        mask: weights broadcastable to ``values`` (1 real, 0 padding).
-        normalizer: the denominator; pass a global count under a strategy.
-    """
+    """``sum(values * mask) / normalizer`` (default ``sum(mask)``, at least 1); ``mask`` broadcasts to ``values``."""
     values, mask = _f32(values), _f32(mask)
     total = tf.reduce_sum(values * mask)
     if normalizer is None:
@@ -69,17 +67,7 @@ def feature_map_loss(teacher_hidden, student_hidden, attention_mask, normalizer=
     """Eq. 1: MSE between parameter-free LayerNorm'd feature maps.
 
     ``1/(T N) sum_t sum_n (LN(H_tr)_tn - LN(H_st)_tn)^2``, averaged over the
-    real tokens of the batch.
-
-    Args:
-        teacher_hidden: ``[batch, seq, hidden]`` teacher layer output.
-        student_hidden: ``[batch, seq, hidden]`` student layer output (same hidden size).
-        attention_mask: ``[batch, seq]``, 1 for real tokens.
-        normalizer: number of real tokens to divide by (default: in this batch).
-
-    Example:
-        >>> feature_map_loss(h_teacher, h_student, mask)  # doctest: +SKIP
-    """
+    real tokens of the batch (teacher and student of the same hidden size)."""
     diff = parameter_free_layer_norm(teacher_hidden) - parameter_free_layer_norm(student_hidden)
     per_token = tf.reduce_mean(tf.square(diff), axis=-1)  # (B, S)
     return masked_mean(per_token, attention_mask, normalizer)
@@ -103,14 +91,7 @@ def variance_loss(teacher_hidden, student_hidden, attention_mask, normalizer=Non
 def attention_kl_loss(teacher_probs, student_probs, attention_mask, normalizer=None):
     """Eq. 3: ``1/(T A) sum_t sum_a KL(a_tr || a_st)`` over per-head attention distributions.
 
-    Args:
-        teacher_probs: ``[batch, heads, seq_q, seq_k]`` attention probabilities
-            (after softmax and masking, as the encoder returns them).
-        student_probs: the student's, same shape (equal head count).
-        attention_mask: ``[batch, seq]``; padded query rows are excluded, padded
-            keys carry probability 0 in both and add nothing.
-        normalizer: number of real query tokens to divide by (default: in this batch).
-    """
+    Padded query rows are excluded; padded keys carry probability 0 in both and add nothing."""
     # Renormalised in float32: probabilities computed in bfloat16/float16 sum to
     # 1 only within ~1e-2, enough to make an unnormalised KL negative.
     p_t = _f32(teacher_probs)
@@ -127,18 +108,9 @@ def layer_transfer_loss(teacher_hidden, student_hidden, teacher_probs, student_p
                         weights=None, normalizer=None):
     """Eq. 7: ``L_PKT = lambda L_AT + mu L_FMT + beta L_mu + gamma L_sigma`` for one layer.
 
-    Args:
-        teacher_hidden, student_hidden: ``[batch, seq, hidden]`` outputs of layer l.
-        teacher_probs, student_probs: ``[batch, heads, seq, seq]`` attention of layer l
-            (either may be None when ``weights["attention"]`` is 0).
-        attention_mask: ``[batch, seq]``.
-        weights: dict with keys ``attention``, ``feature_map``, ``mean``,
-            ``variance`` (default :data:`DEFAULT_WEIGHTS`, Appendix D).
-        normalizer: number of real tokens (see :func:`masked_mean`).
-
-    Returns:
-        ``(total, terms)``: the weighted sum and the unweighted terms by name.
-    """
+    ``weights`` overrides :data:`DEFAULT_WEIGHTS` (Appendix D) by key; the attention probabilities may be
+    None when ``weights["attention"]`` is 0. Returns ``(total, terms)``: the weighted sum and the unweighted
+    terms by name."""
     weights = dict(DEFAULT_WEIGHTS, **(weights or {}))
     terms = {
         "feature_map": feature_map_loss(teacher_hidden, student_hidden, attention_mask, normalizer),
@@ -152,14 +124,8 @@ def layer_transfer_loss(teacher_hidden, student_hidden, teacher_probs, student_p
 
 
 def masked_lm_loss(labels, logits, label_weights, normalizer=None):
-    """Cross-entropy of the masked tokens (BERT's MLM loss), averaged over real predictions.
-
-    Args:
-        labels: ``[batch, predictions]`` int ids of the original tokens.
-        logits: ``[batch, predictions, vocab]`` at the masked positions.
-        label_weights: ``[batch, predictions]``, 1 for real predictions, 0 for padding.
-        normalizer: number of real predictions (default: in this batch).
-    """
+    """Cross-entropy of the masked tokens (BERT's MLM loss, ``labels`` the original ids), averaged over real
+    predictions."""
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32), logits=_f32(logits))
     return masked_mean(ce, label_weights, normalizer)
 
@@ -172,13 +138,7 @@ def mlm_distillation_loss(teacher_logits, student_logits, label_weights, normali
     and a mean would depend on the number of masks). The gradient equals that
     of the official soft-target cross-entropy with target
     ``alpha * one_hot + (1 - alpha) * P_tr`` (the two differ by the teacher's
-    entropy, a constant).
-
-    Args:
-        teacher_logits, student_logits: ``[batch, predictions, vocab]``.
-        label_weights: ``[batch, predictions]``.
-        normalizer: number of real predictions (default: in this batch).
-    """
+    entropy, a constant)."""
     log_p_t = tf.nn.log_softmax(_f32(teacher_logits), axis=-1)
     log_p_s = tf.nn.log_softmax(_f32(student_logits), axis=-1)
     kl = tf.reduce_sum(tf.exp(log_p_t) * (log_p_t - log_p_s), axis=-1)  # (B, P)
@@ -188,11 +148,7 @@ def mlm_distillation_loss(teacher_logits, student_logits, label_weights, normali
 def next_sentence_loss(labels, logits, normalizer=None):
     """Cross-entropy of next-sentence prediction, averaged over examples.
 
-    Args:
-        labels: ``[batch]`` (or ``[batch, 1]``) 0 = B follows A, 1 = random B (BERT's convention).
-        logits: ``[batch, 2]``.
-        normalizer: number of examples (default: this batch).
-    """
+    ``labels`` ``[batch]`` (or ``[batch, 1]``): 0 = B follows A, 1 = random B (BERT's convention)."""
     labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=_f32(logits))
     return masked_mean(ce, tf.ones_like(ce), normalizer)
@@ -205,11 +161,8 @@ def pretraining_distillation_loss(mlm_labels, student_mlm_logits, label_weights,
 
     With ``teacher_mlm_logits=None`` (a teacher without an MLM head, e.g. a
     sentence encoder) the KD term does not exist and the loss is
-    ``L_MLM + L_NSP``: alpha only balances the two MLM targets.
-
-    Returns:
-        ``(total, terms)`` with terms ``mlm``, ``nsp`` and, with a teacher, ``mlm_kd``.
-    """
+    ``L_MLM + L_NSP``: alpha only balances the two MLM targets. Returns ``(total, terms)``, the terms
+    ``mlm``, ``nsp`` and, with a teacher, ``mlm_kd``."""
     terms = {
         "mlm": masked_lm_loss(mlm_labels, student_mlm_logits, label_weights, prediction_normalizer),
         "nsp": next_sentence_loss(nsp_labels, student_nsp_logits, example_normalizer),

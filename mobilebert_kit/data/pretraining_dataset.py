@@ -80,17 +80,15 @@ def pretraining_dataset(data, batch_size, seed=0, shuffle_buffer=1000, repeat=Tr
     first = _first_record(tf, files[0])
     present = set(first)
     aliases = {alias: ours for alias, ours in BERT_ALIASES.items() if alias in present and ours not in present}
-    wanted = [n for n in (*INT_FEATURES, "masked_lm_weights", "next_sentence_labels")]
+    wanted = [*INT_FEATURES, "masked_lm_weights", "next_sentence_labels"]
     stored = [next((a for a, o in aliases.items() if o == n), n) for n in wanted]
     spec = _feature_spec(tf, seq_len, max_predictions, stored)
     _check_lengths(files[0], first, spec, directory / "dataset.json")
 
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
-        out = {}
-        for name, key in zip(wanted, stored):
-            value = parsed[key]
-            out[name] = value if name == "masked_lm_weights" else tf.cast(value, tf.int32)
+        out = {name: parsed[key] if name == "masked_lm_weights" else tf.cast(parsed[key], tf.int32)
+               for name, key in zip(wanted, stored)}
         out["next_sentence_labels"] = tf.reshape(out["next_sentence_labels"], [-1])
         return out
 

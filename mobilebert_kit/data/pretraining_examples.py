@@ -8,10 +8,7 @@ B is replaced by text from another document (NSP label 1). Unlike Google's
 script, documents are processed in chunks of ``chunk_documents`` (random
 "next sentences" come from another document of the same chunk), so memory
 stays bounded however large the corpus is. A random B is never drawn from A's
-own document: a chunk always holds at least two documents (a lone last
-document joins the chunk before it; an input of one document is refused), and
-the other document is drawn among the rest (Google's ten tries can all land
-on A's document).
+own document (:func:`_chunks`, :func:`_instances`).
 
 Everything random draws from one ``random.Random(seed)``: the same inputs and
 options give byte-identical shards.
@@ -40,8 +37,7 @@ from mobilebert_kit.utils.limits import SEED, Limit, within
 from mobilebert_kit.utils.output_check import os_error_in
 
 # The valid values of each numeric option. The command line's argparse types and PretrainingDataOptions both
-# check these, so a value the parser takes is one the builder can use (--seq-len 3 used to pass the parser and
-# fail later with another range).
+# check these, so a value the parser takes is one the builder can use.
 OPTION_LIMITS = {
     # [CLS] A [SEP] B [SEP] with a token in each segment; the short target is drawn from 2 to seq_len - 3
     # (artifacts.formats.SEQ_LEN's upper bound)
@@ -59,20 +55,9 @@ OPTION_LIMITS = {
 
 @dataclasses.dataclass
 class PretrainingDataOptions:
-    """Options of :func:`write_pretraining_data` (recorded in ``dataset.json``).
-
-    Args:
-        seq_len: tokens per example, ``[CLS] A [SEP] B [SEP]`` included.
-        max_predictions: masked positions per example (BERT: 20 at 128 tokens).
-        masked_lm_prob: share of tokens to predict (0.15).
-        whole_word: ``"none"``, ``"wordpiece"`` (English WWM) or ``"jieba"`` (Chinese WWM).
-        short_seq_prob: probability of a shorter target length (0.1).
-        dupe_factor: passes over the corpus, each with different masks.
-        num_shards: TFRecord files.
-        chunk_documents: documents held in memory at once, at least 2 (a random next sentence comes from
-            another document of the same chunk).
-        seed: the one random seed.
-    """
+    """Options of :func:`write_pretraining_data` (recorded in ``dataset.json``), each a ``mbk pretraining-data``
+    flag (docs/cli.md; ``num_shards`` is ``--shards``): ``seq_len`` counts ``[CLS] A [SEP] B [SEP]``,
+    ``dupe_factor`` passes over the corpus with other masks, ``chunk_documents`` documents are held in memory."""
 
     seq_len: int = 128
     max_predictions: int = 20
@@ -93,12 +78,8 @@ class PretrainingDataOptions:
 
 
 def read_documents(files, on_bytes=None):
-    """Yields documents (lists of sentence strings) from text files, streaming.
-
-    Args:
-        files: paths of UTF-8 text files, one sentence per line, blank lines between documents.
-        on_bytes: optional callable receiving the number of bytes read since the last call.
-    """
+    """Yields documents (lists of sentences) from UTF-8 text files (one sentence per line, blank lines between
+    documents), streaming; ``on_bytes(n)``, when given, receives the bytes read since its last call."""
     for path in files:
         document = []
         try:
@@ -248,22 +229,9 @@ def _too_few_documents(count, files):
 def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=None, overwrite=False):
     """Creates pre-training examples from text files into ``out_dir`` (shards + ``dataset.json``).
 
-    The directory appears only when complete (written under a temporary name).
-
-    Args:
-        files: input text files (one sentence per line, blank line between documents).
-        tokenizer: a :class:`~mobilebert_kit.data.text_tokenizer.TextTokenizer`.
-        out_dir: output directory.
-        options: :class:`PretrainingDataOptions`.
-        on_progress: optional callable ``(bytes_read, total_bytes, examples_written)``.
-        overwrite: replace a directory or file at ``out_dir`` that mbk did not write (``utils.atomic``).
-
-    Returns:
-        The metadata dict written to ``dataset.json``.
-
-    Example:
-        >>> write_pretraining_data(["corpus.txt"], TextTokenizer.from_vocab("vocab.txt"), "data/")  # doctest: +SKIP
-    """
+    The directory appears only when complete (written under a temporary name). ``on_progress(bytes_read,
+    total_bytes, examples_written)`` follows the run; ``overwrite`` replaces what mbk did not write at
+    ``out_dir`` (``utils.atomic``). Returns the metadata dict written to ``dataset.json``."""
     from mobilebert_kit.backend import tf
 
     options = options or PretrainingDataOptions()
@@ -315,10 +283,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
                 writer.close()
         except tf.errors.OpError as err:
             # TensorFlow reports a full disk (ENOSPC) or a file size limit (EFBIG) as its own error: as the OSError
-            # it is, atomic_dir removes the partial shards and says so in one line (it was an internal error).
-            for writer in writers:
-                with contextlib.suppress(tf.errors.OpError):
-                    writer.close()
+            # it is, atomic_dir removes the partial shards and says so in one line.
             failed = os_error_in(err)
             if failed is None:
                 raise
@@ -357,8 +322,7 @@ def _allow_open_files(shards):
     """Raises the open-file limit to fit one writer per shard, or refuses before any work.
 
     Every shard stays open while examples are dealt round-robin; past ``ulimit -n`` TensorFlow
-    failed mid-run with "Too many open files" (an internal error, issue 12's probes).
-    """
+    would fail mid-run with "Too many open files"."""
     try:
         import resource
     except ImportError:  # not POSIX: no limit to read

@@ -82,11 +82,7 @@ def _check_fields(meta_path, meta):
 
 
 def read_metadata(data):
-    """Returns ``(directory, metadata dict)`` for a data directory or its ``dataset.json``.
-
-    Raises:
-        DataError: naming the missing or malformed file and what to do.
-    """
+    """Returns ``(directory, metadata dict)`` for a data directory or its ``dataset.json`` (checked)."""
     path = Path(data)
     meta_path = path / METADATA_FILE if path.is_dir() else path
     if not meta_path.is_file():

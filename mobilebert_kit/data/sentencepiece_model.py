@@ -1,17 +1,14 @@
 """A SentencePiece model file (``ModelProto``) written from a Unigram ``tokenizer.json``, and read back.
 
-The TFLite Metadata's ``SentencePieceTokenizerOptions`` names a SentencePiece
-model file; MediaPipe Tasks and the Task Library run SentencePiece on it and
-look each piece up by name (``PieceToId``), after adding the literal ``[CLS]``
-and ``[SEP]`` pieces themselves (``BertPreprocessor``). So the file must give
+The clients run SentencePiece on the packed model and look each piece up by
+name (``PieceToId``; ``data/tokenizer_kinds.py``). So the file must give
 every piece the id the checkpoint's embedding table uses, which is the id in
 ``tokenizer.json`` (transformers' fast tokenizer), not the id of the original
 ``sentencepiece.bpe.model``: fairseq's XLM-R ids are SentencePiece's shifted
 by one, with ``<s> <pad> </s> <unk>`` in front. Writing the model from the
 ``tokenizer.json`` vocabulary in id order gives the checkpoint's ids by
 construction; the graph is never re-indexed (LiteRT users feed the checkpoint
-tokenizer's ids). The checkpoint's class and separator tokens are renamed
-``[CLS]`` / ``[SEP]`` so that the clients' lookups find them.
+tokenizer's ids).
 
 The message is built with the ``sentencepiece`` package's generated
 ``sentencepiece_model_pb2`` (protobuf does the wire format; it loads under
@@ -38,25 +35,12 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = (_PIECE.NORMAL, _PIECE.UN
 
 def write_model(pieces, unk_id, *, bos_id=-1, eos_id=-1, pad_id=-1, precompiled_charsmap=b"",
                 add_dummy_prefix=True, remove_extra_whitespaces=True):
-    """The bytes of a SentencePiece Unigram ``ModelProto``.
+    """The bytes of a SentencePiece Unigram ``ModelProto`` of ``pieces`` (``(piece, score, type)`` in id order).
 
-    Args:
-        pieces (Sequence[tuple[str, float, int]]): ``(piece, score, type)`` in id order.
-        unk_id (int): the id of the one UNKNOWN piece.
-        bos_id / eos_id / pad_id (int): ids of those pieces, -1 for none (recorded in the trainer spec).
-        precompiled_charsmap (bytes): SentencePiece's compiled normalization rules (empty: identity).
-        add_dummy_prefix (bool): a space before the text, so that the first word reads as the others.
-        remove_extra_whitespaces (bool): drop leading, trailing and repeated spaces.
-
-    Returns:
-        bytes: the serialized model.
-
-    Raises:
-        DataError: an empty piece, or no UNKNOWN piece at ``unk_id`` (SentencePiece refuses to load either).
-
-    Example:
-        >>> len(write_model([("<unk>", 0.0, UNKNOWN)], unk_id=0)) > 0
-        True
+    ``bos_id`` / ``eos_id`` / ``pad_id`` are -1 for none; ``precompiled_charsmap`` holds SentencePiece's compiled
+    normalization rules (empty: identity); ``add_dummy_prefix`` puts a space before the text, so that the first
+    word reads as the others. An empty piece, or no UNKNOWN piece at ``unk_id``, is a DataError (SentencePiece
+    refuses to load either); the module docstring's example round-trips one.
     """
     if not 0 <= unk_id < len(pieces) or pieces[unk_id][2] != UNKNOWN:
         raise DataError(f"a SentencePiece model needs its unknown piece at id {unk_id}; the tokenizer has none there")
@@ -78,17 +62,9 @@ def write_model(pieces, unk_id, *, bos_id=-1, eos_id=-1, pad_id=-1, precompiled_
 
 
 def read_model(data):
-    """What :func:`write_model` wrote (and what any SentencePiece model holds of the same fields).
-
-    Args:
-        data (bytes): a serialized ``ModelProto``.
-
-    Returns:
-        dict: ``pieces`` (``[(piece, score, type)]`` in id order), ``unk_id``, ``precompiled_charsmap``,
-        ``add_dummy_prefix``, ``remove_extra_whitespaces``.
-
-    Raises:
-        DataError: bytes that are not a SentencePiece model (truncated, malformed, a piece not UTF-8, no pieces).
+    """What :func:`write_model` wrote (and what any SentencePiece model holds of the same fields): ``pieces``
+    (``[(piece, score, type)]`` in id order), ``unk_id``, ``precompiled_charsmap``, ``add_dummy_prefix``,
+    ``remove_extra_whitespaces``. Bytes that are not a SentencePiece model are a DataError.
 
     Example:
         >>> read_model(write_model([("<unk>", 0.0, UNKNOWN)], unk_id=0))["unk_id"]

@@ -9,6 +9,7 @@ depends only on the Python version, which is recorded in the output.
 """
 
 import ast
+import contextlib
 import hashlib
 import re
 import sys
@@ -50,12 +51,7 @@ def _docstrings(source):
     except (SyntaxError, ValueError):
         return []
     nodes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-    out = []
-    for node in nodes:
-        doc = ast.get_docstring(node, clean=True)
-        if doc:
-            out.append(doc)
-    return out
+    return [doc for node in nodes if (doc := ast.get_docstring(node, clean=True))]
 
 
 def _is_prose(sentence):
@@ -105,7 +101,8 @@ def build_stdlib_corpus(out_path, heldout_path=None, heldout_fraction=0.05, min_
     """
     stats = {"python": sys.version.split()[0], "documents": 0, "sentences": 0, "heldout_documents": 0,
              "heldout_sentences": 0, "bytes": 0}
-    with atomic_file(out_path, "w") as train, _maybe_file(heldout_path) as heldout:
+    held_out = atomic_file(heldout_path, "w") if heldout_path is not None else contextlib.nullcontext()
+    with atomic_file(out_path, "w") as train, held_out as heldout:
         for name, path in stdlib_sources(root):
             try:
                 source = path.read_text(encoding="utf-8")
@@ -123,15 +120,3 @@ def build_stdlib_corpus(out_path, heldout_path=None, heldout_fraction=0.05, min_
             stats[prefix + "sentences"] += len(sentences)
             stats["bytes"] += len(text.encode())
     return stats
-
-
-class _NullContext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _maybe_file(path):
-    return atomic_file(path, "w") if path is not None else _NullContext()

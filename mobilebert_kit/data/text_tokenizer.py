@@ -9,20 +9,11 @@ them, from the ``tokenizer.json`` that transformers' fast tokenizer saves, or
 from BERT's ``vocab.txt`` (``data/vocab.py``'s reader) with BERT's rules.
 
 **One reading of a checkpoint** (:meth:`TextTokenizer.from_directory`): every
-tokenizer file the directory carries (``tokenizer.json``, ``vocab.txt``, a
-SentencePiece model, ``added_tokens.json``, ``special_tokens_map.json``,
-``tokenizer_config.json``) is read once, bounded, and checked against the
-others before anything is written; the packed client file (:meth:`client_unit`)
-is generated from that reading, so the clients get the tokens transformers
-adds with ``add_tokens`` or refuse the export in one line (issue 47).
-
-The special tokens come from ``special_tokens_map.json`` / ``tokenizer_config.json``
-(as transformers reads them), else from the post-processor.
-
-Example:
-    >>> tok = TextTokenizer.from_directory("xlm-roberta-dir/")  # doctest: +SKIP
-    >>> tok.kind.name, tok.encode_inputs(["Hello world"], 8)["input_ids"][0].tolist()  # doctest: +SKIP
-    ('sentencepiece', [0, 35378, 8999, 2, 1, 1, 1, 1])
+tokenizer file the directory carries is read once, bounded, and checked against
+the others before anything is written; the packed client file (:meth:`client_unit`)
+is generated from that reading. The special tokens come from
+``special_tokens_map.json`` / ``tokenizer_config.json`` (as transformers reads
+them), else from the post-processor.
 """
 
 import base64
@@ -71,13 +62,8 @@ def _normalizer_behaviour(normalizer, path):
     """``(lowercase, strip_accents)`` as ``normalizer`` (a ``tokenizers`` normalizer or None) behaves.
 
     Measured on text rather than read from a field: only a BertNormalizer has ``lowercase`` and
-    ``strip_accents`` fields, and a Sequence of NFD, Lowercase and StripAccents was recorded as cased while
-    it lower-cased the text. StripAccents strips only after an NFD/NFKD, which the measurement sees too.
-
-    Raises:
-        ConfigError: a normalizer that lower-cases (or strips) some letters and not others: the casing is
-            recorded as one flag (dataset.json, the fingerprint, exported metadata) and could not say so.
-    """
+    ``strip_accents`` fields, while a Sequence of NFD, Lowercase and StripAccents lower-cases too.
+    A normalizer that does it to some letters only is a ConfigError: the casing is recorded as one flag."""
     def normalize(text):
         return text if normalizer is None else normalizer.normalize_str(text)
 
@@ -261,17 +247,15 @@ class TextTokenizer:
                 single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
                 special_tokens=[(cls, self.cls_id), (sep, self.sep_id)])
         try:
-            # Words outside the vocabulary: a WordPiece unk_token that is none of its tokens, or a Unigram model
-            # without unk_id, loads but fails on the first such word ("WordPiece error: Missing [UNK] token from
-            # the vocabulary"), which was an internal error of export, validate and finetune.
+            # A WordPiece unk_token that is none of its tokens, or a Unigram model without unk_id, loads but
+            # fails on the first word outside the vocabulary.
             single, pair = (len(tokenizer.encode(*texts).ids) for texts in ((_UNKNOWN_PROBE,),
                                                                           (_UNKNOWN_PROBE, _UNKNOWN_PROBE)))
         except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
             raise DataError(f"{source} cannot tokenize a word outside its vocabulary ({str(err).splitlines()[0]}); "
                             "its unknown token must be one of its tokens: pass the tokenizer files the checkpoint was "
                             "saved with") from err
-        # A post-processor whose template leaves out $A (or $B) gave every text no tokens (an internal error of the
-        # export's validation: a reduction over an empty array), or scored pairs on their first text alone.
+        # A template without $A (or $B) gives every text no tokens, or scores pairs on their first text alone.
         if not single or pair <= single:
             raise DataError(f"{source}: its post-processor drops the {'text' if not single else 'second text of a pair'} "
                             "(its template lacks $A or $B); pass the tokenizer files the checkpoint was saved with")
@@ -327,11 +311,9 @@ class TextTokenizer:
                 the ``tokenizer.json``).
             lowercase (bool | None): for a tokenizer with BERT's names: the casing asked for (an error when the
                 normalizer does otherwise).
-            strip_accents (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``strip_accents``
-                (transformers rewrites the normalizer the same way).
+            strip_accents (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``strip_accents``.
             files (dict[str, bytes] | None): the checkpoint's files as read by :meth:`from_directory`.
-            chinese_chars (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``tokenize_chinese_chars``
-                (transformers rewrites the normalizer the same way).
+            chinese_chars (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``tokenize_chinese_chars``.
 
         Raises:
             DataError: an unreadable file, an unknown model kind, a special token missing from the vocabulary.
@@ -491,16 +473,14 @@ class TextTokenizer:
         kind = CLIENT_KINDS.get(client)
         if kind is None:
             raise DataError(f"{source} is a {client} tokenizer, which mobilebert-kit cannot run; pass --tokenizer")
-        return _CLIENT_READERS[kind.client](kind, bytes(data), str(source), token_types)
+        tokenizer, names = _CLIENT_READERS[kind.client](bytes(data), str(source))
+        specials = {role: name for role, name in CLIENT_SPECIAL_NAMES.items() if name in names}
+        return cls(tokenizer, kind, specials, source=str(source), lowercase=True, strip_accents=False,
+                   token_types=token_types)
 
     # ------------------------------------------------------------- the one reading
     def checkpoint_files(self):
-        """The checkpoint's tokenizer files as read once by :meth:`from_directory`: ``{name: bytes}`` ({} else).
-
-        Example:
-            >>> sorted(TextTokenizer.from_directory("all-MiniLM-L6-v2/").checkpoint_files())  # doctest: +SKIP
-            ['special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json', 'vocab.txt']
-        """
+        """The checkpoint's tokenizer files as read once by :meth:`from_directory`: ``{name: bytes}`` ({} else)."""
         return dict(self._files)
 
     def model_files(self):
@@ -510,12 +490,7 @@ class TextTokenizer:
         WordPiece: ``vocab.txt`` (added tokens included, the checkpoint's names); Unigram: a SentencePiece model
         with the checkpoint's ids and names (the checkpoint's own ``.model`` file has other ids for XLM-R);
         byte-level BPE: ``vocab.json`` and ``merges.txt`` from the ``tokenizer.json``. The special tokens are
-        :attr:`special_tokens`.
-
-        Example:
-            >>> sorted(TextTokenizer.from_directory("roberta-dir/").model_files())  # doctest: +SKIP
-            ['merges.txt', 'vocab.json']
-        """
+        :attr:`special_tokens`."""
         return _MODEL_FILES[self.kind.model_files[0]](self)
 
     def _check_files(self, directory):
@@ -601,8 +576,7 @@ class TextTokenizer:
         texts), as the fine-tuning data gives them; the checkpoint's pair layout (RoBERTa: ``<s> a </s></s> b
         </s>``, segment ids all 0)."""
         if seq_len > MAX_ENCODED_LENGTH:
-            # A file whose inputs claim a fixed length of 10**9 (a corrupt or foreign .onnx) made `mbk profile
-            # --text` pad every sentence to it: the tokenizers library aborted the process allocating 4 GB.
+            # A corrupt or foreign .onnx claiming a length of 10**9 would make the tokenizers library abort.
             raise DataError(f"cannot pad text to {seq_len:,} tokens, more than the {MAX_ENCODED_LENGTH:,} any model "
                             "here reads; the file's inputs (or --seq-len) give a length no text model has")
         texts_b = texts_b if texts_b is not None else [None] * len(texts_a)
@@ -628,9 +602,7 @@ class TextTokenizer:
     def fingerprint(self):
         """sha256 of the vocabulary, the special tokens and the casing: data and models must agree on it.
 
-        A tokenizer with BERT's names keeps the digest it always had (vocabulary and casing), so datasets
-        written before still match.
-        """
+        A tokenizer with BERT's names hashes only vocabulary and casing, so existing datasets still match."""
         bert = self.kind.bert_names and self.special_tokens == dict(CLIENT_SPECIAL_NAMES)
         digest = hashlib.sha256() if bert else hashlib.sha256(f"{self.kind.model_type}\n".encode())
         for index, token in enumerate(self.vocab_lines()):
@@ -687,10 +659,6 @@ class TextTokenizer:
         Raises:
             DataError: a vocabulary the packed file cannot hold (a gap in the ids, a token with a line break,
                 an added token the client would never produce).
-
-        Example:
-            >>> TextTokenizer.from_directory("all-MiniLM-L6-v2/").client_unit().file_name  # doctest: +SKIP
-            'vocab.txt'
         """
         if self.kind.client is None:
             return None
@@ -826,8 +794,9 @@ def _pack_sentencepiece(tok):
     return ClientUnit(tok.kind.client_options, tok.kind.client_file, _sentencepiece_model(tok, pieces), renamed)
 
 
-def _read_packed_vocab(kind, data, source, token_types):
-    """The clients' BERT tokenizer on a packed ``vocab.txt``: A-Z lower-cased, accents kept, BERT's names."""
+def _read_packed_vocab(data, source):
+    """``(tokenizer, tokens)``: the clients' BERT tokenizer on a packed ``vocab.txt``, A-Z lower-cased, accents
+    kept."""
     lines = parse_vocab(data, source)
     # What the clients look up literally ([PAD] and [MASK] they never need: a file without them is still ready).
     missing = [t for t in ("[CLS]", "[SEP]", "[UNK]") if t not in lines]
@@ -838,13 +807,12 @@ def _read_packed_vocab(kind, data, source, token_types):
     tokenizer.normalizer = normalizers.Sequence(
         [normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False)]
         + _ascii_lower())
-    specials = {role: name for role, name in CLIENT_SPECIAL_NAMES.items() if name in lines}
-    return TextTokenizer(tokenizer, kind, specials, source=source, lowercase=True, strip_accents=False,
-                         token_types=token_types)
+    return tokenizer, lines
 
 
-def _read_packed_sentencepiece(kind, data, source, token_types):
-    """The clients' SentencePiece tokenizer on a packed model, with the literal ``[CLS]``/``[SEP]``."""
+def _read_packed_sentencepiece(data, source):
+    """``(tokenizer, pieces)``: the clients' SentencePiece tokenizer on a packed model, with the literal
+    ``[CLS]``/``[SEP]``."""
     try:
         model = spm.read_model(data)
     except DataError as err:
@@ -866,12 +834,8 @@ def _read_packed_sentencepiece(kind, data, source, token_types):
     tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
         replacement="▁", prepend_scheme="always" if model["add_dummy_prefix"] else "never")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])])
-    specials = {role: name for role, name in CLIENT_SPECIAL_NAMES.items() if name in ids}
-    return TextTokenizer(tokenizer, kind, specials, source=source, lowercase=True, strip_accents=False,
-                         token_types=token_types)
+    # No post-processor: TextTokenizer's is BERT's ([CLS] A [SEP] B [SEP]) around the literal pieces.
+    return tokenizer, ids
 
 
 def _vocab_file(tok):
@@ -901,10 +865,6 @@ _MODEL_FILES = {VOCAB_FILE: _vocab_file, "sentencepiece.bpe.model": _sentencepie
 
 def tokenizer_of(directory):
     """The tokenizer of a model directory (:meth:`TextTokenizer.from_directory`), or None when it has none.
-
-    Example:
-        >>> tokenizer_of("all-MiniLM-L6-v2/").kind.name  # doctest: +SKIP
-        'wordpiece'
     """
     directory = Path(directory)
     if not ((directory / "tokenizer.json").is_file() or (directory / VOCAB_FILE).is_file()):
@@ -913,24 +873,11 @@ def tokenizer_of(directory):
 
 
 def check_tokenizer_fits(tokenizer, vocab_size, model):
-    """Refuses a tokenizer whose ids run past the model's embedding table; returns the tokenizer.
+    """Refuses (DataError) a tokenizer (None passes) whose ids run past ``vocab_size``, the rows of ``model``'s
+    embedding table; returns the tokenizer.
 
-    A vocabulary larger than the table imported and exported with exit 0, and the app then failed with
-    ``gather index out of bounds`` on text that used the extra tokens (issue 37). A smaller one is fine:
-    checkpoints pad their tables (multiples of 8), and rows no id reaches are never read.
-
-    Args:
-        tokenizer (TextTokenizer | None): the tokenizer (None passes).
-        vocab_size (int): the rows of the model's token embedding table.
-        model (str): the model, for the message (``"the model"``).
-
-    Raises:
-        DataError: the tokenizer has ids >= ``vocab_size``.
-
-    Example:
-        >>> check_tokenizer_fits(None, 30522, "tiny-bert") is None
-        True
-    """
+    The app would fail with ``gather index out of bounds`` on text using the extra tokens. A smaller vocabulary
+    is fine: checkpoints pad their tables (multiples of 8), and rows no id reaches are never read."""
     size = getattr(tokenizer, "vocab_size", None)
     if tokenizer is not None and size is not None and size > vocab_size:
         added = [t.content for i, t in tokenizer.added_tokens().items() if i >= vocab_size]
@@ -943,14 +890,8 @@ def check_tokenizer_fits(tokenizer, vocab_size, model):
 
 
 def train_wordpiece_vocab(files, out_path, vocab_size, lowercase=True):
-    """Trains a small BERT WordPiece vocabulary on text files and writes ``vocab.txt`` (tests, demos).
-
-    Args:
-        files: text files.
-        out_path: where to write ``vocab.txt``.
-        vocab_size: number of entries, special tokens included.
-        lowercase: uncased vocabulary.
-    """
+    """Trains a BERT WordPiece vocabulary of ``vocab_size`` entries (specials included) on text ``files`` and
+    writes it to ``out_path`` (tests, demos)."""
     tokenizer = BertWordPieceTokenizer(lowercase=lowercase, handle_chinese_chars=True, strip_accents=None)
     tokenizer.train([str(f) for f in files], vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIAL_TOKENS),
                     show_progress=False, wordpieces_prefix="##")

@@ -6,18 +6,13 @@ The TFLite Metadata schema describes three tokenizers (``BertTokenizerOptions``,
 and the Task Library run the first two on the packed files (measured in
 MediaPipe 1.2.2 with a model that returns the ids it is fed, issue 35):
 
-- **WordPiece** (BERT, DistilBERT, ELECTRA, MPNet): ``BertTokenizerOptions``
-  with a ``vocab.txt``. The client inserts the literal ``[CLS]`` and
-  ``[SEP]`` and looks up ``[UNK]``, so a vocabulary whose special tokens have
-  other names (MPNet's ``<s>``/``</s>``) is packed with those lines renamed,
-  the ids unchanged.
-- **Unigram** (XLM-R, ALBERT, multilingual MiniLM): ``SentencePieceTokenizerOptions``
-  with a SentencePiece model written from the ``tokenizer.json`` in the
-  checkpoint's id order (``data/sentencepiece_model.py``), its class and
-  separator pieces renamed ``[CLS]``/``[SEP]``.
-- **byte-level BPE** (RoBERTa, GPT-2 style): nothing in the schema describes
-  it, so no client can tokenize for it; the ``.tflite`` serves LiteRT users who
-  feed the checkpoint tokenizer's ids, the ``.onnx`` optimum users.
+- **WordPiece** (BERT, DistilBERT, ELECTRA, MPNet): ``BertTokenizerOptions`` with a ``vocab.txt``;
+- **Unigram** (XLM-R, ALBERT, multilingual MiniLM): ``SentencePieceTokenizerOptions`` with a
+  SentencePiece model written in the checkpoint's id order (``data/sentencepiece_model.py``);
+- **byte-level BPE** (RoBERTa): nothing in the schema describes it (:data:`KINDS`' ``no_client``).
+
+The clients insert the literal ``[CLS]`` and ``[SEP]`` and look up ``[UNK]``, so the packed file renames
+the checkpoint's special tokens (``TextTokenizer._client_names``), the ids unchanged.
 
 ``TextTokenizer`` (``data/text_tokenizer.py``) asks the record, never the kind's
 name: what to read, which client unit to pack, how to read one back.
@@ -47,8 +42,7 @@ class TokenizerKind:
         model_type (str): ``tokenizer.json``'s ``model.type``.
         name (str): how reports and ``mbk_metadata`` name it (``"wordpiece"``, ``"sentencepiece"``, ``"bpe"``).
         model_files (tuple[str, ...]): the kind's own files a checkpoint may carry beside ``tokenizer.json``
-            (each is read and compared with it); the first one is what :meth:`TextTokenizer.model_files`
-            hands out for another runtime (onnxruntime-extensions), with the others of that kind.
+            (each compared with it); :meth:`TextTokenizer.model_files` hands them out for another runtime.
         client (str | None): the clients' tokenizer (``"bert"``, ``"sentencepiece"``: the names ``artifacts``
             reads back from a file's TFLite Metadata); None: none can tokenize for it.
         client_options (str | None): the TFLite Metadata process unit the clients run; None: none can.
@@ -56,11 +50,11 @@ class TokenizerKind:
         no_client (str): why no client can tokenize for it (empty when one can).
         bert_names (bool): BERT's ``[CLS]``/``[SEP]``/``[PAD]``/``[UNK]``/``[MASK]`` are its default special
             tokens, so a bare ``vocab.txt`` describes it (token types and casing follow BERT's rules).
-        pair_layout (str): how a sentence pair is laid out by the families of this kind (the post-processor
-            of each checkpoint decides; this is what reports and docs say).
+        pair_layout (str): how reports and docs say the families of this kind lay out a sentence pair (each
+            checkpoint's post-processor decides).
         added_tokens (str): what the packed client file does with tokens added by ``add_tokens``
-            (``"whole-word"``: a ``vocab.txt`` line, matched only as a whole word by the client's
-            WordPiece; ``"user-defined"``: a SentencePiece USER_DEFINED piece, matched anywhere; ``""``: none).
+            (``"whole-word"``: a ``vocab.txt`` line; ``"user-defined"``: a SentencePiece piece matched anywhere;
+            ``""``: none).
         extensions_op (str | None): onnxruntime-extensions' operator that runs it inside an ``.onnx``
             (``mbk export --tokenizer-in-graph``, ``convert/onnx/text_graph.py``); None: none can.
 
@@ -130,14 +124,8 @@ def returns_token_types(tokenizer_config):
 
 @dataclass(frozen=True)
 class ClientUnit:
-    """The tokenizer process unit of a ``.tflite``'s TFLite Metadata and the file it packs.
-
-    Args:
-        options (str): ``"BertTokenizerOptions"`` or ``"SentencePieceTokenizerOptions"``.
-        file_name (str): the packed file's name.
-        data (bytes): its contents.
-        renamed (tuple[tuple[str, str], ...]): ``(checkpoint token, client name)`` of the special tokens renamed
-            for the clients' literal lookups.
+    """The tokenizer process unit (``options``) of a ``.tflite``'s TFLite Metadata and the file it packs, with
+    ``renamed``: ``(checkpoint token, client name)`` of the special tokens renamed for the clients' lookups.
 
     Example:
         >>> ClientUnit("BertTokenizerOptions", "vocab.txt", b"[PAD]\\n").file_name

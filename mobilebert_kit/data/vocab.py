@@ -3,9 +3,6 @@
 Every consumer (``mbk pretraining-data``, ``mbk finetune``, ``mbk export``'s
 calibration/validation tokenizer and the vocabulary it embeds in the artifact)
 reads a vocabulary through :func:`read_vocab`, so they cannot disagree on it.
-Before this module, ``tokenizers`` read the file itself: a UTF-8 BOM became
-part of the first token (``'\\ufeff[PAD]'``) and a duplicate token silently
-took the later id (issue 12).
 
 Rules, each for a reason:
 
@@ -52,17 +49,7 @@ class VocabularyError(ConfigError):
 
 
 def parse_vocab(data, label="the vocabulary"):
-    """Parses the bytes (or text) of a ``vocab.txt`` by the rules of this module.
-
-    Args:
-        data (bytes | str): the file's content.
-        label (str): what it is, for messages (the path).
-
-    Returns:
-        list[str]: the tokens; the index of each is its id.
-
-    Raises:
-        VocabularyError: non-UTF-8, a blank line before a token, a duplicate, too many tokens.
+    """The tokens (index = id) of a ``vocab.txt``'s bytes or text, by the rules of this module; ``label`` names it.
 
     Example:
         >>> parse_vocab(b"\\xef\\xbb\\xbf[PAD]\\r\\n[UNK]\\nhello\\n\\n")
@@ -110,21 +97,7 @@ def parse_vocab(data, label="the vocabulary"):
 
 
 def read_vocab(path, label=None):
-    """Reads a ``vocab.txt`` (bounded read) by the rules of this module.
-
-    Args:
-        path (str | os.PathLike): the file.
-        label (str | None): what messages call it (default: the path; a temporary copy of a vocabulary embedded
-            in an exported file names that file).
-
-    Returns:
-        list[str]: the tokens in id order.
-
-    Example:
-        >>> tokens = read_vocab("all-MiniLM-L6-v2/vocab.txt")  # doctest: +SKIP
-        >>> tokens[:2]  # doctest: +SKIP
-        ['[PAD]', '[unused0]']
-    """
+    """:func:`parse_vocab` of the file ``path`` (bounded read); ``label`` names it in messages (default: the path)."""
     path = Path(path)
     return parse_vocab(read_bounded(path, "the vocabulary", MAX_BYTES, VocabularyError), label or str(path))
 
@@ -137,11 +110,8 @@ def vocab_ids(tokens):
 def _flag(value, name, key):
     """``value`` of the boolean setting ``key`` in the file ``name``: a bool, or None when absent or null.
 
-    Anything else is refused: transformers' fast tokenizer passes the value to the ``tokenizers`` library,
-    which refuses a non-bool (``'int' object cannot be converted to 'PyBool'``), while its slow tokenizer
-    tests truthiness, so ``0`` or ``"false"`` has no one meaning; ignored here, ``do_lower_case: 0`` lower-cased
-    a cased model's text (issue 37).
-    """
+    Anything else is refused: transformers' fast tokenizer refuses a non-bool while its slow one tests
+    truthiness, so ``0`` or ``"false"`` has no one meaning."""
     if value is None or isinstance(value, bool):
         return value
     raise ConfigError(f"{name}: {key} is {repr(value)[:40]} ({type(value).__name__}), not true, false or null; "
@@ -154,22 +124,7 @@ def lower_case_of(directory, default=True):
     ``tokenizer_config.json``'s ``do_lower_case`` wins; else ``tokenizer.json``'s
     normalizer ``lowercase``; else ``default`` (uncased, as BERT's original vocabularies).
     Unreadable files are skipped here (the tokenizer reports them when it loads); a value that is
-    no boolean is refused (:func:`_flag`).
-
-    Args:
-        directory (str | os.PathLike): the model or tokenizer directory.
-        default (bool | None): the value when neither file records one.
-
-    Returns:
-        bool | None: True for an uncased model.
-
-    Raises:
-        ConfigError: ``do_lower_case`` or the normalizer's ``lowercase`` is not a boolean.
-
-    Example:
-        >>> lower_case_of("all-MiniLM-L6-v2/")  # doctest: +SKIP
-        True
-    """
+    no boolean is a ConfigError (:func:`_flag`)."""
     directory = Path(directory)
     for name, read in (("tokenizer_config.json", lambda spec: (spec.get("do_lower_case"), "do_lower_case")),
                        ("tokenizer.json", lambda spec: ((spec.get("normalizer") or {}).get("lowercase"),
@@ -191,21 +146,8 @@ def strip_accents_of(directory):
     ``tokenizer_config.json``'s ``strip_accents`` wins when it is a boolean (transformers' fast
     tokenizer rewrites the ``tokenizer.json`` normalizer to match it); ``null`` or absent means
     "follow lower-casing", as BERT's ``BasicTokenizer`` does (all-MiniLM-L6-v2: ``strip_accents:
-    null`` with ``do_lower_case: true``, so "naïve café" becomes "naive cafe").
-
-    Args:
-        directory (str | os.PathLike): the model or tokenizer directory.
-
-    Returns:
-        bool | None: None when the directory does not say (the tokenizer follows its casing).
-
-    Raises:
-        ConfigError: ``strip_accents`` is neither a boolean nor null (:func:`_flag`).
-
-    Example:
-        >>> strip_accents_of("all-MiniLM-L6-v2/") is None  # doctest: +SKIP
-        True
-    """
+    null`` with ``do_lower_case: true``, so "naïve café" becomes "naive cafe"). None when the directory
+    does not say; a non-boolean is a ConfigError (:func:`_flag`)."""
     return _config_flag(directory, "strip_accents")
 
 
@@ -214,18 +156,8 @@ def chinese_chars_of(directory):
 
     ``tokenizer_config.json``'s ``tokenize_chinese_chars``: transformers' fast tokenizer rewrites the
     ``tokenizer.json`` normalizer to match it (its slow tokenizer reads it too), so ``false`` tokenized
-    "你好世界" as one word there and as four here.
-
-    Returns:
-        bool | None: None when the directory does not say (BERT's default: split).
-
-    Raises:
-        ConfigError: ``tokenize_chinese_chars`` is neither a boolean nor null (:func:`_flag`).
-
-    Example:
-        >>> chinese_chars_of("all-MiniLM-L6-v2/")  # doctest: +SKIP
-        True
-    """
+    "你好世界" as one word there and as four here. None when the directory does not say (BERT's default:
+    split); a non-boolean is a ConfigError (:func:`_flag`)."""
     return _config_flag(directory, "tokenize_chinese_chars")
 
 
@@ -242,24 +174,10 @@ def _config_flag(directory, key):
 
 
 def read_tokenizer_files(source_dir):
-    """The :data:`TOKENIZER_FILES` ``source_dir`` has, read with their bounds and checked: ``{name: bytes}``.
+    """The :data:`TOKENIZER_FILES` ``source_dir`` (None: none) has, read with their bounds: ``{name: bytes}``.
 
     The vocabulary is parsed (:func:`read_vocab`'s rules) and the casing settings typed (:func:`lower_case_of`,
-    :func:`strip_accents_of`), so a command can check them all before its first write.
-
-    Args:
-        source_dir (str | os.PathLike | None): the model or checkpoint directory (None: no files).
-
-    Returns:
-        dict[str, bytes]: the contents of each tokenizer file the directory has.
-
-    Raises:
-        ConfigError: a file over its bound, not a regular file, or one the consumers would refuse.
-
-    Example:
-        >>> sorted(read_tokenizer_files("all-MiniLM-L6-v2/"))  # doctest: +SKIP
-        ['special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json', 'vocab.txt']
-    """
+    :func:`strip_accents_of`), so a command can check them all before its first write (ConfigError)."""
     if source_dir is None:
         return {}
     source_dir = Path(source_dir)
@@ -276,21 +194,10 @@ def read_tokenizer_files(source_dir):
 
 
 def write_tokenizer_files(files, target_dir):
-    """Writes :func:`read_tokenizer_files`' ``{name: bytes}`` into ``target_dir``, each file whole or not at all.
+    """Writes :func:`read_tokenizer_files`' ``{name: bytes}`` into ``target_dir``; returns the names written.
 
-    Args:
-        files (dict[str, bytes]): what :func:`read_tokenizer_files` returned.
-        target_dir (str | os.PathLike): the directory written into.
-
-    Returns:
-        list[str]: the names written.
-
-    Example:
-        >>> write_tokenizer_files(read_tokenizer_files("all-MiniLM-L6-v2/"), "out/model")  # doctest: +SKIP
-        ['vocab.txt', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json']
-    """
+    Each file appears whole or not at all: an interrupted copy must not leave half a vocabulary."""
     for name, data in files.items():
-        # Each file appears whole or not at all: an interrupted copy must not leave half a vocabulary.
         with atomic_file(Path(target_dir) / name, "wb") as handle:
             handle.write(data)
     return list(files)
@@ -300,10 +207,5 @@ def copy_tokenizer_files(source_dir, target_dir):
     """Copies the :data:`TOKENIZER_FILES` that ``source_dir`` has into ``target_dir``; returns their names.
 
     Every file is read and checked first (:func:`read_tokenizer_files`), so a model is never written next
-    to a vocabulary its consumers would refuse.
-
-    Example:
-        >>> copy_tokenizer_files("all-MiniLM-L6-v2/", "out/student")  # doctest: +SKIP
-        ['vocab.txt', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json']
-    """
+    to a vocabulary its consumers would refuse."""
     return write_tokenizer_files(read_tokenizer_files(source_dir), target_dir)

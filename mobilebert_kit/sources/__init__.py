@@ -2,6 +2,6 @@
 checkpoint, a model object) to a model with its tokenizer and labels.
 
 It sits above ``models/``, ``checkpoints/`` and ``data/`` and below ``training/``, ``convert/`` and
-``pipeline/``, which all load models through it (issue 13 item 3: the rule used to exist six times).
+``pipeline/``, which all load models through it.
 ``sources/spec.py`` decides what a spec is without loading TensorFlow; ``sources/model_source.py`` loads it.
 """

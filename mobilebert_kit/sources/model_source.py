@@ -43,10 +43,8 @@ class ModelSource:
         directory (Path | None): the source directory (None for a preset, a config or a model object).
         labels (list[str]): class names of a classification head, if recorded.
         seed (int | None): the seed of random weights (presets and configs).
-        pooling (Pooling | None): the sentence pooling a sentence-transformers checkpoint declares
-            (:func:`~mobilebert_kit.sources.pooling.read_pooling`), else None. Read when first used, so
-            that an unsupported declaration stops only the exports that rely on it (``--pooling``
-            overrides it); it then raises that one-line ConfigError.
+        pooling (Pooling | None): the sentence pooling a sentence-transformers checkpoint declares, else None
+            (read when first used: :attr:`pooling`).
 
     Example:
         >>> source = ModelSource.load("tiny-bert")  # doctest: +SKIP
@@ -96,7 +94,10 @@ class ModelSource:
 
     @property
     def pooling(self):
-        """The checkpoint's declared :class:`~mobilebert_kit.sources.pooling.Pooling`, or None (read once)."""
+        """The checkpoint's declared :class:`~mobilebert_kit.sources.pooling.Pooling`, or None (read once).
+
+        Read when first used, so that an unsupported declaration (a one-line ConfigError) stops only the
+        exports that rely on it (``--pooling`` overrides it)."""
         if "_pooling" not in self.__dict__:
             self._pooling = read_pooling(self.directory) if self.directory is not None else None
         return self._pooling
@@ -167,12 +168,8 @@ class ModelSource:
 
 
 def write_labels(directory, names):
-    """Writes ``directory/labels.txt``: the class names, one a line, in output order (what :func:`_labels` reads
-    back and ``mbk export`` embeds for the clients).
-
-    Example:
-        >>> write_labels(out_dir, ["negative", "positive"])  # doctest: +SKIP
-    """
+    """Writes ``directory/labels.txt``: the class names, one a line, in output order (what :func:`read_labels` reads
+    back and ``mbk export`` embeds for the clients)."""
     (Path(directory) / LABELS_FILE).write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
 
 
@@ -180,34 +177,9 @@ def read_labels(directory, classes=None):
     """Class names from a ``labels.txt`` or a Hugging Face config's ``id2label``, in id order ([] when none).
 
     Both are checked by ``data/class_names.py`` (strings, ``id2label`` ids ``0 .. n-1``, no look-alikes) and,
-    with ``classes``, counted against the head; ``labels.txt`` is read with a bound (``LABELS_MAX_BYTES``).
-
-    Args:
-        directory (str | os.PathLike): the model directory.
-        classes (int | None): the head's output columns (None: not counted).
-
-    Raises:
-        ConfigError: names the clients would show wrongly, or a count other than ``classes``.
-
-    Example:
-        >>> read_labels("runs/sentiment/model", classes=2)  # doctest: +SKIP
-        ['negative', 'positive']
-    """
-    return _labels(Path(directory), classes)
-
-
-def _source_labels(model, directory):
-    """The class names beside ``model``: a classifier's are checked and counted against its head here, before any
-    command writes a thing; another model's are only carried along (no client reads them), [] when unreadable."""
-    if getattr(model, "architecture", None) in LABELLED_HEADS:
-        return _labels(directory, getattr(model, "head_config", {}).get("num_labels"))
-    try:
-        return _labels(directory)
-    except ConfigError:
-        return []
-
-
-def _labels(directory, classes=None):
+    with ``classes`` (the head's output columns), counted against the head (ConfigError); ``labels.txt`` is
+    read with a bound (``LABELS_MAX_BYTES``)."""
+    directory = Path(directory)
     labels_file = directory / LABELS_FILE
     if labels_file.is_file():
         data = read_bounded(labels_file, "the class names", LABELS_MAX_BYTES)
@@ -228,3 +200,14 @@ def _labels(directory, classes=None):
         return []  # absent, null or empty: no names recorded
     return check_class_names(names_of_id2label(config["id2label"], str(directory / "config.json")),
                              f"{directory / 'config.json'} id2label", classes)
+
+
+def _source_labels(model, directory):
+    """The class names beside ``model``: a classifier's are checked and counted against its head here, before any
+    command writes a thing; another model's are only carried along (no client reads them), [] when unreadable."""
+    if getattr(model, "architecture", None) in LABELLED_HEADS:
+        return read_labels(directory, getattr(model, "head_config", {}).get("num_labels"))
+    try:
+        return read_labels(directory)
+    except ConfigError:
+        return []

@@ -7,27 +7,18 @@ and optionally ``Normalize`` (L2). all-MiniLM-L6-v2 lists
 ``Transformer -> 1_Pooling (mean tokens) -> 2_Normalize``; its
 ``2_Normalize`` directory does not exist (the module has no files), so only the
 listed type counts. An app that embeds with such a model expects exactly that
-vector: BERT's tanh ``pooled_output`` had cosine 0.01 to it (issue 14).
+vector: BERT's tanh ``pooled_output`` had cosine 0.01 to it.
 
 Supported: mean over real tokens or the [CLS] token, each with or without
-normalization. Every other declaration (max, mean_sqrt_len, weighted mean,
-last token, several modes at once, a Dense or other module in the pipeline)
-is refused in one line that says what the checkpoint declares and to pass
-``--pooling mean|cls`` to export another pooling knowingly.
+normalization; every other declaration is refused in one line.
 
-The files are untrusted: read through :func:`~mobilebert_kit.utils.structured.load_json`
-(bounded size and depth, regular files only), module paths must stay inside
-the checkpoint directory, and symlinks are refused (a checkpoint's pooling is
-not read from elsewhere on the machine), except in a Hugging Face hub cache
-snapshot (``models--ORG--NAME/snapshots/REV/``, every file a link into
-``../../blobs/``), where a link that resolves inside the same cached
-repository is read.
+The files are untrusted: read bounded (``utils.structured.load_json``), module
+paths kept inside the checkpoint directory, symlinks refused (a checkpoint's
+pooling is not read from elsewhere on the machine) except the links of a
+Hugging Face hub cache snapshot that resolve inside its repository
+(:func:`cached_repository`).
 
 Standard library only (no TensorFlow): the CLI and artifact readers may use it.
-
-Example:
-    >>> read_pooling("all-MiniLM-L6-v2/")  # doctest: +SKIP
-    Pooling(mode='mean', normalize=True)
 """
 
 import json
@@ -37,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from mobilebert_kit.errors import ConfigError
-from mobilebert_kit.utils.atomic import atomic_file
+from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.structured import load_json
 from mobilebert_kit.utils.terminal import escape
 
@@ -49,23 +40,17 @@ MAX_DEPTH = 4
 # At most this many modules: published pipelines have 2-5; a longer list is not a checkpoint we can export.
 MAX_MODULES = 64
 
-# sentence-transformers' Pooling config keys, each the pooling it selects (None: not supported here).
-# "mean" averages the token vectors where attention_mask is 1; "cls" takes position 0.
+# sentence-transformers' Pooling config keys, each the pooling it selects as messages name it. Only
+# SUPPORTED_MODES are exported: "mean" averages the token vectors where attention_mask is 1; "cls" takes position 0.
 POOLING_KEYS = {
     "pooling_mode_mean_tokens": "mean",
     "pooling_mode_cls_token": "cls",
-    "pooling_mode_max_tokens": None,
-    "pooling_mode_mean_sqrt_len_tokens": None,
-    "pooling_mode_weightedmean_tokens": None,
-    "pooling_mode_lasttoken": None,
-}
-# How each unsupported key reads in a message.
-_UNSUPPORTED_NAMES = {
     "pooling_mode_max_tokens": "max",
     "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len",
     "pooling_mode_weightedmean_tokens": "weighted mean",
     "pooling_mode_lasttoken": "last token",
 }
+SUPPORTED_MODES = ("mean", "cls")
 FIX = "pass --pooling mean|cls to export that pooling instead (the phone's vectors will differ from the checkpoint's)"
 
 
@@ -95,20 +80,11 @@ class Pooling:
 
 
 def read_pooling(directory, fix=FIX):
-    """The pooling a sentence-transformers checkpoint declares, or None when ``directory`` is not one.
+    """The pooling a sentence-transformers checkpoint declares, or None when ``directory`` has no ``modules.json``.
 
-    Args:
-        directory (str | os.PathLike): the checkpoint directory.
-        fix (str): what a refusal of an unsupported declaration tells the user to do (:data:`FIX`, the export's;
-            ``mbk import`` has no ``--pooling`` and says its own).
-
-    Returns:
-        Pooling | None: None when the directory has no ``modules.json``.
-
-    Raises:
-        ConfigError: one line, for an unsupported declaration (naming it and ``--pooling``) or a
-            hostile file (symlink, special file, oversized, too deep, wrong types, a path leaving
-            the directory).
+    An unsupported declaration (its message ends with ``fix``: :data:`FIX`, the export's; ``mbk import`` has
+    no ``--pooling`` and says its own) or a hostile file (symlink, special file, oversized, too deep, wrong
+    types, a path leaving the directory) is a one-line ConfigError.
 
     Example:
         >>> read_pooling("all-MiniLM-L6-v2/")  # doctest: +SKIP
@@ -156,52 +132,34 @@ def _module_kind(module, index, modules_path):
     return escape(kind.rsplit(".", 1)[-1]), path
 
 
-# sentence-transformers 5's one ``pooling_mode`` field (a name, or a list of names for combined modes), each
-# value the pooling it selects (None: not supported here). Files it writes have this field instead of the keys above.
-POOLING_MODES = {"mean": "mean", "cls": "cls", "max": None, "mean_sqrt_len_tokens": None, "weightedmean": None,
-                 "lasttoken": None}
-
-
-def _mode_field(value, config_path, fix):
-    """The pooling of sentence-transformers 5's ``pooling_mode`` field (a name or a list of names)."""
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{_where(config_path)}: pooling_mode must be a mode name or a list of them, not "
-                          f"{escape(repr(value))[:80]}; fix the pooling config")
-    if len(names) > 1:
-        raise ConfigError(f"{_where(config_path)} declares several pooling modes at once "
-                          f"({escape(', '.join(names))}); mobilebert-kit exports one of mean, cls: {fix}")
-    name = names[0]
-    if POOLING_MODES.get(name) is None:
-        raise ConfigError(f"{_where(config_path)} declares {escape(name)} pooling, which mobilebert-kit does not "
-                          f"export (mean and cls only); {fix}")
-    return POOLING_MODES[name]
-
-
 def _mode(config, config_path, fix):
-    """``"mean"`` or ``"cls"`` from a Pooling config, refusing every other or combined mode."""
+    """``"mean"`` or ``"cls"`` from a Pooling config, refusing every other or combined mode.
+
+    sentence-transformers 5 writes one ``pooling_mode`` field (a name such as ``mean``, ``cls``, ``max``,
+    ``lasttoken``, or a list of names for combined modes) instead of the :data:`POOLING_KEYS` flags."""
     if "pooling_mode" in config:
-        return _mode_field(config["pooling_mode"], config_path, fix)
-    chosen = []
-    for key, value in config.items():
-        if key not in POOLING_KEYS:
-            continue
-        if not isinstance(value, bool):
-            raise ConfigError(f"{_where(config_path)}: {key} must be true or false, not {escape(repr(value))}; "
-                              "fix the pooling config")
-        if value:
-            chosen.append(key)
+        value = config["pooling_mode"]
+        chosen = [value] if isinstance(value, str) else value
+        if not isinstance(chosen, list) or not chosen or not all(isinstance(n, str) for n in chosen):
+            raise ConfigError(f"{_where(config_path)}: pooling_mode must be a mode name or a list of them, not "
+                              f"{escape(repr(value))[:80]}; fix the pooling config")
+    else:
+        chosen = []
+        for key, value in config.items():
+            if key in POOLING_KEYS and not isinstance(value, bool):
+                raise ConfigError(f"{_where(config_path)}: {key} must be true or false, not {escape(repr(value))}; "
+                                  "fix the pooling config")
+            if key in POOLING_KEYS and value:
+                chosen.append(POOLING_KEYS[key])
     if len(chosen) != 1:
-        declared = ", ".join(_UNSUPPORTED_NAMES.get(k) or POOLING_KEYS[k] for k in chosen) or "none set"
-        raise ConfigError(f"{_where(config_path)} declares {'several pooling modes at once' if chosen else 'no pooling mode'}"
-                          f" ({declared}); mobilebert-kit exports one of mean, cls: {fix}")
-    key = chosen[0]
-    mode = POOLING_KEYS[key]
-    if mode is None:
-        name = _UNSUPPORTED_NAMES[key]
-        raise ConfigError(f"{_where(config_path)} declares {name} pooling, which mobilebert-kit does not export "
-                          f"(mean and cls only); {fix}")
-    return mode
+        declared = escape(", ".join(chosen)) or "none set"
+        what = "several pooling modes at once" if chosen else "no pooling mode"
+        raise ConfigError(f"{_where(config_path)} declares {what} ({declared}); mobilebert-kit exports one of mean, "
+                          f"cls: {fix}")
+    if chosen[0] not in SUPPORTED_MODES:
+        raise ConfigError(f"{_where(config_path)} declares {escape(chosen[0])} pooling, which mobilebert-kit does not "
+                          f"export (mean and cls only); {fix}")
+    return chosen[0]
 
 
 def _inside(directory, relative, modules_path):
@@ -247,8 +205,7 @@ def _load(path, directory, expect):
                 repository and Path(os.path.realpath(current)).is_relative_to(repository)):
             raise ConfigError(f"{_where(current)} is a symbolic link; the pooling is read from the checkpoint's own "
                               "files: replace the link with the file it points to")
-    what = "the sentence-transformers file"
-    return load_json(path, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=expect,
+    return load_json(path, "the sentence-transformers file", max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=expect,
                      fix="pass the checkpoint's own modules.json / 1_Pooling/config.json")
 
 
@@ -271,12 +228,8 @@ def write_pooling(directory, pooling, dimension=None):
     A model derived from a sentence encoder (``mbk substitute``, ``mbk distill``) is still one: without the
     declaration ``mbk export --task auto`` would export its token features instead of the sentence vector an
     app embeds with, and ``--task embedding`` would refuse it. What is written is rebuilt from the
-    :class:`Pooling` record, never copied, so it is always what :func:`read_pooling` accepts.
-
-    Args:
-        directory (str | os.PathLike): the model directory (being written, so no one else reads it yet).
-        pooling (Pooling): the declaration.
-        dimension (int | None): the token vector size, for sentence-transformers' ``word_embedding_dimension``.
+    :class:`Pooling` record, never copied, so it is always what :func:`read_pooling` accepts. ``dimension``
+    is the token vector size (sentence-transformers' ``word_embedding_dimension``).
 
     Example:
         >>> write_pooling("out/student", Pooling("mean", True), 384)  # doctest: +SKIP
@@ -293,16 +246,13 @@ def write_pooling(directory, pooling, dimension=None):
         config = {"word_embedding_dimension": int(dimension), **config}
     (directory / "1_Pooling").mkdir(exist_ok=True)
     for path, value in ((directory / "1_Pooling" / "config.json", config), (directory / MODULES_FILE, modules)):
-        with atomic_file(path, "w") as handle:
-            handle.write(json.dumps(value, indent=2) + "\n")
+        write_text(path, json.dumps(value, indent=2) + "\n")
 
 
 def carry_pooling(source_dir, target_dir, dimension=None):
     """Declares in ``target_dir`` the pooling ``source_dir`` declares; returns it, or None when there is none.
 
-    Raises:
-        ConfigError: the source's declaration cannot be read or is not exportable (see :func:`read_pooling`).
-    """
+    A declaration that cannot be read or is not exportable is a ConfigError (:func:`read_pooling`)."""
     if source_dir is None or not Path(source_dir).is_dir():
         return None
     pooling = read_pooling(source_dir)

@@ -33,15 +33,9 @@ KINDS = {
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """A classified spec: what it is and where its files are.
-
-    Args:
-        kind (str): one of ``KINDS``.
-        name (str): what the user passed, for messages.
-        location (object): the preset name, the config dict, the model object, the checkpoint
-            directory or the TF1 prefix.
-        directory (Path | None): the directory holding the vocabulary and labels (None for presets,
-            configs and model objects).
+    """A classified spec: its ``kind`` (one of ``KINDS``), the ``name`` the user passed, its ``location``
+    (the preset name, the config dict, the model object, the checkpoint directory or the TF1 prefix) and
+    the ``directory`` holding the vocabulary and labels (None for presets, configs and model objects).
 
     Example:
         >>> classify("tiny-bert")
@@ -57,15 +51,9 @@ class SourceSpec:
 def locate(spec):
     """``"path"`` when ``spec`` names an existing path or TF1 prefix, ``"preset"`` when a preset, else None.
 
-    The rule between the two: a path wins over a preset of the same name (a directory the user made is
-    what they mean). Nothing is read: what the path holds is :func:`classify`'s question. Commands that
-    word the refusal in their own flag (``mbk pipeline --source``) call this; the rest call :func:`classify`.
-
-    Args:
-        spec (str | os.PathLike): a preset name or a path.
-
-    Returns:
-        str | None: ``"path"``, ``"preset"`` or None (neither).
+    A path wins over a preset of the same name (module docstring). Nothing is read: what the path holds is
+    :func:`classify`'s question. Commands that word the refusal in their own flag (``mbk pipeline --source``)
+    call this; the rest call :func:`classify`.
 
     Example:
         >>> locate("tiny-bert")
@@ -77,24 +65,10 @@ def locate(spec):
 
 
 def classify(spec, accept=tuple(KINDS), what="model"):
-    """Classifies ``spec`` without loading it.
+    """Classifies ``spec`` without loading it: a :class:`SourceSpec` of one of the kinds in ``accept``.
 
-    Args:
-        spec (str | os.PathLike | dict | object): the model spec.
-        accept (tuple[str, ...]): the kinds the caller takes.
-        what (str): what the spec is for the caller (``"model"``, ``"teacher"``, ``"--source"``), for messages.
-
-    Returns:
-        SourceSpec: the kind, the location and the directory with the tokenizer files.
-
-    Raises:
-        ConfigError: the spec is neither an existing path nor a preset, or a kind the caller does not take.
-        CheckpointError: an existing path that is no checkpoint (a pickle is refused by name).
-
-    Example:
-        >>> classify("runs/mb/student", accept=("saved",)).kind  # doctest: +SKIP
-        'saved'
-    """
+    ``what`` names the spec in messages (``"model"``, ``"teacher"``, ``"--source"``). Neither a path nor a
+    preset, or a kind not accepted, is a ConfigError; a path that is no checkpoint a CheckpointError."""
     if isinstance(spec, dict):
         found = SourceSpec("config", "config", spec)
     elif not isinstance(spec, (str, os.PathLike)):

@@ -16,9 +16,7 @@ TEACHER_CACHE_MODES = ("auto", "on", "off")
 # runs it ~1.25x faster (benchmarks/distillation_throughput.py): worth it from ~60 steps on.
 JIT_MIN_STEPS = 100
 # Precisions that ``auto`` leaves eager on a CPU: XLA's CPU backend computes bfloat16 matrix products at float32
-# speed (91 against 99 GFLOP/s on one avx512_bf16 core), where TensorFlow's oneDNN kernels use the bf16
-# instructions (186 GFLOP/s), so the compiled bfloat16 step is the slower one (0.78x eager with the teacher live,
-# 0.91x with the teacher cache; RESULTS.md, "bfloat16 on a CPU with bf16 instructions").
+# speed, oneDNN's eager kernels use the bf16 instructions (docs/distillation.md; RESULTS.md, "bfloat16 on a CPU").
 EAGER_ON_CPU = ("mixed_bfloat16",)
 # Numeric options, each checked against finetune_config.TRAINING_LIMITS; None allowed where the option may be unset.
 NUMERIC_OPTIONS = ("layer_steps", "pd_steps", "batch_size", "learning_rate", "pd_learning_rate", "warmup_proportion",
@@ -67,16 +65,10 @@ class DistillConfig:
         checkpoint_every: steps between checkpoints (stage boundaries always checkpoint).
         keep_checkpoints: checkpoints kept on disk.
         log_every: steps between progress/TensorBoard updates.
-        jit_compile: ``"on"``: XLA-compile each replica's forward, losses and gradients
-            (the all-reduce and the update stay outside XLA, so it composes with every
-            strategy; same losses to float rounding); ``"off"``; ``"auto"``: on for stages of
-            at least :data:`JIT_MIN_STEPS` steps, where the compile time pays off, except for a
-            precision in :data:`EAGER_ON_CPU` on a machine with no GPU or TPU.
-        teacher_cache: ``"on"``: compute the frozen teacher's layer outputs for every example once
-            (``OUT/teacher_cache``, float32, deleted when the run completes) and let the layer-transfer
-            steps read them instead of running the teacher; ``"off"``; ``"auto"``: on when the run
-            would otherwise repeat the teacher's work at least twice over and the cache fits in half the
-            free disk (``teacher_cache.decide``). Same losses to float rounding either way.
+        jit_compile: ``"on"``: XLA-compile each replica's forward, losses and gradients; ``"off"``;
+            ``"auto"``: :meth:`jit_for` (docs/distillation.md).
+        teacher_cache: ``"on"``: read the frozen teacher's layer outputs from a cache built once
+            (``teacher_cache.py``); ``"off"``; ``"auto"``: ``teacher_cache.decide`` (docs/distillation.md).
 
     Example:
         >>> config = DistillConfig(schedule="progressive", layer_steps=10000, pd_steps=500000)
@@ -129,11 +121,10 @@ class DistillConfig:
             raise ConfigError("schedule 'none' trains only pre-training distillation: give pd_steps > 0")
 
     def jit_for(self, steps, cpu_only=False):
-        """Whether a stage of ``steps`` steps runs XLA-compiled.
+        """Whether a stage of ``steps`` steps runs XLA-compiled (``cpu_only``: the run has no GPU or TPU).
 
-        Args:
-            steps (int): the stage's steps.
-            cpu_only (bool): the run has no GPU or TPU (``strategies.cpu_only``).
+        ``"auto"`` compiles stages of at least :data:`JIT_MIN_STEPS` steps, where the compile time pays off,
+        except for a precision in :data:`EAGER_ON_CPU` on a machine with no GPU or TPU.
 
         Example:
             >>> DistillConfig(precision="mixed_bfloat16").jit_for(1000, cpu_only=True)

@@ -20,52 +20,24 @@ from mobilebert_kit.training.teacher_cache import attention_key, hidden_key
 from mobilebert_kit.training.warmup_decay import WarmupDecay
 
 
-def _block_outputs(encoder, layers):
-    """KerasTensors ``(hidden_states, attention_probs)`` of the given blocks of ``encoder``'s own graph."""
-    hidden, probs = [], []
-    for i in layers:
-        out, attn = encoder.get_layer(f"transformer_layer_{i}").get_output_at(0)
-        hidden.append(out)
-        probs.append(attn)
-    return hidden, probs
-
-
 def transfer_model(encoder, layers):
-    """A model sharing ``encoder``'s weights that outputs the hidden states and attention of ``layers``.
+    """A model sharing a functional ``encoder``'s weights that outputs ``{"hidden_states": [...],
+    "attention_probs": [...]}`` of the blocks ``layers``, one entry per layer.
 
     It computes only the blocks up to ``max(layers)``: a progressive stage at
-    layer l does not pay for the layers above it.
-
-    Args:
-        encoder (Encoder): a functional encoder (teacher or student).
-        layers (tuple[int]): block indices.
-
-    Returns:
-        keras.Model: outputs ``{"hidden_states": [...], "attention_probs": [...]}``, one entry per layer.
-
-    Example:
-        >>> view = transfer_model(student.encoder, (0,))  # doctest: +SKIP
-    """
-    hidden, probs = _block_outputs(encoder, layers)
-    return keras.Model(encoder.inputs, {"hidden_states": hidden, "attention_probs": probs})
+    layer l does not pay for the layers above it."""
+    # Each block's (hidden state, attention probabilities) KerasTensors in the encoder's own graph.
+    outputs = [encoder.get_layer(f"transformer_layer_{i}").get_output_at(0) for i in layers]
+    return keras.Model(encoder.inputs, {"hidden_states": [out for out, _ in outputs],
+                                        "attention_probs": [attn for _, attn in outputs]})
 
 
 def make_optimizer(config, stage, trained, tuned):
     """A fresh optimizer for ``stage``: LAMB (or AdamW) on its own warm-up/decay schedule.
 
-    Args:
-        config (DistillConfig): the run's options.
-        stage (Stage): the stage (its steps set the schedule; ``tune`` scopes get ``tune_multiplier``).
-        trained (list[tuple[str, tf.Variable]]): ``(path, variable)`` pairs at the full rate.
-        tuned (list[tuple[str, tf.Variable]]): pairs at the stage's tune multiplier.
-
-    Returns:
-        tuple: ``(optimizer, schedule, variables)``; the optimizer is built on ``variables``
-        (wrapped in a ``LossScaleOptimizer`` for mixed_float16).
-
-    Example:
-        >>> optimizer, schedule, variables = make_optimizer(config, stage, trained, tuned)  # doctest: +SKIP
-    """
+    ``trained`` and ``tuned`` are ``(path, variable)`` pairs at the full rate and at the stage's
+    ``tune_multiplier``. Returns ``(optimizer, schedule, variables)``, the optimizer built on ``variables``
+    (wrapped in a ``LossScaleOptimizer`` for mixed_float16)."""
     peak = config.learning_rate
     if stage.kind != LAYER_TRANSFER and config.pd_learning_rate is not None:
         peak = config.pd_learning_rate
@@ -95,24 +67,10 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
                cached_teacher=False):
     """The training step of ``stage``: ``step(batch)`` updates ``variables`` once and returns the metrics.
 
-    Args:
-        config (DistillConfig): loss weights and ``alpha``.
-        stage (Stage): layer transfer (its ``layers``) or pre-training distillation.
-        strategy (tf.distribute.Strategy): the strategy the batch is distributed over.
-        teacher_encoder (Encoder): the teacher's encoder.
-        teacher_mlm (keras.layers.Layer | None): the teacher's MLM head (None: no MLM-KD term).
-        student (BertPretrainer): the student with its ``mlm`` and ``nsp`` heads.
-        optimizer: from :func:`make_optimizer`.
-        variables (list[tf.Variable]): what the step trains.
-        cached_teacher (bool): a layer-transfer batch carries the teacher's outputs of the stage's layers
-            (``TeacherCache.attach``), so the step reads them instead of running the teacher.
-
-    Returns:
-        tf.function: ``step(batch) -> {"loss", <loss terms>[, "loss_scale"]}``, each the global value.
-
-    Example:
-        >>> step = build_step(config, stage, strategy, teacher, None, student, optimizer, variables)  # doctest: +SKIP
-    """
+    ``teacher_mlm`` None means no MLM-KD term; ``student`` is the pretrainer with its ``mlm`` and ``nsp``
+    heads. With ``cached_teacher`` a layer-transfer batch carries the teacher's outputs of the stage's layers
+    (``TeacherCache.attach``), read instead of running the teacher. The step returns ``{"loss", <loss
+    terms>[, "loss_scale"]}``, each the global value."""
     scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
     student_encoder = student.encoder
     if stage.kind == LAYER_TRANSFER:
@@ -219,19 +177,8 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
 
 
 def split_over_replicas(batch, strategy, batch_size):
-    """``batch`` (the global batch, one dict of arrays) as one slice per replica of ``strategy``.
-
-    Args:
-        batch (dict[str, tf.Tensor]): ``batch_size`` rows.
-        strategy (tf.distribute.Strategy): the run's strategy.
-        batch_size (int): the global batch size (a multiple of the replica count).
-
-    Returns:
-        The batch itself with one replica, else a distributed value of ``batch_size / replicas`` rows each.
-
-    Example:
-        >>> metrics = step(split_over_replicas(batch, strategy, 32))  # doctest: +SKIP
-    """
+    """``batch`` (the global batch of ``batch_size`` rows, a multiple of the replica count) as one slice per
+    replica of ``strategy``: itself with one replica, else a distributed value of ``batch_size / replicas`` rows."""
     n = strategy.num_replicas_in_sync
     if n == 1:
         return batch

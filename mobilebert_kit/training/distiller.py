@@ -19,23 +19,10 @@ kept by ``run_directory.RunDirectory``; the step is built by ``distill_step``)::
 Resuming: a checkpoint holds the student, the optimizer (moments, step,
 loss scale) and the data iterator (its position and shuffle buffer), so a
 resumed run continues with exactly the batches and updates an uninterrupted
-run would have made. SIGINT (Ctrl-C) or SIGTERM finishes the current step, checkpoints
-it and stops: no completed step is lost. After SIGKILL or a crash the run
-restarts from the last checkpoint (every ``checkpoint_every`` steps and at
-every stage boundary) and replays the steps after it on the same batches.
-The student's dropout masks are keyed by the run's seed, the stage, the step
-and the row of the global batch (``layers/keyed_dropout.py``), so a resumed
-run draws the masks the uninterrupted run drew and agrees with it to float
-rounding, dropout or not.
-
-Several workers (``MultiWorkerMirroredStrategy``, ``strategies.py``): every
-worker reads the same data in the same order and trains on its replicas'
-slices of each global batch, with the same keyed dropout masks, so the run
-equals a one-device run with the same batch. Only the chief writes
-``out_dir``; the others save their checkpoints to a scratch directory they
-delete (a checkpoint is written by every worker, because reading a
-distributed variable may be collective) and resume from the chief's. After a
-worker is killed, every worker is started again with ``--resume``.
+run would have made; SIGINT or SIGTERM checkpoints the current step and stops.
+The keyed dropout masks and several workers (only the chief writes ``out_dir``;
+the others checkpoint into a scratch directory, since every worker takes part
+in a save) are described in docs/distillation.md.
 """
 
 import contextlib
@@ -55,7 +42,7 @@ from mobilebert_kit.sources.pooling import carry_pooling
 from mobilebert_kit.errors import ConfigError, DataError, TrainingError, first_line
 from mobilebert_kit.models.api import named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
-from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
+from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_error
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
 from mobilebert_kit.training.run_directory import DISTILL_RUN, RUN_FILE, RunDirectory
 from mobilebert_kit.training.stage_progress import StageProgress
@@ -119,9 +106,10 @@ class Distiller:
         self.on_setup_end = on_setup_end
         self.teacher_cache = None
         self._cache_dir = None
-        if console is None:
-            console = Console()
-        self.console = console
+        self.console = console if console is not None else Console()
+
+    def _say(self, text):
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     # ------------------------------------------------------------------ setup
     def _describe(self, spec):
@@ -196,39 +184,27 @@ class Distiller:
     def _print_plan(self, resume_point):
         cfg = self.config
         t, s = self.teacher_encoder.config, self.student_encoder.config
-        out = self.console.print
+        out = self._say
         role = f" ({self.worker}{', the chief: it writes the run' if self.chief else ''})" if self.worker else ""
-        out(f"[bold]mbk distill[/bold] -> {self.out_dir}{role}", highlight=False, soft_wrap=True)
-        out(
-            f"  teacher {self._describe(self.teacher_spec)}: {t['num_layers']} layers, hidden {t['hidden_size']}, "
-            f"{t['num_heads']} heads, MLM head: {'yes' if self.teacher_mlm is not None else 'no (MLM-KD skipped)'}",
-            highlight=False, soft_wrap=True,
-        )
-        out(
-            f"  student {self._describe(self.student_spec)}: {s['num_layers']} layers, hidden {s['hidden_size']}, "
-            f"intra {s['intra_bottleneck_size'] or s['hidden_size']}, {s['normalization_type']}/{s['hidden_act']}",
-            highlight=False, soft_wrap=True,
-        )
+        out(f"[bold]mbk distill[/bold] -> {self.out_dir}{role}")
+        out(f"  teacher {self._describe(self.teacher_spec)}: {t['num_layers']} layers, hidden {t['hidden_size']}, "
+            f"{t['num_heads']} heads, MLM head: {'yes' if self.teacher_mlm is not None else 'no (MLM-KD skipped)'}")
+        out(f"  student {self._describe(self.student_spec)}: {s['num_layers']} layers, hidden {s['hidden_size']}, "
+            f"intra {s['intra_bottleneck_size'] or s['hidden_size']}, {s['normalization_type']}/{s['hidden_act']}")
         if cfg.copy_from_teacher:
-            out(
-                f"  copied from the teacher: {len(self.copy_report['copied'])} weight(s); skipped "
+            out(f"  copied from the teacher: {len(self.copy_report['copied'])} weight(s); skipped "
                 f"{len(self.copy_report['skipped'])}; embeddings "
-                f"{'frozen as a lower layer' if self.copy_report['embeddings_complete'] else 'trained with layer 0'}",
-                highlight=False, soft_wrap=True,
-            )
-        out(
-            f"  data {self.data}: {self.data_meta['num_examples']} examples of {self.data_meta['seq_len']} tokens; "
+                f"{'frozen as a lower layer' if self.copy_report['embeddings_complete'] else 'trained with layer 0'}")
+        out(f"  data {self.data}: {self.data_meta['num_examples']} examples of {self.data_meta['seq_len']} tokens; "
             f"batch {cfg.batch_size} over {self.replicas} replica(s); {cfg.precision}; {cfg.optimizer} "
-            f"lr {cfg.learning_rate:g}",
-            highlight=False, soft_wrap=True,
-        )
+            f"lr {cfg.learning_rate:g}")
         total = sum(st.steps for st in self.stages)
         names = ", ".join(f"{st.name} ({st.steps})" for st in self.stages)
-        out(f"  {len(self.stages)} stage(s), {total} steps: {names}", highlight=False, soft_wrap=True)
+        out(f"  {len(self.stages)} stage(s), {total} steps: {names}")
         if resume_point is not None:
             stage, step = resume_point
             where = self.stages[stage].name if stage < len(self.stages) else "the end"
-            out(f"  resuming at {where}, step {step}", highlight=False, soft_wrap=True)
+            out(f"  resuming at {where}, step {step}")
 
     # ------------------------------------------------------------ checkpoints
     def _checkpoint(self, optimizer=None):
@@ -303,14 +279,9 @@ class Distiller:
     def prepare_teacher_cache(self, start_stage=0, directory=None):
         """Decides whether the run caches its teacher (``config.teacher_cache``) and builds or finishes the cache.
 
-        Args:
-            start_stage (int): the first stage still to run (a resumed run's).
-            directory (str | Path | None): where (default ``OUT/teacher_cache``; a worker that is not the chief
-                keeps its own in its scratch directory).
-
-        Returns:
-            TeacherCache | None: also kept as ``self.teacher_cache``; the steps built after it read it.
-        """
+        ``start_stage`` is the first stage still to run; ``directory`` defaults to ``OUT/teacher_cache`` (a worker
+        that is not the chief keeps its own in its scratch directory). Returns the cache or None, also kept as
+        ``self.teacher_cache``: the steps built after it read it."""
         self.prepare()
         stages = [st for st in self.stages[start_stage:] if st.kind == LAYER_TRANSFER]
         layers = tuple(sorted({l for st in self.stages if st.kind == LAYER_TRANSFER for l in st.layers}))
@@ -321,7 +292,7 @@ class Distiller:
         size = cache_bytes(rows, seq_len, t["hidden_size"], t["num_heads"], layers) if layers else 0
         self._cache_dir = Path(directory)
         use, why = decide(self.config.teacher_cache, stages, rows, self.config.batch_size, size, free_bytes(directory))
-        self.console.print(f"  teacher cache: {why}", highlight=False, soft_wrap=True)
+        self._say(f"  teacher cache: {why}")
         if not use:
             self._drop_teacher_cache()  # an interrupted run's, when it is no longer wanted
             return None
@@ -393,8 +364,7 @@ class Distiller:
         skipped = []
         latest = self.run_dir.latest_checkpoint(skipped) if resume else None
         for name in skipped:
-            self.console.print(f"checkpoint {name} cannot be read; resuming from the one before", highlight=False,
-                               soft_wrap=True)
+            self._say(f"checkpoint {name} cannot be read; resuming from the one before")
         if resume and latest is None:
             start_stage = 0  # run.json but no checkpoint yet: start over
         elif latest is not None:
@@ -410,9 +380,8 @@ class Distiller:
                   if fresh else contextlib.nullcontext()) as found:
                 return self._run_in_place(fresh, found, overwrite, latest, start_stage, start_step, history)
         except Exception:
-            # A new run that failed before its first checkpoint (a record that cannot be read, a full disk) has
-            # nothing to resume, and its run.json refused the corrected command ("pass --resume", which re-read
-            # the same bad data). In a cluster the workers resume together, so its state stays.
+            # A new run that failed before its first checkpoint has nothing to resume, and its run.json would refuse
+            # the corrected command ("pass --resume"). In a cluster the workers resume together, so its state stays.
             if fresh and found in (NEW, EMPTY) and not self.worker and self.run_dir.latest_checkpoint() is None:
                 self._forget(found)
             raise
@@ -494,15 +463,11 @@ class Distiller:
         try:
             return step_fn(self._distribute(batch))
         except PEER_LOST as err:
-            first = peer_lost_line(err)
             # Only its name, for the message: not the full read of latest_checkpoint(), which raises when
             # nothing reads and would hide the lost peer behind it.
             latest = tf.train.latest_checkpoint(str(self.run_dir.checkpoint_dir))
             where = f"its last checkpoint ({Path(latest).name})" if latest else "the start"
-            raise TrainingError(
-                f"{self.worker}: the cluster lost a worker at step {step + 1} of {stage.name} ({first}); "
-                f"start every worker again with the same command and --resume: the run continues from {where}"
-            ) from err
+            raise peer_lost_error(self.worker, f"step {step + 1} of {stage.name}", err, where) from err
 
     def _run_stage(self, stage, index, first, step_fn, schedule, optimizer, manager, interrupt, history):
         cfg = self.config
@@ -535,16 +500,12 @@ class Distiller:
                     self.on_step_end(stage.name, step + 1, global_step, values)
                 done = step + 1 == stage.steps
                 if interrupt.raised and not done and self.stateless:
-                    self.console.print(f"interrupted at step {step + 1} of {stage.name}; {self._restored}",
-                                       highlight=False, soft_wrap=True)
+                    self._say(f"interrupted at step {step + 1} of {stage.name}; {self._restored}")
                     raise KeyboardInterrupt
                 if interrupt.raised and not done:
                     self._save(manager, history)
-                    self.console.print(
-                        f"interrupted at step {step + 1} of {stage.name}; checkpoint saved. "
-                        f"Continue with the same command and --resume",
-                        highlight=False, soft_wrap=True,
-                    )
+                    self._say(f"interrupted at step {step + 1} of {stage.name}; checkpoint saved. "
+                              f"Continue with the same command and --resume")
                     raise KeyboardInterrupt
                 if not done and global_step % cfg.checkpoint_every == 0:
                     self._save(manager, history)
@@ -559,9 +520,9 @@ class Distiller:
         self._save(manager, history)
         self.summary_writer.flush()
         if interrupt.raised and self.stateless:
-            self.console.print(f"interrupted after {stage.name}; {self._restored}", highlight=False, soft_wrap=True)
+            self._say(f"interrupted after {stage.name}; {self._restored}")
         elif interrupt.raised:
-            self.console.print(f"interrupted after {stage.name}; checkpoint saved. Continue with --resume", highlight=False, soft_wrap=True)
+            self._say(f"interrupted after {stage.name}; checkpoint saved. Continue with --resume")
             raise KeyboardInterrupt
         return history
 
@@ -596,12 +557,12 @@ class Distiller:
         student_dir = self.out_dir / "student"
         pretrainer_dir = self.out_dir / "pretrainer"
         global_step = int(self.progress.global_step.numpy())
+        summary = {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
+                   "global_step": global_step}
         if not self.chief:
             self._barrier()  # returns once the chief has written the student
-            self.console.print(f"done ({self.worker}): the chief wrote {student_dir}", highlight=False,
-                               soft_wrap=True)
-            return {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
-                    "global_step": global_step}
+            self._say(f"done ({self.worker}): the chief wrote {student_dir}")
+            return summary
         save(self.student_encoder, student_dir)
         save(self.student, pretrainer_dir)
         copied = self._copy_vocabulary(student_dir, pretrainer_dir)
@@ -609,10 +570,6 @@ class Distiller:
                  "global_step": global_step, "history": history}
         self.run_dir.write_progress(state)
         self._barrier()
-        self.console.print(
-            f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
-            + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""),
-            highlight=False, soft_wrap=True,
-        )
-        return {"student": str(student_dir), "pretrainer": str(pretrainer_dir), "history": history,
-                "global_step": state["global_step"]}
+        self._say(f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
+                  + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""))
+        return summary

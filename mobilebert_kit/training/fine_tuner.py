@@ -32,7 +32,7 @@ from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_
 from mobilebert_kit.training import task_data
 from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
 from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT, FinetuneRun
-from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_line
+from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_error
 from mobilebert_kit.training.lamb import Lamb
 from mobilebert_kit.training.stage_progress import StageProgress
 from mobilebert_kit.training.strategies import is_chief, worker_label
@@ -54,21 +54,9 @@ HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence
 
 
 def load_encoder(spec, precision="float32", seed=PRESET_SEED):
-    """The encoder of ``spec``, resolved by :class:`~mobilebert_kit.sources.model_source.ModelSource`.
-
-    Args:
-        spec (str | os.PathLike | keras.Model): a preset name, a saved model (encoder or task model),
-            a Hugging Face / TF1 checkpoint, or a model.
-        precision (str): the dtype policy the encoder is built with.
-        seed (int): the seed of a preset's random weights (a fine-tuning run passes its own).
-
-    Returns:
-        Encoder: the encoder (a task model's encoder when ``spec`` holds one).
-
-    Example:
-        >>> load_encoder("tiny-bert").config["hidden_size"]  # doctest: +SKIP
-        64
-    """
+    """The encoder of ``spec`` (a task model's encoder when it holds one), resolved by
+    :class:`~mobilebert_kit.sources.model_source.ModelSource` and built with the dtype policy ``precision``;
+    ``seed`` draws a preset's random weights."""
     with precision_policy(precision):
         return ModelSource.load(spec, head=None, seed=seed, dtype=precision).encoder
 
@@ -77,10 +65,8 @@ class _StepCallback:
     """A Keras callback run after every training step: the progress bar, the scalars, checkpoints and Ctrl-C.
 
     ``scalars`` collects ``(step, {tag: value})`` for TensorBoard every ``every`` steps: the epoch's running
-    loss as Keras reports it and the learning rate. They are written with the output directory when
-    training has finished (an interrupted run keeps them in ``OUT/run/progress.json``). Every
-    ``checkpoint_every`` steps, and at the step a first SIGINT or SIGTERM arrived, ``save(step)``
-    checkpoints; after the signal, training stops (``stopped``).
+    loss as Keras reports it and the learning rate. Every ``checkpoint_every`` steps, and at the step a first
+    SIGINT or SIGTERM arrived, ``save(step)`` checkpoints; after the signal, training stops (``stopped``).
     """
 
     def __new__(cls, bar, step, every, checkpoint_every, scalars, save, interrupt, total, on_step_end=None):
@@ -140,9 +126,10 @@ class FineTuner:
         self.text_columns = text_columns
         self.label_column = label_column
         self.strategy = strategy
-        if console is None:
-            console = Console()
-        self.console = console
+        self.console = console if console is not None else Console()
+
+    def _say(self, text):
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     def _data(self, path, spec):
         """The training examples of ``path`` (evaluation data is read by ``task_scoring.prepare``)."""
@@ -153,9 +140,7 @@ class FineTuner:
                 spec.get("label_column") or self.label_column, spec.get("label_names"), need_label=True,
             )
             spec.update(label_names=names, **columns)
-            if cfg.task == "regression":
-                return features, {"logits": labels.reshape(-1, 1)}, None
-            return features, {"logits": labels}, None
+            return features, {"logits": labels.reshape(-1, 1) if cfg.task == "regression" else labels}, None
         if cfg.task == "span_qa":
             examples = task_data.read_squad(path)
             features, _ = task_data.squad_features(self.tokenizer, examples, cfg.seq_len, cfg.doc_stride,
@@ -183,24 +168,19 @@ class FineTuner:
             )
         # Longer rows than the learned positions fail inside the first training step with a graph error.
         check_positions(encoder.config, cfg.seq_len)
-        head = HEAD_OF_TASK[cfg.task]
-        kwargs = {}
-        if cfg.task in ("classification", "regression", "token_classification"):
-            kwargs = {"num_labels": num_labels, "dropout": cfg.dropout}
+        kwargs = {} if cfg.task == "span_qa" else {"num_labels": num_labels, "dropout": cfg.dropout}
         with precision_policy(cfg.precision):
-            model = HEADS[head](encoder, **kwargs)
+            model = HEADS[HEAD_OF_TASK[cfg.task]](encoder, **kwargs)
         model.dropout_seed = cfg.seed
         schedule = WarmupDecay(cfg.learning_rate, total_steps=max(self._steps, 1),
                                warmup_steps=int(round(cfg.warmup_proportion * self._steps)))
         optimizer = Lamb(learning_rate=schedule, weight_decay_rate=cfg.weight_decay,
                          use_trust_ratio=cfg.optimizer == "lamb", global_clipnorm=1.0)
-        if cfg.task == "regression":
-            loss = {"logits": keras.losses.MeanSquaredError()}
-        elif cfg.task == "span_qa":
-            ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-            loss = {"start_logits": ce, "end_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+        ce = keras.losses.SparseCategoricalCrossentropy
+        if cfg.task == "span_qa":
+            loss = {"start_logits": ce(from_logits=True), "end_logits": ce(from_logits=True)}
         else:
-            loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+            loss = {"logits": keras.losses.MeanSquaredError() if cfg.task == "regression" else ce(from_logits=True)}
         weights = {"start_logits": 0.5, "end_logits": 0.5} if cfg.task == "span_qa" else None
         model.compile(optimizer=optimizer, loss=loss, loss_weights=weights)
         # The logged loss is a metric every replica already holds globally aggregated; Keras' "auto"
@@ -235,9 +215,7 @@ class FineTuner:
         ``overwrite`` (``utils.atomic``); it is checked before training starts. Every
         ``config.checkpoint_every`` steps the model and optimizer are checkpointed in ``OUT/run``
         (``finetune_run.FinetuneRun``), and at the end of every epoch; SIGINT or SIGTERM checkpoints the
-        current step and stops. Where ``overwrite`` lets the run replace something mbk did not write as a
-        fine-tuning output (a user's directory or file, another command's output), the run keeps no state
-        (it says so): nothing is written there until the finished output replaces it as a whole.
+        current step and stops. Replacing what mbk did not write (``overwrite``), the run keeps no state.
 
         Args:
             train_path, eval_path: the labelled data.
@@ -270,21 +248,18 @@ class FineTuner:
         run.locks = chief  # the workers of a cluster share the chief's OUT, and its lock
         if chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             decision = run.check(record, resume, overwrite=overwrite, sources=sources)
-        # OUT is not a fine-tuning output of mbk and --overwrite lets the run replace it: its state would have
-        # to replace OUT before the output is complete. Without one OUT is replaced only by the finished
-        # output, as --overwrite promises (the rule of mbk substitute's recovery).
+        # OUT is not a fine-tuning output of mbk and --overwrite lets the run replace it: keeping no state, OUT is
+        # replaced only by the finished output, as --overwrite promises (checkpoints/resumable_run.py).
         stateless = chief and not resume and decision == OVERWRITE
         if stateless:
-            self.console.print(
+            self._say(
                 f"{out_dir} was not written by mbk finetune: --overwrite replaces it once the output is complete, "
-                "so this run keeps no state to resume from (remove it or choose a new --out for that)",
-                highlight=False, soft_wrap=True)
+                "so this run keeps no state to resume from (remove it or choose a new --out for that)")
         keras.utils.set_random_seed(cfg.seed)
         spec = {"task": cfg.task, "seq_len": cfg.seq_len, "doc_stride": cfg.doc_stride,
                 "max_query_length": cfg.max_query_length, "label_names": None}
         features, targets, weights = self._data(train_path, spec)
-        # What the run trains on, as tokenized: a training file changed under the same path (every label swapped,
-        # the same row count) resumed on other rows with exit 0 when only the path was compared.
+        # What the run trains on, as tokenized: a resume refuses a training file changed under the same path.
         rows = [features, targets, weights or {}]
         fingerprints = {"train": array_digest([np.asarray(json.dumps(spec.get("label_names")))]
                                               + [part[k] for part in rows for k in sorted(part)])}
@@ -309,8 +284,7 @@ class FineTuner:
         skipped = []
         latest = run.latest_checkpoint(skipped) if resume else None
         for name in skipped:
-            self.console.print(f"checkpoint {name} cannot be read; resuming from the one before", highlight=False,
-                               soft_wrap=True)
+            self._say(f"checkpoint {name} cannot be read; resuming from the one before")
         first, scalars = 0, []
         if latest is not None:
             with self.strategy.scope():  # the optimizer's slots exist before their values are restored
@@ -334,14 +308,11 @@ class FineTuner:
                 raise TrainingError(
                     f"{train_path} now makes {self._steps} steps but the run in {out_dir} was started on "
                     f"{stored_total}: the training data changed; restore it, or start over with --overwrite")
-        self.console.print(
-            f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
-            f"{cfg.epochs} epoch(s) x {per_epoch} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
-            f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}"
-            + ((f"; resuming at step {first + 1} of {self._steps}" if first < self._steps else
-                "; training is complete, writing the output") if resume else ""),
-            highlight=False, soft_wrap=True,
-        )
+        self._say(f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
+                  f"{cfg.epochs} epoch(s) x {per_epoch} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
+                  f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}"
+                  + ((f"; resuming at step {first + 1} of {self._steps}" if first < self._steps else
+                      "; training is complete, writing the output") if resume else ""))
         parts = (features, targets) if weights is None else (features, targets, weights)
         # Every worker takes part in a save (reading a distributed variable may be collective); only the
         # chief's is kept, in OUT/run, the others go to a scratch directory removed at the end. A chief that
@@ -388,8 +359,7 @@ class FineTuner:
                                     "--learning-rate may help); run again with --overwrite") from err
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
         if not chief:  # in a cluster only the chief writes out_dir
-            self.console.print(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}", highlight=False,
-                               soft_wrap=True)
+            self._say(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}")
             return results
         # A run that kept its state in OUT finishes inside it: files the user put there meanwhile stay.
         with atomic_dir(out_dir, FINETUNE_OUTPUT, overwrite=overwrite, sources=sources, keep_foreign=keeps) as tmp:
@@ -424,11 +394,7 @@ class FineTuner:
                 try:
                     model.fit(self._epoch_dataset(parts, epoch, skip), epochs=1, verbose=0, callbacks=[callback])
                 except PEER_LOST as err:
-                    raise TrainingError(
-                        f"{worker}: the cluster lost a worker at step {callback.step + 1} ({peer_lost_line(err)}); "
-                        "start every worker again with the same command and --resume: the run continues from its "
-                        "last checkpoint"
-                    ) from err
+                    raise peer_lost_error(worker, f"step {callback.step + 1}", err) from err
                 if callback.stopped:
                     break
                 if callback.step < self._steps and callback.step % cfg.checkpoint_every:  # not saved at this step
@@ -438,8 +404,7 @@ class FineTuner:
                 # --resume writes it without training again.
                 save(callback.step)
         if callback.stopped:
-            self.console.print(f"interrupted at step {callback.step} of {self._steps}; {stopped}", highlight=False,
-                               soft_wrap=True)
+            self._say(f"interrupted at step {callback.step} of {self._steps}; {stopped}")
             raise KeyboardInterrupt
 
 
@@ -475,30 +440,21 @@ def _deployment_files(model_dir, tokenizer, label_names):
         write_labels(model_dir, label_names)
 
 
-def _predict(model, features, batch_size):
-    dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
-    return model.predict(dataset, verbose=0)
-
-
-def evaluate_model(model, spec, tokenizer, path, batch_size=32, limit=None):
-    """Metrics of a task model on a labelled file, following ``spec`` (the content of ``task.json``).
-
-    Scored by the task's record in :data:`mobilebert_kit.training.task_scoring.TASK_METRICS`,
-    the same code that scores an exported file, so the two differ only by what the model computes.
-    """
-    return model_evaluation(model, spec, tokenizer, path, batch_size, limit).metrics
-
-
 def _scoring_spec(spec):
     """``spec`` (``task.json``'s content) with the SQuAD windowing defaults of files that predate them."""
     return {"doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length, **spec}
 
 
 def model_evaluation(model, spec, tokenizer, path, batch_size=32, limit=None, prepared=None):
-    """:func:`evaluate_model` as an :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation`
-    (``prepared``: ``path`` already read by :func:`~mobilebert_kit.training.task_scoring.prepare`)."""
+    """The :class:`~mobilebert_kit.training.task_scoring.ArtifactEvaluation` of a task model on a labelled file,
+    following ``spec`` (the content of ``task.json``; ``prepared``: ``path`` already read by
+    :func:`~mobilebert_kit.training.task_scoring.prepare`).
+
+    Scored by the task's record in :data:`mobilebert_kit.training.task_scoring.TASK_METRICS`,
+    the same code that scores an exported file, so the two differ only by what the model computes."""
     def predict(features):
-        return {k: np.asarray(v, np.float32) for k, v in _predict(model, features, batch_size).items()}
+        outputs = model.predict(tf.data.Dataset.from_tensor_slices(features).batch(batch_size), verbose=0)
+        return {k: np.asarray(v, np.float32) for k, v in outputs.items()}
 
     spec = _scoring_spec(spec)
     return score(spec["task"], path, predict, tokenizer, spec, limit, prepared)
@@ -512,9 +468,7 @@ def evaluate_directory(model_dir, path, batch_size=32, limit=None):
 def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len=None):
     """A saved task model without ``task.json`` (``mbk substitute`` of a fine-tuned classifier, the ``model/``
     of a finetune output): the task follows from its head, the labels from its ``labels.txt``, the vocabulary
-    from its ``vocab.txt``, the length is the fine-tuning default within its positions. Such a model could
-    be exported and scored, but not scored itself, so the float model behind a quantized file had no number.
-    """
+    from its ``vocab.txt``, the length is the fine-tuning default within its positions."""
     try:
         source = ModelSource.load(model_dir, accept=("saved",))
     except MbkError as err:
@@ -545,7 +499,7 @@ def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len
 
 def _check_task_spec(spec, task_file, need_length):
     """Refuses a hand-edited ``task.json`` whose length, casing or class names the evaluation would crash on or
-    misread (a seq_len of "24", 0 or 1.5 was an internal error deep in tokenization, issue 37)."""
+    misread (a seq_len of "24", 0 or 1.5)."""
     if need_length and not within(SEQ_LEN, spec.get("seq_len")):
         raise TrainingError(f"{task_file}: seq_len is {repr(spec.get('seq_len'))[:40]}, not "
                             f"{SEQ_LEN.describe()}; restore the length the model was fine-tuned at "

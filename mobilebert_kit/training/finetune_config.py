@@ -32,16 +32,11 @@ TRAINING_LIMITS = {
     "keep_checkpoints": Limit(int, 1, 1000),
     "log_every": Limit(int, 1, _MANY),
 }
-# Numeric fields a config may leave unset.
 OPTIONAL_NUMBERS = ("pd_learning_rate", "clip_norm")
 
 
 def check_numbers(config, names):
-    """Checks each named field of a config dataclass against :data:`TRAINING_LIMITS` (ints stay ints).
-
-    Example:
-        >>> check_numbers(FinetuneConfig(), NUMERIC_OPTIONS)
-    """
+    """Checks each named field of a config dataclass against :data:`TRAINING_LIMITS` (ints stay ints)."""
     for name in names:
         value = getattr(config, name)
         if value is None and name in OPTIONAL_NUMBERS:
@@ -49,7 +44,6 @@ def check_numbers(config, names):
         setattr(config, name, check_number(name, value, TRAINING_LIMITS[name]))
 
 
-# The fine-tuning run's numeric options.
 NUMERIC_OPTIONS = ("epochs", "batch_size", "learning_rate", "warmup_proportion", "weight_decay", "seq_len",
                    "doc_stride", "max_query_length", "dropout", "seed", "checkpoint_every")
 # Options a resumed run may change: they do not change what is trained.

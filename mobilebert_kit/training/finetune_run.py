@@ -1,14 +1,8 @@
 """The resumable state of one ``mbk finetune`` run, kept in ``OUT/run/`` until the output is complete.
 
-Layout (the loop that fills it is ``fine_tuner.FineTuner``; the part shared with the recovery of
-``mbk substitute`` is ``checkpoints/resumable_run.py``)::
-
-    OUT/run/run.json        model, data, vocabulary, columns and FinetuneConfig of the run
-    OUT/run/progress.json   the newest checkpoint's step, the run's steps, the TensorBoard scalars so far
-    OUT/run/checkpoints/    tf.train checkpoints: the task model and its optimizer
-
-Until the run completes ``OUT`` has no ``task.json`` and is never taken for a
-finished output.
+The layout and its rules are ``checkpoints/resumable_run.py``'s (shared with the recovery of ``mbk
+substitute``); here ``run.json`` holds the model, data, vocabulary, columns and FinetuneConfig,
+``progress.json`` also the TensorBoard scalars so far, and the checkpoints the task model and its optimizer.
 
 The state is written once the data is read and the model built, before the
 first step: a run that fails while reading its data or building its model
@@ -30,10 +24,7 @@ FINETUNE_OUTPUT = OutputKind("finetune", True, "a fine-tuning output directory")
 
 
 class FinetuneRun(ResumableRun):
-    """Reads and writes the resumable state of a fine-tuning run in ``OUT/run``.
-
-    Args:
-        out_dir (str | Path): the run's output directory (``mbk finetune --out``).
+    """Reads and writes the resumable state of a fine-tuning run in ``OUT/run`` (``out_dir``: ``--out``).
 
     Example:
         >>> run = FinetuneRun("runs/sst2")
@@ -60,12 +51,6 @@ class FinetuneRun(ResumableRun):
         return kept
 
     def save(self, manager, step, total, scalars):
-        """Saves the checkpoint of ``step``, then ``progress.json`` pointing at it.
-
-        Args:
-            manager (tf.train.CheckpointManager): the manager of :attr:`checkpoint_dir`.
-            step (int): the optimizer steps done.
-            total (int): the run's steps.
-            scalars (list): the TensorBoard scalars so far, ``[(step, {tag: value})]``.
-        """
+        """Saves the checkpoint of ``step`` (of ``total``) with ``manager``, then ``progress.json`` pointing at it,
+        with the TensorBoard ``scalars`` so far (``[(step, {tag: value})]``)."""
         super().save(manager, step, total, {"scalars": [[s, values] for s, values in scalars]})

@@ -7,20 +7,21 @@ flag that turns Ctrl-C and SIGTERM into a checkpointed stop is ``utils/interrupt
 """
 
 from mobilebert_kit.backend import tf
+from mobilebert_kit.errors import TrainingError
 
-# What a collective step raises when another worker of the cluster died or was preempted.
 PEER_LOST = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
              tf.errors.CancelledError)
 
 
-def peer_lost_line(err):
-    """The line of a lost-peer error that names the task, shortened for a one-line message.
-
-    Args:
-        err (Exception): one of :data:`PEER_LOST`.
+def peer_lost_error(worker, where, err, resumes_from="its last checkpoint"):
+    """The one-line TrainingError of ``worker`` stopped at ``where`` by ``err`` (one of :data:`PEER_LOST`): the
+    error's line that names the lost task, shortened, and the instruction to resume.
 
     Example:
-        >>> peer_lost_line(RuntimeError("collective failed\\n  task /job:worker/task:1 is gone"))
-        'task /job:worker/task:1 is gone'
+        >>> error = peer_lost_error("worker 0", "step 5", RuntimeError("failed\\n  task /job:worker/task:1 is gone"))
+        >>> str(error).split(";")[0]
+        'worker 0: the cluster lost a worker at step 5 (task /job:worker/task:1 is gone)'
     """
-    return next((line.strip() for line in str(err).splitlines() if "task" in line), type(err).__name__)[:160]
+    line = next((line.strip() for line in str(err).splitlines() if "task" in line), type(err).__name__)[:160]
+    return TrainingError(f"{worker}: the cluster lost a worker at {where} ({line}); start every worker again with "
+                         f"the same command and --resume: the run continues from {resumes_from}")

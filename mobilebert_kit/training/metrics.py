@@ -55,19 +55,10 @@ def pearson(x, y):
 
 
 def _ranks(values):
-    """Ranks starting at 1, ties sharing their average rank."""
-    values = np.asarray(values, np.float64)
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values), np.float64)
-    sorted_values = values[order]
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and sorted_values[j + 1] == sorted_values[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
+    """Ranks starting at 1, ties sharing their average rank (the scorers refuse non-finite values first)."""
+    _, group, counts = np.unique(np.asarray(values, np.float64), return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # the rank of each group's last member
+    return (last - (counts - 1) / 2.0)[group.reshape(-1)]
 
 
 def spearman(x, y):
@@ -113,12 +104,8 @@ def squad_f1(prediction, truth):
 
 
 def squad_metrics(predictions, answers):
-    """``{"exact_match", "f1"}`` in percent, each the max over the gold answers, averaged over questions.
-
-    Args:
-        predictions: ``{question id: predicted text}`` ("" for no answer).
-        answers: ``{question id: [gold texts]}``; an empty list means unanswerable (gold "").
-    """
+    """``{"exact_match", "f1"}`` in percent of ``predictions`` (``{question id: text}``, "" for no answer), each
+    the max over the gold ``answers`` (``{question id: [texts]}``, [] when unanswerable), averaged over questions."""
     exact = f1 = 0.0
     for qid, golds in answers.items():
         golds = golds or [""]

@@ -1,11 +1,6 @@
 """The directory of one distillation run: its record, its progress, its checkpoints, the resume check.
 
-Layout (the loop that fills it is ``distiller.Distiller``)::
-
-    run.json          teacher, student, data and DistillConfig of the run
-    progress.json     stage, step and loss history (rewritten at every checkpoint)
-    checkpoints/      tf.train checkpoints: student, optimizer, data iterator, progress
-
+The layout of ``run.json``, ``progress.json`` and ``checkpoints/`` is listed in ``distiller.py``'s docstring.
 ``run.json`` is what makes ``--resume`` safe: a resume with other options
 would continue a run on a different model or data, so it is refused and
 names what differs.
@@ -19,7 +14,7 @@ from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newes
 from mobilebert_kit.errors import MbkError, TrainingError
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.utils import kernel_lock
-from mobilebert_kit.utils.atomic import atomic_file, check_output, prepare_dir
+from mobilebert_kit.utils.atomic import check_output, prepare_dir, write_text
 from mobilebert_kit.utils.output_check import OutputKind
 from mobilebert_kit.utils.run_state import claim_run, read_run_record, release_run
 from mobilebert_kit.utils.structured import load_json
@@ -35,15 +30,7 @@ RECORD_KEYS = ("teacher", "student", "student_overrides", "data")
 
 
 class RunDirectory:
-    """Reads and writes the bookkeeping files of one distillation run.
-
-    Args:
-        path (str | Path): the run directory (``mbk distill --out``).
-
-    Example:
-        >>> run_dir = RunDirectory("runs/mb")
-        >>> run_dir.check(record, config, resume=False)  # doctest: +SKIP
-    """
+    """Reads and writes the bookkeeping files of one distillation run in ``path`` (``mbk distill --out``)."""
 
     locks = True  # False for the workers of a cluster, which share the chief's directory and its lock
 
@@ -52,11 +39,8 @@ class RunDirectory:
         self._lock = None  # the descriptor holding the directory's kernel lock while this run lives
 
     def claim(self):
-        """Takes the directory's run lock (``utils.run_state.claim_run``), if it exists and is not held yet.
-
-        Raises:
-            TrainingError: a live run holds the directory (one line naming it and its process).
-        """
+        """Takes the directory's run lock (``utils.run_state.claim_run``), if it exists and is not held yet;
+        a live run holding it is a TrainingError naming it and its process."""
         if self.locks and self._lock is None and self.path.is_dir() and not self.path.is_symlink():
             self._lock = claim_run(self.path, "distill")
 
@@ -73,19 +57,9 @@ class RunDirectory:
     def check(self, record, config, resume, overwrite=False, sources=()):
         """Refuses to start over an existing run, or to resume a missing or different one.
 
-        Called before the models are built, so that a refused ``--out`` costs nothing.
-
-        Args:
-            record (dict): this run's record (``teacher``, ``student``, ``student_overrides``, ``data``).
-            config (DistillConfig): this run's options.
-            resume (bool): whether the run continues the one in this directory.
-            overwrite (bool): start over in a directory holding another run or anything mbk did not write.
-            sources (list): the run's inputs, which the directory may never be or contain (``utils.atomic``).
-
-        Raises:
-            TrainingError: naming what to do (``--resume``, another ``--out``, the same options), or the live
-                run that holds the directory.
-        """
+        Called before the models are built, so that a refused ``--out`` costs nothing. ``overwrite`` starts over
+        in a directory holding another run or anything mbk did not write; ``sources`` are the run's inputs, which
+        the directory may never be or contain (``utils.atomic``)."""
         self.claim()
         run_file = self.path / RUN_FILE
         if resume:
@@ -114,27 +88,17 @@ class RunDirectory:
             check_output(self.path, DISTILL_RUN, overwrite=overwrite, sources=sources)
 
     def read_record(self):
-        """The stored ``run.json``: a JSON object with a ``config`` object (the shared bounded reader).
-
-        Raises:
-            TrainingError: unreadable, too deep, not an object, or without ``config``.
-        """
+        """The stored ``run.json``: a JSON object with a ``config`` object (the shared bounded reader)."""
         return read_run_record(self.path / RUN_FILE, "distillation", "start a new run in another directory")
 
     def write_record(self, record, overwrite=False, sources=()):
-        """Makes the directory a fresh run directory and writes ``run.json`` (``record`` with its ``config``).
-
-        Args:
-            record (dict): the run record.
-            overwrite (bool): as in :meth:`check`; an earlier run's files are discarded.
-            sources (list): as in :meth:`check`.
-        """
+        """Makes the directory a fresh run directory and writes ``run.json`` (``record`` with its ``config``);
+        ``overwrite`` and ``sources`` as in :meth:`check` (an earlier run's files are discarded)."""
         prepare_dir(self.path, DISTILL_RUN, overwrite=overwrite, fresh=overwrite, sources=sources)
         if self._lock is not None and not kernel_lock.same_file(self._lock, self.path):
             self.release()  # a directory started over is a new one: its lock is taken again below
         self.claim()
-        with atomic_file(self.path / RUN_FILE, "w") as f:
-            f.write(json.dumps(record, indent=2) + "\n")
+        write_text(self.path / RUN_FILE, json.dumps(record, indent=2) + "\n")
 
     def latest_checkpoint(self, skipped=None):
         """The newest checkpoint that reads whole (its path prefix), or None; ``skipped`` collects damaged
@@ -142,11 +106,7 @@ class RunDirectory:
         return newest_readable_checkpoint(self.checkpoint_dir, skipped)
 
     def checkpoint_progress(self, path):
-        """``(stage, stage_step, global_step)`` stored in checkpoint ``path``.
-
-        Raises:
-            TrainingError: the checkpoint has no progress record (not written by ``mbk distill``).
-        """
+        """``(stage, stage_step, global_step)`` stored in checkpoint ``path`` (written by ``mbk distill``)."""
         reader = tf.train.load_checkpoint(path)
         names = {n for n in reader.get_variable_to_shape_map()}
 
@@ -168,18 +128,12 @@ class RunDirectory:
         return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
 
     def save(self, manager, state, history):
-        """Saves a checkpoint numbered ``state["global_step"]``, then ``progress.json`` pointing at it.
-
-        Args:
-            manager (tf.train.CheckpointManager): the stage's manager (of :attr:`checkpoint_dir`).
-            state (dict): ``stage``, ``stage_name``, ``stage_step``, ``global_step``.
-            history (list[dict]): the finished stages.
-        """
+        """Saves a checkpoint numbered ``state["global_step"]`` with the stage's ``manager``, then
+        ``progress.json`` pointing at it (with ``history``, the finished stages)."""
         with checkpoint_writes(self.checkpoint_dir):
             manager.save(checkpoint_number=state["global_step"])
             self.write_progress({**state, "checkpoint": manager.latest_checkpoint, "history": history})
 
     def write_progress(self, state):
         """Replaces ``progress.json`` with ``state`` (atomically)."""
-        with atomic_file(self.path / PROGRESS_FILE, "w") as f:
-            f.write(json.dumps(state, indent=2) + "\n")
+        write_text(self.path / PROGRESS_FILE, json.dumps(state, indent=2) + "\n")

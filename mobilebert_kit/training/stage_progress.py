@@ -4,14 +4,8 @@ import time
 
 
 class StageProgress:
-    """Shows one stage's progress: a live ``rich`` bar on a terminal, plain lines otherwise.
-
-    Args:
-        console: a ``rich.console.Console`` (default: a new one on stdout).
-        name: stage name shown at the left.
-        total: steps of the stage.
-        start: steps already done (a resumed stage).
-        plain_every: on a non-terminal, print a line every this many steps.
+    """Shows one stage's progress on ``console``: a live ``rich`` bar on a terminal, else a plain line every
+    ``plain_every`` steps; ``start`` counts the steps a resumed stage has done.
 
     Example:
         >>> with StageProgress(console, "layer_0", total=100) as bar:

@@ -19,16 +19,10 @@ ALL_SCOPES = "*"
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    """One stage of a distillation run.
+    """One stage of a distillation run (``name``: ``layer_3``, ``all_layers``, ``pretraining_distillation``).
 
-    Attributes:
-        name: stable stage name (``layer_3``, ``all_layers``, ``pretraining_distillation``).
-        kind: ``"layer_transfer"`` or ``"pretraining_distillation"``.
-        steps: optimisation steps of the stage.
-        layers: layers whose transfer losses are averaged (layer transfer only).
-        train: scopes trained at the full learning rate (``("*",)``: all variables).
-        tune: scopes trained at ``tune_multiplier`` times the rate (empty when frozen).
-        tune_multiplier: learning-rate multiplier of ``tune``.
+    ``layers`` are those whose transfer losses are averaged (layer transfer only); ``train`` the scopes trained
+    at the full learning rate (``("*",)``: all variables), ``tune`` those at ``tune_multiplier`` times it.
     """
 
     name: str
@@ -45,59 +39,30 @@ def block_scope(index):
 
 
 def plan_stages(config, num_layers, embeddings_from_teacher):
-    """Returns the list of :class:`Stage` for ``config`` (a DistillConfig).
+    """Returns the list of :class:`Stage` for ``config`` (a DistillConfig) and ``num_layers`` student layers.
 
-    Args:
-        config: the run's DistillConfig.
-        num_layers: student (= teacher) layers.
-        embeddings_from_teacher: every embedding weight was copied from the
-            teacher; they are then kept like a lower layer (frozen or tuned at
-            the multiplier) during transfer. Otherwise they train with layer 0
-            (a random embedding frozen for the whole transfer would be useless).
+    ``embeddings_from_teacher``: every embedding weight was copied from the teacher; they are then kept like
+    a lower layer (frozen or tuned at the multiplier) during transfer. Otherwise they train with layer 0
+    (a random embedding frozen for the whole transfer would be useless).
 
     Example:
         >>> [s.name for s in plan_stages(DistillConfig(layer_steps=10, pd_steps=5), 2, True)]
         ['layer_0', 'layer_1', 'pretraining_distillation']
     """
     multiplier = float(config.lower_layer_lr_multiplier)
-    stages = []
     if config.schedule == "progressive":
-        for layer in range(num_layers):
-            train = [block_scope(layer)]
-            lower = [block_scope(i) for i in range(layer)]
-            if embeddings_from_teacher or layer > 0:
-                lower.insert(0, "embeddings")
-            else:
-                train.insert(0, "embeddings")
-            stages.append(
-                Stage(
-                    name=f"layer_{layer}",
-                    kind=LAYER_TRANSFER,
-                    steps=int(config.layer_steps),
-                    layers=(layer,),
-                    train=tuple(train),
-                    tune=tuple(lower) if multiplier > 0 else (),
-                    tune_multiplier=multiplier,
-                )
-            )
+        transfers = [(f"layer_{layer}", int(config.layer_steps), (layer,)) for layer in range(num_layers)]
     elif config.schedule == "end_to_end":
-        train = [block_scope(i) for i in range(num_layers)]
-        tune = []
-        if embeddings_from_teacher:
-            tune = ["embeddings"] if multiplier > 0 else []
-        else:
-            train.insert(0, "embeddings")
-        stages.append(
-            Stage(
-                name="all_layers",
-                kind=LAYER_TRANSFER,
-                steps=int(config.layer_steps) * num_layers,
-                layers=tuple(range(num_layers)),
-                train=tuple(train),
-                tune=tuple(tune),
-                tune_multiplier=multiplier,
-            )
-        )
+        transfers = [("all_layers", int(config.layer_steps) * num_layers, tuple(range(num_layers)))]
+    else:
+        transfers = []
+    stages = []
+    for name, steps, layers in transfers:
+        train = [block_scope(i) for i in layers]
+        lower = [block_scope(i) for i in range(min(layers, default=0))]
+        (lower if embeddings_from_teacher or min(layers, default=0) > 0 else train).insert(0, "embeddings")
+        stages.append(Stage(name=name, kind=LAYER_TRANSFER, steps=steps, layers=layers, train=tuple(train),
+                            tune=tuple(lower) if multiplier > 0 else (), tune_multiplier=multiplier))
     if config.pd_steps > 0:
         stages.append(
             Stage(

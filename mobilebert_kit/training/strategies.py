@@ -6,15 +6,8 @@ is built. The training loops never test a strategy's name; they ask only
 count.
 
 ``multi_worker`` is ``tf.distribute.MultiWorkerMirroredStrategy`` configured
-by ``TF_CONFIG``, the variable every TensorFlow cluster launcher sets::
-
-    TF_CONFIG='{"cluster": {"worker": ["host0:12345", "host1:12345"]},
-                "task": {"type": "worker", "index": 0}}'
-
-Every worker runs the same command; ``--batch-size`` is the global batch,
-split over all workers' replicas. The chief (task ``chief``, or ``worker`` 0
-when the cluster has no ``chief``) is the only process that writes the run
-directory. ``TF_CONFIG`` comes from the environment, so it is parsed as
+by ``TF_CONFIG`` (:data:`TF_CONFIG_EXAMPLE`; docs/distillation.md, "Several
+workers"). ``TF_CONFIG`` comes from the environment, so it is parsed as
 untrusted input (bounded, checked field by field) before TensorFlow sees it:
 TensorFlow's own parser answers a bad one with a traceback or a hang.
 
@@ -48,21 +41,15 @@ class _Strategy:
     build: Callable
 
 
-def _default():
+def _tf():
+    """TensorFlow, imported only when a strategy is built (``--help`` reads this module's table)."""
     from mobilebert_kit.backend import tf
 
-    return tf.distribute.get_strategy()
-
-
-def _mirrored():
-    from mobilebert_kit.backend import tf
-
-    return tf.distribute.MirroredStrategy()
+    return tf
 
 
 def _multi_worker():
-    from mobilebert_kit.backend import tf
-
+    tf = _tf()
     cluster, kind, index = cluster_config()  # refuses a missing or malformed TF_CONFIG with a one-line message
     wait_for_workers(cluster, kind, index)
     try:
@@ -84,15 +71,8 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
     SIGTERM for itself), and said nothing. This wait is Python's, so both signals stop it, and it gives up with
     one line. Meanwhile this worker answers on its own port, so the others' waits end too; TensorFlow's server
     takes the port once this returns (a peer that connects in between is refused and tries again).
-
-    Args:
-        cluster (dict): ``{job: [host:port, ...]}`` of :func:`cluster_config`.
-        kind (str), index (int): this process's task.
-        timeout_s (float | None): how long to wait (default: ``MBK_CLUSTER_WAIT_S`` or :data:`CLUSTER_WAIT_S`).
-        say (Callable | None): prints a line (default: to stderr).
-
-    Raises:
-        TrainingError: this worker's port is taken, or a peer did not start in time.
+    ``timeout_s`` defaults to ``MBK_CLUSTER_WAIT_S`` or :data:`CLUSTER_WAIT_S`; ``say`` prints a line (to stderr).
+    A taken port or a peer that did not start in time is a TrainingError.
 
     Example:
         >>> wait_for_workers({"worker": ["localhost:12345"]}, "worker", 0)  # one worker: nothing to wait for
@@ -120,9 +100,7 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
     with listener:
         listener.setblocking(False)
         while waiting:
-            with contextlib.suppress(BlockingIOError, InterruptedError):
-                while True:  # a peer's probe: answered by accepting it
-                    listener.accept()[0].close()
+            _answer_probes(listener)
             waiting = [peer for peer in waiting if not _answers(peer[2])]
             if waiting and time.monotonic() > deadline:
                 shown = ", ".join(f"{job} {i} ({address})" for job, i, address in waiting[:3])
@@ -132,10 +110,15 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
         # The others may still be probing this port: answer them a little longer before TensorFlow takes it.
         until = time.monotonic() + 1.0
         while time.monotonic() < until:
-            with contextlib.suppress(BlockingIOError, InterruptedError):
-                while True:
-                    listener.accept()[0].close()
+            _answer_probes(listener)
             time.sleep(0.05)
+
+
+def _answer_probes(listener):
+    """Accepts (and so answers) every peer's probe waiting on the non-blocking ``listener``."""
+    with contextlib.suppress(BlockingIOError, InterruptedError):
+        while True:
+            listener.accept()[0].close()
 
 
 def _cluster_wait():
@@ -162,8 +145,7 @@ def _answers(address):
 
 
 def _tpu():
-    from mobilebert_kit.backend import tf
-
+    tf = _tf()
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=os.environ.get("TPU_NAME", ""))
         tf.config.experimental_connect_to_cluster(resolver)
@@ -177,8 +159,10 @@ def _tpu():
 STRATEGIES = {
     record.name: record
     for record in (
-        _Strategy("default", "one device (the first GPU if any, else the CPU)", _default),
-        _Strategy("mirrored", "one replica per local GPU (tf.distribute.MirroredStrategy)", _mirrored),
+        _Strategy("default", "one device (the first GPU if any, else the CPU)",
+                  lambda: _tf().distribute.get_strategy()),
+        _Strategy("mirrored", "one replica per local GPU (tf.distribute.MirroredStrategy)",
+                  lambda: _tf().distribute.MirroredStrategy()),
         _Strategy("multi_worker", "one replica per worker process of the cluster named by TF_CONFIG "
                   "(MultiWorkerMirroredStrategy); every worker runs the same command", _multi_worker),
         _Strategy("tpu", "the TPU cores of this TPU VM, or of TPU_NAME (TPUStrategy; not verified here)", _tpu),
@@ -188,21 +172,9 @@ STRATEGY_HELP = "; ".join(f"{r.name}: {r.help}" for r in STRATEGIES.values())
 
 
 def make_strategy(name):
-    """The ``tf.distribute.Strategy`` called ``name`` in :data:`STRATEGIES`.
-
-    Args:
-        name (str): ``default``, ``mirrored``, ``multi_worker`` or ``tpu``.
-
-    Returns:
-        tf.distribute.Strategy: built now; call this before TensorFlow runs anything.
-
-    Raises:
-        ConfigError: an unknown name, or a missing / malformed ``TF_CONFIG`` for ``multi_worker``.
-        TrainingError: the cluster or the TPU cannot be reached.
-
-    Example:
-        >>> strategy = make_strategy("default")  # doctest: +SKIP
-    """
+    """The ``tf.distribute.Strategy`` called ``name`` in :data:`STRATEGIES`, built now (before TensorFlow runs
+    anything). An unknown name or a bad ``TF_CONFIG`` is a ConfigError, an unreachable cluster or TPU a
+    TrainingError."""
     check_choice("strategy", name, tuple(STRATEGIES))
     return STRATEGIES[name].build()
 
@@ -212,18 +184,10 @@ def _fail(problem):
 
 
 def cluster_config(environ=None):
-    """``TF_CONFIG`` of ``environ`` (default ``os.environ``), checked: ``(cluster, task_type, task_index)``.
+    """``TF_CONFIG`` of ``environ`` (default ``os.environ``), checked: ``({job: [address]}, task type, index)``.
 
-    Args:
-        environ (Mapping | None): where ``TF_CONFIG`` is read.
-
-    Returns:
-        tuple: ``({job: [address, ...]}, task type, task index)``.
-
-    Raises:
-        ConfigError: missing, not a JSON object, too deep or large, a cluster
-        without workers, an address that is not ``host:port``, or a task that
-        is not in the cluster; one line naming the field.
+    A bad one (missing, not a JSON object, too deep or large, no workers, an address that is not
+    ``host:port``, a task not in the cluster) is a one-line ConfigError naming the field.
 
     Example:
         >>> cluster_config({"TF_CONFIG": '{"cluster": {"worker": ["localhost:2222"]}, '
@@ -269,34 +233,18 @@ def is_chief(strategy):
     """Whether this process writes the run directory under ``strategy``.
 
     One-process strategies always do; in a cluster it is the ``chief`` task,
-    or ``worker`` 0 when the cluster has no ``chief``.
-
-    Args:
-        strategy (tf.distribute.Strategy): the run's strategy.
-
-    Returns:
-        bool
-    """
+    or ``worker`` 0 when the cluster has no ``chief``."""
     resolver = getattr(strategy, "cluster_resolver", None)
     task_type = getattr(resolver, "task_type", None)
-    if resolver is None or task_type is None:
-        return True
-    if task_type == "chief":
+    if task_type in (None, "chief"):  # no resolver has no task type either
         return True
     jobs = resolver.cluster_spec().as_dict()
     return task_type == "worker" and int(resolver.task_id or 0) == 0 and "chief" not in jobs
 
 
 def cpu_only():
-    """Whether this process has no GPU or TPU, so every strategy runs on the CPU.
-
-    Example:
-        >>> cpu_only()  # doctest: +SKIP
-        True
-    """
-    from mobilebert_kit.backend import tf
-
-    return not any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
+    """Whether this process has no GPU or TPU, so every strategy runs on the CPU."""
+    return not any(_tf().config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
 
 
 def worker_label(strategy):
@@ -316,11 +264,7 @@ def quiet_cluster_teardown(strategy):
     Whichever worker exits last sees the others' coordination service go away
     and TensorFlow's C++ runtime logs a heartbeat failure to fd 2: noise after a
     run that completed, burying its last line. One-process strategies are left alone,
-    as is ``MBK_VERBOSE_TF=1``.
-
-    Args:
-        strategy (tf.distribute.Strategy): the finished run's strategy.
-    """
+    as is ``MBK_VERBOSE_TF=1``."""
     if not worker_label(strategy) or os.environ.get("MBK_VERBOSE_TF") == "1":
         return
     sys.stderr.flush()

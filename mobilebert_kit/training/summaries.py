@@ -9,18 +9,12 @@ plugin name ``"scalars"`` and data class SCALAR, which TensorFlow's own
 from mobilebert_kit.backend import tf
 
 
-def _scalar_metadata():
-    from tensorflow.core.framework import summary_pb2
-
-    return summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-        data_class=summary_pb2.DATA_CLASS_SCALAR,
-    )
-
-
 def write_scalars(writer, values, step):
     """Writes ``{tag: float}`` as TensorBoard scalars at ``step`` with ``writer`` (``tf.summary.create_file_writer``)."""
-    metadata = _scalar_metadata()
+    from tensorflow.core.framework import summary_pb2
+
+    metadata = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+                                           data_class=summary_pb2.DATA_CLASS_SCALAR)
     with writer.as_default():
         for tag, value in values.items():
             tf.summary.write(tag, tf.constant(float(value), tf.float32), step=int(step), metadata=metadata)

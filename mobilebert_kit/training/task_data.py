@@ -44,7 +44,6 @@ def read_table(path):
             with open(path, encoding="utf-8-sig") as handle:  # -sig: a byte-order mark is not part of the text
                 for number, line in enumerate(handle, 1):
                     if line.strip():
-                        # The shared reader: bounded depth, duplicate keys refused, an object required.
                         rows.append(load_json(line, f"{path}:{number}", expect=dict, error=DataError,
                                               fix="one JSON object per line"))
             return rows
@@ -85,7 +84,7 @@ def read_table(path):
 
 def _refuse_nul(path, line, fields):
     """A NUL character in a table is a UTF-16 file without a byte-order mark (every other byte is 0, which is valid
-    UTF-8) or binary data: read as UTF-8 it gave a column-count error about line 3, or texts with NULs inside."""
+    UTF-8) or binary data, not text to train on."""
     if any("\0" in field for field in fields):
         raise DataError(f"{path} line {line} holds a NUL character; the file is UTF-16 or binary, not UTF-8 text: "
                         "convert it to UTF-8")
@@ -93,8 +92,7 @@ def _refuse_nul(path, line, fields):
 
 def _check_row_values(rows, path, text_columns, label_column):
     """Every row holds each text column as a string, and the label column (a ``.jsonl`` row may lack a key, or
-    hold a number, null or list where text belongs: a missing key was an internal error, and ``5``, ``null`` or
-    ``["a", "b"]`` were scored as the texts "5", "None" and "['a', 'b']")."""
+    hold a number, null or list where text belongs, which would be scored as the text "5", "None", ...)."""
     for number, row in enumerate(rows, 1):
         for column in list(text_columns) + ([label_column] if label_column else []):
             if column not in row:
@@ -144,30 +142,9 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
 
 
 def sequence_features(tokenizer, texts_a, texts_b, seq_len):
-    """Encodes single texts or pairs as ``[CLS] a [SEP] (b [SEP])``, truncating the longer part first; a
-    checkpoint's own tokenizer (``TextTokenizer.encode_pairs``) lays them out as the checkpoint does."""
-    own_layout = getattr(tokenizer, "encode_pairs", None)
-    if own_layout is not None:
-        return own_layout(list(texts_a), list(texts_b) if texts_b is not None else None, seq_len)
-    n = len(texts_a)
-    ids = np.full((n, seq_len), tokenizer.pad_id, np.int32)
-    types = np.zeros((n, seq_len), np.int32)
-    mask = np.zeros((n, seq_len), np.int32)
-    budget = seq_len - (3 if texts_b is not None else 2)
-    for i in range(n):
-        a = tokenizer.encode(str(texts_a[i]))[1]
-        b = tokenizer.encode(str(texts_b[i]))[1] if texts_b is not None else []
-        while len(a) + len(b) > budget:
-            (a if len(a) >= len(b) else b).pop()
-        row = [tokenizer.cls_id] + a + [tokenizer.sep_id]
-        row_types = [0] * len(row)
-        if texts_b is not None:
-            row += b + [tokenizer.sep_id]
-            row_types += [1] * (len(b) + 1)
-        ids[i, : len(row)] = row
-        types[i, : len(row)] = row_types
-        mask[i, : len(row)] = 1
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    """Encodes single texts or pairs (``texts_b`` None: singles) in the checkpoint's own layout
+    (``TextTokenizer.encode_pairs``: ``[CLS] a [SEP] (b [SEP])`` for BERT), truncating the longer part first."""
+    return tokenizer.encode_pairs(list(texts_a), list(texts_b) if texts_b is not None else None, seq_len)
 
 
 def numeric_labels(path, raw, what, why):
@@ -175,13 +152,7 @@ def numeric_labels(path, raw, what, why):
 
     The one rule of numeric labels (regression targets, the similarity scores of sentence pairs): a "nan" or
     "inf" cell parses as a float, and one of them turns a loss or a correlation into NaN, or into a number
-    computed from the other rows only.
-
-    Args:
-        path: the data file, for messages.
-        raw (list): the label cells in data-row order.
-        what (str): what a label is, in words ("regression label").
-        why (str): what a non-finite one would do.
+    computed from the other rows only. ``what`` names a label in words, ``why`` says what a non-finite one does.
 
     Example:
         >>> numeric_labels("t.tsv", ["0.5", " 2 "], "regression label", "").tolist()
@@ -203,9 +174,8 @@ def class_labels(path, raw):
     """``raw`` label cells as class names: surrounding whitespace dropped, look-alike names refused (case,
     NFC/NFD and NFKC forms, invisible characters: ``data/class_names.py``).
 
-    Why: "pos " and "pos" (a stray space in a spreadsheet) or "Pos" and "pos" became separate classes without a
-    word, so the head learned a split class and the score counted the same answer wrong. Whitespace is never
-    part of a name (text cells are tokenized without it); case may be, so two spellings are an error to fix.
+    Why: "pos " and "pos" (a stray space in a spreadsheet) or "Pos" and "pos" would be two classes, one answer
+    scored wrong. Whitespace is never part of a name; case may be, so two spellings are an error to fix.
     Training and evaluation both read labels here, so they agree.
 
     Example:
@@ -225,16 +195,10 @@ def class_labels(path, raw):
 
 def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_column=None, label_names=None,
                        need_label=True, recorded_columns=None):
-    """Features and labels of a classification/regression table.
+    """``(features, labels or None, label_names, columns)`` of a classification/regression table.
 
-    Args:
-        label_names: class names in index order (from training); None builds them
-            from this file (sorted). Unknown labels in evaluation data are an error.
-        recorded_columns: the columns an exported file records (:func:`resolve_columns`' ``recorded``).
-
-    Returns:
-        ``(features, labels or None, label_names, columns)``.
-    """
+    ``label_names`` are the class names in index order (from training; None: this file's, sorted), so
+    unknown labels in evaluation data are an error; ``recorded_columns`` is :func:`resolve_columns`' ``recorded``."""
     rows = read_table(path)
     text_columns, label_column = resolve_columns(rows, path, text_columns, label_column, need_label, recorded_columns)
     texts_a = [r[text_columns[0]] for r in rows]
@@ -313,13 +277,9 @@ def read_squad(path):
 def squad_features(tokenizer, examples, seq_len, doc_stride=128, max_query_length=64, training=True):
     """Windows of ``[CLS] question [SEP] context [SEP]`` over long contexts (BERT's run_squad).
 
-    Training windows that do not contain the answer (and unanswerable
-    questions) point start and end at ``[CLS]`` (position 0).
-
-    Returns:
-        ``(features, windows)``: arrays (with ``start_positions``/``end_positions``
-        when training) and per window ``(example index, {token position: (char start, char end)})``.
-    """
+    Training windows that do not contain the answer (and unanswerable questions) point start and end at
+    ``[CLS]`` (position 0). Returns ``(features, windows)``: arrays (with ``start_positions``/``end_positions``
+    when training) and per window ``(example index, {token position: (char start, char end)})``."""
     rows = {k: [] for k in ("input_ids", "attention_mask", "token_type_ids", "start_positions", "end_positions")}
     windows = []
     for index, example in enumerate(examples):
@@ -371,10 +331,8 @@ def squad_predictions(examples, windows, start_logits, end_logits, n_best=20, ma
                       null_threshold=0.0, allow_null=None):
     """Best answer text per question from window logits; "" when no answer scores better (SQuAD 2.0).
 
-    Args:
-        allow_null: predict "no answer" when ``null score - best span > null_threshold``;
-            default: if any example is marked impossible (v2.0 data).
-    """
+    ``allow_null``: predict "no answer" when ``null score - best span > null_threshold`` (default: when any
+    example is marked impossible, v2.0 data)."""
     if allow_null is None:
         allow_null = any(e["impossible"] for e in examples)
     best = {}
@@ -424,7 +382,6 @@ def read_tagged(path):
     tokens, tags = [], []
     columns = None  # (count, first line): CoNLL files have the same columns on every token line
     try:
-        # -sig: a byte-order mark is not part of the first token
         lines = path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as err:
         raise DataError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err

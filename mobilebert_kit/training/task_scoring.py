@@ -1,15 +1,9 @@
 """Scoring a task model on labelled data: one record per task (data reader, scorer, headline metric).
 
-Shared by both sides of ``mbk evaluate``: ``training.fine_tuner.evaluate_model``
+Shared by both sides of ``mbk evaluate``: ``training.fine_tuner.model_evaluation``
 (a Keras model) and ``evaluation.artifact_metrics.evaluate_artifact`` (an
 exported file), so a float export and its Keras model are scored by the same
-code and differ only by what they compute. The metrics themselves are
-``training/metrics.py``'s. TensorFlow-free: numpy, the table readers and the
-tokenizer's outputs only.
-
-Example:
-    >>> TASK_METRICS["classification"].primary
-    'accuracy'
+code. The metrics themselves are ``training/metrics.py``'s. TensorFlow-free.
 """
 
 from dataclasses import dataclass
@@ -28,20 +22,9 @@ DEFAULT_MIN_RATIO = 0.99
 
 @dataclass(frozen=True)
 class ArtifactEvaluation:
-    """The task metrics of one model on one data file.
-
-    Args:
-        metrics (dict[str, float]): every metric of the task (``accuracy``, ``f1``, ...).
-        primary (str): the headline key of ``metrics``.
-        task (str): the task scored (``classification``, ``regression``, ``span_qa``,
-            ``token_classification``, ``embedding``).
-        rows (int): examples scored (rows, questions, sentences or pairs).
-        higher_is_better (bool): the direction of ``primary``.
-
-    Example:
-        >>> ArtifactEvaluation({"accuracy": 0.9}, "accuracy", "classification", 10, True).value
-        0.9
-    """
+    """The task metrics of one model on one data file: ``metrics`` by name, the headline key ``primary``
+    and its direction, the ``task`` scored and the examples scored (``rows``: rows, questions, sentences
+    or pairs)."""
 
     metrics: dict
     primary: str
@@ -61,13 +44,8 @@ class ArtifactEvaluation:
 
 @dataclass
 class Prepared:
-    """A data file made into model inputs.
-
-    Args:
-        features (dict[str, np.ndarray]): ``input_ids`` / ``attention_mask`` / ``token_type_ids`` ``[n, seq]``.
-        rows (int): examples scored (windows and pair halves count once per example).
-        context (object): what the task's ``score`` needs besides the outputs (labels, windows, ...).
-    """
+    """A data file made into model inputs ``features`` (``[n, seq]`` each), the examples scored (``rows``)
+    and what the task's ``score`` needs besides the outputs (``context``: labels, windows, ...)."""
 
     features: dict
     rows: int
@@ -78,17 +56,9 @@ class Prepared:
 class TaskMetric:
     """How one task is scored on labelled data.
 
-    Args:
-        task (str): the task name (``task.json``'s, or the export task's).
-        primary (str): the headline metric key.
-        data (str): the expected data file, in words (for messages and ``--help``).
-        prepare (Callable): ``(path, tokenizer, spec, limit) -> Prepared``; ``spec`` holds
-            ``seq_len``, ``label_names``, ``doc_stride``, ``max_query_length``, ``pooling`` and
-            optionally ``text_columns`` / ``label_column`` (the keys of ``task.json``).
-        score (Callable): ``(outputs, prepared, spec) -> dict[str, float]``; ``outputs`` by canonical name.
-        outputs (tuple[str, ...]): the canonical outputs ``score`` may read (others are dropped while running).
-        higher_is_better (bool): the direction of ``primary``.
-    """
+    ``data`` describes the expected file in words (messages, ``--help``); ``prepare(path, tokenizer, spec,
+    limit) -> Prepared`` reads it, ``spec`` holding ``task.json``'s keys; ``score(outputs, prepared, spec)``
+    gives the metrics from the canonical ``outputs`` (others are dropped while running)."""
 
     task: str
     primary: str
@@ -114,10 +84,6 @@ def spread(n, limit):
     return np.arange(limit) * n // limit
 
 
-def _take(features, index):
-    return {k: np.asarray(v)[index] for k, v in features.items()}
-
-
 # ------------------------------------------------------------- classification / regression
 def _prepare_sequences(task):
     def prepare(path, tokenizer, spec, limit):
@@ -132,7 +98,7 @@ def _prepare_sequences(task):
         index = spread(len(labels), limit)
         if task == "regression":
             _check_gold(np.asarray(labels[index], np.float64), "row's label", "value")
-        return Prepared(_take(features, index), len(index), labels[index])
+        return Prepared({k: np.asarray(v)[index] for k, v in features.items()}, len(index), labels[index])
 
     return prepare
 
@@ -170,12 +136,7 @@ MIN_CORRELATION_ROWS = 3
 
 def _check_gold(gold, each, values):
     """Refuses labels no correlation can be measured against: fewer than :data:`MIN_CORRELATION_ROWS`, or all
-    equal. Checked when the data is read (``prepare``), so ``mbk finetune --eval`` refuses them before training.
-
-    Args:
-        gold: the labels of the rows scored.
-        each, values (str): the message's words for a label and for the data's unit.
-    """
+    equal. Checked when the data is read (``prepare``), so ``mbk finetune --eval`` refuses them before training."""
     n = len(gold)
     if n < MIN_CORRELATION_ROWS:
         raise DataError(f"{n} row(s) cannot measure a correlation; score at least {MIN_CORRELATION_ROWS} (raise --limit "
@@ -187,13 +148,7 @@ def _check_gold(gold, each, values):
 
 def _check_correlation(predicted, spec, same, why=""):
     """Refuses a correlation that is undefined for the model's values (the labels passed :func:`_check_gold`),
-    which ``metrics.pearson`` would report as 0 (a score that passes a budget of 99% of a float model's 0).
-
-    Args:
-        predicted: the model's values, one per row.
-        spec (dict): the evaluation spec (its ``model`` is named).
-        same, why (str): the message's words for a constant prediction and its likely cause.
-    """
+    which ``metrics.pearson`` would report as 0 (a score that passes a budget of 99% of a float model's 0)."""
     n = len(predicted)
     broken = np.flatnonzero(~np.isfinite(predicted))
     if broken.size:  # np.ptp of a NaN is NaN, which passes the test below: the correlation came out NaN
@@ -255,8 +210,7 @@ def _prepare_pairs(path, tokenizer, spec, limit):
     if len(text_columns) != 2:
         raise DataError(f"{path}: an embedder is scored on sentence pairs with a similarity score (columns sentence1, "
                         f"sentence2, label); this file has the columns {', '.join(rows[0])}")
-    # Every row's score is checked, as for regression labels (one rule, task_data.numeric_labels): a "nan"
-    # pair made the Spearman a ranking of the other pairs and the Pearson NaN (not JSON), without a word.
+    # Every row's score is checked, as for regression labels (one rule, task_data.numeric_labels).
     scores = task_data.numeric_labels(path, [r[label_column] for r in rows], "similarity score",
                                       "a NaN or infinite score leaves the correlation undefined")
     index = spread(len(rows), limit)
@@ -335,14 +289,7 @@ def prepare(task, data, tokenizer, spec, limit=None):
     """``data`` read and tokenized for scoring with ``task``'s record: a bad or empty file is refused here.
 
     ``mbk finetune --eval`` calls it before training, so a bad evaluation file is found at the start and the
-    file is read once (:func:`score` takes the result).
-
-    Returns:
-        Prepared: the model inputs and what the task's ``score`` needs besides the outputs.
-
-    Example:
-        >>> prepare("classification", "dev.tsv", tokenizer, {"seq_len": 64, "label_names": ["neg", "pos"]})  # doctest: +SKIP
-    """
+    file is read once (:func:`score` takes the result)."""
     record = task_metric(task, spec.get("model", "the model"))
     prepared = record.prepare(Path(data), tokenizer, spec, limit)
     if not prepared.rows:
@@ -353,31 +300,14 @@ def prepare(task, data, tokenizer, spec, limit=None):
 def score(task, data, predict, tokenizer, spec, limit=None, prepared=None):
     """Scores ``predict`` (features -> canonical outputs) on ``data`` with ``task``'s record.
 
-    The one scoring path of both sides: :func:`evaluate_artifact` (a file) and
-    ``training.fine_tuner.evaluate_model`` (a Keras model).
-
-    Args:
-        task (str): the task (see :data:`TASK_METRICS`).
-        data (str | os.PathLike): the labelled data file.
-        predict (Callable): ``dict[str, np.ndarray] -> dict[str, np.ndarray]`` by canonical output name.
-        tokenizer (TextTokenizer): the model's tokenizer.
-        spec (dict): ``task.json``-like settings (``seq_len``, ``label_names``, ...).
-        limit (int | None): score at most this many examples, spread over the file.
-        prepared (Prepared | None): ``data`` as :func:`prepare` returned it, when already read.
-
-    Returns:
-        ArtifactEvaluation: the metrics.
-
-    Example:
-        >>> score("classification", "dev.tsv", predict, tokenizer, {"seq_len": 64, "label_names": ["neg", "pos"]})  # doctest: +SKIP
-    """
+    The one scoring path of both sides (a file, a Keras model). ``spec`` holds ``task.json``'s settings,
+    ``limit`` caps the examples (spread over the file), ``prepared`` is ``data`` already read by :func:`prepare`."""
     record = task_metric(task, spec.get("model", "the model"))
     if prepared is None:
         prepared = prepare(task, data, tokenizer, spec, limit)
     outputs = predict(prepared.features)
     metrics = record.score(outputs, prepared, spec)
-    # A NaN metric compares false with every budget and is no JSON (json.dumps writes a bare NaN): every caller
-    # (mbk evaluate --json, the pipeline's evaluation.json, fine-tuning's eval line) gets a number or this error.
+    # A NaN metric compares false with every budget and is no JSON: every caller gets a number or this error.
     undefined = [key for key, value in metrics.items() if not np.isfinite(value)]
     if undefined:
         raise MbkError(f"{spec.get('model', 'the model')}'s {undefined[0]} on {data} is {metrics[undefined[0]]} "
@@ -389,20 +319,11 @@ def score(task, data, predict, tokenizer, spec, limit=None, prepared=None):
 def compare(named, min_ratio=DEFAULT_MIN_RATIO):
     """Rows of a side-by-side table: each model's headline metric, its drop and ratio against the first.
 
-    Args:
-        named (list[tuple[str, ArtifactEvaluation]]): ``(model name, evaluation)``; the first is the reference
-            (the float model).
-        min_ratio (float): a model passes when its metric is >= ``min_ratio`` x the reference's
-            (<= ``1 / min_ratio`` x for a lower-is-better metric; >= the reference's when that is <= 0,
-            where a ratio means nothing).
-
-    Returns:
-        list[dict]: per model ``model``, ``task``, ``rows``, ``primary``, ``metrics``, ``drop`` (reference
-        minus this, in the metric's units; positive is worse for higher-is-better metrics), ``ratio``
-        (None when the reference is <= 0 or the ratio overflows) and ``passed``.
-
-    Raises:
-        MbkError: the models were scored on different tasks.
+    ``named`` is ``[(model name, ArtifactEvaluation)]``, the first the reference (the float model). A model
+    passes when its metric is >= ``min_ratio`` x the reference's (<= ``1 / min_ratio`` x when lower is
+    better; >= the reference's when that is <= 0, where a ratio means nothing). Each row holds ``model``,
+    ``task``, ``rows``, ``primary``, ``metrics``, ``drop`` (reference minus this), ``ratio`` (None when the
+    reference is <= 0 or it overflows) and ``passed``; models of different tasks are an MbkError.
 
     Example:
         >>> a = ArtifactEvaluation({"accuracy": 0.90}, "accuracy", "classification", 100)

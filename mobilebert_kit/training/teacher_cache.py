@@ -1,12 +1,6 @@
 """TeacherCache: the frozen teacher's layer outputs for every example of the data, computed once.
 
-The teacher never trains, so its hidden states and attention probabilities for an
-example are the same at every step that reads the example. A layer-transfer step
-without the cache runs the teacher's forward pass every time: more than half of a
-MiniLM -> MobileBERT step's arithmetic (``benchmarks/distillation_throughput.py``).
-With the cache the step reads the outputs instead, and a run that reads each
-example several times (progressive transfer reads the data once per layer) pays
-for the teacher once per example.
+Why, what it costs and what it saves: docs/distillation.md, "The teacher cache".
 
 The cache is keyed by the example's content (a digest of its three input rows), so
 it does not care about shard order, the shuffle buffer or the split over workers,
@@ -25,10 +19,6 @@ Files are appended with plain writes, never through a writable memory map: a ful
 disk then raises ``ENOSPC`` (a one-line error) instead of killing the process with
 SIGBUS. ``cache.json`` advances only after the rows it counts are flushed, so a
 build interrupted at any point resumes from its last counted row.
-
-Example:
-    >>> cache = TeacherCache.build("runs/mb/teacher_cache", view, "data/", (0, 1), 32, identity)  # doctest: +SKIP
-    >>> batch = cache.attach(next(iterator), (1,))  # doctest: +SKIP
 """
 
 import errno
@@ -42,7 +32,7 @@ import numpy as np
 
 from mobilebert_kit.errors import ConfigError, DataError, MbkError, TrainingError
 from mobilebert_kit.models.encoder import INPUT_NAMES
-from mobilebert_kit.utils.atomic import OutputError, atomic_file, remove_path
+from mobilebert_kit.utils.atomic import OutputError, remove_path, write_text
 from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
 
@@ -92,16 +82,9 @@ MAX_SHARE_OF_FREE_DISK = 0.5
 def decide(mode, stages, rows, batch_size, size, free):
     """``(use, why)``: whether a run caches its teacher, and the reason, for the plan it prints.
 
-    Args:
-        mode (str): ``"on"``, ``"off"`` or ``"auto"`` (``DistillConfig.teacher_cache``).
-        stages (list[Stage]): the run's layer-transfer stages still to run.
-        rows (int): examples in the data.
-        batch_size (int): the global batch.
-        size (int): the cache's bytes (:func:`cache_bytes`).
-        free (int): free bytes where it would go (:func:`free_bytes`).
-
-    Raises:
-        ConfigError: ``"on"`` and the cache does not fit on the disk.
+    ``mode`` is ``DistillConfig.teacher_cache``, ``stages`` the layer-transfer stages still to run, ``size``
+    the cache's bytes and ``free`` the free bytes where it would go; ``"on"`` when it does not fit is a
+    ConfigError.
 
     Example:
         >>> from mobilebert_kit.training.stages import Stage
@@ -128,13 +111,7 @@ def decide(mode, stages, rows, batch_size, size, free):
 
 
 class TeacherCache:
-    """Reads a complete teacher cache; :meth:`build` writes (or finishes) one.
-
-    Args:
-        directory (str | Path): the cache directory.
-
-    Raises:
-        TrainingError: the directory holds no complete cache.
+    """Reads the complete teacher cache in ``directory`` (else TrainingError); :meth:`build` writes one.
 
     Example:
         >>> cache = TeacherCache("runs/mb/teacher_cache")  # doctest: +SKIP
@@ -162,13 +139,7 @@ class TeacherCache:
     def attach(self, batch, layers):
         """``batch`` with the teacher's cached outputs of ``layers`` added (:func:`hidden_key`, :func:`attention_key`).
 
-        Args:
-            batch (dict): a batch of the data (tensors or arrays with the three input rows).
-            layers (tuple[int]): the layers the stage transfers.
-
-        Raises:
-            TrainingError: a row is not in the cache (the data changed since it was built).
-        """
+        A row not in the cache (the data changed since it was built) is a TrainingError."""
         digests = row_digests({name: np.asarray(batch[name]) for name in INPUT_NAMES})
         try:
             rows = np.array([self.index[d] for d in digests])
@@ -186,22 +157,14 @@ class TeacherCache:
 
     @classmethod
     def build(cls, directory, outputs, batches, rows, layers, identity, progress=None):
-        """Writes the cache (or finishes an interrupted build) and returns it.
+        """Writes the cache in ``directory`` (or finishes an interrupted build) and returns it.
 
-        Args:
-            directory (str | Path): where; a cache of another identity there is replaced.
-            outputs (callable): ``outputs(inputs) -> {"hidden_states": [...], "attention_probs": [...]}``, one
-                entry per layer of ``layers`` (``distill_step.transfer_model`` of the teacher).
-            batches (callable): ``batches(skip) -> iterable`` of the data's batches in a fixed order, once, the
-                first ``skip`` batches left out.
-            rows (int): examples in the data.
-            layers (tuple[int]): the layers to cache.
-            identity (dict): what makes the cache valid (teacher, data, shapes); stored and compared.
-            progress (callable | None): ``progress(rows_done)`` after every batch.
-
-        Raises:
-            TrainingError: the disk filled or the directory cannot be written (one line, what to do).
-            DataError: the data holds no records, or fewer or more than its metadata lists.
+        A cache of another ``identity`` (what makes it valid: teacher, data, shapes) there is replaced.
+        ``outputs(inputs)`` gives ``{"hidden_states": [...], "attention_probs": [...]}``, one entry per layer of
+        ``layers`` (``distill_step.transfer_model`` of the teacher); ``batches(skip)`` yields the data's batches
+        in a fixed order, once, the first ``skip`` left out; ``progress(rows_done)`` follows every batch. A full
+        disk or an unwritable directory is a one-line TrainingError; data of other than ``rows`` records a
+        DataError.
         """
         directory = Path(directory)
         meta = _read_meta(directory)
@@ -303,8 +266,7 @@ def _flush(files, directory, meta):
 
 
 def _write_meta(directory, meta):
-    with atomic_file(directory / CACHE_FILE, "w") as f:
-        f.write(json.dumps(meta, indent=1) + "\n")
+    write_text(directory / CACHE_FILE, json.dumps(meta, indent=1) + "\n")
 
 
 _COUNT = Limit(int, 0, (1 << 40) - 1)  # rows, layers, shapes of a cache record

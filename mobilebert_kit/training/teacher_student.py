@@ -6,7 +6,6 @@ Sec. 3); they read the same token ids, so they also share the vocabulary.
 """
 
 import contextlib
-import logging
 
 import numpy as np
 
@@ -15,8 +14,6 @@ from mobilebert_kit.models.encoder import Encoder
 from mobilebert_kit.models.heads import BertPretrainer
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource
 from mobilebert_kit.sources.spec import classify
-
-log = logging.getLogger(__name__)
 
 # A teacher transfers what it learned, so it is a trained checkpoint or model, never a random preset.
 TEACHER_KINDS = ("saved", "hf", "tf1", "model")
@@ -78,49 +75,23 @@ def split_teacher(model):
     encoder = getattr(model, "encoder", None)
     if encoder is None:
         raise ConfigError(f"the teacher is a {type(model).__name__}, not an encoder or a mobilebert-kit task model")
-    mlm = None
-    if getattr(model, "architecture", None) == "pretrainer":
-        mlm = model.get_layer("mlm")
-    return encoder, mlm
+    return encoder, model.get_layer("mlm") if getattr(model, "architecture", None) == "pretrainer" else None
 
 
 def load_teacher(spec, precision="float32"):
     """Loads a teacher from a checkpoint path (HF, TF1 or ``mbk.save`` directory) or returns a given model.
 
-    An MLM head is kept when the checkpoint has one (``head="auto"``).
-
-    Args:
-        spec (str | os.PathLike | keras.Model): a checkpoint or a model (returned as it is).
-        precision (str): the dtype policy the teacher is built with.
-
-    Returns:
-        keras.Model: the teacher (an encoder or a task model).
-
-    Example:
-        >>> load_teacher("runs/ib-bert/model").architecture  # doctest: +SKIP
-        'pretrainer'
-    """
+    An MLM head is kept when the checkpoint has one (``head="auto"``); ``precision`` is the dtype policy the
+    teacher is built with."""
     with precision_policy(precision):
         return ModelSource.load(spec, head="auto", accept=TEACHER_KINDS, what="teacher", dtype=precision).model
 
 
 def build_student(spec, precision="float32", overrides=None, seed=PRESET_SEED):
-    """Returns the student as a :class:`~mobilebert_kit.models.heads.BertPretrainer`.
+    """Returns the student as a :class:`~mobilebert_kit.models.heads.BertPretrainer` (with its MLM/NSP heads).
 
-    Args:
-        spec (str | os.PathLike | dict | keras.Model): a preset name, a dict of Encoder arguments, a
-            saved-model directory (an encoder or a pretrainer), or a model.
-        precision (str): dtype policy of the new layers.
-        overrides (dict | None): Encoder arguments replacing the preset's (presets and dicts only).
-        seed (int): the seed of a preset's random initial weights (a distillation run passes its own).
-
-    Returns:
-        BertPretrainer: the student with its MLM/NSP heads.
-
-    Example:
-        >>> build_student("tiny-mobilebert", overrides={"num_layers": 2}).encoder.config["num_layers"]  # doctest: +SKIP
-        2
-    """
+    ``spec`` is a preset name, a dict of Encoder arguments, a saved encoder or pretrainer, or a model;
+    ``overrides`` replace a preset's or dict's Encoder arguments; ``seed`` draws a preset's random weights."""
     overrides = dict(overrides or {})
     with precision_policy(precision):
         if overrides and classify(spec, accept=STUDENT_KINDS, what="student").kind == "saved":
@@ -144,17 +115,9 @@ def copy_from_teacher(teacher_model, student):
     """Copies embeddings, pooler and MLM/NSP heads from the teacher where names and shapes agree.
 
     A norm weight is copied only between norms of the same kind (a LayerNorm
-    gamma means something else in a NoNorm).
-
-    Args:
-        teacher_model: the loaded teacher (encoder or task model).
-        student: the student BertPretrainer.
-
-    Returns:
-        A dict: ``copied`` (paths), ``skipped`` (``path: reason``) and
-        ``embeddings_complete`` (every student embedding weight was copied, so
-        the embedding layer computes the teacher's function).
-    """
+    gamma means something else in a NoNorm). Returns ``copied`` (paths), ``skipped`` (``path: reason``) and
+    ``embeddings_complete`` (every student embedding weight was copied, so the embedding layer computes
+    the teacher's function)."""
     from mobilebert_kit.models.api import named_weights
     from mobilebert_kit.training.stages import scope_of
 

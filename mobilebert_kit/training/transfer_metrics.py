@@ -37,19 +37,10 @@ def mean_pool(hidden, mask):
 def evaluate_transfer(teacher_encoder, student_encoder, dataset, max_batches=None, clean_inputs=True):
     """Feature-map loss, attention KL and sentence-embedding cosine of a student against its teacher.
 
-    Args:
-        teacher_encoder, student_encoder: Encoders with equal hidden size, layers and heads.
-        dataset: batches of pre-training examples (``pretraining_dataset(..., repeat=False)``).
-        max_batches: stop after this many batches.
-        clean_inputs: put the original tokens back at the masked positions.
-
-    Returns:
-        A dict: ``feature_map`` and ``attention`` (layer means), ``feature_map_per_layer``,
-        ``attention_per_layer`` (lists), ``embedding_cosine``, ``examples``.
-
-    Example:
-        >>> evaluate_transfer(teacher, student, pretraining_dataset("heldout/", 32, repeat=False)[0])  # doctest: +SKIP
-    """
+    The encoders have equal hidden size, layers and heads; ``dataset`` holds batches of pre-training
+    examples (``pretraining_dataset(..., repeat=False)``), with ``clean_inputs`` the original tokens put back
+    at the masked positions. Returns ``feature_map`` and ``attention`` (layer means), ``feature_map_per_layer``,
+    ``attention_per_layer`` (lists), ``embedding_cosine`` and ``examples``."""
     from mobilebert_kit.backend import tf
     from mobilebert_kit.models.encoder import INPUT_NAMES
     from mobilebert_kit.training.distill_step import transfer_model
