@@ -55,7 +55,7 @@ from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.fused import fuse_blocks, dynamic_form
 from mobilebert_kit.convert.onnx.graph import simplify
 from mobilebert_kit.convert.onnx.row_scale import scale_rows, weight_matmuls
-from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
+from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, nodes_of_layers, quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.scratch import scratch_directory
 
@@ -121,15 +121,6 @@ def check(model):
         raise ExportError(f"the ONNX model fails onnx.checker: {first}") from err
 
 
-def add_metadata(model, entries):
-    """Stores ``{key: str}`` in the model's ``metadata_props``."""
-    for key, value in entries.items():
-        prop = model.metadata_props.add()
-        prop.key = key
-        prop.value = value
-    return model
-
-
 class _Reader:
     """ONNX Runtime calibration data reader over an InputSet, feeding each input in the model's type."""
 
@@ -147,14 +138,6 @@ class _Reader:
 
     def rewind(self):
         self._next = 0
-
-
-def nodes_matching(model, layers):
-    """Names of nodes whose name contains one of the layer paths as consecutive segments."""
-    from mobilebert_kit.convert.tflite.export import _contains  # loads TensorFlow: imported where used
-
-    patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
-    return [n.name for n in model.graph.node if any(_contains(n.name.split("/"), p) for p in patterns)]
 
 
 def int4_weights(model, block_size):
@@ -222,7 +205,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         # quantize_dynamic quantizes MatMul, not Gemm: the fused blocks' Gemms go back to MatMul + Add, which
         # ORT fuses into DynamicQuantizeMatMul with the bias.
         model = dynamic_form(model)
-    exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
+    names = [node.name for node in model.graph.node]  # tf2onnx keeps TensorFlow's <layer>/<sublayer>/<op> names
+    exclude = nodes_of_layers(names, keep_float_layers)
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
     kept = set(keep_float_ops)
@@ -245,8 +229,7 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
             else:
                 mode.check_calibration(calibration)
                 # keep_float_layers win: a node kept float is not quantized dynamically either.
-                dynamic = [name for name in nodes_matching(model, dynamic_layers) if name not in set(exclude)] \
-                    if dynamic_layers else []
+                dynamic = [name for name in nodes_of_layers(names, dynamic_layers) if name not in set(exclude)]
                 batch = model.graph.input[0].type.tensor_type.shape.dim[0]
                 batch = batch.dim_value if batch.HasField("dim_value") else 8
                 kept |= set(settings.float_ops)  # what ORT cannot run quantized (the record says why)

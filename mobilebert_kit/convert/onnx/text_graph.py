@@ -646,13 +646,10 @@ def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=N
     ml_opset = next((o.version for o in model.opset_import if o.domain == "ai.onnx.ml"), _ML_OPSET)
     front = tokenizer_model(tokenizer, seq_len, input_types, static=static, batch=batch, opset=opset,
                             ir_version=model.ir_version, ml_opset=ml_opset)
-    props = [(p.key, p.value) for p in model.metadata_props]
+    props = {p.key: p.value for p in model.metadata_props}
     producer = (model.producer_name, model.producer_version)
     merged = onnx.compose.merge_models(front, model, io_map=[(_P + "out_" + name, name) for name in input_types])
-    del merged.metadata_props[:]
-    for key, value in props:
-        entry = merged.metadata_props.add()
-        entry.key, entry.value = key, value
+    helper.set_model_props(merged, props)
     merged.producer_name, merged.producer_version = producer
     return merged
 
