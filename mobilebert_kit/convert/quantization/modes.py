@@ -299,7 +299,7 @@ def nodes_of_layers(names, layers):
     ``<graph>/<layer>/<sublayer>/<op>`` names.
 
     Example:
-        >>> nodes_of_layers(["m/transformer_layer_3/ffn_0/norm/mul", "m/embeddings/add"], ["transformer_layer_3/**/norm"])
+        >>> nodes_of_layers(["m/transformer_layer_3/ffn_0/norm/mul", "m/add"], ["transformer_layer_3/**/norm"])
         ['m/transformer_layer_3/ffn_0/norm/mul']
     """
     patterns = [[tuple(filter(None, part.split("/"))) for part in re.split(r"/\*\*(?=/)", f"/{layer}/")]
