@@ -279,7 +279,9 @@ class SearchStep:
     unit_name: str = ""
 
     def paths(self, layers):
-        """The ``keep_float_layers`` paths of ranked ``layers`` under this step's unit."""
+        """The ``keep_float_layers`` paths of a setting: a ranked step's units of ``layers``, else ``layers``."""
+        if self.float_layers != "ranked":
+            return tuple(layers)
         return tuple(template.format(layer=layer) for layer in layers for template in self.unit)
 
     def describe(self, layers=()):
