@@ -125,19 +125,15 @@ class _Reader:
     """ONNX Runtime calibration data reader over an InputSet, feeding each input in the model's type."""
 
     def __init__(self, calibration, input_dtypes, batch_size):
-        self._batches = list(calibration.rows(batch_size))
-        self._dtypes = input_dtypes
-        self._next = 0
+        self._batches = [{name: np.asarray(rows[name]).astype(dtype) for name, dtype in input_dtypes.items()}
+                         for rows in calibration.rows(batch_size)]
+        self.rewind()
 
     def get_next(self):
-        if self._next >= len(self._batches):
-            return None
-        rows = self._batches[self._next]
-        self._next += 1
-        return {name: np.asarray(rows[name]).astype(dtype) for name, dtype in self._dtypes.items()}
+        return next(self._batches_left, None)
 
     def rewind(self):
-        self._next = 0
+        self._batches_left = iter(self._batches)
 
 
 def int4_weights(model, block_size):
@@ -329,19 +325,12 @@ def _quiet_root_logger():
 
 def float16_weights(model):
     """Stores large float32 initializers as float16 plus a Cast back to float32."""
-    graph = model.graph
-    new_inits, casts = [], []
+    graph, casts = model.graph, []
     for init in graph.initializer:
-        array = numpy_helper.to_array(init)
-        if array.dtype == np.float32 and array.size >= _FLOAT16_MIN_ELEMENTS:
-            half = numpy_helper.from_array(array.astype(np.float16), name=f"{init.name}__fp16")
-            new_inits.append(half)
-            casts.append(helper.make_node("Cast", [half.name], [init.name], to=onnx.TensorProto.FLOAT,
+        if init.data_type == onnx.TensorProto.FLOAT and np.prod(init.dims) >= _FLOAT16_MIN_ELEMENTS:
+            casts.append(helper.make_node("Cast", [f"{init.name}__fp16"], [init.name], to=onnx.TensorProto.FLOAT,
                                           name=f"{init.name}__to_fp32"))
-        else:
-            new_inits.append(init)
-    del graph.initializer[:]
-    graph.initializer.extend(new_inits)
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), f"{init.name}__fp16"))
     nodes = list(graph.node)
     del graph.node[:]
     graph.node.extend(casts + nodes)
