@@ -53,7 +53,7 @@ from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.fused import fuse_blocks, dynamic_form
-from mobilebert_kit.convert.onnx.graph import simplify
+from mobilebert_kit.convert.onnx.graph import refill, simplify
 from mobilebert_kit.convert.onnx.row_scale import scale_rows, weight_matmuls
 from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, nodes_of_layers, quantization_mode
 from mobilebert_kit.errors import first_line
@@ -93,9 +93,7 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     order = list(graph.output_order)
     if sorted(outputs) != sorted(order):
         raise ExportError(f"tf2onnx outputs {sorted(outputs)} differ from the export graph's {sorted(order)}")
-    reordered = [outputs[name] for name in order]
-    del model.graph.output[:]
-    model.graph.output.extend(reordered)
+    refill(model.graph.output, [outputs[name] for name in order])
     _name_dynamic_dims(model)
     if fused:
         fuse_blocks(model, graph)
@@ -331,7 +329,5 @@ def float16_weights(model):
             casts.append(helper.make_node("Cast", [f"{init.name}__fp16"], [init.name], to=onnx.TensorProto.FLOAT,
                                           name=f"{init.name}__to_fp32"))
             init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), f"{init.name}__fp16"))
-    nodes = list(graph.node)
-    del graph.node[:]
-    graph.node.extend(casts + nodes)
+    refill(graph.node, casts + list(graph.node))
     return model

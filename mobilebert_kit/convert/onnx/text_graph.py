@@ -604,7 +604,7 @@ def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None
         casts.append(_node("Cast", [sources[name]], ["out_" + name], to=_TYPES[dtype]))
         outputs.append(helper.make_tensor_value_info(_P + "out_" + name, _TYPES[dtype], [batch or "batch_size", None]))
     nodes = content + tail + casts
-    used = {name for node in nodes for name in _inputs_of(node)}
+    used = {name for node in nodes for inner in _all_nodes(node) for name in inner.input}  # subgraphs' included
     inits = {}
     for init in content_inits + tail_inits:
         if init.name in used:
@@ -628,15 +628,6 @@ def _all_nodes(node):
         if attr.type == onnx.AttributeProto.GRAPH:
             for inner in attr.g.node:
                 yield from _all_nodes(inner)
-
-
-def _inputs_of(node):
-    """The names ``node`` reads, its subgraphs' included."""
-    names = list(node.input)
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            names += [name for inner in attr.g.node for name in _inputs_of(inner)]
-    return names
 
 
 def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=None):
