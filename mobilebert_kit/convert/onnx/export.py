@@ -94,7 +94,11 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     if sorted(outputs) != sorted(order):
         raise ExportError(f"tf2onnx outputs {sorted(outputs)} differ from the export graph's {sorted(order)}")
     refill(model.graph.output, [outputs[name] for name in order])
-    _name_dynamic_dims(model)
+    for value in list(model.graph.input) + list(model.graph.output):  # named as optimum names them
+        dims = value.type.tensor_type.shape.dim
+        for index, label in enumerate(DYNAMIC_DIMS):
+            if len(dims) > index and not dims[index].HasField("dim_value"):
+                dims[index].dim_param = label
     if fused:
         fuse_blocks(model, graph)
     simplify(model)  # NoNorm after a dense layer (onnx/graph.py)
@@ -102,21 +106,12 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     return model
 
 
-def _name_dynamic_dims(model):
-    for value in list(model.graph.input) + list(model.graph.output):
-        dims = value.type.tensor_type.shape.dim
-        for index, label in enumerate(DYNAMIC_DIMS):
-            if len(dims) > index and not dims[index].HasField("dim_value"):
-                dims[index].dim_param = label
-
-
 def check(model):
     """Runs ``onnx.checker`` (full check); raises ExportError with its message."""
     try:
         onnx.checker.check_model(model, full_check=True)
     except onnx.checker.ValidationError as err:
-        first = str(err).strip().splitlines()[0]
-        raise ExportError(f"the ONNX model fails onnx.checker: {first}") from err
+        raise ExportError(f"the ONNX model fails onnx.checker: {first_line(err)}") from err
 
 
 class _Reader:
@@ -244,8 +239,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         except ExportError:
             raise
         except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
-            first = first_line(err)
-            raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}{_short_of_room(tmp, model)}") from err
+            raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first_line(err)}"
+                              f"{_short_of_room(tmp, model)}") from err
         return onnx.load(str(target))
 
 

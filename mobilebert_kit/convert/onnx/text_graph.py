@@ -137,10 +137,7 @@ def refusal(tokenizer):
         step = unsupported_step(tokenizer)
         if step is not None:
             return f"its {kind.name} tokenizer {step}, as the graph needs to reproduce it"
-    layout = _single_layout(tokenizer)
-    if layout is not None:
-        return layout
-    return None
+    return _single_layout(tokenizer)
 
 
 def _steps(node, key):
