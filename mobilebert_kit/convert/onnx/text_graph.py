@@ -95,6 +95,7 @@ def refusal(tokenizer):
         return (f"it adds the token {token[:40]!r} with add_tokens, which onnxruntime-extensions' {kind.extensions_op} "
                 "never produces")
     spec = getattr(tokenizer, "_spec", None) or {}
+    steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
     if kind.extensions_op == "SentencepieceTokenizer":
         if tokenizer.lowercase or tokenizer.strip_accents:
             what = "lower-cases" if tokenizer.lowercase else "strips the accents of"
@@ -102,7 +103,6 @@ def refusal(tokenizer):
                     "onnxruntime-extensions' SentencepieceTokenizer cannot do")
         if spec and _first(spec.get("pre_tokenizer"), "Metaspace") is None:
             return f"its {kind.name} tokenizer has no Metaspace pre-tokenizer, which SentencePiece always applies"
-        steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
         if spec and (steps != ["Metaspace"] or _first(spec.get("pre_tokenizer"), "Metaspace").get("split") is False):
             # SentencePiece splits at spaces and nowhere else (a WhitespaceSplit first dropped runs of spaces).
             return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}, where "
@@ -117,7 +117,6 @@ def refusal(tokenizer):
         if level is None:
             return (f"its {kind.name} tokenizer is not byte-level (no ByteLevel pre-tokenizer), and "
                     "onnxruntime-extensions' RobertaTokenizer is")
-        steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
         if steps != ["ByteLevel"] or level.get("use_regex") is False:
             # The op splits words by GPT-2's pattern, then bytes: no other split (Digits, Split) nor none.
             return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}"
