@@ -223,14 +223,11 @@ def _selective(converter, graph, calibration, io_type, keep_float_ops, keep_floa
     # mobilebert_kit.backend silences its start-up banners.
     from tensorflow.lite.python import convert as lite_convert
 
-    if calibrated is not None and key in calibrated:
-        model = calibrated[key]
-    else:
+    cache = {} if calibrated is None else calibrated
+    if key not in cache:
         converter._experimental_calibrate_only = True  # noqa: SLF001  (the public debugger uses the same switch)
-        model = _measured_ranges(converter.convert(), _calibration_rows(graph, calibration))
-        if calibrated is not None:
-            calibrated[key] = model
-    calibrated = model
+        cache[key] = _measured_ranges(converter.convert(), _calibration_rows(graph, calibration))
+    calibrated = cache[key]
     graph_of_calibrated = read_tflite_bytes(calibrated)  # parsed once: the node names and the op types below
     # TFLite node names: each op's output tensor names (``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';').
     names = [graph_of_calibrated.tensors[index]["name"] for op in graph_of_calibrated.ops for index in op["outputs"]]
