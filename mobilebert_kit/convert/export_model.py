@@ -134,13 +134,8 @@ def task_outputs(values, attention_mask, pairs, pooling=None, normalize=False):
     Example:
         >>> task_outputs({"logits": logits}, mask, (("probability", "probabilities"),))  # doctest: +SKIP
     """
-    out = {}
-    for exported, canonical in pairs:
-        if canonical in values:
-            out[exported] = values[canonical]
-        else:
-            out[exported] = DERIVED[canonical](values, attention_mask, pooling, normalize)
-    return out
+    return {exported: values[canonical] if canonical in values else
+            DERIVED[canonical](values, attention_mask, pooling, normalize) for exported, canonical in pairs}
 
 
 def _encoder_forward(encoder, input_ids, attention_mask, token_type_ids):

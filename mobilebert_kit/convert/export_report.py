@@ -88,10 +88,8 @@ class ExportResult:
                 if reasons and name.startswith("MediaPipe"):
                     lines.append(f"  not ready for {name}: {reasons[0]}")
         if MODES[self.quantize].calibration:  # static activation ranges: list what stayed float
-            if self.float_ops:
-                lines.append("  ops left in float: " + ", ".join(f"{op} x{n}" for op, n in sorted(self.float_ops.items())))
-            else:
-                lines.append("  ops left in float: none")
+            listed = ", ".join(f"{op} x{n}" for op, n in sorted(self.float_ops.items()))
+            lines.append(f"  ops left in float: {listed or 'none'}")
         if self.search:
             lines.append(frontier_of(self.search).format_text())
         if self.validation is not None:

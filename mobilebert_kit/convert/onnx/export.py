@@ -53,9 +53,9 @@ from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.onnx.fused import fuse_blocks, dynamic_form
-from mobilebert_kit.convert.onnx.graph import simplify
+from mobilebert_kit.convert.onnx.graph import refill, simplify
 from mobilebert_kit.convert.onnx.row_scale import scale_rows, weight_matmuls
-from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, quantization_mode
+from mobilebert_kit.convert.quantization.modes import ONNX_INT4_TABLE_BLOCK, nodes_of_layers, quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.scratch import scratch_directory
 
@@ -93,10 +93,12 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     order = list(graph.output_order)
     if sorted(outputs) != sorted(order):
         raise ExportError(f"tf2onnx outputs {sorted(outputs)} differ from the export graph's {sorted(order)}")
-    reordered = [outputs[name] for name in order]
-    del model.graph.output[:]
-    model.graph.output.extend(reordered)
-    _name_dynamic_dims(model)
+    refill(model.graph.output, [outputs[name] for name in order])
+    for value in list(model.graph.input) + list(model.graph.output):  # named as optimum names them
+        dims = value.type.tensor_type.shape.dim
+        for index, label in enumerate(DYNAMIC_DIMS):
+            if len(dims) > index and not dims[index].HasField("dim_value"):
+                dims[index].dim_param = label
     if fused:
         fuse_blocks(model, graph)
     simplify(model)  # NoNorm after a dense layer (onnx/graph.py)
@@ -104,57 +106,27 @@ def convert(graph, opset=DEFAULT_OPSET, fused=False):
     return model
 
 
-def _name_dynamic_dims(model):
-    for value in list(model.graph.input) + list(model.graph.output):
-        dims = value.type.tensor_type.shape.dim
-        for index, label in enumerate(DYNAMIC_DIMS):
-            if len(dims) > index and not dims[index].HasField("dim_value"):
-                dims[index].dim_param = label
-
-
 def check(model):
     """Runs ``onnx.checker`` (full check); raises ExportError with its message."""
     try:
         onnx.checker.check_model(model, full_check=True)
     except onnx.checker.ValidationError as err:
-        first = str(err).strip().splitlines()[0]
-        raise ExportError(f"the ONNX model fails onnx.checker: {first}") from err
-
-
-def add_metadata(model, entries):
-    """Stores ``{key: str}`` in the model's ``metadata_props``."""
-    for key, value in entries.items():
-        prop = model.metadata_props.add()
-        prop.key = key
-        prop.value = value
-    return model
+        raise ExportError(f"the ONNX model fails onnx.checker: {first_line(err)}") from err
 
 
 class _Reader:
     """ONNX Runtime calibration data reader over an InputSet, feeding each input in the model's type."""
 
     def __init__(self, calibration, input_dtypes, batch_size):
-        self._batches = list(calibration.rows(batch_size))
-        self._dtypes = input_dtypes
-        self._next = 0
+        self._batches = [{name: np.asarray(rows[name]).astype(dtype) for name, dtype in input_dtypes.items()}
+                         for rows in calibration.rows(batch_size)]
+        self.rewind()
 
     def get_next(self):
-        if self._next >= len(self._batches):
-            return None
-        rows = self._batches[self._next]
-        self._next += 1
-        return {name: np.asarray(rows[name]).astype(dtype) for name, dtype in self._dtypes.items()}
+        return next(self._batches_left, None)
 
     def rewind(self):
-        self._next = 0
-
-
-def nodes_matching(model, layers):
-    """Names of nodes whose name contains one of the layer paths as consecutive segments."""
-    from mobilebert_kit.convert.tflite.export import _contains  # loads TensorFlow: imported where used
-
-    patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
-    return [n.name for n in model.graph.node if any(_contains(n.name.split("/"), p) for p in patterns)]
+        self._batches_left = iter(self._batches)
 
 
 def int4_weights(model, block_size):
@@ -222,7 +194,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         # quantize_dynamic quantizes MatMul, not Gemm: the fused blocks' Gemms go back to MatMul + Add, which
         # ORT fuses into DynamicQuantizeMatMul with the bias.
         model = dynamic_form(model)
-    exclude = nodes_matching(model, keep_float_layers) if keep_float_layers else []
+    names = [node.name for node in model.graph.node]  # tf2onnx keeps TensorFlow's <layer>/<sublayer>/<op> names
+    exclude = nodes_of_layers(names, keep_float_layers)
     if keep_float_layers and not exclude:
         raise ExportError(f"no ONNX nodes found for layer(s) {', '.join(keep_float_layers)}")
     kept = set(keep_float_ops)
@@ -245,8 +218,7 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
             else:
                 mode.check_calibration(calibration)
                 # keep_float_layers win: a node kept float is not quantized dynamically either.
-                dynamic = [name for name in nodes_matching(model, dynamic_layers) if name not in set(exclude)] \
-                    if dynamic_layers else []
+                dynamic = [name for name in nodes_of_layers(names, dynamic_layers) if name not in set(exclude)]
                 batch = model.graph.input[0].type.tensor_type.shape.dim[0]
                 batch = batch.dim_value if batch.HasField("dim_value") else 8
                 kept |= set(settings.float_ops)  # what ORT cannot run quantized (the record says why)
@@ -267,8 +239,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
         except ExportError:
             raise
         except Exception as err:  # noqa: BLE001  (ORT quantization raises many types)
-            first = first_line(err)
-            raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first}{_short_of_room(tmp, model)}") from err
+            raise ExportError(f"ONNX Runtime {quantize} quantization failed: {first_line(err)}"
+                              f"{_short_of_room(tmp, model)}") from err
         return onnx.load(str(target))
 
 
@@ -346,20 +318,11 @@ def _quiet_root_logger():
 
 def float16_weights(model):
     """Stores large float32 initializers as float16 plus a Cast back to float32."""
-    graph = model.graph
-    new_inits, casts = [], []
+    graph, casts = model.graph, []
     for init in graph.initializer:
-        array = numpy_helper.to_array(init)
-        if array.dtype == np.float32 and array.size >= _FLOAT16_MIN_ELEMENTS:
-            half = numpy_helper.from_array(array.astype(np.float16), name=f"{init.name}__fp16")
-            new_inits.append(half)
-            casts.append(helper.make_node("Cast", [half.name], [init.name], to=onnx.TensorProto.FLOAT,
+        if init.data_type == onnx.TensorProto.FLOAT and np.prod(init.dims) >= _FLOAT16_MIN_ELEMENTS:
+            casts.append(helper.make_node("Cast", [f"{init.name}__fp16"], [init.name], to=onnx.TensorProto.FLOAT,
                                           name=f"{init.name}__to_fp32"))
-        else:
-            new_inits.append(init)
-    del graph.initializer[:]
-    graph.initializer.extend(new_inits)
-    nodes = list(graph.node)
-    del graph.node[:]
-    graph.node.extend(casts + nodes)
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), f"{init.name}__fp16"))
+    refill(graph.node, casts + list(graph.node))
     return model

@@ -42,7 +42,7 @@ Example:
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from mobilebert_kit.convert.onnx.graph import drop_dead_nodes, drop_unused_initializers, onnx_opset
+from mobilebert_kit.convert.onnx.graph import drop_dead_nodes, drop_unused_initializers, onnx_opset, refill
 
 MS = "com.microsoft"
 _GELU = {"gelu": "BiasGelu", "gelu_tanh": "FastGelu"}
@@ -180,8 +180,7 @@ def dynamic_form(model, spell_layer_norm=True):
                                        name=f"{base}MultiHeadAttention_fused", domain=MS, **attrs)]
         else:
             nodes += _layer_norm_ops(node, base, opset, extra)
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
+    refill(copy.graph.node, nodes)
     copy.graph.initializer.extend(extra)
     return copy
 
@@ -403,5 +402,4 @@ def _toposort(graph):
             ordered += rest  # a cycle or a missing input: the checker names it
             break
         pending = rest
-    del graph.node[:]
-    graph.node.extend(ordered)
+    refill(graph.node, ordered)

@@ -99,9 +99,7 @@ def fold_affine_into_matmul(model):
         if bias_add is not None:
             dropped.add(id(bias_add))
         folds += 1
-    keep = [n for n in graph.node if id(n) not in dropped]
-    del graph.node[:]
-    graph.node.extend(keep)
+    refill(graph.node, [n for n in graph.node if id(n) not in dropped])
     drop_unused_initializers(graph)
     return folds
 
@@ -118,6 +116,12 @@ def _split_const(node, const):
     return None, None
 
 
+def refill(field, items):
+    """Replaces the contents of a repeated protobuf ``field`` (``graph.node``, ``graph.initializer``) by ``items``."""
+    del field[:]
+    field.extend(items)
+
+
 def drop_dead_nodes(graph):
     """Removes nodes none of whose outputs is read, repeating until none is left."""
     outputs = {o.name for o in graph.output}
@@ -126,16 +130,14 @@ def drop_dead_nodes(graph):
         keep = [n for n in graph.node if any(o in read for o in n.output if o)]
         if len(keep) == len(graph.node):
             return
-        del graph.node[:]
-        graph.node.extend(keep)
+        refill(graph.node, keep)
 
 
 def drop_unused_initializers(graph):
     used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
     keep = [i for i in graph.initializer if i.name in used]
-    if len(keep) != len(graph.initializer):
-        del graph.initializer[:]
-        graph.initializer.extend(keep)
+    if len(keep) != len(graph.initializer):  # no copy of every weight when none is dropped
+        refill(graph.initializer, keep)
 
 
 def onnx_opset(model):

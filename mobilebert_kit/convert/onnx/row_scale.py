@@ -47,7 +47,7 @@ Example:
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from mobilebert_kit.convert.onnx.graph import onnx_opset
+from mobilebert_kit.convert.onnx.graph import onnx_opset, refill
 
 # Smallest per-row scale: an all-zero row (padding, a dead ReLU row) would divide 0 by 0.
 _TINY_SCALE = 1e-12
@@ -95,8 +95,7 @@ def scale_rows(model, exclude=()):
             helper.make_node("MatMul", [x_unit, node.input[1]], [unit_product], name=node.name),
             helper.make_node("Mul", [unit_product, scale], [node.output[0]], name=f"{prefix}{index}/y"),
         ]
-    del graph.node[:]
-    graph.node.extend(nodes)
+    refill(graph.node, nodes)
     return len(targets)
 
 

@@ -95,6 +95,7 @@ def refusal(tokenizer):
         return (f"it adds the token {token[:40]!r} with add_tokens, which onnxruntime-extensions' {kind.extensions_op} "
                 "never produces")
     spec = getattr(tokenizer, "_spec", None) or {}
+    steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
     if kind.extensions_op == "SentencepieceTokenizer":
         if tokenizer.lowercase or tokenizer.strip_accents:
             what = "lower-cases" if tokenizer.lowercase else "strips the accents of"
@@ -102,7 +103,6 @@ def refusal(tokenizer):
                     "onnxruntime-extensions' SentencepieceTokenizer cannot do")
         if spec and _first(spec.get("pre_tokenizer"), "Metaspace") is None:
             return f"its {kind.name} tokenizer has no Metaspace pre-tokenizer, which SentencePiece always applies"
-        steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
         if spec and (steps != ["Metaspace"] or _first(spec.get("pre_tokenizer"), "Metaspace").get("split") is False):
             # SentencePiece splits at spaces and nowhere else (a WhitespaceSplit first dropped runs of spaces).
             return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}, where "
@@ -117,7 +117,6 @@ def refusal(tokenizer):
         if level is None:
             return (f"its {kind.name} tokenizer is not byte-level (no ByteLevel pre-tokenizer), and "
                     "onnxruntime-extensions' RobertaTokenizer is")
-        steps = [step.get("type") for step in _steps(spec.get("pre_tokenizer"), "pretokenizers")]
         if steps != ["ByteLevel"] or level.get("use_regex") is False:
             # The op splits words by GPT-2's pattern, then bytes: no other split (Digits, Split) nor none.
             return (f"its {kind.name} tokenizer pre-tokenizes with {' + '.join(map(str, steps))}"
@@ -137,10 +136,7 @@ def refusal(tokenizer):
         step = unsupported_step(tokenizer)
         if step is not None:
             return f"its {kind.name} tokenizer {step}, as the graph needs to reproduce it"
-    layout = _single_layout(tokenizer)
-    if layout is not None:
-        return layout
-    return None
+    return _single_layout(tokenizer)
 
 
 def _steps(node, key):
@@ -604,7 +600,7 @@ def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None
         casts.append(_node("Cast", [sources[name]], ["out_" + name], to=_TYPES[dtype]))
         outputs.append(helper.make_tensor_value_info(_P + "out_" + name, _TYPES[dtype], [batch or "batch_size", None]))
     nodes = content + tail + casts
-    used = {name for node in nodes for name in _inputs_of(node)}
+    used = {name for node in nodes for inner in _all_nodes(node) for name in inner.input}  # subgraphs' included
     inits = {}
     for init in content_inits + tail_inits:
         if init.name in used:
@@ -630,15 +626,6 @@ def _all_nodes(node):
                 yield from _all_nodes(inner)
 
 
-def _inputs_of(node):
-    """The names ``node`` reads, its subgraphs' included."""
-    names = list(node.input)
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            names += [name for inner in attr.g.node for name in _inputs_of(inner)]
-    return names
-
-
 def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=None):
     """``model`` (a ModelProto taking token arrays) with the tokenizer in front: its one input is ``text``.
     """
@@ -646,13 +633,10 @@ def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=N
     ml_opset = next((o.version for o in model.opset_import if o.domain == "ai.onnx.ml"), _ML_OPSET)
     front = tokenizer_model(tokenizer, seq_len, input_types, static=static, batch=batch, opset=opset,
                             ir_version=model.ir_version, ml_opset=ml_opset)
-    props = [(p.key, p.value) for p in model.metadata_props]
+    props = {p.key: p.value for p in model.metadata_props}
     producer = (model.producer_name, model.producer_version)
     merged = onnx.compose.merge_models(front, model, io_map=[(_P + "out_" + name, name) for name in input_types])
-    del merged.metadata_props[:]
-    for key, value in props:
-        entry = merged.metadata_props.add()
-        entry.key, entry.value = key, value
+    helper.set_model_props(merged, props)
     merged.producer_name, merged.producer_version = producer
     return merged
 

@@ -67,7 +67,7 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
     entries = {METADATA_JSON: json.dumps(meta, sort_keys=True)}
     if vocab:
         entries["mbk_vocab"] = "\n".join(vocab) + "\n"
-    onnx_export.add_metadata(model, entries)
+    model.metadata_props.extend(onnx.StringStringEntryProto(key=key, value=value) for key, value in entries.items())
     onnx_export.check(model)
     onnx.save(model, str(path))
     return notes

@@ -26,6 +26,8 @@ import numpy as np
 from mobilebert_kit.backend import tf
 from mobilebert_kit.checkpoints.resumable_run import ResumableRun, array_digest
 from mobilebert_kit.convert.plan.export_options import SUBSTITUTE_LIMITS
+from mobilebert_kit.convert.prepare.scale_migration import MIGRATION_POLICIES
+from mobilebert_kit.convert.prepare.substitution import SUBSTITUTIONS
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.utils.input_paths import check_input_path
 from mobilebert_kit.utils.limits import within
@@ -45,8 +47,8 @@ KEEP_CHECKPOINTS = 2  # a damaged newest checkpoint falls back to the one before
 # recover_steps), so a refusal names what the user typed. Every one changes the result but checkpoint_every.
 CONFIG_KEYS = ("norm", "act", "intermediate_size", "recover_steps", "seq_len", "learning_rate", "batch_size", "seed", "fit",
                "scale_migration", "checkpoint_every")
-_CHOICES = {"norm": ("layer_norm", "no_norm"), "act": ("gelu", "gelu_tanh", "relu", "relu6"),
-            "scale_migration": ("unit", "balance", "smoothquant", "none")}
+_CHOICES = {"norm": SUBSTITUTIONS["norm"].choices, "act": SUBSTITUTIONS["act"].choices,
+            "scale_migration": MIGRATION_POLICIES}
 
 
 def substitute_record(src, data, config):

@@ -22,6 +22,7 @@ Example:
     'int8 io is a TFLite int8/qat option because ...'
 """
 
+import re
 from dataclasses import dataclass, field
 
 from mobilebert_kit.convert.errors import ExportError
@@ -278,7 +279,9 @@ class SearchStep:
     unit_name: str = ""
 
     def paths(self, layers):
-        """The ``keep_float_layers`` paths of ranked ``layers`` under this step's unit."""
+        """The ``keep_float_layers`` paths of a setting: a ranked step's units of ``layers``, else ``layers``."""
+        if self.float_layers != "ranked":
+            return tuple(layers)
         return tuple(template.format(layer=layer) for layer in layers for template in self.unit)
 
     def describe(self, layers=()):
@@ -287,6 +290,36 @@ class SearchStep:
             return self.quantize
         what = self.unit_name if self.float_layers == "ranked" else ""
         return f"{self.quantize}, {what}{', '.join(layers)} float"
+
+
+def nodes_of_layers(names, layers):
+    """The graph node ``names`` (fused ones joined by ``;``) that belong to one of the layer paths ``layers``.
+
+    A path such as ``transformer_layer_3`` or ``ffn_0/output`` matches a name whose ``/``-separated segments hold
+    its segments consecutively; ``**`` stands for any segments between two parts (``transformer_layer_3/**/norm``
+    is every LayerNorm of block 3: the per-block units of :class:`SearchStep`). Both converters keep TensorFlow's
+    ``<graph>/<layer>/<sublayer>/<op>`` names.
+
+    Example:
+        >>> nodes_of_layers(["m/transformer_layer_3/ffn_0/norm/mul", "m/add"], ["transformer_layer_3/**/norm"])
+        ['m/transformer_layer_3/ffn_0/norm/mul']
+    """
+    patterns = [[tuple(filter(None, part.split("/"))) for part in re.split(r"/\*\*(?=/)", f"/{layer}/")]
+                for layer in layers]
+    return [name for name in names
+            if any(_contains(part.split("/"), pattern) for part in name.split(";") for pattern in patterns)]
+
+
+def _contains(segments, parts):
+    """Whether each of ``parts`` appears consecutively in ``segments``, in order."""
+    start = 0
+    for part in parts:
+        n = len(part)
+        found = next((i for i in range(start, len(segments) - n + 1) if tuple(segments[i:i + n]) == part), None)
+        if found is None:
+            return False
+        start = found + n
+    return True
 
 
 def ranked_counts(layers):

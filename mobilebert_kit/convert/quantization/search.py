@@ -142,7 +142,7 @@ def settings(steps, ranking):
         else:
             candidates = [tuple(step.float_layers)]
         for layers in candidates:
-            key = (step.quantize, paths_of(step, layers))
+            key = (step.quantize, step.paths(layers))
             if key not in seen:
                 seen.add(key)
                 yield step, layers
@@ -211,11 +211,6 @@ def candidate_metadata(meta, asked, quantize, label, layers, judged_by):
         out["quantization_search"] = {"asked": asked, "setting": label, "float_layers": list(layers),
                                       "judged_by": judged_by}
     return out
-
-
-def paths_of(step, layers):
-    """The ``keep_float_layers`` paths of a setting: a ranked step's units of ``layers``, else ``layers``."""
-    return step.paths(layers) if step.float_layers == "ranked" else tuple(layers)
 
 
 # A searched setting after the first that passed is written only when it ran faster by more than this share.
@@ -312,7 +307,7 @@ class Search:
                 break
             self.searched = True
             step, layers = step_layers
-            yield step, layers, self.plan.setting(step.quantize, paths_of(step, layers))
+            yield step, layers, self.plan.setting(step.quantize, step.paths(layers))
         if self.passed and self.mode.search:
             tried = {row.quantize for row in self.frontier.rows}
             for step in steps:

@@ -25,7 +25,7 @@ from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.backend import tf
 from mobilebert_kit.convert.errors import ExportError, check_op_types
 from mobilebert_kit.convert.export_model import serving_function
-from mobilebert_kit.convert.quantization.modes import DYNAMIC_GROUP, quantization_mode
+from mobilebert_kit.convert.quantization.modes import DYNAMIC_GROUP, nodes_of_layers, quantization_mode
 from mobilebert_kit.convert.tflite.hybrid_convs import float_hybrid_depthwise
 from mobilebert_kit.convert.tflite.int4 import int4_weights
 from mobilebert_kit.convert.tflite.int8_graph import dynamic_range_weights, symmetric_matmul_operands
@@ -223,16 +223,15 @@ def _selective(converter, graph, calibration, io_type, keep_float_ops, keep_floa
     # mobilebert_kit.backend silences its start-up banners.
     from tensorflow.lite.python import convert as lite_convert
 
-    if calibrated is not None and key in calibrated:
-        model = calibrated[key]
-    else:
+    cache = {} if calibrated is None else calibrated
+    if key not in cache:
         converter._experimental_calibrate_only = True  # noqa: SLF001  (the public debugger uses the same switch)
-        model = _measured_ranges(converter.convert(), _calibration_rows(graph, calibration))
-        if calibrated is not None:
-            calibrated[key] = model
-    calibrated = model
+        cache[key] = _measured_ranges(converter.convert(), _calibration_rows(graph, calibration))
+    calibrated = cache[key]
     graph_of_calibrated = read_tflite_bytes(calibrated)  # parsed once: the node names and the op types below
-    nodes = _nodes_of_layers(graph_of_calibrated, keep_float_layers) if keep_float_layers else []
+    # TFLite node names: each op's output tensor names (``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';').
+    names = [graph_of_calibrated.tensors[index]["name"] for op in graph_of_calibrated.ops for index in op["outputs"]]
+    nodes = nodes_of_layers(names, keep_float_layers)
     if keep_float_layers and not nodes:
         raise ExportError(
             f"no ops found for layer(s) {', '.join(keep_float_layers)}; use layer names such as "
@@ -246,7 +245,7 @@ def _selective(converter, graph, calibration, io_type, keep_float_ops, keep_floa
     kept += [f"{len(nodes)} node(s) of {', '.join(sorted(keep_float_layers))}"] if keep_float_layers else []
     dynamic = []
     for label, paths in default_nodes:
-        extra = [n for n in _nodes_of_layers(graph_of_calibrated, paths) if n not in nodes]
+        extra = [n for n in nodes_of_layers(names, paths) if n not in nodes]
         if extra:
             kept.append(f"{len(extra)} {label} node(s)")
             nodes = nodes + extra
@@ -268,50 +267,3 @@ def _selective(converter, graph, calibration, io_type, keep_float_ops, keep_floa
         notes.append(f"{changed} {DYNAMIC_GROUP}(s) with int8 weights, activations quantized on the fly (float "
                      "output)")
     return data
-
-
-def _nodes_of_layers(graph, layers):
-    """Output-tensor names (TFLite node names) of ops that belong to the named layers.
-
-    A layer path such as ``transformer_layer_3`` or ``ffn_0/output`` matches
-    when its segments appear consecutively in a node's name (the converter
-    names nodes ``<graph>/<layer>/<sublayer>/<op>``, fused ones joined by ';');
-    ``**`` matches any segments between two parts (``transformer_layer_3/**/add``). ``graph``: the converted
-    model, parsed (``artifacts.reader.read_tflite_bytes``).
-    """
-    patterns = [tuple(p for p in layer.split("/") if p) for layer in layers]
-    found = []
-    for op in graph.ops:
-        for index in op["outputs"]:
-            name = graph.tensors[index]["name"]
-            if any(_contains(part.split("/"), pattern) for part in name.split(";") for pattern in patterns):
-                found.append(name)
-    return found
-
-
-def _contains(segments, pattern):
-    """Whether ``pattern``'s segments appear consecutively in ``segments``; ``**`` stands for any segments.
-
-    ``transformer_layer_3/**/norm`` is every LayerNorm of block 3 (``attention_output/norm``, ``ffn_0/norm``):
-    the per-block units of the quantization search (``quantization_modes.SearchStep``).
-
-    Example:
-        >>> _contains("m/transformer_layer_3/ffn_0/norm/mul".split("/"), ("transformer_layer_3", "**", "norm"))
-        True
-    """
-    parts, current = [], []
-    for segment in pattern:
-        if segment == "**":
-            parts.append(tuple(current))
-            current = []
-        else:
-            current.append(segment)
-    parts.append(tuple(current))
-    start = 0
-    for part in parts:
-        n = len(part)
-        found = next((i for i in range(start, len(segments) - n + 1) if tuple(segments[i:i + n]) == part), None)
-        if found is None:
-            return False
-        start = found + n
-    return True
