@@ -2,16 +2,16 @@
 
 The story of one export, each step in its own module:
 
-1. **plan** (``export_plan``): the source loads, and :func:`~mobilebert_kit.convert.plan.export_plan.plan_export`
+1. **plan** (``plan/``): the source loads, and :func:`~mobilebert_kit.convert.plan.export_plan.plan_export`
    decides every setting once (task, pooling, length, axes, input types, mode, labels, tokenizer) from
    what the user said and what the source declares;
-2. **prepare** (``prepare``): operator substitution and recovery, at the planned length;
+2. **prepare** (``prepare/``): operator substitution and recovery, at the planned length;
 3. **build** (``export_model.plan_graph``): the export graph (the task's outputs under the clients' names,
    the planned input shapes and types, an int8-friendly mask constant), and the calibration and
-   validation inputs at the planned length (``input_set``);
-4. **search** (``quantization_search.Search``): the user's setting, then the mode's fallback or the
-   ``auto`` ladder, each written by its format's writer (``tflite_writer`` / ``onnx_writer``) to a
-   scratch file and judged (validation against the Keras source, ``file_validation``, or the task metric);
+   validation inputs at the planned length (``plan/input_set.py``);
+4. **search** (``quantization/search.py``: ``Search``): the user's setting, then the mode's fallback or the
+   ``auto`` ladder, each written by its format's writer (``tflite/writer.py`` / ``onnx/writer.py``) to a
+   scratch file and judged (validation against the Keras source, ``validation/file_validation.py``, or the task metric);
 5. **write** (``export_report``): the report beside the artifact, then the chosen file moved into place.
 
 A failed validation or an interrupted run leaves no file at ``out`` (``utils.atomic``).
@@ -129,7 +129,7 @@ def export(options, source=None, log=print, score=None):
     search = Search(plan, lambda quantize: _ranking(model, plan.setting(quantize), calibration, validation_inputs,
                                                     search.frontier),
                     latency=lambda path: host_latency_ms(path, validation_inputs))
-    calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite_export.convert)
+    calibrated = {}  # TFLite: one calibration per mode for every setting tried (tflite/export.py: convert)
 
     def write(candidate):
         meta = metadata.meta
@@ -299,7 +299,7 @@ def _metadata(source, model, graph, plan):
     """The :class:`~mobilebert_kit.convert.plan.export_plan.FileMetadata` of an export: the plan as the file records it.
 
     Besides describing the file, the dict carries what the TFLite client metadata is written from
-    (``tflite_writer.client_metadata_args``): the task's client family, the output names, the labels; and
+    (``tflite.writer.client_metadata_args``): the task's client family, the output names, the labels; and
     the plan's length (``planned_seq_len``), which ``mbk validate`` and ``mbk evaluate`` read instead of
     deciding one of their own.
     """
@@ -371,7 +371,7 @@ def _input_sets(model, plan, say=None):
                                          count=options.calibration_count)
     elif plan.mode.calibration:
         # ExportOptions.check refused the modes that may not calibrate on built-in data (the record's
-        # default_calibration rule, quantization_modes.py); the rows never overlap the validation rows.
+        # default_calibration rule, quantization/modes.py); the rows never overlap the validation rows.
         calibration = InputSet.default_calibration(tokenizer, config["vocab_size"], options.calibration_count,
                                                    seq_len, config["type_vocab_size"])
         (say or (lambda *_: None))(f"calibrating on {calibration.description}; pass --calibration FILE for your data")

@@ -1,6 +1,6 @@
 """The ``.onnx`` writer: a built export graph to the optimum-style file onnxruntime users load.
 
-tf2onnx converts (``onnx_export.convert``), onnxruntime's quantizer quantizes as the setting's mode
+tf2onnx converts (``onnx.export.convert``), onnxruntime's quantizer quantizes as the setting's mode
 record maps it (``QuantizationMode.onnx_as``), and our ``mbk_metadata`` (and the vocabulary) go into the
 model's metadata properties. With ``--tokenizer-in-graph`` the checkpoint's tokenizer goes in front
 (``text_graph.with_tokenizer``): the file's one input is the text.

@@ -221,7 +221,7 @@ class QuantizationMode:
         profiled_as (str): the precision the profiler reads from such a file
             (:func:`mobilebert_kit.artifacts.taxonomy.precision`).
         fallback (tuple): :class:`SearchStep` records tried in turn when the first file fails validation
-            and the user chose no float ops or layers (``quantization_search.Search``); the first that passes is written.
+            and the user chose no float ops or layers (``quantization.search.Search``); the first that passes is written.
         search (tuple): :class:`SearchStep` records of a searched mode (``auto``): nothing is converted as
             this mode itself; each step is tried in order and judged by the task metric on ``--eval-data``
             (``convert.quantization.search``).

@@ -15,7 +15,7 @@ between our float graphs and a small int4 file:
   one weight's input width (tiny-mobilebert's 48-wide trigram projection under
   blocks of 32); those weights get one scale per output channel instead.
 - The quantizer rewrites the flatbuffer, so our names, metadata and packed
-  files are applied afterwards, as for every mode (``tflite_writer``).
+  files are applied afterwards, as for every mode (``tflite.writer``).
 
 Example:
     >>> data, notes = int4_weights(float_bytes, Int4Weights("int8", 32))  # doctest: +SKIP

@@ -1,6 +1,6 @@
 """The ``.tflite`` writer: a built export graph to a file the TFLite clients load.
 
-The converter (``tflite_export``) quantizes as the setting's mode record says; the file then gets our
+The converter (``tflite.export``) quantizes as the setting's mode record says; the file then gets our
 ``mbk_metadata`` (and the vocabulary), the clients' TFLite Metadata (input names, tokenizer, labels) and
 the files that metadata names, packed after the flatbuffer (``tflite_metadata``).
 """
