@@ -2,7 +2,7 @@
 ``mbk substitute --out DIR --resume`` to continue an interrupted recovery (``convert/prepare/recovery_run.py``)."""
 
 from mobilebert_kit.convert.plan.export_options import SUBSTITUTE_LIMITS
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
