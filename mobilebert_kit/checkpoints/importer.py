@@ -183,14 +183,12 @@ def _renamed(arrays, rename, source):
     return out
 
 
-def _strip_prefix(arrays, prefixes, source):
-    def strip(key):
-        for prefix in prefixes:
-            if key.startswith(prefix):
-                return key[len(prefix):]
-        return key
+def _renamed_prefixes(arrays, renames, source):
+    """:func:`_renamed` by ``(their prefix, ours)`` pairs; the first that matches a name applies."""
+    def rename(key):
+        return next((ours + key[len(theirs):] for theirs, ours in renames if key.startswith(theirs)), key)
 
-    return _renamed(arrays, strip, source)
+    return _renamed(arrays, rename, source)
 
 
 def _is_float(dtype):
@@ -329,13 +327,7 @@ def _family_head(family, head, arrays, architectures, directory, c):
         return None, arrays, {}
     layout = family.head(head)
     if layout.renames:
-        def rename(key):
-            for theirs, bert in layout.renames:
-                if key.startswith(theirs):
-                    return bert + key[len(theirs):]
-            return key
-
-        arrays = _renamed(arrays, rename, directory)
+        arrays = _renamed_prefixes(arrays, layout.renames, directory)
     if asked == "auto" and head in ("sequence_classifier", "token_classifier") and "classifier.weight" not in arrays:
         return None, arrays, {}  # a classifier's name without its weights: the encoder, its keys reported as skipped
     return head, arrays, layout.options(c)
@@ -481,7 +473,7 @@ def import_hf(directory, head=None, **overrides):
     config = config_from_hf(hf_config)
     family = FAMILIES[hf_config["model_type"]]
     arrays = read_safetensors_dir(directory)
-    arrays = _strip_prefix(arrays, (family.prefix,), directory)
+    arrays = _renamed_prefixes(arrays, ((family.prefix, ""),), directory)
     _refuse_foreign_weights(family, hf_config, arrays, directory)
     architectures = architectures_of(hf_config, directory / "config.json")
     head, arrays, head_options = _family_head(family, head, arrays, architectures, directory,
