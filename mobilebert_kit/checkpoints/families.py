@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from mobilebert_kit.errors import CheckpointError
+from mobilebert_kit.errors import CheckpointError, is_int
 
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                   "gelu_fast": "gelu_tanh", "relu": "relu", "relu6": "relu6"}
@@ -105,7 +105,7 @@ def _absolute_only(c):
 def _padding_offset(c):
     """RoBERTa numbers positions from ``pad_token_id + 1`` (``create_position_ids_from_input_ids``)."""
     pad = c["pad_token_id"]
-    if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
+    if not is_int(pad) or pad < 0:
         raise CheckpointError(f"config.json: pad_token_id must be a non-negative integer, got {str(pad)[:40]}; "
                               "RoBERTa's positions start at pad_token_id + 1: fix the config")
     return pad + 1
@@ -396,11 +396,10 @@ def _albert_group(i, c):
 
 def _albert_encoder(c):
     groups, inner, layers = c["num_hidden_groups"], c["inner_group_num"], c["num_hidden_layers"]
-    if not isinstance(inner, int) or isinstance(inner, bool) or inner < 1:
+    if not is_int(inner) or inner < 1:
         raise CheckpointError(f"config.json: inner_group_num must be a positive integer, got {str(inner)[:40]}; "
                               "fix the config")
-    if not isinstance(groups, int) or isinstance(groups, bool) or not isinstance(layers, int) \
-            or not 1 <= groups <= layers:
+    if not is_int(groups) or not isinstance(layers, int) or not 1 <= groups <= layers:
         raise CheckpointError(f"config.json: num_hidden_groups must be an integer from 1 to num_hidden_layers "
                               f"({layers}), got {str(groups)[:40]}; fix the config")
     if c["embedding_size"] == c["hidden_size"]:
@@ -484,9 +483,9 @@ def _deberta_v2_encoder(c):
     _refuse(not isinstance(norms, str), f"norm_rel_ebd must be a string ('layer_norm' or 'none'), got "
             f"{str(norms)[:40]}; fix the config")
     buckets, longest = c["position_buckets"], c["max_relative_positions"]
-    if isinstance(longest, int) and not isinstance(longest, bool) and longest < 1:
+    if is_int(longest) and longest < 1:
         longest = c["max_position_embeddings"]  # transformers: -1 means max_position_embeddings
-    if isinstance(buckets, int) and not isinstance(buckets, bool) and buckets < 0:
+    if is_int(buckets) and buckets < 0:
         buckets = 0  # -1: no buckets
     return dict(
         normalization_type="layer_norm",

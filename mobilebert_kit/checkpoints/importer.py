@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.errors import CheckpointError, ConfigError, first_line
+from mobilebert_kit.errors import CheckpointError, ConfigError, first_line, is_int
 from mobilebert_kit.utils.safetensors_io import (
     FLOAT_DTYPES, PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle, safetensors_dtype,
 )
@@ -127,7 +127,7 @@ def _config_from_hf(hf):
     offset = family.position_offset(c)
     if offset:
         limit = c["max_position_embeddings"]
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit <= offset:
+        if is_int(limit) and limit <= offset:
             # The Encoder's own check would name position_offset, which no config.json has.
             raise CheckpointError(f"config.json: max_position_embeddings ({limit}) leaves no position: "
                                   f"{family.model_type} numbers positions from {offset} (pad_token_id + 1), so the "
@@ -383,13 +383,13 @@ def _refuse_foreign_weights(family, hf_config, arrays, directory):
     table = arrays.get("embeddings.position_embeddings.weight")
     rows, pad = (np.shape(table)[0] if table is not None and np.ndim(table) == 2 else None), c.get("pad_token_id")
     limit = c.get("max_position_embeddings")
-    if offset == 0 and _is_int(pad) and _is_int(limit) and rows == limit + pad + 1:
+    if offset == 0 and is_int(pad) and is_int(limit) and rows == limit + pad + 1:
         raise CheckpointError(f"{said} but its position table has {rows} rows, max_position_embeddings ({limit}) + "
                               f"pad_token_id ({pad}) + 1: the layout of a family whose positions start at "
                               f"pad_token_id + 1; {fix} ({offset_families})")
     # Only a float table's zeros tell: an int8-stored table (refused by _collect, naming its dtype) rounds every small
     # weight to 0, and was blamed on a RoBERTa-layout position table.
-    if offset == 0 and _is_int(pad) and rows is not None and 0 <= pad < rows and _is_float(np.asarray(table).dtype) \
+    if offset == 0 and is_int(pad) and rows is not None and 0 <= pad < rows and _is_float(np.asarray(table).dtype) \
             and not np.any(table[pad]):
         raise CheckpointError(f"{said} but row pad_token_id ({pad}) of its position table is all zeros, the padding "
                               f"row a model whose positions start at pad_token_id + 1 never trains, where this "
@@ -404,10 +404,6 @@ def _refuse_foreign_weights(family, hf_config, arrays, directory):
                                   f"{fix} ({' or '.join(owners)})")
     if offset:
         _refuse_other_padding(family, offset, tokenizer_config, directory)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _refuse_other_padding(family, offset, tokenizer_config, directory):
@@ -441,7 +437,7 @@ def _token_id(token, tokenizer_config, tokenizer_json):
     except CheckpointError:
         return None  # the tokenizer's own loader reports a broken file; this check only reads a good one
     for added in tokenizer.get("added_tokens") or ():
-        if isinstance(added, dict) and added.get("content") == token and _is_int(added.get("id")):
+        if isinstance(added, dict) and added.get("content") == token and is_int(added.get("id")):
             return added["id"]
     decoder = tokenizer_config.get("added_tokens_decoder")
     if isinstance(decoder, dict):
@@ -450,7 +446,7 @@ def _token_id(token, tokenizer_config, tokenizer_json):
                 return int(key)
     vocab = (tokenizer.get("model") or {}).get("vocab") if isinstance(tokenizer.get("model"), dict) else None
     if isinstance(vocab, dict):
-        return vocab.get(token) if _is_int(vocab.get(token)) else None
+        return vocab.get(token) if is_int(vocab.get(token)) else None
     if isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the index
         return next((i for i, entry in enumerate(vocab) if isinstance(entry, list) and entry[:1] == [token]), None)
     return None

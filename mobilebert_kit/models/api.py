@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.backend import keras
-from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_line
+from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_line, is_int
 from mobilebert_kit.models.encoder import _CONFIG_KEYS, Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import preset_config
@@ -281,7 +281,7 @@ def load(directory, **overrides):
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{config_path} is not a mobilebert-kit config; import it with `mbk import` first")
     version = meta.get("format_version", 0)
-    if not isinstance(version, int) or isinstance(version, bool):
+    if not is_int(version):
         raise CheckpointError(f"{config_path}: format_version must be an integer, got {version!r}; re-save the model")
     if version > FORMAT_VERSION:
         raise CheckpointError(f"{directory} was saved by a newer mobilebert-kit (format {version}); upgrade")

@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 import safetensors
 
-from mobilebert_kit.errors import CheckpointError
+from mobilebert_kit.errors import CheckpointError, is_int
 from mobilebert_kit.utils.structured import load_json
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
@@ -47,10 +47,6 @@ def refuse_pickle(path):
         "arbitrary code; convert it to safetensors first (in Python with transformers: "
         "`AutoModel.from_pretrained(DIR).save_pretrained(OUT, safe_serialization=True)`)"
     )
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def safetensors_dtype(dtype):
@@ -107,9 +103,9 @@ def read_header(path):
         dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
         if not isinstance(dtype, str) or dtype not in _DTYPES:
             raise CheckpointError(f"{where} has dtype {dtype!r}; supported: {', '.join(_DTYPES)}); {redo}")
-        if not isinstance(shape, list) or len(shape) > _MAX_RANK or not all(_is_int(d) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or len(shape) > _MAX_RANK or not all(is_int(d) and d >= 0 for d in shape):
             raise CheckpointError(f"{where} has shape {shape!r}: expected at most {_MAX_RANK} non-negative integers); {redo}")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)):
             raise CheckpointError(f"{where} has data_offsets {offsets!r}: expected [start, end] integers); {redo}")
         start, end = offsets
         count = 1
