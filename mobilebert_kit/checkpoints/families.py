@@ -249,24 +249,19 @@ HF_MOBILEBERT_DEFAULTS = MappingProxyType(dict(
     use_bottleneck=True, intra_bottleneck_size=128, use_bottleneck_attention=False, key_query_shared_bottleneck=True,
     num_feedforward_networks=4, normalization_type="no_norm", classifier_activation=True,
 ))
-_HF_BERT_DEFAULTS = MappingProxyType(dict(
+# BERT-base's config defaults, which most families' configs share (those without position_embedding_type
+# leave it out: the families that have none).
+_BERT_BASE = dict(
     vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
     hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, position_embedding_type="absolute",
-))
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
+)
+_HF_BERT_DEFAULTS = MappingProxyType(dict(_BERT_BASE, position_embedding_type="absolute"))
 # transformers ConvBertConfig defaults (models/convbert/configuration_convbert.py).
-_HF_CONVBERT_DEFAULTS = MappingProxyType(dict(
-    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, embedding_size=768, head_ratio=2,
-    conv_kernel_size=9, num_groups=1,
-))
+_HF_CONVBERT_DEFAULTS = MappingProxyType(dict(_BERT_BASE, embedding_size=768, head_ratio=2, conv_kernel_size=9,
+                                              num_groups=1))
 # transformers NezhaConfig defaults (models/deprecated/nezha/configuration_nezha.py).
-_HF_NEZHA_DEFAULTS = MappingProxyType(dict(
-    vocab_size=21128, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    max_relative_position=64, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
-))
+_HF_NEZHA_DEFAULTS = MappingProxyType(dict(_BERT_BASE, vocab_size=21128, max_relative_position=64))
 # transformers DistilBertConfig defaults; it has no token types.
 _HF_DISTILBERT_DEFAULTS = MappingProxyType(dict(
     vocab_size=30522, max_position_embeddings=512, n_layers=6, n_heads=12, dim=768, hidden_dim=3072, dropout=0.1,
@@ -277,28 +272,19 @@ _HF_DISTILBERT_DEFAULTS = MappingProxyType(dict(
 # by 0.36 of 2.5), so the family's Encoder options set the constant over the common field.
 DISTILBERT_LAYER_NORM_EPS = 1e-12
 # transformers ElectraConfig defaults (the small discriminator).
-_HF_ELECTRA_DEFAULTS = MappingProxyType(dict(
-    vocab_size=30522, embedding_size=128, hidden_size=256, num_hidden_layers=12, num_attention_heads=4,
-    intermediate_size=1024, hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-    max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
-    position_embedding_type="absolute",
-))
+_HF_ELECTRA_DEFAULTS = MappingProxyType(dict(_HF_BERT_DEFAULTS, embedding_size=128, hidden_size=256,
+                                             num_attention_heads=4, intermediate_size=1024))
 # transformers AlbertConfig defaults (ALBERT-xxlarge's sizes).
 _HF_ALBERT_DEFAULTS = MappingProxyType(dict(
-    vocab_size=30000, embedding_size=128, hidden_size=4096, num_hidden_layers=12, num_hidden_groups=1,
+    _HF_BERT_DEFAULTS, vocab_size=30000, embedding_size=128, hidden_size=4096, num_hidden_groups=1,
     num_attention_heads=64, intermediate_size=16384, inner_group_num=1, hidden_act="gelu_new", hidden_dropout_prob=0,
-    attention_probs_dropout_prob=0, max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02,
-    layer_norm_eps=1e-12, position_embedding_type="absolute",
+    attention_probs_dropout_prob=0,
 ))
 # transformers RobertaConfig / XLMRobertaConfig defaults: BERT's with pad_token_id 1.
 _HF_ROBERTA_DEFAULTS = MappingProxyType({**_HF_BERT_DEFAULTS, "pad_token_id": 1})
 # transformers MPNetConfig defaults (models/mpnet/configuration_mpnet.py); MPNet has no token types.
-_HF_MPNET_DEFAULTS = MappingProxyType(dict(
-    vocab_size=30527, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    initializer_range=0.02, layer_norm_eps=1e-12, relative_attention_num_buckets=32, pad_token_id=1,
-    type_vocab_size=0,
-))
+_HF_MPNET_DEFAULTS = MappingProxyType(dict(_BERT_BASE, vocab_size=30527, relative_attention_num_buckets=32,
+                                          pad_token_id=1, type_vocab_size=0))
 
 # transformers DebertaV2Config defaults, and those of the fields it reads with getattr (models/deberta_v2/).
 _HF_DEBERTA_V2_DEFAULTS = MappingProxyType(dict(
