@@ -225,13 +225,14 @@ def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_
     own (from ``hf_config``, its config over its defaults), lists the head weights and unused tensors its
     checkpoints carry, and says whether several of our weights read one tensor (ALBERT's shared layers).
     """
-    from mobilebert_kit.models.api import assign_weights, check_finite_weights, does_not_fit, named_weights
+    from mobilebert_kit.models.api import assign_weights, check_finite_weights, named_weights, refuse_misfit
 
     encoder = model if not encoder_prefix else model.encoder
     config = encoder.config
     remaining = dict(arrays)
     ours, missing, origin = {}, [], {}
-    for path, var in named_weights(model).items():
+    targets = named_weights(model)
+    for path, var in targets.items():
         rel = path[len(encoder_prefix):] if encoder_prefix and path.startswith(encoder_prefix) else path
         mapped = reference_name(rel, dialect, config)
         if mapped is not None and family is not None:
@@ -251,14 +252,8 @@ def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_
     skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES + (family.head_prefixes if family else ()))]
     ignored = set(IGNORED_KEYS) | set(family.unused_keys(config) if family else ())
     unexpected = [k for k in remaining if k not in skipped and k not in ignored]
-    misshaped = []
-    targets = named_weights(model)
-    for path, array in ours.items():
-        if array is not None and tuple(array.shape) != tuple(targets[path].shape):
-            misshaped.append(f"misshaped {path}: expected shape {list(targets[path].shape)}, got {list(array.shape)}")
-    if missing or unexpected or misshaped:
-        raise does_not_fit(source, missing, [f"unexpected {k} (shape {list(np.shape(remaining[k]))})"
-                                             for k in unexpected], misshaped)
+    refuse_misfit(source, missing, {k: remaining[k] for k in unexpected}, targets,
+                  {path: array for path, array in ours.items() if array is not None})
     if skipped:
         log.info("skipped %d head weight(s) of %s (pass head= to keep them)", len(skipped), source)
     check_finite_weights(origin, source, fix="the checkpoint is corrupt or its training diverged; use an earlier one")
