@@ -69,8 +69,7 @@ def _checked_fields(convert, c, source, names=CONFIG_NAMES):
     except ConfigError as err:
         raise CheckpointError(f"{source}: {err}") from err
     except (TypeError, ValueError, OverflowError) as err:
-        first = first_line(err)
-        raise CheckpointError(f"{source} has a field of the wrong type or value ({first})") from err
+        raise CheckpointError(f"{source} has a field of the wrong type or value ({first_line(err)})") from err
     return config
 
 

@@ -10,6 +10,7 @@ mapped: a file truncated while it is read fails in one line instead of a SIGBUS.
 ``ml_dtypes``), float16 and float64 load as float32 without torch. Pickled checkpoints are refused outright.
 """
 
+import math
 import os
 import re
 import struct
@@ -108,9 +109,7 @@ def read_header(path):
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)):
             raise CheckpointError(f"{where} has data_offsets {offsets!r}: expected [start, end] integers); {redo}")
         start, end = offsets
-        count = 1
-        for d in shape:  # Python ints: a product of huge dimensions cannot wrap around as numpy's would
-            count *= d
+        count = math.prod(shape)  # Python ints: a product of huge dimensions cannot wrap around as numpy's would
         if not 0 <= start <= end <= data_len or end - start != count * _DTYPES[dtype][1]:
             raise CheckpointError(
                 f"{where} needs bytes {start}..{end} of {data_len} for shape {shape} {dtype}: truncated or corrupt); {redo}"
