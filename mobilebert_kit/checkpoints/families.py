@@ -80,17 +80,13 @@ def mobilebert_fields(c):
         >>> mobilebert_fields({**HF_MOBILEBERT_DEFAULTS, "hidden_size": 512})["intra_bottleneck_size"]
         128
     """
-    return dict(
-        embedding_size=_or_hidden(c, "embedding_size"),
-        trigram_input=c["trigram_input"],
-        use_bottleneck=c["use_bottleneck"],
-        intra_bottleneck_size=_or_hidden(c, "intra_bottleneck_size"),
-        use_bottleneck_attention=c["use_bottleneck_attention"],
-        key_query_shared_bottleneck=c["key_query_shared_bottleneck"],
-        num_feedforward_networks=c["num_feedforward_networks"],
-        normalization_type=c["normalization_type"],
-        classifier_activation=c["classifier_activation"],
-    )
+    return dict({key: c[key] for key in _MOBILEBERT_OPTIONS}, embedding_size=_or_hidden(c, "embedding_size"),
+                intra_bottleneck_size=_or_hidden(c, "intra_bottleneck_size"))
+
+
+# MobileBERT's Encoder options that its configs name as the Encoder does.
+_MOBILEBERT_OPTIONS = ("trigram_input", "use_bottleneck", "use_bottleneck_attention", "key_query_shared_bottleneck",
+                       "num_feedforward_networks", "normalization_type", "classifier_activation")
 
 
 def _absolute_only(c):
