@@ -204,12 +204,9 @@ def _refuse_non_float(origin, source, dialect):
     wrong = [(name, array.dtype) for name, array in origin.items() if not _is_float(array.dtype)]
     if not wrong:
         return
-    if dialect == "hf":
-        named = [f"{name} ({safetensors_dtype(dtype)})" for name, dtype in wrong]
-        floats = ", ".join(FLOAT_DTYPES)
-    else:
-        named = [f"{name} ({dtype.name})" for name, dtype in wrong]
-        floats = "float16, bfloat16, float32, float64"
+    hf = dialect == "hf"
+    named = [f"{name} ({safetensors_dtype(dtype) if hf else dtype.name})" for name, dtype in wrong]
+    floats = ", ".join(FLOAT_DTYPES) if hf else "float16, bfloat16, float32, float64"
     more = f" and {len(named) - 3} more" if len(named) > 3 else ""
     raise CheckpointError(
         f"{source} stores {len(wrong)} weight(s) with a non-floating dtype: {', '.join(named[:3])}{more}; "
