@@ -101,3 +101,8 @@ def check_choice(name, value, choices):
         valid = ", ".join(repr(c) for c in choices)
         raise ConfigError(f"unknown {name} {value!r}; valid values: {valid}")
     return value
+
+
+def is_int(value):
+    """Whether ``value`` is an int and not a bool (to ``isinstance``, True is the int 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)

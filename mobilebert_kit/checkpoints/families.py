@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from mobilebert_kit.errors import CheckpointError
+from mobilebert_kit.errors import CheckpointError, is_int
 
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                   "gelu_fast": "gelu_tanh", "relu": "relu", "relu6": "relu6"}
@@ -80,17 +80,13 @@ def mobilebert_fields(c):
         >>> mobilebert_fields({**HF_MOBILEBERT_DEFAULTS, "hidden_size": 512})["intra_bottleneck_size"]
         128
     """
-    return dict(
-        embedding_size=_or_hidden(c, "embedding_size"),
-        trigram_input=c["trigram_input"],
-        use_bottleneck=c["use_bottleneck"],
-        intra_bottleneck_size=_or_hidden(c, "intra_bottleneck_size"),
-        use_bottleneck_attention=c["use_bottleneck_attention"],
-        key_query_shared_bottleneck=c["key_query_shared_bottleneck"],
-        num_feedforward_networks=c["num_feedforward_networks"],
-        normalization_type=c["normalization_type"],
-        classifier_activation=c["classifier_activation"],
-    )
+    return dict({key: c[key] for key in _MOBILEBERT_OPTIONS}, embedding_size=_or_hidden(c, "embedding_size"),
+                intra_bottleneck_size=_or_hidden(c, "intra_bottleneck_size"))
+
+
+# MobileBERT's Encoder options that its configs name as the Encoder does.
+_MOBILEBERT_OPTIONS = ("trigram_input", "use_bottleneck", "use_bottleneck_attention", "key_query_shared_bottleneck",
+                       "num_feedforward_networks", "normalization_type", "classifier_activation")
 
 
 def _absolute_only(c):
@@ -105,7 +101,7 @@ def _absolute_only(c):
 def _padding_offset(c):
     """RoBERTa numbers positions from ``pad_token_id + 1`` (``create_position_ids_from_input_ids``)."""
     pad = c["pad_token_id"]
-    if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
+    if not is_int(pad) or pad < 0:
         raise CheckpointError(f"config.json: pad_token_id must be a non-negative integer, got {str(pad)[:40]}; "
                               "RoBERTa's positions start at pad_token_id + 1: fix the config")
     return pad + 1
@@ -249,24 +245,19 @@ HF_MOBILEBERT_DEFAULTS = MappingProxyType(dict(
     use_bottleneck=True, intra_bottleneck_size=128, use_bottleneck_attention=False, key_query_shared_bottleneck=True,
     num_feedforward_networks=4, normalization_type="no_norm", classifier_activation=True,
 ))
-_HF_BERT_DEFAULTS = MappingProxyType(dict(
+# BERT-base's config defaults, which most families' configs share (those without position_embedding_type
+# leave it out: the families that have none).
+_BERT_BASE = dict(
     vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
     hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, position_embedding_type="absolute",
-))
+    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
+)
+_HF_BERT_DEFAULTS = MappingProxyType(dict(_BERT_BASE, position_embedding_type="absolute"))
 # transformers ConvBertConfig defaults (models/convbert/configuration_convbert.py).
-_HF_CONVBERT_DEFAULTS = MappingProxyType(dict(
-    vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12, embedding_size=768, head_ratio=2,
-    conv_kernel_size=9, num_groups=1,
-))
+_HF_CONVBERT_DEFAULTS = MappingProxyType(dict(_BERT_BASE, embedding_size=768, head_ratio=2, conv_kernel_size=9,
+                                              num_groups=1))
 # transformers NezhaConfig defaults (models/deprecated/nezha/configuration_nezha.py).
-_HF_NEZHA_DEFAULTS = MappingProxyType(dict(
-    vocab_size=21128, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    max_relative_position=64, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
-))
+_HF_NEZHA_DEFAULTS = MappingProxyType(dict(_BERT_BASE, vocab_size=21128, max_relative_position=64))
 # transformers DistilBertConfig defaults; it has no token types.
 _HF_DISTILBERT_DEFAULTS = MappingProxyType(dict(
     vocab_size=30522, max_position_embeddings=512, n_layers=6, n_heads=12, dim=768, hidden_dim=3072, dropout=0.1,
@@ -277,28 +268,19 @@ _HF_DISTILBERT_DEFAULTS = MappingProxyType(dict(
 # by 0.36 of 2.5), so the family's Encoder options set the constant over the common field.
 DISTILBERT_LAYER_NORM_EPS = 1e-12
 # transformers ElectraConfig defaults (the small discriminator).
-_HF_ELECTRA_DEFAULTS = MappingProxyType(dict(
-    vocab_size=30522, embedding_size=128, hidden_size=256, num_hidden_layers=12, num_attention_heads=4,
-    intermediate_size=1024, hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-    max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02, layer_norm_eps=1e-12,
-    position_embedding_type="absolute",
-))
+_HF_ELECTRA_DEFAULTS = MappingProxyType(dict(_HF_BERT_DEFAULTS, embedding_size=128, hidden_size=256,
+                                             num_attention_heads=4, intermediate_size=1024))
 # transformers AlbertConfig defaults (ALBERT-xxlarge's sizes).
 _HF_ALBERT_DEFAULTS = MappingProxyType(dict(
-    vocab_size=30000, embedding_size=128, hidden_size=4096, num_hidden_layers=12, num_hidden_groups=1,
+    _HF_BERT_DEFAULTS, vocab_size=30000, embedding_size=128, hidden_size=4096, num_hidden_groups=1,
     num_attention_heads=64, intermediate_size=16384, inner_group_num=1, hidden_act="gelu_new", hidden_dropout_prob=0,
-    attention_probs_dropout_prob=0, max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02,
-    layer_norm_eps=1e-12, position_embedding_type="absolute",
+    attention_probs_dropout_prob=0,
 ))
 # transformers RobertaConfig / XLMRobertaConfig defaults: BERT's with pad_token_id 1.
 _HF_ROBERTA_DEFAULTS = MappingProxyType({**_HF_BERT_DEFAULTS, "pad_token_id": 1})
 # transformers MPNetConfig defaults (models/mpnet/configuration_mpnet.py); MPNet has no token types.
-_HF_MPNET_DEFAULTS = MappingProxyType(dict(
-    vocab_size=30527, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-    initializer_range=0.02, layer_norm_eps=1e-12, relative_attention_num_buckets=32, pad_token_id=1,
-    type_vocab_size=0,
-))
+_HF_MPNET_DEFAULTS = MappingProxyType(dict(_BERT_BASE, vocab_size=30527, relative_attention_num_buckets=32,
+                                          pad_token_id=1, type_vocab_size=0))
 
 # transformers DebertaV2Config defaults, and those of the fields it reads with getattr (models/deberta_v2/).
 _HF_DEBERTA_V2_DEFAULTS = MappingProxyType(dict(
@@ -396,11 +378,10 @@ def _albert_group(i, c):
 
 def _albert_encoder(c):
     groups, inner, layers = c["num_hidden_groups"], c["inner_group_num"], c["num_hidden_layers"]
-    if not isinstance(inner, int) or isinstance(inner, bool) or inner < 1:
+    if not is_int(inner) or inner < 1:
         raise CheckpointError(f"config.json: inner_group_num must be a positive integer, got {str(inner)[:40]}; "
                               "fix the config")
-    if not isinstance(groups, int) or isinstance(groups, bool) or not isinstance(layers, int) \
-            or not 1 <= groups <= layers:
+    if not is_int(groups) or not isinstance(layers, int) or not 1 <= groups <= layers:
         raise CheckpointError(f"config.json: num_hidden_groups must be an integer from 1 to num_hidden_layers "
                               f"({layers}), got {str(groups)[:40]}; fix the config")
     if c["embedding_size"] == c["hidden_size"]:
@@ -484,9 +465,9 @@ def _deberta_v2_encoder(c):
     _refuse(not isinstance(norms, str), f"norm_rel_ebd must be a string ('layer_norm' or 'none'), got "
             f"{str(norms)[:40]}; fix the config")
     buckets, longest = c["position_buckets"], c["max_relative_positions"]
-    if isinstance(longest, int) and not isinstance(longest, bool) and longest < 1:
+    if is_int(longest) and longest < 1:
         longest = c["max_position_embeddings"]  # transformers: -1 means max_position_embeddings
-    if isinstance(buckets, int) and not isinstance(buckets, bool) and buckets < 0:
+    if is_int(buckets) and buckets < 0:
         buckets = 0  # -1: no buckets
     return dict(
         normalization_type="layer_norm",

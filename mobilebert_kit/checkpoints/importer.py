@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mobilebert_kit.errors import CheckpointError, ConfigError, first_line
+from mobilebert_kit.errors import CheckpointError, ConfigError, first_line, is_int
 from mobilebert_kit.utils.safetensors_io import (
     FLOAT_DTYPES, PICKLE_SUFFIXES, read_safetensors_dir, refuse_pickle, safetensors_dtype,
 )
@@ -69,8 +69,7 @@ def _checked_fields(convert, c, source, names=CONFIG_NAMES):
     except ConfigError as err:
         raise CheckpointError(f"{source}: {err}") from err
     except (TypeError, ValueError, OverflowError) as err:
-        first = first_line(err)
-        raise CheckpointError(f"{source} has a field of the wrong type or value ({first})") from err
+        raise CheckpointError(f"{source} has a field of the wrong type or value ({first_line(err)})") from err
     return config
 
 
@@ -127,7 +126,7 @@ def _config_from_hf(hf):
     offset = family.position_offset(c)
     if offset:
         limit = c["max_position_embeddings"]
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit <= offset:
+        if is_int(limit) and limit <= offset:
             # The Encoder's own check would name position_offset, which no config.json has.
             raise CheckpointError(f"config.json: max_position_embeddings ({limit}) leaves no position: "
                                   f"{family.model_type} numbers positions from {offset} (pad_token_id + 1), so the "
@@ -183,14 +182,12 @@ def _renamed(arrays, rename, source):
     return out
 
 
-def _strip_prefix(arrays, prefixes, source):
-    def strip(key):
-        for prefix in prefixes:
-            if key.startswith(prefix):
-                return key[len(prefix):]
-        return key
+def _renamed_prefixes(arrays, renames, source):
+    """:func:`_renamed` by ``(their prefix, ours)`` pairs; the first that matches a name applies."""
+    def rename(key):
+        return next((ours + key[len(theirs):] for theirs, ours in renames if key.startswith(theirs)), key)
 
-    return _renamed(arrays, strip, source)
+    return _renamed(arrays, rename, source)
 
 
 def _is_float(dtype):
@@ -207,12 +204,9 @@ def _refuse_non_float(origin, source, dialect):
     wrong = [(name, array.dtype) for name, array in origin.items() if not _is_float(array.dtype)]
     if not wrong:
         return
-    if dialect == "hf":
-        named = [f"{name} ({safetensors_dtype(dtype)})" for name, dtype in wrong]
-        floats = ", ".join(FLOAT_DTYPES)
-    else:
-        named = [f"{name} ({dtype.name})" for name, dtype in wrong]
-        floats = "float16, bfloat16, float32, float64"
+    hf = dialect == "hf"
+    named = [f"{name} ({safetensors_dtype(dtype) if hf else dtype.name})" for name, dtype in wrong]
+    floats = ", ".join(FLOAT_DTYPES) if hf else "float16, bfloat16, float32, float64"
     more = f" and {len(named) - 3} more" if len(named) > 3 else ""
     raise CheckpointError(
         f"{source} stores {len(wrong)} weight(s) with a non-floating dtype: {', '.join(named[:3])}{more}; "
@@ -227,13 +221,14 @@ def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_
     own (from ``hf_config``, its config over its defaults), lists the head weights and unused tensors its
     checkpoints carry, and says whether several of our weights read one tensor (ALBERT's shared layers).
     """
-    from mobilebert_kit.models.api import assign_weights, check_finite_weights, does_not_fit, named_weights
+    from mobilebert_kit.models.api import assign_weights, check_finite_weights, named_weights, refuse_misfit
 
     encoder = model if not encoder_prefix else model.encoder
     config = encoder.config
     remaining = dict(arrays)
     ours, missing, origin = {}, [], {}
-    for path, var in named_weights(model).items():
+    targets = named_weights(model)
+    for path, var in targets.items():
         rel = path[len(encoder_prefix):] if encoder_prefix and path.startswith(encoder_prefix) else path
         mapped = reference_name(rel, dialect, config)
         if mapped is not None and family is not None:
@@ -253,14 +248,8 @@ def _collect(model, arrays, dialect, source, encoder_prefix="", family=None, hf_
     skipped = [k for k in remaining if k.startswith(HEAD_PREFIXES + (family.head_prefixes if family else ()))]
     ignored = set(IGNORED_KEYS) | set(family.unused_keys(config) if family else ())
     unexpected = [k for k in remaining if k not in skipped and k not in ignored]
-    misshaped = []
-    targets = named_weights(model)
-    for path, array in ours.items():
-        if array is not None and tuple(array.shape) != tuple(targets[path].shape):
-            misshaped.append(f"misshaped {path}: expected shape {list(targets[path].shape)}, got {list(array.shape)}")
-    if missing or unexpected or misshaped:
-        raise does_not_fit(source, missing, [f"unexpected {k} (shape {list(np.shape(remaining[k]))})"
-                                             for k in unexpected], misshaped)
+    refuse_misfit(source, missing, {k: remaining[k] for k in unexpected}, targets,
+                  {path: array for path, array in ours.items() if array is not None})
     if skipped:
         log.info("skipped %d head weight(s) of %s (pass head= to keep them)", len(skipped), source)
     check_finite_weights(origin, source, fix="the checkpoint is corrupt or its training diverged; use an earlier one")
@@ -329,13 +318,7 @@ def _family_head(family, head, arrays, architectures, directory, c):
         return None, arrays, {}
     layout = family.head(head)
     if layout.renames:
-        def rename(key):
-            for theirs, bert in layout.renames:
-                if key.startswith(theirs):
-                    return bert + key[len(theirs):]
-            return key
-
-        arrays = _renamed(arrays, rename, directory)
+        arrays = _renamed_prefixes(arrays, layout.renames, directory)
     if asked == "auto" and head in ("sequence_classifier", "token_classifier") and "classifier.weight" not in arrays:
         return None, arrays, {}  # a classifier's name without its weights: the encoder, its keys reported as skipped
     return head, arrays, layout.options(c)
@@ -391,13 +374,13 @@ def _refuse_foreign_weights(family, hf_config, arrays, directory):
     table = arrays.get("embeddings.position_embeddings.weight")
     rows, pad = (np.shape(table)[0] if table is not None and np.ndim(table) == 2 else None), c.get("pad_token_id")
     limit = c.get("max_position_embeddings")
-    if offset == 0 and _is_int(pad) and _is_int(limit) and rows == limit + pad + 1:
+    if offset == 0 and is_int(pad) and is_int(limit) and rows == limit + pad + 1:
         raise CheckpointError(f"{said} but its position table has {rows} rows, max_position_embeddings ({limit}) + "
                               f"pad_token_id ({pad}) + 1: the layout of a family whose positions start at "
                               f"pad_token_id + 1; {fix} ({offset_families})")
     # Only a float table's zeros tell: an int8-stored table (refused by _collect, naming its dtype) rounds every small
     # weight to 0, and was blamed on a RoBERTa-layout position table.
-    if offset == 0 and _is_int(pad) and rows is not None and 0 <= pad < rows and _is_float(np.asarray(table).dtype) \
+    if offset == 0 and is_int(pad) and rows is not None and 0 <= pad < rows and _is_float(np.asarray(table).dtype) \
             and not np.any(table[pad]):
         raise CheckpointError(f"{said} but row pad_token_id ({pad}) of its position table is all zeros, the padding "
                               f"row a model whose positions start at pad_token_id + 1 never trains, where this "
@@ -412,10 +395,6 @@ def _refuse_foreign_weights(family, hf_config, arrays, directory):
                                   f"{fix} ({' or '.join(owners)})")
     if offset:
         _refuse_other_padding(family, offset, tokenizer_config, directory)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _refuse_other_padding(family, offset, tokenizer_config, directory):
@@ -449,7 +428,7 @@ def _token_id(token, tokenizer_config, tokenizer_json):
     except CheckpointError:
         return None  # the tokenizer's own loader reports a broken file; this check only reads a good one
     for added in tokenizer.get("added_tokens") or ():
-        if isinstance(added, dict) and added.get("content") == token and _is_int(added.get("id")):
+        if isinstance(added, dict) and added.get("content") == token and is_int(added.get("id")):
             return added["id"]
     decoder = tokenizer_config.get("added_tokens_decoder")
     if isinstance(decoder, dict):
@@ -458,7 +437,7 @@ def _token_id(token, tokenizer_config, tokenizer_json):
                 return int(key)
     vocab = (tokenizer.get("model") or {}).get("vocab") if isinstance(tokenizer.get("model"), dict) else None
     if isinstance(vocab, dict):
-        return vocab.get(token) if _is_int(vocab.get(token)) else None
+        return vocab.get(token) if is_int(vocab.get(token)) else None
     if isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the index
         return next((i for i, entry in enumerate(vocab) if isinstance(entry, list) and entry[:1] == [token]), None)
     return None
@@ -481,7 +460,7 @@ def import_hf(directory, head=None, **overrides):
     config = config_from_hf(hf_config)
     family = FAMILIES[hf_config["model_type"]]
     arrays = read_safetensors_dir(directory)
-    arrays = _strip_prefix(arrays, (family.prefix,), directory)
+    arrays = _renamed_prefixes(arrays, ((family.prefix, ""),), directory)
     _refuse_foreign_weights(family, hf_config, arrays, directory)
     architectures = architectures_of(hf_config, directory / "config.json")
     head, arrays, head_options = _family_head(family, head, arrays, architectures, directory,

@@ -62,12 +62,6 @@ def to_ours(array, layout):
     return array
 
 
-def _norm_scope(dialect, normalization_type):
-    if dialect == "hf":
-        return "LayerNorm"
-    return "FakeLayerNorm" if normalization_type == "no_norm" else "LayerNorm"
-
-
 def _block_scopes(rest, num_ffn, norm):
     """Reference scope (list of parts) for a path inside one TransformerBlock."""
     layer, _, leaf = rest.rpartition("/")
@@ -119,7 +113,7 @@ def reference_name(path, dialect, config):
     (``embeddings/norm/gamma``) or a head's (``mlm/...``, ``classifier/...``); ``dialect`` ``"hf"`` (dots,
     ``ffn.i``, ``[out, in]`` kernels) or ``"tf1"``; ``config`` the encoder's (its FFN count and norm type).
     """
-    norm = _norm_scope(dialect, config["normalization_type"])
+    norm = "FakeLayerNorm" if dialect == "tf1" and config["normalization_type"] == "no_norm" else "LayerNorm"
     layer, _, leaf = path.rpartition("/")
     hf_leaf, transpose, tf_leaf = _LEAF.get(leaf, (leaf, False, leaf))
     scopes = None
@@ -185,14 +179,11 @@ def _hf_join(scopes):
 
 
 def _tf1_join(scopes):
-    out, skip = [], False
-    for i, s in enumerate(scopes):
-        if skip:
-            skip = False
-            continue
-        if s in ("layer", "ffn_layer") and i + 1 < len(scopes):
-            out.append(f"{s}_{scopes[i + 1]}")
-            skip = True
+    # "layer", "3" -> "layer_3"; "ffn_layer", "2" -> "ffn_layer_2"
+    out = []
+    for s in scopes:
+        if out and out[-1] in ("layer", "ffn_layer"):
+            out[-1] += f"_{s}"
         else:
             out.append(s)
     return out

@@ -2,7 +2,7 @@
 
 from mobilebert_kit.training.finetune_config import TRAINING_LIMITS
 from mobilebert_kit.training.strategies import STRATEGY_HELP
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 

@@ -4,7 +4,7 @@ import os
 
 from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
 from mobilebert_kit.training.strategies import STRATEGY_HELP
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 

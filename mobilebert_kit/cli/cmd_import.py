@@ -1,7 +1,7 @@
 """``mbk import``: convert a checkpoint into a mobilebert-kit saved model."""
 
 from mobilebert_kit.checkpoints.families import FAMILIES
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.terminal import escape
 

@@ -71,12 +71,9 @@ def print_summary(summary, console=None):
 def run(args):
     import json
 
-    from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.models.api import check_positions, default_seq_len
     from mobilebert_kit.models.summary import summarize
 
-    if args.seq_len is not None and args.seq_len < 1:
-        raise ConfigError(f"--seq-len must be positive, got {args.seq_len}")
     model = load_source(args.source)
     config = getattr(model, "encoder", model).config
     # The default fits the model: `mbk info tiny-bert` (64 positions) failed on a length nobody asked for.

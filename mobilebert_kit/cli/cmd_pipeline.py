@@ -6,7 +6,7 @@ Contract:
 """
 
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 

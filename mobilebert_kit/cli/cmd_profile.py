@@ -7,7 +7,7 @@ command never imports TensorFlow or the Keras model code.
 from mobilebert_kit.artifacts.formats import SEQ_LEN, VOCAB_SIZE
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 from mobilebert_kit.utils.terminal import escape

@@ -1,7 +1,7 @@
 """``mbk quickstart``: the first thing to run: build MobileBERT, import a real checkpoint."""
 
 from mobilebert_kit.artifacts.formats import SEQ_LEN
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.limits import number_option
 
 

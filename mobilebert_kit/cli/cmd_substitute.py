@@ -2,7 +2,7 @@
 ``mbk substitute --out DIR --resume`` to continue an interrupted recovery (``convert/prepare/recovery_run.py``)."""
 
 from mobilebert_kit.convert.plan.export_options import SUBSTITUTE_LIMITS
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -73,11 +73,10 @@ def _settings(args):
         from mobilebert_kit.convert.prepare.recovery_run import RecoveryRun
 
         stored = RecoveryRun(args.out).stored_settings()
-    given = {"src": args.src, "data": args.data, "norm": args.norm, "act": args.act,
-             "intermediate_size": args.intermediate_size,
-             "recover_steps": args.recover_steps, "seq_len": args.seq_len, "learning_rate": args.learning_rate,
-             "batch_size": args.batch_size, "seed": args.seed, "checkpoint_every": args.checkpoint_every,
-             "fit": None if args.no_fit is None else not args.no_fit, "scale_migration": args.scale_migration}
+    given = {key: getattr(args, key) for key in ("src", "data", "norm", "act", "intermediate_size", "recover_steps",
+                                                 "seq_len", "learning_rate", "batch_size", "seed", "checkpoint_every",
+                                                 "scale_migration")}
+    given["fit"] = None if args.no_fit is None else not args.no_fit
     return {key: value if value is not None else stored.get(key, _DEFAULTS.get(key)) for key, value in given.items()}
 
 

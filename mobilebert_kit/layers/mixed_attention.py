@@ -1,7 +1,7 @@
 """MixedAttention: ConvBERT's self-attention heads concatenated with span-based dynamic convolution heads."""
 
 from mobilebert_kit.backend import keras, tf
-from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.errors import ConfigError, is_int
 from mobilebert_kit.layers.multi_head_attention import MultiHeadAttention
 from mobilebert_kit.layers.shapes import leading_dims
 from mobilebert_kit.layers.span_dynamic_convolution import SpanDynamicConvolution
@@ -17,7 +17,7 @@ def mixed_attention_heads(num_heads, head_ratio, width):
     ConvBert, Hugging Face ``ConvBertSelfAttention``): ``head_ratio`` changes
     the number and size of the heads, not the split of the width.
     """
-    if not isinstance(head_ratio, int) or isinstance(head_ratio, bool) or head_ratio < 1:
+    if not is_int(head_ratio) or head_ratio < 1:
         raise ConfigError(f"head_ratio must be a positive integer, got {head_ratio!r}")
     heads = max(num_heads // head_ratio, 1)
     if width % (2 * heads):

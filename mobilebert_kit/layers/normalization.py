@@ -25,6 +25,4 @@ def make_norm(normalization_type, epsilon, name, dtype=None, center=True):
     if cls is NoNorm:
         return NoNorm(epsilon=epsilon, name=name, dtype=dtype)
     # LayerNorm statistics stay in float32 under mixed precision (Keras does this for the policy).
-    if not center:
-        return cls(axis=-1, epsilon=epsilon, center=False, name=name, dtype=dtype)
-    return cls(axis=-1, epsilon=epsilon, name=name, dtype=dtype)
+    return cls(axis=-1, epsilon=epsilon, center=center, name=name, dtype=dtype)

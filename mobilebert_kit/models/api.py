@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mobilebert_kit.backend import keras
-from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_line
+from mobilebert_kit.errors import CheckpointError, ConfigError, MbkError, first_line, is_int
 from mobilebert_kit.models.encoder import _CONFIG_KEYS, Encoder, check_fields
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.models.presets import preset_config
@@ -168,14 +168,20 @@ def check_finite_weights(arrays, source, error=CheckpointError, fix="re-export o
         raise error(f"{source} has non-finite weights in {len(bad)} tensor(s): {shown}; {fix}")
 
 
-def does_not_fit(source, missing, unexpected, misshaped):
-    """The one CheckpointError for weights from ``source`` that do not fit a model (``mbk.load``, checkpoint
-    import): the counts in its message, every line of ``missing``, ``unexpected`` and ``misshaped`` in its
-    details."""
-    return CheckpointError(
+def refuse_misfit(source, missing, unexpected, targets, arrays):
+    """Raises the one CheckpointError for weights from ``source`` that do not fit a model (``mbk.load``, checkpoint
+    import), if any: the counts in its message; each line of ``missing``, each tensor of ``unexpected`` (name ->
+    array, that no weight reads) and each of ``arrays`` whose shape is not its ``targets`` variable's in its details.
+    """
+    misshaped = [f"misshaped {p}: expected shape {list(var.shape)}, got {list(np.shape(arrays[p]))}"
+                 for p, var in targets.items() if p in arrays and tuple(var.shape) != tuple(np.shape(arrays[p]))]
+    if not (missing or unexpected or misshaped):
+        return
+    raise CheckpointError(
         f"{source} does not fit the model: {len(missing)} missing, {len(unexpected)} unexpected, "
         f"{len(misshaped)} misshaped variable(s); check that the config matches the checkpoint",
-        list(missing) + list(unexpected) + list(misshaped),
+        list(missing) + [f"unexpected {name} (shape {list(np.shape(array))})" for name, array in unexpected.items()]
+        + misshaped,
     )
 
 
@@ -195,17 +201,9 @@ def assign_weights(model, arrays, source="checkpoint", allow_missing=(), check_f
         naming the tensors that hold NaN/Inf.
     """
     targets = named_weights(model)
-    missing = [p for p in targets if p not in arrays and p not in allow_missing]
-    unexpected = [p for p in arrays if p not in targets]
-    misshaped = [
-        f"{p}: expected shape {list(targets[p].shape)}, got {list(np.shape(arrays[p]))}"
-        for p in targets
-        if p in arrays and tuple(targets[p].shape) != tuple(np.shape(arrays[p]))
-    ]
-    if missing or unexpected or misshaped:
-        raise does_not_fit(source, [f"missing {p} (expected shape {list(targets[p].shape)})" for p in missing],
-                           [f"unexpected {p} (shape {list(np.shape(arrays[p]))})" for p in unexpected],
-                           [f"misshaped {d}" for d in misshaped])
+    missing = [f"missing {p} (expected shape {list(var.shape)})" for p, var in targets.items()
+               if p not in arrays and p not in allow_missing]
+    refuse_misfit(source, missing, {p: array for p, array in arrays.items() if p not in targets}, targets, arrays)
     if check_finite:
         check_finite_weights(arrays, source)
     for path, var in targets.items():
@@ -281,7 +279,7 @@ def load(directory, **overrides):
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{config_path} is not a mobilebert-kit config; import it with `mbk import` first")
     version = meta.get("format_version", 0)
-    if not isinstance(version, int) or isinstance(version, bool):
+    if not is_int(version):
         raise CheckpointError(f"{config_path}: format_version must be an integer, got {version!r}; re-save the model")
     if version > FORMAT_VERSION:
         raise CheckpointError(f"{directory} was saved by a newer mobilebert-kit (format {version}); upgrade")

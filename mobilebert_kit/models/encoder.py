@@ -6,7 +6,7 @@ import math
 import re
 
 from mobilebert_kit.backend import keras, tf
-from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.errors import ConfigError, check_choice, is_int
 from mobilebert_kit.layers.activations import ACTIVATIONS
 from mobilebert_kit.layers.composite_attention import RELATIVE_ATTENTION_VARIANTS
 from mobilebert_kit.layers.disentangled_attention import DISENTANGLED_TERMS
@@ -413,7 +413,7 @@ def check_value(key, value, names=None):
     if kind == _BOOL:
         ok = isinstance(value, bool)
     elif kind == _INT:
-        ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = is_int(value)
     else:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 import mobilebert_kit
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import MbkError, is_int
 from mobilebert_kit.models.api import build, count_params, named_weights
 from mobilebert_kit.models.flops import count_flops
 from mobilebert_kit.models.presets import preset_config
@@ -59,7 +59,7 @@ def _read_cache(path):
         data = load_json(path, "the preset cache", expect=dict)
     except MbkError:
         return {}
-    return {k: v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    return {k: v for k, v in data.items() if is_int(v) and v >= 0}
 
 
 def count_config_params(config):

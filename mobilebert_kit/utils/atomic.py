@@ -32,21 +32,18 @@ import tempfile
 import time
 from pathlib import Path
 
-# The decision and its names, importable from here as before (callers write ``from ...atomic import``).
 from mobilebert_kit.utils import kernel_lock
 from mobilebert_kit.utils.scratch import alive
 from mobilebert_kit.utils.run_state import STATE_DIR, interrupted_run
-from mobilebert_kit.utils.output_check import (  # noqa: F401
+from mobilebert_kit.utils.output_check import (
     EMPTY,
     MARKER_FILE,
     MAX_LISTED,
     MARKER_VERSION,
     NEW,
     OVERWRITE,
-    OVERWRITE_HELP,
     REPLACE,
     OutputError,
-    OutputKind,
     check_output,
     check_parent,
     files_under,
@@ -54,7 +51,6 @@ from mobilebert_kit.utils.output_check import (  # noqa: F401
     marker_format,
     marker_record,
     os_error_in,
-    overlap,
     require_kind,
     temp_prefix,
     temp_stem,

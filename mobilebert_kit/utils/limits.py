@@ -18,7 +18,7 @@ import argparse
 import math
 from dataclasses import dataclass
 
-from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.errors import ConfigError, is_int
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def check_number(name, value, limit):
         ...
         mobilebert_kit.errors.ConfigError: --min-time must be a finite number >= 0 and <= 86400, got nan; pass a value in range
     """
-    if limit.kind is float and isinstance(value, int) and not isinstance(value, bool):
+    if limit.kind is float and is_int(value):
         value = float(value)
     problem = _problem(limit, value)
     if problem:

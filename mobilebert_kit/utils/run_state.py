@@ -75,11 +75,7 @@ def run_command(out_dir):
         >>> run_command("/tmp/no-such-mbk-run") is None
         True
     """
-    record = _run_record(out_dir)
-    if record is None:
-        return None
-    command = record.get("command", "finetune")  # records of mbk finetune from before the key existed
-    return command if isinstance(command, str) and _WORD.fullmatch(command) else None
+    return _record_word(out_dir, "command", _WORD, "finetune")
 
 
 def run_kind(out_dir):
@@ -90,20 +86,19 @@ def run_kind(out_dir):
         >>> run_kind("/tmp/no-such-mbk-run") is None
         True
     """
-    record = _run_record(out_dir)
-    if record is None:
-        return None
-    kind = record.get("kind", "fine-tuning" if "command" not in record else None)  # the oldest mbk finetune records
-    return kind if isinstance(kind, str) and _KIND.fullmatch(kind) else None
+    return _record_word(out_dir, "kind", _KIND, "fine-tuning")
 
 
-def _run_record(out_dir):
-    """``out_dir``'s ``run.json`` as a dict (the bounded reader), or None when it is missing or unreadable."""
+def _record_word(out_dir, key, pattern, old):
+    """``key`` of ``out_dir``'s ``run.json`` when it is a ``pattern`` word, else None; ``old``: its value in the
+    oldest records, of mbk finetune before a record named its command."""
     try:
-        return load_json(Path(out_dir) / STATE_DIR / RUN_FILE, RUN_FILE, max_bytes=RECORD_BYTES, expect=dict,
-                         error=MbkError)
+        record = load_json(Path(out_dir) / STATE_DIR / RUN_FILE, RUN_FILE, max_bytes=RECORD_BYTES, expect=dict,
+                           error=MbkError)
     except MbkError:
         return None
+    value = record.get(key, old if "command" not in record else None)
+    return value if isinstance(value, str) and pattern.fullmatch(value) else None
 
 
 def data_fingerprint(path):

@@ -10,6 +10,7 @@ mapped: a file truncated while it is read fails in one line instead of a SIGBUS.
 ``ml_dtypes``), float16 and float64 load as float32 without torch. Pickled checkpoints are refused outright.
 """
 
+import math
 import os
 import re
 import struct
@@ -19,7 +20,7 @@ import ml_dtypes
 import numpy as np
 import safetensors
 
-from mobilebert_kit.errors import CheckpointError
+from mobilebert_kit.errors import CheckpointError, is_int
 from mobilebert_kit.utils.structured import load_json
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
@@ -47,10 +48,6 @@ def refuse_pickle(path):
         "arbitrary code; convert it to safetensors first (in Python with transformers: "
         "`AutoModel.from_pretrained(DIR).save_pretrained(OUT, safe_serialization=True)`)"
     )
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def safetensors_dtype(dtype):
@@ -107,14 +104,12 @@ def read_header(path):
         dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
         if not isinstance(dtype, str) or dtype not in _DTYPES:
             raise CheckpointError(f"{where} has dtype {dtype!r}; supported: {', '.join(_DTYPES)}); {redo}")
-        if not isinstance(shape, list) or len(shape) > _MAX_RANK or not all(_is_int(d) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or len(shape) > _MAX_RANK or not all(is_int(d) and d >= 0 for d in shape):
             raise CheckpointError(f"{where} has shape {shape!r}: expected at most {_MAX_RANK} non-negative integers); {redo}")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)):
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(is_int(o) for o in offsets)):
             raise CheckpointError(f"{where} has data_offsets {offsets!r}: expected [start, end] integers); {redo}")
         start, end = offsets
-        count = 1
-        for d in shape:  # Python ints: a product of huge dimensions cannot wrap around as numpy's would
-            count *= d
+        count = math.prod(shape)  # Python ints: a product of huge dimensions cannot wrap around as numpy's would
         if not 0 <= start <= end <= data_len or end - start != count * _DTYPES[dtype][1]:
             raise CheckpointError(
                 f"{where} needs bytes {start}..{end} of {data_len} for shape {shape} {dtype}: truncated or corrupt); {redo}"

@@ -118,8 +118,7 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
     except RecursionError as err:
         raise error(f"{label} nests too deeply to parse; {fix}") from err
     except ValueError as err:  # JSONDecodeError, and ints over Python's digit limit
-        first = first_line(err)
-        raise error(f"{label} is not valid JSON ({first}); {fix}") from err
+        raise error(f"{label} is not valid JSON ({first_line(err)}); {fix}") from err
     _check_depth(value, label, max_depth, error, fix)
     if expect is not None and not isinstance(value, expect):
         raise error(f"{label} must hold a JSON {_KIND.get(expect, expect.__name__)}, not {_kind(value)}; {fix}")
@@ -139,8 +138,7 @@ def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, erro
     except RecursionError as err:
         raise error(f"{label} nests too deeply to parse; {fix}") from err
     except (tomllib.TOMLDecodeError, ValueError) as err:
-        first = first_line(err)
-        raise error(f"{label} is not valid TOML ({first}); {fix}") from err
+        raise error(f"{label} is not valid TOML ({first_line(err)}); {fix}") from err
     _check_depth(value, label, max_depth, error, fix)
     return value
 

@@ -30,7 +30,7 @@ from mobilebert_kit.convert.quantization.modes import (
     quantization_mode,
 )
 from mobilebert_kit.errors import ConfigError, check_choice
-from mobilebert_kit.utils.atomic import OVERWRITE_HELP
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import SEED, Limit, check_number, number_option
 
