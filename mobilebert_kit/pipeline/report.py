@@ -17,7 +17,7 @@ from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.profiler.report import build_report, fmt, jsonable
 from mobilebert_kit.profiler.stats import median_interval
 from mobilebert_kit.utils.atomic import write_text
-from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator, json_field
+from mobilebert_kit.utils.output_check import OutputKind, html_generator, json_field
 from mobilebert_kit.utils.terminal import escape
 
 SCHEMA = "mobilebert_kit.pipeline"
@@ -242,15 +242,9 @@ def print_summary(report, console):
 
 def to_html(report):
     """The report as one HTML page (tables and embedded plots)."""
-    from mobilebert_kit.profiler.report_html import _table, plots
+    from mobilebert_kit.profiler.report_html import _table, page_head, plot_parts
 
-    parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta(PIPELINE_HTML.name)}"
-        "<title>mbk pipeline report</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
-        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}"
-        ".warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}img{max-width:100%}</style></head><body>",
-        "<h1>mbk pipeline report</h1>",
+    parts = page_head(PIPELINE_HTML, "mbk pipeline report", "td:first-child,th:first-child{text-align:left}") + [
         f"<p>Recipe {html.escape(report['recipe'])}, source {html.escape(str(report['source']))}. "
         f"Created {html.escape(report['created'])} by mbk {html.escape(report['tool']['version'])}; "
         f"schema v{report['schema_version']}.</p>",
@@ -292,8 +286,7 @@ def to_html(report):
           "n/a" if r.get("ci95_low_ms") is None else f"{r['ci95_low_ms']:.3f}-{r['ci95_high_ms']:.3f}",
           fmt(r.get("noisy")), fmt(r["p90_ms"], 3), fmt(r["mean_ms"], 3), fmt(r["cv"], 3), fmt(r["count"]),
           fmt(r.get("attempts")), fmt(r["init_ms"], 1), fmt(r["threads"])] for r in report["latency"]]))
-    for title, png in plots(report["profile"]):
-        parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
+    parts += plot_parts(report["profile"])
     if stages := report.get("stages") or []:
         parts.append("<h2>Stages of the last run</h2>")
         parts.append(_table(["stage", "result", "seconds"],
