@@ -126,8 +126,7 @@ def list_devices(adb):
     for device in adb.devices():
         row = {"serial": device["serial"], "state": device["state"], "model": device["attributes"].get("model", "").replace("_", " ")}
         if device["state"] == "device":
-            props = adb.props(device["serial"])
-            row.update(_describe(props))
+            row.update(_describe(adb.props(device["serial"])))
         rows.append(row)
     return rows
 
@@ -569,8 +568,6 @@ def profile_devices(adb, serials, paths, seq_lens=(None,), **options):
     """Profiles the models on several devices in parallel; returns all records. Raises the first failure (by serial
     order), its ``partial_results`` holding every record finished on any device."""
     profilers = [DeviceProfiler(adb, serial, **options) for serial in serials]
-    if len(profilers) == 1:
-        return profilers[0].profile_all(paths, seq_lens)
     results, errors = {}, {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(profilers)) as pool:
         futures = {pool.submit(p.profile_all, paths, seq_lens): p.serial for p in profilers}
