@@ -131,12 +131,17 @@ def _records_for(by_path, artifact):
     return [r for path, records in by_path.items() if str(Path(path).resolve()) == want for r in records]
 
 
+def median_spread(record):
+    """``(95% interval of the median or None, noisy)`` of a timing record (noisy: wider than NOISE_TOLERANCE)."""
+    interval = median_interval(record.get("samples_ms") or []) if record.get("samples_ms") else None
+    median = (record.get("latency_ms") or {}).get("median")
+    return interval, interval is None or not median or (interval[1] - interval[0]) / 2 > NOISE_TOLERANCE * median
+
+
 def _timing(record, attempts):
     """One latency row's figures: the median with its 95% interval, the spread, and whether it is noise."""
     lat = record.get("latency_ms") or {}
-    interval = median_interval(record.get("samples_ms") or []) if record.get("samples_ms") else None
-    median = lat.get("median")
-    noisy = interval is None or not median or (interval[1] - interval[0]) / 2 > NOISE_TOLERANCE * median
+    (interval, noisy), median = median_spread(record), lat.get("median")
     kind = "real text" if record.get("text") else "padded"
     return {"kind": kind, "seq_len": None if record.get("text") else record.get("seq_len"),
             "simulated": record.get("simulated", False), "median_ms": median,
