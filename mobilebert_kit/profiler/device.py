@@ -391,9 +391,9 @@ class DeviceProfiler:
     def _run_model(self, info, result):
         remote_model = f"{self.remote_dir}/{os.path.basename(info.path)}"
         self.adb.push(self.serial, info.path, remote_model)
-        input_flags, value_data = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
-        if not self.tool.input_flags:  # the tool fills its inputs itself
-            input_flags, value_data = [], {}
+        # A tool without input flags fills its inputs itself.
+        input_flags, value_data = (benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
+                                   if self.tool.input_flags else ([], {}))
         value_files = {}
         with tempfile.TemporaryDirectory(prefix="mbk-values-") as tmp:
             for name, data in value_data.items():

@@ -411,10 +411,8 @@ class HostProfiler:
 
     def _onnx_op_profile(self, info, feeds):
         with tempfile.TemporaryDirectory(prefix="mbk-ort-profile-") as tmp:
-            try:
-                session = load_onnx(info.path, self._onnx_options(os.path.join(tmp, "ort")))
-            except RuntimeLoadError as err:
-                raise ProfilerError(_runtime_message(info, "onnxruntime", err.__cause__, None)) from err
+            session, _ = self._timed_load(info, "onnxruntime",
+                                          lambda: load_onnx(info.path, self._onnx_options(os.path.join(tmp, "ort"))))
             run_feeds = {i.name: feeds[i.name] for i in session.get_inputs()}
             with _pinned(self.cpus):
                 for _ in range(self.warmup + self.profile_runs):
