@@ -131,7 +131,8 @@ def page_head(kind, title, css=""):
         f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta(kind.name)}<title>{title}</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
         "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}"
-        f".warn{{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}}img{{max-width:100%}}{css}</style></head><body>",
+        ".warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}"
+        f"img{{max-width:100%}}{css}</style></head><body>",
         f"<h1>{title}</h1>",
     ]
 
@@ -160,7 +161,8 @@ def to_html(report):
             [
                 [r["model"], r["precision"], r["variant"], r["target"], r["device"], f"{r['cores']} ({r['mask']})", r["threads"], r["seq"],
                  *(fmt(r[key], 3) for key in ("median_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms", "mad_ms", "cv")),
-                 fmt(r["init_ms"], 2), fmt(r["first_inference_ms"], 3), fmt(r["peak_rss_mb"], 1), fmt(r["gflops_per_s"], 2),
+                 fmt(r["init_ms"], 2), fmt(r["first_inference_ms"], 3), fmt(r["peak_rss_mb"], 1),
+                 fmt(r["gflops_per_s"], 2),
                  fmt(bool(r["throttled"]))]
                 for r in rows
             ],
@@ -186,9 +188,10 @@ def to_html(report):
                 _table(
                     ["trial", "avg ms", "median ms", "min ms", "max ms", "cooldown s", "temp before C", "temp after C", "throttled", "reasons"],
                     [
-                        [t.get("trial"), *(fmt((t.get("latency_ms") or {}).get(key), 3) for key in ("avg", "median", "min", "max")),
-                         t.get("cooldown_s"), t.get("temp_before_c"), t.get("temp_after_c"), fmt(bool(t.get("throttled"))),
-                         "; ".join(t.get("throttle_reasons") or [])]
+                        [t.get("trial"),
+                         *(fmt((t.get("latency_ms") or {}).get(key), 3) for key in ("avg", "median", "min", "max")),
+                         t.get("cooldown_s"), t.get("temp_before_c"), t.get("temp_after_c"),
+                         fmt(bool(t.get("throttled"))), "; ".join(t.get("throttle_reasons") or [])]
                         for t in record["trials"]
                     ],
                 )
@@ -199,7 +202,8 @@ def to_html(report):
             parts.append(
                 _table(
                     ["node type", "count", "avg ms", "%", "times called"],
-                    [[o.get("node_type"), o.get("count"), fmt(o.get("avg_ms"), 3), fmt(o.get("pct"), 2), o.get("times_called")] for o in record["op_profile"][:15]],
+                    [[o.get("node_type"), o.get("count"), fmt(o.get("avg_ms"), 3), fmt(o.get("pct"), 2),
+                      o.get("times_called")] for o in record["op_profile"][:15]],
                 )
             )
     parts.append("</body></html>")
