@@ -397,9 +397,8 @@ class DeviceProfiler:
         value_files = {}
         with tempfile.TemporaryDirectory(prefix="mbk-values-") as tmp:
             for name, data in value_data.items():
-                local = os.path.join(tmp, f"{name}.bin")
-                with open(local, "wb") as f:
-                    f.write(data)
+                local = Path(tmp, f"{name}.bin")
+                local.write_bytes(data)
                 value_files[name] = f"{self.remote_dir}/input_{name}.bin"
                 self.adb.push(self.serial, local, value_files[name])
         args = self._model_args(input_flags, remote_model, value_files)

@@ -20,6 +20,7 @@ import resource
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -221,9 +222,8 @@ class HostProfiler:
         interpreter, init_ms = self._timed_load(info, "ai-edge-litert", lambda: load_tflite(
             info.path, num_threads=self.threads, delegate=self.delegate))
         _check_inputs(info, [d["name"] for d in interpreter.get_input_details()], feeds[0])
-        timing = self._timed_loop(info, "ai-edge-litert", app_calls(interpreter, feeds), runs)
-        return {**timing, "init_ms": init_ms, "runtime": self._interpreter_record(interpreter, choice),
-                "runtime_warnings": choice.warnings}
+        return self._interpreter_timing(self._timed_loop(info, "ai-edge-litert", app_calls(interpreter, feeds), runs),
+                                        init_ms, interpreter, choice)
 
     # --- runtimes -----------------------------------------------------------------
 
@@ -250,10 +250,13 @@ class HostProfiler:
         except errors as err:
             raise ProfilerError(_runtime_message(info, runtime, err, length)) from err
 
-    def _interpreter_record(self, interpreter, choice):
-        return {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
-                "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version, "delegate": self.delegate,
-                "op_resolver": TFLITE_RESOLVERS[self.delegate].name, "threads": self.threads}
+    def _interpreter_timing(self, timing, init_ms, interpreter, choice):
+        """``timing`` of a loop on a LiteRT Interpreter, with its load time and runtime record."""
+        return {**timing, "init_ms": init_ms, "runtime_warnings": choice.warnings,
+                "runtime": {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
+                            "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version,
+                            "delegate": self.delegate, "op_resolver": TFLITE_RESOLVERS[self.delegate].name,
+                            "threads": self.threads}}
 
     def _run_compiled(self, info, choice, call, feeds, runs=None):
         """Times ``call(compiled)`` on a CompiledModel (inputs written once first when ``feeds`` is given)."""
@@ -280,8 +283,7 @@ class HostProfiler:
         for detail in interpreter.get_input_details():
             interpreter.set_tensor(detail["index"], feeds[detail["name"]])
         timing = self._timed_loop(info, "ai-edge-litert", interpreter.invoke, errors=RuntimeError, length=length)
-        return {**timing, "init_ms": init_ms, "runtime": self._interpreter_record(interpreter, choice),
-                "runtime_warnings": choice.warnings}
+        return self._interpreter_timing(timing, init_ms, interpreter, choice)
 
     def _onnx_options(self, profile_prefix=None):
         options = ort.SessionOptions()
@@ -372,12 +374,9 @@ class HostProfiler:
         binary.check_abi([host_abi], "this host")
         input_flags, value_files = benchmark_input_flags(info.inputs, length, vocab)
         with tempfile.TemporaryDirectory(prefix="mbk-profile-") as tmp:
-            files = []
             for name, data in value_files.items():
-                file_path = os.path.join(tmp, f"{name}.bin")
-                with open(file_path, "wb") as f:
-                    f.write(data)
-                files.append(f"{name}:{file_path}")
+                Path(tmp, f"{name}.bin").write_bytes(data)
+            files = [f"{name}:{Path(tmp, f'{name}.bin')}" for name in value_files]
             command = [
                 binary.path,
                 f"--graph={info.path}",
