@@ -242,8 +242,7 @@ class DeviceProfiler:
         command run in the same adb call (it saves a round trip)."""
         if self.info is None:
             props = self.adb.props(self.serial, extra_command=extra_command)
-            info = {"kind": "android", "serial": self.serial}
-            info.update(_describe(props))
+            info = {"kind": "android", "serial": self.serial, **_describe(props)}
             profile = match_profile(props)
             info["profile"] = profile["name"] if profile else None
             self.info = info

@@ -308,16 +308,14 @@ class HostProfiler:
         cycle = itertools.cycle(run_feeds)
         timing = self._timed_loop(info, "onnxruntime", lambda: session.run(None, next(cycle)), runs,
                                   errors=Exception, length=shape[1] if len(shape) == 2 else None)
-        timing["init_ms"] = init_ms
-        timing["runtime"] = {
+        return {**timing, "init_ms": init_ms, "runtime": {
             "name": "onnxruntime",
             "version": ort.__version__,
             "provider": "CPUExecutionProvider",
             "threads": self.threads,
             "inter_op_threads": self.inter_op_threads,
             "graph_optimization": self.graph_optimization,
-        }
-        return timing
+        }}
 
     def _run_text_in(self, info, feeds, runs):
         """Times a text-in ``.onnx`` on sentences (``{"text": [sentence]}`` per call) where an app runs it: in a
