@@ -384,10 +384,8 @@ def parse_benchmark_output(text, *, require_result=True):
             table = None
             continue
         if match := _TABLE_BANNER.match(line):
-            key = _TABLE_KEYS[match.group(1)]
-            current = section or "regular"
-            log.op_profiles.setdefault(current, {})
-            table = [current, key, None]
+            table = [section or "regular", _TABLE_KEYS[match.group(1)], None]
+            log.op_profiles.setdefault(table[0], {})
             log.formats.add("op_profile")
             continue
         if table is not None:
