@@ -32,7 +32,8 @@ from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkB
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
 from mobilebert_kit.profiler.model_info import ModelInfo, fixed_length_error
-from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, run_config, runs_warning
+from mobilebert_kit.profiler.result import (check_time_limits, counts, finish_result, new_result, run_config,
+                                            runs_warning)
 from mobilebert_kit.profiler.stats import combine_trials, too_few_runs
 from mobilebert_kit.profiler.thermal import MILLIDEGREES, checked_record, trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
@@ -206,14 +207,9 @@ class DeviceProfiler:
         self.serial = serial
         self.cores = cores
         self.delegate = check_choice("delegate", delegate, DELEGATES)
-        for name, value in (("threads", threads), ("runs", runs), ("trials", trials)):
-            if int(value) < 1:
-                raise ProfilerError(f"{name} must be at least 1, got {value}")
-        self.threads = int(threads)
-        self.runs = int(runs)
+        self.threads, self.runs, self.trials = counts(("threads", threads), ("runs", runs), ("trials", trials))
         self.warmup = max(int(warmup), 0)
         self.min_time_s, self.max_time_s = check_time_limits(min_time_s, max_time_s)
-        self.trials = int(trials)
         self.seq_len = seq_len
         self.vocab_size = vocab_size
         self.op_profile = bool(op_profile)

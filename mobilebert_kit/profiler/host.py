@@ -38,7 +38,8 @@ from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
 from mobilebert_kit.profiler.model_info import ModelInfo
-from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, run_config, runs_warning
+from mobilebert_kit.profiler.result import (check_time_limits, counts, finish_result, new_result, run_config,
+                                            runs_warning)
 from mobilebert_kit.profiler.stats import summarize, too_few_runs
 from mobilebert_kit.profiler.topology import CpuTopology
 
@@ -102,16 +103,11 @@ class HostProfiler:
         self.delegate = check_choice("delegate", delegate, DELEGATES)
         self.runtime = choose_tflite_runtime(runtime).requested  # checked here, decided per file in _choose_runtime
         self.graph_optimization = check_choice("graph optimization level", graph_optimization, GRAPH_OPTIMIZATIONS)
-        for name, value, low in (("threads", threads, 1), ("runs", runs, 1), ("warmup", warmup, 1), ("inter-op threads", inter_op_threads, 1)):
-            if int(value) < low:
-                raise ProfilerError(f"{name} must be at least {low}, got {value}")
-        self.threads = int(threads)
-        self.runs = int(runs)
-        self.warmup = int(warmup)
+        self.threads, self.runs, self.warmup, self.inter_op_threads = counts(
+            ("threads", threads), ("runs", runs), ("warmup", warmup), ("inter-op threads", inter_op_threads))
         self.min_time_s, self.max_time_s = check_time_limits(min_time_s, max_time_s)
         self.seq_len = seq_len
         self.vocab_size = vocab_size
-        self.inter_op_threads = int(inter_op_threads)
         self.op_profile = bool(op_profile)
         self.profile_runs = int(profile_runs)
         self.benchmark_binary = benchmark_binary
