@@ -292,10 +292,8 @@ def _private_apt(work, debian_arch, host_arch):
         "APT::Sandbox::User": "root" if os.geteuid() == 0 else os.environ.get("USER", ""),
         "Acquire::Retries": "2",
     }
-    command = ["apt-get", "-q"]
-    for key, value in options.items():
-        command += ["-o", f"{key}={value}"]
-    return command + ["-o", f"APT::Architectures::={host_arch}"]
+    return ["apt-get", "-q", *(arg for key, value in options.items() for arg in ("-o", f"{key}={value}")),
+            "-o", f"APT::Architectures::={host_arch}"]
 
 
 def _dependencies(apt, roots):

@@ -17,7 +17,7 @@ from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.profiler.report import build_report, fmt, jsonable
 from mobilebert_kit.profiler.stats import median_interval
 from mobilebert_kit.utils.atomic import write_text
-from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator, json_field
+from mobilebert_kit.utils.output_check import OutputKind, html_generator, json_field
 from mobilebert_kit.utils.terminal import escape
 
 SCHEMA = "mobilebert_kit.pipeline"
@@ -131,12 +131,17 @@ def _records_for(by_path, artifact):
     return [r for path, records in by_path.items() if str(Path(path).resolve()) == want for r in records]
 
 
+def median_spread(record):
+    """``(95% interval of the median or None, noisy)`` of a timing record (noisy: wider than NOISE_TOLERANCE)."""
+    interval = median_interval(record.get("samples_ms") or []) if record.get("samples_ms") else None
+    median = (record.get("latency_ms") or {}).get("median")
+    return interval, interval is None or not median or (interval[1] - interval[0]) / 2 > NOISE_TOLERANCE * median
+
+
 def _timing(record, attempts):
     """One latency row's figures: the median with its 95% interval, the spread, and whether it is noise."""
     lat = record.get("latency_ms") or {}
-    interval = median_interval(record.get("samples_ms") or []) if record.get("samples_ms") else None
-    median = lat.get("median")
-    noisy = interval is None or not median or (interval[1] - interval[0]) / 2 > NOISE_TOLERANCE * median
+    (interval, noisy), median = median_spread(record), lat.get("median")
     kind = "real text" if record.get("text") else "padded"
     return {"kind": kind, "seq_len": None if record.get("text") else record.get("seq_len"),
             "simulated": record.get("simulated", False), "median_ms": median,
@@ -242,15 +247,9 @@ def print_summary(report, console):
 
 def to_html(report):
     """The report as one HTML page (tables and embedded plots)."""
-    from mobilebert_kit.profiler.report_html import _table, plots
+    from mobilebert_kit.profiler.report_html import _table, page_head, plot_parts
 
-    parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta(PIPELINE_HTML.name)}"
-        "<title>mbk pipeline report</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
-        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}"
-        ".warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}img{max-width:100%}</style></head><body>",
-        "<h1>mbk pipeline report</h1>",
+    parts = page_head(PIPELINE_HTML, "mbk pipeline report", "td:first-child,th:first-child{text-align:left}") + [
         f"<p>Recipe {html.escape(report['recipe'])}, source {html.escape(str(report['source']))}. "
         f"Created {html.escape(report['created'])} by mbk {html.escape(report['tool']['version'])}; "
         f"schema v{report['schema_version']}.</p>",
@@ -292,8 +291,7 @@ def to_html(report):
           "n/a" if r.get("ci95_low_ms") is None else f"{r['ci95_low_ms']:.3f}-{r['ci95_high_ms']:.3f}",
           fmt(r.get("noisy")), fmt(r["p90_ms"], 3), fmt(r["mean_ms"], 3), fmt(r["cv"], 3), fmt(r["count"]),
           fmt(r.get("attempts")), fmt(r["init_ms"], 1), fmt(r["threads"])] for r in report["latency"]]))
-    for title, png in plots(report["profile"]):
-        parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
+    parts += plot_parts(report["profile"])
     if stages := report.get("stages") or []:
         parts.append("<h2>Stages of the last run</h2>")
         parts.append(_table(["stage", "result", "seconds"],

@@ -27,7 +27,6 @@ from mobilebert_kit.pipeline.manifest import StageManifest, file_hash
 from mobilebert_kit.pipeline.report import EVALUATION_JSON, EVALUATION_SCHEMA, NOISE_TOLERANCE, PIPELINE_OUTPUT
 from mobilebert_kit.profiler.report import build_report, write_json
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
-from mobilebert_kit.profiler.stats import median_interval
 from mobilebert_kit.sources.spec import classify, locate
 from mobilebert_kit.utils.atomic import prepared_dir, write_text
 from mobilebert_kit.utils.input_paths import check_input_path
@@ -250,10 +249,8 @@ class Pipeline:
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 profiler.runs = runs * 4 ** (attempt - 1)
                 record = measure()
-                interval = median_interval(record.get("samples_ms") or [])
-                median = (record.get("latency_ms") or {}).get("median")
                 attempts[key] = attempt
-                if interval and median and (interval[1] - interval[0]) / 2 <= NOISE_TOLERANCE * median:
+                if not pipeline_report.median_spread(record)[1]:
                     break
                 if attempt < MAX_ATTEMPTS:
                     self._log(f"{key}: the 95% interval of the median is wider than {NOISE_TOLERANCE:.0%} after "

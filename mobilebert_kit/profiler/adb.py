@@ -73,7 +73,6 @@ class AdbClient:
                 capture_output=True,
                 timeout=timeout_s or self.timeout_s,
                 input=input_bytes,
-                check=False,
             )
         except subprocess.TimeoutExpired:
             raise DeviceError(
@@ -113,7 +112,6 @@ class AdbClient:
             if not line or line.startswith(("List of devices", "*", "adb server", "adb: ")):
                 continue
             parts = line.split()
-            serial = parts[0]
             # The state can be several words ("no permissions (...); see [...]"),
             # then come key:value attributes (usb:, product:, model:, device:, transport_id:).
             attributes, state_words = {}, []
@@ -123,8 +121,7 @@ class AdbClient:
                     attributes[key] = value
                 elif not attributes:
                     state_words.append(word)
-            state = " ".join(state_words)
-            found.append({"serial": serial, "state": state, "attributes": attributes})
+            found.append({"serial": parts[0], "state": " ".join(state_words), "attributes": attributes})
         return found
 
     def ready_serials(self, serials=None):
@@ -152,10 +149,7 @@ class AdbClient:
 
     def shell(self, serial, command, *, timeout_s=None, check=True):
         """Runs ``command`` (already quoted) in the device shell; returns stdout."""
-        result = self.run(["shell", command], serial=serial, timeout_s=timeout_s, check=False)
-        if check and result.returncode != 0:
-            self._raise_for(result, serial, ["shell", command])
-        return result.stdout
+        return self.run(["shell", command], serial=serial, timeout_s=timeout_s, check=check).stdout
 
     def shell_stream(self, serial, command):
         """Starts ``adb shell command`` and returns the Popen (stdout merged, text lines)."""

@@ -84,8 +84,7 @@ _TABLE_KEYS = {
     "Top by Memory Use": "top_by_memory",
     "Summary by node type": "by_node_type",
 }
-_NODES_EXECUTED = re.compile(r"^Number of nodes executed: (\d+)\s*$")
-_NODES_OBSERVED = re.compile(r"^(\d+) nodes observed\s*$")
+_NODES = re.compile(r"^(?:Number of nodes executed: (\d+)|(\d+) nodes observed)\s*$")
 _TABLE_STAT = re.compile(r"^(Timings \(microseconds\)|Memory \(bytes\)): (.*)$")
 _COLUMN_KEYS = {
     "node type": "node_type",
@@ -385,10 +384,8 @@ def parse_benchmark_output(text, *, require_result=True):
             table = None
             continue
         if match := _TABLE_BANNER.match(line):
-            key = _TABLE_KEYS[match.group(1)]
-            current = section or "regular"
-            log.op_profiles.setdefault(current, {})
-            table = [current, key, None]
+            table = [section or "regular", _TABLE_KEYS[match.group(1)], None]
+            log.op_profiles.setdefault(table[0], {})
             log.formats.add("op_profile")
             continue
         if table is not None:
@@ -400,15 +397,13 @@ def parse_benchmark_output(text, *, require_result=True):
                     raise BenchmarkParseError(f"unrecognised op-profiling header {line[:80]!r}", number)
                 log.op_profiles[table[0]].setdefault(table[1], [])
                 continue
-            if not (_NODES_EXECUTED.match(line) or _TABLE_STAT.match(line) or _NODES_OBSERVED.match(line)):
+            if not (_NODES.match(line) or _TABLE_STAT.match(line)):
                 log.op_profiles[table[0]][table[1]].append(_parse_row(raw, table[2], number))
                 continue
             table = None
-        if match := _NODES_EXECUTED.match(line):
-            log.op_profiles.setdefault(section or "regular", {})["nodes_executed"] = int(match.group(1))
-            continue
-        if match := _NODES_OBSERVED.match(line):
-            log.op_profiles.setdefault(section or "regular", {})["nodes_observed"] = int(match.group(1))
+        if match := _NODES.match(line):
+            key = "nodes_executed" if match.group(1) is not None else "nodes_observed"
+            log.op_profiles.setdefault(section or "regular", {})[key] = int(match.group(1) or match.group(2))
             continue
         if match := _TABLE_STAT.match(line):
             stat = _parse_stat(match.group(2).strip(), number)
@@ -427,8 +422,8 @@ def parse_benchmark_output(text, *, require_result=True):
             for key, pattern in _LITERT_FIELDS:
                 if match := pattern.match(line):
                     # Times (*_ms) are never negative; footprints are deltas and may be.
-                    convert = (lambda text, n, k=key: _duration(text, n, k)) if key.endswith("_ms") else (lambda text, n: _number(text, n))
-                    log.litert[key] = convert(match.group(1), number)
+                    log.litert[key] = (_duration(match.group(1), number, key) if key.endswith("_ms")
+                                       else _number(match.group(1), number))
                     if key in ("warmup_avg_ms", "inference_avg_ms") and match.group(2):
                         log.litert[key.replace("avg_ms", "runs")] = int(match.group(2))
                     break

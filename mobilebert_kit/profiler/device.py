@@ -32,7 +32,8 @@ from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkB
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
 from mobilebert_kit.profiler.model_info import ModelInfo, fixed_length_error
-from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, run_config, runs_warning
+from mobilebert_kit.profiler.result import (check_time_limits, counts, finish_result, new_result, run_config,
+                                            runs_warning)
 from mobilebert_kit.profiler.stats import combine_trials, too_few_runs
 from mobilebert_kit.profiler.thermal import MILLIDEGREES, checked_record, trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
@@ -126,8 +127,7 @@ def list_devices(adb):
     for device in adb.devices():
         row = {"serial": device["serial"], "state": device["state"], "model": device["attributes"].get("model", "").replace("_", " ")}
         if device["state"] == "device":
-            props = adb.props(device["serial"])
-            row.update(_describe(props))
+            row.update(_describe(adb.props(device["serial"])))
         rows.append(row)
     return rows
 
@@ -207,14 +207,9 @@ class DeviceProfiler:
         self.serial = serial
         self.cores = cores
         self.delegate = check_choice("delegate", delegate, DELEGATES)
-        for name, value in (("threads", threads), ("runs", runs), ("trials", trials)):
-            if int(value) < 1:
-                raise ProfilerError(f"{name} must be at least 1, got {value}")
-        self.threads = int(threads)
-        self.runs = int(runs)
+        self.threads, self.runs, self.trials = counts(("threads", threads), ("runs", runs), ("trials", trials))
         self.warmup = max(int(warmup), 0)
         self.min_time_s, self.max_time_s = check_time_limits(min_time_s, max_time_s)
-        self.trials = int(trials)
         self.seq_len = seq_len
         self.vocab_size = vocab_size
         self.op_profile = bool(op_profile)
@@ -243,8 +238,7 @@ class DeviceProfiler:
         command run in the same adb call (it saves a round trip)."""
         if self.info is None:
             props = self.adb.props(self.serial, extra_command=extra_command)
-            info = {"kind": "android", "serial": self.serial}
-            info.update(_describe(props))
+            info = {"kind": "android", "serial": self.serial, **_describe(props)}
             profile = match_profile(props)
             info["profile"] = profile["name"] if profile else None
             self.info = info
@@ -392,15 +386,14 @@ class DeviceProfiler:
     def _run_model(self, info, result):
         remote_model = f"{self.remote_dir}/{os.path.basename(info.path)}"
         self.adb.push(self.serial, info.path, remote_model)
-        input_flags, value_data = benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
-        if not self.tool.input_flags:  # the tool fills its inputs itself
-            input_flags, value_data = [], {}
+        # A tool without input flags fills its inputs itself.
+        input_flags, value_data = (benchmark_input_flags(info.inputs, result["seq_len"], result["config"]["vocab_size"])
+                                   if self.tool.input_flags else ([], {}))
         value_files = {}
         with tempfile.TemporaryDirectory(prefix="mbk-values-") as tmp:
             for name, data in value_data.items():
-                local = os.path.join(tmp, f"{name}.bin")
-                with open(local, "wb") as f:
-                    f.write(data)
+                local = Path(tmp, f"{name}.bin")
+                local.write_bytes(data)
                 value_files[name] = f"{self.remote_dir}/input_{name}.bin"
                 self.adb.push(self.serial, local, value_files[name])
         args = self._model_args(input_flags, remote_model, value_files)
@@ -569,8 +562,6 @@ def profile_devices(adb, serials, paths, seq_lens=(None,), **options):
     """Profiles the models on several devices in parallel; returns all records. Raises the first failure (by serial
     order), its ``partial_results`` holding every record finished on any device."""
     profilers = [DeviceProfiler(adb, serial, **options) for serial in serials]
-    if len(profilers) == 1:
-        return profilers[0].profile_all(paths, seq_lens)
     results, errors = {}, {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(profilers)) as pool:
         futures = {pool.submit(p.profile_all, paths, seq_lens): p.serial for p in profilers}

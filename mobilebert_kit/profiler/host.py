@@ -20,6 +20,7 @@ import resource
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -37,7 +38,8 @@ from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
 from mobilebert_kit.profiler.model_info import ModelInfo
-from mobilebert_kit.profiler.result import check_time_limits, finish_result, new_result, run_config, runs_warning
+from mobilebert_kit.profiler.result import (check_time_limits, counts, finish_result, new_result, run_config,
+                                            runs_warning)
 from mobilebert_kit.profiler.stats import summarize, too_few_runs
 from mobilebert_kit.profiler.topology import CpuTopology
 
@@ -101,16 +103,11 @@ class HostProfiler:
         self.delegate = check_choice("delegate", delegate, DELEGATES)
         self.runtime = choose_tflite_runtime(runtime).requested  # checked here, decided per file in _choose_runtime
         self.graph_optimization = check_choice("graph optimization level", graph_optimization, GRAPH_OPTIMIZATIONS)
-        for name, value, low in (("threads", threads, 1), ("runs", runs, 1), ("warmup", warmup, 1), ("inter-op threads", inter_op_threads, 1)):
-            if int(value) < low:
-                raise ProfilerError(f"{name} must be at least {low}, got {value}")
-        self.threads = int(threads)
-        self.runs = int(runs)
-        self.warmup = int(warmup)
+        self.threads, self.runs, self.warmup, self.inter_op_threads = counts(
+            ("threads", threads), ("runs", runs), ("warmup", warmup), ("inter-op threads", inter_op_threads))
         self.min_time_s, self.max_time_s = check_time_limits(min_time_s, max_time_s)
         self.seq_len = seq_len
         self.vocab_size = vocab_size
-        self.inter_op_threads = int(inter_op_threads)
         self.op_profile = bool(op_profile)
         self.profile_runs = int(profile_runs)
         self.benchmark_binary = benchmark_binary
@@ -221,9 +218,8 @@ class HostProfiler:
         interpreter, init_ms = self._timed_load(info, "ai-edge-litert", lambda: load_tflite(
             info.path, num_threads=self.threads, delegate=self.delegate))
         _check_inputs(info, [d["name"] for d in interpreter.get_input_details()], feeds[0])
-        timing = self._timed_loop(info, "ai-edge-litert", app_calls(interpreter, feeds), runs)
-        return {**timing, "init_ms": init_ms, "runtime": self._interpreter_record(interpreter, choice),
-                "runtime_warnings": choice.warnings}
+        return self._interpreter_timing(self._timed_loop(info, "ai-edge-litert", app_calls(interpreter, feeds), runs),
+                                        init_ms, interpreter, choice)
 
     # --- runtimes -----------------------------------------------------------------
 
@@ -250,10 +246,13 @@ class HostProfiler:
         except errors as err:
             raise ProfilerError(_runtime_message(info, runtime, err, length)) from err
 
-    def _interpreter_record(self, interpreter, choice):
-        return {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
-                "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version, "delegate": self.delegate,
-                "op_resolver": TFLITE_RESOLVERS[self.delegate].name, "threads": self.threads}
+    def _interpreter_timing(self, timing, init_ms, interpreter, choice):
+        """``timing`` of a loop on a LiteRT Interpreter, with its load time and runtime record."""
+        return {**timing, "init_ms": init_ms, "runtime_warnings": choice.warnings,
+                "runtime": {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
+                            "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version,
+                            "delegate": self.delegate, "op_resolver": TFLITE_RESOLVERS[self.delegate].name,
+                            "threads": self.threads}}
 
     def _run_compiled(self, info, choice, call, feeds, runs=None):
         """Times ``call(compiled)`` on a CompiledModel (inputs written once first when ``feeds`` is given)."""
@@ -280,8 +279,7 @@ class HostProfiler:
         for detail in interpreter.get_input_details():
             interpreter.set_tensor(detail["index"], feeds[detail["name"]])
         timing = self._timed_loop(info, "ai-edge-litert", interpreter.invoke, errors=RuntimeError, length=length)
-        return {**timing, "init_ms": init_ms, "runtime": self._interpreter_record(interpreter, choice),
-                "runtime_warnings": choice.warnings}
+        return self._interpreter_timing(timing, init_ms, interpreter, choice)
 
     def _onnx_options(self, profile_prefix=None):
         options = ort.SessionOptions()
@@ -306,16 +304,14 @@ class HostProfiler:
         cycle = itertools.cycle(run_feeds)
         timing = self._timed_loop(info, "onnxruntime", lambda: session.run(None, next(cycle)), runs,
                                   errors=Exception, length=shape[1] if len(shape) == 2 else None)
-        timing["init_ms"] = init_ms
-        timing["runtime"] = {
+        return {**timing, "init_ms": init_ms, "runtime": {
             "name": "onnxruntime",
             "version": ort.__version__,
             "provider": "CPUExecutionProvider",
             "threads": self.threads,
             "inter_op_threads": self.inter_op_threads,
             "graph_optimization": self.graph_optimization,
-        }
-        return timing
+        }}
 
     def _run_text_in(self, info, feeds, runs):
         """Times a text-in ``.onnx`` on sentences (``{"text": [sentence]}`` per call) where an app runs it: in a
@@ -372,12 +368,9 @@ class HostProfiler:
         binary.check_abi([host_abi], "this host")
         input_flags, value_files = benchmark_input_flags(info.inputs, length, vocab)
         with tempfile.TemporaryDirectory(prefix="mbk-profile-") as tmp:
-            files = []
             for name, data in value_files.items():
-                file_path = os.path.join(tmp, f"{name}.bin")
-                with open(file_path, "wb") as f:
-                    f.write(data)
-                files.append(f"{name}:{file_path}")
+                Path(tmp, f"{name}.bin").write_bytes(data)
+            files = [f"{name}:{Path(tmp, f'{name}.bin')}" for name in value_files]
             command = [
                 binary.path,
                 f"--graph={info.path}",
@@ -411,10 +404,8 @@ class HostProfiler:
 
     def _onnx_op_profile(self, info, feeds):
         with tempfile.TemporaryDirectory(prefix="mbk-ort-profile-") as tmp:
-            try:
-                session = load_onnx(info.path, self._onnx_options(os.path.join(tmp, "ort")))
-            except RuntimeLoadError as err:
-                raise ProfilerError(_runtime_message(info, "onnxruntime", err.__cause__, None)) from err
+            session, _ = self._timed_load(info, "onnxruntime",
+                                          lambda: load_onnx(info.path, self._onnx_options(os.path.join(tmp, "ort"))))
             run_feeds = {i.name: feeds[i.name] for i in session.get_inputs()}
             with _pinned(self.cpus):
                 for _ in range(self.warmup + self.profile_runs):

@@ -36,8 +36,8 @@ _ONNX_PASS_THROUGH = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Fl
 # int8 table as an initializer and gathers from DequantizeLinear's output; the table's rows are the same.
 _TFLITE_TABLE_WRAPPERS = {"DEQUANTIZE", "QUANTIZE", "CAST", "IDENTITY"}
 _ONNX_TABLE_WRAPPERS = {"DequantizeLinear", "QuantizeLinear", "Cast", "Identity"}
-_ONNX_MATRIX_OPS = ("MatMul", "MatMulInteger", "FusedMatMul", "QLinearMatMul", "Gemm", "Conv", "ConvInteger", "QLinearConv",
-                    "Attention", "MultiHeadAttention")
+_MATMULS = ("MatMul", "MatMulInteger", "FusedMatMul", "QLinearMatMul")  # out x the first input's last axis
+_ONNX_MATRIX_OPS = (*_MATMULS, "Gemm", "Conv", "ConvInteger", "QLinearConv", "Attention", "MultiHeadAttention")
 FLOPS_SOURCE = "2 x MACs of matrix ops read from the model file"
 # When the vocabulary cannot be read from the graph: BERT's uncased WordPiece vocabulary.
 DEFAULT_VOCAB_SIZE = 30522
@@ -396,9 +396,7 @@ class _OnnxGraph:
                 unresolved.append(kind)
                 continue
             out = _prod(shapes[outs[0]])
-            if kind in ("MatMul", "MatMulInteger", "FusedMatMul") and len(ins) >= 2 and ins[0] in shapes:
-                macs = out * shapes[ins[0]][-1]
-            elif kind == "QLinearMatMul" and len(ins) >= 4 and ins[0] in shapes:
+            if kind in _MATMULS and len(ins) >= (4 if kind == "QLinearMatMul" else 2) and ins[0] in shapes:
                 macs = out * shapes[ins[0]][-1]
             elif kind == "Gemm" and ins and ins[0] in shapes:
                 trans_a = any(a.name == "transA" and a.i for a in op["node"].attribute)

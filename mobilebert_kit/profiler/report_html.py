@@ -9,7 +9,7 @@ import base64
 import html
 import io
 
-from mobilebert_kit.profiler.report import flat_rows, validate_report
+from mobilebert_kit.profiler.report import flat_rows, fmt, validate_report
 from mobilebert_kit.profiler.table6 import table6
 from mobilebert_kit.utils.atomic import write_text
 from mobilebert_kit.utils.output_check import OutputKind, generator_meta, html_generator
@@ -124,19 +124,29 @@ def _table(headers, rows):
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _num(value, digits=3):
-    return "n/a" if value is None else (f"{value:.{digits}f}" if isinstance(value, float) else value)
+def page_head(kind, title, css=""):
+    """The first parts of a report page: its generator tag (``kind``, an OutputKind), the shared style with ``css``
+    added, and ``title`` as the page's title and heading."""
+    return [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta(kind.name)}<title>{title}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
+        "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}"
+        ".warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}"
+        f"img{{max-width:100%}}{css}</style></head><body>",
+        f"<h1>{title}</h1>",
+    ]
+
+
+def plot_parts(report):
+    """The ``plots`` of ``report`` as headed, embedded images."""
+    return [f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>"
+            for title, png in plots(report)]
 
 
 def to_html(report):
     """Returns the report as one HTML page."""
     validate_report(report)
-    parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'>{generator_meta(PROFILE_HTML.name)}<title>mbk profile report</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;font-size:13px}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}.warn{background:#fff3cd;padding:.6em;border:1px solid #e0c36b}"
-        "img{max-width:100%}</style></head><body>",
-        "<h1>mbk profile report</h1>",
+    parts = page_head(PROFILE_HTML, "mbk profile report") + [
         f"<p>Created {html.escape(report['created'])} by mbk {html.escape(report['tool']['version'])}; schema v{report['schema_version']}.</p>",
     ]
     if report.get("simulated"):
@@ -150,15 +160,15 @@ def to_html(report):
             ["model", "precision", "variant", "target", "device", "cores", "threads", "seq", "median ms", "p90 ms", "p99 ms", "mean ms", "std ms", "MAD ms", "CV", "init ms", "first ms", "peak MB", "GFLOP/s", "throttled"],
             [
                 [r["model"], r["precision"], r["variant"], r["target"], r["device"], f"{r['cores']} ({r['mask']})", r["threads"], r["seq"],
-                 _num(r["median_ms"]), _num(r["p90_ms"]), _num(r["p99_ms"]), _num(r["mean_ms"]), _num(r["std_ms"]), _num(r["mad_ms"]),
-                 _num(r["cv"]), _num(r["init_ms"], 2), _num(r["first_inference_ms"]), _num(r["peak_rss_mb"], 1), _num(r["gflops_per_s"], 2),
-                 "yes" if r["throttled"] else "no"]
+                 *(fmt(r[key], 3) for key in ("median_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms", "mad_ms", "cv")),
+                 fmt(r["init_ms"], 2), fmt(r["first_inference_ms"], 3), fmt(r["peak_rss_mb"], 1),
+                 fmt(r["gflops_per_s"], 2),
+                 fmt(bool(r["throttled"]))]
                 for r in rows
             ],
         )
     )
-    for title, png in plots(report):
-        parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' src='data:image/png;base64,{png}'>")
+    parts += plot_parts(report)
     if tables := table6(report):
         parts.append("<h2>Table 6 layout (LayerNorm/GELU vs NoNorm/ReLU)</h2>")
         for t in tables:
@@ -178,9 +188,10 @@ def to_html(report):
                 _table(
                     ["trial", "avg ms", "median ms", "min ms", "max ms", "cooldown s", "temp before C", "temp after C", "throttled", "reasons"],
                     [
-                        [t.get("trial"), _num((t.get("latency_ms") or {}).get("avg")), _num((t.get("latency_ms") or {}).get("median")),
-                         _num((t.get("latency_ms") or {}).get("min")), _num((t.get("latency_ms") or {}).get("max")), t.get("cooldown_s"),
-                         t.get("temp_before_c"), t.get("temp_after_c"), "yes" if t.get("throttled") else "no", "; ".join(t.get("throttle_reasons") or [])]
+                        [t.get("trial"),
+                         *(fmt((t.get("latency_ms") or {}).get(key), 3) for key in ("avg", "median", "min", "max")),
+                         t.get("cooldown_s"), t.get("temp_before_c"), t.get("temp_after_c"),
+                         fmt(bool(t.get("throttled"))), "; ".join(t.get("throttle_reasons") or [])]
                         for t in record["trials"]
                     ],
                 )
@@ -191,7 +202,8 @@ def to_html(report):
             parts.append(
                 _table(
                     ["node type", "count", "avg ms", "%", "times called"],
-                    [[o.get("node_type"), o.get("count"), _num(o.get("avg_ms")), _num(o.get("pct"), 2), o.get("times_called")] for o in record["op_profile"][:15]],
+                    [[o.get("node_type"), o.get("count"), fmt(o.get("avg_ms"), 3), fmt(o.get("pct"), 2),
+                      o.get("times_called")] for o in record["op_profile"][:15]],
                 )
             )
     parts.append("</body></html>")

@@ -83,6 +83,14 @@ def check_time_limits(min_time_s, max_time_s):
     return min_time_s, max_time_s
 
 
+def counts(*named):
+    """The ``(name, value)`` counts as ints; ProfilerError naming the first below 1 (host and adb profilers)."""
+    for name, value in named:
+        if int(value) < 1:
+            raise ProfilerError(f"{name} must be at least 1, got {value}")
+    return [int(value) for _, value in named]
+
+
 def runs_warning(done, requested, max_time_s, where=""):
     """The warning for a run cut short by ``max_time_s`` before ``requested`` runs (None if they were all done)."""
     if done is None or done >= requested:

@@ -61,8 +61,7 @@ class CpuTopology:
             {"cpus": cpus, "capacity": None if key[0] < 0 else key[0], "max_freq_khz": None if key[1] < 0 else key[1]}
             for key, cpus in sorted(groups.items())
         ]
-        names = _cluster_names(len(self.clusters))
-        for cluster, name in zip(self.clusters, names):
+        for cluster, name in zip(self.clusters, _cluster_names(len(self.clusters))):
             cluster["name"] = name
 
     @classmethod
