@@ -144,8 +144,6 @@ class HostProfiler:
         vocab = info.feed_vocab(self.vocab_size)
         result = self._new_result(info, length, vocab,
                                   "sentence pair: ids in [1, vocab), prefix attention mask, segment ids 0/1")
-        if self.threads > len(self.cpus):
-            result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
         reset_peak_rss()
         with _pinned(self.cpus):
@@ -201,6 +199,8 @@ class HostProfiler:
         result = new_result(info, target="host", seq_len=seq_len, flops_override=self.flops)
         result["device"] = self.device_info()
         result["config"] = run_config(self, vocab, inputs=inputs)
+        if self.threads > len(self.cpus):  # both the synthetic and the real-text timings
+            result["warnings"].append(f"{self.threads} threads on {len(self.cpus)} pinned cores: threads share cores")
         if FORMATS[info.format].litert:
             result["config"]["runtime"] = self.runtime
         return result

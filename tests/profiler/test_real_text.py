@@ -85,6 +85,14 @@ def test_static_file_is_fed_padded_sentences(models, text):
     assert any("1 sentence(s)" in w and "cut" in w for w in result["warnings"])
 
 
+def test_real_text_warns_when_threads_share_pinned_cores(models, text):
+    # The real-text timing said nothing where the synthetic one warned: its figures looked like one thread per core.
+    lines, vocab = text
+    profiler = HostProfiler(threads=3, cores="1", runs=1, warmup=1, min_time_s=0.0, max_time_s=20.0)
+    result = profiler.profile_text(models["ln_gelu"], RealText.from_file(lines, models["ln_gelu"], app_tokenizer(models["ln_gelu"], vocab)))
+    assert any("3 threads on 1 pinned cores" in w for w in result["warnings"])
+
+
 def test_cli_text_and_fixed_lengths_in_one_report(models, text, tmp_path, mbk):
     lines, vocab = text
     out = tmp_path / "r.json"
