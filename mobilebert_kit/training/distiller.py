@@ -499,13 +499,12 @@ class Distiller:
                 if self.on_step_end is not None:
                     self.on_step_end(stage.name, step + 1, global_step, values)
                 done = step + 1 == stage.steps
-                if interrupt.raised and not done and self.stateless:
-                    self._say(f"interrupted at step {step + 1} of {stage.name}; {self._restored}")
-                    raise KeyboardInterrupt
                 if interrupt.raised and not done:
-                    self._save(manager, history)
-                    self._say(f"interrupted at step {step + 1} of {stage.name}; checkpoint saved. "
-                              f"Continue with the same command and --resume")
+                    if not self.stateless:
+                        self._save(manager, history)
+                    self._say(f"interrupted at step {step + 1} of {stage.name}; " + (
+                        self._restored if self.stateless else
+                        "checkpoint saved. Continue with the same command and --resume"))
                     raise KeyboardInterrupt
                 if not done and global_step % cfg.checkpoint_every == 0:
                     self._save(manager, history)
