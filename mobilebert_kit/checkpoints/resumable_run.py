@@ -91,10 +91,15 @@ class RunLock:
         """Where the ``tf.train`` checkpoints go."""
         return self.path / CHECKPOINT_DIR
 
-    def latest_checkpoint(self, skipped=None):
-        """The newest checkpoint that reads whole (its path prefix), or None; ``skipped`` collects damaged
-        newer ones (``checkpoint_files.newest_readable_checkpoint``)."""
-        return newest_readable_checkpoint(self.checkpoint_dir, skipped)
+    def latest_checkpoint(self, say=None):
+        """The newest checkpoint that reads whole (its path prefix), or None; ``say`` reports each damaged
+        newer one, passed over (``checkpoint_files.newest_readable_checkpoint``)."""
+        skipped = []
+        latest = newest_readable_checkpoint(self.checkpoint_dir, skipped)
+        for name in skipped:
+            if say is not None:
+                say(f"checkpoint {name} cannot be read; resuming from the one before")
+        return latest
 
     def progress(self):
         """``progress.json`` as a dict (empty when missing or unreadable: the checkpoint holds the state)."""

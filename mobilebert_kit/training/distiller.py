@@ -361,10 +361,7 @@ class Distiller:
         if self.on_setup_end is not None:
             self.on_setup_end(self)
         start_stage, start_step, history = 0, 0, []
-        skipped = []
-        latest = self.run_dir.latest_checkpoint(skipped) if resume else None
-        for name in skipped:
-            self._say(f"checkpoint {name} cannot be read; resuming from the one before")
+        latest = self.run_dir.latest_checkpoint(self._say) if resume else None
         if resume and latest is None:
             start_stage = 0  # run.json but no checkpoint yet: start over
         elif latest is not None:

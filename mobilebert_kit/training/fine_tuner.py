@@ -279,10 +279,7 @@ class FineTuner:
         with self.strategy.scope():
             model = self._build(num_labels)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        skipped = []
-        latest = run.latest_checkpoint(skipped) if resume else None
-        for name in skipped:
-            self._say(f"checkpoint {name} cannot be read; resuming from the one before")
+        latest = run.latest_checkpoint(self._say) if resume else None
         first, scalars = 0, []
         if latest is not None:
             with self.strategy.scope():  # the optimizer's slots exist before their values are restored
