@@ -362,9 +362,7 @@ class Distiller:
             self.on_setup_end(self)
         start_stage, start_step, history = 0, 0, []
         latest = self.run_dir.latest_checkpoint(self._say) if resume else None
-        if resume and latest is None:
-            start_stage = 0  # run.json but no checkpoint yet: start over
-        elif latest is not None:
+        if latest is not None:  # else a fresh run, or a resume with run.json but no checkpoint yet: from the start
             start_stage, start_step, _ = self.run_dir.checkpoint_progress(latest)
             history = self.run_dir.history()
         self._print_plan((start_stage, start_step) if resume else None)
