@@ -64,7 +64,52 @@ def array_digest(arrays):
     return digest.hexdigest()
 
 
-class ResumableRun:
+class RunLock:
+    """The kernel lock of a run's ``out_dir`` and the run's files in ``path`` (its ``checkpoints/`` and
+    ``progress.json``): what :class:`ResumableRun` and ``training.run_directory.RunDirectory`` share."""
+
+    command = None
+    locks = True  # False for the workers of a cluster, which share the chief's OUT and its lock
+
+    def __init__(self, out_dir, path):
+        self.out_dir, self.path = Path(out_dir), Path(path)
+        self._lock = None  # the descriptor holding OUT's kernel lock while this run lives (utils.run_state)
+
+    def claim(self):
+        """Takes ``OUT``'s run lock, if ``OUT`` exists and this run does not hold it yet; TrainingError (naming it
+        and its process) when a live run holds ``OUT``."""
+        if self.locks and self._lock is None and self.out_dir.is_dir() and not self.out_dir.is_symlink():
+            self._lock = claim_run(self.out_dir, self.command)
+
+    def release(self):
+        """Drops ``OUT``'s run lock (at the end of the command, however it ends)."""
+        release_run(self.out_dir, self._lock)
+        self._lock = None
+
+    @property
+    def checkpoint_dir(self):
+        """Where the ``tf.train`` checkpoints go."""
+        return self.path / CHECKPOINT_DIR
+
+    def latest_checkpoint(self, say=None):
+        """The newest checkpoint that reads whole (its path prefix), or None; ``say`` reports each damaged
+        newer one, passed over (``checkpoint_files.newest_readable_checkpoint``)."""
+        skipped = []
+        latest = newest_readable_checkpoint(self.checkpoint_dir, skipped)
+        for name in skipped:
+            if say is not None:
+                say(f"checkpoint {name} cannot be read; resuming from the one before")
+        return latest
+
+    def progress(self):
+        """``progress.json`` as a dict (empty when missing or unreadable: the checkpoint holds the state)."""
+        try:
+            return load_json(self.path / PROGRESS_FILE, PROGRESS_FILE, expect=dict, error=MbkError)
+        except MbkError:
+            return {}
+
+
+class ResumableRun(RunLock):
     """Reads and writes the resumable state of one run in ``OUT/run``; subclasses name the command.
 
     Class attributes a subclass sets:
@@ -86,36 +131,16 @@ class ResumableRun:
         False
     """
 
-    command = None
     kind = None
     output_kind = None
     finished_file = None
     done_verb = "trained"
     record_insensitive = ()
     config_insensitive = ()
-    locks = True  # False for the workers of a cluster, which share the chief's OUT and its lock
 
     def __init__(self, out_dir):
-        self.out_dir = Path(out_dir)
-        self.path = self.out_dir / STATE_DIR
-        self._lock = None  # the descriptor holding OUT's kernel lock while this run lives (utils.run_state)
+        super().__init__(out_dir, Path(out_dir) / STATE_DIR)
         self._found_run = False  # whether check() found an interrupted run in OUT (start() removes only that one)
-
-    def claim(self):
-        """Takes ``OUT``'s run lock, if ``OUT`` exists and this run does not hold it yet; TrainingError (naming it
-        and its process) when a live run holds ``OUT``."""
-        if self.locks and self._lock is None and self.out_dir.is_dir() and not self.out_dir.is_symlink():
-            self._lock = claim_run(self.out_dir, self.command)
-
-    def release(self):
-        """Drops ``OUT``'s run lock (at the end of the command, however it ends)."""
-        release_run(self.out_dir, self._lock)
-        self._lock = None
-
-    @property
-    def checkpoint_dir(self):
-        """Where the ``tf.train`` checkpoints go."""
-        return self.path / CHECKPOINT_DIR
 
     def interrupted(self):
         """True when ``OUT`` holds the state of a run of this command that has not completed
@@ -253,18 +278,6 @@ class ResumableRun:
         marker = marker_record(self.out_dir)
         if marker is not None and not isinstance(marker.get("files"), list):
             relist_as(self.out_dir, {**marker, "files": []})
-
-    def latest_checkpoint(self, skipped=None):
-        """The newest checkpoint that reads whole (its path prefix), or None; ``skipped`` collects damaged
-        newer ones (``checkpoint_files.newest_readable_checkpoint``)."""
-        return newest_readable_checkpoint(self.checkpoint_dir, skipped)
-
-    def progress(self):
-        """``progress.json`` as a dict (empty when missing or unreadable: the checkpoint holds the state)."""
-        try:
-            return load_json(self.path / PROGRESS_FILE, PROGRESS_FILE, expect=dict, error=MbkError)
-        except MbkError:
-            return {}
 
     def save(self, manager, step, total, shown=None):
         """Saves the checkpoint of ``step`` (optimizer steps done, of ``total``) with ``manager`` (the

@@ -302,13 +302,11 @@ class TextTokenizer:
                    strip_accents=strip, token_types=True, handle_chinese_chars=handle_chinese_chars)
 
     @classmethod
-    def from_json(cls, path, specials=None, lowercase=None, strip_accents=None, files=None, chinese_chars=None):
+    def from_json(cls, path, lowercase=None, strip_accents=None, files=None, chinese_chars=None):
         """The tokenizer of a checkpoint's ``tokenizer.json``, any kind, with the special tokens beside it.
 
         Args:
             path (str | os.PathLike): the ``tokenizer.json``.
-            specials (dict[str, str] | None): ``{role: token}`` (None: from the files beside ``path``, else from
-                the ``tokenizer.json``).
             lowercase (bool | None): for a tokenizer with BERT's names: the casing asked for (an error when the
                 normalizer does otherwise).
             strip_accents (bool | None): for a BertNormalizer: ``tokenizer_config.json``'s ``strip_accents``.
@@ -339,7 +337,7 @@ class TextTokenizer:
         if kind is None:
             raise DataError(f"{path} is a {model.get('type')} tokenizer; mobilebert-kit reads "
                             f"{', '.join(KINDS)} tokenizers: pass the checkpoint's own tokenizer.json")
-        found = {**_processor_specials(spec), **_declared_specials(path.parent)} if specials is None else specials
+        found = {**_processor_specials(spec), **_declared_specials(path.parent)}
         if kind.bert_names and berts_names(found):
             # BERT's own tokenizer.json: its five special tokens, its casing recorded as one flag.
             missing = [t for t in SPECIAL_TOKENS if t not in tokenizer.get_vocab()]
@@ -643,8 +641,7 @@ class TextTokenizer:
     def added_tokens(self):
         """``{id: token}`` of the tokens added to the vocabulary that are not special (``add_tokens``)."""
         return {i: t for i, t in self._tokenizer.get_added_tokens_decoder().items()
-                if not t.special and i not in self.special_ids and t.content not in SPECIAL_TOKENS} \
-            if hasattr(self._tokenizer, "get_added_tokens_decoder") else {}
+                if not t.special and i not in self.special_ids and t.content not in SPECIAL_TOKENS}
 
     def client_unit(self):
         """The tokenizer the ``.tflite``'s TFLite Metadata packs for MediaPipe and the Task Library, or None.
@@ -745,7 +742,7 @@ def _sentencepiece_pieces(tok):
     vocab = model.get("vocab") or []
     unk = model.get("unk_id")
     specials = set(tok.special_tokens.values())
-    added = {i: t for i, t in tok._tokenizer.get_added_tokens_decoder().items()}
+    added = tok._tokenizer.get_added_tokens_decoder()
     pieces = []
     for index in range(tok.vocab_size):
         if index < len(vocab):

@@ -50,11 +50,6 @@ class TokenizerKind:
         no_client (str): why no client can tokenize for it (empty when one can).
         bert_names (bool): BERT's ``[CLS]``/``[SEP]``/``[PAD]``/``[UNK]``/``[MASK]`` are its default special
             tokens, so a bare ``vocab.txt`` describes it (token types and casing follow BERT's rules).
-        pair_layout (str): how reports and docs say the families of this kind lay out a sentence pair (each
-            checkpoint's post-processor decides).
-        added_tokens (str): what the packed client file does with tokens added by ``add_tokens``
-            (``"whole-word"``: a ``vocab.txt`` line; ``"user-defined"``: a SentencePiece piece matched anywhere;
-            ``""``: none).
         extensions_op (str | None): onnxruntime-extensions' operator that runs it inside an ``.onnx``
             (``mbk export --tokenizer-in-graph``, ``convert/onnx/text_graph.py``); None: none can.
 
@@ -71,24 +66,18 @@ class TokenizerKind:
     client_file: str = None
     no_client: str = ""
     bert_names: bool = False
-    pair_layout: str = ""
-    added_tokens: str = ""
     extensions_op: str = None
 
 
 KINDS = MappingProxyType({kind.model_type: kind for kind in (
     TokenizerKind("WordPiece", "wordpiece", (VOCAB_FILE,), "bert", "BertTokenizerOptions", VOCAB_FILE,
-                  bert_names=True, pair_layout="[CLS] A [SEP] B [SEP] (MPNet: <s> A </s></s> B </s>)",
-                  added_tokens="whole-word", extensions_op="WordpieceTokenizer"),
+                  bert_names=True, extensions_op="WordpieceTokenizer"),
     TokenizerKind("Unigram", "sentencepiece", ("sentencepiece.bpe.model", "spiece.model"), "sentencepiece",
-                  "SentencePieceTokenizerOptions", SENTENCEPIECE_FILE,
-                  pair_layout="<s> A </s></s> B </s> (XLM-R), [CLS] A [SEP] B [SEP] (ALBERT)",
-                  added_tokens="user-defined", extensions_op="SentencepieceTokenizer"),
+                  "SentencePieceTokenizerOptions", SENTENCEPIECE_FILE, extensions_op="SentencepieceTokenizer"),
     TokenizerKind("BPE", "bpe", ("vocab.json", "merges.txt"), no_client=(
         "the checkpoint's tokenizer is byte-level BPE, which the TFLite Metadata cannot describe: MediaPipe and the "
         "Task Library cannot tokenize text for this model; feed it the ids of the checkpoint's own tokenizer "
-        "through LiteRT, or use the .onnx export"), pair_layout="<s> A </s></s> B </s>",
-                  extensions_op="RobertaTokenizer"),
+        "through LiteRT, or use the .onnx export"), extensions_op="RobertaTokenizer"),
 )})
 # The kind a bare vocab.txt describes (no tokenizer.json): the one kind with BERT's names.
 VOCAB_KIND = next(kind for kind in KINDS.values() if kind.bert_names)

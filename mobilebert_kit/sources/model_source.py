@@ -13,6 +13,7 @@ latency, not accuracy. Training passes its own seed, so a run's ``seed``
 still chooses the student's initial weights.
 """
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,26 +93,21 @@ class ModelSource:
         random_seed = seed if found.kind in ("preset", "config") else None
         return cls(model, found.kind, found.name, found.directory, labels, random_seed)
 
-    @property
+    @functools.cached_property
     def pooling(self):
-        """The checkpoint's declared :class:`~mobilebert_kit.sources.pooling.Pooling`, or None (read once).
+        """The checkpoint's declared :class:`~mobilebert_kit.sources.pooling.Pooling`, or None (read once;
+        assignable).
 
         Read when first used, so that an unsupported declaration (a one-line ConfigError) stops only the
         exports that rely on it (``--pooling`` overrides it)."""
-        if "_pooling" not in self.__dict__:
-            self._pooling = read_pooling(self.directory) if self.directory is not None else None
-        return self._pooling
-
-    @pooling.setter
-    def pooling(self, value):
-        self._pooling = value
+        return read_pooling(self.directory) if self.directory is not None else None
 
     @property
     def encoder(self):
         """The Encoder of the model (the model itself when it is one)."""
         return getattr(self.model, "encoder", self.model)
 
-    @property
+    @functools.cached_property
     def tokenizer(self):
         """The checkpoint's tokenizer (``data.text_tokenizer.tokenizer_of``: BERT's vocab.txt, else its
         tokenizer.json of any kind), or None without one; refused when its ids run past the model's embedding
@@ -120,30 +116,26 @@ class ModelSource:
             return None
         # Read once: an export asks for it in its plan, its calibration, its validation and its metadata, and
         # each read parses the checkpoint's tokenizer.json (the same object serves every one of them).
-        if "_tokenizer" not in self.__dict__:
-            self._tokenizer = check_tokenizer_fits(tokenizer_of(self.directory), self.encoder.config["vocab_size"],
-                                                   "the model")
-        return self._tokenizer
+        return check_tokenizer_fits(tokenizer_of(self.directory), self.encoder.config["vocab_size"], "the model")
 
     @property
     def trained_seq_len(self):
         """The sequence length a fine-tuned model was trained at (``task.json`` beside ``DIR/model``), else None."""
-        spec = self._task_spec()
+        spec = self._task_spec
         value = spec.get("seq_len") if spec else None
         return value if isinstance(value, int) and not isinstance(value, bool) and 1 < value <= 65536 else None
 
+    @functools.cached_property
     def _task_spec(self):
         """The ``task.json`` of an ``mbk finetune`` output whose ``model/`` this source is, else None (read once:
         an export asks for its length and its columns)."""
-        if "_task" not in self.__dict__:
-            task_file = self.directory.parent / "task.json" if self.directory is not None else None
-            self._task = None
-            if task_file is not None and self.directory.name == "model" and task_file.is_file():
-                try:
-                    self._task = load_json(task_file, "task.json", expect=dict)
-                except ConfigError:
-                    pass
-        return self._task
+        task_file = self.directory.parent / "task.json" if self.directory is not None else None
+        if task_file is not None and self.directory.name == "model" and task_file.is_file():
+            try:
+                return load_json(task_file, "task.json", expect=dict)
+            except ConfigError:
+                pass
+        return None
 
     @property
     def table_columns(self):
@@ -153,7 +145,7 @@ class ModelSource:
         An export records them, so that ``mbk evaluate FILE`` and ``mbk export --eval-data`` read a table
         with the fine-tune's own column names (``--text-columns "tweet text"``) as the fine-tune did.
         """
-        spec = self._task_spec()
+        spec = self._task_spec
         if spec is None:
             return None
         text, label = spec.get("text_columns"), spec.get("label_column")

@@ -18,10 +18,6 @@ JIT_MIN_STEPS = 100
 # Precisions that ``auto`` leaves eager on a CPU: XLA's CPU backend computes bfloat16 matrix products at float32
 # speed, oneDNN's eager kernels use the bf16 instructions (docs/distillation.md; RESULTS.md, "bfloat16 on a CPU").
 EAGER_ON_CPU = ("mixed_bfloat16",)
-# Numeric options, each checked against finetune_config.TRAINING_LIMITS; None allowed where the option may be unset.
-NUMERIC_OPTIONS = ("layer_steps", "pd_steps", "batch_size", "learning_rate", "pd_learning_rate", "warmup_proportion",
-                   "lower_layer_lr_multiplier", "weight_decay", "clip_norm", "alpha", "seed", "shuffle_buffer",
-                   "checkpoint_every", "keep_checkpoints", "log_every")
 
 
 # Options that may differ between a run and its --resume (they do not change the result).
@@ -114,7 +110,7 @@ class DistillConfig:
                 raise ConfigError(f"loss weight {key} must be a finite number >= 0, got {value!r}")
         # Every numeric option against its utils/limits.py record: the CLI checks its flags there, and a
         # hand-edited run.json or a recipe must be held to the same bounds (a "x" learning rate reached LAMB).
-        check_numbers(self, NUMERIC_OPTIONS)
+        check_numbers(self)
         if not isinstance(self.copy_from_teacher, bool):
             raise ConfigError(f"copy_from_teacher must be true or false, got {self.copy_from_teacher!r}")
         if self.schedule == "none" and self.pd_steps == 0:

@@ -361,13 +361,8 @@ class Distiller:
         if self.on_setup_end is not None:
             self.on_setup_end(self)
         start_stage, start_step, history = 0, 0, []
-        skipped = []
-        latest = self.run_dir.latest_checkpoint(skipped) if resume else None
-        for name in skipped:
-            self._say(f"checkpoint {name} cannot be read; resuming from the one before")
-        if resume and latest is None:
-            start_stage = 0  # run.json but no checkpoint yet: start over
-        elif latest is not None:
+        latest = self.run_dir.latest_checkpoint(self._say) if resume else None
+        if latest is not None:  # else a fresh run, or a resume with run.json but no checkpoint yet: from the start
             start_stage, start_step, _ = self.run_dir.checkpoint_progress(latest)
             history = self.run_dir.history()
         self._print_plan((start_stage, start_step) if resume else None)
@@ -499,13 +494,12 @@ class Distiller:
                 if self.on_step_end is not None:
                     self.on_step_end(stage.name, step + 1, global_step, values)
                 done = step + 1 == stage.steps
-                if interrupt.raised and not done and self.stateless:
-                    self._say(f"interrupted at step {step + 1} of {stage.name}; {self._restored}")
-                    raise KeyboardInterrupt
                 if interrupt.raised and not done:
-                    self._save(manager, history)
-                    self._say(f"interrupted at step {step + 1} of {stage.name}; checkpoint saved. "
-                              f"Continue with the same command and --resume")
+                    if not self.stateless:
+                        self._save(manager, history)
+                    self._say(f"interrupted at step {step + 1} of {stage.name}; " + (
+                        self._restored if self.stateless else
+                        "checkpoint saved. Continue with the same command and --resume"))
                     raise KeyboardInterrupt
                 if not done and global_step % cfg.checkpoint_every == 0:
                     self._save(manager, history)

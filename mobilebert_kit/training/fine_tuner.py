@@ -61,7 +61,7 @@ def load_encoder(spec, precision="float32", seed=PRESET_SEED):
         return ModelSource.load(spec, head=None, seed=seed, dtype=precision).encoder
 
 
-class _StepCallback:
+class _StepCallback(keras.callbacks.Callback):
     """A Keras callback run after every training step: the progress bar, the scalars, checkpoints and Ctrl-C.
 
     ``scalars`` collects ``(step, {tag: value})`` for TensorBoard every ``every`` steps: the epoch's running
@@ -69,35 +69,33 @@ class _StepCallback:
     SIGINT or SIGTERM arrived, ``save(step)`` checkpoints; after the signal, training stops (``stopped``).
     """
 
-    def __new__(cls, bar, step, every, checkpoint_every, scalars, save, interrupt, total, on_step_end=None):
-        class Callback(keras.callbacks.Callback):
-            def __init__(self):
-                super().__init__()
-                self.step = step
-                self.stopped = False
+    def __init__(self, bar, step, every, checkpoint_every, scalars, save, interrupt, total, on_step_end=None):
+        super().__init__()
+        self.bar, self.step, self.total, self.every = bar, step, total, every
+        self.checkpoint_every, self.save, self.interrupt = checkpoint_every, save, interrupt
+        self.scalars, self.on_step_end = scalars, on_step_end
+        self.stopped = False
 
-            def on_train_batch_end(self, batch, logs=None):
-                logs = logs or {}
-                self.step += 1
-                due = "loss" in logs and (self.step % every == 0 or self.step == total)
-                if due:
-                    learning_rate = self.model.optimizer.learning_rate
-                    if callable(learning_rate):  # a schedule: its value at this step
-                        learning_rate = learning_rate(self.step)
-                    # get_value, not float(): under a tf.distribute strategy it is a MirroredVariable.
-                    scalars.append((self.step, {
-                        "finetune/loss": float(logs["loss"]),
-                        "finetune/learning_rate": float(keras.backend.get_value(learning_rate))}))
-                bar.update(1, {"loss": float(logs["loss"])} if due else None)
-                if on_step_end is not None:
-                    on_step_end(self.step)
-                if self.step < total and (interrupt.raised or self.step % checkpoint_every == 0):
-                    save(self.step)
-                    if interrupt.raised:
-                        self.stopped = True
-                        self.model.stop_training = True
-
-        return Callback()
+    def on_train_batch_end(self, batch, logs=None):
+        logs = logs or {}
+        self.step += 1
+        due = "loss" in logs and (self.step % self.every == 0 or self.step == self.total)
+        if due:
+            learning_rate = self.model.optimizer.learning_rate
+            if callable(learning_rate):  # a schedule: its value at this step
+                learning_rate = learning_rate(self.step)
+            # get_value, not float(): under a tf.distribute strategy it is a MirroredVariable.
+            self.scalars.append((self.step, {
+                "finetune/loss": float(logs["loss"]),
+                "finetune/learning_rate": float(keras.backend.get_value(learning_rate))}))
+        self.bar.update(1, {"loss": float(logs["loss"])} if due else None)
+        if self.on_step_end is not None:
+            self.on_step_end(self.step)
+        if self.step < self.total and (self.interrupt.raised or self.step % self.checkpoint_every == 0):
+            self.save(self.step)
+            if self.interrupt.raised:
+                self.stopped = True
+                self.model.stop_training = True
 
 
 class FineTuner:
@@ -281,10 +279,7 @@ class FineTuner:
         with self.strategy.scope():
             model = self._build(num_labels)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        skipped = []
-        latest = run.latest_checkpoint(skipped) if resume else None
-        for name in skipped:
-            self._say(f"checkpoint {name} cannot be read; resuming from the one before")
+        latest = run.latest_checkpoint(self._say) if resume else None
         first, scalars = 0, []
         if latest is not None:
             with self.strategy.scope():  # the optimizer's slots exist before their values are restored

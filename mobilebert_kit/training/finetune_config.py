@@ -35,17 +35,15 @@ TRAINING_LIMITS = {
 OPTIONAL_NUMBERS = ("pd_learning_rate", "clip_norm")
 
 
-def check_numbers(config, names):
-    """Checks each named field of a config dataclass against :data:`TRAINING_LIMITS` (ints stay ints)."""
-    for name in names:
+def check_numbers(config):
+    """Checks each field of a config dataclass that :data:`TRAINING_LIMITS` bounds (ints stay ints)."""
+    for name in (field.name for field in dataclasses.fields(config) if field.name in TRAINING_LIMITS):
         value = getattr(config, name)
         if value is None and name in OPTIONAL_NUMBERS:
             continue
         setattr(config, name, check_number(name, value, TRAINING_LIMITS[name]))
 
 
-NUMERIC_OPTIONS = ("epochs", "batch_size", "learning_rate", "warmup_proportion", "weight_decay", "seq_len",
-                   "doc_stride", "max_query_length", "dropout", "seed", "checkpoint_every")
 # Options a resumed run may change: they do not change what is trained.
 RESUME_INSENSITIVE = ("checkpoint_every",)
 
@@ -92,4 +90,4 @@ class FinetuneConfig:
         check_choice("task", self.task, TASKS)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("precision", self.precision, PRECISIONS)
-        check_numbers(self, NUMERIC_OPTIONS)
+        check_numbers(self)

@@ -36,7 +36,6 @@ class FinetuneRun(ResumableRun):
     kind = "fine-tuning"
     output_kind = FINETUNE_OUTPUT
     finished_file = "task.json"
-    done_verb = "trained"
     # Where the metrics are measured and how often checkpoints are written do not change the training.
     record_insensitive = ("eval",)
     config_insensitive = RESUME_INSENSITIVE

@@ -7,21 +7,17 @@ names what differs.
 """
 
 import json
-from pathlib import Path
 
 from mobilebert_kit.backend import tf
-from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes, newest_readable_checkpoint
-from mobilebert_kit.errors import MbkError, TrainingError
+from mobilebert_kit.checkpoints.checkpoint_files import checkpoint_writes
+from mobilebert_kit.checkpoints.resumable_run import RunLock
+from mobilebert_kit.errors import TrainingError
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.utils import kernel_lock
 from mobilebert_kit.utils.atomic import check_output, prepare_dir, write_text
 from mobilebert_kit.utils.output_check import OutputKind
-from mobilebert_kit.utils.run_state import claim_run, read_run_record, release_run
-from mobilebert_kit.utils.structured import load_json
+from mobilebert_kit.utils.run_state import PROGRESS_FILE, RUN_FILE, read_run_record
 
-RUN_FILE = "run.json"
-PROGRESS_FILE = "progress.json"
-CHECKPOINT_DIR = "checkpoints"
 # The output kind of a distillation run directory, filled in place; its marker lets a later run with
 # --overwrite start over in it (utils.output_check).
 DISTILL_RUN = OutputKind("distill-run", True, "a distillation run directory")
@@ -29,30 +25,14 @@ DISTILL_RUN = OutputKind("distill-run", True, "a distillation run directory")
 RECORD_KEYS = ("teacher", "student", "student_overrides", "data")
 
 
-class RunDirectory:
-    """Reads and writes the bookkeeping files of one distillation run in ``path`` (``mbk distill --out``)."""
+class RunDirectory(RunLock):
+    """Reads and writes the bookkeeping files of one distillation run in ``path`` (``mbk distill --out``);
+    the run lock and the checkpoints as :class:`~mobilebert_kit.checkpoints.resumable_run.RunLock` keeps them."""
 
-    locks = True  # False for the workers of a cluster, which share the chief's directory and its lock
+    command = "distill"
 
     def __init__(self, path):
-        self.path = Path(path)
-        self._lock = None  # the descriptor holding the directory's kernel lock while this run lives
-
-    def claim(self):
-        """Takes the directory's run lock (``utils.run_state.claim_run``), if it exists and is not held yet;
-        a live run holding it is a TrainingError naming it and its process."""
-        if self.locks and self._lock is None and self.path.is_dir() and not self.path.is_symlink():
-            self._lock = claim_run(self.path, "distill")
-
-    def release(self):
-        """Drops the directory's run lock (at the end of the run, however it ends)."""
-        release_run(self.path, self._lock)
-        self._lock = None
-
-    @property
-    def checkpoint_dir(self):
-        """Where the ``tf.train`` checkpoints go."""
-        return self.path / CHECKPOINT_DIR
+        super().__init__(path, path)
 
     def check(self, record, config, resume, overwrite=False, sources=()):
         """Refuses to start over an existing run, or to resume a missing or different one.
@@ -100,11 +80,6 @@ class RunDirectory:
         self.claim()
         write_text(self.path / RUN_FILE, json.dumps(record, indent=2) + "\n")
 
-    def latest_checkpoint(self, skipped=None):
-        """The newest checkpoint that reads whole (its path prefix), or None; ``skipped`` collects damaged
-        newer ones (``checkpoint_files.newest_readable_checkpoint``)."""
-        return newest_readable_checkpoint(self.checkpoint_dir, skipped)
-
     def checkpoint_progress(self, path):
         """``(stage, stage_step, global_step)`` stored in checkpoint ``path`` (written by ``mbk distill``)."""
         reader = tf.train.load_checkpoint(path)
@@ -120,11 +95,7 @@ class RunDirectory:
 
     def history(self):
         """The stage history of ``progress.json`` (empty when it is missing or unreadable)."""
-        try:
-            state = load_json(self.path / PROGRESS_FILE, PROGRESS_FILE, expect=dict, error=MbkError)
-        except MbkError:  # missing, deep, not JSON: the history is for display, the checkpoint holds the state
-            return []
-        history = state.get("history", [])
+        history = self.progress().get("history", [])  # for display: the checkpoint holds the state
         return [h for h in history if isinstance(h, dict)] if isinstance(history, list) else []
 
     def save(self, manager, state, history):

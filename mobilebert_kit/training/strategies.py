@@ -86,10 +86,9 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     port = int(cluster[kind][index].rsplit(":", 1)[1])
     try:
-        if socket.has_dualstack_ipv6():
-            listener = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
-        else:
-            listener = socket.create_server(("", port))
+        dual = socket.has_dualstack_ipv6()
+        family = socket.AF_INET6 if dual else socket.AF_INET
+        listener = socket.create_server(("", port), family=family, dualstack_ipv6=dual)
     except OSError as err:
         raise TrainingError(f"cannot listen on port {port}, this process's address in TF_CONFIG ({err.strerror or err}); "
                             "give each worker a free port") from err

@@ -22,6 +22,7 @@ build interrupted at any point resumes from its last counted row.
 """
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -269,11 +270,7 @@ def _write_meta(directory, meta):
     write_text(directory / CACHE_FILE, json.dumps(meta, indent=1) + "\n")
 
 
-_COUNT = Limit(int, 0, (1 << 40) - 1)  # rows, layers, shapes of a cache record
-
-
-def _count(value):
-    return within(_COUNT, value)
+_count = functools.partial(within, Limit(int, 0, (1 << 40) - 1))  # rows, layers, shapes of a cache record
 
 
 def _read_meta(directory):

@@ -175,10 +175,7 @@ class RecoveryRun(ResumableRun):
         if changed:
             raise MbkError(f"{' and '.join(changed)} changed since the run in {self.out_dir} started (same "
                            "path, other content); restore them, or start over with --overwrite")
-        skipped = []
-        latest = self.latest_checkpoint(skipped)
-        for name in skipped:
-            say(f"checkpoint {name} cannot be read; resuming from the one before")
+        latest = self.latest_checkpoint(say)
         if latest is None:  # killed before its first checkpoint
             say(f"resuming the recovery at step 1 of {self.total}")
             return 0, []
