@@ -513,10 +513,9 @@ class Distiller:
         self.progress.step.assign(0)
         self._save(manager, history)
         self.summary_writer.flush()
-        if interrupt.raised and self.stateless:
-            self._say(f"interrupted after {stage.name}; {self._restored}")
-        elif interrupt.raised:
-            self._say(f"interrupted after {stage.name}; checkpoint saved. Continue with --resume")
+        if interrupt.raised:
+            self._say(f"interrupted after {stage.name}; "
+                      + (self._restored if self.stateless else "checkpoint saved. Continue with --resume"))
             raise KeyboardInterrupt
         return history
 

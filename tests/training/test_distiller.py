@@ -149,9 +149,11 @@ def test_resume_after_sigint_and_sigkill_matches_uninterrupted(uninterrupted, ti
     assert [h["stage"] for h in history] == ["layer_0", "layer_1"]
 
 
+@pytest.mark.parametrize("stop_at, stopped", [(2, "interrupted at step 2 of layer_0"), (3, "interrupted after layer_0")])
 def test_overwrite_of_a_user_s_directory_puts_it_back_when_stopped_and_replaces_it_when_done(
-        uninterrupted, tiny_run_inputs, tmp_path):
+        uninterrupted, tiny_run_inputs, tmp_path, stop_at, stopped):
     # The run deleted the directory when it started: stopped, it left neither the user's files nor an output.
+    # Stopped on a stage's last step (3 of layer_0), it said so and trained on into the next stage.
     import os
     import signal
 
@@ -164,7 +166,7 @@ def test_overwrite_of_a_user_s_directory_puts_it_back_when_stopped_and_replaces_
     (mine / "notes.txt").write_text("keep me")
 
     def interrupt_at_2(stage, step, global_step, metrics):
-        if global_step == 2:
+        if global_step == stop_at:
             os.kill(os.getpid(), signal.SIGINT)
 
     text = open(tmp_path / "console.txt", "w")
@@ -177,7 +179,8 @@ def test_overwrite_of_a_user_s_directory_puts_it_back_when_stopped_and_replaces_
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
     assert [p.name for p in tmp_path.iterdir() if p.name != "console.txt"] == ["mine"]  # nothing set aside is left
     said = (tmp_path / "console.txt").read_text()
-    assert f"interrupted at step 2 of layer_0; {mine} is put back as it was and nothing was kept" in said, said
+    assert f"{stopped}; {mine} is put back as it was and nothing was kept" in said, said
+    assert said.count("interrupted") == 1, said  # it stopped there, not a step into the next stage
     # Run through, the finished run replaces the directory; nothing is left beside it.
     Distiller(str(tiny_run_inputs / "teacher"), str(tiny_run_inputs / "student"), str(tiny_run_inputs / "data"), mine,
               resume_config(), console=_quiet()).run(overwrite=True)
