@@ -218,7 +218,8 @@ def quantize(model, quantize="dynamic", calibration=None, input_dtypes=None, kee
             else:
                 mode.check_calibration(calibration)
                 # keep_float_layers win: a node kept float is not quantized dynamically either.
-                dynamic = [name for name in nodes_of_layers(names, dynamic_layers) if name not in set(exclude)]
+                excluded = set(exclude)
+                dynamic = [name for name in nodes_of_layers(names, dynamic_layers) if name not in excluded]
                 batch = model.graph.input[0].type.tensor_type.shape.dim[0]
                 batch = batch.dim_value if batch.HasField("dim_value") else 8
                 kept |= set(settings.float_ops)  # what ORT cannot run quantized (the record says why)
