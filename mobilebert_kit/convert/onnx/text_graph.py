@@ -164,8 +164,7 @@ def _single_layout(tokenizer):
 
 
 def in_graph_record(tokenizer, seq_len):
-    """What ``mbk_metadata`` records of a text-in file's tokenizer (``tokenizer_in_graph``).
-    """
+    """What ``mbk_metadata`` records of a text-in file's tokenizer (``tokenizer_in_graph``)."""
     return {"library": f"{EXTENSIONS_PACKAGE} {extensions_version()}", "domain": EXTENSIONS_DOMAIN,
             "op": tokenizer.kind.extensions_op, "kind": tokenizer.kind.name, "truncates_to": int(seq_len),
             "input": TEXT_INPUT}
@@ -627,8 +626,7 @@ def _all_nodes(node):
 
 
 def with_tokenizer(model, tokenizer, seq_len, input_types, static=False, batch=None):
-    """``model`` (a ModelProto taking token arrays) with the tokenizer in front: its one input is ``text``.
-    """
+    """``model`` (a ModelProto taking token arrays) with the tokenizer in front: its one input is ``text``."""
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     ml_opset = next((o.version for o in model.opset_import if o.domain == "ai.onnx.ml"), _ML_OPSET)
     front = tokenizer_model(tokenizer, seq_len, input_types, static=static, batch=batch, opset=opset,

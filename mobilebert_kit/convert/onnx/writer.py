@@ -31,10 +31,6 @@ def write_onnx(graph, setting, calibration, metadata, path, calibrated=None):
 
     No client unit is packed: optimum-style code runs the checkpoint's own tokenizer. ``calibrated`` is unused
     (ORT's quantizer calibrates inside ``quantize_static`` each time).
-
-    Example:
-        >>> write_onnx(graph, plan, None, FileMetadata(meta, vocab), "m.onnx")  # doctest: +SKIP
-        []
     """
     mode = quantization_mode(setting.quantize)
     # ExportOptions.check refuses it first in the user's spelling; a library caller must not get a float file.

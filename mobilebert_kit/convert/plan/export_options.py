@@ -68,24 +68,12 @@ def option(default=None, *, help, flag=None, recipe=None, limit=None, choices=No
            none_ok=False):
     """One export option's declaration: a dataclass field whose metadata drives the CLI, the recipe and checks.
 
-    Args:
-        default: the default value (``factory`` for a mutable one).
-        help (str): the ``--help`` text.
-        flag (str): the ``mbk export`` flag (``"src"`` for the positional), or None when only a recipe sets it.
-        recipe (tuple): ``(table, key)`` in a recipe, or None when only the command line sets it.
-        limit (Limit): the bounds of a number.
-        choices (tuple | dict): the valid values of a string (a dict: its keys, read when used, so the
-            mode table's records are the choices).
-        kind (str): how the flag parses: ``"value"`` (default), ``"switch"`` (store_true),
-            ``"negated"`` (``--no-x`` sets False), ``"path"`` / ``"source"`` (checked input paths),
-            ``"csv"`` (comma-separated list), ``"csv-or-none"`` (None: the default; ``none``: empty),
-            ``"thresholds"`` (repeated ``KEY=VALUE``).
-        factory: default factory for dicts and the like.
-        none_ok (bool): None is valid (a dynamic shape, the model's own value).
-
-    Example:
-        >>> seq_len: int = option(128, flag="--seq-len", recipe=("export", "seq_len"), limit=SEQ_LEN,
-        ...                       help="static sequence length (default %(default)s)")  # doctest: +SKIP
+    ``flag`` is the ``mbk export`` flag (``"src"`` for the positional; None: a recipe key only), ``recipe`` its
+    ``(table, key)`` (None: a flag only); ``choices`` may be a dict (its keys, read when used: the mode table).
+    ``kind`` says how the flag parses: ``"value"`` (default), ``"switch"`` (store_true), ``"negated"`` (``--no-x``
+    sets False), ``"path"`` / ``"source"`` (checked input paths), ``"csv"`` (comma-separated list),
+    ``"csv-or-none"`` (None: the default; ``none``: empty), ``"thresholds"`` (repeated ``KEY=VALUE``).
+    ``none_ok``: None is valid (a dynamic shape, the model's own value).
     """
     meta = {"help": help, "flag": flag, "recipe": recipe, "limit": limit, "choices": choices,
             "kind": kind or "value", "none_ok": none_ok}
@@ -407,10 +395,6 @@ def recipe_keys(schema=None):
     """``{table: {key: RecipeKey}}`` for every option a recipe may set, generated from :class:`ExportOptions`.
 
     ``schema``: the options dataclass (default :class:`ExportOptions`; tests pass an extended one).
-
-    Example:
-        >>> recipe_keys()["export"]["mask_value"].field
-        'attention_mask_value'
     """
     tables = {}
     for f in fields(schema or ExportOptions):
@@ -427,12 +411,7 @@ def _split(text):
 
 
 def parse_thresholds(items):
-    """``["min_cosine=0.99"]`` -> ``{"min_cosine": 0.99}``; one-line errors for bad items.
-
-    Example:
-        >>> parse_thresholds(["min_cosine=0.99"])
-        {'min_cosine': 0.99}
-    """
+    """``["min_cosine=0.99"]`` -> ``{"min_cosine": 0.99}``; one-line errors for bad items."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -497,8 +476,7 @@ def add_arguments(parser, schema=None):
 
 
 def from_arguments(args):
-    """The :class:`ExportOptions` of parsed ``mbk export`` arguments (errors name the flags).
-    """
+    """The :class:`ExportOptions` of parsed ``mbk export`` arguments (errors name the flags)."""
     values = {}
     for f in fields(ExportOptions):
         if f.metadata.get("flag"):

@@ -34,7 +34,6 @@ from mobilebert_kit.errors import ConfigError
 # The sequence length of an export whose task record names none for its format (ExportTask.default_seq_len)
 # and whose source was not fine-tuned at a length of its own.
 DEFAULT_SEQ_LEN = 128
-LABELLED = LABELLED_HEADS  # the architectures that carry labels into the file
 
 
 def sequence_length(asked, task=None, fmt=None, max_positions=None, trained=None, option="--seq-len"):
@@ -81,11 +80,6 @@ def input_layout(options, task=None):
     (``ExportTask.per_text_outputs`` says why). The attention mask has the token ids' type, except in an
     int8-io file, whose float mask becomes an int8 input on integer-only accelerators (an integer mask would
     need a float CAST in front of the first layer there).
-
-    Example:
-        >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
-        >>> input_layout(ExportOptions("tiny-bert", "onnx", out="m.onnx"))
-        (True, 'int64')
     """
     dynamic = options.dynamic_axes
     if dynamic is None:
@@ -101,11 +95,6 @@ def input_layout(options, task=None):
 def pooling_notes(options, declared_pooling):
     """The notes of an export whose ``--pooling`` / ``--normalize`` contradict the checkpoint's declaration: it
     is honoured, and the export says what the checkpoint declares (it said nothing).
-
-    Example:
-        >>> from types import SimpleNamespace as NS
-        >>> pooling_notes(NS(pooling="cls", normalize=None, name_of=lambda n: f"--{n}"), NS(mode="mean", normalize=True))
-        ["--pooling cls replaces the mean pooling the checkpoint declares (modules.json): its vectors will differ from the checkpoint's"]
     """
     if declared_pooling is None:
         return []
@@ -129,11 +118,6 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None, 
     a regressor's raw scores, a multi-label classifier's sigmoids). ``pooling="auto"`` is the declared pooling,
     refused for ``embedding`` when there is none. The arguments are :class:`SourceFacts` fields; a task the
     source cannot export is a ConfigError naming the tasks it can.
-
-    Example:
-        >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
-        >>> decide_task(ExportOptions("tiny-bert", out="m.tflite"), "encoder")
-        ('features', None, None)
     """
     task = options.task
     if task == "auto":
@@ -175,16 +159,12 @@ def check_labels(options, architecture, num_outputs, found=()):
     column i to line i of ``labels.txt``, so a short or long list labels answers wrongly in the app. The source's
     own names (``found``: its ``labels.txt`` or ``id2label``) are held to the same rules (``data/class_names.py``):
     3 names for a 2-class head were packed and validation said PASSED.
-
-    Example:
-        >>> from mobilebert_kit.convert.plan.export_options import ExportOptions
-        >>> check_labels(ExportOptions("m", out="m.tflite", labels=("neg", "pos")), "sequence_classifier", 2)
     """
     if not options.labels:
-        if architecture in LABELLED and found:
+        if architecture in LABELLED_HEADS and found:
             check_class_names(found, "the source's class names (labels.txt or config.json id2label)", num_outputs)
         return
-    if architecture not in LABELLED:
+    if architecture not in LABELLED_HEADS:
         raise ConfigError(f"{options.name_of('labels')} names classes, and this source is {architecture}, not a "
                           "classifier; remove it")
     if num_outputs is not None and len(options.labels) != num_outputs:
@@ -197,10 +177,6 @@ class FileMetadata(NamedTuple):
     """What an export writes beside the weights, for every setting the search tries: our ``mbk_metadata``
     (``{}`` for a drift probe, no client's file), the ``mbk_vocab`` lines and the tokenizer the TFLite clients
     run (``data.tokenizer_kinds``; None: none in the source, byte-level BPE, ``--no-vocab``).
-
-    Example:
-        >>> FileMetadata({}, None).client_unit is None
-        True
     """
 
     meta: dict
@@ -210,12 +186,7 @@ class FileMetadata(NamedTuple):
     @property
     def layer_norm(self):
         """Whether the model normalizes with LayerNorm (not NoNorm): both writers then give full int8 the mode's
-        ``layer_norm_*`` defaults (``quantization.modes.TfliteSettings``).
-
-        Example:
-            >>> FileMetadata({"normalization_type": "layer_norm"}).layer_norm, FileMetadata({}).layer_norm
-            (True, False)
-        """
+        ``layer_norm_*`` defaults (``quantization.modes.TfliteSettings``)."""
         return self.meta.get("normalization_type") == "layer_norm"
 
 
@@ -226,10 +197,6 @@ class SourceFacts:
     ``declared_pooling`` is the checkpoint's sentence-transformers pooling (``mode``, ``normalize``);
     ``type_vocab_size`` 0 or 1 means no token types to feed; ``problem_type`` is a sequence classifier's
     (``sequence_classifier.problem_of``: transformers' ``problem_type``, declared or inferred).
-
-    Example:
-        >>> SourceFacts("encoder", 64).max_positions
-        64
     """
 
     architecture: str
@@ -333,12 +300,7 @@ class ExportPlan:
         return self.options.name_of(name, *value)
 
     def setting(self, quantize, keep_float_layers=()):
-        """The plan of one searched setting: ``quantize``'s mode with ``keep_float_layers`` float.
-
-        Example:
-            >>> plan.setting("dynamic").quantize  # doctest: +SKIP
-            'dynamic'
-        """
+        """The plan of one searched setting: ``quantize``'s mode with ``keep_float_layers`` float."""
         return replace(self, quantize=quantize, keep_float_layers=tuple(keep_float_layers))
 
     def as_float(self):
@@ -383,7 +345,7 @@ def plan_export(options, facts):
     seq_len = sequence_length(options.seq_len, task, options.format, facts.max_positions, facts.trained_seq_len,
                               option=options.name_of("seq_len"))
     check_labels(options, facts.architecture, facts.num_outputs, facts.labels)
-    labels = tuple(options.labels) or (tuple(facts.labels) if facts.architecture in LABELLED else ())
+    labels = tuple(options.labels) or (tuple(facts.labels) if facts.architecture in LABELLED_HEADS else ())
     dynamic, mask = input_layout(options, task)
     return ExportPlan(
         options=options, architecture=facts.architecture, task=task, pooling=pooling, normalize=normalize,

@@ -65,8 +65,7 @@ class InputSet:
                         None if self.texts is None else list(self.texts[:count]))
 
     def single_texts(self):
-        """The rows of single texts (no sentence pair), with their lines: what a text-in file is fed.
-        """
+        """The rows of single texts (no sentence pair), with their lines: what a text-in file is fed."""
         if self.texts is None:
             return self
         keep = [i for i, line in enumerate(self.texts) if "\t" not in line]
@@ -122,9 +121,6 @@ class InputSet:
         Ids and segment ids must stay below ``vocab_size`` / ``type_vocab_size`` (None: unchecked); ``count``
         None reads up to :data:`MAX_ROWS`. A missing or special file, text without a tokenizer, wrong arrays or
         no rows is an ExportError.
-
-        Example:
-            >>> InputSet.from_file("export/data/calibration.txt", 128, tokenizer, count=200)  # doctest: +SKIP
         """
         path = Path(path)
         count = MAX_ROWS if count is None else int(count)
@@ -299,10 +295,6 @@ def sample_lines(count=None, seq_len=None):
 def validation_lines(path, tokenizer, count, seq_len=None):
     """The lines an export or ``mbk validate`` validates on (``path`` None: the built-in ones), in the order of
     the validation rows; None for ``.npz`` arrays or a model without a tokenizer.
-
-    Example:
-        >>> validation_lines(None, tokenizer, 2)  # doctest: +SKIP
-        ['The quick brown fox jumps over the lazy dog.', 'A man is playing a guitar on the street corner.']
     """
     if tokenizer is None:
         return None

@@ -245,12 +245,7 @@ class QuantizationMode:
     stream_fold: tuple = ("tflite", "onnx")
 
     def allows(self, capability):
-        """Whether this mode allows ``capability`` (one of :data:`CAPABILITIES`).
-
-        Example:
-            >>> quantization_mode("qat").allows("int8_io")
-            True
-        """
+        """Whether this mode allows ``capability`` (one of :data:`CAPABILITIES`)."""
         check_choice("capability", capability, CAPABILITIES)
         return capability not in self.refused
 
@@ -327,25 +322,12 @@ def ranked_counts(layers):
 
     Doubling finds a passing count in log2(L) conversions (each a full calibrated conversion); keeping
     every layer float is no int8 model, so the count stays below the layer count.
-
-    Example:
-        >>> ranked_counts(7)
-        (1, 2, 4)
     """
-    counts, k = [], 1
-    while k < layers:
-        counts.append(k)
-        k *= 2
-    return tuple(counts)
+    return tuple(2 ** i for i in range(max(layers - 1, 0).bit_length()))
 
 
 def modes_allowing(capability):
-    """Names of the modes that allow ``capability``, in table order.
-
-    Example:
-        >>> modes_allowing("int8_io")
-        ('int8', 'qat')
-    """
+    """Names of the modes that allow ``capability``, in table order."""
     return tuple(name for name, mode in MODES.items() if mode.allows(capability))
 
 
@@ -530,11 +512,6 @@ def quantization_mode(name):
 
 def needs_calibration_message(mode, data, why):
     """The one-line error for a calibrated mode without data, naming both options as the user writes them
-    (``--quantize qat``, ``[calibration] data = 'FILE'``), with the record's reason ``why`` no default applies.
-
-    Example:
-        >>> needs_calibration_message("--quantize qat", "--calibration FILE", "QAT trains on its data")  # doctest: +ELLIPSIS
-        '--quantize qat needs calibration data: --calibration FILE (...); QAT trains on its data'
-    """
+    (``--quantize qat``, ``[calibration] data = 'FILE'``), with the record's reason ``why`` no default applies."""
     return (f"{mode} needs calibration data: {data} (.txt, one sentence per line, or .npz input arrays, "
             f"see docs/export.md); {why}")

@@ -27,12 +27,7 @@ TFLITE_OUTPUT = OutputKind("tflite", False, "a .tflite model exported by mbk",
 
 def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
     """Converts ``graph`` with ``setting`` and writes the ``.tflite`` file at ``path`` (arguments:
-    ``ArtifactWriter``); returns the converter's notes.
-
-    Example:
-        >>> write_tflite(graph, plan, None, FileMetadata(meta, vocab, unit), "m.tflite")  # doctest: +SKIP
-        []
-    """
+    ``ArtifactWriter``); returns the converter's notes."""
     with warnings.catch_warnings():
         # The converter's calibrator still instantiates tf.lite.Interpreter internally.
         warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
@@ -71,13 +66,7 @@ def write_tflite(graph, setting, calibration, metadata, path, calibrated=None):
 def client_metadata_args(meta, vocab, client_unit=None):
     """The arguments of ``tflite_metadata.client_metadata`` for an export's ``mbk_metadata`` and tokenizer; None for
     a file without a task (a drift probe). ``vocab`` becomes the clients' ``vocab.txt`` when no ``client_unit``
-    (``data.tokenizer_kinds``, packed as is) is given.
-
-    Example:
-        >>> client_metadata_args({"task": "classification", "client": "classifier", "outputs": ["probability"],
-        ...                       "labels": ["neg", "pos"], "source": "m"}, None)["labels"]
-        ['neg', 'pos']
-    """
+    (``data.tokenizer_kinds``, packed as is) is given."""
     if not meta.get("task"):
         return None
     if client_unit is None and vocab:
