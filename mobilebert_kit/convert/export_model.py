@@ -56,10 +56,6 @@ def task_names(model, task=None, fmt="tflite", hidden_states=False):
 
     ``task`` None: the architecture's canonical outputs under their own names (files whose metadata names no
     task); ``hidden_states`` appends the per-layer probe outputs.
-
-    Example:
-        >>> task_names(mbk.build("tiny-bert"), "embedding", "onnx")  # doctest: +SKIP
-        (('last_hidden_state', 'sequence_output'), ('sentence_embedding', 'sentence_embedding'))
     """
     if task is None:
         pairs = tuple((name, name) for name in OUTPUTS[architecture_of(model)])
@@ -130,9 +126,6 @@ DERIVED = {
 def task_outputs(values, attention_mask, pairs, pooling=None, normalize=False):
     """``{exported name: value}`` for ``pairs`` (:func:`task_names`), from the model's canonical ``values``
     (tensors or arrays: the module doc says who calls it).
-
-    Example:
-        >>> task_outputs({"logits": logits}, mask, (("probability", "probabilities"),))  # doctest: +SKIP
     """
     return {exported: values[canonical] if canonical in values else
             DERIVED[canonical](values, attention_mask, pooling, normalize) for exported, canonical in pairs}
@@ -245,9 +238,6 @@ def build_export_model(
 def plan_graph(model, plan, hidden_states=False, for_qat=False):
     """The export graph of an :class:`~mobilebert_kit.convert.plan.export_plan.ExportPlan`: the one place its arguments
     are read from the plan, for the artifact and the drift probe alike.
-
-    Example:
-        >>> graph = plan_graph(model, plan)  # doctest: +SKIP
     """
     if plan.options.fold_nonorm and not for_qat:  # QAT trains the model it is given: nothing to fold into yet
         # The per-layer hidden states the drift probe reads are the block outputs, which the stream fold stores

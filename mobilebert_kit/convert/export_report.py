@@ -122,9 +122,6 @@ def write_report(out, result, start, overwrite, sources, note=None):
     """Writes ``result`` as ``OUT.report.json`` (atomically; ``sources``, the export's inputs, are never
     overwritten); its ``seconds`` run from the export's ``start`` (``time.perf_counter()``), and ``note`` (why the
     artifact was not written, when it was not) is appended to its notes.
-
-    Example:
-        >>> write_report("m.tflite", result, start, False, [])  # doctest: +SKIP
     """
     result.seconds = time.perf_counter() - start
     # The schema tag lets a later export recognise the report as its own and replace it (EXPORT_REPORT_OUTPUT).

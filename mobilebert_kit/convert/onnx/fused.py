@@ -33,10 +33,6 @@ blocks keep tf2onnx's nodes. The block's boundary in the tf2onnx graph is found 
 depends on ``input_ids`` (the hidden state), and the next block's (or the heads') read of its output.
 Nodes keep the layer paths in their names (``.../transformer_layer_0/ffn_0/intermediate/MatMul_fused``), so
 ``keep_float_layers`` still finds them.
-
-Example:
-    >>> fuse_blocks(model, export_graph)  # doctest: +SKIP
-    24
 """
 
 import numpy as np

@@ -78,12 +78,7 @@ def _first(node, kind):
 
 
 def refusal(tokenizer):
-    """Why onnxruntime-extensions cannot run ``tokenizer`` (a TextTokenizer) as the checkpoint does, or None.
-
-    Example:
-        >>> refusal(TextTokenizer.from_directory("albert-dir/"))  # doctest: +SKIP
-        'its sentencepiece tokenizer lower-cases the text before SentencePiece, ...'
-    """
+    """Why onnxruntime-extensions cannot run ``tokenizer`` (a TextTokenizer) as the checkpoint does, or None."""
     if tokenizer is None:
         return "it has no tokenizer (no tokenizer.json or vocab.txt beside the checkpoint)"
     kind = tokenizer.kind

@@ -69,10 +69,6 @@ def fingerprint(original, inputs):
     A file replaced under the same path (a re-tokenized corpus, a retrained source) changes it, so a resume
     over it is refused instead of continuing on other rows or towards another teacher. ``inputs``: every row
     (training and held out).
-
-    Example:
-        >>> fingerprint(model, inputs)["inputs"][:8]  # doctest: +SKIP
-        '3f1c9a2e'
     """
     # Values in build order, not by name: Keras' generated layer names differ between processes.
     return {"inputs": array_digest(np.asarray(inputs.arrays[k]) for k in sorted(inputs.arrays)),

@@ -127,10 +127,6 @@ def source_facts(source, options=None):
 
     With ``options``, the checkpoint's sentence pooling is read only when the task may use it (``--task
     features`` never reads it; an explicit ``--pooling`` overrides a declaration this tool cannot export).
-
-    Example:
-        >>> source_facts(ModelSource.load("tiny-bert")).max_positions  # doctest: +SKIP
-        64
     """
     model = source.model
     return SourceFacts(

@@ -37,14 +37,8 @@ from mobilebert_kit.utils.structured import strict_json_values
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Pass/fail limits for one precision; ``None`` disables a check.
-
-    Args:
-        min_cosine: lowest allowed mean cosine of an output.
-        min_snr_db: lowest allowed signal-to-noise ratio.
-        min_argmax_agreement: lowest allowed argmax agreement of logits outputs.
-        max_abs_error: highest allowed max absolute error.
-    """
+    """Pass/fail limits for one precision (``min_cosine`` bounds an output's mean cosine, ``min_argmax_agreement``
+    only logits outputs); ``None`` disables a check."""
 
     min_cosine: float = None
     min_snr_db: float = None

@@ -146,9 +146,6 @@ def drift(model, plan, calibration, inputs, reference, qat_graph=None):
     was converted (:func:`~mobilebert_kit.convert.quantization.qat.with_layer_outputs`), so the report
     describes the written artifact and QAT runs once per export. Returns one row per layer
     (:func:`~mobilebert_kit.convert.validation.compare.drift_report`).
-
-    Example:
-        >>> drift(model, plan, calibration, inputs, model, qat_graph=graph)  # doctest: +SKIP
     """
     probe = rebuild(encoder_of(reference), output_hidden_states=True)
     keras_out = probe({k: np.asarray(v) for k, v in inputs.arrays.items()}, training=False)
@@ -163,9 +160,6 @@ def write_drift_probe(model, plan, calibration, path, qat_graph=None):
     """Writes the per-layer probe artifact of :func:`drift` at ``path``: the export graph with every hidden state as
     an output.
     """
-    names = hidden_state_names(model)
-    if plan.mode.trains:
-        graph = with_layer_outputs(qat_graph, names)
-    else:
-        graph = plan_graph(model, plan, hidden_states=True)
+    graph = (with_layer_outputs(qat_graph, hidden_state_names(model)) if plan.mode.trains
+             else plan_graph(model, plan, hidden_states=True))
     WRITERS[plan.format].write(graph, plan, calibration, FileMetadata({}), path)
