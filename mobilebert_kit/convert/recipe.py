@@ -143,10 +143,6 @@ class Recipe:
         for ``options`` (the source's own facts: a 64-position preset recovers at 64). ``options``: any of
         :meth:`options` (they share the source and ``[substitute]``). Returns the ModelSource to pass as
         ``export(..., source=...)``.
-
-        Example:
-            >>> recipe = Recipe.load("export/nonorm.toml")  # doctest: +SKIP
-            >>> source = recipe.prepare(recipe.options()[0])  # doctest: +SKIP
         """
         from mobilebert_kit.convert.prepare.source import Recovery, prepare_source, source_facts
         from mobilebert_kit.sources.model_source import ModelSource

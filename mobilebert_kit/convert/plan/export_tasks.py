@@ -28,17 +28,12 @@ Example:
 
 from dataclasses import dataclass, field
 
-from mobilebert_kit.artifacts import metadata_schema
-from mobilebert_kit.artifacts.formats import FORMATS as ARTIFACT_FORMATS
+from mobilebert_kit.artifacts.formats import FORMATS  # the export plan reads the format's one record from here
 from mobilebert_kit.errors import check_choice
 
 # models.encoder.INPUT_NAMES, in export order, repeated so that reading data files, recipes and plans does not
 # import TensorFlow (tests/convert/test_recipes.py checks that the two agree).
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-# The export plan reads the format's one record (artifacts.formats), as every other module does.
-FORMATS = ARTIFACT_FORMATS
 
 
 def graph_inputs(fmt, type_vocab_size, token_types=None):
@@ -51,17 +46,12 @@ def graph_inputs(fmt, type_vocab_size, token_types=None):
     ``tokenizer(text)`` would be refused by a graph that requires them; without the input every token reads
     type 0, as transformers does when none is given. A model with one token type or none takes none either.
     ``token_types``: whether the checkpoint's tokenizer returns ``token_type_ids`` (None: unknown).
-
-    Example:
-        >>> graph_inputs("onnx", 1), graph_inputs("onnx", 2, token_types=False), graph_inputs("tflite", 1)[-1]
-        (('input_ids', 'attention_mask'), ('input_ids', 'attention_mask'), 'token_type_ids')
     """
     if not FORMATS[fmt].every_input and (int(type_vocab_size or 0) <= 1 or token_types is False):
         return GRAPH_INPUTS[:2]
     return GRAPH_INPUTS
-# Metadata names of the three inputs, in graph order: the TFLite clients find the inputs by these names
-# ("ids", "mask", "segment_ids"); other names give "Input tensor indices form the set {-1, -1, -1}".
-CLIENT_INPUT_NAMES = metadata_schema.CLIENT_INPUT_NAMES  # declared with the schema: the lint on the floor reads it
+
+
 POOLINGS = ("mean", "cls")
 
 

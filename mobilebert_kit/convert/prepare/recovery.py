@@ -181,10 +181,6 @@ def step_rows(seed, step, count, batch_size):
 
     A function of the seed and the step alone, not of the draws before it (as one generator for the whole
     run would be), so a recovery resumed at step ``k`` sees exactly the rows an uninterrupted one sees.
-
-    Example:
-        >>> bool((step_rows(0, 5, 100, 8) == step_rows(0, 5, 100, 8)).all()), len(set(step_rows(0, 5, 100, 8)))
-        (True, 8)
     """
     return np.random.default_rng([int(seed), int(step)]).choice(int(count), size=int(batch_size), replace=False)
 

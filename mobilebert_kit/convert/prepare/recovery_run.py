@@ -53,12 +53,7 @@ _CHOICES = {"norm": SUBSTITUTIONS["norm"].choices, "act": SUBSTITUTIONS["act"].c
 
 def substitute_record(src, data, config):
     """The run record of a substitution (source spec, recovery data file, options keyed as :data:`CONFIG_KEYS`):
-    what a resume must match.
-
-    Example:
-        >>> substitute_record("tiny-bert", None, {"norm": "no_norm"})["source"]
-        'tiny-bert'
-    """
+    what a resume must match."""
     return {"source": describe_path(src), "data": describe_path(data),
             "config": {key: config.get(key) for key in CONFIG_KEYS}}
 

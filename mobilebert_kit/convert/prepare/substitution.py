@@ -192,25 +192,18 @@ def _norm_moments(model, data):
     Sums in float64, accumulated batch by batch (:func:`recorded_batches`), so memory does not grow with the data.
     """
     encoder = encoder_of(model)
-    paths = {}
-    for path, var in named_weights(encoder).items():
-        if path.endswith("/gamma"):
-            paths[path[: -len("/gamma")]] = var
-    norms = [layer for layer in _sublayers(encoder) if isinstance(layer, keras.layers.LayerNormalization)]
-    by_var = {id(layer.gamma): layer for layer in norms}
-    layer_of = {p: by_var[id(v)] for p, v in paths.items() if id(v) in by_var}
-    sums = {path: [0, 0.0, 0.0, 0.0, 0.0] for path in layer_of}
+    gammas = {path[: -len("/gamma")]: var for path, var in named_weights(encoder).items() if path.endswith("/gamma")}
+    by_var = {id(layer.gamma): layer for layer in _sublayers(encoder)
+              if isinstance(layer, keras.layers.LayerNormalization)}
+    layer_of = {p: by_var[id(v)] for p, v in gammas.items() if id(v) in by_var}
+    sums = {path: (0, 0.0, 0.0, 0.0, 0.0) for path in layer_of}
     for records, keep in recorded_batches(encoder, keras.layers.LayerNormalization, layer_of.values(), data.arrays):
         for path, layer in layer_of.items():
             (x, y), = records[id(layer)]
             x, y = x[keep].astype(np.float64), y[keep].astype(np.float64)
-            total = sums[path]
-            total[0] += len(x)
-            total[1] = total[1] + x.sum(0)
-            total[2] = total[2] + y.sum(0)
-            total[3] = total[3] + (x * x).sum(0)
-            total[4] = total[4] + (x * y).sum(0)
-    return {path: tuple(total) for path, total in sums.items()}
+            batch = (len(x), x.sum(0), y.sum(0), (x * x).sum(0), (x * y).sum(0))
+            sums[path] = tuple(total + part for total, part in zip(sums[path], batch))
+    return sums
 
 
 def _sublayers(layer):

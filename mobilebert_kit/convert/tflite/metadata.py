@@ -8,7 +8,7 @@ measured by loading files). The flatbuffer (identifier ``M001``) holds one
 SubGraphMetadata:
 
 - ``input_tensor_metadata`` named ``ids``, ``mask``, ``segment_ids``
-  (:data:`~mobilebert_kit.convert.plan.export_tasks.CLIENT_INPUT_NAMES`), in graph input order;
+  (:data:`~mobilebert_kit.artifacts.metadata_schema.CLIENT_INPUT_NAMES`), in graph input order;
 - ``input_process_units``: the checkpoint's tokenizer as its kind's record says
   (``data/tokenizer_kinds.py``): ``BertTokenizerOptions`` whose ``vocab_file`` is
   ``vocab.txt`` (type VOCABULARY) for WordPiece, ``SentencePieceTokenizerOptions``
@@ -41,9 +41,8 @@ import zipfile
 import flatbuffers
 
 from mobilebert_kit.artifacts import metadata_schema as schema
-from mobilebert_kit.artifacts.metadata_schema import TFLITE_METADATA  # noqa: F401  (the exporter's entry name)
+from mobilebert_kit.artifacts.metadata_schema import CLIENT_INPUT_NAMES, TFLITE_METADATA  # noqa: F401  (re-exported)
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.plan.export_tasks import CLIENT_INPUT_NAMES
 from mobilebert_kit.data.tokenizer_kinds import ClientUnit
 
 CLIENTS = (None, "embedder", "classifier", "question_answerer")
