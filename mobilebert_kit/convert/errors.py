@@ -20,9 +20,6 @@ def check_op_types(asked, present, runtime):
 
     The converters and the ONNX quantizer ignore a deny-listed op type they do not find, so a typo kept nothing
     in float, silently. ``runtime`` (``"TFLite"`` / ``"ONNX"``) is named in the message.
-
-    Example:
-        >>> check_op_types(["MatMul"], {"MatMul", "Add"}, "ONNX")
     """
     unknown = sorted(set(asked) - set(present))
     if unknown:

@@ -138,13 +138,7 @@ def _rebuild(part, state):
 
 def char_classes(tokenizer):
     """What the checkpoint's WordPiece tokenizer does to each character (:class:`CharClasses`), measured once per
-    normalizer and pre-tokenizer (a few seconds) and cached.
-
-    Example:
-        >>> classes = char_classes(tok)  # doctest: +SKIP
-        >>> 0xFEFF in classes.removed, ord("！") in classes.isolated  # doctest: +SKIP
-        (True, True)
-    """
+    normalizer and pre-tokenizer (a few seconds) and cached."""
     backend = tokenizer._tokenizer
     state = lambda part: None if part is None else part.__getstate__().decode("utf-8")  # noqa: E731
     return _classes(state(backend.normalizer), state(backend.pre_tokenizer))

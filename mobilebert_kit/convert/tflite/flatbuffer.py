@@ -44,6 +44,12 @@ def text_of(value):
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def serialized(model, model_bytes, changed):
+    """``(bytes, changed)`` of a pass over the unpacked ``model`` read from ``model_bytes``: those unchanged when the
+    pass changed nothing."""
+    return (bytes(fb.convert_object_to_bytearray(model)) if changed else model_bytes), changed
+
+
 def finalize(model_bytes, input_order, output_order, metadata=None, default_seq_len=None):
     """Returns ``model_bytes`` with named, ordered inputs/outputs, the inputs as tensors ``0..n-1``, and metadata.
 
@@ -98,10 +104,6 @@ def inputs_first(model, subgraph_index=0):
 
     MediaPipe resizes dynamic inputs by position, as if input ``i`` were tensor ``i`` (module docstring).
     ``model``: the unpacked ``schema.ModelT`` (``flatbuffer_utils.read_model_from_bytearray``), returned.
-
-    Example:
-        >>> list(inputs_first(model).subgraphs[0].inputs)  # doctest: +SKIP
-        [0, 1, 2]
     """
     graph = model.subgraphs[subgraph_index]
     first = [int(i) for i in graph.inputs]

@@ -16,14 +16,13 @@ values it stood for (``q * scale`` per channel, zero points are 0 for weights)
 and the tensor loses its quantization parameters. No op is added or removed, and
 the result is the same function as the hybrid op up to the float rounding of its
 on-the-fly activation quantization.
-
-Example:
-    >>> data, changed = float_hybrid_depthwise(model_bytes)  # doctest: +SKIP
 """
 
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils as fb
+
+from mobilebert_kit.convert.tflite.flatbuffer import serialized
 
 
 def float_hybrid_depthwise(model_bytes):
@@ -60,6 +59,4 @@ def float_hybrid_depthwise(model_bytes):
             weights.type = schema.TensorType.FLOAT32
             weights.quantization = None
             changed += 1
-    if not changed:
-        return model_bytes, 0
-    return bytes(fb.convert_object_to_bytearray(model)), changed
+    return serialized(model, model_bytes, changed)

@@ -16,9 +16,6 @@ between our float graphs and a small int4 file:
   blocks of 32); those weights get one scale per output channel instead.
 - The quantizer rewrites the flatbuffer, so our names, metadata and packed
   files are applied afterwards, as for every mode (``tflite.writer``).
-
-Example:
-    >>> data, notes = int4_weights(float_bytes, Int4Weights("int8", 32))  # doctest: +SKIP
 """
 
 import contextlib
@@ -31,7 +28,7 @@ from ai_edge_litert.tools import flatbuffer_utils as fb
 
 from mobilebert_kit.artifacts.reader import read_tflite_bytes
 from mobilebert_kit.convert.errors import ExportError
-from mobilebert_kit.convert.tflite.flatbuffer import text_of
+from mobilebert_kit.convert.tflite.flatbuffer import serialized, text_of
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.utils.quiet import quiet_fd2
 
@@ -61,6 +58,7 @@ def int4_weights(model_bytes, settings):
     if undivided:
         notes.append(f"{len(undivided)} weight(s) whose input width is not a multiple of {settings.block_size} "
                      f"stored per channel: {', '.join(sorted(undivided.values()))}")
+    what = f"int4 quantization ({settings.granularity.lower()}, {settings.activations} activations)"
     try:
         # The quantizer prints progress bars and a size summary: the export report says what it needs.
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), quiet_fd2():
@@ -75,7 +73,6 @@ def int4_weights(model_bytes, settings):
                     qtyping.QuantGranularity.CHANNELWISE)
             quantized = bytes(q.quantize().quantized_model)
     except Exception as err:  # noqa: BLE001  (ValueError, RuntimeError ... from the quantizer)
-        what = f"int4 quantization ({settings.granularity.lower()}, {settings.activations} activations)"
         undivided = _UNDIVIDED.search(str(err))
         if undivided:
             raise ExportError(f"{what}: weight {undivided.group(2)} of {undivided.group(1)} is not a multiple of "
@@ -83,8 +80,8 @@ def int4_weights(model_bytes, settings):
                               "per-channel int4 (--quantize int4-channel)") from err
         raise ExportError(f"{what} failed: {first_line(err)}") from err
     if quantized == data or len(quantized) >= len(data):
-        raise ExportError(f"int4 quantization ({settings.granularity.lower()}, {settings.activations} activations) "
-                          "quantized no weight: the quantizer's policy has no such recipe for this graph's ops")
+        raise ExportError(f"{what} quantized no weight: the quantizer's policy has no such recipe for this graph's "
+                          "ops")
     return quantized, notes
 
 
@@ -124,9 +121,7 @@ def embedding_lookups(model_bytes):
                 operators.extend(replaced)
                 rewritten += 1
         graph.operators = operators
-    if not rewritten:
-        return model_bytes, 0
-    return bytes(fb.convert_object_to_bytearray(model)), rewritten
+    return serialized(model, model_bytes, rewritten)
 
 
 def _as_lookup(model, graph, codes, op):

@@ -26,16 +26,13 @@ change), and so are those whose constant bytes another tensor shares. A tie left
 ``qkv`` ``SPLIT``, made symmetric alone left the ``SPLIT``'s outputs unequal,
 and XNNPACK refused to prepare the file (the builtin kernel copies the bytes
 and would compute with the wrong scale).
-
-Example:
-    >>> data, changed = symmetric_matmul_operands(model_bytes)  # doctest: +SKIP
 """
 
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.tools import flatbuffer_utils as fb
 
-from mobilebert_kit.convert.tflite.flatbuffer import text_of
+from mobilebert_kit.convert.tflite.flatbuffer import serialized, text_of
 
 # Ops whose int8 kernels require identical input/output quantization: op -> the data input tied to every
 # output (None: every input, as CONCATENATION joins them).
@@ -102,9 +99,7 @@ def symmetric_matmul_operands(model_bytes):
                 q.scale = np.array([bound / 127.0], np.float32)
                 q.zeroPoint = np.array([0], np.int64)
             changed += len(chain)
-    if not changed:
-        return model_bytes, 0
-    return bytes(fb.convert_object_to_bytearray(model)), changed
+    return serialized(model, model_bytes, changed)
 
 
 def _int8_params(tensor, schema):
@@ -129,10 +124,6 @@ def dynamic_range_weights(model_bytes, names):
     XNNPACK runs it with the int8 kernels and writes a float output, so no static output range applies.
     ``names``: output tensor names of the ops to rewrite; ops that are not float fully connected layers with a
     constant 2-D kernel are left alone.
-
-    Example:
-        >>> dynamic_range_weights(model_bytes, ["m/transformer_layer_0/ffn_0/output/BiasAdd"])  # doctest: +SKIP
-        (b'...', 1)
     """
     wanted = set(names)
     model = fb.read_model_from_bytearray(bytearray(model_bytes))
@@ -159,6 +150,4 @@ def dynamic_range_weights(model_bytes, names):
             kernel.quantization.quantizedDimension = 0
             op.builtinOptions.asymmetricQuantizeInputs = True
             changed += 1
-    if not changed:
-        return model_bytes, 0
-    return bytes(fb.convert_object_to_bytearray(model)), changed
+    return serialized(model, model_bytes, changed)

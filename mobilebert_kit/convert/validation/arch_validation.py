@@ -11,12 +11,6 @@ is compared twice, both judged by the mode's thresholds (``convert.validation.co
 
 What it cannot show: any timing (emulated instructions cost nothing like real ones), and how the silicon
 differs from QEMU's model of the architecture.
-
-Example:
-    >>> comparison = compare_on_arch(runner, outputs_x86, refs, inputs, token_outputs, logit_outputs, limits,
-    ...                               "arm64", "cortex-a76")  # doctest: +SKIP
-    >>> comparison.outputs[0]["vs_x86"]["cosine_min"]  # doctest: +SKIP
-    0.99999994
 """
 
 from dataclasses import asdict, dataclass, field

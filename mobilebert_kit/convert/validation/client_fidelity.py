@@ -97,11 +97,6 @@ def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
     ``reference_outputs`` maps ``{input name: int32 [n, seq]}`` to the Keras source's values under the
     artifact's output names. Returns None when no client can tokenize for the tokenizer's kind; ``output`` stays
     None when the first output is indexed by token position, which two tokenizations do not share.
-
-    Example:
-        >>> record = client_fidelity(runner, refs, SENTENCES[:16], tokenizer, 128)  # doctest: +SKIP
-        >>> record.warning()  # doctest: +SKIP
-        '3 of 16 validation sentences tokenize differently on the phone (accents); min cosine 0.3921'
     """
     client = tokenizer.client_tokenizer()
     if client is None:
