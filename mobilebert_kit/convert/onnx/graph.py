@@ -4,11 +4,6 @@ NoNorm (``x * gamma + beta``, MobileBERT Sec. 4.1) after a dense layer with no r
 linear in the dense output; it folds into the dense weights (``W * gamma``, ``b * gamma + beta``), which ORT
 does not do by itself (its MatMul fusions take a bias Add, not a per-channel Mul). Nodes left unread are
 dropped.
-
-Example:
-    >>> counts = simplify(model)  # doctest: +SKIP
-    >>> counts
-    {'affine_folded': 48}
 """
 
 import numpy as np

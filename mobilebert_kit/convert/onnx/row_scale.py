@@ -38,10 +38,6 @@ The graph per weight MatMul (``x [..., K] @ W [K, N]``, ``W`` a constant)::
 Only standard ONNX ops: ``quantize_dynamic`` afterwards writes
 ``DynamicQuantizeLinear`` + ``MatMulInteger``, which any ONNX runtime runs and
 ONNX Runtime fuses at load.
-
-Example:
-    >>> scale_rows(model, exclude={"encoder/pooler/MatMul"})  # doctest: +SKIP
-    361
 """
 
 import numpy as np

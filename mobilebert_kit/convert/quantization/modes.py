@@ -353,21 +353,15 @@ _INT4_BY_BLOCKS = ("ONNX Runtime's MatMulNBits stores int4 weights in blocks (16
 _INT4_WHOLE = ("ONNX Runtime's int4 quantizer writes every weight MatMul and embedding table by op type; keeping "
                "single layers float is not offered for int4")
 
-# Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone (benchmarks/perf/NOTES.md has the
-# op profile; docs/export.md, "Graph changes for speed", the measurements): SOFTMAX stays float because XNNPACK has
-# no int8 softmax and each int8 one splits the delegated graph; the attention-mask ADD before it stays float too,
-# because in int8 its output would span the mask value (-120) as well as the real scores, a step of ~0.5 logits.
-# SUM, DIV, MAXIMUM and L2_NORMALIZATION occur in our graphs only in an embedding's sentence pooling, whose int8
-# rounding of the output vector itself cost the issue 16 student 0.0012 mean cosine to its float model.
-# In a LayerNorm model the LayerNorms and the residual ADDs that feed them stay float too: XNNPACK has no int8
-# RSQRT or SQUARED_DIFFERENCE (an int8 LayerNorm cut the graph into 34 partitions), and one per-tensor int8 scale
-# cannot hold the residual stream's outlier channels (2.2x faster and more faithful on three all-MiniLM-L6-v2
-# models, benchmarks/RESULTS.md). NoNorm models are untouched: their element-wise NoNorm runs in int8 in XNNPACK.
-# The feed-forward output projections ("output", which write those outlier channels: one static int8 step of 0.67
-# in MiniLM) take int8 weights with activations quantized on the fly and a float output (issue 46): a static int8
-# output grew the one-ULP differences between the aarch64 and x86-64 kernels to a sentence cosine of 0.984 between
-# the two (0.992 so, in 0.94x dynamic int8's time). The ONNX writer gives the same layers ORT's dynamic int8: in
-# all-static QDQ all-MiniLM-L6-v2's embedder failed validation (benchmarks/RESULTS.md, issue 45 item 2).
+# Full int8 defaults are chosen for XNNPACK, the CPU path of every Android phone; docs/export.md ("Graph changes for
+# speed") says why each of these stays float and what it measured: SOFTMAX and the attention-mask ADD before it, an
+# embedding's sentence pooling (SUM, DIV, MAXIMUM, L2_NORMALIZATION: no other op of our graphs), and in a LayerNorm
+# model its LayerNorms and the residual ADDs that feed them (NoNorm models are untouched: NoNorm runs in int8 in
+# XNNPACK). A LayerNorm model's feed-forward output projections ("output") take int8 weights with activations
+# quantized on the fly and a float output (issue 46): a static int8 output grew the one-ULP differences between the
+# aarch64 and x86-64 kernels to a sentence cosine of 0.984 between the two (0.992 so). The ONNX writer gives the
+# same layers ORT's dynamic int8: in all-static QDQ all-MiniLM-L6-v2's embedder failed validation
+# (benchmarks/RESULTS.md, issue 45 item 2).
 # The default group's label in notes (both writers).
 DYNAMIC_GROUP = "feed-forward output projection"
 _XNNPACK_FLOAT = {"default_float_ops": ("SOFTMAX", "SUM", "DIV", "MAXIMUM", "L2_NORMALIZATION"),
