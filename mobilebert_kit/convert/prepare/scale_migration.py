@@ -140,12 +140,7 @@ def _block_segments(config):
 
 
 def unmigratable(config):
-    """Why an encoder config's NoNorm scales cannot move (one line), or None when they can.
-
-    Example:
-        >>> unmigratable({"normalization_type": "layer_norm"})
-        'the model uses layer_norm, which no scale can move through; run `mbk substitute --norm no_norm` first'
-    """
+    """Why an encoder config's NoNorm scales cannot move (one line), or None when they can."""
     if config["normalization_type"] != "no_norm":
         return (f"the model uses {config['normalization_type']}, which no scale can move through; "
                 "run `mbk substitute --norm no_norm` first")

@@ -495,12 +495,7 @@ CONVERTED_MODES = tuple(name for name, mode in MODES.items() if not mode.search)
 
 
 def quantization_mode(name):
-    """The record of mode ``name`` (a key of :data:`MODES`); an unknown name is a ConfigError listing the valid ones.
-
-    Example:
-        >>> quantization_mode("int8").calibration
-        True
-    """
+    """The record of mode ``name`` (a key of :data:`MODES`); an unknown name is a ConfigError listing the valid ones."""
     return MODES[check_choice("quantize", name, tuple(MODES))]
 
 

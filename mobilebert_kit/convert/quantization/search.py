@@ -200,12 +200,7 @@ def refusal(frontier, budget, data, name_of):
 
 
 def candidate_metadata(meta, asked, quantize, label, layers, judged_by):
-    """The ``mbk_metadata`` of a searched candidate: the mode it was converted with and the setting chosen.
-
-    Example:
-        >>> candidate_metadata({"quantization": "auto"}, "auto", "int8", "int8", (), "validation")["quantization"]
-        'int8'
-    """
+    """The ``mbk_metadata`` of a searched candidate: the mode it was converted with and the setting chosen."""
     out = dict(meta, quantization=quantize)
     if asked != quantize or layers:
         out["quantization_search"] = {"asked": asked, "setting": label, "float_layers": list(layers),
