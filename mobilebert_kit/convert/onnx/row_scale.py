@@ -3,32 +3,18 @@
 Why: ``quantize_dynamic`` quantizes each weight MatMul's activation with one
 uint8 scale per tensor (ORT fuses that into ``DynamicQuantizeMatMul`` /
 ``MatMulIntegerToFloat``: fast, but a trained encoder's few wide tokens
-([CLS], [SEP]) take the range from the others). The hand-written per-row
-scheme of issue 15 (16 ops per MatMul around ``MatMulInteger``; removed by issue 45)
-kept the fidelity and lost the fused kernels: ``mobilebert`` dynamic int8 ran
-at 1.87x Hugging Face's ``quantize_dynamic`` file (issue 36).
+([CLS], [SEP]) take the range from the others).
 
 This pass divides each weight MatMul's input by its per-row absolute maximum
 and multiplies the product back (``x @ W = s * ((x / s) @ W)``, ``s`` one
 scalar per row, exact in float). Every row then spans [-1, 1], so ORT's one
 scale per tensor is, row for row, the scale each row would get alone, and the
 quantized product still runs in ORT's own fused kernel. Q, K and V read one
-input: it is scaled once. Measured (benchmarks/RESULTS.md, issue 36 entry):
-all-MiniLM-L6-v2 min sentence-embedding cosine to PyTorch on 186 real
-sentences 0.9905 (7-bit weights; 8-bit 0.9934) against 0.9837 per tensor
-and 0.9930 for the hand-written graph; ``mobilebert`` at seq 128 in 0.67x the
-hand-written graph's time, but 1.6x the per-tensor file's: the row scaling
-adds four small ops per input and one per MatMul, and the bias Add no longer
-fuses into the kernel.
-
-What else was tried (same entry): ``MatMulNBits`` with ``bits=8`` and
-``accuracy_level=4`` (int8 compute, per-block activation scales inside the
-kernel, bias fused) keeps the fidelity but ran slower than float32 (1.26x) at
-these shapes (M = 128 tokens; the kernel is built for LLM decoding); centring
-each row on its mid-range (per-row asymmetric) multiplies the weights'
-rounding error by the row offset (MiniLM min cosine 0.969); scaling only some
-MatMuls chosen by layer name missed 0.99 (feed-forward outputs 0.9898, Q/K/V
-0.9844) or passed with less margin (all feed-forward MatMuls 0.9911).
+input: it is scaled once. What it keeps and costs, against per-tensor scales
+and the hand-written per-row graph it replaced, and what else was tried:
+docs/export.md ("Precisions"; benchmarks/RESULTS.md, issue 36). Scaling only
+some MatMuls chosen by layer name missed 0.99 (feed-forward outputs 0.9898,
+Q/K/V 0.9844) or passed with less margin (all feed-forward MatMuls 0.9911).
 
 The graph per weight MatMul (``x [..., K] @ W [K, N]``, ``W`` a constant)::
 
