@@ -428,7 +428,6 @@ def _segment_ranges(encoder, segments, inputs):
     against 30 dB for ``y``), which the writer's output alone never shows. The
     embedding sum has no writer: its ``z`` alone.
     """
-    arrays = {k: np.asarray(v) for k, v in getattr(inputs, "arrays", inputs).items()}
     layers = {}
     for segment in segments:
         for path in (segment.writer, segment.closer):
@@ -438,7 +437,7 @@ def _segment_ranges(encoder, segments, inputs):
     high = {s.key: -np.inf for s in segments}
     added = {s.key: 0.0 for s in segments}
     # A NoNorm that closes one segment and writes the next is listed twice; recording_calls keys by layer.
-    for records, keep in recorded_batches(encoder, NoNorm, list(layers.values()), arrays):
+    for records, keep in recorded_batches(encoder, NoNorm, list(layers.values()), getattr(inputs, "arrays", inputs)):
         if not keep.any():
             continue
         for segment in segments:
