@@ -169,10 +169,6 @@ def lines_file(what, lines):
     Raises:
         ExportError: no lines, a line break inside an item, an empty item (the clients skip empty lines, so every
             later id would shift).
-
-    Example:
-        >>> lines_file("label", ["neg", "pos"])
-        b'neg\\npos\\n'
     """
     lines = [str(line) for line in lines]
     if not lines:
