@@ -595,10 +595,7 @@ def tokenizer_model(tokenizer, seq_len, input_types, *, static=False, batch=None
         outputs.append(helper.make_tensor_value_info(_P + "out_" + name, _TYPES[dtype], [batch or "batch_size", None]))
     nodes = content + tail + casts
     used = {name for node in nodes for inner in _all_nodes(node) for name in inner.input}  # subgraphs' included
-    inits = {}
-    for init in content_inits + tail_inits:
-        if init.name in used:
-            inits.setdefault(init.name, init)
+    inits = {init.name: init for init in content_inits + tail_inits if init.name in used}  # shared names: one value
     graph = helper.make_graph(nodes, "tokenizer",
                               [helper.make_tensor_value_info(TEXT_INPUT, TensorProto.STRING, [batch or "batch_size"])],
                               outputs, initializer=list(inits.values()))
