@@ -121,6 +121,23 @@ def _narrow_ffns(arrays, model, data, value):
 
 
 @contextlib.contextmanager
+def patched_classes(name, values):
+    """Sets attribute ``name`` of each class of ``values`` (``{cls: value}``) while active; always restores, and a
+    class that only inherited it inherits it again."""
+    own = {cls: cls.__dict__.get(name) for cls in values}
+    for cls, value in values.items():
+        setattr(cls, name, value)
+    try:
+        yield
+    finally:
+        for cls, original in own.items():
+            if original is None:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, original)
+
+
+@contextlib.contextmanager
 def recording_calls(cls, layers):
     """Records ``(input, output)`` arrays of the given layers of class ``cls`` while active; always restores.
 
@@ -136,7 +153,6 @@ def recording_calls(cls, layers):
     # The class of each recorded layer is patched too: a subclass with its own call (TokenDense, a Dense on token
     # tensors) does not go through cls.call. Originals are read before any patch, so none records twice.
     classes = [cls] + [c for c in dict.fromkeys(type(layer) for layer in layers) if c is not cls]
-    own = {c: c.__dict__.get("call") for c in classes}
     originals = {c: c.call for c in classes}
     wanted = {id(layer): layer for layer in layers}
     records = {key: [] for key in wanted}
@@ -150,16 +166,8 @@ def recording_calls(cls, layers):
 
         return call
 
-    for c in classes:
-        c.call = patched(originals[c])
-    try:
+    with patched_classes("call", {c: patched(originals[c]) for c in classes}):
         yield records
-    finally:
-        for c in classes:
-            if own[c] is None:
-                del c.call
-            else:
-                c.call = own[c]
 
 
 # Rows per forward pass while recording. Recording the whole data set at once kept every LayerNorm's

@@ -19,13 +19,13 @@ reproduce the float graph's outputs (MSE on every output) on the calibration
 inputs; no labels are needed. ``steps=0`` only collects ranges.
 """
 
-import contextlib
 import functools
 
 import numpy as np
 
 from mobilebert_kit.backend import keras, tf
 from mobilebert_kit.convert.errors import ExportError
+from mobilebert_kit.convert.prepare.substitution import patched_classes
 from mobilebert_kit.convert.quantization.modes import quantization_mode
 from mobilebert_kit.errors import first_line
 from mobilebert_kit.layers.feed_forward import FeedForward
@@ -220,30 +220,13 @@ def _scope():
     return _tfmot().quantization.keras.quantize_scope(objects)
 
 
-@contextlib.contextmanager
-def _static_output_shapes():
-    """Gives TokenEmbedding and TransformerBlock a ``compute_output_shape`` while tfmot wraps them.
-
-    tfmot builds an output quantizer from ``layer.compute_output_shape``, which
-    Keras cannot infer for these layers. The shapes are simple (ids [B, S] ->
-    [B, S, hidden]; a block keeps its input shape); the class attributes are
-    restored when the block exits, whatever happens.
-    """
-    patches = {
-        TokenEmbedding: lambda self, shape: tf.TensorShape(shape).concatenate([self.hidden_size]),
-        TransformerBlock: lambda self, shape: tf.TensorShape(shape),
-    }
-    saved = {cls: cls.__dict__.get("compute_output_shape") for cls in patches}
-    for cls, fn in patches.items():
-        cls.compute_output_shape = fn
-    try:
-        yield
-    finally:
-        for cls, original in saved.items():
-            if original is None:
-                del cls.compute_output_shape
-            else:
-                cls.compute_output_shape = original
+# The ``compute_output_shape`` TokenEmbedding and TransformerBlock get while tfmot wraps them: tfmot builds an
+# output quantizer from it, which Keras cannot infer for these layers. The shapes are simple (ids [B, S] ->
+# [B, S, hidden]; a block keeps its input shape).
+_OUTPUT_SHAPES = {
+    TokenEmbedding: lambda self, shape: tf.TensorShape(shape).concatenate([self.hidden_size]),
+    TransformerBlock: lambda self, shape: tf.TensorShape(shape),
+}
 
 
 def annotate(graph):
@@ -272,7 +255,7 @@ def quantization_aware_graph(graph, calibration, steps=100, learning_rate=1e-5, 
     annotated = annotate(graph)
     annotated.set_weights(graph.get_weights())
     try:
-        with _scope(), _static_output_shapes():
+        with _scope(), patched_classes("compute_output_shape", _OUTPUT_SHAPES):
             qat = tfmot.quantization.keras.quantize_apply(annotated)
     except (ValueError, TypeError, RuntimeError) as err:
         raise ExportError(f"quantization-aware wrapping failed: {first_line(err)}") from err
