@@ -312,7 +312,6 @@ class ArtifactRunner:
             raise ArtifactError(f"{self.path} has no inputs, so it is not an encoder export; pass a file that "
                                 "takes input_ids (mbk export writes one)")
 
-    # === TFLite ===
     def _init_tflite(self, num_threads, preserve_all_tensors=False):
         self._interpreter = load_tflite(self.path, num_threads=num_threads, preserve_all_tensors=preserve_all_tensors)
         self._inputs = self._interpreter.get_input_details()
@@ -370,7 +369,6 @@ class ArtifactRunner:
         self._compiled.invoke()
         return self._compiled.outputs()
 
-    # === ONNX ===
     def _init_onnx(self, num_threads):
         options = ort.SessionOptions()
         # A kernel failure is raised to run()'s caller, which reports it in one line; ORT's own copy of it
@@ -394,7 +392,6 @@ class ArtifactRunner:
     def _run_onnx(self, feeds):
         return dict(zip(self.output_names, self._session.run(None, feeds)))
 
-    # === Both ===
     @property
     def takes_text(self):
         """Whether the file's one input is text (a string tensor: the tokenizer runs inside it)."""

@@ -26,7 +26,6 @@ from mobilebert_kit.training.task_scoring import (  # noqa: F401  (re-exported: 
 from mobilebert_kit.utils.terminal import escape
 
 
-# ------------------------------------------------------------- the artifact
 class _InGraphText:
     """The "tokenizer" of a text-in ``.onnx`` (``mbk export --tokenizer-in-graph``): the file tokenizes, so the
     rows it is scored on are the texts themselves (``text``), beside a placeholder ``input_ids`` that only counts

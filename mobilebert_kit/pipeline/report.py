@@ -54,8 +54,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
     records, attempts, skipped = [], {}, {}
     for profile in profiles:
         options = profile.get("options") or {}
-        for name, tries in (options.get("attempts") or {}).items():
-            attempts[name] = tries
+        attempts.update(options.get("attempts") or {})
         if (options.get("real_text") or {}).get("skipped"):
             skipped[options["real_text"]["artifact"]] = options["real_text"]["skipped"]
         for record in profile["results"]:

@@ -85,8 +85,6 @@ class Pipeline:
         self._source = None
         self._timings = []
 
-    # --- planning ----------------------------------------------------------------
-
     def plan(self):
         """Loads the recipe; returns ``(recipe, [ExportOptions])`` with float baselines first per format."""
         from mobilebert_kit.convert.recipe import Recipe
@@ -109,8 +107,6 @@ class Pipeline:
                 opts = dataclasses.replace(opts, check_arch="arm64")
             planned.append(opts)
         return recipe, planned
-
-    # --- running -----------------------------------------------------------------
 
     def run(self):
         """Runs every stage; returns the report dict (also written as JSON and HTML)."""

@@ -231,8 +231,6 @@ class DeviceProfiler:
         self.baseline_mc = None  # the idle temperature before the first trial (_setup), when it could be read
         self.cpus = None
 
-    # --- device facts -------------------------------------------------------------------
-
     def device_info(self, extra_command=None):
         """Returns the device description (properties, ABI, matching profile); ``extra_command`` is a shell
         command run in the same adb call (it saves a round trip)."""
@@ -295,8 +293,6 @@ class DeviceProfiler:
         with contextlib.suppress(MbkError):  # the device is gone; nothing left to clean from here
             self._shell(f"rm -rf {self._q(self.remote_dir)}", timeout_s=60)
         self.remote_dir = None
-
-    # --- runs ------------------------------------------------------------------------------
 
     def profile_all(self, paths, seq_lens=(None,)):
         """Profiles every model at every sequence length; returns result records. On any MbkError,

@@ -221,8 +221,6 @@ class HostProfiler:
         return self._interpreter_timing(self._timed_loop(info, "ai-edge-litert", app_calls(interpreter, feeds), runs),
                                         init_ms, interpreter, choice)
 
-    # --- runtimes -----------------------------------------------------------------
-
     def _choose_runtime(self, info):
         """The LiteRT API for ``info``'s file, decided once from what the file needs (runtimes)."""
         return choose_tflite_runtime(self.runtime, delegate=self.delegate, **info.runtime_needs)
@@ -246,13 +244,15 @@ class HostProfiler:
         except errors as err:
             raise ProfilerError(_runtime_message(info, runtime, err, length)) from err
 
-    def _interpreter_timing(self, timing, init_ms, interpreter, choice):
-        """``timing`` of a loop on a LiteRT Interpreter, with its load time and runtime record."""
+    def _litert_timing(self, timing, init_ms, choice, **runtime):
+        """``timing`` of a loop on a LiteRT API, with its load time and runtime record (``runtime``: the API's own)."""
         return {**timing, "init_ms": init_ms, "runtime_warnings": choice.warnings,
                 "runtime": {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
-                            "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version,
-                            "delegate": self.delegate, "op_resolver": TFLITE_RESOLVERS[self.delegate].name,
-                            "threads": self.threads}}
+                            "version": litert_version, "delegate": self.delegate, **runtime, "threads": self.threads}}
+
+    def _interpreter_timing(self, timing, init_ms, interpreter, choice):
+        return self._litert_timing(timing, init_ms, choice, delegate_nodes=_delegate_nodes(interpreter),
+                                   op_resolver=TFLITE_RESOLVERS[self.delegate].name)
 
     def _run_compiled(self, info, choice, call, feeds, runs=None):
         """Times ``call(compiled)`` on a CompiledModel (inputs written once first when ``feeds`` is given)."""
@@ -262,11 +262,8 @@ class HostProfiler:
             _check_inputs(info, [d["name"] for d in compiled.input_details], feeds)
             compiled.set_inputs(feeds)
         timing = self._timed_loop(info, "LiteRT CompiledModel", lambda: call(compiled), runs)
-        return {**timing, "init_ms": init_ms, "runtime_warnings": choice.warnings,
-                "runtime": {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
-                            "version": litert_version, "delegate": self.delegate, "accelerator": "CPU",
-                            "kernel_mode": "BUILTIN" if self.delegate == "none" else "XNNPACK",
-                            "threads": self.threads}}
+        return self._litert_timing(timing, init_ms, choice, accelerator="CPU",
+                                   kernel_mode="BUILTIN" if self.delegate == "none" else "XNNPACK")
 
     def _run_tflite(self, info, feeds, length):
         choice = self._choose_runtime(info)
@@ -352,8 +349,6 @@ class HostProfiler:
             if (len(samples) >= runs and elapsed >= min_ns) or elapsed >= max_ns:
                 break
         return {"samples_ms": samples, "first_ms": first_ms, "timed_s": (clock() - begin) / 1e9}
-
-    # --- per-op profiles --------------------------------------------------------------
 
     def _add_op_profile(self, result, info, feeds, length, vocab):
         if not FORMATS[info.format].litert:

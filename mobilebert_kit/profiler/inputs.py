@@ -78,19 +78,13 @@ def benchmark_input_flags(inputs, seq_len, vocab_size):
         names.append(name)
         shape = _feed_shape(spec, seq_len)
         shapes.append(",".join(str(d) for d in shape))
-        is_int = spec["dtype"] in ("int32", "int64", "int8", "uint8")
-        role = spec.get("role")
-        if role == "input_ids" and is_int:
-            ranges.append(f"{name},1,{vocab_size - 1}")
-        elif role == "attention_mask" and is_int:
-            ranges.append(f"{name},1,1")
-        elif role == "token_type_ids" and is_int:
-            ranges.append(f"{name},0,1")
-        elif role == "attention_mask":
-            count = int(np.prod(shape))
-            value_files[name] = np.ones(count, dtype=_NUMPY_TYPES.get(spec["dtype"], np.float32)).tobytes()
-        elif is_int:
-            ranges.append(f"{name},0,0")
+        if spec["dtype"] in ("int32", "int64", "int8", "uint8"):
+            low, high = {"input_ids": (1, vocab_size - 1), "attention_mask": (1, 1),
+                         "token_type_ids": (0, 1)}.get(spec.get("role"), (0, 0))
+            ranges.append(f"{name},{low},{high}")
+        elif spec.get("role") == "attention_mask":
+            dtype = _NUMPY_TYPES.get(spec["dtype"], np.float32)
+            value_files[name] = np.ones(int(np.prod(shape)), dtype=dtype).tobytes()
     flags = [f"--input_layer={','.join(names)}", f"--input_layer_shape={':'.join(shapes)}"]
     if ranges:
         flags.append(f"--input_layer_value_range={':'.join(ranges)}")

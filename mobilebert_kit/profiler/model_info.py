@@ -15,12 +15,11 @@ from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
-from mobilebert_kit.artifacts.reader import read_artifact, takes_text
+from mobilebert_kit.artifacts.reader import artifact_format, read_artifact, takes_text
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.runtimes import file_needs
 from mobilebert_kit.profiler.errors import ProfilerError
 from mobilebert_kit.errors import first_line
-
 
 
 # Names the three BERT inputs go by in common exports (TF Hub, Hugging Face, Model Garden).
@@ -60,16 +59,6 @@ def input_role(name):
     return None
 
 
-def file_format(path):
-    """Returns ``"tflite"`` or ``"onnx"`` from the file name, or raises ProfilerError."""
-    ext = os.path.splitext(str(path))[1].lower()
-    by_suffix = {record.suffix: name for name, record in FORMATS.items()}
-    if ext not in by_suffix:
-        raise ProfilerError(f"{path}: unsupported model file type {ext.lstrip('.')!r}; the profiler takes .tflite or "
-                            ".onnx files")
-    return by_suffix[ext]
-
-
 class ModelInfo:
     """Static facts about one ``.tflite`` or ``.onnx`` file.
 
@@ -99,7 +88,12 @@ class ModelInfo:
     def __init__(self, path):
         self.path = os.path.abspath(str(path))
         self.name = os.path.splitext(os.path.basename(self.path))[0]
-        self.format = file_format(path)
+        try:
+            self.format = artifact_format(path)
+        except ArtifactError:
+            ext = os.path.splitext(str(path))[1].lower().lstrip(".")
+            raise ProfilerError(f"{path}: unsupported model file type {ext!r}; the profiler takes .tflite or .onnx "
+                                "files") from None
         if not os.path.isfile(self.path):
             raise ProfilerError(f"{path}: no such model file; check the path")
         self.size_bytes = os.path.getsize(self.path)
@@ -109,12 +103,7 @@ class ModelInfo:
             artifact = read_artifact(self.path, self.format)
         except ArtifactError as err:
             raise ProfilerError(str(err)) from err
-        if FORMATS[self.format].litert:
-            self._graph = _TfliteGraph(artifact)
-        else:
-            if not artifact.ops:
-                raise ProfilerError(f"{path} has an empty ONNX graph; re-export the model")
-            self._graph = _OnnxGraph(artifact)
+        self._graph = (_TfliteGraph if FORMATS[self.format].litert else _OnnxGraph)(artifact)
         self.inputs = artifact.input_specs()
         for spec in self.inputs:
             spec["role"] = input_role(spec["name"])
