@@ -307,8 +307,7 @@ class Pipeline:
             return None
         from mobilebert_kit.profiler.adb import AdbClient
 
-        (serial,) = AdbClient(self.adb).ready_serials([self.device])
-        return serial
+        return AdbClient(self.adb).ready_serials([self.device])[0]
 
 
 def _real_text(artifact, text, source):

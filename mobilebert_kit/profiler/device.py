@@ -236,11 +236,9 @@ class DeviceProfiler:
         command run in the same adb call (it saves a round trip)."""
         if self.info is None:
             props = self.adb.props(self.serial, extra_command=extra_command)
-            info = {"kind": "android", "serial": self.serial, **_describe(props)}
-            profile = match_profile(props)
-            info["profile"] = profile["name"] if profile else None
-            self.info = info
-            self._profile = profile
+            self._profile = match_profile(props)
+            self.info = {"kind": "android", "serial": self.serial, **_describe(props),
+                         "profile": self._profile["name"] if self._profile else None}
         return self.info
 
     def _q(self, *parts):
@@ -334,10 +332,9 @@ class DeviceProfiler:
         result = new_result(info, target="adb", seq_len=length, flops_override=self.flops)
         result["device"] = dict(self.device_info())
         result["simulated"] = bool(self.info.get("simulated"))
-        vocab = info.feed_vocab(self.vocab_size)
         result["config"] = run_config(
             self,
-            vocab,
+            info.feed_vocab(self.vocab_size),
             trials=self.trials,
             cooldown_timeout_s=self.cooldown_timeout_s,
             cooldown_tolerance_c=self.tolerance_mc / 1000.0,

@@ -138,8 +138,7 @@ class ModelInfo:
 
     def flops(self, seq_len):
         """Returns ``(flops, by_op_type)`` of one inference at ``seq_len`` (2 x MACs); flops is None when unknown."""
-        flops, by_type, _ = self.count_flops(seq_len)
-        return flops, by_type
+        return self.count_flops(seq_len)[:2]
 
     def count_flops(self, seq_len):
         """Returns ``(flops, by_op_type, source)``: flops is None, and ``source`` says why, when the shapes of

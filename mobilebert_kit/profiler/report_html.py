@@ -68,7 +68,6 @@ def plots(report):
         return images
     suffix = " (SIMULATED)" if report.get("simulated") else ""
 
-    # Latency distributions.
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(records) + 1.8))
     labels, positions = [], []
     for i, record in enumerate(records):
@@ -87,7 +86,6 @@ def plots(report):
     ax.set_title("Latency distribution per model and precision" + suffix)
     images.append(("Latency distributions", _figure_png(fig)))
 
-    # Comparison across files.
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(records) + 1.8))
     medians = [r["latency_ms"]["median"] for r in records]
     upper = [(r["latency_ms"].get("p90") or r["latency_ms"].get("max") or r["latency_ms"]["median"]) - r["latency_ms"]["median"] for r in records]
@@ -98,7 +96,6 @@ def plots(report):
     ax.set_title("Comparison across files" + suffix)
     images.append(("Comparison across files", _figure_png(fig)))
 
-    # Latency against sequence length.
     series = {}
     for r in records:
         if r.get("text"):  # a real-text record has no one length: it is a row of the table, not a point here
