@@ -28,7 +28,7 @@ from mobilebert_kit.artifacts.metadata import planned_length
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError, check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
-from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary
+from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary, benchmark_args
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
 from mobilebert_kit.profiler.model_info import ModelInfo, fixed_length_error
@@ -358,20 +358,10 @@ class DeviceProfiler:
         return result
 
     def _model_args(self, input_flags, remote_model, value_files):
-        args = [
-            f"--graph={remote_model}",
-            f"--num_threads={self.threads}",
-            f"--num_runs={self.runs}",
-            f"--warmup_runs={self.warmup}",
-            f"--min_secs={self.min_time_s:g}",
-            f"--max_secs={self.max_time_s:g}",
-            *self.tool.delegate_flags[self.delegate],
-            *input_flags,
-        ]
-        if self.tool.result_file_flag:
-            args.append(f"{self.tool.result_file_flag}={self._result_file()}")
-        if value_files:
-            args.append("--input_layer_value_files=" + ",".join(f"{name}:{path}" for name, path in value_files.items()))
+        result_file = [f"{self.tool.result_file_flag}={self._result_file()}"] if self.tool.result_file_flag else []
+        args = benchmark_args(remote_model, self.threads, self.runs, self.warmup, (
+            f"--min_secs={self.min_time_s:g}", f"--max_secs={self.max_time_s:g}",
+            *self.tool.delegate_flags[self.delegate], *input_flags, *result_file), value_files)
         if self.peak_memory:
             args.append("--report_peak_memory_footprint=true")
         return args

@@ -34,7 +34,7 @@ from mobilebert_kit.artifacts.runtimes import RUNTIME_CHOICES, choose_tflite_run
 from mobilebert_kit.artifacts.text_session import TextSession
 from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
-from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
+from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary, benchmark_args
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
 from mobilebert_kit.profiler.model_info import ModelInfo
@@ -363,21 +363,12 @@ class HostProfiler:
         binary.check_abi([host_abi], "this host")
         input_flags, value_files = benchmark_input_flags(info.inputs, length, vocab)
         with tempfile.TemporaryDirectory(prefix="mbk-profile-") as tmp:
+            files = {name: Path(tmp, f"{name}.bin") for name in value_files}
             for name, data in value_files.items():
-                Path(tmp, f"{name}.bin").write_bytes(data)
-            files = [f"{name}:{Path(tmp, f'{name}.bin')}" for name in value_files]
-            command = [
-                binary.path,
-                f"--graph={info.path}",
-                f"--num_threads={self.threads}",
-                f"--num_runs={self.profile_runs}",
-                f"--warmup_runs={self.warmup}",
-                f"--use_xnnpack={'true' if self.delegate == 'xnnpack' else 'false'}",
-                "--enable_op_profiling=true",
-                *input_flags,
-            ]
-            if files:
-                command.append(f"--input_layer_value_files={','.join(files)}")
+                files[name].write_bytes(data)
+            command = [binary.path, *benchmark_args(info.path, self.threads, self.profile_runs, self.warmup, (
+                f"--use_xnnpack={'true' if self.delegate == 'xnnpack' else 'false'}", "--enable_op_profiling=true",
+                *input_flags), files)]
             cpus = list(self.cpus)
             try:
                 completed = subprocess.run(
