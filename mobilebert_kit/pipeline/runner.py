@@ -1,11 +1,8 @@
 """Pipeline: one recipe end to end, with stages that are skipped when their inputs did not change.
 
-Stages, in order (docs/pipeline.md lists each one's outputs): ``export`` (one per artifact, plus a float32
-baseline per format for a quantized recipe), ``profile-host``, ``profile-device`` (with ``device``), ``evaluate``
-(with ``[evaluation] data``) and ``report``. Each stage records a
-:class:`~mobilebert_kit.pipeline.manifest.StageManifest` next to its outputs; a re-run skips a stage whose
-manifest matches ("unchanged, skipped") unless ``force``. Every file is written atomically, so an interrupted run
-resumes at the first unfinished stage.
+Stages, in order: ``export`` (one per artifact, plus a float32 baseline per format for a quantized recipe),
+``profile-host``, ``profile-device`` (with ``device``), ``evaluate`` (with ``[evaluation] data``) and ``report``;
+docs/pipeline.md says what each writes, when its manifest skips it, and how an interrupted run resumes.
 """
 
 import dataclasses

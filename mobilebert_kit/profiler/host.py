@@ -1,9 +1,6 @@
-"""Latency of ``.tflite`` / ``.onnx`` files on this machine.
-
-``.tflite`` runs with ai-edge-litert's ``CompiledModel`` or ``Interpreter`` (``artifacts/runtimes.py`` decides),
-``.onnx`` with ONNX Runtime's CPU provider; docs/profiler.md ("On this machine") describes the loop, the figures
-and the per-op profiles. The process is pinned to the chosen cores before the runtime creates its thread pools,
-so they inherit the mask.
+"""Latency of ``.tflite`` / ``.onnx`` files on this machine: docs/profiler.md ("On this machine") describes the
+runtimes (``artifacts/runtimes.py`` picks LiteRT's API), the pinning to cores, the loop, the figures and the
+per-op profiles.
 
 Example:
     >>> result = HostProfiler(threads=1, cores="big").profile("mobilebert.tflite")  # doctest: +SKIP

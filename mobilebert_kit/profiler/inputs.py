@@ -65,11 +65,8 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
 
 
 def benchmark_input_flags(inputs, seq_len, vocab_size):
-    """Returns ``(flags, {flag name: bytes of a value file})``: benchmark_model's input flags for the same inputs.
-
-    The tool fills each integer input uniformly from an inclusive range (``--input_layer_value_range``): ids from
-    ``[1, vocab_size - 1]``, segment ids from ``{0, 1}``, an all-ones mask. A float mask has no range flag; it gets a
-    value file of ones instead, for the caller to push."""
+    """Returns ``(flags, {flag name: bytes of a value file})``: benchmark_model's input flags for the same inputs,
+    the ranges of docs/profiler.md ("Inputs"); a float mask's value file of ones is for the caller to push."""
     names, shapes, ranges, value_files = [], [], [], {}
     for spec in inputs:
         # The tool splits these flags on ':' and ','; it matches inputs by

@@ -1,8 +1,5 @@
-"""Profiler reports: a versioned JSON document (``schema: "mobilebert_kit.profile"``), CSV and a Markdown table.
-
-One record per model file, sequence length and device; CSV and Markdown are flat views of the same records.
-Files are written to a temporary name and moved into place, so a failed run never leaves a half-written report;
-a run cut short by a device disconnect still writes a complete document with ``"incomplete": true``.
+"""Profiler reports (docs/profiler.md, "Reports"): a versioned JSON document of one record per model file,
+sequence length and device, and CSV and Markdown tables that are flat views of the same records.
 """
 
 import csv

@@ -1,8 +1,5 @@
-"""The per-model result record shared by the host and device runners.
-
-One record per (model file, sequence length, target device). The report
-module validates and serialises these records; the fields are documented in
-``docs/profiler.md`` and checked by :func:`mobilebert_kit.profiler.report.validate_report`.
+"""The result record of one model file, sequence length and target, shared by the host and device runners; its
+fields: docs/profiler.md, checked by :func:`mobilebert_kit.profiler.report.validate_report`.
 """
 
 import math

@@ -1,10 +1,8 @@
-"""Latency statistics: the figures every profiler report carries.
+"""Latency statistics: the figures every profiler report carries (docs/profiler.md says which and when they are n/a).
 
-``median``, ``p90``, ``p99``: percentiles with linear interpolation (``numpy.percentile``'s default); ``std``:
-population standard deviation (ddof=0, as benchmark_model prints it); ``mad``: median absolute deviation, unscaled;
-``cv``: ``std / mean``. Figures too few runs cannot estimate are None (n/a), host and phone alike
-(:func:`estimable`): the spread needs 2 runs; the ``q``-th percentile needs ``100 / (100 - q)`` runs (p90: 10,
-p99: 100), so that at least one run is expected above it.
+Percentiles interpolate linearly (``numpy.percentile``'s default); ``std`` is the population's (ddof=0, as
+benchmark_model prints it). The ``q``-th percentile needs ``100 / (100 - q)`` runs (:func:`estimable`), so that at
+least one run is expected above it.
 
 Example:
     >>> summarize([10.0, 11.0, 12.0])["median"]
@@ -101,12 +99,8 @@ def median_interval(samples_ms, confidence=CONFIDENCE):
 
 def combine_trials(trial_stats):
     """Summarizes device trials, each the tool's own statistics (``count``, ``avg``, ``std``, ``min``, ``max``,
-    optionally ``median``; ms), into a dict with the keys of :data:`STAT_KEYS` plus ``trials``.
-
-    benchmark_model prints aggregates, not single latencies: ``median`` is the median of the trials' medians (their
-    averages where the build prints none), ``mean`` the count-weighted mean, ``std`` the pooled standard deviation,
-    ``min``/``max`` the extremes. Figures the tool does not print (p90, p99, MAD) are None rather than guessed, and
-    so are ``std`` and ``cv`` of fewer than 2 runs in all (:func:`estimable`)."""
+    optionally ``median``; ms), into a dict with the keys of :data:`STAT_KEYS` plus ``trials``, as docs/profiler.md
+    says (the median of the trial medians, or averages; the pooled std; no p90, p99 or MAD)."""
     trials = [t for t in trial_stats if t and t.get("avg") is not None]
     if not trials:
         raise ValueError("no finished trials to combine")
