@@ -98,11 +98,6 @@ def benchmark_args(graph, threads, runs, warmup, flags, value_files):
     return args
 
 
-def cache_dir():
-    """Returns the cache root (``$MBK_CACHE_DIR`` or ``~/.cache/mobilebert_kit``)."""
-    return os.environ.get("MBK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mobilebert_kit")
-
-
 def elf_abi(path):
     """Returns the ABI a file is built for, ``"script"``, or None if it is neither ELF nor a script."""
     with open(path, "rb") as f:
@@ -137,7 +132,8 @@ class BenchmarkBinary:
         """Returns the user's binary, or the cached one for ``abi``; a DeviceError naming where to put one without."""
         if explicit:
             return cls(explicit)
-        cached = os.path.join(cache_dir(), "benchmark_model", abi, "benchmark_model")
+        cache = os.environ.get("MBK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mobilebert_kit")
+        cached = os.path.join(cache, "benchmark_model", abi, "benchmark_model")
         if os.path.isfile(cached):
             return cls(cached)
         url = NIGHTLY_URLS.get(abi, NIGHTLY_URLS["arm64-v8a"])

@@ -534,8 +534,7 @@ def _summarize_trials(result):
         values = [t[key] for t in trials if t.get(key) is not None]
         result[key] = float(np.median(values)) if values else None
     peaks = [t["memory"].get("peak_mb") or t["memory"].get("overall_mb") for t in trials]
-    peaks = [p for p in peaks if p is not None]
-    result["peak_rss_mb"] = max(peaks) if peaks else None
+    result["peak_rss_mb"] = max((p for p in peaks if p is not None), default=None)
     result["memory"] = dict(trials[-1]["memory"])
     result["memory"]["source"] = "benchmark_model memory lines (periodic peak if printed, else RSS delta)"
     result["throttled"] = any(t.get("throttled") for t in trials)
