@@ -264,10 +264,9 @@ class Pipeline:
                   "min_ratio": min_ratio, "artifacts": {Path(o.out).name: file_hash(o.out) for o in planned}}
 
         def work():
-            named = []
-            for opts in planned:  # each at the file's own planned length, which evaluate_artifact reads
-                named.append((Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
-                                                                     num_threads=self.threads)))
+            # Each at the file's own planned length, which evaluate_artifact reads.
+            named = [(Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
+                                                             num_threads=self.threads)) for opts in planned]
             rows = compare(named, min_ratio)
             document = {"schema": EVALUATION_SCHEMA, "schema_version": 1, "data": str(settings["data"]),
                         "primary": rows[0]["primary"], "min_ratio": min_ratio,

@@ -144,10 +144,8 @@ class HostProfiler:
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
         reset_peak_rss()
         with _pinned(self.cpus):
-            if FORMATS[info.format].litert:
-                timing = self._run_tflite(info, feeds, length)
-            else:
-                timing = self._run_onnx(info, feeds)
+            timing = (self._run_tflite(info, feeds, length) if FORMATS[info.format].litert
+                      else self._run_onnx(info, feeds))
         _add_timing(result, timing, self.runs, self.max_time_s)
         if self.op_profile:
             self._add_op_profile(result, info, feeds, length, vocab)

@@ -23,11 +23,8 @@ def table6(report):
     ``{setting, gflops, cells: {precision: {median_ms, speedup, models}}}``."""
     groups = {}
     for record in report["results"]:
-        latency = record.get("latency_ms") or {}
-        if latency.get("median") is None:
-            continue
-        key = (_device_key(record), record.get("seq_len"))
-        groups.setdefault(key, []).append(record)
+        if (record.get("latency_ms") or {}).get("median") is not None:
+            groups.setdefault((_device_key(record), record.get("seq_len")), []).append(record)
     tables = []
     for (device, seq_len), records in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] or 0)):
         present = {r["precision"] for r in records}
