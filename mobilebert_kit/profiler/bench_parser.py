@@ -182,11 +182,8 @@ class BenchmarkLog:
         if out["avg"] is None and "inference_avg" in self.timings_us:
             out["avg"] = self.timings_us["inference_avg"] / 1000.0
         if out["avg"] is None and "inference_avg_ms" in self.litert:
-            out["avg"] = self.litert["inference_avg_ms"]
-            out["count"] = self.litert.get("inference_runs")
-            out["min"] = self.litert.get("inference_min_ms")
-            out["max"] = self.litert.get("inference_max_ms")
-            out["std"] = self.litert.get("inference_std_ms")
+            out.update({key: self.litert.get(f"inference_{key}_ms") for key in ("avg", "min", "max", "std")},
+                       count=self.litert.get("inference_runs"))
         for key in ("min", "max"):
             if out[key] is None:
                 out[key] = out["avg"]
@@ -459,8 +456,8 @@ def parse_benchmark_output(text, *, require_result=True):
         if match := _SUMMARY.match(line):
             keys = ("init", "first", "warmup_avg", "inference_avg")
             labels = ("Init", "First inference", "Warmup (avg)", "Inference (avg)")
-            values = [_duration(v, number, label) for v, label in zip(match.groups(), labels)]
-            log.timings_us.update(dict(zip(keys, values)))
+            log.timings_us.update({key: _duration(value, number, label)
+                                   for key, label, value in zip(keys, labels, match.groups())})
             log.formats.add("summary")
             continue
         if match := _LEGACY.match(line):
