@@ -113,12 +113,9 @@ def match_profile(props):
     """Returns the device profile matching the phone's codename or model, or None."""
     device = (props.get("ro.product.device") or "").lower()
     model = (props.get("ro.product.model") or "").lower()
-    for profile in device_profiles().values():
-        if device and device in [c.lower() for c in profile.get("codenames", [])]:
-            return profile
-        if model and model in [m.lower() for m in profile.get("model_names", [])]:
-            return profile
-    return None
+    return next((profile for profile in device_profiles().values()
+                 if device and device in [c.lower() for c in profile.get("codenames", [])]
+                 or model and model in [m.lower() for m in profile.get("model_names", [])]), None)
 
 
 def list_devices(adb):

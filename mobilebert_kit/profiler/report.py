@@ -105,11 +105,8 @@ def validate_report(report):
                 problems.append(f"results[{index}].{key} is missing")
             elif not isinstance(record[key], kind) or (isinstance(record[key], bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))):
                 problems.append(f"results[{index}].{key} has type {type(record[key]).__name__}")
-        latency = record.get("latency_ms")
-        if isinstance(latency, dict):
-            for key in STAT_KEYS:
-                if key not in latency:
-                    problems.append(f"results[{index}].latency_ms.{key} is missing")
+        if isinstance(latency := record.get("latency_ms"), dict):
+            problems += [f"results[{index}].latency_ms.{key} is missing" for key in STAT_KEYS if key not in latency]
         if record.get("target") not in ("host", "adb"):
             problems.append(f"results[{index}].target must be 'host' or 'adb'")
     if problems:
