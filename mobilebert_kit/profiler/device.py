@@ -35,7 +35,7 @@ from mobilebert_kit.profiler.model_info import ModelInfo, fixed_length_error
 from mobilebert_kit.profiler.result import (check_time_limits, counts, finish_result, new_result, run_config,
                                             runs_warning)
 from mobilebert_kit.profiler.stats import combine_trials, too_few_runs
-from mobilebert_kit.profiler.thermal import MILLIDEGREES, checked_record, trial_thermal
+from mobilebert_kit.profiler.thermal import checked_record, checked_snapshot, trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
 from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
@@ -277,9 +277,7 @@ class DeviceProfiler:
             baseline = json.loads(snapshot.strip().splitlines()[-1])
         except (ValueError, IndexError, RecursionError):
             baseline = {}
-        # What the phone printed is data: anything but {"max_mc": number, ...} counts as no reading.
-        max_mc = baseline.get("max_mc") if isinstance(baseline, dict) else None
-        self.baseline_mc = max_mc if within(MILLIDEGREES, max_mc) else None
+        self.baseline_mc = checked_snapshot(baseline)["max_mc"]  # what the phone printed is data
         info["baseline_c"] = None if self.baseline_mc is None else self.baseline_mc / 1000.0
 
     def _cleanup(self):
