@@ -20,7 +20,7 @@ MAX_FEED_VALUES = 1 << 23
 _NUMPY_TYPES = {"int32": np.int32, "int64": np.int64, "float32": np.float32, "float16": np.float16, "int8": np.int8, "uint8": np.uint8}
 
 
-def _feed_shape(spec, seq_len):
+def feed_shape(spec, seq_len):
     """An input's shape with open axes at 1 and the last (sequence) axis at ``seq_len``."""
     shape = [1 if d is None or d < 0 else int(d) for d in spec["shape"]] or [1]
     if len(shape) >= 2:
@@ -48,7 +48,7 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
         if role and len(spec["shape"]) != 2:
             raise ProfilerError(f"input {spec['name']!r} has shape {list(spec['shape'])}; the profiler feeds token "
                                 "inputs of shape [batch, seq] only (mbk export writes them)")
-        shape = _feed_shape(spec, seq_len)
+        shape = feed_shape(spec, seq_len)
         count = int(np.prod(shape, dtype=np.float64))
         if count > MAX_FEED_VALUES:  # a static batch read from the file decides the feed's size
             raise ProfilerError(f"input {spec['name']!r} of shape {shape} needs {count:,} values, more than the "
@@ -73,7 +73,7 @@ def benchmark_input_flags(inputs, seq_len, vocab_size):
         # position and only warns when names differ, so a safe name is used.
         name = spec.get("role") or re.sub(r"[^A-Za-z0-9_]", "_", spec["name"]) or "input"
         names.append(name)
-        shape = _feed_shape(spec, seq_len)
+        shape = feed_shape(spec, seq_len)
         shapes.append(",".join(str(d) for d in shape))
         if spec["dtype"] in ("int32", "int64", "int8", "uint8"):
             low, high = {"input_ids": (1, vocab_size - 1), "attention_mask": (1, 1),

@@ -19,6 +19,7 @@ from mobilebert_kit.artifacts.reader import artifact_format, read_artifact, take
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.runtimes import file_needs
 from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.profiler.inputs import feed_shape
 from mobilebert_kit.errors import first_line
 
 
@@ -255,14 +256,9 @@ class _TfliteGraph:
             return shapes
         if not dynamic:
             raise fixed_length_error(self.path, static_len, seq_len)
-        want = {}
-        for spec in inputs:
-            shape = [1 if d < 0 else int(d) for d in spec["shape"]]
-            if len(shape) >= 2:
-                shape[-1] = seq_len
-            want[spec["name"]] = shape
-        try:
-            interpreter = load_tflite(self.path, delegate="none", input_shapes=want)
+        try:  # at the shapes the timing feeds (inputs.make_feeds)
+            interpreter = load_tflite(self.path, delegate="none",
+                                      input_shapes={spec["name"]: feed_shape(spec, seq_len) for spec in inputs})
         except ArtifactError as err:
             raise ProfilerError(str(err)) from err
         # Intermediate shapes of a dynamic graph are only known after one invoke;
