@@ -347,9 +347,8 @@ def _renamed_for_clients(index, ours, theirs, specials):
     """Whether line ``index`` differs by the exporter's renaming (``TextTokenizer._client_names``): a
     special token given the name the clients look up (MPNet's ``<s>`` as ``[CLS]``), or the token that held
     that name moved aside (``[CLS]`` at 104 as ``[unused-cls-104]``)."""
-    if theirs in _CLIENT_SPECIALS and ours in specials.values():
-        return True
-    return ours in _CLIENT_SPECIALS and theirs == f"[unused-{ours[1:-1].lower()}-{index}]"
+    return (theirs in _CLIENT_SPECIALS and ours in specials.values()
+            or ours in _CLIENT_SPECIALS and theirs == f"[unused-{ours[1:-1].lower()}-{index}]")
 
 
 def _packed_model_disagreements(meta, recorded, compared):

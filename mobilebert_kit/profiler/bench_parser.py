@@ -425,8 +425,7 @@ def parse_benchmark_output(text, *, require_result=True):
                         log.litert[key.replace("avg_ms", "runs")] = int(match.group(2))
                     break
             else:
-                if line.startswith("====="):
-                    litert_block = False
+                litert_block = not line.startswith("=====")
             continue
 
         # --- run phases and summaries ------------------------------------------
