@@ -51,7 +51,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
     (``profiles``, any order; a host report's options carry each timing's ``attempts`` and why a file was not timed
     on real text), this invocation's stage ``timings``, the ``evaluation`` document (or None) and whether the arm64
     emulation cache exists (``arm64_ready``: the recipe's files were run on it)."""
-    records, attempts, skipped = [], {}, {}
+    records, attempts, skipped, by_path = [], {}, {}, {}
     for profile in profiles:
         options = profile.get("options") or {}
         attempts.update(options.get("attempts") or {})
@@ -61,9 +61,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
             # Plot labels use the model name: keep the extension so .tflite and .onnx rows differ.
             model = dict(record["model"], name=record["model"]["path"].rsplit("/", 1)[-1])
             records.append(dict(record, model=model))
-    by_path = {}
-    for record in records:
-        by_path.setdefault(record["model"]["path"], []).append(record)
+            by_path.setdefault(model["path"], []).append(records[-1])
     artifacts, validation, latency = [], [], []
     for opts, exported in zip(planned, exports):
         outputs = (exported.get("validation") or {}).get("outputs") or []

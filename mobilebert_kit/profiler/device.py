@@ -352,15 +352,6 @@ class DeviceProfiler:
                                       "benchmark_model is given: the work is the same, the values are not")
         return result
 
-    def _model_args(self, input_flags, remote_model, value_files):
-        result_file = [f"{self.tool.result_file_flag}={self._result_file()}"] if self.tool.result_file_flag else []
-        args = benchmark_args(remote_model, self.threads, self.runs, self.warmup, (
-            f"--min_secs={self.min_time_s:g}", f"--max_secs={self.max_time_s:g}",
-            *self.tool.delegate_flags[self.delegate], *input_flags, *result_file), value_files)
-        if self.peak_memory:
-            args.append("--report_peak_memory_footprint=true")
-        return args
-
     def _run_model(self, info, result):
         remote_model = f"{self.remote_dir}/{os.path.basename(info.path)}"
         self.adb.push(self.serial, info.path, remote_model)
@@ -374,7 +365,12 @@ class DeviceProfiler:
                 local.write_bytes(data)
                 value_files[name] = f"{self.remote_dir}/input_{name}.bin"
                 self.adb.push(self.serial, local, value_files[name])
-        args = self._model_args(input_flags, remote_model, value_files)
+        result_file = [f"{self.tool.result_file_flag}={self._result_file()}"] if self.tool.result_file_flag else []
+        args = benchmark_args(remote_model, self.threads, self.runs, self.warmup, (
+            f"--min_secs={self.min_time_s:g}", f"--max_secs={self.max_time_s:g}",
+            *self.tool.delegate_flags[self.delegate], *input_flags, *result_file), value_files)
+        if self.peak_memory:
+            args.append("--report_peak_memory_footprint=true")
         result["runtime"]["flags"] = args
         # On an error the model stays until _cleanup removes the whole run directory.
         for record, log in self._run_loop(args, self.trials, info):

@@ -354,8 +354,7 @@ class HostProfiler:
             result["warnings"].append("TFLite per-op profile needs a benchmark_model built for this host (--benchmark-binary)")
             return
         binary = BenchmarkBinary(self.benchmark_binary)
-        host_abi = _HOST_ABIS.get(platform.machine(), platform.machine())
-        binary.check_abi([host_abi], "this host")
+        binary.check_abi([_HOST_ABIS.get(platform.machine(), platform.machine())], "this host")
         input_flags, value_files = benchmark_input_flags(info.inputs, length, vocab)
         with tempfile.TemporaryDirectory(prefix="mbk-profile-") as tmp:
             files = {name: Path(tmp, f"{name}.bin") for name in value_files}
@@ -371,9 +370,8 @@ class HostProfiler:
                 )
             except subprocess.TimeoutExpired:
                 raise ProfilerError(f"{binary.path} did not finish within {self.max_time_s + 60:.0f} s") from None
-        text = completed.stdout + completed.stderr
         try:
-            log = parse_benchmark_output(text)
+            log = parse_benchmark_output(completed.stdout + completed.stderr)
         except BenchmarkParseError as err:
             raise ProfilerError(f"{binary.path} printed no usable result ({err}); run it by hand with --graph to see why") from err
         if log.failed or completed.returncode != 0:
