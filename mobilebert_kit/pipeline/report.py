@@ -61,7 +61,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
             # Plot labels use the model name: keep the extension so .tflite and .onnx rows differ.
             model = dict(record["model"], name=record["model"]["path"].rsplit("/", 1)[-1])
             records.append(dict(record, model=model))
-            by_path.setdefault(model["path"], []).append(records[-1])
+            by_path.setdefault(str(Path(model["path"]).resolve()), []).append(records[-1])
     artifacts, validation, latency = [], [], []
     for opts, exported in zip(planned, exports):
         outputs = (exported.get("validation") or {}).get("outputs") or []
@@ -84,7 +84,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
                                **{key: out.get(key) for key in ("cosine", "cosine_min", "snr_db", "max_abs_error",
                                                                 "mean_abs_error", "argmax_agreement")},
                                "passed": exported["validation"]["passed"]})
-        for record in _records_for(by_path, exported["path"]):
+        for record in by_path.get(str(Path(exported["path"]).resolve()), []):
             where, timing = _where(record), _timing(record, attempts)
             latency.append({"artifact": row["name"], "target": where, **timing})
             if record.get("text"):
@@ -121,11 +121,6 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
         "stages": list(timings),
         "evaluation": evaluation,
     })
-
-
-def _records_for(by_path, artifact):
-    want = str(Path(artifact).resolve())
-    return [r for path, records in by_path.items() if str(Path(path).resolve()) == want for r in records]
 
 
 def median_spread(record):

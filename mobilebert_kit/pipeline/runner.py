@@ -183,18 +183,13 @@ class Pipeline:
     def _log(self, line):
         self.console.print(f"    {escape(line)}", markup=False, highlight=False)
 
-    def _loaded_source(self, recipe, opts):
-        """The (substituted) source, loaded once per run and only when an export has to run."""
-        if self._source is None:
-            self._source = recipe.prepare(opts, log=self._log)
-        return self._source
-
     def _export(self, recipe, opts):
         from mobilebert_kit.convert.exporter import export
         from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact
 
-        source = self._loaded_source(recipe, opts)  # substituted (and recovered) once for all artifacts
-        result = export(dataclasses.replace(opts, overwrite=self.overwrite), source=source, log=self._log,
+        if self._source is None:  # substituted (and recovered) once per run, and only when an export has to run
+            self._source = recipe.prepare(opts, log=self._log)
+        result = export(dataclasses.replace(opts, overwrite=self.overwrite), source=self._source, log=self._log,
                         score=evaluate_artifact)
         if result.validation is not None:
             for line in result.validation.format_text().splitlines():

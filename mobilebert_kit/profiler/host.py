@@ -472,7 +472,11 @@ def _pinned(cpus):
     if not hasattr(os, "sched_setaffinity"):
         yield
         return
-    for tid in _thread_ids():
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             saved[tid] = os.sched_getaffinity(tid)
             os.sched_setaffinity(tid, cpus)
@@ -482,13 +486,6 @@ def _pinned(cpus):
         for tid, mask in saved.items():
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(tid, mask)
-
-
-def _thread_ids():
-    try:
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return [0]
 
 
 def reset_peak_rss():
