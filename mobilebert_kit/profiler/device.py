@@ -61,16 +61,6 @@ def android_bench_dir():
     return os.path.join(sys.prefix, "share", "mobilebert-kit", "android_bench")
 
 
-def bench_script_path(explicit=None):
-    path = explicit or os.path.join(android_bench_dir(), "bench_loop.sh")
-    if not os.path.isfile(path):
-        raise ProfilerError(
-            f"device script {path} not found; the adb target needs android_bench/bench_loop.sh from a source checkout "
-            "of mobilebert-kit (or set MBK_ANDROID_BENCH_DIR)"
-        )
-    return path
-
-
 def device_profiles():
     """Returns the device profiles of ``android_bench/devices/*.json`` (name -> dict); a one-line ProfilerError naming
     the file and the field for a profile that is not JSON or whose fields the profiler reads are wrong."""
@@ -218,7 +208,12 @@ class DeviceProfiler:
             raise ProfilerError(f"--lock-freq takes 'max' or a frequency in kHz, got {lock_freq!r}")
         self.lock_freq = None if lock_freq is None else str(lock_freq)
         self.benchmark_binary = benchmark_binary
-        self.bench_script = bench_script_path(bench_script)
+        self.bench_script = bench_script or os.path.join(android_bench_dir(), "bench_loop.sh")
+        if not os.path.isfile(self.bench_script):
+            raise ProfilerError(
+                f"device script {self.bench_script} not found; the adb target needs android_bench/bench_loop.sh from "
+                "a source checkout of mobilebert-kit (or set MBK_ANDROID_BENCH_DIR)"
+            )
         self.workdir = workdir
         self.flops = flops
         self.remote_dir = None

@@ -150,7 +150,6 @@ def to_html(report):
         parts.append("<p class='warn'><b>SIMULATED</b>: figures from the device simulator (the host CPU), not from a phone.</p>")
     if report.get("incomplete"):
         parts.append(f"<p class='warn'><b>Incomplete run</b>: {html.escape(str(report.get('error') or 'some results are missing'))}</p>")
-    rows = flat_rows(report)
     parts.append("<h2>Summary</h2>")
     parts.append(
         _table(
@@ -161,7 +160,7 @@ def to_html(report):
                  fmt(r["init_ms"], 2), fmt(r["first_inference_ms"], 3), fmt(r["peak_rss_mb"], 1),
                  fmt(r["gflops_per_s"], 2),
                  fmt(bool(r["throttled"]))]
-                for r in rows
+                for r in flat_rows(report)
             ],
         )
     )

@@ -33,11 +33,6 @@ def too_few_runs(stats, figures=("p90", "p99", "std", "mad", "cv")):
     return f"{', '.join(missing)} n/a: {count} timed run(s) are too few to estimate them (runs needed: {needs}); raise --runs"
 
 
-def _gated(figures):
-    """``figures`` with each figure its count cannot estimate set to None."""
-    return {key: value if estimable(key, figures["count"]) else None for key, value in figures.items()}
-
-
 def summarize(samples_ms):
     """Returns the latency statistics of ``samples_ms`` (single inferences, ms) as a dict (see module docstring);
     raises ValueError when there are none or one is not a finite number."""
@@ -49,7 +44,7 @@ def summarize(samples_ms):
     median = float(np.percentile(values, 50))
     mean = float(values.mean())
     std = float(values.std())
-    return _gated({
+    figures = {
         "count": int(values.size),
         "mean": mean,
         "std": std,
@@ -60,7 +55,8 @@ def summarize(samples_ms):
         "p99": float(np.percentile(values, 99)),
         "mad": float(np.median(np.abs(values - median))),
         "cv": std / mean if mean > 0 else math.nan,
-    })
+    }
+    return {key: value if estimable(key, figures["count"]) else None for key, value in figures.items()}
 
 
 # The confidence a timing is reported with: the 95% interval of the median, distribution-free.
