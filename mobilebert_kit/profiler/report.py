@@ -227,8 +227,7 @@ def to_markdown(report):
     lines.append("")
     notes = []
     for r in report["results"]:
-        for warning in r.get("warnings") or []:
-            notes.append(f"- {r['model']['name']}: {warning}")
+        notes += [f"- {r['model']['name']}: {warning}" for warning in r.get("warnings") or []]
         if r.get("target") == "adb":
             notes.append(f"- {r['model']['name']}: p90/p99/MAD are n/a on the device: benchmark_model prints aggregates, not single latencies.")
     if notes:

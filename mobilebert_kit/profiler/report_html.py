@@ -19,8 +19,7 @@ PROFILE_HTML = OutputKind("profile-html", False, "a profile HTML page", html_gen
 
 
 def _label(record):
-    device = record.get("device") or {}
-    where = device.get("serial") or record.get("target")
+    where = (record.get("device") or {}).get("serial") or record.get("target")
     return f"{record['model']['name']} [{record['precision']}] L={record['seq_len']} @{where}"
 
 
