@@ -389,8 +389,7 @@ class HostProfiler:
             with _pinned(self.cpus):
                 for _ in range(self.warmup + self.profile_runs):
                     session.run(None, run_feeds)
-            trace_path = session.end_profiling()
-            with open(trace_path) as f:
+            with open(session.end_profiling()) as f:
                 events = json.load(f)
         return onnx_op_summary(events, self.profile_runs, skip_runs=self.warmup)
 

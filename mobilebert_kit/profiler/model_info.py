@@ -356,8 +356,7 @@ class _OnnxGraph:
                 raise ProfilerError(f"{self.path}: ONNX shape inference failed ({first_line(err)}); pass --flops to give the "
                                     "work per inference") from err
         shapes = {}
-        graph = inferred.graph
-        for value in list(graph.input) + list(graph.value_info) + list(graph.output):
+        for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
             dims = value.type.tensor_type.shape.dim
             # No shape field is an unknown rank, not a scalar.
             if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
