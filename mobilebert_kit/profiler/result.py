@@ -100,8 +100,7 @@ def run_config(profiler, vocab_size, **extra):
 
 def finish_result(result):
     """Fills the achieved GFLOP/s from the median latency; returns the record."""
-    latency = result.get("latency_ms") or {}
-    median = latency.get("median")
+    median = (result.get("latency_ms") or {}).get("median")
     if result.get("flops") and median and median > 0 and math.isfinite(median):
         result["gflops_per_s"] = result["flops"] / (median / 1000.0) / 1e9
     return result
