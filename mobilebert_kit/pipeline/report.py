@@ -1,9 +1,5 @@
-"""The pipeline's report: one JSON document and one self-contained HTML page built from it.
-
-JSON: ``schema: "mobilebert_kit.pipeline"``, ``schema_version: 2``, with ``artifacts``, ``validation``,
-``latency``, ``profile``, ``stages`` and ``evaluation``; docs/pipeline.md explains every field. The HTML page has
-the summary, clients, validation and latency tables and the profiler's plots (PNG embedded as base64; no external
-request). Both files are written to a temporary name and renamed.
+"""The pipeline's report: one JSON document and one self-contained HTML page built from it, each written to a
+temporary name and renamed; docs/pipeline.md ("The report") explains every field and table.
 """
 
 import datetime
@@ -160,8 +156,7 @@ def arm64_of(exported, unchecked=ARM64_HOWTO):
     arch = (exported.get("validation") or {}).get("arch")
     if not arch:
         return {"checked": False, "line": unchecked}
-    outputs = arch.get("outputs") or []
-    worst = min((o["vs_x86"]["cosine_min"] for o in outputs), default=None)
+    worst = min((o["vs_x86"]["cosine_min"] for o in arch.get("outputs") or []), default=None)
     passed = not arch.get("failures")
     line = (f"{arch['arch']} ({arch['cpu']}, emulated): min cosine vs x86-64 "
             f"{'n/a' if worst is None else f'{worst:.6f}'}, {'within' if passed else 'OUTSIDE'} the mode's thresholds")

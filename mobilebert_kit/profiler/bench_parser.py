@@ -207,8 +207,7 @@ class BenchmarkLog:
 
     def op_summary(self):
         """Returns per-node-type rows of the timed runs (``Summary by node type``), or []."""
-        section = self.op_profiles.get("regular") or {}
-        return list(section.get("by_node_type") or [])
+        return list((self.op_profiles.get("regular") or {}).get("by_node_type") or [])
 
 
 def _number(text, line_number):
