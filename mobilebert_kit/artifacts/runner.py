@@ -382,11 +382,9 @@ class ArtifactRunner:
             for i in self._session.get_inputs()
         ]
         self.output_names = [o.name for o in self._session.get_outputs()]
-        self._sequence_outputs = set()
-        if self.takes_text:
-            # Outputs whose second axis is the tokens: the file pads to its batch's longest text (run_text).
-            self._sequence_outputs = {o.name for o in self._session.get_outputs()
-                                      if len(o.shape) > 2 or (len(o.shape) == 2 and not isinstance(o.shape[1], int))}
+        # A text-in file's outputs whose second axis is the tokens: it pads them to its batch's longest text (run_text).
+        self._sequence_outputs = {o.name for o in self._session.get_outputs() if self.takes_text and (
+            len(o.shape) > 2 or (len(o.shape) == 2 and not isinstance(o.shape[1], int)))}
         self._run_batch = self._run_onnx
 
     def _run_onnx(self, feeds):
