@@ -86,19 +86,14 @@ _TABLE_KEYS = {
 }
 _NODES = re.compile(r"^(?:Number of nodes executed: (\d+)|(\d+) nodes observed)\s*$")
 _TABLE_STAT = re.compile(r"^(Timings \(microseconds\)|Memory \(bytes\)): (.*)$")
+# Column headers whose key is not the header in snake case (``_columns``: "times called" -> times_called).
 _COLUMN_KEYS = {
-    "node type": "node_type",
     "start": "start_ms",
     "first": "first_ms",
-    "avg ms": "avg_ms",
     "%": "pct",
     "avg %": "pct",
     "cdf%": "cdf_pct",
     "cdf %": "cdf_pct",
-    "mem kb": "mem_kb",
-    "times called": "times_called",
-    "name": "name",
-    "count": "count",
 }
 _TEXT_COLUMNS = ("node_type", "name")
 _FAILURE = re.compile(r"^(Benchmarking failed|Failed to |Aborted|Segmentation fault|.*: not found$|.*Exec format error|.*Permission denied)")
