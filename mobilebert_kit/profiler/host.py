@@ -296,14 +296,13 @@ class HostProfiler:
         cycle = itertools.cycle(run_feeds)
         timing = self._timed_loop(info, "onnxruntime", lambda: session.run(None, next(cycle)), runs,
                                   errors=Exception, length=shape[1] if len(shape) == 2 else None)
-        return {**timing, "init_ms": init_ms, "runtime": {
-            "name": "onnxruntime",
-            "version": ort.__version__,
-            "provider": "CPUExecutionProvider",
-            "threads": self.threads,
-            "inter_op_threads": self.inter_op_threads,
-            "graph_optimization": self.graph_optimization,
-        }}
+        return {**timing, "init_ms": init_ms, "runtime": self._ort_runtime(
+            inter_op_threads=self.inter_op_threads, graph_optimization=self.graph_optimization)}
+
+    def _ort_runtime(self, **runtime):
+        """The runtime record of an ONNX Runtime session on the CPU provider, with the session's own ``runtime``."""
+        return {"name": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
+                "threads": self.threads, **runtime}
 
     def _run_text_in(self, info, feeds, runs):
         """Times a text-in ``.onnx`` on sentences (``{"text": [sentence]}`` per call) where an app runs it: in a
@@ -316,10 +315,9 @@ class HostProfiler:
                                   lambda: session.timed_run(next(rows)), runs, errors=RuntimeError, self_timed=True)
         timing["peak_rss"] = _peak_rss_mb(session.pid, "of the process that ran the file")
         timing["init_ms"] = session.load_ms  # the session's creation, not the child's start
-        timing["runtime"] = {"name": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
-                             "threads": self.threads, "graph_optimization": "all",
-                             "extensions": info.metadata["tokenizer_in_graph"].get("library"),
-                             "process": "a child holding onnxruntime and onnxruntime-extensions only"}
+        timing["runtime"] = self._ort_runtime(graph_optimization="all",
+                                              extensions=info.metadata["tokenizer_in_graph"].get("library"),
+                                              process="a child holding onnxruntime and onnxruntime-extensions only")
         return timing
 
     def _loop(self, call, runs=None, self_timed=False):
