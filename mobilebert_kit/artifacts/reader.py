@@ -170,10 +170,8 @@ def _read_tflite(model, data, path):
         t = graph.Tensors(i)
         shape = [int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else []
         buffer_index = t.Buffer()
-        constant = False
-        if 0 < buffer_index < model.BuffersLength():
-            buffer = model.Buffers(buffer_index)
-            constant = buffer.DataLength() > 0 or buffer.Size() > 0
+        buffer = model.Buffers(buffer_index) if 0 < buffer_index < model.BuffersLength() else None
+        constant = buffer is not None and (buffer.DataLength() > 0 or buffer.Size() > 0)
         quant = t.Quantization()
         tensors[i] = {
             "name": _text(t.Name(), path, f"tensor {i}"),
