@@ -158,9 +158,8 @@ def parse_client_metadata(entries, model_bytes, path="<bytes>"):
     and the whole file's bytes (where the packed archive is); raises as :func:`read_client_metadata`."""
     if schema.TFLITE_METADATA not in entries:
         return None
-    walker = _Walker(bytes(entries[schema.TFLITE_METADATA]), path)
     try:
-        meta = walker.model_metadata()
+        meta = _Walker(bytes(entries[schema.TFLITE_METADATA]), path).model_metadata()
     except _Corrupt as err:
         raise ArtifactError(f"{path}: its {schema.TFLITE_METADATA} entry is corrupt ({err}); re-export the model") from None
     tokenizer_file = meta.get("vocab_file") if meta.get("tokenizer") in schema.PACKED_AS else None
@@ -299,8 +298,7 @@ def _read_archive(data, path, counted, raw_name=None):
                             "reader takes; re-export the model")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
-            names = [info.filename for info in infos]
+            names = [info.filename for info in archive.infolist()]
             if len(names) > LIMITS["packed files"]:
                 raise ArtifactError(f"{path}: its packed archive holds {len(names)} files, over the "
                                     f"{LIMITS['packed files']} this reader takes; re-export the model")
@@ -347,9 +345,8 @@ def _renamed_for_clients(index, ours, theirs, specials):
     """Whether line ``index`` differs by the exporter's renaming (``TextTokenizer._client_names``): a
     special token given the name the clients look up (MPNet's ``<s>`` as ``[CLS]``), or the token that held
     that name moved aside (``[CLS]`` at 104 as ``[unused-cls-104]``)."""
-    if theirs in _CLIENT_SPECIALS and ours in specials.values():
-        return True
-    return ours in _CLIENT_SPECIALS and theirs == f"[unused-{ours[1:-1].lower()}-{index}]"
+    return (theirs in _CLIENT_SPECIALS and ours in specials.values()
+            or ours in _CLIENT_SPECIALS and theirs == f"[unused-{ours[1:-1].lower()}-{index}]")
 
 
 def _packed_model_disagreements(meta, recorded, compared):

@@ -75,8 +75,7 @@ class ArtifactInfo:
             lines += [f"  {escape(t['name']):<24} {escape(t['dtype']):<8} {escape(t['shape'])}" for t in tensors]
             if title == "inputs" and FORMATS[self.format].open_dim == "-1" and any(-1 in list(t["shape"])[1:] for t in tensors):
                 lines.append("  (dynamic length: the clients feed each text at its own token count, unpadded)")
-        total = sum(self.op_counts.values())
-        lines.append(f"operators: {total} ({len(self.op_counts)} types)")
+        lines.append(f"operators: {sum(self.op_counts.values())} ({len(self.op_counts)} types)")
         for op, n in sorted(self.op_counts.items(), key=lambda kv: (-kv[1], kv[0])):
             parts = [f"{label} {c[op]}" for label, c in (
                 ("int", self.quantized_ops), ("hybrid", self.hybrid_ops), ("float", self.float_ops),

@@ -25,44 +25,22 @@ def _strings(value):
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _string_map(value):
-    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-
-
-def _columns(value):
-    return (isinstance(value, dict) and _strings(value.get("text_columns", []))
-            and isinstance(value.get("label_column"), (str, type(None))))
-
-
-def _pooling(value):
-    return isinstance(value, dict) and isinstance(value.get("mode"), str) and isinstance(value.get("normalize", False), bool)
-
-
 # What each other entry of mbk_metadata that a reader uses must be, when present and not null: (check, what it is);
 # a hand-edited value of another type is refused once here, not misread later ("no" is a true string).
-_STRING = (lambda v: isinstance(v, str), "a string")
 TYPED = {
-    "format": _STRING,
-    "architecture": _STRING,
-    "task": _STRING,
-    "client": _STRING,
-    "source": _STRING,
-    "quantization": _STRING,
-    "mask_dtype": _STRING,
-    "io_type": _STRING,
-    "tokenizer_kind": _STRING,
-    "normalization_type": _STRING,
-    "hidden_act": _STRING,
-    "client_tokenizer_sha256": _STRING,
+    **dict.fromkeys(("format", "architecture", "task", "client", "source", "quantization", "mask_dtype", "io_type",
+                     "tokenizer_kind", "normalization_type", "hidden_act", "client_tokenizer_sha256"),
+                    (lambda v: isinstance(v, str), "a string")),
     "do_lower_case": (lambda v: isinstance(v, bool), "true or false"),
-    "labels": (_strings, "a list of strings"),
-    "input_names": (_strings, "a list of strings"),
-    "outputs": (_strings, "a list of strings"),
-    "inputs": (_string_map, "an object of strings"),
-    "input_dtypes": (_string_map, "an object of strings"),
-    "special_tokens": (_string_map, "an object of strings"),
-    "table_columns": (_columns, 'an object {"text_columns": [strings], "label_column": string}'),
-    "pooling": (_pooling, 'an object {"mode": string, "normalize": true or false}'),
+    **dict.fromkeys(("labels", "input_names", "outputs"), (_strings, "a list of strings")),
+    **dict.fromkeys(("inputs", "input_dtypes", "special_tokens"),
+                    (lambda v: isinstance(v, dict) and _strings(list(v.values())), "an object of strings")),
+    "table_columns": (lambda v: isinstance(v, dict) and _strings(v.get("text_columns", []))
+                      and isinstance(v.get("label_column"), (str, type(None))),
+                      'an object {"text_columns": [strings], "label_column": string}'),
+    "pooling": (lambda v: isinstance(v, dict) and isinstance(v.get("mode"), str)
+                and isinstance(v.get("normalize", False), bool),
+                'an object {"mode": string, "normalize": true or false}'),
     "tokenizer_in_graph": (lambda v: isinstance(v, dict), "an object"),
 }
 

@@ -170,10 +170,8 @@ def _read_tflite(model, data, path):
         t = graph.Tensors(i)
         shape = [int(d) for d in t.ShapeAsNumpy()] if t.ShapeLength() else []
         buffer_index = t.Buffer()
-        constant = False
-        if 0 < buffer_index < model.BuffersLength():
-            buffer = model.Buffers(buffer_index)
-            constant = buffer.DataLength() > 0 or buffer.Size() > 0
+        buffer = model.Buffers(buffer_index) if 0 < buffer_index < model.BuffersLength() else None
+        constant = buffer is not None and (buffer.DataLength() > 0 or buffer.Size() > 0)
         quant = t.Quantization()
         tensors[i] = {
             "name": _text(t.Name(), path, f"tensor {i}"),
@@ -211,7 +209,9 @@ def _read_tflite(model, data, path):
             options.Init(table.Bytes, table.Pos)
             entry["adj_x"] = bool(options.AdjX())
         ops.append(entry)
-    _check_tflite_references(model, graph, tensors, ops, len(data), path)
+    inputs = [int(x) for x in graph.InputsAsNumpy()] if graph.InputsLength() else []
+    outputs = [int(x) for x in graph.OutputsAsNumpy()] if graph.OutputsLength() else []
+    _check_tflite_references(model, tensors, ops, inputs, outputs, len(data), path)
     metadata = {}
     for i in range(model.MetadataLength()):
         entry = model.Metadata(i)
@@ -231,14 +231,12 @@ def _read_tflite(model, data, path):
         return np.frombuffer(buffer.DataAsNumpy().tobytes(), dtype=dtype)
 
     return ArtifactGraph(
-        path=path, format="tflite", size_bytes=len(data), tensors=tensors,
-        inputs=[int(x) for x in graph.InputsAsNumpy()] if graph.InputsLength() else [],
-        outputs=[int(x) for x in graph.OutputsAsNumpy()] if graph.OutputsLength() else [],
+        path=path, format="tflite", size_bytes=len(data), tensors=tensors, inputs=inputs, outputs=outputs,
         ops=ops, metadata=metadata, _constants={"reader": constant_values},
     )
 
 
-def _check_tflite_references(model, graph, tensors, ops, size, path):
+def _check_tflite_references(model, tensors, ops, inputs, outputs, size, path):
     """Refuses a flatbuffer whose operators or graph name tensors it lacks, or whose buffers lie past its end."""
     def bad(where, index):
         raise ArtifactError(f"{path}: {where} names tensor {index}, and the file has {len(tensors)} tensor(s); it is "
@@ -248,11 +246,10 @@ def _check_tflite_references(model, graph, tensors, ops, size, path):
         for index in [i for i in op["inputs"] if i != -1] + op["outputs"]:  # -1: an optional input left out
             if index not in tensors:
                 bad(f"operator {number} ({op['type']})", index)
-    for where, indices in (("the graph's inputs", graph.InputsAsNumpy() if graph.InputsLength() else []),
-                           ("the graph's outputs", graph.OutputsAsNumpy() if graph.OutputsLength() else [])):
+    for where, indices in (("the graph's inputs", inputs), ("the graph's outputs", outputs)):
         for index in indices:
-            if int(index) not in tensors:
-                bad(where, int(index))
+            if index not in tensors:
+                bad(where, index)
     for i in range(model.BuffersLength()):
         buffer = model.Buffers(i)
         if buffer.Offset() and buffer.Offset() + buffer.Size() > size:

@@ -312,7 +312,6 @@ class ArtifactRunner:
             raise ArtifactError(f"{self.path} has no inputs, so it is not an encoder export; pass a file that "
                                 "takes input_ids (mbk export writes one)")
 
-    # === TFLite ===
     def _init_tflite(self, num_threads, preserve_all_tensors=False):
         self._interpreter = load_tflite(self.path, num_threads=num_threads, preserve_all_tensors=preserve_all_tensors)
         self._inputs = self._interpreter.get_input_details()
@@ -370,7 +369,6 @@ class ArtifactRunner:
         self._compiled.invoke()
         return self._compiled.outputs()
 
-    # === ONNX ===
     def _init_onnx(self, num_threads):
         options = ort.SessionOptions()
         # A kernel failure is raised to run()'s caller, which reports it in one line; ORT's own copy of it
@@ -384,17 +382,14 @@ class ArtifactRunner:
             for i in self._session.get_inputs()
         ]
         self.output_names = [o.name for o in self._session.get_outputs()]
-        self._sequence_outputs = set()
-        if self.takes_text:
-            # Outputs whose second axis is the tokens: the file pads to its batch's longest text (run_text).
-            self._sequence_outputs = {o.name for o in self._session.get_outputs()
-                                      if len(o.shape) > 2 or (len(o.shape) == 2 and not isinstance(o.shape[1], int))}
+        # A text-in file's outputs whose second axis is the tokens: it pads them to its batch's longest text (run_text).
+        self._sequence_outputs = {o.name for o in self._session.get_outputs() if self.takes_text and (
+            len(o.shape) > 2 or (len(o.shape) == 2 and not isinstance(o.shape[1], int)))}
         self._run_batch = self._run_onnx
 
     def _run_onnx(self, feeds):
         return dict(zip(self.output_names, self._session.run(None, feeds)))
 
-    # === Both ===
     @property
     def takes_text(self):
         """Whether the file's one input is text (a string tensor: the tokenizer runs inside it)."""

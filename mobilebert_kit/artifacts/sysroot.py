@@ -207,7 +207,6 @@ def _build_lock(path, say):
         kernel_lock.release(fd)
 
 
-
 def _build(spec, tmp, say):
     """Fetches and unpacks everything into ``tmp`` (the future cache entry)."""
     start = time.perf_counter()

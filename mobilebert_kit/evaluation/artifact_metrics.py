@@ -26,7 +26,6 @@ from mobilebert_kit.training.task_scoring import (  # noqa: F401  (re-exported: 
 from mobilebert_kit.utils.terminal import escape
 
 
-# ------------------------------------------------------------- the artifact
 class _InGraphText:
     """The "tokenizer" of a text-in ``.onnx`` (``mbk export --tokenizer-in-graph``): the file tokenizes, so the
     rows it is scored on are the texts themselves (``text``), beside a placeholder ``input_ids`` that only counts
@@ -210,9 +209,8 @@ def comparison_table(rows, min_ratio=DEFAULT_MIN_RATIO, title=None):
     table.add_column("model", overflow="fold")
     for key in keys:
         table.add_column(f"{key} *" if key == primary else key, justify="right")
-    table.add_column(f"drop ({primary})", justify="right")
-    table.add_column("ratio", justify="right")
-    table.add_column(f">= {min_ratio:g}", justify="center")
+    for heading, justify in ((f"drop ({primary})", "right"), ("ratio", "right"), (f">= {min_ratio:g}", "center")):
+        table.add_column(heading, justify=justify)
     for index, row in enumerate(rows):
         cells = [f"{row['metrics'].get(key, float('nan')):.4f}" for key in keys]
         drop = "-" if index == 0 else f"{row['drop']:+.4f}"

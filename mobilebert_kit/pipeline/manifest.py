@@ -37,8 +37,7 @@ def file_hash(path):
 
 def stage_key(inputs):
     """SHA-256 of a JSON-serialisable description of a stage's inputs (key order does not matter)."""
-    text = json.dumps(inputs, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class StageManifest:

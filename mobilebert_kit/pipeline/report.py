@@ -1,9 +1,5 @@
-"""The pipeline's report: one JSON document and one self-contained HTML page built from it.
-
-JSON: ``schema: "mobilebert_kit.pipeline"``, ``schema_version: 2``, with ``artifacts``, ``validation``,
-``latency``, ``profile``, ``stages`` and ``evaluation``; docs/pipeline.md explains every field. The HTML page has
-the summary, clients, validation and latency tables and the profiler's plots (PNG embedded as base64; no external
-request). Both files are written to a temporary name and renamed.
+"""The pipeline's report: one JSON document and one self-contained HTML page built from it, each written to a
+temporary name and renamed; docs/pipeline.md ("The report") explains every field and table.
 """
 
 import datetime
@@ -51,20 +47,17 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
     (``profiles``, any order; a host report's options carry each timing's ``attempts`` and why a file was not timed
     on real text), this invocation's stage ``timings``, the ``evaluation`` document (or None) and whether the arm64
     emulation cache exists (``arm64_ready``: the recipe's files were run on it)."""
-    records, attempts, skipped = [], {}, {}
+    records, attempts, skipped, by_path = [], {}, {}, {}
     for profile in profiles:
         options = profile.get("options") or {}
-        for name, tries in (options.get("attempts") or {}).items():
-            attempts[name] = tries
+        attempts.update(options.get("attempts") or {})
         if (options.get("real_text") or {}).get("skipped"):
             skipped[options["real_text"]["artifact"]] = options["real_text"]["skipped"]
         for record in profile["results"]:
             # Plot labels use the model name: keep the extension so .tflite and .onnx rows differ.
             model = dict(record["model"], name=record["model"]["path"].rsplit("/", 1)[-1])
             records.append(dict(record, model=model))
-    by_path = {}
-    for record in records:
-        by_path.setdefault(record["model"]["path"], []).append(record)
+            by_path.setdefault(str(Path(model["path"]).resolve()), []).append(records[-1])
     artifacts, validation, latency = [], [], []
     for opts, exported in zip(planned, exports):
         outputs = (exported.get("validation") or {}).get("outputs") or []
@@ -87,7 +80,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
                                **{key: out.get(key) for key in ("cosine", "cosine_min", "snr_db", "max_abs_error",
                                                                 "mean_abs_error", "argmax_agreement")},
                                "passed": exported["validation"]["passed"]})
-        for record in _records_for(by_path, exported["path"]):
+        for record in by_path.get(str(Path(exported["path"]).resolve()), []):
             where, timing = _where(record), _timing(record, attempts)
             latency.append({"artifact": row["name"], "target": where, **timing})
             if record.get("text"):
@@ -124,11 +117,6 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
         "stages": list(timings),
         "evaluation": evaluation,
     })
-
-
-def _records_for(by_path, artifact):
-    want = str(Path(artifact).resolve())
-    return [r for path, records in by_path.items() if str(Path(path).resolve()) == want for r in records]
 
 
 def median_spread(record):
@@ -168,8 +156,7 @@ def arm64_of(exported, unchecked=ARM64_HOWTO):
     arch = (exported.get("validation") or {}).get("arch")
     if not arch:
         return {"checked": False, "line": unchecked}
-    outputs = arch.get("outputs") or []
-    worst = min((o["vs_x86"]["cosine_min"] for o in outputs), default=None)
+    worst = min((o["vs_x86"]["cosine_min"] for o in arch.get("outputs") or []), default=None)
     passed = not arch.get("failures")
     line = (f"{arch['arch']} ({arch['cpu']}, emulated): min cosine vs x86-64 "
             f"{'n/a' if worst is None else f'{worst:.6f}'}, {'within' if passed else 'OUTSIDE'} the mode's thresholds")

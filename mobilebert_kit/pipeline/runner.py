@@ -1,11 +1,8 @@
 """Pipeline: one recipe end to end, with stages that are skipped when their inputs did not change.
 
-Stages, in order (docs/pipeline.md lists each one's outputs): ``export`` (one per artifact, plus a float32
-baseline per format for a quantized recipe), ``profile-host``, ``profile-device`` (with ``device``), ``evaluate``
-(with ``[evaluation] data``) and ``report``. Each stage records a
-:class:`~mobilebert_kit.pipeline.manifest.StageManifest` next to its outputs; a re-run skips a stage whose
-manifest matches ("unchanged, skipped") unless ``force``. Every file is written atomically, so an interrupted run
-resumes at the first unfinished stage.
+Stages, in order: ``export`` (one per artifact, plus a float32 baseline per format for a quantized recipe),
+``profile-host``, ``profile-device`` (with ``device``), ``evaluate`` (with ``[evaluation] data``) and ``report``;
+docs/pipeline.md says what each writes, when its manifest skips it, and how an interrupted run resumes.
 """
 
 import dataclasses
@@ -85,8 +82,6 @@ class Pipeline:
         self._source = None
         self._timings = []
 
-    # --- planning ----------------------------------------------------------------
-
     def plan(self):
         """Loads the recipe; returns ``(recipe, [ExportOptions])`` with float baselines first per format."""
         from mobilebert_kit.convert.recipe import Recipe
@@ -109,8 +104,6 @@ class Pipeline:
                 opts = dataclasses.replace(opts, check_arch="arm64")
             planned.append(opts)
         return recipe, planned
-
-    # --- running -----------------------------------------------------------------
 
     def run(self):
         """Runs every stage; returns the report dict (also written as JSON and HTML)."""
@@ -190,18 +183,13 @@ class Pipeline:
     def _log(self, line):
         self.console.print(f"    {escape(line)}", markup=False, highlight=False)
 
-    def _loaded_source(self, recipe, opts):
-        """The (substituted) source, loaded once per run and only when an export has to run."""
-        if self._source is None:
-            self._source = recipe.prepare(opts, log=self._log)
-        return self._source
-
     def _export(self, recipe, opts):
         from mobilebert_kit.convert.exporter import export
         from mobilebert_kit.evaluation.artifact_metrics import evaluate_artifact
 
-        source = self._loaded_source(recipe, opts)  # substituted (and recovered) once for all artifacts
-        result = export(dataclasses.replace(opts, overwrite=self.overwrite), source=source, log=self._log,
+        if self._source is None:  # substituted (and recovered) once per run, and only when an export has to run
+            self._source = recipe.prepare(opts, log=self._log)
+        result = export(dataclasses.replace(opts, overwrite=self.overwrite), source=self._source, log=self._log,
                         score=evaluate_artifact)
         if result.validation is not None:
             for line in result.validation.format_text().splitlines():
@@ -271,10 +259,9 @@ class Pipeline:
                   "min_ratio": min_ratio, "artifacts": {Path(o.out).name: file_hash(o.out) for o in planned}}
 
         def work():
-            named = []
-            for opts in planned:  # each at the file's own planned length, which evaluate_artifact reads
-                named.append((Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
-                                                                     num_threads=self.threads)))
+            # Each at the file's own planned length, which evaluate_artifact reads.
+            named = [(Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
+                                                             num_threads=self.threads)) for opts in planned]
             rows = compare(named, min_ratio)
             document = {"schema": EVALUATION_SCHEMA, "schema_version": 1, "data": str(settings["data"]),
                         "primary": rows[0]["primary"], "min_ratio": min_ratio,
@@ -311,8 +298,7 @@ class Pipeline:
             return None
         from mobilebert_kit.profiler.adb import AdbClient
 
-        (serial,) = AdbClient(self.adb).ready_serials([self.device])
-        return serial
+        return AdbClient(self.adb).ready_serials([self.device])[0]
 
 
 def _real_text(artifact, text, source):

@@ -29,9 +29,8 @@ def default_recipe():
 
     candidates = [Path.cwd() / "export" / DEFAULT_RECIPE_NAME,
                   Path(mobilebert_kit.__file__).resolve().parents[1] / "export" / DEFAULT_RECIPE_NAME]
-    for path in candidates:
-        if path.is_file():
-            return path
+    if found := next((path for path in candidates if path.is_file()), None):
+        return found
     raise ConfigError(f"no default recipe: {candidates[0]} does not exist; pass a recipe: mbk pipeline export/NAME.toml")
 
 

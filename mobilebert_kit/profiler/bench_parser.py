@@ -86,19 +86,14 @@ _TABLE_KEYS = {
 }
 _NODES = re.compile(r"^(?:Number of nodes executed: (\d+)|(\d+) nodes observed)\s*$")
 _TABLE_STAT = re.compile(r"^(Timings \(microseconds\)|Memory \(bytes\)): (.*)$")
+# Column headers whose key is not the header in snake case (``_columns``: "times called" -> times_called).
 _COLUMN_KEYS = {
-    "node type": "node_type",
     "start": "start_ms",
     "first": "first_ms",
-    "avg ms": "avg_ms",
     "%": "pct",
     "avg %": "pct",
     "cdf%": "cdf_pct",
     "cdf %": "cdf_pct",
-    "mem kb": "mem_kb",
-    "times called": "times_called",
-    "name": "name",
-    "count": "count",
 }
 _TEXT_COLUMNS = ("node_type", "name")
 _FAILURE = re.compile(r"^(Benchmarking failed|Failed to |Aborted|Segmentation fault|.*: not found$|.*Exec format error|.*Permission denied)")
@@ -182,11 +177,8 @@ class BenchmarkLog:
         if out["avg"] is None and "inference_avg" in self.timings_us:
             out["avg"] = self.timings_us["inference_avg"] / 1000.0
         if out["avg"] is None and "inference_avg_ms" in self.litert:
-            out["avg"] = self.litert["inference_avg_ms"]
-            out["count"] = self.litert.get("inference_runs")
-            out["min"] = self.litert.get("inference_min_ms")
-            out["max"] = self.litert.get("inference_max_ms")
-            out["std"] = self.litert.get("inference_std_ms")
+            out.update({key: self.litert.get(f"inference_{key}_ms") for key in ("avg", "min", "max", "std")},
+                       count=self.litert.get("inference_runs"))
         for key in ("min", "max"):
             if out[key] is None:
                 out[key] = out["avg"]
@@ -210,8 +202,7 @@ class BenchmarkLog:
 
     def op_summary(self):
         """Returns per-node-type rows of the timed runs (``Summary by node type``), or []."""
-        section = self.op_profiles.get("regular") or {}
-        return list(section.get("by_node_type") or [])
+        return list((self.op_profiles.get("regular") or {}).get("by_node_type") or [])
 
 
 def _number(text, line_number):
@@ -428,8 +419,7 @@ def parse_benchmark_output(text, *, require_result=True):
                         log.litert[key.replace("avg_ms", "runs")] = int(match.group(2))
                     break
             else:
-                if line.startswith("====="):
-                    litert_block = False
+                litert_block = not line.startswith("=====")
             continue
 
         # --- run phases and summaries ------------------------------------------
@@ -459,8 +449,8 @@ def parse_benchmark_output(text, *, require_result=True):
         if match := _SUMMARY.match(line):
             keys = ("init", "first", "warmup_avg", "inference_avg")
             labels = ("Init", "First inference", "Warmup (avg)", "Inference (avg)")
-            values = [_duration(v, number, label) for v, label in zip(match.groups(), labels)]
-            log.timings_us.update(dict(zip(keys, values)))
+            log.timings_us.update({key: _duration(value, number, label)
+                                   for key, label, value in zip(keys, labels, match.groups())})
             log.formats.add("summary")
             continue
         if match := _LEGACY.match(line):

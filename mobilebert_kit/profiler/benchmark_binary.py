@@ -89,9 +89,13 @@ def tool_of(path):
                            else "benchmark_model"]
 
 
-def cache_dir():
-    """Returns the cache root (``$MBK_CACHE_DIR`` or ``~/.cache/mobilebert_kit``)."""
-    return os.environ.get("MBK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mobilebert_kit")
+def benchmark_args(graph, threads, runs, warmup, flags, value_files):
+    """benchmark_model's command line after the binary: the run's settings, ``flags``, then the input value files
+    (``{input name: path}``)."""
+    args = [f"--graph={graph}", f"--num_threads={threads}", f"--num_runs={runs}", f"--warmup_runs={warmup}", *flags]
+    if value_files:
+        args.append("--input_layer_value_files=" + ",".join(f"{name}:{path}" for name, path in value_files.items()))
+    return args
 
 
 def elf_abi(path):
@@ -128,7 +132,8 @@ class BenchmarkBinary:
         """Returns the user's binary, or the cached one for ``abi``; a DeviceError naming where to put one without."""
         if explicit:
             return cls(explicit)
-        cached = os.path.join(cache_dir(), "benchmark_model", abi, "benchmark_model")
+        cache = os.environ.get("MBK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mobilebert_kit")
+        cached = os.path.join(cache, "benchmark_model", abi, "benchmark_model")
         if os.path.isfile(cached):
             return cls(cached)
         url = NIGHTLY_URLS.get(abi, NIGHTLY_URLS["arm64-v8a"])

@@ -28,14 +28,14 @@ from mobilebert_kit.artifacts.metadata import planned_length
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError, check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
-from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary
+from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary, benchmark_args
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
 from mobilebert_kit.profiler.model_info import ModelInfo, fixed_length_error
 from mobilebert_kit.profiler.result import (check_time_limits, counts, finish_result, new_result, run_config,
                                             runs_warning)
 from mobilebert_kit.profiler.stats import combine_trials, too_few_runs
-from mobilebert_kit.profiler.thermal import MILLIDEGREES, checked_record, trial_thermal
+from mobilebert_kit.profiler.thermal import checked_record, checked_snapshot, trial_thermal
 from mobilebert_kit.profiler.topology import CpuTopology
 from mobilebert_kit.utils.limits import Limit, within
 from mobilebert_kit.utils.structured import load_json
@@ -59,16 +59,6 @@ def android_bench_dir():
         return checkout
     # A wheel install puts the scripts under <prefix>/share (pyproject's data-files).
     return os.path.join(sys.prefix, "share", "mobilebert-kit", "android_bench")
-
-
-def bench_script_path(explicit=None):
-    path = explicit or os.path.join(android_bench_dir(), "bench_loop.sh")
-    if not os.path.isfile(path):
-        raise ProfilerError(
-            f"device script {path} not found; the adb target needs android_bench/bench_loop.sh from a source checkout "
-            "of mobilebert-kit (or set MBK_ANDROID_BENCH_DIR)"
-        )
-    return path
 
 
 def device_profiles():
@@ -113,12 +103,9 @@ def match_profile(props):
     """Returns the device profile matching the phone's codename or model, or None."""
     device = (props.get("ro.product.device") or "").lower()
     model = (props.get("ro.product.model") or "").lower()
-    for profile in device_profiles().values():
-        if device and device in [c.lower() for c in profile.get("codenames", [])]:
-            return profile
-        if model and model in [m.lower() for m in profile.get("model_names", [])]:
-            return profile
-    return None
+    return next((profile for profile in device_profiles().values()
+                 if device and device in [c.lower() for c in profile.get("codenames", [])]
+                 or model and model in [m.lower() for m in profile.get("model_names", [])]), None)
 
 
 def list_devices(adb):
@@ -221,7 +208,12 @@ class DeviceProfiler:
             raise ProfilerError(f"--lock-freq takes 'max' or a frequency in kHz, got {lock_freq!r}")
         self.lock_freq = None if lock_freq is None else str(lock_freq)
         self.benchmark_binary = benchmark_binary
-        self.bench_script = bench_script_path(bench_script)
+        self.bench_script = bench_script or os.path.join(android_bench_dir(), "bench_loop.sh")
+        if not os.path.isfile(self.bench_script):
+            raise ProfilerError(
+                f"device script {self.bench_script} not found; the adb target needs android_bench/bench_loop.sh from "
+                "a source checkout of mobilebert-kit (or set MBK_ANDROID_BENCH_DIR)"
+            )
         self.workdir = workdir
         self.flops = flops
         self.remote_dir = None
@@ -231,18 +223,14 @@ class DeviceProfiler:
         self.baseline_mc = None  # the idle temperature before the first trial (_setup), when it could be read
         self.cpus = None
 
-    # --- device facts -------------------------------------------------------------------
-
     def device_info(self, extra_command=None):
         """Returns the device description (properties, ABI, matching profile); ``extra_command`` is a shell
         command run in the same adb call (it saves a round trip)."""
         if self.info is None:
             props = self.adb.props(self.serial, extra_command=extra_command)
-            info = {"kind": "android", "serial": self.serial, **_describe(props)}
-            profile = match_profile(props)
-            info["profile"] = profile["name"] if profile else None
-            self.info = info
-            self._profile = profile
+            self._profile = match_profile(props)
+            self.info = {"kind": "android", "serial": self.serial, **_describe(props),
+                         "profile": self._profile["name"] if self._profile else None}
         return self.info
 
     def _q(self, *parts):
@@ -284,9 +272,7 @@ class DeviceProfiler:
             baseline = json.loads(snapshot.strip().splitlines()[-1])
         except (ValueError, IndexError, RecursionError):
             baseline = {}
-        # What the phone printed is data: anything but {"max_mc": number, ...} counts as no reading.
-        max_mc = baseline.get("max_mc") if isinstance(baseline, dict) else None
-        self.baseline_mc = max_mc if within(MILLIDEGREES, max_mc) else None
+        self.baseline_mc = checked_snapshot(baseline)["max_mc"]  # what the phone printed is data
         info["baseline_c"] = None if self.baseline_mc is None else self.baseline_mc / 1000.0
 
     def _cleanup(self):
@@ -295,8 +281,6 @@ class DeviceProfiler:
         with contextlib.suppress(MbkError):  # the device is gone; nothing left to clean from here
             self._shell(f"rm -rf {self._q(self.remote_dir)}", timeout_s=60)
         self.remote_dir = None
-
-    # --- runs ------------------------------------------------------------------------------
 
     def profile_all(self, paths, seq_lens=(None,)):
         """Profiles every model at every sequence length; returns result records. On any MbkError,
@@ -338,10 +322,9 @@ class DeviceProfiler:
         result = new_result(info, target="adb", seq_len=length, flops_override=self.flops)
         result["device"] = dict(self.device_info())
         result["simulated"] = bool(self.info.get("simulated"))
-        vocab = info.feed_vocab(self.vocab_size)
         result["config"] = run_config(
             self,
-            vocab,
+            info.feed_vocab(self.vocab_size),
             trials=self.trials,
             cooldown_timeout_s=self.cooldown_timeout_s,
             cooldown_tolerance_c=self.tolerance_mc / 1000.0,
@@ -364,25 +347,6 @@ class DeviceProfiler:
                                       "benchmark_model is given: the work is the same, the values are not")
         return result
 
-    def _model_args(self, input_flags, remote_model, value_files):
-        args = [
-            f"--graph={remote_model}",
-            f"--num_threads={self.threads}",
-            f"--num_runs={self.runs}",
-            f"--warmup_runs={self.warmup}",
-            f"--min_secs={self.min_time_s:g}",
-            f"--max_secs={self.max_time_s:g}",
-            *self.tool.delegate_flags[self.delegate],
-            *input_flags,
-        ]
-        if self.tool.result_file_flag:
-            args.append(f"{self.tool.result_file_flag}={self._result_file()}")
-        if value_files:
-            args.append("--input_layer_value_files=" + ",".join(f"{name}:{path}" for name, path in value_files.items()))
-        if self.peak_memory:
-            args.append("--report_peak_memory_footprint=true")
-        return args
-
     def _run_model(self, info, result):
         remote_model = f"{self.remote_dir}/{os.path.basename(info.path)}"
         self.adb.push(self.serial, info.path, remote_model)
@@ -396,7 +360,12 @@ class DeviceProfiler:
                 local.write_bytes(data)
                 value_files[name] = f"{self.remote_dir}/input_{name}.bin"
                 self.adb.push(self.serial, local, value_files[name])
-        args = self._model_args(input_flags, remote_model, value_files)
+        result_file = [f"{self.tool.result_file_flag}={self._result_file()}"] if self.tool.result_file_flag else []
+        args = benchmark_args(remote_model, self.threads, self.runs, self.warmup, (
+            f"--min_secs={self.min_time_s:g}", f"--max_secs={self.max_time_s:g}",
+            *self.tool.delegate_flags[self.delegate], *input_flags, *result_file), value_files)
+        if self.peak_memory:
+            args.append("--report_peak_memory_footprint=true")
         result["runtime"]["flags"] = args
         # On an error the model stays until _cleanup removes the whole run directory.
         for record, log in self._run_loop(args, self.trials, info):
@@ -551,8 +520,7 @@ def _summarize_trials(result):
         values = [t[key] for t in trials if t.get(key) is not None]
         result[key] = float(np.median(values)) if values else None
     peaks = [t["memory"].get("peak_mb") or t["memory"].get("overall_mb") for t in trials]
-    peaks = [p for p in peaks if p is not None]
-    result["peak_rss_mb"] = max(peaks) if peaks else None
+    result["peak_rss_mb"] = max((p for p in peaks if p is not None), default=None)
     result["memory"] = dict(trials[-1]["memory"])
     result["memory"]["source"] = "benchmark_model memory lines (periodic peak if printed, else RSS delta)"
     result["throttled"] = any(t.get("throttled") for t in trials)

@@ -1,9 +1,6 @@
-"""Latency of ``.tflite`` / ``.onnx`` files on this machine.
-
-``.tflite`` runs with ai-edge-litert's ``CompiledModel`` or ``Interpreter`` (``artifacts/runtimes.py`` decides),
-``.onnx`` with ONNX Runtime's CPU provider; docs/profiler.md ("On this machine") describes the loop, the figures
-and the per-op profiles. The process is pinned to the chosen cores before the runtime creates its thread pools,
-so they inherit the mask.
+"""Latency of ``.tflite`` / ``.onnx`` files on this machine: docs/profiler.md ("On this machine") describes the
+runtimes (``artifacts/runtimes.py`` picks LiteRT's API), the pinning to cores, the loop, the figures and the
+per-op profiles.
 
 Example:
     >>> result = HostProfiler(threads=1, cores="big").profile("mobilebert.tflite")  # doctest: +SKIP
@@ -34,7 +31,7 @@ from mobilebert_kit.artifacts.runtimes import RUNTIME_CHOICES, choose_tflite_run
 from mobilebert_kit.artifacts.text_session import TextSession
 from mobilebert_kit.errors import check_choice, first_line
 from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
-from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary
+from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary, benchmark_args
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
 from mobilebert_kit.profiler.model_info import ModelInfo
@@ -147,10 +144,8 @@ class HostProfiler:
         feeds = make_feeds(info.inputs, length, vocab, seed=self.seed)
         reset_peak_rss()
         with _pinned(self.cpus):
-            if FORMATS[info.format].litert:
-                timing = self._run_tflite(info, feeds, length)
-            else:
-                timing = self._run_onnx(info, feeds)
+            timing = (self._run_tflite(info, feeds, length) if FORMATS[info.format].litert
+                      else self._run_onnx(info, feeds))
         _add_timing(result, timing, self.runs, self.max_time_s)
         if self.op_profile:
             self._add_op_profile(result, info, feeds, length, vocab)
@@ -221,8 +216,6 @@ class HostProfiler:
         return self._interpreter_timing(self._timed_loop(info, "ai-edge-litert", app_calls(interpreter, feeds), runs),
                                         init_ms, interpreter, choice)
 
-    # --- runtimes -----------------------------------------------------------------
-
     def _choose_runtime(self, info):
         """The LiteRT API for ``info``'s file, decided once from what the file needs (runtimes)."""
         return choose_tflite_runtime(self.runtime, delegate=self.delegate, **info.runtime_needs)
@@ -246,13 +239,15 @@ class HostProfiler:
         except errors as err:
             raise ProfilerError(_runtime_message(info, runtime, err, length)) from err
 
-    def _interpreter_timing(self, timing, init_ms, interpreter, choice):
-        """``timing`` of a loop on a LiteRT Interpreter, with its load time and runtime record."""
+    def _litert_timing(self, timing, init_ms, choice, **runtime):
+        """``timing`` of a loop on a LiteRT API, with its load time and runtime record (``runtime``: the API's own)."""
         return {**timing, "init_ms": init_ms, "runtime_warnings": choice.warnings,
                 "runtime": {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
-                            "delegate_nodes": _delegate_nodes(interpreter), "version": litert_version,
-                            "delegate": self.delegate, "op_resolver": TFLITE_RESOLVERS[self.delegate].name,
-                            "threads": self.threads}}
+                            "version": litert_version, "delegate": self.delegate, **runtime, "threads": self.threads}}
+
+    def _interpreter_timing(self, timing, init_ms, interpreter, choice):
+        return self._litert_timing(timing, init_ms, choice, delegate_nodes=_delegate_nodes(interpreter),
+                                   op_resolver=TFLITE_RESOLVERS[self.delegate].name)
 
     def _run_compiled(self, info, choice, call, feeds, runs=None):
         """Times ``call(compiled)`` on a CompiledModel (inputs written once first when ``feeds`` is given)."""
@@ -262,11 +257,8 @@ class HostProfiler:
             _check_inputs(info, [d["name"] for d in compiled.input_details], feeds)
             compiled.set_inputs(feeds)
         timing = self._timed_loop(info, "LiteRT CompiledModel", lambda: call(compiled), runs)
-        return {**timing, "init_ms": init_ms, "runtime_warnings": choice.warnings,
-                "runtime": {"name": "ai-edge-litert", "api": choice.runtime.name, "api_class": choice.runtime.api,
-                            "version": litert_version, "delegate": self.delegate, "accelerator": "CPU",
-                            "kernel_mode": "BUILTIN" if self.delegate == "none" else "XNNPACK",
-                            "threads": self.threads}}
+        return self._litert_timing(timing, init_ms, choice, accelerator="CPU",
+                                   kernel_mode="BUILTIN" if self.delegate == "none" else "XNNPACK")
 
     def _run_tflite(self, info, feeds, length):
         choice = self._choose_runtime(info)
@@ -304,14 +296,13 @@ class HostProfiler:
         cycle = itertools.cycle(run_feeds)
         timing = self._timed_loop(info, "onnxruntime", lambda: session.run(None, next(cycle)), runs,
                                   errors=Exception, length=shape[1] if len(shape) == 2 else None)
-        return {**timing, "init_ms": init_ms, "runtime": {
-            "name": "onnxruntime",
-            "version": ort.__version__,
-            "provider": "CPUExecutionProvider",
-            "threads": self.threads,
-            "inter_op_threads": self.inter_op_threads,
-            "graph_optimization": self.graph_optimization,
-        }}
+        return {**timing, "init_ms": init_ms, "runtime": self._ort_runtime(
+            inter_op_threads=self.inter_op_threads, graph_optimization=self.graph_optimization)}
+
+    def _ort_runtime(self, **runtime):
+        """The runtime record of an ONNX Runtime session on the CPU provider, with the session's own ``runtime``."""
+        return {"name": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
+                "threads": self.threads, **runtime}
 
     def _run_text_in(self, info, feeds, runs):
         """Times a text-in ``.onnx`` on sentences (``{"text": [sentence]}`` per call) where an app runs it: in a
@@ -324,10 +315,9 @@ class HostProfiler:
                                   lambda: session.timed_run(next(rows)), runs, errors=RuntimeError, self_timed=True)
         timing["peak_rss"] = _peak_rss_mb(session.pid, "of the process that ran the file")
         timing["init_ms"] = session.load_ms  # the session's creation, not the child's start
-        timing["runtime"] = {"name": "onnxruntime", "version": ort.__version__, "provider": "CPUExecutionProvider",
-                             "threads": self.threads, "graph_optimization": "all",
-                             "extensions": info.metadata["tokenizer_in_graph"].get("library"),
-                             "process": "a child holding onnxruntime and onnxruntime-extensions only"}
+        timing["runtime"] = self._ort_runtime(graph_optimization="all",
+                                              extensions=info.metadata["tokenizer_in_graph"].get("library"),
+                                              process="a child holding onnxruntime and onnxruntime-extensions only")
         return timing
 
     def _loop(self, call, runs=None, self_timed=False):
@@ -353,8 +343,6 @@ class HostProfiler:
                 break
         return {"samples_ms": samples, "first_ms": first_ms, "timed_s": (clock() - begin) / 1e9}
 
-    # --- per-op profiles --------------------------------------------------------------
-
     def _add_op_profile(self, result, info, feeds, length, vocab):
         if not FORMATS[info.format].litert:
             result["op_profile"] = self._onnx_op_profile(info, feeds)
@@ -364,25 +352,15 @@ class HostProfiler:
             result["warnings"].append("TFLite per-op profile needs a benchmark_model built for this host (--benchmark-binary)")
             return
         binary = BenchmarkBinary(self.benchmark_binary)
-        host_abi = _HOST_ABIS.get(platform.machine(), platform.machine())
-        binary.check_abi([host_abi], "this host")
+        binary.check_abi([_HOST_ABIS.get(platform.machine(), platform.machine())], "this host")
         input_flags, value_files = benchmark_input_flags(info.inputs, length, vocab)
         with tempfile.TemporaryDirectory(prefix="mbk-profile-") as tmp:
+            files = {name: Path(tmp, f"{name}.bin") for name in value_files}
             for name, data in value_files.items():
-                Path(tmp, f"{name}.bin").write_bytes(data)
-            files = [f"{name}:{Path(tmp, f'{name}.bin')}" for name in value_files]
-            command = [
-                binary.path,
-                f"--graph={info.path}",
-                f"--num_threads={self.threads}",
-                f"--num_runs={self.profile_runs}",
-                f"--warmup_runs={self.warmup}",
-                f"--use_xnnpack={'true' if self.delegate == 'xnnpack' else 'false'}",
-                "--enable_op_profiling=true",
-                *input_flags,
-            ]
-            if files:
-                command.append(f"--input_layer_value_files={','.join(files)}")
+                files[name].write_bytes(data)
+            command = [binary.path, *benchmark_args(info.path, self.threads, self.profile_runs, self.warmup, (
+                f"--use_xnnpack={'true' if self.delegate == 'xnnpack' else 'false'}", "--enable_op_profiling=true",
+                *input_flags), files)]
             cpus = list(self.cpus)
             try:
                 completed = subprocess.run(
@@ -390,9 +368,8 @@ class HostProfiler:
                 )
             except subprocess.TimeoutExpired:
                 raise ProfilerError(f"{binary.path} did not finish within {self.max_time_s + 60:.0f} s") from None
-        text = completed.stdout + completed.stderr
         try:
-            log = parse_benchmark_output(text)
+            log = parse_benchmark_output(completed.stdout + completed.stderr)
         except BenchmarkParseError as err:
             raise ProfilerError(f"{binary.path} printed no usable result ({err}); run it by hand with --graph to see why") from err
         if log.failed or completed.returncode != 0:
@@ -410,8 +387,7 @@ class HostProfiler:
             with _pinned(self.cpus):
                 for _ in range(self.warmup + self.profile_runs):
                     session.run(None, run_feeds)
-            trace_path = session.end_profiling()
-            with open(trace_path) as f:
+            with open(session.end_profiling()) as f:
                 events = json.load(f)
         return onnx_op_summary(events, self.profile_runs, skip_runs=self.warmup)
 
@@ -493,7 +469,11 @@ def _pinned(cpus):
     if not hasattr(os, "sched_setaffinity"):
         yield
         return
-    for tid in _thread_ids():
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             saved[tid] = os.sched_getaffinity(tid)
             os.sched_setaffinity(tid, cpus)
@@ -503,13 +483,6 @@ def _pinned(cpus):
         for tid, mask in saved.items():
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(tid, mask)
-
-
-def _thread_ids():
-    try:
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return [0]
 
 
 def reset_peak_rss():

@@ -20,7 +20,7 @@ MAX_FEED_VALUES = 1 << 23
 _NUMPY_TYPES = {"int32": np.int32, "int64": np.int64, "float32": np.float32, "float16": np.float16, "int8": np.int8, "uint8": np.uint8}
 
 
-def _feed_shape(spec, seq_len):
+def feed_shape(spec, seq_len):
     """An input's shape with open axes at 1 and the last (sequence) axis at ``seq_len``."""
     shape = [1 if d is None or d < 0 else int(d) for d in spec["shape"]] or [1]
     if len(shape) >= 2:
@@ -48,7 +48,7 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
         if role and len(spec["shape"]) != 2:
             raise ProfilerError(f"input {spec['name']!r} has shape {list(spec['shape'])}; the profiler feeds token "
                                 "inputs of shape [batch, seq] only (mbk export writes them)")
-        shape = _feed_shape(spec, seq_len)
+        shape = feed_shape(spec, seq_len)
         count = int(np.prod(shape, dtype=np.float64))
         if count > MAX_FEED_VALUES:  # a static batch read from the file decides the feed's size
             raise ProfilerError(f"input {spec['name']!r} of shape {shape} needs {count:,} values, more than the "
@@ -65,32 +65,23 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
 
 
 def benchmark_input_flags(inputs, seq_len, vocab_size):
-    """Returns ``(flags, {flag name: bytes of a value file})``: benchmark_model's input flags for the same inputs.
-
-    The tool fills each integer input uniformly from an inclusive range (``--input_layer_value_range``): ids from
-    ``[1, vocab_size - 1]``, segment ids from ``{0, 1}``, an all-ones mask. A float mask has no range flag; it gets a
-    value file of ones instead, for the caller to push."""
+    """Returns ``(flags, {flag name: bytes of a value file})``: benchmark_model's input flags for the same inputs,
+    the ranges of docs/profiler.md ("Inputs"); a float mask's value file of ones is for the caller to push."""
     names, shapes, ranges, value_files = [], [], [], {}
     for spec in inputs:
         # The tool splits these flags on ':' and ','; it matches inputs by
         # position and only warns when names differ, so a safe name is used.
         name = spec.get("role") or re.sub(r"[^A-Za-z0-9_]", "_", spec["name"]) or "input"
         names.append(name)
-        shape = _feed_shape(spec, seq_len)
+        shape = feed_shape(spec, seq_len)
         shapes.append(",".join(str(d) for d in shape))
-        is_int = spec["dtype"] in ("int32", "int64", "int8", "uint8")
-        role = spec.get("role")
-        if role == "input_ids" and is_int:
-            ranges.append(f"{name},1,{vocab_size - 1}")
-        elif role == "attention_mask" and is_int:
-            ranges.append(f"{name},1,1")
-        elif role == "token_type_ids" and is_int:
-            ranges.append(f"{name},0,1")
-        elif role == "attention_mask":
-            count = int(np.prod(shape))
-            value_files[name] = np.ones(count, dtype=_NUMPY_TYPES.get(spec["dtype"], np.float32)).tobytes()
-        elif is_int:
-            ranges.append(f"{name},0,0")
+        if spec["dtype"] in ("int32", "int64", "int8", "uint8"):
+            low, high = {"input_ids": (1, vocab_size - 1), "attention_mask": (1, 1),
+                         "token_type_ids": (0, 1)}.get(spec.get("role"), (0, 0))
+            ranges.append(f"{name},{low},{high}")
+        elif spec.get("role") == "attention_mask":
+            dtype = _NUMPY_TYPES.get(spec["dtype"], np.float32)
+            value_files[name] = np.ones(int(np.prod(shape)), dtype=dtype).tobytes()
     flags = [f"--input_layer={','.join(names)}", f"--input_layer_shape={':'.join(shapes)}"]
     if ranges:
         flags.append(f"--input_layer_value_range={':'.join(ranges)}")

@@ -15,12 +15,12 @@ from mobilebert_kit.artifacts import taxonomy
 from mobilebert_kit.artifacts.errors import ArtifactError
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
-from mobilebert_kit.artifacts.reader import read_artifact, takes_text
+from mobilebert_kit.artifacts.reader import artifact_format, read_artifact, takes_text
 from mobilebert_kit.artifacts.runner import load_tflite
 from mobilebert_kit.artifacts.runtimes import file_needs
 from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.profiler.inputs import feed_shape
 from mobilebert_kit.errors import first_line
-
 
 
 # Names the three BERT inputs go by in common exports (TF Hub, Hugging Face, Model Garden).
@@ -60,16 +60,6 @@ def input_role(name):
     return None
 
 
-def file_format(path):
-    """Returns ``"tflite"`` or ``"onnx"`` from the file name, or raises ProfilerError."""
-    ext = os.path.splitext(str(path))[1].lower()
-    by_suffix = {record.suffix: name for name, record in FORMATS.items()}
-    if ext not in by_suffix:
-        raise ProfilerError(f"{path}: unsupported model file type {ext.lstrip('.')!r}; the profiler takes .tflite or "
-                            ".onnx files")
-    return by_suffix[ext]
-
-
 class ModelInfo:
     """Static facts about one ``.tflite`` or ``.onnx`` file.
 
@@ -99,7 +89,12 @@ class ModelInfo:
     def __init__(self, path):
         self.path = os.path.abspath(str(path))
         self.name = os.path.splitext(os.path.basename(self.path))[0]
-        self.format = file_format(path)
+        try:
+            self.format = artifact_format(path)
+        except ArtifactError:
+            ext = os.path.splitext(str(path))[1].lower().lstrip(".")
+            raise ProfilerError(f"{path}: unsupported model file type {ext!r}; the profiler takes .tflite or .onnx "
+                                "files") from None
         if not os.path.isfile(self.path):
             raise ProfilerError(f"{path}: no such model file; check the path")
         self.size_bytes = os.path.getsize(self.path)
@@ -109,12 +104,7 @@ class ModelInfo:
             artifact = read_artifact(self.path, self.format)
         except ArtifactError as err:
             raise ProfilerError(str(err)) from err
-        if FORMATS[self.format].litert:
-            self._graph = _TfliteGraph(artifact)
-        else:
-            if not artifact.ops:
-                raise ProfilerError(f"{path} has an empty ONNX graph; re-export the model")
-            self._graph = _OnnxGraph(artifact)
+        self._graph = (_TfliteGraph if FORMATS[self.format].litert else _OnnxGraph)(artifact)
         self.inputs = artifact.input_specs()
         for spec in self.inputs:
             spec["role"] = input_role(spec["name"])
@@ -149,8 +139,7 @@ class ModelInfo:
 
     def flops(self, seq_len):
         """Returns ``(flops, by_op_type)`` of one inference at ``seq_len`` (2 x MACs); flops is None when unknown."""
-        flops, by_type, _ = self.count_flops(seq_len)
-        return flops, by_type
+        return self.count_flops(seq_len)[:2]
 
     def count_flops(self, seq_len):
         """Returns ``(flops, by_op_type, source)``: flops is None, and ``source`` says why, when the shapes of
@@ -267,14 +256,9 @@ class _TfliteGraph:
             return shapes
         if not dynamic:
             raise fixed_length_error(self.path, static_len, seq_len)
-        want = {}
-        for spec in inputs:
-            shape = [1 if d < 0 else int(d) for d in spec["shape"]]
-            if len(shape) >= 2:
-                shape[-1] = seq_len
-            want[spec["name"]] = shape
-        try:
-            interpreter = load_tflite(self.path, delegate="none", input_shapes=want)
+        try:  # at the shapes the timing feeds (inputs.make_feeds)
+            interpreter = load_tflite(self.path, delegate="none",
+                                      input_shapes={spec["name"]: feed_shape(spec, seq_len) for spec in inputs})
         except ArtifactError as err:
             raise ProfilerError(str(err)) from err
         # Intermediate shapes of a dynamic graph are only known after one invoke;
@@ -372,8 +356,7 @@ class _OnnxGraph:
                 raise ProfilerError(f"{self.path}: ONNX shape inference failed ({first_line(err)}); pass --flops to give the "
                                     "work per inference") from err
         shapes = {}
-        graph = inferred.graph
-        for value in list(graph.input) + list(graph.value_info) + list(graph.output):
+        for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
             dims = value.type.tensor_type.shape.dim
             # No shape field is an unknown rank, not a scalar.
             if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):

@@ -1,8 +1,5 @@
-"""Profiler reports: a versioned JSON document (``schema: "mobilebert_kit.profile"``), CSV and a Markdown table.
-
-One record per model file, sequence length and device; CSV and Markdown are flat views of the same records.
-Files are written to a temporary name and moved into place, so a failed run never leaves a half-written report;
-a run cut short by a device disconnect still writes a complete document with ``"incomplete": true``.
+"""Profiler reports (docs/profiler.md, "Reports"): a versioned JSON document of one record per model file,
+sequence length and device, and CSV and Markdown tables that are flat views of the same records.
 """
 
 import csv
@@ -108,11 +105,8 @@ def validate_report(report):
                 problems.append(f"results[{index}].{key} is missing")
             elif not isinstance(record[key], kind) or (isinstance(record[key], bool) and bool not in (kind if isinstance(kind, tuple) else (kind,))):
                 problems.append(f"results[{index}].{key} has type {type(record[key]).__name__}")
-        latency = record.get("latency_ms")
-        if isinstance(latency, dict):
-            for key in STAT_KEYS:
-                if key not in latency:
-                    problems.append(f"results[{index}].latency_ms.{key} is missing")
+        if isinstance(latency := record.get("latency_ms"), dict):
+            problems += [f"results[{index}].latency_ms.{key} is missing" for key in STAT_KEYS if key not in latency]
         if record.get("target") not in ("host", "adb"):
             problems.append(f"results[{index}].target must be 'host' or 'adb'")
     if problems:
@@ -233,8 +227,7 @@ def to_markdown(report):
     lines.append("")
     notes = []
     for r in report["results"]:
-        for warning in r.get("warnings") or []:
-            notes.append(f"- {r['model']['name']}: {warning}")
+        notes += [f"- {r['model']['name']}: {warning}" for warning in r.get("warnings") or []]
         if r.get("target") == "adb":
             notes.append(f"- {r['model']['name']}: p90/p99/MAD are n/a on the device: benchmark_model prints aggregates, not single latencies.")
     if notes:

@@ -19,8 +19,7 @@ PROFILE_HTML = OutputKind("profile-html", False, "a profile HTML page", html_gen
 
 
 def _label(record):
-    device = record.get("device") or {}
-    where = device.get("serial") or record.get("target")
+    where = (record.get("device") or {}).get("serial") or record.get("target")
     return f"{record['model']['name']} [{record['precision']}] L={record['seq_len']} @{where}"
 
 
@@ -68,7 +67,6 @@ def plots(report):
         return images
     suffix = " (SIMULATED)" if report.get("simulated") else ""
 
-    # Latency distributions.
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(records) + 1.8))
     labels, positions = [], []
     for i, record in enumerate(records):
@@ -87,7 +85,6 @@ def plots(report):
     ax.set_title("Latency distribution per model and precision" + suffix)
     images.append(("Latency distributions", _figure_png(fig)))
 
-    # Comparison across files.
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(records) + 1.8))
     medians = [r["latency_ms"]["median"] for r in records]
     upper = [(r["latency_ms"].get("p90") or r["latency_ms"].get("max") or r["latency_ms"]["median"]) - r["latency_ms"]["median"] for r in records]
@@ -98,7 +95,6 @@ def plots(report):
     ax.set_title("Comparison across files" + suffix)
     images.append(("Comparison across files", _figure_png(fig)))
 
-    # Latency against sequence length.
     series = {}
     for r in records:
         if r.get("text"):  # a real-text record has no one length: it is a row of the table, not a point here
@@ -153,7 +149,6 @@ def to_html(report):
         parts.append("<p class='warn'><b>SIMULATED</b>: figures from the device simulator (the host CPU), not from a phone.</p>")
     if report.get("incomplete"):
         parts.append(f"<p class='warn'><b>Incomplete run</b>: {html.escape(str(report.get('error') or 'some results are missing'))}</p>")
-    rows = flat_rows(report)
     parts.append("<h2>Summary</h2>")
     parts.append(
         _table(
@@ -164,7 +159,7 @@ def to_html(report):
                  fmt(r["init_ms"], 2), fmt(r["first_inference_ms"], 3), fmt(r["peak_rss_mb"], 1),
                  fmt(r["gflops_per_s"], 2),
                  fmt(bool(r["throttled"]))]
-                for r in rows
+                for r in flat_rows(report)
             ],
         )
     )

@@ -1,8 +1,5 @@
-"""The per-model result record shared by the host and device runners.
-
-One record per (model file, sequence length, target device). The report
-module validates and serialises these records; the fields are documented in
-``docs/profiler.md`` and checked by :func:`mobilebert_kit.profiler.report.validate_report`.
+"""The result record of one model file, sequence length and target, shared by the host and device runners; its
+fields: docs/profiler.md, checked by :func:`mobilebert_kit.profiler.report.validate_report`.
 """
 
 import math
@@ -48,18 +45,12 @@ def new_result(info, *, target, seq_len, flops_override=None):
         "runtime": {},
         "config": {},
         "trials": [],
-        "latency_ms": None,
-        "samples_ms": None,
-        "init_ms": None,
-        "first_inference_ms": None,
-        "peak_rss_mb": None,
+        **dict.fromkeys(("latency_ms", "samples_ms", "init_ms", "first_inference_ms", "peak_rss_mb")),
         "memory": {},
         "flops": flops,
         "flops_by_op": by_type,
         "flops_source": source,
-        "gflops_per_s": None,
-        "op_profile": None,
-        "op_profile_source": None,
+        **dict.fromkeys(("gflops_per_s", "op_profile", "op_profile_source")),
         "throttled": False,
         "incomplete": False,
         "warnings": [],
@@ -109,8 +100,7 @@ def run_config(profiler, vocab_size, **extra):
 
 def finish_result(result):
     """Fills the achieved GFLOP/s from the median latency; returns the record."""
-    latency = result.get("latency_ms") or {}
-    median = latency.get("median")
+    median = (result.get("latency_ms") or {}).get("median")
     if result.get("flops") and median and median > 0 and math.isfinite(median):
         result["gflops_per_s"] = result["flops"] / (median / 1000.0) / 1e9
     return result

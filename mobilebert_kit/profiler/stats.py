@@ -1,10 +1,8 @@
-"""Latency statistics: the figures every profiler report carries.
+"""Latency statistics: the figures every profiler report carries (docs/profiler.md says which and when they are n/a).
 
-``median``, ``p90``, ``p99``: percentiles with linear interpolation (``numpy.percentile``'s default); ``std``:
-population standard deviation (ddof=0, as benchmark_model prints it); ``mad``: median absolute deviation, unscaled;
-``cv``: ``std / mean``. Figures too few runs cannot estimate are None (n/a), host and phone alike
-(:func:`estimable`): the spread needs 2 runs; the ``q``-th percentile needs ``100 / (100 - q)`` runs (p90: 10,
-p99: 100), so that at least one run is expected above it.
+Percentiles interpolate linearly (``numpy.percentile``'s default); ``std`` is the population's (ddof=0, as
+benchmark_model prints it). The ``q``-th percentile needs ``100 / (100 - q)`` runs (:func:`estimable`), so that at
+least one run is expected above it.
 
 Example:
     >>> summarize([10.0, 11.0, 12.0])["median"]
@@ -35,11 +33,6 @@ def too_few_runs(stats, figures=("p90", "p99", "std", "mad", "cv")):
     return f"{', '.join(missing)} n/a: {count} timed run(s) are too few to estimate them (runs needed: {needs}); raise --runs"
 
 
-def _gated(figures):
-    """``figures`` with each figure its count cannot estimate set to None."""
-    return {key: value if estimable(key, figures["count"]) else None for key, value in figures.items()}
-
-
 def summarize(samples_ms):
     """Returns the latency statistics of ``samples_ms`` (single inferences, ms) as a dict (see module docstring);
     raises ValueError when there are none or one is not a finite number."""
@@ -51,7 +44,7 @@ def summarize(samples_ms):
     median = float(np.percentile(values, 50))
     mean = float(values.mean())
     std = float(values.std())
-    return _gated({
+    figures = {
         "count": int(values.size),
         "mean": mean,
         "std": std,
@@ -62,7 +55,8 @@ def summarize(samples_ms):
         "p99": float(np.percentile(values, 99)),
         "mad": float(np.median(np.abs(values - median))),
         "cv": std / mean if mean > 0 else math.nan,
-    })
+    }
+    return {key: value if estimable(key, figures["count"]) else None for key, value in figures.items()}
 
 
 # The confidence a timing is reported with: the 95% interval of the median, distribution-free.
@@ -101,12 +95,8 @@ def median_interval(samples_ms, confidence=CONFIDENCE):
 
 def combine_trials(trial_stats):
     """Summarizes device trials, each the tool's own statistics (``count``, ``avg``, ``std``, ``min``, ``max``,
-    optionally ``median``; ms), into a dict with the keys of :data:`STAT_KEYS` plus ``trials``.
-
-    benchmark_model prints aggregates, not single latencies: ``median`` is the median of the trials' medians (their
-    averages where the build prints none), ``mean`` the count-weighted mean, ``std`` the pooled standard deviation,
-    ``min``/``max`` the extremes. Figures the tool does not print (p90, p99, MAD) are None rather than guessed, and
-    so are ``std`` and ``cv`` of fewer than 2 runs in all (:func:`estimable`)."""
+    optionally ``median``; ms), into a dict with the keys of :data:`STAT_KEYS` plus ``trials``, as docs/profiler.md
+    says (the median of the trial medians, or averages; the pooled std; no p90, p99 or MAD)."""
     trials = [t for t in trial_stats if t and t.get("avg") is not None]
     if not trials:
         raise ValueError("no finished trials to combine")
@@ -128,9 +118,7 @@ def combine_trials(trial_stats):
         "min": float(min(t["min"] if t.get("min") is not None else t["avg"] for t in trials)),
         "max": float(max(t["max"] if t.get("max") is not None else t["avg"] for t in trials)),
         "median": float(np.median(medians)),
-        "p90": None,
-        "p99": None,
-        "mad": None,
+        **dict.fromkeys(("p90", "p99", "mad")),  # never printed by the tool
         "cv": (std / mean if mean > 0 else math.nan) if spread else None,
         "trials": len(trials),
     }

@@ -11,23 +11,16 @@ PRECISIONS = ("float32", "float16", "dynamic-int8", "int8", "dynamic-int4", "int
 BASELINE = "LayerNorm+GELU"
 
 
-def _device_key(record):
-    device = record.get("device") or {}
-    name = device.get("model") or device.get("cpu_model") or device.get("kind") or "unknown"
-    serial = device.get("serial")
-    return f"{record.get('target')}: {name}" + (f" ({serial})" if serial else "")
-
-
 def table6(report):
     """Returns the comparison tables as data: ``[{device, seq_len, precisions, rows}]``, each row
     ``{setting, gflops, cells: {precision: {median_ms, speedup, models}}}``."""
     groups = {}
     for record in report["results"]:
-        latency = record.get("latency_ms") or {}
-        if latency.get("median") is None:
-            continue
-        key = (_device_key(record), record.get("seq_len"))
-        groups.setdefault(key, []).append(record)
+        if (record.get("latency_ms") or {}).get("median") is not None:
+            device = record.get("device") or {}
+            name = device.get("model") or device.get("cpu_model") or device.get("kind") or "unknown"
+            where = f"{record.get('target')}: {name}" + (f" ({device['serial']})" if device.get("serial") else "")
+            groups.setdefault((where, record.get("seq_len")), []).append(record)
     tables = []
     for (device, seq_len), records in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] or 0)):
         present = {r["precision"] for r in records}

@@ -33,10 +33,8 @@ def checked_snapshot(snapshot):
     """A ``before``/``after`` snapshot with only valid readings: ``{zones, max_mc, cpus}``, never another type."""
     if not isinstance(snapshot, dict):
         return {"zones": {}, "max_mc": None, "cpus": {}}
-    zones = snapshot.get("zones")
-    zones = zones if isinstance(zones, dict) and len(zones) <= _MAX_ENTRIES else {}
-    cpus = snapshot.get("cpus")
-    cpus = cpus if isinstance(cpus, dict) and len(cpus) <= _MAX_ENTRIES else {}
+    zones, cpus = (value if isinstance(value := snapshot.get(key), dict) and len(value) <= _MAX_ENTRIES else {}
+                   for key in ("zones", "cpus"))
     return {
         "zones": {str(name)[:200]: _reading(MILLIDEGREES, value) for name, value in zones.items()},
         "max_mc": _reading(MILLIDEGREES, snapshot.get("max_mc")),

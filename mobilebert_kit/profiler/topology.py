@@ -98,7 +98,6 @@ class CpuTopology:
                     "cpu": cpu,
                     "max_freq_khz": _int_or_none(_read(os.path.join(base, "cpufreq", "cpuinfo_max_freq"))),
                     "capacity": _int_or_none(_read(os.path.join(base, "cpu_capacity"))),
-                    "online": True,
                 }
             )
         return cls(cores)
