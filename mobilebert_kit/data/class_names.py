@@ -14,10 +14,8 @@ they cannot disagree. Each rule, for the failure it stops (issue 37):
   order mark: Unicode's format characters, controls and separators other than the plain space). Such names
   print the same in the app and became two classes.
 
-Look-alikes are refused, not merged: merging would decide which spelling an app shows and silently join two
-classes a user may have meant apart (a head trained on both has two columns); refusing costs one edit of
-the data. A single name holding an invisible character is kept when no other name looks like it (emoji
-sequences join with U+200D, a format character).
+Why look-alikes are refused, not merged, and why a lone name with an invisible character (an emoji joined
+with U+200D) is kept: docs/reliability.md, "What travels beside the weights".
 
 Standard library only: the artifact readers and the profiler may use it.
 

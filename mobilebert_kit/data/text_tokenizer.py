@@ -31,8 +31,7 @@ from mobilebert_kit.data.tokenizer_kinds import (
     CLIENT_KINDS, CLIENT_SPECIAL_NAMES, KINDS, VOCAB_FILE, VOCAB_KIND, ClientUnit, returns_token_types,
 )
 from mobilebert_kit.data.vocab import (
-    TOKENIZER_FILES, VocabularyError, chinese_chars_of, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab,
-    strip_accents_of, vocab_ids,
+    TOKENIZER_FILES, VocabularyError, config_flag, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab,
 )
 from mobilebert_kit.errors import ConfigError, DataError
 from mobilebert_kit.utils.atomic import atomic_file
@@ -171,8 +170,9 @@ def _ascii_lower():
 
 def _bert_wordpiece(lines, lowercase, strip_accents, handle_chinese_chars=True):
     """BERT's tokenizer over vocabulary lines (BasicTokenizer normalisation, greedy longest-match ``##``)."""
-    return BertWordPieceTokenizer(vocab_ids(lines), lowercase=lowercase, handle_chinese_chars=handle_chinese_chars,
-                                  strip_accents=strip_accents, clean_text=True)._tokenizer
+    return BertWordPieceTokenizer({token: i for i, token in enumerate(lines)}, lowercase=lowercase,
+                                  handle_chinese_chars=handle_chinese_chars, strip_accents=strip_accents,
+                                  clean_text=True)._tokenizer
 
 
 def _client_word_issue(token):
@@ -406,8 +406,8 @@ class TextTokenizer:
         files = read_tokenizer_files(directory)  # every tokenizer file, bounded, read once
         if lowercase is None:
             lowercase = lower_case_of(directory, default=None)
-        strip_accents = strip_accents_of(directory)
-        chinese_chars = chinese_chars_of(directory)
+        strip_accents = config_flag(directory, "strip_accents")
+        chinese_chars = config_flag(directory, "tokenize_chinese_chars")
         if "tokenizer.json" in files:
             tok = cls.from_json(directory / "tokenizer.json", lowercase=lowercase, strip_accents=strip_accents,
                                 files=files, chinese_chars=chinese_chars)

@@ -5,24 +5,10 @@ each stage minimises the layer-transfer loss (Eq. 7) of its layers or the
 pre-training distillation loss (Eq. 5) with a fresh optimizer and a
 warm-up/decay schedule of its own.
 
-Output directory (``run.json``, ``progress.json`` and ``checkpoints/`` are
-kept by ``run_directory.RunDirectory``; the step is built by ``distill_step``)::
-
-    run.json          teacher, student, data and DistillConfig of the run
-    progress.json     stage, step and loss history (rewritten at every checkpoint)
-    checkpoints/      tf.train checkpoints: student, optimizer, data iterator, progress
-    tensorboard/      scalars per stage
-    teacher_cache/    the teacher's layer outputs per example, while layer-transfer stages remain (teacher_cache.py)
-    student/          the distilled encoder (mbk.save) and the teacher's vocabulary files, when the run completes
-    pretrainer/       the student with its MLM/NSP heads, likewise
-
-Resuming: a checkpoint holds the student, the optimizer (moments, step,
-loss scale) and the data iterator (its position and shuffle buffer), so a
-resumed run continues with exactly the batches and updates an uninterrupted
-run would have made; SIGINT or SIGTERM checkpoints the current step and stops.
-The keyed dropout masks and several workers (only the chief writes ``out_dir``;
-the others checkpoint into a scratch directory, since every worker takes part
-in a save) are described in docs/distillation.md.
+The output directory (``run.json``, ``progress.json``, ``checkpoints/``, ``tensorboard/``, ``teacher_cache/``,
+``student/``, ``pretrainer/``), resuming, the keyed dropout masks and several workers: docs/distillation.md,
+"Checkpoints and resume" and "Several workers". ``run_directory.RunDirectory`` keeps the run's files;
+``distill_step`` builds the step.
 """
 
 import contextlib
