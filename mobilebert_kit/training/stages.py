@@ -78,16 +78,12 @@ def plan_stages(config, num_layers, embeddings_from_teacher):
 def scope_of(path):
     """The top-level scope of a weight path from ``named_weights`` (``encoder/transformer_layer_2/...`` -> ``transformer_layer_2``)."""
     parts = path.split("/")
-    if parts[0] == "encoder" and len(parts) > 1:
-        return parts[1]
-    return parts[0]
+    return parts[1] if parts[0] == "encoder" and len(parts) > 1 else parts[0]
 
 
 def stage_variables(stage, named):
-    """Splits ``{path: variable}`` into the stage's ``(trained, tuned)`` lists of ``(path, variable)``.
-
-    Variables not listed in either stay frozen for the stage.
-    """
+    """Splits ``{path: variable}`` into the stage's ``(trained, tuned)`` lists of ``(path, variable)``; the others
+    stay frozen for the stage."""
     trained, tuned = [], []
     for path, var in named.items():
         scope = scope_of(path)
