@@ -70,11 +70,6 @@ def how_alike(a, b):
     return "look alike (equal once case and Unicode compatibility forms are set aside)"
 
 
-def _shown(name):
-    """``name`` quoted, invisible characters escaped (``repr`` escapes what does not print: ``'neg\\u200b'``)."""
-    return repr(name)[:60]
-
-
 def check_class_names(names, what, classes=None, error=ConfigError, where=None):
     """Returns ``names`` as a list of strings if every rule of this module holds; else one-line ``error``.
 
@@ -107,8 +102,8 @@ def check_class_names(names, what, classes=None, error=ConfigError, where=None):
     first = {}
     for i, name in enumerate(names):
         j = first.setdefault(look_alike_key(name), i)
-        if j != i:
-            raise error(f"{what}: class names {_shown(names[j])} ({where(j)}) and {_shown(name)} ({where(i)}) "
+        if j != i:  # !r escapes what does not print ('neg\\u200b')
+            raise error(f"{what}: class names {names[j]!r:.60} ({where(j)}) and {name!r:.60} ({where(i)}) "
                         f"{how_alike(names[j], name)}, "
                         "so an app shows one name for two classes; write each class one way")
     return names

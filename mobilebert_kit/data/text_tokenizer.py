@@ -861,8 +861,7 @@ _MODEL_FILES = {VOCAB_FILE: _vocab_file, "sentencepiece.bpe.model": _sentencepie
 
 
 def tokenizer_of(directory):
-    """The tokenizer of a model directory (:meth:`TextTokenizer.from_directory`), or None when it has none.
-    """
+    """The tokenizer of a model directory (:meth:`TextTokenizer.from_directory`), or None when it has none."""
     directory = Path(directory)
     if not ((directory / "tokenizer.json").is_file() or (directory / VOCAB_FILE).is_file()):
         return None

@@ -382,10 +382,8 @@ class Distiller:
         if fresh:
             self.run_dir.write_record(self._run_record(), overwrite=overwrite, sources=self._sources())
         # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
-        if self.chief:
-            self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
-        else:
-            self.summary_writer = tf.summary.create_noop_writer()
+        self.summary_writer = (tf.summary.create_file_writer(str(self.out_dir / "tensorboard")) if self.chief
+                               else tf.summary.create_noop_writer())
         self.scratch = None if self.chief else new_scratch("worker")
         try:
             self.prepare_teacher_cache(start_stage)
@@ -409,9 +407,7 @@ class Distiller:
         if latest is not None and start_step == 0:
             # A stage boundary (or a finished run): the saved optimizer belongs to the previous
             # stage, so restore everything but it; the next stage starts a fresh optimizer.
-            status = self._checkpoint().restore(latest)
-            status.assert_existing_objects_matched()
-            status.expect_partial()
+            self._checkpoint().restore(latest).assert_existing_objects_matched().expect_partial()
         named = named_weights(self.student)
         with InterruptFlag() as interrupt:
             for index in range(start_stage, len(self.stages)):
@@ -423,9 +419,8 @@ class Distiller:
                 manager = self._checkpoint_manager(checkpoint)
                 first = 0
                 if latest is not None and index == start_stage and start_step > 0:
-                    status = checkpoint.restore(latest)  # mid-stage: the optimizer too
-                    status.assert_existing_objects_matched()
-                    status.expect_partial()
+                    # mid-stage: the optimizer too
+                    checkpoint.restore(latest).assert_existing_objects_matched().expect_partial()
                     first = start_step
                 self.progress.stage.assign(index)
                 self.progress.step.assign(first)

@@ -285,8 +285,7 @@ class FineTuner:
             with self.strategy.scope():  # the optimizer's slots exist before their values are restored
                 model.optimizer.build(model.trainable_variables)
             try:
-                status = checkpoint.restore(latest)
-                status.assert_existing_objects_matched()
+                checkpoint.restore(latest).assert_existing_objects_matched()
             except (ValueError, AssertionError) as err:
                 # A head of another size: the labels of the data changed (a class added or gone).
                 raise TrainingError(
