@@ -1,14 +1,9 @@
 """A SentencePiece model file (``ModelProto``) written from a Unigram ``tokenizer.json``, and read back.
 
-The clients run SentencePiece on the packed model and look each piece up by
-name (``PieceToId``; ``data/tokenizer_kinds.py``). So the file must give
-every piece the id the checkpoint's embedding table uses, which is the id in
-``tokenizer.json`` (transformers' fast tokenizer), not the id of the original
-``sentencepiece.bpe.model``: fairseq's XLM-R ids are SentencePiece's shifted
-by one, with ``<s> <pad> </s> <unk>`` in front. Writing the model from the
-``tokenizer.json`` vocabulary in id order gives the checkpoint's ids by
-construction; the graph is never re-indexed (LiteRT users feed the checkpoint
-tokenizer's ids).
+The clients look each piece up by name (``PieceToId``), so the file gives every piece the id in
+``tokenizer.json`` (the checkpoint's embedding rows), not the original ``sentencepiece.bpe.model``'s: writing it
+from that vocabulary in id order gives those ids by construction (XLM-R's shift: docs/models.md, "Supported
+checkpoints").
 
 The message is built with the ``sentencepiece`` package's generated
 ``sentencepiece_model_pb2`` (protobuf does the wire format; it loads under
