@@ -9,10 +9,8 @@ they cannot disagree. Each rule, for the failure it stops (issue 37):
 - ``id2label`` keys are ints or int strings covering ``0 .. n-1`` once each (transformers reads them with
   ``int(key)``): a gap or a repeat would move every later name onto another column;
 - as many names as the head has classes: 3 names for a 2-class head were packed and validation said PASSED;
-- no two names are look-alikes: equal after NFKC normalization and case folding (which also makes NFC and
-  NFD spellings equal), once invisible characters are removed (zero-width space, right-to-left mark, byte
-  order mark: Unicode's format characters, controls and separators other than the plain space). Such names
-  print the same in the app and became two classes.
+- no two names are look-alikes (:func:`look_alike_key`: NFKC, case folded, invisible characters such as a
+  zero-width space or a right-to-left mark removed): such names print the same in the app and became two classes.
 
 Why look-alikes are refused, not merged, and why a lone name with an invisible character (an emoji joined
 with U+200D) is kept: docs/reliability.md, "What travels beside the weights".

@@ -355,9 +355,7 @@ class TextTokenizer:
             if normalizer.get("type") == "BertNormalizer" and (
                     (strip_accents is not None and bool(strip_accents) != json_strip)
                     or (chinese_chars is not None and bool(chinese_chars) != json_chinese)):
-                # transformers' fast tokenizer rewrites the normalizer the same way when tokenizer_config.json
-                # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false) or
-                # tokenize_chinese_chars (false: "你好世界" one word, not four).
+                # As transformers' fast tokenizer rewrites it for these settings (data.vocab.config_flag).
                 json_strip = bool(strip_accents) if strip_accents is not None else json_strip
                 json_chinese = bool(chinese_chars) if chinese_chars is not None else json_chinese
                 tokenizer.normalizer = normalizers.BertNormalizer(
@@ -657,9 +655,7 @@ class TextTokenizer:
             DataError: a vocabulary the packed file cannot hold (a gap in the ids, a token with a line break,
                 an added token the client would never produce).
         """
-        if self.kind.client is None:
-            return None
-        return _CLIENT_PACKERS[self.kind.client](self)
+        return None if self.kind.client is None else _CLIENT_PACKERS[self.kind.client](self)
 
     def client_tokenizer(self):
         """The ids MediaPipe and the Task Library compute from the same text, or None (no client tokenizer).
@@ -673,9 +669,8 @@ class TextTokenizer:
             (['naive'], ['[UNK]'])
         """
         unit = self.client_unit()
-        if unit is None:
-            return None
-        return TextTokenizer.from_packed(self.kind.client, unit.data, self.source, self.token_types)
+        return None if unit is None else TextTokenizer.from_packed(self.kind.client, unit.data, self.source,
+                                                                   self.token_types)
 
 
 def _sentencepiece_missing(data, vocab, path):

@@ -209,11 +209,9 @@ class FineTuner:
     def train(self, train_path, out_dir, eval_path=None, overwrite=False, resume=False):
         """Fine-tunes, evaluates on ``eval_path`` if given, and saves everything to ``out_dir``.
 
-        ``out_dir`` may replace only an earlier fine-tuning output (or an empty directory) unless
-        ``overwrite`` (``utils.atomic``); it is checked before training starts. Every
-        ``config.checkpoint_every`` steps the model and optimizer are checkpointed in ``OUT/run``
-        (``finetune_run.FinetuneRun``), and at the end of every epoch; SIGINT or SIGTERM checkpoints the
-        current step and stops. Replacing what mbk did not write (``overwrite``), the run keeps no state.
+        ``out_dir`` may replace only an earlier fine-tuning output (or an empty directory) unless ``overwrite``
+        (``utils.atomic``), checked before training starts. How the run checkpoints in ``OUT/run`` and resumes:
+        docs/distillation.md, "Resuming a fine-tuning run".
 
         Args:
             train_path, eval_path: the labelled data.
