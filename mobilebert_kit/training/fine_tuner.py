@@ -244,8 +244,7 @@ class FineTuner:
         run.locks = chief  # the workers of a cluster share the chief's OUT, and its lock
         if chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             decision = run.check(record, resume, overwrite=overwrite, sources=sources)
-        # OUT is not a fine-tuning output of mbk and --overwrite lets the run replace it: keeping no state, OUT is
-        # replaced only by the finished output, as --overwrite promises (checkpoints/resumable_run.py).
+        # Over what mbk did not write, --overwrite replaces OUT only with the finished output: no state is kept.
         stateless = chief and not resume and decision == OVERWRITE
         if stateless:
             self._say(
