@@ -13,9 +13,8 @@ TensorFlow-free: ``checkpoint_format`` and ``sources/`` import the importer (and
 loading TensorFlow.
 """
 
-import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Callable, Mapping
 
@@ -575,7 +574,7 @@ _FAMILIES = (
         class_prefix="Albert",
     ),
     _ROBERTA,
-    dataclasses.replace(_ROBERTA, model_type="xlm-roberta", class_prefix="XLMRoberta"),  # one architecture
+    replace(_ROBERTA, model_type="xlm-roberta", class_prefix="XLMRoberta"),  # one architecture
     Family(
         "mpnet", "mpnet.", _HF_MPNET_DEFAULTS, _mpnet_encoder,
         position_offset=lambda c: MPNET_POSITION_OFFSET, weight_renames=_MPNET_RENAMES,

@@ -212,10 +212,10 @@ def _load(path, directory, expect):
 __all__ = ["Pooling", "read_pooling", "POOLING_KEYS", "write_pooling", "carry_pooling"]
 
 
-# The modules.json entries a derived model declares: the one layout read_pooling accepts.
-_MODULE_TYPES = {"Transformer": "sentence_transformers.models.Transformer",
-                 "Pooling": "sentence_transformers.models.Pooling",
-                 "Normalize": "sentence_transformers.models.Normalize"}
+# The modules.json entries (path, type) a derived model declares: the one layout read_pooling accepts.
+_MODULES = {"Transformer": ("", "sentence_transformers.models.Transformer"),
+            "Pooling": ("1_Pooling", "sentence_transformers.models.Pooling"),
+            "Normalize": ("2_Normalize", "sentence_transformers.models.Normalize")}
 
 
 def write_pooling(directory, pooling, dimension=None):
@@ -234,8 +234,7 @@ def write_pooling(directory, pooling, dimension=None):
     """
     directory = Path(directory)
     names = ["Transformer", "Pooling"] + (["Normalize"] if pooling.normalize else [])
-    paths = {"Transformer": "", "Pooling": "1_Pooling", "Normalize": "2_Normalize"}
-    modules = [{"idx": i, "name": str(i), "path": paths[name], "type": _MODULE_TYPES[name]}
+    modules = [{"idx": i, "name": str(i), "path": _MODULES[name][0], "type": _MODULES[name][1]}
                for i, name in enumerate(names)]
     config = {key: mode == pooling.mode for key, mode in POOLING_KEYS.items()}
     if dimension is not None:

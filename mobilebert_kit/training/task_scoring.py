@@ -6,7 +6,7 @@ exported file), so a float export and its Keras model are scored by the same
 code. The metrics themselves are ``training/metrics.py``'s. TensorFlow-free.
 """
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -38,8 +38,7 @@ class ArtifactEvaluation:
         return self.metrics[self.primary]
 
     def to_dict(self):
-        return {"metrics": dict(self.metrics), "primary": self.primary, "task": self.task, "rows": self.rows,
-                "higher_is_better": self.higher_is_better}
+        return asdict(self)
 
 
 @dataclass
