@@ -50,9 +50,12 @@ _TF1_DEFAULTS = dict(
 
 
 def _checked_fields(convert, c, source, names=CONFIG_NAMES):
-    """Runs ``convert(c)`` and checks the result against Encoder's field table, before anything is built: a
-    bad field of an untrusted config, or a model too large to build, is a one-line CheckpointError naming the field
-    as the file spells it."""
+    """Runs ``convert(c)`` and checks the result against Encoder's field table, before anything is built.
+
+    A missing, mistyped, non-finite or out-of-range field of an untrusted
+    config, or a model too large to build, becomes a one-line CheckpointError
+    naming the field as the file spells it.
+    """
     from mobilebert_kit.models.encoder import check_fields, check_size  # TensorFlow loads only when importing
 
     if not isinstance(c, dict):
@@ -155,9 +158,12 @@ def _config_from_tf1(official):
 
 
 def _renamed(arrays, rename, source):
-    """``{rename(key): array}``: every normalisation of checkpoint names goes through here. Two tensors whose names
-    normalise to one (``pooler.dense.bias`` and ``bert.pooler.dense.bias``) are refused naming both: a dict keeps
-    the last one, so the other was dropped without ever being reported as unexpected."""
+    """``{rename(key): array}``: every normalisation of checkpoint names goes through here.
+
+    Two tensors whose names normalise to one (``pooler.dense.bias`` and
+    ``bert.pooler.dense.bias``) are refused naming both: a dict keeps the last
+    one, so the other was dropped without ever being reported as unexpected.
+    """
     out, origin = {}, {}
     for key, value in arrays.items():
         name = rename(key)
@@ -186,8 +192,11 @@ def _is_float(dtype):
 
 
 def _refuse_non_float(origin, source, dialect):
-    """Refuses weights stored with an integer or boolean dtype, naming each with its dtype: ``assign_weights``
-    casts whatever it is given (an I32 LayerNorm gamma imported as 1.07e9, the bit pattern of 1.0)."""
+    """Refuses weights stored with an integer or boolean dtype, naming each with its dtype.
+
+    ``assign_weights`` casts whatever it is given: an I32 LayerNorm gamma of the
+    right shape imported as 1.07e9 (the bit pattern of 1.0) without a word.
+    """
     wrong = [(name, array.dtype) for name, array in origin.items() if not _is_float(array.dtype)]
     if not wrong:
         return
@@ -501,18 +510,14 @@ def _tf1_prefix(path):
         if latest:
             return latest
         indexes = sorted(path.glob("*.index"))
-        if len(indexes) == 1:
-            return str(indexes[0])[: -len(".index")]
-        return None
+        return str(indexes[0])[: -len(".index")] if len(indexes) == 1 else None
     text = str(path)
     for suffix in (".index", ".meta"):
         if text.endswith(suffix):
             return text[: -len(suffix)]
     if ".data-" in path.name:
         return text.split(".data-")[0]
-    if Path(text + ".index").is_file():
-        return text
-    return None
+    return text if Path(text + ".index").is_file() else None
 
 
 def import_tf1(prefix, config_path=None, head=None, **overrides):

@@ -100,7 +100,7 @@ def check_class_names(names, what, classes=None, error=ConfigError, where=None):
     first = {}
     for i, name in enumerate(names):
         j = first.setdefault(look_alike_key(name), i)
-        if j != i:  # !r escapes what does not print ('neg\\u200b')
+        if j != i:  # !r escapes what does not print ('neg\u200b')
             raise error(f"{what}: class names {names[j]!r:.60} ({where(j)}) and {name!r:.60} ({where(i)}) "
                         f"{how_alike(names[j], name)}, "
                         "so an app shows one name for two classes; write each class one way")

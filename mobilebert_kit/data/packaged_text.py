@@ -162,10 +162,10 @@ def write_packaged_tsv(name, out, split="all", holdout=0.2, search_path=None, ov
     Args:
         name (str): a name in ``PACKAGED_DATASETS``.
         out (str | Path): the ``.tsv`` to write (atomically; an existing file is kept unless ``overwrite``).
-        split (str): ``"all"``, ``"train"`` or ``"test"``: ``test`` holds the rows whose text hashes below
-            ``holdout``, the same rows on every machine.
-        holdout (float): the test fraction, in (0, 1). Pairs (``lee-similarity``) are split by pair, so one
-            document can appear in both splits (in other pairs).
+        split (str): ``"all"``, ``"train"`` or ``"test"``: ``test`` holds the rows whose
+            text hashes below ``holdout``, the same rows on every machine.
+        holdout (float): the test fraction, in (0, 1). Pairs (``lee-similarity``) are split
+            by pair, so one document can appear in both splits (in other pairs).
         search_path (list | None): directories to find the package in instead of ``sys.path``.
         overwrite (bool): replace an existing ``out``.
 

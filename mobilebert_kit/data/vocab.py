@@ -137,8 +137,8 @@ def lower_case_of(directory, default=True):
 
 # tokenizer_config.json's booleans that transformers' fast tokenizer applies by rewriting the tokenizer.json
 # normalizer (its slow one reads them too): ``strip_accents`` (null or absent: follow lower-casing, as BERT's
-# BasicTokenizer; all-MiniLM-L6-v2's null with do_lower_case true makes "naïve café" "naive cafe"; measured: false
-# makes it "[UNK] [UNK]") and ``tokenize_chinese_chars`` (false: "你好世界" is one word, not BERT's default four).
+# BasicTokenizer: all-MiniLM-L6-v2's null with do_lower_case true makes "naïve café" "naive cafe", and false
+# makes it [UNK] [UNK], measured) and ``tokenize_chinese_chars`` (false: "你好世界" is one word, not four).
 def config_flag(directory, key):
     """``tokenizer_config.json``'s boolean ``key`` in ``directory``; None when the file or the key does not say, a
     ConfigError when it is no boolean (:func:`_flag`)."""

@@ -369,10 +369,7 @@ class Distiller:
 
     def _forget(self, found):
         """Removes what a new run wrote in ``out_dir`` (the directory itself when it made it)."""
-        if found == NEW:
-            remove_path(self.out_dir, ignore_errors=True)
-            return
-        for entry in list(self.out_dir.iterdir()):
+        for entry in [self.out_dir] if found == NEW else list(self.out_dir.iterdir()):
             remove_path(entry, ignore_errors=True)
 
     def _run_in_place(self, fresh, found, overwrite, latest, start_stage, start_step, history):

@@ -82,8 +82,10 @@ def scope_of(path):
 
 
 def stage_variables(stage, named):
-    """Splits ``{path: variable}`` into the stage's ``(trained, tuned)`` lists of ``(path, variable)``; the others
-    stay frozen for the stage."""
+    """Splits ``{path: variable}`` into the stage's ``(trained, tuned)`` lists of ``(path, variable)``.
+
+    Variables not listed in either stay frozen for the stage.
+    """
     trained, tuned = [], []
     for path, var in named.items():
         scope = scope_of(path)

@@ -52,10 +52,9 @@ def read_table(path):
         # utf-8-sig: Excel and Notepad start UTF-8 files with a byte-order mark, which would stick to the
         # first column's name ("\ufeffsentence") and hide the column.
         with open(path, encoding="utf-8-sig", newline="") as handle:
-            if suffix == ".tsv":  # GLUE files contain unbalanced quotes: no quoting at all
-                reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-            else:
-                reader = csv.reader(handle)
+            # .tsv: GLUE files contain unbalanced quotes, so no quoting at all
+            options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
+            reader = csv.reader(handle, **options)
             try:
                 header = next((fields for fields in reader if fields), None)  # blank lines before it skipped
                 if header:
