@@ -59,9 +59,8 @@ def parse_vocab(data, label="the vocabulary"):
         data = data.encode("utf-8", "surrogatepass")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    raw_lines = data.split(b"\n")
     tokens = []
-    for number, raw in enumerate(raw_lines, 1):
+    for number, raw in enumerate(data.split(b"\n"), 1):
         try:
             tokens.append(raw.decode("utf-8").rstrip())
         except UnicodeDecodeError as err:

@@ -304,8 +304,7 @@ def score(task, data, predict, tokenizer, spec, limit=None, prepared=None):
     record = task_metric(task, spec.get("model", "the model"))
     if prepared is None:
         prepared = prepare(task, data, tokenizer, spec, limit)
-    outputs = predict(prepared.features)
-    metrics = record.score(outputs, prepared, spec)
+    metrics = record.score(predict(prepared.features), prepared, spec)
     # A NaN metric compares false with every budget and is no JSON: every caller gets a number or this error.
     undefined = [key for key, value in metrics.items() if not np.isfinite(value)]
     if undefined:

@@ -143,8 +143,7 @@ class TeacherCache:
             raise TrainingError(f"an example of the data is not in the teacher cache {self.directory} (the data changed "
                                 "since it was built); delete that directory to rebuild it, or run with --teacher-cache off") from None
         order = np.argsort(rows, kind="stable")  # read the memory maps forwards
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
+        inverse = np.argsort(order)  # the inverse permutation: back to the batch's row order
         out = dict(batch)
         for layer in layers:
             out[hidden_key(layer)] = np.asarray(self.hidden[layer][rows[order]])[inverse]
