@@ -141,9 +141,8 @@ class Distiller:
         self.teacher_encoder, self.teacher_mlm = split_teacher(teacher)
         self.student_encoder = self.student.encoder
         check_compatible(self.teacher_encoder.config, self.student_encoder.config)
-        self.copy_report = {"copied": [], "skipped": {}, "embeddings_complete": False}
-        if cfg.copy_from_teacher:
-            self.copy_report = copy_from_teacher(teacher, self.student)
+        self.copy_report = (copy_from_teacher(teacher, self.student) if cfg.copy_from_teacher
+                            else {"copied": [], "skipped": {}, "embeddings_complete": False})
         self.num_layers = self.student_encoder.config["num_layers"]
         self.stages = plan_stages(cfg, self.num_layers, self.copy_report["embeddings_complete"])
         self.dataset, self.data_meta = pretraining_dataset(
