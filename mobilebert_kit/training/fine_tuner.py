@@ -1,10 +1,7 @@
 """FineTuner: fine-tune an encoder with a task head (the last step after distillation).
 
-Tasks (one keyword, ``task``): ``classification`` and ``regression`` on
-sequences or pairs (GLUE), ``span_qa`` (SQuAD v1.1/v2.0), and
-``token_classification`` (NER, POS). Heads are those of
-:mod:`mobilebert_kit.models.heads`. The output directory holds the task model
-(``mbk.save``), ``task.json`` (task, labels, columns, sequence length) and the
+The tasks (one keyword, ``task``), their data, heads (:mod:`mobilebert_kit.models.heads`) and metrics, and the
+output directory: docs/distillation.md, "Fine-tuning". The output holds the task model, ``task.json`` and the
 vocabulary, so ``mbk evaluate`` needs nothing else.
 """
 

@@ -1,16 +1,7 @@
 """Fine-tuning data: readers for GLUE-style tables, SQuAD JSON and tagged tokens, and model features.
 
-Formats:
-
-- sequence classification / regression: ``.tsv`` (GLUE; no quoting),
-  ``.csv`` or ``.jsonl``, with a header; one or two text columns and a label column;
-- span question answering: SQuAD v1.1 / v2.0 JSON (``data[].paragraphs[].qas[]``,
-  ``is_impossible`` for v2.0);
-- token classification: CoNLL-style text (``token ... tag`` per line, blank line
-  between sentences) or ``.jsonl`` with ``tokens`` and ``tags`` (or ``ner_tags``).
-
-Features are fixed-length numpy arrays: ``input_ids``, ``attention_mask``,
-``token_type_ids`` of ``[n, seq_len]`` plus the task's labels.
+The formats of each ``--task``: docs/distillation.md, "Fine-tuning". Features are fixed-length numpy arrays:
+``input_ids``, ``attention_mask``, ``token_type_ids`` of ``[n, seq_len]`` plus the task's labels.
 """
 
 import csv
