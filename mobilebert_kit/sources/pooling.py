@@ -12,11 +12,8 @@ vector: BERT's tanh ``pooled_output`` had cosine 0.01 to it.
 Supported: mean over real tokens or the [CLS] token, each with or without
 normalization; every other declaration is refused in one line.
 
-The files are untrusted: read bounded (``utils.structured.load_json``), module
-paths kept inside the checkpoint directory, symlinks refused (a checkpoint's
-pooling is not read from elsewhere on the machine) except the links of a
-Hugging Face hub cache snapshot that resolve inside its repository
-(:func:`cached_repository`).
+The files are untrusted (docs/reliability.md, rows 117-121 and 289): read bounded, module paths kept inside the
+checkpoint directory, symlinks refused except a hub cache snapshot's own links (:func:`cached_repository`).
 
 Standard library only (no TensorFlow): the CLI and artifact readers may use it.
 """
