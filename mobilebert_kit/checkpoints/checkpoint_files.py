@@ -1,24 +1,15 @@
 """The checkpoints of resumable runs on disk: writes that fail as one line, and the newest checkpoint that can be read.
 
-Writes: TensorFlow reports a full disk during ``CheckpointManager.save`` as a multi-line
-``ResourceExhaustedError`` naming an internal op, and leaves the half-written
-``ckpt-N_temp`` directory behind. Resumable runs wrap every checkpoint write
-(``mbk distill``, ``mbk finetune``, the recovery of ``mbk substitute``) in
-:func:`checkpoint_writes`, so the user reads what happened and that
-``--resume`` continues from the last complete checkpoint, which the failed
-write did not touch.
+TensorFlow reports a full disk during ``CheckpointManager.save`` as a multi-line error and leaves ``ckpt-N_temp``
+behind: every checkpoint write of a resumable run (``mbk distill``, ``mbk finetune``, the recovery of ``mbk
+substitute``) goes through :func:`checkpoint_writes`. TensorFlow ignores a garbled ``checkpoint`` state file or a
+missing ``.index`` (the run silently starts over) and fails deep inside a restore on a truncated data file:
+:func:`newest_readable_checkpoint` reads every tensor of each ``ckpt-N.index``, newest first, so a damaged newest
+checkpoint costs the steps since the one before (runs keep at least two), not the run. The faults and their
+messages: docs/reliability.md, rows 168 and 170.
 
-Reads: TensorFlow's ``checkpoint`` state file names the newest checkpoint, but
-a garbled state file is ignored with a warning (the run would silently start
-over), a missing ``.index`` makes it start over too, and a truncated data file
-raises ``IndexError`` from deep inside a restore.
-:func:`newest_readable_checkpoint` looks at the ``ckpt-N.index`` files
-themselves, newest first, reads every tensor of each, and returns the first
-that reads whole: a damaged newest checkpoint costs the steps since the one
-before it (runs keep at least two), not the run.
-
-Here, in ``checkpoints/``, below ``training/`` and ``convert/``, because both
-write such checkpoints (``convert/`` may not import ``training/``).
+Here, in ``checkpoints/``, below ``training/`` and ``convert/``, because both write such checkpoints (``convert/``
+may not import ``training/``).
 """
 
 import contextlib

@@ -1,36 +1,20 @@
 """The Hugging Face families ``import_checkpoint`` reads: one frozen record per ``model_type``.
 
-A family is data, not a branch: the prefix of its encoder in a task model's
-state dict, its ``config.json`` defaults and field names, the Encoder options
-that make it (position scheme, embedding projection, token types, attention),
-whether its layers share weights (ALBERT),
-how its weight names differ from BERT's, which of our heads its task
-models fit (and the Encoder options a head needs: DistilBERT's classification
-head is our pooler with ReLU), and which tokenizer classes its checkpoints
-come with. The importer reads the record and has no ``if model_type ==``.
+A family is data, not a branch (:class:`Family`: state-dict prefix, config defaults and names, the Encoder
+options it makes, weight renames from BERT's names, shared layers, heads, tokenizer classes); the importer reads
+the record and has no ``if model_type ==``. What each family changes from BERT, and why ALBERT's shared layers
+are imported as one copy per block: docs/architectures.md, "Imported families". DistilBERT's renames apply in
+the order listed; MPNet's relative-position bias table and DeBERTa-v2's relative table and norm are read by
+every block (``shared_weights``); ModernBERT is the pre-norm layout of the same Encoder.
 
-Every family's weight names are BERT's (``checkpoints/weight_names.py``)
-unless ``weight_renames`` says otherwise: DistilBERT renames every scope of a
-block (``q_lin``, ``sa_layer_norm``, ``ffn.lin1`` ...), and the record lists
-those renames in the order they apply. ALBERT's blocks read their layer
-group's weights (``layer_scope``): our encoder holds one copy per block, so the
-outputs are ALBERT's and the parameter count is that of unshared layers.
-MPNet's one relative-position bias table is read the same way by every block
-(``shared_weights``), and so are DeBERTa-v2's relative table and its norm. ModernBERT is the pre-norm layout of the same Encoder
-(rotary positions, local sliding-window layers, GeGLU, bias-free projections
-and norms, a final norm); its prediction head (dense + GELU + norm over the
-first token or the mean of the real tokens) is our pooler.
+Families mbk cannot build are refused by ``model_type`` with the reason (:data:`REFUSED`).
 
-Families mbk cannot build are refused by ``model_type`` with the reason
-(:data:`REFUSED`): DeBERTa (v1) attends with its own projections of the
-positions, which the Encoder does not build.
-
-TensorFlow-free: ``checkpoint_format`` and ``sources/`` import the importer
-(and so this module) without loading TensorFlow.
+TensorFlow-free: ``checkpoint_format`` and ``sources/`` import the importer (and so this module) without
+loading TensorFlow.
 """
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Callable, Mapping
 
@@ -533,6 +517,11 @@ def _modernbert_encoder(c):
     )
 
 
+_ROBERTA = Family(
+    "roberta", "roberta.", _HF_ROBERTA_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT),
+    position_offset=_padding_offset, head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS,
+    tokenizer_classes=_ROBERTA_TOKENIZERS, class_prefix="Roberta",
+)
 _FAMILIES = (
     Family("mobilebert", "mobilebert.", HF_MOBILEBERT_DEFAULTS, _mobilebert_encoder, unused_keys=_mobilebert_unused,
            tokenizer_classes=("MobileBertTokenizer",) + _BERT_TOKENIZERS, class_prefix="MobileBert"),
@@ -584,16 +573,8 @@ _FAMILIES = (
         head_prefixes=("predictions.", "sop_classifier."), tokenizer_classes=("AlbertTokenizer",),
         class_prefix="Albert",
     ),
-    Family(
-        "roberta", "roberta.", _HF_ROBERTA_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT),
-        position_offset=_padding_offset, head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS,
-        tokenizer_classes=_ROBERTA_TOKENIZERS, class_prefix="Roberta",
-    ),
-    Family(
-        "xlm-roberta", "roberta.", _HF_ROBERTA_DEFAULTS, lambda c: dict(_absolute_only(c), **_BERT_LAYOUT),
-        position_offset=_padding_offset, head_prefixes=("lm_head.",), heads=_ROBERTA_HEADS,
-        tokenizer_classes=_ROBERTA_TOKENIZERS, class_prefix="XLMRoberta",
-    ),
+    _ROBERTA,
+    replace(_ROBERTA, model_type="xlm-roberta", class_prefix="XLMRoberta"),  # one architecture
     Family(
         "mpnet", "mpnet.", _HF_MPNET_DEFAULTS, _mpnet_encoder,
         position_offset=lambda c: MPNET_POSITION_OFFSET, weight_renames=_MPNET_RENAMES,

@@ -74,13 +74,9 @@ def _checked_fields(convert, c, source, names=CONFIG_NAMES):
 
 
 def config_from_hf(hf):
-    """Converts a Hugging Face ``config.json`` dict to Encoder arguments.
+    """Converts a Hugging Face ``config.json`` dict of a family in ``checkpoints/families.py`` to Encoder arguments.
 
-    Supported ``model_type``: the records of ``checkpoints/families.py`` (``mobilebert``, ``bert``,
-    ``convbert``, ``nezha``, ``distilbert``, ``electra``, ``albert``, ``roberta``, ``xlm-roberta``, ``mpnet``,
-    ``deberta-v2``, ``modernbert``).
-    Raises CheckpointError (one line) for a config that is not a JSON object or
-    has missing or mistyped fields.
+    Raises CheckpointError (one line) for a config that is not a JSON object or has missing or mistyped fields.
 
     Example:
         >>> config_from_hf({"model_type": "bert", "hidden_size": 32})["hidden_size"]  # doctest: +SKIP
@@ -346,16 +342,10 @@ def architectures_of(hf_config, config_file):
 
 
 def _refuse_foreign_weights(family, hf_config, arrays, directory):
-    """Refuses, in one line, a checkpoint whose weights are another family's than its ``model_type`` says.
-
-    Cheap cross-checks, each read from the family records: the config's ``architectures`` naming another
-    family's class (users relabel ``model_type`` only); the state dict's prefix; a position table
-    ``pad_token_id + 1`` rows longer than ``max_position_embeddings`` (RoBERTa's); a position row
-    ``pad_token_id`` of exact zeros (RoBERTa's ``padding_idx`` row, zeroed at init and never updated, where a
-    BERT-layout table trains every row); a tokenizer class that other families list and this one does not;
-    and, for a family that numbers positions from the padding id, a tokenizer padding with another id.
-    Imported as the family the config names, such a checkpoint loads without a missing weight and answers
-    wrongly (RoBERTa read as BERT: every position off by two).
+    """Refuses, in one line, a checkpoint whose weights are another family's than its ``model_type`` says (users
+    relabel ``model_type`` only). Imported as the family the config names, such a checkpoint loads without a
+    missing weight and answers wrongly (RoBERTa read as BERT: every position off by two). Each cross-check is read
+    from the family records; RoBERTa's ``padding_idx`` position row is zeroed at init and never trained.
     """
     said = f"{directory / 'config.json'} says model_type {family.model_type!r}"
     fix = "set \"model_type\" in config.json to the checkpoint's own type"
@@ -398,12 +388,9 @@ def _refuse_foreign_weights(family, hf_config, arrays, directory):
 
 
 def _refuse_other_padding(family, offset, tokenizer_config, directory):
-    """Refuses a tokenizer that pads with another id than the one the family's positions count from.
-
-    RoBERTa, XLM-R and MPNet number a token's position from the padding id (``offset - 1``): ids equal to
-    it are padding and take no position. A tokenizer padding with another id shifts every position after
-    left padding, and a real token with the config's id loses its position.
-    """
+    """Refuses a tokenizer that pads with another id than the one the family's positions count from
+    (``offset - 1``: ids equal to it take no position): every position after left padding would shift, and a
+    real token with the config's id would lose its position."""
     if not (directory / "tokenizer.json").is_file():
         return
     special = _read_json(directory / "special_tokens_map.json")
@@ -484,12 +471,9 @@ def import_hf(directory, head=None, **overrides):
 
 @contextlib.contextmanager
 def _quiet_tf_logs():
-    """Silences TensorFlow's Python logger and native stderr for the block (``MBK_VERBOSE_TF=1`` keeps both).
-
-    TensorFlow warns through its own logging handler, which ``quiet_fd2`` cannot reach when ``sys.stderr``
-    is not fd 2; what it warns about here either resolves (the ``.index`` next to it is used) or ends in
-    the one-line error that names the file.
-    """
+    """Silences TensorFlow's Python logger (which ``quiet_fd2`` cannot reach when ``sys.stderr`` is not fd 2) and
+    native stderr for the block, unless ``MBK_VERBOSE_TF=1``: what it warns about here either resolves (the
+    ``.index`` next to it is used) or ends in the one-line error that names the file."""
     if os.environ.get("MBK_VERBOSE_TF") == "1":
         yield
         return
@@ -526,18 +510,14 @@ def _tf1_prefix(path):
         if latest:
             return latest
         indexes = sorted(path.glob("*.index"))
-        if len(indexes) == 1:
-            return str(indexes[0])[: -len(".index")]
-        return None
+        return str(indexes[0])[: -len(".index")] if len(indexes) == 1 else None
     text = str(path)
     for suffix in (".index", ".meta"):
         if text.endswith(suffix):
             return text[: -len(suffix)]
     if ".data-" in path.name:
         return text.split(".data-")[0]
-    if Path(text + ".index").is_file():
-        return text
-    return None
+    return text if Path(text + ".index").is_file() else None
 
 
 def import_tf1(prefix, config_path=None, head=None, **overrides):

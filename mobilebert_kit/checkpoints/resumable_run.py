@@ -1,24 +1,14 @@
 """The resumable state of one run in ``OUT/run/``, kept until its output is complete: the part every command
 that resumes into its ``--out`` shares (the layout: ``utils/run_state.py``).
 
-Why inside ``OUT``: it is the one path the user named, so an interrupted run
-is found where the user looks, and nothing is written beside it. The finished
-output replaces ``OUT`` as a whole (``utils.atomic.atomic_dir``), so ``run/``
-is gone once the run completes; until then ``OUT`` has not the file a finished
-output has (``finished_file``) and is never taken for one. An earlier finished
-output in ``OUT`` is kept, and stays usable, until the new run completes.
+Inside ``OUT`` because it is the one path the user named: an interrupted run is found where the user looks,
+and nothing is written beside it. How the finished output replaces ``OUT`` (``run/`` gone, an earlier output
+kept until then) and why a run over a path mbk did not write keeps no state (:meth:`ResumableRun.start` never
+removes one): docs/distillation.md, "Resuming a fine-tuning run".
 
-Only an ``OUT`` that is new, empty or this command's own output holds a run:
-where ``--overwrite`` lets a command replace something mbk did not write there
-(``check`` returns ``"overwrite"``), putting ``run/`` in it would mean replacing
-it before the output is complete, so that run keeps no state and says so
-(``cli/cmd_substitute.py``, ``training/fine_tuner.py``); :meth:`ResumableRun.start`
-never removes such a path.
-
-The subclasses say which command they are and what a resume may change:
-``training/finetune_run.py`` (``mbk finetune``) and ``convert/prepare/recovery_run.py``
-(the recovery of ``mbk substitute``). Here, in ``checkpoints/``, because
-``convert/`` may not import ``training/``.
+The subclasses say which command they are and what a resume may change: ``training/finetune_run.py``
+(``mbk finetune``) and ``convert/prepare/recovery_run.py`` (the recovery of ``mbk substitute``). Here, in
+``checkpoints/``, because ``convert/`` may not import ``training/``.
 """
 
 import hashlib

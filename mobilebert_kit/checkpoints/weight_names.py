@@ -105,6 +105,13 @@ _REL_EMBEDDINGS_HF = {"embeddings": "encoder.rel_embeddings.weight", "norm/gamma
                       "norm/beta": "encoder.LayerNorm.bias"}
 
 
+# Our scopes outside the blocks and heads -> the reference's ("LayerNorm": the dialect's norm name).
+_TOP_SCOPES = {"embeddings/embedding_transformation": ["embeddings", "embedding_transformation"],
+               "embeddings/norm": ["embeddings", "LayerNorm"], "pooler": ["pooler", "dense"],
+               "pooler_norm": ["pooler", "norm"],
+               "final_norm": ["final_norm"]}  # a pre-norm encoder's norm after the last block (ModernBERT's name)
+
+
 def reference_name(path, dialect, config):
     """Returns ``(name, layout)`` of our weight ``path`` in ``dialect``, or None if unmapped.
 
@@ -133,16 +140,8 @@ def reference_name(path, dialect, config):
         return (f"embeddings_project.{hf_leaf}", transpose) if dialect == "hf" else None
     if path in ("embeddings/word_embeddings", "embeddings/position_embeddings", "embeddings/token_type_embeddings"):
         scopes, hf_leaf, tf_leaf, transpose = ["embeddings", leaf], "weight", None, False
-    elif layer == "embeddings/embedding_transformation":
-        scopes = ["embeddings", "embedding_transformation"]
-    elif layer == "embeddings/norm":
-        scopes = ["embeddings", norm]
-    elif layer == "pooler":
-        scopes = ["pooler", "dense"]
-    elif layer == "pooler_norm":
-        scopes = ["pooler", "norm"]
-    elif layer == "final_norm":
-        scopes = ["final_norm"]  # a pre-norm encoder's norm after the last block (ModernBERT's own name)
+    elif layer in _TOP_SCOPES:
+        scopes = [norm if scope == "LayerNorm" else scope for scope in _TOP_SCOPES[layer]]
     elif path.startswith("transformer_layer_"):
         index, _, rest = path[len("transformer_layer_"):].partition("/")
         block, _ = _block_scopes(rest, config["num_feedforward_networks"], norm)
@@ -191,7 +190,6 @@ def _tf1_join(scopes):
 
 def _head_name(path, dialect, config):
     """Names of the task heads' weights."""
-    sep = "." if dialect == "hf" else "/"
     layer, _, leaf = path.rpartition("/")
     hf_leaf, transpose, tf_leaf = _LEAF.get(leaf, (leaf, False, leaf))
     table = {
@@ -212,5 +210,5 @@ def _head_name(path, dialect, config):
         # TF1 BERT stores the NSP layer as output_weights [2, H] / output_bias.
         return ("cls/seq_relationship/output_weights", True) if leaf == "kernel" else ("cls/seq_relationship/output_bias", False)
     if dialect == "hf":
-        return sep.join(table[layer] + [hf_leaf]), transpose
-    return sep.join(table[layer] + [tf_leaf]), False
+        return ".".join(table[layer] + [hf_leaf]), transpose
+    return "/".join(table[layer] + [tf_leaf]), False

@@ -9,15 +9,11 @@ they cannot disagree. Each rule, for the failure it stops (issue 37):
 - ``id2label`` keys are ints or int strings covering ``0 .. n-1`` once each (transformers reads them with
   ``int(key)``): a gap or a repeat would move every later name onto another column;
 - as many names as the head has classes: 3 names for a 2-class head were packed and validation said PASSED;
-- no two names are look-alikes: equal after NFKC normalization and case folding (which also makes NFC and
-  NFD spellings equal), once invisible characters are removed (zero-width space, right-to-left mark, byte
-  order mark: Unicode's format characters, controls and separators other than the plain space). Such names
-  print the same in the app and became two classes.
+- no two names are look-alikes (:func:`look_alike_key`: NFKC, case folded, invisible characters such as a
+  zero-width space or a right-to-left mark removed): such names print the same in the app and became two classes.
 
-Look-alikes are refused, not merged: merging would decide which spelling an app shows and silently join two
-classes a user may have meant apart (a head trained on both has two columns); refusing costs one edit of
-the data. A single name holding an invisible character is kept when no other name looks like it (emoji
-sequences join with U+200D, a format character).
+Why look-alikes are refused, not merged, and why a lone name with an invisible character (an emoji joined
+with U+200D) is kept: docs/reliability.md, "What travels beside the weights".
 
 Standard library only: the artifact readers and the profiler may use it.
 
@@ -72,11 +68,6 @@ def how_alike(a, b):
     return "look alike (equal once case and Unicode compatibility forms are set aside)"
 
 
-def _shown(name):
-    """``name`` quoted, invisible characters escaped (``repr`` escapes what does not print: ``'neg\\u200b'``)."""
-    return repr(name)[:60]
-
-
 def check_class_names(names, what, classes=None, error=ConfigError, where=None):
     """Returns ``names`` as a list of strings if every rule of this module holds; else one-line ``error``.
 
@@ -109,8 +100,8 @@ def check_class_names(names, what, classes=None, error=ConfigError, where=None):
     first = {}
     for i, name in enumerate(names):
         j = first.setdefault(look_alike_key(name), i)
-        if j != i:
-            raise error(f"{what}: class names {_shown(names[j])} ({where(j)}) and {_shown(name)} ({where(i)}) "
+        if j != i:  # !r escapes what does not print ('neg\u200b')
+            raise error(f"{what}: class names {names[j]!r:.60} ({where(j)}) and {name!r:.60} ({where(i)}) "
                         f"{how_alike(names[j], name)}, "
                         "so an app shows one name for two classes; write each class one way")
     return names

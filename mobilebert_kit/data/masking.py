@@ -50,8 +50,7 @@ def word_starts(tokens, offsets, text, mode):
         return [True] * len(tokens)
     starts = [not t.startswith("##") for t in tokens]
     if mode == "jieba" and any(_is_cjk(ch) for ch in text):
-        spans = _jieba_spans(text)
-        begins = {s for s, _ in spans}
+        begins = {s for s, _ in _jieba_spans(text)}
         for i, (start, end) in enumerate(offsets):
             piece = text[start:end]
             if len(piece) == 1 and _is_cjk(piece):

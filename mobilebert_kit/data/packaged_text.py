@@ -1,15 +1,8 @@
 """Real labelled English text that ships inside installable packages, as ``mbk finetune`` TSV.
 
-Nothing may download at run time here, so labelled text has to arrive as a
-package from a registry we reach (docs/datasets.md lists what was found and
-why these). Each dataset is one record in ``PACKAGED_DATASETS``: the package
-that carries it, the file inside it, the licence, and a reader that turns the
-file into rows of the TSV that ``mbk finetune`` / ``mbk evaluate`` read
-(``training.task_data.read_table``: a header, tab-separated, no quoting, so
-tabs and newlines inside a text are folded into single spaces).
-
-The package is located without importing it and its files read as text
-(docs/datasets.md). This module never imports TensorFlow.
+Why packages, what was found, how the package is located (without importing it) and the TSV's rules:
+docs/datasets.md. Each dataset is one record in ``PACKAGED_DATASETS`` with a reader that turns its file into
+rows (tabs and newlines inside a text folded into single spaces). This module never imports TensorFlow.
 """
 
 import csv
@@ -167,14 +160,14 @@ def write_packaged_tsv(name, out, split="all", holdout=0.2, search_path=None, ov
     """Writes a packaged dataset as a ``mbk finetune`` TSV; returns the number of rows written.
 
     Args:
-        name: a name in ``PACKAGED_DATASETS``.
-        out: the ``.tsv`` to write (atomically; an existing file is kept unless ``overwrite``).
-        split: ``"all"``, ``"train"`` or ``"test"``: ``test`` holds the rows whose
+        name (str): a name in ``PACKAGED_DATASETS``.
+        out (str | Path): the ``.tsv`` to write (atomically; an existing file is kept unless ``overwrite``).
+        split (str): ``"all"``, ``"train"`` or ``"test"``: ``test`` holds the rows whose
             text hashes below ``holdout``, the same rows on every machine.
-        holdout: the test fraction, in (0, 1). Pairs (``lee-similarity``) are split
+        holdout (float): the test fraction, in (0, 1). Pairs (``lee-similarity``) are split
             by pair, so one document can appear in both splits (in other pairs).
-        search_path: directories to find the package in instead of ``sys.path``.
-        overwrite: replace an existing ``out``.
+        search_path (list | None): directories to find the package in instead of ``sys.path``.
+        overwrite (bool): replace an existing ``out``.
 
     Example:
         >>> write_packaged_tsv("crowdflower-sentiment", "train.tsv", split="train")  # doctest: +SKIP

@@ -73,13 +73,10 @@ def pretraining_dataset(data, batch_size, seed=0, shuffle_buffer=1000, repeat=Tr
     from mobilebert_kit.backend import tf
 
     directory, meta = read_metadata(data)
-    files = [str(directory / s) for s in meta["shards"]]
-    if not files:
-        raise DataError(f"{directory} lists no shards; re-create the data with `mbk pretraining-data`")
+    files = [str(directory / s) for s in meta["shards"]]  # read_metadata checked there is at least one
     seq_len, max_predictions = int(meta["seq_len"]), int(meta["max_predictions"])
     first = _first_record(tf, files[0])
-    present = set(first)
-    aliases = {alias: ours for alias, ours in BERT_ALIASES.items() if alias in present and ours not in present}
+    aliases = {alias: ours for alias, ours in BERT_ALIASES.items() if alias in first and ours not in first}
     wanted = [*INT_FEATURES, "masked_lm_weights", "next_sentence_labels"]
     stored = [next((a for a, o in aliases.items() if o == n), n) for n in wanted]
     spec = _feature_spec(tf, seq_len, max_predictions, stored)

@@ -1,17 +1,10 @@
 """Pre-training examples from plain text: NSP sentence pairs with masked tokens, into sharded TFRecords.
 
-Input text: one sentence per line, a blank line between documents (the
-format of Google's ``create_pretraining_data.py``). The algorithm is Google's:
-segments are packed up to a target length (sometimes shorter,
-``short_seq_prob``), split at a random point into A and B, and half the time
-B is replaced by text from another document (NSP label 1). Unlike Google's
-script, documents are processed in chunks of ``chunk_documents`` (random
-"next sentences" come from another document of the same chunk), so memory
-stays bounded however large the corpus is. A random B is never drawn from A's
-own document (:func:`_chunks`, :func:`_instances`).
-
-Everything random draws from one ``random.Random(seed)``: the same inputs and
-options give byte-identical shards.
+Input text: one sentence per line, a blank line between documents. The algorithm is Google's
+``create_pretraining_data.py`` (docs/distillation.md, "Pre-training data"), processed in chunks of
+``chunk_documents`` so that memory stays bounded: a random next sentence comes from another document of the same
+chunk, never from A's own (:func:`_chunks`, :func:`_instances`). Everything random draws from one
+``random.Random(seed)``: the same inputs and options give byte-identical shards.
 """
 
 import contextlib

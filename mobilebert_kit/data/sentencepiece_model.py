@@ -1,14 +1,9 @@
 """A SentencePiece model file (``ModelProto``) written from a Unigram ``tokenizer.json``, and read back.
 
-The clients run SentencePiece on the packed model and look each piece up by
-name (``PieceToId``; ``data/tokenizer_kinds.py``). So the file must give
-every piece the id the checkpoint's embedding table uses, which is the id in
-``tokenizer.json`` (transformers' fast tokenizer), not the id of the original
-``sentencepiece.bpe.model``: fairseq's XLM-R ids are SentencePiece's shifted
-by one, with ``<s> <pad> </s> <unk>`` in front. Writing the model from the
-``tokenizer.json`` vocabulary in id order gives the checkpoint's ids by
-construction; the graph is never re-indexed (LiteRT users feed the checkpoint
-tokenizer's ids).
+The clients look each piece up by name (``PieceToId``), so the file gives every piece the id in
+``tokenizer.json`` (the checkpoint's embedding rows), not the original ``sentencepiece.bpe.model``'s: writing it
+from that vocabulary in id order gives those ids by construction (XLM-R's shift: docs/models.md, "Supported
+checkpoints").
 
 The message is built with the ``sentencepiece`` package's generated
 ``sentencepiece_model_pb2`` (protobuf does the wire format; it loads under
@@ -29,18 +24,17 @@ from sentencepiece import sentencepiece_model_pb2 as pb
 from mobilebert_kit.errors import DataError
 
 _PIECE = pb.ModelProto.SentencePiece
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = (_PIECE.NORMAL, _PIECE.UNKNOWN, _PIECE.CONTROL,
-                                                      _PIECE.USER_DEFINED, _PIECE.UNUSED, _PIECE.BYTE)
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED = _PIECE.NORMAL, _PIECE.UNKNOWN, _PIECE.CONTROL, _PIECE.USER_DEFINED
 
 
-def write_model(pieces, unk_id, *, bos_id=-1, eos_id=-1, pad_id=-1, precompiled_charsmap=b"",
-                add_dummy_prefix=True, remove_extra_whitespaces=True):
+def write_model(pieces, unk_id, *, precompiled_charsmap=b"", add_dummy_prefix=True):
     """The bytes of a SentencePiece Unigram ``ModelProto`` of ``pieces`` (``(piece, score, type)`` in id order).
 
-    ``bos_id`` / ``eos_id`` / ``pad_id`` are -1 for none; ``precompiled_charsmap`` holds SentencePiece's compiled
-    normalization rules (empty: identity); ``add_dummy_prefix`` puts a space before the text, so that the first
-    word reads as the others. An empty piece, or no UNKNOWN piece at ``unk_id``, is a DataError (SentencePiece
-    refuses to load either); the module docstring's example round-trips one.
+    No bos, eos or pad ids (the clients add the literal ``[CLS]``/``[SEP]``); ``precompiled_charsmap`` holds
+    SentencePiece's compiled normalization rules (empty: identity); ``add_dummy_prefix`` puts a space before the
+    text, so that the first word reads as the others; extra whitespace is removed (SentencePiece's default). An
+    empty piece, or no UNKNOWN piece at ``unk_id``, is a DataError (SentencePiece refuses to load either); the
+    module docstring's example round-trips one.
     """
     if not 0 <= unk_id < len(pieces) or pieces[unk_id][2] != UNKNOWN:
         raise DataError(f"a SentencePiece model needs its unknown piece at id {unk_id}; the tokenizer has none there")
@@ -50,21 +44,21 @@ def write_model(pieces, unk_id, *, bos_id=-1, eos_id=-1, pad_id=-1, precompiled_
             raise DataError("the tokenizer has an empty piece, which a SentencePiece model cannot hold")
         model.pieces.add(piece=piece, score=float(score), type=int(kind))
     model.trainer_spec.MergeFrom(pb.TrainerSpec(model_type=pb.TrainerSpec.UNIGRAM, vocab_size=len(pieces),
-                                                unk_id=unk_id, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id))
+                                                unk_id=unk_id, bos_id=-1, eos_id=-1, pad_id=-1))
     normalizer = model.normalizer_spec
     normalizer.name = "precompiled" if precompiled_charsmap else "identity"
     if precompiled_charsmap:
         normalizer.precompiled_charsmap = bytes(precompiled_charsmap)
     normalizer.add_dummy_prefix = bool(add_dummy_prefix)
-    normalizer.remove_extra_whitespaces = bool(remove_extra_whitespaces)
+    normalizer.remove_extra_whitespaces = True
     normalizer.escape_whitespaces = True
     return model.SerializeToString()
 
 
 def read_model(data):
     """What :func:`write_model` wrote (and what any SentencePiece model holds of the same fields): ``pieces``
-    (``[(piece, score, type)]`` in id order), ``unk_id``, ``precompiled_charsmap``, ``add_dummy_prefix``,
-    ``remove_extra_whitespaces``. Bytes that are not a SentencePiece model are a DataError.
+    (``[(piece, score, type)]`` in id order), ``unk_id``, ``precompiled_charsmap``, ``add_dummy_prefix``. Bytes
+    that are not a SentencePiece model are a DataError.
 
     Example:
         >>> read_model(write_model([("<unk>", 0.0, UNKNOWN)], unk_id=0))["unk_id"]
@@ -90,8 +84,7 @@ def read_model(data):
     normalizer = model.normalizer_spec
     return {"pieces": pieces, "unk_id": int(model.trainer_spec.unk_id),
             "precompiled_charsmap": bytes(normalizer.precompiled_charsmap),
-            "add_dummy_prefix": bool(normalizer.add_dummy_prefix),
-            "remove_extra_whitespaces": bool(normalizer.remove_extra_whitespaces)}
+            "add_dummy_prefix": bool(normalizer.add_dummy_prefix)}
 
 
-__all__ = ["write_model", "read_model", "NORMAL", "UNKNOWN", "CONTROL", "USER_DEFINED", "UNUSED", "BYTE"]
+__all__ = ["write_model", "read_model", "NORMAL", "UNKNOWN", "CONTROL", "USER_DEFINED"]

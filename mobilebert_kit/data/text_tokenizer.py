@@ -31,8 +31,7 @@ from mobilebert_kit.data.tokenizer_kinds import (
     CLIENT_KINDS, CLIENT_SPECIAL_NAMES, KINDS, VOCAB_FILE, VOCAB_KIND, ClientUnit, returns_token_types,
 )
 from mobilebert_kit.data.vocab import (
-    TOKENIZER_FILES, VocabularyError, chinese_chars_of, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab,
-    strip_accents_of, vocab_ids,
+    TOKENIZER_FILES, VocabularyError, config_flag, lower_case_of, parse_vocab, read_tokenizer_files, read_vocab,
 )
 from mobilebert_kit.errors import ConfigError, DataError
 from mobilebert_kit.utils.atomic import atomic_file
@@ -171,8 +170,9 @@ def _ascii_lower():
 
 def _bert_wordpiece(lines, lowercase, strip_accents, handle_chinese_chars=True):
     """BERT's tokenizer over vocabulary lines (BasicTokenizer normalisation, greedy longest-match ``##``)."""
-    return BertWordPieceTokenizer(vocab_ids(lines), lowercase=lowercase, handle_chinese_chars=handle_chinese_chars,
-                                  strip_accents=strip_accents, clean_text=True)._tokenizer
+    return BertWordPieceTokenizer({token: i for i, token in enumerate(lines)}, lowercase=lowercase,
+                                  handle_chinese_chars=handle_chinese_chars, strip_accents=strip_accents,
+                                  clean_text=True)._tokenizer
 
 
 def _client_word_issue(token):
@@ -355,9 +355,7 @@ class TextTokenizer:
             if normalizer.get("type") == "BertNormalizer" and (
                     (strip_accents is not None and bool(strip_accents) != json_strip)
                     or (chinese_chars is not None and bool(chinese_chars) != json_chinese)):
-                # transformers' fast tokenizer rewrites the normalizer the same way when tokenizer_config.json
-                # sets strip_accents (measured: "naïve café" -> [UNK] [UNK] with strip_accents false) or
-                # tokenize_chinese_chars (false: "你好世界" one word, not four).
+                # As transformers' fast tokenizer rewrites it for these settings (data.vocab.config_flag).
                 json_strip = bool(strip_accents) if strip_accents is not None else json_strip
                 json_chinese = bool(chinese_chars) if chinese_chars is not None else json_chinese
                 tokenizer.normalizer = normalizers.BertNormalizer(
@@ -406,8 +404,8 @@ class TextTokenizer:
         files = read_tokenizer_files(directory)  # every tokenizer file, bounded, read once
         if lowercase is None:
             lowercase = lower_case_of(directory, default=None)
-        strip_accents = strip_accents_of(directory)
-        chinese_chars = chinese_chars_of(directory)
+        strip_accents = config_flag(directory, "strip_accents")
+        chinese_chars = config_flag(directory, "tokenize_chinese_chars")
         if "tokenizer.json" in files:
             tok = cls.from_json(directory / "tokenizer.json", lowercase=lowercase, strip_accents=strip_accents,
                                 files=files, chinese_chars=chinese_chars)
@@ -657,9 +655,7 @@ class TextTokenizer:
             DataError: a vocabulary the packed file cannot hold (a gap in the ids, a token with a line break,
                 an added token the client would never produce).
         """
-        if self.kind.client is None:
-            return None
-        return _CLIENT_PACKERS[self.kind.client](self)
+        return None if self.kind.client is None else _CLIENT_PACKERS[self.kind.client](self)
 
     def client_tokenizer(self):
         """The ids MediaPipe and the Task Library compute from the same text, or None (no client tokenizer).
@@ -673,9 +669,8 @@ class TextTokenizer:
             (['naive'], ['[UNK]'])
         """
         unit = self.client_unit()
-        if unit is None:
-            return None
-        return TextTokenizer.from_packed(self.kind.client, unit.data, self.source, self.token_types)
+        return None if unit is None else TextTokenizer.from_packed(self.kind.client, unit.data, self.source,
+                                                                   self.token_types)
 
 
 def _sentencepiece_missing(data, vocab, path):
@@ -861,8 +856,7 @@ _MODEL_FILES = {VOCAB_FILE: _vocab_file, "sentencepiece.bpe.model": _sentencepie
 
 
 def tokenizer_of(directory):
-    """The tokenizer of a model directory (:meth:`TextTokenizer.from_directory`), or None when it has none.
-    """
+    """The tokenizer of a model directory (:meth:`TextTokenizer.from_directory`), or None when it has none."""
     directory = Path(directory)
     if not ((directory / "tokenizer.json").is_file() or (directory / VOCAB_FILE).is_file()):
         return None

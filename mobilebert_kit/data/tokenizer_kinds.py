@@ -1,18 +1,10 @@
 """The kinds of tokenizer a checkpoint ships, as records: what the app-side clients can do with each.
 
-A ``tokenizer.json`` names its model (``WordPiece``, ``Unigram``, ``BPE``).
-The TFLite Metadata schema describes three tokenizers (``BertTokenizerOptions``,
-``SentencePieceTokenizerOptions``, ``RegexTokenizerOptions``); MediaPipe Tasks
-and the Task Library run the first two on the packed files (measured in
-MediaPipe 1.2.2 with a model that returns the ids it is fed, issue 35):
-
-- **WordPiece** (BERT, DistilBERT, ELECTRA, MPNet): ``BertTokenizerOptions`` with a ``vocab.txt``;
-- **Unigram** (XLM-R, ALBERT, multilingual MiniLM): ``SentencePieceTokenizerOptions`` with a
-  SentencePiece model written in the checkpoint's id order (``data/sentencepiece_model.py``);
-- **byte-level BPE** (RoBERTa): nothing in the schema describes it (:data:`KINDS`' ``no_client``).
-
-The clients insert the literal ``[CLS]`` and ``[SEP]`` and look up ``[UNK]``, so the packed file renames
-the checkpoint's special tokens (``TextTokenizer._client_names``), the ids unchanged.
+A ``tokenizer.json`` names its model (``WordPiece``, ``Unigram``, ``BPE``). Of the TFLite Metadata's three
+tokenizers, MediaPipe Tasks and the Task Library run ``BertTokenizerOptions`` (WordPiece, a ``vocab.txt``) and
+``SentencePieceTokenizerOptions`` (Unigram, a model in the checkpoint's id order: ``data/sentencepiece_model.py``);
+none describes byte-level BPE (:data:`KINDS`' ``no_client``). Which family packs what, and why the special tokens
+are renamed with the ids unchanged (``TextTokenizer._client_names``): docs/models.md, "Supported checkpoints".
 
 ``TextTokenizer`` (``data/text_tokenizer.py``) asks the record, never the kind's
 name: what to read, which client unit to pack, how to read one back.

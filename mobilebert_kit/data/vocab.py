@@ -59,9 +59,8 @@ def parse_vocab(data, label="the vocabulary"):
         data = data.encode("utf-8", "surrogatepass")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    raw_lines = data.split(b"\n")
     tokens = []
-    for number, raw in enumerate(raw_lines, 1):
+    for number, raw in enumerate(data.split(b"\n"), 1):
         try:
             tokens.append(raw.decode("utf-8").rstrip())
         except UnicodeDecodeError as err:
@@ -102,11 +101,6 @@ def read_vocab(path, label=None):
     return parse_vocab(read_bounded(path, "the vocabulary", MAX_BYTES, VocabularyError), label or str(path))
 
 
-def vocab_ids(tokens):
-    """``{token: id}`` of :func:`read_vocab`'s list (what ``tokenizers`` takes as ``vocab=``)."""
-    return {token: index for index, token in enumerate(tokens)}
-
-
 def _flag(value, name, key):
     """``value`` of the boolean setting ``key`` in the file ``name``: a bool, or None when absent or null.
 
@@ -140,29 +134,13 @@ def lower_case_of(directory, default=True):
     return default
 
 
-def strip_accents_of(directory):
-    """Whether a model directory's tokenizer strips accents, as Hugging Face's tokenizers decide it.
-
-    ``tokenizer_config.json``'s ``strip_accents`` wins when it is a boolean (transformers' fast
-    tokenizer rewrites the ``tokenizer.json`` normalizer to match it); ``null`` or absent means
-    "follow lower-casing", as BERT's ``BasicTokenizer`` does (all-MiniLM-L6-v2: ``strip_accents:
-    null`` with ``do_lower_case: true``, so "naïve café" becomes "naive cafe"). None when the directory
-    does not say; a non-boolean is a ConfigError (:func:`_flag`)."""
-    return _config_flag(directory, "strip_accents")
-
-
-def chinese_chars_of(directory):
-    """Whether a model directory's BERT tokenizer splits CJK characters into words of their own, when it says.
-
-    ``tokenizer_config.json``'s ``tokenize_chinese_chars``: transformers' fast tokenizer rewrites the
-    ``tokenizer.json`` normalizer to match it (its slow tokenizer reads it too), so ``false`` tokenized
-    "你好世界" as one word there and as four here. None when the directory does not say (BERT's default:
-    split); a non-boolean is a ConfigError (:func:`_flag`)."""
-    return _config_flag(directory, "tokenize_chinese_chars")
-
-
-def _config_flag(directory, key):
-    """``tokenizer_config.json``'s boolean ``key`` in ``directory``; None when the file or the key does not say."""
+# tokenizer_config.json's booleans that transformers' fast tokenizer applies by rewriting the tokenizer.json
+# normalizer (its slow one reads them too): ``strip_accents`` (null or absent: follow lower-casing, as BERT's
+# BasicTokenizer: all-MiniLM-L6-v2's null with do_lower_case true makes "naïve café" "naive cafe", and false
+# makes it [UNK] [UNK], measured) and ``tokenize_chinese_chars`` (false: "你好世界" is one word, not four).
+def config_flag(directory, key):
+    """``tokenizer_config.json``'s boolean ``key`` in ``directory``; None when the file or the key does not say, a
+    ConfigError when it is no boolean (:func:`_flag`)."""
     path = Path(directory) / "tokenizer_config.json"
     if path.is_file():
         try:
@@ -177,7 +155,7 @@ def read_tokenizer_files(source_dir):
     """The :data:`TOKENIZER_FILES` ``source_dir`` (None: none) has, read with their bounds: ``{name: bytes}``.
 
     The vocabulary is parsed (:func:`read_vocab`'s rules) and the casing settings typed (:func:`lower_case_of`,
-    :func:`strip_accents_of`), so a command can check them all before its first write (ConfigError)."""
+    :func:`config_flag`), so a command can check them all before its first write (ConfigError)."""
     if source_dir is None:
         return {}
     source_dir = Path(source_dir)
@@ -188,8 +166,8 @@ def read_tokenizer_files(source_dir):
     if "vocab.txt" in files:
         parse_vocab(files["vocab.txt"], str(source_dir / "vocab.txt"))
     lower_case_of(source_dir)
-    strip_accents_of(source_dir)
-    chinese_chars_of(source_dir)
+    config_flag(source_dir, "strip_accents")
+    config_flag(source_dir, "tokenize_chinese_chars")
     return files
 
 

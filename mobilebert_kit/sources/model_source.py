@@ -1,9 +1,7 @@
 """ModelSource: a model spec resolved to the model and what comes with it.
 
-Besides the Keras model, an export needs what an app needs to tokenize: the
-vocabulary, lower-casing and labels; fine-tuning and distillation need the
-encoder. Those are read from the source directory when present
-(``vocab.txt``, ``tokenizer_config.json``, ``config.json``'s ``id2label``).
+Besides the Keras model, what an app needs to tokenize and name classes is read from the source directory
+when present (its tokenizer files, ``labels.txt`` or ``config.json``'s ``id2label``).
 
 A preset (or a config dict) has random weights. They are always drawn after
 seeding, so that ``mbk export tiny-bert`` and ``mbk validate ...

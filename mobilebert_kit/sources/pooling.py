@@ -12,11 +12,8 @@ vector: BERT's tanh ``pooled_output`` had cosine 0.01 to it.
 Supported: mean over real tokens or the [CLS] token, each with or without
 normalization; every other declaration is refused in one line.
 
-The files are untrusted: read bounded (``utils.structured.load_json``), module
-paths kept inside the checkpoint directory, symlinks refused (a checkpoint's
-pooling is not read from elsewhere on the machine) except the links of a
-Hugging Face hub cache snapshot that resolve inside its repository
-(:func:`cached_repository`).
+The files are untrusted (docs/reliability.md, rows 117-121 and 289): read bounded, module paths kept inside the
+checkpoint directory, symlinks refused except a hub cache snapshot's own links (:func:`cached_repository`).
 
 Standard library only (no TensorFlow): the CLI and artifact readers may use it.
 """
@@ -96,12 +93,12 @@ def read_pooling(directory, fix=FIX):
         return None
     modules = _load(modules_path, directory, list)
     if len(modules) > MAX_MODULES:
-        raise ConfigError(f"{_where(modules_path)} lists {len(modules)} modules (at most {MAX_MODULES}); "
+        raise ConfigError(f"{escape(modules_path)} lists {len(modules)} modules (at most {MAX_MODULES}); "
                           "pass the sentence-transformers checkpoint directory")
     kinds = [_module_kind(module, index, modules_path) for index, module in enumerate(modules)]
     names = [kind for kind, _ in kinds]
     if "Pooling" not in names:
-        raise ConfigError(f"{_where(modules_path)} declares no Pooling module (modules: {', '.join(names) or 'none'}); "
+        raise ConfigError(f"{escape(modules_path)} declares no Pooling module (modules: {', '.join(names) or 'none'}); "
                           f"{fix}")
     expected = (["Transformer"] if names[:1] == ["Transformer"] else []) + ["Pooling"]
     rest = names[len(expected):]
@@ -109,7 +106,7 @@ def read_pooling(directory, fix=FIX):
         others = [n for n in names if n not in ("Transformer", "Pooling", "Normalize")]
         what = (f"a {', '.join(dict.fromkeys(others))} module" if others
                 else f"the module order {' -> '.join(names)}")
-        raise ConfigError(f"{_where(modules_path)} declares {what}; mobilebert-kit exports Transformer -> Pooling "
+        raise ConfigError(f"{escape(modules_path)} declares {what}; mobilebert-kit exports Transformer -> Pooling "
                           f"[-> Normalize] only: {fix}")
     pooling_dir = kinds[names.index("Pooling")][1]
     config_path = _inside(directory, pooling_dir, modules_path) / "config.json"
@@ -120,13 +117,13 @@ def read_pooling(directory, fix=FIX):
 def _module_kind(module, index, modules_path):
     """``(class name, path)`` of one modules.json entry, type-checked."""
     if not isinstance(module, dict):
-        raise ConfigError(f"{_where(modules_path)} entry {index} is not an object; "
+        raise ConfigError(f"{escape(modules_path)} entry {index} is not an object; "
                           "pass the sentence-transformers checkpoint directory (or fix modules.json)")
     kind, path = module.get("type"), module.get("path", "")
     if not isinstance(kind, str) or not kind:
-        raise ConfigError(f"{_where(modules_path)} entry {index} has no module type string; fix modules.json")
+        raise ConfigError(f"{escape(modules_path)} entry {index} has no module type string; fix modules.json")
     if not isinstance(path, str):
-        raise ConfigError(f"{_where(modules_path)} entry {index} has a path that is not a string; fix modules.json")
+        raise ConfigError(f"{escape(modules_path)} entry {index} has a path that is not a string; fix modules.json")
     # The class name goes into error messages: a control character in it (the fuzzer wrote "\r") must not
     # break the one-line error, so it is escaped here, once; real names ("Pooling") are unchanged.
     return escape(kind.rsplit(".", 1)[-1]), path
@@ -141,23 +138,23 @@ def _mode(config, config_path, fix):
         value = config["pooling_mode"]
         chosen = [value] if isinstance(value, str) else value
         if not isinstance(chosen, list) or not chosen or not all(isinstance(n, str) for n in chosen):
-            raise ConfigError(f"{_where(config_path)}: pooling_mode must be a mode name or a list of them, not "
+            raise ConfigError(f"{escape(config_path)}: pooling_mode must be a mode name or a list of them, not "
                               f"{escape(repr(value))[:80]}; fix the pooling config")
     else:
         chosen = []
         for key, value in config.items():
             if key in POOLING_KEYS and not isinstance(value, bool):
-                raise ConfigError(f"{_where(config_path)}: {key} must be true or false, not {escape(repr(value))}; "
+                raise ConfigError(f"{escape(config_path)}: {key} must be true or false, not {escape(repr(value))}; "
                                   "fix the pooling config")
             if key in POOLING_KEYS and value:
                 chosen.append(POOLING_KEYS[key])
     if len(chosen) != 1:
         declared = escape(", ".join(chosen)) or "none set"
         what = "several pooling modes at once" if chosen else "no pooling mode"
-        raise ConfigError(f"{_where(config_path)} declares {what} ({declared}); mobilebert-kit exports one of mean, "
+        raise ConfigError(f"{escape(config_path)} declares {what} ({declared}); mobilebert-kit exports one of mean, "
                           f"cls: {fix}")
     if chosen[0] not in SUPPORTED_MODES:
-        raise ConfigError(f"{_where(config_path)} declares {escape(chosen[0])} pooling, which mobilebert-kit does not "
+        raise ConfigError(f"{escape(config_path)} declares {escape(chosen[0])} pooling, which mobilebert-kit does not "
                           f"export (mean and cls only); {fix}")
     return chosen[0]
 
@@ -166,7 +163,7 @@ def _inside(directory, relative, modules_path):
     """``directory / relative``, refused when ``relative`` is absolute or climbs out of ``directory``."""
     parts = PurePosixPath(relative.replace("\\", "/")).parts
     if relative.startswith(("/", "\\")) or any(p == ".." for p in parts) or (parts and ":" in parts[0]):
-        raise ConfigError(f"{_where(modules_path)} names the module path {escape(repr(relative))}, which leaves "
+        raise ConfigError(f"{escape(modules_path)} names the module path {escape(repr(relative))}, which leaves "
                           "the checkpoint directory; fix modules.json (module paths are relative, like 1_Pooling)")
     return directory.joinpath(*parts)
 
@@ -196,30 +193,26 @@ def _load(path, directory, expect):
         try:
             info = os.lstat(current)
         except FileNotFoundError:
-            raise ConfigError(f"{_where(current)} does not exist but {_where(directory / MODULES_FILE)} needs it; "
+            raise ConfigError(f"{escape(current)} does not exist but {escape(directory / MODULES_FILE)} needs it; "
                               "copy the whole sentence-transformers checkpoint") from None
         except OSError as err:
-            raise ConfigError(f"cannot read {_where(current)} ({escape(err.strerror or err)}); check its "
+            raise ConfigError(f"cannot read {escape(current)} ({escape(err.strerror or err)}); check its "
                               "permissions") from err
         if stat.S_ISLNK(info.st_mode) and not (
                 repository and Path(os.path.realpath(current)).is_relative_to(repository)):
-            raise ConfigError(f"{_where(current)} is a symbolic link; the pooling is read from the checkpoint's own "
+            raise ConfigError(f"{escape(current)} is a symbolic link; the pooling is read from the checkpoint's own "
                               "files: replace the link with the file it points to")
     return load_json(path, "the sentence-transformers file", max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=expect,
                      fix="pass the checkpoint's own modules.json / 1_Pooling/config.json")
 
 
-def _where(path):
-    return escape(str(path))
-
-
 __all__ = ["Pooling", "read_pooling", "POOLING_KEYS", "write_pooling", "carry_pooling"]
 
 
-# The modules.json entries a derived model declares: the one layout read_pooling accepts.
-_MODULE_TYPES = {"Transformer": "sentence_transformers.models.Transformer",
-                 "Pooling": "sentence_transformers.models.Pooling",
-                 "Normalize": "sentence_transformers.models.Normalize"}
+# The modules.json entries (path, type) a derived model declares: the one layout read_pooling accepts.
+_MODULES = {"Transformer": ("", "sentence_transformers.models.Transformer"),
+            "Pooling": ("1_Pooling", "sentence_transformers.models.Pooling"),
+            "Normalize": ("2_Normalize", "sentence_transformers.models.Normalize")}
 
 
 def write_pooling(directory, pooling, dimension=None):
@@ -238,8 +231,7 @@ def write_pooling(directory, pooling, dimension=None):
     """
     directory = Path(directory)
     names = ["Transformer", "Pooling"] + (["Normalize"] if pooling.normalize else [])
-    paths = {"Transformer": "", "Pooling": "1_Pooling", "Normalize": "2_Normalize"}
-    modules = [{"idx": i, "name": str(i), "path": paths[name], "type": _MODULE_TYPES[name]}
+    modules = [{"idx": i, "name": str(i), "path": _MODULES[name][0], "type": _MODULES[name][1]}
                for i, name in enumerate(names)]
     config = {key: mode == pooling.mode for key, mode in POOLING_KEYS.items()}
     if dimension is not None:

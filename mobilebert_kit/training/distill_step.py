@@ -92,7 +92,6 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
     def transfer_loss(batch, norms):
         inputs = {k: batch[k] for k in INPUT_NAMES}
         mask = inputs["attention_mask"]
-        tokens = norms["tokens"]
         if cached_teacher:
             target = {"hidden_states": [batch[hidden_key(l)] for l in stage.layers],
                       "attention_probs": [batch[attention_key(l)] for l in stage.layers]}
@@ -104,7 +103,7 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
             total, terms = losses.layer_transfer_loss(
                 target["hidden_states"][i], pred["hidden_states"][i],
                 target["attention_probs"][i], pred["attention_probs"][i],
-                mask, weights=config.weights, normalizer=tokens,
+                mask, weights=config.weights, normalizer=norms["tokens"],
             )
             totals.append(total)
             for k, v in terms.items():
@@ -115,8 +114,6 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
     def pd_loss(batch, norms):
         inputs = {k: batch[k] for k in INPUT_NAMES}
         positions = batch["masked_lm_positions"]
-        weights = batch["masked_lm_weights"]
-        predictions, examples = norms["predictions"], norms["examples"]
         teacher_logits = None
         if teacher_mlm is not None:
             t_seq = teacher_encoder(inputs, training=False)["sequence_output"]
@@ -125,9 +122,9 @@ def build_step(config, stage, strategy, teacher_encoder, teacher_mlm, student, o
         s_logits = mlm_layer(tf.gather(out["sequence_output"], positions, batch_dims=1), training=True)
         s_nsp = nsp_layer(out["pooled_output"], training=True)
         return losses.pretraining_distillation_loss(
-            batch["masked_lm_ids"], s_logits, weights, batch["next_sentence_labels"], s_nsp,
+            batch["masked_lm_ids"], s_logits, batch["masked_lm_weights"], batch["next_sentence_labels"], s_nsp,
             teacher_mlm_logits=teacher_logits, alpha=config.alpha,
-            prediction_normalizer=predictions, example_normalizer=examples,
+            prediction_normalizer=norms["predictions"], example_normalizer=norms["examples"],
         )
 
     compute = transfer_loss if stage.kind == LAYER_TRANSFER else pd_loss

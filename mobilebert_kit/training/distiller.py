@@ -5,24 +5,10 @@ each stage minimises the layer-transfer loss (Eq. 7) of its layers or the
 pre-training distillation loss (Eq. 5) with a fresh optimizer and a
 warm-up/decay schedule of its own.
 
-Output directory (``run.json``, ``progress.json`` and ``checkpoints/`` are
-kept by ``run_directory.RunDirectory``; the step is built by ``distill_step``)::
-
-    run.json          teacher, student, data and DistillConfig of the run
-    progress.json     stage, step and loss history (rewritten at every checkpoint)
-    checkpoints/      tf.train checkpoints: student, optimizer, data iterator, progress
-    tensorboard/      scalars per stage
-    teacher_cache/    the teacher's layer outputs per example, while layer-transfer stages remain (teacher_cache.py)
-    student/          the distilled encoder (mbk.save) and the teacher's vocabulary files, when the run completes
-    pretrainer/       the student with its MLM/NSP heads, likewise
-
-Resuming: a checkpoint holds the student, the optimizer (moments, step,
-loss scale) and the data iterator (its position and shuffle buffer), so a
-resumed run continues with exactly the batches and updates an uninterrupted
-run would have made; SIGINT or SIGTERM checkpoints the current step and stops.
-The keyed dropout masks and several workers (only the chief writes ``out_dir``;
-the others checkpoint into a scratch directory, since every worker takes part
-in a save) are described in docs/distillation.md.
+The output directory (``run.json``, ``progress.json``, ``checkpoints/``, ``tensorboard/``, ``teacher_cache/``,
+``student/``, ``pretrainer/``), resuming, the keyed dropout masks and several workers: docs/distillation.md,
+"Checkpoints and resume" and "Several workers". ``run_directory.RunDirectory`` keeps the run's files;
+``distill_step`` builds the step.
 """
 
 import contextlib
@@ -155,9 +141,8 @@ class Distiller:
         self.teacher_encoder, self.teacher_mlm = split_teacher(teacher)
         self.student_encoder = self.student.encoder
         check_compatible(self.teacher_encoder.config, self.student_encoder.config)
-        self.copy_report = {"copied": [], "skipped": {}, "embeddings_complete": False}
-        if cfg.copy_from_teacher:
-            self.copy_report = copy_from_teacher(teacher, self.student)
+        self.copy_report = (copy_from_teacher(teacher, self.student) if cfg.copy_from_teacher
+                            else {"copied": [], "skipped": {}, "embeddings_complete": False})
         self.num_layers = self.student_encoder.config["num_layers"]
         self.stages = plan_stages(cfg, self.num_layers, self.copy_report["embeddings_complete"])
         self.dataset, self.data_meta = pretraining_dataset(
@@ -383,10 +368,7 @@ class Distiller:
 
     def _forget(self, found):
         """Removes what a new run wrote in ``out_dir`` (the directory itself when it made it)."""
-        if found == NEW:
-            remove_path(self.out_dir, ignore_errors=True)
-            return
-        for entry in list(self.out_dir.iterdir()):
+        for entry in [self.out_dir] if found == NEW else list(self.out_dir.iterdir()):
             remove_path(entry, ignore_errors=True)
 
     def _run_in_place(self, fresh, found, overwrite, latest, start_stage, start_step, history):
@@ -396,10 +378,8 @@ class Distiller:
         if fresh:
             self.run_dir.write_record(self._run_record(), overwrite=overwrite, sources=self._sources())
         # Created here, once the directory is ours: the writer makes out_dir/tensorboard at once.
-        if self.chief:
-            self.summary_writer = tf.summary.create_file_writer(str(self.out_dir / "tensorboard"))
-        else:
-            self.summary_writer = tf.summary.create_noop_writer()
+        self.summary_writer = (tf.summary.create_file_writer(str(self.out_dir / "tensorboard")) if self.chief
+                               else tf.summary.create_noop_writer())
         self.scratch = None if self.chief else new_scratch("worker")
         try:
             self.prepare_teacher_cache(start_stage)
@@ -423,9 +403,7 @@ class Distiller:
         if latest is not None and start_step == 0:
             # A stage boundary (or a finished run): the saved optimizer belongs to the previous
             # stage, so restore everything but it; the next stage starts a fresh optimizer.
-            status = self._checkpoint().restore(latest)
-            status.assert_existing_objects_matched()
-            status.expect_partial()
+            self._checkpoint().restore(latest).assert_existing_objects_matched().expect_partial()
         named = named_weights(self.student)
         with InterruptFlag() as interrupt:
             for index in range(start_stage, len(self.stages)):
@@ -437,9 +415,8 @@ class Distiller:
                 manager = self._checkpoint_manager(checkpoint)
                 first = 0
                 if latest is not None and index == start_stage and start_step > 0:
-                    status = checkpoint.restore(latest)  # mid-stage: the optimizer too
-                    status.assert_existing_objects_matched()
-                    status.expect_partial()
+                    # mid-stage: the optimizer too
+                    checkpoint.restore(latest).assert_existing_objects_matched().expect_partial()
                     first = start_step
                 self.progress.stage.assign(index)
                 self.progress.step.assign(first)

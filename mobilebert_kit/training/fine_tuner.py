@@ -1,10 +1,7 @@
 """FineTuner: fine-tune an encoder with a task head (the last step after distillation).
 
-Tasks (one keyword, ``task``): ``classification`` and ``regression`` on
-sequences or pairs (GLUE), ``span_qa`` (SQuAD v1.1/v2.0), and
-``token_classification`` (NER, POS). Heads are those of
-:mod:`mobilebert_kit.models.heads`. The output directory holds the task model
-(``mbk.save``), ``task.json`` (task, labels, columns, sequence length) and the
+The tasks (one keyword, ``task``), their data, heads (:mod:`mobilebert_kit.models.heads`) and metrics, and the
+output directory: docs/distillation.md, "Fine-tuning". The output holds the task model, ``task.json`` and the
 vocabulary, so ``mbk evaluate`` needs nothing else.
 """
 
@@ -209,11 +206,9 @@ class FineTuner:
     def train(self, train_path, out_dir, eval_path=None, overwrite=False, resume=False):
         """Fine-tunes, evaluates on ``eval_path`` if given, and saves everything to ``out_dir``.
 
-        ``out_dir`` may replace only an earlier fine-tuning output (or an empty directory) unless
-        ``overwrite`` (``utils.atomic``); it is checked before training starts. Every
-        ``config.checkpoint_every`` steps the model and optimizer are checkpointed in ``OUT/run``
-        (``finetune_run.FinetuneRun``), and at the end of every epoch; SIGINT or SIGTERM checkpoints the
-        current step and stops. Replacing what mbk did not write (``overwrite``), the run keeps no state.
+        ``out_dir`` may replace only an earlier fine-tuning output (or an empty directory) unless ``overwrite``
+        (``utils.atomic``), checked before training starts. How the run checkpoints in ``OUT/run`` and resumes:
+        docs/distillation.md, "Resuming a fine-tuning run".
 
         Args:
             train_path, eval_path: the labelled data.
@@ -246,8 +241,7 @@ class FineTuner:
         run.locks = chief  # the workers of a cluster share the chief's OUT, and its lock
         if chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             decision = run.check(record, resume, overwrite=overwrite, sources=sources)
-        # OUT is not a fine-tuning output of mbk and --overwrite lets the run replace it: keeping no state, OUT is
-        # replaced only by the finished output, as --overwrite promises (checkpoints/resumable_run.py).
+        # Over what mbk did not write, --overwrite replaces OUT only with the finished output: no state is kept.
         stateless = chief and not resume and decision == OVERWRITE
         if stateless:
             self._say(
@@ -285,8 +279,7 @@ class FineTuner:
             with self.strategy.scope():  # the optimizer's slots exist before their values are restored
                 model.optimizer.build(model.trainable_variables)
             try:
-                status = checkpoint.restore(latest)
-                status.assert_existing_objects_matched()
+                checkpoint.restore(latest).assert_existing_objects_matched()
             except (ValueError, AssertionError) as err:
                 # A head of another size: the labels of the data changed (a class added or gone).
                 raise TrainingError(

@@ -1,17 +1,8 @@
 """The resumable state of one ``mbk finetune`` run, kept in ``OUT/run/`` until the output is complete.
 
-The layout and its rules are ``checkpoints/resumable_run.py``'s (shared with the recovery of ``mbk
-substitute``); here ``run.json`` holds the model, data, vocabulary, columns and FinetuneConfig,
-``progress.json`` also the TensorBoard scalars so far, and the checkpoints the task model and its optimizer.
-
-The state is written once the data is read and the model built, before the
-first step: a run that fails while reading its data or building its model
-leaves nothing behind, and one killed before its first checkpoint resumes from
-step 0.
-
-The optimizer's step is the whole data position: every epoch's order is a
-permutation keyed by ``(seed, epoch)`` (``FineTuner._epoch_dataset``), so a
-resumed run sees the batches an uninterrupted run would have seen.
+The layout and its rules are ``checkpoints/resumable_run.py``'s; what ``run.json`` and ``progress.json`` hold,
+when the state is written and why the optimizer's step is the whole data position (each epoch's order keyed by
+``(seed, epoch)``, ``FineTuner._epoch_dataset``): docs/distillation.md, "Resuming a fine-tuning run".
 """
 
 from mobilebert_kit.checkpoints.resumable_run import ResumableRun

@@ -88,15 +88,12 @@ class Lamb(keras.optimizers.Optimizer):
 
     # --- per-variable options, fixed at build time ---
     def _decays(self, variable):
-        if not self.weight_decay_rate:
-            return False
-        return not any(re.search(p, variable.name) for p in self.exclude_from_weight_decay)
+        return bool(self.weight_decay_rate) and not any(re.search(p, variable.name)
+                                                        for p in self.exclude_from_weight_decay)
 
     def _multiplier(self, variable):
-        for pattern, value in self.learning_rate_multipliers.items():
-            if re.search(pattern, variable.name):
-                return float(value)
-        return 1.0
+        return next((float(value) for pattern, value in self.learning_rate_multipliers.items()
+                     if re.search(pattern, variable.name)), 1.0)
 
     def build(self, var_list):
         super().build(var_list)

@@ -1,9 +1,5 @@
-"""Evaluation metrics of the fine-tuning tasks, in plain numpy.
-
-GLUE reports accuracy, F1 (MRPC, QQP), Matthews correlation (CoLA) and
-Pearson/Spearman correlation (STS-B); SQuAD reports exact match and token F1
-after the official answer normalisation; token classification reports
-entity-level F1 over BIO spans (CoNLL) or tag-level F1.
+"""Evaluation metrics of the fine-tuning tasks, in plain numpy (which task reports which: docs/distillation.md,
+"Fine-tuning"); SQuAD's after the official answer normalisation.
 """
 
 import collections

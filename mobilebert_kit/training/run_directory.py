@@ -1,9 +1,7 @@
 """The directory of one distillation run: its record, its progress, its checkpoints, the resume check.
 
-The layout of ``run.json``, ``progress.json`` and ``checkpoints/`` is listed in ``distiller.py``'s docstring.
-``run.json`` is what makes ``--resume`` safe: a resume with other options
-would continue a run on a different model or data, so it is refused and
-names what differs.
+The layout: docs/distillation.md, "Checkpoints and resume". ``run.json`` makes ``--resume`` safe: a resume with
+other options would continue a run on a different model or data, so it is refused, naming what differs.
 """
 
 import json

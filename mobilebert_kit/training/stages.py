@@ -78,9 +78,7 @@ def plan_stages(config, num_layers, embeddings_from_teacher):
 def scope_of(path):
     """The top-level scope of a weight path from ``named_weights`` (``encoder/transformer_layer_2/...`` -> ``transformer_layer_2``)."""
     parts = path.split("/")
-    if parts[0] == "encoder" and len(parts) > 1:
-        return parts[1]
-    return parts[0]
+    return parts[1] if parts[0] == "encoder" and len(parts) > 1 else parts[0]
 
 
 def stage_variables(stage, named):

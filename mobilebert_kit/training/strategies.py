@@ -66,11 +66,9 @@ CLUSTER_WAIT_S = 600
 def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
     """Returns once every other chief or worker of ``cluster`` accepts connections on its port.
 
-    TensorFlow's MultiWorkerMirroredStrategy waits for the others inside C++, holding the interpreter: a worker
-    whose peer never started waited for ever, deaf to Ctrl-C and SIGTERM (its coordination service takes
-    SIGTERM for itself), and said nothing. This wait is Python's, so both signals stop it, and it gives up with
-    one line. Meanwhile this worker answers on its own port, so the others' waits end too; TensorFlow's server
-    takes the port once this returns (a peer that connects in between is refused and tries again).
+    Why a Python wait (TensorFlow's, in C++, never gave up and was deaf to Ctrl-C and SIGTERM): docs/distillation.md,
+    "Several workers". Meanwhile this worker answers on its own port, so the others' waits end too; TensorFlow's
+    server takes the port once this returns (a peer that connects in between is refused and tries again).
     ``timeout_s`` defaults to ``MBK_CLUSTER_WAIT_S`` or :data:`CLUSTER_WAIT_S`; ``say`` prints a line (to stderr).
     A taken port or a peer that did not start in time is a TrainingError.
 

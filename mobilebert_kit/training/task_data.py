@@ -1,16 +1,7 @@
 """Fine-tuning data: readers for GLUE-style tables, SQuAD JSON and tagged tokens, and model features.
 
-Formats:
-
-- sequence classification / regression: ``.tsv`` (GLUE; no quoting),
-  ``.csv`` or ``.jsonl``, with a header; one or two text columns and a label column;
-- span question answering: SQuAD v1.1 / v2.0 JSON (``data[].paragraphs[].qas[]``,
-  ``is_impossible`` for v2.0);
-- token classification: CoNLL-style text (``token ... tag`` per line, blank line
-  between sentences) or ``.jsonl`` with ``tokens`` and ``tags`` (or ``ner_tags``).
-
-Features are fixed-length numpy arrays: ``input_ids``, ``attention_mask``,
-``token_type_ids`` of ``[n, seq_len]`` plus the task's labels.
+The formats of each ``--task``: docs/distillation.md, "Fine-tuning". Features are fixed-length numpy arrays:
+``input_ids``, ``attention_mask``, ``token_type_ids`` of ``[n, seq_len]`` plus the task's labels.
 """
 
 import csv
@@ -52,10 +43,9 @@ def read_table(path):
         # utf-8-sig: Excel and Notepad start UTF-8 files with a byte-order mark, which would stick to the
         # first column's name ("\ufeffsentence") and hide the column.
         with open(path, encoding="utf-8-sig", newline="") as handle:
-            if suffix == ".tsv":  # GLUE files contain unbalanced quotes: no quoting at all
-                reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-            else:
-                reader = csv.reader(handle)
+            # .tsv: GLUE files contain unbalanced quotes, so no quoting at all
+            options = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if suffix == ".tsv" else {}
+            reader = csv.reader(handle, **options)
             try:
                 header = next((fields for fields in reader if fields), None)  # blank lines before it skipped
                 if header:

@@ -6,7 +6,7 @@ exported file), so a float export and its Keras model are scored by the same
 code. The metrics themselves are ``training/metrics.py``'s. TensorFlow-free.
 """
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -38,8 +38,7 @@ class ArtifactEvaluation:
         return self.metrics[self.primary]
 
     def to_dict(self):
-        return {"metrics": dict(self.metrics), "primary": self.primary, "task": self.task, "rows": self.rows,
-                "higher_is_better": self.higher_is_better}
+        return asdict(self)
 
 
 @dataclass
@@ -305,8 +304,7 @@ def score(task, data, predict, tokenizer, spec, limit=None, prepared=None):
     record = task_metric(task, spec.get("model", "the model"))
     if prepared is None:
         prepared = prepare(task, data, tokenizer, spec, limit)
-    outputs = predict(prepared.features)
-    metrics = record.score(outputs, prepared, spec)
+    metrics = record.score(predict(prepared.features), prepared, spec)
     # A NaN metric compares false with every budget and is no JSON: every caller gets a number or this error.
     undefined = [key for key, value in metrics.items() if not np.isfinite(value)]
     if undefined:

@@ -1,12 +1,7 @@
 """TeacherCache: the frozen teacher's layer outputs for every example of the data, computed once.
 
-Why, what it costs and what it saves: docs/distillation.md, "The teacher cache".
-
-The cache is keyed by the example's content (a digest of its three input rows), so
-it does not care about shard order, the shuffle buffer or the split over workers,
-and the checkpointed data iterator is untouched. Outputs are stored in float32:
-the step sees what the live teacher would give, to rounding (not a lower-precision
-copy), so a run with the cache and one without agree as XLA and eager do.
+Why, what it costs and what it saves, why it is keyed by each example's content (a digest of its three input
+rows) and stored in float32: docs/distillation.md, "The teacher cache".
 
 Layout (``DIR``, normally ``OUT/teacher_cache``)::
 
@@ -148,8 +143,7 @@ class TeacherCache:
             raise TrainingError(f"an example of the data is not in the teacher cache {self.directory} (the data changed "
                                 "since it was built); delete that directory to rebuild it, or run with --teacher-cache off") from None
         order = np.argsort(rows, kind="stable")  # read the memory maps forwards
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
+        inverse = np.argsort(order)  # the inverse permutation: back to the batch's row order
         out = dict(batch)
         for layer in layers:
             out[hidden_key(layer)] = np.asarray(self.hidden[layer][rows[order]])[inverse]

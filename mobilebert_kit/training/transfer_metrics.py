@@ -34,12 +34,12 @@ def mean_pool(hidden, mask):
     return tf.reduce_sum(tf.cast(hidden, tf.float32) * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
 
 
-def evaluate_transfer(teacher_encoder, student_encoder, dataset, max_batches=None, clean_inputs=True):
+def evaluate_transfer(teacher_encoder, student_encoder, dataset):
     """Feature-map loss, attention KL and sentence-embedding cosine of a student against its teacher.
 
     The encoders have equal hidden size, layers and heads; ``dataset`` holds batches of pre-training
-    examples (``pretraining_dataset(..., repeat=False)``), with ``clean_inputs`` the original tokens put back
-    at the masked positions. Returns ``feature_map`` and ``attention`` (layer means), ``feature_map_per_layer``,
+    examples (``pretraining_dataset(..., repeat=False)``), measured with the original tokens put back at the
+    masked positions. Returns ``feature_map`` and ``attention`` (layer means), ``feature_map_per_layer``,
     ``attention_per_layer`` (lists), ``embedding_cosine`` and ``examples``."""
     from mobilebert_kit.backend import tf
     from mobilebert_kit.models.encoder import INPUT_NAMES
@@ -63,12 +63,9 @@ def evaluate_transfer(teacher_encoder, student_encoder, dataset, max_batches=Non
 
     fm_sum = at_sum = 0.0
     cosines, tokens = [], 0.0
-    for i, batch in enumerate(dataset):
-        if max_batches is not None and i >= max_batches:
-            break
+    for batch in dataset:
         inputs = {k: batch[k] for k in INPUT_NAMES}
-        if clean_inputs:
-            inputs["input_ids"] = _restore_masked(batch)
+        inputs["input_ids"] = _restore_masked(batch)
         fm, at, cos, n = measure(inputs)
         fm_sum = fm_sum + fm.numpy()
         at_sum = at_sum + at.numpy()
