@@ -106,10 +106,6 @@ def deployment_files(source_dir, model):
     """Reads and checks the :class:`DeploymentFiles` of ``source_dir`` for ``model``; writes nothing. MbkError: a
     tokenizer file over its bound or unreadable, a casing setting that is no boolean, a tokenizer whose ids run
     past the embedding table, class names the clients would show wrongly or whose count is not the head's.
-
-    Example:
-        >>> deployment_files(Path("hf-clf"), model).carried  # doctest: +SKIP
-        ['vocab.txt', 'tokenizer_config.json', 'labels.txt']
     """
     from mobilebert_kit.data.text_tokenizer import check_tokenizer_fits, tokenizer_of
     from mobilebert_kit.data.class_names import LABELLED_HEADS

@@ -401,10 +401,6 @@ def check_value(key, value, names=None):
     """Checks one Encoder option ``key`` against :data:`CONFIG_FIELDS`; returns ``value`` or raises a one-line
     ConfigError, naming the option as ``names`` maps it (option -> the name the user wrote, ``{"num_layers":
     "num_hidden_layers"}`` for a Hugging Face config.json).
-
-    Example:
-        >>> check_value("num_layers", 12)
-        12
     """
     kind, low, high = CONFIG_FIELDS[key]
     label = (names or {}).get(key, key)
@@ -428,11 +424,7 @@ def check_value(key, value, names=None):
 
 
 def check_fields(config, names=None):
-    """Checks every option of ``config`` that :data:`CONFIG_FIELDS` lists (and the epsilon overrides).
-
-    Example:
-        >>> check_fields({"hidden_size": 32, "hidden_dropout": 0.1})
-    """
+    """Checks every option of ``config`` that :data:`CONFIG_FIELDS` lists (and the epsilon overrides)."""
     for key, value in config.items():
         if key in CONFIG_FIELDS:
             check_value(key, value, names)
@@ -482,11 +474,7 @@ def estimate_parameters(config):
 
 
 def check_size(config, limit=MAX_PARAMETERS):
-    """Refuses, before building, a config whose estimated parameter count is over ``limit``.
-
-    Example:
-        >>> check_size(dict(vocab_size=100, hidden_size=32, num_layers=2, intermediate_size=64))
-    """
+    """Refuses, before building, a config whose estimated parameter count is over ``limit``."""
     estimate = estimate_parameters(config)
     if estimate > limit:
         raise ConfigError(

@@ -141,9 +141,6 @@ def check_unchanged(path, since, who="this one", error=OutputError, installed_no
     replaced). ``since`` may be :data:`UNCHECKED` (nothing to compare); ``who`` is the command as the message
     names it (``"this export"``), ``error`` the command's own error type; ``installed_nothing=False`` where the
     caller may already have written other outputs and says so itself.
-
-    Example:
-        >>> check_unchanged("m.tflite", file_signature("m.tflite"))  # doctest: +SKIP
     """
     if since is UNCHECKED:
         return
@@ -316,10 +313,6 @@ def _signals_held(signals=("SIGINT", "SIGTERM", "SIGHUP")):
     thread blocks, and Python would still run the handler in the main thread at once. Outside the main thread
     (where handlers cannot be set), for a handler that was not set from Python and for an ignored signal,
     nothing is held.
-
-    Example:
-        >>> with _signals_held():
-        ...     pass
     """
     import signal
     import threading
@@ -342,9 +335,6 @@ def _signals_held(signals=("SIGINT", "SIGTERM", "SIGHUP")):
 def relist(directory):
     """Updates the file list of our output ``directory``'s marker after mbk added files to it (a vocabulary, a
     pooling config copied beside a saved model), so that a later run does not take them for the user's.
-
-    Example:
-        >>> relist("runs/distill/student")  # doctest: +SKIP
     """
     data = json_object(Path(directory) / MARKER_FILE, limit=1 << 20)
     if not data or not isinstance(data.get("files"), list):
@@ -358,11 +348,7 @@ def relist(directory):
 
 
 def relist_as(directory, record):
-    """Replaces our output ``directory``'s marker with ``record`` (a run listing what its ``OUT`` holds).
-
-    Example:
-        >>> relist_as("runs/sst2", {"format": FINETUNE_OUTPUT.format, "version": 1, "files": []})  # doctest: +SKIP
-    """
+    """Replaces our output ``directory``'s marker with ``record`` (a run listing what its ``OUT`` holds)."""
     _store_marker(directory, record)
 
 
@@ -405,12 +391,7 @@ def atomic_file(path, mode="wb", *, kind=None, overwrite=False, sources=()):
 
 
 def write_text(path, text, *, kind=None, overwrite=False, sources=()):
-    """Writes ``text`` (UTF-8) to ``path`` atomically; returns ``path`` as a string.
-
-    Example:
-        >>> write_text("r.md", "# report\\n", kind=PROFILE_MD)  # doctest: +SKIP
-        'r.md'
-    """
+    """Writes ``text`` (UTF-8) to ``path`` atomically; returns ``path`` as a string."""
     with atomic_file(path, "w", kind=kind, overwrite=overwrite, sources=sources) as handle:
         handle.write(text)
     return str(path)
@@ -419,10 +400,6 @@ def write_text(path, text, *, kind=None, overwrite=False, sources=()):
 def file_signature(path):
     """``(device, inode, size, mtime_ns)`` of ``path`` as it is now (not following a link), None when absent:
     a file replaced by a rename has another inode, even at the same size and time.
-
-    Example:
-        >>> file_signature("/no/such/file") is None
-        True
     """
     try:
         st = os.lstat(path)
@@ -458,10 +435,6 @@ def install_lock(path, wait_s=120.0):
     their first rename: their installs then follow one another instead of interleaving. A block that never calls
     it takes no lock. The lock of a directory is also what a running command holds on its own run directory, so
     waiting is bounded (``wait_s``).
-
-    Example:
-        >>> with install_lock("/tmp/m.onnx") as install:  # doctest: +SKIP
-        ...     install.hold(); write_both()
     """
     lock = _InstallLock(os.path.dirname(os.path.realpath(path)), wait_s)
     try:
@@ -563,10 +536,6 @@ def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
     outputs): checked by :func:`check_output`, created with its marker; a directory that is not ours is
     removed first only with ``overwrite``, one of ours only with ``fresh`` (start over). Returns the decision
     of :func:`check_output`.
-
-    Example:
-        >>> prepare_dir("runs/distill", DISTILL_RUN)  # doctest: +SKIP
-        'new'
     """
     return _make_ready(Path(path), kind, check_output(path, kind, overwrite=overwrite, sources=sources), fresh)
 
@@ -600,10 +569,6 @@ def foreign_set_aside(path, kind, *, overwrite=False, sources=()):
     Without this, the user's directory was deleted when the run started, and a run that then failed or
     was stopped left neither it nor an output. The sibling (``.NAME.PID.RANDOM.overwritten``) is never
     swept: after a SIGKILL the user's files are still there. Yields :func:`check_output`'s decision.
-
-    Example:
-        >>> with foreign_set_aside("runs/x", PIPELINE_OUTPUT, overwrite=True):  # doctest: +SKIP
-        ...     fill("runs/x")
     """
     path = Path(path)
     decision = check_output(path, kind, overwrite=overwrite, sources=sources)
@@ -633,10 +598,6 @@ def prepared_dir(path, kind, **kwargs):
     (or found empty) that holds only its marker when the block fails is put back as it was found, so a
     refused recipe leaves no empty output behind; a path replaced with ``overwrite`` comes back
     (:func:`foreign_set_aside`). Arguments as :func:`prepare_dir`; yields its decision.
-
-    Example:
-        >>> with prepared_dir("out/pipeline", PIPELINE_OUTPUT) as decision:  # doctest: +SKIP
-        ...     run_stages()
     """
     with foreign_set_aside(path, kind, overwrite=kwargs.get("overwrite", False),
                            sources=kwargs.get("sources", ())) as found:
@@ -686,9 +647,6 @@ def _sweep_leftovers(path):
 def remove_path(path, ignore_errors=False):
     """Removes what is at ``path`` (nothing there is no error): a directory tree, or a file, link or special
     file (a link is never followed); ``ignore_errors`` as ``shutil.rmtree``'s.
-
-    Example:
-        >>> remove_path("/tmp/no-such-mbk-path")
     """
     path = Path(path)
     if path.is_dir() and not path.is_symlink():

@@ -55,10 +55,6 @@ def check_input_path(path, what, kind="file", tree=False):
         kind: ``"file"`` (a regular file), ``"dir"`` or ``"any"`` (a regular file or a directory).
         tree: for a directory, also check every entry below it (hidden entries included): no FIFO,
             device, socket or dangling symlink, so nothing that reads the tree can block or crash.
-
-    Example:
-        >>> check_input_path("export/default.toml", "recipe")  # doctest: +SKIP
-        'export/default.toml'
     """
     path = os.fsdecode(path)
     mode = _stat(path, what).st_mode
@@ -91,10 +87,6 @@ def open_regular(path, what, mode="rb"):
     The file is opened with ``O_NONBLOCK`` (a FIFO opens at once instead of waiting for a writer) and
     checked with ``fstat`` on the open descriptor, so a path swapped after a check cannot slip through.
     ``path`` and ``what`` as :func:`check_input_path`'s; ``mode`` ``"rb"`` or ``"r"`` (UTF-8 text).
-
-    Example:
-        >>> with open_regular("data/calibration.txt", "--calibration", "r") as handle:  # doctest: +SKIP
-        ...     first = handle.readline()
     """
     path = os.fsdecode(path)
     try:
@@ -136,9 +128,6 @@ def input_path_option(kind="file", tree=False, or_name=False):
     """An argparse ``type=`` running :func:`check_input_path` (``kind``, ``tree``) at parse time, before any
     model work. With ``or_name`` the value may also name something that is not a path (a preset, a TF1
     checkpoint prefix): it is checked only when something exists at that path (a dangling symlink counts).
-
-    Example:
-        >>> parser.add_argument("--data", type=input_path_option("file"))  # doctest: +SKIP
     """
 
     def parse(text):

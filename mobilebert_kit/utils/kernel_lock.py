@@ -76,10 +76,6 @@ def held(path):
 def same_file(fd, path):
     """True when descriptor ``fd`` is (still) the file or directory at ``path``: one removed and made again is
     another, and a lock held on the old one guards nothing.
-
-    Example:
-        >>> same_file(None, "/tmp")
-        False
     """
     if fd is None:
         return False

@@ -109,9 +109,6 @@ def _parse(limit, text):
 def number_option(limit):
     """An argparse ``type=`` checking ``limit`` (kept as ``type.limit``: tests enumerate every numeric flag by
     it); argparse names the flag in its error.
-
-    Example:
-        >>> parser.add_argument("--count", type=number_option(Limit(int, 1, 10**6)), default=16)  # doctest: +SKIP
     """
 
     def parse(text):

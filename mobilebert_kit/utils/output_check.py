@@ -98,12 +98,7 @@ def json_object(path, limit=64 << 20):
 
 
 def json_field(key, value):
-    """A recogniser: the file is a JSON object whose ``key`` is ``value`` (a report's ``"schema"``).
-
-    Example:
-        >>> json_field("schema", "example.schema")("/tmp/no-such-mbk-file")
-        False
-    """
+    """A recogniser: the file is a JSON object whose ``key`` is ``value`` (a report's ``"schema"``)."""
     return lambda path: (json_object(path) or {}).get(key) == value
 
 
@@ -310,10 +305,6 @@ def temp_prefix(path):
 
     A name near the file system's limit (NAME_MAX, 255 bytes) is shortened in the prefix (:func:`temp_stem`):
     the sibling of a valid 240-byte name was refused as "the name is too long".
-
-    Example:
-        >>> temp_prefix("/tmp/m.onnx").startswith(".m.onnx.")
-        True
     """
     return f".{temp_stem(path)}.{os.getpid()}."
 
@@ -321,10 +312,6 @@ def temp_prefix(path):
 def temp_stem(path):
     """``path``'s name as its temporary siblings carry it: whole when ``.NAME.PID.RANDOM.overwritten`` fits in
     NAME_MAX (255 bytes), else cut to fit, with a hash of the whole name so two long names do not share it.
-
-    Example:
-        >>> len(temp_stem("x" * 250).encode()) <= NAME_MAX - TEMP_EXTRA
-        True
     """
     name = Path(path).name
     raw = os.fsencode(name)
@@ -496,10 +483,6 @@ def write_error(path, err):
     """The one-line :class:`OutputError` for an ``OSError`` met while writing ``path``; it says "nothing was
     written" unless the error came while the output was moved into an existing directory (``err.partly_written``,
     set by ``utils.atomic``): then it says what is there.
-
-    Example:
-        >>> str(write_error("/x", OSError(errno.ENOSPC, "No space left on device")))[:30]
-        'disk full while writing /x; fr'
     """
     error = _write_error(path, err)
     if getattr(err, "partly_written", False):

@@ -37,10 +37,6 @@ MAX_DEPTH = 64
 def read_bounded(path, what, max_bytes=MAX_BYTES, error=ConfigError):
     """Returns the bytes of the regular file ``path``, refusing special files and files over ``max_bytes`` with
     a one-line ``error`` naming ``what`` the file is (``"the model config"``).
-
-    Example:
-        >>> read_bounded("config.json", "the model config")  # doctest: +SKIP
-        b'{"model_type": "bert", ...}'
     """
     path = Path(path)
     try:
