@@ -66,17 +66,15 @@ def _plain_mode(path):
     os.umask(umask)
     if os.path.islink(path):
         return
-    if os.path.isdir(path):
+    if os.path.isfile(path):
+        os.chmod(path, 0o666 & ~umask)
+    elif os.path.isdir(path):
         os.chmod(path, 0o777 & ~umask)
         for root, dirs, files in os.walk(path):
-            for name in dirs:
-                if not os.path.islink(os.path.join(root, name)):
-                    os.chmod(os.path.join(root, name), 0o777 & ~umask)
-            for name in files:
-                if not os.path.islink(os.path.join(root, name)):
-                    os.chmod(os.path.join(root, name), 0o666 & ~umask)
-    elif os.path.isfile(path):
-        os.chmod(path, 0o666 & ~umask)
+            for names, mode in ((dirs, 0o777), (files, 0o666)):
+                for name in names:
+                    if not os.path.islink(os.path.join(root, name)):
+                        os.chmod(os.path.join(root, name), mode & ~umask)
 
 
 def _keep_access(path, tmp):
@@ -453,28 +451,9 @@ def atomic_path(path, *, kind=None, overwrite=False, sources=()):
         >>> with atomic_path("m.onnx", kind=ONNX_OUTPUT) as tmp:  # doctest: +SKIP
         ...     onnx.save(model, str(tmp))
     """
-    path = _begin(path, kind, overwrite, sources)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent)
-        os.close(fd)
-    except OSError as err:
-        raise write_error(path, err) from err
-    lock = kernel_lock.hold(tmp)  # the sign that its writer lives, for a sweep in another PID namespace
-    try:
-        yield Path(tmp)
+    with _temporary(_begin(path, kind, overwrite, sources), is_dir=False) as (path, tmp):
+        yield tmp
         _finish(tmp, path, kind, overwrite, sources)
-    except OSError as err:
-        remove_path(tmp)
-        raise write_error(path, err) from err
-    except Exception as err:
-        remove_path(tmp)
-        _raise_write_failure(path, err)
-        raise
-    except BaseException:
-        remove_path(tmp)
-        raise
-    finally:
-        kernel_lock.release(lock)
 
 
 @contextlib.contextmanager
@@ -491,44 +470,42 @@ def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False, u
         >>> with atomic_dir("runs/model", SAVED_MODEL) as tmp:  # doctest: +SKIP
         ...     save_into(tmp)
     """
-    path = _begin(path, kind, overwrite, sources, keep_foreign)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent))
-    except OSError as err:
-        raise write_error(path, err) from err
-    lock = kernel_lock.hold(tmp)  # as in atomic_path
-    try:
+    with _temporary(_begin(path, kind, overwrite, sources, keep_foreign), is_dir=True) as (path, tmp):
         yield tmp
         _write_marker(tmp, kind)
         _finish(tmp, path, kind, overwrite, sources, keep_foreign=keep_foreign, since=unchanged_since)
+
+
+@contextlib.contextmanager
+def _temporary(path, is_dir):
+    """Yields ``(path, tmp)``, ``tmp`` a new hidden ``.partial`` sibling of ``path``, held by its kernel lock (the
+    sign that its writer lives, for a sweep in another PID namespace). When the block fails ``tmp`` is removed,
+    and an OSError, or a library's own error that reports a full disk or a file size limit in words
+    (TensorFlow's ResourceExhaustedError / OutOfRangeError, onnx's and safetensors' errors), becomes the
+    one-line :func:`write_error`."""
+    try:
+        if is_dir:
+            tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent))
+        else:
+            fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent)
+            os.close(fd)
     except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise write_error(path, err) from err
-    except OutputError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        # A writer nested in the block (a model saved into the directory) names its path under the hidden
-        # temporary directory, which is gone now: name the place the user will look for instead.
-        if str(tmp) in str(err):
+    lock = kernel_lock.hold(tmp)
+    try:
+        yield path, Path(tmp)
+    except BaseException as err:
+        remove_path(tmp, ignore_errors=True)
+        if isinstance(err, OutputError) and str(tmp) in str(err):
+            # A writer nested in the block (a model saved into the directory) names its path under the hidden
+            # temporary directory, which is gone now: name the place the user will look for instead.
             raise OutputError(str(err).replace(str(tmp), str(path))) from err
-        raise
-    except Exception as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _raise_write_failure(path, err)
-        raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        failed = err if isinstance(err, OSError) else os_error_in(err) if isinstance(err, Exception) else None
+        if failed is not None:
+            raise write_error(path, failed) from err
         raise
     finally:
         kernel_lock.release(lock)
-
-
-def _raise_write_failure(path, err):
-    """Raises the one-line write error of a library's own error type that reports a full disk or a file size
-    limit in words (TensorFlow's ResourceExhaustedError / OutOfRangeError, onnx's and safetensors' errors): it
-    was an internal error, with the temporary output already removed. Anything else returns."""
-    failed = os_error_in(err)
-    if failed is not None:
-        raise write_error(path, failed) from err
 
 
 def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):

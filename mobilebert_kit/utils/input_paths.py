@@ -99,9 +99,7 @@ def open_regular(path, what, mode="rb"):
         if not stat.S_ISREG(st_mode):
             raise InputPathError(f"{_name(what, path)} is {_kind(st_mode)}, not a regular file; pass a regular file")
         os.set_blocking(fd, True)
-        if mode == "rb":
-            return os.fdopen(fd, "rb")
-        return os.fdopen(fd, "r", encoding="utf-8")
+        return os.fdopen(fd, "rb") if mode == "rb" else os.fdopen(fd, "r", encoding="utf-8")
     except BaseException:
         os.close(fd)
         raise

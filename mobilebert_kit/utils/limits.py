@@ -49,17 +49,12 @@ SEED = Limit(int, 0, 2**32 - 1)
 
 
 def _problem(limit, value):
-    """Why ``value`` (already a number) breaks ``limit``, or None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"must be {limit.describe()}, got {value!r}"
-    if limit.kind is int and not isinstance(value, int):
-        return f"must be {limit.describe()}, got {value!r}"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"must be {limit.describe()}, got {value!r}"
-    too_low = value <= limit.lo if limit.lo_open else value < limit.lo
-    if too_low or value > limit.hi:
-        return f"must be {limit.describe()}, got {value!r}"
-    return None
+    """Why ``value`` breaks ``limit`` (its type, finiteness or bounds), or None."""
+    number = isinstance(value, int if limit.kind is int else (int, float)) and not isinstance(value, bool)
+    if number and (isinstance(value, int) or math.isfinite(value)):
+        if (value > limit.lo if limit.lo_open else value >= limit.lo) and value <= limit.hi:
+            return None
+    return f"must be {limit.describe()}, got {value!r}"
 
 
 def within(limit, value):
@@ -95,13 +90,8 @@ def check_number(name, value, limit):
 
 def _parse(limit, text):
     text = str(text).strip()
-    if limit.kind is int:
-        try:
-            return int(text, 10)
-        except ValueError:
-            return text
     try:
-        return float(text)
+        return int(text, 10) if limit.kind is int else float(text)
     except ValueError:
         return text
 

@@ -284,19 +284,14 @@ def overlap(path, other):
 def _identities(path):
     """``(id of path or None, ids of its existing ancestors)``, an id being ``(st_dev, st_ino)``; the root, which
     every path has, is left out."""
-    own = None
+    return _identity(path), {_identity(a) for a in path.parents} - {None, _identity(path.anchor or "/")}
+
+
+def _identity(path):
     with contextlib.suppress(OSError):
         st = os.stat(path)
-        own = (st.st_dev, st.st_ino)
-    ancestors = set()
-    for ancestor in path.parents:
-        with contextlib.suppress(OSError):
-            st = os.stat(ancestor)
-            ancestors.add((st.st_dev, st.st_ino))
-    with contextlib.suppress(OSError):
-        root = os.stat(path.anchor or "/")
-        ancestors.discard((root.st_dev, root.st_ino))
-    return own, ancestors
+        return st.st_dev, st.st_ino
+    return None
 
 
 def temp_prefix(path):
@@ -491,22 +486,20 @@ def write_error(path, err):
     return error
 
 
+# What a failed write says, by errno (each ends "(nothing was written)"); any other errno quotes its reason.
+_WRITE_REASONS = {
+    (errno.ENOSPC, errno.EDQUOT): "disk full while writing {}; free space and run again",
+    (errno.EFBIG,): "file size limit reached while writing {}; raise the limit (ulimit -f) or free space and run again",
+    (errno.EACCES, errno.EPERM, errno.EROFS): "cannot write {}: permission denied or read-only file system; choose "
+                                              "a writable path",
+    (errno.ENOTDIR, errno.EEXIST): "cannot write {}: a parent of it is not a directory; choose another path",
+    (errno.ENAMETOOLONG,): "cannot write {}: the name is too long; choose a shorter path",
+}
+
+
 def _write_error(path, err):
     code = getattr(err, "errno", None)
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        return OutputError(f"disk full while writing {path}; free space and run again (nothing was written)")
-    if code == errno.EFBIG:
-        return OutputError(
-            f"file size limit reached while writing {path}; raise the limit (ulimit -f) or free space and run "
-            "again (nothing was written)"
-        )
-    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return OutputError(f"cannot write {path}: permission denied or read-only file system; choose a writable "
-                           "path (nothing was written)")
-    if code in (errno.ENOTDIR, errno.EEXIST):
-        return OutputError(f"cannot write {path}: a parent of it is not a directory; choose another path "
-                           "(nothing was written)")
-    if code == errno.ENAMETOOLONG:
-        return OutputError(f"cannot write {path}: the name is too long; choose a shorter path (nothing was written)")
-    reason = " ".join(str(err.strerror or err).split())
-    return OutputError(f"cannot write {path}: {reason}; check the path and permissions (nothing was written)")
+    reason = next((text.format(path) for codes, text in _WRITE_REASONS.items() if code in codes), None)
+    if reason is None:
+        reason = f"cannot write {path}: {' '.join(str(err.strerror or err).split())}; check the path and permissions"
+    return OutputError(f"{reason} (nothing was written)")

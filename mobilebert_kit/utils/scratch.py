@@ -90,10 +90,8 @@ def sweep(directory=None, now=None):
             continue
         if alive(int(match["pid"])):
             continue
-        # Its lock, taken here, says no owner lives (in any PID namespace); the directory goes at once, not an hour
-        # later: each killed export left its converter's temporaries (62 MB for MiniLM, 440 MB for bert-base) for
-        # an hour, however often the command was run again. Where no lock can be taken (held, or a file system
-        # without flock) only an hour's idleness says the owner is gone.
+        # Its lock, taken here, says no owner lives (in any PID namespace): the directory goes at once, not an hour
+        # later. Where no lock can be taken (held, or a file system without flock) only an hour's idleness says so.
         lock = kernel_lock.hold(entry.path)
         if lock is None and (kernel_lock.held(entry.path) or idle < STALE_AFTER_S):
             continue
@@ -128,8 +126,6 @@ def _drop_lock(path):
 
 
 _locks = {}  # scratch directory -> the descriptor holding its kernel lock
-
-
 _outer = []  # the temporary directories that capturing scratch directories replaced, innermost last
 
 
