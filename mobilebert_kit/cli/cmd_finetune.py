@@ -1,7 +1,9 @@
 """``mbk finetune``: fine-tune an encoder on classification, regression, span QA or token classification."""
 
 import os
+from pathlib import Path
 
+from mobilebert_kit.errors import DataError, TrainingError
 from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
 from mobilebert_kit.training.strategies import STRATEGY_HELP
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
@@ -72,8 +74,6 @@ def register(subparsers):
 
 def find_vocab(model):
     """The vocabulary next to a model: the model directory itself or its parents' (a distill run's teacher is not known)."""
-    from pathlib import Path
-
     for directory in (Path(model), Path(model).parent):
         for name in ("tokenizer.json", "vocab.txt"):
             if (directory / name).is_file():
@@ -127,7 +127,6 @@ def _stored_inputs(args):
 
 def run(args):
     from mobilebert_kit.data.text_tokenizer import TextTokenizer
-    from mobilebert_kit.errors import DataError, TrainingError
     from mobilebert_kit.training.fine_tuner import FineTuner
     from mobilebert_kit.training.finetune_config import FinetuneConfig
     from mobilebert_kit.training.strategies import make_strategy, quiet_cluster_teardown

@@ -1,6 +1,11 @@
 """``mbk info``: parameters and FLOPs of a preset or saved/imported model."""
 
+import json
+import shlex
+from pathlib import Path
+
 from mobilebert_kit.artifacts.formats import SEQ_LEN
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -21,10 +26,6 @@ def register(subparsers):
 
 def load_source(source):
     """A preset name or a checkpoint path -> model, through the one resolver (``sources/``)."""
-    import shlex
-    from pathlib import Path
-
-    from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.models.presets import PRESETS
     from mobilebert_kit.sources.spec import locate
 
@@ -69,8 +70,6 @@ def print_summary(summary, console=None):
 
 
 def run(args):
-    import json
-
     from mobilebert_kit.models.api import check_positions, default_seq_len
     from mobilebert_kit.models.summary import summarize
 

@@ -1,6 +1,9 @@
 """``mbk pretraining-data``: plain text -> masked-LM/NSP examples in sharded TFRecords."""
 
+from pathlib import Path
+
 from mobilebert_kit.data.pretraining_examples import OPTION_LIMITS
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -47,10 +50,6 @@ def register(subparsers):
 
 
 def run(args):
-    from pathlib import Path
-
-    from mobilebert_kit.errors import ConfigError
-
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 

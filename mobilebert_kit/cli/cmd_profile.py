@@ -4,8 +4,11 @@ Only the model files, the standard library and the runtimes are needed: this
 command never imports TensorFlow or the Keras model code.
 """
 
+import os
+import sys
+
 from mobilebert_kit.artifacts.formats import SEQ_LEN, VOCAB_SIZE
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import ConfigError, MbkError
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
@@ -80,7 +83,6 @@ def register(subparsers):
     parser.set_defaults(func=run)
 
 
-# The report options; each writes the output kind its writer declares (_report_kinds).
 REPORT_FLAGS = ("json", "csv", "md", "html")
 
 
@@ -93,8 +95,6 @@ def _report_kinds():
 
 
 def run(args):
-    import sys
-
     from mobilebert_kit.profiler.errors import ProfilerError
 
     if args.list_devices:
@@ -114,10 +114,7 @@ def run(args):
     serials = [s.strip() for item in args.serial for s in item.split(",") if s.strip()]
     results, error = [], None
     try:
-        if args.target == "host":
-            results = _run_host(args)
-        else:
-            results = _run_adb(args, serials)
+        results = _run_host(args) if args.target == "host" else _run_adb(args, serials)
     except MbkError as err:
         results = list(getattr(err, "partial_results", []) or [])
         if not results:
@@ -220,8 +217,6 @@ def _timing_options(args):
 
 
 def _emit(args, results, error):
-    import sys
-
     from rich.console import Console
     from rich.table import Table
 
@@ -231,8 +226,7 @@ def _emit(args, results, error):
     report = build_report(results, options=options, error=None if error is None else str(error))
     # Wide tables stay readable when stdout is a pipe or a CI log.
     console = Console(width=None if sys.stdout.isatty() else 200)
-    title = "mbk profile" + (" [SIMULATED device]" if report["simulated"] else "")
-    table = Table(title=title)
+    table = Table(title="mbk profile" + (" [SIMULATED device]" if report["simulated"] else ""))
     for column in ("model", "precision", "variant", "target", "cores", "thr", "seq", "median ms", "p90 ms", "CV", "init ms", "peak MB", "GFLOP/s", "throttled"):
         table.add_column(column, justify="right" if column not in ("model", "precision", "variant", "target", "cores") else "left")
 
@@ -262,8 +256,6 @@ def _write_reports(report, args):
     """Writes the reports asked for, all or none new: when one fails (a full disk at the HTML), those this run
     had already written at new paths are removed, so the error's "nothing was written" holds; they were left
     behind. A report that replaced an earlier one of ours cannot be taken back, and the error says so."""
-    import os
-
     from mobilebert_kit.profiler.report import write_csv, write_json, write_markdown
     from mobilebert_kit.profiler.report_html import write_html
     from mobilebert_kit.profiler.table6 import table6_markdown
@@ -298,10 +290,6 @@ def _write_reports(report, args):
 def _check_distinct_reports(args):
     """Refuses two report options naming one file: the second report replaced the first, which was then
     left behind as a CSV named like the JSON (or the reverse)."""
-    import os
-
-    from mobilebert_kit.errors import ConfigError
-
     seen = {}
     for flag in REPORT_FLAGS:
         path = getattr(args, flag)
@@ -314,8 +302,6 @@ def _check_distinct_reports(args):
 
 
 def _list_devices(args):
-    import sys
-
     from rich.console import Console
     from rich.table import Table
 
@@ -332,9 +318,7 @@ def _list_devices(args):
     for column in ("serial", "state", "model", "SoC", "Android", "ABI"):
         table.add_column(column)
     for row in rows:
-        soc = row.get("soc", "")
-        if row.get("simulated"):
-            soc += " (SIMULATED)"
+        soc = row.get("soc", "") + (" (SIMULATED)" if row.get("simulated") else "")
         table.add_row(row["serial"], row["state"], row.get("model", ""), soc, row.get("android", ""), row.get("abi", ""))
     Console(width=None if sys.stdout.isatty() else 160).print(table)
     return 0

@@ -1,5 +1,7 @@
 """``mbk quickstart``: the first thing to run: build MobileBERT, import a real checkpoint."""
 
+from pathlib import Path
+
 from mobilebert_kit.artifacts.formats import SEQ_LEN
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.limits import number_option
@@ -27,8 +29,6 @@ SENTENCES = [
 
 
 def run(args):
-    from pathlib import Path
-
     import numpy as np
     from rich.console import Console
 

@@ -17,7 +17,9 @@ import contextlib
 import importlib
 import os
 import pkgutil
+import signal
 import sys
+import warnings
 
 import mobilebert_kit
 from mobilebert_kit.errors import CheckpointError, MbkError
@@ -145,9 +147,6 @@ def _quiet_process():
       message, its temporaries left behind. Ignored, the write fails with EFBIG and the writer's one-line
       error says so and removes what it wrote (``utils/output_check.write_error``).
     """
-    import signal
-    import warnings
-
     warnings.filterwarnings("ignore", message=r".* encountered in ", category=RuntimeWarning)
     with contextlib.suppress(AttributeError, ValueError):  # no SIGXFSZ (Windows), or not the main thread
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
