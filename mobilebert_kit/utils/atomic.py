@@ -15,9 +15,7 @@ A process killed mid-write (SIGKILL, power loss) cannot clean up: its hidden
 ``.NAME.PID.*.partial`` sibling stays behind. Its name never looks finished,
 and the next write of the same ``NAME`` removes leftovers whose writer is gone,
 so they do not pile up across crashed runs. A writer holds the kernel lock of
-its temporary (``utils/kernel_lock.py``) while it writes: a writer in another
-PID namespace (two containers on one volume) has a PID that looks dead here,
-and its live temporary was deleted when the PID alone decided.
+its temporary while it writes (``utils/kernel_lock.py`` says why a PID does not tell).
 
 This module must stay free of TensorFlow: the profiler writes its reports here.
 """
@@ -27,8 +25,10 @@ import errno
 import json
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -312,9 +312,6 @@ def _signals_held(signals=("SIGINT", "SIGTERM", "SIGHUP")):
     (where handlers cannot be set), for a handler that was not set from Python and for an ignored signal,
     nothing is held.
     """
-    import signal
-    import threading
-
     caught, previous = [], {}
     if threading.current_thread() is threading.main_thread():
         for name in signals:

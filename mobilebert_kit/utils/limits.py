@@ -1,9 +1,7 @@
 """Bounds of numeric settings: the :class:`Limit` record and the checks that read it.
 
 Each command declares its own options' bounds beside the code that uses them
-(``artifacts.metadata`` the lengths and sizes a file records, ``profiler.result``
-the profiler's, ``convert.plan.export_options`` the export's,
-``training.finetune_config`` the training runs'). The command line (the argparse
+(docs/architecture.md lists the owners). The command line (the argparse
 ``type=`` factory :func:`number_option`) and the recipe reader
 (:func:`check_number`) take the same :class:`Limit`, so ``--count 0`` and
 ``count = 0`` in a recipe are refused alike, each error naming what the user

@@ -10,9 +10,7 @@ Layout, one decision for every command that resumes into its ``--out``
 
 The writers (``checkpoints/resumable_run.py`` and its subclasses in ``training/`` and ``convert/``) and the
 readers (``mbk export`` and ``mbk evaluate`` through ``checkpoints/`` and ``training/``) sit in different
-layers, so the layout's names live here, TensorFlow-free, and all of them read them. ``run.json`` names the
-command that wrote it (``"command"``); a record without one was written by ``mbk finetune`` before
-``mbk substitute`` resumed.
+layers, so the layout's names live here, TensorFlow-free, and all of them read them.
 
 A live run holds the kernel lock of its directory (``OUT`` for ``mbk finetune`` and ``mbk substitute``, the
 run directory of ``mbk distill``) from its check until its end (:func:`claim_run`), and names itself in
@@ -22,6 +20,7 @@ dies however it dies, so a killed run is an interrupted one at once; a PID would
 namespace, a reused number).
 """
 
+import hashlib
 import json
 import os
 import re
@@ -37,7 +36,6 @@ STATE_DIR = "run"
 RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
 CHECKPOINT_DIR = "checkpoints"
-# The commands that keep a run in OUT/run, and what a message calls such a run.
 # A run record names its command ("command", one word) and what messages call the run ("kind"): the commands
 # own those words (checkpoints/resumable_run.py subclasses), this floor only reads them back.
 _WORD = re.compile(r"[a-z][a-z-]{0,31}")
@@ -95,8 +93,6 @@ def data_fingerprint(path):
     ``path`` is not a file or directory. Shards of gigabytes are known by their size beside that record, so a
     resume does not read them all once more.
     """
-    import hashlib
-
     path = Path(path)
     digest = hashlib.sha256()
     try:

@@ -19,6 +19,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import safetensors
+from safetensors.numpy import save_file
 
 from mobilebert_kit.errors import CheckpointError, is_int
 from mobilebert_kit.utils.structured import load_json
@@ -214,8 +215,6 @@ def write_safetensors(path, arrays, metadata=None):
     Example:
         >>> write_safetensors("/tmp/w.safetensors", {"w": np.zeros(2, np.float32)})
     """
-    from safetensors.numpy import save_file
-
     try:
         save_file(arrays, str(path), metadata=metadata)
     except Exception as err:  # SafetensorError is not importable by a stable name
