@@ -97,17 +97,13 @@ def _stored_inputs(args):
     run.require_interrupted()
     stored = run.read_record()
     record = f"{run.path / RUN_FILE}"
-
-    def bad(key):
-        return run.bad_field(key, given="inputs")
-
     inputs = {}
     for key, kind in (("model", "any"), ("train", "file"), ("eval", "file"), ("vocab", "any")):
         value = stored.get(key)
         if value is None:
             continue
         if not isinstance(value, str) or not value:
-            raise bad(key)
+            raise run.bad_field(key, given="inputs")
         if key == "model" and not os.path.lexists(value):
             inputs[key] = value  # a preset name
         else:  # the check --model / --train / --eval / --vocab get on the command line
@@ -118,7 +114,7 @@ def _stored_inputs(args):
                     ("label_column", lambda v: isinstance(v, str))):
         if stored.get(key) is not None:
             if not ok(stored[key]):
-                raise bad(key)
+                raise run.bad_field(key, given="inputs")
             inputs[key] = stored[key]
     if stored["config"].get("task") is not None:
         inputs["task"] = stored["config"]["task"]

@@ -342,6 +342,8 @@ _DEFAULTS = {**{key: p.default for key, p in _SIGNATURE.parameters.items() if ke
 # vocabularies are ~250k, mT5/XLM-R; the widest is 12,288) and far below what makes Keras build for hours or
 # allocate terabytes: `num_hidden_layers: 1e9` and `hidden_size: 1e9` did both (issue 12).
 _INT, _FLOAT, _BOOL = "integer", "number", "boolean"
+_IS_KIND = {_INT: is_int, _FLOAT: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            _BOOL: lambda v: isinstance(v, bool)}
 CONFIG_FIELDS = {
     "vocab_size": (_INT, 1, 1_000_000),
     "hidden_size": (_INT, 1, 16_384),
@@ -406,13 +408,7 @@ def check_value(key, value, names=None):
     label = (names or {}).get(key, key)
     if value is None and key in OPTIONAL_FIELDS:
         return value
-    if kind == _BOOL:
-        ok = isinstance(value, bool)
-    elif kind == _INT:
-        ok = is_int(value)
-    else:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok:
+    if not _IS_KIND[kind](value):
         raise ConfigError(f"{label} must be a{'n' if kind == _INT else ''} {kind}, got {value!r}; fix the config")
     if kind == _BOOL:
         return value

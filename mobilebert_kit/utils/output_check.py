@@ -314,15 +314,12 @@ def temp_stem(path):
         return name
     digest = hashlib.sha256(raw).hexdigest()[:12]
     keep = raw[:NAME_MAX - TEMP_EXTRA - len(digest) - 1]
-    return f"{keep.decode('utf-8', 'ignore') if _utf8(raw) else os.fsdecode(keep)}~{digest}"
-
-
-def _utf8(raw):
     try:
         raw.decode("utf-8")
-        return True
+        stem = keep.decode("utf-8", "ignore")  # a character cut in two is dropped
     except UnicodeDecodeError:
-        return False
+        stem = os.fsdecode(keep)
+    return f"{stem}~{digest}"
 
 
 def check_parent(path):
