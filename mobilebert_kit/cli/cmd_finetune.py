@@ -7,8 +7,9 @@ from mobilebert_kit.errors import DataError, TrainingError
 from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
 from mobilebert_kit.training.strategies import STRATEGY_HELP
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
-from mobilebert_kit.utils.input_paths import input_path_option
+from mobilebert_kit.utils.input_paths import check_input_path, input_path_option
 from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.run_state import RUN_FILE
 
 
 # Command-line names of FinetuneConfig fields; None defaults mean "the config default, or the stored run's on
@@ -88,8 +89,6 @@ def _stored_inputs(args):
     paths by the same input check) before anything uses it.
     """
     from mobilebert_kit.training.finetune_run import FinetuneRun
-    from mobilebert_kit.utils.input_paths import check_input_path
-    from mobilebert_kit.utils.run_state import RUN_FILE
 
     run = FinetuneRun(args.out)
     if not args.resume:

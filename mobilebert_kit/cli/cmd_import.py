@@ -4,6 +4,7 @@ from pathlib import Path
 
 from mobilebert_kit.checkpoints.families import FAMILIES
 from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.utils.atomic import check_output, file_signature
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.terminal import escape
@@ -31,7 +32,6 @@ def register(subparsers):
 def run(args):
     from mobilebert_kit.checkpoints.importer import import_checkpoint
     from mobilebert_kit.models.api import SAVED_MODEL, count_params, save
-    from mobilebert_kit.utils.atomic import check_output, file_signature
 
     head = None if args.head == "none" else args.head
     source = Path(args.source)

@@ -4,7 +4,7 @@ import json
 import shlex
 from pathlib import Path
 
-from mobilebert_kit.artifacts.formats import SEQ_LEN
+from mobilebert_kit.artifacts.formats import FORMATS, SEQ_LEN
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -33,8 +33,6 @@ def load_source(source):
         raise ConfigError(
             f"{source!r} is neither a preset nor an existing path; presets: {', '.join(PRESETS)}"
         )
-    from mobilebert_kit.artifacts.formats import FORMATS
-
     if Path(source).is_file() and Path(source).suffix.lower() in {f.suffix for f in FORMATS.values()}:
         # An exported file has no Keras model to summarize; "not a checkpoint: expected config.json" sent the
         # user looking for a config the file never had.

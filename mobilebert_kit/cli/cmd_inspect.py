@@ -2,6 +2,7 @@
 
 import json
 
+from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
 
@@ -32,8 +33,6 @@ def run(args):
     report = info.to_dict()
     text = info.format_text()
     if args.xnnpack:
-        from mobilebert_kit.artifacts.formats import FORMATS
-
         if not FORMATS[info.format].xnnpack:
             raise ConfigError("--xnnpack applies to .tflite files (ONNX Runtime has no XNNPACK delegate here)")
         from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage

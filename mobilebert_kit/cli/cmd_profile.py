@@ -9,7 +9,9 @@ import sys
 
 from mobilebert_kit.artifacts.formats import SEQ_LEN, VOCAB_SIZE
 from mobilebert_kit.errors import ConfigError, MbkError
+from mobilebert_kit.profiler.errors import DeviceError, ProfilerError
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
+from mobilebert_kit.utils.atomic import OutputError, UNCHECKED, check_output, check_unchanged, file_signature, remove_path
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -95,14 +97,10 @@ def _report_kinds():
 
 
 def run(args):
-    from mobilebert_kit.profiler.errors import ProfilerError
-
     if args.list_devices:
         return _list_devices(args)
     if not args.files:
         raise ProfilerError("no model file given; usage: mbk profile FILE [FILE...] --target host|adb")
-    from mobilebert_kit.utils.atomic import check_output, file_signature
-
     # Checked before profiling: a refused --json /dev/null must not cost a two-minute run first.
     _check_distinct_reports(args)
     for flag, kind in _report_kinds().items():
@@ -158,7 +156,6 @@ def _takes_text(path, args):
     """Whether ``path`` is a text-in ``.onnx`` (``--tokenizer-in-graph``), timed on ``--text`` only: token arrays
     of a made-up length are no input of it."""
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-    from mobilebert_kit.profiler.errors import ProfilerError
 
     if not (str(path).endswith(".onnx") and isinstance(read_artifact_metadata(path).get("tokenizer_in_graph"), dict)):
         return False
@@ -171,7 +168,6 @@ def _takes_text(path, args):
 def _real_text(args, path):
     """``--text``'s sentences as ``path``'s app tokenizes them (the packed vocabulary, as ``mbk evaluate`` reads it)."""
     from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
-    from mobilebert_kit.profiler.errors import ProfilerError
     from mobilebert_kit.profiler.real_text import RealText
 
     try:
@@ -183,7 +179,6 @@ def _real_text(args, path):
 
 def _run_adb(args, serials):
     from mobilebert_kit.profiler.adb import AdbClient
-    from mobilebert_kit.profiler.errors import ProfilerError
 
     if args.text:
         # benchmark_model feeds one fixed shape per run: a sentence per call is a host loop.
@@ -259,7 +254,6 @@ def _write_reports(report, args):
     from mobilebert_kit.profiler.report import write_csv, write_json, write_markdown
     from mobilebert_kit.profiler.report_html import write_html
     from mobilebert_kit.profiler.table6 import table6_markdown
-    from mobilebert_kit.utils.atomic import UNCHECKED, OutputError, check_unchanged, remove_path
 
     extra = "\n" + table6_markdown(report) + "\n" if args.table6 else ""
     writers = [(args.json, lambda p: write_json(report, p, overwrite=args.overwrite)),
@@ -307,7 +301,6 @@ def _list_devices(args):
 
     from mobilebert_kit.profiler.adb import AdbClient
     from mobilebert_kit.profiler.device import list_devices
-    from mobilebert_kit.profiler.errors import DeviceError
 
     rows = list_devices(AdbClient(args.adb))
     if not rows:

@@ -5,6 +5,7 @@ import json
 
 from mobilebert_kit.convert.plan.export_options import SUBSTITUTE_LIMITS
 from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -101,7 +102,6 @@ def run(args):
     from mobilebert_kit.data.vocab import copy_tokenizer_files
     from mobilebert_kit.models.api import save
     from mobilebert_kit.sources.model_source import write_labels
-    from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 
     sources = [settings["src"], settings["data"]]
     record = substitute_record(settings["src"], settings["data"], {key: settings[key] for key in CONFIG_KEYS})
