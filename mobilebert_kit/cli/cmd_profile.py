@@ -11,7 +11,9 @@ from mobilebert_kit.artifacts.formats import SEQ_LEN, VOCAB_SIZE
 from mobilebert_kit.errors import ConfigError, MbkError
 from mobilebert_kit.profiler.errors import DeviceError, ProfilerError
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
-from mobilebert_kit.utils.atomic import OutputError, UNCHECKED, check_output, check_unchanged, file_signature, remove_path
+from mobilebert_kit.utils.atomic import (
+    UNCHECKED, OutputError, check_output, check_unchanged, file_signature, remove_path,
+)
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
