@@ -567,16 +567,15 @@ def foreign_set_aside(path, kind, *, overwrite=False, sources=()):
 
 
 @contextlib.contextmanager
-def prepared_dir(path, kind, **kwargs):
+def prepared_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
     """:func:`prepare_dir` for a command that may still fail before writing anything: a directory it created
     (or found empty) that holds only its marker when the block fails is put back as it was found, so a
     refused recipe leaves no empty output behind; a path replaced with ``overwrite`` comes back
     (:func:`foreign_set_aside`). Arguments as :func:`prepare_dir`; yields its decision.
     """
-    with foreign_set_aside(path, kind, overwrite=kwargs.get("overwrite", False),
-                           sources=kwargs.get("sources", ())) as found:
+    with foreign_set_aside(path, kind, overwrite=overwrite, sources=sources) as found:
         # One check: a path set aside is gone now, so it is prepared as new.
-        decision = _make_ready(Path(path), kind, NEW if found == OVERWRITE else found, kwargs.get("fresh", False))
+        decision = _make_ready(Path(path), kind, NEW if found == OVERWRITE else found, fresh)
         try:
             yield found
         except BaseException:
