@@ -1,11 +1,9 @@
 """One check for every input path a command takes: what is there must be what the command reads.
 
-A FIFO in a ``mbk pipeline --source`` directory hung the run (``open`` waits for
-a writer); a dangling symlink was an internal error; a directory given as a
-file, a device node or a socket failed deep inside a reader (issue 12). Every
-input path goes through :func:`check_input_path` (or :func:`open_regular`,
+Every input path goes through :func:`check_input_path` (or :func:`open_regular`,
 which never blocks: ``O_NONBLOCK`` and ``fstat`` of what was opened) before
-anything reads it, and the error names the path, escaped.
+anything reads it, and the error names the path, escaped: a FIFO hung a run and
+a dangling symlink was an internal error (docs/reliability.md rows 71, 72).
 
 Standard library only: the profiler and artifact readers use it without TensorFlow.
 """
@@ -108,12 +106,10 @@ def open_regular(path, what, mode="rb"):
 def text_line(raw, number):
     """One line (bytes) of a user's text file, decoded as UTF-8; the first loses a byte-order mark.
 
-    Notepad and Excel start UTF-8 files with one. It is no text: SentencePiece and BPE tokenizers read it as a
-    token of its own (XLM-R's "\\u2581 \\ufeff h ell o" for "hello"), so the first calibration sentence, validation
-    sentence or timed --text line was not the sentence in the file. ``mbk profile --text`` and ``mbk
-    pretraining-data`` decode their lines here; the calibration and validation reader (``convert/plan/input_set``)
-    streams with the same ``utf-8-sig``. A line that is not UTF-8 raises UnicodeDecodeError (each caller names
-    its file and line).
+    Notepad and Excel start UTF-8 files with one, which SentencePiece and BPE tokenizers read as a token of its
+    own (docs/reliability.md row 308). The calibration and validation reader (``convert/plan/input_set``) streams
+    with the same ``utf-8-sig``. A line that is not UTF-8 raises UnicodeDecodeError (each caller names its file
+    and line).
 
     Example:
         >>> text_line(b"\\xef\\xbb\\xbfhello", 1), text_line(b"\\xef\\xbb\\xbfhello", 2)
