@@ -21,9 +21,6 @@ def first_line(err):
     Third-party errors (TensorFlow, tf2onnx, ONNX Runtime, safetensors) run over
     many lines; a one-line error quotes only this part of them.
 
-    Args:
-        err (BaseException): the error to quote.
-
     Example:
         >>> first_line(ValueError("bad shape\\n  at layer 3"))
         'bad shape'

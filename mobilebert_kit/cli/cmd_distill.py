@@ -1,5 +1,9 @@
 """``mbk distill``: progressive knowledge transfer and pre-training distillation of a student."""
 
+import json
+from pathlib import Path
+
+from mobilebert_kit.errors import ConfigError, TrainingError
 from mobilebert_kit.training.finetune_config import TRAINING_LIMITS
 from mobilebert_kit.training.strategies import STRATEGY_HELP
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
@@ -71,10 +75,6 @@ def register(subparsers):
 
 
 def _parse_pairs(items, what):
-    import json
-
-    from mobilebert_kit.errors import ConfigError
-
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -90,9 +90,6 @@ def _parse_pairs(items, what):
 
 
 def run(args):
-    from pathlib import Path
-
-    from mobilebert_kit.errors import ConfigError, TrainingError
     from mobilebert_kit.training.distill_config import DistillConfig
     from mobilebert_kit.training.distiller import RUN_FILE, Distiller
     from mobilebert_kit.training.run_directory import RunDirectory

@@ -1,7 +1,11 @@
 """``mbk evaluate``: task metrics of a fine-tuned model directory or an exported file, alone or side by side."""
 
+import json
+from pathlib import Path
+
 from mobilebert_kit.artifacts.formats import BATCH_SIZE, SEQ_LEN
 from mobilebert_kit.convert.plan.export_options import EVALUATE_LIMITS
+from mobilebert_kit.errors import DataError, MbkError, TrainingError
 from mobilebert_kit.training.task_scoring import DEFAULT_MIN_RATIO
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -49,8 +53,6 @@ def register(subparsers):
 
 def evaluate_one(path, args):
     """The ArtifactEvaluation of a finetune directory or an exported file (TensorFlow loads for a directory only)."""
-    from pathlib import Path
-
     columns = {"text_columns": args.text_columns.split(",") if args.text_columns else None,
                "label_column": args.label_column}
     if Path(path).is_dir():
@@ -65,8 +67,6 @@ def evaluate_one(path, args):
 
 def _named(path, args):
     """evaluate_one, whose one-line error names the --model it is about when there are several."""
-    from mobilebert_kit.errors import DataError, MbkError, TrainingError
-
     try:
         return evaluate_one(path, args)
     except MbkError as err:
@@ -77,9 +77,6 @@ def _named(path, args):
 
 
 def run(args):
-    import json
-    from pathlib import Path
-
     from mobilebert_kit.evaluation.artifact_metrics import compare, comparison_table
 
     paths = [str(path) for path in args.model]

@@ -7,6 +7,7 @@ Contract:
 """
 
 from mobilebert_kit.convert.plan.export_options import add_arguments, from_arguments
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
 
 
@@ -35,8 +36,6 @@ def _progress_log():
 
 
 def run(args):
-    from mobilebert_kit.errors import ConfigError
-
     if args.recipe:
         if args.source or args.out:
             raise ConfigError("pass either --recipe or SRC with flags, not both (the recipe names source and outputs)")

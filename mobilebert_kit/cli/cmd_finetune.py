@@ -1,12 +1,15 @@
 """``mbk finetune``: fine-tune an encoder on classification, regression, span QA or token classification."""
 
 import os
+from pathlib import Path
 
+from mobilebert_kit.errors import DataError, TrainingError
 from mobilebert_kit.training.finetune_config import TRAINING_LIMITS, FinetuneConfig
 from mobilebert_kit.training.strategies import STRATEGY_HELP
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
-from mobilebert_kit.utils.input_paths import input_path_option
+from mobilebert_kit.utils.input_paths import check_input_path, input_path_option
 from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.run_state import RUN_FILE
 
 
 # Command-line names of FinetuneConfig fields; None defaults mean "the config default, or the stored run's on
@@ -72,8 +75,6 @@ def register(subparsers):
 
 def find_vocab(model):
     """The vocabulary next to a model: the model directory itself or its parents' (a distill run's teacher is not known)."""
-    from pathlib import Path
-
     for directory in (Path(model), Path(model).parent):
         for name in ("tokenizer.json", "vocab.txt"):
             if (directory / name).is_file():
@@ -88,8 +89,6 @@ def _stored_inputs(args):
     paths by the same input check) before anything uses it.
     """
     from mobilebert_kit.training.finetune_run import FinetuneRun
-    from mobilebert_kit.utils.input_paths import check_input_path
-    from mobilebert_kit.utils.run_state import RUN_FILE
 
     run = FinetuneRun(args.out)
     if not args.resume:
@@ -97,17 +96,13 @@ def _stored_inputs(args):
     run.require_interrupted()
     stored = run.read_record()
     record = f"{run.path / RUN_FILE}"
-
-    def bad(key):
-        return run.bad_field(key, given="inputs")
-
     inputs = {}
     for key, kind in (("model", "any"), ("train", "file"), ("eval", "file"), ("vocab", "any")):
         value = stored.get(key)
         if value is None:
             continue
         if not isinstance(value, str) or not value:
-            raise bad(key)
+            raise run.bad_field(key, given="inputs")
         if key == "model" and not os.path.lexists(value):
             inputs[key] = value  # a preset name
         else:  # the check --model / --train / --eval / --vocab get on the command line
@@ -118,7 +113,7 @@ def _stored_inputs(args):
                     ("label_column", lambda v: isinstance(v, str))):
         if stored.get(key) is not None:
             if not ok(stored[key]):
-                raise bad(key)
+                raise run.bad_field(key, given="inputs")
             inputs[key] = stored[key]
     if stored["config"].get("task") is not None:
         inputs["task"] = stored["config"]["task"]
@@ -127,7 +122,6 @@ def _stored_inputs(args):
 
 def run(args):
     from mobilebert_kit.data.text_tokenizer import TextTokenizer
-    from mobilebert_kit.errors import DataError, TrainingError
     from mobilebert_kit.training.fine_tuner import FineTuner
     from mobilebert_kit.training.finetune_config import FinetuneConfig
     from mobilebert_kit.training.strategies import make_strategy, quiet_cluster_teardown

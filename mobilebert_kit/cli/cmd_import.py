@@ -1,6 +1,10 @@
 """``mbk import``: convert a checkpoint into a mobilebert-kit saved model."""
 
+from pathlib import Path
+
 from mobilebert_kit.checkpoints.families import FAMILIES
+from mobilebert_kit.errors import CheckpointError, ConfigError
+from mobilebert_kit.utils.atomic import check_output, file_signature
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.terminal import escape
@@ -26,22 +30,15 @@ def register(subparsers):
 
 
 def run(args):
-    from pathlib import Path
-
     from mobilebert_kit.checkpoints.importer import import_checkpoint
-    from mobilebert_kit.models.api import SAVED_MODEL, save
-    from mobilebert_kit.utils.atomic import check_output, file_signature
+    from mobilebert_kit.models.api import SAVED_MODEL, count_params, save
 
     head = None if args.head == "none" else args.head
     source = Path(args.source)
     if not source.exists() and not Path(str(source) + ".index").exists():
-        from mobilebert_kit.errors import CheckpointError
-
         raise CheckpointError(f"{escape(source)} does not exist; pass a checkpoint directory or TF1 checkpoint prefix")
     if args.config is not None and source.is_dir() and (source / "config.json").is_file() \
             and not any(source.glob("*.index")):
-        from mobilebert_kit.errors import ConfigError
-
         # It was ignored: a Hugging Face directory is read with its own config.json.
         raise ConfigError(f"--config is for TF1 checkpoints; {escape(source)} is a Hugging Face directory, read with "
                           "its own config.json: drop --config (or edit that file)")
@@ -53,12 +50,9 @@ def run(args):
     # the model was saved first, so a refused vocabulary replaced a good earlier import with one without any.
     beside = deployment_files(source if source.is_dir() else source.parent, model)
     out = save(model, args.out, overwrite=args.overwrite, sources=sources, extra=beside.write, unchanged_since=began)
-    from mobilebert_kit.models.api import count_params
-
     kind = getattr(model, "architecture", "encoder") or "encoder"
-    carried = beside.carried
     print(f"imported {escape(source)} -> {escape(out)} ({kind}, {count_params(model) / 1e6:.2f}M parameters)"
-          + (f"; {', '.join(carried)} carried alongside" if carried else ""))
+          + (f"; {', '.join(beside.carried)} carried alongside" if beside.carried else ""))
     return 0
 
 
@@ -106,10 +100,6 @@ def deployment_files(source_dir, model):
     """Reads and checks the :class:`DeploymentFiles` of ``source_dir`` for ``model``; writes nothing. MbkError: a
     tokenizer file over its bound or unreadable, a casing setting that is no boolean, a tokenizer whose ids run
     past the embedding table, class names the clients would show wrongly or whose count is not the head's.
-
-    Example:
-        >>> deployment_files(Path("hf-clf"), model).carried  # doctest: +SKIP
-        ['vocab.txt', 'tokenizer_config.json', 'labels.txt']
     """
     from mobilebert_kit.data.text_tokenizer import check_tokenizer_fits, tokenizer_of
     from mobilebert_kit.data.class_names import LABELLED_HEADS

@@ -1,6 +1,11 @@
 """``mbk info``: parameters and FLOPs of a preset or saved/imported model."""
 
-from mobilebert_kit.artifacts.formats import SEQ_LEN
+import json
+import shlex
+from pathlib import Path
+
+from mobilebert_kit.artifacts.formats import FORMATS, SEQ_LEN
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -21,10 +26,6 @@ def register(subparsers):
 
 def load_source(source):
     """A preset name or a checkpoint path -> model, through the one resolver (``sources/``)."""
-    import shlex
-    from pathlib import Path
-
-    from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.models.presets import PRESETS
     from mobilebert_kit.sources.spec import locate
 
@@ -32,8 +33,6 @@ def load_source(source):
         raise ConfigError(
             f"{source!r} is neither a preset nor an existing path; presets: {', '.join(PRESETS)}"
         )
-    from mobilebert_kit.artifacts.formats import FORMATS
-
     if Path(source).is_file() and Path(source).suffix.lower() in {f.suffix for f in FORMATS.values()}:
         # An exported file has no Keras model to summarize; "not a checkpoint: expected config.json" sent the
         # user looking for a config the file never had.
@@ -69,8 +68,6 @@ def print_summary(summary, console=None):
 
 
 def run(args):
-    import json
-
     from mobilebert_kit.models.api import check_positions, default_seq_len
     from mobilebert_kit.models.summary import summarize
 

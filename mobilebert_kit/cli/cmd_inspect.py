@@ -1,5 +1,9 @@
 """``mbk inspect FILE``: inputs, outputs, ops by type, quantized vs float ops, size, client metadata and readiness."""
 
+import json
+
+from mobilebert_kit.artifacts.formats import FORMATS
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
 
 
@@ -23,17 +27,12 @@ def register(subparsers):
 
 
 def run(args):
-    import json
-
     from mobilebert_kit.artifacts.inspection import inspect_artifact
 
     info = inspect_artifact(args.file)
     report = info.to_dict()
     text = info.format_text()
     if args.xnnpack:
-        from mobilebert_kit.artifacts.formats import FORMATS
-        from mobilebert_kit.errors import ConfigError
-
         if not FORMATS[info.format].xnnpack:
             raise ConfigError("--xnnpack applies to .tflite files (ONNX Runtime has no XNNPACK delegate here)")
         from mobilebert_kit.artifacts.xnnpack_coverage import xnnpack_coverage

@@ -5,6 +5,7 @@ Contract:
                  [--device SERIAL [--adb PATH] [--benchmark-binary PATH] [--trials N]]
 """
 
+from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
@@ -43,7 +44,6 @@ def register(subparsers):
 
 
 def run(args):
-    from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.pipeline.runner import Pipeline
     from mobilebert_kit.pipeline.source import default_recipe, default_source
 

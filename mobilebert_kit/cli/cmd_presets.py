@@ -1,5 +1,7 @@
 """``mbk presets``: list the paper configurations with parameter counts."""
 
+import json
+
 
 def register(subparsers):
     parser = subparsers.add_parser(
@@ -14,8 +16,6 @@ def register(subparsers):
 
 
 def run(args):
-    import json
-
     from rich.console import Console
     from rich.table import Table
 

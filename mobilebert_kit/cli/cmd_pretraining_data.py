@@ -1,7 +1,11 @@
 """``mbk pretraining-data``: plain text -> masked-LM/NSP examples in sharded TFRecords."""
 
+from pathlib import Path
+
 from mobilebert_kit.data.pretraining_examples import OPTION_LIMITS
-from mobilebert_kit.utils.output_check import OVERWRITE_HELP
+from mobilebert_kit.errors import ConfigError
+from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.output_check import OVERWRITE_HELP, overlap
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
 
@@ -47,10 +51,6 @@ def register(subparsers):
 
 
 def run(args):
-    from pathlib import Path
-
-    from mobilebert_kit.errors import ConfigError
-
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -68,8 +68,6 @@ def run(args):
     if args.stdlib_corpus:
         from mobilebert_kit.data.records import PRETRAINING_DATA
         from mobilebert_kit.data.stdlib_corpus import STDLIB_CORPUS, build_stdlib_corpus
-        from mobilebert_kit.utils.atomic import atomic_dir, check_output
-        from mobilebert_kit.utils.output_check import overlap
 
         corpus = Path(args.stdlib_corpus)
         # DIR is an output too: it overwrote a user's own train.txt / heldout.txt. Both outputs are decided

@@ -4,9 +4,16 @@ Only the model files, the standard library and the runtimes are needed: this
 command never imports TensorFlow or the Keras model code.
 """
 
+import os
+import sys
+
 from mobilebert_kit.artifacts.formats import SEQ_LEN, VOCAB_SIZE
-from mobilebert_kit.errors import MbkError
+from mobilebert_kit.errors import ConfigError, MbkError
+from mobilebert_kit.profiler.errors import DeviceError, ProfilerError
 from mobilebert_kit.profiler.result import PROFILE_LIMITS
+from mobilebert_kit.utils.atomic import (
+    UNCHECKED, OutputError, check_output, check_unchanged, file_signature, remove_path,
+)
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -80,7 +87,6 @@ def register(subparsers):
     parser.set_defaults(func=run)
 
 
-# The report options; each writes the output kind its writer declares (_report_kinds).
 REPORT_FLAGS = ("json", "csv", "md", "html")
 
 
@@ -93,16 +99,10 @@ def _report_kinds():
 
 
 def run(args):
-    import sys
-
-    from mobilebert_kit.profiler.errors import ProfilerError
-
     if args.list_devices:
         return _list_devices(args)
     if not args.files:
         raise ProfilerError("no model file given; usage: mbk profile FILE [FILE...] --target host|adb")
-    from mobilebert_kit.utils.atomic import check_output, file_signature
-
     # Checked before profiling: a refused --json /dev/null must not cost a two-minute run first.
     _check_distinct_reports(args)
     for flag, kind in _report_kinds().items():
@@ -114,10 +114,7 @@ def run(args):
     serials = [s.strip() for item in args.serial for s in item.split(",") if s.strip()]
     results, error = [], None
     try:
-        if args.target == "host":
-            results = _run_host(args)
-        else:
-            results = _run_adb(args, serials)
+        results = _run_host(args) if args.target == "host" else _run_adb(args, serials)
     except MbkError as err:
         results = list(getattr(err, "partial_results", []) or [])
         if not results:
@@ -161,7 +158,6 @@ def _takes_text(path, args):
     """Whether ``path`` is a text-in ``.onnx`` (``--tokenizer-in-graph``), timed on ``--text`` only: token arrays
     of a made-up length are no input of it."""
     from mobilebert_kit.artifacts.metadata import read_artifact_metadata
-    from mobilebert_kit.profiler.errors import ProfilerError
 
     if not (str(path).endswith(".onnx") and isinstance(read_artifact_metadata(path).get("tokenizer_in_graph"), dict)):
         return False
@@ -174,7 +170,6 @@ def _takes_text(path, args):
 def _real_text(args, path):
     """``--text``'s sentences as ``path``'s app tokenizes them (the packed vocabulary, as ``mbk evaluate`` reads it)."""
     from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
-    from mobilebert_kit.profiler.errors import ProfilerError
     from mobilebert_kit.profiler.real_text import RealText
 
     try:
@@ -186,7 +181,6 @@ def _real_text(args, path):
 
 def _run_adb(args, serials):
     from mobilebert_kit.profiler.adb import AdbClient
-    from mobilebert_kit.profiler.errors import ProfilerError
 
     if args.text:
         # benchmark_model feeds one fixed shape per run: a sentence per call is a host loop.
@@ -220,8 +214,6 @@ def _timing_options(args):
 
 
 def _emit(args, results, error):
-    import sys
-
     from rich.console import Console
     from rich.table import Table
 
@@ -231,8 +223,7 @@ def _emit(args, results, error):
     report = build_report(results, options=options, error=None if error is None else str(error))
     # Wide tables stay readable when stdout is a pipe or a CI log.
     console = Console(width=None if sys.stdout.isatty() else 200)
-    title = "mbk profile" + (" [SIMULATED device]" if report["simulated"] else "")
-    table = Table(title=title)
+    table = Table(title="mbk profile" + (" [SIMULATED device]" if report["simulated"] else ""))
     for column in ("model", "precision", "variant", "target", "cores", "thr", "seq", "median ms", "p90 ms", "CV", "init ms", "peak MB", "GFLOP/s", "throttled"):
         table.add_column(column, justify="right" if column not in ("model", "precision", "variant", "target", "cores") else "left")
 
@@ -262,12 +253,9 @@ def _write_reports(report, args):
     """Writes the reports asked for, all or none new: when one fails (a full disk at the HTML), those this run
     had already written at new paths are removed, so the error's "nothing was written" holds; they were left
     behind. A report that replaced an earlier one of ours cannot be taken back, and the error says so."""
-    import os
-
     from mobilebert_kit.profiler.report import write_csv, write_json, write_markdown
     from mobilebert_kit.profiler.report_html import write_html
     from mobilebert_kit.profiler.table6 import table6_markdown
-    from mobilebert_kit.utils.atomic import UNCHECKED, OutputError, check_unchanged, remove_path
 
     extra = "\n" + table6_markdown(report) + "\n" if args.table6 else ""
     writers = [(args.json, lambda p: write_json(report, p, overwrite=args.overwrite)),
@@ -298,10 +286,6 @@ def _write_reports(report, args):
 def _check_distinct_reports(args):
     """Refuses two report options naming one file: the second report replaced the first, which was then
     left behind as a CSV named like the JSON (or the reverse)."""
-    import os
-
-    from mobilebert_kit.errors import ConfigError
-
     seen = {}
     for flag in REPORT_FLAGS:
         path = getattr(args, flag)
@@ -314,14 +298,11 @@ def _check_distinct_reports(args):
 
 
 def _list_devices(args):
-    import sys
-
     from rich.console import Console
     from rich.table import Table
 
     from mobilebert_kit.profiler.adb import AdbClient
     from mobilebert_kit.profiler.device import list_devices
-    from mobilebert_kit.profiler.errors import DeviceError
 
     rows = list_devices(AdbClient(args.adb))
     if not rows:
@@ -332,9 +313,7 @@ def _list_devices(args):
     for column in ("serial", "state", "model", "SoC", "Android", "ABI"):
         table.add_column(column)
     for row in rows:
-        soc = row.get("soc", "")
-        if row.get("simulated"):
-            soc += " (SIMULATED)"
+        soc = row.get("soc", "") + (" (SIMULATED)" if row.get("simulated") else "")
         table.add_row(row["serial"], row["state"], row.get("model", ""), soc, row.get("android", ""), row.get("abi", ""))
     Console(width=None if sys.stdout.isatty() else 160).print(table)
     return 0

@@ -1,6 +1,9 @@
 """``mbk quickstart``: the first thing to run: build MobileBERT, import a real checkpoint."""
 
+from pathlib import Path
+
 from mobilebert_kit.artifacts.formats import SEQ_LEN
+from mobilebert_kit.utils.atomic import check_output
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.limits import number_option
 
@@ -27,15 +30,12 @@ SENTENCES = [
 
 
 def run(args):
-    from pathlib import Path
-
     import numpy as np
     from rich.console import Console
 
     from mobilebert_kit.cli.cmd_info import print_summary
     from mobilebert_kit.models.api import SAVED_MODEL, build, save
     from mobilebert_kit.models.summary import summarize
-    from mobilebert_kit.utils.atomic import check_output
 
     check_output(args.out, SAVED_MODEL, overwrite=args.overwrite)  # before the minutes of step 1
     console = Console()

@@ -1,7 +1,11 @@
 """``mbk substitute SRC --norm no_norm --act relu --out DIR [--recover-steps N --data FILE]``, and
 ``mbk substitute --out DIR --resume`` to continue an interrupted recovery (``convert/prepare/recovery_run.py``)."""
 
+import json
+
 from mobilebert_kit.convert.plan.export_options import SUBSTITUTE_LIMITS
+from mobilebert_kit.errors import ConfigError, check_choice
+from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -81,10 +85,6 @@ def _settings(args):
 
 
 def run(args):
-    import json
-
-    from mobilebert_kit.errors import ConfigError, check_choice
-
     settings = _settings(args)
     if settings["src"] is None:
         raise ConfigError("missing SRC, the model to substitute (needed unless --resume finds a run in --out)")
@@ -102,7 +102,6 @@ def run(args):
     from mobilebert_kit.data.vocab import copy_tokenizer_files
     from mobilebert_kit.models.api import save
     from mobilebert_kit.sources.model_source import write_labels
-    from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 
     sources = [settings["src"], settings["data"]]
     record = substitute_record(settings["src"], settings["data"], {key: settings[key] for key in CONFIG_KEYS})
@@ -147,7 +146,6 @@ def run(args):
 
 def _carry_pooling(prepared, directory):
     """The source's sentence pooling, declared in the output too (sources/pooling.py); a phrase, or None."""
-    from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.sources.pooling import carry_pooling
 
     try:

@@ -3,6 +3,8 @@
 ``--arch arm64`` also runs the file on the runtime's aarch64 build, emulated (``convert/validation/arch_validation.py``).
 """
 
+import json
+
 from mobilebert_kit.artifacts.arches import ARCHES, arch
 from mobilebert_kit.artifacts.formats import SEQ_LEN
 from mobilebert_kit.convert.plan.export_options import ROWS, parse_thresholds
@@ -40,8 +42,6 @@ def register(subparsers):
 
 
 def run(args):
-    import json
-
     from mobilebert_kit.artifacts.metadata import in_graph_length, planned_length, read_artifact_metadata
 
     meta = read_artifact_metadata(args.file)  # a missing or unreadable file fails here, before TensorFlow loads

@@ -17,10 +17,15 @@ import contextlib
 import importlib
 import os
 import pkgutil
+import signal
 import sys
+import warnings
 
 import mobilebert_kit
 from mobilebert_kit.errors import CheckpointError, MbkError
+from mobilebert_kit.utils.interrupt import TerminateAsInterrupt
+from mobilebert_kit.utils.run_state import interrupted_run, resume_hint
+from mobilebert_kit.utils.scratch import scratch_directory
 from mobilebert_kit.utils.terminal import escape
 
 
@@ -73,8 +78,6 @@ def _error_text(err):
 def _resume_note(args):
     """``"; <how to resume>"`` when an interrupt that carried no message (a second Ctrl-C, which stops at once)
     left a resumable run in ``--out``; else ``""``."""
-    from mobilebert_kit.utils.run_state import interrupted_run, resume_hint
-
     out = getattr(args, "out", None)
     try:
         return f"; {escape(resume_hint(out))}" if isinstance(out, (str, os.PathLike)) and interrupted_run(out) else ""
@@ -145,9 +148,6 @@ def _quiet_process():
       message, its temporaries left behind. Ignored, the write fails with EFBIG and the writer's one-line
       error says so and removes what it wrote (``utils/output_check.write_error``).
     """
-    import signal
-    import warnings
-
     warnings.filterwarnings("ignore", message=r".* encountered in ", category=RuntimeWarning)
     with contextlib.suppress(AttributeError, ValueError):  # no SIGXFSZ (Windows), or not the main thread
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -165,9 +165,6 @@ def _main(argv):
         return 2
     _quiet_process()
     try:
-        from mobilebert_kit.utils.interrupt import TerminateAsInterrupt
-        from mobilebert_kit.utils.scratch import scratch_directory
-
         # The command's temporaries (ours, the converters', AutoGraph's) in one directory that a later
         # command sweeps if this process is killed (utils/scratch.py). Not required: `mbk presets` needs
         # no temporary space, and what does names a full TMPDIR itself.
@@ -190,8 +187,6 @@ def _main(argv):
     except Exception as err:  # noqa: BLE001  (last line of defence: never a raw traceback)
         if args.debug:
             raise
-        from mobilebert_kit.utils.interrupt import TerminateAsInterrupt
-
         if TerminateAsInterrupt.received:  # the interrupt, surfacing as another error (an import it broke)
             print(f"mbk {args.command}: interrupted{_resume_note(args)}", file=sys.stderr)
             return 130

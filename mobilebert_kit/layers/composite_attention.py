@@ -145,9 +145,7 @@ class CompositeAttention(MultiHeadAttention):
             # real tokens do not depend on what the padded positions hold.
             values = values * tf.cast(attention_mask, values.dtype)[:, :, tf.newaxis]
         context = context + self.depthwise_conv(values)
-        if return_attention_scores:
-            return context, probs
-        return context
+        return (context, probs) if return_attention_scores else context
 
     def get_config(self):
         return {

@@ -53,35 +53,21 @@ class FeedForward(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.dropout_rate = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        if num_groups > 1:
-            self.intermediate = GroupedDense(
-                intermediate_size, num_groups, activation=hidden_act, kernel_initializer=self.kernel_initializer,
-                name="intermediate", dtype=self.dtype_policy,
-            )
-        else:
-            self.intermediate = TokenDense(
-                intermediate_size,
-                activation=get_activation(hidden_act),
-                kernel_initializer=fresh_initializer(self.kernel_initializer),
-                name="intermediate",
-                dtype=self.dtype_policy,
-            )
+        self.intermediate = self._dense(intermediate_size, "intermediate", hidden_act)
         self.norm = make_norm(normalization_type, layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
         self.dropout = KeyedDropout(dropout, name="dropout", dtype=self.dtype_policy)
         self.output_dense = None  # built lazily: its width is the input width
 
-    def build(self, input_shape):
-        width = int(input_shape[-1])
+    def _dense(self, units, name, activation=None):
+        """A grouped linear layer (ConvBERT Eq. 7) with ``num_groups`` > 1, else a dense one."""
         if self.num_groups > 1:
-            self.output_dense = GroupedDense(
-                width, self.num_groups, kernel_initializer=self.kernel_initializer, name="output",
-                dtype=self.dtype_policy,
-            )
-        else:
-            self.output_dense = TokenDense(
-                width, kernel_initializer=fresh_initializer(self.kernel_initializer), name="output",
-                dtype=self.dtype_policy,
-            )
+            return GroupedDense(units, self.num_groups, activation=activation,
+                                kernel_initializer=self.kernel_initializer, name=name, dtype=self.dtype_policy)
+        return TokenDense(units, activation=None if activation is None else get_activation(activation), name=name,
+                          kernel_initializer=fresh_initializer(self.kernel_initializer), dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        self.output_dense = self._dense(int(input_shape[-1]), "output")
         super().build(input_shape)
 
     def call(self, inputs, training=None):

@@ -79,9 +79,7 @@ class MixedAttention(MultiHeadAttention):
         context = self._merge_heads(context, dims)  # (B, S, N*D)
         convolved = self.span_conv(mixed_query, key, value)  # (B, S, N*D)
         context = tf.concat([context, convolved], axis=-1)  # attention heads, then convolution heads
-        if return_attention_scores:
-            return context, probs
-        return context
+        return (context, probs) if return_attention_scores else context
 
     def get_config(self):
         return {**super().get_config(), "conv_kernel_size": self.conv_kernel_size}

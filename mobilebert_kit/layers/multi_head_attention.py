@@ -143,9 +143,7 @@ class MultiHeadAttention(keras.layers.Layer):
         probs = tf.nn.softmax(scores, axis=-1)
         context = self.attention_context(self.dropout(probs, training=training), v)  # (B, N, Sq, D)
         context = self._merge_heads(context, dims)  # (B, Sq, N*D)
-        if return_attention_scores:
-            return context, probs
-        return context
+        return (context, probs) if return_attention_scores else context
 
     def get_config(self):
         config = {

@@ -215,9 +215,7 @@ class TransformerBlock(keras.layers.Layer):
         """The layout of the class docstring: bottlenecks, ``attention``, ``attention_output``, ``ffn_i``."""
         bottleneck, eps, dropout = self.use_bottleneck, self.layer_norm_epsilon, self.hidden_dropout
         norm = dict(normalization_type=self.normalization_type, dtype=self.dtype_policy, kernel_initializer=init)
-        self.bottleneck_input = None
-        self.bottleneck_attention = None
-        self.output_bottleneck = None
+        self.bottleneck_input = self.bottleneck_attention = self.output_bottleneck = None
         if bottleneck:
             self.bottleneck_input = ProjectionNorm(width, layer_norm_epsilon=eps, name="bottleneck_input", **norm)
             if self.key_query_shared_bottleneck and not self.use_bottleneck_attention:
@@ -350,9 +348,7 @@ class TransformerBlock(keras.layers.Layer):
             h = ffn(h, training=training)
         if self.output_bottleneck is not None:
             h = self.output_bottleneck(h, residual=x, training=training)
-        if return_attention_scores:
-            return h, probs
-        return h
+        return (h, probs) if return_attention_scores else h
 
     def compute_output_shape(self, input_shape):
         # A block keeps its input's shape; tfmot's quantize wrappers ask for it.

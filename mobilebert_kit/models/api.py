@@ -57,11 +57,7 @@ def build(preset, **overrides):
 
 
 def check_path_argument(value, what):
-    """Raises ConfigError unless ``value`` is a path (str or os.PathLike); ``None`` or bytes were a raw TypeError.
-
-    Example:
-        >>> check_path_argument("runs/m", "a saved-model directory")
-    """
+    """Raises ConfigError unless ``value`` is a path (str or os.PathLike); ``None`` or bytes were a raw TypeError."""
     if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
         raise ConfigError(f"expected {what} as a str or pathlib.Path, got {type(value).__name__}")
 
@@ -75,22 +71,13 @@ def max_positions(config):
     checkpoint was trained to that length and its tokenizer truncates there. An open-length TFLite file cuts a
     longer text to it (``PositionClip``), which is also what lets the converter calibrate it (see
     ``PositionClip``); an export asked for more is refused in one line.
-
-    Example:
-        >>> max_positions(build("tiny-bert").config), max_positions(build("tiny-nezha").config)
-        (64, 64)
     """
     # RoBERTa's first token reads row pad_token_id + 1: the rows before it are never reached.
     return config["max_position_embeddings"] - config.get("position_offset", 0)
 
 
 def default_seq_len(config, default=128):
-    """``default`` tokens, or the encoder's positions when it has fewer (``tiny-bert``: 64).
-
-    Example:
-        >>> default_seq_len(build("tiny-bert").config)
-        64
-    """
+    """``default`` tokens, or the encoder's positions when it has fewer (``tiny-bert``: 64)."""
     positions = max_positions(config)
     return min(default, positions) if positions else default
 
@@ -100,9 +87,6 @@ def check_positions(config, seq_len, option="--seq-len"):
 
     Keras would otherwise fail deep inside the embedding's gather with a multi-line message. ``seq_len`` None:
     nothing to check; ``option``: the option the user set, named in the message.
-
-    Example:
-        >>> check_positions(build("tiny-bert").config, 16)
     """
     limit = max_positions(config)
     if seq_len is not None and limit is not None and seq_len > limit:
@@ -150,9 +134,6 @@ def check_finite_weights(arrays, source, error=CheckpointError, fix="re-export o
     (issue 12), so every weight is checked, not only what the outputs reach. ``arrays``: name -> numpy array
     or variable; ``source`` names what holds them, ``error`` is the MbkError subclass raised, ``fix`` what the
     user should do.
-
-    Example:
-        >>> check_finite_weights({"bias": np.zeros(3)}, "test")
     """
     bad = []
     for name, value in arrays.items():

@@ -342,6 +342,8 @@ _DEFAULTS = {**{key: p.default for key, p in _SIGNATURE.parameters.items() if ke
 # vocabularies are ~250k, mT5/XLM-R; the widest is 12,288) and far below what makes Keras build for hours or
 # allocate terabytes: `num_hidden_layers: 1e9` and `hidden_size: 1e9` did both (issue 12).
 _INT, _FLOAT, _BOOL = "integer", "number", "boolean"
+_IS_KIND = {_INT: is_int, _FLOAT: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            _BOOL: lambda v: isinstance(v, bool)}
 CONFIG_FIELDS = {
     "vocab_size": (_INT, 1, 1_000_000),
     "hidden_size": (_INT, 1, 16_384),
@@ -401,22 +403,12 @@ def check_value(key, value, names=None):
     """Checks one Encoder option ``key`` against :data:`CONFIG_FIELDS`; returns ``value`` or raises a one-line
     ConfigError, naming the option as ``names`` maps it (option -> the name the user wrote, ``{"num_layers":
     "num_hidden_layers"}`` for a Hugging Face config.json).
-
-    Example:
-        >>> check_value("num_layers", 12)
-        12
     """
     kind, low, high = CONFIG_FIELDS[key]
     label = (names or {}).get(key, key)
     if value is None and key in OPTIONAL_FIELDS:
         return value
-    if kind == _BOOL:
-        ok = isinstance(value, bool)
-    elif kind == _INT:
-        ok = is_int(value)
-    else:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok:
+    if not _IS_KIND[kind](value):
         raise ConfigError(f"{label} must be a{'n' if kind == _INT else ''} {kind}, got {value!r}; fix the config")
     if kind == _BOOL:
         return value
@@ -428,11 +420,7 @@ def check_value(key, value, names=None):
 
 
 def check_fields(config, names=None):
-    """Checks every option of ``config`` that :data:`CONFIG_FIELDS` lists (and the epsilon overrides).
-
-    Example:
-        >>> check_fields({"hidden_size": 32, "hidden_dropout": 0.1})
-    """
+    """Checks every option of ``config`` that :data:`CONFIG_FIELDS` lists (and the epsilon overrides)."""
     for key, value in config.items():
         if key in CONFIG_FIELDS:
             check_value(key, value, names)
@@ -482,11 +470,7 @@ def estimate_parameters(config):
 
 
 def check_size(config, limit=MAX_PARAMETERS):
-    """Refuses, before building, a config whose estimated parameter count is over ``limit``.
-
-    Example:
-        >>> check_size(dict(vocab_size=100, hidden_size=32, num_layers=2, intermediate_size=64))
-    """
+    """Refuses, before building, a config whose estimated parameter count is over ``limit``."""
     estimate = estimate_parameters(config)
     if estimate > limit:
         raise ConfigError(

@@ -8,7 +8,6 @@ code. Element-wise work (norms, activations, softmax) is not counted, as in
 the MobileBERT paper's #FLOPS columns (Tables 3-5).
 """
 
-
 import numpy as np
 
 from mobilebert_kit.backend import tf
@@ -45,11 +44,9 @@ def _op_flops(op):
                 sizes[letter] = max(sizes.get(letter, 1), dim)
         return 2 * int(np.prod(list(sizes.values())))
     if kind in ("Conv2D", "Conv1D", "DepthwiseConv2dNative"):
-        out = _dims(op.outputs[0])
-        kernel = _dims(op.inputs[1])
-        if kind == "DepthwiseConv2dNative":
-            return 2 * int(np.prod(out)) * kernel[0] * kernel[1]
-        return 2 * int(np.prod(out)) * int(np.prod(kernel[:-1]))
+        out, kernel = _dims(op.outputs[0]), _dims(op.inputs[1])
+        taps = kernel[0] * kernel[1] if kind == "DepthwiseConv2dNative" else int(np.prod(kernel[:-1]))
+        return 2 * int(np.prod(out)) * taps
     return 0
 
 
@@ -79,11 +76,8 @@ def count_flops(model, seq_len=128, batch_size=1):
 
 def _walk(graph):
     """Yields the ops of ``graph`` and of the functions it calls (nested tf.functions)."""
-    for op in graph.get_operations():
-        yield op
+    yield from graph.get_operations()
     for function in graph._functions.values():  # noqa: SLF001  (no public accessor for nested bodies)
         body = getattr(function, "graph", None)
         if body is not None:
             yield from _walk(body)
-
-

@@ -51,7 +51,5 @@ def problem_of(head_config):
         >>> problem_of({"num_labels": 1}), problem_of({"num_labels": 3, "problem_type": "regression"})
         ('regression', 'regression')
     """
-    declared = head_config.get("problem_type")
-    if declared:
-        return declared
-    return "regression" if head_config.get("num_labels") == 1 else "single_label_classification"
+    fallback = "regression" if head_config.get("num_labels") == 1 else "single_label_classification"
+    return head_config.get("problem_type") or fallback

@@ -95,10 +95,6 @@ def preset_param_counts(names, progress=None):
     Counts are cached per config (and package version) under ``~/.cache/mobilebert-kit``; a
     changed preset gets a new hash and is counted again. ``progress(name, index, total)`` is called before
     counting each of the ``total`` presets not cached. Returns ``{name: parameter count}``.
-
-    Example:
-        >>> preset_param_counts(["tiny-bert"])["tiny-bert"]  # doctest: +SKIP
-        56384
     """
     cache_path = _cache_file()
     cache = _read_cache(cache_path)

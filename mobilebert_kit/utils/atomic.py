@@ -15,9 +15,7 @@ A process killed mid-write (SIGKILL, power loss) cannot clean up: its hidden
 ``.NAME.PID.*.partial`` sibling stays behind. Its name never looks finished,
 and the next write of the same ``NAME`` removes leftovers whose writer is gone,
 so they do not pile up across crashed runs. A writer holds the kernel lock of
-its temporary (``utils/kernel_lock.py``) while it writes: a writer in another
-PID namespace (two containers on one volume) has a PID that looks dead here,
-and its live temporary was deleted when the PID alone decided.
+its temporary while it writes (``utils/kernel_lock.py`` says why a PID does not tell).
 
 This module must stay free of TensorFlow: the profiler writes its reports here.
 """
@@ -27,8 +25,10 @@ import errno
 import json
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -66,17 +66,15 @@ def _plain_mode(path):
     os.umask(umask)
     if os.path.islink(path):
         return
-    if os.path.isdir(path):
+    if os.path.isfile(path):
+        os.chmod(path, 0o666 & ~umask)
+    elif os.path.isdir(path):
         os.chmod(path, 0o777 & ~umask)
         for root, dirs, files in os.walk(path):
-            for name in dirs:
-                if not os.path.islink(os.path.join(root, name)):
-                    os.chmod(os.path.join(root, name), 0o777 & ~umask)
-            for name in files:
-                if not os.path.islink(os.path.join(root, name)):
-                    os.chmod(os.path.join(root, name), 0o666 & ~umask)
-    elif os.path.isfile(path):
-        os.chmod(path, 0o666 & ~umask)
+            for names, mode in ((dirs, 0o777), (files, 0o666)):
+                for name in names:
+                    if not os.path.islink(os.path.join(root, name)):
+                        os.chmod(os.path.join(root, name), mode & ~umask)
 
 
 def _keep_access(path, tmp):
@@ -141,9 +139,6 @@ def check_unchanged(path, since, who="this one", error=OutputError, installed_no
     replaced). ``since`` may be :data:`UNCHECKED` (nothing to compare); ``who`` is the command as the message
     names it (``"this export"``), ``error`` the command's own error type; ``installed_nothing=False`` where the
     caller may already have written other outputs and says so itself.
-
-    Example:
-        >>> check_unchanged("m.tflite", file_signature("m.tflite"))  # doctest: +SKIP
     """
     if since is UNCHECKED:
         return
@@ -316,14 +311,7 @@ def _signals_held(signals=("SIGINT", "SIGTERM", "SIGHUP")):
     thread blocks, and Python would still run the handler in the main thread at once. Outside the main thread
     (where handlers cannot be set), for a handler that was not set from Python and for an ignored signal,
     nothing is held.
-
-    Example:
-        >>> with _signals_held():
-        ...     pass
     """
-    import signal
-    import threading
-
     caught, previous = [], {}
     if threading.current_thread() is threading.main_thread():
         for name in signals:
@@ -342,9 +330,6 @@ def _signals_held(signals=("SIGINT", "SIGTERM", "SIGHUP")):
 def relist(directory):
     """Updates the file list of our output ``directory``'s marker after mbk added files to it (a vocabulary, a
     pooling config copied beside a saved model), so that a later run does not take them for the user's.
-
-    Example:
-        >>> relist("runs/distill/student")  # doctest: +SKIP
     """
     data = json_object(Path(directory) / MARKER_FILE, limit=1 << 20)
     if not data or not isinstance(data.get("files"), list):
@@ -358,11 +343,7 @@ def relist(directory):
 
 
 def relist_as(directory, record):
-    """Replaces our output ``directory``'s marker with ``record`` (a run listing what its ``OUT`` holds).
-
-    Example:
-        >>> relist_as("runs/sst2", {"format": FINETUNE_OUTPUT.format, "version": 1, "files": []})  # doctest: +SKIP
-    """
+    """Replaces our output ``directory``'s marker with ``record`` (a run listing what its ``OUT`` holds)."""
     _store_marker(directory, record)
 
 
@@ -405,12 +386,7 @@ def atomic_file(path, mode="wb", *, kind=None, overwrite=False, sources=()):
 
 
 def write_text(path, text, *, kind=None, overwrite=False, sources=()):
-    """Writes ``text`` (UTF-8) to ``path`` atomically; returns ``path`` as a string.
-
-    Example:
-        >>> write_text("r.md", "# report\\n", kind=PROFILE_MD)  # doctest: +SKIP
-        'r.md'
-    """
+    """Writes ``text`` (UTF-8) to ``path`` atomically; returns ``path`` as a string."""
     with atomic_file(path, "w", kind=kind, overwrite=overwrite, sources=sources) as handle:
         handle.write(text)
     return str(path)
@@ -419,10 +395,6 @@ def write_text(path, text, *, kind=None, overwrite=False, sources=()):
 def file_signature(path):
     """``(device, inode, size, mtime_ns)`` of ``path`` as it is now (not following a link), None when absent:
     a file replaced by a rename has another inode, even at the same size and time.
-
-    Example:
-        >>> file_signature("/no/such/file") is None
-        True
     """
     try:
         st = os.lstat(path)
@@ -458,10 +430,6 @@ def install_lock(path, wait_s=120.0):
     their first rename: their installs then follow one another instead of interleaving. A block that never calls
     it takes no lock. The lock of a directory is also what a running command holds on its own run directory, so
     waiting is bounded (``wait_s``).
-
-    Example:
-        >>> with install_lock("/tmp/m.onnx") as install:  # doctest: +SKIP
-        ...     install.hold(); write_both()
     """
     lock = _InstallLock(os.path.dirname(os.path.realpath(path)), wait_s)
     try:
@@ -480,28 +448,9 @@ def atomic_path(path, *, kind=None, overwrite=False, sources=()):
         >>> with atomic_path("m.onnx", kind=ONNX_OUTPUT) as tmp:  # doctest: +SKIP
         ...     onnx.save(model, str(tmp))
     """
-    path = _begin(path, kind, overwrite, sources)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent)
-        os.close(fd)
-    except OSError as err:
-        raise write_error(path, err) from err
-    lock = kernel_lock.hold(tmp)  # the sign that its writer lives, for a sweep in another PID namespace
-    try:
-        yield Path(tmp)
+    with _temporary(_begin(path, kind, overwrite, sources), is_dir=False) as (path, tmp):
+        yield tmp
         _finish(tmp, path, kind, overwrite, sources)
-    except OSError as err:
-        remove_path(tmp)
-        raise write_error(path, err) from err
-    except Exception as err:
-        remove_path(tmp)
-        _raise_write_failure(path, err)
-        raise
-    except BaseException:
-        remove_path(tmp)
-        raise
-    finally:
-        kernel_lock.release(lock)
 
 
 @contextlib.contextmanager
@@ -518,44 +467,42 @@ def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False, u
         >>> with atomic_dir("runs/model", SAVED_MODEL) as tmp:  # doctest: +SKIP
         ...     save_into(tmp)
     """
-    path = _begin(path, kind, overwrite, sources, keep_foreign)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent))
-    except OSError as err:
-        raise write_error(path, err) from err
-    lock = kernel_lock.hold(tmp)  # as in atomic_path
-    try:
+    with _temporary(_begin(path, kind, overwrite, sources, keep_foreign), is_dir=True) as (path, tmp):
         yield tmp
         _write_marker(tmp, kind)
         _finish(tmp, path, kind, overwrite, sources, keep_foreign=keep_foreign, since=unchanged_since)
+
+
+@contextlib.contextmanager
+def _temporary(path, is_dir):
+    """Yields ``(path, tmp)``, ``tmp`` a new hidden ``.partial`` sibling of ``path``, held by its kernel lock (the
+    sign that its writer lives, for a sweep in another PID namespace). When the block fails ``tmp`` is removed,
+    and an OSError, or a library's own error that reports a full disk or a file size limit in words
+    (TensorFlow's ResourceExhaustedError / OutOfRangeError, onnx's and safetensors' errors), becomes the
+    one-line :func:`write_error`."""
+    try:
+        if is_dir:
+            tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent))
+        else:
+            fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent)
+            os.close(fd)
     except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise write_error(path, err) from err
-    except OutputError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        # A writer nested in the block (a model saved into the directory) names its path under the hidden
-        # temporary directory, which is gone now: name the place the user will look for instead.
-        if str(tmp) in str(err):
+    lock = kernel_lock.hold(tmp)
+    try:
+        yield path, Path(tmp)
+    except BaseException as err:
+        remove_path(tmp, ignore_errors=True)
+        if isinstance(err, OutputError) and str(tmp) in str(err):
+            # A writer nested in the block (a model saved into the directory) names its path under the hidden
+            # temporary directory, which is gone now: name the place the user will look for instead.
             raise OutputError(str(err).replace(str(tmp), str(path))) from err
-        raise
-    except Exception as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _raise_write_failure(path, err)
-        raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        failed = err if isinstance(err, OSError) else os_error_in(err) if isinstance(err, Exception) else None
+        if failed is not None:
+            raise write_error(path, failed) from err
         raise
     finally:
         kernel_lock.release(lock)
-
-
-def _raise_write_failure(path, err):
-    """Raises the one-line write error of a library's own error type that reports a full disk or a file size
-    limit in words (TensorFlow's ResourceExhaustedError / OutOfRangeError, onnx's and safetensors' errors): it
-    was an internal error, with the temporary output already removed. Anything else returns."""
-    failed = os_error_in(err)
-    if failed is not None:
-        raise write_error(path, failed) from err
 
 
 def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
@@ -563,10 +510,6 @@ def prepare_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
     outputs): checked by :func:`check_output`, created with its marker; a directory that is not ours is
     removed first only with ``overwrite``, one of ours only with ``fresh`` (start over). Returns the decision
     of :func:`check_output`.
-
-    Example:
-        >>> prepare_dir("runs/distill", DISTILL_RUN)  # doctest: +SKIP
-        'new'
     """
     return _make_ready(Path(path), kind, check_output(path, kind, overwrite=overwrite, sources=sources), fresh)
 
@@ -600,10 +543,6 @@ def foreign_set_aside(path, kind, *, overwrite=False, sources=()):
     Without this, the user's directory was deleted when the run started, and a run that then failed or
     was stopped left neither it nor an output. The sibling (``.NAME.PID.RANDOM.overwritten``) is never
     swept: after a SIGKILL the user's files are still there. Yields :func:`check_output`'s decision.
-
-    Example:
-        >>> with foreign_set_aside("runs/x", PIPELINE_OUTPUT, overwrite=True):  # doctest: +SKIP
-        ...     fill("runs/x")
     """
     path = Path(path)
     decision = check_output(path, kind, overwrite=overwrite, sources=sources)
@@ -628,20 +567,15 @@ def foreign_set_aside(path, kind, *, overwrite=False, sources=()):
 
 
 @contextlib.contextmanager
-def prepared_dir(path, kind, **kwargs):
+def prepared_dir(path, kind, *, overwrite=False, sources=(), fresh=False):
     """:func:`prepare_dir` for a command that may still fail before writing anything: a directory it created
     (or found empty) that holds only its marker when the block fails is put back as it was found, so a
     refused recipe leaves no empty output behind; a path replaced with ``overwrite`` comes back
     (:func:`foreign_set_aside`). Arguments as :func:`prepare_dir`; yields its decision.
-
-    Example:
-        >>> with prepared_dir("out/pipeline", PIPELINE_OUTPUT) as decision:  # doctest: +SKIP
-        ...     run_stages()
     """
-    with foreign_set_aside(path, kind, overwrite=kwargs.get("overwrite", False),
-                           sources=kwargs.get("sources", ())) as found:
+    with foreign_set_aside(path, kind, overwrite=overwrite, sources=sources) as found:
         # One check: a path set aside is gone now, so it is prepared as new.
-        decision = _make_ready(Path(path), kind, NEW if found == OVERWRITE else found, kwargs.get("fresh", False))
+        decision = _make_ready(Path(path), kind, NEW if found == OVERWRITE else found, fresh)
         try:
             yield found
         except BaseException:
@@ -686,9 +620,6 @@ def _sweep_leftovers(path):
 def remove_path(path, ignore_errors=False):
     """Removes what is at ``path`` (nothing there is no error): a directory tree, or a file, link or special
     file (a link is never followed); ``ignore_errors`` as ``shutil.rmtree``'s.
-
-    Example:
-        >>> remove_path("/tmp/no-such-mbk-path")
     """
     path = Path(path)
     if path.is_dir() and not path.is_symlink():

@@ -1,11 +1,9 @@
 """One check for every input path a command takes: what is there must be what the command reads.
 
-A FIFO in a ``mbk pipeline --source`` directory hung the run (``open`` waits for
-a writer); a dangling symlink was an internal error; a directory given as a
-file, a device node or a socket failed deep inside a reader (issue 12). Every
-input path goes through :func:`check_input_path` (or :func:`open_regular`,
+Every input path goes through :func:`check_input_path` (or :func:`open_regular`,
 which never blocks: ``O_NONBLOCK`` and ``fstat`` of what was opened) before
-anything reads it, and the error names the path, escaped.
+anything reads it, and the error names the path, escaped: a FIFO hung a run and
+a dangling symlink was an internal error (docs/reliability.md rows 71, 72).
 
 Standard library only: the profiler and artifact readers use it without TensorFlow.
 """
@@ -55,10 +53,6 @@ def check_input_path(path, what, kind="file", tree=False):
         kind: ``"file"`` (a regular file), ``"dir"`` or ``"any"`` (a regular file or a directory).
         tree: for a directory, also check every entry below it (hidden entries included): no FIFO,
             device, socket or dangling symlink, so nothing that reads the tree can block or crash.
-
-    Example:
-        >>> check_input_path("export/default.toml", "recipe")  # doctest: +SKIP
-        'export/default.toml'
     """
     path = os.fsdecode(path)
     mode = _stat(path, what).st_mode
@@ -91,10 +85,6 @@ def open_regular(path, what, mode="rb"):
     The file is opened with ``O_NONBLOCK`` (a FIFO opens at once instead of waiting for a writer) and
     checked with ``fstat`` on the open descriptor, so a path swapped after a check cannot slip through.
     ``path`` and ``what`` as :func:`check_input_path`'s; ``mode`` ``"rb"`` or ``"r"`` (UTF-8 text).
-
-    Example:
-        >>> with open_regular("data/calibration.txt", "--calibration", "r") as handle:  # doctest: +SKIP
-        ...     first = handle.readline()
     """
     path = os.fsdecode(path)
     try:
@@ -107,9 +97,7 @@ def open_regular(path, what, mode="rb"):
         if not stat.S_ISREG(st_mode):
             raise InputPathError(f"{_name(what, path)} is {_kind(st_mode)}, not a regular file; pass a regular file")
         os.set_blocking(fd, True)
-        if mode == "rb":
-            return os.fdopen(fd, "rb")
-        return os.fdopen(fd, "r", encoding="utf-8")
+        return os.fdopen(fd, "rb") if mode == "rb" else os.fdopen(fd, "r", encoding="utf-8")
     except BaseException:
         os.close(fd)
         raise
@@ -118,12 +106,10 @@ def open_regular(path, what, mode="rb"):
 def text_line(raw, number):
     """One line (bytes) of a user's text file, decoded as UTF-8; the first loses a byte-order mark.
 
-    Notepad and Excel start UTF-8 files with one. It is no text: SentencePiece and BPE tokenizers read it as a
-    token of its own (XLM-R's "\\u2581 \\ufeff h ell o" for "hello"), so the first calibration sentence, validation
-    sentence or timed --text line was not the sentence in the file. ``mbk profile --text`` and ``mbk
-    pretraining-data`` decode their lines here; the calibration and validation reader (``convert/plan/input_set``)
-    streams with the same ``utf-8-sig``. A line that is not UTF-8 raises UnicodeDecodeError (each caller names
-    its file and line).
+    Notepad and Excel start UTF-8 files with one, which SentencePiece and BPE tokenizers read as a token of its
+    own (docs/reliability.md row 308). The calibration and validation reader (``convert/plan/input_set``) streams
+    with the same ``utf-8-sig``. A line that is not UTF-8 raises UnicodeDecodeError (each caller names its file
+    and line).
 
     Example:
         >>> text_line(b"\\xef\\xbb\\xbfhello", 1), text_line(b"\\xef\\xbb\\xbfhello", 2)
@@ -136,9 +122,6 @@ def input_path_option(kind="file", tree=False, or_name=False):
     """An argparse ``type=`` running :func:`check_input_path` (``kind``, ``tree``) at parse time, before any
     model work. With ``or_name`` the value may also name something that is not a path (a preset, a TF1
     checkpoint prefix): it is checked only when something exists at that path (a dangling symlink counts).
-
-    Example:
-        >>> parser.add_argument("--data", type=input_path_option("file"))  # doctest: +SKIP
     """
 
     def parse(text):

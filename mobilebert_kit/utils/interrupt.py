@@ -75,15 +75,15 @@ class TerminateAsInterrupt:
 
     def __enter__(self):
         TerminateAsInterrupt.received = False
-        self._previous_int = self._previous_hup = None
-        try:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-                self._previous_int = signal.signal(signal.SIGINT, self._handle)
-            if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:  # not under nohup, which sets SIG_IGN
-                self._previous_hup = signal.signal(signal.SIGHUP, self._handle)
-        except ValueError:  # not the main thread
-            self._previous = None
+        self._previous = {}
+        # SIGINT only while Python's own handler is set; SIGHUP not under nohup, which sets SIG_IGN.
+        for signum, only_over in ((signal.SIGTERM, None), (signal.SIGINT, signal.default_int_handler),
+                                  (signal.SIGHUP, signal.SIG_DFL)):
+            if only_over is None or signal.getsignal(signum) is only_over:
+                try:
+                    self._previous[signum] = signal.signal(signum, self._handle)
+                except ValueError:  # not the main thread
+                    break
         return self
 
     @staticmethod
@@ -92,10 +92,7 @@ class TerminateAsInterrupt:
         raise KeyboardInterrupt
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-        if self._previous_int is not None:
-            signal.signal(signal.SIGINT, self._previous_int)
-        if self._previous_hup is not None:
-            signal.signal(signal.SIGHUP, self._previous_hup)
+        for signum, previous in self._previous.items():
+            if previous is not None:  # a handler not set from Python cannot be put back
+                signal.signal(signum, previous)
         return False

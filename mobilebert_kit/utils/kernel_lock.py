@@ -25,10 +25,6 @@ def hold(path):
     """Takes the exclusive lock of ``path`` (a file or directory; a symbolic link is never followed) for as long
     as the returned descriptor is open (close it with :func:`release`); None when someone else holds it or the
     path cannot be opened or locked.
-
-    Example:
-        >>> fd = hold("/tmp")
-        >>> release(fd)
     """
     fd = _open(path)
     if fd is None:
@@ -42,11 +38,7 @@ def hold(path):
 
 
 def release(fd):
-    """Closes ``fd`` from :func:`hold`, which drops its lock (None is ignored).
-
-    Example:
-        >>> release(None)
-    """
+    """Closes ``fd`` from :func:`hold`, which drops its lock (None is ignored)."""
     if fd is not None:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -56,10 +48,6 @@ def held(path):
     """True when a live process holds the lock of ``path``; False when nobody does, or it cannot be told.
 
     Taking the lock is the question: when it is free this takes it for an instant and drops it.
-
-    Example:
-        >>> held("/tmp/no-such-mbk-path")
-        False
     """
     fd = _open(path)
     if fd is None:
@@ -76,10 +64,6 @@ def held(path):
 def same_file(fd, path):
     """True when descriptor ``fd`` is (still) the file or directory at ``path``: one removed and made again is
     another, and a lock held on the old one guards nothing.
-
-    Example:
-        >>> same_file(None, "/tmp")
-        False
     """
     if fd is None:
         return False

@@ -1,9 +1,7 @@
 """Bounds of numeric settings: the :class:`Limit` record and the checks that read it.
 
 Each command declares its own options' bounds beside the code that uses them
-(``artifacts.metadata`` the lengths and sizes a file records, ``profiler.result``
-the profiler's, ``convert.plan.export_options`` the export's,
-``training.finetune_config`` the training runs'). The command line (the argparse
+(docs/architecture.md lists the owners). The command line (the argparse
 ``type=`` factory :func:`number_option`) and the recipe reader
 (:func:`check_number`) take the same :class:`Limit`, so ``--count 0`` and
 ``count = 0`` in a recipe are refused alike, each error naming what the user
@@ -49,17 +47,12 @@ SEED = Limit(int, 0, 2**32 - 1)
 
 
 def _problem(limit, value):
-    """Why ``value`` (already a number) breaks ``limit``, or None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"must be {limit.describe()}, got {value!r}"
-    if limit.kind is int and not isinstance(value, int):
-        return f"must be {limit.describe()}, got {value!r}"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"must be {limit.describe()}, got {value!r}"
-    too_low = value <= limit.lo if limit.lo_open else value < limit.lo
-    if too_low or value > limit.hi:
-        return f"must be {limit.describe()}, got {value!r}"
-    return None
+    """Why ``value`` breaks ``limit`` (its type, finiteness or bounds), or None."""
+    number = isinstance(value, int if limit.kind is int else (int, float)) and not isinstance(value, bool)
+    if number and (isinstance(value, int) or math.isfinite(value)):
+        if (value > limit.lo if limit.lo_open else value >= limit.lo) and value <= limit.hi:
+            return None
+    return f"must be {limit.describe()}, got {value!r}"
 
 
 def within(limit, value):
@@ -95,13 +88,8 @@ def check_number(name, value, limit):
 
 def _parse(limit, text):
     text = str(text).strip()
-    if limit.kind is int:
-        try:
-            return int(text, 10)
-        except ValueError:
-            return text
     try:
-        return float(text)
+        return int(text, 10) if limit.kind is int else float(text)
     except ValueError:
         return text
 
@@ -109,9 +97,6 @@ def _parse(limit, text):
 def number_option(limit):
     """An argparse ``type=`` checking ``limit`` (kept as ``type.limit``: tests enumerate every numeric flag by
     it); argparse names the flag in its error.
-
-    Example:
-        >>> parser.add_argument("--count", type=number_option(Limit(int, 1, 10**6)), default=16)  # doctest: +SKIP
     """
 
     def parse(text):

@@ -98,12 +98,7 @@ def json_object(path, limit=64 << 20):
 
 
 def json_field(key, value):
-    """A recogniser: the file is a JSON object whose ``key`` is ``value`` (a report's ``"schema"``).
-
-    Example:
-        >>> json_field("schema", "example.schema")("/tmp/no-such-mbk-file")
-        False
-    """
+    """A recogniser: the file is a JSON object whose ``key`` is ``value`` (a report's ``"schema"``)."""
     return lambda path: (json_object(path) or {}).get(key) == value
 
 
@@ -289,19 +284,14 @@ def overlap(path, other):
 def _identities(path):
     """``(id of path or None, ids of its existing ancestors)``, an id being ``(st_dev, st_ino)``; the root, which
     every path has, is left out."""
-    own = None
+    return _identity(path), {_identity(a) for a in path.parents} - {None, _identity(path.anchor or "/")}
+
+
+def _identity(path):
     with contextlib.suppress(OSError):
         st = os.stat(path)
-        own = (st.st_dev, st.st_ino)
-    ancestors = set()
-    for ancestor in path.parents:
-        with contextlib.suppress(OSError):
-            st = os.stat(ancestor)
-            ancestors.add((st.st_dev, st.st_ino))
-    with contextlib.suppress(OSError):
-        root = os.stat(path.anchor or "/")
-        ancestors.discard((root.st_dev, root.st_ino))
-    return own, ancestors
+        return st.st_dev, st.st_ino
+    return None
 
 
 def temp_prefix(path):
@@ -310,10 +300,6 @@ def temp_prefix(path):
 
     A name near the file system's limit (NAME_MAX, 255 bytes) is shortened in the prefix (:func:`temp_stem`):
     the sibling of a valid 240-byte name was refused as "the name is too long".
-
-    Example:
-        >>> temp_prefix("/tmp/m.onnx").startswith(".m.onnx.")
-        True
     """
     return f".{temp_stem(path)}.{os.getpid()}."
 
@@ -321,10 +307,6 @@ def temp_prefix(path):
 def temp_stem(path):
     """``path``'s name as its temporary siblings carry it: whole when ``.NAME.PID.RANDOM.overwritten`` fits in
     NAME_MAX (255 bytes), else cut to fit, with a hash of the whole name so two long names do not share it.
-
-    Example:
-        >>> len(temp_stem("x" * 250).encode()) <= NAME_MAX - TEMP_EXTRA
-        True
     """
     name = Path(path).name
     raw = os.fsencode(name)
@@ -332,15 +314,12 @@ def temp_stem(path):
         return name
     digest = hashlib.sha256(raw).hexdigest()[:12]
     keep = raw[:NAME_MAX - TEMP_EXTRA - len(digest) - 1]
-    return f"{keep.decode('utf-8', 'ignore') if _utf8(raw) else os.fsdecode(keep)}~{digest}"
-
-
-def _utf8(raw):
     try:
         raw.decode("utf-8")
-        return True
+        stem = keep.decode("utf-8", "ignore")  # a character cut in two is dropped
     except UnicodeDecodeError:
-        return False
+        stem = os.fsdecode(keep)
+    return f"{stem}~{digest}"
 
 
 def check_parent(path):
@@ -496,10 +475,6 @@ def write_error(path, err):
     """The one-line :class:`OutputError` for an ``OSError`` met while writing ``path``; it says "nothing was
     written" unless the error came while the output was moved into an existing directory (``err.partly_written``,
     set by ``utils.atomic``): then it says what is there.
-
-    Example:
-        >>> str(write_error("/x", OSError(errno.ENOSPC, "No space left on device")))[:30]
-        'disk full while writing /x; fr'
     """
     error = _write_error(path, err)
     if getattr(err, "partly_written", False):
@@ -508,22 +483,20 @@ def write_error(path, err):
     return error
 
 
+# What a failed write says, by errno (each ends "(nothing was written)"); any other errno quotes its reason.
+_WRITE_REASONS = {
+    (errno.ENOSPC, errno.EDQUOT): "disk full while writing {}; free space and run again",
+    (errno.EFBIG,): "file size limit reached while writing {}; raise the limit (ulimit -f) or free space and run again",
+    (errno.EACCES, errno.EPERM, errno.EROFS): "cannot write {}: permission denied or read-only file system; choose "
+                                              "a writable path",
+    (errno.ENOTDIR, errno.EEXIST): "cannot write {}: a parent of it is not a directory; choose another path",
+    (errno.ENAMETOOLONG,): "cannot write {}: the name is too long; choose a shorter path",
+}
+
+
 def _write_error(path, err):
     code = getattr(err, "errno", None)
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        return OutputError(f"disk full while writing {path}; free space and run again (nothing was written)")
-    if code == errno.EFBIG:
-        return OutputError(
-            f"file size limit reached while writing {path}; raise the limit (ulimit -f) or free space and run "
-            "again (nothing was written)"
-        )
-    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return OutputError(f"cannot write {path}: permission denied or read-only file system; choose a writable "
-                           "path (nothing was written)")
-    if code in (errno.ENOTDIR, errno.EEXIST):
-        return OutputError(f"cannot write {path}: a parent of it is not a directory; choose another path "
-                           "(nothing was written)")
-    if code == errno.ENAMETOOLONG:
-        return OutputError(f"cannot write {path}: the name is too long; choose a shorter path (nothing was written)")
-    reason = " ".join(str(err.strerror or err).split())
-    return OutputError(f"cannot write {path}: {reason}; check the path and permissions (nothing was written)")
+    reason = next((text.format(path) for codes, text in _WRITE_REASONS.items() if code in codes), None)
+    if reason is None:
+        reason = f"cannot write {path}: {' '.join(str(err.strerror or err).split())}; check the path and permissions"
+    return OutputError(f"{reason} (nothing was written)")

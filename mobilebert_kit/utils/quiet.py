@@ -52,13 +52,9 @@ def quiet_teardown(release=None):
             if _TEARDOWN.get("release"):
                 _TEARDOWN["release"]()
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
-        try:
+        with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-        except OSError:
-            pass
 
     atexit.register(_quiet_exit)

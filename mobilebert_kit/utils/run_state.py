@@ -10,9 +10,7 @@ Layout, one decision for every command that resumes into its ``--out``
 
 The writers (``checkpoints/resumable_run.py`` and its subclasses in ``training/`` and ``convert/``) and the
 readers (``mbk export`` and ``mbk evaluate`` through ``checkpoints/`` and ``training/``) sit in different
-layers, so the layout's names live here, TensorFlow-free, and all of them read them. ``run.json`` names the
-command that wrote it (``"command"``); a record without one was written by ``mbk finetune`` before
-``mbk substitute`` resumed.
+layers, so the layout's names live here, TensorFlow-free, and all of them read them.
 
 A live run holds the kernel lock of its directory (``OUT`` for ``mbk finetune`` and ``mbk substitute``, the
 run directory of ``mbk distill``) from its check until its end (:func:`claim_run`), and names itself in
@@ -22,6 +20,7 @@ dies however it dies, so a killed run is an interrupted one at once; a PID would
 namespace, a reused number).
 """
 
+import hashlib
 import json
 import os
 import re
@@ -37,7 +36,6 @@ STATE_DIR = "run"
 RUN_FILE = "run.json"
 PROGRESS_FILE = "progress.json"
 CHECKPOINT_DIR = "checkpoints"
-# The commands that keep a run in OUT/run, and what a message calls such a run.
 # A run record names its command ("command", one word) and what messages call the run ("kind"): the commands
 # own those words (checkpoints/resumable_run.py subclasses), this floor only reads them back.
 _WORD = re.compile(r"[a-z][a-z-]{0,31}")
@@ -54,10 +52,6 @@ def interrupted_run(out_dir, command=None):
 
     Only a real directory with a regular ``run.json`` counts (a link could point anywhere). A record that
     cannot be read counts as a run of any command: whoever resumes it is told what is wrong with it.
-
-    Example:
-        >>> interrupted_run("/tmp/no-such-mbk-run")
-        False
     """
     state = os.path.join(os.fspath(out_dir), STATE_DIR)
     record = os.path.join(state, RUN_FILE)
@@ -70,10 +64,6 @@ def interrupted_run(out_dir, command=None):
 def run_command(out_dir):
     """The command whose interrupted run ``out_dir`` holds: ``"finetune"``, ``"substitute"``, or None when
     its ``run.json`` is missing, unreadable or names no command we know.
-
-    Example:
-        >>> run_command("/tmp/no-such-mbk-run") is None
-        True
     """
     return _record_word(out_dir, "command", _WORD, "finetune")
 
@@ -81,10 +71,6 @@ def run_command(out_dir):
 def run_kind(out_dir):
     """What messages call the interrupted run in ``out_dir`` (``"fine-tuning"``), as its record says; None when
     the record says nothing readable.
-
-    Example:
-        >>> run_kind("/tmp/no-such-mbk-run") is None
-        True
     """
     return _record_word(out_dir, "kind", _KIND, "fine-tuning")
 
@@ -106,13 +92,7 @@ def data_fingerprint(path):
     those up to 1 MB: ``dataset.json`` with its inputs' hashes and options); of a file, its bytes. None when
     ``path`` is not a file or directory. Shards of gigabytes are known by their size beside that record, so a
     resume does not read them all once more.
-
-    Example:
-        >>> data_fingerprint("/tmp/no-such-mbk-data") is None
-        True
     """
-    import hashlib
-
     path = Path(path)
     digest = hashlib.sha256()
     try:
@@ -138,10 +118,6 @@ def data_fingerprint(path):
 def describe_path(spec):
     """How a run record names an input: the real path of an existing file or directory, the name given (a
     preset), or the class of an object passed through the API (its repr differs in every process).
-
-    Example:
-        >>> describe_path("tiny-bert"), describe_path(None)
-        ('tiny-bert', None)
     """
     if spec is None:
         return None
@@ -153,11 +129,6 @@ def describe_path(spec):
 def read_run_record(run_file, kind, fix):
     """A run's ``run.json``: a JSON object with a ``config`` object (the shared bounded reader); a one-line
     TrainingError naming the run's ``kind`` (``"fine-tuning"``) and ending with ``fix`` otherwise.
-
-    Example:
-        >>> read_run_record(Path("/tmp/no-such-mbk-run/run.json"), "fine-tuning", "start over")  # doctest: +SKIP
-        Traceback (most recent call last):
-        mobilebert_kit.errors.TrainingError: the fine-tuning run record /tmp/no-such-mbk-run/run.json does not exist; ...
     """
     stored = load_json(Path(run_file), f"the {kind} run record", expect=dict, error=TrainingError, fix=fix)
     if not isinstance(stored.get("config"), dict):
@@ -166,12 +137,7 @@ def read_run_record(run_file, kind, fix):
 
 
 def resume_hint(out_dir):
-    """The one-line explanation for a reader handed an interrupted run instead of a model.
-
-    Example:
-        >>> resume_hint("runs/sst2")  # doctest: +SKIP
-        'runs/sst2 holds an interrupted fine-tuning run, not a model yet; finish it with `mbk finetune --out runs/sst2 --resume`'
-    """
+    """The one-line explanation for a reader handed an interrupted run instead of a model."""
     line = live_line(out_dir)
     if line is not None:
         return line
@@ -187,10 +153,6 @@ def resume_hint(out_dir):
 def live_run(directory):
     """How the refusal names the live run holding ``directory``'s lock (``"mbk finetune, process 42 on host
     h, since 2026-11-27 22:40"``), or None when no live process holds it.
-
-    Example:
-        >>> live_run("/tmp/no-such-mbk-run") is None
-        True
     """
     if not kernel_lock.held(directory):
         return None
@@ -208,12 +170,7 @@ def live_run(directory):
 
 
 def live_line(directory):
-    """The one-line refusal of a command on ``directory`` while a live run holds it (None when none does).
-
-    Example:
-        >>> live_line("/tmp/no-such-mbk-run") is None
-        True
-    """
+    """The one-line refusal of a command on ``directory`` while a live run holds it (None when none does)."""
     owner = live_run(directory)
     if owner is None:
         return None
@@ -226,9 +183,6 @@ def claim_run(directory, command):
     in it, with ``command`` for the refusal a second command gets. Returns the descriptor holding the lock, for
     :func:`release_run`, or None where the file system takes no lock (no ``flock``): the run goes on unlocked.
     Raises TrainingError when a live run holds ``directory`` (:func:`live_line`).
-
-    Example:
-        >>> fd = claim_run(Path("/tmp"), "finetune")  # doctest: +SKIP
     """
     fd = kernel_lock.hold(directory)
     if fd is None:
@@ -248,11 +202,7 @@ def claim_run(directory, command):
 
 
 def release_run(directory, fd):
-    """Removes this process's owner record from ``directory`` and drops its lock (:func:`claim_run`'s ``fd``).
-
-    Example:
-        >>> release_run("/tmp/no-such-mbk-run", None)
-    """
+    """Removes this process's owner record from ``directory`` and drops its lock (:func:`claim_run`'s ``fd``)."""
     if fd is None:
         return
     try:

@@ -19,6 +19,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import safetensors
+from safetensors.numpy import save_file
 
 from mobilebert_kit.errors import CheckpointError, is_int
 from mobilebert_kit.utils.structured import load_json
@@ -66,11 +67,6 @@ def read_header(path):
     Returns ``(entries, data_start)``: ``entries`` maps each tensor name to ``(dtype, shape, start, end)``, with
     offsets relative to the data region that begins at byte ``data_start``; the entries tile that region
     exactly. A missing, truncated or corrupt file is a one-line CheckpointError naming it.
-
-    Example:
-        >>> entries, data_start = read_header("model.safetensors")  # doctest: +SKIP
-        >>> entries["pooler.dense.bias"]  # doctest: +SKIP
-        ('F32', [384], 0, 1536)
     """
     path = Path(path)
     bad = f"{path} is not a valid safetensors file"
@@ -133,9 +129,6 @@ def read_safetensors(path):
     then decoded by the ``safetensors`` package from the file's bytes, read once. Returns tensor name -> numpy
     array (float16/bfloat16/float64 as float32); a missing, pickled, truncated or corrupt file is a
     CheckpointError.
-
-    Example:
-        >>> arrays = read_safetensors("all-MiniLM-L6-v2/model.safetensors")  # doctest: +SKIP
     """
     path = Path(path)
     if path.suffix in PICKLE_SUFFIXES:
@@ -222,8 +215,6 @@ def write_safetensors(path, arrays, metadata=None):
     Example:
         >>> write_safetensors("/tmp/w.safetensors", {"w": np.zeros(2, np.float32)})
     """
-    from safetensors.numpy import save_file
-
     try:
         save_file(arrays, str(path), metadata=metadata)
     except Exception as err:  # SafetensorError is not importable by a stable name

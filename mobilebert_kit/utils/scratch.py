@@ -1,25 +1,18 @@
-"""Scratch directories that a killed command does not leave behind for good.
+"""Scratch directories that a killed command does not leave behind for good (docs/reliability.md rows 186, 321).
 
-A command's temporary files (an export's candidate files, the SavedModel the
-TFLite converter and tf2onnx write before converting: 62 MB for MiniLM, 440 MB
-for bert-base) live in a directory under the system's temporary directory
-(``TMPDIR``). Python removes it when the command ends, even on Ctrl-C, but not
-after SIGKILL (the out-of-memory killer, ``kill -9``, a closed CI job). Each kill
-then left its files behind.
-
-So a scratch directory is named after its owner, ``mbk-KIND-HOST-PID-*``, and
-the next command removes those of dead owners: same host, a
-process id that no longer runs, the same user, and no owner holding its
-kernel lock (where no lock can be taken, untouched for :data:`STALE_AFTER_S`). The owner holds
-an ``flock`` on its directory while it lives (``utils/kernel_lock.py``): a
-process of another PID namespace that shares the directory (two containers on
-one ``/tmp`` volume, both named after the same host) has an id that looks dead
-here, and the age alone did not save a long export's live directory. Every ``mbk`` command runs inside one
-(``cli/main.py``) that captures Python's ``tempfile`` (``capture=True``): the
-converters' temporary SavedModels and AutoGraph's generated modules (which
-TensorFlow removes only at a normal exit) land inside it and go with it. Only
-the command line captures: the process is then ours, while a program calling
-the library may have threads whose temporary files must outlive an export.
+Python removes a command's temporary directory when the command ends, even on
+Ctrl-C, but not after SIGKILL (the out-of-memory killer, ``kill -9``). So a
+scratch directory is named after its owner, ``mbk-KIND-HOST-PID-*``, and the
+next command removes those of dead owners: same host and user, a process id
+that no longer runs, and no owner holding its kernel lock (``utils/kernel_lock.py``:
+a process of another PID namespace has an id that looks dead here; where no
+lock can be taken, untouched for :data:`STALE_AFTER_S`). Every ``mbk`` command
+runs inside one (``cli/main.py``) that captures Python's ``tempfile``
+(``capture=True``): the converters' temporary SavedModels and AutoGraph's
+generated modules (which TensorFlow removes only at a normal exit) land inside
+it and go with it. Only the command line captures: the process is then ours,
+while a program calling the library may have threads whose temporary files
+must outlive an export.
 
 Example:
     >>> with scratch_directory("export") as tmp:  # doctest: +SKIP
@@ -90,10 +83,8 @@ def sweep(directory=None, now=None):
             continue
         if alive(int(match["pid"])):
             continue
-        # Its lock, taken here, says no owner lives (in any PID namespace); the directory goes at once, not an hour
-        # later: each killed export left its converter's temporaries (62 MB for MiniLM, 440 MB for bert-base) for
-        # an hour, however often the command was run again. Where no lock can be taken (held, or a file system
-        # without flock) only an hour's idleness says the owner is gone.
+        # Its lock, taken here, says no owner lives (in any PID namespace): the directory goes at once, not an hour
+        # later. Where no lock can be taken (held, or a file system without flock) only an hour's idleness says so.
         lock = kernel_lock.hold(entry.path)
         if lock is None and (kernel_lock.held(entry.path) or idle < STALE_AFTER_S):
             continue
@@ -128,8 +119,6 @@ def _drop_lock(path):
 
 
 _locks = {}  # scratch directory -> the descriptor holding its kernel lock
-
-
 _outer = []  # the temporary directories that capturing scratch directories replaced, innermost last
 
 

@@ -37,10 +37,6 @@ MAX_DEPTH = 64
 def read_bounded(path, what, max_bytes=MAX_BYTES, error=ConfigError):
     """Returns the bytes of the regular file ``path``, refusing special files and files over ``max_bytes`` with
     a one-line ``error`` naming ``what`` the file is (``"the model config"``).
-
-    Example:
-        >>> read_bounded("config.json", "the model config")  # doctest: +SKIP
-        b'{"model_type": "bert", ...}'
     """
     path = Path(path)
     try:
@@ -84,15 +80,11 @@ def _check_depth(value, label, max_depth, error, fix):
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
+        if not isinstance(item, (dict, list)):
             continue
         if depth > max_depth:
             raise error(f"{label} nests deeper than {max_depth} levels; {fix}")
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
 
 
 def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expect=None, error=ConfigError,
