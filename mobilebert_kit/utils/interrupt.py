@@ -47,8 +47,7 @@ class InterruptFlag:
         self.raised = True
 
     def __exit__(self, *exc):
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+        _give_back(self._previous)
         self._previous = {}
         return False
 
@@ -92,7 +91,13 @@ class TerminateAsInterrupt:
         raise KeyboardInterrupt
 
     def __exit__(self, *exc):
-        for signum, previous in self._previous.items():
-            if previous is not None:  # a handler not set from Python cannot be put back
-                signal.signal(signum, previous)
+        _give_back(self._previous)
         return False
+
+
+def _give_back(previous):
+    """Puts back the handlers ``{signum: handler}`` that ``signal.signal`` returned. Python reports a handler
+    installed outside it (an embedding program's) as ``None``, which it cannot put back: the default action
+    stands in, rather than leaving a finished command's handler to swallow or misreport a later signal."""
+    for signum, handler in previous.items():
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)

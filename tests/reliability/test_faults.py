@@ -308,3 +308,24 @@ def test_onnx_quantization_on_a_full_temporary_directory_names_it(tmp_path, monk
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**6, 10**6 - 1000, 1000))
     assert _short_of_room(tmp_path, model).startswith(f"; the temporary directory {tmp_path} has 0.0 MB free")
     assert "set TMPDIR to a larger disk" in _short_of_room(tmp_path, model)
+
+
+@pytest.mark.parametrize("guard", ["InterruptFlag", "TerminateAsInterrupt"])
+def test_a_handler_python_cannot_put_back_leaves_the_default_action(monkeypatch, guard):
+    # signal.signal returns None for a handler installed outside Python (an embedding program's): putting that back
+    # raised TypeError on leaving InterruptFlag, and TerminateAsInterrupt left its own handler installed.
+    import signal
+
+    from mobilebert_kit.utils import interrupt
+
+    real = signal.signal
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: (real(signum, handler), None)[1])
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        with getattr(interrupt, guard)() as held:
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, before[signal.SIGTERM])
+        assert held is not None
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        for signum, handler in before.items():
+            real(signum, handler)
