@@ -26,7 +26,7 @@ from mobilebert_kit.data.pretraining_dataset import pretraining_dataset
 from mobilebert_kit.data.vocab import copy_tokenizer_files, read_tokenizer_files
 from mobilebert_kit.sources.pooling import carry_pooling
 from mobilebert_kit.errors import ConfigError, DataError, TrainingError, first_line
-from mobilebert_kit.models.api import named_weights, save
+from mobilebert_kit.models.api import max_positions, named_weights, save
 from mobilebert_kit.training.distill_config import DistillConfig
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_error
 from mobilebert_kit.training.distill_step import build_step, make_optimizer, split_over_replicas, transfer_model
@@ -150,10 +150,10 @@ class Distiller:
         )
         seq_len = int(self.data_meta["seq_len"])
         for who, enc in (("teacher", self.teacher_encoder), ("student", self.student_encoder)):
-            if seq_len > enc.config["max_position_embeddings"]:
+            if seq_len > max_positions(enc.config):
                 raise ConfigError(
                     f"the data has sequences of {seq_len} tokens but the {who} has only "
-                    f"{enc.config['max_position_embeddings']} positions; create data with a shorter --seq-len"
+                    f"{max_positions(enc.config)} positions; create data with a shorter --seq-len"
                 )
         if self.data_meta.get("vocab_size") not in (None, self.student_encoder.config["vocab_size"]):
             raise ConfigError(

@@ -1,6 +1,7 @@
 """The distillation loop: stage schedule, resume after SIGINT/SIGKILL, replicas, precision, errors."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -490,3 +491,19 @@ def test_plain_progress_lines_show_the_rate_and_the_time_left():
     line = out.getvalue().strip()
     assert line.startswith("layer_0 2/4 ") and "step/s" in line and "loss=1.5" in line
     assert "eta 0:00:02" in line, line
+
+
+def test_data_longer_than_a_model_s_usable_positions_is_refused(tiny_run_inputs, tmp_path):
+    # A RoBERTa-style position table (position_offset) has fewer usable positions than rows: 12-token data into
+    # 14 rows less an offset of 3 was accepted and failed inside the embedding's gather.
+    import mobilebert_kit as mbk
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.models.heads import BertPretrainer
+
+    for name, preset in (("teacher", "tiny-ib-bert"), ("student", "tiny-mobilebert")):
+        model = mbk.build(preset, max_position_embeddings=14, position_offset=3)
+        mbk.save(BertPretrainer(model) if name == "teacher" else model, tmp_path / name)
+    shutil.copytree(tiny_run_inputs / "data", tmp_path / "data")
+    with pytest.raises(ConfigError, match="the data has sequences of 12 tokens but the teacher has only 11 positions"):
+        run(tmp_path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # refused before the run directory is made
