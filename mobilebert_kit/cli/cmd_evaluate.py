@@ -18,7 +18,9 @@ def register(subparsers):
         description="Evaluate a directory written by `mbk finetune`, or a .tflite/.onnx file written by `mbk export` "
         "(run with its own vocabulary, labels and sequence length), on labelled data in the same format as "
         "`mbk finetune`'s training data. Classification: accuracy, F1, Matthews correlation; regression: Pearson, "
-        "Spearman, MSE; span_qa: SQuAD exact match and F1; token_classification: accuracy and entity-level F1; "
+        "Spearman, MSE; multi_label_classification (a table with one 0/1 column per label, or a label column "
+        "listing each row's labels): micro and macro F1, exact match, label accuracy; span_qa: SQuAD exact match "
+        "and F1; token_classification: accuracy and entity-level F1; "
         "embedding/features files: Spearman correlation of the pairs' cosine with their score on a "
         "sentence1/sentence2/label table. Several --model give one table, each against the first (the float model), "
         "with pass/fail by MLPerf Mobile's rule (quantized >= 99%% of float); the exit status is 1 when one fails.",

@@ -468,10 +468,15 @@ def _saved_model_evaluation(model_dir, path, batch_size, limit, columns, seq_len
     if not tasks:
         raise TrainingError(f"{model_dir} holds {head or 'an encoder'} without a task head to score; evaluate a model "
                             "from `mbk finetune` (or `mbk substitute` of one)")
-    num_labels = getattr(model, "head_config", {}).get("num_labels")
-    # A sequence head with one output column is a regressor (mbk finetune --task regression writes no labels).
-    task = "regression" if "regression" in tasks and num_labels == 1 else tasks[0]
-    if task in ("classification", "token_classification") and len(source.labels) != num_labels:
+    head_config = getattr(model, "head_config", {})
+    num_labels = head_config.get("num_labels")
+    # A sequence head with one output column is a regressor (mbk finetune --task regression writes no labels); one
+    # declared multi-label (an imported checkpoint's problem_type) gives a sigmoid per label.
+    task = ("regression" if "regression" in tasks and num_labels == 1
+            else "multi_label_classification" if head_config.get("problem_type") == "multi_label_classification"
+            else tasks[0])
+    if task in ("classification", "multi_label_classification", "token_classification") and \
+            len(source.labels) != num_labels:
         raise TrainingError(f"{model_dir} names {len(source.labels)} class(es) in labels.txt for a head of {num_labels}; "
                             "write one class name per line, in the head's order")
     tokenizer = source.tokenizer

@@ -43,6 +43,24 @@ def matthews_corrcoef(labels, predictions):
     return float((c * s - t @ p) / denominator) if denominator else 0.0
 
 
+def multi_label_metrics(labels, predictions):
+    """Metrics of a multi-label classifier from ``[n, labels]`` 0/1 arrays (gold, predicted): micro F1 over every
+    (row, label) decision, macro F1 over the labels present in the gold or the predictions (as :func:`f1_macro`),
+    exact match (rows with every label right) and label accuracy (decisions right).
+
+    Example:
+        >>> multi_label_metrics([[1, 0], [1, 1]], [[1, 0], [0, 1]])["micro_f1"]
+        0.8
+    """
+    labels, predictions = np.asarray(labels, bool), np.asarray(predictions, bool)
+    present = np.flatnonzero(labels.any(0) | predictions.any(0))
+    return {"micro_f1": f1_binary(labels.reshape(-1), predictions.reshape(-1), positive=True),
+            "macro_f1": float(np.mean([f1_binary(labels[:, j], predictions[:, j], positive=True) for j in present]))
+            if present.size else 0.0,
+            "exact_match": float((labels == predictions).all(1).mean()) if labels.size else float("nan"),
+            "label_accuracy": accuracy(labels, predictions)}
+
+
 def pearson(x, y):
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     x, y = x - x.mean(), y - y.mean()

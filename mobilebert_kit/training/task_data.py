@@ -221,6 +221,48 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
     return features, labels, label_names, {"text_columns": text_columns, "label_column": label_column}
 
 
+# ------------------------------------------------------------- multi-label tables
+_TRUE, _FALSE = ("1", "1.0", "true", "yes"), ("0", "0.0", "false", "no")
+
+
+def multi_label_targets(rows, path, names, label_column):
+    """``[rows, labels]`` 0/1 gold of a multi-label table, ``names`` being the model's labels in output order.
+
+    ``label_column`` None: one column per label name holds 0/1 (true/false), as in Jigsaw-style tables. Else
+    that column lists the row's labels: a JSON array (a ``.jsonl`` list, or cell text starting with ``[``) of
+    label names or output indices, or names separated by ``|``; an empty cell or list is a row with no label.
+    """
+    index = {name: i for i, name in enumerate(names)}
+    gold = np.zeros((len(rows), len(names)), np.int8)
+    for number, row in enumerate(rows, 1):
+        if label_column is None:
+            for name, i in index.items():
+                raw = row.get(name)
+                value = str(int(raw)) if isinstance(raw, bool) else str(raw).strip().lower()
+                if name not in row or value not in _TRUE + _FALSE:
+                    shown = "missing" if name not in row else json.dumps(row[name])[:40]
+                    raise DataError(f"{path}: the {name!r} column of data row {number} is {shown}; give every row 0 "
+                                    "or 1 in each label's column")
+                gold[number - 1, i] = value in _TRUE
+            continue
+        value = row[label_column]
+        if isinstance(value, str) and value.strip().startswith("["):
+            value = load_json(value, f"{path} data row {number}", expect=list, error=DataError,
+                              fix="a JSON array of label names")
+        items = value if isinstance(value, list) else [x for x in str(value).split("|") if x.strip()] \
+            if isinstance(value, str) else None
+        if items is None:
+            raise DataError(f"{path}: the labels of data row {number} are {json.dumps(value)[:40]}; give a list of "
+                            "label names (a JSON array, or names separated by |)")
+        for item in items:
+            i = index.get(item.strip()) if isinstance(item, str) else item if type(item) is int else None
+            if i is None or not 0 <= i < len(names):
+                raise DataError(f"{path}: label {item!r} (data row {number}) is not one of the model's labels: "
+                                f"{', '.join(names)}")
+            gold[number - 1, i] = 1
+    return gold
+
+
 # ------------------------------------------------------------- SQuAD
 def read_squad(path):
     """SQuAD v1.1/v2.0 examples: dicts with id, question, context, answers (text, start) and impossible."""

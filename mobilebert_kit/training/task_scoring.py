@@ -160,6 +160,38 @@ def _check_correlation(predicted, spec, same, why=""):
                        f"correlation with the labels is undefined{why}")
 
 
+# ------------------------------------------------------------- multi-label classification
+def _prepare_multi_label(path, tokenizer, spec, limit):
+    names = spec.get("label_names")
+    if not names:
+        raise MbkError(f"{spec.get('model', 'the model')} records no label names, so its outputs cannot be matched "
+                       "to the labels of the data; export it from a checkpoint whose config names its labels "
+                       "(id2label) or a model directory holding labels.txt")
+    rows = task_data.read_table(path)
+    # One 0/1 column per label (no --label-column, and the table names every label) or one column listing them.
+    per_label = spec.get("label_column") is None and bool(rows) and all(name in rows[0] for name in names)
+    text_columns, label_column = task_data.resolve_columns(
+        rows, path, spec.get("text_columns"), spec.get("label_column"), need_label=not per_label,
+        recorded=spec.get("recorded_columns"))
+    gold = task_data.multi_label_targets(rows, path, names, None if per_label else label_column)
+    texts = [[row[column] for row in rows] for column in text_columns]
+    features = task_data.sequence_features(tokenizer, texts[0], texts[1] if len(texts) > 1 else None,
+                                           spec["seq_len"])
+    index = spread(len(rows), limit)
+    return Prepared({k: np.asarray(v)[index] for k, v in features.items()}, len(index), gold[index])
+
+
+def _score_multi_label(outputs, prepared, spec):
+    # A label is predicted where its sigmoid exceeds 0.5: TFLite files output the sigmoids, ONNX and Keras logits.
+    logits = "logits" in outputs
+    scores = np.asarray(outputs["logits" if logits else "label_probabilities"], np.float32)
+    names = spec["label_names"]
+    if scores.shape[-1] != len(names):
+        raise ArtifactError(f"{spec.get('model', 'the model')} outputs {scores.shape[-1]} labels but records "
+                            f"{len(names)} label names; re-export it")
+    return task_metrics.multi_label_metrics(prepared.context, scores > (0.0 if logits else 0.5))
+
+
 # ------------------------------------------------------------- span QA
 def _prepare_squad(path, tokenizer, spec, limit):
     examples = task_data.read_squad(path)
@@ -250,6 +282,8 @@ def _score_pairs(outputs, prepared, spec):
 
 _PAIRS = "a table of sentence pairs with a similarity score (sentence1, sentence2, label)"
 _SEQUENCES = "a .tsv/.csv/.jsonl table like `mbk finetune`'s (text column(s) and a label column)"
+_MULTI_LABEL = ("a .tsv/.csv/.jsonl table with text column(s) and either one 0/1 column per label or a label column "
+                "listing each row's labels")
 
 TASK_METRICS = {
     record.task: record
@@ -258,6 +292,8 @@ TASK_METRICS = {
                    _score_classification, ("logits", "probabilities")),
         TaskMetric("regression", "pearson", _SEQUENCES, _prepare_sequences("regression"), _score_regression,
                    ("logits", "probabilities")),
+        TaskMetric("multi_label_classification", "micro_f1", _MULTI_LABEL, _prepare_multi_label,
+                   _score_multi_label, ("logits", "label_probabilities")),
         TaskMetric("span_qa", "f1", "SQuAD v1.1/v2.0 JSON", _prepare_squad, _score_squad,
                    ("start_logits", "end_logits")),
         TaskMetric("token_classification", "f1", "CoNLL text (token ... tag) or .jsonl with tokens and tags",
