@@ -102,14 +102,20 @@ def _prepare_sequences(task):
     return prepare
 
 
+def _label_scores(outputs, spec, probabilities, what):
+    """A classifier's ``[rows, labels]`` scores: its logits (ONNX, Keras) or the ``probabilities`` output a TFLite
+    file computes in its graph, one column per recorded label name (``what`` the columns are, in the message)."""
+    scores = np.asarray(outputs["logits"] if "logits" in outputs else outputs[probabilities], np.float32)
+    if scores.shape[-1] != len(spec["label_names"]):
+        raise ArtifactError(f"{spec.get('model', 'the model')} outputs {scores.shape[-1]} {what} but records "
+                            f"{len(spec['label_names'])} label names; re-export it")
+    return scores
+
+
 def _score_classification(outputs, prepared, spec):
-    # TFLite classifiers output probabilities (softmax in the graph), ONNX and Keras logits: same argmax.
-    scores = np.asarray(outputs["logits"] if "logits" in outputs else outputs["probabilities"], np.float32)
-    names = spec["label_names"]
-    if scores.shape[-1] != len(names):
-        raise ArtifactError(f"{spec.get('model', 'the model')} outputs {scores.shape[-1]} classes but records "
-                            f"{len(names)} label names; re-export it")
-    return task_metrics.classification_metrics(prepared.context, scores.argmax(-1), len(names))
+    # A softmax keeps the logits' order: the same argmax either way.
+    scores = _label_scores(outputs, spec, "probabilities", "classes")
+    return task_metrics.classification_metrics(prepared.context, scores.argmax(-1), len(spec["label_names"]))
 
 
 def _score_regression(outputs, prepared, spec):
@@ -182,14 +188,9 @@ def _prepare_multi_label(path, tokenizer, spec, limit):
 
 
 def _score_multi_label(outputs, prepared, spec):
-    # A label is predicted where its sigmoid exceeds 0.5: TFLite files output the sigmoids, ONNX and Keras logits.
-    logits = "logits" in outputs
-    scores = np.asarray(outputs["logits" if logits else "label_probabilities"], np.float32)
-    names = spec["label_names"]
-    if scores.shape[-1] != len(names):
-        raise ArtifactError(f"{spec.get('model', 'the model')} outputs {scores.shape[-1]} labels but records "
-                            f"{len(names)} label names; re-export it")
-    return task_metrics.multi_label_metrics(prepared.context, scores > (0.0 if logits else 0.5))
+    # A label is predicted where its sigmoid exceeds 0.5, which is a logit above 0.
+    scores = _label_scores(outputs, spec, "label_probabilities", "labels")
+    return task_metrics.multi_label_metrics(prepared.context, scores > (0.0 if "logits" in outputs else 0.5))
 
 
 # ------------------------------------------------------------- span QA
