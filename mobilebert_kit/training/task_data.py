@@ -137,6 +137,12 @@ def sequence_features(tokenizer, texts_a, texts_b, seq_len):
     return tokenizer.encode_pairs(list(texts_a), list(texts_b) if texts_b is not None else None, seq_len)
 
 
+def table_features(tokenizer, rows, text_columns, seq_len):
+    """:func:`sequence_features` of a table's rows: the first text column, paired with the second when given."""
+    texts_b = [r[text_columns[1]] for r in rows] if len(text_columns) > 1 else None
+    return sequence_features(tokenizer, [r[text_columns[0]] for r in rows], texts_b, seq_len)
+
+
 def numeric_labels(path, raw, what, why):
     """``raw`` label cells as numbers (float64); the first that is no finite float32 number is refused by row.
 
@@ -191,9 +197,7 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
     unknown labels in evaluation data are an error; ``recorded_columns`` is :func:`resolve_columns`' ``recorded``."""
     rows = read_table(path)
     text_columns, label_column = resolve_columns(rows, path, text_columns, label_column, need_label, recorded_columns)
-    texts_a = [r[text_columns[0]] for r in rows]
-    texts_b = [r[text_columns[1]] for r in rows] if len(text_columns) > 1 else None
-    features = sequence_features(tokenizer, texts_a, texts_b, seq_len)
+    features = table_features(tokenizer, rows, text_columns, seq_len)
     labels = None
     if label_column is not None and label_column in rows[0]:
         raw = [r[label_column] for r in rows]

@@ -180,9 +180,7 @@ def _prepare_multi_label(path, tokenizer, spec, limit):
         rows, path, spec.get("text_columns"), spec.get("label_column"), need_label=not per_label,
         recorded=spec.get("recorded_columns"))
     gold = task_data.multi_label_targets(rows, path, names, None if per_label else label_column)
-    texts = [[row[column] for row in rows] for column in text_columns]
-    features = task_data.sequence_features(tokenizer, texts[0], texts[1] if len(texts) > 1 else None,
-                                           spec["seq_len"])
+    features = task_data.table_features(tokenizer, rows, text_columns, spec["seq_len"])
     index = spread(len(rows), limit)
     return Prepared({k: np.asarray(v)[index] for k, v in features.items()}, len(index), gold[index])
 
