@@ -50,6 +50,11 @@ def read_table(path):
                 header = next((fields for fields in reader if fields), None)  # blank lines before it skipped
                 if header:
                     _refuse_nul(path, reader.line_num, header)
+                    # A column named twice: each row would keep the last one's value, scored without a word.
+                    twice = next((c for c in header if c and header.count(c) > 1), None)
+                    if twice is not None:
+                        raise DataError(f"{path}: the header names column {twice!r} twice; give each column its "
+                                        "own name")
                 rows = []
                 for fields in reader:
                     if not fields:

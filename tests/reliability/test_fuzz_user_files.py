@@ -106,6 +106,17 @@ def test_jsonl_rows_without_a_column_or_with_non_text_are_refused(tmp_path, rows
     _refused(lambda: resolve_columns(read_table(path), path), error=DataError, fragment=fragment)
 
 
+@pytest.mark.parametrize("name, data", [("d.tsv", "sentence\tlabel\tlabel\nhello\tpos\tneg\n"),
+                                        ("d.csv", "text,negative,text\na film,1,b\n")])
+def test_a_header_that_names_a_column_twice_is_refused(tmp_path, name, data):
+    # Each row kept the last column of the name: a table was trained and scored on the wrong label or text.
+    from mobilebert_kit.training.task_data import read_table
+
+    path = tmp_path / name
+    path.write_text(data)
+    _refused(read_table, path, error=DataError, fragment="names column")
+
+
 @pytest.mark.parametrize("data", ["sentence\tlabel\nhel\x00lo\tx\n".encode(),
                                   "sentence\tlabel\nhello\tx\n".encode("utf-16-le")])
 def test_a_table_with_nul_characters_is_refused_as_not_utf8(tmp_path, data):
