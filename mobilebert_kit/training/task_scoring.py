@@ -176,6 +176,14 @@ def _prepare_multi_label(path, tokenizer, spec, limit):
     rows = task_data.read_table(path)
     # One 0/1 column per label (no --label-column, and the table names every label) or one column listing them.
     per_label = spec.get("label_column") is None and bool(rows) and all(name in rows[0] for name in names)
+    named = [name for name in names if rows and name in rows[0]]
+    if not per_label and named and spec.get("label_column") is None and not task_data.resolve_columns(
+            rows, path, spec.get("text_columns"), None, need_label=False, recorded=spec.get("recorded_columns"))[1]:
+        # Some labels' 0/1 columns and no label column: one label's column is missing or spelt otherwise.
+        missing = [name for name in names if name not in rows[0]]
+        raise DataError(f"{path} has 0/1 columns for {', '.join(named)} but none for {', '.join(missing)}; give one "
+                        f"column per label of the model ({', '.join(names)}), or a label column listing each row's "
+                        "labels")
     text_columns, label_column = task_data.resolve_columns(
         rows, path, spec.get("text_columns"), spec.get("label_column"), need_label=not per_label,
         recorded=spec.get("recorded_columns"))

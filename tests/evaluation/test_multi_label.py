@@ -85,3 +85,7 @@ def test_tables_that_do_not_fit_the_labels_are_refused_in_one_line(multi_label, 
     bad.write_text("text,negative,neutral,positive\na film,1,maybe,0\n")
     assert_one_line_error(_evaluate(capsys, case, bad, check=False), "the 'neutral' column of data row 1 is "
                                                                      '"maybe"; give every row 0 or 1')
+    # One label's 0/1 column missing (or spelt otherwise) was refused as "no label column (none of label, ...)".
+    bad.write_text("text,Negative,neutral,positive\na film,1,0,0\n")
+    assert_one_line_error(_evaluate(capsys, case, bad, check=False), "has 0/1 columns for neutral, positive but none "
+                                                                     "for negative; give one column per label")
