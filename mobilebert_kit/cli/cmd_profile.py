@@ -105,9 +105,11 @@ def run(args):
         raise ProfilerError("no model file given; usage: mbk profile FILE [FILE...] --target host|adb")
     # Checked before profiling: a refused --json /dev/null must not cost a two-minute run first.
     _check_distinct_reports(args)
+    # Every input, not only the model files: --overwrite replaced the --text file with the report.
+    sources = [*args.files, *(p for p in (args.text, args.tokenizer, args.benchmark_binary) if p)]
     for flag, kind in _report_kinds().items():
         if getattr(args, flag):
-            check_output(getattr(args, flag), kind, overwrite=args.overwrite, sources=args.files)
+            check_output(getattr(args, flag), kind, overwrite=args.overwrite, sources=sources)
     # What each report path held when the run began: --overwrite replaces that, never a file another command
     # (an export's report, a second profile) put there while this one timed (_write_reports).
     args.began = {path: file_signature(path) for path in (getattr(args, flag) for flag in REPORT_FLAGS) if path}

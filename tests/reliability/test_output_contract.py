@@ -317,6 +317,16 @@ def test_profile_refuses_dev_null_before_profiling(mbk, inputs):
     assert "/dev/null" in line and stat.S_ISCHR(os.lstat("/dev/null").st_mode)
 
 
+def test_profile_never_overwrites_its_text_or_tokenizer_input(mbk, inputs, tmp_path):
+    # --overwrite replaced the --text file (or the --tokenizer vocabulary) with the report: only FILEs were inputs.
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat .\n")
+    for flag, path in (("--json", text), ("--md", inputs / "vocab.txt")):
+        assert_refused(mbk("profile", inputs / "m.onnx", "--text", text, "--tokenizer", inputs / "vocab.txt",
+                           flag, path, "--overwrite"), "the command's input")
+    assert text.read_text() == "the cat sat .\n" and (inputs / "vocab.txt").read_text() == "\n".join(VOCAB) + "\n"
+
+
 # --- write errors ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("code, fragment", [(errno.EACCES, "permission denied"), (errno.EROFS, "read-only"),
