@@ -74,9 +74,9 @@ def run(args):
         # before the corpus is written, so a refused --out leaves no corpus behind either.
         if overlap(args.out, corpus):
             raise ConfigError(f"--out {args.out} and --stdlib-corpus {corpus} overlap; give each its own directory")
-        check_output(corpus, STDLIB_CORPUS, overwrite=args.overwrite)
-        check_output(args.out, PRETRAINING_DATA, overwrite=args.overwrite)
-        with atomic_dir(corpus, STDLIB_CORPUS, overwrite=args.overwrite) as tmp:
+        check_output(corpus, STDLIB_CORPUS, overwrite=args.overwrite, sources=[args.vocab])
+        check_output(args.out, PRETRAINING_DATA, overwrite=args.overwrite, sources=[args.vocab])
+        with atomic_dir(corpus, STDLIB_CORPUS, overwrite=args.overwrite, sources=[args.vocab]) as tmp:
             stats = build_stdlib_corpus(tmp / "train.txt", tmp / "heldout.txt")
         console.print(
             f"corpus: Python {stats['python']} standard library, {stats['documents']} modules / "

@@ -230,8 +230,10 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     options = options or PretrainingDataOptions()
     files = [Path(f) for f in files]
     missing = [str(f) for f in files if not f.is_file()]
+    # The vocabulary is an input too: --overwrite of the directory holding it deleted it.
+    sources = [*files, *([tokenizer.source] if getattr(tokenizer, "source", None) else [])]
     # Checked before tokenizing: a refused --out must not cost the whole run first.
-    check_output(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=files)
+    check_output(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=sources)
     if missing:
         raise DataError(f"input file {missing[0]} does not exist; check the --input paths")
     if not files:
@@ -246,7 +248,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
         read[0] += n
 
     _allow_open_files(options.num_shards)
-    with atomic_dir(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=files) as tmp:
+    with atomic_dir(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=sources) as tmp:
         writers = [tf.io.TFRecordWriter(str(tmp / n)) for n in names]
         try:
             # Chunked after tokenizing: a document with no token is no document to draw a random next from.

@@ -327,6 +327,19 @@ def test_profile_never_overwrites_its_text_or_tokenizer_input(mbk, inputs, tmp_p
     assert text.read_text() == "the cat sat .\n" and (inputs / "vocab.txt").read_text() == "\n".join(VOCAB) + "\n"
 
 
+@pytest.mark.parametrize("out", ["--out", "--stdlib-corpus"])
+def test_pretraining_data_never_overwrites_the_directory_holding_its_vocabulary(mbk, inputs, tmp_path, out):
+    # --out DIR --overwrite replaced DIR, the user's vocab.txt inside it with it: only --input files were inputs.
+    (tmp_path / "d").mkdir()
+    vocab = tmp_path / "d" / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n")
+    args = ["--input", inputs / "corpus.txt", "--out", tmp_path / "d"] if out == "--out" else \
+        ["--stdlib-corpus", tmp_path / "d", "--out", tmp_path / "o"]
+    assert_refused(mbk("pretraining-data", *args, "--vocab", vocab, "--seq-len", 16, "--overwrite"),
+                   "contains the command's input")
+    assert vocab.read_text() == "\n".join(VOCAB) + "\n" and sorted(os.listdir(tmp_path)) == ["d"]
+
+
 # --- write errors ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("code, fragment", [(errno.EACCES, "permission denied"), (errno.EROFS, "read-only"),
