@@ -116,7 +116,8 @@ class Distiller:
         }
 
     def _sources(self):
-        return [p for p in (self.teacher_spec, self.data) if isinstance(p, (str, Path))]
+        # The student too: --student DIR --out DIR --overwrite read the user's model, then deleted it.
+        return [p for p in (self.teacher_spec, self.student_spec, self.data) if isinstance(p, (str, Path))]
 
     def _place(self):
         """Resolves the strategy and whether this process is the one that writes ``out_dir``."""

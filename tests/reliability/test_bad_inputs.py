@@ -112,6 +112,18 @@ def test_distill_with_data_tokenized_by_another_vocabulary(mbk, tiny_run_inputs,
     assert not (tmp_path / "run").exists()
 
 
+def test_distill_never_overwrites_its_student_directory(mbk, tiny_run_inputs, tmp_path):
+    # --student DIR --out DIR --overwrite read the user's student, then replaced it with the run directory.
+    import shutil
+
+    student = shutil.copytree(tiny_run_inputs / "student", tmp_path / "student")
+    before = sorted(p.name for p in student.iterdir())
+    proc = mbk("distill", "--teacher", tiny_run_inputs / "teacher", "--student", student, "--data",
+               tiny_run_inputs / "data", "--out", student, "--overwrite", "--layer-steps", 1, "--batch-size", 4)
+    assert_refused(proc, "is the command's input")
+    assert sorted(p.name for p in student.iterdir()) == before
+
+
 @pytest.fixture
 def vocab(tmp_path):
     from tests.data.conftest import write_vocab
