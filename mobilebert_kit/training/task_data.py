@@ -112,6 +112,9 @@ def resolve_columns(rows, path, text_columns=None, label_column=None, need_label
     if label_column is None and recorded.get("label_column") in columns:
         label_column = recorded["label_column"]
     if text_columns:
+        if len(text_columns) > 2:  # a third was dropped without a word: a model reads one text or a pair
+            raise DataError(f"--text-columns names {len(text_columns)} columns ({', '.join(text_columns)}); give one "
+                            "text column or a pair A,B")
         missing = [c for c in text_columns if c not in columns]
         if missing:
             raise DataError(f"{path} has no column {missing[0]!r}; columns: {', '.join(columns)}")

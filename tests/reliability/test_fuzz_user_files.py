@@ -106,6 +106,16 @@ def test_jsonl_rows_without_a_column_or_with_non_text_are_refused(tmp_path, rows
     _refused(lambda: resolve_columns(read_table(path), path), error=DataError, fragment=fragment)
 
 
+def test_more_than_two_text_columns_are_refused(tmp_path):
+    # --text-columns a,b,c trained and scored on a and b, dropping c without a word.
+    from mobilebert_kit.training.task_data import read_table, resolve_columns
+
+    path = tmp_path / "d.tsv"
+    path.write_text("a\tb\tc\tlabel\nx\ty\tz\tpos\n")
+    _refused(lambda: resolve_columns(read_table(path), path, ["a", "b", "c"]), error=DataError,
+             fragment="names 3 columns (a, b, c); give one text column or a pair")
+
+
 @pytest.mark.parametrize("name, data", [("d.tsv", "sentence\tlabel\tlabel\nhello\tpos\tneg\n"),
                                         ("d.csv", "text,negative,text\na film,1,b\n")])
 def test_a_header_that_names_a_column_twice_is_refused(tmp_path, name, data):
