@@ -430,6 +430,7 @@ def read_tagged(path):
     except UnicodeDecodeError as err:
         raise DataError(f"{path} is not UTF-8 text ({err.reason}); convert it first") from err
     for number, line in enumerate(lines, 1):
+        _refuse_nul(path, number, [line])
         parts = line.split()
         if not parts or parts[0] == "-DOCSTART-":
             if tokens:

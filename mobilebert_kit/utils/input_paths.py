@@ -109,12 +109,16 @@ def text_line(raw, number):
     Notepad and Excel start UTF-8 files with one, which SentencePiece and BPE tokenizers read as a token of its
     own (docs/reliability.md row 308). The calibration and validation reader (``convert/plan/input_set``) streams
     with the same ``utf-8-sig``. A line that is not UTF-8 raises UnicodeDecodeError (each caller names its file
-    and line).
+    and line), and so does one holding a NUL: UTF-16 without a byte-order mark is valid UTF-8 with a NUL after
+    every ASCII character, which would be tokenized as text.
 
     Example:
         >>> text_line(b"\\xef\\xbb\\xbfhello", 1), text_line(b"\\xef\\xbb\\xbfhello", 2)
         ('hello', '\\ufeffhello')
     """
+    if b"\0" in raw:
+        at = raw.index(b"\0")
+        raise UnicodeDecodeError("utf-8", raw, at, at + 1, "a NUL character: UTF-16 or binary data, not UTF-8 text")
     return raw.decode("utf-8-sig" if number == 1 else "utf-8")
 
 

@@ -139,6 +139,29 @@ def test_a_table_with_nul_characters_is_refused_as_not_utf8(tmp_path, data):
     _refused(read_table, path, error=DataError, fragment="holds a NUL character")
 
 
+UTF16_TEXT = "the cat sat .\nthe dog ran .\n\na dog sat .\n".encode("utf-16-le")  # no byte-order mark: valid UTF-8
+
+
+@pytest.mark.parametrize("reader, fragment", [
+    ("mobilebert_kit.convert.plan.input_set:_text_lines", "holds a NUL character"),
+    ("mobilebert_kit.profiler.real_text:read_lines", "line 1 is not UTF-8 text (byte 0x00)"),
+    ("mobilebert_kit.data.pretraining_examples:read_documents", "line 1 is not UTF-8 text (byte 0x00 at column 2)"),
+    ("mobilebert_kit.training.task_data:read_tagged", "line 1 holds a NUL character")])
+def test_utf16_text_without_a_byte_order_mark_is_refused_by_every_text_reader(tmp_path, reader, fragment):
+    # Only tables refused it: calibration, validation and --text sentences were tokenized as "t\0h\0e\0" and
+    # PASSED, pretraining-data blamed "1 document", a CoNLL file trained on NUL-laced tags.
+    import importlib
+    from pathlib import Path
+
+    module, name = reader.split(":")
+    path = tmp_path / ("t.conll" if name == "read_tagged" else "t.txt")
+    path.write_bytes(UTF16_TEXT)
+    fn = getattr(importlib.import_module(module), name)
+    call = {"_text_lines": lambda: fn(path, 16), "read_lines": lambda: fn(Path(path)),
+            "read_documents": lambda: list(fn([path]))}.get(name, lambda: fn(path))
+    _refused(call, fragment=fragment)
+
+
 @pytest.mark.parametrize("line", ['{"tokens": 5, "tags": 7}', '{"tokens": "abc", "tags": "xyz"}',
                                   '{"tokens": [1], "tags": ["O"]}', '{"tokens": ["a"], "tags": [null]}'])
 def test_tagged_jsonl_records_must_hold_lists(tmp_path, line):

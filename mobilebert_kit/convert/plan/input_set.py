@@ -346,6 +346,9 @@ def _text_lines(path, count):
                 if not line.endswith("\n"):
                     while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
                         pass  # the rest of an over-long line: read in bounded pieces and dropped
+                if "\0" in line:  # UTF-16 without a byte-order mark: valid UTF-8, a NUL after each ASCII character
+                    raise ExportError(f"{escape(path)} holds a NUL character, so it is UTF-16 or binary, not UTF-8 "
+                                      "text; save it as UTF-8")
                 if line.strip():
                     lines.append(line.rstrip("\r\n"))
     except UnicodeDecodeError as err:
