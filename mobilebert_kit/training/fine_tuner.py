@@ -147,7 +147,8 @@ class FineTuner:
             # The tags are class names as a sequence head's labels are: look-alikes would be two classes.
             spec["label_names"] = check_class_names(sorted({t for _, tags in sentences for t in tags}),
                                                     f"the tags of {path}", error=DataError)
-        features, labels, _ = task_data.tagging_features(self.tokenizer, sentences, cfg.seq_len, spec["label_names"])
+        features, labels, _ = task_data.tagging_features(self.tokenizer, sentences, cfg.seq_len, spec["label_names"],
+                                                             path)
         weights = (labels != task_data.IGNORE).astype(np.float32)
         return features, {"logits": np.maximum(labels, 0)}, {"logits": weights}
 

@@ -460,8 +460,9 @@ def read_tagged(path):
     return sentences
 
 
-def tagging_features(tokenizer, sentences, seq_len, tag_names):
-    """Word-piece features with each word's tag on its first piece (others ignored with -100)."""
+def tagging_features(tokenizer, sentences, seq_len, tag_names, path):
+    """Word-piece features with each word's tag on its first piece (others ignored with -100); ``path`` (the
+    sentences' file) names where an unknown tag is."""
     n = len(sentences)
     ids = np.full((n, seq_len), tokenizer.pad_id, np.int32)
     mask = np.zeros((n, seq_len), np.int32)
@@ -479,7 +480,8 @@ def tagging_features(tokenizer, sentences, seq_len, tag_names):
             if w is not None and w != previous:
                 positions[w] = k + 1
                 if tags[w] not in index:
-                    raise DataError(f"tag {tags[w]!r} was not seen in training; known: {', '.join(tag_names)}")
+                    raise DataError(f"{path}: tag {tags[w]!r} (sentence {row + 1}) was not seen in training; known: "
+                                    f"{', '.join(tag_names)}")
                 labels[row, k + 1] = index[tags[w]]
             previous = w
         first_piece.append(positions)

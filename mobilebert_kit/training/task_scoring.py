@@ -223,7 +223,8 @@ def _prepare_tagged(path, tokenizer, spec, limit):
     if not spec.get("label_names"):
         raise MbkError(f"{spec.get('model', 'the model')} records no tag names; export the `mbk finetune` output's "
                        "model/ (it holds labels.txt)")
-    features, _, first_piece = task_data.tagging_features(tokenizer, sentences, spec["seq_len"], spec["label_names"])
+    features, _, first_piece = task_data.tagging_features(tokenizer, sentences, spec["seq_len"], spec["label_names"],
+                                                             path)
     return Prepared(features, len(sentences), (sentences, first_piece))
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mobilebert_kit.data.text_tokenizer import TextTokenizer
+from mobilebert_kit.errors import DataError
 from mobilebert_kit.training import metrics, task_data
 from mobilebert_kit.training.fine_tuner import FineTuner, evaluate_directory
 from mobilebert_kit.training.finetune_config import FinetuneConfig
@@ -84,11 +85,18 @@ def test_squad_features_find_answers_across_windows(tokenizer):
 
 def test_tagging_features_label_first_pieces(tokenizer):
     sentences = [(["John", "plays", "good"], ["B-PER", "O", "O"])]
-    features, labels, first = task_data.tagging_features(tokenizer, sentences, 8, ["B-PER", "O"])
+    features, labels, first = task_data.tagging_features(tokenizer, sentences, 8, ["B-PER", "O"], "t.conll")
     # plays -> play ##s: only "play" carries the tag
     assert tokenizer.convert_ids_to_tokens(features["input_ids"][0, :6]) == ["[CLS]", "john", "play", "##s", "good", "[SEP]"]
     assert labels[0, :6].tolist() == [-100, 0, 1, -100, 1, -100]
     assert first == [{0: 1, 1: 2, 2: 4}]
+
+
+def test_an_unknown_tag_names_its_file_and_sentence(tokenizer):
+    # The error named the tag only: with --train and --eval files, or a long file, the user could not find it.
+    sentences = [(["John"], ["B-PER"]), (["plays", "good"], ["O", "B-FOO"])]
+    with pytest.raises(DataError, match=r"^eval.conll: tag 'B-FOO' \(sentence 2\) was not seen in training; known: "):
+        task_data.tagging_features(tokenizer, sentences, 8, ["B-PER", "O"], "eval.conll")
 
 
 def _sentiment(path, n, seed):
