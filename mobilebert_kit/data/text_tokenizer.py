@@ -820,7 +820,11 @@ def _read_packed_sentencepiece(data, source):
         tokenizer.add_tokens(user)
     steps = _ascii_lower()
     if model["precompiled_charsmap"]:
-        steps.append(normalizers.Precompiled(model["precompiled_charsmap"]))
+        try:
+            steps.append(normalizers.Precompiled(model["precompiled_charsmap"]))
+        except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
+            raise DataError(f"{source}: its SentencePiece normalization rules cannot be read "
+                            f"({str(err).splitlines()[0]}); re-export the model") from None
     # SentencePiece's remove_extra_whitespaces: no leading, trailing or repeated spaces.
     steps += [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
     tokenizer.normalizer = normalizers.Sequence(steps)

@@ -278,6 +278,19 @@ def test_a_sentencepiece_model_whose_unk_id_is_none_of_its_pieces_is_refused():
     _refused(spm.read_model, model.SerializeToString(), error=DataError, fragment="unk_id 7 is none of its 2 pieces")
 
 
+def test_a_packed_sentencepiece_model_with_damaged_normalization_rules_is_refused():
+    # Its precompiled_charsmap (most of a real model's bytes) made the tokenizers library raise a bare Exception:
+    # an internal error, exit 1, for `mbk evaluate`/`profile --text` on a damaged .tflite.
+    from mobilebert_kit.data import sentencepiece_model as spm
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+
+    pieces = [("<unk>", 0.0, spm.UNKNOWN), ("[CLS]", 0.0, spm.CONTROL), ("[SEP]", 0.0, spm.CONTROL),
+              ("\u2581a", -1.0, spm.NORMAL)]
+    data = spm.write_model(pieces, unk_id=0, precompiled_charsmap=b"\x10\x00\x00\x00abc")
+    _refused(TextTokenizer.from_packed, "sentencepiece", data, "m.tflite", error=DataError,
+             fragment="m.tflite: its SentencePiece normalization rules cannot be read")
+
+
 def test_an_embedded_vocabulary_that_cannot_be_read_is_blamed_on_the_exported_file(tmp_path):
     # The message named a temporary vocab.txt and said to use "the vocab.txt the model was trained with".
     from mobilebert_kit.evaluation.artifact_metrics import app_tokenizer
