@@ -23,6 +23,7 @@ artifact readers use it.
 import json
 import math
 import os
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -112,9 +113,30 @@ def load_json(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, expe
     except ValueError as err:  # JSONDecodeError, and ints over Python's digit limit
         raise error(f"{label} is not valid JSON ({first_line(err)}); {fix}") from err
     _check_depth(value, label, max_depth, error, fix)
+    if _SURROGATE_ESCAPE.search(text):  # cheap: most documents hold no such escape at all
+        _check_surrogates(value, label, error)
     if expect is not None and not isinstance(value, expect):
         raise error(f"{label} must hold a JSON {_KIND.get(expect, expect.__name__)}, not {_kind(value)}; {fix}")
     return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _check_surrogates(value, label, error):
+    """Refuses a string holding half of a UTF-16 surrogate pair (``"\\ud83d"``: an emoji cut in two), which
+    JSON escapes allow and Python keeps: no tokenizer or UTF-8 writer takes it (an internal error later)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        strings = [item] if isinstance(item, str) else list(item) if isinstance(item, dict) else []
+        for text in strings:
+            half = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+            if half is not None:
+                raise error(f"{label} holds \\u{ord(half):04x}, half of a UTF-16 surrogate pair without its other "
+                            "half, which is no character: remove it or write the whole character")
+        if isinstance(item, (dict, list)):
+            stack.extend(item.values() if isinstance(item, dict) else item)
 
 
 def load_toml(path_or_text, what, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, error=ConfigError, fix="fix it"):

@@ -96,6 +96,14 @@ def test_load_json_refuses_deep_duplicate_undecodable_and_non_object_documents(t
     _expect_mbk_error(lambda t: load_json(t, "the test document", expect=dict), text)
 
 
+@pytest.mark.parametrize("text", ['{"text": "a \\ud83d film"}', '{"\\udfff": 1}', '{"a": [{"b": "x\\udc00"}]}'])
+def test_load_json_refuses_half_a_surrogate_pair_and_keeps_whole_ones(text):
+    # A .jsonl text with an emoji cut in two ("\ud83d") was an internal error (TypeError) in the tokenizer.
+    err = _expect_mbk_error(lambda t: load_json(t, "the test document", expect=dict), text)
+    assert "half of a UTF-16 surrogate pair" in str(err), err
+    assert load_json('{"a": "\\ud83d\\ude00"}', "the test document") == {"a": "\U0001f600"}
+
+
 @pytest.mark.parametrize("text", ["a = " + "[" * DEEP, "a = " + "{b = " * 20_000, "[t]\nx = 1\nx = 2"])
 def test_load_toml_refuses_deep_and_invalid_documents(text):
     _expect_mbk_error(lambda t: load_toml(t, "the test recipe"), text)
