@@ -24,7 +24,7 @@ from mobilebert_kit.data.records import (
     shard_name,
 )
 from mobilebert_kit.errors import ConfigError, DataError, check_choice
-from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.atomic import atomic_dir, check_output, file_signature
 from mobilebert_kit.utils.input_paths import text_line
 from mobilebert_kit.utils.limits import SEED, Limit, within
 from mobilebert_kit.utils.output_check import os_error_in
@@ -234,6 +234,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     sources = [*files, *([tokenizer.source] if getattr(tokenizer, "source", None) else [])]
     # Checked before tokenizing: a refused --out must not cost the whole run first.
     check_output(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=sources)
+    began = file_signature(out_dir)  # another run into the same --out meanwhile is not silently replaced
     if missing:
         raise DataError(f"input file {missing[0]} does not exist; check the --input paths")
     if not files:
@@ -248,7 +249,7 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
         read[0] += n
 
     _allow_open_files(options.num_shards)
-    with atomic_dir(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=sources) as tmp:
+    with atomic_dir(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=sources, unchanged_since=began) as tmp:
         writers = [tf.io.TFRecordWriter(str(tmp / n)) for n in names]
         try:
             # Chunked after tokenizing: a document with no token is no document to draw a random next from.

@@ -697,6 +697,29 @@ def test_profile_overwrite_refuses_a_report_another_command_wrote_while_it_timed
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
 
 
+def test_pretraining_data_refuses_an_output_another_command_wrote_while_it_ran(mbk, inputs, tmp_path, monkeypatch):
+    # Two runs into one --out (other corpora or seeds) both said "wrote N examples", one silently replaced.
+    from mobilebert_kit.data import pretraining_examples
+    from mobilebert_kit.data.records import PRETRAINING_DATA
+
+    out = tmp_path / "out"
+    real_read = pretraining_examples.read_documents
+
+    def read_while_another_installs(*args, **kwargs):
+        out.mkdir()  # the other run's output, installed while this one tokenized
+        (out / ".mbk-output.json").write_text(json.dumps({"format": PRETRAINING_DATA.format, "version": 1,
+                                                          "files": ["dataset.json"]}))
+        (out / "dataset.json").write_text("the other run's")
+        yield from real_read(*args, **kwargs)
+
+    monkeypatch.setattr(pretraining_examples, "read_documents", read_while_another_installs)
+    proc = mbk("pretraining-data", "--input", inputs / "corpus.txt", "--vocab", inputs / "vocab.txt", "--out", out,
+               "--seq-len", 16)
+    assert_one_line_error(proc, f"another command wrote {out} while this one ran", "run again")
+    assert proc.returncode == 2 and (out / "dataset.json").read_text() == "the other run's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_an_import_refuses_an_output_another_command_wrote_while_it_ran(mbk, inputs, tmp_path, monkeypatch):
     """Two `mbk import` into one new --out at once both said "imported", and the later silently replaced the
     other's model (a saved model of ours is replaced without --overwrite). What --out held when the import began
