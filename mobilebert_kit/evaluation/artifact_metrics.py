@@ -17,7 +17,7 @@ from mobilebert_kit.artifacts.metadata import in_graph_length, parse_mbk_metadat
 from mobilebert_kit.artifacts.metadata_schema import PACKED_AS, TFLITE_METADATA
 from mobilebert_kit.artifacts.runner import ArtifactRunner
 from mobilebert_kit.convert.plan.export_tasks import TASKS as EXPORT_TASKS
-from mobilebert_kit.data.text_tokenizer import TextTokenizer
+from mobilebert_kit.data.text_tokenizer import TextTokenizer, check_tokenizer_fits
 from mobilebert_kit.training.finetune_config import FinetuneConfig
 # ArtifactEvaluation and the records live with the training code, which scores Keras models with them too.
 from mobilebert_kit.training.task_scoring import (  # noqa: F401  (re-exported: this module's interface)
@@ -56,6 +56,9 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
         return _InGraphText(path)
     if tokenizer is not None:
         given = TextTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
+        # Another model's larger vocabulary: the runtime's gather error, blamed on the file.
+        if isinstance(meta.get("vocab_size"), int):
+            check_tokenizer_fits(given, meta["vocab_size"], path)
         if FORMATS[graph.format].client_metadata and TFLITE_METADATA in graph.metadata:
             # Scored on the ids its app computes (docs/clients/README.md); a tokenizer no client runs (byte-level
             # BPE): the app feeds the checkpoint tokenizer's ids through LiteRT.

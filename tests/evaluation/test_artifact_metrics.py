@@ -98,6 +98,19 @@ def test_a_file_without_vocabulary_takes_tokenizer(task_models, exported, tmp_pa
     assert given.metrics == pytest.approx(with_vocab.metrics)
 
 
+def test_a_tokenizer_larger_than_the_files_embedding_table_is_refused(task_models, exported, tmp_path):
+    # Another model's vocab.txt as --tokenizer failed in the runtime ("gather index out of bounds ...; re-export
+    # the model"), blaming the file; export and finetune refuse such a vocabulary by name.
+    from mobilebert_kit.errors import DataError
+
+    vocab = (task_models["classification"] / "vocab.txt").read_text().splitlines()
+    bigger = tmp_path / "vocab.txt"
+    bigger.write_text("\n".join(vocab + [f"extra{i}" for i in range(5000)]) + "\n")
+    path = exported["classification", "onnx"]
+    with pytest.raises(DataError, match=f"has {len(vocab) + 5000} tokens but {path} embeds only"):
+        evaluate_artifact(path, task_models["data"]["classification"], seq_len=SEQ, tokenizer=bigger)
+
+
 def test_an_undefined_correlation_is_refused_not_reported_as_zero(task_models, exported, tmp_path):
     # Every pair with the same cosine (an embedder whose vectors ignore the text, e.g. at --seq-len 2) or the same
     # gold score made Spearman's denominator 0, which metrics.pearson reports as 0.0: "spearman 0.0000".
