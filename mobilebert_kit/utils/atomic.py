@@ -107,12 +107,15 @@ def _begin(path, kind, overwrite, sources, keep_foreign=False):
         check_output(path, kind, overwrite=overwrite, sources=sources, keep_foreign=keep_foreign)
     else:
         _check_internal(path)
+    # The directories made for it: a failed write removes them again (they would be strays of a run that left
+    # nothing).
+    made = next((p for p in reversed(path.parents) if not os.path.lexists(p)), None)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise write_error(path, err) from err
     _sweep_leftovers(path)
-    return path
+    return path, made
 
 
 def _check_internal(path):
@@ -448,7 +451,7 @@ def atomic_path(path, *, kind=None, overwrite=False, sources=()):
         >>> with atomic_path("m.onnx", kind=ONNX_OUTPUT) as tmp:  # doctest: +SKIP
         ...     onnx.save(model, str(tmp))
     """
-    with _temporary(_begin(path, kind, overwrite, sources), is_dir=False) as (path, tmp):
+    with _temporary(*_begin(path, kind, overwrite, sources), is_dir=False) as (path, tmp):
         yield tmp
         _finish(tmp, path, kind, overwrite, sources)
 
@@ -467,19 +470,20 @@ def atomic_dir(path, kind, *, overwrite=False, sources=(), keep_foreign=False, u
         >>> with atomic_dir("runs/model", SAVED_MODEL) as tmp:  # doctest: +SKIP
         ...     save_into(tmp)
     """
-    with _temporary(_begin(path, kind, overwrite, sources, keep_foreign), is_dir=True) as (path, tmp):
+    with _temporary(*_begin(path, kind, overwrite, sources, keep_foreign), is_dir=True) as (path, tmp):
         yield tmp
         _write_marker(tmp, kind)
         _finish(tmp, path, kind, overwrite, sources, keep_foreign=keep_foreign, since=unchanged_since)
 
 
 @contextlib.contextmanager
-def _temporary(path, is_dir):
+def _temporary(path, made, is_dir):
     """Yields ``(path, tmp)``, ``tmp`` a new hidden ``.partial`` sibling of ``path``, held by its kernel lock (the
     sign that its writer lives, for a sweep in another PID namespace). When the block fails ``tmp`` is removed,
-    and an OSError, or a library's own error that reports a full disk or a file size limit in words
-    (TensorFlow's ResourceExhaustedError / OutOfRangeError, onnx's and safetensors' errors), becomes the
-    one-line :func:`write_error`."""
+    with the directories ``made`` for ``path`` (the topmost, or None) where they are empty, and an OSError, or a
+    library's own error that reports a full disk or a file size limit in words (TensorFlow's
+    ResourceExhaustedError / OutOfRangeError, onnx's and safetensors' errors), becomes the one-line
+    :func:`write_error`."""
     try:
         if is_dir:
             tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".partial", dir=path.parent))
@@ -493,6 +497,8 @@ def _temporary(path, is_dir):
         yield path, Path(tmp)
     except BaseException as err:
         remove_path(tmp, ignore_errors=True)
+        if made is not None:
+            _prune_empty(made.parent, path.parent.relative_to(made.parent))
         if isinstance(err, OutputError) and str(tmp) in str(err):
             # A writer nested in the block (a model saved into the directory) names its path under the hidden
             # temporary directory, which is gone now: name the place the user will look for instead.

@@ -51,6 +51,21 @@ def test_write_errors_become_one_line_and_leave_nothing(tmp_path, monkeypatch, c
     assert _litter(tmp_path) == []
 
 
+@pytest.mark.parametrize("writer", ["atomic_file", "atomic_dir"])
+def test_a_failed_write_removes_the_directories_made_for_it(tmp_path, writer):
+    # `mbk pretraining-data --out d/e/f` refused for its data left d/e behind; a directory that was there stays.
+    from mobilebert_kit.data.records import PRETRAINING_DATA
+    from mobilebert_kit.utils import atomic
+
+    (tmp_path / "kept").mkdir()
+    for out in (tmp_path / "d" / "e" / "f", tmp_path / "kept" / "x" / "y"):
+        with pytest.raises(ValueError, match="the command failed"):
+            opened = atomic.atomic_file(out, "w") if writer == "atomic_file" else atomic.atomic_dir(out, PRETRAINING_DATA)
+            with opened:
+                raise ValueError("the command failed")
+    assert _litter(tmp_path) == ["kept"] and _litter(tmp_path / "kept") == []
+
+
 def _scratch_holds_a_temporary(tmpdir):
     """The command's scratch directory holds a temporary made through ``tempfile`` (the converter's SavedModel)."""
     return any(d.name.startswith("mbk-cmd-") and any(e.name.startswith("tmp") and e.is_dir() for e in d.iterdir())
