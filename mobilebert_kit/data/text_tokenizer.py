@@ -153,6 +153,20 @@ def _processor_specials(spec):
     return found
 
 
+def _template_undefined(spec):
+    """The first special token a ``TemplateProcessing`` post-processor (alone or in a ``Sequence``) places but
+    does not define in its ``special_tokens``, else None (``spec`` loaded by tokenizers, so of its types)."""
+    post = spec.get("post_processor")
+    steps = post.get("processors", []) if isinstance(post, dict) and post.get("type") == "Sequence" else [post]
+    for step in steps:
+        if isinstance(step, dict) and step.get("type") == "TemplateProcessing":
+            for piece in [*step.get("single", []), *step.get("pair", [])]:
+                special = piece.get("SpecialToken") if isinstance(piece, dict) else None
+                if special is not None and special.get("id") not in step.get("special_tokens", {}):
+                    return special.get("id")
+    return None
+
+
 def berts_names(specials):
     """Whether ``{role: token}`` names every special token as BERT does (an absent role counts as BERT's).
 
@@ -332,6 +346,10 @@ class TextTokenizer:
         except Exception as err:  # noqa: BLE001  (the library raises bare Exceptions)
             raise DataError(f"cannot read tokenizer {path} ({str(err).splitlines()[0]}); "
                             "pass a valid tokenizer.json") from err
+        undefined = _template_undefined(spec)
+        if undefined is not None:  # tokenizers loads it, then panics on the first text (a raw traceback)
+            raise DataError(f"{path}: its post-processor template adds the special token {undefined!r}, which its "
+                            "special_tokens do not define; pass the tokenizer files the checkpoint was saved with")
         model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
         kind = KINDS.get(model.get("type"))
         if kind is None:

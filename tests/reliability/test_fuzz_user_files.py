@@ -348,7 +348,10 @@ def test_tokenize_chinese_chars_false_is_followed_as_transformers_follows_it(tmp
 
 @pytest.mark.parametrize("single, pair, fragment", [([], [], "drops the text"),
                                                     (["[CLS]", "$A", "[SEP]"], ["[CLS]", "$A", "[SEP]"],
-                                                     "drops the second text of a pair")])
+                                                     "drops the second text of a pair"),
+                                                    # tokenizers panicked on the first text: a raw traceback
+                                                    (["[CLS]", "$A", "[SEP]"], ["<s>", "$A", "[SEP]", "$B", "[SEP]"],
+                                                     "adds the special token '<s>', which its special_tokens do not")])
 def test_a_post_processor_that_drops_the_text_is_refused(tmp_path, single, pair, fragment):
     # An empty template gave every text no tokens: `mbk export` was an internal error in its validation. The
     # library refuses such a template built in Python, not one read from a file.
