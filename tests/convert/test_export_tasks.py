@@ -389,6 +389,20 @@ def test_a_one_column_output_is_compared_as_one_vector_not_row_by_row_signs():
     assert compare("score", -reference, reference).cosine == pytest.approx(-1.0)  # a wrong sign still fails
 
 
+def test_a_one_column_output_that_answers_one_constant_fails_every_mode():
+    # Scores in [1, 5] answered as their mean for every text (Pearson 0) kept SNR 7.7 dB and cosine 0.91 against
+    # the raw values, and int8's and int4's gates said PASSED; the SNR now counts the spread about the mean only.
+    from mobilebert_kit.convert.validation.compare import check_values, compare, thresholds_for
+
+    reference = np.random.default_rng(0).uniform(1, 5, (16, 1))
+    constant = compare("score", np.full_like(reference, reference.mean()), reference)
+    assert constant.snr_db == pytest.approx(0.0, abs=1e-9)
+    for mode in ("int8", "int4", "dynamic", "none"):
+        assert any("SNR" in str(p) for p in check_values(constant, thresholds_for(mode))), mode
+    close = compare("score", reference + np.random.default_rng(1).normal(0, 0.05, reference.shape), reference)
+    assert not check_values(close, thresholds_for("dynamic"))  # int8-sized noise on the scores still passes
+
+
 def test_a_quantized_embedding_is_held_to_the_embedding_cosine_bar(tiny_bert, tmp_path):
     # all-MiniLM-L6-v2's full-int8 embedder passed int8's generic 0.9 at 0.904 and gave 0.90 in MediaPipe: an
     # embedding's cosine is its task's own measure, so the task sets 0.95; a user's --threshold still wins.
