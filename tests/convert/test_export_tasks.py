@@ -378,6 +378,29 @@ def test_a_multi_label_head_exports_a_sigmoid_per_label():
     assert plan(options, "sequence_classifier", num_outputs=4).task == "classification"  # single-label: unchanged
 
 
+def test_a_multi_label_file_is_judged_by_each_labels_side_of_its_cut_not_by_argmax():
+    # A multi-label ONNX dynamic file whose label decisions all held (logit > 0 on 99.4% of 160 real-sentence
+    # labels, each validation row's unchanged) was refused at "logits argmax agreement 0.8750 < 0.9", and a
+    # TFLite file's sigmoids had no answer check at all: a label crossing 0.5 passed on cosine alone.
+    from mobilebert_kit.convert.export_model import logit_outputs
+    from mobilebert_kit.convert.validation.compare import check_values, compare, thresholds_for
+
+    assert logit_outputs(None, "multi_label_classification", "onnx") == {"logits": 0.0}
+    assert logit_outputs(None, "multi_label_classification", "tflite") == {"probability": 0.5}
+    assert logit_outputs(None, "classification", "onnx") == {"logits": True}
+    reference = np.array([[2.0, 1.9, -1.0], [-2.0, 1.0, 0.5], [3.0, -1.0, 2.9], [0.4, -3.0, -1.0]])
+    top_swapped = reference + [[-0.2, 0.2, 0.0], [0, 0, 0], [-0.2, 0.0, 0.2], [0, 0, 0]]  # same labels on
+    assert compare("logits", top_swapped, reference, logits=True).argmax_agreement == 0.5
+    held = compare("logits", top_swapped, reference, logits=0.0)
+    assert held.argmax_agreement == 1.0 and not check_values(held, thresholds_for("dynamic"))
+    flipped = reference * [[1, 1, 1], [1, 1, -1], [1, 1, 1], [-1, 1, 1]]  # two labels cross the cut
+    problems = check_values(compare("logits", flipped, reference, logits=0.0), thresholds_for("dynamic"))
+    assert [str(p) for p in problems if "agreement" in str(p)] == ["logits label agreement 0.8333 < 0.9"]
+    probabilities = 1 / (1 + np.exp(-reference))
+    near = compare("probability", 1 / (1 + np.exp(-flipped * 0.5 - reference * 0.5)), probabilities, logits=0.5)
+    assert near.argmax_agreement == pytest.approx(10 / 12) and near.cosine > 0.97  # cosine alone passed it
+
+
 def test_a_one_column_output_is_compared_as_one_vector_not_row_by_row_signs():
     # A regression score's row cosine is its sign only: 0.01 read as -0.01 failed a dynamic-int8 regressor
     # ("score cosine 0.875 < 0.98") whose scores were all within 0.02.
