@@ -11,7 +11,8 @@ Values are compared where they mean something: token-level outputs
 positions depend on the attention-mask constant (an export option) and are
 discarded by every consumer. Per output: max and mean absolute error, cosine
 (mean and minimum over vectors: token vectors, or one row per example), SNR in
-dB (``10 log10(sum ref^2 / sum err^2)``; a one-column output's ref taken about its mean) and, for logits, argmax agreement.
+dB (``10 log10(sum ref^2 / sum err^2)``; a one-column output's ref taken about its mean) and, for
+logits, argmax agreement (a multi-label output's: each label's side of its cut).
 
 Thresholds depend on the quantization mode: each mode's record
 (:data:`mobilebert_kit.convert.quantization.modes.MODES`) holds its defaults and
@@ -208,7 +209,8 @@ def check_values(metrics, thresholds):
         problems.append(f"{metrics.name} max abs error {metrics.max_abs_error:.3e} > {t.max_abs_error}")
     if (t.min_argmax_agreement is not None and metrics.argmax_agreement is not None
             and not metrics.argmax_agreement >= t.min_argmax_agreement):
-        problems.append(f"{metrics.name} {metrics.answers} agreement {metrics.argmax_agreement:.4f} < {t.min_argmax_agreement}")
+        problems.append(f"{metrics.name} {metrics.answers} agreement {metrics.argmax_agreement:.4f} "
+                        f"< {t.min_argmax_agreement}")
     return [OutputValueError(p) for p in problems]
 
 
@@ -217,7 +219,8 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
     """Checks names, shapes and values of ``runner``'s outputs against the Keras source's ``reference_outputs``
     on ``inputs``; returns a :class:`ValidationReport` (``raise_for_failures()`` raises).
 
-    ``token_outputs`` are compared at real tokens only, ``logit_outputs`` (``{name: logits}`` of :func:`compare`) also by their answers; ``thresholds``
+    ``token_outputs`` are compared at real tokens only, ``logit_outputs`` (``{name: logits}`` of
+    :func:`compare`) also by their answers; ``thresholds``
     default to the ``precision``'s; ``expected_inputs`` are the graph's inputs in order.
     """
     thresholds = thresholds or thresholds_for(precision)
@@ -256,7 +259,8 @@ def validate_outputs(artifact, runner, reference_outputs, inputs, expected_outpu
         if ours.shape != ref.shape:
             report.failures.append(OutputShapeError(f"{name} has shape {list(ours.shape)}, expected {list(ref.shape)}"))
             continue
-        metrics = compare(name, ours, ref, mask if name in token_outputs else None, logits=logit_outputs.get(name, False))
+        metrics = compare(name, ours, ref, mask if name in token_outputs else None,
+                          logits=logit_outputs.get(name, False))
         report.outputs.append(metrics)
         report.failures.extend(check_values(metrics, thresholds))
     return report
