@@ -137,19 +137,21 @@ it.invoke()
 
 
 def _survives_in_a_child(path, content, delegate, input_shapes):
-    """Raises RuntimeLoadError when LiteRT kills a child process that prepares and runs ``path``: its int16
-    kernels abort the process (SIGABRT, no message) on some graphs instead of returning an error."""
+    """Raises RuntimeLoadError when a child process that prepares and runs ``path`` fails: LiteRT's int16 kernels
+    abort the process (SIGABRT, no message) on some graphs, and refuse others (an int16x8 LayerNorm's
+    SQUARED_DIFFERENCE: "only supports FLOAT32 and INT32"), which the run said as "re-export the model"."""
     try:  # the bytes already read go in on stdin: the child runs what the caller will run, not the path again
         done = subprocess.run([sys.executable, "-c", _CHILD, delegate,
                                json.dumps({k: list(map(int, v)) for k, v in (input_shapes or {}).items()})],
                               input=content, capture_output=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     except (OSError, subprocess.TimeoutExpired):
         return
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        raise RuntimeLoadError(f"{path} crashes the TFLite interpreter ({name} while preparing or running it): a "
-                               "kernel of this LiteRT build cannot run one of its int16 ops; export it with "
-                               "--quantize int8 or dynamic instead")
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
+        how = (f"crashes the TFLite interpreter ({signal.Signals(-done.returncode).name} while preparing or running "
+               f"it)" if done.returncode < 0 else f"cannot run in the TFLite interpreter ({first_line(lines[-1])})")
+        raise RuntimeLoadError(f"{path} {how}: a kernel of this LiteRT build cannot run one of its int16 ops; "
+                               "export it with --quantize int8 or dynamic instead")
 
 
 class CompiledTflite:

@@ -138,6 +138,9 @@ def run(args):
     eval_path = args.eval or stored.get("eval")
     vocab = args.vocab or stored.get("vocab") or find_vocab(model)
     if vocab is None:
+        from mobilebert_kit.sources.spec import classify
+
+        classify(model)  # a model that is neither a path nor a preset is that, not "no vocabulary found in" it
         raise DataError(f"no vocabulary found in {model}; pass --vocab (the vocab.txt the model was trained with)")
     tokenizer = TextTokenizer.from_file(vocab, lowercase=False if cased else None)
     known = {k: v for k, v in stored_config.items() if k in FinetuneConfig.__dataclass_fields__}

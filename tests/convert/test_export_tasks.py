@@ -378,6 +378,37 @@ def test_a_multi_label_head_exports_a_sigmoid_per_label():
     assert plan(options, "sequence_classifier", num_outputs=4).task == "classification"  # single-label: unchanged
 
 
+def test_a_multi_label_file_is_judged_by_each_labels_side_of_its_cut_not_by_argmax():
+    # A multi-label ONNX dynamic file whose label decisions all held (logit > 0 on 99.4% of 160 real-sentence
+    # labels, each validation row's unchanged) was refused at "logits argmax agreement 0.8750 < 0.9", and a
+    # TFLite file's sigmoids had no answer check at all: a label crossing 0.5 passed on cosine alone.
+    from mobilebert_kit.convert.export_model import logit_outputs
+    from mobilebert_kit.convert.validation.compare import check_values, compare, thresholds_for
+
+    assert logit_outputs(None, "multi_label_classification", "onnx") == {"logits": 0.0}
+    assert logit_outputs(None, "multi_label_classification", "tflite") == {"probability": 0.5}
+    assert logit_outputs(None, "classification", "onnx") == {"logits": True}
+    reference = np.array([[2.0, 1.9, -1.0], [-2.0, 1.0, 0.5], [3.0, -1.0, 2.9], [0.4, -3.0, -1.0]])
+    top_swapped = reference + [[-0.2, 0.2, 0.0], [0, 0, 0], [-0.2, 0.0, 0.2], [0, 0, 0]]  # same labels on
+    assert compare("logits", top_swapped, reference, logits=True).argmax_agreement == 0.5
+    held = compare("logits", top_swapped, reference, logits=0.0)
+    assert held.argmax_agreement == 1.0 and not check_values(held, thresholds_for("dynamic"))
+    flipped = reference * [[1, 1, 1], [1, 1, -1], [1, 1, 1], [-1, 1, 1]]  # two labels cross the cut
+    problems = check_values(compare("logits", flipped, reference, logits=0.0), thresholds_for("dynamic"))
+    assert [str(p) for p in problems if "agreement" in str(p)] == ["logits label agreement 0.8333 < 0.9"]
+    probabilities = 1 / (1 + np.exp(-reference))
+    near = compare("probability", 1 / (1 + np.exp(-flipped * 0.5 - reference * 0.5)), probabilities, logits=0.5)
+    assert near.argmax_agreement == pytest.approx(10 / 12) and near.cosine > 0.97  # cosine alone passed it
+
+
+def test_a_regressors_scores_are_not_judged_by_argmax():
+    # A two-target regressor's int8 ONNX file: "int8 changed the logits answer on 19% of the validation rows"
+    # (the argmax of two scores, which no user reads), and dynamic int8's 0.9 bar could refuse it on that alone.
+    from mobilebert_kit.convert.export_model import logit_outputs
+
+    assert logit_outputs(None, "regression", "onnx") == logit_outputs(None, "regression", "tflite") == {}
+
+
 def test_a_one_column_output_is_compared_as_one_vector_not_row_by_row_signs():
     # A regression score's row cosine is its sign only: 0.01 read as -0.01 failed a dynamic-int8 regressor
     # ("score cosine 0.875 < 0.98") whose scores were all within 0.02.
@@ -387,6 +418,20 @@ def test_a_one_column_output_is_compared_as_one_vector_not_row_by_row_signs():
     metrics = compare("score", reference + [[-0.02], [0.0], [0.01], [0.0]], reference, logits=True)
     assert metrics.cosine > 0.9999 and metrics.cosine_min == metrics.cosine
     assert compare("score", -reference, reference).cosine == pytest.approx(-1.0)  # a wrong sign still fails
+
+
+def test_a_one_column_output_that_answers_one_constant_fails_every_mode():
+    # Scores in [1, 5] answered as their mean for every text (Pearson 0) kept SNR 7.7 dB and cosine 0.91 against
+    # the raw values, and int8's and int4's gates said PASSED; the SNR now counts the spread about the mean only.
+    from mobilebert_kit.convert.validation.compare import check_values, compare, thresholds_for
+
+    reference = np.random.default_rng(0).uniform(1, 5, (16, 1))
+    constant = compare("score", np.full_like(reference, reference.mean()), reference)
+    assert constant.snr_db == pytest.approx(0.0, abs=1e-9)
+    for mode in ("int8", "int4", "dynamic", "none"):
+        assert any("SNR" in str(p) for p in check_values(constant, thresholds_for(mode))), mode
+    close = compare("score", reference + np.random.default_rng(1).normal(0, 0.05, reference.shape), reference)
+    assert not check_values(close, thresholds_for("dynamic"))  # int8-sized noise on the scores still passes
 
 
 def test_a_quantized_embedding_is_held_to_the_embedding_cosine_bar(tiny_bert, tmp_path):

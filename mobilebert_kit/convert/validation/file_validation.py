@@ -133,7 +133,8 @@ def changed_answers(validation, plan):
         return []
     worst = min(changed, key=lambda m: m.argmax_agreement)
     return [f"{plan.quantize} changed the {worst.name} answer on {1 - worst.argmax_agreement:.0%} of the "
-            f"validation rows ({validation.inputs}); what that costs on your task only a metric on labelled data "
+            f"validation {'rows' if worst.answers == 'argmax' else 'labels'} ({validation.inputs}); what that costs "
+            "on your task only a metric on labelled data "
             f"says: pass {plan.name_of('eval_data')} FILE (or {plan.name_of('quantize')} auto to pick the "
             "fastest setting that holds it)"]
 
