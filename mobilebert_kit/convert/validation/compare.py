@@ -171,7 +171,9 @@ def compare(name, ours, reference, mask=None, logits=False):
     snr = float("inf") if noise == 0 else (10.0 * np.log10(signal / noise) if signal > 0 else float("-inf"))
     agreement = None
     if logits:
-        agreement = float(np.mean(np.argmax(ours, -1) == np.argmax(reference, -1)))
+        # Token logits [batch, seq, labels] count real tokens only: a text-in file's padding is zeros, not scores.
+        o, r = (vectors_o, vectors_r) if mask is not None and ours.ndim > 2 else (ours, reference)
+        agreement = float(np.mean(np.argmax(o, -1) == np.argmax(r, -1)))
     return OutputMetrics(
         name=name, shape=list(np.shape(reference)),
         max_abs_error=float(np.max(np.abs(err))) if err.size else 0.0,
