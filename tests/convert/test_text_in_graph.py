@@ -431,3 +431,9 @@ def test_a_token_classifier_text_in_file_validates_and_matches_transformers(tmp_
     ours = ArtifactRunner(tmp_path / "ner.onnx").run_text(SENTENCES)["logits"]
     mask = arrays["attention_mask"].numpy().astype(bool)
     np.testing.assert_allclose(ours[mask], theirs[mask], atol=1e-4 * np.abs(theirs).max())
+    # mbk evaluate maps CoNLL words to the tokens, which this file keeps inside: refused in one line (it was
+    # "internal error (AttributeError: '_InGraphText' object has no attribute 'pad_id')").
+    conll = tmp_path / "ner.conll"
+    conll.write_text("John negative\nlives neutral\n\nParis positive\n", encoding="utf-8")
+    proc = run_mbk("evaluate", "--model", tmp_path / "ner.onnx", "--data", conll)
+    assert proc.returncode == 2 and assert_one_line_error(proc, "takes whole texts", "without --tokenizer-in-graph")
