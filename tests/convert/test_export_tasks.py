@@ -353,6 +353,19 @@ def test_a_one_output_head_exports_its_raw_score_not_a_softmax():
              num_outputs=2)
 
 
+def test_a_one_output_head_declared_single_label_is_refused_with_a_fix_not_the_same_task():
+    # config.json problem_type single_label_classification with num_labels 1: mbk export said "--task
+    # classification needs a head with several outputs; this one has 1: use --task classification".
+    for task in ("auto", "classification"):
+        with pytest.raises(ConfigError, match="this one has 1 and config.json's problem_type single_label_class"
+                                              "ification, which no task exports.*set problem_type to regression"):
+            plan(ExportOptions("tiny-bert", out="m.tflite", task=task), "sequence_classifier", num_outputs=1,
+                 problem_type="single_label_classification")
+    with pytest.raises(ConfigError, match="this one has 1: use .*task multi_label_classification$"):
+        plan(ExportOptions("tiny-bert", out="m.tflite", task="classification"), "sequence_classifier",
+             num_outputs=1, problem_type="multi_label_classification")
+
+
 def test_a_regressor_of_several_targets_exports_its_raw_scores_not_a_softmax():
     # problem_type regression with num_labels 3 exported as classification: TFLite gave a softmax over the three
     # regression scores (found by comparing with transformers); now its raw scores, and classification is refused.
