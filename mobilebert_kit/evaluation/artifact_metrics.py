@@ -43,9 +43,13 @@ class _InGraphText:
         return {"input_ids": np.zeros((n, 1), np.int32), "attention_mask": np.ones((n, 1), np.int32),
                 "text": np.asarray([str(t) for t in texts_a], dtype=object)}
 
-    def encode(self, text):
+    def _needs_tokens(self, *args):
         raise ArtifactError(f"{self.path} takes whole texts (its tokenizer runs inside it), and this task "
                             "needs the text's tokens; score a file exported without --tokenizer-in-graph")
+
+    # SQuAD spans read encode first, CoNLL tags pad_id (an AttributeError reported as an internal error).
+    encode = encode_words = _needs_tokens
+    pad_id = property(_needs_tokens)
 
 
 def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):

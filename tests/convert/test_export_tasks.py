@@ -353,6 +353,19 @@ def test_a_one_output_head_exports_its_raw_score_not_a_softmax():
              num_outputs=2)
 
 
+def test_a_one_output_head_declared_single_label_is_refused_with_a_fix_not_the_same_task():
+    # config.json problem_type single_label_classification with num_labels 1: mbk export said "--task
+    # classification needs a head with several outputs; this one has 1: use --task classification".
+    for task in ("auto", "classification"):
+        with pytest.raises(ConfigError, match="this one has 1 and config.json's problem_type single_label_class"
+                                              "ification, which no task exports.*set problem_type to regression"):
+            plan(ExportOptions("tiny-bert", out="m.tflite", task=task), "sequence_classifier", num_outputs=1,
+                 problem_type="single_label_classification")
+    with pytest.raises(ConfigError, match="this one has 1: use .*task multi_label_classification$"):
+        plan(ExportOptions("tiny-bert", out="m.tflite", task="classification"), "sequence_classifier",
+             num_outputs=1, problem_type="multi_label_classification")
+
+
 def test_a_regressor_of_several_targets_exports_its_raw_scores_not_a_softmax():
     # problem_type regression with num_labels 3 exported as classification: TFLite gave a softmax over the three
     # regression scores (found by comparing with transformers); now its raw scores, and classification is refused.
@@ -447,3 +460,19 @@ def test_a_quantized_embedding_is_held_to_the_embedding_cosine_bar(tiny_bert, tm
     assert own.validation.thresholds.min_cosine == 0.5
     dynamic = export_tiny(tiny_bert, tmp_path / "d.tflite", "tflite", "dynamic", task="embedding", pooling="mean")
     assert dynamic.validation.thresholds.min_cosine == 0.98  # already above the floor
+
+
+def test_token_logits_argmax_agreement_counts_real_tokens_only():
+    # A token classifier's text-in .onnx pads each row with zeros where the Keras model has scores: every
+    # token-classification export with --tokenizer-in-graph failed validation ("logits argmax agreement 0.5010
+    # < 0.99") while its logits matched transformers' at every real token.
+    from mobilebert_kit.convert.validation.compare import compare
+
+    reference = np.random.default_rng(0).normal(size=(2, 6, 3)) + [0.0, 0.0, 5.0]  # label 2 everywhere
+    mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0]])
+    ours = np.where(mask[..., None] == 1, reference, 0.0)
+    metrics = compare("logits", ours, reference, mask, logits=True)
+    assert metrics.argmax_agreement == 1.0 and metrics.cosine == pytest.approx(1.0)
+    wrong = ours.copy()
+    wrong[1, 1] = [9.0, 0.0, 0.0]  # one real token's label flips: 7 of 8 real tokens agree
+    assert compare("logits", wrong, reference, mask, logits=True).argmax_agreement == pytest.approx(7 / 8)

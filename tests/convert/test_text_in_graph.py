@@ -411,3 +411,29 @@ def test_validate_refuses_a_seq_len_a_text_in_file_does_not_cut_at(tmp_path):
     proc = run_mbk("validate", path, "--reference", "tiny-bert", "--seq-len", "16")
     assert proc.returncode == 2
     assert_one_line_error(proc, "cuts each text to 40 tokens", "--seq-len 16")
+
+
+def test_a_token_classifier_text_in_file_validates_and_matches_transformers(tmp_path):
+    """Its logits follow the tokens, zero-padded past each text: validation counted that padding as wrong labels
+    and refused every token classifier's text-in file ("logits argmax agreement 0.5010 < 0.99")."""
+    import torch
+    import transformers
+
+    from mobilebert_kit.artifacts.runner import ArtifactRunner
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    reference = save_checkpoint("bert", tmp_path / "ner", head="token_classification")
+    result = export_text_in(tmp_path / "ner", tmp_path / "ner.onnx")
+    assert result.validation.passed, result.validation.format_text()
+    arrays = transformers.AutoTokenizer.from_pretrained(tmp_path / "ner")(SENTENCES, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        theirs = reference(**arrays).logits.numpy()
+    ours = ArtifactRunner(tmp_path / "ner.onnx").run_text(SENTENCES)["logits"]
+    mask = arrays["attention_mask"].numpy().astype(bool)
+    np.testing.assert_allclose(ours[mask], theirs[mask], atol=1e-4 * np.abs(theirs).max())
+    # mbk evaluate maps CoNLL words to the tokens, which this file keeps inside: refused in one line (it was
+    # "internal error (AttributeError: '_InGraphText' object has no attribute 'pad_id')").
+    conll = tmp_path / "ner.conll"
+    conll.write_text("John negative\nlives neutral\n\nParis positive\n", encoding="utf-8")
+    proc = run_mbk("evaluate", "--model", tmp_path / "ner.onnx", "--data", conll)
+    assert proc.returncode == 2 and assert_one_line_error(proc, "takes whole texts", "without --tokenizer-in-graph")

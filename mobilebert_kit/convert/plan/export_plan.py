@@ -130,12 +130,17 @@ def decide_task(options, architecture, declared_pooling=None, num_outputs=None, 
         raise ConfigError(f"{options.name_of('task', task)} exports {' or '.join(record.architectures)} models; "
                           f"this source is {architecture}: use {options.name_of('task')} {' or '.join(can)}")
     if record.one_output is not None and num_outputs is not None and (num_outputs == 1) != record.one_output:
-        fits = [name for name, t in TASKS.items()
-                if architecture in t.architectures and (t.one_output == (num_outputs == 1)
-                                                        or problem_type in (t.problem_types or ()))]
-        raise ConfigError(f"{options.name_of('task', task)} needs a head with "
-                          f"{'one output' if record.one_output else 'several outputs'}; this one has "
-                          f"{num_outputs}: use {options.name_of('task')} {' or '.join(fits)}")
+        # A declared problem_type must fit too: a one-output single-label head was told "use --task classification".
+        fits = [name for name, t in TASKS.items() if architecture in t.architectures and (
+            t.one_output in (None, num_outputs == 1) and problem_type in (t.problem_types or ()) if problem_type
+            else t.one_output == (num_outputs == 1))]
+        needs = (f"{options.name_of('task', task)} needs a head with "
+                 f"{'one output' if record.one_output else 'several outputs'}; this one has {num_outputs}")
+        if not fits:
+            raise ConfigError(f"{needs} and config.json's problem_type {problem_type}, which no task exports (a "
+                              "softmax over one label is always 1): set problem_type to regression (its raw score) "
+                              "or multi_label_classification (a sigmoid), as the head was trained")
+        raise ConfigError(f"{needs}: use {options.name_of('task')} {' or '.join(fits)}")
     if record.problem_types is not None and problem_type is not None and problem_type not in record.problem_types:
         raise ConfigError(f"{options.name_of('task', task)} answers {' or '.join(record.problem_types)}, and this "
                           f"head's problem_type is {problem_type} (its users read "

@@ -177,10 +177,12 @@ def compare(name, ours, reference, mask=None, logits=False):
     signal = float(np.sum(ref_flat ** 2))
     snr = float("inf") if noise == 0 else (10.0 * np.log10(signal / noise) if signal > 0 else float("-inf"))
     agreement = None
+    # Token logits [batch, seq, labels] count real tokens only: a text-in file's padding is zeros, not scores.
+    o, r = (vectors_o, vectors_r) if mask is not None and ours.ndim > 2 else (ours, reference)
     if logits is True:
-        agreement = float(np.mean(np.argmax(ours, -1) == np.argmax(reference, -1)))
+        agreement = float(np.mean(np.argmax(o, -1) == np.argmax(r, -1)))
     elif logits is not False:
-        agreement = float(np.mean((ours > logits) == (reference > logits)))
+        agreement = float(np.mean((o > logits) == (r > logits)))
     return OutputMetrics(
         name=name, shape=list(np.shape(reference)),
         max_abs_error=float(np.max(np.abs(err))) if err.size else 0.0,
