@@ -87,10 +87,11 @@ def token_outputs(model, task=None, fmt="tflite"):
 
 def logit_outputs(model, task=None, fmt="tflite"):
     """``{exported name: how its answer is read}`` of the outputs whose answers validation compares: True, the
-    argmax; a number, a multi-label output's cut (each label is answered by its side of it: sigmoid 0.5, logit 0).
+    argmax; a number, a multi-label output's cut (each label is answered by its side of it: sigmoid 0.5, logit 0);
+    ``"scores"``, a regressor's values (each target compared over the rows, as :func:`compare` says).
     """
     if task == "regression":  # its values are the answer: an argmax over 2 targets "changed" 19% of int8's rows
-        return {}
+        return {name: "scores" for name, _ in task_names(model, task, fmt)}
     if task == "multi_label_classification":  # its argmax is no answer: it refused files whose labels all held
         return {name: 0.5 if canonical == "label_probabilities" else 0.0
                 for name, canonical in task_names(model, task, fmt)}

@@ -418,8 +418,29 @@ def test_a_regressors_scores_are_not_judged_by_argmax():
     # A two-target regressor's int8 ONNX file: "int8 changed the logits answer on 19% of the validation rows"
     # (the argmax of two scores, which no user reads), and dynamic int8's 0.9 bar could refuse it on that alone.
     from mobilebert_kit.convert.export_model import logit_outputs
+    from mobilebert_kit.convert.validation.compare import compare
 
-    assert logit_outputs(None, "regression", "onnx") == logit_outputs(None, "regression", "tflite") == {}
+    for fmt in ("onnx", "tflite"):
+        assert set(logit_outputs(None, "regression", fmt).values()) == {"scores"}, fmt
+    reference = np.random.default_rng(0).normal(0, 1, (16, 2))
+    assert compare("logits", reference[:, ::-1], reference, logits="scores").argmax_agreement is None
+
+
+def test_several_regression_targets_that_answer_constants_fail_every_mode():
+    # Two targets in [1, 5] and [10, 20], each answered as its mean for every text: row by row the shared offset
+    # kept cosine 0.995 and SNR 14.6 dB against the raw values; each target over the rows is one vector now.
+    from mobilebert_kit.convert.validation.compare import check_values, compare, thresholds_for
+
+    rng = np.random.default_rng(0)
+    reference = np.stack([rng.uniform(1, 5, 16), rng.uniform(10, 20, 16)], -1)
+    constant = compare("logits", np.broadcast_to(reference.mean(0), reference.shape), reference, logits="scores")
+    assert constant.snr_db == pytest.approx(0.0, abs=1e-9)
+    for mode in ("int8", "int4", "dynamic", "none"):
+        assert any("SNR" in str(p) for p in check_values(constant, thresholds_for(mode))), mode
+    close = compare("logits", reference + rng.normal(0, 0.05, reference.shape), reference, logits="scores")
+    assert not check_values(close, thresholds_for("dynamic"))  # int8-sized noise on the scores still passes
+    swapped = compare("logits", reference[::-1], reference, logits="scores")  # right values, wrong texts
+    assert check_values(swapped, thresholds_for("int8"))
 
 
 def test_a_one_column_output_is_compared_as_one_vector_not_row_by_row_signs():
