@@ -42,6 +42,9 @@ TYPED = {
                 and isinstance(v.get("normalize", False), bool),
                 'an object {"mode": string, "normalize": true or false}'),
     "tokenizer_in_graph": (lambda v: isinstance(v, dict), "an object"),
+    "squad_windows": (lambda v: isinstance(v, dict) and all(_positive(v.get(k)) for k in ("doc_stride",
+                                                                                           "max_query_length")),
+                      'an object {"doc_stride": integer > 0, "max_query_length": integer > 0}'),
 }
 
 # The length a file runs at when neither the user, nor its own inputs, nor its export's plan fix one: the

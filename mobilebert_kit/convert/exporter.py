@@ -339,6 +339,7 @@ def _metadata(source, model, graph, plan):
         "labels": list(plan.labels),
         # The table columns of the fine-tune (its task.json), so that `mbk evaluate FILE` reads the same table.
         "table_columns": getattr(source, "table_columns", None),
+        "squad_windows": getattr(source, "squad_windows", None),  # and its SQuAD windows (stride, question cut)
         "normalization_type": config["normalization_type"],
         "hidden_act": config["hidden_act"],
     }

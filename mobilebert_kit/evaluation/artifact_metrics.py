@@ -153,9 +153,12 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
     runner = ArtifactRunner(path, num_threads=num_threads, fmt=fmt)
     canonical = EXPORT_TASKS[export_task].canonical(fmt)
     task = _task_of(export_task, labels, graph, canonical)
+    windows = meta.get("squad_windows") or {}
     spec = {"model": str(path), "task": task, "seq_len": _seq_len_of(path, runner, meta, seq_len),
             "label_names": labels, "pooling": meta.get("pooling"),
-            "doc_stride": FinetuneConfig.doc_stride, "max_query_length": FinetuneConfig.max_query_length,
+            # A fine-tuned QA file's windows are its fine-tune's (task.json, recorded by the export), as for DIR.
+            "doc_stride": windows.get("doc_stride", FinetuneConfig.doc_stride),
+            "max_query_length": windows.get("max_query_length", FinetuneConfig.max_query_length),
             "text_columns": text_columns, "label_column": label_column,
             "recorded_columns": meta.get("table_columns") if isinstance(meta.get("table_columns"), dict) else None}
     wanted = set(task_metric(task, path).outputs)

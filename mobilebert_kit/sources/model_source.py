@@ -151,6 +151,17 @@ class ModelSource:
             return None
         return {"text_columns": list(text), "label_column": label if isinstance(label, str) and label else None}
 
+    @property
+    def squad_windows(self):
+        """``{"doc_stride": int, "max_query_length": int}`` a span-QA model was fine-tuned with (its ``task.json``),
+        else None: ``mbk evaluate FILE`` cuts contexts and questions into the same windows as ``mbk evaluate DIR``."""
+        spec = self._task_spec
+        if spec is None or spec.get("task") != "span_qa":
+            return None
+        windows = {key: spec.get(key) for key in ("doc_stride", "max_query_length")}
+        valid = all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 65536 for v in windows.values())
+        return windows if valid else None
+
     def describe(self):
         if self.kind in ("preset", "config"):
             return f"{KINDS[self.kind]} {self.name} (random weights, seed {self.seed})"

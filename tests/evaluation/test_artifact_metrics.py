@@ -255,6 +255,31 @@ def test_a_file_reads_tables_by_its_fine_tunes_column_names(task_models, tmp_pat
         evaluate_artifact(_exported_without_columns(task_models, tmp_path), custom)
 
 
+def test_a_qa_file_is_scored_on_its_fine_tunes_windows(task_models, tmp_path):
+    # `mbk finetune --task span_qa --doc-stride 16` records its windows in task.json; `mbk evaluate FILE` cut
+    # contexts and questions at the defaults (stride 128, question 64), so a float ONNX file of such a fine-tune
+    # (outputs at 141 dB) scored 0.0 exact match against its model's 16.7 and "FAIL" (session 12's probe).
+    import json
+    import shutil
+
+    from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+    from mobilebert_kit.artifacts.reader import read_artifact
+    from mobilebert_kit.convert.exporter import ExportOptions, export
+
+    directory = tmp_path / "qa"
+    shutil.copytree(task_models["span_qa"], directory)
+    spec = json.loads((directory / "task.json").read_text())
+    (directory / "task.json").write_text(json.dumps({**spec, "doc_stride": 2, "max_query_length": 2}))
+    out = tmp_path / "qa.onnx"
+    export(ExportOptions(str(directory / "model"), "onnx", "none", out=str(out), seq_len=SEQ, validate=False), log=None)
+    meta, _ = parse_mbk_metadata(read_artifact(out).metadata, out)
+    assert meta["squad_windows"] == {"doc_stride": 2, "max_query_length": 2}
+    data = task_models["data"]["span_qa"]
+    ours = evaluate_artifact(out, data)
+    assert ours.metrics == pytest.approx(keras_evaluation({"span_qa": directory}, "span_qa", data).metrics, abs=1e-4)
+    assert ours.metrics != pytest.approx(keras_evaluation(task_models, "span_qa", data).metrics, abs=1e-4)
+
+
 def _exported_without_columns(task_models, tmp_path):
     from mobilebert_kit.convert.exporter import ExportOptions, export
 
