@@ -35,7 +35,7 @@ def register(subparsers):
                         help="score N examples spread evenly over the file (quick runs)")
     parser.add_argument("--seq-len", type=number_option(SEQ_LEN), metavar="N",
                         help="tokens per example for a dynamic-axis .onnx file or a model directory (default: a directory's "
-                        "task.json, else 128 within the position table)")
+                        "task.json, a file's planned length, else 128 within the position table)")
     parser.add_argument("--tokenizer", type=input_path_option("any"), metavar="PATH",
                         help="vocab.txt or model directory for a file exported with --no-vocab")
     parser.add_argument("--text-columns", metavar="A[,B]",

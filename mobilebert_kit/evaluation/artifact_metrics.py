@@ -117,8 +117,8 @@ def evaluate_artifact(path, data, *, batch_size=32, limit=None, seq_len=None, to
             sentence pairs with a score for embedders).
         batch_size (int): rows per run of a dynamic-batch file (static files run their own batch).
         limit (int | None): score at most this many examples, spread evenly over the file.
-        seq_len (int | None): tokens per example for a dynamic-axis file (default: 128 within its
-            position table); a static file takes only its own.
+        seq_len (int | None): tokens per example for a dynamic-axis file (default: the length its export
+            planned, else 128 within its position table); a static file takes only its own.
         tokenizer (str | os.PathLike | None): a vocab.txt / model directory for a file without an embedded vocabulary.
         fmt (str | None): ``"tflite"`` or ``"onnx"`` when the suffix does not say.
         num_threads (int | None): runtime threads.
