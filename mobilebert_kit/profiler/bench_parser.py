@@ -205,6 +205,12 @@ class BenchmarkLog:
         return list((self.op_profiles.get("regular") or {}).get("by_node_type") or [])
 
 
+def empty_op_profile(tool):
+    """The warning of an --op-profile run whose ``tool`` printed no per-op table: its report's op profile is empty,
+    not a model without ops."""
+    return f"--op-profile: {tool} printed no per-op table (Summary by node type), so the op profile is empty"
+
+
 def _number(text, line_number):
     value = float(text)
     if not math.isfinite(value):

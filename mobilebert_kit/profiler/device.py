@@ -27,7 +27,7 @@ import numpy as np
 from mobilebert_kit.artifacts.metadata import planned_length
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError, check_choice, first_line
-from mobilebert_kit.profiler.bench_parser import merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
+from mobilebert_kit.profiler.bench_parser import empty_op_profile, merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
 from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary, benchmark_args
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags
@@ -377,6 +377,8 @@ class DeviceProfiler:
             for _, log in self._run_loop(args + [self.tool.op_profile_flag], 1, info):
                 result["op_profile"] = log.op_summary()
                 result["op_profile_source"] = f"{self.tool.name} {self.tool.op_profile_flag} (separate invocation)"
+            if not result.get("op_profile"):
+                result["warnings"].append(empty_op_profile(self.tool.name))
         self._shell(f"rm -f {self._q(remote_model)}", timeout_s=60)
 
     def _result_file(self):

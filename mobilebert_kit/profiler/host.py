@@ -30,7 +30,7 @@ from mobilebert_kit.artifacts.runner import TFLITE_RESOLVERS, load_compiled_mode
 from mobilebert_kit.artifacts.runtimes import RUNTIME_CHOICES, choose_tflite_runtime
 from mobilebert_kit.artifacts.text_session import TextSession
 from mobilebert_kit.errors import check_choice, first_line
-from mobilebert_kit.profiler.bench_parser import parse_benchmark_output
+from mobilebert_kit.profiler.bench_parser import empty_op_profile, parse_benchmark_output
 from mobilebert_kit.profiler.benchmark_binary import BenchmarkBinary, benchmark_args
 from mobilebert_kit.profiler.errors import BenchmarkParseError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags, make_feeds
@@ -377,6 +377,8 @@ class HostProfiler:
             raise ProfilerError(f"{binary.path} failed on {info.path}: {reason}")
         result["op_profile"] = log.op_summary()
         result["op_profile_source"] = f"benchmark_model --enable_op_profiling ({binary.path})"
+        if not result["op_profile"]:
+            result["warnings"].append(empty_op_profile(binary.path))
         result["runtime"]["benchmark_model_avg_ms"] = log.latency_ms()["avg"]
 
     def _onnx_op_profile(self, info, feeds):

@@ -213,8 +213,10 @@ def test_device_simulator_op_profile_and_float_mask_inputs(simulator, models, mb
     assert code == 0, stderr
     result = _report(out)["results"][0]
     assert result["precision"] == "dynamic-int8"
-    # The simulated tool has no op tables; the profiler reports an empty profile rather than inventing one.
+    # The simulated tool has no op tables; the profiler reports an empty profile rather than inventing one, and
+    # says why: the report showed an empty table with no word that the tool had printed none.
     assert result["op_profile"] == [] and "enable_op_profiling" in result["op_profile_source"]
+    assert any("printed no per-op table" in w and "op profile is empty" in w for w in result["warnings"])
     code, _, stderr = mbk("profile", models["onnx"], *RUN)
     assert code == 2 and "runs .tflite files with benchmark_model" in stderr
 
