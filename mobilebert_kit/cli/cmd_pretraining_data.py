@@ -4,7 +4,7 @@ from pathlib import Path
 
 from mobilebert_kit.data.pretraining_examples import OPTION_LIMITS
 from mobilebert_kit.errors import ConfigError
-from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.atomic import UNCHECKED, atomic_dir, check_output, file_signature
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP, overlap
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
@@ -64,7 +64,7 @@ def run(args):
         num_shards=args.shards, chunk_documents=args.chunk_documents, seed=args.seed,
     )
     tokenizer = TextTokenizer.from_file(args.vocab, lowercase=False if args.cased else None)
-    files = args.input
+    files, began = args.input, UNCHECKED
     if args.stdlib_corpus:
         from mobilebert_kit.data.records import PRETRAINING_DATA
         from mobilebert_kit.data.stdlib_corpus import STDLIB_CORPUS, build_stdlib_corpus
@@ -76,7 +76,10 @@ def run(args):
             raise ConfigError(f"--out {args.out} and --stdlib-corpus {corpus} overlap; give each its own directory")
         check_output(corpus, STDLIB_CORPUS, overwrite=args.overwrite, sources=[args.vocab])
         check_output(args.out, PRETRAINING_DATA, overwrite=args.overwrite, sources=[args.vocab])
-        with atomic_dir(corpus, STDLIB_CORPUS, overwrite=args.overwrite, sources=[args.vocab]) as tmp:
+        # What both held now is what this run may replace: another run into them meanwhile is not silently replaced.
+        began = file_signature(args.out)
+        with atomic_dir(corpus, STDLIB_CORPUS, overwrite=args.overwrite, sources=[args.vocab],
+                        unchanged_since=file_signature(corpus)) as tmp:
             stats = build_stdlib_corpus(tmp / "train.txt", tmp / "heldout.txt")
         console.print(
             f"corpus: Python {stats['python']} standard library, {stats['documents']} modules / "
@@ -98,7 +101,7 @@ def run(args):
         meta = write_pretraining_data(
             files, tokenizer, args.out, options,
             on_progress=lambda done, _total, n: progress.update(task, completed=done, examples=n),
-            overwrite=args.overwrite,
+            overwrite=args.overwrite, unchanged_since=began,
         )
     console.print(
         f"wrote {meta['num_examples']} examples from {meta['num_documents']} documents "

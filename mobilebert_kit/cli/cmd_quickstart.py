@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from mobilebert_kit.artifacts.formats import SEQ_LEN
-from mobilebert_kit.utils.atomic import check_output
+from mobilebert_kit.utils.atomic import check_output, file_signature
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.limits import number_option
 
@@ -38,6 +38,7 @@ def run(args):
     from mobilebert_kit.models.summary import summarize
 
     check_output(args.out, SAVED_MODEL, overwrite=args.overwrite)  # before the minutes of step 1
+    began = file_signature(args.out)  # what --out holds now: another command may write it while this one runs
     console = Console()
     console.rule("1. the MobileBERT student (preset `mobilebert`, random weights)")
     print_summary(summarize(build("mobilebert"), seq_len=args.seq_len), console)
@@ -55,7 +56,7 @@ def run(args):
 
     source = Path(get_model_path())
     model = import_checkpoint(source)
-    out = save(model, args.out, overwrite=args.overwrite, sources=[source])
+    out = save(model, args.out, overwrite=args.overwrite, sources=[source], unchanged_since=began)
     console.print(f"imported {source} -> {out}")
     print_summary(summarize(model, seq_len=args.seq_len), console)
 

@@ -743,3 +743,54 @@ def test_an_import_refuses_an_output_another_command_wrote_while_it_ran(mbk, inp
     assert_one_line_error(proc, f"another command wrote {out} while this one ran", "run again")
     assert proc.returncode == 2 and (out / "config.json").read_text() == "the other import's"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left beside it
+
+
+def test_quickstart_refuses_an_output_another_command_wrote_while_it_ran(mbk, tmp_path, monkeypatch):
+    # Two `mbk quickstart --out X` (or an import into X meanwhile): both said "imported", one silently replaced.
+    from mobilebert_kit.checkpoints import importer
+    from mobilebert_kit.models import api
+    from mobilebert_kit.models.api import SAVED_MODEL
+
+    out = tmp_path / "out"
+    real_import, real_build = importer.import_checkpoint, api.build
+
+    def import_while_another_installs(*args, **kwargs):
+        model = real_import(*args, **kwargs)
+        out.mkdir()  # the other run's output, installed while this one imported
+        (out / ".mbk-output.json").write_text(json.dumps({"format": SAVED_MODEL.format, "version": 1,
+                                                          "files": ["config.json"]}))
+        (out / "config.json").write_text("the other run's")
+        return model
+
+    monkeypatch.setattr(importer, "import_checkpoint", import_while_another_installs)
+    monkeypatch.setattr(api, "build", lambda preset, **kw: real_build(  # step 1's student: seconds, not a minute
+        "tiny-mobilebert" if preset == "mobilebert" else preset, **kw))
+    proc = mbk("quickstart", "--out", out, "--seq-len", 16)
+    assert_one_line_error(proc, f"another command wrote {out} while this one ran", "run again")
+    assert proc.returncode == 2 and (out / "config.json").read_text() == "the other run's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("written", ["corpus", "out"])
+def test_stdlib_corpus_refuses_outputs_another_command_wrote_while_it_ran(mbk, inputs, tmp_path, monkeypatch, written):
+    # `--stdlib-corpus C` had no such check (two runs into one C: one corpus silently replaced), and --out's began
+    # only once the corpus was built (another run's --out written meanwhile was replaced).
+    from mobilebert_kit.data import stdlib_corpus
+    from mobilebert_kit.data.records import PRETRAINING_DATA
+
+    kinds = {"corpus": (stdlib_corpus.STDLIB_CORPUS, "train.txt"), "out": (PRETRAINING_DATA, "dataset.json")}
+    kind, name = kinds[written]
+    target = tmp_path / written
+    real_build = stdlib_corpus.build_stdlib_corpus
+
+    def build_while_another_installs(train, heldout):
+        target.mkdir()  # the other run's output, installed while this one built the corpus
+        (target / ".mbk-output.json").write_text(json.dumps({"format": kind.format, "version": 1, "files": [name]}))
+        (target / name).write_text("the other run's")
+        return real_build(train, heldout, root=Path(json.__file__).parent)  # a small part of the standard library
+
+    monkeypatch.setattr(stdlib_corpus, "build_stdlib_corpus", build_while_another_installs)
+    proc = mbk("pretraining-data", "--stdlib-corpus", tmp_path / "corpus", "--vocab", inputs / "vocab.txt",
+               "--out", tmp_path / "out", "--seq-len", 16, "--shards", 1)
+    assert_one_line_error(proc, f"another command wrote {target} while this one ran", "run again")
+    assert proc.returncode == 2 and (target / name).read_text() == "the other run's"
