@@ -181,7 +181,13 @@ def _contains_source(tmp, command, inputs):
     return command.source(inputs).parent, command.source(inputs).parent
 
 
+def _trailing_slash(tmp, command, inputs):
+    # `--out x.onnx/` named a directory, and the file x.onnx was written (a Path drops the '/').
+    return f"{tmp / _out_name(command)}{os.sep}", tmp
+
+
 STATES = {  # name: (make, applies to, refused even with --overwrite, message fragment)
+    "trailing-slash": (_trailing_slash, lambda c: not c.is_dir, True, "names a directory"),
     "user-dir": (_user_dir, lambda c: c.is_dir, False, "not written by mbk"),
     "dir-where-file-expected": (_user_dir, lambda c: not c.is_dir, False, "is a directory"),
     "file-of-another-kind": (_other_kind_file, lambda c: True, False, "--overwrite"),
@@ -394,6 +400,16 @@ def test_decision_new_replace_empty_overwrite(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"schema": "mobilebert_kit.profile"}))
     assert check_output(tmp_path / "r.json", owned_kind("profile-json")) == "replace"
     assert check_output(tmp_path / "r.json", owned_kind("pipeline-json"), overwrite=True) == "overwrite"
+
+
+def test_decision_refuses_a_file_path_that_names_a_directory(tmp_path):
+    from mobilebert_kit.utils.atomic import OutputError, check_output, write_text
+
+    for tail in ("/", "/."):
+        with pytest.raises(OutputError, match=f"ends in '{tail}', which names a directory.*drop the '{tail}'"):
+            write_text(f"{tmp_path}/r.json{tail}", "{}", kind=owned_kind("profile-json"))
+    assert list(tmp_path.iterdir()) == []
+    assert check_output(f"{tmp_path}/run/", owned_kind("model")) == "new"  # a directory's name may end in '/'
 
 
 def test_decision_takes_the_owners_record_not_a_name(tmp_path):
