@@ -8,6 +8,7 @@ from mobilebert_kit.utils.atomic import UNCHECKED, atomic_dir, check_output, fil
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP, overlap
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.terminal import escape
 
 
 def _option(field):
@@ -83,12 +84,12 @@ def run(args):
             stats = build_stdlib_corpus(tmp / "train.txt", tmp / "heldout.txt")
         console.print(
             f"corpus: Python {stats['python']} standard library, {stats['documents']} modules / "
-            f"{stats['sentences']} sentences in {corpus / 'train.txt'}, {stats['heldout_documents']} modules held out "
-            f"in {corpus / 'heldout.txt'}", highlight=False, soft_wrap=True,
+            f"{stats['sentences']} sentences in {escape(corpus / 'train.txt')}, {stats['heldout_documents']} modules "
+            f"held out in {escape(corpus / 'heldout.txt')}", markup=False, highlight=False, soft_wrap=True,
         )
         files = [corpus / "train.txt"]
     console.print(
-        f"[bold]mbk pretraining-data[/bold] {len(files)} file(s) -> {args.out}: {options.seq_len} tokens, "
+        f"[bold]mbk pretraining-data[/bold] {len(files)} file(s) -> {escape(args.out, markup=True)}: {options.seq_len} tokens, "
         f"{options.max_predictions} predictions, mask {options.masked_lm_prob:g} (80/10/10), whole word "
         f"{options.whole_word}, {'cased' if not tokenizer.lowercase else 'uncased'} vocabulary of "
         f"{tokenizer.vocab_size}, dupe factor {options.dupe_factor}, {options.num_shards} shard(s), seed {options.seed}",
@@ -106,6 +107,7 @@ def run(args):
     console.print(
         f"wrote {meta['num_examples']} examples from {meta['num_documents']} documents "
         f"({meta['num_masked_tokens']} masked of {meta['num_tokens']} tokens, "
-        f"{meta['num_random_next']} random next sentences) to {args.out}", highlight=False, soft_wrap=True,
+        f"{meta['num_random_next']} random next sentences) to {escape(args.out)}", markup=False, highlight=False,
+        soft_wrap=True,
     )
     return 0
