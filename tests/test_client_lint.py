@@ -125,6 +125,15 @@ def test_a_broken_rule_names_its_reason(facts, client, reason):
     assert any(reason in r for r in reasons), reasons
 
 
+def test_a_text_in_file_is_not_said_to_have_a_fixed_length():
+    # mbk inspect of a --tokenizer-in-graph .onnx (text ['batch_size']) said "inputs text have a fixed batch or
+    # sequence length" among the reasons it does not serve optimum-style code.
+    facts = FileFacts("onnx", [{"name": "text", "dtype": "string", "shape": [-1]}],
+                      [{"name": "logits", "dtype": "float32", "shape": [-1, 4]}])
+    reasons = readiness(facts)["onnxruntime (optimum-style)"]
+    assert "inputs text are not [batch, sequence] tensors" in reasons and not any("fixed" in r for r in reasons)
+
+
 def test_all_three_inputs_dynamic_is_allowed_for_the_tflite_clients():
     # clients.md: a dynamic length only if all three are dynamic.
     facts = dataclasses.replace(tflite(), inputs=[{"name": n, "dtype": "int32", "shape": [1, -1]} for n in INPUTS])

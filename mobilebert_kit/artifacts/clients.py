@@ -136,9 +136,12 @@ def _shapes(client, facts):
         if any(len(s) != 2 or s[0] != 1 for s in shapes) or len({s[1] for s in shapes}) > 1:
             return [f"inputs must be [1, seq] with one seq (found {shapes})"]
         return []
-    fixed = [s["name"] for s in facts.inputs if len(s["shape"]) != 2 or any(d >= 0 for d in s["shape"])]
-    return [f"inputs {_join(fixed)} have a fixed batch or sequence length, but it feeds any batch size and "
-            "sequence length (export with dynamic axes, as mbk export writes .onnx)"] if fixed else []
+    # A text-in file's [batch] string input has no fixed length: it was said to have one.
+    rank = [s["name"] for s in facts.inputs if len(s["shape"]) != 2]
+    fixed = [s["name"] for s in facts.inputs if len(s["shape"]) == 2 and any(d >= 0 for d in s["shape"])]
+    return ([f"inputs {_join(rank)} are not [batch, sequence] tensors"] if rank else []) + (
+        [f"inputs {_join(fixed)} have a fixed batch or sequence length, but it feeds any batch size and "
+         "sequence length (export with dynamic axes, as mbk export writes .onnx)"] if fixed else [])
 
 
 def _seq_len(client, facts):
