@@ -49,8 +49,9 @@ def test_each_file_kind_is_ready_for_its_clients():
         tflite(-1, outputs=(("start_logits", [1, -1]), ("end_logits", [1, -1])), allocated=384))
     assert ready(tflite(outputs=(("probability", [1, 3]),), labels=3)) == [
         "MediaPipe TextClassifier", "Task Library BertNLClassifier"]
+    # The embedders load it too, and read its start logits as "the embedding": not ready for them.
     assert ready(tflite(384, outputs=(("start_logits", [1, 384]), ("end_logits", [1, 384])))) == [
-        "MediaPipe TextEmbedder", "Task Library BertQuestionAnswerer", "Task Library TextEmbedder"]
+        "Task Library BertQuestionAnswerer"]
     for outputs in (("last_hidden_state", "sentence_embedding"), ("logits",), ("start_logits", "end_logits")):
         assert ready(onnx(outputs=outputs)) == ["onnxruntime (optimum-style)"]
     # RoBERTa-like families: their tokenizer returns no token_type_ids, and the file takes none (issue 35).
@@ -107,6 +108,12 @@ def test_each_file_kind_is_ready_for_its_clients():
     # A classifier loads in the embedders, which then call its class scores an embedding (session 12's probe).
     (tflite(outputs=(("probability", [1, 3]),), labels=3), "MediaPipe TextEmbedder",
      "the first output is a classifier's scores (labels labels.txt), not a sentence vector"),
+    # A span answerer's [1, 384] start logits passed as "one vector": mbk export said "ready for MediaPipe
+    # TextEmbedder, ..., Task Library TextEmbedder" of a question-answering file.
+    (tflite(384, outputs=(("start_logits", [1, 384]), ("end_logits", [1, 384]))), "MediaPipe TextEmbedder",
+     "the first output start_logits is a span answerer's logits, one per token, not a sentence vector"),
+    (tflite(384, outputs=(("start_logits", [1, 384]), ("end_logits", [1, 384]))), "Task Library TextEmbedder",
+     "not a sentence vector"),
     # tflite-support 0.4.4 refuses FULLY_CONNECTED v12, which dynamic-range files use
     # (tests/clients/test_task_library.py::test_dynamic_range_file_is_refused_by_its_old_runtime).
     (dataclasses.replace(tflite(outputs=(("probability", [1, 3]),), labels=3), op_versions={"FULLY_CONNECTED": 12}),
