@@ -432,6 +432,31 @@ def test_a_decoder_checkpoint_is_refused_not_imported_as_an_encoder(tmp_path, fl
     assert mbk.import_checkpoint(tmp_path) is not None
 
 
+@pytest.mark.parametrize("edit, fragment", [
+    ({"problem_type": "bogus", "architectures": ["BertForSequenceClassification"]}, ": problem_type 'bogus' is none"),
+    ({"hidden_act": "swishy"}, "unsupported hidden_act 'swishy' in "),
+    ({"hidden_size": "x"}, ": hidden_size must be an integer"),
+    ({"model_type": "roberta", "pad_token_id": -1}, ": pad_token_id must be a non-negative integer"),  # a family's
+])
+def test_a_config_error_names_the_config_s_path(tmp_path, edit, fragment):
+    # "config.json: problem_type 'bogus' ..." named no directory: which of the user's checkpoints was it?
+    source = tmp_path / "ckpt-7"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps({**TINY_HF, **edit}))
+    classifier = {"classifier.weight": np.zeros((3, 8), np.float32), "classifier.bias": np.zeros(3, np.float32)}
+    _write_safetensors(source / "model.safetensors", {**tiny_hf_arrays(), **classifier})
+    with pytest.raises(CheckpointError) as caught:
+        mbk.import_checkpoint(source, head="auto")  # as `mbk import` and `mbk export` read it
+    assert f"{source / 'config.json'}" in str(caught.value) and fragment in str(caught.value), str(caught.value)
+
+
+def test_a_tf1_config_error_names_the_config_s_path(tmp_path):
+    prefix = write_tf1_checkpoint(tmp_path / "ckpt", OFFICIAL_TINY)
+    (tmp_path / "ckpt" / "bert_config.json").write_text(json.dumps({**OFFICIAL_TINY, "hidden_act": "swish"}))
+    with pytest.raises(CheckpointError, match=f"unsupported hidden_act 'swish' in {tmp_path / 'ckpt'}/bert_config.json"):
+        mbk.import_checkpoint(prefix)
+
+
 def test_a_tf1_state_file_that_is_huge_or_special_is_refused_before_it_is_read(tmp_path):
     # TensorFlow reads the `checkpoint` state file whole: a 2 GB one took 6.9 GB of memory before failing.
     write_tf1_checkpoint(tmp_path / "ckpt", OFFICIAL_TINY)

@@ -49,8 +49,9 @@ def test_each_file_kind_is_ready_for_its_clients():
         tflite(-1, outputs=(("start_logits", [1, -1]), ("end_logits", [1, -1])), allocated=384))
     assert ready(tflite(outputs=(("probability", [1, 3]),), labels=3)) == [
         "MediaPipe TextClassifier", "Task Library BertNLClassifier"]
+    # The embedders load it too, and read its start logits as "the embedding": not ready for them.
     assert ready(tflite(384, outputs=(("start_logits", [1, 384]), ("end_logits", [1, 384])))) == [
-        "MediaPipe TextEmbedder", "Task Library BertQuestionAnswerer", "Task Library TextEmbedder"]
+        "Task Library BertQuestionAnswerer"]
     for outputs in (("last_hidden_state", "sentence_embedding"), ("logits",), ("start_logits", "end_logits")):
         assert ready(onnx(outputs=outputs)) == ["onnxruntime (optimum-style)"]
     # RoBERTa-like families: their tokenizer returns no token_type_ids, and the file takes none (issue 35).
@@ -107,6 +108,12 @@ def test_each_file_kind_is_ready_for_its_clients():
     # A classifier loads in the embedders, which then call its class scores an embedding (session 12's probe).
     (tflite(outputs=(("probability", [1, 3]),), labels=3), "MediaPipe TextEmbedder",
      "the first output is a classifier's scores (labels labels.txt), not a sentence vector"),
+    # A span answerer's [1, 384] start logits passed as "one vector": mbk export said "ready for MediaPipe
+    # TextEmbedder, ..., Task Library TextEmbedder" of a question-answering file.
+    (tflite(384, outputs=(("start_logits", [1, 384]), ("end_logits", [1, 384]))), "MediaPipe TextEmbedder",
+     "the first output start_logits is a span answerer's logits, one per token, not a sentence vector"),
+    (tflite(384, outputs=(("start_logits", [1, 384]), ("end_logits", [1, 384]))), "Task Library TextEmbedder",
+     "not a sentence vector"),
     # tflite-support 0.4.4 refuses FULLY_CONNECTED v12, which dynamic-range files use
     # (tests/clients/test_task_library.py::test_dynamic_range_file_is_refused_by_its_old_runtime).
     (dataclasses.replace(tflite(outputs=(("probability", [1, 3]),), labels=3), op_versions={"FULLY_CONNECTED": 12}),
@@ -123,6 +130,15 @@ def test_each_file_kind_is_ready_for_its_clients():
 def test_a_broken_rule_names_its_reason(facts, client, reason):
     reasons = readiness(facts)[client]
     assert any(reason in r for r in reasons), reasons
+
+
+def test_a_text_in_file_is_not_said_to_have_a_fixed_length():
+    # mbk inspect of a --tokenizer-in-graph .onnx (text ['batch_size']) said "inputs text have a fixed batch or
+    # sequence length" among the reasons it does not serve optimum-style code.
+    facts = FileFacts("onnx", [{"name": "text", "dtype": "string", "shape": [-1]}],
+                      [{"name": "logits", "dtype": "float32", "shape": [-1, 4]}])
+    reasons = readiness(facts)["onnxruntime (optimum-style)"]
+    assert "inputs text are not [batch, sequence] tensors" in reasons and not any("fixed" in r for r in reasons)
 
 
 def test_all_three_inputs_dynamic_is_allowed_for_the_tflite_clients():

@@ -59,6 +59,8 @@ class Client:
     max_op_versions: tuple = ()
 
 
+# A span answerer's outputs: one logit per token position, which an embedder would read as a vector.
+SPAN_OUTPUTS = ("start_logits", "end_logits")
 _TEXT_TFLITE = {"format": "tflite", "input_dtype": "int32", "shape": "static", "metadata": True}
 # tflite-support 0.4.4's runtime predates FULLY_CONNECTED version 12, which dynamic-range files use
 # (tests/clients/test_task_library.py loads one and sees it refused).
@@ -69,15 +71,14 @@ CLIENTS = (
     # BertNLClassifier finds its scores by the metadata name "probability" (with "score" classify crashed).
     Client("Task Library BertNLClassifier", **_TASK_LIBRARY, output_names=("probability",), labels=True),
     # At 128 tokens BertQuestionAnswerer fails with "Bad StatusOr access".
-    Client("Task Library BertQuestionAnswerer", **_TASK_LIBRARY, output_names=("start_logits", "end_logits"),
-           seq_len=384),
+    Client("Task Library BertQuestionAnswerer", **_TASK_LIBRARY, output_names=SPAN_OUTPUTS, seq_len=384),
     # Without a tokenizer in the metadata it returns one vector for every sentence; [1, seq, hidden] is refused.
     Client("Task Library TextEmbedder", **_TASK_LIBRARY, vector_output=True),
     # Code written for optimum's exports: the tokenizer's int64 arrays fed by name, outputs read by name.
     Client("onnxruntime (optimum-style)", "onnx", "int64", "dynamic",
            input_names=("input_ids", "attention_mask"), optional_inputs=("token_type_ids",),
            output_sets=(("feature-extraction", ("last_hidden_state",)), ("text-classification", ("logits",)),
-                        ("question-answering", ("start_logits", "end_logits")))),
+                        ("question-answering", SPAN_OUTPUTS))),
     # A text-in file (mbk export --tokenizer-in-graph): the app feeds its strings, with onnxruntime-extensions'
     # custom-ops library registered (onnxruntime-android + onnxruntime-extensions-android, the iOS pods, Python).
     Client("onnxruntime + onnxruntime-extensions (text in)", "onnx", "string", "text", input_names=("text",),
@@ -136,9 +137,12 @@ def _shapes(client, facts):
         if any(len(s) != 2 or s[0] != 1 for s in shapes) or len({s[1] for s in shapes}) > 1:
             return [f"inputs must be [1, seq] with one seq (found {shapes})"]
         return []
-    fixed = [s["name"] for s in facts.inputs if len(s["shape"]) != 2 or any(d >= 0 for d in s["shape"])]
-    return [f"inputs {_join(fixed)} have a fixed batch or sequence length, but it feeds any batch size and "
-            "sequence length (export with dynamic axes, as mbk export writes .onnx)"] if fixed else []
+    # A text-in file's [batch] string input has no fixed length: it was said to have one.
+    rank = [s["name"] for s in facts.inputs if len(s["shape"]) != 2]
+    fixed = [s["name"] for s in facts.inputs if len(s["shape"]) == 2 and any(d >= 0 for d in s["shape"])]
+    return ([f"inputs {_join(rank)} are not [batch, sequence] tensors"] if rank else []) + (
+        [f"inputs {_join(fixed)} have a fixed batch or sequence length, but it feeds any batch size and "
+         "sequence length (export with dynamic axes, as mbk export writes .onnx)"] if fixed else [])
 
 
 def _seq_len(client, facts):
@@ -198,6 +202,10 @@ def _vector_output(client, facts):
     if facts.meta is not None and facts.meta.labels_file is not None:
         # It would load, and call a classifier's class scores an embedding.
         return [f"the first output is a classifier's scores (labels {facts.meta.labels_file}), not a sentence vector "
+                "(export an embedder with --task embedding)"]
+    first = facts.output_names()[:1]
+    if first and first[0] in SPAN_OUTPUTS:  # [1, seq]: it loaded, and its start logits were "the embedding"
+        return [f"the first output {first[0]} is a span answerer's logits, one per token, not a sentence vector "
                 "(export an embedder with --task embedding)"]
     shape = facts.outputs[0]["shape"]
     if len(shape) >= 2 and all(d == 1 for d in shape[:-1]) and len(shape) in (2, 4):

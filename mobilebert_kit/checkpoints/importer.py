@@ -9,6 +9,7 @@ them and otherwise reported as skipped (never silently dropped into a model).
 import contextlib
 import logging
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -131,22 +132,24 @@ def _config_from_hf(hf):
     return config
 
 
-def config_from_tf1(official):
-    """Converts an official (google-research) BERT/MobileBERT JSON config to Encoder arguments.
+def config_from_tf1(official, source="the TF1 config"):
+    """Converts an official (google-research) BERT/MobileBERT JSON config to Encoder arguments; errors name
+    ``source`` (the file's path).
 
     The TF reference code's ``gelu`` is the tanh approximation, so it maps to ``gelu_tanh``.
     """
-    return _checked_fields(_config_from_tf1, official, "the TF1 config")
+    return _checked_fields(lambda c: _config_from_tf1(c, source), official, source)
 
 
-def _config_from_tf1(official):
-    _check_string_fields(official, "the TF1 config")
+def _config_from_tf1(official, source):
+    _check_string_fields(official, source)
     c = {**_TF1_DEFAULTS, **official}
     if "vocab_size" not in official:
-        raise CheckpointError("the TF1 config has no vocab_size; pass the model's bert_config.json")
+        raise CheckpointError(f"{source} has no vocab_size; pass the model's bert_config.json")
     act = {"gelu": "gelu_tanh", "relu": "relu", "relu6": "relu6"}.get(c["hidden_act"])
     if act is None:
-        raise CheckpointError(f"unsupported hidden_act {c['hidden_act']!r} in the TF1 config; supported: gelu, relu, relu6")
+        raise CheckpointError(f"unsupported hidden_act {str(c['hidden_act'])[:40]!r} in {source}; supported: gelu, "
+                              "relu, relu6")
     config = common_fields(c, act)
     config.update(mobilebert_fields(c))
     config["layer_norm_epsilon"] = 1e-12  # tf.contrib.layers.layer_norm's variance epsilon
@@ -438,29 +441,44 @@ def _built(build, config, config_file):
         raise ConfigError(f"{config_file}: {err}") from err
 
 
+@contextlib.contextmanager
+def _naming(config_file):
+    """A config error raised in the block names ``config_file``, the path: a family's checks
+    (``checkpoints/families.py``) know its fields, not where it lies, and said "config.json: ..." of any directory."""
+    try:
+        yield
+    except CheckpointError as err:
+        text = str(err)
+        if str(config_file) in text:
+            raise
+        raise CheckpointError(re.sub(r"(?<![\w./-])config\.json\b", lambda _: str(config_file), text, count=1)) \
+            from err
+
+
 def import_hf(directory, head=None, **overrides):
     """Imports a Hugging Face checkpoint directory (``config.json`` + safetensors)."""
     from mobilebert_kit.models.api import build
 
     directory = Path(directory)
     hf_config = load_json(directory / "config.json", "the Hugging Face config", expect=dict, error=CheckpointError)
-    config = config_from_hf(hf_config)
-    family = FAMILIES[hf_config["model_type"]]
-    arrays = read_safetensors_dir(directory)
-    arrays = _renamed_prefixes(arrays, ((family.prefix, ""),), directory)
-    _refuse_foreign_weights(family, hf_config, arrays, directory)
-    architectures = architectures_of(hf_config, directory / "config.json")
-    head, arrays, head_options = _family_head(family, head, arrays, architectures, directory,
-                                              {**family.defaults, **hf_config})
-    config.update(head_options)
-    if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):
-        # *ForMaskedLM models are saved without a pooler (add_pooling_layer=False); rather than invent one,
-        # the encoder is built without it and pooled_output is the first token.
-        log.info("%s has no pooler weights: building the encoder without a pooler", directory)
-        config["classifier_activation"] = False
-    config.update(overrides)
-    encoder = _built(build, config, directory / "config.json")
-    model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf", architectures, hf_config.get("problem_type"))
+    with _naming(directory / "config.json"):
+        config = config_from_hf(hf_config)
+        family = FAMILIES[hf_config["model_type"]]
+        arrays = read_safetensors_dir(directory)
+        arrays = _renamed_prefixes(arrays, ((family.prefix, ""),), directory)
+        _refuse_foreign_weights(family, hf_config, arrays, directory)
+        architectures = architectures_of(hf_config, directory / "config.json")
+        head, arrays, head_options = _family_head(family, head, arrays, architectures, directory,
+                                                  {**family.defaults, **hf_config})
+        config.update(head_options)
+        if config.get("classifier_activation") and not any(k.startswith("pooler.") for k in arrays):
+            # *ForMaskedLM models are saved without a pooler (add_pooling_layer=False); rather than invent one,
+            # the encoder is built without it and pooled_output is the first token.
+            log.info("%s has no pooler weights: building the encoder without a pooler", directory)
+            config["classifier_activation"] = False
+        config.update(overrides)
+        encoder = _built(build, config, directory / "config.json")
+        model, encoder_prefix = _wrap_head(encoder, head, arrays, "hf", architectures, hf_config.get("problem_type"))
     if family.shared_layers:
         # ALBERT: the encoder has no tied blocks, so each reads its group's tensors (outputs agree to 1e-6).
         log.warning("%s shares its layer weights across %d layers; the imported encoder holds a copy per layer "
@@ -542,7 +560,7 @@ def import_tf1(prefix, config_path=None, head=None, **overrides):
         raise CheckpointError(f"cannot read TF1 checkpoint {prefix} ({message}); check the files are complete") from err
     # Optimizer slots and counters are not weights.
     arrays = {k: v for k, v in arrays.items() if not k.endswith(("/adam_m", "/adam_v", "/lamb_m", "/lamb_v")) and k != "global_step"}
-    config = config_from_tf1(official)
+    config = config_from_tf1(official, config_path)
     config.update(overrides)
     encoder = _built(build, config, config_path)
     model, encoder_prefix = _wrap_head(encoder, head, arrays, "tf1")

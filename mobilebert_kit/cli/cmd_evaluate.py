@@ -9,6 +9,7 @@ from mobilebert_kit.errors import DataError, MbkError, TrainingError
 from mobilebert_kit.training.task_scoring import DEFAULT_MIN_RATIO
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.terminal import escape
 
 
 def register(subparsers):
@@ -106,5 +107,5 @@ def run(args):
         from rich.console import Console
 
         table_rows = [{**row, "model": name} for row, name in zip(rows, shown)]
-        Console(soft_wrap=True).print(comparison_table(table_rows, args.min_ratio, title=f"{rows[0]['task']} on {args.data}"))
+        Console(soft_wrap=True).print(comparison_table(table_rows, args.min_ratio, title=f"{rows[0]['task']} on {escape(args.data, markup=True)}"))
     return 0 if passed else 1

@@ -9,6 +9,7 @@ Contract:
 from mobilebert_kit.convert.plan.export_options import add_arguments, from_arguments
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.input_paths import input_path_option
+from mobilebert_kit.utils.terminal import escape
 
 
 def register(subparsers):
@@ -32,7 +33,7 @@ def _progress_log():
     from rich.console import Console
 
     console = Console()
-    return lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return lambda line: console.print(escape(line), markup=False, highlight=False, soft_wrap=True)  # a path in it
 
 
 def run(args):

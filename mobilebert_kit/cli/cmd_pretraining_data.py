@@ -4,10 +4,11 @@ from pathlib import Path
 
 from mobilebert_kit.data.pretraining_examples import OPTION_LIMITS
 from mobilebert_kit.errors import ConfigError
-from mobilebert_kit.utils.atomic import atomic_dir, check_output
+from mobilebert_kit.utils.atomic import UNCHECKED, atomic_dir, check_output, file_signature
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP, overlap
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.terminal import escape
 
 
 def _option(field):
@@ -64,7 +65,7 @@ def run(args):
         num_shards=args.shards, chunk_documents=args.chunk_documents, seed=args.seed,
     )
     tokenizer = TextTokenizer.from_file(args.vocab, lowercase=False if args.cased else None)
-    files = args.input
+    files, began = args.input, UNCHECKED
     if args.stdlib_corpus:
         from mobilebert_kit.data.records import PRETRAINING_DATA
         from mobilebert_kit.data.stdlib_corpus import STDLIB_CORPUS, build_stdlib_corpus
@@ -76,16 +77,19 @@ def run(args):
             raise ConfigError(f"--out {args.out} and --stdlib-corpus {corpus} overlap; give each its own directory")
         check_output(corpus, STDLIB_CORPUS, overwrite=args.overwrite, sources=[args.vocab])
         check_output(args.out, PRETRAINING_DATA, overwrite=args.overwrite, sources=[args.vocab])
-        with atomic_dir(corpus, STDLIB_CORPUS, overwrite=args.overwrite, sources=[args.vocab]) as tmp:
+        # What both held now is what this run may replace: another run into them meanwhile is not silently replaced.
+        began = file_signature(args.out)
+        with atomic_dir(corpus, STDLIB_CORPUS, overwrite=args.overwrite, sources=[args.vocab],
+                        unchanged_since=file_signature(corpus)) as tmp:
             stats = build_stdlib_corpus(tmp / "train.txt", tmp / "heldout.txt")
         console.print(
             f"corpus: Python {stats['python']} standard library, {stats['documents']} modules / "
-            f"{stats['sentences']} sentences in {corpus / 'train.txt'}, {stats['heldout_documents']} modules held out "
-            f"in {corpus / 'heldout.txt'}", highlight=False, soft_wrap=True,
+            f"{stats['sentences']} sentences in {escape(corpus / 'train.txt')}, {stats['heldout_documents']} modules "
+            f"held out in {escape(corpus / 'heldout.txt')}", markup=False, highlight=False, soft_wrap=True,
         )
         files = [corpus / "train.txt"]
     console.print(
-        f"[bold]mbk pretraining-data[/bold] {len(files)} file(s) -> {args.out}: {options.seq_len} tokens, "
+        f"[bold]mbk pretraining-data[/bold] {len(files)} file(s) -> {escape(args.out, markup=True)}: {options.seq_len} tokens, "
         f"{options.max_predictions} predictions, mask {options.masked_lm_prob:g} (80/10/10), whole word "
         f"{options.whole_word}, {'cased' if not tokenizer.lowercase else 'uncased'} vocabulary of "
         f"{tokenizer.vocab_size}, dupe factor {options.dupe_factor}, {options.num_shards} shard(s), seed {options.seed}",
@@ -98,11 +102,12 @@ def run(args):
         meta = write_pretraining_data(
             files, tokenizer, args.out, options,
             on_progress=lambda done, _total, n: progress.update(task, completed=done, examples=n),
-            overwrite=args.overwrite,
+            overwrite=args.overwrite, unchanged_since=began,
         )
     console.print(
         f"wrote {meta['num_examples']} examples from {meta['num_documents']} documents "
         f"({meta['num_masked_tokens']} masked of {meta['num_tokens']} tokens, "
-        f"{meta['num_random_next']} random next sentences) to {args.out}", highlight=False, soft_wrap=True,
+        f"{meta['num_random_next']} random next sentences) to {escape(args.out)}", markup=False, highlight=False,
+        soft_wrap=True,
     )
     return 0

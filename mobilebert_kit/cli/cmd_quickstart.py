@@ -3,9 +3,10 @@
 from pathlib import Path
 
 from mobilebert_kit.artifacts.formats import SEQ_LEN
-from mobilebert_kit.utils.atomic import check_output
+from mobilebert_kit.utils.atomic import check_output, file_signature
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.terminal import escape
 
 
 def register(subparsers):
@@ -38,6 +39,7 @@ def run(args):
     from mobilebert_kit.models.summary import summarize
 
     check_output(args.out, SAVED_MODEL, overwrite=args.overwrite)  # before the minutes of step 1
+    began = file_signature(args.out)  # what --out holds now: another command may write it while this one runs
     console = Console()
     console.rule("1. the MobileBERT student (preset `mobilebert`, random weights)")
     print_summary(summarize(build("mobilebert"), seq_len=args.seq_len), console)
@@ -55,8 +57,8 @@ def run(args):
 
     source = Path(get_model_path())
     model = import_checkpoint(source)
-    out = save(model, args.out, overwrite=args.overwrite, sources=[source])
-    console.print(f"imported {source} -> {out}")
+    out = save(model, args.out, overwrite=args.overwrite, sources=[source], unchanged_since=began)
+    console.print(f"imported {escape(source)} -> {escape(out)}", markup=False)
     print_summary(summarize(model, seq_len=args.seq_len), console)
 
     tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
@@ -78,5 +80,5 @@ def run(args):
     console.print("      " + "".join(f"[{j}]    " for j in range(len(SENTENCES))))
     for i, row in enumerate(similarity):
         console.print(f"[{i}]  " + "  ".join(f"{v:5.2f}" for v in row))
-    console.print(f"\nNext: `mbk info {out}`, `mbk presets`; docs/quickstart.md has the rest.")
+    console.print(f"\nNext: `mbk info {escape(out)}`, `mbk presets`; docs/quickstart.md has the rest.", markup=False)
     return 0

@@ -9,6 +9,7 @@ from mobilebert_kit.utils.atomic import OVERWRITE, atomic_dir
 from mobilebert_kit.utils.output_check import OVERWRITE_HELP
 from mobilebert_kit.utils.input_paths import input_path_option
 from mobilebert_kit.utils.limits import number_option
+from mobilebert_kit.utils.terminal import escape
 
 
 # Defaults of the options a resumed run takes from its record when they are not given (None on the command
@@ -114,7 +115,7 @@ def run(args):
             # The run's state would have to replace the user's directory before the output is complete; without
             # it the directory is replaced only by the finished output, as --overwrite always did.
             resumable = False
-            print(f"{args.out} is not an output of mbk: --overwrite replaces it once the output is complete, so this "
+            print(f"{escape(args.out)} is not an output of mbk: --overwrite replaces it once the output is complete, so this "
                   "recovery keeps no state to resume from (remove the directory or choose a new --out for that)")
         recovery = Recovery(steps=settings["recover_steps"], data=settings["data"], seq_len=settings["seq_len"],
                             learning_rate=settings["learning_rate"], batch_size=settings["batch_size"],
@@ -138,7 +139,7 @@ def run(args):
             }, indent=2) + "\n")
         if pooling:
             print(f"sentence pooling carried over from the source: {pooling}")
-        print(f"wrote {args.out}")
+        print(f"wrote {escape(args.out)}")
         return 0
     finally:
         state.release()

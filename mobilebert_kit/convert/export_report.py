@@ -20,6 +20,7 @@ from mobilebert_kit.convert.quantization.modes import MODES
 from mobilebert_kit.convert.quantization.search import Frontier, Tried
 from mobilebert_kit.utils.atomic import atomic_file, remove_path
 from mobilebert_kit.utils.output_check import OutputKind, json_field, temp_prefix
+from mobilebert_kit.utils.terminal import escape
 
 REPORT_SCHEMA = "mobilebert_kit.export"  # the "schema" of OUT.report.json
 # A later export recognises its own report by the schema tag and replaces it (utils.output_check).
@@ -74,10 +75,10 @@ class ExportResult:
         return out
 
     def format_text(self):
-        lines = [f"wrote {self.path}: {self.format} {self.quantize}, {self.size_bytes / 1e6:.2f} MB "
-                 f"({self.seconds:.1f} s) from {self.source}"
+        lines = [f"wrote {escape(self.path)}: {self.format} {self.quantize}, {self.size_bytes / 1e6:.2f} MB "
+                 f"({self.seconds:.1f} s) from {escape(self.source)}"
                  + (f"; task {self.task}, {self._length()}" if self.task else "")]
-        lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  note: {escape(n)}" for n in self.notes]  # a note may quote a path
         if self.clients:
             ready = [name for name, reasons in self.clients.items() if not reasons]
             lines.append(f"  ready for: {', '.join(ready) or 'none'}")

@@ -83,7 +83,7 @@ def export(options, source=None, log=print, score=None):
                           "(mobilebert_kit.evaluation.artifact_metrics) to export()")
     sources = _sources(options, source)
     # Checked before loading and converting: a refused --out must not cost the whole export first.
-    outputs = ((Path(options.out), WRITERS[options.format].output), (report_path(options.out), EXPORT_REPORT_OUTPUT))
+    outputs = ((options.out, WRITERS[options.format].output), (report_path(options.out), EXPORT_REPORT_OUTPUT))
     for path, kind in outputs:
         check_output(path, kind, overwrite=options.overwrite, sources=sources)
     # What OUT and its report were when this export began: another command may install one meanwhile.

@@ -24,7 +24,7 @@ from mobilebert_kit.data.records import (
     shard_name,
 )
 from mobilebert_kit.errors import ConfigError, DataError, check_choice
-from mobilebert_kit.utils.atomic import atomic_dir, check_output, file_signature
+from mobilebert_kit.utils.atomic import UNCHECKED, atomic_dir, check_output, file_signature
 from mobilebert_kit.utils.input_paths import text_line
 from mobilebert_kit.utils.limits import SEED, Limit, within
 from mobilebert_kit.utils.output_check import os_error_in
@@ -219,12 +219,14 @@ def _too_few_documents(count, files):
     )
 
 
-def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=None, overwrite=False):
+def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=None, overwrite=False,
+                           unchanged_since=UNCHECKED):
     """Creates pre-training examples from text files into ``out_dir`` (shards + ``dataset.json``).
 
     The directory appears only when complete (written under a temporary name). ``on_progress(bytes_read,
     total_bytes, examples_written)`` follows the run; ``overwrite`` replaces what mbk did not write at
-    ``out_dir`` (``utils.atomic``). Returns the metadata dict written to ``dataset.json``."""
+    ``out_dir`` (``utils.atomic``); ``unchanged_since``: ``out_dir``'s ``file_signature`` when the caller began
+    (what it held then is what may be replaced; default: when this function begins). Returns the metadata dict written to ``dataset.json``."""
     from mobilebert_kit.backend import tf
 
     options = options or PretrainingDataOptions()
@@ -234,7 +236,8 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     sources = [*files, *([tokenizer.source] if getattr(tokenizer, "source", None) else [])]
     # Checked before tokenizing: a refused --out must not cost the whole run first.
     check_output(out_dir, PRETRAINING_DATA, overwrite=overwrite, sources=sources)
-    began = file_signature(out_dir)  # another run into the same --out meanwhile is not silently replaced
+    # Another run into the same --out meanwhile is not silently replaced.
+    began = file_signature(out_dir) if unchanged_since is UNCHECKED else unchanged_since
     if missing:
         raise DataError(f"input file {missing[0]} does not exist; check the --input paths")
     if not files:

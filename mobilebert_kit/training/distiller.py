@@ -48,6 +48,7 @@ from mobilebert_kit.utils.atomic import EMPTY, NEW, OVERWRITE, foreign_set_aside
 from mobilebert_kit.utils.interrupt import InterruptFlag
 from mobilebert_kit.utils.run_state import data_fingerprint
 from mobilebert_kit.utils.scratch import new_scratch
+from mobilebert_kit.utils.terminal import escape
 
 __all__ = ["Distiller", "RUN_FILE"]  # RUN_FILE: mbk distill reads a run's record before resuming it
 
@@ -172,16 +173,19 @@ class Distiller:
         t, s = self.teacher_encoder.config, self.student_encoder.config
         out = self._say
         role = f" ({self.worker}{', the chief: it writes the run' if self.chief else ''})" if self.worker else ""
-        out(f"[bold]mbk distill[/bold] -> {self.out_dir}{role}")
-        out(f"  teacher {self._describe(self.teacher_spec)}: {t['num_layers']} layers, hidden {t['hidden_size']}, "
+        out(f"[bold]mbk distill[/bold] -> {escape(self.out_dir, markup=True)}{role}")
+        out(f"  teacher {escape(self._describe(self.teacher_spec), markup=True)}: {t['num_layers']} layers, "
+            f"hidden {t['hidden_size']}, "
             f"{t['num_heads']} heads, MLM head: {'yes' if self.teacher_mlm is not None else 'no (MLM-KD skipped)'}")
-        out(f"  student {self._describe(self.student_spec)}: {s['num_layers']} layers, hidden {s['hidden_size']}, "
+        out(f"  student {escape(self._describe(self.student_spec), markup=True)}: {s['num_layers']} layers, "
+            f"hidden {s['hidden_size']}, "
             f"intra {s['intra_bottleneck_size'] or s['hidden_size']}, {s['normalization_type']}/{s['hidden_act']}")
         if cfg.copy_from_teacher:
             out(f"  copied from the teacher: {len(self.copy_report['copied'])} weight(s); skipped "
                 f"{len(self.copy_report['skipped'])}; embeddings "
                 f"{'frozen as a lower layer' if self.copy_report['embeddings_complete'] else 'trained with layer 0'}")
-        out(f"  data {self.data}: {self.data_meta['num_examples']} examples of {self.data_meta['seq_len']} tokens; "
+        out(f"  data {escape(self.data, markup=True)}: {self.data_meta['num_examples']} examples of "
+            f"{self.data_meta['seq_len']} tokens; "
             f"batch {cfg.batch_size} over {self.replicas} replica(s); {cfg.precision}; {cfg.optimizer} "
             f"lr {cfg.learning_rate:g}")
         total = sum(st.steps for st in self.stages)
@@ -532,7 +536,7 @@ class Distiller:
                    "global_step": global_step}
         if not self.chief:
             self._barrier()  # returns once the chief has written the student
-            self._say(f"done ({self.worker}): the chief wrote {student_dir}")
+            self._say(f"done ({self.worker}): the chief wrote {escape(student_dir, markup=True)}")
             return summary
         save(self.student_encoder, student_dir)
         save(self.student, pretrainer_dir)
@@ -541,6 +545,7 @@ class Distiller:
                  "global_step": global_step, "history": history}
         self.run_dir.write_progress(state)
         self._barrier()
-        self._say(f"done: student saved to {student_dir} (with MLM/NSP heads: {pretrainer_dir})"
+        self._say(f"done: student saved to {escape(student_dir, markup=True)} "
+                  f"(with MLM/NSP heads: {escape(pretrainer_dir, markup=True)})"
                   + (f"; teacher's {', '.join(copied)} copied alongside" if copied else ""))
         return summary

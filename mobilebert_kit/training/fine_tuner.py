@@ -44,6 +44,7 @@ from mobilebert_kit.utils.limits import within
 from mobilebert_kit.utils.run_state import describe_path, interrupted_run, resume_hint
 from mobilebert_kit.utils.scratch import new_scratch
 from mobilebert_kit.utils.structured import load_json
+from mobilebert_kit.utils.terminal import escape
 
 TASK_FILE = "task.json"
 HEAD_OF_TASK = {"classification": "sequence_classifier", "regression": "sequence_classifier",
@@ -297,9 +298,11 @@ class FineTuner:
                 raise TrainingError(
                     f"{train_path} now makes {self._steps} steps but the run in {out_dir} was started on "
                     f"{stored_total}: the training data changed; restore it, or start over with --overwrite")
-        self._say(f"[bold]mbk finetune[/bold] {cfg.task} on {train_path}: {n} examples of {cfg.seq_len} tokens, "
+        self._say(f"[bold]mbk finetune[/bold] {cfg.task} on {escape(train_path, markup=True)}: {n} examples of "
+                  f"{cfg.seq_len} tokens, "
                   f"{cfg.epochs} epoch(s) x {per_epoch} steps, batch {cfg.batch_size}, {cfg.optimizer} lr "
-                  f"{cfg.learning_rate:g}, {cfg.precision}; model {self.model_spec} -> {out_dir}"
+                  f"{cfg.learning_rate:g}, {cfg.precision}; model {escape(self.model_spec, markup=True)} -> "
+                  f"{escape(out_dir, markup=True)}"
                   + ((f"; resuming at step {first + 1} of {self._steps}" if first < self._steps else
                       "; training is complete, writing the output") if resume else ""))
         parts = (features, targets) if weights is None else (features, targets, weights)
@@ -348,7 +351,7 @@ class FineTuner:
                                     "--learning-rate may help); run again with --overwrite") from err
             self.console.print("eval " + " ".join(f"{k}={v:.4f}" for k, v in results.items()), highlight=False)
         if not chief:  # in a cluster only the chief writes out_dir
-            self._say(f"done ({worker_label(self.strategy)}): the chief writes {out_dir}")
+            self._say(f"done ({worker_label(self.strategy)}): the chief writes {escape(out_dir, markup=True)}")
             return results
         # A run that kept its state in OUT finishes inside it: files the user put there meanwhile stay.
         with atomic_dir(out_dir, FINETUNE_OUTPUT, overwrite=overwrite, sources=sources, keep_foreign=keeps) as tmp:

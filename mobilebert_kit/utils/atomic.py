@@ -102,11 +102,11 @@ def _apply_access(old, target):
 # --- the writers ----------------------------------------------------------------------------------------------
 
 def _begin(path, kind, overwrite, sources, keep_foreign=False):
-    path = Path(path)
-    if kind is not None:
+    if kind is not None:  # given the path as named: a Path drops the trailing '/' of a directory's name
         check_output(path, kind, overwrite=overwrite, sources=sources, keep_foreign=keep_foreign)
     else:
-        _check_internal(path)
+        _check_internal(Path(path))
+    path = Path(path)
     # The directories made for it: a failed write removes them again (they would be strays of a run that left
     # nothing).
     made = next((p for p in reversed(path.parents) if not os.path.lexists(p)), None)

@@ -396,6 +396,10 @@ def check_output(path, kind, *, overwrite=False, sources=(), keep_foreign=False)
 
 def _decide(path, kind, overwrite, sources, keep_foreign):
     """:func:`check_output`'s decision, before the write probe of an existing path."""
+    tail = next((t for t in (os.sep, os.sep + ".") if os.fspath(path).endswith(t)), None)
+    if tail and not kind.is_dir:  # `--out x.onnx/` named a directory; pathlib drops the tail and wrote the file
+        raise OutputError(f"{os.fspath(path)} ends in '{tail}', which names a directory, but {kind.what} is a file: "
+                          f"drop the '{tail}' (or add a file name after it)")
     try:
         path = Path(os.path.abspath(os.fspath(path)))
     except FileNotFoundError:  # a relative path, and the working directory was deleted (os.getcwd fails)

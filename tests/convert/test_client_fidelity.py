@@ -37,12 +37,12 @@ def minilm():
 
 def test_minilm_accented_sentences_differ_on_the_phone_and_plain_ones_do_not(minilm):
     lines = PLAIN + ACCENTED
-    record = client_fidelity(KerasAsArtifact(minilm.model), keras_outputs(minilm.model), lines, minilm.tokenizer, 32)
+    record = client_fidelity(KerasAsArtifact(minilm.model), keras_outputs(minilm.model), lines, minilm.tokenizer, 32, {})
     assert (record.texts, record.differing, record.examples) == (4, 2, ACCENTED)
     assert record.output == "sequence_output" and record.argmax_agreement is None
     # Same model on both sides: the plain rows agree exactly, the accented ones move (issue 14 measured 0.37).
     assert record.cosine_mean < 1 - 1e-3 and record.cosine_min < 0.99
-    plain = client_fidelity(KerasAsArtifact(minilm.model), keras_outputs(minilm.model), PLAIN, minilm.tokenizer, 32)
+    plain = client_fidelity(KerasAsArtifact(minilm.model), keras_outputs(minilm.model), PLAIN, minilm.tokenizer, 32, {})
     assert plain.differing == 0 and plain.cosine_min > 0.99999 and plain.warning() is None
     warning = record.warning()
     assert warning.startswith("2 of 4 validation sentences tokenize differently on the phone (accents); min cosine ")
@@ -51,30 +51,57 @@ def test_minilm_accented_sentences_differ_on_the_phone_and_plain_ones_do_not(min
 
 def test_the_built_in_validation_sentences_show_minilm_the_difference(minilm):
     lines = sample_lines(16)
-    record = client_fidelity(KerasAsArtifact(minilm.model), keras_outputs(minilm.model), lines, minilm.tokenizer, 32)
+    record = client_fidelity(KerasAsArtifact(minilm.model), keras_outputs(minilm.model), lines, minilm.tokenizer, 32, {})
     assert record.differing >= 3 and all(line in lines for line in record.examples)
+
+
+class ScoresRunner:
+    """The file on the phone: ``phone`` scores under the name ``probability``."""
+
+    output_names = ["probability"]
+
+    def __init__(self, phone):
+        self.phone = phone
+
+    def run(self, inputs):
+        return {"probability": self.phone}
+
+
+class OneIdTokenizer:
+    """Every text is id ``own``; its client gives ``client``'s id (another tokenization when they differ)."""
+
+    lowercase = True
+
+    def __init__(self, own=1, client=1):
+        self.own, self.client = own, client
+
+    def client_tokenizer(self):
+        return OneIdTokenizer(self.client, self.client)
+
+    def encode_inputs(self, lines, seq_len):
+        return {"input_ids": np.full((len(lines), seq_len), self.own, np.int32)}
 
 
 def test_class_scores_report_argmax_agreement():
     scores = {"probability": np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])}
-
-    class Runner:
-        output_names = ["probability"]
-
-        def run(self, inputs):
-            return {"probability": scores["probability"][:, ::-1]}  # the phone's top class flips on every row
-
-    class Tokenizer:
-        lowercase = True
-
-        def client_tokenizer(self):
-            return self
-
-        def encode_inputs(self, lines, seq_len):
-            return {"input_ids": np.ones((len(lines), seq_len), np.int32)}
-
-    record = client_fidelity(Runner(), lambda arrays: scores, ["a", "b", "c"], Tokenizer(), 4)
+    runner = ScoresRunner(scores["probability"][:, ::-1])  # the phone's top class flips on every row
+    record = client_fidelity(runner, lambda arrays: scores, ["a", "b", "c"], OneIdTokenizer(), 4, {"probability": True})
     assert record.differing == 0 and record.argmax_agreement == 0.0 and record.output == "probability"
+
+
+def test_a_multi_label_file_is_judged_by_each_label_s_side_of_its_cut_as_validation_judges_it():
+    # The warning said "argmax agreement 0.0000" of a multi-label file whose every label kept its side of 0.5
+    # (and 1.0 where labels crossed it): validation reads such a file per label (export_model.logit_outputs).
+    reference = {"probability": np.array([[0.9, 0.8], [0.1, 0.3], [0.7, 0.2]])}
+    kept = ScoresRunner(np.array([[0.8, 0.9], [0.3, 0.1], [0.6, 0.3]]))  # every argmax moves, no label does
+    record = client_fidelity(kept, lambda arrays: reference, ["a", "b", "c"], OneIdTokenizer(1, 2), 4,
+                             {"probability": 0.5})
+    assert (record.answers, record.argmax_agreement) == ("label", 1.0)
+    assert record.warning().endswith(", label agreement 1.0000") and "label 1.0000" in record.format_text()[0]
+    crossed = ScoresRunner(np.array([[0.9, 0.4], [0.1, 0.3], [0.7, 0.2]]))  # one label of six crosses, no argmax
+    record = client_fidelity(crossed, lambda arrays: reference, ["a", "b", "c"], OneIdTokenizer(1, 2), 4,
+                             {"probability": 0.5})
+    assert record.argmax_agreement == pytest.approx(5 / 6)
 
 
 def test_export_report_and_validate_show_the_client_tokenization(tiny_with_vocab, tmp_path):

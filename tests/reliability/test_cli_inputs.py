@@ -244,6 +244,37 @@ def test_file_name_with_a_newline_keeps_the_error_on_one_line(mbk, tmp_path):
     assert "bad\\nname\\x1b[2J\\u202e.tflite" in proc.stderr
 
 
+def _odd_outputs(root):
+    """Inputs beside outputs whose names hold a newline and rich markup: (directory, {command: argv})."""
+    where = root / "runs\nforged[red]x"
+    where.mkdir()
+    (where / "c.txt").write_text("the cat sat .\nthe dog .\n\na dog sat .\nthe cat ran .\n")
+    (where / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog"]))
+    (where / "t.tsv").write_text("sentence\tlabel\nthe cat\t0\nthe dog\t1\n")
+    np.savez(where / "in.npz", **{k: np.ones((2, 8), np.int32) for k in ("input_ids", "attention_mask")},
+             token_type_ids=np.zeros((2, 8), np.int32))
+    return where, {
+        "export": ["export", "tiny-bert", "--format", "onnx", "--seq-len", 8, "--out", where / "m.onnx"],
+        "pretraining-data": ["pretraining-data", "--input", where / "c.txt", "--vocab", where / "vocab.txt",
+                             "--out", where / "pd", "--seq-len", 16, "--shards", 1],
+        "substitute": ["substitute", "tiny-mobilebert", "--norm", "no_norm", "--data", where / "in.npz",
+                       "--seq-len", 8, "--out", where / "sub"],
+        "finetune": ["finetune", "--model", "tiny-mobilebert", "--task", "classification", "--train", where / "t.tsv",
+                     "--vocab", where / "vocab.txt", "--out", where / "ft", "--batch-size", 2, "--seq-len", 8],
+    }
+
+
+@pytest.mark.parametrize("command", ["export", "pretraining-data", "substitute", "finetune"])
+def test_an_output_name_with_a_newline_and_markup_is_shown_escaped_on_one_line(mbk, tmp_path, command):
+    # "wrote /tmp/runs" then "forged/pd" on a line of its own; rich took [red] for markup and dropped it.
+    where, argv = _odd_outputs(tmp_path)
+    proc = mbk(*argv[command])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert not [ln for ln in lines if ln.startswith("forged")], proc.stdout
+    assert any("runs\\nforged[red]x" in ln for ln in lines), proc.stdout
+
+
 def test_non_utf8_model_name_profiles_and_reports_valid_json(mbk, tmp_path):
     import json
 

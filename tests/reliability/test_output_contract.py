@@ -181,7 +181,13 @@ def _contains_source(tmp, command, inputs):
     return command.source(inputs).parent, command.source(inputs).parent
 
 
+def _trailing_slash(tmp, command, inputs):
+    # `--out x.onnx/` named a directory, and the file x.onnx was written (a Path drops the '/').
+    return f"{tmp / _out_name(command)}{os.sep}", tmp
+
+
 STATES = {  # name: (make, applies to, refused even with --overwrite, message fragment)
+    "trailing-slash": (_trailing_slash, lambda c: not c.is_dir, True, "names a directory"),
     "user-dir": (_user_dir, lambda c: c.is_dir, False, "not written by mbk"),
     "dir-where-file-expected": (_user_dir, lambda c: not c.is_dir, False, "is a directory"),
     "file-of-another-kind": (_other_kind_file, lambda c: True, False, "--overwrite"),
@@ -394,6 +400,16 @@ def test_decision_new_replace_empty_overwrite(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"schema": "mobilebert_kit.profile"}))
     assert check_output(tmp_path / "r.json", owned_kind("profile-json")) == "replace"
     assert check_output(tmp_path / "r.json", owned_kind("pipeline-json"), overwrite=True) == "overwrite"
+
+
+def test_decision_refuses_a_file_path_that_names_a_directory(tmp_path):
+    from mobilebert_kit.utils.atomic import OutputError, check_output, write_text
+
+    for tail in ("/", "/."):
+        with pytest.raises(OutputError, match=f"ends in '{tail}', which names a directory.*drop the '{tail}'"):
+            write_text(f"{tmp_path}/r.json{tail}", "{}", kind=owned_kind("profile-json"))
+    assert list(tmp_path.iterdir()) == []
+    assert check_output(f"{tmp_path}/run/", owned_kind("model")) == "new"  # a directory's name may end in '/'
 
 
 def test_decision_takes_the_owners_record_not_a_name(tmp_path):
@@ -743,3 +759,54 @@ def test_an_import_refuses_an_output_another_command_wrote_while_it_ran(mbk, inp
     assert_one_line_error(proc, f"another command wrote {out} while this one ran", "run again")
     assert proc.returncode == 2 and (out / "config.json").read_text() == "the other import's"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left beside it
+
+
+def test_quickstart_refuses_an_output_another_command_wrote_while_it_ran(mbk, tmp_path, monkeypatch):
+    # Two `mbk quickstart --out X` (or an import into X meanwhile): both said "imported", one silently replaced.
+    from mobilebert_kit.checkpoints import importer
+    from mobilebert_kit.models import api
+    from mobilebert_kit.models.api import SAVED_MODEL
+
+    out = tmp_path / "out"
+    real_import, real_build = importer.import_checkpoint, api.build
+
+    def import_while_another_installs(*args, **kwargs):
+        model = real_import(*args, **kwargs)
+        out.mkdir()  # the other run's output, installed while this one imported
+        (out / ".mbk-output.json").write_text(json.dumps({"format": SAVED_MODEL.format, "version": 1,
+                                                          "files": ["config.json"]}))
+        (out / "config.json").write_text("the other run's")
+        return model
+
+    monkeypatch.setattr(importer, "import_checkpoint", import_while_another_installs)
+    monkeypatch.setattr(api, "build", lambda preset, **kw: real_build(  # step 1's student: seconds, not a minute
+        "tiny-mobilebert" if preset == "mobilebert" else preset, **kw))
+    proc = mbk("quickstart", "--out", out, "--seq-len", 16)
+    assert_one_line_error(proc, f"another command wrote {out} while this one ran", "run again")
+    assert proc.returncode == 2 and (out / "config.json").read_text() == "the other run's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("written", ["corpus", "out"])
+def test_stdlib_corpus_refuses_outputs_another_command_wrote_while_it_ran(mbk, inputs, tmp_path, monkeypatch, written):
+    # `--stdlib-corpus C` had no such check (two runs into one C: one corpus silently replaced), and --out's began
+    # only once the corpus was built (another run's --out written meanwhile was replaced).
+    from mobilebert_kit.data import stdlib_corpus
+    from mobilebert_kit.data.records import PRETRAINING_DATA
+
+    kinds = {"corpus": (stdlib_corpus.STDLIB_CORPUS, "train.txt"), "out": (PRETRAINING_DATA, "dataset.json")}
+    kind, name = kinds[written]
+    target = tmp_path / written
+    real_build = stdlib_corpus.build_stdlib_corpus
+
+    def build_while_another_installs(train, heldout):
+        target.mkdir()  # the other run's output, installed while this one built the corpus
+        (target / ".mbk-output.json").write_text(json.dumps({"format": kind.format, "version": 1, "files": [name]}))
+        (target / name).write_text("the other run's")
+        return real_build(train, heldout, root=Path(json.__file__).parent)  # a small part of the standard library
+
+    monkeypatch.setattr(stdlib_corpus, "build_stdlib_corpus", build_while_another_installs)
+    proc = mbk("pretraining-data", "--stdlib-corpus", tmp_path / "corpus", "--vocab", inputs / "vocab.txt",
+               "--out", tmp_path / "out", "--seq-len", 16, "--shards", 1)
+    assert_one_line_error(proc, f"another command wrote {target} while this one ran", "run again")
+    assert proc.returncode == 2 and (target / name).read_text() == "the other run's"

@@ -10,9 +10,12 @@ computes another embedding (cosine 0.37, issue 14) while validation passes.
 
 This check tokenizes the validation text both ways, counts the texts whose ids
 differ, runs the artifact on the client's ids and the Keras source on the
-checkpoint's ids, and compares the first output: row cosine (a hidden-state
-output is mean-pooled over each side's real tokens first, since the two
-tokenizations need not align), and argmax agreement for class scores. It
+checkpoint's ids, and compares the first output as validation compares it
+(:func:`~mobilebert_kit.convert.validation.compare.compare`, reading its answers
+as ``export_model.logit_outputs`` says: argmax agreement for class scores, each
+label's side of its cut for a multi-label file); a hidden-state output is
+mean-pooled over each side's real tokens first, since the two tokenizations
+need not align. It
 warns; it does not fail the export, because the difference lies in the
 client's tokenizer, which no export option changes (the fix is the app's text
 or a checkpoint trained without accent stripping).
@@ -28,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mobilebert_kit.convert.plan.input_set import INPUT_NAMES
+from mobilebert_kit.convert.validation.compare import compare
 from mobilebert_kit.utils.terminal import escape
 
 # Formats whose clients tokenize on their own (shared/reference/clients.md): TFLite's MediaPipe and Task Library.
@@ -36,8 +40,6 @@ CLIENT_TOKENIZED_FORMATS = ("tflite",)
 HIDDEN_STATE_OUTPUTS = ("sequence_output", "last_hidden_state")
 # Outputs indexed by token position, which shift when a word splits differently: values are not comparable.
 POSITION_OUTPUTS = ("start_logits", "end_logits", "mlm_logits")
-# Class scores: argmax agreement is what the app sees.
-SCORE_OUTPUTS = ("probability", "probabilities", "logits", "nsp_logits")
 EXAMPLES = 3  # differing texts quoted in the report
 
 
@@ -45,8 +47,9 @@ EXAMPLES = 3  # differing texts quoted in the report
 class ClientFidelity:
     """How the artifact answers on the client's tokenization, against the checkpoint on its own: of ``texts``
     validation texts, ``differing`` tokenize differently (up to :data:`EXAMPLES` quoted, ``reason`` saying
-    why); the compared ``output`` (the artifact's first; None: not comparable) has these row cosines (artifact
-    on client ids vs Keras on checkpoint ids) and, for class scores, argmax agreement.
+    why); the compared ``output`` (the artifact's first; None: not comparable) has these cosines (artifact
+    on client ids vs Keras on checkpoint ids) and, for class scores, the agreement of their answers
+    (``answers``: "argmax" per row, "label" per label of a multi-label file).
 
     Example:
         >>> ClientFidelity("TFLite clients", 16, 3, ["naïve café"], "sentence_embedding", 0.96, 0.37).warning()
@@ -62,6 +65,7 @@ class ClientFidelity:
     cosine_min: float = None
     argmax_agreement: float = None
     reason: str = "accents"
+    answers: str = "argmax"
 
     def warning(self):
         """One line when some text tokenizes differently on the phone, else None."""
@@ -72,7 +76,7 @@ class ClientFidelity:
         if self.cosine_min is not None:
             line += f"; min cosine {self.cosine_min:.4f}"
         if self.argmax_agreement is not None:
-            line += f", argmax agreement {self.argmax_agreement:.4f}"
+            line += f", {self.answers} agreement {self.argmax_agreement:.4f}"
         return line
 
     def to_dict(self):
@@ -83,7 +87,7 @@ class ClientFidelity:
         """Lines for ``mbk export`` / ``mbk validate`` output."""
         compared = "" if self.output is None else (
             f": {self.output} cos {self.cosine_mean:.6f} (min {self.cosine_min:.6f})"
-            + ("" if self.argmax_agreement is None else f"  argmax {self.argmax_agreement:.4f}"))
+            + ("" if self.argmax_agreement is None else f"  {self.answers} {self.argmax_agreement:.4f}"))
         lines = [f"  client tokenization ({self.client}, lower-case, accents kept): "
                  f"{self.differing} of {self.texts} texts differ{compared}"]
         if self.differing:
@@ -91,11 +95,12 @@ class ClientFidelity:
         return lines
 
 
-def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
+def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len, logits):
     """Compares the artifact on the client's ids with the Keras source on the checkpoint's ids.
 
     ``reference_outputs`` maps ``{input name: int32 [n, seq]}`` to the Keras source's values under the
-    artifact's output names. Returns None when no client can tokenize for the tokenizer's kind; ``output`` stays
+    artifact's output names; ``logits``: how validation reads each output's answers
+    (``export_model.logit_outputs``). Returns None when no client can tokenize for the tokenizer's kind; ``output`` stays
     None when the first output is indexed by token position, which two tokenizations do not share.
     """
     client = tokenizer.client_tokenizer()
@@ -121,15 +126,13 @@ def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len):
         phone, source = _mean_pooled(phone, theirs["attention_mask"]), _mean_pooled(source, ours["attention_mask"])
     elif phone.ndim != 2:
         return record  # per-token scores (token classification): positions do not align either
-    cosines = np.sum(phone * source, -1) / np.maximum(
-        np.linalg.norm(phone, axis=-1) * np.linalg.norm(source, axis=-1), 1e-30)
-    record.output, record.cosine_mean, record.cosine_min = name, float(cosines.mean()), float(cosines.min())
-    if name in SCORE_OUTPUTS:
-        record.argmax_agreement = float(np.mean(phone.argmax(-1) == source.argmax(-1)))
+    metrics = compare(name, phone, source, logits=logits.get(name, False))
+    record.output, record.cosine_mean, record.cosine_min = name, metrics.cosine, metrics.cosine_min
+    record.argmax_agreement, record.answers = metrics.argmax_agreement, metrics.answers
     return record
 
 
-def client_fidelity_of(runner, fmt, texts, tokenizer, seq_len, reference_outputs):
+def client_fidelity_of(runner, fmt, texts, tokenizer, seq_len, reference_outputs, logits):
     """:func:`client_fidelity` where it applies, else None: a format whose clients tokenize
     (:data:`CLIENT_TOKENIZED_FORMATS`), validation text (not ``.npz`` rows) and a tokenizer.
     """
@@ -137,7 +140,7 @@ def client_fidelity_of(runner, fmt, texts, tokenizer, seq_len, reference_outputs
         return None
     if [s["name"] for s in runner.input_specs] != list(INPUT_NAMES) or runner.seq_len not in (None, seq_len):
         return None  # validation already reports the names or length it cannot feed
-    return client_fidelity(runner, reference_outputs, texts, tokenizer, seq_len)
+    return client_fidelity(runner, reference_outputs, texts, tokenizer, seq_len, logits)
 
 
 def _mean_pooled(hidden, mask):

@@ -34,6 +34,7 @@ from mobilebert_kit.convert.plan.input_set import INPUT_NAMES
 from mobilebert_kit.convert.quantization.modes import MODES, THRESHOLD_KEYS
 from mobilebert_kit.errors import ConfigError
 from mobilebert_kit.utils.structured import strict_json_values
+from mobilebert_kit.utils.terminal import escape
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class ValidationReport:
         return "; ".join(str(f) for f in self.failures) or "passed"
 
     def format_text(self):
-        lines = [f"validation of {self.artifact} ({self.precision}) on {self.inputs}:"]
+        lines = [f"validation of {escape(self.artifact)} ({self.precision}) on {escape(self.inputs)}:"]
         lines += ["  " + m.row() for m in self.outputs]
         if self.drift:
             lines.append("  per-layer drift (hidden state vs Keras, real tokens):")

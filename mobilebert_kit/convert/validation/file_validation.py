@@ -117,7 +117,8 @@ def validate_file(path, reference, inputs, precision, thresholds=None, artifact_
         report.failures.extend(report.arch.failures)
     report.client_tokenization = client_fidelity_of(
         runner, fmt or Path(path).suffix[1:], texts, tokenizer, inputs.seq_len,
-        lambda arrays: reference_outputs(reference, InputSet(arrays, "client ids"), pairs, pooling, bool(normalize)))
+        lambda arrays: reference_outputs(reference, InputSet(arrays, "client ids"), pairs, pooling, bool(normalize)),
+        logits)
     return report
 
 
