@@ -468,6 +468,20 @@ def test_a_one_column_output_that_answers_one_constant_fails_every_mode():
     assert not check_values(close, thresholds_for("dynamic"))  # int8-sized noise on the scores still passes
 
 
+def test_a_float_file_of_a_regressor_that_all_but_collapsed_to_one_value_passes():
+    # A tiny regressor answering 0.5 +- 1e-5 for every text: its exact float file differed by one float32 step
+    # (6e-8), and the spread about the mean alone as the SNR's signal failed it at 56.8 dB < 60.
+    from mobilebert_kit.convert.validation.compare import check_values, compare, thresholds_for
+
+    rng = np.random.default_rng(0)
+    for shape in ((16, 1), (16, 2)):
+        reference = 0.5 + rng.normal(0, 1e-5, shape)
+        ours = reference + rng.choice([-6e-8, 0.0, 6e-8], shape)
+        assert not check_values(compare("score", ours, reference, logits="scores"), thresholds_for("none")), shape
+        far = compare("score", reference + 0.05, reference, logits="scores")  # 10% of the value: still refused
+        assert check_values(far, thresholds_for("dynamic")), shape
+
+
 def test_a_quantized_embedding_is_held_to_the_embedding_cosine_bar(tiny_bert, tmp_path):
     # all-MiniLM-L6-v2's full-int8 embedder passed int8's generic 0.9 at 0.904 and gave 0.90 in MediaPipe: an
     # embedding's cosine is its task's own measure, so the task sets 0.95; a user's --threshold still wins.

@@ -165,6 +165,7 @@ def compare(name, ours, reference, mask=None, logits=False):
         vectors_r = reference.reshape(reference.shape[0], -1) if reference.ndim > 1 else reference[None]
         err, ref_flat = (ours - reference).ravel(), reference.ravel()
     width = vectors_o.shape[-1]
+    scores = None  # a score output's raw values, where its SNR's signal is their spread about the mean
     if width == 1:
         # One value per row (a regression score): a row's cosine is its sign only, and a score near 0 that int8
         # moved across it read -1 (a dynamic-int8 regressor failed at "score cosine 0.875"); the rows' values
@@ -173,6 +174,7 @@ def compare(name, ours, reference, mask=None, logits=False):
         # gate with one constant answered for every text (scores in [1, 5]: SNR 7.7 dB, Pearson 0).
         width = vectors_o.size
         if width > 1:
+            scores = ref_flat
             ref_flat = ref_flat - np.mean(ref_flat)
     elif logits == "scores" and ours.ndim == 2:
         # Several targets: a row's vector mixes scales, and the offset they share kept a row's cosine near 1
@@ -180,10 +182,15 @@ def compare(name, ours, reference, mask=None, logits=False):
         # vector, with its SNR's signal again the spread about the reference's mean.
         vectors_o, vectors_r = ours.T, reference.T
         width = vectors_o.shape[-1]
+        scores = ref_flat
         ref_flat = (vectors_r - vectors_r.mean(-1, keepdims=True)).ravel()
     cos = _cosine(vectors_o.reshape(-1, width), vectors_r.reshape(-1, width))
     noise = float(np.sum(err ** 2))
     signal = float(np.sum(ref_flat ** 2))
+    if scores is not None:
+        # Not below -60 dB of the scores themselves: a regressor that all but collapsed to one value has a spread
+        # float32 rounding alone reaches, and its exact float file failed at 56.8 dB < 60 (one float32 step).
+        signal = max(signal, 1e-6 * float(np.sum(scores ** 2)))
     snr = float("inf") if noise == 0 else (10.0 * np.log10(signal / noise) if signal > 0 else float("-inf"))
     agreement = None
     # Token logits [batch, seq, labels] count real tokens only: a text-in file's padding is zeros, not scores.
