@@ -107,5 +107,6 @@ def run(args):
         from rich.console import Console
 
         table_rows = [{**row, "model": name} for row, name in zip(rows, shown)]
-        Console(soft_wrap=True).print(comparison_table(table_rows, args.min_ratio, title=f"{rows[0]['task']} on {escape(args.data, markup=True)}"))
+        title = f"{rows[0]['task']} on {escape(args.data, markup=True)}"
+        Console(soft_wrap=True).print(comparison_table(table_rows, args.min_ratio, title=title))
     return 0 if passed else 1

@@ -89,7 +89,8 @@ def run(args):
         )
         files = [corpus / "train.txt"]
     console.print(
-        f"[bold]mbk pretraining-data[/bold] {len(files)} file(s) -> {escape(args.out, markup=True)}: {options.seq_len} tokens, "
+        f"[bold]mbk pretraining-data[/bold] {len(files)} file(s) -> {escape(args.out, markup=True)}: "
+        f"{options.seq_len} tokens, "
         f"{options.max_predictions} predictions, mask {options.masked_lm_prob:g} (80/10/10), whole word "
         f"{options.whole_word}, {'cased' if not tokenizer.lowercase else 'uncased'} vocabulary of "
         f"{tokenizer.vocab_size}, dupe factor {options.dupe_factor}, {options.num_shards} shard(s), seed {options.seed}",

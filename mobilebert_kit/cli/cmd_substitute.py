@@ -115,8 +115,9 @@ def run(args):
             # The run's state would have to replace the user's directory before the output is complete; without
             # it the directory is replaced only by the finished output, as --overwrite always did.
             resumable = False
-            print(f"{escape(args.out)} is not an output of mbk: --overwrite replaces it once the output is complete, so this "
-                  "recovery keeps no state to resume from (remove the directory or choose a new --out for that)")
+            print(f"{escape(args.out)} is not an output of mbk: --overwrite replaces it once the output is "
+                  "complete, so this recovery keeps no state to resume from (remove the directory or choose a new "
+                  "--out for that)")
         recovery = Recovery(steps=settings["recover_steps"], data=settings["data"], seq_len=settings["seq_len"],
                             learning_rate=settings["learning_rate"], batch_size=settings["batch_size"],
                             fit=settings["fit"], migrate=settings["scale_migration"], seed=settings["seed"])

@@ -226,7 +226,8 @@ def write_pretraining_data(files, tokenizer, out_dir, options=None, on_progress=
     The directory appears only when complete (written under a temporary name). ``on_progress(bytes_read,
     total_bytes, examples_written)`` follows the run; ``overwrite`` replaces what mbk did not write at
     ``out_dir`` (``utils.atomic``); ``unchanged_since``: ``out_dir``'s ``file_signature`` when the caller began
-    (what it held then is what may be replaced; default: when this function begins). Returns the metadata dict written to ``dataset.json``."""
+    (what it held then is what may be replaced; default: when this function begins). Returns the metadata dict
+    written to ``dataset.json``."""
     from mobilebert_kit.backend import tf
 
     options = options or PretrainingDataOptions()

@@ -27,7 +27,9 @@ import numpy as np
 from mobilebert_kit.artifacts.metadata import planned_length
 from mobilebert_kit.artifacts.formats import FORMATS
 from mobilebert_kit.errors import MbkError, check_choice, first_line
-from mobilebert_kit.profiler.bench_parser import empty_op_profile, merge_benchmark_result, parse_benchmark_output, parse_benchmark_result
+from mobilebert_kit.profiler.bench_parser import (
+    empty_op_profile, merge_benchmark_result, parse_benchmark_output, parse_benchmark_result,
+)
 from mobilebert_kit.profiler.benchmark_binary import BENCHMARK_TOOLS, BenchmarkBinary, benchmark_args
 from mobilebert_kit.profiler.errors import BenchmarkParseError, DeviceDisconnectedError, DeviceError, ProfilerError
 from mobilebert_kit.profiler.inputs import benchmark_input_flags

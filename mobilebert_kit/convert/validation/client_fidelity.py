@@ -100,8 +100,8 @@ def client_fidelity(runner, reference_outputs, lines, tokenizer, seq_len, logits
 
     ``reference_outputs`` maps ``{input name: int32 [n, seq]}`` to the Keras source's values under the
     artifact's output names; ``logits``: how validation reads each output's answers
-    (``export_model.logit_outputs``). Returns None when no client can tokenize for the tokenizer's kind; ``output`` stays
-    None when the first output is indexed by token position, which two tokenizations do not share.
+    (``export_model.logit_outputs``). Returns None when no client can tokenize for the tokenizer's kind;
+    ``output`` stays None when the first output is indexed by token position, which two tokenizations do not share.
     """
     client = tokenizer.client_tokenizer()
     if client is None:
