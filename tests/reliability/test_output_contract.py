@@ -741,17 +741,13 @@ def test_an_import_refuses_an_output_another_command_wrote_while_it_ran(mbk, inp
     other's model (a saved model of ours is replaced without --overwrite). What --out held when the import began
     is what it may replace: the other's output is kept, and this one says why in one line."""
     from mobilebert_kit.checkpoints import importer
-    from mobilebert_kit.models.api import SAVED_MODEL
 
     out = tmp_path / "out"
     real_import = importer.import_checkpoint
 
     def import_while_another_installs(*args, **kwargs):
         model = real_import(*args, **kwargs)
-        out.mkdir()  # the other import's output, installed while this one converted
-        (out / ".mbk-output.json").write_text(json.dumps({"format": SAVED_MODEL.format, "version": 1,
-                                                          "files": ["config.json"]}))
-        (out / "config.json").write_text("the other import's")
+        _install_another_saved_model(out, "the other import's")  # while this one converted
         return model
 
     monkeypatch.setattr(importer, "import_checkpoint", import_while_another_installs)
@@ -761,21 +757,27 @@ def test_an_import_refuses_an_output_another_command_wrote_while_it_ran(mbk, inp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left beside it
 
 
+def _install_another_saved_model(out, text):
+    """Installs at ``out`` what another command's saved model looks like (its marker and a config.json ``text``)."""
+    from mobilebert_kit.models.api import SAVED_MODEL
+
+    out.mkdir()
+    (out / ".mbk-output.json").write_text(json.dumps({"format": SAVED_MODEL.format, "version": 1,
+                                                      "files": ["config.json"]}))
+    (out / "config.json").write_text(text)
+
+
 def test_quickstart_refuses_an_output_another_command_wrote_while_it_ran(mbk, tmp_path, monkeypatch):
     # Two `mbk quickstart --out X` (or an import into X meanwhile): both said "imported", one silently replaced.
     from mobilebert_kit.checkpoints import importer
     from mobilebert_kit.models import api
-    from mobilebert_kit.models.api import SAVED_MODEL
 
     out = tmp_path / "out"
     real_import, real_build = importer.import_checkpoint, api.build
 
     def import_while_another_installs(*args, **kwargs):
         model = real_import(*args, **kwargs)
-        out.mkdir()  # the other run's output, installed while this one imported
-        (out / ".mbk-output.json").write_text(json.dumps({"format": SAVED_MODEL.format, "version": 1,
-                                                          "files": ["config.json"]}))
-        (out / "config.json").write_text("the other run's")
+        _install_another_saved_model(out, "the other run's")  # while this one imported
         return model
 
     monkeypatch.setattr(importer, "import_checkpoint", import_while_another_installs)
