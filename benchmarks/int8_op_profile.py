@@ -49,6 +49,9 @@ _LOOP = r'''
 import sys, time, numpy as np
 from ai_edge_litert.interpreter import Interpreter
 it = Interpreter(model_path=sys.argv[1], num_threads=1)
+for d in it.get_input_details():  # a dynamic-length file runs at the timed length, not at its placeholder 1
+    if -1 in list(d["shape_signature"]):
+        it.resize_tensor_input(d["index"], [1, int(sys.argv[3])])
 it.allocate_tensors()
 rng = np.random.default_rng(0)
 for d in it.get_input_details():
@@ -77,14 +80,14 @@ def group_of(symbol, dso):
     return OTHER
 
 
-def perf_groups(path, core, seconds):
+def perf_groups(path, core, seconds, seq_len):
     """``{group: share of samples}`` of a loop of ``invoke()`` on ``path`` (one thread, pinned)."""
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
         loop = os.path.join(tmp, "loop.py")
         Path(loop).write_text(_LOOP)
         subprocess.run(["taskset", "-c", str(core), "perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-o",
-                        data, sys.executable, loop, path, str(seconds)], check=True, capture_output=True)
+                        data, sys.executable, loop, path, str(seconds), str(seq_len)], check=True, capture_output=True)
         report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol", "--stdio"],
                                 check=True, capture_output=True, text=True).stdout
     shares, top = {}, {}
@@ -131,7 +134,7 @@ def main():
     if not shutil.which("perf"):
         print("\nno `perf` on PATH: no per-kernel profile")
         return
-    profiles = {path: perf_groups(path, args.core, args.perf_seconds) for path in args.files}
+    profiles = {path: perf_groups(path, args.core, args.perf_seconds, args.seq_len) for path in args.files}
     names = [g for g, _ in GROUPS] + [OTHER]
     print("\nms per inference by kernel group (share of perf samples x the interleaved median)\n")
     print("| group | " + " | ".join(os.path.basename(p) for p in args.files) + " |")
