@@ -7,6 +7,8 @@ sentences), one per call, each fed as its app feeds it:
   resized when the length changes (MediaPipe's runner does the same); a static file gets the sentence padded to
   its length. The same loop as ``mbk profile --text`` (``HostProfiler.profile_text`` builds the feeds).
 - MediaPipe ``TextEmbedder.embed(sentence)``: the client tokenizes, pads (static file) or not (dynamic file).
+- Fidelity of the default files as fed above: each sentence's embedding against PyTorch sentence-transformers
+  (transformers' ``AutoModel`` on the checkpoint's own tokenizer, mean-pooled), mean and min cosine.
 - Peer: TF Model Garden's ``BertEncoderV2`` of all-MiniLM-L6-v2's shape converted as its TFLite guide does
   (static ``[1, 128]``, dynamic-range int8; random weights: latency only), when ``official`` imports
   (``--peer-path`` to a ``pip install --no-deps --target`` of tf-models-official and gin-config).
@@ -144,6 +146,60 @@ def mediapipe_callables(files, lines):
     return calls
 
 
+def pytorch_embeddings(minilm, lines, app_ids):
+    """The reference: sentence-transformers' mean-pooled, unit-length embeddings, computed with transformers on the
+    checkpoint's own tokenizer (test-only packages: this is a benchmark, never the product); and per line whether
+    the app's tokenizer (``app_ids``) gave the same ids (MediaPipe's keeps accents that the checkpoint's strips)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(minilm), AutoModel.from_pretrained(minilm).eval()
+    out, same = [], []
+    with torch.no_grad():
+        for line, ids in zip(lines, app_ids):
+            encoded = tokenizer(line, return_tensors="pt", truncation=True, max_length=128)
+            same.append(encoded["input_ids"][0].tolist() == list(ids))
+            out.append(model(**encoded).last_hidden_state[0].mean(0).numpy())
+    out = np.stack(out)
+    return out / np.linalg.norm(out, axis=1, keepdims=True), np.array(same)
+
+
+def fidelity(files, text, lines, reference, same):
+    """``{runtime: file: (mean, min, min where the app's ids are the checkpoint's)}`` cosine of each default file's
+    sentence embedding to ``reference``, each
+    sentence fed as its app feeds it: LiteRT at its own length (``mbk profile --text``'s feeds), MediaPipe's
+    ``TextEmbedder.embed`` on the raw line (its own tokenizer)."""
+    from mediapipe.tasks.python.core.base_options import BaseOptions
+    from mediapipe.tasks.python.text import text_embedder
+
+    from mobilebert_kit.artifacts.runner import load_tflite
+    from mobilebert_kit.profiler.model_info import ModelInfo
+
+    result = {}
+    for name, path in files.items():
+        if "default" not in name:
+            continue
+        interpreter = load_tflite(path, num_threads=1, input_shapes=None)
+        details, output = interpreter.get_input_details(), interpreter.get_output_details()[0]["index"]
+        got = []
+        for feed in text.feeds(ModelInfo(path).inputs):
+            for detail in details:
+                interpreter.resize_tensor_input(detail["index"], list(feed[detail["name"]].shape), strict=True)
+            interpreter.allocate_tensors()
+            for detail in details:
+                interpreter.set_tensor(detail["index"], feed[detail["name"]])
+            interpreter.invoke()
+            got.append(np.array(interpreter.get_tensor(output)[0], np.float64))
+        options = text_embedder.TextEmbedderOptions(base_options=BaseOptions(model_asset_path=str(path)))
+        with text_embedder.TextEmbedder.create_from_options(options) as embedder:
+            client = [np.array(embedder.embed(line).embeddings[0].embedding, np.float64) for line in lines]
+        for runtime, vectors in (("LiteRT", got), ("MediaPipe", client)):
+            vectors = np.stack(vectors)
+            cos = np.sum(vectors / np.linalg.norm(vectors, axis=1, keepdims=True) * reference, axis=1)
+            result[f"{runtime}: {name}"] = (float(cos.mean()), float(cos.min()), float(cos[same].min()))
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", required=True)
@@ -201,6 +257,12 @@ def main():
     for name in peers:
         ours = means["LiteRT: ours default, dynamic int8"]
         print(f"ours default dynamic int8 / {name}: {ours / means['LiteRT: ' + name]:.3f}")
+    print("\nsentence-embedding cosine to PyTorch sentence-transformers (transformers, the checkpoint's tokenizer):")
+    reference, same = pytorch_embeddings(minilm, lines, text.ids)
+    print(f"| runtime: file | mean | min | min over the {same.sum()} of {len(lines)} sentences the app tokenizes as the "
+          "checkpoint does |\n|---|---|---|---|")
+    for name, (mean, low, low_same) in fidelity(files, text, lines, reference, same).items():
+        print(f"| {name} | {mean:.4f} | {low:.4f} | {low_same:.4f} |")
 
 
 if __name__ == "__main__":
