@@ -21,9 +21,10 @@ from mobilebert_kit.utils.terminal import escape
 
 
 def _seq_lens(text):
-    """``"128,256"`` -> ``[128, 256]``, each checked like every other --seq-len."""
+    """``"128,256"`` -> ``[128, 256]``, each checked like every other --seq-len; a length named twice is timed once
+    (two rows of one length in a report read as two measurements of different things)."""
     one = number_option(SEQ_LEN)
-    return [one(part) for part in str(text).split(",")]
+    return list(dict.fromkeys(one(part) for part in str(text).split(",")))
 
 
 def register(subparsers):

@@ -171,6 +171,15 @@ def test_cli_host_end_to_end(models, tmp_path, mbk):
     assert "ln_gelu" in stdout and "median ms" in stdout
 
 
+def test_a_length_named_twice_is_timed_once(models, tmp_path, mbk):
+    """``--seq-len 16,16``: two rows of length 16 in one report would read as two different measurements."""
+    out = tmp_path / "r.json"
+    code, _, stderr = mbk("profile", models["ln_gelu"], "--runs", "2", "--warmup", "1", "--min-time", "0",
+                          "--seq-len", "16,16", "--json", out)
+    assert code == 0, stderr
+    assert [r["seq_len"] for r in json.loads(out.read_text())["results"]] == [16]
+
+
 def test_cli_corrupt_model_is_one_line(tmp_path, mbk):
     bad = tmp_path / "broken.tflite"
     bad.write_bytes(b"\x00" * 64)
