@@ -24,7 +24,7 @@ def register(subparsers):
         "and F1; token_classification: accuracy and entity-level F1; "
         "embedding/features files: Spearman correlation of the pairs' cosine with their score on a "
         "sentence1/sentence2/label table. Several --model give one table, each against the first (the float model), "
-        "with pass/fail by MLPerf Mobile's rule (quantized >= 99%% of float); the exit status is 1 when one fails.",
+        "with pass/fail by MLPerf Mobile's rule (quantized >= 99% of float); the exit status is 1 when one fails.",
     )
     parser.add_argument("--model", required=True, action="append", type=input_path_option("any", tree=True),
                         metavar="DIR|FILE", help="`mbk finetune` output directory (or a saved task model with labels.txt and "
