@@ -326,6 +326,14 @@ def test_wordpiece_graph_drops_splits_and_keeps_characters_as_transformers(tmp_p
     assert_graph_ids_match_transformers(_bert_tokenizer_dir(tmp_path / "bert"), BERT_NAMES, texts, tmp_path)
 
 
+def test_wordpiece_graph_keeps_the_characters_onnxruntime_extensions_calls_control(tmp_path):
+    """BasicTokenizer's remove_control_chars also dropped unassigned code points (U+0378) and CJK ideographs of
+    Unicode 13-14 (U+9FFD, U+2B735), which transformers keeps as [UNK] or as CJK words: the text "\u0378\u0379"
+    gave the classifier [CLS] [SEP] and logits 0.43 away from transformers'."""
+    texts = ["\u0378\u0379\u0380", "x \u0378 y", "a\u0378b", "rare \u9ffd\u9ffe and \U0002b735 ideographs"]
+    assert_graph_ids_match_transformers(_bert_tokenizer_dir(tmp_path / "bert"), BERT_NAMES, texts, tmp_path)
+
+
 def test_wordpiece_graph_keeps_cjk_runs_when_the_checkpoint_does(tmp_path):
     """tokenize_chinese_chars false: a CJK run is one word (東 ##京); the graph always split each character."""
     directory = _bert_tokenizer_dir(tmp_path / "bert", tokenize_chinese_chars=False)
