@@ -445,3 +445,19 @@ def test_a_token_classifier_text_in_file_validates_and_matches_transformers(tmp_
     conll.write_text("John negative\nlives neutral\n\nParis positive\n", encoding="utf-8")
     proc = run_mbk("evaluate", "--model", tmp_path / "ner.onnx", "--data", conll)
     assert proc.returncode == 2 and assert_one_line_error(proc, "takes whole texts", "without --tokenizer-in-graph")
+
+
+@pytest.mark.parametrize("family", ["xlm-roberta", "roberta"])
+def test_a_nul_ends_the_text_of_a_sentencepiece_or_bpe_file_as_its_docs_say(family, tmp_path):
+    """docs/clients/text-in-onnx.md: onnxruntime-extensions' SentencepieceTokenizer and RobertaTokenizer read a
+    string up to its first NUL, so "a\\x00b" gives the ids of "a" (transformers: a, an unknown or byte token, b).
+    If a new onnxruntime-extensions reads past it, this fails: drop the docs' sentence."""
+    from mobilebert_kit.convert.onnx.text_graph import tokenizer_model
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+    from tests.tokenizer_fixtures import save_tokenizer
+
+    save_tokenizer(family, tmp_path)
+    names = {"input_ids": "int64", "attention_mask": "int64"}
+    session = tokenizer_session(tokenizer_model(TextTokenizer.from_directory(tmp_path), 128, names), tmp_path)
+    ids = [session.run(None, {"text": np.array([text], object)})[0].tolist() for text in ("a\x00b", "a")]
+    assert ids[0] == ids[1]
