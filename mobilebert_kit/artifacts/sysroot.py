@@ -133,7 +133,7 @@ def ensure_sysroot(spec, say=None):
     parent = cache_root() / "emulation"
     final = parent / spec.name
     if (final / "manifest.json").is_file():
-        return Sysroot(_checked(final), spec)
+        return Sysroot(_checked(final, spec), spec)
     unwritable = "; set MBK_CACHE_DIR to a writable directory"
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +143,7 @@ def ensure_sysroot(spec, say=None):
         raise EmulationError(f"cannot write the emulation cache {parent}: {first_line(err)}{unwritable}") from err
     with _build_lock(lock, say):
         if (final / "manifest.json").is_file():  # built by the run we waited for
-            return Sysroot(_checked(final), spec)
+            return Sysroot(_checked(final, spec), spec)
         for leftover in parent.glob(f".{spec.name}.building-*"):  # we hold the lock: a killed build's
             shutil.rmtree(leftover, ignore_errors=True)
         try:
@@ -172,9 +172,11 @@ def seal(entry, manifest):
     (entry / "manifest.json").write_text(json.dumps({**manifest, "files": files}, indent=2))
 
 
-def _checked(entry):
-    """``entry``, once every file its manifest lists is there with its size; else an EmulationError naming the
-    damage and the command that rebuilds it (it was blamed on the runtime, with no fix)."""
+def _checked(entry, spec):
+    """``entry``, once every file its manifest lists is there with its size and each CPU root of ``spec`` links to
+    every top directory of ``sysroot/``; else an EmulationError naming the damage and the command that rebuilds it
+    (it was blamed on the runtime, with no fix: a root without its ``usr`` link, as a copy that skips links
+    leaves it, said ``libstdc++.so.6: cannot open shared object file ...; report it with the file``)."""
     rebuild = f"rebuild it: rm -rf {shlex.quote(str(entry))}, then run the command again (it builds the entry anew)"
     manifest = load_json(entry / "manifest.json", f"the manifest of the emulation cache entry {entry}", expect=dict,
                          error=EmulationError, fix=rebuild)
@@ -189,6 +191,12 @@ def _checked(entry):
         if not stat.S_ISREG(info.st_mode) or info.st_size != size:
             raise EmulationError(f"the emulation cache entry {entry} is damaged ({name} has {info.st_size} bytes, "
                                  f"{size} when it was built); {rebuild}")
+    for cpu in spec.cpuinfo:
+        for top in (entry / "sysroot").iterdir():
+            link = entry / "roots" / cpu / top.name
+            if top.name != "proc" and not (link.is_symlink() and link.resolve() == top.resolve()):
+                raise EmulationError(f"the emulation cache entry {entry} is damaged (roots/{cpu}/{top.name} is not "
+                                     f"its link to sysroot/{top.name}); {rebuild}")
     return entry
 
 

@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -221,8 +222,7 @@ def test_a_damaged_cache_entry_is_named_with_the_command_that_rebuilds_it(tmp_pa
     entry = tmp_path / "emulation" / _spec().name
     (entry / "qemu").mkdir(parents=True)
     (entry / "qemu" / "qemu-aarch64-static").write_bytes(b"\x7fELF" + bytes(60))
-    (entry / "sysroot").mkdir()
-    (entry / "sysroot" / "libc.so").write_bytes(bytes(100))
+    _fake_root(entry)
     sysroot.seal(entry, {"layout": 2})
     assert sysroot.ensure_sysroot(_spec(), say=lambda _: None).directory == entry
     os.truncate(entry / "qemu" / "qemu-aarch64-static", 10)
@@ -233,6 +233,31 @@ def test_a_damaged_cache_entry_is_named_with_the_command_that_rebuilds_it(tmp_pa
     os.truncate(entry / "qemu" / "qemu-aarch64-static", 64)
     with pytest.raises(EmulationError, match=r"sysroot/libc.so is missing"):
         sysroot.ensure_sysroot(_spec(), say=lambda _: None)
+
+
+def _fake_root(entry):
+    """A sysroot of one file and the CPU root of :func:`_spec`, linked as ``sysroot._build`` links it."""
+    (entry / "sysroot").mkdir()
+    (entry / "sysroot" / "libc.so").write_bytes(bytes(100))
+    (entry / "roots" / "cortex-a76" / "proc").mkdir(parents=True)
+    (entry / "roots" / "cortex-a76" / "libc.so").symlink_to(Path("..", "..", "sysroot", "libc.so"))
+
+
+def test_a_cpu_root_that_lost_a_link_is_named_with_the_command_that_rebuilds_it(tmp_path, monkeypatch):
+    """A CPU root without its link to sysroot/usr (what a copy that skips links, such as rsync -r, leaves) ran the
+    emulator on the host's paths: 'libstdc++.so.6: cannot open shared object file; report it with the file'."""
+    monkeypatch.setenv("MBK_CACHE_DIR", str(tmp_path))
+    entry = tmp_path / "emulation" / _spec().name
+    entry.mkdir(parents=True)
+    _fake_root(entry)
+    sysroot.seal(entry, {"layout": 2})
+    assert sysroot.ensure_sysroot(_spec(), say=lambda _: None).directory == entry
+    link = entry / "roots" / "cortex-a76" / "libc.so"
+    for damage in (link.unlink, lambda: link.symlink_to(entry / "elsewhere")):
+        damage()
+        with pytest.raises(EmulationError, match=r"damaged \(roots/cortex-a76/libc.so is not its link to "
+                                                 r"sysroot/libc.so\); rebuild it: rm -rf "):
+            sysroot.ensure_sysroot(_spec(), say=lambda _: None)
 
 
 def test_a_read_only_cache_is_one_line_exit_2(tmp_path, monkeypatch):

@@ -165,3 +165,36 @@ def test_real_minilm_int4_exports_and_validates(minilm_dir, tmp_path):
     assert precision(graph) == "dynamic-int4" and json.loads(graph.metadata["mbk_metadata"])["quantization"] == "int4"
     proc = run_mbk("validate", out, "--reference", minilm_dir)
     assert proc.returncode == 0 and "PASSED" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_onnx_int4_converts_nodes_whose_form_opset_21_changed(tmp_path):
+    """A ReduceMean of opset 17 keeps its axes as an attribute, which opset 18 made an input, and an even Split
+    names no num_outputs, which opset 18 requires. ONNX Runtime's int4 Gather pass sets opset 21 without converting them, and ModernBERT's file (its norms' means,
+    its fused QKV split) failed onnx.checker or ORT's load: they are converted first, and compute what they did."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mobilebert_kit.convert.onnx.export import int4_weights
+
+    rng = np.random.default_rng(0)
+    table, weight = rng.normal(size=(200, 128)).astype(np.float32), rng.normal(size=(128, 32)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["embedded"]),
+         helper.make_node("MatMul", ["embedded", "weight"], ["projected"]),
+         helper.make_node("ReduceMean", ["projected"], ["mean"], axes=[-1], keepdims=1),
+         helper.make_node("Split", ["projected"], ["left", "right"], axis=-1)],
+        "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n", "s"])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", "s", width])
+         for name, width in (("mean", 1), ("left", 16), ("right", 16))],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(weight, "weight")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    quantized = int4_weights(model, 32)
+    onnx.checker.check_model(quantized)
+    assert {n.op_type for n in quantized.graph.node} >= {"MatMulNBits", "GatherBlockQuantized"}
+    ids = rng.integers(0, 200, (2, 5))
+    mean, left, right = ort.InferenceSession(quantized.SerializeToString()).run(None, {"ids": ids})
+    reference = table[ids] @ weight
+    assert mean.shape == (2, 5, 1) and left.shape == right.shape == (2, 5, 16)
+    assert np.corrcoef(np.concatenate([left, right], -1).ravel(), reference.ravel())[0, 1] > 0.98
+    np.testing.assert_allclose(mean, np.concatenate([left, right], -1).mean(-1, keepdims=True), atol=1e-5)

@@ -326,6 +326,14 @@ def test_wordpiece_graph_drops_splits_and_keeps_characters_as_transformers(tmp_p
     assert_graph_ids_match_transformers(_bert_tokenizer_dir(tmp_path / "bert"), BERT_NAMES, texts, tmp_path)
 
 
+def test_wordpiece_graph_keeps_the_characters_onnxruntime_extensions_calls_control(tmp_path):
+    """BasicTokenizer's remove_control_chars also dropped unassigned code points (U+0378) and CJK ideographs of
+    Unicode 13-14 (U+9FFD, U+2B735), which transformers keeps as [UNK] or as CJK words: the text "\u0378\u0379"
+    gave the classifier [CLS] [SEP] and logits 0.43 away from transformers'."""
+    texts = ["\u0378\u0379\u0380", "x \u0378 y", "a\u0378b", "rare \u9ffd\u9ffe and \U0002b735 ideographs"]
+    assert_graph_ids_match_transformers(_bert_tokenizer_dir(tmp_path / "bert"), BERT_NAMES, texts, tmp_path)
+
+
 def test_wordpiece_graph_keeps_cjk_runs_when_the_checkpoint_does(tmp_path):
     """tokenize_chinese_chars false: a CJK run is one word (東 ##京); the graph always split each character."""
     directory = _bert_tokenizer_dir(tmp_path / "bert", tokenize_chinese_chars=False)
@@ -437,3 +445,19 @@ def test_a_token_classifier_text_in_file_validates_and_matches_transformers(tmp_
     conll.write_text("John negative\nlives neutral\n\nParis positive\n", encoding="utf-8")
     proc = run_mbk("evaluate", "--model", tmp_path / "ner.onnx", "--data", conll)
     assert proc.returncode == 2 and assert_one_line_error(proc, "takes whole texts", "without --tokenizer-in-graph")
+
+
+@pytest.mark.parametrize("family", ["xlm-roberta", "roberta"])
+def test_a_nul_ends_the_text_of_a_sentencepiece_or_bpe_file_as_its_docs_say(family, tmp_path):
+    """docs/clients/text-in-onnx.md: onnxruntime-extensions' SentencepieceTokenizer and RobertaTokenizer read a
+    string up to its first NUL, so "a\\x00b" gives the ids of "a" (transformers: a, an unknown or byte token, b).
+    If a new onnxruntime-extensions reads past it, this fails: drop the docs' sentence."""
+    from mobilebert_kit.convert.onnx.text_graph import tokenizer_model
+    from mobilebert_kit.data.text_tokenizer import TextTokenizer
+    from tests.tokenizer_fixtures import save_tokenizer
+
+    save_tokenizer(family, tmp_path)
+    names = {"input_ids": "int64", "attention_mask": "int64"}
+    session = tokenizer_session(tokenizer_model(TextTokenizer.from_directory(tmp_path), 128, names), tmp_path)
+    ids = [session.run(None, {"text": np.array([text], object)})[0].tolist() for text in ("a\x00b", "a")]
+    assert ids[0] == ids[1]

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper, numpy_helper, version_converter
 from onnxruntime import quantization as q
 
 from mobilebert_kit.convert.errors import ExportError, check_op_types
@@ -142,6 +142,11 @@ def int4_weights(model, block_size):
     # made every later tf2onnx INFO line of the process print to stderr.
     from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
 
+    # int4 tensors need opset 21, which the Gather pass sets without converting the nodes: a ReduceMean or Split
+    # kept the attributes opset 18 made inputs (a ModernBERT file failed onnx.checker or ORT's load). Converted
+    # here, the quantizer finds opset 21 and leaves it.
+    if next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) < 21:
+        model = version_converter.convert_version(model, 21)
     for op, axis, block in (("Gather", 1, ONNX_INT4_TABLE_BLOCK), ("MatMul", 0, block_size)):
         config = DefaultWeightOnlyQuantConfig(block_size=block, is_symmetric=True, accuracy_level=4,
                                               op_types_to_quantize=(op,), quant_axes=((op, axis),))

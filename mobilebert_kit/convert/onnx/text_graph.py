@@ -194,8 +194,10 @@ def _wordpiece_words(tokenizer, nodes, inits):
     checkpoint's normalizer and pre-tokenizer do to each character is measured on them (``text_chars``) and
     written as string ops, in transformers' order:
 
-    1. ``BasicTokenizer`` splits at whitespace and drops control characters, the words joined by one space again:
-       it reads the text whole (the other string ops stop at a NUL, which transformers removes);
+    1. ``BasicTokenizer`` splits at whitespace and drops NULs, the words joined by one space again: it reads the
+       text whole (the other string ops stop at a NUL, which transformers removes). Its ``remove_control_chars``
+       stays off: its table also drops 83 unassigned code points and 7 CJK ideographs of Unicode 13-14 (U+9FFD)
+       that transformers keeps (as ``[UNK]``, or padded CJK); step 3 removes what the checkpoint removes;
     2. special tokens typed in the text (``[SEP]``; transformers matches them before normalizing) become
        sentinel noncharacters, each a word of its own (a noncharacter the user typed becomes a placeholder first);
     3. the characters the normalizer removes are removed, its whitespace made spaces, its CJK characters padded,
@@ -212,11 +214,9 @@ def _wordpiece_words(tokenizer, nodes, inits):
         raise ExportError(f"--tokenizer-in-graph: the tokenizer has {len(specials)} special tokens, more than the "
                           f"text-in graph can mark ({tc.SENTINEL_LAST - tc.SENTINEL_FIRST + 1})")
     sentinels = {chr(tc.SENTINEL_FIRST + k): index for k, (_, index, *_) in enumerate(specials)}
-    drops_nul = 0 in classes.removed
     nodes += [
         helper.make_node("BasicTokenizer", ["one_text"], ["raw_words"], domain=EXTENSIONS_DOMAIN, do_lower_case=0,
-                         strip_accents=0, tokenize_chinese_chars=0, tokenize_punctuation=0,
-                         remove_control_chars=int(drops_nul)),
+                         strip_accents=0, tokenize_chinese_chars=0, tokenize_punctuation=0, remove_control_chars=0),
         helper.make_node("StringJoin", ["raw_words", _P + "space", _P + "zero"], ["raw_text"],
                          domain=EXTENSIONS_DOMAIN),
     ]
