@@ -175,6 +175,12 @@ def test_cluster_refusals_are_one_line_before_anything_is_written(tiny_run_input
      "task.index '0' is a str, not an integer: write it without quotes"),
     ('{"cluster": {"worker": ["h:1"]}, "task": {"type": ["worker"], "index": 0}}', "task.type"),
     ('{"cluster": {"worker\\r\\nx": ["h:1"]}, "task": {"type": "worker", "index": 0}}', "names job"),
+    # One address twice: the wait took this process's own port for the peer's, then TensorFlow hung in C++.
+    ('{"cluster": {"worker": ["h:1", "H:1"]}, "task": {"type": "worker", "index": 0}}',
+     "cluster.worker[1] is 'H:1', the address of cluster.worker[0]: give every task its own host:port"),
+    # An evaluator trained the whole run alone and said "the chief wrote OUT/student", which no chief had.
+    ('{"cluster": {"worker": ["h:1"], "evaluator": ["h:2"]}, "task": {"type": "evaluator", "index": 0}}',
+     "task.type 'evaluator': mbk runs no side evaluator"),
 ])
 def test_tf_config_is_refused_field_by_field(value, fragment):
     from mobilebert_kit.errors import ConfigError
@@ -238,6 +244,22 @@ def test_a_peer_that_never_starts_is_one_line_after_the_wait():
     with socket.create_server(("", mine)):
         with pytest.raises(MbkError, match=f"cannot listen on port {mine}, this process's address in TF_CONFIG"):
             wait_for_workers(cluster, "chief", 0, timeout_s=1, say=lines.append)
+
+
+def test_a_peer_address_that_reaches_this_process_is_one_line_not_a_hang():
+    # "localhost" and "127.0.0.1" with one port: this process's own listener answered the probe of "the peer",
+    # and TensorFlow then waited for ever in C++, deaf to Ctrl-C and SIGTERM.
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.training.strategies import wait_for_workers
+
+    (mine,) = _free_ports(1)
+    cluster = {"worker": [f"localhost:{mine}", f"127.0.0.1:{mine}"]}
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as err:
+        wait_for_workers(cluster, "worker", 0, timeout_s=30, say=lambda line: None)
+    assert time.monotonic() - start < 10
+    assert str(err.value).startswith(f"TF_CONFIG cluster.worker[1] '127.0.0.1:{mine}' reaches this process (worker 0, "
+                                     f"'localhost:{mine}'): give every task its own host:port")
 
 
 def test_strategy_names_are_one_table():
