@@ -32,7 +32,7 @@ from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT, FinetuneRun
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_error
 from mobilebert_kit.training.lamb import Lamb
 from mobilebert_kit.training.stage_progress import StageProgress
-from mobilebert_kit.training.strategies import is_chief, worker_label
+from mobilebert_kit.training.strategies import check_same_run, is_chief, worker_label
 from mobilebert_kit.training.summaries import write_scalars
 from mobilebert_kit.training.task_scoring import prepare as prepare_scoring
 from mobilebert_kit.training.task_scoring import score
@@ -259,6 +259,7 @@ class FineTuner:
                                               + [part[k] for part in rows for k in sorted(part)])}
         if resume:
             run.check_fingerprint(fingerprints, {"train": train_path})
+        check_same_run(self.strategy, {"config": dataclasses.asdict(cfg), **fingerprints})
         eval_data = None
         if eval_path is not None:
             # Read now, with the training labels: a bad evaluation file was found only after the whole run.

@@ -16,6 +16,8 @@ The strategy must be built before TensorFlow runs its first operation
 """
 
 import contextlib
+import hashlib
+import json
 import os
 import socket
 import sys
@@ -276,6 +278,24 @@ def worker_label(strategy):
     jobs = resolver.cluster_spec().as_dict()
     total = sum(len(v) for k, v in jobs.items() if k in ("chief", "worker"))
     return f"{task_type} {resolver.task_id} of {total}"
+
+
+def check_same_run(strategy, settings):
+    """Refuses, on every worker, a cluster whose workers were started with other options or data.
+
+    ``settings`` (JSON-able) is what decides the run's numbers; the workers all-gather a digest of it. Workers
+    that differ each apply the summed gradients with their own options and drift apart silently (a worker
+    started with another learning rate gave no message), or stop one another mid-run. No-op outside a cluster.
+    """
+    if not worker_label(strategy):
+        return
+    tf = _tf()
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).digest()
+    mine = tf.constant([[int.from_bytes(digest[i:i + 4], "little", signed=True) for i in range(0, 16, 4)]])
+    gathered = tf.function(lambda: strategy.gather(strategy.run(lambda: mine), axis=0), autograph=False)()
+    if len({tuple(row) for row in gathered.numpy().tolist()}) > 1:
+        raise ConfigError("the workers of TF_CONFIG were started with different options or data; start every worker "
+                          "with the same command on the same data")
 
 
 def quiet_cluster_teardown(strategy):

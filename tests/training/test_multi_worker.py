@@ -113,6 +113,20 @@ def test_two_workers_match_one_device_and_only_the_chief_writes(tiny_run_inputs,
     assert list(scratch.iterdir()) == []
 
 
+def test_workers_started_with_different_options_are_refused_on_every_worker(tiny_run_inputs, tmp_path):
+    # A worker started with another learning rate trained on, silently: each worker applied the summed
+    # gradients at its own rate, and the chief wrote a model no command describes.
+    out = tmp_path / "run"
+    commands = [_distill(tiny_run_inputs, out, "--learning-rate", rate) for rate in ("1e-3", "5e-2")]
+    procs, _ = _start_workers(commands, tmp_path)
+    for code, _, err in _wait(procs):
+        assert code == 2 and "Traceback" not in err, err[-2000:]
+        assert err.strip().splitlines()[-1] == ("mbk distill: error: the workers of TF_CONFIG were started with "
+                                                "different options or data; start every worker with the same "
+                                                "command on the same data")
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_a_sigkilled_worker_resumes_to_the_uninterrupted_result(tiny_run_inputs, one_device, tmp_path):
     out = tmp_path / "run"
