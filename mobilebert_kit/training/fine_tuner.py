@@ -22,7 +22,7 @@ from mobilebert_kit.data.text_tokenizer import TextTokenizer
 from mobilebert_kit.data.tokenizer_kinds import VOCAB_FILE
 from mobilebert_kit.data.class_names import check_class_names
 from mobilebert_kit.errors import DataError, MbkError, TrainingError, first_line
-from mobilebert_kit.models.api import check_positions, default_seq_len, load
+from mobilebert_kit.models.api import assign_weights, build, check_positions, default_seq_len, load, named_weights
 from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_labels
@@ -342,8 +342,8 @@ class FineTuner:
         results = {}
         if eval_path is not None:
             try:
-                results = model_evaluation(model, spec, self.tokenizer, eval_path, cfg.batch_size,
-                                           prepared=eval_data).metrics
+                results = model_evaluation(model if cfg.precision == "float32" else _float32_twin(model), spec,
+                                           self.tokenizer, eval_path, cfg.batch_size, prepared=eval_data).metrics
             except MbkError as err:
                 # The file was read before training; what fails now is its metric for the trained model (a model
                 # that answers one value has no correlation). --resume would score the same model: say so.
@@ -399,6 +399,15 @@ class FineTuner:
         if callback.stopped:
             self._say(f"interrupted at step {callback.step} of {self._steps}; {stopped}")
             raise KeyboardInterrupt
+
+
+def _float32_twin(model):
+    """A mixed-precision task ``model`` rebuilt in float32 with its weights: the model it is saved as, which
+    ``mbk evaluate`` and ``mbk export`` load (scoring the float16/bfloat16 one reported other metrics)."""
+    encoder = build({**model.encoder.config, "dtype": "float32"})
+    twin = HEADS[model.architecture](encoder, **model.config["head"])
+    assign_weights(twin, {path: var.numpy() for path, var in named_weights(model).items()}, source="the trained model")
+    return twin
 
 
 def _write_tensorboard(directory, scalars, results, last_step):

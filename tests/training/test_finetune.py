@@ -151,6 +151,22 @@ def test_classification_learns_and_round_trips(tokenizer, tmp_path):
         directory_evaluation(tmp_path / "out", dev, seq_len=65)
 
 
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_metrics_are_those_of_the_saved_model(tokenizer, tmp_path, precision):
+    # The model is saved (and evaluated, exported) in float32; --eval scored the half-precision model, which
+    # rounded every dev row's score to one value (0.2539): the run was refused as "learned nothing" and its
+    # model not saved. On other data its metrics in task.json were not those `mbk evaluate` gives the output.
+    for name, seed in (("train", 0), ("dev", 1)):
+        rows = _sentiment(tmp_path / f"{name}.tsv", 48 if name == "train" else 32, seed).read_text()
+        (tmp_path / f"{name}.tsv").write_text(rows.replace("\tpos", "\t0.9").replace("\tneg", "\t0.1"))
+    config = FinetuneConfig(task="regression", epochs=2, batch_size=8, learning_rate=2e-3, seq_len=12,
+                            precision=precision)
+    results = FineTuner("tiny-bert", tokenizer, config, console=_quiet()).train(
+        tmp_path / "train.tsv", tmp_path / "out", eval_path=tmp_path / "dev.tsv")
+    assert json.loads((tmp_path / "out" / "task.json").read_text())["metrics"] == results
+    assert evaluate_directory(tmp_path / "out", tmp_path / "dev.tsv") == pytest.approx(results, rel=1e-6, abs=1e-7)
+
+
 def test_a_saved_encoder_without_a_head_is_refused_by_evaluate(tmp_path):
     import mobilebert_kit as mbk_api
     from mobilebert_kit.errors import MbkError
