@@ -166,6 +166,11 @@ class FineTuner:
         # Longer rows than the learned positions fail inside the first training step with a graph error.
         check_positions(encoder.config, cfg.seq_len)
         kwargs = {} if cfg.task == "span_qa" else {"num_labels": num_labels, "dropout": cfg.dropout}
+        if cfg.task in ("token_classification", "span_qa") and encoder.config.get("pooler_input") != "every_token":
+            # Their heads read every token's state, never the pooler's: it has no gradient, and TensorFlow warned
+            # "Gradients do not exist for variables ['pooler/kernel:0', ...] ... did you forget to provide a loss".
+            for layer in encoder.layers:
+                layer.trainable = layer.trainable and layer.name not in ("pooler", "pooler_norm")
         with precision_policy(cfg.precision):
             model = HEADS[HEAD_OF_TASK[cfg.task]](encoder, **kwargs)
         model.dropout_seed = cfg.seed
