@@ -347,8 +347,11 @@ class FineTuner:
         results = {}
         if eval_path is not None:
             try:
-                results = model_evaluation(model if cfg.precision == "float32" else _float32_twin(model), spec,
-                                           self.tokenizer, eval_path, cfg.batch_size, prepared=eval_data).metrics
+                # Scored as saved (float32), and in a cluster on this worker alone: a distributed predict is
+                # collective, and the chief given --eval without the others crashed waiting for them.
+                scored = model if cfg.precision == "float32" and not in_cluster else _float32_twin(model)
+                results = model_evaluation(scored, spec, self.tokenizer, eval_path, cfg.batch_size,
+                                           prepared=eval_data).metrics
             except MbkError as err:
                 # The file was read before training; what fails now is its metric for the trained model (a model
                 # that answers one value has no correlation). --resume would score the same model: say so.
@@ -407,8 +410,9 @@ class FineTuner:
 
 
 def _float32_twin(model):
-    """A mixed-precision task ``model`` rebuilt in float32 with its weights: the model it is saved as, which
-    ``mbk evaluate`` and ``mbk export`` load (scoring the float16/bfloat16 one reported other metrics)."""
+    """Task ``model`` rebuilt in float32 with its weights, outside any distribution strategy: the model it is
+    saved as, which ``mbk evaluate`` and ``mbk export`` load (scoring the float16/bfloat16 one reported other
+    metrics), and one whose ``predict`` runs on this process alone."""
     encoder = build({**model.encoder.config, "dtype": "float32"})
     twin = HEADS[model.architecture](encoder, **model.config["head"])
     assign_weights(twin, {path: var.numpy() for path, var in named_weights(model).items()}, source="the trained model")

@@ -320,6 +320,22 @@ def _finetune(vocab, train, directory, strategy, *extra):
             "8", "--seq-len", "8", "--seed", "3", "--strategy", strategy, *extra)
 
 
+def test_a_finetune_chief_given_eval_alone_scores_the_model_it_saves(tmp_path):
+    # --eval on the chief only: its predict was a collective the other worker never joined, so the chief
+    # crashed after training ("internal error (UnavailableError ...)") and wrote no model.
+    from mobilebert_kit.training.fine_tuner import evaluate_directory
+
+    vocab, train = _finetune_inputs(tmp_path)
+    out = tmp_path / "ft"
+    command = _finetune(vocab, train, out, "multi_worker", "--epochs", "1")
+    procs, _ = _start_workers([command + ("--eval", str(train)), command], tmp_path)
+    (rc0, out0, err0), (rc1, _, err1) = _wait(procs)
+    assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
+    results = json.loads((out / "task.json").read_text())["metrics"]
+    assert f"eval accuracy={results['accuracy']:.4f}" in out0
+    assert evaluate_directory(out, train) == pytest.approx(results)
+
+
 @pytest.mark.slow
 def test_two_worker_finetune_matches_one_device_writes_once_and_logs_the_global_loss(tiny_run_inputs, tmp_path):
     vocab, train = _finetune_inputs(tmp_path)
