@@ -25,7 +25,7 @@ from mobilebert_kit.checkpoints.families import (
 from mobilebert_kit.checkpoints.weight_names import reference_name, to_ours
 from mobilebert_kit.data.vocab import TOKENIZER_FILES
 from mobilebert_kit.utils.quiet import quiet_fd2
-from mobilebert_kit.utils.run_state import interrupted_run, resume_hint
+from mobilebert_kit.utils.run_state import RUN_FILE, interrupted_run, resume_hint
 from mobilebert_kit.utils.structured import load_json
 
 # TensorFlow-free at import: sources/spec.py (checkpoint_format) and pipeline/ import this module without
@@ -640,8 +640,15 @@ def checkpoint_format(path):
         # `mbk finetune --out DIR` keeps the model one level down, next to task.json: DIR names it unambiguously,
         # and DIR/model holds everything a client needs (vocabulary, labels), so DIR is read as DIR/model.
         return "saved", path / "model"
+    if path.is_dir() and (path / "student").is_dir() and is_saved_model(path / "student"):
+        # `mbk distill --out DIR` writes the distilled encoder to DIR/student (the docs' next step fine-tunes it).
+        return "saved", path / "student"
     if path.is_dir() and interrupted_run(path):
         raise CheckpointError(resume_hint(path))
+    if path.is_dir() and (path / RUN_FILE).is_file() and (path / "checkpoints").is_dir():
+        # A distillation run's state (training/run_directory.py) before it wrote DIR/student.
+        raise CheckpointError(f"{path} holds an unfinished distillation run, not a model yet; finish it with "
+                              f"`mbk distill --out {path} --resume`, then use {path / 'student'}")
     if path.is_dir() and (path / "config.json").is_file():
         # A config.json that is no JSON object (truncated, nested past the bound, not UTF-8) says so, rather than
         # "not a checkpoint" with the file right there.

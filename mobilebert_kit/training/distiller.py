@@ -33,7 +33,7 @@ from mobilebert_kit.training.distill_step import build_step, make_optimizer, spl
 from mobilebert_kit.training.run_directory import DISTILL_RUN, RUN_FILE, RunDirectory
 from mobilebert_kit.training.stage_progress import StageProgress
 from mobilebert_kit.training.stages import LAYER_TRANSFER, plan_stages, stage_variables
-from mobilebert_kit.training.strategies import is_chief, worker_label
+from mobilebert_kit.training.strategies import check_same_run, is_chief, worker_label
 from mobilebert_kit.training.summaries import write_scalars
 from mobilebert_kit.training.teacher_cache import TeacherCache, cache_bytes, decide, free_bytes
 from mobilebert_kit.training.teacher_student import (
@@ -348,6 +348,8 @@ class Distiller:
         if self.chief or resume:  # a fresh run's directory is the chief's to check: it may have written it already
             self.run_dir.check(self._run_record(), self.config, resume, overwrite=overwrite, sources=self._sources())
         self._setup()
+        check_same_run(self.strategy, {"config": self.config.to_dict(), "overrides": self.student_overrides,
+                                       "data": self.data_meta})
         if self.on_setup_end is not None:
             self.on_setup_end(self)
         start_stage, start_step, history = 0, 0, []

@@ -22,7 +22,7 @@ from mobilebert_kit.data.text_tokenizer import TextTokenizer
 from mobilebert_kit.data.tokenizer_kinds import VOCAB_FILE
 from mobilebert_kit.data.class_names import check_class_names
 from mobilebert_kit.errors import DataError, MbkError, TrainingError, first_line
-from mobilebert_kit.models.api import check_positions, default_seq_len, load
+from mobilebert_kit.models.api import assign_weights, build, check_positions, default_seq_len, load, named_weights
 from mobilebert_kit.models.api import save as save_model
 from mobilebert_kit.models.heads import HEADS
 from mobilebert_kit.sources.model_source import PRESET_SEED, ModelSource, write_labels
@@ -32,7 +32,7 @@ from mobilebert_kit.training.finetune_run import FINETUNE_OUTPUT, FinetuneRun
 from mobilebert_kit.training.interrupt import PEER_LOST, peer_lost_error
 from mobilebert_kit.training.lamb import Lamb
 from mobilebert_kit.training.stage_progress import StageProgress
-from mobilebert_kit.training.strategies import is_chief, worker_label
+from mobilebert_kit.training.strategies import check_same_run, is_chief, worker_label
 from mobilebert_kit.training.summaries import write_scalars
 from mobilebert_kit.training.task_scoring import prepare as prepare_scoring
 from mobilebert_kit.training.task_scoring import score
@@ -166,6 +166,11 @@ class FineTuner:
         # Longer rows than the learned positions fail inside the first training step with a graph error.
         check_positions(encoder.config, cfg.seq_len)
         kwargs = {} if cfg.task == "span_qa" else {"num_labels": num_labels, "dropout": cfg.dropout}
+        if cfg.task in ("token_classification", "span_qa") and encoder.config.get("pooler_input") != "every_token":
+            # Their heads read every token's state, never the pooler's: it has no gradient, and TensorFlow warned
+            # "Gradients do not exist for variables ['pooler/kernel:0', ...] ... did you forget to provide a loss".
+            for layer in encoder.layers:
+                layer.trainable = layer.trainable and layer.name not in ("pooler", "pooler_norm")
         with precision_policy(cfg.precision):
             model = HEADS[HEAD_OF_TASK[cfg.task]](encoder, **kwargs)
         model.dropout_seed = cfg.seed
@@ -259,6 +264,7 @@ class FineTuner:
                                               + [part[k] for part in rows for k in sorted(part)])}
         if resume:
             run.check_fingerprint(fingerprints, {"train": train_path})
+        check_same_run(self.strategy, {"config": dataclasses.asdict(cfg), **fingerprints})
         eval_data = None
         if eval_path is not None:
             # Read now, with the training labels: a bad evaluation file was found only after the whole run.
@@ -341,7 +347,10 @@ class FineTuner:
         results = {}
         if eval_path is not None:
             try:
-                results = model_evaluation(model, spec, self.tokenizer, eval_path, cfg.batch_size,
+                # Scored as saved (float32), and in a cluster on this worker alone: a distributed predict is
+                # collective, and the chief given --eval without the others crashed waiting for them.
+                scored = model if cfg.precision == "float32" and not in_cluster else _float32_twin(model)
+                results = model_evaluation(scored, spec, self.tokenizer, eval_path, cfg.batch_size,
                                            prepared=eval_data).metrics
             except MbkError as err:
                 # The file was read before training; what fails now is its metric for the trained model (a model
@@ -398,6 +407,16 @@ class FineTuner:
         if callback.stopped:
             self._say(f"interrupted at step {callback.step} of {self._steps}; {stopped}")
             raise KeyboardInterrupt
+
+
+def _float32_twin(model):
+    """Task ``model`` rebuilt in float32 with its weights, outside any distribution strategy: the model it is
+    saved as, which ``mbk evaluate`` and ``mbk export`` load (scoring the float16/bfloat16 one reported other
+    metrics), and one whose ``predict`` runs on this process alone."""
+    encoder = build({**model.encoder.config, "dtype": "float32"})
+    twin = HEADS[model.architecture](encoder, **model.config["head"])
+    assign_weights(twin, {path: var.numpy() for path, var in named_weights(model).items()}, source="the trained model")
+    return twin
 
 
 def _write_tensorboard(directory, scalars, results, last_step):

@@ -16,6 +16,8 @@ The strategy must be built before TensorFlow runs its first operation
 """
 
 import contextlib
+import hashlib
+import json
 import os
 import socket
 import sys
@@ -98,7 +100,12 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
         listener.setblocking(False)
         while waiting:
             _answer_probes(listener)
-            waiting = [peer for peer in waiting if not _answers(peer[2])]
+            probes = {peer: _probe(peer[2]) for peer in waiting}
+            ours = _answer_probes(listener)  # a peer's address that reaches this listener names this process
+            for job, i, address in (p for p, local in probes.items() if local in ours and p[2].endswith(f":{port}")):
+                _fail(f"cluster.{job}[{i}] {address!r} reaches this process ({kind} {index}, "
+                      f"{cluster[kind][index]!r}): give every task its own host:port")
+            waiting = [peer for peer, local in probes.items() if local is None]
             if waiting and time.monotonic() > deadline:
                 shown = ", ".join(f"{job} {i} ({address})" for job, i, address in waiting[:3])
                 raise TrainingError(f"{shown} did not start within {timeout_s:g} s; start every worker of TF_CONFIG with "
@@ -112,10 +119,19 @@ def wait_for_workers(cluster, kind, index, timeout_s=None, say=None):
 
 
 def _answer_probes(listener):
-    """Accepts (and so answers) every peer's probe waiting on the non-blocking ``listener``."""
+    """Accepts (and so answers) every probe waiting on the non-blocking ``listener``; returns where they came from."""
+    came = set()
     with contextlib.suppress(BlockingIOError, InterruptedError):
         while True:
-            listener.accept()[0].close()
+            connection, address = listener.accept()
+            connection.close()
+            came.add(_endpoint(address))
+    return came
+
+
+def _endpoint(address):
+    """``(ip, port)`` of a socket address, an IPv4-mapped IPv6 address as IPv4 (a dual-stack listener's view)."""
+    return address[0].removeprefix("::ffff:"), address[1]
 
 
 def _cluster_wait():
@@ -132,13 +148,14 @@ def _cluster_wait():
     return value
 
 
-def _answers(address):
+def _probe(address):
+    """This end's ``(ip, port)`` of a connection to ``address``; None when nothing answers there."""
     host, port = address.rsplit(":", 1)
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=1.0).close()
-        return True
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0) as connection:
+            return _endpoint(connection.getsockname())
     except OSError:
-        return False
+        return None
 
 
 def _tpu():
@@ -212,6 +229,11 @@ def cluster_config(environ=None):
                 _fail(f"cluster.{job}[{i}] is {str(address)[:60]!r}, not a \"host:port\" address")
     if not any(job in cluster for job in ("chief", "worker")):
         _fail("has no chief or worker job")
+    seen = {}
+    for job, i, address in ((job, i, a) for job, addresses in cluster.items() for i, a in enumerate(addresses)):
+        if seen.setdefault(address.lower(), f"cluster.{job}[{i}]") != f"cluster.{job}[{i}]":
+            _fail(f"cluster.{job}[{i}] is {address[:60]!r}, the address of {seen[address.lower()]}: give every task "
+                  "its own host:port")
     if len(cluster.get("chief", [])) > 1:
         _fail("names more than one chief")
     if not isinstance(task, dict):
@@ -219,6 +241,9 @@ def cluster_config(environ=None):
     kind, index = task.get("type"), task.get("index", 0)
     if not isinstance(kind, str) or kind not in cluster:
         _fail(f"task.type {str(kind)[:40]!r} is not a job of the cluster ({', '.join(cluster)})")
+    if kind not in _TRAINING_JOBS:  # it would train alone, unseen, and write nothing
+        _fail(f"task.type {kind!r}: mbk runs no side evaluator (score the chief's output with mbk evaluate); start "
+              f"only the {' and '.join(_TRAINING_JOBS)} tasks")
     if isinstance(index, bool) or not isinstance(index, int):
         _fail(f"task.index {str(index)[:40]!r} is a {type(index).__name__}, not an integer: write it without quotes")
     if not 0 <= index < len(cluster[kind]):
@@ -253,6 +278,24 @@ def worker_label(strategy):
     jobs = resolver.cluster_spec().as_dict()
     total = sum(len(v) for k, v in jobs.items() if k in ("chief", "worker"))
     return f"{task_type} {resolver.task_id} of {total}"
+
+
+def check_same_run(strategy, settings):
+    """Refuses, on every worker, a cluster whose workers were started with other options or data.
+
+    ``settings`` (JSON-able) is what decides the run's numbers; the workers all-gather a digest of it. Workers
+    that differ each apply the summed gradients with their own options and drift apart silently (a worker
+    started with another learning rate gave no message), or stop one another mid-run. No-op outside a cluster.
+    """
+    if not worker_label(strategy):
+        return
+    tf = _tf()
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).digest()
+    mine = tf.constant([[int.from_bytes(digest[i:i + 4], "little", signed=True) for i in range(0, 16, 4)]])
+    gathered = tf.function(lambda: strategy.gather(strategy.run(lambda: mine), axis=0), autograph=False)()
+    if len({tuple(row) for row in gathered.numpy().tolist()}) > 1:
+        raise ConfigError("the workers of TF_CONFIG were started with different options or data; start every worker "
+                          "with the same command on the same data")
 
 
 def quiet_cluster_teardown(strategy):

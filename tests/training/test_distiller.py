@@ -140,8 +140,16 @@ def test_resume_after_sigint_and_sigkill_matches_uninterrupted(uninterrupted, ti
     progress = json.loads((out / "progress.json").read_text())
     assert (progress["stage_name"], progress["stage_step"], progress["global_step"]) == ("layer_1", 1, 4)
     assert not (out / "student").exists()
+    # Given as a model (`mbk finetune --model OUT`, `mbk export OUT`), it said only "not a checkpoint".
+    from mobilebert_kit.checkpoints.importer import checkpoint_format
+    from mobilebert_kit.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=f"{out} holds an unfinished distillation run, not a model yet; finish "
+                                              f"it with `mbk distill --out {out} --resume`, then use {out}/student"):
+        checkpoint_format(out)
     # Resume to the end: the same weights as the run that was never interrupted.
     run(tiny_run_inputs, out, resume=True)
+    assert checkpoint_format(out) == ("saved", out / "student")  # the distilled encoder the docs fine-tune
     resumed, reference = saved_weights(out / "pretrainer"), saved_weights(uninterrupted["out"] / "pretrainer")
     assert set(resumed) == set(reference)
     for name in reference:

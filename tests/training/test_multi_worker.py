@@ -113,6 +113,20 @@ def test_two_workers_match_one_device_and_only_the_chief_writes(tiny_run_inputs,
     assert list(scratch.iterdir()) == []
 
 
+def test_workers_started_with_different_options_are_refused_on_every_worker(tiny_run_inputs, tmp_path):
+    # A worker started with another learning rate trained on, silently: each worker applied the summed
+    # gradients at its own rate, and the chief wrote a model no command describes.
+    out = tmp_path / "run"
+    commands = [_distill(tiny_run_inputs, out, "--learning-rate", rate) for rate in ("1e-3", "5e-2")]
+    procs, _ = _start_workers(commands, tmp_path)
+    for code, _, err in _wait(procs):
+        assert code == 2 and "Traceback" not in err, err[-2000:]
+        assert err.strip().splitlines()[-1] == ("mbk distill: error: the workers of TF_CONFIG were started with "
+                                                "different options or data; start every worker with the same "
+                                                "command on the same data")
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_a_sigkilled_worker_resumes_to_the_uninterrupted_result(tiny_run_inputs, one_device, tmp_path):
     out = tmp_path / "run"
@@ -175,6 +189,12 @@ def test_cluster_refusals_are_one_line_before_anything_is_written(tiny_run_input
      "task.index '0' is a str, not an integer: write it without quotes"),
     ('{"cluster": {"worker": ["h:1"]}, "task": {"type": ["worker"], "index": 0}}', "task.type"),
     ('{"cluster": {"worker\\r\\nx": ["h:1"]}, "task": {"type": "worker", "index": 0}}', "names job"),
+    # One address twice: the wait took this process's own port for the peer's, then TensorFlow hung in C++.
+    ('{"cluster": {"worker": ["h:1", "H:1"]}, "task": {"type": "worker", "index": 0}}',
+     "cluster.worker[1] is 'H:1', the address of cluster.worker[0]: give every task its own host:port"),
+    # An evaluator trained the whole run alone and said "the chief wrote OUT/student", which no chief had.
+    ('{"cluster": {"worker": ["h:1"], "evaluator": ["h:2"]}, "task": {"type": "evaluator", "index": 0}}',
+     "task.type 'evaluator': mbk runs no side evaluator"),
 ])
 def test_tf_config_is_refused_field_by_field(value, fragment):
     from mobilebert_kit.errors import ConfigError
@@ -240,6 +260,22 @@ def test_a_peer_that_never_starts_is_one_line_after_the_wait():
             wait_for_workers(cluster, "chief", 0, timeout_s=1, say=lines.append)
 
 
+def test_a_peer_address_that_reaches_this_process_is_one_line_not_a_hang():
+    # "localhost" and "127.0.0.1" with one port: this process's own listener answered the probe of "the peer",
+    # and TensorFlow then waited for ever in C++, deaf to Ctrl-C and SIGTERM.
+    from mobilebert_kit.errors import ConfigError
+    from mobilebert_kit.training.strategies import wait_for_workers
+
+    (mine,) = _free_ports(1)
+    cluster = {"worker": [f"localhost:{mine}", f"127.0.0.1:{mine}"]}
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as err:
+        wait_for_workers(cluster, "worker", 0, timeout_s=30, say=lambda line: None)
+    assert time.monotonic() - start < 10
+    assert str(err.value).startswith(f"TF_CONFIG cluster.worker[1] '127.0.0.1:{mine}' reaches this process (worker 0, "
+                                     f"'localhost:{mine}'): give every task its own host:port")
+
+
 def test_strategy_names_are_one_table():
     from mobilebert_kit.errors import ConfigError
     from mobilebert_kit.training.strategies import STRATEGIES, STRATEGY_HELP, is_chief, make_strategy
@@ -282,6 +318,22 @@ def _finetune(vocab, train, directory, strategy, *extra):
     return ("mobilebert_kit.cli.main", "finetune", "--model", "tiny-bert", "--vocab", str(vocab), "--task",
             "classification", "--train", str(train), "--out", str(directory), "--epochs", "2", "--batch-size",
             "8", "--seq-len", "8", "--seed", "3", "--strategy", strategy, *extra)
+
+
+def test_a_finetune_chief_given_eval_alone_scores_the_model_it_saves(tmp_path):
+    # --eval on the chief only: its predict was a collective the other worker never joined, so the chief
+    # crashed after training ("internal error (UnavailableError ...)") and wrote no model.
+    from mobilebert_kit.training.fine_tuner import evaluate_directory
+
+    vocab, train = _finetune_inputs(tmp_path)
+    out = tmp_path / "ft"
+    command = _finetune(vocab, train, out, "multi_worker", "--epochs", "1")
+    procs, _ = _start_workers([command + ("--eval", str(train)), command], tmp_path)
+    (rc0, out0, err0), (rc1, _, err1) = _wait(procs)
+    assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
+    results = json.loads((out / "task.json").read_text())["metrics"]
+    assert f"eval accuracy={results['accuracy']:.4f}" in out0
+    assert evaluate_directory(out, train) == pytest.approx(results)
 
 
 @pytest.mark.slow
