@@ -261,7 +261,9 @@ class Pipeline:
         def work():
             # Each at the file's own planned length, which evaluate_artifact reads.
             named = [(Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
-                                                             num_threads=self.threads)) for opts in planned]
+                                                             num_threads=self.threads,
+                                                             tokenizer=_app_tokenizer_of(opts.out, opts.source)))
+                     for opts in planned]
             rows = compare(named, min_ratio)
             document = {"schema": EVALUATION_SCHEMA, "schema_version": 1, "data": str(settings["data"]),
                         "primary": rows[0]["primary"], "min_ratio": min_ratio,
@@ -313,15 +315,28 @@ def _real_text(artifact, text, source):
     carried = carried_tokenizer(artifact, client, meta, vocab)
     if carried.runs_as == "graph":  # a text-in file: fed the sentences themselves
         return RealText.from_file(text, artifact, None), None
-    tokenizer = None
-    if not carried.ready:
-        directory = classify(source).directory if source else None
-        if directory is None or not any((directory / n).is_file() for n in ("tokenizer.json", "vocab.txt")):
-            return None, (f"neither the file nor its source ({source}) carries a tokenizer to feed real sentences "
-                          "with (a preset's random weights come without one); set [source] model or --source to a "
-                          "checkpoint directory with its tokenizer")
-        tokenizer = directory
+    tokenizer = None if carried.ready else _source_tokenizer(source)
+    if not carried.ready and tokenizer is None:
+        return None, (f"neither the file nor its source ({source}) carries a tokenizer to feed real sentences "
+                      "with (a preset's random weights come without one); set [source] model or --source to a "
+                      "checkpoint directory with its tokenizer")
     return RealText.from_file(text, artifact, app_tokenizer(artifact, tokenizer)), None
+
+
+def _source_tokenizer(source):
+    """The source checkpoint's directory when it holds a tokenizer (tokenizer.json or vocab.txt), else None: what a
+    file that does not carry its app's tokenizer (RoBERTa's BPE) is fed with, as ``--tokenizer DIR`` would."""
+    directory = classify(source).directory if source else None
+    if directory is None or not any((directory / n).is_file() for n in ("tokenizer.json", "vocab.txt")):
+        return None
+    return directory
+
+
+def _app_tokenizer_of(artifact, source):
+    """``evaluate_artifact``'s ``tokenizer``: None where the file carries its app's, else the source's."""
+    graph, client = read_with_client_metadata(Path(artifact))
+    meta, vocab = parse_mbk_metadata(graph.metadata, artifact)
+    return None if carried_tokenizer(artifact, client, meta, vocab).ready else _source_tokenizer(source)
 
 
 def _check_vocabulary(recipe, planned):
@@ -345,11 +360,10 @@ def _check_tokenizable(recipe, planned, named, table):
         raise MbkError(f"{where} the exported files carry, and embed_vocab = false writes none "
                        f"({Path(no_vocab[0].out).name}); drop embed_vocab = false, or drop {table}")
     spec = planned[0].source
-    found = classify(spec)
-    if found.directory is None or not (found.directory / "vocab.txt").is_file():
-        what = f"the preset {spec} (random weights)" if found.kind == "preset" else f"the source {spec}"
-        raise MbkError(f"{where} the exported files carry, but {what} has no vocab.txt; set [source] model "
-                       f"(or --source) to a directory holding vocab.txt, or drop {table}")
+    if _source_tokenizer(spec) is None:
+        what = f"the preset {spec} (random weights)" if classify(spec).kind == "preset" else f"the source {spec}"
+        raise MbkError(f"{where} the exported files carry, but {what} has no vocab.txt or tokenizer.json; set "
+                       f"[source] model (or --source) to a directory holding its tokenizer, or drop {table}")
 
 
 def _float_baseline(opts):
