@@ -235,14 +235,16 @@ class Pipeline:
         runs = profiler.runs
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
-                profiler.runs = runs * 4 ** (attempt - 1)
                 record = measure()
                 attempts[key] = attempt
                 if not pipeline_report.median_spread(record)[1]:
                     break
+                # 4x the runs this attempt timed: real text times at least one pass over its sentences, more than --runs.
+                timed = len(record.get("samples_ms") or [])
+                profiler.runs = 4 * (timed or profiler.runs)
                 if attempt < MAX_ATTEMPTS:
                     self._log(f"{key}: the 95% interval of the median is wider than {NOISE_TOLERANCE:.0%} after "
-                              f"{len(record.get('samples_ms') or [])} runs; timing again with {runs * 4 ** attempt}")
+                              f"{timed} runs; timing again with {profiler.runs}")
         finally:
             profiler.runs = runs
         return record
