@@ -121,7 +121,7 @@ class Pipeline:
             return self._run_stages(recipe, planned, out_dir, name, serial)
 
     def _run_stages(self, recipe, planned, out_dir, name, serial):
-        source_hash = _source_hash(recipe.source_spec())
+        source_hash = self._source_digest = _source_hash(recipe.source_spec())
         substitute = dict(recipe.tables.get("substitute", {}))
         if substitute.get("data"):
             substitute["data"] = file_hash(substitute["data"])
@@ -206,7 +206,7 @@ class Pipeline:
         # Real sentences at their own length beside the planned length: [profile] text, else the package's sample.
         text = self._text or SAMPLE_TEXT
         inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings,
-                  "seq_len": seq_len, "text": file_hash(text)}
+                  "seq_len": seq_len, "text": file_hash(text), "tokenizer": self._fed_tokenizer(opts)}
         name = Path(opts.out).name
 
         def work():
@@ -258,7 +258,8 @@ class Pipeline:
 
         min_ratio = settings.get("min_ratio", DEFAULT_MIN_RATIO)
         inputs = {"mbk": mobilebert_kit.__version__, "data": file_hash(settings["data"]), "limit": settings.get("limit"),
-                  "min_ratio": min_ratio, "artifacts": {Path(o.out).name: file_hash(o.out) for o in planned}}
+                  "min_ratio": min_ratio, "artifacts": {Path(o.out).name: file_hash(o.out) for o in planned},
+                  "tokenizers": {Path(o.out).name: self._fed_tokenizer(o) for o in planned}}
 
         def work():
             # Each at the file's own planned length, which evaluate_artifact reads.
@@ -276,6 +277,11 @@ class Pipeline:
         self._stage(f"evaluate {len(planned)} file(s) on {Path(settings['data']).name}",
                     StageManifest("evaluate", [out], inputs), work)
         return out
+
+    def _fed_tokenizer(self, opts):
+        """The source's content hash where ``opts.out`` is fed the source checkpoint's tokenizer (it carries none for
+        its app: RoBERTa's BPE), else None: a stage key's part, since the file's bytes do not change with it."""
+        return self._source_digest if _app_tokenizer_of(opts.out, opts.source) is not None else None
 
     def _profile_device(self, opts, serial):
         from mobilebert_kit.profiler.adb import AdbClient

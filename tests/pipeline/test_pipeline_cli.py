@@ -234,3 +234,10 @@ def test_a_roberta_recipe_is_scored_and_timed_with_its_checkpoints_tokenizer(tmp
     accuracy = sum(p == i % 3 for i, p in enumerate(predicted)) / len(sentences)
     assert report["evaluation"]["models"][0]["metrics"]["accuracy"] == pytest.approx(accuracy)
     assert report["artifacts"][0]["real_text"]["sentences"] == len(sentences)
+    # The files do not carry that tokenizer: a changed one re-runs the stages it feeds, though no file changes.
+    (tmp_path / "rob" / "tokenizer.json").write_text(json.dumps(json.loads(
+        (tmp_path / "rob" / "tokenizer.json").read_text()), indent=1))
+    proc = run_mbk("pipeline", tmp_path / "r.toml", "--runs", "2")
+    assert proc.returncode == 0, proc.stderr
+    stages = _stage_lines(proc.stdout)
+    assert stages["evaluate 1 file(s) on test.tsv"] == stages["profile r.tflite on the host (2 runs)"] == "done"
