@@ -380,6 +380,7 @@ def _float_baseline(opts):
     return dataclasses.replace(
         opts, quantize="none", out=str(out.with_name(f"{out.stem}-float32{out.suffix}")), calibration=None,
         drift_report=False, keep_float_ops=(), keep_float_layers=(), io_type="float32", thresholds={},
+        max_drop=None,  # quantize = "auto"'s budget: no float export takes one
     )
 
 

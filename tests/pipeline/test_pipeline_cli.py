@@ -241,3 +241,20 @@ def test_a_roberta_recipe_is_scored_and_timed_with_its_checkpoints_tokenizer(tmp
     assert proc.returncode == 0, proc.stderr
     stages = _stage_lines(proc.stdout)
     assert stages["evaluate 1 file(s) on test.tsv"] == stages["profile r.tflite on the host (2 runs)"] == "done"
+
+
+def test_a_quantize_auto_recipe_runs_and_reports_the_mode_it_chose(tmp_path):
+    """quantize = "auto" with [evaluation] max_drop failed at its float32 baseline ('[evaluation] max_drop is the
+    budget of [export] quantize = 'auto'', of a recipe saying exactly that)."""
+    from tests.tokenizer_fixtures import LABELS, save_checkpoint
+
+    save_checkpoint("bert", tmp_path / "clf")
+    (tmp_path / "test.tsv").write_text("sentence\tlabel\n" + "".join(
+        f"sentence number {i} of the test\t{LABELS[i % 3]}\n" for i in range(12)))
+    (tmp_path / "r.toml").write_text('[source]\nmodel = "clf"\n[export]\nformats = ["tflite"]\nquantize = "auto"\n'
+                                      'seq_len = 16\n[validation]\ncount = 2\n[calibration]\ncount = 8\n'
+                                      '[evaluation]\ndata = "test.tsv"\nmax_drop = 0.5\n')
+    proc = run_mbk("pipeline", tmp_path / "r.toml", "--runs", "2")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "out" / "r.pipeline.json").read_text())
+    assert [a["validation_passed"] for a in report["artifacts"]] == [True, True]
