@@ -245,7 +245,7 @@ def test_a_roberta_recipe_is_scored_and_timed_with_its_checkpoints_tokenizer(tmp
 
 def test_a_quantize_auto_recipe_runs_and_reports_the_mode_it_chose(tmp_path):
     """quantize = "auto" with [evaluation] max_drop failed at its float32 baseline ('[evaluation] max_drop is the
-    budget of [export] quantize = 'auto'', of a recipe saying exactly that)."""
+    budget of [export] quantize = 'auto'', of a recipe saying exactly that), and the report's quantize was 'auto'."""
     from tests.tokenizer_fixtures import LABELS, save_checkpoint
 
     save_checkpoint("bert", tmp_path / "clf")
@@ -257,4 +257,5 @@ def test_a_quantize_auto_recipe_runs_and_reports_the_mode_it_chose(tmp_path):
     proc = run_mbk("pipeline", tmp_path / "r.toml", "--runs", "2")
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "out" / "r.pipeline.json").read_text())
-    assert [a["validation_passed"] for a in report["artifacts"]] == [True, True]
+    chosen = json.loads((tmp_path / "out" / "r.tflite.report.json").read_text())["quantize"]
+    assert [a["quantize"] for a in report["artifacts"]] == ["none", chosen] and chosen != "auto"
