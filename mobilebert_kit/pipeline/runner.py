@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
-from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
+from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer, carries_app_tokenizer
 from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length, read_artifact_metadata
 from mobilebert_kit.artifacts.emulated_runner import emulation_ready
@@ -239,7 +239,7 @@ class Pipeline:
                 attempts[key] = attempt
                 if not pipeline_report.median_spread(record)[1]:
                     break
-                # 4x the runs this attempt timed: real text times at least one pass over its sentences, more than --runs.
+                # 4x the runs this attempt timed (real text times at least one pass over its sentences).
                 timed = len(record.get("samples_ms") or [])
                 profiler.runs = 4 * (timed or profiler.runs)
                 if attempt < MAX_ATTEMPTS:
@@ -342,9 +342,7 @@ def _source_tokenizer(source):
 
 def _app_tokenizer_of(artifact, source):
     """``evaluate_artifact``'s ``tokenizer``: None where the file carries its app's, else the source's."""
-    graph, client = read_with_client_metadata(Path(artifact))
-    meta, vocab = parse_mbk_metadata(graph.metadata, artifact)
-    return None if carried_tokenizer(artifact, client, meta, vocab).ready else _source_tokenizer(source)
+    return None if carries_app_tokenizer(artifact) else _source_tokenizer(source)
 
 
 def _check_vocabulary(recipe, planned):

@@ -141,7 +141,8 @@ def test_default_pipeline_end_to_end(tmp_path):
 @pytest.mark.parametrize("table", ["[evaluation]\ndata = \"test.tsv\"\n", "[profile]\ntext = \"test.tsv\"\n"],
                          ids=["evaluation", "profile-text"])
 @pytest.mark.parametrize("source, export, problem", [
-    ('preset = "tiny-bert"', "", "but the preset tiny-bert (random weights) has no vocab.txt or tokenizer.json; set [source] model"),
+    ('preset = "tiny-bert"', "",
+     "but the preset tiny-bert (random weights) has no vocab.txt or tokenizer.json; set [source] model"),
     ('model = "ckpt"', "embed_vocab = false\n", "and embed_vocab = false writes none (m.tflite); drop embed_vocab"),
 ])
 def test_evaluation_data_without_a_vocabulary_is_refused_before_any_export(tmp_path, source, export, problem, table):
