@@ -115,3 +115,16 @@ def carried_tokenizer(path, client, recorded, vocab):
 
 
 __all__ = ["CarriedTokenizer", "carried_tokenizer"]
+
+
+def carries_app_tokenizer(path):
+    """Whether the file at ``path`` carries the tokenizer its app feeds it (:func:`carried_tokenizer`'s ``ready``):
+    a RoBERTa file does not, nor an ``.onnx`` of a SentencePiece checkpoint (its ``.tflite`` packs the model)."""
+    from pathlib import Path
+
+    from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
+    from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
+
+    graph, client = read_with_client_metadata(Path(path))
+    meta, vocab = parse_mbk_metadata(graph.metadata, path)
+    return carried_tokenizer(path, client, meta, vocab).ready

@@ -18,7 +18,6 @@ A failed validation or an interrupted run leaves no file at ``out`` (``utils.ato
 """
 
 import contextlib
-import functools
 import hashlib
 import os
 import re
@@ -48,6 +47,7 @@ from mobilebert_kit.convert.quantization.search import (
 )
 from mobilebert_kit.convert.prepare.rebuild import encoder_of
 from mobilebert_kit.data.tokenizer_kinds import VOCAB_FILE
+from mobilebert_kit.artifacts.carried_tokenizer import carries_app_tokenizer
 from mobilebert_kit.artifacts.inspection import inspect_artifact
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.models.api import check_finite_weights, max_positions, named_weights
@@ -278,12 +278,14 @@ def _ranking(model, setting, calibration, inputs, frontier):
 
 
 def _scorer(score, plan):
-    """``score``, told the checkpoint's tokenizer when the file carries none (byte-level BPE: RoBERTa, ModernBERT,
-    whose app feeds that tokenizer's ids): the --eval-data gate refused them, asking for an option export lacks."""
+    """``score``, told the checkpoint's tokenizer for a file that carries none for its app (byte-level BPE: RoBERTa,
+    ModernBERT; an .onnx of a SentencePiece checkpoint, whose .tflite packs the model): the --eval-data gate refused
+    them, asking for an option export lacks. Decided per written file: what a file carries depends on its format."""
     tokenizer = plan.tokenizer
-    if tokenizer is None or tokenizer.client_unit() is not None:
+    if tokenizer is None:
         return score
-    return functools.partial(score, tokenizer=tokenizer.source)
+    return lambda path, data: (score(path, data) if carries_app_tokenizer(path)
+                               else score(path, data, tokenizer=tokenizer.source))
 
 
 def _float_reference(graph, plan, metadata, scratch, inputs, score):

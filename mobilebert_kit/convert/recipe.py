@@ -147,10 +147,18 @@ class Recipe:
         from mobilebert_kit.convert.prepare.source import Recovery, prepare_source, source_facts
         from mobilebert_kit.sources.model_source import ModelSource
 
+        from mobilebert_kit.convert.prepare.substitution import SUBSTITUTIONS
+
+        table = self.tables.get("substitute", {})
+        for key, record in _SUBSTITUTION_KEYS.items():  # named as the recipe writes them, before the source loads
+            if key in table:
+                try:
+                    SUBSTITUTIONS[record].validate(table[key], f"[substitute] {key}")
+                except ConfigError as err:
+                    raise RecipeError(f"{escape(self.path)}: {err}") from err
         loaded = ModelSource.load(options.source, head=options.head)
         if not options.substitutions:
             return loaded
-        table = self.tables.get("substitute", {})
         seq_len = table.get("seq_len") or plan_export(options, source_facts(loaded, options)).seq_len
         recovery = Recovery(steps=options.recover_steps, data=options.recover_data, seq_len=seq_len,
                             **{key: table[key] for key in ("learning_rate", "batch_size", "fit") if key in table})

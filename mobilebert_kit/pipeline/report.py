@@ -64,7 +64,7 @@ def build(recipe, planned, exports, profiles, timings=(), evaluation=None, arm64
         cosines = [o["cosine"] for o in outputs]
         row = {
             "artifact": exported["path"], "name": exported["path"].rsplit("/", 1)[-1], "format": opts.format,
-            "quantize": opts.quantize,
+            "quantize": exported.get("quantize") or opts.quantize,  # what quantize = "auto" chose
             # The export resolved the length (the task's default when the recipe names none).
             "seq_len": exported.get("seq_len") or opts.seq_len, "size_bytes": exported["size_bytes"],
             "fidelity_cosine": min(cosines) if cosines else None,

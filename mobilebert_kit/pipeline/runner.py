@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import mobilebert_kit
-from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer
+from mobilebert_kit.artifacts.carried_tokenizer import carried_tokenizer, carries_app_tokenizer
 from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
 from mobilebert_kit.artifacts.metadata import parse_mbk_metadata, planned_length, read_artifact_metadata
 from mobilebert_kit.artifacts.emulated_runner import emulation_ready
@@ -121,7 +121,7 @@ class Pipeline:
             return self._run_stages(recipe, planned, out_dir, name, serial)
 
     def _run_stages(self, recipe, planned, out_dir, name, serial):
-        source_hash = _source_hash(recipe.source_spec())
+        source_hash = self._source_digest = _source_hash(recipe.source_spec())
         substitute = dict(recipe.tables.get("substitute", {}))
         if substitute.get("data"):
             substitute["data"] = file_hash(substitute["data"])
@@ -206,7 +206,7 @@ class Pipeline:
         # Real sentences at their own length beside the planned length: [profile] text, else the package's sample.
         text = self._text or SAMPLE_TEXT
         inputs = {"mbk": mobilebert_kit.__version__, "artifact": file_hash(opts.out), "settings": settings,
-                  "seq_len": seq_len, "text": file_hash(text)}
+                  "seq_len": seq_len, "text": file_hash(text), "tokenizer": self._fed_tokenizer(opts)}
         name = Path(opts.out).name
 
         def work():
@@ -235,14 +235,16 @@ class Pipeline:
         runs = profiler.runs
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
-                profiler.runs = runs * 4 ** (attempt - 1)
                 record = measure()
                 attempts[key] = attempt
                 if not pipeline_report.median_spread(record)[1]:
                     break
+                # 4x the runs this attempt timed (real text times at least one pass over its sentences).
+                timed = len(record.get("samples_ms") or [])
+                profiler.runs = 4 * (timed or profiler.runs)
                 if attempt < MAX_ATTEMPTS:
                     self._log(f"{key}: the 95% interval of the median is wider than {NOISE_TOLERANCE:.0%} after "
-                              f"{len(record.get('samples_ms') or [])} runs; timing again with {runs * 4 ** attempt}")
+                              f"{timed} runs; timing again with {profiler.runs}")
         finally:
             profiler.runs = runs
         return record
@@ -256,12 +258,15 @@ class Pipeline:
 
         min_ratio = settings.get("min_ratio", DEFAULT_MIN_RATIO)
         inputs = {"mbk": mobilebert_kit.__version__, "data": file_hash(settings["data"]), "limit": settings.get("limit"),
-                  "min_ratio": min_ratio, "artifacts": {Path(o.out).name: file_hash(o.out) for o in planned}}
+                  "min_ratio": min_ratio, "artifacts": {Path(o.out).name: file_hash(o.out) for o in planned},
+                  "tokenizers": {Path(o.out).name: self._fed_tokenizer(o) for o in planned}}
 
         def work():
             # Each at the file's own planned length, which evaluate_artifact reads.
             named = [(Path(opts.out).name, evaluate_artifact(opts.out, settings["data"], limit=settings.get("limit"),
-                                                             num_threads=self.threads)) for opts in planned]
+                                                             num_threads=self.threads,
+                                                             tokenizer=_app_tokenizer_of(opts.out, opts.source)))
+                     for opts in planned]
             rows = compare(named, min_ratio)
             document = {"schema": EVALUATION_SCHEMA, "schema_version": 1, "data": str(settings["data"]),
                         "primary": rows[0]["primary"], "min_ratio": min_ratio,
@@ -272,6 +277,11 @@ class Pipeline:
         self._stage(f"evaluate {len(planned)} file(s) on {Path(settings['data']).name}",
                     StageManifest("evaluate", [out], inputs), work)
         return out
+
+    def _fed_tokenizer(self, opts):
+        """The source's content hash where ``opts.out`` is fed the source checkpoint's tokenizer (it carries none for
+        its app: RoBERTa's BPE), else None: a stage key's part, since the file's bytes do not change with it."""
+        return self._source_digest if _app_tokenizer_of(opts.out, opts.source) is not None else None
 
     def _profile_device(self, opts, serial):
         from mobilebert_kit.profiler.adb import AdbClient
@@ -313,15 +323,26 @@ def _real_text(artifact, text, source):
     carried = carried_tokenizer(artifact, client, meta, vocab)
     if carried.runs_as == "graph":  # a text-in file: fed the sentences themselves
         return RealText.from_file(text, artifact, None), None
-    tokenizer = None
-    if not carried.ready:
-        directory = classify(source).directory if source else None
-        if directory is None or not any((directory / n).is_file() for n in ("tokenizer.json", "vocab.txt")):
-            return None, (f"neither the file nor its source ({source}) carries a tokenizer to feed real sentences "
-                          "with (a preset's random weights come without one); set [source] model or --source to a "
-                          "checkpoint directory with its tokenizer")
-        tokenizer = directory
+    tokenizer = None if carried.ready else _source_tokenizer(source)
+    if not carried.ready and tokenizer is None:
+        return None, (f"neither the file nor its source ({source}) carries a tokenizer to feed real sentences "
+                      "with (a preset's random weights come without one); set [source] model or --source to a "
+                      "checkpoint directory with its tokenizer")
     return RealText.from_file(text, artifact, app_tokenizer(artifact, tokenizer)), None
+
+
+def _source_tokenizer(source):
+    """The source checkpoint's directory when it holds a tokenizer (tokenizer.json or vocab.txt), else None: what a
+    file that does not carry its app's tokenizer (RoBERTa's BPE) is fed with, as ``--tokenizer DIR`` would."""
+    directory = classify(source).directory if source else None
+    if directory is None or not any((directory / n).is_file() for n in ("tokenizer.json", "vocab.txt")):
+        return None
+    return directory
+
+
+def _app_tokenizer_of(artifact, source):
+    """``evaluate_artifact``'s ``tokenizer``: None where the file carries its app's, else the source's."""
+    return None if carries_app_tokenizer(artifact) else _source_tokenizer(source)
 
 
 def _check_vocabulary(recipe, planned):
@@ -345,11 +366,10 @@ def _check_tokenizable(recipe, planned, named, table):
         raise MbkError(f"{where} the exported files carry, and embed_vocab = false writes none "
                        f"({Path(no_vocab[0].out).name}); drop embed_vocab = false, or drop {table}")
     spec = planned[0].source
-    found = classify(spec)
-    if found.directory is None or not (found.directory / "vocab.txt").is_file():
-        what = f"the preset {spec} (random weights)" if found.kind == "preset" else f"the source {spec}"
-        raise MbkError(f"{where} the exported files carry, but {what} has no vocab.txt; set [source] model "
-                       f"(or --source) to a directory holding vocab.txt, or drop {table}")
+    if _source_tokenizer(spec) is None:
+        what = f"the preset {spec} (random weights)" if classify(spec).kind == "preset" else f"the source {spec}"
+        raise MbkError(f"{where} the exported files carry, but {what} has no vocab.txt or tokenizer.json; set "
+                       f"[source] model (or --source) to a directory holding its tokenizer, or drop {table}")
 
 
 def _float_baseline(opts):
@@ -358,6 +378,7 @@ def _float_baseline(opts):
     return dataclasses.replace(
         opts, quantize="none", out=str(out.with_name(f"{out.stem}-float32{out.suffix}")), calibration=None,
         drift_report=False, keep_float_ops=(), keep_float_layers=(), io_type="float32", thresholds={},
+        max_drop=None,  # quantize = "auto"'s budget: no float export takes one
     )
 
 

@@ -2,7 +2,8 @@
 
 A sentence pair (random int32 ids would fall outside the vocabulary, and a random mask is not a mask):
 ``input_ids`` drawn uniformly from ``[1, vocab_size)`` (padding 0), ``attention_mask`` 1 over the real tokens
-then 0, ``token_type_ids`` 0 for the first sentence and 1 for the second. By default the pair fills the whole
+then 0, ``token_type_ids`` 0 for the first sentence and 1 for the second (0 throughout where the input's ``segments``,
+the rows of its lookup table, is 1: RoBERTa). By default the pair fills the whole
 sequence, as in the paper's latency tables.
 
 Example:
@@ -58,7 +59,7 @@ def make_feeds(inputs, seq_len, vocab_size, *, fill=1.0, seed=0):
             values[..., :length] = rng.integers(1, vocab_size, size=shape[:-1] + [length])
         elif role == "attention_mask":
             values[..., :length] = 1
-        elif role == "token_type_ids":
+        elif role == "token_type_ids" and spec.get("segments", 2) > 1:
             values[..., first:length] = 1
         feeds[spec["name"]] = values.astype(dtype)
     return feeds
@@ -77,7 +78,7 @@ def benchmark_input_flags(inputs, seq_len, vocab_size):
         shapes.append(",".join(str(d) for d in shape))
         if spec["dtype"] in ("int32", "int64", "int8", "uint8"):
             low, high = {"input_ids": (1, vocab_size - 1), "attention_mask": (1, 1),
-                         "token_type_ids": (0, 1)}.get(spec.get("role"), (0, 0))
+                         "token_type_ids": (0, min(1, spec.get("segments", 2) - 1))}.get(spec.get("role"), (0, 0))
             ranges.append(f"{name},{low},{high}")
         elif spec.get("role") == "attention_mask":
             dtype = _NUMPY_TYPES.get(spec["dtype"], np.float32)

@@ -119,6 +119,11 @@ class ModelInfo:
         self.runtime_needs = file_needs(artifact) if FORMATS[self.format].litert else {}
         self.variant = taxonomy.variant_name(set(self.op_counts) | set(self.fused_activations), self.format)
         self.vocab_size, self.vocab_source = self._graph.vocab_size(self.inputs)
+        # A one-row segment table (RoBERTa, XLM-R) takes segment id 0 only: the timing inputs read it here.
+        segments, found = self._graph.vocab_size(self.inputs, "token_type_ids")
+        for spec in self.inputs:
+            if spec["role"] == "token_type_ids" and found == "embedding table":
+                spec["segments"] = segments
         self.static_seq_len = _static_seq_len(self.inputs)
         try:  # its planned length, position table, ...; values out of their bounds refused (metadata.BOUNDED)
             self.metadata = parse_mbk_metadata(artifact.metadata, self.path)[0]
@@ -218,9 +223,9 @@ class _TfliteGraph:
         return _table_rows(self.ops, tensor, _TFLITE_TABLE_WRAPPERS,
                            lambda t: self.tensors[t]["shape"] if t >= 0 and self.tensors[t]["constant"] else None)
 
-    def vocab_size(self, inputs):
+    def vocab_size(self, inputs, role="input_ids"):
         consumers = _consumers(self.ops)
-        ids = [idx for idx, spec in zip(self.input_indices, inputs) if spec.get("role") == "input_ids"]
+        ids = [idx for idx, spec in zip(self.input_indices, inputs) if spec.get("role") == role]
         frontier, seen = list(ids), set()
         while frontier:
             tensor = frontier.pop()
@@ -313,9 +318,9 @@ class _OnnxGraph:
         return _table_rows(self.ops, name, _ONNX_TABLE_WRAPPERS,
                            lambda n: self.initializers[n]["shape"] if n in self.initializers else None)
 
-    def vocab_size(self, inputs):
+    def vocab_size(self, inputs, role="input_ids"):
         consumers = _consumers(self.ops)
-        ids = [spec["name"] for spec in inputs if spec.get("role") == "input_ids"]
+        ids = [spec["name"] for spec in inputs if spec.get("role") == role]
         frontier, seen = list(ids), set()
         while frontier:
             name = frontier.pop()

@@ -15,6 +15,7 @@ import numpy as np
 
 from mobilebert_kit.errors import MbkError
 from mobilebert_kit.profiler.errors import ProfilerError
+from mobilebert_kit.profiler.inputs import feed_shape
 from mobilebert_kit.profiler.model_info import ModelInfo
 from mobilebert_kit.utils.input_paths import text_line
 
@@ -90,7 +91,7 @@ class RealText:
 
     def feeds(self, inputs, static_len=None):
         """``{input name: [1, n] array}`` per sentence for a model's ``inputs`` (``ModelInfo.inputs``), each padded to
-        ``static_len`` (a static file) or at its own length (None)."""
+        ``static_len`` (a static file) or at its own length (None); a static batch of B gets the sentence in B rows."""
         if self.lines:
             return [{inputs[0]["name"]: np.array([line], dtype=object)} for line in self.lines]
         out = []
@@ -99,10 +100,11 @@ class RealText:
             row = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": types}
             feed = {}
             for spec in inputs:
-                values = np.zeros((1, width), dtype=np.int64)
+                # A static batch (static_axes with batch_size 2) takes that many rows: each the sentence.
+                values = np.zeros(feed_shape(spec, width), dtype=np.int64)
                 source = row.get(spec.get("role"))
                 if source is not None:
-                    values[0, : len(source)] = source
+                    values[..., : len(source)] = source
                 feed[spec["name"]] = values.astype(spec["dtype"])
             out.append(feed)
         return out

@@ -511,3 +511,26 @@ def test_token_logits_argmax_agreement_counts_real_tokens_only():
     wrong = ours.copy()
     wrong[1, 1] = [9.0, 0.0, 0.0]  # one real token's label flips: 7 of 8 real tokens agree
     assert compare("logits", wrong, reference, mask, logits=True).argmax_agreement == pytest.approx(7 / 8)
+
+
+def test_eval_data_scores_an_onnx_of_a_sentencepiece_checkpoint_with_its_tokenizer(tmp_path):
+    """`mbk export XLM-R --format onnx --eval-data` failed: 'x.onnx ... carries none ...; pass --tokenizer' (an option
+    export lacks). Its .tflite packs the SentencePiece model, its .onnx does not: exporter._scorer decided for both."""
+    import torch
+    import transformers
+
+    from tests.helpers import run_mbk
+    from tests.tokenizer_fixtures import LABELS, save_checkpoint
+
+    reference = save_checkpoint("xlm-roberta", tmp_path / "x")
+    sentences = ["The film was fine.", "A dull and slow story", "I loved every minute of it", "Not my kind of thing"]
+    (tmp_path / "test.tsv").write_text("sentence\tlabel\n" + "".join(
+        f"{s}\t{LABELS[i % 3]}\n" for i, s in enumerate(sentences)))
+    proc = run_mbk("export", tmp_path / "x", "--format", "onnx", "--seq-len", "16", "--eval-data",
+                   tmp_path / "test.tsv", "--out", tmp_path / "x.onnx")
+    assert proc.returncode == 0, proc.stderr
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "x")
+    with torch.no_grad():
+        predicted = [int(reference(**tokenizer(s, return_tensors="pt")).logits.argmax(-1)) for s in sentences]
+    accuracy = sum(p == i % 3 for i, p in enumerate(predicted)) / len(sentences)
+    assert f"accuracy {accuracy:.4f} on" in proc.stdout

@@ -51,6 +51,14 @@ def test_bad_recipes_are_one_line_errors(tmp_path, text, fragment):
     assert fragment in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("key, value", [("norm", "batchnorm"), ("act", "swish")])
+def test_an_unknown_substitution_is_named_as_the_recipe_writes_it(tmp_path, key, value):
+    """It said 'unknown --norm 'batchnorm'', a flag of mbk substitute, without the recipe's name."""
+    recipe = Recipe.load(write(tmp_path, f"[source]\npreset = 'tiny-bert'\n[substitute]\n{key} = '{value}'\n"))
+    with pytest.raises(RecipeError, match=rf"r.toml: unknown \[substitute\] {key} '{value}'; valid values: "):
+        recipe.prepare(recipe.options()[0])
+
+
 def test_recipe_substitutes_once_and_exports_every_format(tmp_path):
     from mobilebert_kit.convert.plan.input_set import InputSet
 

@@ -207,3 +207,55 @@ def test_interrupted_run_leaves_no_partial_files_and_resumes(tmp_path):
     assert stages["export tiny-float32.tflite (tflite, none, seq 16)"] == "skipped"
     assert stages["export tiny.tflite (tflite, dynamic, seq 16)"] == "done"
     assert (out / "tiny.pipeline.html").is_file()
+
+
+def test_a_roberta_recipe_is_scored_and_timed_with_its_checkpoints_tokenizer(tmp_path):
+    """A RoBERTa (byte-level BPE) recipe with [evaluation] data and [profile] text was refused ('the source has no
+    vocab.txt'), though its files run on the checkpoint's tokenizer.json, as `mbk evaluate --tokenizer DIR` does."""
+    import torch
+    import transformers
+
+    from tests.tokenizer_fixtures import LABELS, save_checkpoint
+
+    reference = save_checkpoint("roberta", tmp_path / "rob")
+    sentences = ["the film was fine", "a dull and slow story", "I loved every minute of it", "not my kind of thing"]
+    (tmp_path / "test.tsv").write_text("sentence\tlabel\n" + "".join(
+        f"{s}\t{LABELS[i % 3]}\n" for i, s in enumerate(sentences)))
+    (tmp_path / "text.txt").write_text("\n".join(sentences) + "\n")
+    (tmp_path / "r.toml").write_text('[source]\nmodel = "rob"\n[export]\nformats = ["tflite"]\nseq_len = 16\n'
+                                      '[validation]\ncount = 2\n[evaluation]\ndata = "test.tsv"\n'
+                                      '[profile]\ntext = "text.txt"\n')
+    proc = run_mbk("pipeline", tmp_path / "r.toml", "--runs", "2")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "out" / "r.pipeline.json").read_text())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "rob")
+    with torch.no_grad():
+        predicted = [int(reference(**tokenizer(s, return_tensors="pt")).logits.argmax(-1)) for s in sentences]
+    accuracy = sum(p == i % 3 for i, p in enumerate(predicted)) / len(sentences)
+    assert report["evaluation"]["models"][0]["metrics"]["accuracy"] == pytest.approx(accuracy)
+    assert report["artifacts"][0]["real_text"]["sentences"] == len(sentences)
+    # The files do not carry that tokenizer: a changed one re-runs the stages it feeds, though no file changes.
+    (tmp_path / "rob" / "tokenizer.json").write_text(json.dumps(json.loads(
+        (tmp_path / "rob" / "tokenizer.json").read_text()), indent=1))
+    proc = run_mbk("pipeline", tmp_path / "r.toml", "--runs", "2")
+    assert proc.returncode == 0, proc.stderr
+    stages = _stage_lines(proc.stdout)
+    assert stages["evaluate 1 file(s) on test.tsv"] == stages["profile r.tflite on the host (2 runs)"] == "done"
+
+
+def test_a_quantize_auto_recipe_runs_and_reports_the_mode_it_chose(tmp_path):
+    """quantize = "auto" with [evaluation] max_drop failed at its float32 baseline ('[evaluation] max_drop is the
+    budget of [export] quantize = 'auto'', of a recipe saying exactly that), and the report's quantize was 'auto'."""
+    from tests.tokenizer_fixtures import LABELS, save_checkpoint
+
+    save_checkpoint("bert", tmp_path / "clf")
+    (tmp_path / "test.tsv").write_text("sentence\tlabel\n" + "".join(
+        f"sentence number {i} of the test\t{LABELS[i % 3]}\n" for i in range(12)))
+    (tmp_path / "r.toml").write_text('[source]\nmodel = "clf"\n[export]\nformats = ["tflite"]\nquantize = "auto"\n'
+                                      'seq_len = 16\n[validation]\ncount = 2\n[calibration]\ncount = 8\n'
+                                      '[evaluation]\ndata = "test.tsv"\nmax_drop = 0.5\n')
+    proc = run_mbk("pipeline", tmp_path / "r.toml", "--runs", "2")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "out" / "r.pipeline.json").read_text())
+    chosen = json.loads((tmp_path / "out" / "r.tflite.report.json").read_text())["quantize"]
+    assert [a["quantize"] for a in report["artifacts"]] == ["none", chosen] and chosen != "auto"

@@ -141,7 +141,8 @@ def test_default_pipeline_end_to_end(tmp_path):
 @pytest.mark.parametrize("table", ["[evaluation]\ndata = \"test.tsv\"\n", "[profile]\ntext = \"test.tsv\"\n"],
                          ids=["evaluation", "profile-text"])
 @pytest.mark.parametrize("source, export, problem", [
-    ('preset = "tiny-bert"', "", "but the preset tiny-bert (random weights) has no vocab.txt; set [source] model"),
+    ('preset = "tiny-bert"', "",
+     "but the preset tiny-bert (random weights) has no vocab.txt or tokenizer.json; set [source] model"),
     ('model = "ckpt"', "embed_vocab = false\n", "and embed_vocab = false writes none (m.tflite); drop embed_vocab"),
 ])
 def test_evaluation_data_without_a_vocabulary_is_refused_before_any_export(tmp_path, source, export, problem, table):
@@ -162,3 +163,31 @@ def test_evaluation_data_without_a_vocabulary_is_refused_before_any_export(tmp_p
                                                  f"vocabulary the exported files carry, {problem}")):
         runner.Pipeline(recipe, out_dir=tmp_path / "out").run()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_noisy_real_text_timing_is_taken_again_with_four_times_the_runs_it_timed():
+    """Real text times at least one pass over its 67 sentences: with --runs 5 the second attempt asked for 20 runs,
+    timed the same 67 again, and the log said 'after 67 runs; timing again with 20'."""
+    import io
+
+    from rich.console import Console
+
+    from mobilebert_kit.pipeline.runner import MAX_ATTEMPTS, Pipeline
+
+    class Profiler:
+        runs = 5
+
+    asked, timed = [], []
+    pipeline = Pipeline("r.toml", runs=5, console=Console(file=io.StringIO(), width=300))
+
+    def measure():
+        asked.append(Profiler.runs)
+        timed.append(max(Profiler.runs, 67))
+        samples = [1.0 + (i % 2) for i in range(timed[-1])]  # a median interval far wider than 5%
+        return {"samples_ms": samples, "latency_ms": {"median": 1.5}}
+
+    attempts = {}
+    pipeline._steady(Profiler, measure, attempts, "m.tflite real text")
+    assert attempts == {"m.tflite real text": MAX_ATTEMPTS} and Profiler.runs == 5
+    assert asked == [5, 4 * 67, 16 * 67] and timed == [67, 268, 1072]
+    assert "after 67 runs; timing again with 268" in pipeline.console.file.getvalue()

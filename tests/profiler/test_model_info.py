@@ -134,3 +134,22 @@ def test_inspect_and_profile_describe_a_file_alike(models, key):
     assert [(i["name"], i["dtype"], i["shape"]) for i in info.inputs] == [
         (i["name"], i["dtype"], [d if isinstance(d, int) else -1 for d in i["shape"]]) for i in inspected.inputs]
     assert dict(info.op_counts) == dict(inspected.op_counts)
+
+
+def test_a_roberta_file_is_timed_with_the_one_segment_id_its_table_holds(tmp_path):
+    """RoBERTa's segment table has one row: `mbk profile` (and every pipeline) fed segment id 1 and the TFLite
+    file failed with 'gather index out of bounds'; benchmark_model was given the range 0-1 as well."""
+    from mobilebert_kit.profiler.host import HostProfiler
+    from tests.helpers import run_mbk
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    save_checkpoint("roberta", tmp_path / "rob")
+    run_mbk("export", tmp_path / "rob", "--format", "tflite", "--seq-len", "16", "--out", tmp_path / "r.tflite",
+            check=True)
+    info = ModelInfo(tmp_path / "r.tflite")
+    (segments,) = [spec for spec in info.inputs if spec["role"] == "token_type_ids"]
+    assert segments["segments"] == 1
+    assert make_feeds(info.inputs, 16, info.vocab_size)["token_type_ids"].max() == 0
+    assert benchmark_input_flags(info.inputs, 16, info.vocab_size)[0][-1].endswith("token_type_ids,0,0")
+    result = HostProfiler(threads=1, runs=2, warmup=1, min_time_s=0.0).profile(tmp_path / "r.tflite")
+    assert result["latency_ms"]["median"] > 0

@@ -139,3 +139,20 @@ def test_real_text_lengths_of_a_sentence_set(models, text):
     summary = RealText.from_file(lines, models["dynamic"], app_tokenizer(models["dynamic"], vocab)).summary()
     assert summary["tokens"] == {"min": 3, "median": 8.5, "mean": float(np.mean([8, 3, 9, 22])),
                                  "p90": float(np.percentile([8, 3, 9, 22], 90)), "max": 22}
+
+
+def test_a_static_batch_of_two_is_fed_each_sentence_in_both_rows(tmp_path, text):
+    """A recipe's static_axes with batch_size = 2: `mbk profile --text` (and the pipeline's real-text timing) fed
+    [1, seq] rows and onnxruntime refused them ('Got invalid dimensions for input: input_ids')."""
+    from mobilebert_kit.profiler.model_info import ModelInfo
+    from tests.helpers import run_mbk
+
+    lines, vocab = text
+    path = tmp_path / "b2.onnx"
+    run_mbk("export", "tiny-bert", "--format", "onnx", "--static-axes", "--batch-size", "2", "--seq-len", "16",
+            "--out", path, check=True)
+    real = RealText.from_file(lines, path, app_tokenizer(path, vocab))
+    (first, *_) = real.feeds(ModelInfo(path).inputs, static_len=16)
+    assert first["input_ids"].shape == (2, 16) and (first["input_ids"][0] == first["input_ids"][1]).all()
+    result = fast().profile_text(path, real)
+    assert result["latency_ms"]["median"] > 0 and result["text"]["sentences"] == len(LINES)

@@ -239,12 +239,13 @@ class Substitution:
     carry_rule: str = ""
     check: object = None
 
-    def validate(self, value):
-        """Raises ConfigError unless ``value`` is a valid setting of this record."""
+    def validate(self, value, name=None):
+        """Raises ConfigError unless ``value`` is a valid setting of this record; ``name``: the option as the user
+        wrote it (default ``--NAME``, ``mbk substitute``'s flag)."""
         if self.check is not None:
             self.check(value)
         else:
-            check_choice(f"--{self.name}", value, self.choices)
+            check_choice(name or f"--{self.name}", value, self.choices)
 
 
 SUBSTITUTIONS = {
