@@ -259,8 +259,8 @@ def main():
         print(f"ours default dynamic int8 / {name}: {ours / means['LiteRT: ' + name]:.3f}")
     print("\nsentence-embedding cosine to PyTorch sentence-transformers (transformers, the checkpoint's tokenizer):")
     reference, same = pytorch_embeddings(minilm, lines, text.ids)
-    print(f"| runtime: file | mean | min | min over the {same.sum()} of {len(lines)} sentences the app tokenizes as the "
-          "checkpoint does |\n|---|---|---|---|")
+    print(f"| runtime: file | mean | min | min over the {same.sum()} of {len(lines)} sentences the app tokenizes as "
+          "the checkpoint does |\n|---|---|---|---|")
     for name, (mean, low, low_same) in fidelity(files, text, lines, reference, same).items():
         print(f"| {name} | {mean:.4f} | {low:.4f} | {low_same:.4f} |")
 

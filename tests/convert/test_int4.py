@@ -169,8 +169,9 @@ def test_real_minilm_int4_exports_and_validates(minilm_dir, tmp_path):
 
 def test_onnx_int4_converts_nodes_whose_form_opset_21_changed(tmp_path):
     """A ReduceMean of opset 17 keeps its axes as an attribute, which opset 18 made an input, and an even Split
-    names no num_outputs, which opset 18 requires. ONNX Runtime's int4 Gather pass sets opset 21 without converting them, and ModernBERT's file (its norms' means,
-    its fused QKV split) failed onnx.checker or ORT's load: they are converted first, and compute what they did."""
+    names no num_outputs, which opset 18 requires. ONNX Runtime's int4 Gather pass sets opset 21 without
+    converting them, and ModernBERT's file (its norms' means, its fused QKV split) failed onnx.checker or ORT's
+    load: they are converted first, and compute what they did."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
