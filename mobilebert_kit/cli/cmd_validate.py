@@ -76,6 +76,12 @@ def run(args):
         what = f"{args.file} takes {seq_len} tokens" if fixed else f"--seq-len {seq_len} is"
         fix = "validate against the model the file was exported from" if fixed else f"pass --seq-len {positions} or less"
         raise ConfigError(f"{what} more than the {positions} positions of the reference {args.reference}; {fix}")
+    recorded = meta.get("vocab_size")
+    if isinstance(recorded, int) and recorded != config["vocab_size"]:
+        # Another model's reference: its larger vocabulary failed in the runtime's gather, blamed on the file.
+        raise ConfigError(f"{args.file} embeds {recorded} tokens (its mbk_metadata vocab_size) but the reference "
+                          f"{args.reference} embeds {config['vocab_size']}, so it was exported from another model; "
+                          "validate against the model the file was exported from")
     if args.data:
         inputs = InputSet.for_model(args.data, seq_len, source.tokenizer, config, count=args.count)
     else:
