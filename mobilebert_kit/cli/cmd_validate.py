@@ -70,6 +70,10 @@ def run(args):
     # a file without one, at the export rule's default within the reference's position table.
     positions = max_positions(config)
     fixed = ArtifactRunner(args.file).seq_len
+    if fixed and args.seq_len and args.seq_len != fixed:
+        # Validated at the file's own length while the report read as --seq-len's (mbk evaluate refuses it too).
+        raise ConfigError(f"{args.file} takes {fixed} tokens, not {args.seq_len}; drop --seq-len or re-export at "
+                          f"{args.seq_len}")
     seq_len = fixed or cut or planned_length(meta, requested=args.seq_len, max_positions=positions)
     if positions and seq_len > positions:
         # The reference would read past its position table (an internal error deep in the embedding).

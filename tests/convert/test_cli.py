@@ -23,6 +23,9 @@ def test_export_validate_inspect(exported):
     bad = run_mbk("validate", exported, "--reference", "tiny-mobilebert", "--threshold", "min_snr_db=200")
     assert bad.returncode == 1
     assert_one_line_error(bad, "failed validation", "SNR")
+    # --seq-len of another length than the static file's was ignored: PASSED at 16 for a request of 8.
+    assert_one_line_error(run_mbk("validate", exported, "--reference", "tiny-mobilebert", "--seq-len", "8"),
+                          "takes 16 tokens, not 8")
     info = run_mbk("inspect", exported, "--json", check=True)
     data = json.loads(info.stdout)
     assert [i["name"] for i in data["inputs"]] == ["input_ids", "attention_mask", "token_type_ids"]
