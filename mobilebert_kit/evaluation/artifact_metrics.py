@@ -63,6 +63,11 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
         # Another model's larger vocabulary: the runtime's gather error, blamed on the file.
         if isinstance(meta.get("vocab_size"), int):
             check_tokenizer_fits(given, meta["vocab_size"], path)
+        # Another kind's ids (a BERT vocab.txt for a RoBERTa file) fit the table and were scored without a word.
+        recorded = meta.get("tokenizer_kind")
+        if isinstance(recorded, str) and given.kind.name != recorded:
+            raise ArtifactError(f"--tokenizer {tokenizer} is a {given.kind.name} tokenizer but {path} was exported "
+                                f"from a checkpoint whose tokenizer is {recorded}; pass that checkpoint's directory")
         if FORMATS[graph.format].client_metadata and TFLITE_METADATA in graph.metadata:
             # Scored on the ids its app computes (docs/clients/README.md); a tokenizer no client runs (byte-level
             # BPE): the app feeds the checkpoint tokenizer's ids through LiteRT.
