@@ -70,12 +70,22 @@ def run(args):
     # a file without one, at the export rule's default within the reference's position table.
     positions = max_positions(config)
     fixed = ArtifactRunner(args.file).seq_len
+    if fixed and args.seq_len and args.seq_len != fixed:
+        # Validated at the file's own length while the report read as --seq-len's (mbk evaluate refuses it too).
+        raise ConfigError(f"{args.file} takes {fixed} tokens, not {args.seq_len}; drop --seq-len or re-export at "
+                          f"{args.seq_len}")
     seq_len = fixed or cut or planned_length(meta, requested=args.seq_len, max_positions=positions)
     if positions and seq_len > positions:
         # The reference would read past its position table (an internal error deep in the embedding).
         what = f"{args.file} takes {seq_len} tokens" if fixed else f"--seq-len {seq_len} is"
         fix = "validate against the model the file was exported from" if fixed else f"pass --seq-len {positions} or less"
         raise ConfigError(f"{what} more than the {positions} positions of the reference {args.reference}; {fix}")
+    recorded = meta.get("vocab_size")
+    if isinstance(recorded, int) and recorded != config["vocab_size"]:
+        # Another model's reference: its larger vocabulary failed in the runtime's gather, blamed on the file.
+        raise ConfigError(f"{args.file} embeds {recorded} tokens (its mbk_metadata vocab_size) but the reference "
+                          f"{args.reference} embeds {config['vocab_size']}, so it was exported from another model; "
+                          "validate against the model the file was exported from")
     if args.data:
         inputs = InputSet.for_model(args.data, seq_len, source.tokenizer, config, count=args.count)
     else:

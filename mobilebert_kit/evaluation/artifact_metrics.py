@@ -59,10 +59,22 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     if isinstance(meta.get("tokenizer_in_graph"), dict):
         return _InGraphText(path)
     if tokenizer is not None:
-        given = TextTokenizer.from_file(tokenizer, lowercase=meta.get("do_lower_case"))
+        # A tokenizer.json records its own casing (asking for the file's said "--cased was asked for", an option
+        # mbk evaluate does not have); a vocab.txt takes the file's, and a mismatch is refused below by name.
+        json_file = Path(tokenizer).name == "tokenizer.json" or (Path(tokenizer) / "tokenizer.json").is_file()
+        given = TextTokenizer.from_file(tokenizer, lowercase=None if json_file else meta.get("do_lower_case"))
         # Another model's larger vocabulary: the runtime's gather error, blamed on the file.
         if isinstance(meta.get("vocab_size"), int):
             check_tokenizer_fits(given, meta["vocab_size"], path)
+        # Another kind's ids (a BERT vocab.txt for a RoBERTa file) fit the table and were scored without a word.
+        recorded = meta.get("tokenizer_kind")
+        if isinstance(recorded, str) and given.kind.name != recorded:
+            raise ArtifactError(f"--tokenizer {tokenizer} is a {given.kind.name} tokenizer but {path} was exported "
+                                f"from a checkpoint whose tokenizer is {recorded}; pass that checkpoint's directory")
+        cased = meta.get("do_lower_case")
+        if isinstance(cased, bool) and given.do_lower_case != cased:
+            raise ArtifactError(f"--tokenizer {tokenizer} is {'uncased' if given.do_lower_case else 'cased'} but {path} "
+                                f"was exported {'uncased' if cased else 'cased'}; pass the checkpoint's own directory")
         if FORMATS[graph.format].client_metadata and TFLITE_METADATA in graph.metadata:
             # Scored on the ids its app computes (docs/clients/README.md); a tokenizer no client runs (byte-level
             # BPE): the app feeds the checkpoint tokenizer's ids through LiteRT.

@@ -197,6 +197,16 @@ def class_labels(path, raw):
     return names
 
 
+def unseen(path, what, name, where, known):
+    """The message of a data label the model has no class for; one that only looks like a known name ("Pos",
+    NFD "café", a full-width letter) says which and how, as two such names print alike in the message."""
+    alike = next((k for k in known if look_alike_key(k) == look_alike_key(name)), None)
+    if alike is not None:
+        return (f"{path}: {what} {name!r} ({where}) and the model's {alike!r} {how_alike(alike, name)}; write the "
+                f"data's {what}s as the model's labels are written")
+    return f"{path}: {what} {name!r} ({where}) was not seen in training; known: {', '.join(known)}"
+
+
 def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_column=None, label_names=None,
                        need_label=True, recorded_columns=None):
     """``(features, labels or None, label_names, columns)`` of a classification/regression table.
@@ -227,8 +237,7 @@ def load_sequence_task(path, tokenizer, seq_len, task, text_columns=None, label_
             unknown = sorted(set(raw) - set(index))
             if unknown:
                 row = raw.index(unknown[0]) + 1
-                raise DataError(f"{path}: label {unknown[0]!r} (data row {row}) was not seen in training; known: "
-                                f"{', '.join(label_names)}")
+                raise DataError(unseen(path, "label", unknown[0], f"data row {row}", label_names))
             labels = np.asarray([index[x] for x in raw], np.int32)
     return features, labels, label_names, {"text_columns": text_columns, "label_column": label_column}
 
@@ -480,8 +489,7 @@ def tagging_features(tokenizer, sentences, seq_len, tag_names, path):
             if w is not None and w != previous:
                 positions[w] = k + 1
                 if tags[w] not in index:
-                    raise DataError(f"{path}: tag {tags[w]!r} (sentence {row + 1}) was not seen in training; known: "
-                                    f"{', '.join(tag_names)}")
+                    raise DataError(unseen(path, "tag", tags[w], f"sentence {row + 1}", tag_names))
                 labels[row, k + 1] = index[tags[w]]
             previous = w
         first_piece.append(positions)

@@ -23,6 +23,9 @@ def test_export_validate_inspect(exported):
     bad = run_mbk("validate", exported, "--reference", "tiny-mobilebert", "--threshold", "min_snr_db=200")
     assert bad.returncode == 1
     assert_one_line_error(bad, "failed validation", "SNR")
+    # --seq-len of another length than the static file's was ignored: PASSED at 16 for a request of 8.
+    assert_one_line_error(run_mbk("validate", exported, "--reference", "tiny-mobilebert", "--seq-len", "8"),
+                          "takes 16 tokens, not 8")
     info = run_mbk("inspect", exported, "--json", check=True)
     data = json.loads(info.stdout)
     assert [i["name"] for i in data["inputs"]] == ["input_ids", "attention_mask", "token_type_ids"]
@@ -176,3 +179,17 @@ def test_the_length_is_planned_from_the_source_under_an_explicit_task_and_throug
     meta = read_artifact_metadata(tmp_path / "out" / "nonorm.onnx")
     assert (meta["seq_len"], meta["planned_seq_len"], meta["normalization_type"]) == (None, 64, "no_norm")
     assert "seq 64 (dynamic axes)" in proc.stdout
+
+
+def test_validating_against_another_models_vocabulary_names_the_reference(tmp_path):
+    # A file of a 300-token BERT validated against a 400-token RoBERTa: the reference's ids failed in onnxruntime's
+    # Gather ("indices element out of data bounds ... re-export the model"), blaming a sound file.
+    from tests.tokenizer_fixtures import save_checkpoint
+
+    save_checkpoint("bert", tmp_path / "bert")
+    save_checkpoint("roberta", tmp_path / "roberta")
+    out = tmp_path / "bert.onnx"
+    run_mbk("export", tmp_path / "bert", "--format", "onnx", "--seq-len", "16", "--out", out, "--no-validate", check=True)
+    bad = run_mbk("validate", out, "--reference", tmp_path / "roberta", "--count", "2")
+    assert bad.returncode == 2
+    assert_one_line_error(bad, "embeds 300 tokens", "reference", "embeds 400", "exported from another model")

@@ -98,6 +98,31 @@ def test_a_file_without_vocabulary_takes_tokenizer(task_models, exported, tmp_pa
     assert given.metrics == pytest.approx(with_vocab.metrics)
 
 
+def test_a_tokenizer_of_another_kind_than_the_files_is_refused(task_models, exported, tmp_path):
+    # A RoBERTa file given a BERT vocab.txt (the ids fit its table) was scored on WordPiece ids without a word.
+    from tests.tokenizer_fixtures import save_tokenizer
+
+    save_tokenizer("roberta", tmp_path)
+    with pytest.raises(MbkError, match=r"--tokenizer .* is a bpe tokenizer but .* whose tokenizer is wordpiece"):
+        evaluate_artifact(exported["classification", "onnx"], task_models["data"]["classification"], tokenizer=tmp_path)
+
+
+def test_a_tokenizer_json_of_other_casing_than_the_file_names_both(task_models, exported, tmp_path):
+    # An uncased file given a cased BERT tokenizer.json said "... is cased but lower-casing was asked for; drop the
+    # option", an option mbk evaluate does not have.
+    import json
+
+    from tests.tokenizer_fixtures import save_tokenizer
+
+    save_tokenizer("bert", tmp_path)
+    spec = json.loads((tmp_path / "tokenizer.json").read_text())
+    spec["normalizer"]["lowercase"] = False
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(MbkError, match=r"^--tokenizer .*tokenizer.json is cased but .* was exported uncased; pass"):
+        evaluate_artifact(exported["classification", "onnx"], task_models["data"]["classification"],
+                          tokenizer=tmp_path / "tokenizer.json")
+
+
 def test_a_tokenizer_larger_than_the_files_embedding_table_is_refused(task_models, exported, tmp_path):
     # Another model's vocab.txt as --tokenizer failed in the runtime ("gather index out of bounds ...; re-export
     # the model"), blaming the file; export and finetune refuse such a vocabulary by name.

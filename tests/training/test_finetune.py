@@ -83,6 +83,19 @@ def test_squad_features_find_answers_across_windows(tokenizer):
     assert task_data.squad_predictions(examples, windows, start_logits, end_logits, allow_null=True) == {"a": ""}
 
 
+def test_a_data_label_that_only_looks_like_a_models_label_says_how(tokenizer, tmp_path):
+    # `mbk evaluate` of data labelled "Pos" (or NFD "café", a full-width letter) for a model of "pos" said "label
+    # 'café' was not seen in training; known: café", the two names printing alike; the message names the match.
+    data = tmp_path / "d.tsv"
+    for label, name, how in (("Pos", "pos", "differ only in case"), ("cafe\u0301", "caf\u00e9", "composed differently"),
+                             ("\uff50os", "pos", "look alike")):
+        data.write_text(f"sentence\tlabel\na\tneg\nb\t{label}\n")
+        with pytest.raises(DataError, match=rf"label {label!r} \(data row 2\) and the model's {name!r} .*{how}"):
+            task_data.load_sequence_task(data, tokenizer, 8, "classification", label_names=["neg", name])
+    with pytest.raises(DataError, match=r"tag 'b-per' \(sentence 1\) and the model's 'B-PER' differ only in case"):
+        task_data.tagging_features(tokenizer, [(["John"], ["b-per"])], 8, ["B-PER", "O"], "eval.conll")
+
+
 def test_tagging_features_label_first_pieces(tokenizer):
     sentences = [(["John", "plays", "good"], ["B-PER", "O", "O"])]
     features, labels, first = task_data.tagging_features(tokenizer, sentences, 8, ["B-PER", "O"], "t.conll")
