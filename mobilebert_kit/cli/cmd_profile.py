@@ -104,6 +104,11 @@ def run(args):
         return _list_devices(args)
     if not args.files:
         raise ProfilerError("no model file given; usage: mbk profile FILE [FILE...] --target host|adb")
+    # A phone's options without --target adb would time this host under a command that names a phone.
+    phone_only = [flag for flag, value in (("--serial", args.serial), ("--lock-freq", args.lock_freq)) if value]
+    if args.target == "host" and phone_only:
+        raise ProfilerError(f"{phone_only[0]} is an option of a phone, but this run times the host; add --target adb "
+                            f"to time the phone, or drop {phone_only[0]}")
     # Checked before profiling: a refused --json /dev/null must not cost a two-minute run first.
     _check_distinct_reports(args)
     # Every input, not only the model files: --overwrite replaced the --text file with the report.

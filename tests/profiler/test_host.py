@@ -180,6 +180,16 @@ def test_a_length_named_twice_is_timed_once(models, tmp_path, mbk):
     assert [r["seq_len"] for r in json.loads(out.read_text())["results"]] == [16]
 
 
+def test_a_phone_option_without_target_adb_is_refused(models, tmp_path, mbk):
+    """``--serial ABC`` (or ``--lock-freq``) without ``--target adb`` timed the host under a command naming a phone."""
+    for option in (("--serial", "ABC123"), ("--lock-freq", "max")):
+        out = tmp_path / "r.json"
+        code, _, stderr = mbk("profile", models["ln_gelu"], *option, "--runs", "2", "--min-time", "0", "--json", out)
+        assert code == 2 and stderr.count("\n") == 1, stderr
+        assert f"{option[0]} is an option of a phone" in stderr and "--target adb" in stderr
+        assert not out.exists()
+
+
 def test_cli_corrupt_model_is_one_line(tmp_path, mbk):
     bad = tmp_path / "broken.tflite"
     bad.write_bytes(b"\x00" * 64)
