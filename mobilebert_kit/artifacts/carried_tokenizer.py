@@ -11,8 +11,10 @@ TensorFlow-free: the record hands the bytes and the casing to ``data.text_tokeni
 """
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from mobilebert_kit.artifacts.client_metadata import packed_disagreements
+from mobilebert_kit.artifacts.client_metadata import packed_disagreements, read_with_client_metadata
+from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
 from mobilebert_kit.artifacts.clients import CLIENT_TOKENIZERS
 
 _BERT_NAMES = {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"}
@@ -114,17 +116,12 @@ def carried_tokenizer(path, client, recorded, vocab):
                             True if lowercase is None else bool(lowercase))
 
 
-__all__ = ["CarriedTokenizer", "carried_tokenizer"]
-
-
 def carries_app_tokenizer(path):
     """Whether the file at ``path`` carries the tokenizer its app feeds it (:func:`carried_tokenizer`'s ``ready``):
     a RoBERTa file does not, nor an ``.onnx`` of a SentencePiece checkpoint (its ``.tflite`` packs the model)."""
-    from pathlib import Path
-
-    from mobilebert_kit.artifacts.client_metadata import read_with_client_metadata
-    from mobilebert_kit.artifacts.metadata import parse_mbk_metadata
-
     graph, client = read_with_client_metadata(Path(path))
     meta, vocab = parse_mbk_metadata(graph.metadata, path)
     return carried_tokenizer(path, client, meta, vocab).ready
+
+
+__all__ = ["CarriedTokenizer", "carried_tokenizer", "carries_app_tokenizer"]

@@ -61,7 +61,8 @@ def _tokenizer_of(path, graph, client, meta, vocab, tokenizer):
     if tokenizer is not None:
         # A tokenizer.json records its own casing (asking for the file's said "--cased was asked for", an option
         # mbk evaluate does not have); a vocab.txt takes the file's, and a mismatch is refused below by name.
-        json_file = Path(tokenizer).name == "tokenizer.json" or (Path(tokenizer) / "tokenizer.json").is_file()
+        given_path = Path(tokenizer)  # a .json, or a directory holding tokenizer.json: TextTokenizer.from_file's rule
+        json_file = (given_path / "tokenizer.json").is_file() if given_path.is_dir() else given_path.suffix == ".json"
         given = TextTokenizer.from_file(tokenizer, lowercase=None if json_file else meta.get("do_lower_case"))
         # Another model's larger vocabulary: the runtime's gather error, blamed on the file.
         if isinstance(meta.get("vocab_size"), int):

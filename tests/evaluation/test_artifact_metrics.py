@@ -107,9 +107,11 @@ def test_a_tokenizer_of_another_kind_than_the_files_is_refused(task_models, expo
         evaluate_artifact(exported["classification", "onnx"], task_models["data"]["classification"], tokenizer=tmp_path)
 
 
-def test_a_tokenizer_json_of_other_casing_than_the_file_names_both(task_models, exported, tmp_path):
+@pytest.mark.parametrize("name", ["tokenizer.json", "bert-cased.json"])
+def test_a_tokenizer_json_of_other_casing_than_the_file_names_both(task_models, exported, tmp_path, name):
     # An uncased file given a cased BERT tokenizer.json said "... is cased but lower-casing was asked for; drop the
-    # option", an option mbk evaluate does not have.
+    # option", an option mbk evaluate does not have. Any .json is a tokenizer.json to --tokenizer (TextTokenizer.
+    # from_file's rule), whatever its name.
     import json
 
     from tests.tokenizer_fixtures import save_tokenizer
@@ -117,10 +119,11 @@ def test_a_tokenizer_json_of_other_casing_than_the_file_names_both(task_models, 
     save_tokenizer("bert", tmp_path)
     spec = json.loads((tmp_path / "tokenizer.json").read_text())
     spec["normalizer"]["lowercase"] = False
-    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
-    with pytest.raises(MbkError, match=r"^--tokenizer .*tokenizer.json is cased but .* was exported uncased; pass"):
+    (tmp_path / "tokenizer.json").unlink()
+    (tmp_path / name).write_text(json.dumps(spec))
+    with pytest.raises(MbkError, match=rf"^--tokenizer .*{name} is cased but .* was exported uncased; pass"):
         evaluate_artifact(exported["classification", "onnx"], task_models["data"]["classification"],
-                          tokenizer=tmp_path / "tokenizer.json")
+                          tokenizer=tmp_path / name)
 
 
 def test_a_tokenizer_larger_than_the_files_embedding_table_is_refused(task_models, exported, tmp_path):
